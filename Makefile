@@ -1,0 +1,42 @@
+# provisiond — run `make help` for the targets.
+GO        ?= go
+PKGS      := ./...
+TESTFLAGS ?= -race -count=1 -timeout 15m
+BENCHTIME ?= 2s
+FUZZTIME  ?= 30s
+
+.DEFAULT_GOAL := help
+
+build: ## build provisiond (and the other commands) into bin/
+	$(GO) build -o bin/ ./cmd/...
+
+test: ## run every test with the race detector (what CI runs)
+	$(GO) test $(TESTFLAGS) $(PKGS)
+
+test-short: ## quick tests without the race detector
+	$(GO) test -short -count=1 $(PKGS)
+
+lint: ## gofmt check and go vet
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+depcheck: ## check the package dependency direction of design.md
+	@scripts/depcheck.sh
+
+bench: ## transport benchmarks: Ping over TLS websocket vs a plain JSON echo baseline
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count 5 ./rpc/... ./internal/daemon/ ./watcher/ ./state/...
+
+fuzz: ## fuzz the wire codec for FUZZTIME
+	$(GO) test -run '^$$' -fuzz FuzzDecodeHeader -fuzztime $(FUZZTIME) ./rpc/
+
+tidy-check: ## fail when go.mod/go.sum are not tidy
+	$(GO) mod tidy && git diff --exit-code go.mod go.sum
+
+clean: ## remove build output
+	rm -rf bin/
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} {printf "  %-12s %s\n", $$1, $$2}'
+
+.PHONY: build test test-short lint depcheck bench fuzz tidy-check clean help

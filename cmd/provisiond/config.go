@@ -1,0 +1,219 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"provisiond/internal/daemon"
+)
+
+// options are the settings of `provisiond serve`. Each comes from, in order
+// of precedence: a flag, the environment (PROVISIOND_<NAME>), the YAML file
+// given by --config (key <name>), or the default.
+type options struct {
+	DataDir   string `yaml:"data-dir"`
+	Addr      string `yaml:"addr"`
+	LogFormat string `yaml:"log-format"`
+	LogLevel  string `yaml:"log-level"`
+	CertFile  string `yaml:"cert-file"`
+	KeyFile   string `yaml:"key-file"`
+	CAFile    string `yaml:"ca-file"`
+
+	ReadLimit       int64         `yaml:"read-limit"`
+	MaxRequests     int           `yaml:"max-requests"`
+	MaxConns        int           `yaml:"max-connections"`
+	MaxWatchers     int           `yaml:"max-watchers"`
+	WriteTimeout    time.Duration `yaml:"write-timeout"`
+	PingTimeout     time.Duration `yaml:"ping-timeout"`
+	LoginRateMax    int           `yaml:"login-rate-max"`
+	LoginRateRefill time.Duration `yaml:"login-rate-refill"`
+	LoginConcurrent int           `yaml:"login-concurrent"`
+}
+
+// defaultDataDir is $XDG_DATA_HOME/provisiond, or ~/.local/share/provisiond.
+func defaultDataDir(getenv func(string) string) string {
+	if x := getenv("XDG_DATA_HOME"); x != "" {
+		return filepath.Join(x, "provisiond")
+	}
+	home := getenv("HOME")
+	if home == "" {
+		if h, err := os.UserHomeDir(); err == nil {
+			home = h
+		}
+	}
+	return filepath.Join(home, ".local", "share", "provisiond")
+}
+
+func defaultOptions(getenv func(string) string) options {
+	d := daemon.Default(defaultDataDir(getenv))
+	return options{
+		DataDir:         d.DataDir,
+		Addr:            d.Addr,
+		LogFormat:       "text",
+		LogLevel:        "info",
+		ReadLimit:       d.ReadLimit,
+		MaxRequests:     d.MaxRequests,
+		MaxConns:        d.MaxConns,
+		MaxWatchers:     d.MaxWatchers,
+		WriteTimeout:    d.WriteTimeout,
+		PingTimeout:     d.PingTimeout,
+		LoginRateMax:    d.LoginRateMax,
+		LoginRateRefill: d.LoginRateRefill,
+		LoginConcurrent: d.LoginConcurrent,
+	}
+}
+
+// setting binds one option to its flag, environment variable and YAML key.
+type setting struct {
+	name  string // flag name and YAML key
+	usage string
+	ptr   any // *string, *int, *int64 or *time.Duration
+}
+
+func (o *options) settings() []setting {
+	return []setting{
+		{"data-dir", "data directory (database, TLS material, credentials.yaml)", &o.DataDir},
+		{"addr", "listen address host:port (port 0 picks a free one)", &o.Addr},
+		{"log-format", "log format: text or json", &o.LogFormat},
+		{"log-level", "log level: debug, info, warn or error", &o.LogLevel},
+		{"cert-file", "server certificate PEM (default: made by the daemon)", &o.CertFile},
+		{"key-file", "server key PEM, with --cert-file", &o.KeyFile},
+		{"ca-file", "CA certificate PEM the server certificate chains to", &o.CAFile},
+		{"read-limit", "largest accepted message in bytes; larger closes the connection (1009)", &o.ReadLimit},
+		{"max-requests", "concurrent requests per connection", &o.MaxRequests},
+		{"max-connections", "open API connections (0: unlimited)", &o.MaxConns},
+		{"max-watchers", "watchers per connection (0: unlimited)", &o.MaxWatchers},
+		{"write-timeout", "write deadline; a client that stops reading is dropped after it", &o.WriteTimeout},
+		{"ping-timeout", "close agent connections that do not ping for this long", &o.PingTimeout},
+		{"login-rate-max", "agent login token bucket size (0: no rate limit)", &o.LoginRateMax},
+		{"login-rate-refill", "time to earn one agent login token", &o.LoginRateRefill},
+		{"login-concurrent", "agent logins in progress at once (0: unlimited)", &o.LoginConcurrent},
+	}
+}
+
+func envName(name string) string {
+	return "PROVISIOND_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+// loadOptions applies defaults, then the YAML file, then the environment,
+// then the flags.
+func loadOptions(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
+	o := defaultOptions(getenv)
+	fs := flag.NewFlagSet("provisiond serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configFile := fs.String("config", getenv("PROVISIOND_CONFIG"), "YAML config file (keys as the flag names)")
+	// Flags are parsed into a scratch copy first, so we know the config
+	// file before applying the layers in order.
+	scratch := o
+	for _, s := range scratch.settings() {
+		bindFlag(fs, s)
+	}
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: provisiond serve [flags]\n\nEach flag NAME may also be set as $%s or as key NAME in --config.\n\n", envName("NAME"))
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	if *configFile != "" {
+		data, err := os.ReadFile(*configFile)
+		if err != nil {
+			return o, fmt.Errorf("config file: %w", err)
+		}
+		dec := yaml.NewDecoder(bytes.NewReader(data))
+		dec.KnownFields(true)
+		if err := dec.Decode(&o); err != nil && !errors.Is(err, io.EOF) {
+			return o, fmt.Errorf("config file %s: %w", *configFile, err)
+		}
+	}
+	for _, s := range o.settings() {
+		if v := getenv(envName(s.name)); v != "" {
+			if err := setValue(s.ptr, v); err != nil {
+				return o, fmt.Errorf("$%s: %w", envName(s.name), err)
+			}
+		}
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, s := range o.settings() {
+		if set[s.name] {
+			if err := setValue(s.ptr, fs.Lookup(s.name).Value.String()); err != nil {
+				return o, fmt.Errorf("--%s: %w", s.name, err)
+			}
+		}
+	}
+	return o, nil
+}
+
+func bindFlag(fs *flag.FlagSet, s setting) {
+	switch p := s.ptr.(type) {
+	case *string:
+		fs.StringVar(p, s.name, *p, s.usage)
+	case *int:
+		fs.IntVar(p, s.name, *p, s.usage)
+	case *int64:
+		fs.Int64Var(p, s.name, *p, s.usage)
+	case *time.Duration:
+		fs.DurationVar(p, s.name, *p, s.usage)
+	default:
+		panic(fmt.Sprintf("unsupported option type %T", p))
+	}
+}
+
+func setValue(ptr any, v string) error {
+	switch p := ptr.(type) {
+	case *string:
+		*p = v
+	case *int:
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("%q is not a whole number", v)
+		}
+		*p = n
+	case *int64:
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return fmt.Errorf("%q is not a whole number", v)
+		}
+		*p = n
+	case *time.Duration:
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("%q is not a duration (like 30s or 3m)", v)
+		}
+		*p = d
+	}
+	return nil
+}
+
+func (o *options) daemonConfig() daemon.Config {
+	return daemon.Config{
+		DataDir:         o.DataDir,
+		Addr:            o.Addr,
+		CertFile:        o.CertFile,
+		KeyFile:         o.KeyFile,
+		CAFile:          o.CAFile,
+		ReadLimit:       o.ReadLimit,
+		MaxRequests:     o.MaxRequests,
+		MaxConns:        o.MaxConns,
+		MaxWatchers:     o.MaxWatchers,
+		WriteTimeout:    o.WriteTimeout,
+		PingTimeout:     o.PingTimeout,
+		LoginRateMax:    o.LoginRateMax,
+		LoginRateRefill: o.LoginRateRefill,
+		LoginConcurrent: o.LoginConcurrent,
+	}
+}

@@ -1,0 +1,188 @@
+// Package admin serves the Admin facade, version 3: Login and
+// RedirectInfo (specs/rpc.md §3).
+//
+// Login runs in the caller's handler goroutine; the Session serialises
+// logins on one connection (a second one gets "already logged in").
+package admin
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/juju/errors"
+	"github.com/juju/names/v5"
+
+	"provisiond/facades/facade"
+	"provisiond/rpc"
+	"provisiond/rpc/params"
+	"provisiond/state"
+)
+
+// Admin is the facade instance of one call.
+type Admin struct {
+	ctx     *facade.Context
+	limiter *Limiter
+}
+
+// Register adds Admin v3 to r. Agent logins pass through limiter (nil: no
+// limit).
+func Register(r *facade.Registry, limiter *Limiter) {
+	newF := func(c *facade.Context) (*Admin, error) { return &Admin{ctx: c, limiter: limiter}, nil }
+	rpc.Register(r, "Admin", 3, newF, func(m *rpc.Methods[*facade.Context, *Admin]) {
+		rpc.Handle(m, "Login", (*Admin).Login)
+		rpc.HandleNoArgs(m, "RedirectInfo", (*Admin).RedirectInfo)
+	})
+}
+
+// RedirectInfo always fails: this controller never redirects (as Juju).
+func (a *Admin) RedirectInfo(context.Context) (params.RedirectInfoResult, error) {
+	return params.RedirectInfoResult{}, &params.Error{Message: "not redirected"}
+}
+
+// Login authenticates the connection as a user or a machine agent.
+func (a *Admin) Login(ctx context.Context, req params.LoginRequest) (params.LoginResult, error) {
+	s := a.ctx.Session
+	if err := s.BeginLogin(); err != nil {
+		return params.LoginResult{}, err
+	}
+	var auth *facade.Auth
+	defer func() { s.EndLogin(auth) }()
+
+	if req.AuthTag == "" {
+		return params.LoginResult{}, facade.ErrNoCreds
+	}
+	isUser := strings.HasPrefix(req.AuthTag, names.UserTagKind+"-")
+	if !isUser {
+		release, ok := a.limiter.Acquire()
+		if !ok {
+			return params.LoginResult{}, facade.ErrTryAgain
+		}
+		defer release()
+	}
+	tag, err := names.ParseTag(req.AuthTag)
+	if err != nil {
+		return params.LoginResult{}, &params.Error{Message: err.Error()}
+	}
+	var res params.LoginResult
+	switch t := tag.(type) {
+	case names.UserTag:
+		auth, res, err = a.loginUser(t, req.Credentials)
+	case names.MachineTag:
+		auth, res, err = a.loginMachine(t, req.Credentials, req.Nonce)
+	default:
+		// No other kind of entity can log in to provisiond.
+		err = facade.ErrBadCreds
+	}
+	if err != nil {
+		auth = nil
+		a.ctx.Deps.Logger.Info("login refused", "tag", req.AuthTag, "code", params.ErrCode(facade.ServerError(err)))
+		return params.LoginResult{}, err
+	}
+	a.ctx.Deps.Logger.Debug("login", "tag", req.AuthTag, "model", a.ctx.Model.UUID)
+	return res, nil
+}
+
+func (a *Admin) loginUser(t names.UserTag, password string) (*facade.Auth, params.LoginResult, error) {
+	if !t.IsLocal() {
+		return nil, params.LoginResult{}, facade.ErrBadCreds
+	}
+	st := a.ctx.Deps.State
+	u, err := st.CheckUserPassword(t.Name(), password)
+	if err != nil {
+		return nil, params.LoginResult{}, loginError(err)
+	}
+	modelAccess := ""
+	ctrlAccess := "login"
+	if u.Access == state.AccessSuperuser {
+		ctrlAccess = "superuser"
+		modelAccess = "admin"
+	}
+	// Users other than superusers have no model access records yet, so
+	// they may only use the controller endpoint.
+	if !a.ctx.ControllerOnly && modelAccess == "" {
+		return nil, params.LoginResult{}, facade.ErrPerm
+	}
+	auth := &facade.Auth{Tag: names.NewUserTag(u.Name), User: &u}
+	res, err := a.result()
+	if err != nil {
+		return nil, params.LoginResult{}, err
+	}
+	res.UserInfo = &params.AuthUserInfo{
+		DisplayName:      u.DisplayName,
+		Identity:         names.NewUserTag(u.Name).String(),
+		ControllerAccess: ctrlAccess,
+		ModelAccess:      modelAccess,
+	}
+	return auth, res, nil
+}
+
+func (a *Admin) loginMachine(t names.MachineTag, password, nonce string) (*facade.Auth, params.LoginResult, error) {
+	st := a.ctx.Deps.State
+	model := a.ctx.Model
+	m, err := st.AuthenticateMachine(model.UUID, t.Id(), password, nonce)
+	controller := err == nil && state.IsController(m) && a.isControllerModel(model.UUID)
+	if err != nil && !errors.Is(err, errors.NotProvisioned) {
+		// Machine ids are per model: a hosted model's machine-0 is tried
+		// first, then the controller agent of the controller model.
+		ctrl, cerr := st.Controller()
+		if cerr == nil && ctrl.ModelUUID != model.UUID {
+			cm, cerr := st.AuthenticateMachine(ctrl.ModelUUID, t.Id(), password, nonce)
+			if cerr == nil && state.IsController(cm) {
+				m, err, controller = cm, nil, true
+			} else if errors.Is(cerr, errors.NotProvisioned) && state.IsController(cm) {
+				err = cerr
+			}
+		}
+	}
+	if err != nil {
+		return nil, params.LoginResult{}, loginError(err)
+	}
+	auth := &facade.Auth{Tag: t, Machine: &m, Controller: controller}
+	res, err := a.result()
+	if err != nil {
+		return nil, params.LoginResult{}, err
+	}
+	// The controller agent visiting another model gets no ping timeout
+	// (Juju does the same); every other agent must ping.
+	if !controller || a.isControllerModel(model.UUID) {
+		a.ctx.Session.StartPingTimeout(a.ctx.Deps.PingTimeout)
+	}
+	return auth, res, nil
+}
+
+func (a *Admin) isControllerModel(uuid string) bool {
+	ctrl, err := a.ctx.Deps.State.Controller()
+	return err == nil && ctrl.ModelUUID == uuid
+}
+
+// loginError hides why a login failed, except "not provisioned".
+func loginError(err error) error {
+	switch {
+	case errors.Is(err, errors.NotProvisioned):
+		return &params.Error{Message: err.Error(), Code: params.CodeNotProvisioned}
+	case errors.Is(err, errors.Unauthorized), errors.Is(err, errors.NotFound):
+		return facade.ErrBadCreds
+	}
+	return fmt.Errorf("login: %w", err)
+}
+
+func (a *Admin) result() (params.LoginResult, error) {
+	d := a.ctx.Deps
+	ctrl, err := d.State.Controller()
+	if err != nil {
+		return params.LoginResult{}, fmt.Errorf("cannot read controller: %w", err)
+	}
+	res := params.LoginResult{
+		ControllerTag: names.NewControllerTag(ctrl.UUID).String(),
+		Facades:       a.ctx.Session.Facades(),
+		ServerVersion: d.ServerVersion,
+	}
+	if !a.ctx.ControllerOnly {
+		res.ModelTag = names.NewModelTag(a.ctx.Model.UUID).String()
+	}
+	if d.APIHostPorts != nil {
+		res.Servers = d.APIHostPorts()
+	}
+	return res, nil
+}

@@ -1,0 +1,85 @@
+package facade
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/juju/names/v5"
+
+	"provisiond/rpc"
+	"provisiond/rpc/params"
+	"provisiond/state"
+	"provisiond/watcher"
+)
+
+// Registry is the method registry of provisiond's facades.
+type Registry = rpc.Registry[*Context]
+
+// Deps are the long-lived dependencies every facade may use; cmd builds
+// them once and shares them between connections.
+type Deps struct {
+	State    *state.State
+	Hub      *watcher.Hub
+	Registry *Registry
+	Logger   *slog.Logger
+	// Now is the clock; tests may replace it.
+	Now func() time.Time
+	// ServerVersion is the Juju API level reported at login ("3.3.0").
+	ServerVersion string
+	// APIHostPorts lists the addresses reported in LoginResult.servers.
+	APIHostPorts func() [][]params.HostPort
+	// PingTimeout closes an agent connection that has not pinged for this
+	// long (Juju: 3 minutes).
+	PingTimeout time.Duration
+	// MaxWatchers bounds the resources of one connection (0: no limit).
+	MaxWatchers int
+}
+
+// Auth is who is logged in on a connection.
+type Auth struct {
+	Tag names.Tag
+	// User is set for user logins.
+	User *state.User
+	// Machine is set for machine agent logins: the machine in the
+	// connection's model, or the controller machine of the controller model.
+	Machine *state.Machine
+	// Controller is true for the controller agent (a machine with
+	// JobManageModel in the controller model).
+	Controller bool
+}
+
+// IsUser reports a user login.
+func (a Auth) IsUser() bool { return a.User != nil }
+
+// IsSuperuser reports a user with controller superuser access.
+func (a Auth) IsSuperuser() bool { return a.User != nil && a.User.Access == state.AccessSuperuser }
+
+// IsMachineAgent reports a machine agent login (the controller included).
+func (a Auth) IsMachineAgent() bool { return a.Machine != nil }
+
+// Context is what a facade constructor gets for one call.
+type Context struct {
+	Deps    *Deps
+	Session *Session
+	// Auth is the connection's login; zero for Admin calls before login.
+	Auth Auth
+	// Model is the connection's model: the model of the URL, or the
+	// controller model for a controller-only (/api) connection.
+	Model state.Model
+	// ControllerOnly is true on /api and / connections.
+	ControllerOnly bool
+	// Resources are the connection's watchers.
+	Resources *watcher.Resources
+	// ID is the request's "id" field (the watcher id for watcher facades).
+	ID string
+}
+
+// ControllerAPIFacades are the facades served on controller-only (/api)
+// connections; the others need a model endpoint.
+var ControllerAPIFacades = map[string]bool{
+	"Admin":          true,
+	"Pinger":         true,
+	"NotifyWatcher":  true,
+	"StringsWatcher": true,
+	"ModelAdmin":     true,
+}

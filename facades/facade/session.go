@@ -1,0 +1,203 @@
+package facade
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/juju/errors"
+
+	"provisiond/rpc"
+	"provisiond/rpc/params"
+	"provisiond/state"
+	"provisiond/watcher"
+)
+
+// Session is the rpc.Root of one connection. Before login only Admin is
+// reachable; after a successful Admin.Login every facade the connection
+// kind allows.
+type Session struct {
+	deps           *Deps
+	conn           *rpc.Conn
+	model          state.Model
+	controllerOnly bool
+	modelErr       error
+	resources      *watcher.Resources
+
+	mu        sync.Mutex // guards the fields below
+	loggingIn bool
+	loggedIn  bool
+	auth      Auth
+	pingTimer *time.Timer
+	killed    bool
+}
+
+// NewRootFunc returns the rpc.Config.NewRoot of provisiond: a Session per
+// connection, with the model of the URL resolved once.
+func NewRootFunc(deps *Deps) func(rpc.ConnInfo, *rpc.Conn) rpc.Root {
+	return func(info rpc.ConnInfo, c *rpc.Conn) rpc.Root {
+		s := &Session{deps: deps, conn: c, resources: watcher.NewResources(deps.MaxWatchers)}
+		uuid := info.ModelUUID
+		if uuid == "" {
+			s.controllerOnly = true
+			ctrl, err := deps.State.Controller()
+			if err != nil {
+				s.modelErr = ServerError(fmt.Errorf("cannot read controller: %w", err))
+				return s
+			}
+			uuid = ctrl.ModelUUID
+		}
+		m, err := deps.State.Model(uuid)
+		switch {
+		case errors.Is(err, errors.NotFound):
+			s.modelErr = &params.Error{Message: fmt.Sprintf("unknown model: %q", info.ModelUUID), Code: params.CodeModelNotFound}
+		case err != nil:
+			s.modelErr = ServerError(err)
+		default:
+			s.model = m
+		}
+		return s
+	}
+}
+
+// FindMethod implements rpc.Root.
+func (s *Session) FindMethod(facade string, version int, id, method string) (rpc.Caller, error) {
+	if s.modelErr != nil {
+		return nil, s.modelErr
+	}
+	if facade == "Admin" {
+		if version != 3 {
+			return nil, &params.Error{Message: "this version of Juju does not support login from old clients", Code: params.CodeNotSupported}
+		}
+		if id != "" {
+			return nil, ErrBadID
+		}
+	} else {
+		s.mu.Lock()
+		loggedIn := s.loggedIn
+		s.mu.Unlock()
+		if !loggedIn {
+			return nil, rpc.UnknownFacadeError(facade, version)
+		}
+	}
+	m, err := s.deps.Registry.Find(facade, version, method)
+	if err != nil {
+		return nil, err
+	}
+	if s.controllerOnly && !ControllerAPIFacades[facade] {
+		return nil, &params.Error{
+			Message: fmt.Sprintf("facade %q not supported for controller API connection", facade),
+			Code:    params.CodeNotSupported,
+		}
+	}
+	return func(ctx context.Context, raw json.RawMessage) (any, error) {
+		res, err := m.Call(ctx, s.context(id), raw)
+		if err != nil {
+			return nil, ServerError(err)
+		}
+		return res, nil
+	}, nil
+}
+
+func (s *Session) context(id string) *Context {
+	s.mu.Lock()
+	auth := s.auth
+	s.mu.Unlock()
+	return &Context{
+		Deps:           s.deps,
+		Session:        s,
+		Auth:           auth,
+		Model:          s.model,
+		ControllerOnly: s.controllerOnly,
+		Resources:      s.resources,
+		ID:             id,
+	}
+}
+
+// Kill implements rpc.Root: it stops every resource and the ping timer.
+func (s *Session) Kill() {
+	s.mu.Lock()
+	s.killed = true
+	if s.pingTimer != nil {
+		s.pingTimer.Stop()
+	}
+	s.mu.Unlock()
+	s.resources.StopAll()
+}
+
+// BeginLogin marks a login as under way; a second login, concurrent or
+// later, gets ErrAlreadyLoggedIn. Every BeginLogin that succeeds is
+// followed by EndLogin.
+func (s *Session) BeginLogin() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.loggingIn || s.loggedIn {
+		return ErrAlreadyLoggedIn
+	}
+	s.loggingIn = true
+	return nil
+}
+
+// EndLogin ends the login begun by BeginLogin. With a non-nil auth the
+// connection is logged in from now on; with nil the client may try again.
+func (s *Session) EndLogin(auth *Auth) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.loggingIn = false
+	if auth != nil {
+		s.loggedIn = true
+		s.auth = *auth
+	}
+}
+
+// StartPingTimeout starts the agent ping timer: if Ping is not called
+// within d, the connection is closed (close code 1000, no RPC error).
+func (s *Session) StartPingTimeout(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.killed || s.pingTimer != nil {
+		return
+	}
+	s.pingTimer = time.AfterFunc(d, func() {
+		s.deps.Logger.Debug("closing agent connection: no ping", "timeout", d)
+		s.conn.Close(websocket.CloseNormalClosure)
+	})
+}
+
+// Ping resets the agent ping timer, if any.
+func (s *Session) Ping() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pingTimer != nil && !s.killed {
+		s.pingTimer.Reset(s.deps.PingTimeout)
+	}
+}
+
+// StopPingTimeout turns the agent ping timer off (Pinger.Stop).
+func (s *Session) StopPingTimeout() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pingTimer != nil {
+		s.pingTimer.Stop()
+	}
+}
+
+// Facades lists the facades this connection may use after login, for
+// LoginResult.facades.
+func (s *Session) Facades() []params.FacadeVersions {
+	all := s.deps.Registry.Facades()
+	out := make([]params.FacadeVersions, 0, len(all))
+	for _, f := range all {
+		if s.controllerOnly && !ControllerAPIFacades[f.Name] {
+			continue
+		}
+		out = append(out, params.FacadeVersions{Name: f.Name, Versions: f.Versions})
+	}
+	return out
+}

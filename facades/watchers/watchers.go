@@ -1,0 +1,112 @@
+// Package watchers serves the NotifyWatcher and StringsWatcher facades,
+// version 1: Next and Stop on a watcher that a Watch* call registered as a
+// resource of the same connection, named by the request's "id".
+//
+// Next blocks in the caller's handler goroutine until the watcher has a
+// change since the previous Next (or since the Watch call, which consumed
+// the first event), the watcher is stopped (code "stopped"), or the
+// connection ends.
+package watchers
+
+import (
+	"context"
+
+	"provisiond/facades/facade"
+	"provisiond/rpc"
+	"provisiond/rpc/params"
+	"provisiond/watcher"
+)
+
+// NotifyWatcher is the facade instance of one call on a notify watcher.
+type NotifyWatcher struct {
+	ctx *facade.Context
+	w   *watcher.Notify
+}
+
+// StringsWatcher is the facade instance of one call on a strings watcher.
+type StringsWatcher struct {
+	ctx *facade.Context
+	w   *watcher.Strings
+}
+
+// Register adds NotifyWatcher v1 and StringsWatcher v1 to r.
+func Register(r *facade.Registry) {
+	rpc.Register(r, "NotifyWatcher", 1, newNotify, func(m *rpc.Methods[*facade.Context, *NotifyWatcher]) {
+		rpc.HandleNone(m, "Next", (*NotifyWatcher).Next)
+		rpc.HandleNone(m, "Stop", (*NotifyWatcher).Stop)
+	})
+	rpc.Register(r, "StringsWatcher", 1, newStrings, func(m *rpc.Methods[*facade.Context, *StringsWatcher]) {
+		rpc.HandleNoArgs(m, "Next", (*StringsWatcher).Next)
+		rpc.HandleNone(m, "Stop", (*StringsWatcher).Stop)
+	})
+}
+
+func allowed(c *facade.Context) error {
+	if !c.Auth.IsUser() && !c.Auth.IsMachineAgent() {
+		return facade.ErrPerm
+	}
+	return nil
+}
+
+func newNotify(c *facade.Context) (*NotifyWatcher, error) {
+	if err := allowed(c); err != nil {
+		return nil, err
+	}
+	r, err := c.Resources.Get(c.ID)
+	if err != nil {
+		return nil, facade.ErrUnknownWatcher
+	}
+	w, ok := r.(*watcher.Notify)
+	if !ok {
+		return nil, facade.ErrUnknownWatcher
+	}
+	return &NotifyWatcher{ctx: c, w: w}, nil
+}
+
+func newStrings(c *facade.Context) (*StringsWatcher, error) {
+	if err := allowed(c); err != nil {
+		return nil, err
+	}
+	r, err := c.Resources.Get(c.ID)
+	if err != nil {
+		return nil, facade.ErrUnknownWatcher
+	}
+	w, ok := r.(*watcher.Strings)
+	if !ok {
+		return nil, facade.ErrUnknownWatcher
+	}
+	return &StringsWatcher{ctx: c, w: w}, nil
+}
+
+// Next waits for the next change.
+func (n *NotifyWatcher) Next(ctx context.Context) error {
+	return nextErr(ctx, n.w.Next(ctx))
+}
+
+// Stop stops the watcher and forgets its id.
+func (n *NotifyWatcher) Stop(context.Context) error {
+	return n.ctx.Resources.Stop(n.ctx.ID)
+}
+
+// Next waits for the next changed ids.
+func (s *StringsWatcher) Next(ctx context.Context) (params.StringsWatchResult, error) {
+	ids, err := s.w.Next(ctx)
+	if err != nil {
+		return params.StringsWatchResult{}, nextErr(ctx, err)
+	}
+	return params.StringsWatchResult{Changes: ids}, nil
+}
+
+// Stop stops the watcher and forgets its id.
+func (s *StringsWatcher) Stop(context.Context) error {
+	return s.ctx.Resources.Stop(s.ctx.ID)
+}
+
+// nextErr reports a Next ended by the connection closing as a stopped
+// watcher, which is what the watcher is about to be.
+func nextErr(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() != nil {
+		return facade.ErrStopped
+	}
+	return err
+}

@@ -1,0 +1,409 @@
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"provisiond/facades/admin"
+	"provisiond/facades/facade"
+	"provisiond/facades/pinger"
+	"provisiond/facades/provisioner"
+	"provisiond/facades/watchers"
+	"provisiond/pki"
+	"provisiond/rpc"
+	"provisiond/rpc/params"
+	"provisiond/state"
+	"provisiond/watcher"
+)
+
+// ServerVersion is the Juju API level provisiond serves.
+const ServerVersion = "3.3.0"
+
+// DBFile is the name of the bbolt file in the data dir.
+const DBFile = "provisiond.db"
+
+// Config is everything Start needs. Zero values take the defaults below.
+type Config struct {
+	DataDir string
+	Addr    string
+	// CertFile, KeyFile and CAFile are operator-supplied TLS material; when
+	// empty the daemon makes and keeps its own CA and certificate.
+	CertFile, KeyFile, CAFile string
+	Logger                    *slog.Logger
+
+	ReadLimit    int64
+	MaxRequests  int
+	MaxConns     int
+	MaxWatchers  int
+	WriteTimeout time.Duration
+	PingTimeout  time.Duration
+
+	LoginRateMax    int
+	LoginRateRefill time.Duration
+	LoginConcurrent int
+}
+
+// Defaults.
+const (
+	DefaultAddr            = "127.0.0.1:17070"
+	DefaultPingTimeout     = 3 * time.Minute
+	DefaultMaxWatchers     = 1000
+	DefaultLoginRateMax    = 100
+	DefaultLoginRateRefill = 10 * time.Millisecond
+	DefaultLoginConcurrent = 64
+)
+
+// Default returns a Config with every default filled in, on dataDir.
+func Default(dataDir string) Config {
+	return Config{
+		DataDir:         dataDir,
+		Addr:            DefaultAddr,
+		ReadLimit:       rpc.DefaultReadLimit,
+		MaxRequests:     rpc.DefaultMaxRequests,
+		MaxWatchers:     DefaultMaxWatchers,
+		WriteTimeout:    rpc.DefaultWriteTimeout,
+		PingTimeout:     DefaultPingTimeout,
+		LoginRateMax:    DefaultLoginRateMax,
+		LoginRateRefill: DefaultLoginRateRefill,
+		LoginConcurrent: DefaultLoginConcurrent,
+	}
+}
+
+// Validate reports the first invalid setting.
+func (c *Config) Validate() error {
+	switch {
+	case c.DataDir == "":
+		return errors.New("data dir is required")
+	case c.Addr == "":
+		return errors.New("listen address is required")
+	case (c.CertFile == "") != (c.KeyFile == ""):
+		return errors.New("--cert-file and --key-file go together")
+	case c.ReadLimit < 0, c.MaxRequests < 0, c.MaxConns < 0, c.MaxWatchers < 0,
+		c.LoginRateMax < 0, c.LoginConcurrent < 0:
+		return errors.New("limits must not be negative")
+	case c.WriteTimeout < 0, c.PingTimeout < 0, c.LoginRateRefill < 0:
+		return errors.New("durations must not be negative")
+	}
+	return nil
+}
+
+// Daemon is a running provisiond.
+type Daemon struct {
+	cfg      Config
+	log      *slog.Logger
+	state    *state.State
+	hub      *watcher.Hub
+	rpc      *rpc.Server
+	http     *http.Server
+	ln       net.Listener
+	tls      *pki.Material
+	creds    Credentials
+	metrics  *metrics
+	done     chan struct{}
+	serveErr error
+}
+
+// Start opens (and on first start initialises) the data dir, listens on
+// cfg.Addr and serves until Shutdown.
+func Start(cfg Config) (d *Daemon, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	d = &Daemon{cfg: cfg, log: log, hub: watcher.NewHub(), done: make(chan struct{})}
+	d.metrics = newMetrics(func() float64 { return float64(d.hub.Subscriptions()) },
+		func() float64 {
+			if d.state == nil {
+				return 0
+			}
+			return float64(d.state.Revision())
+		})
+
+	d.state, err = state.Open(state.Options{
+		Path:          filepath.Join(cfg.DataDir, DBFile),
+		Hub:           d.hub,
+		Logger:        log,
+		ObserveCommit: d.metrics.observeCommit,
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			d.state.Close()
+		}
+	}()
+
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+	defer func() {
+		if err != nil {
+			ln.Close()
+		}
+	}()
+	addrs := listenAddresses(ln.Addr().(*net.TCPAddr))
+
+	if cfg.CertFile != "" {
+		d.tls, err = pki.LoadFiles(cfg.CertFile, cfg.KeyFile, cfg.CAFile)
+	} else {
+		hosts := make([]string, 0, len(addrs))
+		for _, a := range addrs {
+			h, _, _ := net.SplitHostPort(a)
+			hosts = append(hosts, h)
+		}
+		d.tls, err = pki.LoadOrCreate(cfg.DataDir, hosts)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tls: %w", err)
+	}
+	tlsCfg, err := d.tls.TLSConfig()
+	if err != nil {
+		return nil, fmt.Errorf("tls: %w", err)
+	}
+
+	if err := d.initialise(addrs); err != nil {
+		return nil, err
+	}
+
+	hostPorts := hostPortsOf(addrs)
+	if err := d.state.SetAPIHostPorts(stateHostPorts(hostPorts)); err != nil {
+		return nil, fmt.Errorf("record API addresses: %w", err)
+	}
+
+	reg := rpc.NewRegistry[*facade.Context]()
+	admin.Register(reg, admin.NewLimiter(admin.LimiterConfig{
+		Max: cfg.LoginRateMax, Refill: cfg.LoginRateRefill, Concurrent: cfg.LoginConcurrent,
+	}))
+	pinger.Register(reg)
+	watchers.Register(reg)
+	provisioner.Register(reg)
+
+	deps := &facade.Deps{
+		State:         d.state,
+		Hub:           d.hub,
+		Registry:      reg,
+		Logger:        log,
+		Now:           time.Now,
+		ServerVersion: ServerVersion,
+		APIHostPorts:  func() [][]params.HostPort { return [][]params.HostPort{hostPorts} },
+		PingTimeout:   cfg.PingTimeout,
+		MaxWatchers:   cfg.MaxWatchers,
+	}
+	d.rpc, err = rpc.NewServer(rpc.Config{
+		NewRoot:      facade.NewRootFunc(deps),
+		Logger:       log,
+		ReadLimit:    cfg.ReadLimit,
+		MaxRequests:  cfg.MaxRequests,
+		MaxConns:     cfg.MaxConns,
+		WriteTimeout: cfg.WriteTimeout,
+		Observer:     d.metrics,
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(d.metrics.reg, promhttp.HandlerOpts{}))
+	mux.Handle("/", d.rpc)
+	d.http = &http.Server{
+		Handler:           mux,
+		TLSConfig:         tlsCfg,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	d.ln = tls.NewListener(ln, tlsCfg)
+	go func() {
+		defer close(d.done)
+		if err := d.http.Serve(d.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			d.serveErr = err
+			log.Error("http server stopped", "err", err)
+		}
+	}()
+	log.Info("serving", "addr", ln.Addr().String(), "data-dir", cfg.DataDir,
+		"controller", d.creds.ControllerUUID)
+	return d, nil
+}
+
+// initialise makes the controller on first start and writes (or
+// refreshes) credentials.yaml.
+func (d *Daemon) initialise(addrs []string) error {
+	credsPath := filepath.Join(d.cfg.DataDir, CredentialsFile)
+	ok, err := d.state.Initialized()
+	if err != nil {
+		return err
+	}
+	if !ok {
+		creds := Credentials{
+			AdminUser:     "admin",
+			AdminPassword: randomPassword(),
+			ControllerAgent: ControllerAgent{
+				Tag:      "machine-0",
+				Password: randomPassword(),
+				Nonce:    "user-admin:bootstrap",
+			},
+		}
+		res, err := d.state.Initialize(state.InitArgs{
+			AdminPassword:    creds.AdminPassword,
+			AgentPassword:    creds.ControllerAgent.Password,
+			AgentNonce:       creds.ControllerAgent.Nonce,
+			ControllerConfig: map[string]any{"api-port": 0},
+		})
+		if err != nil {
+			return fmt.Errorf("initialise data dir: %w", err)
+		}
+		creds.ControllerUUID = res.ControllerUUID
+		creds.ControllerModelUUID = res.ControllerModelUUID
+		creds.DefaultModelUUID = res.DefaultModelUUID
+		d.creds = creds
+		d.log.Info("initialised data dir", "controller", res.ControllerUUID)
+	} else {
+		old, err := ReadCredentials(credsPath)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			d.log.Warn("credentials.yaml is missing; rewriting it without passwords", "path", credsPath)
+			ctrl, err := d.state.Controller()
+			if err != nil {
+				return err
+			}
+			d.creds = Credentials{ControllerUUID: ctrl.UUID, ControllerModelUUID: ctrl.ModelUUID, AdminUser: "admin"}
+			if m, err := d.state.ModelByName("default"); err == nil {
+				d.creds.DefaultModelUUID = m.UUID
+			}
+		case err != nil:
+			return err
+		default:
+			d.creds = *old
+		}
+	}
+	d.creds.APIAddresses = addrs
+	d.creds.CACert = string(d.tls.CACertPEM)
+	if err := d.state.UpdateControllerConfig(map[string]any{"ca-cert": d.creds.CACert}, nil); err != nil {
+		return fmt.Errorf("record CA certificate: %w", err)
+	}
+	if err := WriteCredentials(credsPath, &d.creds); err != nil {
+		return fmt.Errorf("write credentials: %w", err)
+	}
+	return nil
+}
+
+// Addr is the address the daemon listens on (host:port).
+func (d *Daemon) Addr() string { return d.ln.Addr().String() }
+
+// Credentials returns the daemon's credentials (as in credentials.yaml).
+func (d *Daemon) Credentials() Credentials { return d.creds }
+
+// State is the daemon's state, for in-process tests and tools.
+func (d *Daemon) State() *state.State { return d.state }
+
+// Hub is the daemon's watcher hub.
+func (d *Daemon) Hub() *watcher.Hub { return d.hub }
+
+// RPC is the daemon's rpc server.
+func (d *Daemon) RPC() *rpc.Server { return d.rpc }
+
+// Done is closed when the HTTP server has stopped.
+func (d *Daemon) Done() <-chan struct{} { return d.done }
+
+// Shutdown stops accepting, closes every connection, waits for them and
+// closes the state. It returns once everything has stopped or ctx ends.
+func (d *Daemon) Shutdown(ctx context.Context) error {
+	// Stop accepting first; http.Server.Shutdown does not wait for
+	// hijacked (websocket) connections, rpc.Server.Shutdown does.
+	herr := d.http.Shutdown(ctx)
+	rerr := d.rpc.Shutdown(ctx)
+	<-d.done
+	serr := d.state.Close()
+	return errors.Join(herr, rerr, serr)
+}
+
+func randomPassword() string {
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand never fails on supported platforms
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// listenAddresses lists the host:port strings clients can use: the listen
+// address itself, or every interface address when it is unspecified.
+func listenAddresses(a *net.TCPAddr) []string {
+	port := strconv.Itoa(a.Port)
+	if !a.IP.IsUnspecified() {
+		return []string{net.JoinHostPort(a.IP.String(), port)}
+	}
+	var out []string
+	ifaddrs, _ := net.InterfaceAddrs()
+	for _, ia := range ifaddrs {
+		ipn, ok := ia.(*net.IPNet)
+		if !ok || ipn.IP.IsLinkLocalUnicast() {
+			continue
+		}
+		if a.IP.To4() != nil && ipn.IP.To4() == nil {
+			continue
+		}
+		out = append(out, net.JoinHostPort(ipn.IP.String(), port))
+	}
+	if len(out) == 0 {
+		out = []string{net.JoinHostPort("127.0.0.1", port)}
+	}
+	return out
+}
+
+func hostPortsOf(addrs []string) []params.HostPort {
+	out := make([]params.HostPort, 0, len(addrs))
+	for _, a := range addrs {
+		host, port, _ := net.SplitHostPort(a)
+		p, _ := strconv.Atoi(port)
+		hp := params.HostPort{Value: host, Port: p, Type: "hostname", Scope: "public"}
+		if ip := net.ParseIP(host); ip != nil {
+			hp.Type = "ipv4"
+			if ip.To4() == nil {
+				hp.Type = "ipv6"
+			}
+			switch {
+			case ip.IsLoopback():
+				hp.Scope = "local-machine"
+			case ip.IsLinkLocalUnicast():
+				hp.Scope = "link-local"
+			case ip.IsPrivate():
+				hp.Scope = "local-cloud"
+			}
+		}
+		out = append(out, hp)
+	}
+	return out
+}
+
+func stateHostPorts(hps []params.HostPort) [][]state.HostPort {
+	out := make([]state.HostPort, len(hps))
+	for i, hp := range hps {
+		out[i] = state.HostPort{Value: hp.Value, Type: hp.Type, Scope: hp.Scope, Port: hp.Port}
+	}
+	return [][]state.HostPort{out}
+}

@@ -1,0 +1,13 @@
+// Package daemon wires provisiond together: state over bbolt, the watcher
+// hub, the facades, the rpc server, TLS, metrics and the HTTP listener. It
+// is what `provisiond serve` runs, and what tests and provisionbench start
+// in-process; nothing else wires concrete types.
+//
+// # Goroutines
+//
+// Start owns: the HTTP server's accept loop (and net/http's per-connection
+// goroutines, each of which becomes an rpc.Conn reader), the state's
+// committer. Shutdown stops accepting, closes every API connection (which
+// stops their watchers), waits for them, then closes the state. Done is
+// closed when the HTTP server has stopped for any reason.
+package daemon

@@ -1,0 +1,519 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"provisiond/rpc/params"
+)
+
+// Defaults and fixed timings.
+const (
+	// DefaultServerName is the TLS server name Juju's Go clients verify.
+	DefaultServerName = "juju-apiserver"
+	// DefaultReadLimit is the default maximum size of one incoming message.
+	DefaultReadLimit int64 = 64 << 20
+	// DefaultDialTimeout bounds Dial when Config.DialTimeout is zero.
+	DefaultDialTimeout = 30 * time.Second
+
+	writeTimeout = 10 * time.Second    // deadline of every outgoing message
+	closeWait    = time.Second         // how long Close waits for the peer's close frame
+	pingTimeout  = 30 * time.Second    // a ping taking longer breaks the connection
+	bufferSize   = 64 << 10            // as Juju's Go dialer
+	origin       = "http://localhost/" // as Juju's Go clients
+	minTLS       = tls.VersionTLS12    // spec §2.2
+	defaultPing  = time.Minute         // Juju's api.PingPeriod
+	closedReason = "closed by client"  // cause recorded by Close
+	pingerReason = "ping failed"       // close-frame text sent by the pinger
+	badMsgReason = "malformed message" // close-frame text on undecodable replies
+	abnormalCode = websocket.CloseAbnormalClosure
+)
+
+// ErrConnClosed is wrapped by every error caused by the connection ending.
+var ErrConnClosed = errors.New("connection closed")
+
+// Config says where and how to connect.
+type Config struct {
+	// Addr is host:port of the API server (IPv6 as [addr]:port).
+	Addr string
+	// ModelUUID selects wss://Addr/model/<uuid>/api; empty selects
+	// wss://Addr/api (controller-only login).
+	ModelUUID string
+	// CACert is the PEM CA certificate the server certificate must chain to.
+	CACert []byte
+	// ServerName is the name verified in the server certificate; default
+	// "juju-apiserver".
+	ServerName string
+	// DialTimeout bounds the TCP, TLS and WebSocket handshakes; default 30 s.
+	DialTimeout time.Duration
+	// ReadLimit is the maximum size of one incoming message; default 64 MiB,
+	// negative for no limit. A larger message ends the connection with close
+	// code 1009.
+	ReadLimit int64
+	// Logger receives debug and warning records; nil discards them.
+	Logger *slog.Logger
+}
+
+// URL returns the WebSocket URL cfg dials.
+func (cfg Config) URL() string {
+	u := url.URL{Scheme: "wss", Host: cfg.Addr, Path: "/api"}
+	if cfg.ModelUUID != "" {
+		u.Path = "/model/" + cfg.ModelUUID + "/api"
+	}
+	return u.String()
+}
+
+// Conn is one RPC connection. See the package documentation for its
+// goroutines and concurrency contract.
+type Conn struct {
+	ws  *websocket.Conn
+	cfg Config
+	log *slog.Logger
+
+	lastID      atomic.Uint64
+	writeMu     sync.Mutex
+	pingTimeout time.Duration
+
+	mu            sync.Mutex
+	pending       map[uint64]chan reply // nil once the connection ended
+	err           error                 // why it ended; nil while open
+	closeCode     int
+	closing       bool // Close has been called
+	pingerStarted bool
+	loginResult   *params.LoginResult
+
+	done       chan struct{} // closed when the connection ends
+	stop       chan struct{} // closed by Close, stops the pinger
+	readerDone chan struct{}
+	closeOnce  sync.Once
+	wg         sync.WaitGroup
+}
+
+// reply is what the reader hands to a waiting call.
+type reply struct {
+	err      *params.Error
+	response json.RawMessage
+}
+
+// request is the V1 request frame.
+type request struct {
+	RequestID uint64 `json:"request-id"`
+	Type      string `json:"type"`
+	Version   int    `json:"version"`
+	ID        string `json:"id"`
+	Request   string `json:"request"`
+	Params    any    `json:"params,omitempty"`
+}
+
+// header decodes both V1 and legacy V0 replies. encoding/json matches keys
+// case-insensitively, so "Error"/"Response" fill the V1 fields; only the
+// hyphenated keys need their V0 twins.
+type header struct {
+	RequestID   uint64          `json:"request-id"`
+	RequestIDV0 uint64          `json:"RequestId"`
+	Type        string          `json:"type"`
+	Request     string          `json:"request"`
+	Error       json.RawMessage `json:"error"`
+	ErrorCode   string          `json:"error-code"`
+	ErrorCodeV0 string          `json:"ErrorCode"`
+	ErrorInfo   map[string]any  `json:"error-info"`
+	Response    json.RawMessage `json:"response"`
+}
+
+// Dial connects and starts the connection's reader goroutine. The caller
+// must Close the returned Conn.
+func Dial(ctx context.Context, cfg Config) (*Conn, error) {
+	cfg = withDefaults(cfg)
+	ws, err := dial(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	c := &Conn{
+		ws:          ws,
+		cfg:         cfg,
+		log:         cfg.Logger.With("addr", cfg.Addr, "model", cfg.ModelUUID),
+		pingTimeout: pingTimeout,
+		pending:     make(map[uint64]chan reply),
+		done:        make(chan struct{}),
+		stop:        make(chan struct{}),
+		readerDone:  make(chan struct{}),
+	}
+	c.wg.Add(1)
+	go c.readLoop()
+	c.log.Debug("rpc client connected", "url", cfg.URL())
+	return c, nil
+}
+
+// DialRaw does Dial's TLS and path handling but returns the bare gorilla
+// connection (with the read limit applied) and starts no goroutine. It is
+// meant for wire tests that send malformed frames. The caller owns and must
+// close the returned connection.
+func DialRaw(ctx context.Context, cfg Config) (*websocket.Conn, error) {
+	return dial(ctx, withDefaults(cfg))
+}
+
+func withDefaults(cfg Config) Config {
+	if cfg.ServerName == "" {
+		cfg.ServerName = DefaultServerName
+	}
+	if cfg.DialTimeout == 0 {
+		cfg.DialTimeout = DefaultDialTimeout
+	}
+	if cfg.ReadLimit == 0 {
+		cfg.ReadLimit = DefaultReadLimit
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return cfg
+}
+
+func dial(ctx context.Context, cfg Config) (*websocket.Conn, error) {
+	if cfg.Addr == "" {
+		return nil, errors.New("client: no address")
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(cfg.CACert) {
+		return nil, errors.New("client: no CA certificate found in Config.CACert")
+	}
+	if cfg.DialTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, cfg.DialTimeout)
+		defer cancel()
+	}
+	d := websocket.Dialer{
+		TLSClientConfig: &tls.Config{
+			RootCAs:    pool,
+			ServerName: cfg.ServerName,
+			MinVersion: minTLS,
+		},
+		HandshakeTimeout: cfg.DialTimeout,
+		ReadBufferSize:   bufferSize,
+		WriteBufferSize:  bufferSize,
+		// Proxy is deliberately nil: the daemon is dialled directly.
+	}
+	hdr := http.Header{"Origin": []string{origin}}
+	u := cfg.URL()
+	ws, resp, err := d.DialContext(ctx, u, hdr)
+	if err != nil {
+		if resp != nil {
+			return nil, fmt.Errorf("client: dial %s: %w (HTTP %s)", u, err, resp.Status)
+		}
+		return nil, fmt.Errorf("client: dial %s: %w", u, err)
+	}
+	if cfg.ReadLimit > 0 {
+		ws.SetReadLimit(cfg.ReadLimit)
+	}
+	return ws, nil
+}
+
+// Call invokes facade.method (facade version, object id) with args as
+// params (omitted when nil) and decodes the reply's response into result
+// when result is non-nil. An error reply is returned as *params.Error.
+func (c *Conn) Call(ctx context.Context, facade string, version int, id, method string, args, result any) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	reqID := c.lastID.Add(1)
+	data, err := json.Marshal(request{
+		RequestID: reqID, Type: facade, Version: version, ID: id, Request: method, Params: args,
+	})
+	if err != nil {
+		return fmt.Errorf("client: encoding %s.%s params: %w", facade, method, err)
+	}
+
+	ch := make(chan reply, 1)
+	c.mu.Lock()
+	if c.pending == nil {
+		err := c.err
+		c.mu.Unlock()
+		return err
+	}
+	c.pending[reqID] = ch
+	c.mu.Unlock()
+
+	if err := c.write(data); err != nil {
+		c.forget(reqID)
+		return err
+	}
+
+	select {
+	case r := <-ch:
+		return c.finish(facade, method, r, result)
+	case <-ctx.Done():
+		c.forget(reqID)
+		return ctx.Err()
+	case <-c.done:
+		select {
+		case r := <-ch: // the reply beat the end of the connection
+			return c.finish(facade, method, r, result)
+		default:
+			return c.Err()
+		}
+	}
+}
+
+func (c *Conn) finish(facade, method string, r reply, result any) error {
+	if r.err != nil {
+		return r.err
+	}
+	if result != nil && len(r.response) > 0 {
+		if err := json.Unmarshal(r.response, result); err != nil {
+			return fmt.Errorf("client: decoding %s.%s response: %w", facade, method, err)
+		}
+	}
+	return nil
+}
+
+func (c *Conn) forget(reqID uint64) {
+	c.mu.Lock()
+	if c.pending != nil {
+		delete(c.pending, reqID)
+	}
+	c.mu.Unlock()
+}
+
+// write sends one text message. A failed write breaks the connection (gorilla
+// connections are unusable after a write error).
+func (c *Conn) write(data []byte) error {
+	c.writeMu.Lock()
+	_ = c.ws.SetWriteDeadline(time.Now().Add(writeTimeout))
+	err := c.ws.WriteMessage(websocket.TextMessage, data)
+	c.writeMu.Unlock()
+	if err == nil {
+		return nil
+	}
+	c.abort(fmt.Errorf("write: %w", err), abnormalCode, "")
+	return c.Err()
+}
+
+// readLoop is the connection's only reader.
+func (c *Conn) readLoop() {
+	defer c.wg.Done()
+	defer close(c.readerDone)
+	defer c.ws.Close()
+	for {
+		_, data, err := c.ws.ReadMessage()
+		if err != nil {
+			c.terminate(fmt.Errorf("read: %w", err), closeCodeOf(err))
+			return
+		}
+		if err := c.dispatch(data); err != nil {
+			c.abort(err, websocket.CloseProtocolError, badMsgReason)
+			return
+		}
+	}
+}
+
+func closeCodeOf(err error) int {
+	var ce *websocket.CloseError
+	switch {
+	case errors.As(err, &ce):
+		return ce.Code
+	case errors.Is(err, websocket.ErrReadLimit):
+		return websocket.CloseMessageTooBig // gorilla has sent it to the peer
+	default:
+		return abnormalCode
+	}
+}
+
+// dispatch hands one message to its pending call. Only an undecodable
+// message is an error (it ends the connection, as in Juju's client);
+// messages that match no pending call are logged and dropped.
+func (c *Conn) dispatch(data []byte) error {
+	var h header
+	// Decode only the first JSON value, as gorilla's ReadJSON does.
+	if err := json.NewDecoder(bytes.NewReader(data)).Decode(&h); err != nil {
+		return fmt.Errorf("%s: %w", badMsgReason, err)
+	}
+	if h.Type != "" || h.Request != "" {
+		c.log.Warn("rpc client: dropping request from server", "msg", truncate(data))
+		return nil
+	}
+	id := h.RequestID
+	if id == 0 {
+		id = h.RequestIDV0
+	}
+	var r reply
+	if h.Error != nil {
+		var msg string
+		if err := json.Unmarshal(h.Error, &msg); err != nil {
+			msg = string(h.Error) // not a string: keep the raw JSON as the message
+		}
+		code := h.ErrorCode
+		if code == "" {
+			code = h.ErrorCodeV0
+		}
+		r.err = &params.Error{Message: msg, Code: code, Info: h.ErrorInfo}
+	} else {
+		r.response = h.Response
+	}
+
+	c.mu.Lock()
+	ch, ok := c.pending[id]
+	if ok {
+		delete(c.pending, id)
+	}
+	c.mu.Unlock()
+	if !ok {
+		c.log.Debug("rpc client: dropping unmatched reply", "request-id", id, "msg", truncate(data))
+		return nil
+	}
+	ch <- r // buffered, and delivered at most once
+	return nil
+}
+
+func truncate(b []byte) string {
+	const max = 512
+	if len(b) > max {
+		return string(b[:max]) + "..."
+	}
+	return string(b)
+}
+
+// terminate records why the connection ended and fails pending calls. It
+// reports whether this call was the one that ended it.
+func (c *Conn) terminate(cause error, code int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return false
+	}
+	c.err = fmt.Errorf("%w: %w", ErrConnClosed, cause)
+	c.closeCode = code
+	c.pending = nil
+	close(c.done)
+	c.log.Debug("rpc client connection ended", "err", cause, "close-code", code)
+	return true
+}
+
+// abort ends the connection from inside (reader, writer, pinger): it sends a
+// close frame and closes the socket, which unblocks the reader. It does not
+// wait for goroutines.
+func (c *Conn) abort(cause error, code int, reason string) {
+	if !c.terminate(cause, code) {
+		return
+	}
+	if code != abnormalCode { // 1006 must never be sent (RFC 6455 §7.4.1)
+		_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(closeWait))
+	}
+	_ = c.ws.Close()
+}
+
+// Close sends a close frame with code 1000, waits briefly for the peer's
+// close frame, closes the socket and waits for the Conn's goroutines. It is
+// idempotent and always returns nil; Err says why the connection ended.
+func (c *Conn) Close() error {
+	c.closeOnce.Do(func() {
+		c.mu.Lock()
+		c.closing = true
+		c.mu.Unlock()
+		close(c.stop)
+		if c.terminate(errors.New(closedReason), websocket.CloseNormalClosure) {
+			err := c.ws.WriteControl(websocket.CloseMessage,
+				websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(closeWait))
+			if err == nil {
+				t := time.NewTimer(closeWait)
+				select {
+				case <-c.readerDone:
+				case <-t.C:
+				}
+				t.Stop()
+			}
+		}
+		_ = c.ws.Close()
+		c.wg.Wait()
+	})
+	return nil
+}
+
+// Done is closed when the connection has ended.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Err returns why the connection ended (wrapping ErrConnClosed and, for a
+// close frame from the peer, a *websocket.CloseError), or nil while open.
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// CloseCode returns the WebSocket close code that ended the connection: the
+// peer's (e.g. 1009 when the server refused a too-large message), 1009 when
+// this client's ReadLimit was exceeded, 1000 after Close, 1002 after an
+// undecodable message, 1001 after a failed ping, 1006 when the socket broke
+// without a close frame; 0 while open.
+func (c *Conn) CloseCode() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closeCode
+}
+
+// LocalAddr and RemoteAddr return the socket's addresses.
+func (c *Conn) LocalAddr() net.Addr { return c.ws.LocalAddr() }
+
+// RemoteAddr returns the server's address.
+func (c *Conn) RemoteAddr() net.Addr { return c.ws.RemoteAddr() }
+
+// Ping calls Pinger v1 Ping.
+func (c *Conn) Ping(ctx context.Context) error {
+	return c.Call(ctx, "Pinger", 1, "", "Ping", nil, nil)
+}
+
+// StartPinger starts the Conn's pinger goroutine, which calls Ping every
+// interval (default 1 min) until Close. A ping that fails or takes longer
+// than 30 s closes the connection (close code 1001). Calling it again, or
+// after the connection ended, does nothing.
+func (c *Conn) StartPinger(interval time.Duration) {
+	if interval <= 0 {
+		interval = defaultPing
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closing || c.err != nil || c.pingerStarted {
+		return
+	}
+	c.pingerStarted = true
+	c.wg.Add(1)
+	go c.pingLoop(interval)
+}
+
+func (c *Conn) pingLoop(interval time.Duration) {
+	defer c.wg.Done()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-c.done:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), c.pingTimeout)
+		err := c.Ping(ctx)
+		cancel()
+		if err != nil {
+			if errors.Is(err, ErrConnClosed) {
+				return // already ended; nothing to add
+			}
+			c.log.Warn("rpc client ping failed; closing connection", "err", err)
+			c.abort(fmt.Errorf("%s: %w", pingerReason, err), websocket.CloseGoingAway, pingerReason)
+			return
+		}
+	}
+}

@@ -1,0 +1,48 @@
+// Package client is the Go client for provisiond's Juju-compatible RPC API
+// (see specs/rpc.md). Integration tests and the operator CLI use it.
+//
+// # Connecting
+//
+// [Dial] opens wss://Addr/api (controller login) or
+// wss://Addr/model/<uuid>/api (model login) with TLS verified against
+// Config.CACert and Config.ServerName ("juju-apiserver" by default), then
+// returns a [*Conn]. Authenticate with [Conn.Login], [Conn.LoginUser] or
+// [Conn.LoginAgent]. [DialRaw] does the same TLS and path handling but returns
+// the bare gorilla connection, for wire tests that need to send malformed
+// frames.
+//
+// # Goroutine ownership
+//
+// A Conn owns at most two goroutines:
+//   - exactly one reader, started by Dial, which reads every message, matches
+//     replies to pending calls by request-id and records why the connection
+//     ended;
+//   - optionally one pinger, started by [Conn.StartPinger], which calls
+//     Pinger.Ping periodically and closes the connection when a ping fails or
+//     blocks longer than 30 s.
+//
+// [Conn.Close] sends a close frame (code 1000), closes the socket and waits
+// until both goroutines have returned, so no goroutine of this package
+// outlives Close. Callers must call Close even when the connection has
+// already broken.
+//
+// # Concurrency contract
+//
+// All methods of Conn, NotifyWatcher and StringsWatcher are safe for
+// concurrent use. Calls are multiplexed: each gets a fresh request-id
+// (counting up from 1 per connection), outgoing messages are serialised by a
+// mutex with a 10 s write deadline, and replies may arrive in any order.
+// A call whose context ends returns ctx.Err() at once; its reply, if it comes
+// later, is dropped. Once the connection ends (peer close, read or write
+// failure, read-limit exceeded, failed ping, Close), [Conn.Done] is closed and
+// every pending and later call fails with an error wrapping [ErrConnClosed]
+// and the cause; [Conn.Err] and [Conn.CloseCode] report the cause and the
+// WebSocket close code.
+//
+// # Errors
+//
+// A reply carrying an "error" key (V1) or "Error" key (legacy V0) is returned
+// as a *params.Error with Message, Code ("error-code"/"ErrorCode") and Info
+// ("error-info"). Like python-libjuju, the client treats the mere presence of
+// the key as failure. Use [IsCode] or params.ErrCode to test codes.
+package client

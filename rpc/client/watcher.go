@@ -1,0 +1,69 @@
+package client
+
+import (
+	"context"
+	"errors"
+
+	"provisiond/rpc/params"
+)
+
+// NotifyWatcher drives a server-side notify watcher (facade NotifyWatcher
+// v1) by id. It is safe for concurrent use.
+type NotifyWatcher struct {
+	c  *Conn
+	id string
+}
+
+// NewNotifyWatcher returns a client for the notify watcher with id on c.
+func NewNotifyWatcher(c *Conn, id string) *NotifyWatcher { return &NotifyWatcher{c: c, id: id} }
+
+// ID returns the watcher id.
+func (w *NotifyWatcher) ID() string { return w.id }
+
+// Next blocks until the watcher reports a change. After the watcher is
+// stopped it fails with code "stopped" or "not found".
+func (w *NotifyWatcher) Next(ctx context.Context) error {
+	return w.c.Call(ctx, "NotifyWatcher", 1, w.id, "Next", nil, nil)
+}
+
+// Stop stops the watcher on the server.
+func (w *NotifyWatcher) Stop(ctx context.Context) error {
+	return w.c.Call(ctx, "NotifyWatcher", 1, w.id, "Stop", nil, nil)
+}
+
+// StringsWatcher drives a server-side strings watcher (facade
+// StringsWatcher v1) by id. It is safe for concurrent use.
+type StringsWatcher struct {
+	c  *Conn
+	id string
+}
+
+// NewStringsWatcher returns a client for the strings watcher with id on c.
+func NewStringsWatcher(c *Conn, id string) *StringsWatcher { return &StringsWatcher{c: c, id: id} }
+
+// ID returns the watcher id.
+func (w *StringsWatcher) ID() string { return w.id }
+
+// Next blocks until the watcher reports changes and returns them.
+func (w *StringsWatcher) Next(ctx context.Context) ([]string, error) {
+	var res params.StringsWatchResult
+	if err := w.c.Call(ctx, "StringsWatcher", 1, w.id, "Next", nil, &res); err != nil {
+		return nil, err
+	}
+	if res.Error != nil {
+		return nil, res.Error
+	}
+	return res.Changes, nil
+}
+
+// Stop stops the watcher on the server.
+func (w *StringsWatcher) Stop(ctx context.Context) error {
+	return w.c.Call(ctx, "StringsWatcher", 1, w.id, "Stop", nil, nil)
+}
+
+// IsCode reports whether err is, or wraps, a *params.Error with the given
+// code. It is false for a nil err.
+func IsCode(err error, code string) bool {
+	var pe *params.Error
+	return errors.As(err, &pe) && pe.Code == code
+}

@@ -1,0 +1,113 @@
+package rpc
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"provisiond/rpc/params"
+)
+
+type testCtx struct{ name string }
+
+type testFacade struct{ c *testCtx }
+
+type echoArgs struct {
+	Entities []params.Entity `json:"entities"`
+}
+
+func (f *testFacade) Echo(_ context.Context, a echoArgs) (echoArgs, error) { return a, nil }
+func (f *testFacade) Who(context.Context) (params.StringResult, error) {
+	return params.StringResult{Result: f.c.name}, nil
+}
+func (f *testFacade) Nothing(context.Context) error { return nil }
+
+func newTestRegistry() *Registry[*testCtx] {
+	r := NewRegistry[*testCtx]()
+	Register(r, "Test", 2, func(c *testCtx) (*testFacade, error) { return &testFacade{c: c}, nil },
+		func(m *Methods[*testCtx, *testFacade]) {
+			Handle(m, "Echo", (*testFacade).Echo)
+			HandleNoArgs(m, "Who", (*testFacade).Who)
+			HandleNone(m, "Nothing", (*testFacade).Nothing)
+		})
+	return r
+}
+
+func TestRegistryFind(t *testing.T) {
+	r := newTestRegistry()
+	tests := []struct {
+		facade  string
+		version int
+		method  string
+		msg     string
+	}{
+		{"Nope", 0, "X", `unknown facade type "Nope"`},
+		{"Nope", 3, "X", `unknown version 3 for facade type "Nope"`},
+		{"Test", 1, "Echo", `unknown version 1 for facade type "Test"`},
+		{"Test", 2, "Missing", `unknown method "Missing" at version 2 for facade type "Test"`},
+	}
+	for _, tt := range tests {
+		_, err := r.Find(tt.facade, tt.version, tt.method)
+		pe, ok := err.(*params.Error)
+		if !ok || pe.Message != tt.msg || pe.Code != params.CodeNotImplemented {
+			t.Errorf("Find(%s, %d, %s) = %#v; want %q, not implemented", tt.facade, tt.version, tt.method, err, tt.msg)
+		}
+	}
+}
+
+func TestRegistryCall(t *testing.T) {
+	r := newTestRegistry()
+	m, err := r.Find("Test", 2, "Echo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Keys match without regard to case; null and missing params are empty.
+	for raw, want := range map[string]int{`{"Entities":[{"TAG":"a"}]}`: 1, `null`: 0, ``: 0} {
+		res, err := m.Call(context.Background(), &testCtx{}, json.RawMessage(raw))
+		if err != nil {
+			t.Fatalf("Call(%q): %v", raw, err)
+		}
+		got := res.(echoArgs)
+		if len(got.Entities) != want || (want == 1 && got.Entities[0].Tag != "a") {
+			t.Errorf("Call(%q) = %+v", raw, got)
+		}
+	}
+	if _, err := m.Call(context.Background(), &testCtx{}, json.RawMessage(`{"entities":"x"}`)); err == nil {
+		t.Error("params of the wrong type decoded without error")
+	}
+	who, _ := r.Find("Test", 2, "Who")
+	res, err := who.Call(context.Background(), &testCtx{name: "me"}, json.RawMessage(`{"ignored":true}`))
+	if err != nil || res.(params.StringResult).Result != "me" {
+		t.Errorf("Who = %v, %v", res, err)
+	}
+	if got := r.Facades(); len(got) != 1 || got[0].Name != "Test" || got[0].Versions[0] != 2 {
+		t.Errorf("Facades() = %+v", got)
+	}
+	if got := r.MethodNames("Test", 2); len(got) != 3 {
+		t.Errorf("MethodNames = %v", got)
+	}
+}
+
+func TestRegisterDuplicatePanics(t *testing.T) {
+	r := newTestRegistry()
+	defer func() {
+		if recover() == nil {
+			t.Fatal("duplicate registration did not panic")
+		}
+	}()
+	Register(r, "Test", 2, func(c *testCtx) (*testFacade, error) { return nil, nil }, func(*Methods[*testCtx, *testFacade]) {})
+}
+
+func TestParsePath(t *testing.T) {
+	for path, want := range map[string]string{"/": "", "/api": "", "/model/abc/api": "abc"} {
+		got, ok := ParsePath(path)
+		if !ok || got != want {
+			t.Errorf("ParsePath(%q) = %q, %v", path, got, ok)
+		}
+	}
+	for _, path := range []string{"/model//api", "/model/a/b/api", "/health", "/model/x", "/apix"} {
+		if _, ok := ParsePath(path); ok {
+			t.Errorf("ParsePath(%q) accepted", path)
+		}
+	}
+}

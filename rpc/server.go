@@ -1,0 +1,221 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// Observer receives connection and request events, for metrics. Its
+// methods are called from many goroutines and must not block. RequestDone
+// gets empty facade and method names for requests that named no known
+// method; code is "" on success and "error" for an error without a code.
+type Observer interface {
+	ConnOpened()
+	ConnClosed()
+	RequestDone(facade string, version int, method, code string, d time.Duration)
+}
+
+// Config configures a Server. Zero durations and limits take the defaults
+// below.
+type Config struct {
+	// NewRoot makes the Root that serves a new connection.
+	NewRoot func(info ConnInfo, c *Conn) Root
+	Logger  *slog.Logger
+
+	// ReadLimit is the largest message accepted; a larger one closes the
+	// connection with code 1009. Default 4 MiB.
+	ReadLimit int64
+	// MaxRequests bounds the calls running at once on one connection; a
+	// request over it is answered with code "try again". Default 1024.
+	MaxRequests int
+	// MaxConns bounds open connections; over it the upgrade is refused with
+	// HTTP 503. Default 0: no limit.
+	MaxConns int
+	// WriteTimeout is the write deadline of each message. A client that
+	// stops reading is disconnected after it. Default 30 s.
+	WriteTimeout time.Duration
+	// PingPeriod is how often the server sends websocket pings; PongWait is
+	// how long it waits for any frame before closing. Defaults 50 s, 60 s.
+	PingPeriod time.Duration
+	PongWait   time.Duration
+
+	Observer Observer
+}
+
+// Defaults for Config.
+const (
+	DefaultReadLimit    = 4 << 20
+	DefaultMaxRequests  = 1024
+	DefaultWriteTimeout = 30 * time.Second
+	DefaultPingPeriod   = 50 * time.Second
+	DefaultPongWait     = 60 * time.Second
+)
+
+func (c *Config) setDefaults() {
+	if c.ReadLimit <= 0 {
+		c.ReadLimit = DefaultReadLimit
+	}
+	if c.MaxRequests <= 0 {
+		c.MaxRequests = DefaultMaxRequests
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = DefaultWriteTimeout
+	}
+	if c.PongWait <= 0 {
+		c.PongWait = DefaultPongWait
+	}
+	if c.PingPeriod <= 0 || c.PingPeriod >= c.PongWait {
+		c.PingPeriod = c.PongWait * 9 / 10
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Server is the http.Handler of the API endpoints: /api, / and
+// /model/<uuid>/api. It upgrades each request to a websocket and serves it
+// as one Conn. It tracks its connections so Shutdown can end them
+// (http.Server.Shutdown does not see hijacked connections).
+type Server struct {
+	cfg      Config
+	upgrader websocket.Upgrader
+
+	mu      sync.Mutex // guards the fields below
+	conns   map[*Conn]struct{}
+	closing bool
+	wg      sync.WaitGroup
+}
+
+// NewServer returns a server; cfg.NewRoot is required.
+func NewServer(cfg Config) (*Server, error) {
+	if cfg.NewRoot == nil {
+		return nil, errors.New("rpc: Config.NewRoot is required")
+	}
+	cfg.setDefaults()
+	return &Server{
+		cfg: cfg,
+		upgrader: websocket.Upgrader{
+			ReadBufferSize:  4096,
+			WriteBufferSize: 4096,
+			// A pool keeps idle connections from each pinning a write buffer.
+			WriteBufferPool:   &sync.Pool{},
+			CheckOrigin:       func(*http.Request) bool { return true },
+			EnableCompression: false,
+		},
+		conns: make(map[*Conn]struct{}),
+	}, nil
+}
+
+// ParsePath returns the model UUID of an API path: "" for "/" and "/api",
+// the UUID for "/model/<uuid>/api"; ok is false for any other path.
+func ParsePath(path string) (modelUUID string, ok bool) {
+	switch path {
+	case "/", "/api":
+		return "", true
+	}
+	rest, found := strings.CutPrefix(path, "/model/")
+	if !found {
+		return "", false
+	}
+	uuid, found := strings.CutSuffix(rest, "/api")
+	if !found || uuid == "" || strings.Contains(uuid, "/") {
+		return "", false
+	}
+	return uuid, true
+}
+
+// ServeHTTP upgrades the request and serves the connection until it ends.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	modelUUID, ok := ParsePath(r.URL.Path)
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		http.Error(w, "server is shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	if s.cfg.MaxConns > 0 && len(s.conns) >= s.cfg.MaxConns {
+		s.mu.Unlock()
+		http.Error(w, "too many connections", http.StatusServiceUnavailable)
+		return
+	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer s.wg.Done()
+
+	ws, err := s.upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		return // the upgrader has answered the client
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Conn{
+		srv:        s,
+		ws:         ws,
+		info:       ConnInfo{ModelUUID: modelUUID, RemoteAddr: r.RemoteAddr},
+		log:        s.cfg.Logger.With("remote", r.RemoteAddr),
+		ctx:        ctx,
+		cancel:     cancel,
+		out:        make(chan []byte, 16),
+		writerDead: make(chan struct{}),
+		sem:        make(chan struct{}, s.cfg.MaxRequests),
+		stopc:      make(chan struct{}),
+	}
+	c.root = s.cfg.NewRoot(c.info, c)
+
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		c.Close(websocket.CloseGoingAway)
+	} else {
+		s.conns[c] = struct{}{}
+		s.mu.Unlock()
+	}
+	if obs := s.cfg.Observer; obs != nil {
+		obs.ConnOpened()
+		defer obs.ConnClosed()
+	}
+	c.serve()
+
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+}
+
+// Conns returns the number of open connections.
+func (s *Server) Conns() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
+// Shutdown refuses new connections, closes every open one (close code
+// 1001, going away) and waits for them to end or for ctx.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing = true
+	for c := range s.conns {
+		c.Close(websocket.CloseGoingAway)
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# depcheck: enforce the dependency direction of design.md over `go list`.
+#   cmd → anything; internal/daemon → anything but cmd
+#   facades/* → state, watcher, storage, rpc, rpc/params, facades/facade (never each other)
+#   rpc → rpc/params; rpc/params, watcher, storage, pki → nothing of ours
+#   state → state/db, watcher, storage; state/db → watcher; only state/db imports bbolt
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mod=provisiond
+fail=0
+while read -r pkg imports; do
+  rel=${pkg#"$mod"}; rel=${rel#/}
+  for imp in $imports; do
+    if [[ $imp == go.etcd.io/bbolt* && $rel != state/db* ]]; then
+      echo "depcheck: $rel imports bbolt (only state/db may)"; fail=1
+    fi
+    [[ $imp == "$mod"/* ]] || continue
+    dep=${imp#"$mod"/}
+    ok=0
+    case $rel in
+      cmd/*) ok=1 ;;
+      internal/daemon*) [[ $dep != cmd/* ]] && ok=1 ;;
+      facades/facade*) case $dep in state|state/statetest|watcher|storage|rpc|rpc/params) ok=1 ;; esac ;;
+      facades/*) case $dep in state|state/statetest|watcher|storage|rpc|rpc/params|facades/facade|pki) ok=1 ;; esac ;;
+      rpc/client*) case $dep in rpc/params) ok=1 ;; esac ;;
+      rpc/params*) ok=0 ;;
+      rpc) case $dep in rpc/params) ok=1 ;; esac ;;
+      state/db*) case $dep in watcher|state/internal/*) ok=1 ;; esac ;;
+      state/statetest*) case $dep in state|state/db|watcher|storage|state/internal/*) ok=1 ;; esac ;;
+      state/internal/*) ok=0 ;;
+      state*) case $dep in state/db|state/internal/*|watcher|storage) ok=1 ;; esac ;;
+      storage*) ok=0 ;;
+      watcher*) ok=0 ;;
+      pki*) ok=0 ;;
+      *) ok=1 ;;
+    esac
+    if [[ $ok != 1 ]]; then
+      echo "depcheck: $rel must not import $dep"; fail=1
+    fi
+  done
+done < <(go list -f '{{.ImportPath}} {{join .Imports " "}}' ./...)
+if [[ $fail != 0 ]]; then exit 1; fi
+echo "depcheck: ok"

@@ -1,0 +1,27 @@
+// Package watcher turns committed state changes into the events that agents
+// block on with NotifyWatcher.Next and StringsWatcher.Next.
+//
+// # Pieces
+//
+//   - Hub: state publishes one ChangeSet per commit, after the commit is on
+//     disk and in commit order. The hub hands each Change to the
+//     subscriptions whose Filter matches it. It has no goroutine of its own
+//     and never blocks the publisher: every Sink must return at once.
+//   - Notify and Strings: coalescing watchers. A Notify holds one pending
+//     bit, a Strings a set of pending ids; any number of changes between two
+//     Next calls collapse into one event. Next blocks until there is a
+//     pending event, the watcher is stopped (ErrStopped), or its context ends.
+//   - Resources: the per-connection registry of watchers (and anything else
+//     with a Stop method), handing out ids "1", "2", ... that are never reused
+//     on that connection, and stopping everything when the connection ends.
+//
+// # Contract
+//
+// A watch subscribes first and then reads its initial snapshot, so a change
+// that commits in between is seen at least once: a spurious wake-up is
+// allowed, a missed change is a bug. Changes are delivered to a sink in
+// commit order. Sinks run with the hub's read lock held: they may take their
+// own small mutex, never a lock that a publisher could be waiting on.
+//
+// This package imports nothing of the project's.
+package watcher

@@ -1,0 +1,178 @@
+package watcher
+
+import (
+	"slices"
+	"sync"
+	"sync/atomic"
+)
+
+// Kind names a kind of entity ("model", "machine", "application", ...).
+type Kind string
+
+// Change says that one entity of one model changed in a commit. Fields names
+// the aspects that changed (for example "life", "created", "removed",
+// "scale"); lifecycle and field-specific watchers filter on them.
+type Change struct {
+	Kind   Kind
+	Model  string
+	ID     string
+	Fields []string
+}
+
+// Has reports whether the change touched field f.
+func (c Change) Has(f string) bool { return slices.Contains(c.Fields, f) }
+
+// ChangeSet is everything one commit changed, stamped with its revision.
+type ChangeSet struct {
+	Rev     uint64
+	Changes []Change
+}
+
+// Field names shared by state and the watchers built on it.
+const (
+	FieldCreated = "created"
+	FieldRemoved = "removed"
+	FieldLife    = "life"
+)
+
+// Filter selects changes: Kind and Model must match; ID matches any id when
+// empty; Fields, when not empty, match a change that has any of them.
+type Filter struct {
+	Kind   Kind
+	Model  string
+	ID     string
+	Fields []string
+}
+
+func (f Filter) match(c Change) bool {
+	if f.ID != "" && f.ID != c.ID {
+		return false
+	}
+	if len(f.Fields) == 0 {
+		return true
+	}
+	for _, want := range f.Fields {
+		if c.Has(want) {
+			return true
+		}
+	}
+	return false
+}
+
+// Sink receives matching changes. It must not block and must not call back
+// into the hub.
+type Sink func(rev uint64, c Change)
+
+type subKey struct {
+	kind  Kind
+	model string
+}
+
+type subscription struct {
+	filter Filter
+	sink   Sink
+}
+
+// Hub fans committed changes out to subscriptions. The zero value is not
+// usable; call NewHub. It is safe for concurrent use.
+type Hub struct {
+	count atomic.Int64
+
+	mu     sync.RWMutex // guards the fields below
+	nextID uint64
+	// subs is indexed by (kind, model) and then by subscription id; the
+	// per-id filtering is done per change. byID narrows further for
+	// subscriptions on one entity so entity watchers stay cheap when many
+	// watch the same kind.
+	subs map[subKey]map[uint64]*subscription
+	byID map[subKey]map[string]map[uint64]*subscription
+}
+
+// NewHub returns an empty hub.
+func NewHub() *Hub {
+	return &Hub{
+		subs: make(map[subKey]map[uint64]*subscription),
+		byID: make(map[subKey]map[string]map[uint64]*subscription),
+	}
+}
+
+// Subscribe registers sink for the changes matching f and returns the
+// function that cancels the subscription. Cancel is idempotent; after it
+// returns the sink is never called again.
+func (h *Hub) Subscribe(f Filter, sink Sink) (cancel func()) {
+	k := subKey{f.Kind, f.Model}
+	s := &subscription{filter: f, sink: sink}
+	h.mu.Lock()
+	h.nextID++
+	id := h.nextID
+	if f.ID == "" {
+		m := h.subs[k]
+		if m == nil {
+			m = make(map[uint64]*subscription)
+			h.subs[k] = m
+		}
+		m[id] = s
+	} else {
+		ids := h.byID[k]
+		if ids == nil {
+			ids = make(map[string]map[uint64]*subscription)
+			h.byID[k] = ids
+		}
+		m := ids[f.ID]
+		if m == nil {
+			m = make(map[uint64]*subscription)
+			ids[f.ID] = m
+		}
+		m[id] = s
+	}
+	h.mu.Unlock()
+	h.count.Add(1)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			h.mu.Lock()
+			if f.ID == "" {
+				delete(h.subs[k], id)
+				if len(h.subs[k]) == 0 {
+					delete(h.subs, k)
+				}
+			} else {
+				ids := h.byID[k]
+				delete(ids[f.ID], id)
+				if len(ids[f.ID]) == 0 {
+					delete(ids, f.ID)
+				}
+				if len(ids) == 0 {
+					delete(h.byID, k)
+				}
+			}
+			h.mu.Unlock()
+			h.count.Add(-1)
+		})
+	}
+}
+
+// Publish delivers cs to every matching subscription. Callers publish in
+// commit order; Publish returns after every sink has returned.
+func (h *Hub) Publish(cs ChangeSet) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	for _, c := range cs.Changes {
+		k := subKey{c.Kind, c.Model}
+		for _, s := range h.subs[k] {
+			if s.filter.match(c) {
+				s.sink(cs.Rev, c)
+			}
+		}
+		if ids := h.byID[k]; ids != nil {
+			for _, s := range ids[c.ID] {
+				if s.filter.match(c) {
+					s.sink(cs.Rev, c)
+				}
+			}
+		}
+	}
+}
+
+// Subscriptions returns the number of live subscriptions (for metrics).
+func (h *Hub) Subscriptions() int { return int(h.count.Load()) }
