@@ -1,0 +1,79 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestOptionsPrecedence(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "provisiond.yaml")
+	if err := os.WriteFile(file, []byte("addr: 10.0.0.1:1\nlog-level: debug\nping-timeout: 90s\nmax-watchers: 7\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := env(map[string]string{"HOME": "/home/x", "PROVISIOND_LOG_LEVEL": "warn", "PROVISIOND_MAX_WATCHERS": "9"})
+	o, err := loadOptions([]string{"--config", file, "--max-watchers", "11"}, e, &strings.Builder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Addr != "10.0.0.1:1" { // file over default
+		t.Errorf("addr = %q", o.Addr)
+	}
+	if o.LogLevel != "warn" { // env over file
+		t.Errorf("log-level = %q", o.LogLevel)
+	}
+	if o.MaxWatchers != 11 { // flag over env
+		t.Errorf("max-watchers = %d", o.MaxWatchers)
+	}
+	if o.PingTimeout != 90*time.Second {
+		t.Errorf("ping-timeout = %v", o.PingTimeout)
+	}
+	if o.DataDir != "/home/x/.local/share/provisiond" {
+		t.Errorf("data-dir = %q", o.DataDir)
+	}
+}
+
+func TestOptionsDefaults(t *testing.T) {
+	o, err := loadOptions(nil, env(map[string]string{"XDG_DATA_HOME": "/d"}), &strings.Builder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Addr != "127.0.0.1:17070" || o.DataDir != "/d/provisiond" || o.LogFormat != "text" || o.PingTimeout != 3*time.Minute {
+		t.Errorf("defaults = %+v", o)
+	}
+}
+
+func TestOptionsErrors(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	_ = os.WriteFile(bad, []byte("adr: typo\n"), 0o600)
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"unknown key in file", []string{"--config", bad}, nil, "field adr not found"},
+		{"missing file", []string{"--config", "/nonexistent.yaml"}, nil, "no such file"},
+		{"bad env number", nil, map[string]string{"PROVISIOND_MAX_WATCHERS": "many"}, `"many" is not a whole number`},
+		{"bad env duration", nil, map[string]string{"PROVISIOND_PING_TIMEOUT": "soon"}, "is not a duration"},
+		{"stray argument", []string{"extra"}, nil, "unexpected arguments"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := loadOptions(tt.args, env(tt.env), &strings.Builder{})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v; want %q", err, tt.want)
+			}
+		})
+	}
+	if _, err := newLogger(&strings.Builder{}, "xml", "info"); err == nil {
+		t.Error("log format xml accepted")
+	}
+	if _, err := newLogger(&strings.Builder{}, "text", "loud"); err == nil {
+		t.Error("log level loud accepted")
+	}
+}

@@ -1,0 +1,185 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"provisiond/internal/daemon"
+	"provisiond/rpc/client"
+)
+
+// buildDaemon builds the provisiond binary once per test run.
+func buildDaemon(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "provisiond")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("go build: %v", err)
+	}
+	return bin
+}
+
+type proc struct {
+	cmd  *exec.Cmd
+	addr string
+	exit chan error
+}
+
+// startDaemon runs the binary and waits for its "serving" log line.
+func startDaemon(t *testing.T, bin, dataDir string) *proc {
+	t.Helper()
+	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--data-dir", dataDir, "--log-format", "json")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{cmd: cmd, exit: make(chan error, 1)}
+	ready := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			var line struct {
+				Msg  string `json:"msg"`
+				Addr string `json:"addr"`
+			}
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "serving" {
+				ready <- line.Addr
+			}
+			if testing.Verbose() {
+				t.Logf("daemon: %s", sc.Text())
+			}
+		}
+		_, _ = io.Copy(io.Discard, stderr)
+		p.exit <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+		}
+	})
+	select {
+	case p.addr = <-ready:
+	case err := <-p.exit:
+		t.Fatalf("daemon exited before serving: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("daemon did not start serving")
+	}
+	return p
+}
+
+func (p *proc) stop(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-p.exit:
+		if err != nil {
+			t.Fatalf("daemon exit after SIGTERM: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("daemon did not exit within 20s of SIGTERM")
+	}
+}
+
+func loginBoth(t *testing.T, creds *daemon.Credentials, addr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admin, err := client.Dial(ctx, client.Config{Addr: addr, ModelUUID: creds.DefaultModelUUID, CACert: []byte(creds.CACert)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if _, err := admin.LoginUser(ctx, creds.AdminUser, creds.AdminPassword); err != nil {
+		t.Fatalf("admin login: %v", err)
+	}
+	if err := admin.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	agent, err := client.Dial(ctx, client.Config{Addr: addr, ModelUUID: creds.ControllerModelUUID, CACert: []byte(creds.CACert)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer agent.Close()
+	a := creds.ControllerAgent
+	if _, err := agent.LoginAgent(ctx, a.Tag, a.Password, a.Nonce); err != nil {
+		t.Fatalf("controller agent login: %v", err)
+	}
+	if err := agent.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The built binary end to end: first start, credentials.yaml, logins,
+// SIGTERM, restart with the same data dir, logins again.
+func TestBinaryEndToEnd(t *testing.T) {
+	bin := buildDaemon(t)
+	dataDir := filepath.Join(t.TempDir(), "data")
+
+	p := startDaemon(t, bin, dataDir)
+	credsPath := filepath.Join(dataDir, daemon.CredentialsFile)
+	info, err := os.Stat(credsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Mode().Perm() != 0o600 {
+		t.Errorf("credentials.yaml mode = %v; want 0600", info.Mode().Perm())
+	}
+	creds, err := daemon.ReadCredentials(credsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(creds.APIAddresses) != 1 || creds.APIAddresses[0] != p.addr {
+		t.Fatalf("api-addresses = %v; want [%s]", creds.APIAddresses, p.addr)
+	}
+	if creds.AdminUser != "admin" || creds.ControllerAgent.Tag != "machine-0" || creds.ControllerAgent.Nonce == "" {
+		t.Fatalf("credentials = %+v", creds)
+	}
+	loginBoth(t, creds, p.addr)
+	p.stop(t)
+
+	p = startDaemon(t, bin, dataDir)
+	again, err := daemon.ReadCredentials(credsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.AdminPassword != creds.AdminPassword || again.ControllerUUID != creds.ControllerUUID || again.CACert != creds.CACert {
+		t.Fatal("restart changed the credentials")
+	}
+	loginBoth(t, again, p.addr)
+	p.stop(t)
+}
+
+func TestVersionAndUsage(t *testing.T) {
+	var out, errOut bytesBuffer
+	if code := run([]string{"version"}, &out, &errOut); code != 0 || out.String() == "" {
+		t.Fatalf("version: %d %q", code, out.String())
+	}
+	if code := run([]string{"frobnicate"}, &out, &errOut); code != 2 {
+		t.Fatalf("unknown command exit = %d", code)
+	}
+	if code := run([]string{"serve", "--addr"}, &out, &errOut); code != 2 {
+		t.Fatalf("bad flag exit = %d", code)
+	}
+}
+
+type bytesBuffer struct{ b []byte }
+
+func (w *bytesBuffer) Write(p []byte) (int, error) { w.b = append(w.b, p...); return len(p), nil }
+func (w *bytesBuffer) String() string              { return string(w.b) }

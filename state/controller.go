@@ -1,0 +1,149 @@
+package state
+
+import (
+	"encoding/json"
+	"slices"
+
+	"github.com/juju/errors"
+)
+
+// IDs of the controller-wide records (Kind KindController, Model "").
+const (
+	ControllerID   = "controller"   // the controller record and its config
+	APIHostPortsID = "apihostports" // the API addresses agents connect to
+)
+
+// Controller is the controller record made by Initialize.
+type Controller struct {
+	UUID      string
+	ModelUUID string // the controller model's UUID
+	Config    map[string]any
+}
+
+type controllerDoc struct {
+	docMeta
+	UUID      string         `json:"uuid"`
+	ModelUUID string         `json:"model-uuid"`
+	Config    map[string]any `json:"config,omitempty"`
+}
+
+func (d *controllerDoc) controller() Controller {
+	cfg := d.Config
+	if cfg == nil {
+		cfg = map[string]any{}
+	}
+	return Controller{UUID: d.UUID, ModelUUID: d.ModelUUID, Config: cfg}
+}
+
+// HostPort is one address of an API server.
+type HostPort struct {
+	Value string `json:"value"`
+	Type  string `json:"type,omitempty"`  // "ipv4", "ipv6", "hostname"
+	Scope string `json:"scope,omitempty"` // "public", "local-cloud", ...
+	Port  int    `json:"port"`
+}
+
+type apiHostPortsDoc struct {
+	docMeta
+	Servers [][]HostPort `json:"servers"`
+}
+
+// Controller returns the controller record; NotFound before Initialize.
+func (st *State) Controller() (Controller, error) {
+	var d controllerDoc
+	err := st.view(func(r reader) error {
+		var err error
+		d, err = getController(r)
+		return err
+	})
+	if err != nil {
+		return Controller{}, err
+	}
+	return d.controller(), nil
+}
+
+// UpdateControllerConfig sets and removes keys of the controller config. A
+// call that changes nothing writes nothing.
+func (st *State) UpdateControllerConfig(set map[string]any, unset []string) error {
+	set, err := normalizeConfig(set)
+	if err != nil {
+		return err
+	}
+	c, err := st.Controller()
+	if err != nil {
+		return err
+	}
+	if _, changed := applyConfig(c.Config, set, unset); !changed {
+		return nil
+	}
+	return st.update(func(tx *txn) error {
+		d, err := getController(tx)
+		if err != nil {
+			return err
+		}
+		next, changed := applyConfig(d.Config, set, unset)
+		if !changed {
+			return errNoChange
+		}
+		d.Config = next
+		return tx.put(KindController, "", ControllerID, &d, FieldConfig)
+	})
+}
+
+// APIHostPorts returns the API server addresses, one slice per server. It
+// is empty until SetAPIHostPorts is called.
+func (st *State) APIHostPorts() ([][]HostPort, error) {
+	var d apiHostPortsDoc
+	err := st.view(func(r reader) error {
+		_, err := get(r, KindController, "", APIHostPortsID, &d)
+		return err
+	})
+	return d.Servers, err
+}
+
+// SetAPIHostPorts replaces the API server addresses. Setting the addresses
+// already stored writes nothing.
+func (st *State) SetAPIHostPorts(servers [][]HostPort) error {
+	for _, hps := range servers {
+		for _, hp := range hps {
+			if hp.Value == "" || hp.Port <= 0 || hp.Port > 65535 {
+				return errors.NotValidf("API address %q port %d", hp.Value, hp.Port)
+			}
+		}
+	}
+	servers = slices.Clone(servers)
+	for i := range servers {
+		servers[i] = slices.Clone(servers[i])
+	}
+	return st.update(func(tx *txn) error {
+		if _, err := getController(tx); err != nil {
+			return err
+		}
+		var old apiHostPortsDoc
+		if _, err := get(tx, KindController, "", APIHostPortsID, &old); err != nil {
+			return err
+		}
+		if hostPortsEqual(old.Servers, servers) {
+			return errNoChange
+		}
+		return tx.put(KindController, "", APIHostPortsID, &apiHostPortsDoc{Servers: servers}, FieldAPIHostPorts)
+	})
+}
+
+func hostPortsEqual(a, b [][]HostPort) bool {
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	return len(a) == len(b) && string(ja) == string(jb)
+}
+
+func getController(r reader) (controllerDoc, error) {
+	var d controllerDoc
+	ok, err := get(r, KindController, "", ControllerID, &d)
+	if err != nil {
+		return controllerDoc{}, err
+	}
+	if !ok {
+		return controllerDoc{}, errors.NotFoundf("controller")
+	}
+	return d, nil
+}

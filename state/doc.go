@@ -1,0 +1,42 @@
+// Package state is provisiond's model of a Juju controller: the controller
+// record, models, users and machines, their validation and life cycle, and
+// the change sets that watchers are built on. It keeps its records,
+// JSON-encoded, in a bbolt file through package state/db; nothing else in
+// provisiond sees the database.
+//
+// # Records and keys
+//
+// Each entity kind has a bucket named after its Kind (KindModel, ...).
+// Per-model entities are keyed "<model-uuid>/<id>"; models are keyed by
+// UUID, users by name, controller-wide records by a fixed id. Every record
+// carries the revision it was last written at.
+//
+// # Change sets
+//
+// Every write goes through one helper that records a watcher.Change of the
+// entity it touches: Kind, Model (the model UUID; "" for controller-wide
+// entities such as users and the controller record), ID and the Fields that
+// changed. Each committed write is one revision; its changes are published
+// to the Hub as one watcher.ChangeSet stamped with that revision.
+//
+// # Concurrency contract
+//
+//   - State is safe for concurrent use. It owns no goroutine itself; the
+//     database (state/db) owns one committer goroutine, started by Open and
+//     stopped and waited for by Close.
+//   - Writes from concurrent callers may share one bbolt commit (group
+//     commit); a lone writer is never delayed. A write method returns only
+//     after its commit is on disk.
+//   - Change sets are published by the committer goroutine after the commit
+//     is on disk and before the writer is answered, one per revision, in
+//     commit order. So publish order == commit order, and when a write
+//     method returns, every watcher it affects has already been triggered.
+//   - Reads run in read-only transactions on the caller's goroutine. They
+//     see the last committed revision and do not block writers (bbolt's
+//     memory map is sized so that a remap, the one case where bbolt makes a
+//     writer wait for readers, is rare).
+//   - Expensive work (password hashing) is done outside transactions, so
+//     it never holds up the committer.
+//   - Watch methods subscribe to the Hub first and then read, so a change
+//     committed in between is seen at least once.
+package state

@@ -1,0 +1,246 @@
+package state
+
+import (
+	"encoding/json"
+	"log/slog"
+	"time"
+
+	"github.com/juju/errors"
+
+	"provisiond/state/db"
+	"provisiond/watcher"
+)
+
+// Entity kinds: the Kind of the changes state records, and the name of the
+// bucket each kind's records are kept in.
+const (
+	KindController watcher.Kind = "controller"
+	KindModel      watcher.Kind = "model"
+	KindUser       watcher.Kind = "user"
+	KindMachine    watcher.Kind = "machine"
+)
+
+// Field names of the changes state records, besides watcher.FieldCreated,
+// watcher.FieldRemoved and watcher.FieldLife.
+const (
+	FieldConfig       = "config"
+	FieldPassword     = "password"
+	FieldAPIHostPorts = "apihostports"
+)
+
+// Buckets that hold no entities, and so record no changes.
+const (
+	bucketModelName = "model-name" // model name -> UUID
+	bucketSequence  = "sequence"   // "<model-uuid>/<name>" -> last number handed out
+)
+
+// initialMmapSize keeps bbolt from remapping (and so from making the
+// committer wait for readers) until the file outgrows it. It reserves
+// address space, not memory or disk.
+const initialMmapSize = 256 << 20
+
+// Options configures Open.
+type Options struct {
+	// Path is the bbolt file; it is created if missing.
+	Path string
+	// Hub receives one ChangeSet per committed write. If nil, State makes
+	// its own (see State.Hub).
+	Hub *watcher.Hub
+	// Logger defaults to discarding.
+	Logger *slog.Logger
+	// Now defaults to time.Now.
+	Now func() time.Time
+	// ObserveCommit, if set, is told how long each commit took and how many
+	// writes it grouped.
+	ObserveCommit func(d time.Duration, writes int)
+}
+
+// State is an open controller database. It is safe for concurrent use.
+type State struct {
+	db     *db.DB
+	hub    *watcher.Hub
+	logger *slog.Logger
+	now    func() time.Time
+}
+
+// Open opens the database at opts.Path. A new file is empty: see
+// Initialized and Initialize.
+func Open(opts Options) (*State, error) {
+	if opts.Path == "" {
+		return nil, errors.NotValidf("empty state path")
+	}
+	st := &State{hub: opts.Hub, logger: opts.Logger, now: opts.Now}
+	if st.hub == nil {
+		st.hub = watcher.NewHub()
+	}
+	if st.logger == nil {
+		st.logger = slog.New(slog.DiscardHandler)
+	}
+	if st.now == nil {
+		st.now = time.Now
+	}
+	d, err := db.Open(opts.Path, db.Options{
+		Buckets: []string{
+			string(KindController), string(KindModel), string(KindUser), string(KindMachine),
+			bucketModelName, bucketSequence,
+		},
+		InitialMmapSize: initialMmapSize,
+		OnCommit:        st.publish,
+		ObserveCommit:   opts.ObserveCommit,
+	})
+	if err != nil {
+		return nil, errors.Annotate(err, "opening state")
+	}
+	st.db = d
+	st.logger.Info("state opened", "path", opts.Path, "revision", d.Revision())
+	return st, nil
+}
+
+// publish runs on the committer goroutine, after each commit and before its
+// writers are answered: it hands the hub one change set per revision, in
+// commit order.
+func (st *State) publish(batch []db.Committed) {
+	for _, c := range batch {
+		if len(c.Changes) > 0 {
+			st.hub.Publish(watcher.ChangeSet{Rev: c.Rev, Changes: c.Changes})
+		}
+	}
+}
+
+// Close waits for queued writes to commit and closes the database.
+func (st *State) Close() error { return st.db.Close() }
+
+// Hub returns the hub change sets are published to.
+func (st *State) Hub() *watcher.Hub { return st.hub }
+
+// Revision returns the revision of the last committed write.
+func (st *State) Revision() uint64 { return st.db.Revision() }
+
+// Check runs the database's consistency check.
+func (st *State) Check() error { return st.db.Check() }
+
+// reader is what reads need from a transaction: both *db.ReadTx and
+// *db.WriteTx satisfy it.
+type reader interface {
+	Get(bucket, key string) ([]byte, bool)
+	ForEachPrefix(bucket, prefix string, fn func(key string, val []byte) error) error
+}
+
+// view runs fn in a read transaction.
+func (st *State) view(fn func(r reader) error) error {
+	return st.db.View(func(tx *db.ReadTx) error { return fn(tx) })
+}
+
+// update runs fn in a write transaction. fn may run more than once (group
+// commit reruns a batch when another write in it fails), so it must act
+// only through the txn: anything random or expensive is computed before.
+// fn returning errNoChange commits nothing and spends no revision.
+func (st *State) update(fn func(tx *txn) error) error {
+	_, _, err := st.db.Update(func(tx *db.WriteTx) error {
+		return fn(&txn{WriteTx: tx, now: st.now()})
+	})
+	if errors.Is(err, errNoChange) {
+		return nil
+	}
+	return err
+}
+
+// txn is a write transaction at the level of entities. put and remove are
+// the only ways entity records are written, and each records its change.
+type txn struct {
+	*db.WriteTx
+	now time.Time
+}
+
+// doc is implemented by every record type, through the embedded docMeta.
+type doc interface{ setRev(uint64) }
+
+// docMeta is embedded in every record.
+type docMeta struct {
+	// Rev is the revision the record was last written at.
+	Rev uint64 `json:"rev"`
+}
+
+func (m *docMeta) setRev(rev uint64) { m.Rev = rev }
+
+// put stores d as the record of entity (kind, model, id) and records the
+// change with fields.
+func (tx *txn) put(kind watcher.Kind, model, id string, d doc, fields ...string) error {
+	d.setRev(tx.Revision())
+	b, err := json.Marshal(d)
+	if err != nil {
+		return errors.Annotatef(err, "encoding %s %q", kind, id)
+	}
+	if err := tx.Put(string(kind), entityKey(kind, model, id), b); err != nil {
+		return errors.Trace(err)
+	}
+	tx.Record(watcher.Change{Kind: kind, Model: model, ID: id, Fields: fields})
+	return nil
+}
+
+// remove deletes the record of entity (kind, model, id) and records its
+// removal.
+func (tx *txn) remove(kind watcher.Kind, model, id string) error {
+	if err := tx.Delete(string(kind), entityKey(kind, model, id)); err != nil {
+		return errors.Trace(err)
+	}
+	tx.Record(watcher.Change{Kind: kind, Model: model, ID: id, Fields: []string{watcher.FieldRemoved}})
+	return nil
+}
+
+// nextSequence returns the next number of the named per-model sequence,
+// starting at 0.
+func (tx *txn) nextSequence(model, name string) (int, error) {
+	key := model + "/" + name
+	next := 0
+	if b, ok := tx.Get(bucketSequence, key); ok {
+		if err := json.Unmarshal(b, &next); err != nil {
+			return 0, errors.Annotatef(err, "decoding sequence %q", key)
+		}
+	}
+	b, _ := json.Marshal(next + 1)
+	if err := tx.Put(bucketSequence, key, b); err != nil {
+		return 0, errors.Trace(err)
+	}
+	return next, nil
+}
+
+// entityKey is the key of an entity's record within its kind's bucket.
+func entityKey(kind watcher.Kind, model, id string) string {
+	if kind == KindModel || model == "" {
+		return id
+	}
+	return model + "/" + id
+}
+
+// get decodes the record of (kind, model, id) into d and reports whether it
+// exists.
+func get(r reader, kind watcher.Kind, model, id string, d any) (bool, error) {
+	b, ok := r.Get(string(kind), entityKey(kind, model, id))
+	if !ok {
+		return false, nil
+	}
+	if err := json.Unmarshal(b, d); err != nil {
+		return false, errors.Annotatef(err, "decoding %s %q", kind, id)
+	}
+	return true, nil
+}
+
+// list decodes every record of kind in model ("" for all of a
+// controller-wide kind), in key order.
+func list[T any](r reader, kind watcher.Kind, model string) ([]T, error) {
+	prefix := ""
+	if kind != KindModel && model != "" {
+		prefix = model + "/"
+	}
+	var out []T
+	err := r.ForEachPrefix(string(kind), prefix, func(key string, b []byte) error {
+		var d T
+		if err := json.Unmarshal(b, &d); err != nil {
+			return errors.Annotatef(err, "decoding %s %q", kind, key)
+		}
+		out = append(out, d)
+		return nil
+	})
+	return out, errors.Trace(err)
+}
