@@ -10,7 +10,7 @@ FUZZTIME  ?= 30s
 build: ## build provisiond (and the other commands) into bin/
 	$(GO) build -o bin/ ./cmd/...
 
-test: ## run every test with the race detector (what CI runs)
+test: lint depcheck ## lint, depcheck, then every test with the race detector (what CI runs)
 	$(GO) test $(TESTFLAGS) $(PKGS)
 
 test-short: ## quick tests without the race detector

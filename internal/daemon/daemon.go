@@ -192,13 +192,9 @@ func Start(cfg Config) (d *Daemon, err error) {
 		return nil, fmt.Errorf("record API addresses: %w", err)
 	}
 
-	reg := rpc.NewRegistry[*facade.Context]()
-	admin.Register(reg, admin.NewLimiter(admin.LimiterConfig{
+	reg := NewRegistry(admin.NewLimiter(admin.LimiterConfig{
 		Max: cfg.LoginRateMax, Refill: cfg.LoginRateRefill, Concurrent: cfg.LoginConcurrent,
 	}))
-	pinger.Register(reg)
-	watchers.Register(reg)
-	provisioner.Register(reg)
 
 	deps := &facade.Deps{
 		State:         d.state,
@@ -248,6 +244,17 @@ func Start(cfg Config) (d *Daemon, err error) {
 	log.Info("serving", "addr", ln.Addr().String(), "data-dir", cfg.DataDir,
 		"controller", d.creds.ControllerUUID)
 	return d, nil
+}
+
+// NewRegistry registers every facade provisiond serves. Agent logins pass
+// through limiter (nil: no limit).
+func NewRegistry(limiter *admin.Limiter) *facade.Registry {
+	reg := rpc.NewRegistry[*facade.Context]()
+	admin.Register(reg, limiter)
+	pinger.Register(reg)
+	watchers.Register(reg)
+	provisioner.Register(reg)
+	return reg
 }
 
 // initialise makes the controller on first start and writes (or

@@ -505,4 +505,3 @@ func TestConcurrentAgents(t *testing.T) {
 	}
 	wg.Wait()
 }
-

@@ -1,0 +1,380 @@
+package daemon_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"reflect"
+	"slices"
+	"testing"
+
+	"provisiond/facades/facade"
+	"provisiond/internal/daemon"
+	"provisiond/internal/schematest"
+	"provisiond/rpc/params"
+)
+
+// Conformance of the served facades with Juju's facade schema
+// (protocol/facades-schema.json, read in place by schematest): method sets,
+// and the JSON keys of the params and result types.
+
+// envStrict makes facades still being built fail on missing methods.
+const envStrict = "PROVISIOND_SCHEMA_STRICT"
+
+// buildRegistry is the registry daemon.Start serves.
+func buildRegistry() *facade.Registry { return daemon.NewRegistry(nil) }
+
+type fv = schematest.FacadeVersion
+
+// completeFacades must serve every method of their schema entry.
+var completeFacades = []fv{
+	{Name: "Admin", Version: 3},
+	{Name: "Pinger", Version: 1},
+	{Name: "NotifyWatcher", Version: 1},
+	{Name: "StringsWatcher", Version: 1},
+}
+
+// incrementalFacades are being built method by method: missing methods are
+// logged, and fail only with PROVISIOND_SCHEMA_STRICT=1.
+//
+// TODO(issue 4: Provisioner v11, issue 5: CAASUnitProvisioner v2): move
+// them to completeFacades when those issues close.
+var incrementalFacades = map[fv]bool{
+	{Name: "Provisioner", Version: 11}:        true,
+	{Name: "CAASUnitProvisioner", Version: 2}: true,
+}
+
+// nonSchemaFacades are served but are not in the Juju 3.3 schema, with why.
+// Any other registered facade version missing from the schema fails.
+var nonSchemaFacades = map[fv]string{
+	{Name: "Provisioner", Version: 1}: "the 2015 seed's method set and shapes (design.md)",
+	{Name: "ModelAdmin", Version: 1}:  "provisiond's own operator facade (design.md)",
+}
+
+// TestSchemaRegistryInStep checks that buildRegistry serves the facade
+// versions a running daemon announces at login.
+func TestSchemaRegistryInStep(t *testing.T) {
+	d := start(t, nil)
+	c := loginAdmin(t, d, d.Credentials().DefaultModelUUID)
+	got := map[string][]int{}
+	for _, f := range c.LoginResult().Facades {
+		got[f.Name] = f.Versions
+	}
+	want := map[string][]int{}
+	for _, f := range buildRegistry().Facades() {
+		want[f.Name] = f.Versions
+	}
+	if !maps.EqualFunc(got, want, slices.Equal[[]int]) {
+		t.Errorf("daemon serves %v; buildRegistry serves %v: bring buildRegistry in step with daemon.go", got, want)
+	}
+}
+
+func TestSchemaMethods(t *testing.T) {
+	s := schematest.Open(t)
+	reg := buildRegistry()
+	strict := os.Getenv(envStrict) == "1"
+
+	served := map[fv]bool{}
+	for _, f := range reg.Facades() {
+		for _, v := range f.Versions {
+			served[fv{Name: f.Name, Version: v}] = true
+		}
+	}
+	for _, f := range completeFacades {
+		if !served[f] {
+			t.Errorf("%s v%d is not registered", f.Name, f.Version)
+		}
+	}
+	for f := range served {
+		if !s.Has(f.Name, f.Version) {
+			if why, ok := nonSchemaFacades[f]; ok {
+				t.Logf("%s v%d: not in the schema, not checked: %s", f.Name, f.Version, why)
+			} else {
+				t.Errorf("%s v%d is registered but not in the schema %s (if it is not a Juju facade, list it in nonSchemaFacades)",
+					f.Name, f.Version, s.Path())
+			}
+		}
+	}
+
+	for _, f := range s.Facades() {
+		t.Run(fmt.Sprintf("%s/v%d", f.Name, f.Version), func(t *testing.T) {
+			if !served[f] {
+				if incrementalFacades[f] {
+					t.Logf("%s v%d is not registered yet", f.Name, f.Version)
+					if strict {
+						t.Errorf("%s v%d is not registered (%s=1)", f.Name, f.Version, envStrict)
+					}
+				}
+				return
+			}
+			want := s.Methods(f.Name, f.Version)
+			got := reg.MethodNames(f.Name, f.Version)
+			if extra := minus(got, want); len(extra) > 0 {
+				t.Errorf("%s v%d registers methods the schema does not have: %v", f.Name, f.Version, extra)
+			}
+			missing := minus(want, got)
+			switch {
+			case len(missing) == 0:
+			case !incrementalFacades[f]:
+				t.Errorf("%s v%d is missing schema methods: %v", f.Name, f.Version, missing)
+			default:
+				t.Logf("%s v%d: %d of %d schema methods not implemented yet: %v",
+					f.Name, f.Version, len(missing), len(want), missing)
+				if strict {
+					t.Errorf("%s v%d is missing schema methods (%s=1): %v", f.Name, f.Version, envStrict, missing)
+				}
+			}
+		})
+	}
+}
+
+// wireTypes gives the Go params and result types of each registered schema
+// method that has params or a result (nil: none). Every such method must
+// be listed.
+var wireTypes = []struct {
+	facade         string
+	version        int
+	method         string
+	params, result any
+}{
+	{"Admin", 3, "Login", params.LoginRequest{}, params.LoginResult{}},
+	{"Admin", 3, "RedirectInfo", nil, params.RedirectInfoResult{}},
+	{"StringsWatcher", 1, "Next", nil, params.StringsWatchResult{}},
+	{"Provisioner", 11, "ControllerConfig", nil, params.ControllerConfigResult{}},
+	{"Provisioner", 11, "ModelConfig", nil, params.ModelConfigResult{}},
+	{"Provisioner", 11, "ModelUUID", nil, params.StringResult{}},
+	{"Provisioner", 11, "WatchForModelConfigChanges", nil, params.NotifyWatchResult{}},
+}
+
+type defKey struct{ def, key string }
+
+// schemaOnlyKeys are schema keys the Go types leave out on purpose.
+var schemaOnlyKeys = map[defKey]string{
+	{"HostPort", "Address"}: "Juju embeds network.Address in HostPort and encoding/json flattens it: " +
+		"the wire has its fields at top level and no \"Address\" key (specs/rpc.md §3.2)",
+	{"LoginResult", "discharge-required"}: "Macaroon-typed: the macaroon login challenge, " +
+		"which a password-only server never sends (specs/rpc.md §3.2, §3.6)",
+	{"LoginResult", "bakery-discharge-required"}: "Macaroon-typed: as discharge-required",
+	{"LoginResult", "discharge-required-error"}: "the reason string of the Macaroon-typed discharge " +
+		"challenge above, never sent without it (specs/rpc.md §3.6)",
+}
+
+// opaqueKeys are keys present in both whose values are not checked.
+var opaqueKeys = map[defKey]string{
+	{"LoginRequest", "macaroons"}: "Macaroon-typed: Go holds them as opaque JSON ([]any); " +
+		"provisiond accepts and ignores them",
+}
+
+// nestedDefs must be reached by the key check below.
+var nestedDefs = []string{"HostPort", "FacadeVersions", "AuthUserInfo", "Error"}
+
+func TestSchemaWireKeys(t *testing.T) {
+	s := schematest.Open(t)
+	reg := buildRegistry()
+
+	listed := map[string]bool{}
+	seen := map[string]bool{}
+	for _, w := range wireTypes {
+		name := fmt.Sprintf("%s/v%d/%s", w.facade, w.version, w.method)
+		listed[name] = true
+		t.Run(name, func(t *testing.T) {
+			if _, err := reg.Find(w.facade, w.version, w.method); err != nil {
+				t.Errorf("listed in wireTypes but not registered: %v", err)
+			}
+			if !s.HasMethod(w.facade, w.version, w.method) {
+				t.Fatalf("not in the schema")
+			}
+			_, pdef, pok := s.ParamsKeys(w.facade, w.version, w.method)
+			_, rdef, rok := s.ResultKeys(w.facade, w.version, w.method)
+			for _, c := range []struct {
+				what string
+				goV  any
+				def  string
+				ok   bool
+			}{{"params", w.params, pdef, pok}, {"result", w.result, rdef, rok}} {
+				switch {
+				case c.goV == nil && c.def == "":
+				case c.goV == nil:
+					t.Errorf("%s: schema has %s; wireTypes has none", c.what, c.def)
+				case c.def == "":
+					t.Errorf("%s: wireTypes has %T; schema has none", c.what, c.goV)
+				case !c.ok:
+					t.Errorf("%s: schema $ref %q does not resolve", c.what, c.def)
+				default:
+					b, err := json.Marshal(populated(c.goV))
+					if err != nil {
+						t.Fatalf("%s: marshal %T: %v", c.what, c.goV, err)
+					}
+					var v any
+					if err := json.Unmarshal(b, &v); err != nil {
+						t.Fatal(err)
+					}
+					k := keyCheck{t: t, s: s, facade: w.facade, version: w.version, seen: seen}
+					k.def(fmt.Sprintf("%s(%T)", c.what, c.goV), c.def, v)
+				}
+			}
+		})
+	}
+
+	for _, f := range s.Facades() {
+		for _, m := range reg.MethodNames(f.Name, f.Version) {
+			name := fmt.Sprintf("%s/v%d/%s", f.Name, f.Version, m)
+			_, pdef, _ := s.ParamsKeys(f.Name, f.Version, m)
+			_, rdef, _ := s.ResultKeys(f.Name, f.Version, m)
+			if (pdef != "" || rdef != "") && !listed[name] {
+				t.Errorf("%s is registered with schema params %q / result %q but has no wireTypes entry", name, pdef, rdef)
+			}
+		}
+	}
+	for _, d := range nestedDefs {
+		if !seen[d] {
+			t.Errorf("nested definition %s was not reached by any wireTypes entry", d)
+		}
+	}
+}
+
+// keyCheck compares decoded JSON with schema definitions, recursively.
+type keyCheck struct {
+	t       *testing.T
+	s       *schematest.Schema
+	facade  string
+	version int
+	seen    map[string]bool
+}
+
+// def checks that v, at path, is an object with exactly the keys of
+// definition name, then descends into properties that refer to others.
+func (k keyCheck) def(path, name string, v any) {
+	t := k.t
+	t.Helper()
+	k.seen[name] = true
+	obj, ok := v.(map[string]any)
+	if !ok {
+		t.Errorf("%s: schema %s is an object; Go encodes %T", path, name, v)
+		return
+	}
+	want := k.s.DefinitionKeys(k.facade, k.version, name)
+	for key := range obj {
+		if !slices.Contains(want, key) {
+			t.Errorf("%s: Go key %q is not in schema %s %v", path, key, name, want)
+		}
+	}
+	for _, key := range want {
+		if _, ok := obj[key]; ok {
+			continue
+		}
+		if why, ok := schemaOnlyKeys[defKey{name, key}]; ok {
+			t.Logf("%s: schema %s key %q left out: %s", path, name, key, why)
+			continue
+		}
+		t.Errorf("%s: schema %s key %q is missing from the Go type", path, name, key)
+	}
+	for _, key := range slices.Sorted(maps.Keys(obj)) {
+		if _, opaque := opaqueKeys[defKey{name, key}]; opaque {
+			continue
+		}
+		if p, ok := k.s.Property(k.facade, k.version, name, key); ok {
+			k.prop(path+"."+key, p, obj[key])
+		}
+	}
+}
+
+func (k keyCheck) prop(path string, p *schematest.Prop, v any) {
+	switch {
+	case v == nil:
+		k.t.Errorf("%s: null; the populated value should have filled it", path)
+	case p.Ref != "":
+		k.def(path, p.Ref, v)
+	case p.Items != nil:
+		if a, ok := v.([]any); ok {
+			for i, e := range a {
+				k.prop(fmt.Sprintf("%s[%d]", path, i), p.Items, e)
+			}
+		} else {
+			k.t.Errorf("%s: schema has an array; Go encodes %T", path, v)
+		}
+	case p.Values != nil:
+		if m, ok := v.(map[string]any); ok {
+			for _, key := range slices.Sorted(maps.Keys(m)) {
+				k.prop(fmt.Sprintf("%s[%q]", path, key), p.Values, m[key])
+			}
+		} else {
+			k.t.Errorf("%s: schema has a map; Go encodes %T", path, v)
+		}
+	}
+}
+
+// populated returns a copy of v with every field, recursively, set to a
+// non-zero value (one element per slice and map), so that omitempty keys
+// appear when it is marshalled.
+func populated(v any) any {
+	p := reflect.New(reflect.TypeOf(v))
+	fill(p.Elem(), 0)
+	return p.Elem().Interface()
+}
+
+var rawMessageType = reflect.TypeFor[json.RawMessage]()
+
+func fill(v reflect.Value, depth int) {
+	if depth > 20 { // recursive types
+		return
+	}
+	if v.Type() == rawMessageType {
+		v.SetBytes([]byte(`"x"`))
+		return
+	}
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString("x")
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		v.SetInt(1)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		v.SetUint(1)
+	case reflect.Float32, reflect.Float64:
+		v.SetFloat(1)
+	case reflect.Pointer:
+		p := reflect.New(v.Type().Elem())
+		fill(p.Elem(), depth+1)
+		v.Set(p)
+	case reflect.Slice:
+		s := reflect.MakeSlice(v.Type(), 1, 1)
+		fill(s.Index(0), depth+1)
+		v.Set(s)
+	case reflect.Array:
+		for i := range v.Len() {
+			fill(v.Index(i), depth+1)
+		}
+	case reflect.Map:
+		m := reflect.MakeMapWithSize(v.Type(), 1)
+		key := reflect.New(v.Type().Key()).Elem()
+		fill(key, depth+1)
+		val := reflect.New(v.Type().Elem()).Elem()
+		fill(val, depth+1)
+		m.SetMapIndex(key, val)
+		v.Set(m)
+	case reflect.Interface:
+		if v.NumMethod() == 0 {
+			v.Set(reflect.ValueOf("x"))
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if f := v.Field(i); f.CanSet() {
+				fill(f, depth+1)
+			}
+		}
+	}
+}
+
+// minus returns the elements of a not in b.
+func minus(a, b []string) []string {
+	var out []string
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
