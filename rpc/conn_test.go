@@ -14,6 +14,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"provisiond/internal/leaktest"
 	"provisiond/pki"
 	"provisiond/rpc"
 	"provisiond/rpc/client"
@@ -377,3 +378,5 @@ func TestShutdownEndsBlockedCalls(t *testing.T) {
 		t.Fatalf("%d connections left", ts.srv.Conns())
 	}
 }
+
+func TestMain(m *testing.M) { leaktest.Main(m) }

@@ -12,8 +12,8 @@ import (
 
 	"github.com/juju/errors"
 
+	"provisiond/internal/leaktest"
 	"provisiond/state"
-	"provisiond/state/internal/leaktest"
 	"provisiond/state/statetest"
 	"provisiond/watcher"
 )

@@ -19,6 +19,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"provisiond/internal/daemon"
+	"provisiond/internal/leaktest"
 	"provisiond/rpc/client"
 	"provisiond/rpc/params"
 	"provisiond/state"
@@ -505,3 +506,5 @@ func TestConcurrentAgents(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+func TestMain(m *testing.M) { leaktest.Main(m) }

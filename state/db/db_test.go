@@ -13,7 +13,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"provisiond/state/internal/leaktest"
+	"provisiond/internal/leaktest"
 	"provisiond/watcher"
 )
 
