@@ -1,0 +1,47 @@
+package facade
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	jujuerrors "github.com/juju/errors"
+
+	"provisiond/rpc/params"
+	"provisiond/watcher"
+)
+
+func TestServerError(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		msg  string
+		code string
+	}{
+		{"params error passes through", &params.Error{Message: "m", Code: "c"}, "m", "c"},
+		{"wrapped params error", fmt.Errorf("ctx: %w", ErrPerm), "permission denied", params.CodeUnauthorized},
+		{"watcher stopped", watcher.ErrStopped, "watcher has been stopped", params.CodeStopped},
+		{"unknown resource", watcher.ErrUnknownResource, "unknown watcher id", params.CodeNotFound},
+		{"too many watchers", &watcher.TooManyError{Max: 3}, "too many watchers on this connection (limit 3)", params.CodeQuotaLimitExceeded},
+		{"not found", jujuerrors.NotFoundf("machine 3"), "machine 3 not found", params.CodeNotFound},
+		{"annotated not found keeps the full text", jujuerrors.Annotate(jujuerrors.NotFoundf("machine 3"), "cannot set"), "cannot set: machine 3 not found", params.CodeNotFound},
+		{"std-wrapped not found", fmt.Errorf("x: %w", jujuerrors.NotFoundf("y")), "x: y not found", params.CodeNotFound},
+		{"unauthorized", jujuerrors.Unauthorizedf("no"), "no", params.CodeUnauthorized},
+		{"not provisioned", jujuerrors.NotProvisionedf("machine 1"), "machine 1 not provisioned", params.CodeNotProvisioned},
+		{"already exists", jujuerrors.AlreadyExistsf("model %q", "a"), `model "a" already exists`, params.CodeAlreadyExists},
+		{"not valid", jujuerrors.NotValidf("name %q", "A"), `name "A" not valid`, params.CodeNotValid},
+		{"not supported", jujuerrors.NotSupportedf("x"), "x not supported", params.CodeNotSupported},
+		{"plain error has no code", errors.New("boom"), "boom", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := ServerError(tt.err)
+			if got.Message != tt.msg || got.Code != tt.code {
+				t.Fatalf("ServerError = %q (%q); want %q (%q)", got.Message, got.Code, tt.msg, tt.code)
+			}
+		})
+	}
+	if ServerError(nil) != nil {
+		t.Fatal("ServerError(nil) != nil")
+	}
+}
