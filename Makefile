@@ -27,8 +27,9 @@ depcheck: ## check the package dependency direction of design.md
 bench: ## transport benchmarks: Ping over TLS websocket vs a plain JSON echo baseline
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count 5 ./rpc/... ./internal/daemon/ ./watcher/ ./state/...
 
-fuzz: ## fuzz the wire codec for FUZZTIME
+fuzz: ## run each fuzz target for FUZZTIME (their seed corpora run in every `make test`)
 	$(GO) test -run '^$$' -fuzz FuzzDecodeHeader -fuzztime $(FUZZTIME) ./rpc/
+	$(GO) test -run '^$$' -fuzz FuzzParseConstraints -fuzztime $(FUZZTIME) ./storage/
 
 tidy-check: ## fail when go.mod/go.sum are not tidy
 	$(GO) mod tidy && git diff --exit-code go.mod go.sum
