@@ -2,6 +2,7 @@ package state
 
 import (
 	"encoding/json"
+	"io"
 	"log/slog"
 	"time"
 
@@ -115,6 +116,12 @@ func (st *State) Hub() *watcher.Hub { return st.hub }
 
 // Revision returns the revision of the last committed write.
 func (st *State) Revision() uint64 { return st.db.Revision() }
+
+// Snapshot writes a consistent copy of the database to w (see
+// db.DB.Snapshot); size, if not nil, first gets the copy's exact size.
+func (st *State) Snapshot(w io.Writer, size func(int64)) (int64, error) {
+	return st.db.Snapshot(w, size)
+}
 
 // Check runs the database's consistency check.
 func (st *State) Check() error { return st.db.Check() }

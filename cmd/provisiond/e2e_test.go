@@ -163,6 +163,30 @@ func TestBinaryEndToEnd(t *testing.T) {
 		t.Fatal("restart changed the credentials")
 	}
 	loginBoth(t, again, p.addr)
+
+	// Backup of the running daemon, restore into a fresh data dir, start
+	// there: the same controller and logins.
+	archive := filepath.Join(t.TempDir(), "backup.tar")
+	if out, err := exec.Command(bin, "backup", "--data-dir", dataDir, "--output", archive).CombinedOutput(); err != nil {
+		t.Fatalf("backup: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(bin, "restore", archive, "--data-dir", dataDir).CombinedOutput(); err == nil {
+		t.Fatalf("restore over the live data dir succeeded:\n%s", out)
+	}
+	p.stop(t)
+	restored := filepath.Join(t.TempDir(), "restored")
+	if out, err := exec.Command(bin, "restore", archive, "--data-dir", restored).CombinedOutput(); err != nil {
+		t.Fatalf("restore: %v\n%s", err, out)
+	}
+	p = startDaemon(t, bin, restored)
+	back, err := daemon.ReadCredentials(filepath.Join(restored, daemon.CredentialsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.ControllerUUID != creds.ControllerUUID || back.AdminPassword != creds.AdminPassword {
+		t.Fatal("restored daemon has other credentials")
+	}
+	loginBoth(t, back, p.addr)
 	p.stop(t)
 }
 

@@ -1,7 +1,9 @@
 // Command provisiond is the Juju-wire-compatible provisioning API server.
 //
-//	provisiond serve [flags]    run the daemon (initialises an empty data dir)
-//	provisiond version          print the version
+//	provisiond serve [flags]                   run the daemon (initialises an empty data dir)
+//	provisiond backup --output FILE            snapshot a running daemon
+//	provisiond restore FILE --data-dir DIR     unpack a backup into a data dir
+//	provisiond version                         print the version
 //
 // See README.md for the flags, the environment variables and the YAML
 // config file.
@@ -37,6 +39,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "serve":
 		return serve(args[1:], stderr)
+	case "backup":
+		return backup(args[1:], stderr)
+	case "restore":
+		return restore(args[1:], stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "provisiond %s (Juju API %s)\n", version, daemon.ServerVersion)
 		return 0
@@ -55,6 +61,8 @@ func usage(w io.Writer) {
 
 commands:
   serve     run the API server (initialises an empty data dir on first start)
+  backup    snapshot a running daemon into an archive (--output FILE)
+  restore   unpack a backup archive into a data dir (FILE --data-dir DIR)
   version   print the version
 
 Run "provisiond serve -h" for the flags of serve.

@@ -230,6 +230,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(d.metrics.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /backup", d.handleBackup)
 	mux.Handle("/", d.rpc)
 	d.http = &http.Server{
 		Handler:           mux,

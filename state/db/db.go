@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -301,6 +302,26 @@ func (d *DB) Check() error {
 		return fmt.Errorf("db: check %s: %w", d.path, errors.Join(errs...))
 	}
 	return nil
+}
+
+// Snapshot writes a consistent copy of the whole database, as of the last
+// committed revision, to w, and returns the bytes written. It runs in a read
+// transaction, so writers carry on meanwhile. size is called first with the
+// snapshot's exact size (for progress reporting); it may be nil.
+func (d *DB) Snapshot(w io.Writer, size func(int64)) (int64, error) {
+	var n int64
+	err := d.View(func(tx *ReadTx) error {
+		if size != nil {
+			size(tx.tx.Size())
+		}
+		var err error
+		n, err = tx.tx.WriteTo(w)
+		return err
+	})
+	if err != nil {
+		return n, fmt.Errorf("db: snapshot %s: %w", d.path, err)
+	}
+	return n, nil
 }
 
 // run is the committer goroutine.

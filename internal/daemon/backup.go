@@ -1,0 +1,275 @@
+package daemon
+
+import (
+	"archive/tar"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"provisiond/pki"
+	"provisiond/state"
+	"provisiond/state/db"
+)
+
+// A backup is an uncompressed USTAR tar archive holding a consistent
+// snapshot of the database (DBFile) and the data dir's small files:
+// credentials.yaml and the TLS material, where present. The daemon serves
+// it at GET /backup to superusers (HTTP basic auth); Restore unpacks it
+// into a data dir the daemon starts from.
+
+// backupFiles are the small files a backup carries besides the database.
+var backupFiles = []string{CredentialsFile, pki.CACertFile, pki.CAKeyFile, pki.ServerCertFile, pki.ServerKeyFile}
+
+type tarEntry struct {
+	name string
+	data []byte
+}
+
+func entrySize(size int64) int64 { return 512 + (size+511)/512*512 }
+
+func (d *Daemon) handleBackup(w http.ResponseWriter, r *http.Request) {
+	user, pass, ok := r.BasicAuth()
+	if !ok {
+		w.Header().Set("WWW-Authenticate", `Basic realm="provisiond"`)
+		http.Error(w, "backup needs a superuser's name and password", http.StatusUnauthorized)
+		return
+	}
+	u, err := d.state.CheckUserPassword(user, pass)
+	if err != nil {
+		w.Header().Set("WWW-Authenticate", `Basic realm="provisiond"`)
+		http.Error(w, "invalid entity name or password", http.StatusUnauthorized)
+		return
+	}
+	if u.Access != state.AccessSuperuser {
+		http.Error(w, "permission denied", http.StatusForbidden)
+		return
+	}
+	var small []tarEntry
+	for _, name := range backupFiles {
+		data, err := os.ReadFile(filepath.Join(d.cfg.DataDir, name))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			d.log.Error("backup: cannot read data dir file", "file", name, "err", err)
+			http.Error(w, "cannot read "+name, http.StatusInternalServerError)
+			return
+		}
+		small = append(small, tarEntry{name, data})
+	}
+	now := time.Now().Truncate(time.Second)
+	tw := tar.NewWriter(w)
+	header := func(name string, size int64) *tar.Header {
+		return &tar.Header{Name: name, Size: size, Mode: 0o600, ModTime: now, Typeflag: tar.TypeReg, Format: tar.FormatUSTAR}
+	}
+	var werr error
+	_, err = d.state.Snapshot(writerFunc(func(p []byte) (int, error) { return tw.Write(p) }), func(dbSize int64) {
+		total := entrySize(dbSize) + 1024
+		for _, e := range small {
+			total += entrySize(int64(len(e.data)))
+		}
+		w.Header().Set("Content-Type", "application/x-tar")
+		w.Header().Set("Content-Length", fmt.Sprint(total))
+		w.Header().Set("Content-Disposition", `attachment; filename="provisiond-backup.tar"`)
+		for _, e := range small {
+			if werr = tw.WriteHeader(header(e.name, int64(len(e.data)))); werr != nil {
+				return
+			}
+			if _, werr = tw.Write(e.data); werr != nil {
+				return
+			}
+		}
+		werr = tw.WriteHeader(header(DBFile, dbSize))
+	})
+	if err == nil {
+		err = werr
+	}
+	if err == nil {
+		err = tw.Close()
+	}
+	if err != nil {
+		// The status line has gone out; a short body tells the client.
+		d.log.Error("backup failed", "err", err)
+		return
+	}
+	d.log.Info("backup taken", "user", u.Name, "revision", d.state.Revision())
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// FetchBackup downloads a backup from the daemon that creds describe into
+// out. progress, if not nil, is called as bytes arrive with the total size.
+func FetchBackup(ctx context.Context, creds *Credentials, out io.Writer, progress func(done, total int64)) error {
+	if len(creds.APIAddresses) == 0 {
+		return errors.New("credentials name no API address")
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM([]byte(creds.CACert)) {
+		return errors.New("credentials hold no usable CA certificate")
+	}
+	hc := &http.Client{Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "juju-apiserver", MinVersion: tls.VersionTLS12},
+	}}
+	defer hc.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+creds.APIAddresses[0]+"/backup", nil)
+	if err != nil {
+		return err
+	}
+	req.SetBasicAuth(creds.AdminUser, creds.AdminPassword)
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("backup request: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+		return fmt.Errorf("backup refused: %s: %s", resp.Status, string(msg))
+	}
+	var done int64
+	body := io.Reader(resp.Body)
+	if progress != nil {
+		body = readerFunc(func(p []byte) (int, error) {
+			n, err := resp.Body.Read(p)
+			done += int64(n)
+			progress(done, resp.ContentLength)
+			return n, err
+		})
+	}
+	n, err := io.Copy(out, body)
+	if err != nil {
+		return fmt.Errorf("backup download: %w", err)
+	}
+	if resp.ContentLength >= 0 && n != resp.ContentLength {
+		return fmt.Errorf("backup download: got %d of %d bytes; the daemon failed mid-way (see its log)", n, resp.ContentLength)
+	}
+	return nil
+}
+
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
+
+// ErrDataDirInUse is returned by Restore when a daemon runs on the data dir.
+var ErrDataDirInUse = errors.New("data dir is in use by a running daemon")
+
+// Restore unpacks a backup archive into dataDir. It refuses a data dir a
+// daemon is running on, and one that already holds a database unless
+// force is set. The archive is unpacked into a temporary directory beside
+// the data, the database is opened and checked there, and only then are
+// the files moved into place.
+func Restore(archive io.Reader, dataDir string, force bool) error {
+	dbPath := filepath.Join(dataDir, DBFile)
+	if _, err := os.Stat(dbPath); err == nil {
+		st, err := state.Open(state.Options{Path: dbPath})
+		if errors.Is(err, db.ErrLocked) {
+			return fmt.Errorf("restore into %s: %w", dataDir, ErrDataDirInUse)
+		}
+		if err == nil {
+			st.Close()
+		}
+		if !force {
+			return fmt.Errorf("restore into %s: it already holds a database; pass --force to replace it", dataDir)
+		}
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	tmp, err := os.MkdirTemp(dataDir, ".restore-")
+	if err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+
+	var names []string
+	tr := tar.NewReader(archive)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("restore: reading archive: %w", err)
+		}
+		if h.Typeflag != tar.TypeReg || (h.Name != DBFile && !slices.Contains(backupFiles, h.Name)) {
+			return fmt.Errorf("restore: archive holds %q, which is not part of a provisiond backup", h.Name)
+		}
+		if slices.Contains(names, h.Name) {
+			return fmt.Errorf("restore: archive holds %q twice", h.Name)
+		}
+		if err := writeFileSynced(filepath.Join(tmp, h.Name), tr); err != nil {
+			return fmt.Errorf("restore: %w", err)
+		}
+		names = append(names, h.Name)
+	}
+	if !slices.Contains(names, DBFile) {
+		return fmt.Errorf("restore: archive holds no %s", DBFile)
+	}
+	st, err := state.Open(state.Options{Path: filepath.Join(tmp, DBFile)})
+	if err != nil {
+		return fmt.Errorf("restore: the archived database does not open: %w", err)
+	}
+	ok, ierr := st.Initialized()
+	cerr := st.Check()
+	st.Close()
+	switch {
+	case ierr != nil:
+		return fmt.Errorf("restore: %w", ierr)
+	case !ok:
+		return errors.New("restore: the archived database was never initialised")
+	case cerr != nil:
+		return fmt.Errorf("restore: the archived database fails its consistency check: %w", cerr)
+	}
+	// The database goes last, so a daemon never starts on new files with
+	// an old database half-replaced.
+	slices.SortFunc(names, func(a, b string) int {
+		if a == DBFile {
+			return 1
+		}
+		if b == DBFile {
+			return -1
+		}
+		return 0
+	})
+	for _, name := range names {
+		if err := os.Rename(filepath.Join(tmp, name), filepath.Join(dataDir, name)); err != nil {
+			return fmt.Errorf("restore: %w", err)
+		}
+	}
+	return syncDir(dataDir)
+}
+
+func writeFileSynced(path string, r io.Reader) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, r); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("sync %s: %w", filepath.Base(path), err)
+	}
+	return f.Close()
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

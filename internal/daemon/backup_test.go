@@ -1,0 +1,132 @@
+package daemon_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"provisiond/internal/daemon"
+	"provisiond/state"
+)
+
+func TestBackupRestore(t *testing.T) {
+	d := start(t, nil)
+	creds := d.Credentials()
+	st := d.State()
+	m, err := st.AddModel("k8s", state.ModelTypeCAAS, map[string]any{"workload-storage": "fast"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.AddMachine(creds.DefaultModelUUID, state.MachineParams{Password: "machine-1-password-long", Nonce: "n", InstanceID: "i-1"}); err != nil {
+		t.Fatal(err)
+	}
+	rev := st.Revision()
+
+	var archive bytes.Buffer
+	var lastDone, lastTotal int64
+	if err := daemon.FetchBackup(ctxT(t), &creds, &archive, func(done, total int64) { lastDone, lastTotal = done, total }); err != nil {
+		t.Fatal(err)
+	}
+	if lastTotal <= 0 || lastDone != lastTotal || int64(archive.Len()) != lastTotal {
+		t.Fatalf("progress %d/%d, archive %d bytes", lastDone, lastTotal, archive.Len())
+	}
+
+	dir := t.TempDir()
+	if err := daemon.Restore(bytes.NewReader(archive.Bytes()), dir, false); err != nil {
+		t.Fatal(err)
+	}
+	// Again without --force: refused; with it: fine.
+	if err := daemon.Restore(bytes.NewReader(archive.Bytes()), dir, false); err == nil || !strings.Contains(err.Error(), "--force") {
+		t.Fatalf("second restore: %v", err)
+	}
+	if err := daemon.Restore(bytes.NewReader(archive.Bytes()), dir, true); err != nil {
+		t.Fatal(err)
+	}
+
+	cfg := daemon.Default(dir)
+	cfg.Addr = "127.0.0.1:0"
+	d2, err := daemon.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		d2.Shutdown(ctx)
+	}()
+	// A restored daemon on its data dir refuses another restore.
+	err = daemon.Restore(bytes.NewReader(archive.Bytes()), dir, true)
+	if !errors.Is(err, daemon.ErrDataDirInUse) {
+		t.Fatalf("restore into a live data dir: %v", err)
+	}
+	c2 := d2.Credentials()
+	if c2.AdminPassword != creds.AdminPassword || c2.ControllerUUID != creds.ControllerUUID || c2.CACert != creds.CACert {
+		t.Fatal("restored credentials differ")
+	}
+	if got := d2.State().Revision(); got < rev {
+		t.Fatalf("restored revision %d < %d", got, rev)
+	}
+	if got, err := d2.State().ModelByName("k8s"); err != nil || got.UUID != m.UUID || got.Config["workload-storage"] != "fast" {
+		t.Fatalf("restored model = %+v, %v", got, err)
+	}
+	if _, err := d2.State().Machine(creds.DefaultModelUUID, "0"); err != nil {
+		t.Fatalf("restored machine: %v", err)
+	}
+	loginAdmin(t, d2, c2.DefaultModelUUID)
+	loginController(t, d2, c2.ControllerModelUUID)
+}
+
+func TestBackupNeedsSuperuser(t *testing.T) {
+	d := start(t, nil)
+	creds := d.Credentials()
+	if _, err := d.State().AddUser("bob", "Bob", "bob-password", state.AccessLogin); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ user, pass, want string }{
+		{"admin", "wrong", "401"},
+		{"nobody", "x", "401"},
+		{"bob", "bob-password", "403"},
+	} {
+		c := creds
+		c.AdminUser, c.AdminPassword = tc.user, tc.pass
+		err := daemon.FetchBackup(ctxT(t), &c, &bytes.Buffer{}, nil)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("backup as %s: %v; want %s", tc.user, err, tc.want)
+		}
+	}
+}
+
+func TestRestoreRejectsBadArchives(t *testing.T) {
+	for name, data := range map[string][]byte{
+		"empty":       nil,
+		"not a tar":   []byte("hello, this is not a tar archive at all............"),
+		"no database": tarOf(t, map[string]string{"credentials.yaml": "x: 1\n"}),
+		"stray file":  tarOf(t, map[string]string{"../etc/passwd": "root"}),
+		"bad db":      tarOf(t, map[string]string{"provisiond.db": "not a bolt file"}),
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := daemon.Restore(bytes.NewReader(data), dir, false); err == nil {
+				t.Fatal("restore succeeded")
+			}
+		})
+	}
+}
+
+func tarOf(t *testing.T, files map[string]string) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	for name, body := range files {
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o600, Size: int64(len(body)), Typeflag: tar.TypeReg}); err != nil {
+			t.Fatal(err)
+		}
+		tw.Write([]byte(body))
+	}
+	tw.Close()
+	return b.Bytes()
+}
