@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"provisiond/internal/credentials"
 	"provisiond/internal/daemon"
 	"provisiond/internal/leaktest"
 	"provisiond/state"
@@ -317,6 +319,30 @@ func TestCredentialsLookup(t *testing.T) {
 	copyPath := filepath.Join(t.TempDir(), "copy.yaml")
 	put(copyPath)
 
+	// A daemon that is not there, and a wrong password: clear errors.
+	creds, err := credentials.Read(e.creds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	down, wrong := *creds, *creds
+	down.APIAddresses = []string{closedAddr(t)}
+	wrong.AdminPassword = "not-the-password"
+	for _, tc := range []struct {
+		creds credentials.Credentials
+		msg   string
+	}{
+		{down, "ERROR cannot connect to provisiond: "},
+		{wrong, "ERROR login as admin: invalid entity name or password"},
+	} {
+		path := filepath.Join(t.TempDir(), "credentials.yaml")
+		if err := credentials.Write(path, &tc.creds); err != nil {
+			t.Fatal(err)
+		}
+		if r := e.run(t, "models", "--credentials", path); r.code != 1 || !strings.HasPrefix(r.stderr, tc.msg) || r.stdout != "" {
+			t.Errorf("want exit 1 and %q; got %s", tc.msg, r)
+		}
+	}
+
 	for _, tc := range []struct {
 		name    string
 		environ []string
@@ -497,4 +523,16 @@ func TestHelpAndCompletion(t *testing.T) {
 	if got := strings.Fields(r.stdout); !slices.Equal(got, []string{"table", "json", "yaml", ":4"}) {
 		t.Errorf("format completion: %q", got)
 	}
+}
+
+// closedAddr returns a loopback address nothing listens on.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
 }

@@ -66,7 +66,7 @@ func (a *app) writeConfig(format formatFlag, what string, cfg map[string]any, al
 			a.infof("%s has no config set.", upperFirst(what))
 			return nil
 		}
-		t := table{header: []string{"KEY", "VALUE"}}
+		t := table{header: []string{"KEY", "VALUE"}, cutLast: true}
 		for _, k := range slices.Sorted(maps.Keys(cfg)) {
 			t.add(k, formatValue(cfg[k]))
 		}

@@ -53,7 +53,7 @@ func TestFormatValueRoundTrips(t *testing.T) {
 }
 
 func TestTableFits80Columns(t *testing.T) {
-	tb := table{header: []string{"KEY", "VALUE"}}
+	tb := table{header: []string{"KEY", "VALUE"}, cutLast: true}
 	tb.add("ca-cert", "-----BEGIN CERTIFICATE-----\nMIIB...")
 	tb.add("long", strings.Repeat("x", 200))
 	tb.add("unicode", strings.Repeat("é", 100))
@@ -73,6 +73,21 @@ func TestTableFits80Columns(t *testing.T) {
 	}
 	if lines[1] != "ca-cert  -----BEGIN CERTIFICATE-----..." || !strings.HasSuffix(lines[2], "xxx...") || lines[4] != "short    v" {
 		t.Errorf("table:\n%s", buf.String())
+	}
+}
+
+func TestTableKeepsIdentifiers(t *testing.T) {
+	tb := table{header: []string{"NAME", "UUID"}}
+	long := strings.Repeat("n", 63)
+	uuid := "0b1c6f0f-8f8e-4c2a-9d3b-5e6f7a8b9c0d"
+	tb.add(long, uuid)
+	tb.add("a", "multi\nline")
+	var buf bytes.Buffer
+	if err := tb.write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if want := "NAME" + strings.Repeat(" ", 61) + "UUID\n" + long + "  " + uuid + "\na" + strings.Repeat(" ", 64) + "multi...\n"; buf.String() != want {
+		t.Errorf("table:\n%q\nwant\n%q", buf.String(), want)
 	}
 }
 

@@ -104,12 +104,14 @@ const (
 	minValue   = 20 // a last column is never cut below this
 )
 
-// table writes aligned columns with two spaces between them. The last
-// column is cut (with "...") so lines fit tableWidth columns, and a value
-// spanning lines shows its first line only.
+// table writes aligned columns with two spaces between them. A value
+// spanning lines shows its first line only. With cutLast, the last column
+// is cut (with "...") so lines fit tableWidth columns; tables whose last
+// column is an identifier (a UUID) leave it whole.
 type table struct {
-	header []string
-	rows   [][]string
+	header  []string
+	rows    [][]string
+	cutLast bool
 }
 
 func (t *table) add(cells ...string) { t.rows = append(t.rows, cells) }
@@ -127,6 +129,9 @@ func (t *table) write(w io.Writer) error {
 		used += wd + 2
 	}
 	last := max(tableWidth-used, minValue)
+	if !t.cutLast {
+		last = int(^uint(0) >> 1)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, r := range append([][]string{t.header}, t.rows...) {
 		cells := make([]string, n)
