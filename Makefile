@@ -10,6 +10,10 @@ FUZZTIME  ?= 30s
 build: ## build provisiond (and the other commands) into bin/
 	$(GO) build -o bin/ ./cmd/...
 
+completions: build ## provisionctl shell completion scripts (bash, zsh, fish) into bin/completion/
+	mkdir -p bin/completion
+	for sh in bash zsh fish; do bin/provisionctl completion $$sh > bin/completion/provisionctl.$$sh; done
+
 test: lint depcheck ## lint, depcheck, then every test with the race detector (what CI runs)
 	$(GO) test $(TESTFLAGS) $(PKGS)
 
@@ -40,4 +44,4 @@ clean: ## remove build output
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} {printf "  %-12s %s\n", $$1, $$2}'
 
-.PHONY: build test test-short lint depcheck bench fuzz tidy-check clean help
+.PHONY: build completions test test-short lint depcheck bench fuzz tidy-check clean help

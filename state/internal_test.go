@@ -109,3 +109,56 @@ func TestConfigChange(t *testing.T) {
 		t.Errorf("unencodable config: %v, want NotValid", err)
 	}
 }
+
+// The removal of a dying model's last entity removes the model, its name
+// and its sequences in the same transaction. No entity can be removed
+// through the API yet, so this drives txn.remove directly.
+func TestRemovingLastEntityRemovesDyingModel(t *testing.T) {
+	t.Parallel()
+	st, err := Open(Options{Path: t.TempDir() + "/state.db"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Initialize(InitArgs{AdminPassword: "pw", AgentPassword: "agent-password-long-enough", AgentNonce: "n"}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := st.AddModel("prod", ModelTypeIAAS, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := st.AddMachine(m.UUID, MachineParams{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, removed, err := st.RemoveModel(m.UUID); err != nil || removed {
+		t.Fatalf("RemoveModel = %v, %v", removed, err)
+	}
+	removeMachine := func(id string) {
+		t.Helper()
+		if err := st.update(func(tx *txn) error { return tx.remove(KindMachine, m.UUID, id) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	removeMachine("0")
+	if got, err := st.Model(m.UUID); err != nil || got.Life != Dying {
+		t.Fatalf("after removing one of two machines: %+v, %v", got, err)
+	}
+	removeMachine("1")
+	if _, err := st.Model(m.UUID); !errors.Is(err, errors.NotFound) {
+		t.Fatalf("model left after its last machine: %v", err)
+	}
+	err = st.view(func(r reader) error {
+		if _, ok := r.Get(bucketModelName, "prod"); ok {
+			t.Error("name index entry left")
+		}
+		return r.ForEachPrefix(bucketSequence, m.UUID+"/", func(k string, _ []byte) error {
+			t.Errorf("sequence %q left", k)
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -222,3 +222,129 @@ func getModel(r reader, uuid string) (modelDoc, error) {
 	}
 	return d, nil
 }
+
+// RemoveModel starts the removal of a model: an alive model becomes dying
+// (it accepts no new entities), and a dying model that holds no entity is
+// removed at once, with its name (which may then be reused) and its
+// sequences. A dying model that still holds entities is removed in the
+// transaction that removes its last entity (see txn.remove). RemoveModel
+// on a dying model is a no-op that reports it again. The controller model
+// cannot be removed (errors.Forbidden). removed reports whether the model
+// is gone; m is the model as it was last stored (Life dying, or dead when
+// removed).
+func (st *State) RemoveModel(uuid string) (m Model, removed bool, err error) {
+	err = st.update(func(tx *txn) error {
+		removed = false
+		ctrl, err := getController(tx)
+		if err != nil {
+			return err
+		}
+		d, err := getModel(tx, uuid)
+		if err != nil {
+			return err
+		}
+		if uuid == ctrl.ModelUUID {
+			return errors.Forbiddenf("cannot remove the controller model")
+		}
+		changed := false
+		if d.Life == Alive {
+			d.Life = Dying
+			if err := tx.put(KindModel, uuid, uuid, &d, watcher.FieldLife); err != nil {
+				return err
+			}
+			changed = true
+		}
+		m = d.model()
+		empty, err := tx.modelEmpty(uuid)
+		if err != nil {
+			return err
+		}
+		if empty {
+			removed = true
+			m.Life = Dead
+			return tx.removeModel(&d)
+		}
+		if !changed {
+			return errNoChange
+		}
+		return nil
+	})
+	if err != nil {
+		return Model{}, false, err
+	}
+	return m, removed, nil
+}
+
+// modelEmpty reports whether no per-model entity of model is left.
+func (tx *txn) modelEmpty(uuid string) (bool, error) {
+	errFound := errors.New("found")
+	for _, k := range ModelKinds {
+		err := tx.ForEachPrefix(string(k), uuid+"/", func(string, []byte) error { return errFound })
+		if err == errFound {
+			return false, nil
+		}
+		if err != nil {
+			return false, errors.Trace(err)
+		}
+	}
+	return true, nil
+}
+
+// removeModelIfDone removes model if it is dying and holds no entity.
+func (tx *txn) removeModelIfDone(uuid string) error {
+	var d modelDoc
+	ok, err := get(tx, KindModel, uuid, uuid, &d)
+	if err != nil || !ok || d.Life == Alive {
+		return err
+	}
+	empty, err := tx.modelEmpty(uuid)
+	if err != nil || !empty {
+		return err
+	}
+	return tx.removeModel(&d)
+}
+
+// removeModel deletes a model's record, its name index entry and its
+// sequences, and records the model's removal.
+func (tx *txn) removeModel(d *modelDoc) error {
+	if err := tx.Delete(bucketModelName, d.Name); err != nil {
+		return errors.Trace(err)
+	}
+	var seqs []string
+	if err := tx.ForEachPrefix(bucketSequence, d.UUID+"/", func(k string, _ []byte) error {
+		seqs = append(seqs, k)
+		return nil
+	}); err != nil {
+		return errors.Trace(err)
+	}
+	for _, k := range seqs {
+		if err := tx.Delete(bucketSequence, k); err != nil {
+			return errors.Trace(err)
+		}
+	}
+	return tx.remove(KindModel, d.UUID, d.UUID)
+}
+
+// ChangeID is the id a model's change feed (WatchModelChanges) reports for
+// a change of entity id of kind: "<kind>/<id>", for example "machine/0/lxd/1"
+// or "model/<uuid>". Kinds contain no "/", so the first "/" splits it.
+func ChangeID(kind watcher.Kind, id string) string { return string(kind) + "/" + id }
+
+// WatchModelChanges returns a strings watcher over every change to a model:
+// its own record and every entity in it (ModelKinds). Each change is
+// reported as ChangeID(kind, id); changes coalesce as in any strings
+// watcher. Nothing is pending initially: it is a change feed, not a set, so
+// it reports what commits after the call.
+func (st *State) WatchModelChanges(uuid string) (*watcher.Strings, error) {
+	w := watcher.NewStrings()
+	sink := func(_ uint64, c watcher.Change) { w.Add(ChangeID(c.Kind, c.ID)) }
+	w.OnStop(st.hub.Subscribe(watcher.Filter{Kind: KindModel, Model: uuid, ID: uuid}, sink))
+	for _, k := range ModelKinds {
+		w.OnStop(st.hub.Subscribe(watcher.Filter{Kind: k, Model: uuid}, sink))
+	}
+	if _, err := st.Model(uuid); err != nil {
+		_ = w.Stop()
+		return nil, err
+	}
+	return w, nil
+}

@@ -21,6 +21,32 @@ const (
 	KindMachine    watcher.Kind = "machine"
 )
 
+// ControllerKinds are the kinds of controller-wide entities: their changes
+// have Model "" and their records are keyed by id alone.
+var ControllerKinds = []watcher.Kind{KindController, KindUser}
+
+// ModelKinds are the kinds of per-model entities: their changes carry the
+// model's UUID and their records are keyed "<model-uuid>/<id>". KindModel
+// itself is in neither list (its changes carry its own UUID).
+//
+// Every per-model kind must be listed here: Open makes a bucket only for
+// listed kinds, a dying model is removed once none of these buckets holds a
+// record of it, and WatchModelChanges subscribes to each of them.
+var ModelKinds = []watcher.Kind{KindMachine}
+
+// buckets lists every bucket Open makes: one per entity kind and the
+// buckets of the indexes.
+func buckets() []string {
+	out := []string{string(KindModel), bucketModelName, bucketSequence}
+	for _, k := range ControllerKinds {
+		out = append(out, string(k))
+	}
+	for _, k := range ModelKinds {
+		out = append(out, string(k))
+	}
+	return out
+}
+
 // Field names of the changes state records, besides watcher.FieldCreated,
 // watcher.FieldRemoved and watcher.FieldLife.
 const (
@@ -81,10 +107,7 @@ func Open(opts Options) (*State, error) {
 		st.now = time.Now
 	}
 	d, err := db.Open(opts.Path, db.Options{
-		Buckets: []string{
-			string(KindController), string(KindModel), string(KindUser), string(KindMachine),
-			bucketModelName, bucketSequence,
-		},
+		Buckets:         buckets(),
 		InitialMmapSize: initialMmapSize,
 		OnCommit:        st.publish,
 		ObserveCommit:   opts.ObserveCommit,
@@ -186,12 +209,16 @@ func (tx *txn) put(kind watcher.Kind, model, id string, d doc, fields ...string)
 }
 
 // remove deletes the record of entity (kind, model, id) and records its
-// removal.
+// removal. Removing the last entity of a dying model removes the model too,
+// in the same transaction.
 func (tx *txn) remove(kind watcher.Kind, model, id string) error {
 	if err := tx.Delete(string(kind), entityKey(kind, model, id)); err != nil {
 		return errors.Trace(err)
 	}
 	tx.Record(watcher.Change{Kind: kind, Model: model, ID: id, Fields: []string{watcher.FieldRemoved}})
+	if kind != KindModel && model != "" {
+		return tx.removeModelIfDone(model)
+	}
 	return nil
 }
 

@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
+	"provisiond/internal/credentials"
 	"provisiond/internal/daemon"
 )
 
@@ -41,18 +41,10 @@ type options struct {
 	LoginConcurrent int           `yaml:"login-concurrent"`
 }
 
-// defaultDataDir is $XDG_DATA_HOME/provisiond, or ~/.local/share/provisiond.
+// defaultDataDir is $XDG_DATA_HOME/provisiond, or ~/.local/share/provisiond
+// (shared with provisionctl, which looks for credentials.yaml there).
 func defaultDataDir(getenv func(string) string) string {
-	if x := getenv("XDG_DATA_HOME"); x != "" {
-		return filepath.Join(x, "provisiond")
-	}
-	home := getenv("HOME")
-	if home == "" {
-		if h, err := os.UserHomeDir(); err == nil {
-			home = h
-		}
-	}
-	return filepath.Join(home, ".local", "share", "provisiond")
+	return credentials.DefaultDataDir(getenv)
 }
 
 func defaultOptions(getenv func(string) string) options {

@@ -20,6 +20,7 @@ import (
 
 	"provisiond/facades/admin"
 	"provisiond/facades/facade"
+	"provisiond/facades/modeladmin"
 	"provisiond/facades/pinger"
 	"provisiond/facades/provisioner"
 	"provisiond/facades/watchers"
@@ -259,6 +260,7 @@ func NewRegistry(limiter *admin.Limiter) *facade.Registry {
 	pinger.Register(reg)
 	watchers.Register(reg)
 	provisioner.Register(reg)
+	modeladmin.Register(reg)
 	return reg
 }
 

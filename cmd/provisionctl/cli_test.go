@@ -1,0 +1,538 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"provisiond/internal/credentials"
+	"provisiond/internal/daemon"
+	"provisiond/internal/leaktest"
+	"provisiond/state"
+)
+
+// bin is the provisionctl binary built by TestMain ("" with -short).
+var bin string
+
+// waitLimit bounds every wait on a process.
+const waitLimit = 30 * time.Second
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if !testing.Short() {
+		dir, err := os.MkdirTemp("", "provisionctl-test-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		bin = filepath.Join(dir, "provisionctl")
+		cmd := exec.Command("go", "build", "-o", bin, ".")
+		cmd.Stderr = os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "go build:", err)
+			os.Exit(1)
+		}
+		defer os.RemoveAll(dir)
+	}
+	leaktest.Main(m)
+}
+
+// env is a daemon started in-process and the environment that makes the
+// binary find it.
+type env struct {
+	d     *daemon.Daemon
+	creds string // its credentials.yaml
+	home  string // HOME of the binary, with no credentials in it
+}
+
+func startDaemon(t *testing.T) *env {
+	t.Helper()
+	if bin == "" {
+		t.Skip("builds and runs the binary")
+	}
+	cfg := daemon.Default(t.TempDir())
+	cfg.Addr = "127.0.0.1:0"
+	d, err := daemon.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+		defer cancel()
+		if err := d.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+	return &env{d: d, creds: filepath.Join(cfg.DataDir, daemon.CredentialsFile), home: t.TempDir()}
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func (r result) String() string {
+	return fmt.Sprintf("exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+}
+
+// command prepares the binary with a clean environment: HOME without
+// credentials, $PROVISIOND_CREDENTIALS pointing at the daemon's file.
+func (e *env) command(t *testing.T, environ []string, args ...string) *exec.Cmd {
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	t.Cleanup(cancel)
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append([]string{"HOME=" + e.home, "PATH=" + os.Getenv("PATH"), "PROVISIOND_CREDENTIALS=" + e.creds}, environ...)
+	return cmd
+}
+
+// runEnv runs the binary to completion with extra environment.
+func (e *env) runEnv(t *testing.T, environ []string, args ...string) result {
+	t.Helper()
+	cmd := e.command(t, environ, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run %q: %v", args, err)
+	}
+	return result{code: code, stdout: stdout.String(), stderr: stderr.String()}
+}
+
+func (e *env) run(t *testing.T, args ...string) result {
+	t.Helper()
+	return e.runEnv(t, nil, args...)
+}
+
+// ok runs the binary, requires exit 0 and decodes stdout (JSON) into v
+// when v is not nil.
+func (e *env) ok(t *testing.T, v any, args ...string) result {
+	t.Helper()
+	r := e.run(t, args...)
+	if r.code != 0 {
+		t.Fatalf("provisionctl %s: %s", strings.Join(args, " "), r)
+	}
+	if v != nil {
+		if err := json.Unmarshal([]byte(r.stdout), v); err != nil {
+			t.Fatalf("provisionctl %s: stdout is not one JSON value: %v\n%s", strings.Join(args, " "), err, r)
+		}
+	}
+	return r
+}
+
+type summary struct {
+	Name         string `json:"name"`
+	UUID         string `json:"uuid"`
+	Type         string `json:"type"`
+	Life         string `json:"life"`
+	IsController bool   `json:"is-controller"`
+	Removed      *bool  `json:"removed"`
+}
+
+func TestWalkthrough(t *testing.T) {
+	e := startDaemon(t)
+	st := e.d.State()
+
+	var list struct{ Models []summary }
+	e.ok(t, &list, "models", "--format", "json")
+	if len(list.Models) != 2 || list.Models[0].Name != "controller" || !list.Models[0].IsController ||
+		list.Models[1].Name != "default" || list.Models[1].UUID != e.d.Credentials().DefaultModelUUID {
+		t.Fatalf("models = %+v", list)
+	}
+
+	var added summary
+	r := e.ok(t, &added, "add-model", "k8s", "--type", "caas", "--config", "n=3", "--config", "b=true",
+		"--config", "s=hello, world", "--config", `q="42"`, "--format", "json")
+	m, err := st.ModelByName("k8s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if added.Name != "k8s" || added.Type != "caas" || added.UUID != m.UUID || r.stderr != "" {
+		t.Fatalf("add-model printed %+v (model %+v)\n%s", added, m, r)
+	}
+	if m.Config["n"] != 3.0 || m.Config["b"] != true || m.Config["s"] != "hello, world" || m.Config["q"] != "42" {
+		t.Errorf("config stored = %v", m.Config)
+	}
+	// The table format: a message on stderr, nothing on stdout.
+	if r := e.ok(t, nil, "add-model", "vms"); r.stdout != "" || !strings.Contains(r.stderr, `Added iaas model "vms"`) {
+		t.Errorf("add-model (table):\n%s", r)
+	}
+
+	var cfg struct {
+		Model  string
+		UUID   string
+		Config map[string]any
+	}
+	e.ok(t, &cfg, "model-config", "-m", "k8s", "x=1.5", "--reset", "n,s", "--format", "json")
+	if cfg.Model != "k8s" || cfg.UUID != m.UUID || !mapsEqual(cfg.Config, map[string]any{"b": true, "q": "42", "x": 1.5}) {
+		t.Errorf("model-config set printed %+v", cfg)
+	}
+	var one any
+	if e.ok(t, &one, "model-config", "--model", "k8s", "q", "--format", "json"); one != "42" {
+		t.Errorf("model-config KEY = %#v", one)
+	}
+	r = e.ok(t, nil, "model-config", "--model", "k8s")
+	if want := "KEY  VALUE\nb    true\nq    \"42\"\nx    1.5\n"; r.stdout != want {
+		t.Errorf("model-config table:\n%s\nwant:\n%s", r.stdout, want)
+	}
+	r = e.ok(t, nil, "model-config", "-m", "k8s", "--format", "yaml")
+	var y map[string]any
+	if err := yaml.Unmarshal([]byte(r.stdout), &y); err != nil || y["model"] != "k8s" || y["config"].(map[string]any)["q"] != "42" {
+		t.Errorf("model-config yaml: %v\n%s", err, r.stdout)
+	}
+
+	var ccfg struct{ Config map[string]any }
+	e.ok(t, &ccfg, "controller-config", "audit=true", "max-lines=100", "--format", "json")
+	if ccfg.Config["audit"] != true || ccfg.Config["max-lines"] != 100.0 || ccfg.Config["controller-uuid"] != e.d.Credentials().ControllerUUID {
+		t.Errorf("controller-config set printed %v", ccfg.Config)
+	}
+	r = e.ok(t, nil, "controller-config")
+	for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		if len(l) > 80 {
+			t.Errorf("controller-config line wider than 80 columns: %q", l)
+		}
+	}
+	if !strings.Contains(r.stdout, "ca-cert          -----BEGIN CERTIFICATE-----...\n") {
+		t.Errorf("controller-config table:\n%s", r.stdout)
+	}
+
+	// remove-model: an empty model goes, one with a machine is dying.
+	if _, err := st.AddMachine(m.UUID, state.MachineParams{}); err != nil {
+		t.Fatal(err)
+	}
+	var removed summary
+	e.ok(t, &removed, "remove-model", "vms", "--format", "json")
+	if removed.Name != "vms" || removed.Removed == nil || !*removed.Removed {
+		t.Errorf("remove-model vms printed %+v", removed)
+	}
+	e.ok(t, &removed, "remove-model", "k8s", "--format", "json")
+	if removed.Life != "dying" || removed.Removed == nil || *removed.Removed {
+		t.Errorf("remove-model k8s printed %+v", removed)
+	}
+
+	r = e.ok(t, nil, "models")
+	lines := strings.Split(strings.TrimRight(r.stdout, "\n"), "\n")
+	want := []string{
+		"NAME        TYPE  LIFE   UUID",
+		"controller  iaas  alive  " + e.d.Credentials().ControllerModelUUID,
+		"default     iaas  alive  " + e.d.Credentials().DefaultModelUUID,
+		"k8s         caas  dying  " + m.UUID,
+	}
+	if !slices.Equal(lines, want) {
+		t.Errorf("models table:\n%s\nwant:\n%s", r.stdout, strings.Join(want, "\n"))
+	}
+}
+
+func mapsEqual(a, b map[string]any) bool {
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	return bytes.Equal(ja, jb)
+}
+
+// Bad input: a clear message on stderr, nothing on stdout, a non-zero exit
+// (2 for usage errors found before anything is sent), and no change.
+func TestBadInput(t *testing.T) {
+	e := startDaemon(t)
+	st := e.d.State()
+	rev := st.Revision()
+	for _, tc := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"add-model", "default", "--format", "json"}, 1, `ERROR model "default" already exists`},
+		{[]string{"add-model", "My_Model"}, 1, `ERROR model name "My_Model" not valid`},
+		{[]string{"add-model", strings.Repeat("a", 64)}, 1, "not valid"},
+		{[]string{"add-model", "x", "--type", "vm"}, 2, `ERROR --type "vm": want iaas or caas`},
+		{[]string{"add-model", "x", "--config", "novalue"}, 2, `ERROR bad KEY=VALUE "novalue": no "="`},
+		{[]string{"add-model", "x", "--config", "=1"}, 2, `ERROR bad KEY=VALUE "=1": empty key`},
+		{[]string{"add-model", "x", "--config", "a b=1"}, 1, `ERROR config key "a b" not valid`},
+		{[]string{"add-model", "x", "--config", "uuid=1"}, 1, `ERROR config key "uuid" is read-only`},
+		{[]string{"add-model", "x", "--config", "a=1", "--config", "a=2"}, 2, `ERROR key "a" given twice`},
+		{[]string{"add-model"}, 2, "ERROR add-model needs 1 argument(s) ([NAME]), got 0"},
+		{[]string{"remove-model"}, 2, "ERROR remove-model needs 1 argument(s)"},
+		{[]string{"remove-model", "controller", "--format", "json"}, 1, "ERROR cannot remove the controller model"},
+		{[]string{"remove-model", "nope"}, 1, `ERROR model "nope" not found`},
+		{[]string{"model-config", "-m", "nope"}, 1, `ERROR model "nope" not found`},
+		{[]string{"model-config", "-m", "nope", "a=1"}, 1, `ERROR model "nope" not found`},
+		{[]string{"model-config", "a=1", "b"}, 2, `ERROR bad KEY=VALUE "b": no "="`},
+		{[]string{"model-config", "a=1", "--reset", "a"}, 1, `ERROR config key "a" is both set and unset`},
+		{[]string{"model-config", "type=caas"}, 1, `ERROR config key "type" is read-only`},
+		{[]string{"model-config", "never-set", "--format", "json"}, 1, `ERROR model "default" has no key "never-set"`},
+		{[]string{"controller-config", "ca-cert=x"}, 1, `ERROR config key "ca-cert" is read-only`},
+		{[]string{"controller-config", "--reset", "controller-uuid"}, 1, `ERROR config key "controller-uuid" is read-only`},
+		{[]string{"watch", "-m", "nope", "--format", "json"}, 1, `ERROR model "nope" not found`},
+		{[]string{"models", "extra"}, 2, `ERROR models takes no arguments, got ["extra"]`},
+		{[]string{"models", "--format", "xml"}, 2, `invalid argument "xml" for "--format" flag: want one of table, json, yaml`},
+		{[]string{"models", "--nope"}, 2, "ERROR unknown flag: --nope"},
+		{[]string{"frobnicate"}, 2, `ERROR unknown command "frobnicate" for "provisionctl"`},
+		{[]string{"models", "--credentials", "/nonexistent/credentials.yaml"}, 1,
+			"ERROR no credentials file /nonexistent/credentials.yaml: start provisiond, or pass --credentials FILE or $PROVISIOND_CREDENTIALS"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			r := e.run(t, tc.args...)
+			if r.code != tc.code || !strings.Contains(r.stderr, tc.msg) || r.stdout != "" {
+				t.Errorf("want exit %d with %q on stderr and nothing on stdout; got %s", tc.code, tc.msg, r)
+			}
+		})
+	}
+	if st.Revision() != rev {
+		t.Errorf("bad input wrote: revision %d -> %d", rev, st.Revision())
+	}
+}
+
+func TestCredentialsLookup(t *testing.T) {
+	e := startDaemon(t)
+	data, err := os.ReadFile(e.creds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(path string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	missing := filepath.Join(t.TempDir(), "missing.yaml")
+	xdg := t.TempDir()
+	put(filepath.Join(xdg, "provisiond", "credentials.yaml"))
+	put(filepath.Join(e.home, ".local", "share", "provisiond", "credentials.yaml"))
+	copyPath := filepath.Join(t.TempDir(), "copy.yaml")
+	put(copyPath)
+
+	// A daemon that is not there, and a wrong password: clear errors.
+	creds, err := credentials.Read(e.creds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	down, wrong := *creds, *creds
+	down.APIAddresses = []string{closedAddr(t)}
+	wrong.AdminPassword = "not-the-password"
+	for _, tc := range []struct {
+		creds credentials.Credentials
+		msg   string
+	}{
+		{down, "ERROR cannot connect to provisiond: "},
+		{wrong, "ERROR login as admin: invalid entity name or password"},
+	} {
+		path := filepath.Join(t.TempDir(), "credentials.yaml")
+		if err := credentials.Write(path, &tc.creds); err != nil {
+			t.Fatal(err)
+		}
+		if r := e.run(t, "models", "--credentials", path); r.code != 1 || !strings.HasPrefix(r.stderr, tc.msg) || r.stdout != "" {
+			t.Errorf("want exit 1 and %q; got %s", tc.msg, r)
+		}
+	}
+
+	for _, tc := range []struct {
+		name    string
+		environ []string
+		args    []string
+		ok      bool
+	}{
+		{"flag beats the environment", []string{"PROVISIOND_CREDENTIALS=" + missing}, []string{"--credentials", copyPath}, true},
+		{"bad flag is not skipped", nil, []string{"--credentials", missing}, false},
+		{"environment beats the data dir", []string{"PROVISIOND_CREDENTIALS=" + missing}, nil, false},
+		{"XDG_DATA_HOME data dir", []string{"PROVISIOND_CREDENTIALS=", "XDG_DATA_HOME=" + xdg}, nil, true},
+		{"HOME data dir", []string{"PROVISIOND_CREDENTIALS="}, nil, true},
+		{"empty XDG_DATA_HOME data dir", []string{"PROVISIOND_CREDENTIALS=", "XDG_DATA_HOME=" + t.TempDir()}, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := e.runEnv(t, tc.environ, append(tc.args, "models", "--format", "json")...)
+			if tc.ok != (r.code == 0) {
+				t.Fatalf("%s", r)
+			}
+			if !tc.ok && !strings.Contains(r.stderr, "ERROR no credentials file") {
+				t.Fatalf("%s", r)
+			}
+		})
+	}
+}
+
+// watchProc is a running "provisionctl watch".
+type watchProc struct {
+	cmd   *exec.Cmd
+	lines chan string // stdout lines
+	exit  chan error
+	errs  *bytes.Buffer
+}
+
+func (e *env) startWatch(t *testing.T, args ...string) *watchProc {
+	t.Helper()
+	cmd := e.command(t, nil, append([]string{"watch"}, args...)...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w := &watchProc{cmd: cmd, lines: make(chan string, 100), exit: make(chan error, 1), errs: &bytes.Buffer{}}
+	// The watch is registered when its announcement reaches stderr.
+	ready := make(chan struct{})
+	stderrDone := make(chan struct{})
+	go func() {
+		defer close(stderrDone)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			w.errs.WriteString(sc.Text() + "\n")
+			if strings.HasPrefix(sc.Text(), "Watching model") {
+				close(ready)
+			}
+		}
+	}()
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			w.lines <- sc.Text()
+		}
+		close(w.lines)
+		<-stderrDone
+		w.exit <- cmd.Wait()
+	}()
+	select {
+	case <-ready:
+	case err := <-w.exit:
+		t.Fatalf("watch exited before watching: %v\n%s", err, w.errs)
+	case <-time.After(waitLimit):
+		t.Fatal("watch did not start")
+	}
+	return w
+}
+
+func (w *watchProc) next(t *testing.T) map[string]string {
+	t.Helper()
+	select {
+	case l, ok := <-w.lines:
+		if !ok {
+			t.Fatal("watch output ended")
+		}
+		var ev map[string]string
+		if err := json.Unmarshal([]byte(l), &ev); err != nil {
+			t.Fatalf("watch line %q: %v", l, err)
+		}
+		if _, err := time.Parse(time.RFC3339, ev["time"]); err != nil {
+			t.Errorf("watch line %q: time: %v", l, err)
+		}
+		delete(ev, "time")
+		return ev
+	case <-time.After(waitLimit):
+		t.Fatal("no watch line")
+	}
+	return nil
+}
+
+func (w *watchProc) wait(t *testing.T) {
+	t.Helper()
+	select {
+	case err := <-w.exit:
+		if err != nil {
+			t.Fatalf("watch exit: %v\n%s", err, w.errs)
+		}
+	case <-time.After(waitLimit):
+		t.Fatal("watch did not exit")
+	}
+}
+
+func TestWatch(t *testing.T) {
+	e := startDaemon(t)
+	creds := e.d.Credentials()
+	w := e.startWatch(t, "--format", "json")
+
+	if _, err := e.d.State().AddMachine(creds.DefaultModelUUID, state.MachineParams{}); err != nil {
+		t.Fatal(err)
+	}
+	if ev := w.next(t); ev["model"] != "default" || ev["kind"] != "machine" || ev["id"] != "0" {
+		t.Errorf("first event %v", ev)
+	}
+	// Another model's change is not shown; the next line is the default
+	// model's own change.
+	e.ok(t, nil, "model-config", "-m", "controller", "a=1")
+	e.ok(t, nil, "model-config", "a=1")
+	if ev := w.next(t); ev["model"] != "default" || ev["kind"] != "model" || ev["id"] != creds.DefaultModelUUID {
+		t.Errorf("second event %v", ev)
+	}
+	// Interrupted, it stops cleanly with status 0.
+	if err := w.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	w.wait(t)
+	if _, ok := <-w.lines; ok {
+		t.Error("more output after the interrupt")
+	}
+}
+
+func TestWatchEndsWhenModelRemoved(t *testing.T) {
+	e := startDaemon(t)
+	e.ok(t, nil, "add-model", "tmp")
+	w := e.startWatch(t, "-m", "tmp")
+	e.ok(t, nil, "remove-model", "tmp")
+	select {
+	case l := <-w.lines:
+		if f := strings.Fields(l); len(f) != 3 || f[1] != "model" {
+			t.Errorf("table line %q", l)
+		}
+	case <-time.After(waitLimit):
+		t.Fatal("no watch line")
+	}
+	w.wait(t)
+	if !strings.Contains(w.errs.String(), `Model "tmp" was removed.`) {
+		t.Errorf("stderr: %s", w.errs)
+	}
+}
+
+func TestHelpAndCompletion(t *testing.T) {
+	e := startDaemon(t)
+	r := e.ok(t, nil, "add-model", "--help")
+	if !strings.Contains(r.stdout, "Examples:\n  provisionctl add-model prod") {
+		t.Errorf("add-model --help:\n%s", r)
+	}
+	r = e.ok(t, nil, "completion", "bash")
+	if !strings.Contains(r.stdout, "bash completion") {
+		t.Errorf("completion bash: %.200s", r.stdout)
+	}
+	e.ok(t, nil, "add-model", "k8s", "--type", "caas")
+	r = e.ok(t, nil, "__complete", "remove-model", "")
+	if got := strings.Fields(r.stdout); !slices.Equal(got, []string{"controller", "default", "k8s", ":4"}) {
+		t.Errorf("model name completion: %q", got)
+	}
+	r = e.ok(t, nil, "__complete", "models", "--format", "")
+	if got := strings.Fields(r.stdout); !slices.Equal(got, []string{"table", "json", "yaml", ":4"}) {
+		t.Errorf("format completion: %q", got)
+	}
+}
+
+// closedAddr returns a loopback address nothing listens on.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}

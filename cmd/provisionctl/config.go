@@ -1,0 +1,185 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"provisiond/rpc/params"
+)
+
+// Verbs about configuration: model-config, controller-config.
+func (a *app) addConfigCommands(root *cobra.Command) {
+	root.AddCommand(a.modelConfigCommand(), a.controllerConfigCommand())
+}
+
+const valueTyping = `Values are typed: true and false are booleans; decimal numbers (42, -1,
+2.5, 1e3; no leading zeros) are numbers; a value in "..." or '...' is the
+string inside (so '"42"' is a string); anything else is a string as written
+(yes, 0755, 5m). Keys start with a letter and hold letters, digits, '-',
+'_' and '.'.`
+
+// configMode is what a config verb's arguments ask for.
+type configMode struct {
+	get   string         // show one key
+	set   map[string]any // keys to set
+	reset []string       // keys to unset
+}
+
+func (m configMode) update() bool { return len(m.set) > 0 || len(m.reset) > 0 }
+
+// parseConfigArgs reads [KEY | KEY=VALUE...] and --reset.
+func parseConfigArgs(args, reset []string) (configMode, error) {
+	if len(args) == 1 && !strings.Contains(args[0], "=") && len(reset) == 0 {
+		return configMode{get: args[0]}, nil
+	}
+	set, err := parseKVs(args)
+	if err != nil {
+		return configMode{}, err
+	}
+	for _, k := range reset {
+		if k == "" {
+			return configMode{}, usagef("--reset: empty key")
+		}
+	}
+	return configMode{set: set, reset: reset}, nil
+}
+
+// writeConfig shows a whole config, or one key of it.
+func (a *app) writeConfig(format formatFlag, what string, cfg map[string]any, all any, get string) error {
+	if get != "" {
+		v, ok := cfg[get]
+		if !ok {
+			return fmt.Errorf("%s has no key %q", what, get)
+		}
+		return write(a.stdout, format, v, func(w io.Writer) error {
+			_, err := fmt.Fprintln(w, formatValue(v))
+			return err
+		})
+	}
+	return write(a.stdout, format, all, func(w io.Writer) error {
+		if len(cfg) == 0 {
+			a.infof("%s has no config set.", upperFirst(what))
+			return nil
+		}
+		t := table{header: []string{"KEY", "VALUE"}, cutLast: true}
+		for _, k := range slices.Sorted(maps.Keys(cfg)) {
+			t.add(k, formatValue(cfg[k]))
+		}
+		return t.write(w)
+	})
+}
+
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+func (a *app) modelConfigCommand() *cobra.Command {
+	var (
+		format formatFlag
+		model  string
+		reset  []string
+	)
+	cmd := &cobra.Command{
+		Use:     "model-config [KEY | KEY=VALUE...] [--reset KEY[,KEY...]]",
+		GroupID: "config",
+		Short:   "Show or change a model's config",
+		Long: `Without arguments, show the model's config (the keys operators and agents
+set; the model's name, uuid and type are shown by "models"). With one KEY,
+show its value. With KEY=VALUE arguments and/or --reset, set and unset keys
+in one change; agents watching the model's config see it at once.
+
+` + valueTyping + `
+
+name, uuid and type are read-only. Unsetting a key that is not set is not an
+error. A change prints the resulting config with --format json or yaml, a
+message on stderr with the table format.`,
+		Example: `  provisionctl model-config
+  provisionctl model-config logging-config
+  provisionctl model-config -m k8s logging-config='<root>=DEBUG' automatically-retry-hooks=false
+  provisionctl model-config --reset logging-config,http-proxy --format json`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			mode, err := parseConfigArgs(args, reset)
+			if err != nil {
+				return err
+			}
+			var res params.ModelConfigInfo
+			if !mode.update() {
+				if err := a.call(cmd.Context(), "ModelConfig", params.ModelArgs{Model: model}, &res); err != nil {
+					return err
+				}
+				return a.writeConfig(format, fmt.Sprintf("model %q", res.Model), res.Config, res, mode.get)
+			}
+			err = a.call(cmd.Context(), "SetModelConfig",
+				params.SetModelConfigArgs{Model: model, Config: mode.set, Unset: mode.reset}, &res)
+			if err != nil {
+				return err
+			}
+			return write(a.stdout, format, res, func(io.Writer) error {
+				a.infof("Updated the config of model %q.", res.Model)
+				return nil
+			})
+		},
+	}
+	a.addModelFlag(cmd, &model)
+	cmd.Flags().StringSliceVar(&reset, "reset", nil, "keys to unset (repeatable, or comma-separated)")
+	addFormatFlag(cmd, &format)
+	return cmd
+}
+
+func (a *app) controllerConfigCommand() *cobra.Command {
+	var (
+		format formatFlag
+		reset  []string
+	)
+	cmd := &cobra.Command{
+		Use:     "controller-config [KEY | KEY=VALUE...] [--reset KEY[,KEY...]]",
+		GroupID: "config",
+		Short:   "Show or change the controller's config",
+		Long: `Without arguments, show the controller's config; with one KEY, its value;
+with KEY=VALUE arguments and/or --reset, set and unset keys in one change.
+Agents read it with Provisioner.ControllerConfig.
+
+` + valueTyping + `
+
+controller-uuid, ca-cert and api-port are read-only: the daemon records
+them. The table cuts long values (ca-cert) to one line; json and yaml show
+them whole.`,
+		Example: `  provisionctl controller-config
+  provisionctl controller-config ca-cert --format json | jq -r .
+  provisionctl controller-config max-agent-log-lines=1000 audit-log-enabled=true
+  provisionctl controller-config --reset audit-log-enabled`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			mode, err := parseConfigArgs(args, reset)
+			if err != nil {
+				return err
+			}
+			var res params.ControllerConfigResult
+			if !mode.update() {
+				if err := a.call(cmd.Context(), "ControllerConfig", nil, &res); err != nil {
+					return err
+				}
+				return a.writeConfig(format, "the controller", res.Config, res, mode.get)
+			}
+			err = a.call(cmd.Context(), "SetControllerConfig",
+				params.SetControllerConfigArgs{Config: mode.set, Unset: mode.reset}, &res)
+			if err != nil {
+				return err
+			}
+			return write(a.stdout, format, res, func(io.Writer) error {
+				a.infof("Updated the controller config.")
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringSliceVar(&reset, "reset", nil, "keys to unset (repeatable, or comma-separated)")
+	addFormatFlag(cmd, &format)
+	return cmd
+}

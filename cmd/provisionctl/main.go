@@ -1,0 +1,82 @@
+// Command provisionctl is the operator CLI of provisiond: it creates,
+// changes and shows what the agents provision, over the daemon's API
+// (facade ModelAdmin v1) as the admin user.
+//
+//	provisionctl models                       list the models
+//	provisionctl add-model NAME --type caas   add a model
+//	provisionctl model-config k=v             change a model's config
+//	provisionctl watch                        print a model's changes as they commit
+//
+// It finds the daemon and the admin password in credentials.yaml:
+// --credentials FILE, then $PROVISIOND_CREDENTIALS, then credentials.yaml in
+// the daemon's default data dir. Run "provisionctl help" for every verb;
+// README.md has a walk-through.
+//
+// Output: data on stdout (--format table, json or yaml; with json or yaml
+// nothing else is ever written there), messages and errors on stderr. Exit
+// status: 0 on success, 1 when the command failed (the server's message is
+// printed), 2 for a usage error (bad flags, arguments or k=v syntax).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
+	stop()
+	os.Exit(code)
+}
+
+// Exit statuses.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+)
+
+// run runs one provisionctl command line and returns its exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	a := &app{stdout: stdout, stderr: stderr, getenv: getenv}
+	defer a.close()
+	root := a.rootCommand()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "ERROR %s\n", err)
+	if isUsage(err) {
+		fmt.Fprintln(stderr, `Run "provisionctl help" or "provisionctl VERB --help" for usage.`)
+		return exitUsage
+	}
+	return exitError
+}
+
+// usageError is a mistake on the command line, found before anything is
+// sent to the daemon.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+func isUsage(err error) bool {
+	var u usageError
+	if errors.As(err, &u) {
+		return true
+	}
+	// cobra's own errors for unknown verbs.
+	return strings.HasPrefix(err.Error(), "unknown command ")
+}

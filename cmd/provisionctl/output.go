@@ -1,0 +1,179 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+	"go.yaml.in/yaml/v3"
+)
+
+// Output formats.
+const (
+	formatTable = "table"
+	formatJSON  = "json"
+	formatYAML  = "yaml"
+)
+
+var formats = []string{formatTable, formatJSON, formatYAML}
+
+// formatFlag is the value of --format; it refuses unknown formats while
+// the flags are parsed, so a typo is a usage error.
+type formatFlag string
+
+func (f *formatFlag) String() string { return string(*f) }
+func (f *formatFlag) Type() string   { return "format" }
+func (f *formatFlag) Set(s string) error {
+	for _, ok := range formats {
+		if s == ok {
+			*f = formatFlag(s)
+			return nil
+		}
+	}
+	return fmt.Errorf("want one of %s", strings.Join(formats, ", "))
+}
+
+// addFormatFlag adds --format (default table) to cmd.
+func addFormatFlag(cmd *cobra.Command, f *formatFlag) {
+	*f = formatTable
+	cmd.Flags().Var(f, "format", "output format: "+strings.Join(formats, ", "))
+	_ = cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions(formats, cobra.ShellCompDirectiveNoFileComp))
+}
+
+// write prints v as JSON or YAML, or calls table for the table format.
+func write(w io.Writer, format formatFlag, v any, table func(io.Writer) error) error {
+	switch format {
+	case formatJSON:
+		return writeJSON(w, v)
+	case formatYAML:
+		return writeYAML(w, v)
+	}
+	return table(w)
+}
+
+// writeJSON writes v as one line of JSON.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// writeYAML writes v as block YAML with the keys in the order of its JSON
+// form (the wire types' keys, hyphenated).
+func writeYAML(w io.Writer, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	var n yaml.Node
+	if err := yaml.Unmarshal(data, &n); err != nil {
+		return err
+	}
+	blockStyle(&n)
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(&n); err != nil {
+		return err
+	}
+	if err := enc.Close(); err != nil {
+		return err
+	}
+	_, err = w.Write(buf.Bytes())
+	return err
+}
+
+// blockStyle clears the flow and quoting styles JSON parsing gives, so the
+// encoder picks block style and quotes only what needs it.
+func blockStyle(n *yaml.Node) {
+	n.Style = 0
+	for _, c := range n.Content {
+		blockStyle(c)
+	}
+}
+
+// Table layout.
+const (
+	tableWidth = 80 // lines fit this many columns
+	minValue   = 20 // a last column is never cut below this
+)
+
+// table writes aligned columns with two spaces between them. A value
+// spanning lines shows its first line only. With cutLast, the last column
+// is cut (with "...") so lines fit tableWidth columns; tables whose last
+// column is an identifier (a UUID) leave it whole.
+type table struct {
+	header  []string
+	rows    [][]string
+	cutLast bool
+}
+
+func (t *table) add(cells ...string) { t.rows = append(t.rows, cells) }
+
+func (t *table) write(w io.Writer) error {
+	n := len(t.header)
+	widths := make([]int, n)
+	for _, r := range append([][]string{t.header}, t.rows...) {
+		for i := 0; i < n-1 && i < len(r); i++ {
+			widths[i] = max(widths[i], utf8.RuneCountInString(r[i]))
+		}
+	}
+	used := 0
+	for _, wd := range widths[:n-1] {
+		used += wd + 2
+	}
+	last := max(tableWidth-used, minValue)
+	if !t.cutLast {
+		last = int(^uint(0) >> 1)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, r := range append([][]string{t.header}, t.rows...) {
+		cells := make([]string, n)
+		copy(cells, r)
+		cells[n-1] = cut(cells[n-1], last)
+		for i := range cells {
+			cells[i] = strings.ReplaceAll(cells[i], "\t", " ")
+		}
+		if _, err := fmt.Fprintln(tw, strings.Join(cells, "\t")); err != nil {
+			return err
+		}
+	}
+	return tw.Flush()
+}
+
+// cut shortens s to its first line and at most n characters, marking a
+// cut with "...".
+func cut(s string, n int) string {
+	line, _, multi := strings.Cut(s, "\n")
+	r := []rune(line)
+	if !multi && len(r) <= n {
+		return line
+	}
+	if len(r)+3 > n {
+		r = r[:max(n-3, 0)]
+	}
+	return string(r) + "..."
+}
+
+// formatValue shows a config value in a table as it would be typed in
+// KEY=VALUE: strings as they are, unless they would read back as another
+// type (or are empty), then quoted; numbers and booleans as JSON.
+func formatValue(v any) string {
+	if s, ok := v.(string); ok {
+		if back, same := parseValue(s).(string); !same || back != s || s == "" {
+			return strconv.Quote(s)
+		}
+		return s
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}

@@ -1,0 +1,80 @@
+// Package modeladmin serves ModelAdmin v1, provisiond's own facade for
+// operators (provisionctl): list, add and remove models, read and change
+// model and controller config, and watch everything that changes in a
+// model.
+//
+// Only controller superusers may use it; everyone else, agents included,
+// gets "permission denied" (code "unauthorized access") on every call. It
+// is served on the controller endpoint (/api) and on model endpoints.
+//
+// Models are named by name in the params (params.ModelArgs). An empty name
+// means the connection's model on a model endpoint, and the model called
+// "default" on the controller endpoint.
+//
+// The methods are grouped one file per group of provisionctl verbs
+// (models.go, config.go, watch.go); each file has a register function that
+// Register calls, so later groups (machines, applications, storage, spaces,
+// agent binaries, status) slot in the same way.
+package modeladmin
+
+import (
+	"github.com/juju/errors"
+
+	"provisiond/facades/facade"
+	"provisiond/rpc"
+	"provisiond/state"
+)
+
+// Name and Version of the facade.
+const (
+	Name    = "ModelAdmin"
+	Version = 1
+)
+
+// ModelAdmin is the facade instance of one call.
+type ModelAdmin struct {
+	ctx *facade.Context
+	st  *state.State
+}
+
+type methods = rpc.Methods[*facade.Context, *ModelAdmin]
+
+// Register adds ModelAdmin v1 to r.
+func Register(r *facade.Registry) {
+	rpc.Register(r, Name, Version, New, func(m *methods) {
+		registerModels(m)
+		registerConfig(m)
+		registerWatch(m)
+	})
+}
+
+// New refuses callers that are not controller superusers.
+func New(c *facade.Context) (*ModelAdmin, error) {
+	if err := c.RequireSuperuser(); err != nil {
+		return nil, err
+	}
+	return &ModelAdmin{ctx: c, st: c.Deps.State}, nil
+}
+
+// model resolves a model name from the params (see the package
+// documentation for the empty name).
+func (a *ModelAdmin) model(name string) (state.Model, error) {
+	if name == "" {
+		if !a.ctx.ControllerOnly {
+			return a.st.Model(a.ctx.Model.UUID)
+		}
+		name = state.DefaultModelName
+	}
+	if err := state.ValidateModelName(name); err != nil {
+		return state.Model{}, err
+	}
+	return a.st.ModelByName(name)
+}
+
+// requireName refuses an empty model name where there is no default.
+func requireName(name string) error {
+	if name == "" {
+		return errors.NewNotValid(nil, "model name is required")
+	}
+	return nil
+}

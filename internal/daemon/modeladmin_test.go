@@ -1,0 +1,310 @@
+package daemon_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"provisiond/rpc/client"
+	"provisiond/rpc/params"
+	"provisiond/state"
+)
+
+// modelAdmin calls ModelAdmin v1.
+func modelAdmin(t testing.TB, c *client.Conn, method string, args, result any) error {
+	t.Helper()
+	return c.Call(ctxT(t), "ModelAdmin", 1, "", method, args, result)
+}
+
+func modelNames(t testing.TB, c *client.Conn) []string {
+	t.Helper()
+	var res params.ListModelsResult
+	if err := modelAdmin(t, c, "ListModels", nil, &res); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, m := range res.Models {
+		out = append(out, m.Name+":"+m.Life)
+	}
+	return out
+}
+
+func TestModelAdminAccess(t *testing.T) {
+	d := start(t, nil)
+	creds := d.Credentials()
+	if _, err := d.State().AddUser("bob", "", "bob-password", state.AccessLogin); err != nil {
+		t.Fatal(err)
+	}
+	bob := dial(t, d, "")
+	if _, err := bob.LoginUser(ctxT(t), "bob", "bob-password"); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		c    *client.Conn
+		ok   bool
+	}{
+		{"admin on /api", loginAdmin(t, d, ""), true},
+		{"admin on a model endpoint", loginAdmin(t, d, creds.DefaultModelUUID), true},
+		{"controller agent on /api", loginController(t, d, ""), false},
+		{"controller agent on the controller model", loginController(t, d, creds.ControllerModelUUID), false},
+		{"controller agent on a hosted model", loginController(t, d, creds.DefaultModelUUID), false},
+		{"non-superuser on /api", bob, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, method := range []string{"ListModels", "AddModel", "RemoveModel", "ModelConfig",
+				"SetModelConfig", "ControllerConfig", "SetControllerConfig", "WatchModel"} {
+				var res map[string]any
+				err := modelAdmin(t, tc.c, method, map[string]any{"name": "x", "model": "x"}, &res)
+				if tc.ok {
+					if client.IsCode(err, params.CodeUnauthorized) {
+						t.Errorf("%s: %v", method, err)
+					}
+					continue
+				}
+				wantErr(t, err, "permission denied", params.CodeUnauthorized)
+			}
+		})
+	}
+	// The admin rows added model "x" and removed it again; the refused
+	// rows must not have left anything either.
+	if got := modelNames(t, loginAdmin(t, d, "")); !slices.Equal(got, []string{"controller:alive", "default:alive"}) {
+		t.Errorf("refused calls changed the models: %v", got)
+	}
+}
+
+func TestModelAdminModels(t *testing.T) {
+	d := start(t, nil)
+	c := loginAdmin(t, d, "")
+
+	var list params.ListModelsResult
+	if err := modelAdmin(t, c, "ListModels", nil, &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Models) != 2 || list.Models[0].Name != "controller" || !list.Models[0].IsController ||
+		list.Models[1].Name != "default" || list.Models[1].IsController || list.Models[1].UUID != d.Credentials().DefaultModelUUID ||
+		list.Models[1].Type != "iaas" || list.Models[1].Life != "alive" {
+		t.Fatalf("ListModels = %+v", list)
+	}
+
+	var added params.ModelSummary
+	if err := modelAdmin(t, c, "AddModel", params.AddModelArgs{Name: "k8s", Type: "caas",
+		Config: map[string]any{"logging-config": "<root>=DEBUG", "n": 3, "b": true}}, &added); err != nil {
+		t.Fatal(err)
+	}
+	if added.Name != "k8s" || added.Type != "caas" || added.Life != "alive" || !state.IsValidUUID(added.UUID) {
+		t.Fatalf("AddModel = %+v", added)
+	}
+	if err := modelAdmin(t, c, "AddModel", params.AddModelArgs{Name: "vms"}, &added); err != nil || added.Type != "iaas" {
+		t.Fatalf("AddModel without a type = %+v, %v", added, err)
+	}
+	var cfg params.ModelConfigInfo
+	if err := modelAdmin(t, c, "ModelConfig", params.ModelArgs{Model: "k8s"}, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Model != "k8s" || cfg.Config["logging-config"] != "<root>=DEBUG" || cfg.Config["n"] != 3.0 || cfg.Config["b"] != true {
+		t.Fatalf("ModelConfig = %+v", cfg)
+	}
+
+	// Bad input: a clear error, and nothing changes.
+	rev := d.State().Revision()
+	for _, tc := range []struct {
+		name string
+		args any
+		msg  string
+		code string
+	}{
+		{"duplicate", params.AddModelArgs{Name: "default"}, `model "default" already exists`, params.CodeAlreadyExists},
+		{"empty name", params.AddModelArgs{}, `model name "" not valid`, params.CodeNotValid},
+		{"bad name", params.AddModelArgs{Name: "My_Model"}, `model name "My_Model" not valid`, params.CodeNotValid},
+		{"bad type", params.AddModelArgs{Name: "x", Type: "vm"}, `model type "vm" not valid`, params.CodeNotValid},
+		{"bad key", params.AddModelArgs{Name: "x", Config: map[string]any{"a b": 1}}, `config key "a b" not valid`, params.CodeNotValid},
+		{"read-only key", params.AddModelArgs{Name: "x", Config: map[string]any{"uuid": "u"}}, `config key "uuid" is read-only`, params.CodeNotValid},
+		{"null value", params.AddModelArgs{Name: "x", Config: map[string]any{"a": nil}}, `config value of "a": null is not a string, number or boolean`, params.CodeNotValid},
+		{"list value", params.AddModelArgs{Name: "x", Config: map[string]any{"a": []int{1}}}, `config value of "a": a list is not a string, number or boolean`, params.CodeNotValid},
+		{"object value", params.AddModelArgs{Name: "x", Config: map[string]any{"a": map[string]int{}}}, `config value of "a": an object is not a string, number or boolean`, params.CodeNotValid},
+		{"malformed params", map[string]any{"name": 7}, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := modelAdmin(t, c, "AddModel", tc.args, nil)
+			if tc.msg == "" {
+				if err == nil {
+					t.Fatal("no error")
+				}
+				return
+			}
+			wantErr(t, err, tc.msg, tc.code)
+		})
+	}
+	if d.State().Revision() != rev {
+		t.Errorf("refused AddModel calls wrote: revision %d -> %d", rev, d.State().Revision())
+	}
+	if got := modelNames(t, c); !slices.Equal(got, []string{"controller:alive", "default:alive", "k8s:alive", "vms:alive"}) {
+		t.Errorf("models = %v", got)
+	}
+}
+
+func TestModelAdminRemoveModel(t *testing.T) {
+	d := start(t, nil)
+	c := loginAdmin(t, d, d.Credentials().DefaultModelUUID)
+	for _, name := range []string{"empty", "busy"} {
+		if err := modelAdmin(t, c, "AddModel", params.AddModelArgs{Name: name}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	busy, err := d.State().ModelByName("busy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.State().AddMachine(busy.UUID, state.MachineParams{}); err != nil {
+		t.Fatal(err)
+	}
+
+	rev := d.State().Revision()
+	for _, tc := range []struct {
+		name, model, msg, code string
+	}{
+		{"no name", "", "model name is required", params.CodeNotValid},
+		{"unknown", "nope", `model "nope" not found`, params.CodeNotFound},
+		{"bad name", "No", `model name "No" not valid`, params.CodeNotValid},
+		{"controller model", "controller", "cannot remove the controller model", params.CodeForbidden},
+	} {
+		err := modelAdmin(t, c, "RemoveModel", params.RemoveModelArgs{Model: tc.model}, nil)
+		t.Run(tc.name, func(t *testing.T) { wantErr(t, err, tc.msg, tc.code) })
+	}
+	if d.State().Revision() != rev {
+		t.Errorf("refused RemoveModel calls wrote: revision %d -> %d", rev, d.State().Revision())
+	}
+
+	var res params.RemoveModelResult
+	if err := modelAdmin(t, c, "RemoveModel", params.RemoveModelArgs{Model: "empty"}, &res); err != nil {
+		t.Fatal(err)
+	}
+	if !res.Removed || res.Life != "dead" || res.Name != "empty" {
+		t.Errorf("RemoveModel(empty) = %+v", res)
+	}
+	if err := modelAdmin(t, c, "RemoveModel", params.RemoveModelArgs{Model: "busy"}, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Removed || res.Life != "dying" || res.UUID != busy.UUID {
+		t.Errorf("RemoveModel(busy) = %+v", res)
+	}
+	if got := modelNames(t, c); !slices.Equal(got, []string{"busy:dying", "controller:alive", "default:alive"}) {
+		t.Errorf("models = %v", got)
+	}
+	// The name of a removed model can be used again.
+	if err := modelAdmin(t, c, "AddModel", params.AddModelArgs{Name: "empty"}, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestModelAdminConfig(t *testing.T) {
+	d := start(t, nil)
+	creds := d.Credentials()
+	api := loginAdmin(t, d, "")
+	onCtrl := loginAdmin(t, d, creds.ControllerModelUUID)
+
+	// The default model: "default" on /api, the connection's model elsewhere.
+	var cfg params.ModelConfigInfo
+	if err := modelAdmin(t, api, "ModelConfig", params.ModelArgs{}, &cfg); err != nil || cfg.Model != "default" || cfg.UUID != creds.DefaultModelUUID {
+		t.Fatalf("ModelConfig on /api = %+v, %v", cfg, err)
+	}
+	if err := modelAdmin(t, onCtrl, "ModelConfig", params.ModelArgs{}, &cfg); err != nil || cfg.Model != "controller" {
+		t.Fatalf("ModelConfig on the controller model = %+v, %v", cfg, err)
+	}
+
+	if err := modelAdmin(t, api, "SetModelConfig", params.SetModelConfigArgs{
+		Config: map[string]any{"a": "x", "b": 2.5, "c": false}}, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg = params.ModelConfigInfo{} // decoding into a map merges
+	if err := modelAdmin(t, api, "SetModelConfig", params.SetModelConfigArgs{
+		Config: map[string]any{"a": "y"}, Unset: []string{"b", "never-set"}}, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Config["a"] != "y" || cfg.Config["c"] != false || cfg.Config["b"] != nil {
+		t.Fatalf("SetModelConfig = %+v", cfg)
+	}
+	// The Provisioner sees it (agents read what operators set).
+	var pcfg params.ModelConfigResult
+	agent := loginController(t, d, creds.DefaultModelUUID)
+	if err := agent.Call(ctxT(t), "Provisioner", 11, "", "ModelConfig", nil, &pcfg); err != nil || pcfg.Config["a"] != "y" {
+		t.Fatalf("Provisioner.ModelConfig = %+v, %v", pcfg, err)
+	}
+
+	rev := d.State().Revision()
+	for _, tc := range []struct {
+		name   string
+		method string
+		args   any
+		msg    string
+		code   string
+	}{
+		{"unknown model", "SetModelConfig", params.SetModelConfigArgs{Model: "nope", Config: map[string]any{"a": 1}}, `model "nope" not found`, params.CodeNotFound},
+		{"set and unset", "SetModelConfig", params.SetModelConfigArgs{Config: map[string]any{"a": 1}, Unset: []string{"a"}}, `config key "a" is both set and unset`, params.CodeNotValid},
+		{"read-only model key", "SetModelConfig", params.SetModelConfigArgs{Config: map[string]any{"name": "x"}}, `config key "name" is read-only`, params.CodeNotValid},
+		{"unset read-only", "SetModelConfig", params.SetModelConfigArgs{Unset: []string{"type"}}, `config key "type" is read-only`, params.CodeNotValid},
+		{"bad unset key", "SetModelConfig", params.SetModelConfigArgs{Unset: []string{""}}, `config key "" not valid`, params.CodeNotValid},
+		{"long key", "SetModelConfig", params.SetModelConfigArgs{Config: map[string]any{"a" + strings.Repeat("b", 128): 1}}, "", params.CodeNotValid},
+		{"read-only controller key", "SetControllerConfig", params.SetControllerConfigArgs{Config: map[string]any{"ca-cert": "x"}}, `config key "ca-cert" is read-only`, params.CodeNotValid},
+		{"controller-uuid", "SetControllerConfig", params.SetControllerConfigArgs{Unset: []string{"controller-uuid"}}, `config key "controller-uuid" is read-only`, params.CodeNotValid},
+		{"controller value", "SetControllerConfig", params.SetControllerConfigArgs{Config: map[string]any{"x": []any{}}}, `config value of "x": a list is not a string, number or boolean`, params.CodeNotValid},
+	} {
+		err := modelAdmin(t, api, tc.method, tc.args, nil)
+		t.Run(tc.name, func(t *testing.T) { wantErr(t, err, tc.msg, tc.code) })
+	}
+	if d.State().Revision() != rev {
+		t.Errorf("refused config calls wrote: revision %d -> %d", rev, d.State().Revision())
+	}
+
+	var ccfg params.ControllerConfigResult
+	if err := modelAdmin(t, api, "SetControllerConfig", params.SetControllerConfigArgs{Config: map[string]any{"max-logs": 10}}, &ccfg); err != nil {
+		t.Fatal(err)
+	}
+	if ccfg.Config["max-logs"] != 10.0 || ccfg.Config["controller-uuid"] != creds.ControllerUUID || ccfg.Config["ca-cert"] != creds.CACert {
+		t.Fatalf("SetControllerConfig = %+v", ccfg)
+	}
+	if err := modelAdmin(t, onCtrl, "ControllerConfig", nil, &ccfg); err != nil || ccfg.Config["max-logs"] != 10.0 {
+		t.Fatalf("ControllerConfig = %+v, %v", ccfg, err)
+	}
+}
+
+func TestModelAdminWatchModel(t *testing.T) {
+	d := start(t, nil)
+	creds := d.Credentials()
+	c := loginAdmin(t, d, "")
+	var res params.StringsWatchResult
+	if err := modelAdmin(t, c, "WatchModel", params.ModelArgs{}, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.StringsWatcherId == "" || len(res.Changes) != 0 {
+		t.Fatalf("WatchModel = %+v", res)
+	}
+	w := client.NewStringsWatcher(c, res.StringsWatcherId)
+
+	// A change to another model comes first; it must not be reported.
+	if err := modelAdmin(t, c, "SetModelConfig", params.SetModelConfigArgs{Model: "controller", Config: map[string]any{"a": 1}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.State().AddMachine(creds.DefaultModelUUID, state.MachineParams{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := modelAdmin(t, c, "SetModelConfig", params.SetModelConfigArgs{Config: map[string]any{"a": 1}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Both changes were published before the writes returned, so one Next
+	// sees them together.
+	got, err := w.Next(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"machine/0", "model/" + creds.DefaultModelUUID}; !slices.Equal(got, want) {
+		t.Fatalf("Next = %v, want %v", got, want)
+	}
+	if err := w.Stop(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+
+	err = modelAdmin(t, c, "WatchModel", params.ModelArgs{Model: "nope"}, &res)
+	wantErr(t, err, `model "nope" not found`, params.CodeNotFound)
+}

@@ -1,0 +1,74 @@
+package params
+
+// Wire types of ModelAdmin v1, provisiond's own operator facade. Keys are
+// hyphenated in Juju's style. Models are named by name, not UUID: an empty
+// name means the connection's model on a model endpoint and "default" on
+// the controller endpoint (/api).
+
+// ModelArgs names the model a call is about.
+type ModelArgs struct {
+	Model string `json:"model,omitempty"`
+}
+
+// ModelSummary describes one model.
+type ModelSummary struct {
+	Name string `json:"name"`
+	UUID string `json:"uuid"`
+	// Type is "iaas" or "caas".
+	Type string `json:"type"`
+	// Life is "alive" or "dying"; "dead" in the answer of a RemoveModel
+	// that removed the model.
+	Life string `json:"life"`
+	// IsController marks the controller model.
+	IsController bool `json:"is-controller,omitempty"`
+}
+
+// ListModelsResult is the result of ListModels, sorted by name.
+type ListModelsResult struct {
+	Models []ModelSummary `json:"models"`
+}
+
+// AddModelArgs is the argument of AddModel.
+type AddModelArgs struct {
+	Name string `json:"name"`
+	// Type is "iaas" (the default when empty) or "caas".
+	Type string `json:"type,omitempty"`
+	// Config is the model's initial config: string, number or bool values.
+	Config map[string]any `json:"config,omitempty"`
+}
+
+// RemoveModelArgs is the argument of RemoveModel. The model must be named:
+// there is no default.
+type RemoveModelArgs struct {
+	Model string `json:"model"`
+}
+
+// RemoveModelResult is the result of RemoveModel.
+type RemoveModelResult struct {
+	ModelSummary
+	// Removed is true when the model is gone; false when it is dying and
+	// will be removed with its last entity.
+	Removed bool `json:"removed"`
+}
+
+// ModelConfigInfo is a model's stored config (ModelConfig, SetModelConfig).
+type ModelConfigInfo struct {
+	Model  string         `json:"model"`
+	UUID   string         `json:"uuid"`
+	Config map[string]any `json:"config"`
+}
+
+// SetModelConfigArgs sets and unsets keys of a model's config in one
+// commit. A key may not be both set and unset.
+type SetModelConfigArgs struct {
+	Model  string         `json:"model,omitempty"`
+	Config map[string]any `json:"config,omitempty"`
+	Unset  []string       `json:"unset,omitempty"`
+}
+
+// SetControllerConfigArgs sets and unsets keys of the controller config in
+// one commit.
+type SetControllerConfigArgs struct {
+	Config map[string]any `json:"config,omitempty"`
+	Unset  []string       `json:"unset,omitempty"`
+}

@@ -1,0 +1,137 @@
+package state_test
+
+import (
+	"testing"
+
+	"github.com/juju/errors"
+
+	"provisiond/state"
+	"provisiond/state/statetest"
+	"provisiond/watcher"
+	"provisiond/watcher/watchertest"
+)
+
+func TestRemoveModel(t *testing.T) {
+	t.Parallel()
+	st := statetest.New(t)
+	m, err := st.AddModel("prod", state.ModelTypeCAAS, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := st.WatchModelChanges(m.UUID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+
+	// An empty model goes at once, with its name.
+	got, removed, err := st.RemoveModel(m.UUID)
+	if err != nil || !removed || got.Life != state.Dead || got.Name != "prod" || got.UUID != m.UUID {
+		t.Fatalf("RemoveModel = %+v, %v, %v", got, removed, err)
+	}
+	watchertest.StringsAssertChange(t, w, "model/"+m.UUID)
+	if _, err := st.Model(m.UUID); !errors.Is(err, errors.NotFound) {
+		t.Errorf("Model after removal: %v", err)
+	}
+	if _, err := st.ModelByName("prod"); !errors.Is(err, errors.NotFound) {
+		t.Errorf("ModelByName after removal: %v", err)
+	}
+	if _, _, err := st.RemoveModel(m.UUID); !errors.Is(err, errors.NotFound) {
+		t.Errorf("second RemoveModel: %v", err)
+	}
+	again, err := st.AddModel("prod", state.ModelTypeIAAS, nil)
+	if err != nil || again.UUID == m.UUID {
+		t.Fatalf("re-adding the name: %+v, %v", again, err)
+	}
+
+	// A model with entities only becomes dying.
+	if _, err := st.AddMachine(again.UUID, state.MachineParams{}); err != nil {
+		t.Fatal(err)
+	}
+	got, removed, err = st.RemoveModel(again.UUID)
+	if err != nil || removed || got.Life != state.Dying {
+		t.Fatalf("RemoveModel of a model with a machine = %+v, %v, %v", got, removed, err)
+	}
+	if m, err := st.ModelByName("prod"); err != nil || m.Life != state.Dying {
+		t.Fatalf("dying model = %+v, %v", m, err)
+	}
+	if _, err := st.AddMachine(again.UUID, state.MachineParams{}); !errors.Is(err, errors.NotValid) {
+		t.Errorf("AddMachine to a dying model: %v", err)
+	}
+	if _, err := st.AddModel("prod", state.ModelTypeIAAS, nil); !errors.Is(err, errors.AlreadyExists) {
+		t.Errorf("the dying model's name was free: %v", err)
+	}
+	rev := st.Revision()
+	if got, removed, err := st.RemoveModel(again.UUID); err != nil || removed || got.Life != state.Dying || st.Revision() != rev {
+		t.Errorf("RemoveModel of a dying model = %+v, %v, %v (revision %d -> %d)", got, removed, err, rev, st.Revision())
+	}
+
+	// The controller model is refused; nothing changes.
+	rev = st.Revision()
+	if _, _, err := st.RemoveModel(statetest.ControllerModelUUID); !errors.Is(err, errors.Forbidden) ||
+		err.Error() != "cannot remove the controller model" {
+		t.Errorf("removing the controller model: %v", err)
+	}
+	if c, err := st.Model(statetest.ControllerModelUUID); err != nil || c.Life != state.Alive || st.Revision() != rev {
+		t.Errorf("controller model after refusal: %+v, %v", c, err)
+	}
+}
+
+func TestWatchModelChanges(t *testing.T) {
+	t.Parallel()
+	hub := watcher.NewHub()
+	st := statetest.NewWithOptions(t, statetest.Options{Hub: hub})
+	model := statetest.DefaultModelUUID
+	w, err := st.WatchModelChanges(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 1 + len(state.ModelKinds); hub.Subscriptions() != want {
+		t.Fatalf("Subscriptions = %d, want %d", hub.Subscriptions(), want)
+	}
+	watchertest.StringsAssertNoChange(t, w) // a change feed: nothing initially
+
+	if err := st.UpdateModelConfig(model, map[string]any{"a": 1}, nil); err != nil {
+		t.Fatal(err)
+	}
+	watchertest.StringsAssertChange(t, w, "model/"+model)
+	m, err := st.AddMachine(model, state.MachineParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SetMachinePassword(model, m.ID, statetest.MachinePassword); err != nil {
+		t.Fatal(err)
+	}
+	watchertest.StringsAssertChange(t, w, "machine/"+m.ID) // two changes, coalesced
+
+	// Other models and controller-wide records are not reported.
+	if err := st.UpdateModelConfig(statetest.ControllerModelUUID, map[string]any{"a": 1}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.AddMachine(statetest.ControllerModelUUID, state.MachineParams{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.AddUser("bob", "", "pw", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.UpdateControllerConfig(map[string]any{"x": 1}, nil); err != nil {
+		t.Fatal(err)
+	}
+	watchertest.StringsAssertNoChange(t, w)
+
+	if err := w.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if hub.Subscriptions() != 0 {
+		t.Errorf("Subscriptions after Stop = %d", hub.Subscriptions())
+	}
+	if _, err := st.WatchModelChanges("nope"); !errors.Is(err, errors.NotFound) {
+		t.Errorf("unknown model: %v", err)
+	}
+	if hub.Subscriptions() != 0 {
+		t.Errorf("Subscriptions after a failed watch = %d", hub.Subscriptions())
+	}
+	if got := state.ChangeID(state.KindMachine, "0/lxd/1"); got != "machine/0/lxd/1" {
+		t.Errorf("ChangeID = %q", got)
+	}
+}
