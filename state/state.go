@@ -18,6 +18,15 @@ const (
 	KindModel      watcher.Kind = "model"
 	KindUser       watcher.Kind = "user"
 	KindMachine    watcher.Kind = "machine"
+
+	KindApplication watcher.Kind = "application"
+	KindUnit        watcher.Kind = "unit"
+	KindSpace       watcher.Kind = "space"
+	KindSubnet      watcher.Kind = "subnet"
+	KindIPAddress   watcher.Kind = "ipaddress"
+	KindVolume      watcher.Kind = "volume"
+	KindStoragePool watcher.Kind = "storagepool"
+	KindTools       watcher.Kind = "tools" // controller-wide: the agent binaries catalog
 )
 
 // Field names of the changes state records, besides watcher.FieldCreated,
@@ -26,6 +35,19 @@ const (
 	FieldConfig       = "config"
 	FieldPassword     = "password"
 	FieldAPIHostPorts = "apihostports"
+
+	// FieldDead accompanies FieldLife when the entity became dead.
+	FieldDead                = "dead"
+	FieldStatus              = "status"
+	FieldInstance            = "instance" // instance id, nonce, hardware
+	FieldSupportedContainers = "supported-containers"
+	FieldAgentStartTime      = "agent-start-time"
+	FieldAgentVersion        = "agent-version"
+	FieldCharmProfiles       = "charm-profiles"
+	FieldRemovalMark         = "removal-mark"
+	FieldNetworkConfig       = "network-config"
+	FieldAddresses           = "addresses"
+	FieldAssignment          = "assignment"
 )
 
 // Buckets that hold no entities, and so record no changes.
@@ -82,6 +104,8 @@ func Open(opts Options) (*State, error) {
 	d, err := db.Open(opts.Path, db.Options{
 		Buckets: []string{
 			string(KindController), string(KindModel), string(KindUser), string(KindMachine),
+			string(KindApplication), string(KindUnit), string(KindSpace), string(KindSubnet),
+			string(KindIPAddress), string(KindVolume), string(KindStoragePool), string(KindTools),
 			bucketModelName, bucketSequence,
 		},
 		InitialMmapSize: initialMmapSize,
@@ -224,6 +248,21 @@ func get(r reader, kind watcher.Kind, model, id string, d any) (bool, error) {
 		return false, errors.Annotatef(err, "decoding %s %q", kind, id)
 	}
 	return true, nil
+}
+
+// listPrefix decodes every record of kind in model whose id starts with
+// prefix, in key order.
+func listPrefix[T any](r reader, kind watcher.Kind, model, prefix string) ([]T, error) {
+	var out []T
+	err := r.ForEachPrefix(string(kind), entityKey(kind, model, prefix), func(key string, b []byte) error {
+		var d T
+		if err := json.Unmarshal(b, &d); err != nil {
+			return errors.Annotatef(err, "decoding %s %q", kind, key)
+		}
+		out = append(out, d)
+		return nil
+	})
+	return out, errors.Trace(err)
 }
 
 // list decodes every record of kind in model ("" for all of a
