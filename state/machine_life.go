@@ -21,6 +21,15 @@ var (
 	ErrHasContainers = errors.New("machine is hosting containers")
 )
 
+// kindError is an error with its own text that matches a kind sentinel.
+type kindError struct {
+	msg  string
+	kind error
+}
+
+func (e *kindError) Error() string        { return e.msg }
+func (e *kindError) Is(target error) bool { return target == e.kind }
+
 // lifeFields are the change fields of a move to life l.
 func lifeFields(l Life) []string {
 	if l == Dead {
@@ -59,7 +68,7 @@ func (st *State) EnsureMachineDead(model, id string) error {
 			return nil, err
 		}
 		if len(units) > 0 {
-			return nil, fmt.Errorf("machine %s has unit %q assigned: %w", id, units[0].Name, ErrHasAssignedUnits)
+			return nil, &kindError{fmt.Sprintf("machine %s has unit %q assigned", id, units[0].Name), ErrHasAssignedUnits}
 		}
 		cs, err := containers(tx, model, id)
 		if err != nil {
@@ -70,7 +79,7 @@ func (st *State) EnsureMachineDead(model, id string) error {
 			for i, c := range cs {
 				ids[i] = c.ID
 			}
-			return nil, fmt.Errorf("machine %s is hosting containers %q: %w", id, strings.Join(ids, ","), ErrHasContainers)
+			return nil, &kindError{fmt.Sprintf("machine %s is hosting containers %q", id, strings.Join(ids, ",")), ErrHasContainers}
 		}
 		d.Life = Dead
 		return lifeFields(Dead), nil

@@ -6,6 +6,7 @@ import (
 
 	"github.com/juju/names/v5"
 
+	"provisiond/environ"
 	"provisiond/rpc"
 	"provisiond/rpc/params"
 	"provisiond/state"
@@ -33,6 +34,19 @@ type Deps struct {
 	PingTimeout time.Duration
 	// MaxWatchers bounds the resources of one connection (0: no limit).
 	MaxWatchers int
+	// Environ is the built-in provider (networking, agent binaries).
+	Environ *environ.Provider
+	// Clock drives timer watchers (machine error retry, start-time
+	// batching); tests use a fake one. nil: watcher.WallClock.
+	Clock watcher.Clock
+}
+
+// WatcherClock returns d.Clock, or the wall clock.
+func (d *Deps) WatcherClock() watcher.Clock {
+	if d.Clock == nil {
+		return watcher.WallClock
+	}
+	return d.Clock
 }
 
 // Auth is who is logged in on a connection.
