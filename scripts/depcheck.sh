@@ -4,7 +4,8 @@
 #   (the CLI goes through the API like any client); internal/daemon → anything but cmd
 #   facades/* → state, watcher, storage, rpc, rpc/params, facades/facade (never each other)
 #   rpc → rpc/params; rpc/params, watcher, storage, pki, internal/credentials → nothing of ours
-#   state → state/db, watcher, storage; state/db → watcher; only state/db imports bbolt
+#   state → state/db, watcher, storage, environ; state/db → watcher; only state/db imports bbolt
+#   environ (the built-in provider) → nothing of ours; state and facades import it
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mod=provisiond
@@ -23,15 +24,16 @@ while read -r pkg imports; do
       cmd/*) ok=1 ;;
       internal/daemon*) [[ $dep != cmd/* ]] && ok=1 ;;
       internal/credentials*) ok=0 ;;
-      facades/facade*) case $dep in state|state/statetest|watcher|storage|rpc|rpc/params) ok=1 ;; esac ;;
-      facades/*) case $dep in state|state/statetest|watcher|storage|rpc|rpc/params|facades/facade|pki) ok=1 ;; esac ;;
+      facades/facade*) case $dep in state|state/statetest|watcher|storage|rpc|rpc/params|environ) ok=1 ;; esac ;;
+      facades/*) case $dep in state|state/statetest|watcher|storage|rpc|rpc/params|facades/facade|pki|environ) ok=1 ;; esac ;;
       rpc/client*) case $dep in rpc/params) ok=1 ;; esac ;;
       rpc/params*) ok=0 ;;
       rpc) case $dep in rpc/params) ok=1 ;; esac ;;
       state/db*) case $dep in watcher|state/internal/*) ok=1 ;; esac ;;
-      state/statetest*) case $dep in state|state/db|watcher|storage|state/internal/*) ok=1 ;; esac ;;
+      state/statetest*) case $dep in state|state/db|watcher|storage|environ|state/internal/*) ok=1 ;; esac ;;
       state/internal/*) ok=0 ;;
-      state*) case $dep in state/db|state/internal/*|watcher|storage) ok=1 ;; esac ;;
+      state*) case $dep in state/db|state/internal/*|watcher|storage|environ) ok=1 ;; esac ;;
+      environ*) ok=0 ;;
       storage*) ok=0 ;;
       watcher/watchertest) case $dep in watcher) ok=1 ;; esac ;;
       watcher*) ok=0 ;;

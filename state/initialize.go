@@ -122,12 +122,18 @@ func (st *State) Initialize(args InitArgs) (InitResult, error) {
 			return err
 		}
 		return tx.addMachine(&machineDoc{
-			Model:        res.ControllerModelUUID,
-			ID:           strconv.Itoa(seq),
-			Life:         Alive,
-			Jobs:         []string{JobHostUnits, JobManageModel},
-			Nonce:        args.AgentNonce,
-			InstanceID:   ControllerInstanceID,
+			Machine: Machine{
+				Model:          res.ControllerModelUUID,
+				ID:             strconv.Itoa(seq),
+				Life:           Alive,
+				Jobs:           []string{JobHostUnits, JobManageModel},
+				Nonce:          args.AgentNonce,
+				InstanceID:     ControllerInstanceID,
+				Base:           Base{Name: "ubuntu", Channel: "22.04"},
+				Series:         "jammy",
+				Status:         Status{Status: "started", Since: tx.now},
+				InstanceStatus: Status{Status: "running", Since: tx.now},
+			},
 			PasswordHash: agentHash,
 		})
 	})

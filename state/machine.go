@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/juju/errors"
 	"github.com/juju/names/v5"
@@ -18,43 +19,182 @@ const (
 	JobManageModel = "JobManageModel"
 )
 
-// Machine is a machine of a model.
+// Container types a machine can host.
+var ContainerTypes = []string{"lxd", "kvm", "lxc"}
+
+// ValidateContainerType checks a container type.
+func ValidateContainerType(t string) error {
+	if !slices.Contains(ContainerTypes, t) {
+		return errors.NotValidf("container type %q", t)
+	}
+	return nil
+}
+
+// Base is the OS a machine runs (v11).
+type Base struct {
+	Name    string `json:"name"`
+	Channel string `json:"channel"`
+}
+
+// Constraints are a machine's constraints (Juju's constraints.Value).
+type Constraints struct {
+	Arch             *string   `json:"arch,omitempty"`
+	Container        *string   `json:"container,omitempty"`
+	Cores            *uint64   `json:"cores,omitempty"`
+	CpuPower         *uint64   `json:"cpu-power,omitempty"`
+	Mem              *uint64   `json:"mem,omitempty"`
+	RootDisk         *uint64   `json:"root-disk,omitempty"`
+	RootDiskSource   *string   `json:"root-disk-source,omitempty"`
+	Tags             *[]string `json:"tags,omitempty"`
+	InstanceRole     *string   `json:"instance-role,omitempty"`
+	InstanceType     *string   `json:"instance-type,omitempty"`
+	Spaces           *[]string `json:"spaces,omitempty"`
+	VirtType         *string   `json:"virt-type,omitempty"`
+	Zones            *[]string `json:"zones,omitempty"`
+	AllocatePublicIP *bool     `json:"allocate-public-ip,omitempty"`
+	ImageID          *string   `json:"image-id,omitempty"`
+	Networks         *[]string `json:"networks,omitempty"` // 2015
+}
+
+// PositiveSpaces returns the spaces not prefixed with "^".
+func (c Constraints) PositiveSpaces() []string {
+	var out []string
+	if c.Spaces != nil {
+		for _, s := range *c.Spaces {
+			if !strings.HasPrefix(s, "^") {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// NegativeSpaces returns the spaces prefixed with "^", without it.
+func (c Constraints) NegativeSpaces() []string {
+	var out []string
+	if c.Spaces != nil {
+		for _, s := range *c.Spaces {
+			if n, ok := strings.CutPrefix(s, "^"); ok {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}
+
+// HardwareCharacteristics describe a provisioned instance.
+type HardwareCharacteristics struct {
+	Arch             *string   `json:"arch,omitempty"`
+	Mem              *uint64   `json:"mem,omitempty"`
+	RootDisk         *uint64   `json:"root-disk,omitempty"`
+	RootDiskSource   *string   `json:"root-disk-source,omitempty"`
+	CpuCores         *uint64   `json:"cpu-cores,omitempty"`
+	CpuPower         *uint64   `json:"cpu-power,omitempty"`
+	Tags             *[]string `json:"tags,omitempty"`
+	AvailabilityZone *string   `json:"availability-zone,omitempty"`
+	VirtType         *string   `json:"virt-type,omitempty"`
+}
+
+// Status is one status record of an entity.
+type Status struct {
+	Status  string         `json:"status,omitempty"`
+	Message string         `json:"message,omitempty"`
+	Data    map[string]any `json:"data,omitempty"`
+	Since   time.Time      `json:"since,omitzero"`
+}
+
+// LinkLayerDevice is a network device a machine reported
+// (SetObservedNetworkConfig).
+type LinkLayerDevice struct {
+	Name       string   `json:"name"`
+	MACAddress string   `json:"mac-address,omitempty"`
+	Type       string   `json:"type,omitempty"`
+	ParentName string   `json:"parent-name,omitempty"`
+	Addresses  []string `json:"addresses,omitempty"` // CIDR-form addresses
+}
+
+// Machine is a machine (or container) of a model. Records are decoded
+// from JSON: fields are added with omitempty so older records keep
+// decoding.
 type Machine struct {
-	Model string // the model UUID
-	ID    string
-	Life  Life
-	Jobs  []string
+	Model string   `json:"model"` // the model UUID
+	ID    string   `json:"id"`
+	Life  Life     `json:"life"`
+	Jobs  []string `json:"jobs"`
 	// Nonce is the nonce recorded when the machine was provisioned; its
 	// agent must present it to log in. Empty until provisioned.
-	Nonce string
+	Nonce string `json:"nonce,omitempty"`
 	// InstanceID is the provider's id of the machine; empty until
 	// provisioned.
-	InstanceID string
+	InstanceID string `json:"instance-id,omitempty"`
+
+	Series            string                   `json:"series,omitempty"`
+	Base              Base                     `json:"base,omitzero"`
+	Constraints       Constraints              `json:"constraints,omitzero"`
+	Placement         string                   `json:"placement,omitempty"`
+	RequestedNetworks []string                 `json:"requested-networks,omitempty"`
+	Hardware          *HardwareCharacteristics `json:"hardware,omitempty"`
+	DisplayName       string                   `json:"display-name,omitempty"`
+	CharmProfiles     []string                 `json:"charm-profiles,omitempty"`
+	KeepInstance      bool                     `json:"keep-instance,omitempty"`
+
+	// Status is the machine agent's status; InstanceStatus and
+	// ModificationStatus those of its instance (v11).
+	Status             Status `json:"status,omitzero"`
+	InstanceStatus     Status `json:"instance-status,omitzero"`
+	ModificationStatus Status `json:"modification-status,omitzero"`
+
+	SupportedContainers      []string `json:"supported-containers,omitempty"`
+	SupportedContainersKnown bool     `json:"supported-containers-known,omitempty"`
+
+	// AgentVersion is the binary version the agent runs
+	// ("3.3.0-ubuntu-amd64"); empty until it reports one.
+	AgentVersion     string            `json:"agent-version,omitempty"`
+	AgentStartTime   time.Time         `json:"agent-start-time,omitzero"`
+	MarkedForRemoval bool              `json:"marked-for-removal,omitempty"`
+	LinkLayerDevices []LinkLayerDevice `json:"link-layer-devices,omitempty"`
 }
 
-// machineDoc is a machine's record. Fields are added with omitempty as the
-// provisioner grows, so old records keep decoding.
+// Tag returns the machine's tag.
+func (m Machine) Tag() names.MachineTag { return names.NewMachineTag(m.ID) }
+
+// ParentID returns the id of the machine hosting container id ("" for a
+// top-level machine).
+func ParentID(id string) string {
+	parts := strings.Split(id, "/")
+	if len(parts) < 3 {
+		return ""
+	}
+	return strings.Join(parts[:len(parts)-2], "/")
+}
+
+// ContainerTypeOf returns the container type of id ("" for a top-level
+// machine).
+func ContainerTypeOf(id string) string {
+	parts := strings.Split(id, "/")
+	if len(parts) < 3 {
+		return ""
+	}
+	return parts[len(parts)-2]
+}
+
+// IsContainer reports whether m is a container.
+func (m Machine) IsContainer() bool { return ParentID(m.ID) != "" }
+
+// ContainerType returns m's container type ("" for a top-level machine).
+func (m Machine) ContainerType() string { return ContainerTypeOf(m.ID) }
+
+// Provisioned reports whether m has an instance id.
+func (m Machine) Provisioned() bool { return m.InstanceID != "" }
+
+// machineDoc is a machine's record.
 type machineDoc struct {
 	docMeta
-	Model        string   `json:"model"`
-	ID           string   `json:"id"`
-	Life         Life     `json:"life"`
-	Jobs         []string `json:"jobs"`
-	Nonce        string   `json:"nonce,omitempty"`
-	InstanceID   string   `json:"instance-id,omitempty"`
-	PasswordHash string   `json:"password-hash,omitempty"`
+	Machine
+	PasswordHash string `json:"password-hash,omitempty"`
 }
 
-func (d *machineDoc) machine() Machine {
-	return Machine{
-		Model:      d.Model,
-		ID:         d.ID,
-		Life:       d.Life,
-		Jobs:       d.Jobs,
-		Nonce:      d.Nonce,
-		InstanceID: d.InstanceID,
-	}
-}
+func (d *machineDoc) machine() Machine { return d.Machine }
 
 // IsController reports whether m runs the controller (has JobManageModel).
 func IsController(m Machine) bool { return slices.Contains(m.Jobs, JobManageModel) }
@@ -68,6 +208,21 @@ type MachineParams struct {
 	// Nonce and InstanceID, if set, mark the machine provisioned.
 	Nonce      string
 	InstanceID string
+
+	// ParentID and ContainerType, when set, make a container of that
+	// type on the (alive) machine ParentID, with id
+	// "<parent>/<type>/<n>".
+	ParentID      string
+	ContainerType string
+
+	Series            string
+	Base              Base
+	Constraints       Constraints
+	Placement         string
+	RequestedNetworks []string
+	// Volumes are made and attached to the machine (storage
+	// constraints).
+	Volumes []VolumeParams
 }
 
 func validateJobs(jobs []string) error {
@@ -90,8 +245,9 @@ func validateAgentPassword(password string) error {
 	return nil
 }
 
-// AddMachine adds an alive top-level machine to an alive model, with the
-// next free id of that model ("0", "1", ...).
+// AddMachine adds an alive machine to an alive model: a top-level machine
+// with the next free id of that model ("0", "1", ...), or, with ParentID
+// and ContainerType, a container of an alive machine ("1/lxd/0").
 func (st *State) AddMachine(model string, p MachineParams) (Machine, error) {
 	jobs := slices.Clone(p.Jobs)
 	if len(jobs) == 0 {
@@ -99,6 +255,22 @@ func (st *State) AddMachine(model string, p MachineParams) (Machine, error) {
 	}
 	if err := validateJobs(jobs); err != nil {
 		return Machine{}, err
+	}
+	if (p.ParentID == "") != (p.ContainerType == "") {
+		return Machine{}, errors.NotValidf("container without both parent and container type")
+	}
+	if p.ContainerType != "" {
+		if err := ValidateContainerType(p.ContainerType); err != nil {
+			return Machine{}, err
+		}
+	}
+	if (p.Nonce == "") != (p.InstanceID == "") {
+		return Machine{}, errors.NotValidf("nonce without instance id")
+	}
+	for _, v := range p.Volumes {
+		if v.Size == 0 {
+			return Machine{}, errors.NotValidf("volume of size 0")
+		}
 	}
 	var hash string
 	if p.Password != "" {
@@ -116,20 +288,54 @@ func (st *State) AddMachine(model string, p MachineParams) (Machine, error) {
 		if m.Life != Alive {
 			return errors.NotValidf("adding a machine to %s model %q", m.Life, m.Name)
 		}
-		seq, err := tx.nextSequence(model, string(KindMachine))
-		if err != nil {
-			return err
+		var id string
+		if p.ParentID != "" {
+			parent, err := getMachine(tx, model, p.ParentID)
+			if err != nil {
+				return err
+			}
+			if parent.Life != Alive {
+				return errors.NotValidf("adding a container to %s machine %s", parent.Life, parent.ID)
+			}
+			seq, err := tx.nextSequence(model, "container/"+p.ParentID+"/"+p.ContainerType)
+			if err != nil {
+				return err
+			}
+			id = fmt.Sprintf("%s/%s/%d", p.ParentID, p.ContainerType, seq)
+		} else {
+			seq, err := tx.nextSequence(model, string(KindMachine))
+			if err != nil {
+				return err
+			}
+			id = strconv.Itoa(seq)
 		}
 		d = machineDoc{
-			Model:        model,
-			ID:           strconv.Itoa(seq),
-			Life:         Alive,
-			Jobs:         jobs,
-			Nonce:        p.Nonce,
-			InstanceID:   p.InstanceID,
+			Machine: Machine{
+				Model:             model,
+				ID:                id,
+				Life:              Alive,
+				Jobs:              jobs,
+				Nonce:             p.Nonce,
+				InstanceID:        p.InstanceID,
+				Series:            p.Series,
+				Base:              p.Base,
+				Constraints:       p.Constraints,
+				Placement:         p.Placement,
+				RequestedNetworks: slices.Clone(p.RequestedNetworks),
+				Status:            Status{Status: "pending", Since: tx.now},
+				InstanceStatus:    Status{Status: "pending", Since: tx.now},
+			},
 			PasswordHash: hash,
 		}
-		return tx.addMachine(&d)
+		if err := tx.addMachine(&d); err != nil {
+			return err
+		}
+		for _, v := range p.Volumes {
+			if _, err := tx.addVolume(model, id, v); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return Machine{}, err
@@ -161,15 +367,20 @@ func (st *State) Machine(model, id string) (Machine, error) {
 // Machines returns the machines of a model, in id order ("0", "0/lxd/0",
 // "1", "2", "10").
 func (st *State) Machines(model string) ([]Machine, error) {
-	var docs []machineDoc
+	var ms []Machine
 	err := st.view(func(r reader) error {
 		if _, err := getModel(r, model); err != nil {
 			return err
 		}
 		var err error
-		docs, err = list[machineDoc](r, KindMachine, model)
+		ms, err = machines(r, model)
 		return err
 	})
+	return ms, err
+}
+
+func machines(r reader, model string) ([]Machine, error) {
+	docs, err := list[machineDoc](r, KindMachine, model)
 	if err != nil {
 		return nil, err
 	}
@@ -179,6 +390,32 @@ func (st *State) Machines(model string) ([]Machine, error) {
 	}
 	slices.SortFunc(ms, func(a, b Machine) int { return compareMachineIDs(a.ID, b.ID) })
 	return ms, nil
+}
+
+// Containers returns the direct containers of machine id, in id order.
+func (st *State) Containers(model, id string) ([]Machine, error) {
+	var out []Machine
+	err := st.view(func(r reader) error {
+		var err error
+		out, err = containers(r, model, id)
+		return err
+	})
+	return out, err
+}
+
+func containers(r reader, model, id string) ([]Machine, error) {
+	docs, err := listPrefix[machineDoc](r, KindMachine, model, id+"/")
+	if err != nil {
+		return nil, err
+	}
+	var out []Machine
+	for _, d := range docs {
+		if ParentID(d.ID) == id {
+			out = append(out, d.Machine)
+		}
+	}
+	slices.SortFunc(out, func(a, b Machine) int { return compareMachineIDs(a.ID, b.ID) })
+	return out, nil
 }
 
 // AuthenticateMachine checks a machine agent's login. An unknown machine
@@ -213,16 +450,49 @@ func (st *State) SetMachinePassword(model, id, password string) error {
 		return err
 	}
 	hash := agentPasswordHash(password)
+	return st.updateMachine(model, id, func(tx *txn, d *machineDoc) ([]string, error) {
+		if d.PasswordHash == hash {
+			return nil, errNoChange
+		}
+		d.PasswordHash = hash
+		return []string{FieldPassword}, nil
+	})
+}
+
+// MachinePasswordValid reports whether password is machine id's agent
+// password.
+func (st *State) MachinePasswordValid(model, id, password string) (bool, error) {
+	m, err := st.machineDoc(model, id)
+	if err != nil {
+		return false, err
+	}
+	return m.PasswordHash != "" && hashEqual(agentPasswordHash(password), m.PasswordHash), nil
+}
+
+func (st *State) machineDoc(model, id string) (machineDoc, error) {
+	var d machineDoc
+	err := st.view(func(r reader) error {
+		var err error
+		d, err = getMachine(r, model, id)
+		return err
+	})
+	return d, err
+}
+
+// updateMachine reads machine id in a write transaction, lets fn change it
+// and stores it with the fields fn returns. fn returning errNoChange
+// writes nothing.
+func (st *State) updateMachine(model, id string, fn func(tx *txn, d *machineDoc) ([]string, error)) error {
 	return st.update(func(tx *txn) error {
 		d, err := getMachine(tx, model, id)
 		if err != nil {
 			return err
 		}
-		if d.PasswordHash == hash {
-			return errNoChange
+		fields, err := fn(tx, &d)
+		if err != nil {
+			return err
 		}
-		d.PasswordHash = hash
-		return tx.put(KindMachine, model, id, &d, FieldPassword)
+		return tx.put(KindMachine, model, id, &d, fields...)
 	})
 }
 
@@ -260,3 +530,6 @@ func compareMachineIDs(a, b string) int {
 	}
 	return len(pa) - len(pb)
 }
+
+// SortMachineIDs sorts machine ids as Machines orders them.
+func SortMachineIDs(ids []string) { slices.SortFunc(ids, compareMachineIDs) }

@@ -19,11 +19,20 @@ const (
 	KindModel      watcher.Kind = "model"
 	KindUser       watcher.Kind = "user"
 	KindMachine    watcher.Kind = "machine"
+
+	KindApplication watcher.Kind = "application"
+	KindUnit        watcher.Kind = "unit"
+	KindSpace       watcher.Kind = "space"
+	KindSubnet      watcher.Kind = "subnet"
+	KindIPAddress   watcher.Kind = "ipaddress"
+	KindVolume      watcher.Kind = "volume"
+	KindStoragePool watcher.Kind = "storagepool"
+	KindTools       watcher.Kind = "tools" // controller-wide: the agent binaries catalog
 )
 
 // ControllerKinds are the kinds of controller-wide entities: their changes
 // have Model "" and their records are keyed by id alone.
-var ControllerKinds = []watcher.Kind{KindController, KindUser}
+var ControllerKinds = []watcher.Kind{KindController, KindUser, KindTools}
 
 // ModelKinds are the kinds of per-model entities: their changes carry the
 // model's UUID and their records are keyed "<model-uuid>/<id>". KindModel
@@ -32,7 +41,9 @@ var ControllerKinds = []watcher.Kind{KindController, KindUser}
 // Every per-model kind must be listed here: Open makes a bucket only for
 // listed kinds, a dying model is removed once none of these buckets holds a
 // record of it, and WatchModelChanges subscribes to each of them.
-var ModelKinds = []watcher.Kind{KindMachine}
+var ModelKinds = []watcher.Kind{
+	KindMachine, KindApplication, KindUnit, KindSpace, KindSubnet, KindIPAddress, KindVolume, KindStoragePool,
+}
 
 // buckets lists every bucket Open makes: one per entity kind and the
 // buckets of the indexes.
@@ -53,6 +64,19 @@ const (
 	FieldConfig       = "config"
 	FieldPassword     = "password"
 	FieldAPIHostPorts = "apihostports"
+
+	// FieldDead accompanies FieldLife when the entity became dead.
+	FieldDead                = "dead"
+	FieldStatus              = "status"
+	FieldInstance            = "instance" // instance id, nonce, hardware
+	FieldSupportedContainers = "supported-containers"
+	FieldAgentStartTime      = "agent-start-time"
+	FieldAgentVersion        = "agent-version"
+	FieldCharmProfiles       = "charm-profiles"
+	FieldRemovalMark         = "removal-mark"
+	FieldNetworkConfig       = "network-config"
+	FieldAddresses           = "addresses"
+	FieldAssignment          = "assignment"
 )
 
 // Buckets that hold no entities, and so record no changes.
@@ -258,6 +282,21 @@ func get(r reader, kind watcher.Kind, model, id string, d any) (bool, error) {
 		return false, errors.Annotatef(err, "decoding %s %q", kind, id)
 	}
 	return true, nil
+}
+
+// listPrefix decodes every record of kind in model whose id starts with
+// prefix, in key order.
+func listPrefix[T any](r reader, kind watcher.Kind, model, prefix string) ([]T, error) {
+	var out []T
+	err := r.ForEachPrefix(string(kind), entityKey(kind, model, prefix), func(key string, b []byte) error {
+		var d T
+		if err := json.Unmarshal(b, &d); err != nil {
+			return errors.Annotatef(err, "decoding %s %q", kind, key)
+		}
+		out = append(out, d)
+		return nil
+	})
+	return out, errors.Trace(err)
 }
 
 // list decodes every record of kind in model ("" for all of a

@@ -87,6 +87,27 @@ func (l *lifecycle) Err() error {
 type Notify struct {
 	lifecycle
 	ch chan struct{}
+
+	dmu       sync.Mutex // guards onDeliver
+	onDeliver func()
+}
+
+// OnDeliver registers f to run after each event Next delivers (for
+// timer-driven watchers that re-arm only once an event was consumed). f
+// runs on the goroutine calling Next and must not block.
+func (w *Notify) OnDeliver(f func()) {
+	w.dmu.Lock()
+	w.onDeliver = f
+	w.dmu.Unlock()
+}
+
+func (w *Notify) delivered() {
+	w.dmu.Lock()
+	f := w.onDeliver
+	w.dmu.Unlock()
+	if f != nil {
+		f()
+	}
 }
 
 // NewNotify returns a running notify watcher with no pending event.
@@ -116,6 +137,7 @@ func (w *Notify) Next(ctx context.Context) error {
 	}
 	select {
 	case <-w.ch:
+		w.delivered()
 		return nil
 	case <-w.done:
 		return w.Err()

@@ -38,3 +38,36 @@ func (c *Context) RequireSuperuser() error {
 	}
 	return nil
 }
+
+// IsModelMachine reports whether the caller is a machine agent of the
+// connection's own model (the controller agent visiting a hosted model is
+// not: its machine 0 is another model's).
+func (c *Context) IsModelMachine() bool {
+	return c.Auth.Machine != nil && c.Auth.Machine.Model == c.Model.UUID
+}
+
+// CanAccessMachine is the Provisioner's canAccess rule
+// (specs/provisioner.md §1.2): a machine agent reaches itself and its
+// direct containers; the controller agent reaches top-level machines;
+// nothing else (other kinds of tags, grandchildren) is reachable.
+func (c *Context) CanAccessMachine(tag names.Tag) bool {
+	own := c.IsModelMachine()
+	if own && tag == c.Auth.Tag {
+		return true
+	}
+	mt, ok := tag.(names.MachineTag)
+	if !ok {
+		return false
+	}
+	parent := mt.Parent()
+	if parent == nil {
+		return c.Auth.Controller
+	}
+	return own && parent == c.Auth.Tag
+}
+
+// IsOwner is Juju's AuthOwner: the tag is the caller itself (a machine
+// of the connection's model).
+func (c *Context) IsOwner(tag names.Tag) bool {
+	return c.IsModelMachine() && tag == c.Auth.Tag
+}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/juju/names/v5"
 
+	"provisiond/environ"
 	"provisiond/rpc"
 	"provisiond/rpc/params"
 	"provisiond/state"
@@ -36,6 +37,19 @@ type Deps struct {
 	// LoginTimeout closes a connection that has not logged in within it
 	// (0: never).
 	LoginTimeout time.Duration
+	// Environ is the built-in provider (networking, agent binaries).
+	Environ *environ.Provider
+	// Clock drives timer watchers (machine error retry, start-time
+	// batching); tests use a fake one. nil: watcher.WallClock.
+	Clock watcher.Clock
+}
+
+// WatcherClock returns d.Clock, or the wall clock.
+func (d *Deps) WatcherClock() watcher.Clock {
+	if d.Clock == nil {
+		return watcher.WallClock
+	}
+	return d.Clock
 }
 
 // Auth is who is logged in on a connection.

@@ -6,6 +6,7 @@ import (
 	"github.com/juju/errors"
 
 	"provisiond/rpc/params"
+	"provisiond/state"
 	"provisiond/watcher"
 )
 
@@ -37,6 +38,8 @@ var codeOf = []struct {
 	target error
 	code   string
 }{
+	{state.ErrHasAssignedUnits, params.CodeHasAssignedUnits},
+	{state.ErrHasContainers, params.CodeHasContainers},
 	{errors.NotFound, params.CodeNotFound},
 	{errors.UserNotFound, params.CodeUserNotFound},
 	{errors.Unauthorized, params.CodeUnauthorized},

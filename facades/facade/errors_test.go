@@ -8,6 +8,7 @@ import (
 	jujuerrors "github.com/juju/errors"
 
 	"provisiond/rpc/params"
+	"provisiond/state"
 	"provisiond/watcher"
 )
 
@@ -31,6 +32,8 @@ func TestServerError(t *testing.T) {
 		{"already exists", jujuerrors.AlreadyExistsf("model %q", "a"), `model "a" already exists`, params.CodeAlreadyExists},
 		{"not valid", jujuerrors.NotValidf("name %q", "A"), `name "A" not valid`, params.CodeNotValid},
 		{"not supported", jujuerrors.NotSupportedf("x"), "x not supported", params.CodeNotSupported},
+		{"assigned units", fmt.Errorf("machine 1 has unit \"a/0\" assigned: %w", state.ErrHasAssignedUnits), `machine 1 has unit "a/0" assigned: machine has assigned units`, params.CodeHasAssignedUnits},
+		{"hosting containers", fmt.Errorf("x: %w", state.ErrHasContainers), "x: machine is hosting containers", params.CodeHasContainers},
 		{"plain error has no code", errors.New("boom"), "boom", ""},
 	}
 	for _, tt := range tests {

@@ -1,86 +1,206 @@
-// Package provisioner serves the machine Provisioner facade.
+// Package provisioner serves the machine Provisioner facade: version 11
+// (the Juju 3.3 schema) and versions 0 and 1 (the 2015 seed's method set
+// and JSON shapes), as specs/provisioner.md describes them.
 //
-// This is the first slice of version 11: the model-level methods
-// (ModelUUID, ModelConfig, ControllerConfig, WatchForModelConfigChanges)
-// that prove the path from a committed change to a watcher's Next. The
-// rest of v11 and version 1 follow (specs/provisioner.md).
+// Both versions share one implementation (the methods of *Provisioner,
+// which speak the v11 wire types); the 2015 methods in v1.go convert their
+// arguments and results, and the few behaviours that differ between the
+// eras check p.v1.
 //
-// Only machine agents and the controller agent may use it; everyone else
-// gets "permission denied" (code "unauthorized access") on every call.
+// Only machine agents and the controller agent may use it, on IAAS model
+// endpoints; everyone else gets "permission denied" (code "unauthorized
+// access") on every call. Per-entity access follows canAccess
+// (facade.Context.CanAccessMachine): permission is checked before
+// existence, and bad or non-machine tags are "permission denied" except
+// where the spec returns the parse error text.
 package provisioner
 
 import (
-	"context"
+	"fmt"
+	"slices"
 
+	"github.com/juju/errors"
+	"github.com/juju/names/v5"
+
+	"provisiond/environ"
 	"provisiond/facades/facade"
 	"provisiond/rpc"
 	"provisiond/rpc/params"
+	"provisiond/state"
 )
 
 // Provisioner is the facade instance of one call.
 type Provisioner struct {
-	ctx *facade.Context
+	ctx   *facade.Context
+	st    *state.State
+	model string
+	env   *environ.Provider
+	// v1 is set for versions 0 and 1 (the 2015 behaviour).
+	v1 bool
 }
 
-// Register adds the Provisioner versions served to r.
+// Register adds the Provisioner versions served to r: 11, and 0 and 1.
 func Register(r *facade.Registry) {
-	rpc.Register(r, "Provisioner", 11, New, func(m *rpc.Methods[*facade.Context, *Provisioner]) {
-		rpc.HandleNoArgs(m, "ControllerConfig", (*Provisioner).ControllerConfig)
-		rpc.HandleNoArgs(m, "ModelConfig", (*Provisioner).ModelConfig)
-		rpc.HandleNoArgs(m, "ModelUUID", (*Provisioner).ModelUUID)
-		rpc.HandleNoArgs(m, "WatchForModelConfigChanges", (*Provisioner).WatchForModelConfigChanges)
-	})
+	rpc.Register(r, "Provisioner", 11, New, registerV11)
+	newV1 := func(c *facade.Context) (*V1, error) {
+		p, err := newProvisioner(c, true)
+		if err != nil {
+			return nil, err
+		}
+		return &V1{p: p}, nil
+	}
+	rpc.Register(r, "Provisioner", 0, newV1, registerV1)
+	rpc.Register(r, "Provisioner", 1, newV1, registerV1)
 }
 
-// New refuses callers that are not machine agents.
-func New(c *facade.Context) (*Provisioner, error) {
+// registerV11 registers the methods of version 11, in schema order.
+func registerV11(m *rpc.Methods[*facade.Context, *Provisioner]) {
+	type P = Provisioner
+	rpc.HandleNoArgs(m, "APIAddresses", (*P).APIAddresses)
+	rpc.HandleNoArgs(m, "APIHostPorts", (*P).APIHostPorts)
+	rpc.Handle(m, "AvailabilityZone", (*P).AvailabilityZone)
+	rpc.HandleNoArgs(m, "CACert", (*P).CACert)
+	rpc.Handle(m, "Constraints", (*P).Constraints)
+	rpc.HandleNoArgs(m, "ContainerConfig", (*P).ContainerConfig)
+	rpc.Handle(m, "ContainerManagerConfig", (*P).ContainerManagerConfig)
+	rpc.Handle(m, "ControllerAPIInfoForModels", (*P).ControllerAPIInfoForModels)
+	rpc.HandleNoArgs(m, "ControllerConfig", (*P).ControllerConfig)
+	rpc.Handle(m, "DistributionGroup", (*P).DistributionGroup)
+	rpc.Handle(m, "DistributionGroupByMachineId", (*P).DistributionGroupByMachineId)
+	rpc.Handle(m, "EnsureDead", (*P).EnsureDead)
+	rpc.Handle(m, "FindTools", (*P).FindTools)
+	rpc.Handle(m, "GetContainerInterfaceInfo", (*P).GetContainerInterfaceInfo)
+	rpc.Handle(m, "GetContainerProfileInfo", (*P).GetContainerProfileInfo)
+	rpc.Handle(m, "HostChangesForContainers", (*P).HostChangesForContainers)
+	rpc.Handle(m, "InstanceId", (*P).InstanceId)
+	rpc.Handle(m, "InstanceStatus", (*P).InstanceStatus)
+	rpc.Handle(m, "KeepInstance", (*P).KeepInstance)
+	rpc.Handle(m, "Life", (*P).Life)
+	rpc.HandleNoArgs(m, "MachinesWithTransientErrors", (*P).MachinesWithTransientErrors)
+	rpc.Handle(m, "MarkMachinesForRemoval", (*P).MarkMachinesForRemoval)
+	rpc.HandleNoArgs(m, "ModelConfig", (*P).ModelConfig)
+	rpc.HandleNoArgs(m, "ModelUUID", (*P).ModelUUID)
+	rpc.Handle(m, "PrepareContainerInterfaceInfo", (*P).PrepareContainerInterfaceInfo)
+	rpc.Handle(m, "ProvisioningInfo", (*P).ProvisioningInfo)
+	rpc.Handle(m, "ReleaseContainerAddresses", (*P).ReleaseContainerAddresses)
+	rpc.Handle(m, "Remove", (*P).Remove)
+	rpc.Handle(m, "SetCharmProfiles", (*P).SetCharmProfiles)
+	rpc.HandleNoResult(m, "SetHostMachineNetworkConfig", (*P).SetHostMachineNetworkConfig)
+	rpc.Handle(m, "SetInstanceInfo", (*P).SetInstanceInfo)
+	rpc.Handle(m, "SetInstanceStatus", (*P).SetInstanceStatus)
+	rpc.Handle(m, "SetModificationStatus", (*P).SetModificationStatus)
+	rpc.HandleNoResult(m, "SetObservedNetworkConfig", (*P).SetObservedNetworkConfig)
+	rpc.Handle(m, "SetPasswords", (*P).SetPasswords)
+	rpc.Handle(m, "SetStatus", (*P).SetStatus)
+	rpc.Handle(m, "SetSupportedContainers", (*P).SetSupportedContainers)
+	rpc.Handle(m, "Status", (*P).Status)
+	rpc.Handle(m, "SupportedContainers", (*P).SupportedContainers)
+	rpc.Handle(m, "Tools", (*P).Tools)
+	rpc.HandleNoArgs(m, "WatchAPIHostPorts", (*P).WatchAPIHostPorts)
+	rpc.Handle(m, "WatchAllContainers", (*P).WatchAllContainers)
+	rpc.Handle(m, "WatchContainers", (*P).WatchContainers)
+	rpc.HandleNoArgs(m, "WatchForModelConfigChanges", (*P).WatchForModelConfigChanges)
+	rpc.HandleNoArgs(m, "WatchMachineErrorRetry", (*P).WatchMachineErrorRetry)
+	rpc.HandleNoArgs(m, "WatchModelMachineStartTimes", (*P).WatchModelMachineStartTimes)
+	rpc.HandleNoArgs(m, "WatchModelMachines", (*P).WatchModelMachines)
+}
+
+// New builds the version 11 facade for one call.
+func New(c *facade.Context) (*Provisioner, error) { return newProvisioner(c, false) }
+
+// newProvisioner refuses callers that are neither machine agents nor the
+// controller agent, and models that are not IAAS.
+func newProvisioner(c *facade.Context, v1 bool) (*Provisioner, error) {
 	if err := c.RequireMachineAgentOrController(); err != nil {
 		return nil, err
 	}
-	return &Provisioner{ctx: c}, nil
+	if c.Model.Type != state.ModelTypeIAAS {
+		return nil, errors.NewNotSupported(nil, `facade "Provisioner" not supported for a CAAS model API connection`)
+	}
+	env := c.Deps.Environ
+	if env == nil {
+		env = environ.New()
+	}
+	return &Provisioner{ctx: c, st: c.Deps.State, model: c.Model.UUID, env: env, v1: v1}, nil
 }
 
-// ModelUUID returns the UUID of the connection's model.
-func (p *Provisioner) ModelUUID(context.Context) (params.StringResult, error) {
-	return params.StringResult{Result: p.ctx.Model.UUID}, nil
-}
+// isManager reports whether the caller is the controller agent.
+func (p *Provisioner) isManager() bool { return p.ctx.Auth.Controller }
 
-// ModelConfig returns the current configuration of the model.
-func (p *Provisioner) ModelConfig(context.Context) (params.ModelConfigResult, error) {
-	m, err := p.ctx.Deps.State.Model(p.ctx.Model.UUID)
+// machine is the machine accessor of most per-entity methods: the tag must
+// parse as a machine tag and be reachable (else permission denied), and
+// the machine must exist (else "machine N not found").
+func (p *Provisioner) machine(tag string) (state.Machine, error) {
+	t, err := names.ParseMachineTag(tag)
 	if err != nil {
-		return params.ModelConfigResult{}, err
+		return state.Machine{}, facade.ErrPerm
 	}
-	cfg := make(map[string]any, len(m.Config)+3)
-	for k, v := range m.Config {
-		cfg[k] = v
-	}
-	cfg["name"] = m.Name
-	cfg["uuid"] = m.UUID
-	cfg["type"] = string(m.Type)
-	return params.ModelConfigResult{Config: cfg}, nil
+	return p.accessible(t)
 }
 
-// ControllerConfig returns the controller's configuration.
-func (p *Provisioner) ControllerConfig(context.Context) (params.ControllerConfigResult, error) {
-	ctrl, err := p.ctx.Deps.State.Controller()
+// machineParsed is machine, but a tag that does not parse as a machine
+// tag gives its parse error text (code ""): the methods listed in spec
+// §1.3 as exceptions.
+func (p *Provisioner) machineParsed(tag string) (state.Machine, error) {
+	t, err := names.ParseMachineTag(tag)
 	if err != nil {
-		return params.ControllerConfigResult{}, err
+		return state.Machine{}, errors.New(err.Error())
 	}
-	cfg := map[string]any{}
-	for k, v := range ctrl.Config {
-		cfg[k] = v
-	}
-	cfg["controller-uuid"] = ctrl.UUID
-	return params.ControllerConfigResult{Config: cfg}, nil
+	return p.accessible(t)
 }
 
-// WatchForModelConfigChanges returns a notify watcher that fires when the
-// model's configuration changes.
-func (p *Provisioner) WatchForModelConfigChanges(context.Context) (params.NotifyWatchResult, error) {
-	w, err := p.ctx.Deps.State.WatchModelConfig(p.ctx.Model.UUID)
-	if err != nil {
-		return params.NotifyWatchResult{}, err
+func (p *Provisioner) accessible(t names.MachineTag) (state.Machine, error) {
+	if !p.ctx.CanAccessMachine(t) {
+		return state.Machine{}, facade.ErrPerm
 	}
-	return p.ctx.NotifyResult(w)
+	return p.st.Machine(p.model, t.Id())
+}
+
+// entityMachine parses any tag (StatusSetter/StatusGetter): a bad tag gives
+// its parse error text, an application or any other unreachable tag
+// permission denied.
+func (p *Provisioner) entityMachine(tag string) (state.Machine, error) {
+	t, err := names.ParseTag(tag)
+	if err != nil {
+		return state.Machine{}, errors.New(err.Error())
+	}
+	if !p.ctx.CanAccessMachine(t) {
+		return state.Machine{}, facade.ErrPerm
+	}
+	mt, ok := t.(names.MachineTag)
+	if !ok {
+		return state.Machine{}, facade.ErrPerm
+	}
+	return p.st.Machine(p.model, mt.Id())
+}
+
+// notProvisioned is the error for a machine without an instance id; the
+// wording changed between the eras (clients match the code).
+func (p *Provisioner) notProvisioned(id string) error {
+	if p.v1 {
+		return errors.NotProvisionedf("machine %s", id)
+	}
+	return errors.NewNotProvisioned(nil, fmt.Sprintf("machine %s is not provisioned", id))
+}
+
+func lifeString(l state.Life) string { return string(l) }
+
+func statusResult(m state.Machine, s state.Status) params.StatusResult {
+	data := s.Data
+	if data == nil {
+		data = map[string]any{}
+	}
+	r := params.StatusResult{Id: m.ID, Life: lifeString(m.Life), Status: s.Status, Info: s.Message, Data: data}
+	if !s.Since.IsZero() {
+		since := s.Since.UTC()
+		r.Since = &since
+	}
+	return r
+}
+
+func cloneStrings(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return slices.Clone(s)
 }

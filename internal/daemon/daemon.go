@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"provisiond/environ"
 	"provisiond/facades/admin"
 	"provisiond/facades/facade"
 	"provisiond/facades/modeladmin"
@@ -57,6 +58,10 @@ type Config struct {
 	LoginRateMax    int
 	LoginRateRefill time.Duration
 	LoginConcurrent int
+
+	// Clock drives timer watchers; nil is the wall clock (tests inject a
+	// fake one).
+	Clock watcher.Clock
 }
 
 // Defaults.
@@ -117,6 +122,7 @@ type Daemon struct {
 	tls      *pki.Material
 	creds    Credentials
 	metrics  *metrics
+	environ  *environ.Provider
 	done     chan struct{}
 	serveErr error
 }
@@ -134,7 +140,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
-	d = &Daemon{cfg: cfg, log: log, hub: watcher.NewHub(), done: make(chan struct{})}
+	d = &Daemon{cfg: cfg, log: log, hub: watcher.NewHub(), environ: environ.New(), done: make(chan struct{})}
 	d.metrics = newMetrics(func() float64 { return float64(d.hub.Subscriptions()) },
 		func() float64 {
 			if d.state == nil {
@@ -211,6 +217,8 @@ func Start(cfg Config) (d *Daemon, err error) {
 		PingTimeout:   cfg.PingTimeout,
 		LoginTimeout:  cfg.LoginTimeout,
 		MaxWatchers:   cfg.MaxWatchers,
+		Environ:       d.environ,
+		Clock:         cfg.Clock,
 	}
 	d.rpc, err = rpc.NewServer(rpc.Config{
 		NewRoot:      facade.NewRootFunc(deps),
@@ -334,6 +342,9 @@ func (d *Daemon) Credentials() Credentials { return d.creds }
 
 // State is the daemon's state, for in-process tests and tools.
 func (d *Daemon) State() *state.State { return d.state }
+
+// Environ is the daemon's built-in provider.
+func (d *Daemon) Environ() *environ.Provider { return d.environ }
 
 // Hub is the daemon's watcher hub.
 func (d *Daemon) Hub() *watcher.Hub { return d.hub }

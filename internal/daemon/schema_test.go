@@ -33,21 +33,22 @@ var completeFacades = []fv{
 	{Name: "Pinger", Version: 1},
 	{Name: "NotifyWatcher", Version: 1},
 	{Name: "StringsWatcher", Version: 1},
+	{Name: "Provisioner", Version: 11},
 }
 
 // incrementalFacades are being built method by method: missing methods are
 // logged, and fail only with PROVISIOND_SCHEMA_STRICT=1.
 //
-// TODO(issue 4: Provisioner v11, issue 5: CAASUnitProvisioner v2): move
-// them to completeFacades when those issues close.
+// TODO(issue 5: CAASUnitProvisioner v2): move it to completeFacades when
+// that issue closes.
 var incrementalFacades = map[fv]bool{
-	{Name: "Provisioner", Version: 11}:        true,
 	{Name: "CAASUnitProvisioner", Version: 2}: true,
 }
 
 // nonSchemaFacades are served but are not in the Juju 3.3 schema, with why.
 // Any other registered facade version missing from the schema fails.
 var nonSchemaFacades = map[fv]string{
+	{Name: "Provisioner", Version: 0}: "the 2015 seed's method set and shapes (design.md); same as v1",
 	{Name: "Provisioner", Version: 1}: "the 2015 seed's method set and shapes (design.md)",
 	{Name: "ModelAdmin", Version: 1}:  "provisiond's own operator facade (design.md)",
 }
@@ -141,10 +142,53 @@ var wireTypes = []struct {
 	{"Admin", 3, "Login", params.LoginRequest{}, params.LoginResult{}},
 	{"Admin", 3, "RedirectInfo", nil, params.RedirectInfoResult{}},
 	{"StringsWatcher", 1, "Next", nil, params.StringsWatchResult{}},
+	{"Provisioner", 11, "APIAddresses", nil, params.StringsResult{}},
+	{"Provisioner", 11, "APIHostPorts", nil, params.APIHostPortsResult{}},
+	{"Provisioner", 11, "AvailabilityZone", params.Entities{}, params.StringResults{}},
+	{"Provisioner", 11, "CACert", nil, params.BytesResult{}},
+	{"Provisioner", 11, "Constraints", params.Entities{}, params.ConstraintsResults{}},
+	{"Provisioner", 11, "ContainerConfig", nil, params.ContainerConfig{}},
+	{"Provisioner", 11, "ContainerManagerConfig", params.ContainerManagerConfigParams{}, params.ContainerManagerConfig{}},
+	{"Provisioner", 11, "ControllerAPIInfoForModels", params.Entities{}, params.ControllerAPIInfoResults{}},
 	{"Provisioner", 11, "ControllerConfig", nil, params.ControllerConfigResult{}},
+	{"Provisioner", 11, "DistributionGroup", params.Entities{}, params.DistributionGroupResults{}},
+	{"Provisioner", 11, "DistributionGroupByMachineId", params.Entities{}, params.StringsResults{}},
+	{"Provisioner", 11, "EnsureDead", params.Entities{}, params.ErrorResults{}},
+	{"Provisioner", 11, "FindTools", params.FindToolsParams{}, params.FindToolsResult{}},
+	{"Provisioner", 11, "GetContainerInterfaceInfo", params.Entities{}, params.MachineNetworkConfigResults{}},
+	{"Provisioner", 11, "GetContainerProfileInfo", params.Entities{}, params.ContainerProfileResults{}},
+	{"Provisioner", 11, "HostChangesForContainers", params.Entities{}, params.HostNetworkChangeResults{}},
+	{"Provisioner", 11, "InstanceId", params.Entities{}, params.StringResults{}},
+	{"Provisioner", 11, "InstanceStatus", params.Entities{}, params.StatusResults{}},
+	{"Provisioner", 11, "KeepInstance", params.Entities{}, params.BoolResults{}},
+	{"Provisioner", 11, "Life", params.Entities{}, params.LifeResults{}},
+	{"Provisioner", 11, "MachinesWithTransientErrors", nil, params.StatusResults{}},
+	{"Provisioner", 11, "MarkMachinesForRemoval", params.Entities{}, params.ErrorResults{}},
 	{"Provisioner", 11, "ModelConfig", nil, params.ModelConfigResult{}},
 	{"Provisioner", 11, "ModelUUID", nil, params.StringResult{}},
+	{"Provisioner", 11, "PrepareContainerInterfaceInfo", params.Entities{}, params.MachineNetworkConfigResults{}},
+	{"Provisioner", 11, "ProvisioningInfo", params.Entities{}, params.ProvisioningInfoResults{}},
+	{"Provisioner", 11, "ReleaseContainerAddresses", params.Entities{}, params.ErrorResults{}},
+	{"Provisioner", 11, "Remove", params.Entities{}, params.ErrorResults{}},
+	{"Provisioner", 11, "SetCharmProfiles", params.SetProfileArgs{}, params.ErrorResults{}},
+	{"Provisioner", 11, "SetHostMachineNetworkConfig", params.SetMachineNetworkConfig{}, nil},
+	{"Provisioner", 11, "SetInstanceInfo", params.InstancesInfo{}, params.ErrorResults{}},
+	{"Provisioner", 11, "SetInstanceStatus", params.SetStatus{}, params.ErrorResults{}},
+	{"Provisioner", 11, "SetModificationStatus", params.SetStatus{}, params.ErrorResults{}},
+	{"Provisioner", 11, "SetObservedNetworkConfig", params.SetMachineNetworkConfig{}, nil},
+	{"Provisioner", 11, "SetPasswords", params.EntityPasswords{}, params.ErrorResults{}},
+	{"Provisioner", 11, "SetStatus", params.SetStatus{}, params.ErrorResults{}},
+	{"Provisioner", 11, "SetSupportedContainers", params.MachineContainersParams{}, params.ErrorResults{}},
+	{"Provisioner", 11, "Status", params.Entities{}, params.StatusResults{}},
+	{"Provisioner", 11, "SupportedContainers", params.Entities{}, params.MachineContainerResults{}},
+	{"Provisioner", 11, "Tools", params.Entities{}, params.ToolsResults{}},
+	{"Provisioner", 11, "WatchAPIHostPorts", nil, params.NotifyWatchResult{}},
+	{"Provisioner", 11, "WatchAllContainers", params.WatchContainers{}, params.StringsWatchResults{}},
+	{"Provisioner", 11, "WatchContainers", params.WatchContainers{}, params.StringsWatchResults{}},
 	{"Provisioner", 11, "WatchForModelConfigChanges", nil, params.NotifyWatchResult{}},
+	{"Provisioner", 11, "WatchMachineErrorRetry", nil, params.NotifyWatchResult{}},
+	{"Provisioner", 11, "WatchModelMachineStartTimes", nil, params.StringsWatchResult{}},
+	{"Provisioner", 11, "WatchModelMachines", nil, params.StringsWatchResult{}},
 }
 
 type defKey struct{ def, key string }
@@ -156,12 +200,18 @@ var schemaOnlyKeys = map[defKey]string{
 	{"LoginResult", "discharge-required"}: "Macaroon-typed: the macaroon login challenge, " +
 		"which a password-only server never sends (specs/rpc.md §3.2, §3.6)",
 	{"LoginResult", "bakery-discharge-required"}: "Macaroon-typed: as discharge-required",
+	{"ProvisioningInfo", "ProvisioningNetworkTopology"}: "Juju embeds ProvisioningNetworkTopology and " +
+		"encoding/json flattens it: space-subnets and subnet-zones sit at top level (specs/provisioner.md §0.1)",
 	{"LoginResult", "discharge-required-error"}: "the reason string of the Macaroon-typed discharge " +
 		"challenge above, never sent without it (specs/rpc.md §3.6)",
 }
 
 // opaqueKeys are keys present in both whose values are not checked.
 var opaqueKeys = map[defKey]string{
+	{"BytesResult", "result"}: "[]byte: the schema says an array of integers, encoding/json sends base64 " +
+		"(specs/provisioner.md §0.1)",
+	{"FindToolsParams", "number"}: "version.Number encodes as a string such as \"3.3.0\" (specs/provisioner.md §0.1)",
+	{"Tools", "version"}:          "version.Binary encodes as a string such as \"3.3.0-ubuntu-amd64\" (specs/provisioner.md §0.1)",
 	{"LoginRequest", "macaroons"}: "Macaroon-typed: Go holds them as opaque JSON ([]any); " +
 		"provisiond accepts and ignores them",
 }

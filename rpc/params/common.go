@@ -1,5 +1,7 @@
 package params
 
+import "time"
+
 // Entity names one entity by tag.
 type Entity struct {
 	Tag string `json:"tag"`
@@ -92,4 +94,59 @@ type ModelConfigResult struct {
 // ControllerConfigResult carries the controller's configuration.
 type ControllerConfigResult struct {
 	Config map[string]any `json:"config"`
+}
+
+// StringsResults is a bulk of StringsResult.
+type StringsResults struct {
+	Results []StringsResult `json:"results"`
+}
+
+// EntityPassword is one password change.
+type EntityPassword struct {
+	Tag      string `json:"tag"`
+	Password string `json:"password"`
+}
+
+// EntityPasswords is the argument of SetPasswords.
+type EntityPasswords struct {
+	Changes []EntityPassword `json:"changes"`
+}
+
+// EntityStatusArgs sets the status of one entity.
+type EntityStatusArgs struct {
+	Tag    string         `json:"tag"`
+	Status string         `json:"status"`
+	Info   string         `json:"info"`
+	Data   map[string]any `json:"data"`
+}
+
+// SetStatus is the argument of SetStatus and friends.
+type SetStatus struct {
+	Entities []EntityStatusArgs `json:"entities"`
+}
+
+// StatusResult is the status of one entity.
+type StatusResult struct {
+	Error  *Error         `json:"error,omitempty"`
+	Id     string         `json:"id"`
+	Life   string         `json:"life"`
+	Status string         `json:"status"`
+	Info   string         `json:"info"`
+	Data   map[string]any `json:"data"`
+	Since  *time.Time     `json:"since"`
+}
+
+// StatusResults is a bulk of StatusResult.
+type StatusResults struct {
+	Results []StatusResult `json:"results"`
+}
+
+// BytesResult carries bytes; encoding/json sends them as base64.
+type BytesResult struct {
+	Result []byte `json:"result"`
+}
+
+// APIHostPortsResult lists the API servers' addresses.
+type APIHostPortsResult struct {
+	Servers [][]HostPort `json:"servers"`
 }

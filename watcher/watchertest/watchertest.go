@@ -27,6 +27,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -137,5 +138,101 @@ func AssertStopped(t testing.TB, err error) {
 	t.Helper()
 	if !errors.Is(err, watcher.ErrStopped) {
 		t.Fatalf("got error %v, want %v", err, watcher.ErrStopped)
+	}
+}
+
+// FakeClock is a watcher.Clock that only moves when Advance is called.
+// It is safe for concurrent use.
+type FakeClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers []*fakeTimer
+	added  chan struct{} // signalled on every AfterFunc
+}
+
+type fakeTimer struct {
+	c    *FakeClock
+	at   time.Time
+	f    func()
+	done bool
+}
+
+// NewFakeClock returns a fake clock at now.
+func NewFakeClock(now time.Time) *FakeClock {
+	return &FakeClock{now: now, added: make(chan struct{}, 1)}
+}
+
+// Now implements watcher.Clock.
+func (c *FakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// AfterFunc implements watcher.Clock.
+func (c *FakeClock) AfterFunc(d time.Duration, f func()) watcher.Timer {
+	c.mu.Lock()
+	t := &fakeTimer{c: c, at: c.now.Add(d), f: f}
+	c.timers = append(c.timers, t)
+	c.mu.Unlock()
+	select {
+	case c.added <- struct{}{}:
+	default:
+	}
+	return t
+}
+
+func (t *fakeTimer) Stop() bool {
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
+	if t.done {
+		return false
+	}
+	t.done = true
+	t.c.timers = slices.DeleteFunc(t.c.timers, func(x *fakeTimer) bool { return x == t })
+	return true
+}
+
+// Pending returns the number of timers not yet fired or stopped.
+func (c *FakeClock) Pending() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.timers)
+}
+
+// WaitTimers waits up to ChangeTimeout until at least n timers are pending.
+func (c *FakeClock) WaitTimers(t testing.TB, n int) {
+	t.Helper()
+	deadline := time.NewTimer(ChangeTimeout)
+	defer deadline.Stop()
+	for c.Pending() < n {
+		select {
+		case <-c.added:
+		case <-deadline.C:
+			t.Fatalf("fake clock: %d timers pending after %v; want %d", c.Pending(), ChangeTimeout, n)
+		}
+	}
+}
+
+// Advance moves the clock by d and runs (synchronously, in order) the
+// timers that are then due.
+func (c *FakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	var due []*fakeTimer
+	keep := c.timers[:0]
+	for _, t := range c.timers {
+		if !t.at.After(c.now) {
+			t.done = true
+			due = append(due, t)
+		} else {
+			keep = append(keep, t)
+		}
+	}
+	c.timers = keep
+	c.mu.Unlock()
+	slices.SortFunc(due, func(a, b *fakeTimer) int { return a.at.Compare(b.at) })
+	for _, t := range due {
+		t.f()
 	}
 }

@@ -1,0 +1,96 @@
+package environ
+
+import (
+	"fmt"
+	"math/big"
+	"net/netip"
+)
+
+// AddressRange is the allocatable range of a subnet: Low to High
+// inclusive, both inside the subnet's CIDR.
+type AddressRange struct {
+	Low, High netip.Addr
+}
+
+// ParseRange checks a subnet's CIDR and allocatable range. Empty low and
+// high give the zero range (no allocation).
+func ParseRange(cidr, low, high string) (netip.Prefix, AddressRange, error) {
+	p, err := netip.ParsePrefix(cidr)
+	if err != nil || p.Masked() != p {
+		return netip.Prefix{}, AddressRange{}, fmt.Errorf("invalid CIDR %q", cidr)
+	}
+	if low == "" && high == "" {
+		return p, AddressRange{}, nil
+	}
+	l, errL := netip.ParseAddr(low)
+	h, errH := netip.ParseAddr(high)
+	if errL != nil || errH != nil {
+		return p, AddressRange{}, fmt.Errorf("invalid allocatable range %q-%q", low, high)
+	}
+	if !p.Contains(l) || !p.Contains(h) || h.Less(l) {
+		return p, AddressRange{}, fmt.Errorf("allocatable range %s-%s is not inside %s", l, h, p)
+	}
+	return p, AddressRange{Low: l, High: h}, nil
+}
+
+// Valid reports whether r has addresses.
+func (r AddressRange) Valid() bool { return r.Low.IsValid() && r.High.IsValid() }
+
+// Size returns the number of addresses in r (0 for an invalid range).
+func (r AddressRange) Size() *big.Int {
+	if !r.Valid() {
+		return new(big.Int)
+	}
+	n := new(big.Int).Sub(addrInt(r.High), addrInt(r.Low))
+	return n.Add(n, big.NewInt(1))
+}
+
+// Nth returns the address offset n (modulo the size) from Low.
+func (r AddressRange) Nth(n uint64) netip.Addr {
+	size := r.Size()
+	off := new(big.Int).Mod(new(big.Int).SetUint64(n), size)
+	return intAddr(new(big.Int).Add(addrInt(r.Low), off), r.Low.Is4())
+}
+
+// Each calls fn with the addresses of r starting at offset start and
+// wrapping around, until fn returns false or every address was visited.
+func (r AddressRange) Each(start uint64, fn func(netip.Addr) bool) {
+	if !r.Valid() {
+		return
+	}
+	size := r.Size()
+	if !size.IsUint64() || size.Uint64() > 1<<24 {
+		size = big.NewInt(1 << 24) // bound the scan of huge IPv6 ranges
+	}
+	n := size.Uint64()
+	a := r.Nth(start)
+	for i := uint64(0); i < n; i++ {
+		if !fn(a) {
+			return
+		}
+		if a == r.High {
+			a = r.Low
+		} else {
+			a = a.Next()
+		}
+	}
+}
+
+func addrInt(a netip.Addr) *big.Int {
+	b := a.AsSlice()
+	return new(big.Int).SetBytes(b)
+}
+
+func intAddr(n *big.Int, v4 bool) netip.Addr {
+	size := 16
+	if v4 {
+		size = 4
+	}
+	b := n.FillBytes(make([]byte, size))
+	a, _ := netip.AddrFromSlice(b)
+	return a
+}
+
+// DefaultGateway is the gateway of a subnet whose operator named none:
+// the first address after the network address.
+func DefaultGateway(p netip.Prefix) netip.Addr { return p.Addr().Next() }

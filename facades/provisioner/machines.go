@@ -1,0 +1,488 @@
+package provisioner
+
+import (
+	"context"
+	"slices"
+
+	"github.com/juju/errors"
+	"github.com/juju/names/v5"
+
+	"provisiond/facades/facade"
+	"provisiond/rpc/params"
+	"provisiond/state"
+)
+
+// Life returns the life of each machine.
+func (p *Provisioner) Life(_ context.Context, args params.Entities) (params.LifeResults, error) {
+	return params.LifeResults{Results: facade.Bulk(args.Entities, func(e params.Entity) (params.LifeResult, error) {
+		m, err := p.machine(e.Tag)
+		if err != nil {
+			return params.LifeResult{}, err
+		}
+		return params.LifeResult{Life: lifeString(m.Life)}, nil
+	})}, nil
+}
+
+// Remove removes each dead machine.
+func (p *Provisioner) Remove(_ context.Context, args params.Entities) (params.ErrorResults, error) {
+	return p.bulkErrors(args.Entities, func(e params.Entity) error {
+		m, err := p.machine(e.Tag)
+		if err != nil {
+			return err
+		}
+		if m.Life == state.Alive {
+			return errors.Errorf("cannot remove entity %q: still alive", e.Tag)
+		}
+		released, err := p.st.RemoveMachine(p.model, m.ID)
+		if err != nil {
+			return err
+		}
+		p.releaseAtProvider(m, released)
+		return nil
+	}), nil
+}
+
+// EnsureDead makes each machine dead.
+func (p *Provisioner) EnsureDead(_ context.Context, args params.Entities) (params.ErrorResults, error) {
+	return p.bulkErrors(args.Entities, func(e params.Entity) error {
+		m, err := p.machine(e.Tag)
+		if err != nil {
+			return err
+		}
+		return p.st.EnsureMachineDead(p.model, m.ID)
+	}), nil
+}
+
+// SetPasswords sets each machine's agent password.
+func (p *Provisioner) SetPasswords(_ context.Context, args params.EntityPasswords) (params.ErrorResults, error) {
+	return params.ErrorResults{Results: facade.Bulk(args.Changes, func(c params.EntityPassword) (params.ErrorResult, error) {
+		m, err := p.machine(c.Tag)
+		if err != nil {
+			return params.ErrorResult{}, err
+		}
+		return params.ErrorResult{}, p.st.SetMachinePassword(p.model, m.ID, c.Password)
+	})}, nil
+}
+
+// InstanceId returns each machine's instance id.
+func (p *Provisioner) InstanceId(_ context.Context, args params.Entities) (params.StringResults, error) {
+	return params.StringResults{Results: facade.Bulk(args.Entities, func(e params.Entity) (params.StringResult, error) {
+		m, err := p.machine(e.Tag)
+		if err != nil {
+			return params.StringResult{}, err
+		}
+		if !m.Provisioned() {
+			return params.StringResult{}, p.notProvisioned(m.ID)
+		}
+		return params.StringResult{Result: m.InstanceID}, nil
+	})}, nil
+}
+
+// AvailabilityZone returns each machine's availability zone ("" when its
+// hardware names none).
+func (p *Provisioner) AvailabilityZone(_ context.Context, args params.Entities) (params.StringResults, error) {
+	return params.StringResults{Results: facade.Bulk(args.Entities, func(e params.Entity) (params.StringResult, error) {
+		m, err := p.machine(e.Tag)
+		if err != nil {
+			return params.StringResult{}, err
+		}
+		if m.Hardware != nil && m.Hardware.AvailabilityZone != nil {
+			return params.StringResult{Result: *m.Hardware.AvailabilityZone}, nil
+		}
+		return params.StringResult{}, nil
+	})}, nil
+}
+
+// KeepInstance returns each machine's keep-instance flag.
+func (p *Provisioner) KeepInstance(_ context.Context, args params.Entities) (params.BoolResults, error) {
+	return params.BoolResults{Results: facade.Bulk(args.Entities, func(e params.Entity) (params.BoolResult, error) {
+		m, err := p.machine(e.Tag)
+		if err != nil {
+			return params.BoolResult{}, err
+		}
+		return params.BoolResult{Result: m.KeepInstance}, nil
+	})}, nil
+}
+
+// Constraints returns each machine's constraints.
+func (p *Provisioner) Constraints(_ context.Context, args params.Entities) (params.ConstraintsResults, error) {
+	return params.ConstraintsResults{Results: facade.Bulk(args.Entities, func(e params.Entity) (params.ConstraintsResult, error) {
+		m, err := p.machine(e.Tag)
+		if err != nil {
+			return params.ConstraintsResult{}, err
+		}
+		return params.ConstraintsResult{Constraints: toValue(m.Constraints)}, nil
+	})}, nil
+}
+
+func toValue(c state.Constraints) params.Value {
+	return params.Value{
+		Arch: c.Arch, Container: c.Container, CpuCores: c.Cores, CpuPower: c.CpuPower, Mem: c.Mem,
+		RootDisk: c.RootDisk, RootDiskSource: c.RootDiskSource, Tags: c.Tags, InstanceRole: c.InstanceRole,
+		InstanceType: c.InstanceType, Spaces: c.Spaces, VirtType: c.VirtType, Zones: c.Zones,
+		AllocatePublicIP: c.AllocatePublicIP, ImageID: c.ImageID,
+	}
+}
+
+// Status returns each machine's agent status.
+func (p *Provisioner) Status(_ context.Context, args params.Entities) (params.StatusResults, error) {
+	return params.StatusResults{Results: facade.Bulk(args.Entities, func(e params.Entity) (params.StatusResult, error) {
+		m, err := p.entityMachine(e.Tag)
+		if err != nil {
+			return params.StatusResult{}, err
+		}
+		r := statusResult(m, m.Status)
+		r.Id, r.Life = "", ""
+		return r, nil
+	})}, nil
+}
+
+// InstanceStatus returns each machine's instance status.
+func (p *Provisioner) InstanceStatus(_ context.Context, args params.Entities) (params.StatusResults, error) {
+	return params.StatusResults{Results: facade.Bulk(args.Entities, func(e params.Entity) (params.StatusResult, error) {
+		m, err := p.machine(e.Tag)
+		if err != nil {
+			return params.StatusResult{}, err
+		}
+		r := statusResult(m, m.InstanceStatus)
+		r.Id, r.Life = "", ""
+		return r, nil
+	})}, nil
+}
+
+// SetStatus sets each machine's agent status.
+func (p *Provisioner) SetStatus(_ context.Context, args params.SetStatus) (params.ErrorResults, error) {
+	return params.ErrorResults{Results: facade.Bulk(args.Entities, func(a params.EntityStatusArgs) (params.ErrorResult, error) {
+		m, err := p.entityMachine(a.Tag)
+		if err != nil {
+			return params.ErrorResult{}, err
+		}
+		return params.ErrorResult{}, p.st.SetMachineStatus(p.model, m.ID, state.AgentStatus,
+			state.Status{Status: a.Status, Message: a.Info, Data: a.Data})
+	})}, nil
+}
+
+// SetInstanceStatus sets each machine's instance status; "error" and
+// "provisioning error" set the agent status to error as well.
+func (p *Provisioner) SetInstanceStatus(_ context.Context, args params.SetStatus) (params.ErrorResults, error) {
+	return params.ErrorResults{Results: facade.Bulk(args.Entities, func(a params.EntityStatusArgs) (params.ErrorResult, error) {
+		m, err := p.machine(a.Tag)
+		if err != nil {
+			return params.ErrorResult{}, err
+		}
+		s := state.Status{Status: a.Status, Message: a.Info, Data: a.Data}
+		if err := p.st.SetMachineStatus(p.model, m.ID, state.InstanceStatus, s); err != nil {
+			return params.ErrorResult{}, err
+		}
+		if a.Status == "error" || a.Status == "provisioning error" {
+			s.Status = "error"
+			if s.Message == "" {
+				s.Message = a.Status
+			}
+			return params.ErrorResult{}, p.st.SetMachineStatus(p.model, m.ID, state.AgentStatus, s)
+		}
+		return params.ErrorResult{}, nil
+	})}, nil
+}
+
+// SetModificationStatus sets each machine's modification status.
+func (p *Provisioner) SetModificationStatus(_ context.Context, args params.SetStatus) (params.ErrorResults, error) {
+	return params.ErrorResults{Results: facade.Bulk(args.Entities, func(a params.EntityStatusArgs) (params.ErrorResult, error) {
+		m, err := p.machine(a.Tag)
+		if err != nil {
+			return params.ErrorResult{}, err
+		}
+		return params.ErrorResult{}, p.st.SetMachineStatus(p.model, m.ID, state.ModificationStatus,
+			state.Status{Status: a.Status, Message: a.Info, Data: a.Data})
+	})}, nil
+}
+
+// MachinesWithTransientErrors lists the reachable, unprovisioned machines
+// whose status (v11: instance status "error" or "provisioning error";
+// 2015: agent status "error") has data transient=true, sorted by id.
+func (p *Provisioner) MachinesWithTransientErrors(context.Context) (params.StatusResults, error) {
+	ms, err := p.st.Machines(p.model)
+	if err != nil {
+		return params.StatusResults{}, err
+	}
+	res := params.StatusResults{Results: []params.StatusResult{}}
+	for _, m := range ms {
+		if !p.ctx.CanAccessMachine(m.Tag()) || m.Provisioned() {
+			continue
+		}
+		s := m.InstanceStatus
+		ok := s.Status == "error" || s.Status == "provisioning error"
+		if p.v1 {
+			s = m.Status
+			ok = s.Status == "error"
+		}
+		if transient, _ := s.Data["transient"].(bool); !ok || !transient {
+			continue
+		}
+		r := statusResult(m, s)
+		r.Since = nil
+		res.Results = append(res.Results, r)
+	}
+	return res, nil
+}
+
+// SetSupportedContainers records the container types each machine
+// supports.
+func (p *Provisioner) SetSupportedContainers(_ context.Context, args params.MachineContainersParams) (params.ErrorResults, error) {
+	return params.ErrorResults{Results: facade.Bulk(args.Params, func(a params.MachineContainers) (params.ErrorResult, error) {
+		m, err := p.machine(a.MachineTag)
+		if err != nil {
+			return params.ErrorResult{}, err
+		}
+		return params.ErrorResult{}, p.st.SetSupportedContainers(p.model, m.ID, a.ContainerTypes)
+	})}, nil
+}
+
+// SupportedContainers returns the container types each machine supports.
+func (p *Provisioner) SupportedContainers(_ context.Context, args params.Entities) (params.MachineContainerResults, error) {
+	return params.MachineContainerResults{Results: facade.Bulk(args.Entities, func(e params.Entity) (params.MachineContainerResult, error) {
+		m, err := p.machine(e.Tag)
+		if err != nil {
+			return params.MachineContainerResult{ContainerTypes: []string{}}, err
+		}
+		return params.MachineContainerResult{ContainerTypes: cloneStrings(m.SupportedContainers),
+			Determined: m.SupportedContainersKnown}, nil
+	})}, nil
+}
+
+// MarkMachinesForRemoval marks each dead machine for removal.
+func (p *Provisioner) MarkMachinesForRemoval(_ context.Context, args params.Entities) (params.ErrorResults, error) {
+	return p.bulkErrors(args.Entities, func(e params.Entity) error {
+		m, err := p.machineParsed(e.Tag)
+		if err != nil {
+			return err
+		}
+		return p.st.MarkMachineForRemoval(p.model, m.ID)
+	}), nil
+}
+
+// SetCharmProfiles records the LXD profiles applied to each machine.
+func (p *Provisioner) SetCharmProfiles(_ context.Context, args params.SetProfileArgs) (params.ErrorResults, error) {
+	return params.ErrorResults{Results: facade.Bulk(args.Args, func(a params.SetProfileArg) (params.ErrorResult, error) {
+		m, err := p.machineParsed(a.Entity.Tag)
+		if err != nil {
+			return params.ErrorResult{}, err
+		}
+		return params.ErrorResult{}, p.st.SetCharmProfiles(p.model, m.ID, a.Profiles)
+	})}, nil
+}
+
+// SetInstanceInfo records each machine's provisioning: instance id and
+// nonce (once), hardware, volumes, network config and profiles.
+func (p *Provisioner) SetInstanceInfo(_ context.Context, args params.InstancesInfo) (params.ErrorResults, error) {
+	return params.ErrorResults{Results: facade.Bulk(args.Machines, func(a params.InstanceInfo) (params.ErrorResult, error) {
+		return params.ErrorResult{}, p.setInstanceInfo(a)
+	})}, nil
+}
+
+func (p *Provisioner) setInstanceInfo(a params.InstanceInfo) error {
+	m, err := p.machine(a.Tag)
+	if err != nil {
+		return err
+	}
+	info := state.InstanceInfo{
+		InstanceID:    a.InstanceId,
+		Nonce:         a.Nonce,
+		Hardware:      fromHardware(a.Characteristics),
+		DisplayName:   a.DisplayName,
+		CharmProfiles: a.CharmProfiles,
+	}
+	if len(a.Volumes) > 0 {
+		info.Volumes = map[string]state.VolumeInfo{}
+		for _, v := range a.Volumes {
+			vt, err := names.ParseVolumeTag(v.VolumeTag)
+			if err != nil {
+				return errors.New(err.Error())
+			}
+			info.Volumes[vt.Id()] = state.VolumeInfo{VolumeID: v.Info.VolumeId, HardwareID: v.Info.HardwareId,
+				WWN: v.Info.WWN, Size: v.Info.Size, Persistent: v.Info.Persistent, Pool: v.Info.Pool}
+		}
+	}
+	if len(a.VolumeAttachments) > 0 {
+		info.VolumeAttachments = map[string]state.VolumeAttachmentInfo{}
+		for tag, ai := range a.VolumeAttachments {
+			vt, err := names.ParseVolumeTag(tag)
+			if err != nil {
+				return errors.New(err.Error())
+			}
+			info.VolumeAttachments[vt.Id()] = state.VolumeAttachmentInfo{DeviceName: ai.DeviceName,
+				DeviceLink: ai.DeviceLink, BusAddress: ai.BusAddress, ReadOnly: ai.ReadOnly}
+		}
+	}
+	if len(a.NetworkConfig) > 0 {
+		info.LinkLayerDevices = linkLayerDevices(a.NetworkConfig)
+	}
+	if err := p.st.SetInstanceInfo(p.model, m.ID, info); err != nil {
+		return errors.Annotatef(err, "cannot record provisioning info for %q", a.InstanceId)
+	}
+	return nil
+}
+
+func fromHardware(h *params.HardwareCharacteristics) *state.HardwareCharacteristics {
+	if h == nil {
+		return nil
+	}
+	return &state.HardwareCharacteristics{Arch: h.Arch, Mem: h.Mem, RootDisk: h.RootDisk,
+		RootDiskSource: h.RootDiskSource, CpuCores: h.CpuCores, CpuPower: h.CpuPower, Tags: h.Tags,
+		AvailabilityZone: h.AvailabilityZone, VirtType: h.VirtType}
+}
+
+func linkLayerDevices(cfg []params.NetworkConfig) []state.LinkLayerDevice {
+	var devs []state.LinkLayerDevice
+	for _, c := range cfg {
+		i := slices.IndexFunc(devs, func(d state.LinkLayerDevice) bool { return d.Name == c.InterfaceName })
+		if i < 0 {
+			devs = append(devs, state.LinkLayerDevice{Name: c.InterfaceName, MACAddress: c.MACAddress,
+				Type: c.InterfaceType, ParentName: c.ParentInterfaceName})
+			i = len(devs) - 1
+		}
+		if c.Address != "" {
+			devs[i].Addresses = append(devs[i].Addresses, c.Address)
+		}
+		for _, a := range c.Addresses {
+			devs[i].Addresses = append(devs[i].Addresses, a.Value)
+		}
+	}
+	// Parents before children.
+	slices.SortStableFunc(devs, func(a, b state.LinkLayerDevice) int {
+		switch {
+		case a.ParentName == "" && b.ParentName != "":
+			return -1
+		case a.ParentName != "" && b.ParentName == "":
+			return 1
+		}
+		return 0
+	})
+	return devs
+}
+
+// SetObservedNetworkConfig replaces the network devices the caller's own
+// machine reported (containers and empty config: nothing to do).
+func (p *Provisioner) SetObservedNetworkConfig(_ context.Context, args params.SetMachineNetworkConfig) error {
+	return p.setNetworkConfig(args)
+}
+
+// SetHostMachineNetworkConfig is SetObservedNetworkConfig under its older
+// name.
+func (p *Provisioner) SetHostMachineNetworkConfig(_ context.Context, args params.SetMachineNetworkConfig) error {
+	return p.setNetworkConfig(args)
+}
+
+func (p *Provisioner) setNetworkConfig(args params.SetMachineNetworkConfig) error {
+	t, err := names.ParseMachineTag(args.Tag)
+	if err != nil {
+		return errors.New(err.Error())
+	}
+	if !p.ctx.IsOwner(t) {
+		return facade.ErrPerm
+	}
+	m, err := p.st.Machine(p.model, t.Id())
+	if errors.Is(err, errors.NotFound) {
+		return facade.ErrPerm
+	} else if err != nil {
+		return err
+	}
+	if m.IsContainer() || len(args.Config) == 0 {
+		return nil
+	}
+	return p.st.SetLinkLayerDevices(p.model, m.ID, linkLayerDevices(args.Config))
+}
+
+// DistributionGroup returns, for each machine, the instance ids of the
+// machines in its distribution group (sorted).
+func (p *Provisioner) DistributionGroup(_ context.Context, args params.Entities) (params.DistributionGroupResults, error) {
+	return params.DistributionGroupResults{Results: facade.Bulk(args.Entities, func(e params.Entity) (params.DistributionGroupResult, error) {
+		m, err := p.machine(e.Tag)
+		if err != nil {
+			return params.DistributionGroupResult{}, err
+		}
+		group, err := p.distributionGroup(m)
+		if err != nil {
+			return params.DistributionGroupResult{}, err
+		}
+		ids := []string{}
+		for _, g := range group {
+			if g.Provisioned() && !slices.Contains(ids, g.InstanceID) {
+				ids = append(ids, g.InstanceID)
+			}
+		}
+		slices.Sort(ids)
+		return params.DistributionGroupResult{Result: ids}, nil
+	})}, nil
+}
+
+// DistributionGroupByMachineId returns, for each machine, the ids of the
+// other machines in its distribution group (sorted).
+func (p *Provisioner) DistributionGroupByMachineId(_ context.Context, args params.Entities) (params.StringsResults, error) {
+	return params.StringsResults{Results: facade.Bulk(args.Entities, func(e params.Entity) (params.StringsResult, error) {
+		m, err := p.machine(e.Tag)
+		if err != nil {
+			return params.StringsResult{}, err
+		}
+		group, err := p.distributionGroup(m)
+		if err != nil {
+			return params.StringsResult{}, err
+		}
+		ids := []string{}
+		for _, g := range group {
+			if g.ID != m.ID && !slices.Contains(ids, g.ID) {
+				ids = append(ids, g.ID)
+			}
+		}
+		state.SortMachineIDs(ids)
+		return params.StringsResult{Result: ids}, nil
+	})}, nil
+}
+
+// distributionGroup returns m's group, m included: the controller machines
+// for a controller, else every machine hosting a unit of an application
+// with a principal unit on m.
+func (p *Provisioner) distributionGroup(m state.Machine) ([]state.Machine, error) {
+	all, err := p.st.Machines(p.model)
+	if err != nil {
+		return nil, err
+	}
+	var out []state.Machine
+	if state.IsController(m) {
+		for _, x := range all {
+			if state.IsController(x) {
+				out = append(out, x)
+			}
+		}
+		return out, nil
+	}
+	units, err := p.st.Units(p.model)
+	if err != nil {
+		return nil, err
+	}
+	apps := map[string]bool{}
+	for _, u := range units {
+		if u.MachineID == m.ID && u.IsPrincipal() {
+			apps[u.Application] = true
+		}
+	}
+	hosts := map[string]bool{}
+	for _, u := range units {
+		if apps[u.Application] && u.IsPrincipal() && u.MachineID != "" {
+			hosts[u.MachineID] = true
+		}
+	}
+	for _, x := range all {
+		if hosts[x.ID] {
+			out = append(out, x)
+		}
+	}
+	return out, nil
+}
+
+// bulkErrors is facade.Bulk for methods that only report errors.
+func (p *Provisioner) bulkErrors(es []params.Entity, fn func(params.Entity) error) params.ErrorResults {
+	return params.ErrorResults{Results: facade.Bulk(es, func(e params.Entity) (params.ErrorResult, error) {
+		return params.ErrorResult{}, fn(e)
+	})}
+}

@@ -1,0 +1,423 @@
+package provisioner
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+
+	"github.com/juju/errors"
+	"github.com/juju/names/v5"
+
+	"provisiond/environ"
+	"provisiond/facades/facade"
+	"provisiond/rpc/params"
+	"provisiond/state"
+)
+
+// ModelUUID returns the UUID of the connection's model.
+func (p *Provisioner) ModelUUID(context.Context) (params.StringResult, error) {
+	return params.StringResult{Result: p.model}, nil
+}
+
+// modelConfig returns the model's config with name, uuid and type.
+func (p *Provisioner) modelConfig() (state.Model, map[string]any, error) {
+	m, err := p.st.Model(p.model)
+	if err != nil {
+		return state.Model{}, nil, err
+	}
+	cfg := make(map[string]any, len(m.Config)+3)
+	for k, v := range m.Config {
+		cfg[k] = v
+	}
+	cfg["name"] = m.Name
+	cfg["uuid"] = m.UUID
+	if _, ok := cfg["type"]; !ok {
+		cfg["type"] = environ.Type
+	}
+	return m, cfg, nil
+}
+
+// ModelConfig returns the current configuration of the model.
+func (p *Provisioner) ModelConfig(context.Context) (params.ModelConfigResult, error) {
+	_, cfg, err := p.modelConfig()
+	if err != nil {
+		return params.ModelConfigResult{}, err
+	}
+	return params.ModelConfigResult{Config: cfg}, nil
+}
+
+// ControllerConfig returns the controller's configuration.
+func (p *Provisioner) ControllerConfig(context.Context) (params.ControllerConfigResult, error) {
+	ctrl, err := p.st.Controller()
+	if err != nil {
+		return params.ControllerConfigResult{}, err
+	}
+	cfg := map[string]any{}
+	for k, v := range ctrl.Config {
+		cfg[k] = v
+	}
+	cfg["controller-uuid"] = ctrl.UUID
+	return params.ControllerConfigResult{Config: cfg}, nil
+}
+
+// APIHostPorts returns every API server's addresses.
+func (p *Provisioner) APIHostPorts(context.Context) (params.APIHostPortsResult, error) {
+	servers, err := p.st.APIHostPorts()
+	if err != nil {
+		return params.APIHostPortsResult{}, err
+	}
+	out := make([][]params.HostPort, len(servers))
+	for i, hps := range servers {
+		out[i] = make([]params.HostPort, len(hps))
+		for j, hp := range hps {
+			out[i][j] = params.HostPort{Value: hp.Value, Type: hp.Type, Scope: hp.Scope, Port: hp.Port}
+		}
+	}
+	return params.APIHostPortsResult{Servers: out}, nil
+}
+
+// scopeRank orders address scopes internal-first.
+func scopeRank(scope string) int {
+	switch scope {
+	case "local-cloud":
+		return 0
+	case "public":
+		return 1
+	case "":
+		return 2
+	case "local-machine":
+		return 3
+	}
+	return 4
+}
+
+// apiAddresses lists "host:port": v11 every address of every server,
+// internal first; 2015 the most internal one of each server.
+func (p *Provisioner) apiAddresses() ([]string, error) {
+	servers, err := p.st.APIHostPorts()
+	if err != nil {
+		return nil, err
+	}
+	out := []string{}
+	for _, hps := range servers {
+		hps = slices.Clone(hps)
+		slices.SortStableFunc(hps, func(a, b state.HostPort) int { return scopeRank(a.Scope) - scopeRank(b.Scope) })
+		for i, hp := range hps {
+			if p.v1 && i > 0 {
+				break
+			}
+			out = append(out, net.JoinHostPort(hp.Value, strconv.Itoa(hp.Port)))
+		}
+	}
+	return out, nil
+}
+
+// APIAddresses returns the API addresses as host:port strings.
+func (p *Provisioner) APIAddresses(context.Context) (params.StringsResult, error) {
+	addrs, err := p.apiAddresses()
+	if err != nil {
+		return params.StringsResult{}, err
+	}
+	return params.StringsResult{Result: addrs}, nil
+}
+
+func (p *Provisioner) caCert() (string, error) {
+	ctrl, err := p.st.Controller()
+	if err != nil {
+		return "", err
+	}
+	s, _ := ctrl.Config["ca-cert"].(string)
+	return s, nil
+}
+
+// CACert returns the controller's CA certificate.
+func (p *Provisioner) CACert(context.Context) (params.BytesResult, error) {
+	s, err := p.caCert()
+	if err != nil {
+		return params.BytesResult{}, err
+	}
+	return params.BytesResult{Result: []byte(s)}, nil
+}
+
+// ControllerAPIInfoForModels returns, for each model tag, this
+// controller's API addresses and CA certificate.
+func (p *Provisioner) ControllerAPIInfoForModels(_ context.Context, args params.Entities) (params.ControllerAPIInfoResults, error) {
+	return params.ControllerAPIInfoResults{Results: facade.Bulk(args.Entities, func(e params.Entity) (params.ControllerAPIInfoResult, error) {
+		t, err := names.ParseModelTag(e.Tag)
+		if err != nil {
+			return params.ControllerAPIInfoResult{}, errors.New(err.Error())
+		}
+		if _, err := p.st.Model(t.Id()); err != nil {
+			return params.ControllerAPIInfoResult{}, err
+		}
+		addrs, err := p.apiAddresses()
+		if err != nil {
+			return params.ControllerAPIInfoResult{}, err
+		}
+		ca, err := p.caCert()
+		if err != nil {
+			return params.ControllerAPIInfoResult{}, err
+		}
+		return params.ControllerAPIInfoResult{Addresses: addrs, CACert: ca}, nil
+	})}, nil
+}
+
+func cfgString(cfg map[string]any, key string) string {
+	switch v := cfg[key].(type) {
+	case string:
+		return v
+	case nil:
+		return ""
+	default:
+		return fmt.Sprint(v)
+	}
+}
+
+func cfgBool(cfg map[string]any, key string, def bool) bool {
+	switch v := cfg[key].(type) {
+	case bool:
+		return v
+	case string:
+		b, err := strconv.ParseBool(v)
+		if err == nil {
+			return b
+		}
+	}
+	return def
+}
+
+func proxy(cfg map[string]any, prefix string) params.Settings {
+	return params.Settings{
+		Http:    cfgString(cfg, prefix+"http-proxy"),
+		Https:   cfgString(cfg, prefix+"https-proxy"),
+		Ftp:     cfgString(cfg, prefix+"ftp-proxy"),
+		NoProxy: cfgString(cfg, prefix+"no-proxy"),
+	}
+}
+
+// aptProxy is the apt-*-proxy keys, each defaulting to the general proxy.
+func aptProxy(cfg map[string]any, general params.Settings) params.Settings {
+	s := proxy(cfg, "apt-")
+	if s.Http == "" {
+		s.Http = general.Http
+	}
+	if s.Https == "" {
+		s.Https = general.Https
+	}
+	if s.Ftp == "" {
+		s.Ftp = general.Ftp
+	}
+	s.NoProxy = general.NoProxy
+	return s
+}
+
+// ContainerConfig returns what containers' cloud-init needs from the
+// model config.
+func (p *Provisioner) ContainerConfig(context.Context) (params.ContainerConfig, error) {
+	_, cfg, err := p.modelConfig()
+	if err != nil {
+		return params.ContainerConfig{}, err
+	}
+	legacy := proxy(cfg, "")
+	res := params.ContainerConfig{
+		ProviderType:            cfgString(cfg, "type"),
+		AuthorizedKeys:          cfgString(cfg, "authorized-keys"),
+		SSLHostnameVerification: cfgBool(cfg, "ssl-hostname-verification", true),
+		LegacyProxy:             legacy,
+		JujuProxy:               proxy(cfg, "juju-"),
+		AptProxy:                aptProxy(cfg, legacy),
+		AptMirror:               cfgString(cfg, "apt-mirror"),
+		SnapProxy: params.Settings{Http: cfgString(cfg, "snap-http-proxy"),
+			Https: cfgString(cfg, "snap-https-proxy")},
+		SnapStoreAssertions:        cfgString(cfg, "snap-store-assertions"),
+		SnapStoreProxyID:           cfgString(cfg, "snap-store-proxy"),
+		SnapStoreProxyURL:          cfgString(cfg, "snap-store-proxy-url"),
+		ContainerInheritProperties: cfgString(cfg, "container-inherit-properties"),
+		UpdateBehavior: &params.UpdateBehavior{
+			EnableOSRefreshUpdate: cfgBool(cfg, "enable-os-refresh-update", true),
+			EnableOSUpgrade:       cfgBool(cfg, "enable-os-upgrade", true),
+		},
+	}
+	if m, ok := cfg["cloudinit-userdata"].(map[string]any); ok {
+		res.CloudInitUserData = m
+	}
+	return res, nil
+}
+
+// ContainerManagerConfig returns what the container manager of type
+// args.Type needs.
+func (p *Provisioner) ContainerManagerConfig(_ context.Context, args params.ContainerManagerConfigParams) (params.ContainerManagerConfig, error) {
+	_, cfg, err := p.modelConfig()
+	if err != nil {
+		return params.ContainerManagerConfig{}, err
+	}
+	out := map[string]string{}
+	if p.v1 {
+		out["name"] = "juju"
+		if args.Type == "lxc" {
+			for key, name := range map[string]string{"lxc-clone": "use-clone", "lxc-clone-aufs": "use-aufs", "lxc-default-mtu": "lxc-default-mtu"} {
+				if _, ok := cfg[key]; ok {
+					out[name] = cfgString(cfg, key)
+				}
+			}
+		}
+		subnets, err := p.environSubnets()
+		if err != nil {
+			return params.ContainerManagerConfig{}, err
+		}
+		if p.env.AnySupportsAddressAllocation(subnets) {
+			out["ip-forwarding"] = "true"
+		}
+		if cfgString(cfg, "type") == "ec2" {
+			out["enable-nat"] = "true"
+		}
+		return params.ContainerManagerConfig{ManagerConfig: out}, nil
+	}
+	out["model-uuid"] = p.model
+	if args.Type == "lxd" {
+		out["lxd-snap-channel"] = cfgStringDefault(cfg, "lxd-snap-channel", "5.0/stable")
+	}
+	if v := cfgString(cfg, "container-image-metadata-url"); v != "" {
+		out["container-image-metadata-url"] = v
+	}
+	if cfgBool(cfg, "container-image-metadata-defaults-disabled", false) {
+		out["container-image-metadata-defaults-disabled"] = "true"
+	}
+	out["container-image-stream"] = cfgStringDefault(cfg, "container-image-stream", "released")
+	out["container-networking-method"] = cfgStringDefault(cfg, "container-networking-method", "")
+	return params.ContainerManagerConfig{ManagerConfig: out}, nil
+}
+
+func cfgStringDefault(cfg map[string]any, key, def string) string {
+	if s := cfgString(cfg, key); s != "" {
+		return s
+	}
+	return def
+}
+
+// environSubnets returns the model's subnets as the provider sees them.
+func (p *Provisioner) environSubnets() ([]environ.Subnet, error) {
+	subnets, err := p.st.Subnets(p.model)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]environ.Subnet, len(subnets))
+	for i, s := range subnets {
+		out[i] = s.Environ()
+	}
+	return out, nil
+}
+
+// toolsURL rewrites an agent binary's URL to this controller.
+func (p *Provisioner) toolsURL(b environ.Binary) string {
+	addr := "localhost:17070"
+	if addrs, err := p.apiAddresses(); err == nil && len(addrs) > 0 {
+		addr = addrs[0]
+	}
+	return environ.ToolsURL(addr, p.model, b)
+}
+
+func (p *Provisioner) wireTools(ts []environ.Tools) []params.Tools {
+	out := make([]params.Tools, len(ts))
+	for i, t := range ts {
+		out[i] = params.Tools{Version: t.Version.String(), URL: p.toolsURL(t.Version), SHA256: t.SHA256, Size: t.Size}
+	}
+	return out
+}
+
+// findTools matches the catalog with f; no match is a NotFound error.
+func (p *Provisioner) findTools(f environ.ToolsFilter) ([]environ.Tools, error) {
+	catalog, err := p.st.AgentBinaries()
+	if err != nil {
+		return nil, err
+	}
+	found := environ.FindTools(catalog, f)
+	if len(found) == 0 {
+		return nil, errors.NewNotFound(nil, "no matching agent binaries available")
+	}
+	return found, nil
+}
+
+// FindTools returns the agent binaries matching args; the error travels
+// in the result.
+func (p *Provisioner) FindTools(_ context.Context, args params.FindToolsParams) (params.FindToolsResult, error) {
+	f := environ.ToolsFilter{Major: args.MajorVersion, Minor: -1, Release: args.OSType, Arch: args.Arch}
+	if args.Number != "" {
+		n, err := environ.ParseNumber(args.Number)
+		if err != nil {
+			return params.FindToolsResult{List: []params.Tools{}, Error: facade.ServerError(errors.NewNotValid(nil, err.Error()))}, nil
+		}
+		f.Number = n
+	}
+	found, err := p.findTools(f)
+	if err != nil {
+		return params.FindToolsResult{List: []params.Tools{}, Error: facade.ServerError(err)}, nil
+	}
+	return params.FindToolsResult{List: p.wireTools(found)}, nil
+}
+
+// Tools returns the agent binaries each machine should run: the model's
+// agent-version for the machine's OS and architecture. Only the caller's
+// own machine is reachable.
+func (p *Provisioner) Tools(_ context.Context, args params.Entities) (params.ToolsResults, error) {
+	_, cfg, err := p.modelConfig()
+	if err != nil {
+		return params.ToolsResults{}, err
+	}
+	v := cfgString(cfg, "agent-version")
+	if v == "" {
+		where := "model config"
+		if p.v1 {
+			where = "environment config"
+		}
+		return params.ToolsResults{}, errors.Errorf("agent version not set in %s", where)
+	}
+	n, err := environ.ParseNumber(v)
+	if err != nil {
+		return params.ToolsResults{}, errors.Annotate(err, "agent-version")
+	}
+	return params.ToolsResults{Results: facade.Bulk(args.Entities, func(e params.Entity) (params.ToolsResult, error) {
+		t, err := names.ParseTag(e.Tag)
+		if err != nil || !p.ctx.IsOwner(t) {
+			return params.ToolsResult{}, facade.ErrPerm
+		}
+		m, err := p.st.Machine(p.model, t.Id())
+		if err != nil {
+			return params.ToolsResult{}, err
+		}
+		release, arch := p.machineRelease(m)
+		found, err := p.findTools(environ.ToolsFilter{Number: n, Release: release, Arch: arch})
+		if err != nil {
+			return params.ToolsResult{}, errors.NewNotFound(nil, "tools not found")
+		}
+		return params.ToolsResult{Tools: p.wireTools(found)}, nil
+	})}, nil
+}
+
+// machineRelease is the OS (v11 os type; 2015 series) and architecture
+// of the agent binaries machine m runs.
+func (p *Provisioner) machineRelease(m state.Machine) (release, arch string) {
+	if b, err := environ.ParseBinary(m.AgentVersion); err == nil {
+		return b.Release, b.Arch
+	}
+	arch = "amd64"
+	if m.Hardware != nil && m.Hardware.Arch != nil {
+		arch = *m.Hardware.Arch
+	} else if m.Constraints.Arch != nil {
+		arch = *m.Constraints.Arch
+	}
+	if p.v1 {
+		release = m.Series
+		if release == "" {
+			release = "trusty"
+		}
+		return release, arch
+	}
+	release = m.Base.Name
+	if release == "" {
+		release = "ubuntu"
+	}
+	return release, arch
+}

@@ -1,0 +1,299 @@
+package provisioner
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/juju/errors"
+	"github.com/juju/names/v5"
+
+	"provisiond/environ"
+	"provisiond/facades/facade"
+	"provisiond/rpc/params"
+	"provisiond/state"
+)
+
+// ProvisioningInfo returns what the provisioner needs to start each
+// machine's instance.
+func (p *Provisioner) ProvisioningInfo(_ context.Context, args params.Entities) (params.ProvisioningInfoResults, error) {
+	return params.ProvisioningInfoResults{Results: facade.Bulk(args.Entities, func(e params.Entity) (params.ProvisioningInfoResult, error) {
+		m, err := p.machine(e.Tag)
+		if err != nil {
+			return params.ProvisioningInfoResult{}, err
+		}
+		info, err := p.provisioningInfo(m)
+		if err != nil {
+			return params.ProvisioningInfoResult{}, err
+		}
+		return params.ProvisioningInfoResult{Result: info}, nil
+	})}, nil
+}
+
+// placed is what ProvisioningInfo gathers about the units on a machine.
+type placed struct {
+	principals []string // sorted unit names
+	apps       []state.Application
+}
+
+func (p *Provisioner) placed(m state.Machine) (placed, error) {
+	units, err := p.st.UnitsOnMachine(p.model, m.ID)
+	if err != nil {
+		return placed{}, err
+	}
+	var out placed
+	for _, u := range units {
+		if !u.IsPrincipal() {
+			continue
+		}
+		out.principals = append(out.principals, u.Name)
+		if slices.ContainsFunc(out.apps, func(a state.Application) bool { return a.Name == u.Application }) {
+			continue
+		}
+		app, err := p.st.Application(p.model, u.Application)
+		if err != nil {
+			return placed{}, err
+		}
+		out.apps = append(out.apps, app)
+	}
+	slices.Sort(out.principals)
+	return out, nil
+}
+
+// resourceTags reads the model config's resource-tags ("k=v k2=v2" or a
+// map).
+func resourceTags(cfg map[string]any) map[string]string {
+	out := map[string]string{}
+	switch v := cfg["resource-tags"].(type) {
+	case string:
+		for _, kv := range strings.Fields(v) {
+			if k, val, ok := strings.Cut(kv, "="); ok {
+				out[k] = val
+			}
+		}
+	case map[string]any:
+		for k, val := range v {
+			out[k] = fmt.Sprint(val)
+		}
+	}
+	return out
+}
+
+func (p *Provisioner) provisioningInfo(m state.Machine) (*params.ProvisioningInfo, error) {
+	model, cfg, err := p.modelConfig()
+	if err != nil {
+		return nil, err
+	}
+	ctrl, err := p.st.Controller()
+	if err != nil {
+		return nil, err
+	}
+	pl, err := p.placed(m)
+	if err != nil {
+		return nil, err
+	}
+	info := &params.ProvisioningInfo{
+		Constraints: toValue(m.Constraints),
+		Base:        params.Base{Name: m.Base.Name, Channel: m.Base.Channel},
+		Placement:   m.Placement,
+		Jobs:        slices.Clone(m.Jobs),
+	}
+	info.ControllerConfig = map[string]any{}
+	maps.Copy(info.ControllerConfig, ctrl.Config)
+	info.ControllerConfig["controller-uuid"] = ctrl.UUID
+	if ud, ok := cfg["cloudinit-userdata"].(map[string]any); ok {
+		info.CloudInitUserData = ud
+	}
+
+	tags := resourceTags(cfg)
+	tags["juju-model-uuid"] = p.model
+	tags["juju-controller-uuid"] = ctrl.UUID
+	if state.IsController(m) {
+		tags["juju-is-controller"] = "true"
+	}
+	if len(pl.principals) > 0 {
+		tags["juju-units-deployed"] = strings.Join(pl.principals, " ")
+	}
+	tags["juju-machine-id"] = fmt.Sprintf("%s-%s", model.Name, m.Tag())
+	info.Tags = tags
+
+	// Endpoint bindings and LXD profiles of the principal applications.
+	bindings := map[string]string{}
+	var bound []string
+	for _, app := range pl.apps {
+		for ep, space := range app.EndpointBindings {
+			id := space
+			if s, err := p.st.Space(p.model, space); err == nil && s.ProviderID != "" {
+				id = s.ProviderID
+			}
+			bindings[ep] = id
+			if !slices.Contains(bound, space) {
+				bound = append(bound, space)
+			}
+		}
+		if app.LXDProfile != nil {
+			info.CharmLXDProfiles = append(info.CharmLXDProfiles, profileName(model.Name, app))
+		}
+	}
+	if len(bindings) > 0 {
+		info.EndpointBindings = bindings
+	}
+
+	if src := m.Constraints.RootDiskSource; src != nil {
+		if provider, attrs, err := p.pool(*src); err == nil {
+			info.RootDisk = &params.VolumeParams{Provider: provider, Attributes: attrs}
+		}
+	}
+
+	vols, atts, err := p.volumeParams(m)
+	if err != nil {
+		return nil, err
+	}
+	info.Volumes, info.VolumeAttachments = vols, atts
+
+	spaceSubnets, subnetZones, err := p.networkTopology(m, bound)
+	if err != nil {
+		return nil, errors.Annotate(err, "matching subnets to zones")
+	}
+	info.SpaceSubnets, info.SubnetAZs = spaceSubnets, subnetZones
+	return info, nil
+}
+
+// pool resolves a storage pool name, or a provider type used as one.
+func (p *Provisioner) pool(name string) (string, map[string]any, error) {
+	pool, err := p.st.StoragePool(p.model, name)
+	if err == nil {
+		return pool.Provider, pool.Attrs, nil
+	}
+	if !errors.Is(err, errors.NotFound) {
+		return "", nil, err
+	}
+	if _, ok := environ.StorageProvider(name); ok {
+		return name, nil, nil
+	}
+	return "", nil, err
+}
+
+// volumeParams lists the volumes to make with m's instance (v11: those of
+// providers the environ manages; already provisioned ones only need
+// attaching).
+func (p *Provisioner) volumeParams(m state.Machine) ([]params.VolumeParams, []params.VolumeAttachmentParams, error) {
+	vols, err := p.st.MachineVolumes(p.model, m.ID)
+	if err != nil {
+		return nil, nil, err
+	}
+	var out []params.VolumeParams
+	var atts []params.VolumeAttachmentParams
+	for _, v := range vols {
+		provider, attrs, err := p.pool(v.Pool)
+		if err != nil {
+			return nil, nil, errors.Annotatef(err, "getting volume %q parameters", v.ID)
+		}
+		kind, _ := environ.StorageProvider(provider)
+		var att state.VolumeAttachment
+		for _, a := range v.Attachments {
+			if a.Machine == m.ID {
+				att = a
+			}
+		}
+		vtag := names.NewVolumeTag(v.ID).String()
+		ap := params.VolumeAttachmentParams{VolumeTag: vtag, MachineTag: m.Tag().String(), Provider: provider, ReadOnly: att.ReadOnly}
+		if p.v1 {
+			if kind.Dynamic {
+				continue
+			}
+			if att.Info != nil {
+				return nil, nil, errors.Errorf("volume %s already attached to machine %s", v.ID, m.ID)
+			}
+		} else {
+			if !kind.Managed || att.Info != nil {
+				continue
+			}
+			if v.Info != nil {
+				ap.VolumeId = v.Info.VolumeID
+				atts = append(atts, ap)
+				continue
+			}
+		}
+		tags := map[string]string{"juju-model-uuid": p.model}
+		if p.v1 {
+			tags = map[string]string{"juju-env-uuid": p.model}
+		}
+		out = append(out, params.VolumeParams{VolumeTag: vtag, Size: v.Size, Provider: provider,
+			Attributes: attrs, Tags: tags, Attachment: &ap})
+	}
+	return out, atts, nil
+}
+
+// networkTopology maps the spaces m must be in (positive space constraints
+// and the endpoint bindings' spaces) to their subnets' provider ids, and
+// those to their zones. The default space "alpha" alone, when not asked
+// for, gives no topology.
+func (p *Provisioner) networkTopology(m state.Machine, bound []string) (map[string][]string, map[string][]string, error) {
+	positive := m.Constraints.PositiveSpaces()
+	negative := m.Constraints.NegativeSpaces()
+	spaces := slices.Clone(positive)
+	for _, s := range bound {
+		if slices.Contains(negative, s) {
+			return nil, nil, errors.Errorf("endpoint binding to space %q conflicts with constraint spaces=^%s", s, s)
+		}
+		if !slices.Contains(spaces, s) {
+			spaces = append(spaces, s)
+		}
+	}
+	if len(spaces) == 0 || (len(spaces) == 1 && spaces[0] == "alpha" && !slices.Contains(positive, "alpha")) {
+		return nil, nil, nil
+	}
+	subnets, err := p.st.Subnets(p.model)
+	if err != nil {
+		return nil, nil, err
+	}
+	spaceSubnets := map[string][]string{}
+	subnetZones := map[string][]string{}
+	for _, space := range spaces {
+		var ids []string
+		for _, s := range subnets {
+			if s.SpaceName != space {
+				continue
+			}
+			id := s.ProviderID
+			if id == "" {
+				id = s.CIDR
+			}
+			ids = append(ids, id)
+			subnetZones[id] = cloneStrings(s.Zones)
+		}
+		if len(ids) == 0 {
+			return nil, nil, errors.Errorf("cannot use space %q as deployment target: no subnets", space)
+		}
+		spaceSubnets[space] = ids
+	}
+	return spaceSubnets, subnetZones, nil
+}
+
+// subnetsToZones is the 2015 topology: for the first positive space, the
+// provider ids of its subnets that have zones, mapped to those zones.
+func (p *Provisioner) subnetsToZones(m state.Machine) (map[string][]string, error) {
+	positive := m.Constraints.PositiveSpaces()
+	if len(positive) == 0 {
+		return nil, nil
+	}
+	subnets, err := p.st.Subnets(p.model)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]string{}
+	for _, s := range subnets {
+		if s.SpaceName != positive[0] {
+			continue
+		}
+		if s.ProviderID == "" || len(s.Zones) == 0 {
+			p.ctx.Deps.Logger.Warn("skipping subnet without provider id or zones", "subnet", s.CIDR)
+			continue
+		}
+		out[s.ProviderID] = slices.Clone(s.Zones)
+	}
+	return out, nil
+}

@@ -1,0 +1,131 @@
+package provisioner
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/juju/errors"
+
+	"provisiond/facades/facade"
+	"provisiond/rpc/params"
+	"provisiond/watcher"
+)
+
+// ErrorRetryWaitDelay is how long WatchMachineErrorRetry waits after each
+// delivered event before the next one.
+const ErrorRetryWaitDelay = time.Minute
+
+// StartTimesQuiesce is the batching window of WatchModelMachineStartTimes.
+const StartTimesQuiesce = 500 * time.Millisecond
+
+// WatchModelMachines watches the lifecycle of the model's top-level
+// machines (controller agent only).
+func (p *Provisioner) WatchModelMachines(context.Context) (params.StringsWatchResult, error) {
+	if !p.isManager() {
+		return params.StringsWatchResult{}, facade.ErrPerm
+	}
+	w, initial, err := p.st.WatchModelMachines(p.model)
+	if err != nil {
+		what := "model machines"
+		if p.v1 {
+			what = "environment machines"
+		}
+		return params.StringsWatchResult{}, errors.Annotatef(err, "cannot obtain initial %s", what)
+	}
+	return p.ctx.StringsResult(w, initial)
+}
+
+// WatchModelMachineStartTimes watches the top-level machines' life and
+// agent start times, batched (controller agent only).
+func (p *Provisioner) WatchModelMachineStartTimes(context.Context) (params.StringsWatchResult, error) {
+	if !p.isManager() {
+		return params.StringsWatchResult{}, facade.ErrPerm
+	}
+	w, initial, err := p.st.WatchModelMachineStartTimes(p.model, p.ctx.Deps.WatcherClock(), StartTimesQuiesce)
+	if err != nil {
+		return params.StringsWatchResult{}, errors.Annotate(err, "cannot obtain initial model machines")
+	}
+	return p.ctx.StringsResult(w, initial)
+}
+
+// WatchContainers watches, for each machine, its direct containers of one
+// type (any type when the type is empty).
+func (p *Provisioner) WatchContainers(_ context.Context, args params.WatchContainers) (params.StringsWatchResults, error) {
+	return params.StringsWatchResults{Results: facade.Bulk(args.Params, func(a params.WatchContainer) (params.StringsWatchResult, error) {
+		m, err := p.machine(a.MachineTag)
+		if err != nil {
+			return params.StringsWatchResult{}, err
+		}
+		w, initial, err := p.st.WatchContainers(p.model, m.ID, a.ContainerType)
+		if err != nil {
+			return params.StringsWatchResult{}, err
+		}
+		return p.ctx.StringsResult(w, initial)
+	})}, nil
+}
+
+// WatchAllContainers is WatchContainers.
+func (p *Provisioner) WatchAllContainers(ctx context.Context, args params.WatchContainers) (params.StringsWatchResults, error) {
+	return p.WatchContainers(ctx, args)
+}
+
+// WatchForModelConfigChanges fires when the model's config changes.
+func (p *Provisioner) WatchForModelConfigChanges(context.Context) (params.NotifyWatchResult, error) {
+	w, err := p.st.WatchModelConfig(p.model)
+	if err != nil {
+		return params.NotifyWatchResult{}, err
+	}
+	return p.ctx.NotifyResult(w)
+}
+
+// WatchAPIHostPorts fires when the API addresses change.
+func (p *Provisioner) WatchAPIHostPorts(context.Context) (params.NotifyWatchResult, error) {
+	w, err := p.st.WatchAPIHostPorts()
+	if err != nil {
+		return params.NotifyWatchResult{}, err
+	}
+	return p.ctx.NotifyResult(w)
+}
+
+// WatchMachineErrorRetry fires ErrorRetryWaitDelay after the previous
+// event was delivered (the Watch call consumes the first one): a timer,
+// not a state watch (controller agent only).
+func (p *Provisioner) WatchMachineErrorRetry(context.Context) (params.NotifyWatchResult, error) {
+	if !p.isManager() {
+		return params.NotifyWatchResult{}, facade.ErrPerm
+	}
+	w := newErrorRetryWatcher(p.ctx.Deps.WatcherClock(), ErrorRetryWaitDelay)
+	return p.ctx.NotifyResult(w)
+}
+
+func newErrorRetryWatcher(clock watcher.Clock, delay time.Duration) *watcher.Notify {
+	w := watcher.NewNotify()
+	var (
+		mu      sync.Mutex
+		timer   watcher.Timer
+		stopped bool
+	)
+	arm := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		timer = clock.AfterFunc(delay, w.Trigger)
+	}
+	w.OnDeliver(arm)
+	w.OnStop(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		if timer != nil {
+			timer.Stop()
+		}
+	})
+	arm()
+	return w
+}

@@ -1,0 +1,379 @@
+package state
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/juju/errors"
+
+	"provisiond/watcher"
+)
+
+// Errors of the machine life cycle, matched by the facades' error table.
+var (
+	// ErrHasAssignedUnits: a machine with units cannot die (code "machine
+	// has assigned units").
+	ErrHasAssignedUnits = errors.New("machine has assigned units")
+	// ErrHasContainers: a machine hosting containers cannot die (code
+	// "machine is hosting containers").
+	ErrHasContainers = errors.New("machine is hosting containers")
+)
+
+// kindError is an error with its own text that matches a kind sentinel.
+type kindError struct {
+	msg  string
+	kind error
+}
+
+func (e *kindError) Error() string        { return e.msg }
+func (e *kindError) Is(target error) bool { return target == e.kind }
+
+// lifeFields are the change fields of a move to life l.
+func lifeFields(l Life) []string {
+	if l == Dead {
+		return []string{watcher.FieldLife, FieldDead}
+	}
+	return []string{watcher.FieldLife}
+}
+
+// SetMachineDying moves an alive machine (or container) to dying; a dying
+// or dead one is left as it is. The controller machine refuses.
+func (st *State) SetMachineDying(model, id string) error {
+	return st.updateMachine(model, id, func(tx *txn, d *machineDoc) ([]string, error) {
+		if d.Life != Alive {
+			return nil, errNoChange
+		}
+		if IsController(d.Machine) {
+			return nil, errors.Errorf("machine %s is required by the model", id)
+		}
+		d.Life = Dying
+		return lifeFields(Dying), nil
+	})
+}
+
+// EnsureMachineDead moves a machine to dead (idempotent). It refuses a
+// controller machine, one with units assigned, and one hosting containers.
+func (st *State) EnsureMachineDead(model, id string) error {
+	return st.updateMachine(model, id, func(tx *txn, d *machineDoc) ([]string, error) {
+		if d.Life == Dead {
+			return nil, errNoChange
+		}
+		if IsController(d.Machine) {
+			return nil, errors.Errorf("machine %s is required by the model", id)
+		}
+		units, err := unitsOnMachine(tx, model, id)
+		if err != nil {
+			return nil, err
+		}
+		if len(units) > 0 {
+			return nil, &kindError{fmt.Sprintf("machine %s has unit %q assigned", id, units[0].Name), ErrHasAssignedUnits}
+		}
+		cs, err := containers(tx, model, id)
+		if err != nil {
+			return nil, err
+		}
+		if len(cs) > 0 {
+			ids := make([]string, len(cs))
+			for i, c := range cs {
+				ids[i] = c.ID
+			}
+			return nil, &kindError{fmt.Sprintf("machine %s is hosting containers %q", id, strings.Join(ids, ",")), ErrHasContainers}
+		}
+		d.Life = Dead
+		return lifeFields(Dead), nil
+	})
+}
+
+// RemoveMachine removes a dead machine, releasing its IP addresses in the
+// same transaction. It returns the released addresses.
+func (st *State) RemoveMachine(model, id string) ([]IPAddress, error) {
+	var released []IPAddress
+	err := st.update(func(tx *txn) error {
+		released = nil
+		d, err := getMachine(tx, model, id)
+		if err != nil {
+			return err
+		}
+		if d.Life != Dead {
+			return errors.Errorf("cannot remove machine %s: machine is not dead", id)
+		}
+		addrs, err := machineAddresses(tx, model, id)
+		if err != nil {
+			return err
+		}
+		for _, a := range addrs {
+			if err := tx.remove(KindIPAddress, model, a.Value); err != nil {
+				return err
+			}
+		}
+		released = addrs
+		return tx.remove(KindMachine, model, id)
+	})
+	return released, err
+}
+
+// InstanceInfo is what SetInstanceInfo records.
+type InstanceInfo struct {
+	InstanceID    string
+	Nonce         string
+	Hardware      *HardwareCharacteristics
+	DisplayName   string
+	CharmProfiles []string
+	// Volumes and VolumeAttachments are keyed by volume id.
+	Volumes           map[string]VolumeInfo
+	VolumeAttachments map[string]VolumeAttachmentInfo
+	// LinkLayerDevices, if any, replace the machine's devices.
+	LinkLayerDevices []LinkLayerDevice
+}
+
+// SetInstanceInfo records a machine's provisioning: instance id and
+// nonce (once), hardware, and the volumes made with the instance.
+func (st *State) SetInstanceInfo(model, id string, info InstanceInfo) error {
+	prefix := fmt.Sprintf("cannot set instance data for machine %q", id)
+	if info.InstanceID == "" || info.Nonce == "" {
+		return errors.NewNotValid(nil, prefix+": instance id and nonce cannot be empty")
+	}
+	return st.updateMachine(model, id, func(tx *txn, d *machineDoc) ([]string, error) {
+		if d.Life != Alive {
+			return nil, errors.NewNotFound(nil, prefix+": not found or not alive")
+		}
+		if d.InstanceID != "" {
+			return nil, errors.NewAlreadyExists(nil, prefix+": already set")
+		}
+		d.InstanceID = info.InstanceID
+		d.Nonce = info.Nonce
+		d.Hardware = info.Hardware
+		d.DisplayName = info.DisplayName
+		if len(info.CharmProfiles) > 0 {
+			d.CharmProfiles = slices.Clone(info.CharmProfiles)
+		}
+		if info.LinkLayerDevices != nil {
+			d.LinkLayerDevices = info.LinkLayerDevices
+		}
+		for _, vid := range slices.Sorted(maps.Keys(info.Volumes)) {
+			if err := tx.setVolumeInfo(model, vid, info.Volumes[vid]); err != nil {
+				return nil, errors.Annotatef(err, "%s", prefix)
+			}
+		}
+		for _, vid := range slices.Sorted(maps.Keys(info.VolumeAttachments)) {
+			if err := tx.setVolumeAttachmentInfo(model, vid, id, info.VolumeAttachments[vid]); err != nil {
+				return nil, errors.Annotatef(err, "%s", prefix)
+			}
+		}
+		return []string{FieldInstance}, nil
+	})
+}
+
+// StatusKind names one of a machine's status records.
+type StatusKind string
+
+const (
+	AgentStatus        StatusKind = "agent"
+	InstanceStatus     StatusKind = "instance"
+	ModificationStatus StatusKind = "modification"
+)
+
+// Allowed status values per kind.
+var (
+	agentStatuses        = []string{"pending", "started", "stopped", "error", "down"}
+	instanceStatuses     = []string{"", "pending", "allocating", "provisioning", "running", "provisioning error", "error", "unknown"}
+	modificationStatuses = []string{"idle", "applied", "error"}
+)
+
+func validateStatus(kind StatusKind, m Machine, s Status) error {
+	var allowed []string
+	switch kind {
+	case AgentStatus:
+		allowed = agentStatuses
+	case InstanceStatus:
+		allowed = instanceStatuses
+	case ModificationStatus:
+		allowed = modificationStatuses
+	default:
+		return errors.NotValidf("status kind %q", kind)
+	}
+	if !slices.Contains(allowed, s.Status) {
+		return errors.NewNotValid(nil, fmt.Sprintf("cannot set invalid status %q", s.Status))
+	}
+	if kind == AgentStatus {
+		switch s.Status {
+		case "error":
+			if s.Message == "" {
+				return errors.NewNotValid(nil, fmt.Sprintf("cannot set status %q without info", s.Status))
+			}
+		case "down":
+			return errors.NewNotValid(nil, fmt.Sprintf("cannot set status %q", s.Status))
+		case "pending":
+			if m.InstanceID != "" {
+				return errors.NewNotValid(nil, fmt.Sprintf("cannot set status %q", s.Status))
+			}
+		}
+	}
+	return nil
+}
+
+// SetMachineStatus sets one status record of a machine. Since is the
+// state's clock; nil data is stored as empty.
+func (st *State) SetMachineStatus(model, id string, kind StatusKind, s Status) error {
+	return st.updateMachine(model, id, func(tx *txn, d *machineDoc) ([]string, error) {
+		if err := validateStatus(kind, d.Machine, s); err != nil {
+			return nil, err
+		}
+		s.Since = tx.now
+		if s.Data == nil {
+			s.Data = map[string]any{}
+		}
+		s.Data = normalizeData(s.Data)
+		switch kind {
+		case AgentStatus:
+			d.Status = s
+		case InstanceStatus:
+			d.InstanceStatus = s
+		case ModificationStatus:
+			d.ModificationStatus = s
+		}
+		return []string{FieldStatus}, nil
+	})
+}
+
+// UpdateMachineStatusData merges data into the agent status data (2015
+// UpdateStatus). Non-empty merged data needs status "error".
+func (st *State) UpdateMachineStatusData(model, id string, data map[string]any) error {
+	return st.updateMachine(model, id, func(tx *txn, d *machineDoc) ([]string, error) {
+		merged := maps.Clone(d.Status.Data)
+		if merged == nil {
+			merged = map[string]any{}
+		}
+		maps.Copy(merged, normalizeData(data))
+		if len(merged) > 0 && d.Status.Status != "error" {
+			return nil, errors.Errorf("machine %s is not in an error state", id)
+		}
+		d.Status.Data = merged
+		return []string{FieldStatus}, nil
+	})
+}
+
+func normalizeData(m map[string]any) map[string]any {
+	n, err := normalizeConfig(m)
+	if err != nil {
+		return m
+	}
+	return n
+}
+
+// SetSupportedContainers records the container types machine id supports
+// (empty: none), and marks its pending containers of other types with an
+// error status.
+func (st *State) SetSupportedContainers(model, id string, types []string) error {
+	for _, t := range types {
+		if err := ValidateContainerType(t); err != nil {
+			return err
+		}
+	}
+	types = slices.Clone(types)
+	if types == nil {
+		types = []string{}
+	}
+	return st.update(func(tx *txn) error {
+		d, err := getMachine(tx, model, id)
+		if err != nil {
+			return err
+		}
+		d.SupportedContainers = types
+		d.SupportedContainersKnown = true
+		if err := tx.put(KindMachine, model, id, &d, FieldSupportedContainers); err != nil {
+			return err
+		}
+		cs, err := containers(tx, model, id)
+		if err != nil {
+			return err
+		}
+		for _, c := range cs {
+			if c.InstanceID != "" || slices.Contains(types, c.ContainerType()) {
+				continue
+			}
+			cd, err := getMachine(tx, model, c.ID)
+			if err != nil {
+				return err
+			}
+			cd.Status = Status{Status: "error", Message: "unsupported container",
+				Data: map[string]any{"type": c.ContainerType()}, Since: tx.now}
+			if err := tx.put(KindMachine, model, c.ID, &cd, FieldStatus); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// SetCharmProfiles records the LXD profiles applied to a machine.
+func (st *State) SetCharmProfiles(model, id string, profiles []string) error {
+	return st.updateMachine(model, id, func(tx *txn, d *machineDoc) ([]string, error) {
+		d.CharmProfiles = slices.Clone(profiles)
+		return []string{FieldCharmProfiles}, nil
+	})
+}
+
+// MarkMachineForRemoval marks a dead machine for removal by the provider.
+func (st *State) MarkMachineForRemoval(model, id string) error {
+	return st.updateMachine(model, id, func(tx *txn, d *machineDoc) ([]string, error) {
+		if d.Life != Dead {
+			return nil, errors.Errorf("cannot remove machine %s: machine is not dead", id)
+		}
+		if d.MarkedForRemoval {
+			return nil, errNoChange
+		}
+		d.MarkedForRemoval = true
+		return []string{FieldRemovalMark}, nil
+	})
+}
+
+// MachineRemovals lists the ids of machines marked for removal.
+func (st *State) MachineRemovals(model string) ([]string, error) {
+	ms, err := st.Machines(model)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, m := range ms {
+		if m.MarkedForRemoval {
+			out = append(out, m.ID)
+		}
+	}
+	return out, nil
+}
+
+// SetKeepInstance sets whether the instance outlives the machine.
+func (st *State) SetKeepInstance(model, id string, keep bool) error {
+	return st.updateMachine(model, id, func(tx *txn, d *machineDoc) ([]string, error) {
+		if d.KeepInstance == keep {
+			return nil, errNoChange
+		}
+		d.KeepInstance = keep
+		return []string{"keep-instance"}, nil
+	})
+}
+
+// SetMachineAgentStarted records that the machine's agent started now,
+// running version (a binary version; "" keeps the recorded one).
+func (st *State) SetMachineAgentStarted(model, id, version string) error {
+	return st.updateMachine(model, id, func(tx *txn, d *machineDoc) ([]string, error) {
+		d.AgentStartTime = tx.now
+		fields := []string{FieldAgentStartTime}
+		if version != "" && version != d.AgentVersion {
+			d.AgentVersion = version
+			fields = append(fields, FieldAgentVersion)
+		}
+		return fields, nil
+	})
+}
+
+// SetLinkLayerDevices replaces the network devices a machine reported.
+func (st *State) SetLinkLayerDevices(model, id string, devs []LinkLayerDevice) error {
+	return st.updateMachine(model, id, func(tx *txn, d *machineDoc) ([]string, error) {
+		d.LinkLayerDevices = slices.Clone(devs)
+		return []string{FieldNetworkConfig}, nil
+	})
+}

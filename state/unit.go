@@ -1,0 +1,172 @@
+package state
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/juju/errors"
+
+	"provisiond/watcher"
+)
+
+// Unit is a unit of an application, placed on a machine.
+type Unit struct {
+	Model       string `json:"model"`
+	Name        string `json:"name"` // "mysql/0"
+	Application string `json:"application"`
+	Life        Life   `json:"life"`
+	// MachineID is the machine the unit is assigned to ("" until then).
+	MachineID string `json:"machine-id,omitempty"`
+	// Principal is set for subordinate units: the unit they run beside.
+	Principal string `json:"principal,omitempty"`
+}
+
+type unitDoc struct {
+	docMeta
+	Unit
+}
+
+// IsPrincipal reports whether u is a principal unit.
+func (u Unit) IsPrincipal() bool { return u.Principal == "" }
+
+// AddUnit adds a unit of an alive application (named "<app>/<n>"),
+// assigned to machine (if not "") or beside principal (subordinates: on
+// the principal's machine).
+func (st *State) AddUnit(model, app, machine, principal string) (Unit, error) {
+	var u Unit
+	err := st.update(func(tx *txn) error {
+		a, err := getApplication(tx, model, app)
+		if err != nil {
+			return err
+		}
+		if a.Life != Alive {
+			return errors.NotValidf("adding a unit to %s application %q", a.Life, app)
+		}
+		if a.Subordinate != (principal != "") {
+			return errors.NotValidf("subordinate unit without principal, or principal for a principal unit")
+		}
+		if principal != "" {
+			var p unitDoc
+			ok, err := get(tx, KindUnit, model, principal, &p)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return errors.NotFoundf("unit %q", principal)
+			}
+			machine = p.MachineID
+		}
+		if machine != "" {
+			m, err := getMachine(tx, model, machine)
+			if err != nil {
+				return err
+			}
+			if m.Life != Alive {
+				return errors.NotValidf("assigning a unit to %s machine %s", m.Life, machine)
+			}
+		}
+		seq, err := tx.nextSequence(model, "unit/"+app)
+		if err != nil {
+			return err
+		}
+		u = Unit{Model: model, Name: fmt.Sprintf("%s/%d", app, seq), Application: app, Life: Alive,
+			MachineID: machine, Principal: principal}
+		return tx.put(KindUnit, model, u.Name, &unitDoc{Unit: u}, watcher.FieldCreated, FieldAssignment)
+	})
+	return u, err
+}
+
+// Units returns every unit of a model, sorted by name.
+func (st *State) Units(model string) ([]Unit, error) {
+	var out []Unit
+	err := st.view(func(r reader) error {
+		var err error
+		out, err = allUnits(r, model)
+		return err
+	})
+	return out, err
+}
+
+func allUnits(r reader, model string) ([]Unit, error) {
+	docs, err := list[unitDoc](r, KindUnit, model)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Unit, len(docs))
+	for i := range docs {
+		out[i] = docs[i].Unit
+	}
+	slices.SortFunc(out, func(a, b Unit) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// UnitsOnMachine returns the units assigned to machine id (principals and
+// subordinates), sorted by name.
+func (st *State) UnitsOnMachine(model, id string) ([]Unit, error) {
+	var out []Unit
+	err := st.view(func(r reader) error {
+		var err error
+		out, err = unitsOnMachine(r, model, id)
+		return err
+	})
+	return out, err
+}
+
+func unitsOnMachine(r reader, model, id string) ([]Unit, error) {
+	all, err := allUnits(r, model)
+	if err != nil {
+		return nil, err
+	}
+	var out []Unit
+	for _, u := range all {
+		if u.MachineID == id {
+			out = append(out, u)
+		}
+	}
+	return out, nil
+}
+
+// SetUnitDying moves an alive unit to dying.
+func (st *State) SetUnitDying(model, name string) error {
+	return st.setUnitLife(model, name, Dying)
+}
+
+// RemoveUnit removes a unit (whatever its life: the unit agent is not
+// modelled), unassigning it from its machine.
+func (st *State) RemoveUnit(model, name string) error {
+	return st.update(func(tx *txn) error {
+		if _, ok := tx.Get(string(KindUnit), entityKey(KindUnit, model, name)); !ok {
+			return errors.NotFoundf("unit %q", name)
+		}
+		return tx.remove(KindUnit, model, name)
+	})
+}
+
+func (st *State) setUnitLife(model, name string, l Life) error {
+	return st.update(func(tx *txn) error {
+		var d unitDoc
+		ok, err := get(tx, KindUnit, model, name, &d)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return errors.NotFoundf("unit %q", name)
+		}
+		if lifeOrder(d.Life) >= lifeOrder(l) {
+			return errNoChange
+		}
+		d.Life = l
+		return tx.put(KindUnit, model, name, &d, lifeFields(l)...)
+	})
+}
+
+func lifeOrder(l Life) int {
+	switch l {
+	case Alive:
+		return 0
+	case Dying:
+		return 1
+	}
+	return 2
+}

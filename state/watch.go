@@ -1,0 +1,178 @@
+package state
+
+import (
+	"sync"
+	"time"
+
+	"provisiond/watcher"
+)
+
+// lifecycle turns machine changes into the events of a lifecycle watcher
+// (specs/provisioner.md §3): an id is reported when the machine is
+// created, when its life changes, and when it is removed, unless its
+// death was already reported (a dead id is forgotten once reported).
+type lifecycle struct {
+	w     *watcher.Strings
+	match func(id string) bool
+
+	mu    sync.Mutex // guards known
+	known map[string]bool
+}
+
+func (l *lifecycle) sink(_ uint64, c watcher.Change) {
+	if !l.match(c.ID) {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case c.Has(watcher.FieldRemoved):
+		if l.known[c.ID] {
+			delete(l.known, c.ID)
+			l.w.Add(c.ID)
+		}
+	case c.Has(watcher.FieldCreated):
+		l.known[c.ID] = true
+		l.w.Add(c.ID)
+	case c.Has(watcher.FieldLife):
+		if !l.known[c.ID] {
+			return
+		}
+		if c.Has(FieldDead) {
+			delete(l.known, c.ID)
+		}
+		l.w.Add(c.ID)
+	}
+}
+
+// watchMachineLifecycle subscribes first, then reads the snapshot of the
+// matching machines: their ids (dead ones included) are the initial event.
+func (st *State) watchMachineLifecycle(model string, match func(id string) bool, check func(r reader) error) (*watcher.Strings, []string, error) {
+	w := watcher.NewStrings()
+	l := &lifecycle{w: w, match: match, known: map[string]bool{}}
+	w.OnStop(st.hub.Subscribe(watcher.Filter{
+		Kind:   KindMachine,
+		Model:  model,
+		Fields: []string{watcher.FieldCreated, watcher.FieldLife, watcher.FieldRemoved},
+	}, l.sink))
+	var ms []Machine
+	err := st.view(func(r reader) error {
+		if _, err := getModel(r, model); err != nil {
+			return err
+		}
+		if check != nil {
+			if err := check(r); err != nil {
+				return err
+			}
+		}
+		var err error
+		ms, err = machines(r, model)
+		return err
+	})
+	if err != nil {
+		_ = w.Stop()
+		return nil, nil, err
+	}
+	initial := []string{}
+	l.mu.Lock()
+	for _, m := range ms {
+		if !match(m.ID) {
+			continue
+		}
+		initial = append(initial, m.ID)
+		if m.Life != Dead {
+			l.known[m.ID] = true
+		}
+	}
+	l.mu.Unlock()
+	return w, initial, nil
+}
+
+// WatchModelMachines watches the lifecycle of a model's top-level
+// machines. It returns the watcher and the initial ids.
+func (st *State) WatchModelMachines(model string) (*watcher.Strings, []string, error) {
+	return st.watchMachineLifecycle(model, func(id string) bool { return ParentID(id) == "" }, nil)
+}
+
+// WatchContainers watches the lifecycle of the direct containers of
+// machine parent, of type ctype ("": any type).
+func (st *State) WatchContainers(model, parent, ctype string) (*watcher.Strings, []string, error) {
+	match := func(id string) bool {
+		return ParentID(id) == parent && (ctype == "" || ContainerTypeOf(id) == ctype)
+	}
+	check := func(r reader) error {
+		_, err := getMachine(r, model, parent)
+		return err
+	}
+	return st.watchMachineLifecycle(model, match, check)
+}
+
+// WatchModelMachineStartTimes watches the top-level machines of a model
+// for changes to their life or agent start time. Changes are batched: the
+// first change arms a timer of quiesce on clock, and every id changed until
+// it fires is delivered as one event. The initial ids are every top-level
+// machine.
+func (st *State) WatchModelMachineStartTimes(model string, clock watcher.Clock, quiesce time.Duration) (*watcher.Strings, []string, error) {
+	w := watcher.NewStrings()
+	var (
+		mu      sync.Mutex
+		pending []string
+		timer   watcher.Timer
+		stopped bool
+	)
+	flush := func() {
+		mu.Lock()
+		ids := pending
+		pending, timer = nil, nil
+		mu.Unlock()
+		w.Add(ids...)
+	}
+	cancel := st.hub.Subscribe(watcher.Filter{
+		Kind:   KindMachine,
+		Model:  model,
+		Fields: []string{watcher.FieldCreated, watcher.FieldLife, watcher.FieldRemoved, FieldAgentStartTime},
+	}, func(_ uint64, c watcher.Change) {
+		if ParentID(c.ID) != "" {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
+		}
+		pending = append(pending, c.ID)
+		if timer == nil {
+			timer = clock.AfterFunc(quiesce, flush)
+		}
+	})
+	w.OnStop(func() {
+		cancel()
+		mu.Lock()
+		stopped = true
+		if timer != nil {
+			timer.Stop()
+		}
+		mu.Unlock()
+	})
+	ms, err := st.Machines(model)
+	if err != nil {
+		_ = w.Stop()
+		return nil, nil, err
+	}
+	initial := []string{}
+	for _, m := range ms {
+		if !m.IsContainer() {
+			initial = append(initial, m.ID)
+		}
+	}
+	return w, initial, nil
+}
+
+// WatchAPIHostPorts fires when the stored API addresses change.
+func (st *State) WatchAPIHostPorts() (*watcher.Notify, error) {
+	w := watcher.NewNotify()
+	w.OnStop(st.hub.Subscribe(watcher.Filter{
+		Kind: KindController, ID: APIHostPortsID, Fields: []string{FieldAPIHostPorts},
+	}, w.Sink()))
+	return w, nil
+}
