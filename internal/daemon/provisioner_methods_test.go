@@ -151,8 +151,8 @@ func TestProvisionerV11Methods(t *testing.T) {
 		tag := "machine-" + m.ID
 		arch, zone := "arm64", "zone-b"
 		info := params.InstanceInfo{Tag: tag, InstanceId: "i-x", Nonce: "n-x", DisplayName: "vm-x",
-			Characteristics: &params.HardwareCharacteristics{Arch: &arch, AvailabilityZone: &zone},
-			Volumes:         []params.Volume{{VolumeTag: "volume-1", Info: params.VolumeInfo{VolumeId: "vol-1", Size: 10}}},
+			Characteristics:   &params.HardwareCharacteristics{Arch: &arch, AvailabilityZone: &zone},
+			Volumes:           []params.Volume{{VolumeTag: "volume-1", Info: params.VolumeInfo{VolumeId: "vol-1", Size: 10}}},
 			VolumeAttachments: map[string]params.VolumeAttachmentInfo{"volume-1": {DeviceName: "sdb"}},
 			NetworkConfig:     []params.NetworkConfig{{InterfaceName: "eth0", MACAddress: "00:16:3e:00:00:01", Address: "10.0.0.5"}},
 		}
