@@ -94,7 +94,7 @@ func TestMachineLifeCycle(t *testing.T) {
 	}
 	must(t, st.EnsureMachineDead(model, c.ID))
 	must(t, st.EnsureMachineDead(model, c.ID)) // idempotent
-	must(t, st.SetMachineDying(model, c.ID))    // never backwards
+	must(t, st.SetMachineDying(model, c.ID))   // never backwards
 	if got, _ := st.Machine(model, c.ID); got.Life != state.Dead {
 		t.Errorf("life went backwards: %s", got.Life)
 	}
