@@ -203,17 +203,20 @@ func dhcpConfig(hn *hostNetwork) params.NetworkConfig {
 }
 
 func baseConfig(hn *hostNetwork) params.NetworkConfig {
-	return params.NetworkConfig{
-		DeviceIndex:         0,
-		CIDR:                hn.subnet.CIDR,
-		ProviderSubnetId:    hn.subnet.ProviderID,
-		ProviderNetworkId:   hn.subnet.ProviderNetworkID,
-		VLANTag:             hn.subnet.VLANTag,
-		InterfaceName:       "eth0",
-		ParentInterfaceName: "br-" + hn.iface.InterfaceName,
-		InterfaceType:       "ethernet",
-		DNSServers:          hn.subnet.DNSServers,
+	nc := params.NetworkConfig{
+		DeviceIndex:       0,
+		CIDR:              hn.subnet.CIDR,
+		ProviderSubnetId:  hn.subnet.ProviderID,
+		ProviderNetworkId: hn.subnet.ProviderNetworkID,
+		VLANTag:           hn.subnet.VLANTag,
+		InterfaceName:     "eth0",
+		InterfaceType:     "ethernet",
+		DNSServers:        hn.subnet.DNSServers,
 	}
+	if hn.iface.InterfaceName != "" {
+		nc.ParentInterfaceName = "br-" + hn.iface.InterfaceName
+	}
+	return nc
 }
 
 // ReleaseContainerAddresses frees the addresses of each container.
