@@ -133,6 +133,15 @@ func TestSetInstanceInfo(t *testing.T) {
 	must(t, st.SetInstanceInfo(model, m.ID, state.InstanceInfo{InstanceID: "i", Nonce: "n",
 		Hardware: &state.HardwareCharacteristics{AvailabilityZone: &zone},
 		Volumes:  map[string]state.VolumeInfo{"0": {VolumeID: "v"}}}))
+	defer func() {
+		// Removing the machine detaches its volumes; the volumes stay.
+		must(t, st.EnsureMachineDead(model, m.ID))
+		_, err := st.RemoveMachine(model, m.ID)
+		must(t, err)
+		if vols, _ := st.MachineVolumes(model, m.ID); len(vols) != 0 {
+			t.Errorf("volumes still attached to a removed machine: %+v", vols)
+		}
+	}()
 	err := st.SetInstanceInfo(model, m.ID, state.InstanceInfo{InstanceID: "j", Nonce: "n"})
 	if !errors.Is(err, errors.AlreadyExists) || err.Error() != `cannot set instance data for machine "0": already set` {
 		t.Errorf("second set: %v", err)
