@@ -257,6 +257,21 @@ func TestProvisionerV11Methods(t *testing.T) {
 		}
 	})
 
+	t.Run("Constraints", func(t *testing.T) {
+		res := mustCall[params.ConstraintsResults](t, f.ctrl, 11, "Constraints", ents("machine-1", "machine-0"))
+		c := res.Results[0].Constraints
+		if c.Mem == nil || *c.Mem != 2048 || c.Spaces == nil || !slices.Equal(*c.Spaces, []string{"db"}) || c.Arch != nil {
+			t.Errorf("Constraints(1) = %+v", c)
+		}
+		if res.Results[1].Error != nil || res.Results[1].Constraints != (params.Value{}) {
+			t.Errorf("Constraints(0) = %+v", res.Results[1])
+		}
+		raw := rawCall(t, f.ctrl, 11, "Constraints", ents("machine-1"))
+		if string(raw) != `{"results":[{"constraints":{"mem":2048,"spaces":["db"]}}]}` {
+			t.Errorf("wire = %s", raw)
+		}
+	})
+
 	t.Run("ProvisioningInfo", func(t *testing.T) {
 		res := mustCall[params.ProvisioningInfoResults](t, f.ctrl, 11, "ProvisioningInfo", ents("machine-1"))
 		info := res.Results[0].Result

@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"flag"
 	"os"
@@ -22,13 +23,28 @@ var updateGolden = flag.Bool("update", false, "rewrite the golden files of the 2
 
 var timeRE = regexp.MustCompile(`"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)"`)
 
-// golden compares raw (a whole 2015 response) with
-// testdata/provisioner_v1/<name>.json, after replacing what differs between
-// runs (UUIDs, the listen port, times).
-func golden(t *testing.T, f *provFixture, name string, raw json.RawMessage) {
+// golden compares a 2015 request (method and params) and its response
+// with testdata/provisioner_v1/<name>.json, after replacing what differs
+// between runs (UUIDs, the listen port, the CA certificate, times).
+func golden(t *testing.T, f *provFixture, name, method string, args any, raw json.RawMessage) {
 	t.Helper()
 	creds := f.d.Credentials()
-	s := string(raw)
+	reqParams, err := json.Marshal(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exchange, err := json.Marshal(struct {
+		Type     string
+		Version  int
+		Request  string
+		Params   json.RawMessage
+		Response json.RawMessage
+	}{"Provisioner", 1, method, reqParams, raw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(exchange)
+	s = strings.ReplaceAll(s, base64.StdEncoding.EncodeToString([]byte(creds.CACert)), "CA-CERT-BASE64")
 	s = strings.ReplaceAll(s, creds.DefaultModelUUID, "MODEL-UUID")
 	s = strings.ReplaceAll(s, creds.ControllerUUID, "CONTROLLER-UUID")
 	s = strings.ReplaceAll(s, f.d.Addr(), "127.0.0.1:PORT")
@@ -114,13 +130,23 @@ func TestProvisionerV1Shapes(t *testing.T) {
 		{"FindTools", f.agent, "FindTools", params.V1FindToolsParams{MajorVersion: 1, MinorVersion: -1, Series: "trusty"}},
 		{"FindToolsNone", f.agent, "FindTools", params.V1FindToolsParams{Number: "2.0.0"}},
 		{"WatchEnvironMachines", f.ctrl, "WatchEnvironMachines", nil},
+		{"WatchForEnvironConfigChanges", f.agent, "WatchForEnvironConfigChanges", nil},
+		{"WatchAPIHostPorts", f.agent, "WatchAPIHostPorts", nil},
+		{"WatchMachineErrorRetry", f.ctrl, "WatchMachineErrorRetry", nil},
+		{"CACert", f.agent, "CACert", nil},
+		{"SetStatus", f.agent, "SetStatus", params.V1SetStatus{Entities: []params.V1EntityStatusArgs{
+			{Tag: "machine-0", Status: "started", Info: "ok"}, {Tag: "machine-0", Status: "bogus"}, {Tag: "not a tag"}}}},
+		{"Remove", f.ctrl, "Remove", v1ents(mtag, "machine-0-lxd-0", "machine-42")},
+		{"EnsureDead", f.ctrl, "EnsureDead", v1ents("machine-1", "bad")},
+		{"ReleaseContainerAddresses", f.agent, "ReleaseContainerAddresses", v1ents("machine-0-lxd-0", "machine-0", "bad")},
+		{"Status after SetStatus", f.agent, "Status", v1ents("machine-0")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			for _, v := range []int{1, 0} {
 				raw := rawCall(t, tt.caller, v, tt.method, tt.args)
 				if v == 1 {
-					golden(t, f, tt.name, raw)
+					golden(t, f, tt.name, tt.method, tt.args, raw)
 				}
 			}
 		})
@@ -129,11 +155,11 @@ func TestProvisionerV1Shapes(t *testing.T) {
 	// Tools: agent-version 1.25.0 for the trusty machine, first match with
 	// hostname verification off.
 	must(st.UpdateModelConfig(model, map[string]any{"agent-version": "1.25.0"}, nil))
-	golden(t, f, "Tools", rawCall(t, f.agent, 1, "Tools", v1ents("machine-0", "machine-1")))
+	golden(t, f, "Tools", "Tools", v1ents("machine-0", "machine-1"), rawCall(t, f.agent, 1, "Tools", v1ents("machine-0", "machine-1")))
 	must(st.UpdateModelConfig(model, nil, []string{"agent-version"}))
 	wantErr(t, f.agent.Call(ctxT(t), "Provisioner", 1, "", "Tools", v1ents("machine-0"), nil),
 		"agent version not set in environment config", "")
-	golden(t, f, "EnvironConfig", rawCall(t, f.agent, 1, "EnvironConfig", nil))
+	golden(t, f, "EnvironConfig", "EnvironConfig", nil, rawCall(t, f.agent, 1, "EnvironConfig", nil))
 }
 
 // Version 1 is reachable with the legacy capitalised (V0) framing.
