@@ -2,6 +2,7 @@ package state_test
 
 import (
 	"fmt"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -398,4 +399,43 @@ func TestMachineLifecycleWatchers(t *testing.T) {
 	defer hw.Stop()
 	must(t, st.SetAPIHostPorts([][]state.HostPort{{{Value: "10.0.0.1", Port: 17070}}}))
 	watchertest.NotifyAssertChange(t, hw)
+}
+
+// Allocations survive a restart: a reopened state never hands out an
+// address recorded before.
+func TestAddressAllocationPersists(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "state.db")
+	open := func() *state.State {
+		st, err := state.Open(state.Options{Path: path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	st := open()
+	if _, err := st.Initialize(statetest.InitArgs()); err != nil {
+		t.Fatal(err)
+	}
+	_, err := st.AddSubnet(model, state.Subnet{CIDR: "10.0.0.0/30", AllocatableIPLow: "10.0.0.2", AllocatableIPHigh: "10.0.0.3"})
+	must(t, err)
+	host := addMachine(t, st, state.MachineParams{})
+	c0 := addMachine(t, st, state.MachineParams{ParentID: host.ID, ContainerType: "lxd"})
+	c1 := addMachine(t, st, state.MachineParams{ParentID: host.ID, ContainerType: "lxd"})
+	a0, err := st.AllocateAddress(model, "10.0.0.0/30", c0.ID, "eth0", "m0", 0)
+	must(t, err)
+	must(t, st.Close())
+
+	st = open()
+	defer st.Close()
+	a1, err := st.AllocateAddress(model, "10.0.0.0/30", c1.ID, "eth0", "m1", 0)
+	must(t, err)
+	if a1.Value == a0.Value {
+		t.Errorf("address %s handed out twice across a restart", a0.Value)
+	}
+	addrs, err := st.MachineAddresses(model, c0.ID)
+	must(t, err)
+	if len(addrs) != 1 || addrs[0].Value != a0.Value || addrs[0].MACAddress != "m0" || addrs[0].State != state.AddressStateAllocated {
+		t.Errorf("after restart: %+v", addrs)
+	}
 }
