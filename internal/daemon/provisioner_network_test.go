@@ -170,6 +170,26 @@ func TestProvisionerContainerNetworkingChecks(t *testing.T) {
 	if v1cfg.ManagerConfig["name"] != "juju" || v1cfg.ManagerConfig["ip-forwarding"] != "true" {
 		t.Errorf("v1 ContainerManagerConfig = %v", v1cfg.ManagerConfig)
 	}
+	// A provider that refuses every address burns a bounded number.
+	f.d.Environ().SetAllocateHook(func(_, _, _, _, _ string) error { return errors.New("no") })
+	defer f.d.Environ().SetAllocateHook(nil)
+	nc, err := st.AddMachine(model, state.MachineParams{ParentID: "0", ContainerType: "lxd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := mustCall[params.MachineNetworkConfigResults](t, f.agent, 11, "PrepareContainerInterfaceInfo", ents(state.Machine{ID: nc.ID}.Tag().String()))
+	checkItem(t, "refused", ref.Results[0].Error, itemErr{`failed to allocate an address for "` + nc.ID + `": the provider refused 8 addresses: no`, ""})
+	addrs, _ := st.IPAddresses(model)
+	unavailable := 0
+	for _, a := range addrs {
+		if a.State == state.AddressStateUnavailable {
+			unavailable++
+		}
+	}
+	if unavailable != 8 {
+		t.Errorf("%d addresses marked unavailable; want 8", unavailable)
+	}
+
 	// The controller agent has no host in this model.
 	err = f.ctrl.Call(ctxT(t), "Provisioner", 11, "", "PrepareContainerInterfaceInfo", ents("machine-0-lxd-0"), nil)
 	wantErr(t, err, "permission denied", params.CodeUnauthorized)
