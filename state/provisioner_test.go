@@ -439,3 +439,14 @@ func TestAddressAllocationPersists(t *testing.T) {
 		t.Errorf("after restart: %+v", addrs)
 	}
 }
+
+func TestControllerMachines(t *testing.T) {
+	t.Parallel()
+	st := statetest.New(t)
+	addMachine(t, st, state.MachineParams{Jobs: []string{state.JobManageModel}}) // a hosted model's: not a controller
+	ms, err := st.ControllerMachines()
+	must(t, err)
+	if len(ms) != 1 || ms[0].ID != "0" || ms[0].Model != statetest.ControllerModelUUID {
+		t.Errorf("ControllerMachines = %+v", ms)
+	}
+}
