@@ -52,15 +52,22 @@ func (r AddressRange) Nth(n uint64) netip.Addr {
 	return intAddr(new(big.Int).Add(addrInt(r.Low), off), r.Low.Is4())
 }
 
+// MaxScan bounds how many addresses Each visits: a range larger than that
+// (IPv6) is treated as exhausted after MaxScan used addresses in a row
+// from a random start, so one allocation never holds the database writer
+// for long.
+const MaxScan = 1 << 16
+
 // Each calls fn with the addresses of r starting at offset start and
-// wrapping around, until fn returns false or every address was visited.
+// wrapping around, until fn returns false or every address (at most
+// MaxScan) was visited.
 func (r AddressRange) Each(start uint64, fn func(netip.Addr) bool) {
 	if !r.Valid() {
 		return
 	}
 	size := r.Size()
-	if !size.IsUint64() || size.Uint64() > 1<<24 {
-		size = big.NewInt(1 << 24) // bound the scan of huge IPv6 ranges
+	if !size.IsUint64() || size.Uint64() > MaxScan {
+		size = big.NewInt(MaxScan)
 	}
 	n := size.Uint64()
 	a := r.Nth(start)

@@ -206,15 +206,22 @@ func (p *Provider) AllocateAddress(instanceID, subnetCIDR, addr, mac, hostname s
 	return nil
 }
 
+// maxReleased bounds the record of released addresses kept for Released.
+const maxReleased = 256
+
 // ReleaseAddress gives addr back to the provider.
 func (p *Provider) ReleaseAddress(instanceID, subnetCIDR, addr, mac string) error {
 	p.mu.Lock()
 	p.released = append(p.released, addr)
+	if len(p.released) > maxReleased {
+		p.released = slices.Clone(p.released[len(p.released)-maxReleased:])
+	}
 	p.mu.Unlock()
 	return nil
 }
 
-// Released lists the addresses released so far (tests).
+// Released lists the last addresses released (at most 256; for tests and
+// debugging).
 func (p *Provider) Released() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -147,3 +147,26 @@ func getController(r reader) (controllerDoc, error) {
 	}
 	return d, nil
 }
+
+// ControllerMachines returns the controller machines: the machines of the
+// controller model with JobManageModel, in id order.
+func (st *State) ControllerMachines() ([]Machine, error) {
+	var out []Machine
+	err := st.view(func(r reader) error {
+		ctrl, err := getController(r)
+		if err != nil {
+			return err
+		}
+		ms, err := machines(r, ctrl.ModelUUID)
+		if err != nil {
+			return err
+		}
+		for _, m := range ms {
+			if IsController(m) {
+				out = append(out, m)
+			}
+		}
+		return nil
+	})
+	return out, err
+}

@@ -99,7 +99,7 @@ type HardwareCharacteristics struct {
 type Status struct {
 	Status  string         `json:"status,omitempty"`
 	Message string         `json:"message,omitempty"`
-	Data    map[string]any `json:"data,omitempty"`
+	Data    map[string]any `json:"data"`
 	Since   time.Time      `json:"since,omitzero"`
 }
 

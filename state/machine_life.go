@@ -109,6 +109,9 @@ func (st *State) RemoveMachine(model, id string) ([]IPAddress, error) {
 			}
 		}
 		released = addrs
+		if err := tx.detachVolumes(model, id); err != nil {
+			return err
+		}
 		return tx.remove(KindMachine, model, id)
 	})
 	return released, err

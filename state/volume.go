@@ -175,3 +175,22 @@ func (st *State) StoragePool(model, name string) (StoragePool, error) {
 	})
 	return d.StoragePool, err
 }
+
+// detachVolumes drops the attachments of volumes to a removed machine
+// (the volumes themselves stay, as Juju keeps them).
+func (tx *txn) detachVolumes(model, machine string) error {
+	docs, err := list[volumeDoc](tx, KindVolume, model)
+	if err != nil {
+		return err
+	}
+	for _, d := range docs {
+		n := len(d.Attachments)
+		d.Attachments = slices.DeleteFunc(d.Attachments, func(a VolumeAttachment) bool { return a.Machine == machine })
+		if len(d.Attachments) != n {
+			if err := tx.put(KindVolume, model, d.ID, &d, "attachment"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -48,3 +48,22 @@ func TestServerError(t *testing.T) {
 		t.Fatal("ServerError(nil) != nil")
 	}
 }
+
+func TestBulk(t *testing.T) {
+	items := []params.Entity{{Tag: "a"}, {Tag: "b"}, {Tag: "c"}}
+	got := Bulk(items, func(e params.Entity) (params.StringResult, error) {
+		if e.Tag == "b" {
+			return params.StringResult{Result: "partial"}, jujuerrors.NotFoundf("b")
+		}
+		return params.StringResult{Result: e.Tag}, nil
+	})
+	if len(got) != 3 || got[0].Result != "a" || got[0].Error != nil || got[2].Result != "c" {
+		t.Fatalf("Bulk = %+v", got)
+	}
+	if got[1].Error == nil || got[1].Error.Code != params.CodeNotFound || got[1].Error.Message != "b not found" {
+		t.Fatalf("Bulk error = %#v", got[1].Error)
+	}
+	if out := Bulk[params.Entity, params.ErrorResult](nil, nil); out == nil || len(out) != 0 {
+		t.Fatalf("Bulk(nil) = %#v; want an empty, non-nil slice", out)
+	}
+}

@@ -443,19 +443,14 @@ func (p *Provisioner) DistributionGroupByMachineId(_ context.Context, args param
 // for a controller, else every machine hosting a unit of an application
 // with a principal unit on m.
 func (p *Provisioner) distributionGroup(m state.Machine) ([]state.Machine, error) {
+	if state.IsController(m) {
+		return p.st.ControllerMachines()
+	}
 	all, err := p.st.Machines(p.model)
 	if err != nil {
 		return nil, err
 	}
 	var out []state.Machine
-	if state.IsController(m) {
-		for _, x := range all {
-			if state.IsController(x) {
-				out = append(out, x)
-			}
-		}
-		return out, nil
-	}
 	units, err := p.st.Units(p.model)
 	if err != nil {
 		return nil, err

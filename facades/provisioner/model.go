@@ -316,6 +316,9 @@ func (p *Provisioner) toolsURL(b environ.Binary) string {
 	if addrs, err := p.apiAddresses(); err == nil && len(addrs) > 0 {
 		addr = addrs[0]
 	}
+	if p.v1 {
+		return "https://" + addr + "/environment/" + p.model + "/tools/" + b.String()
+	}
 	return environ.ToolsURL(addr, p.model, b)
 }
 
@@ -335,6 +338,9 @@ func (p *Provisioner) findTools(f environ.ToolsFilter) ([]environ.Tools, error) 
 	}
 	found := environ.FindTools(catalog, f)
 	if len(found) == 0 {
+		if p.v1 {
+			return nil, errors.NewNotFound(nil, "no matching tools available")
+		}
 		return nil, errors.NewNotFound(nil, "no matching agent binaries available")
 	}
 	return found, nil

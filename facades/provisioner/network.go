@@ -156,7 +156,8 @@ func (p *Provisioner) allocate(hn *hostNetwork, c state.Machine) (state.IPAddres
 		}
 	}
 	mac := environ.GenerateMACAddress()
-	for {
+	var refused error
+	for range maxProviderRefusals {
 		var b [8]byte
 		_, _ = rand.Read(b[:])
 		addr, err := p.st.AllocateAddress(p.model, hn.subnet.CIDR, c.ID, hn.iface.InterfaceName, mac, binary.BigEndian.Uint64(b[:]))
@@ -167,12 +168,18 @@ func (p *Provisioner) allocate(hn *hostNetwork, c state.Machine) (state.IPAddres
 		if err == nil {
 			return addr, nil
 		}
+		refused = err
 		p.ctx.Deps.Logger.Warn("provider refused address; marking it unavailable", "address", addr.Value, "err", err)
 		if err := p.st.SetAddressUnavailable(p.model, addr.Value); err != nil {
 			p.ctx.Deps.Logger.Warn("cannot mark address unavailable", "address", addr.Value, "err", err)
 		}
 	}
+	return state.IPAddress{}, errors.Annotatef(refused, "failed to allocate an address for %q: the provider refused %d addresses", c.ID, maxProviderRefusals)
 }
+
+// maxProviderRefusals bounds the addresses one allocation may burn (mark
+// unavailable) when the provider keeps refusing them.
+const maxProviderRefusals = 8
 
 func addrType(v string) string {
 	if a, err := netip.ParseAddr(v); err == nil && a.Is6() {
@@ -203,17 +210,20 @@ func dhcpConfig(hn *hostNetwork) params.NetworkConfig {
 }
 
 func baseConfig(hn *hostNetwork) params.NetworkConfig {
-	return params.NetworkConfig{
-		DeviceIndex:         0,
-		CIDR:                hn.subnet.CIDR,
-		ProviderSubnetId:    hn.subnet.ProviderID,
-		ProviderNetworkId:   hn.subnet.ProviderNetworkID,
-		VLANTag:             hn.subnet.VLANTag,
-		InterfaceName:       "eth0",
-		ParentInterfaceName: "br-" + hn.iface.InterfaceName,
-		InterfaceType:       "ethernet",
-		DNSServers:          hn.subnet.DNSServers,
+	nc := params.NetworkConfig{
+		DeviceIndex:       0,
+		CIDR:              hn.subnet.CIDR,
+		ProviderSubnetId:  hn.subnet.ProviderID,
+		ProviderNetworkId: hn.subnet.ProviderNetworkID,
+		VLANTag:           hn.subnet.VLANTag,
+		InterfaceName:     "eth0",
+		InterfaceType:     "ethernet",
+		DNSServers:        hn.subnet.DNSServers,
 	}
+	if hn.iface.InterfaceName != "" {
+		nc.ParentInterfaceName = "br-" + hn.iface.InterfaceName
+	}
+	return nc
 }
 
 // ReleaseContainerAddresses frees the addresses of each container.

@@ -5,6 +5,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/juju/errors"
 
@@ -346,7 +347,7 @@ func (v *V1) provisioningInfo(m state.Machine) (*params.V1ProvisioningInfo, erro
 		}
 	}
 	if len(pl.principals) > 0 {
-		tags["juju-units-deployed"] = joinSpace(pl.principals)
+		tags["juju-units-deployed"] = strings.Join(pl.principals, " ")
 	}
 	zones, err := p.subnetsToZones(m)
 	if err != nil {
@@ -378,17 +379,6 @@ func derefStrings(s *[]string) []string {
 		return nil
 	}
 	return *s
-}
-
-func joinSpace(s []string) string {
-	out := ""
-	for i, x := range s {
-		if i > 0 {
-			out += " "
-		}
-		out += x
-	}
-	return out
 }
 
 // v1Bulk is facade.Bulk for the 2015 result types.
@@ -462,19 +452,12 @@ func v1InstanceInfo(a params.V1InstanceInfo) params.InstanceInfo {
 func (v *V1) SetInstanceInfo(_ context.Context, args params.V1InstancesInfo) (params.V1ErrorResults, error) {
 	return params.V1ErrorResults{Results: v1Bulk(args.Machines, func(a params.V1InstanceInfo) (params.V1ErrorResult, error) {
 		for _, n := range a.Networks {
-			if _, ok := cutPrefix(n.Tag, "network-"); !ok {
+			if name, ok := strings.CutPrefix(n.Tag, "network-"); !ok || name == "" {
 				return params.V1ErrorResult{}, errors.Errorf("%q is not a valid network tag", n.Tag)
 			}
 		}
 		return params.V1ErrorResult{}, v.p.setInstanceInfo(v1InstanceInfo(a))
 	}, func(r *params.V1ErrorResult, e *params.V1Error) { r.Error = e })}, nil
-}
-
-func cutPrefix(s, prefix string) (string, bool) {
-	if len(s) > len(prefix) && s[:len(prefix)] == prefix {
-		return s[len(prefix):], true
-	}
-	return "", false
 }
 
 func (v *V1) SetPasswords(ctx context.Context, args params.V1EntityPasswords) (params.V1ErrorResults, error) {

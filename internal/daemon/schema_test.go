@@ -428,3 +428,25 @@ func minus(a, b []string) []string {
 	}
 	return out
 }
+
+// seedMethods is the method set of the 2015 seed (Provisioner v0 and v1):
+// the facade's own methods and those of the common helpers it embeds.
+var seedMethods = []string{
+	"APIAddresses", "APIHostPorts", "CACert", "Constraints", "ContainerConfig", "ContainerManagerConfig",
+	"DistributionGroup", "EnsureDead", "EnvironConfig", "EnvironUUID", "FindTools", "GetContainerInterfaceInfo",
+	"InstanceId", "Life", "MachinesWithTransientErrors", "PrepareContainerInterfaceInfo", "ProvisioningInfo",
+	"ReleaseContainerAddresses", "Remove", "RequestedNetworks", "Series", "SetInstanceInfo", "SetPasswords",
+	"SetProvisioned", "SetStatus", "SetSupportedContainers", "StateAddresses", "Status", "Tools", "UpdateStatus",
+	"WatchAPIHostPorts", "WatchAllContainers", "WatchContainers", "WatchEnvironMachines",
+	"WatchForEnvironConfigChanges", "WatchMachineErrorRetry",
+}
+
+func TestProvisionerSeedMethodSet(t *testing.T) {
+	reg := buildRegistry()
+	want := slices.Sorted(slices.Values(seedMethods))
+	for _, v := range []int{0, 1} {
+		if got := reg.MethodNames("Provisioner", v); !slices.Equal(got, want) {
+			t.Errorf("Provisioner v%d methods:\n got %v\nwant %v", v, got, want)
+		}
+	}
+}

@@ -22,7 +22,7 @@ func rawDial(t *testing.T, d *daemon.Daemon, model string) *websocket.Conn {
 	return ws
 }
 
-func rawCall(t *testing.T, ws *websocket.Conn, msg string) map[string]any {
+func wsCall(t *testing.T, ws *websocket.Conn, msg string) map[string]any {
 	t.Helper()
 	if err := ws.WriteMessage(websocket.TextMessage, []byte(msg)); err != nil {
 		t.Fatal(err)
@@ -59,7 +59,7 @@ func TestPythonStyleFraming(t *testing.T) {
   },
   "request-id": 1
 }`, creds.ControllerAgent.Tag, creds.ControllerAgent.Password, creds.ControllerAgent.Nonce)
-	res := rawCall(t, ws, login)
+	res := wsCall(t, ws, login)
 	if _, bad := res["error"]; bad {
 		t.Fatalf("login: %v", res)
 	}
@@ -73,24 +73,24 @@ func TestPythonStyleFraming(t *testing.T) {
 		t.Error("agent LoginResult carries user-info")
 	}
 
-	res = rawCall(t, ws, `{"type":"Pinger","request":"Ping","version":1,"params":{},"request-id":2}`)
+	res = wsCall(t, ws, `{"type":"Pinger","request":"Ping","version":1,"params":{},"request-id":2}`)
 	if b, _ := json.Marshal(res); string(b) != `{"request-id":2,"response":{}}` {
 		t.Errorf("ping reply = %s", b)
 	}
-	res = rawCall(t, ws, `{"type":"Provisioner","request":"WatchForModelConfigChanges","version":11,"params":null,"request-id":3}`)
+	res = wsCall(t, ws, `{"type":"Provisioner","request":"WatchForModelConfigChanges","version":11,"params":null,"request-id":3}`)
 	if b, _ := json.Marshal(res); string(b) != `{"request-id":3,"response":{"NotifyWatcherId":"1"}}` {
 		t.Fatalf("watch reply = %s", b)
 	}
 	// The watcher id under "Id", in the legacy V0 framing: answered in kind.
-	res = rawCall(t, ws, `{"RequestId":4,"Type":"NotifyWatcher","Version":1,"Id":"1","Request":"Stop"}`)
+	res = wsCall(t, ws, `{"RequestId":4,"Type":"NotifyWatcher","Version":1,"Id":"1","Request":"Stop"}`)
 	if b, _ := json.Marshal(res); string(b) != `{"RequestId":4,"Response":{}}` {
 		t.Errorf("v0 stop reply = %s", b)
 	}
-	res = rawCall(t, ws, `{"type":"NotifyWatcher","request":"Next","version":1,"Id":"1","params":{},"request-id":5}`)
+	res = wsCall(t, ws, `{"type":"NotifyWatcher","request":"Next","version":1,"Id":"1","params":{},"request-id":5}`)
 	if b, _ := json.Marshal(res); string(b) != `{"error":"unknown watcher id","error-code":"not found","request-id":5,"response":{}}` {
 		t.Errorf("next after stop = %s", b)
 	}
-	res = rawCall(t, ws, `{"type":"Provisioner","request":"Life","version":12,"params":{},"request-id":7}`)
+	res = wsCall(t, ws, `{"type":"Provisioner","request":"Life","version":12,"params":{},"request-id":7}`)
 	if b, _ := json.Marshal(res); string(b) != `{"error":"unknown version 12 for facade type \"Provisioner\"","error-code":"not implemented","request-id":7,"response":{}}` {
 		t.Errorf("unknown version = %s", b)
 	}

@@ -288,3 +288,39 @@ func TestAssertions(t *testing.T) {
 		})
 	}
 }
+
+func TestFakeClock(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	c := watchertest.NewFakeClock(start)
+	var fired []string
+	c.AfterFunc(2*time.Second, func() { fired = append(fired, "b") })
+	c.AfterFunc(time.Second, func() { fired = append(fired, "a") })
+	stopped := c.AfterFunc(time.Second, func() { fired = append(fired, "x") })
+	if !stopped.Stop() || stopped.Stop() {
+		t.Fatal("Stop should report true once")
+	}
+	c.WaitTimers(t, 2)
+	c.Advance(999 * time.Millisecond)
+	if len(fired) != 0 {
+		t.Fatalf("fired early: %v", fired)
+	}
+	c.Advance(2 * time.Second)
+	if len(fired) != 2 || fired[0] != "a" || fired[1] != "b" || c.Pending() != 0 {
+		t.Fatalf("fired %v, %d pending", fired, c.Pending())
+	}
+	if !c.Now().Equal(start.Add(2999 * time.Millisecond)) {
+		t.Fatalf("Now = %v", c.Now())
+	}
+}
+
+func TestNotifyOnDeliver(t *testing.T) {
+	w := watcher.NewNotify()
+	defer w.Stop()
+	n := 0
+	w.OnDeliver(func() { n++ })
+	w.Trigger()
+	watchertest.NotifyAssertChange(t, w)
+	if n != 1 {
+		t.Fatalf("OnDeliver ran %d times; want 1", n)
+	}
+}
