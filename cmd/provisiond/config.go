@@ -35,6 +35,7 @@ type options struct {
 	MaxWatchers     int           `yaml:"max-watchers"`
 	WriteTimeout    time.Duration `yaml:"write-timeout"`
 	PingTimeout     time.Duration `yaml:"ping-timeout"`
+	LoginTimeout    time.Duration `yaml:"login-timeout"`
 	LoginRateMax    int           `yaml:"login-rate-max"`
 	LoginRateRefill time.Duration `yaml:"login-rate-refill"`
 	LoginConcurrent int           `yaml:"login-concurrent"`
@@ -67,6 +68,7 @@ func defaultOptions(getenv func(string) string) options {
 		MaxWatchers:     d.MaxWatchers,
 		WriteTimeout:    d.WriteTimeout,
 		PingTimeout:     d.PingTimeout,
+		LoginTimeout:    d.LoginTimeout,
 		LoginRateMax:    d.LoginRateMax,
 		LoginRateRefill: d.LoginRateRefill,
 		LoginConcurrent: d.LoginConcurrent,
@@ -95,6 +97,7 @@ func (o *options) settings() []setting {
 		{"max-watchers", "watchers per connection (0: unlimited)", &o.MaxWatchers},
 		{"write-timeout", "write deadline; a client that stops reading is dropped after it", &o.WriteTimeout},
 		{"ping-timeout", "close agent connections that do not ping for this long", &o.PingTimeout},
+		{"login-timeout", "close connections that have not logged in within this long (0: never)", &o.LoginTimeout},
 		{"login-rate-max", "agent login token bucket size (0: no rate limit)", &o.LoginRateMax},
 		{"login-rate-refill", "time to earn one agent login token", &o.LoginRateRefill},
 		{"login-concurrent", "agent logins in progress at once (0: unlimited)", &o.LoginConcurrent},
@@ -212,6 +215,7 @@ func (o *options) daemonConfig() daemon.Config {
 		MaxWatchers:     o.MaxWatchers,
 		WriteTimeout:    o.WriteTimeout,
 		PingTimeout:     o.PingTimeout,
+		LoginTimeout:    o.LoginTimeout,
 		LoginRateMax:    o.LoginRateMax,
 		LoginRateRefill: o.LoginRateRefill,
 		LoginConcurrent: o.LoginConcurrent,

@@ -33,6 +33,9 @@ type Deps struct {
 	PingTimeout time.Duration
 	// MaxWatchers bounds the resources of one connection (0: no limit).
 	MaxWatchers int
+	// LoginTimeout closes a connection that has not logged in within it
+	// (0: never).
+	LoginTimeout time.Duration
 }
 
 // Auth is who is logged in on a connection.

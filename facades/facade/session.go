@@ -27,12 +27,13 @@ type Session struct {
 	modelErr       error
 	resources      *watcher.Resources
 
-	mu        sync.Mutex // guards the fields below
-	loggingIn bool
-	loggedIn  bool
-	auth      Auth
-	pingTimer *time.Timer
-	killed    bool
+	mu         sync.Mutex // guards the fields below
+	loggingIn  bool
+	loggedIn   bool
+	auth       Auth
+	pingTimer  *time.Timer
+	loginTimer *time.Timer
+	killed     bool
 }
 
 // NewRootFunc returns the rpc.Config.NewRoot of provisiond: a Session per
@@ -40,6 +41,12 @@ type Session struct {
 func NewRootFunc(deps *Deps) func(rpc.ConnInfo, *rpc.Conn) rpc.Root {
 	return func(info rpc.ConnInfo, c *rpc.Conn) rpc.Root {
 		s := &Session{deps: deps, conn: c, resources: watcher.NewResources(deps.MaxWatchers)}
+		if d := deps.LoginTimeout; d > 0 {
+			s.loginTimer = time.AfterFunc(d, func() {
+				deps.Logger.Debug("closing connection: no login", "timeout", d, "remote", info.RemoteAddr)
+				c.Close(websocket.ClosePolicyViolation)
+			})
+		}
 		uuid := info.ModelUUID
 		if uuid == "" {
 			s.controllerOnly = true
@@ -124,6 +131,9 @@ func (s *Session) Kill() {
 	if s.pingTimer != nil {
 		s.pingTimer.Stop()
 	}
+	if s.loginTimer != nil {
+		s.loginTimer.Stop()
+	}
 	s.mu.Unlock()
 	s.resources.StopAll()
 }
@@ -150,6 +160,9 @@ func (s *Session) EndLogin(auth *Auth) {
 	if auth != nil {
 		s.loggedIn = true
 		s.auth = *auth
+		if s.loginTimer != nil {
+			s.loginTimer.Stop()
+		}
 	}
 }
 

@@ -51,6 +51,7 @@ type Config struct {
 	MaxWatchers  int
 	WriteTimeout time.Duration
 	PingTimeout  time.Duration
+	LoginTimeout time.Duration
 
 	LoginRateMax    int
 	LoginRateRefill time.Duration
@@ -61,6 +62,7 @@ type Config struct {
 const (
 	DefaultAddr            = "127.0.0.1:17070"
 	DefaultPingTimeout     = 3 * time.Minute
+	DefaultLoginTimeout    = time.Minute
 	DefaultMaxWatchers     = 1000
 	DefaultLoginRateMax    = 100
 	DefaultLoginRateRefill = 10 * time.Millisecond
@@ -77,6 +79,7 @@ func Default(dataDir string) Config {
 		MaxWatchers:     DefaultMaxWatchers,
 		WriteTimeout:    rpc.DefaultWriteTimeout,
 		PingTimeout:     DefaultPingTimeout,
+		LoginTimeout:    DefaultLoginTimeout,
 		LoginRateMax:    DefaultLoginRateMax,
 		LoginRateRefill: DefaultLoginRateRefill,
 		LoginConcurrent: DefaultLoginConcurrent,
@@ -95,7 +98,7 @@ func (c *Config) Validate() error {
 	case c.ReadLimit < 0, c.MaxRequests < 0, c.MaxConns < 0, c.MaxWatchers < 0,
 		c.LoginRateMax < 0, c.LoginConcurrent < 0:
 		return errors.New("limits must not be negative")
-	case c.WriteTimeout < 0, c.PingTimeout < 0, c.LoginRateRefill < 0:
+	case c.WriteTimeout < 0, c.PingTimeout < 0, c.LoginTimeout < 0, c.LoginRateRefill < 0:
 		return errors.New("durations must not be negative")
 	}
 	return nil
@@ -205,6 +208,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 		ServerVersion: ServerVersion,
 		APIHostPorts:  func() [][]params.HostPort { return [][]params.HostPort{hostPorts} },
 		PingTimeout:   cfg.PingTimeout,
+		LoginTimeout:  cfg.LoginTimeout,
 		MaxWatchers:   cfg.MaxWatchers,
 	}
 	d.rpc, err = rpc.NewServer(rpc.Config{

@@ -508,3 +508,29 @@ func TestConcurrentAgents(t *testing.T) {
 }
 
 func TestMain(m *testing.M) { leaktest.Main(m) }
+
+func TestLoginTimeout(t *testing.T) {
+	d := start(t, func(c *daemon.Config) { c.LoginTimeout = 200 * time.Millisecond })
+	idle := dial(t, d, "")
+	user := loginAdmin(t, d, "")
+	select {
+	case <-idle.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("connection without login was not closed")
+	}
+	if code := idle.CloseCode(); code != websocket.ClosePolicyViolation {
+		t.Errorf("close code = %d; want 1008", code)
+	}
+	// A logged-in connection outlives the login timeout.
+	deadline := time.After(500 * time.Millisecond)
+	for {
+		if err := user.Ping(ctxT(t)); err != nil {
+			t.Fatalf("logged-in connection: %v", err)
+		}
+		select {
+		case <-deadline:
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
