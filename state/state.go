@@ -27,6 +27,16 @@ const (
 	KindVolume      watcher.Kind = "volume"
 	KindStoragePool watcher.Kind = "storagepool"
 	KindTools       watcher.Kind = "tools" // controller-wide: the agent binaries catalog
+
+	// CAAS (Kubernetes) models: see caas.go.
+	KindCharm             watcher.Kind = "charm"        // id: charm URL
+	KindApplicationConfig watcher.Kind = "appconfig"    // id: application name
+	KindPodSpec           watcher.Kind = "podspec"      // id: application name
+	KindCloudService      watcher.Kind = "cloudservice" // id: application name
+	KindStatus            watcher.Kind = "status"       // id: global key ("a#<app>#operator")
+	KindStorageInstance   watcher.Kind = "storage"      // id: "<name>/<n>"
+	KindFilesystem        watcher.Kind = "filesystem"   // id: "<unit>/<n>"
+	KindModelConstraints  watcher.Kind = "modelconstraints"
 )
 
 // Field names of the changes state records, besides watcher.FieldCreated,
@@ -107,6 +117,8 @@ func Open(opts Options) (*State, error) {
 			string(KindApplication), string(KindUnit), string(KindSpace), string(KindSubnet),
 			string(KindIPAddress), string(KindVolume), string(KindStoragePool), string(KindTools),
 			bucketModelName, bucketSequence,
+			string(KindCharm), string(KindApplicationConfig), string(KindPodSpec), string(KindCloudService),
+			string(KindStatus), string(KindStorageInstance), string(KindFilesystem), string(KindModelConstraints),
 		},
 		InitialMmapSize: initialMmapSize,
 		OnCommit:        st.publish,
