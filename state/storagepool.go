@@ -166,7 +166,7 @@ type txPoolStore struct {
 }
 
 func (s txPoolStore) GetPool(name string) (storage.Config, error) { return getPool(s.r, s.model, name) }
-func (s txPoolStore) ListPools() ([]storage.Config, error)      { return listPools(s.r, s.model) }
+func (s txPoolStore) ListPools() ([]storage.Config, error)        { return listPools(s.r, s.model) }
 func (s txPoolStore) PutPool(storage.Config, bool) error {
 	return errors.NotSupportedf("writing pools inside a transaction")
 }

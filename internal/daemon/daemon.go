@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"provisiond/facades/admin"
+	"provisiond/facades/caasunitprovisioner"
 	"provisiond/facades/facade"
 	"provisiond/facades/pinger"
 	"provisiond/facades/provisioner"
@@ -258,6 +259,7 @@ func NewRegistry(limiter *admin.Limiter) *facade.Registry {
 	pinger.Register(reg)
 	watchers.Register(reg)
 	provisioner.Register(reg)
+	caasunitprovisioner.Register(reg)
 	return reg
 }
 
