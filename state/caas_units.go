@@ -454,10 +454,15 @@ func (run *unitsRun) updateStateUnits(removed []removedUnit, existingPods, added
 }
 
 func (run *unitsRun) addUnit(props podProps) error {
+	_, err := run.addUnitNamed(props)
+	return err
+}
+
+func (run *unitsRun) addUnitNamed(props podProps) (string, error) {
 	tx, a := run.tx, run.app
 	seq, err := tx.nextSequence(a.Model, "unit/"+a.Name)
 	if err != nil {
-		return err
+		return "", err
 	}
 	u := Unit{Model: a.Model, Name: fmt.Sprintf("%s/%d", a.Name, seq), Application: a.Name, Life: Alive,
 		CAASUnit: CAASUnit{
@@ -465,12 +470,12 @@ func (run *unitsRun) addUnit(props podProps) error {
 			WorkloadStatus: Status{Status: "waiting", Message: "installing agent", Since: tx.now},
 		}}
 	if err := tx.put(KindUnit, a.Model, u.Name, &unitDoc{Unit: u}, watcher.FieldCreated); err != nil {
-		return err
+		return "", err
 	}
 	if err := tx.addUnitStorage(a, u.Name); err != nil {
-		return err
+		return "", err
 	}
-	return run.updateUnit(u.Name, props)
+	return u.Name, run.updateUnit(u.Name, props)
 }
 
 func (run *unitsRun) updateUnit(name string, props podProps) error {
@@ -694,4 +699,44 @@ func (run *unitsRun) applyFilesystems() error {
 		}
 	}
 	return nil
+}
+
+// CAASUnitParams describe a unit for AddCAASUnit.
+type CAASUnitParams struct {
+	// ProviderID, when set, binds the unit to a known pod (Juju's
+	// AddUnitParams.ProviderId); otherwise the unit waits for a pod.
+	ProviderID string
+	Address    string
+	Ports      []string
+}
+
+// AddCAASUnit adds a unit (and its storage) to an alive Kubernetes
+// application, as Juju's AddUnit.
+func (st *State) AddCAASUnit(model, app string, p CAASUnitParams) (Unit, error) {
+	var u Unit
+	err := st.update(func(tx *txn) error {
+		a, err := getApplication(tx, model, app)
+		if err != nil {
+			return err
+		}
+		if a.Life != Alive {
+			return errors.NotValidf("adding a unit to %s application %q", a.Life, app)
+		}
+		run := &unitsRun{tx: tx, model: model, app: a}
+		props := podProps{}
+		if p.ProviderID != "" {
+			props.container = &CloudContainer{ProviderID: p.ProviderID, Address: p.Address, Ports: slices.Clone(p.Ports)}
+		}
+		name, err := run.addUnitNamed(props)
+		if err != nil {
+			return err
+		}
+		var d unitDoc
+		if _, err := get(tx, KindUnit, model, name, &d); err != nil {
+			return err
+		}
+		u = d.Unit
+		return nil
+	})
+	return u, err
 }

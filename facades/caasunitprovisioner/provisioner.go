@@ -12,6 +12,7 @@ package caasunitprovisioner
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 
@@ -70,11 +71,21 @@ func New(c *facade.Context) (*API, error) {
 // application is the per-entity preamble: parse the tag, read the
 // application.
 func (a *API) application(tag string) (state.Application, error) {
-	t, err := names.ParseApplicationTag(tag)
+	t, err := applicationTag(tag)
 	if err != nil {
 		return state.Application{}, err
 	}
 	return a.st.Application(a.model, t.Id())
+}
+
+// applicationTag parses an application tag; any failure reads
+// `"<tag>" is not a valid application tag` (code "").
+func applicationTag(tag string) (names.ApplicationTag, error) {
+	t, err := names.ParseApplicationTag(tag)
+	if err != nil {
+		return names.ApplicationTag{}, fmt.Errorf("%q is not a valid application tag", tag)
+	}
+	return t, nil
 }
 
 // WatchApplications watches the lifecycle of the model's applications.
@@ -112,7 +123,7 @@ func (a *API) ApplicationCharmInfo(_ context.Context, args params.Entity) (param
 func (a *API) Watch(_ context.Context, args params.Entities) (params.NotifyWatchResults, error) {
 	out := params.NotifyWatchResults{Results: make([]params.NotifyWatchResult, len(args.Entities))}
 	for i, e := range args.Entities {
-		t, err := names.ParseApplicationTag(e.Tag)
+		t, err := applicationTag(e.Tag)
 		if err != nil {
 			out.Results[i].Error = facade.ErrPerm
 			continue
@@ -168,7 +179,7 @@ func (a *API) Life(_ context.Context, args params.Entities) (params.LifeResults,
 func (a *API) WatchApplicationsScale(_ context.Context, args params.Entities) (params.NotifyWatchResults, error) {
 	out := params.NotifyWatchResults{Results: make([]params.NotifyWatchResult, len(args.Entities))}
 	for i, e := range args.Entities {
-		t, err := names.ParseApplicationTag(e.Tag)
+		t, err := applicationTag(e.Tag)
 		if err != nil {
 			out.Results[i].Error = facade.ServerError(err)
 			continue
@@ -182,7 +193,7 @@ func (a *API) WatchApplicationsScale(_ context.Context, args params.Entities) (p
 func (a *API) WatchPodSpec(_ context.Context, args params.Entities) (params.NotifyWatchResults, error) {
 	out := params.NotifyWatchResults{Results: make([]params.NotifyWatchResult, len(args.Entities))}
 	for i, e := range args.Entities {
-		t, err := names.ParseApplicationTag(e.Tag)
+		t, err := applicationTag(e.Tag)
 		if err != nil {
 			out.Results[i].Error = facade.ServerError(err)
 			continue

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/juju/errors"
-	"github.com/juju/names/v5"
 
 	"provisiond/facades/facade"
 	"provisiond/rpc/params"
@@ -47,7 +46,7 @@ func (a *API) ProvisioningInfo(_ context.Context, args params.Entities) (params.
 }
 
 func (a *API) provisioningInfo(m state.Model, tag string) (*params.KubernetesProvisioningInfo, error) {
-	t, err := names.ParseApplicationTag(tag)
+	t, err := applicationTag(tag)
 	if err != nil {
 		return nil, err
 	}
