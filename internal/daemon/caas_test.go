@@ -298,7 +298,7 @@ storage:
 func fsInfo(id, status string, vol string, volStatus string) params.KubernetesFilesystemInfo {
 	return params.KubernetesFilesystemInfo{StorageName: "data", Size: 100, FilesystemId: id, Status: status,
 		MountPoint: "/var/lib/juju/storage/data/0",
-		Volume: params.KubernetesVolumeInfo{VolumeId: vol, Size: 100, Persistent: true, Status: volStatus}}
+		Volume:     params.KubernetesVolumeInfo{VolumeId: vol, Size: 100, Persistent: true, Status: volStatus}}
 }
 
 func TestCAASUpdateUnitsWithStorage(t *testing.T) {
@@ -822,5 +822,115 @@ func TestCAASWatchers(t *testing.T) {
 	cancel()
 	if err == nil {
 		t.Errorf("hash watcher fired without a config change: %v", got)
+	}
+}
+
+// TestCAASEndToEnd runs the unit provisioner's loop against operator
+// steps (made through state; provisionctl comes later).
+func TestCAASEndToEnd(t *testing.T) {
+	e := newCAAS(t, nil)
+	var apps params.StringsWatchResult
+	e.mustCall("WatchApplications", nil, &apps)
+	appsW := client.NewStringsWatcher(e.c, apps.StringsWatcherId)
+
+	// The operator deploys gitlab with storage at scale 3.
+	e.deploy("gitlab", storageMeta, 3, map[string]storage.Constraints{"data": {Size: 1024}})
+	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
+	got, err := appsW.Next(ctx)
+	cancel()
+	if err != nil || !reflect.DeepEqual(got, []string{"gitlab"}) {
+		t.Fatalf("applications = %v, %v", got, err)
+	}
+	var info params.KubernetesProvisioningInfoResults
+	e.mustCall("ProvisioningInfo", entities("application-gitlab"), &info)
+	if r := info.Results[0]; r.Error != nil || len(r.Result.Filesystems) != 1 || r.Result.Filesystems[0].Size != 1024 {
+		t.Fatalf("ProvisioningInfo = %+v", r)
+	}
+	var scaleRes params.IntResults
+	e.mustCall("ApplicationsScale", entities("application-gitlab"), &scaleRes)
+	var sw params.NotifyWatchResults
+	e.mustCall("WatchApplicationsScale", entities("application-gitlab"), &sw)
+	scaleW := client.NewNotifyWatcher(e.c, sw.Results[0].NotifyWatcherId)
+
+	// The agent starts scale pods and reports them with their storage.
+	pod := func(i int) params.ApplicationUnitParams {
+		id := string(rune('a'+i)) + "-pod"
+		return params.ApplicationUnitParams{ProviderId: id, Address: "10.0.0." + string(rune('1'+i)), Ports: []string{"80"},
+			Status: "running", Stateful: true, FilesystemInfo: []params.KubernetesFilesystemInfo{{StorageName: "data", Size: 1024,
+				FilesystemId: "pv-" + id, Status: "attached", MountPoint: "/var/lib/juju/storage/data/0",
+				Volume: params.KubernetesVolumeInfo{VolumeId: "pv-" + id, Size: 1024, Persistent: true, Status: "attached"}}}}
+	}
+	var pods []params.ApplicationUnitParams
+	for i := range scaleRes.Results[0].Result {
+		pods = append(pods, pod(i))
+	}
+	res := e.update(params.UpdateApplicationUnits{ApplicationTag: "application-gitlab", Scale: intp(3), Generation: i64p(1), Units: pods})
+	if res.Error != nil || res.Info == nil || len(res.Info.Units) != 3 {
+		t.Fatalf("update = %+v", res)
+	}
+
+	// What status would show: 3 units with pods, addresses and storage.
+	status := func() map[string]string {
+		out := map[string]string{}
+		fss, _ := e.st.Filesystems(e.model)
+		for _, u := range e.units("gitlab") {
+			s := u.ProviderID()
+			if u.Container != nil {
+				s += " " + u.Container.Address
+			}
+			for _, f := range fss {
+				if f.Attachment != nil && f.Attachment.Unit == u.Name && f.Info != nil {
+					s += " " + f.Info.FilesystemID + ":" + f.Status.Status
+				}
+			}
+			out[u.Name] = s
+		}
+		return out
+	}
+	want := map[string]string{
+		"gitlab/0": "a-pod 10.0.0.1 pv-a-pod:attached",
+		"gitlab/1": "b-pod 10.0.0.2 pv-b-pod:attached",
+		"gitlab/2": "c-pod 10.0.0.3 pv-c-pod:attached",
+	}
+	if got := status(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("status = %v; want %v", got, want)
+	}
+
+	// The operator scales to 1: the scale watcher fires; the agent's next
+	// update with one pod removes the surplus units and detaches their
+	// storage.
+	if err := e.st.SetApplicationScale(e.model, "gitlab", 1); err != nil {
+		t.Fatal(err)
+	}
+	if !nextWithin(t, scaleW, 5*time.Second) {
+		t.Fatal("scale watcher did not fire")
+	}
+	e.mustCall("ApplicationsScale", entities("application-gitlab"), &scaleRes)
+	if scaleRes.Results[0].Result != 1 {
+		t.Fatalf("scale = %+v", scaleRes)
+	}
+	res = e.update(params.UpdateApplicationUnits{ApplicationTag: "application-gitlab", Scale: intp(1), Generation: i64p(2), Units: pods[:1]})
+	if res.Error != nil {
+		t.Fatal(res.Error)
+	}
+	if got := status(); !reflect.DeepEqual(got, map[string]string{"gitlab/0": "a-pod 10.0.0.1 pv-a-pod:attached"}) {
+		t.Fatalf("status after scale = %v", got)
+	}
+	fss, _ := e.st.Filesystems(e.model)
+	detached := 0
+	for _, f := range fss {
+		if f.Attachment == nil && f.Status.Status == "detached" {
+			detached++
+		}
+	}
+	sis, _ := e.st.StorageInstances(e.model)
+	owned := 0
+	for _, si := range sis {
+		if si.Owner != "" {
+			owned++
+		}
+	}
+	if detached != 2 || owned != 1 {
+		t.Errorf("detached filesystems = %d, owned storage = %d; want 2, 1", detached, owned)
 	}
 }
