@@ -6,6 +6,7 @@
 #   rpc → rpc/params; rpc/params, watcher, storage, pki, internal/credentials → nothing of ours
 #   state → state/db, watcher, storage, environ; state/db → watcher; only state/db imports bbolt
 #   environ (the built-in provider) → nothing of ours; state and facades import it
+#   charm (metadata.yaml) → nothing of ours; state, facades and cmd import it
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mod=provisiond
@@ -24,16 +25,17 @@ while read -r pkg imports; do
       cmd/*) ok=1 ;;
       internal/daemon*) [[ $dep != cmd/* ]] && ok=1 ;;
       internal/credentials*) ok=0 ;;
-      facades/facade*) case $dep in state|state/statetest|watcher|storage|rpc|rpc/params|environ) ok=1 ;; esac ;;
-      facades/*) case $dep in state|state/statetest|watcher|storage|rpc|rpc/params|facades/facade|pki|environ) ok=1 ;; esac ;;
+      facades/facade*) case $dep in state|state/statetest|watcher|storage|rpc|rpc/params|environ|charm) ok=1 ;; esac ;;
+      facades/*) case $dep in state|state/statetest|watcher|storage|rpc|rpc/params|facades/facade|pki|environ|charm) ok=1 ;; esac ;;
       rpc/client*) case $dep in rpc/params) ok=1 ;; esac ;;
       rpc/params*) ok=0 ;;
       rpc) case $dep in rpc/params) ok=1 ;; esac ;;
       state/db*) case $dep in watcher|state/internal/*) ok=1 ;; esac ;;
-      state/statetest*) case $dep in state|state/db|watcher|storage|environ|state/internal/*) ok=1 ;; esac ;;
+      state/statetest*) case $dep in state|state/db|watcher|storage|environ|charm|state/internal/*) ok=1 ;; esac ;;
       state/internal/*) ok=0 ;;
-      state*) case $dep in state/db|state/internal/*|watcher|storage|environ) ok=1 ;; esac ;;
+      state*) case $dep in state/db|state/internal/*|watcher|storage|environ|charm) ok=1 ;; esac ;;
       environ*) ok=0 ;;
+      charm*) ok=0 ;;
       storage*) ok=0 ;;
       watcher/watchertest) case $dep in watcher) ok=1 ;; esac ;;
       watcher*) ok=0 ;;

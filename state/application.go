@@ -29,6 +29,9 @@ type Application struct {
 	// space names.
 	EndpointBindings map[string]string `json:"endpoint-bindings,omitempty"`
 	LXDProfile       *LXDProfile       `json:"lxd-profile,omitempty"`
+
+	// CAAS (Kubernetes) applications (caas.go).
+	CAASApplication
 }
 
 type applicationDoc struct {

@@ -322,6 +322,24 @@ func (tx *txn) removeModel(d *modelDoc) error {
 			return errors.Trace(err)
 		}
 	}
+	// The model's records go with it (not through tx.remove, which would
+	// come back here).
+	for _, kind := range ModelRecordKinds {
+		var ids []string
+		prefix := d.UUID + "/"
+		if err := tx.ForEachPrefix(string(kind), prefix, func(k string, _ []byte) error {
+			ids = append(ids, k[len(prefix):])
+			return nil
+		}); err != nil {
+			return errors.Trace(err)
+		}
+		for _, id := range ids {
+			if err := tx.Delete(string(kind), entityKey(kind, d.UUID, id)); err != nil {
+				return errors.Trace(err)
+			}
+			tx.Record(watcher.Change{Kind: kind, Model: d.UUID, ID: id, Fields: []string{watcher.FieldRemoved}})
+		}
+	}
 	return tx.remove(KindModel, d.UUID, d.UUID)
 }
 
@@ -331,7 +349,8 @@ func (tx *txn) removeModel(d *modelDoc) error {
 func ChangeID(kind watcher.Kind, id string) string { return string(kind) + "/" + id }
 
 // WatchModelChanges returns a strings watcher over every change to a model:
-// its own record and every entity in it (ModelKinds). Each change is
+// its own record and every entity and record in it (ModelKinds,
+// ModelRecordKinds). Each change is
 // reported as ChangeID(kind, id); changes coalesce as in any strings
 // watcher. Nothing is pending initially: it is a change feed, not a set, so
 // it reports what commits after the call.
@@ -339,7 +358,7 @@ func (st *State) WatchModelChanges(uuid string) (*watcher.Strings, error) {
 	w := watcher.NewStrings()
 	sink := func(_ uint64, c watcher.Change) { w.Add(ChangeID(c.Kind, c.ID)) }
 	w.OnStop(st.hub.Subscribe(watcher.Filter{Kind: KindModel, Model: uuid, ID: uuid}, sink))
-	for _, k := range ModelKinds {
+	for _, k := range slices.Concat(ModelKinds, ModelRecordKinds) {
 		w.OnStop(st.hub.Subscribe(watcher.Filter{Kind: k, Model: uuid}, sink))
 	}
 	if _, err := st.Model(uuid); err != nil {

@@ -86,7 +86,7 @@ func TestWatchModelChanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := 1 + len(state.ModelKinds); hub.Subscriptions() != want {
+	if want := 1 + len(state.ModelKinds) + len(state.ModelRecordKinds); hub.Subscriptions() != want {
 		t.Fatalf("Subscriptions = %d, want %d", hub.Subscriptions(), want)
 	}
 	watchertest.StringsAssertNoChange(t, w) // a change feed: nothing initially
@@ -133,5 +133,39 @@ func TestWatchModelChanges(t *testing.T) {
 	}
 	if got := state.ChangeID(state.KindMachine, "0/lxd/1"); got != "machine/0/lxd/1" {
 		t.Errorf("ChangeID = %q", got)
+	}
+}
+
+// A model's own records (spaces, pools, constraints...) do not keep it
+// when it dies; they go with it.
+func TestRemoveModelTakesItsRecords(t *testing.T) {
+	st := statetest.New(t)
+	m, err := st.AddModel("net", state.ModelTypeIAAS, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.AddSpace(m.UUID, "db", "prov-db"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.AddStoragePool(m.UUID, "fast", "loop", nil); err != nil {
+		t.Fatal(err)
+	}
+	_, removed, err := st.RemoveModel(m.UUID)
+	if err != nil || !removed {
+		t.Fatalf("RemoveModel = %v, %v; want removed at once", removed, err)
+	}
+	// A new model of the same name starts without them.
+	m2, err := st.AddModel("net", state.ModelTypeIAAS, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Space(m.UUID, "db"); err == nil {
+		t.Error("the removed model's space survived")
+	}
+	if _, err := st.StoragePool(m.UUID, "fast"); err == nil {
+		t.Error("the removed model's pool survived")
+	}
+	if _, err := st.AddSpace(m2.UUID, "db", "prov-db"); err != nil {
+		t.Fatal(err)
 	}
 }

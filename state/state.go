@@ -28,6 +28,16 @@ const (
 	KindVolume      watcher.Kind = "volume"
 	KindStoragePool watcher.Kind = "storagepool"
 	KindTools       watcher.Kind = "tools" // controller-wide: the agent binaries catalog
+
+	// CAAS (Kubernetes) models: see caas.go.
+	KindCharm             watcher.Kind = "charm"        // id: charm URL
+	KindApplicationConfig watcher.Kind = "appconfig"    // id: application name
+	KindPodSpec           watcher.Kind = "podspec"      // id: application name
+	KindCloudService      watcher.Kind = "cloudservice" // id: application name
+	KindStatus            watcher.Kind = "status"       // id: global key ("a#<app>#operator")
+	KindStorageInstance   watcher.Kind = "storage"      // id: "<name>/<n>"
+	KindFilesystem        watcher.Kind = "filesystem"   // id: "<unit>/<n>"
+	KindModelConstraints  watcher.Kind = "modelconstraints"
 )
 
 // ControllerKinds are the kinds of controller-wide entities: their changes
@@ -38,11 +48,21 @@ var ControllerKinds = []watcher.Kind{KindController, KindUser, KindTools}
 // model's UUID and their records are keyed "<model-uuid>/<id>". KindModel
 // itself is in neither list (its changes carry its own UUID).
 //
-// Every per-model kind must be listed here: Open makes a bucket only for
-// listed kinds, a dying model is removed once none of these buckets holds a
-// record of it, and WatchModelChanges subscribes to each of them.
+// Every per-model entity kind must be listed here or in ModelRecordKinds:
+// Open makes a bucket only for listed kinds, and WatchModelChanges
+// subscribes to each of them. The kinds here hold a dying model: it is
+// removed once none of their buckets holds a record of it.
 var ModelKinds = []watcher.Kind{
-	KindMachine, KindApplication, KindUnit, KindSpace, KindSubnet, KindIPAddress, KindVolume, KindStoragePool,
+	KindMachine, KindApplication, KindUnit, KindIPAddress, KindVolume, KindStorageInstance, KindFilesystem,
+}
+
+// ModelRecordKinds are per-model kinds that do not keep a dying model: the
+// model's networking, pools and constraints, and the records that belong to
+// an application (its charm, config, pod spec, cloud service, statuses).
+// They are deleted with the model.
+var ModelRecordKinds = []watcher.Kind{
+	KindSpace, KindSubnet, KindStoragePool, KindModelConstraints,
+	KindCharm, KindApplicationConfig, KindPodSpec, KindCloudService, KindStatus,
 }
 
 // buckets lists every bucket Open makes: one per entity kind and the
@@ -53,6 +73,9 @@ func buckets() []string {
 		out = append(out, string(k))
 	}
 	for _, k := range ModelKinds {
+		out = append(out, string(k))
+	}
+	for _, k := range ModelRecordKinds {
 		out = append(out, string(k))
 	}
 	return out

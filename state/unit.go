@@ -20,6 +20,9 @@ type Unit struct {
 	MachineID string `json:"machine-id,omitempty"`
 	// Principal is set for subordinate units: the unit they run beside.
 	Principal string `json:"principal,omitempty"`
+
+	// CAAS (Kubernetes) units (caas_units.go).
+	CAASUnit
 }
 
 type unitDoc struct {

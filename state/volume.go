@@ -36,7 +36,9 @@ type VolumeAttachmentInfo struct {
 
 // VolumeAttachment attaches a volume to a machine.
 type VolumeAttachment struct {
-	Machine  string                `json:"machine"`
+	Machine string `json:"machine"`
+	// Unit is set instead of Machine for the volumes of Kubernetes units.
+	Unit     string                `json:"unit,omitempty"`
 	ReadOnly bool                  `json:"read-only,omitempty"`
 	Info     *VolumeAttachmentInfo `json:"info,omitempty"`
 }
@@ -50,6 +52,10 @@ type Volume struct {
 	Size        uint64             `json:"size"`
 	Info        *VolumeInfo        `json:"info,omitempty"`
 	Attachments []VolumeAttachment `json:"attachments,omitempty"`
+	// StorageID is the storage instance the volume backs (Kubernetes
+	// units' storage), and Status the volume's status.
+	StorageID string `json:"storage-id,omitempty"`
+	Status    Status `json:"status,omitzero"`
 }
 
 type volumeDoc struct {

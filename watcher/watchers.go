@@ -177,6 +177,15 @@ func (w *Strings) Add(ids ...string) {
 	}
 }
 
+// Replace makes ids the only pending ids, dropping any others not yet
+// delivered: a watcher of a value (a hash) delivers the latest one.
+func (w *Strings) Replace(ids ...string) {
+	w.pmu.Lock()
+	clear(w.pending)
+	w.pmu.Unlock()
+	w.Add(ids...)
+}
+
 // Sink returns a hub sink that adds the changed entity's id to w.
 func (w *Strings) Sink() Sink { return func(_ uint64, c Change) { w.Add(c.ID) } }
 

@@ -20,6 +20,7 @@ import (
 
 	"provisiond/environ"
 	"provisiond/facades/admin"
+	"provisiond/facades/caasunitprovisioner"
 	"provisiond/facades/facade"
 	"provisiond/facades/modeladmin"
 	"provisiond/facades/pinger"
@@ -269,6 +270,7 @@ func NewRegistry(limiter *admin.Limiter) *facade.Registry {
 	watchers.Register(reg)
 	provisioner.Register(reg)
 	modeladmin.Register(reg)
+	caasunitprovisioner.Register(reg)
 	return reg
 }
 

@@ -34,16 +34,15 @@ var completeFacades = []fv{
 	{Name: "NotifyWatcher", Version: 1},
 	{Name: "StringsWatcher", Version: 1},
 	{Name: "Provisioner", Version: 11},
+	{Name: "CAASUnitProvisioner", Version: 2},
 }
 
 // incrementalFacades are being built method by method: missing methods are
 // logged, and fail only with PROVISIOND_SCHEMA_STRICT=1.
 //
-// TODO(issue 5: CAASUnitProvisioner v2): move it to completeFacades when
-// that issue closes.
-var incrementalFacades = map[fv]bool{
-	{Name: "CAASUnitProvisioner", Version: 2}: true,
-}
+// None is left: Provisioner v11 (issue 4) and CAASUnitProvisioner v2
+// (issue 5) are complete. A facade built method by method goes here.
+var incrementalFacades = map[fv]bool{}
 
 // nonSchemaFacades are served but are not in the Juju 3.3 schema, with why.
 // Any other registered facade version missing from the schema fails.
@@ -189,6 +188,24 @@ var wireTypes = []struct {
 	{"Provisioner", 11, "WatchMachineErrorRetry", nil, params.NotifyWatchResult{}},
 	{"Provisioner", 11, "WatchModelMachineStartTimes", nil, params.StringsWatchResult{}},
 	{"Provisioner", 11, "WatchModelMachines", nil, params.StringsWatchResult{}},
+
+	{"CAASUnitProvisioner", 2, "WatchApplications", nil, params.StringsWatchResult{}},
+	{"CAASUnitProvisioner", 2, "CharmInfo", params.CharmURL{}, params.Charm{}},
+	{"CAASUnitProvisioner", 2, "ApplicationCharmInfo", params.Entity{}, params.Charm{}},
+	{"CAASUnitProvisioner", 2, "Watch", params.Entities{}, params.NotifyWatchResults{}},
+	{"CAASUnitProvisioner", 2, "Life", params.Entities{}, params.LifeResults{}},
+	{"CAASUnitProvisioner", 2, "WatchApplicationsScale", params.Entities{}, params.NotifyWatchResults{}},
+	{"CAASUnitProvisioner", 2, "WatchPodSpec", params.Entities{}, params.NotifyWatchResults{}},
+	{"CAASUnitProvisioner", 2, "ApplicationsScale", params.Entities{}, params.IntResults{}},
+	{"CAASUnitProvisioner", 2, "ApplicationsTrust", params.Entities{}, params.BoolResults{}},
+	{"CAASUnitProvisioner", 2, "WatchApplicationsTrustHash", params.Entities{}, params.StringsWatchResults{}},
+	{"CAASUnitProvisioner", 2, "DeploymentMode", params.Entities{}, params.StringResults{}},
+	{"CAASUnitProvisioner", 2, "ProvisioningInfo", params.Entities{}, params.KubernetesProvisioningInfoResults{}},
+	{"CAASUnitProvisioner", 2, "ApplicationsConfig", params.Entities{}, params.ApplicationGetConfigResults{}},
+	{"CAASUnitProvisioner", 2, "UpdateApplicationsUnits", params.UpdateApplicationUnitArgs{}, params.UpdateApplicationUnitResults{}},
+	{"CAASUnitProvisioner", 2, "UpdateApplicationsService", params.UpdateApplicationServiceArgs{}, params.ErrorResults{}},
+	{"CAASUnitProvisioner", 2, "ClearApplicationsResources", params.Entities{}, params.ErrorResults{}},
+	{"CAASUnitProvisioner", 2, "SetOperatorStatus", params.SetStatus{}, params.ErrorResults{}},
 }
 
 type defKey struct{ def, key string }

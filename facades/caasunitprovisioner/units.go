@@ -1,0 +1,84 @@
+package caasunitprovisioner
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/juju/errors"
+	"github.com/juju/names/v5"
+
+	"provisiond/facades/facade"
+	"provisiond/rpc/params"
+	"provisiond/state"
+)
+
+// UpdateApplicationsUnits brings applications' units in line with their
+// pods (specs/caasunitprovisioner.md §4). Each application's update is
+// one state transaction.
+func (a *API) UpdateApplicationsUnits(_ context.Context, args params.UpdateApplicationUnitArgs) (params.UpdateApplicationUnitResults, error) {
+	out := params.UpdateApplicationUnitResults{Results: make([]params.UpdateApplicationUnitResult, len(args.Args))}
+	for i, arg := range args.Args {
+		info, err := a.updateUnits(arg)
+		out.Results[i].Error = facade.ServerError(err)
+		if len(info) > 0 {
+			out.Results[i].Info = &params.UpdateApplicationUnitsInfo{Units: info}
+		}
+	}
+	return out, nil
+}
+
+func (a *API) updateUnits(arg params.UpdateApplicationUnits) ([]params.ApplicationUnitInfo, error) {
+	app, err := a.application(arg.ApplicationTag)
+	if err != nil {
+		return nil, err
+	}
+	ch, err := a.st.Charm(a.model, app.CharmURL)
+	if err != nil {
+		return nil, err
+	}
+	up := state.UnitsUpdate{Scale: arg.Scale}
+	if arg.Generation != nil {
+		up.Generation = *arg.Generation
+	}
+	if s := arg.Status.Status; s != "" && s != "unknown" {
+		up.OperatorStatus = &state.Status{Status: s, Message: arg.Status.Info, Data: arg.Status.Data}
+	}
+	for _, p := range arg.Units {
+		pod := state.Pod{ProviderID: p.ProviderId, Address: p.Address, Ports: p.Ports, Status: p.Status,
+			Info: p.Info, Data: p.Data, Stateful: p.Stateful}
+		if p.UnitTag != "" {
+			t, err := names.ParseUnitTag(p.UnitTag)
+			if err != nil {
+				return nil, err
+			}
+			if name, _ := names.UnitApplication(t.Id()); name != app.Name {
+				return nil, errors.NewNotValid(nil, fmt.Sprintf("unit %q of pod %q is not a unit of application %q",
+					t.Id(), p.ProviderId, app.Name))
+			}
+			pod.Unit = t.Id()
+		}
+		for _, f := range p.FilesystemInfo {
+			if ch.Meta == nil || ch.Meta.Storage[f.StorageName].Name == "" {
+				return nil, errors.NewNotValid(nil, fmt.Sprintf("filesystem info of pod %q names storage %q that charm %q does not have",
+					p.ProviderId, f.StorageName, app.CharmURL))
+			}
+			pf := state.PodFilesystem{
+				StorageName: f.StorageName, Pool: f.Pool, Size: f.Size, FilesystemID: f.FilesystemId,
+				Status: f.Status, Info: f.Info, Data: f.Data, MountPoint: f.MountPoint, ReadOnly: f.ReadOnly,
+			}
+			// A volume left out (all zero) is not reported.
+			if v := f.Volume; v.VolumeId != "" || v.Status != "" {
+				pf.Volume = &state.PodVolume{VolumeID: v.VolumeId, Size: v.Size, Persistent: v.Persistent,
+					Status: v.Status, Info: v.Info, Pool: v.Pool, Data: v.Data}
+			}
+			pod.Filesystems = append(pod.Filesystems, pf)
+		}
+		up.Pods = append(up.Pods, pod)
+	}
+	units, err := a.st.UpdateCAASUnits(a.model, app.Name, up)
+	var info []params.ApplicationUnitInfo
+	for _, u := range units {
+		info = append(info, params.ApplicationUnitInfo{ProviderId: u.ProviderID, UnitTag: names.NewUnitTag(u.Unit).String()})
+	}
+	return info, err
+}

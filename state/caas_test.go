@@ -1,0 +1,176 @@
+package state_test
+
+import (
+	"errors"
+	"testing"
+
+	jujuerrors "github.com/juju/errors"
+
+	"provisiond/charm"
+	"provisiond/state"
+	"provisiond/state/statetest"
+	"provisiond/storage"
+)
+
+func caasModel(t *testing.T) (*state.State, string) {
+	st := statetest.New(t)
+	m := statetest.AddModel(t, st, "k8s", state.ModelTypeCAAS)
+	return st, m.UUID
+}
+
+func TestStoragePools(t *testing.T) {
+	st, model := caasModel(t)
+	mgr, err := st.StorageManager(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mgr.Create("fast", storage.ProviderKubernetes, map[string]any{"storage-class": "ssd"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mgr.Create("fast", storage.ProviderTmpfs, nil); !errors.Is(err, jujuerrors.AlreadyExists) {
+		t.Errorf("duplicate create = %v", err)
+	}
+	if _, err := mgr.Create("bad", storage.ProviderKubernetes, map[string]any{"storage-provisioner": "x"}); !errors.Is(err, jujuerrors.NotValid) {
+		t.Errorf("invalid attrs = %v", err)
+	}
+	if _, err := mgr.Create("mem", storage.ProviderTmpfs, nil); err != nil {
+		t.Fatal(err)
+	}
+	pools, err := mgr.List()
+	if err != nil || len(pools) != 2 || pools[0].Name != "fast" || pools[0].Attrs["storage-class"] != "ssd" || pools[1].Name != "mem" {
+		t.Fatalf("List = %+v, %v", pools, err)
+	}
+	if cfg, err := mgr.Get("rootfs"); err != nil || cfg.Provider != storage.ProviderRootfs {
+		t.Errorf("Get(rootfs) = %+v, %v", cfg, err)
+	}
+	if _, err := mgr.Get("nope"); err == nil || err.Error() != `pool "nope" not found` {
+		t.Errorf("Get(nope) = %v", err)
+	}
+	// A pool in use by storage constraints is kept.
+	meta, _ := charm.ParseMeta([]byte("name: db\nstorage:\n  data:\n    type: filesystem\n"))
+	if _, err := st.AddCAASApplication(model, state.CAASApplicationParams{Name: "db", Charm: state.Charm{URL: "ch:db", Meta: meta},
+		Storage: map[string]storage.Constraints{"data": {Pool: "fast"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := mgr.Remove("fast"); err == nil || err.Error() != `deleting pool "fast": storage pool "fast" in use` {
+		t.Errorf("Remove(in use) = %v", err)
+	}
+	if err := mgr.Remove("mem"); err != nil {
+		t.Fatal(err)
+	}
+	if err := mgr.Remove("mem"); err == nil || err.Error() != `storage pool "mem" not found` {
+		t.Errorf("Remove(missing) = %v", err)
+	}
+	// Pools are per model and survive a reopen (they are in bbolt).
+	other := statetest.AddModel(t, st, "k8s2", state.ModelTypeCAAS)
+	if pools, _ := st.PoolStore(other.UUID).ListPools(); len(pools) != 0 {
+		t.Errorf("other model pools = %+v", pools)
+	}
+}
+
+func TestAddCAASApplication(t *testing.T) {
+	st, model := caasModel(t)
+	meta, err := charm.ParseMeta([]byte(`
+name: db
+storage:
+  data:
+    type: filesystem
+    minimum-size: 2G
+  logs:
+    type: filesystem
+    multiple:
+      range: 0-2
+  raw:
+    type: block
+    multiple:
+      range: 0-1
+devices:
+  gpu:
+    type: nvidia.com/gpu
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := state.Charm{URL: "ch:db-1", Meta: meta}
+	for _, tt := range []struct {
+		name string
+		p    state.CAASApplicationParams
+		err  string
+	}{
+		{"bad name", state.CAASApplicationParams{Name: "Db", Charm: ch}, `application name "Db" not valid`},
+		{"no charm", state.CAASApplicationParams{Name: "db"}, `application "db" without charm URL or metadata not valid`},
+		{"negative scale", state.CAASApplicationParams{Name: "db", Charm: ch, Scale: -1}, `application scale -1 not valid`},
+		{"unknown storage", state.CAASApplicationParams{Name: "db", Charm: ch, Storage: map[string]storage.Constraints{"nope": {}}},
+			`storage "nope" (charm "db" has no such storage) not valid`},
+		{"block storage", state.CAASApplicationParams{Name: "db", Charm: ch, Storage: map[string]storage.Constraints{"raw": {Count: 1}}},
+			`block storage "raw" on kubernetes not supported`},
+		{"too many", state.CAASApplicationParams{Name: "db", Charm: ch, Storage: map[string]storage.Constraints{"logs": {Count: 3}}},
+			`storage "logs" count 3 (charm allows 0 to 2) not valid`},
+		{"too small", state.CAASApplicationParams{Name: "db", Charm: ch, Storage: map[string]storage.Constraints{"data": {Size: 10}}},
+			`storage "data" size 10M (charm needs at least 2048M) not valid`},
+		{"unknown pool", state.CAASApplicationParams{Name: "db", Charm: ch, Storage: map[string]storage.Constraints{"data": {Pool: "nope"}}},
+			`storage "data": pool "nope" not found`},
+		{"loop pool", state.CAASApplicationParams{Name: "db", Charm: ch, Storage: map[string]storage.Constraints{"data": {Pool: "loop"}}},
+			`storage "data": storage provider "loop" not valid`},
+		{"unknown device", state.CAASApplicationParams{Name: "db", Charm: ch, Devices: map[string]state.DeviceConstraints{"tpu": {Type: "x", Count: 1}}},
+			`device "tpu" (charm "db" has no such device) not valid`},
+		{"bad trust", state.CAASApplicationParams{Name: "db", Charm: ch, Config: map[string]any{"trust": "yes"}}, `trust yes (want a bool) not valid`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rev := st.Revision()
+			if _, err := st.AddCAASApplication(model, tt.p); err == nil || err.Error() != tt.err {
+				t.Fatalf("err = %v\nwant  %s", err, tt.err)
+			}
+			if st.Revision() != rev {
+				t.Error("a refused deploy wrote")
+			}
+		})
+	}
+	a, err := st.AddCAASApplication(model, state.CAASApplicationParams{Name: "db", Charm: ch, Scale: 2, Trust: true,
+		Storage: map[string]storage.Constraints{"data": {Pool: "tmpfs"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Scale != 2 || !a.HasResources || a.StorageConstraints["data"] != (storage.Constraints{Pool: "tmpfs", Size: 2048, Count: 1}) {
+		t.Errorf("application = %+v", a)
+	}
+	if cfg, _ := st.ApplicationConfig(model, "db"); cfg["trust"] != true {
+		t.Errorf("config = %v", cfg)
+	}
+	// A tmpfs filesystem has no backing volume.
+	u, err := st.AddCAASUnit(model, "db", state.CAASUnitParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fss, _ := st.Filesystems(model)
+	if len(fss) != 1 || fss[0].VolumeID != "" || fss[0].Attachment.Unit != u.Name || fss[0].Attachment.Location != "/var/lib/juju/storage/data/0" {
+		t.Errorf("filesystems = %+v", fss)
+	}
+	// IAAS models refuse CAAS applications.
+	if _, err := st.AddCAASApplication(statetest.DefaultModelUUID, state.CAASApplicationParams{Name: "x", Charm: ch}); !errors.Is(err, jujuerrors.NotSupported) {
+		t.Errorf("IAAS deploy = %v", err)
+	}
+	if _, err := st.AddCAASApplication(model, state.CAASApplicationParams{Name: "db", Charm: ch}); !errors.Is(err, jujuerrors.AlreadyExists) {
+		t.Errorf("duplicate = %v", err)
+	}
+	// Scale: negative refused; operator scale protects.
+	if err := st.SetApplicationScale(model, "db", -2); err == nil {
+		t.Error("negative scale accepted")
+	}
+	if err := st.SetApplicationScale(model, "db", 4); err != nil {
+		t.Fatal(err)
+	}
+	if cs, _ := st.CloudService(model, "db"); !cs.DesiredScaleProtected {
+		t.Errorf("cloud service = %+v", cs)
+	}
+	// Pod spec.
+	if _, err := st.K8sSpec(model, "db"); err == nil || err.Error() != "k8s spec for application db not found" {
+		t.Errorf("K8sSpec = %v", err)
+	}
+	if err := st.SetPodSpec(model, "db", "spec"); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := st.K8sSpec(model, "db"); s.Spec != "spec" || s.UpgradeCounter != 1 {
+		t.Errorf("K8sSpec = %+v", s)
+	}
+}
