@@ -132,4 +132,3 @@ func (tx *txn) setUnitDying(model, name string) (bool, error) {
 	d.Life = Dying
 	return true, tx.put(KindUnit, model, name, &d, lifeFields(Dying)...)
 }
-
