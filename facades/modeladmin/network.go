@@ -30,6 +30,19 @@ var (
 	validProviderID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$`)
 )
 
+// aliveModel resolves a model that may take new entities: a dying model
+// accepts none (it is removed with its last one).
+func (a *ModelAdmin) aliveModel(name, what string) (state.Model, error) {
+	m, err := a.model(name)
+	if err != nil {
+		return m, err
+	}
+	if m.Life != state.Alive {
+		return m, errors.NewNotValid(nil, fmt.Sprintf("adding %s to %s model %q", what, m.Life, m.Name))
+	}
+	return m, nil
+}
+
 func checkProviderID(what, id string) error {
 	if !validProviderID.MatchString(id) {
 		return errors.NewNotValid(nil, fmt.Sprintf("%s provider id %q not valid: letters, digits and . _ : / -, at most 128", what, id))
@@ -40,7 +53,7 @@ func checkProviderID(what, id string) error {
 // AddSpace adds a space to a model. Names are Juju's: lowercase letters,
 // digits and hyphens.
 func (a *ModelAdmin) AddSpace(_ context.Context, args params.AddSpaceArgs) (params.SpaceInfo, error) {
-	m, err := a.model(args.Model)
+	m, err := a.aliveModel(args.Model, "a space")
 	if err != nil {
 		return params.SpaceInfo{}, err
 	}
@@ -98,7 +111,7 @@ func spaceInfos(spaces []state.Space, subnets []state.Subnet) []params.SpaceInfo
 // the VLAN tag is 0 (none) to 4094; the allocatable range "LOW-HIGH" must
 // lie inside the CIDR (without it the subnet hands out no addresses).
 func (a *ModelAdmin) AddSubnet(_ context.Context, args params.AddSubnetArgs) (params.SubnetInfo, error) {
-	m, err := a.model(args.Model)
+	m, err := a.aliveModel(args.Model, "a subnet")
 	if err != nil {
 		return params.SubnetInfo{}, err
 	}

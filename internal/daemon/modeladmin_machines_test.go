@@ -108,10 +108,23 @@ func TestModelAdminNetwork(t *testing.T) {
 		t.Errorf("Spaces = %+v", spaces)
 	}
 
+	// A dying model takes no new spaces or subnets.
+	adminCall[params.ModelSummary](t, c, "AddModel", params.AddModelArgs{Name: "going"})
+	goingModel, err := d.State().ModelByName("going")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.State().AddMachine(goingModel.UUID, state.MachineParams{}); err != nil {
+		t.Fatal(err)
+	}
+	adminCall[params.RemoveModelResult](t, c, "RemoveModel", params.RemoveModelArgs{Model: "going"})
+
 	ok := params.AddSubnetArgs{CIDR: "172.16.0.0/24", Space: "db", Zones: []string{"z1"}, ProviderID: "sn-2"}
 	with := func(f func(*params.AddSubnetArgs)) params.AddSubnetArgs { a := ok; f(&a); return a }
 	runBadInput(t, d, c, []badInputCase{
 		{"unknown model", "AddSpace", params.AddSpaceArgs{Model: "nope", Name: "x"}, `model "nope" not found`, params.CodeNotFound},
+		{"dying model space", "AddSpace", params.AddSpaceArgs{Model: "going", Name: "x"}, `adding a space to dying model "going"`, params.CodeNotValid},
+		{"dying model subnet", "AddSubnet", with(func(a *params.AddSubnetArgs) { a.Model = "going" }), `adding a subnet to dying model "going"`, params.CodeNotValid},
 		{"duplicate space", "AddSpace", params.AddSpaceArgs{Name: "db"}, `space "db" already exists`, params.CodeAlreadyExists},
 		{"bad space name", "AddSpace", params.AddSpaceArgs{Name: "Bad_Name"}, `space name "Bad_Name" not valid`, params.CodeNotValid},
 		{"bad space provider id", "AddSpace", params.AddSpaceArgs{Name: "x", ProviderID: "a b"}, `space provider id "a b" not valid`, params.CodeNotValid},
