@@ -34,6 +34,7 @@ bench: ## transport benchmarks: Ping over TLS websocket vs a plain JSON echo bas
 fuzz: ## run each fuzz target for FUZZTIME (their seed corpora run in every `make test`)
 	$(GO) test -run '^$$' -fuzz FuzzDecodeHeader -fuzztime $(FUZZTIME) ./rpc/
 	$(GO) test -run '^$$' -fuzz FuzzParseConstraints -fuzztime $(FUZZTIME) ./storage/
+	$(GO) test -run '^$$' -fuzz FuzzParseMachineConstraints -fuzztime $(FUZZTIME) ./state/
 
 tidy-check: ## fail when go.mod/go.sum are not tidy
 	$(GO) mod tidy && git diff --exit-code go.mod go.sum

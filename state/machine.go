@@ -297,6 +297,12 @@ func (st *State) AddMachine(model string, p MachineParams) (Machine, error) {
 			if parent.Life != Alive {
 				return errors.NotValidf("adding a container to %s machine %s", parent.Life, parent.ID)
 			}
+			// Supported container types are reported by the machine
+			// agent; until it has, any type is accepted (the report
+			// marks pending containers of other types with an error).
+			if parent.SupportedContainersKnown && !slices.Contains(parent.SupportedContainers, p.ContainerType) {
+				return errors.NewNotSupported(nil, fmt.Sprintf("machine %s cannot host %s containers", parent.ID, p.ContainerType))
+			}
 			seq, err := tx.nextSequence(model, "container/"+p.ParentID+"/"+p.ContainerType)
 			if err != nil {
 				return err

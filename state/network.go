@@ -150,6 +150,20 @@ func (st *State) AddSubnet(model string, s Subnet) (Subnet, error) {
 		if _, ok := tx.Get(string(KindSubnet), entityKey(KindSubnet, model, s.CIDR)); ok {
 			return errors.AlreadyExistsf("subnet %q", s.CIDR)
 		}
+		// Addresses are keyed by value within a model, so subnets may
+		// not overlap; provider ids name one subnet each.
+		others, err := list[subnetDoc](tx, KindSubnet, model)
+		if err != nil {
+			return err
+		}
+		for _, o := range others {
+			if op, err := netip.ParsePrefix(o.CIDR); err == nil && op.Overlaps(p) {
+				return errors.NewNotValid(nil, fmt.Sprintf("subnet %q overlaps subnet %q", s.CIDR, o.CIDR))
+			}
+			if s.ProviderID != "" && o.ProviderID == s.ProviderID {
+				return errors.NewAlreadyExists(nil, fmt.Sprintf("subnet with provider id %q already exists (%s)", s.ProviderID, o.CIDR))
+			}
+		}
 		return tx.put(KindSubnet, model, s.CIDR, &subnetDoc{Subnet: s}, watcher.FieldCreated)
 	})
 	return s, err

@@ -14,6 +14,9 @@ type AgentBinary struct {
 	Version string `json:"version"` // "3.3.0-ubuntu-amd64"
 	SHA256  string `json:"sha256"`
 	Size    int64  `json:"size"`
+	// URL is where the controller gets the binary from (operators give
+	// it); agents are always sent a URL on the controller itself.
+	URL string `json:"url,omitempty"`
 }
 
 type agentBinaryDoc struct {

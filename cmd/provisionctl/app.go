@@ -114,7 +114,7 @@ func (a *app) infof(format string, args ...any) {
 func (a *app) rootCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "provisionctl",
-		Short: "Operate a provisiond controller: models, config, changes",
+		Short: "Operate a provisiond controller: models, config, machines, networking, status",
 		Long: `provisionctl creates, changes and shows what provisiond's agents provision.
 
 It talks to the daemon over its API as the admin user, with the addresses,
@@ -126,6 +126,8 @@ Data goes to stdout (--format table, json or yaml), messages and errors to
 stderr. Exit status: 0 on success, 1 on failure, 2 on a usage error.`,
 		Example: `  provisionctl models
   provisionctl add-model k8s --type caas
+  provisionctl add-machine lxd:0
+  provisionctl status
   provisionctl --credentials /var/lib/provisiond/credentials.yaml models --format json`,
 		SilenceUsage:      true,
 		SilenceErrors:     true,
@@ -135,10 +137,15 @@ stderr. Exit status: 0 on success, 1 on failure, 2 on a usage error.`,
 		"credentials.yaml of the daemon (default $"+EnvCredentials+", then the default data dir)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddGroup(&cobra.Group{ID: "models", Title: "Models:"}, &cobra.Group{ID: "config", Title: "Configuration:"},
+		&cobra.Group{ID: "machines", Title: "Machines:"}, &cobra.Group{ID: "network", Title: "Networking:"},
 		&cobra.Group{ID: "observe", Title: "Observing:"})
 
 	a.addModelCommands(root)
 	a.addConfigCommands(root)
+	a.addMachineCommands(root)
+	a.addAgentBinariesCommands(root)
+	a.addNetworkCommands(root)
+	a.addStatusCommands(root)
 	a.addWatchCommands(root)
 
 	root.InitDefaultHelpCmd()

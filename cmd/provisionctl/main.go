@@ -5,6 +5,9 @@
 //	provisionctl models                       list the models
 //	provisionctl add-model NAME --type caas   add a model
 //	provisionctl model-config k=v             change a model's config
+//	provisionctl add-machine lxd:0            add a container to machine 0
+//	provisionctl add-subnet CIDR --space S ...  add a subnet the provider allocates from
+//	provisionctl status                       machines, containers, subnets, addresses
 //	provisionctl watch                        print a model's changes as they commit
 //
 // It finds the daemon and the admin password in credentials.yaml:

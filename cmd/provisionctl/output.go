@@ -132,7 +132,8 @@ func (t *table) write(w io.Writer) error {
 	if !t.cutLast {
 		last = int(^uint(0) >> 1)
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	var buf bytes.Buffer
+	tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', 0)
 	for _, r := range append([][]string{t.header}, t.rows...) {
 		cells := make([]string, n)
 		copy(cells, r)
@@ -144,7 +145,16 @@ func (t *table) write(w io.Writer) error {
 			return err
 		}
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// An empty last cell leaves the padding of the one before it.
+	for l := range strings.Lines(buf.String()) {
+		if _, err := io.WriteString(w, strings.TrimRight(l, " \n")+"\n"); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // cut shortens s to its first line and at most n characters, marking a

@@ -12,9 +12,16 @@
 // "default" on the controller endpoint.
 //
 // The methods are grouped one file per group of provisionctl verbs
-// (models.go, config.go, watch.go); each file has a register function that
-// Register calls, so later groups (machines, applications, storage, spaces,
-// agent binaries, status) slot in the same way.
+// (models.go, config.go, watch.go, machines.go, network.go,
+// agentbinaries.go, status.go); each file has a register function that
+// Register calls, so later groups (applications, storage) slot in the same
+// way.
+//
+// What operators type (bases, constraints, placements, storage
+// constraints, address ranges) reaches the facade as strings: it parses
+// and checks them (state.ParseBase, state.ParseConstraints,
+// storage.ParseConstraints), so every client gets the same rules, and bad
+// input changes nothing.
 package modeladmin
 
 import (
@@ -45,6 +52,10 @@ func Register(r *facade.Registry) {
 		registerModels(m)
 		registerConfig(m)
 		registerWatch(m)
+		registerMachines(m)
+		registerNetwork(m)
+		registerAgentBinaries(m)
+		registerStatus(m)
 	})
 }
 

@@ -53,7 +53,9 @@ func TestModelAdminAccess(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, method := range []string{"ListModels", "AddModel", "RemoveModel", "ModelConfig",
-				"SetModelConfig", "ControllerConfig", "SetControllerConfig", "WatchModel"} {
+				"SetModelConfig", "ControllerConfig", "SetControllerConfig", "WatchModel",
+				"AddMachines", "RemoveMachines", "AddSpace", "Spaces", "AddSubnet", "Subnets",
+				"AddAgentBinaries", "AgentBinaries", "Status"} {
 				var res map[string]any
 				err := modelAdmin(t, tc.c, method, map[string]any{"name": "x", "model": "x"}, &res)
 				if tc.ok {

@@ -1,0 +1,302 @@
+package main
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"provisiond/state"
+)
+
+type machineStatus struct {
+	ID                  string
+	Life                string
+	Base                string
+	Constraints         string
+	InstanceID          string                           `json:"instance-id"`
+	AgentStatus         struct{ Status, Message string } `json:"agent-status"`
+	InstanceStatus      struct{ Status, Message string } `json:"instance-status"`
+	SupportedContainers *[]string                        `json:"supported-containers"`
+	Addresses           []string
+	Volumes             []struct {
+		Pool string
+		Size uint64
+	}
+	Containers []machineStatus
+}
+
+type subnetStatus struct {
+	CIDR       string
+	Space      string
+	Zones      []string
+	ProviderID string `json:"provider-id"`
+	VLANTag    int    `json:"vlan-tag"`
+	Addresses  []struct{ Value, Machine, State string }
+}
+
+type modelStatus struct {
+	Model    string
+	Type     string
+	Machines []machineStatus
+	Subnets  []subnetStatus
+}
+
+// The README walk-through, machine side: a space, a subnet, machines and a
+// container, status; then agent binaries and removal.
+func TestMachinesWalkthrough(t *testing.T) {
+	e := startDaemon(t)
+	st := e.d.State()
+	model := e.d.Credentials().DefaultModelUUID
+
+	if r := e.ok(t, nil, "add-space", "db"); r.stdout != "" || !strings.Contains(r.stderr, `Added space "db".`) {
+		t.Errorf("add-space:\n%s", r)
+	}
+	var sn subnetStatus
+	e.ok(t, &sn, "add-subnet", "10.0.0.0/24", "--space", "db", "--zone", "zone-a,zone-b", "--provider-id", "subnet-0",
+		"--vlan", "42", "--allocatable-range", "10.0.0.10-10.0.0.200", "--format", "json")
+	if sn.CIDR != "10.0.0.0/24" || sn.Space != "db" || !slices.Equal(sn.Zones, []string{"zone-a", "zone-b"}) || sn.VLANTag != 42 {
+		t.Errorf("add-subnet printed %+v", sn)
+	}
+
+	// The table format prints the ids, one a line.
+	r := e.ok(t, nil, "add-machine", "--base", "ubuntu@22.04", "--constraints", "cores=2 mem=4G", "--count", "2",
+		"--disks", "loop,10G,2")
+	if r.stdout != "0\n1\n" || r.stderr != "" {
+		t.Errorf("add-machine:\n%s", r)
+	}
+	var added struct{ Machines []string }
+	e.ok(t, &added, "add-machine", "lxd:0", "--format", "json")
+	if !slices.Equal(added.Machines, []string{"0/lxd/0"}) {
+		t.Errorf("add-machine lxd:0 printed %+v", added)
+	}
+	e.ok(t, &added, "add-machine", "zone=zone-b", "-n", "1", "--format", "json")
+	if !slices.Equal(added.Machines, []string{"2"}) {
+		t.Errorf("add-machine zone=zone-b printed %+v", added)
+	}
+	m, err := st.Machine(model, "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Base.String() != "ubuntu@22.04" || m.Constraints.String() != "cores=2 mem=4096M" {
+		t.Errorf("machine 1 = %+v", m)
+	}
+
+	// The agents' side: machine 0 is provisioned and its container gets an
+	// address.
+	if err := st.SetInstanceInfo(model, "0", state.InstanceInfo{InstanceID: "i-0", Nonce: "n0"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SetMachineStatus(model, "0", state.InstanceStatus, state.Status{Status: "running"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SetMachineStatus(model, "0", state.AgentStatus, state.Status{Status: "started"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SetSupportedContainers(model, "0", []string{"lxd"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.AllocateAddress(model, "10.0.0.0/24", "0/lxd/0", "eth0", "00:16:3e:00:00:01", 0); err != nil {
+		t.Fatal(err)
+	}
+
+	var s modelStatus
+	e.ok(t, &s, "status", "--format", "json")
+	if s.Model != "default" || s.Type != "iaas" || len(s.Machines) != 3 {
+		t.Fatalf("status = %+v", s)
+	}
+	m0 := s.Machines[0]
+	if m0.ID != "0" || m0.InstanceID != "i-0" || m0.AgentStatus.Status != "started" || m0.InstanceStatus.Status != "running" ||
+		m0.SupportedContainers == nil || len(m0.Volumes) != 2 || m0.Volumes[0].Size != 10240 ||
+		len(m0.Containers) != 1 || m0.Containers[0].ID != "0/lxd/0" || !slices.Equal(m0.Containers[0].Addresses, []string{"10.0.0.10"}) {
+		t.Errorf("status machine 0 = %+v", m0)
+	}
+	if s.Machines[1].SupportedContainers != nil || s.Machines[1].InstanceStatus.Status != "pending" {
+		t.Errorf("status machine 1 = %+v", s.Machines[1])
+	}
+	if len(s.Subnets) != 1 || len(s.Subnets[0].Addresses) != 1 || s.Subnets[0].Addresses[0].Machine != "0/lxd/0" {
+		t.Errorf("status subnets = %+v", s.Subnets)
+	}
+
+	r = e.ok(t, nil, "status")
+	want := []string{
+		"MODEL    TYPE  LIFE   UUID",
+		"default  iaas  alive  " + model,
+		"",
+		"MACHINE  LIFE   AGENT    INSTANCE-ID  INSTANCE  BASE          ADDRESSES  MESSAGE",
+		"0        alive  started  i-0          running   ubuntu@22.04  -",
+		"0/lxd/0  alive  pending  -            pending   -             10.0.0.10",
+		"1        alive  pending  -            pending   ubuntu@22.04  -",
+		"2        alive  pending  -            pending   -             -",
+		"",
+		"SUBNET       SPACE  ZONES          PROVIDER-ID  VLAN  RANGE                 IN-USE",
+		"10.0.0.0/24  db     zone-a,zone-b  subnet-0     42    10.0.0.10-10.0.0.200  1",
+		"",
+		"ADDRESS    SUBNET       MACHINE  STATE      MAC",
+		"10.0.0.10  10.0.0.0/24  0/lxd/0  allocated  00:16:3e:00:00:01",
+	}
+	if got := strings.Split(strings.TrimRight(r.stdout, "\n"), "\n"); !slices.Equal(got, want) {
+		t.Errorf("status table:\n%s\nwant:\n%s", r.stdout, strings.Join(want, "\n"))
+	}
+	r = e.ok(t, nil, "subnets")
+	if !strings.HasPrefix(r.stdout, "SUBNET ") || !strings.Contains(r.stdout, "10.0.0.0/24  db     zone-a,zone-b") {
+		t.Errorf("subnets:\n%s", r)
+	}
+	var spaces struct {
+		Spaces []struct {
+			Name    string
+			Subnets []string
+		}
+	}
+	e.ok(t, &spaces, "spaces", "--format", "json")
+	if len(spaces.Spaces) != 1 || !slices.Equal(spaces.Spaces[0].Subnets, []string{"10.0.0.0/24"}) {
+		t.Errorf("spaces = %+v", spaces)
+	}
+
+	// Agent binaries.
+	sum := strings.Repeat("ab", 32)
+	var bin struct{ Version, URL, SHA256 string }
+	e.ok(t, &bin, "add-agent-binaries", "3.3.0", "--os", "ubuntu", "--arch", "amd64", "--url", "https://example.com/a.tgz",
+		"--sha256", sum, "--size", "1234", "--format", "json")
+	if bin.Version != "3.3.0-ubuntu-amd64" || bin.SHA256 != sum {
+		t.Errorf("add-agent-binaries printed %+v", bin)
+	}
+	r = e.ok(t, nil, "agent-binaries")
+	if want := "VERSION             SIZE  SHA256           URL\n3.3.0-ubuntu-amd64  1234  abababababab...  https://example.com/a.tgz\n"; r.stdout != want {
+		t.Errorf("agent-binaries:\n%s\nwant:\n%s", r.stdout, want)
+	}
+
+	// remove-machine: refused while hosting a container, then forced.
+	rev := st.Revision()
+	r = e.run(t, "remove-machine", "1", "0", "--format", "json")
+	if r.code != 1 || !strings.Contains(r.stderr, `ERROR machine 0 is hosting containers "0/lxd/0"`) || r.stdout != "" {
+		t.Errorf("remove-machine 0:\n%s", r)
+	}
+	if st.Revision() != rev {
+		t.Errorf("refused remove-machine wrote")
+	}
+	var dying struct{ Dying []string }
+	e.ok(t, &dying, "remove-machine", "0", "1", "--force", "--format", "json")
+	if !slices.Equal(dying.Dying, []string{"0", "0/lxd/0", "1"}) {
+		t.Errorf("remove-machine --force printed %+v", dying)
+	}
+	if r := e.ok(t, nil, "remove-machine", "2"); !strings.Contains(r.stderr, "Machine 2 is dying.") {
+		t.Errorf("remove-machine 2:\n%s", r)
+	}
+	if r := e.ok(t, nil, "remove-machine", "2"); !strings.Contains(r.stderr, "Nothing to do") {
+		t.Errorf("remove-machine 2 again:\n%s", r)
+	}
+}
+
+// Bad input against a model with a space, a subnet, a pool and machines:
+// a clear message, nothing on stdout, exit 1 (server) or 2 (usage), and
+// no change.
+func TestMachinesBadInput(t *testing.T) {
+	e := startDaemon(t)
+	st := e.d.State()
+	model := e.d.Credentials().DefaultModelUUID
+	e.ok(t, nil, "add-space", "db")
+	e.ok(t, nil, "add-subnet", "10.0.0.0/24", "--space", "db", "--zone", "z1", "--provider-id", "sn-0")
+	e.ok(t, nil, "add-machine", "-n", "2")
+	e.ok(t, nil, "add-model", "k8s", "--type", "caas")
+	if err := st.AddStoragePool(model, "files", "tmpfs", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SetSupportedContainers(model, "1", []string{"lxd"}); err != nil {
+		t.Fatal(err)
+	}
+	sum := strings.Repeat("ab", 32)
+	e.ok(t, nil, "add-agent-binaries", "3.3.0", "--os", "ubuntu", "--arch", "amd64", "--url", "https://h/a", "--sha256", sum, "--size", "1")
+	bin := func(extra ...string) []string {
+		args := map[string]string{"--os": "ubuntu", "--arch": "amd64", "--url": "https://h/b", "--sha256": sum, "--size": "1"}
+		for i := 0; i < len(extra); i += 2 {
+			args[extra[i]] = extra[i+1]
+		}
+		out := []string{"add-agent-binaries", "3.4.0"}
+		for _, k := range []string{"--os", "--arch", "--url", "--sha256", "--size"} {
+			out = append(out, k, args[k])
+		}
+		return out
+	}
+	subnet := func(extra ...string) []string {
+		return append([]string{"add-subnet", "10.1.0.0/24", "--space", "db", "--zone", "z1", "--provider-id", "sn-1"}, extra...)
+	}
+
+	rev := st.Revision()
+	for _, tc := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		// add-machine
+		{[]string{"add-machine", "-m", "nope"}, 1, `ERROR model "nope" not found`},
+		{[]string{"add-machine", "-m", "k8s"}, 1, `ERROR model "k8s" is a caas model: machines need an iaas model`},
+		{[]string{"add-machine", "--base", "jammy"}, 1, `ERROR base "jammy" not valid: want OS@CHANNEL, for example "ubuntu@22.04"`},
+		{[]string{"add-machine", "--base", "ubuntu@jammy"}, 1, `channel track "jammy" is not a version such as 22.04`},
+		{[]string{"add-machine", "--constraints", "cores=2 mem=4Q"}, 1, `ERROR bad "mem" constraint: must be a non-negative float with optional M/G/T/P suffix`},
+		{[]string{"add-machine", "--constraints", "cores"}, 1, `ERROR malformed constraint "cores"`},
+		{[]string{"add-machine", "--constraints", "arch=sparc"}, 1, `ERROR bad "arch" constraint: "sparc" not recognized`},
+		{[]string{"add-machine", "--constraints", "colour=red"}, 1, `ERROR unknown constraint "colour"`},
+		{[]string{"add-machine", "--constraints", "spaces=web"}, 1, `space "web" not found`},
+		{[]string{"add-machine", "--count", "0"}, 2, "ERROR --count 0: want at least 1"},
+		{[]string{"add-machine", "--count", "many"}, 2, `invalid argument "many" for "-n, --count" flag`},
+		{[]string{"add-machine", "--count", "101"}, 1, "ERROR count 101: want 1 to 100"},
+		{[]string{"add-machine", "lxd:0", "lxd:1"}, 2, "ERROR add-machine takes at most 1 argument(s) (PLACEMENT), got 2"},
+		{[]string{"add-machine", "lxd:9"}, 1, "ERROR machine 9 not found"},
+		{[]string{"add-machine", "docker:0"}, 1, `ERROR placement "docker:0" not valid: container type "docker" is not one of lxd, kvm, lxc`},
+		{[]string{"add-machine", "kvm:1", "-n", "3"}, 1, "ERROR machine 1 cannot host kvm containers"},
+		{[]string{"add-machine", "zone=z9"}, 1, `ERROR zone "z9" is not a zone of any subnet (known: z1)`},
+		{[]string{"add-machine", "somewhere"}, 1, `ERROR placement "somewhere" not valid: want TYPE:MACHINE (lxd:3, kvm:3) or zone=ZONE`},
+		{[]string{"add-machine", "--disks", "fast,10G"}, 1, `ERROR disks "fast,10G": storage pool "fast" not found`},
+		{[]string{"add-machine", "--disks", "files,10G"}, 1, `storage pool "files" (provider tmpfs) makes no block storage`},
+		{[]string{"add-machine", "--disks", "loop,10G", "--disks", "loop,ten"}, 1, `ERROR disks "loop,ten"`},
+		// remove-machine
+		{[]string{"remove-machine"}, 2, "ERROR remove-machine needs at least 1 argument(s) (ID...), got 0"},
+		{[]string{"remove-machine", "0", "7"}, 1, "ERROR machine 7 not found"},
+		{[]string{"remove-machine", "0", "-m", "nope"}, 1, `ERROR model "nope" not found`},
+		{[]string{"remove-machine", "0", "-m", "controller", "--force"}, 1, "ERROR machine 0 is required by the model"},
+		{[]string{"remove-machine", "zero"}, 1, `ERROR machine id "zero" not valid`},
+		// spaces and subnets
+		{[]string{"add-space", "db"}, 1, `ERROR space "db" already exists`},
+		{[]string{"add-space", "DB"}, 1, `ERROR space name "DB" not valid`},
+		{[]string{"add-space", "x", "-m", "nope"}, 1, `ERROR model "nope" not found`},
+		{[]string{"add-space"}, 2, "ERROR add-space needs 1 argument(s)"},
+		{[]string{"spaces", "-m", "nope"}, 1, `ERROR model "nope" not found`},
+		{subnet("-m", "nope"), 1, `ERROR model "nope" not found`},
+		{[]string{"add-subnet", "10.0.0.0/24", "--space", "db", "--zone", "z1", "--provider-id", "sn-9"}, 1, `ERROR subnet "10.0.0.0/24" already exists`},
+		{[]string{"add-subnet", "10.0.0.0/16", "--space", "db", "--zone", "z1", "--provider-id", "sn-9"}, 1, `ERROR subnet "10.0.0.0/16" overlaps subnet "10.0.0.0/24"`},
+		{[]string{"add-subnet", "10.1.0.0/33", "--space", "db", "--zone", "z1", "--provider-id", "sn-9"}, 1, `ERROR invalid CIDR "10.1.0.0/33"`},
+		{[]string{"add-subnet", "10.1.0.5/24", "--space", "db", "--zone", "z1", "--provider-id", "sn-9"}, 1, `ERROR invalid CIDR "10.1.0.5/24"`},
+		{subnet("--allocatable-range", "10.1.0.10-10.2.0.10"), 1, "ERROR allocatable range 10.1.0.10-10.2.0.10 is not inside 10.1.0.0/24"},
+		{subnet("--allocatable-range", "10.1.0.10"), 1, `ERROR allocatable range "10.1.0.10" not valid: want LOW-HIGH`},
+		{subnet("--vlan", "5000"), 1, "ERROR VLAN tag 5000: want 0 to 4094"},
+		{subnet("--space", "web"), 1, `ERROR space "web" not found`},
+		{subnet("--provider-id", "sn-0"), 1, `ERROR subnet with provider id "sn-0" already exists (10.0.0.0/24)`},
+		{[]string{"add-subnet", "10.1.0.0/24", "--zone", "z1", "--provider-id", "sn-1"}, 1, "ERROR subnet needs a space"},
+		{[]string{"add-subnet", "10.1.0.0/24", "--space", "db", "--provider-id", "sn-1"}, 1, "ERROR subnet needs at least one availability zone"},
+		{[]string{"add-subnet", "10.1.0.0/24", "--space", "db", "--zone", "z1"}, 1, "ERROR subnet needs a provider id"},
+		{[]string{"subnets", "-m", "nope"}, 1, `ERROR model "nope" not found`},
+		// agent binaries
+		{append([]string{"add-agent-binaries", "3.3.0"}, bin()[2:]...), 1, "ERROR agent binaries 3.3.0-ubuntu-amd64 already exists"},
+		{append([]string{"add-agent-binaries", "3.x"}, bin()[2:]...), 1, `ERROR invalid version "3.x": want a version number such as 3.3.0`},
+		{bin("--arch", "sparc"), 1, `ERROR architecture "sparc" not valid`},
+		{bin("--sha256", "abc"), 1, `ERROR sha256 "abc" is not 64 lowercase hex digits`},
+		{bin("--size", "0"), 1, "ERROR size 0 is not positive"},
+		{bin("--size", "big"), 2, `invalid argument "big" for "--size" flag`},
+		{bin("--url", "file:///tmp/x"), 1, `ERROR url "file:///tmp/x" is not an absolute http or https URL`},
+		{bin("--os", ""), 1, "ERROR agent binaries need an OS and an architecture"},
+		{[]string{"agent-binaries", "extra"}, 2, `ERROR agent-binaries takes no arguments, got ["extra"]`},
+		// status
+		{[]string{"status", "-m", "nope", "--format", "json"}, 1, `ERROR model "nope" not found`},
+		{[]string{"status", "--format", "xml"}, 2, `invalid argument "xml" for "--format" flag`},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			r := e.run(t, tc.args...)
+			if r.code != tc.code || !strings.Contains(r.stderr, tc.msg) || r.stdout != "" {
+				t.Errorf("want exit %d with %q on stderr and nothing on stdout; got %s", tc.code, tc.msg, r)
+			}
+		})
+	}
+	if st.Revision() != rev {
+		t.Errorf("bad input wrote: revision %d -> %d", rev, st.Revision())
+	}
+}

@@ -1,0 +1,163 @@
+package modeladmin
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"time"
+
+	"provisiond/rpc"
+	"provisiond/rpc/params"
+	"provisiond/state"
+)
+
+func registerStatus(m *methods) {
+	rpc.Handle(m, "Status", (*ModelAdmin).Status)
+}
+
+// Status reports a model: its machines in id order, each with its
+// containers nested, instance ids, agent and instance statuses, addresses,
+// volumes and units; its spaces; its subnets with the addresses in use.
+// The reads are not one snapshot: a change committed while Status runs may
+// show in one part and not yet in another.
+func (a *ModelAdmin) Status(_ context.Context, args params.ModelArgs) (params.ModelStatus, error) {
+	m, err := a.model(args.Model)
+	if err != nil {
+		return params.ModelStatus{}, err
+	}
+	out := params.ModelStatus{Model: m.Name, UUID: m.UUID, Type: string(m.Type), Life: string(m.Life),
+		Machines: []params.MachineStatus{}}
+	machines, err := a.st.Machines(m.UUID)
+	if err != nil {
+		return params.ModelStatus{}, err
+	}
+	addrs, err := a.st.IPAddresses(m.UUID)
+	if err != nil {
+		return params.ModelStatus{}, err
+	}
+	units, err := a.st.Units(m.UUID)
+	if err != nil {
+		return params.ModelStatus{}, err
+	}
+	// Machines come in id order, so a host precedes its containers.
+	byID := map[string]*params.MachineStatus{}
+	var order []string
+	for _, mc := range machines {
+		ms := machineStatus(mc)
+		for _, ad := range addrs {
+			if ad.MachineID == mc.ID && ad.State == state.AddressStateAllocated {
+				ms.Addresses = append(ms.Addresses, ad.Value)
+			}
+		}
+		for _, u := range units {
+			if u.MachineID == mc.ID {
+				ms.Units = append(ms.Units, u.Name)
+			}
+		}
+		vols, err := a.st.MachineVolumes(m.UUID, mc.ID)
+		if err != nil {
+			return params.ModelStatus{}, err
+		}
+		for _, v := range vols {
+			vs := params.VolumeStatus{ID: v.ID, Pool: v.Pool, Size: v.Size, Life: string(v.Life)}
+			if v.Info != nil {
+				vs.ProviderID = v.Info.VolumeID
+			}
+			for _, at := range v.Attachments {
+				if at.Machine == mc.ID && at.Info != nil {
+					vs.DeviceName = at.Info.DeviceName
+				}
+			}
+			ms.Volumes = append(ms.Volumes, vs)
+		}
+		byID[mc.ID] = &ms
+		order = append(order, mc.ID)
+	}
+	// Nest containers, deepest first, so each is complete when copied.
+	for i := len(order) - 1; i >= 0; i-- {
+		id := order[i]
+		parent := byID[state.ParentID(id)]
+		if parent == nil {
+			continue
+		}
+		parent.Containers = append([]params.MachineStatus{*byID[id]}, parent.Containers...)
+	}
+	for _, id := range order {
+		if state.ParentID(id) == "" || byID[state.ParentID(id)] == nil {
+			out.Machines = append(out.Machines, *byID[id])
+		}
+	}
+	spaces, subnets, err := a.spacesAndSubnets(m)
+	if err != nil {
+		return params.ModelStatus{}, err
+	}
+	out.Spaces = spaceInfos(spaces, subnets)
+	if out.Subnets, err = a.subnetInfos(m); err != nil {
+		return params.ModelStatus{}, err
+	}
+
+	// Applications, units and storage (CAAS): the CAAS work fills in
+	// their fields of params.ModelStatus here.
+
+	return out, nil
+}
+
+func machineStatus(m state.Machine) params.MachineStatus {
+	ms := params.MachineStatus{
+		ID: m.ID, Life: string(m.Life), Base: m.Base.String(), Series: m.Series,
+		Constraints: m.Constraints.String(), Placement: m.Placement, InstanceID: m.InstanceID,
+		DisplayName: m.DisplayName, Hardware: hardwareString(m.Hardware),
+		AgentStatus: statusInfo(m.Status), InstanceStatus: statusInfo(m.InstanceStatus),
+		AgentVersion: m.AgentVersion, Jobs: m.Jobs,
+	}
+	if m.ModificationStatus.Status != "" {
+		ms.ModificationStatus = statusInfo(m.ModificationStatus)
+	}
+	if m.SupportedContainersKnown {
+		sc := append([]string{}, m.SupportedContainers...)
+		ms.SupportedContainers = &sc
+	}
+	return ms
+}
+
+func statusInfo(s state.Status) params.StatusInfo {
+	out := params.StatusInfo{Status: s.Status, Message: s.Message, Data: s.Data}
+	if len(out.Data) == 0 {
+		out.Data = nil
+	}
+	if !s.Since.IsZero() {
+		out.Since = s.Since.UTC().Format(time.RFC3339)
+	}
+	return out
+}
+
+// hardwareString formats an instance's hardware as Juju's status does:
+// "arch=amd64 cores=2 mem=4096M root-disk=8192M availability-zone=z1".
+func hardwareString(h *state.HardwareCharacteristics) string {
+	if h == nil {
+		return ""
+	}
+	var out []string
+	str := func(k string, v *string) {
+		if v != nil && *v != "" {
+			out = append(out, k+"="+*v)
+		}
+	}
+	num := func(k string, v *uint64, unit string) {
+		if v != nil {
+			out = append(out, k+"="+strconv.FormatUint(*v, 10)+unit)
+		}
+	}
+	str("arch", h.Arch)
+	num("cores", h.CpuCores, "")
+	num("cpu-power", h.CpuPower, "")
+	num("mem", h.Mem, "M")
+	num("root-disk", h.RootDisk, "M")
+	str("root-disk-source", h.RootDiskSource)
+	if h.Tags != nil && len(*h.Tags) > 0 {
+		out = append(out, "tags="+strings.Join(*h.Tags, ","))
+	}
+	str("availability-zone", h.AvailabilityZone)
+	str("virt-type", h.VirtType)
+	return strings.Join(out, " ")
+}

@@ -1,0 +1,291 @@
+package state
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/juju/errors"
+	"github.com/juju/names/v5"
+)
+
+// Architectures a machine constraint or agent binary may name (Juju's
+// arch.AllSupportedArches, plus the 2015 i386 and armhf).
+var Arches = []string{"amd64", "arm64", "ppc64el", "s390x", "riscv64", "i386", "armhf"}
+
+// ValidateArch checks an architecture name.
+func ValidateArch(a string) error {
+	if !slices.Contains(Arches, a) {
+		return errors.NotValidf("architecture %q", a)
+	}
+	return nil
+}
+
+// ParseConstraints parses machine constraints in Juju's syntax:
+// space-separated KEY=VALUE pairs, as "juju add-machine --constraints"
+// takes them. The keys:
+//
+//	arch                 amd64, arm64, ppc64el, s390x, riscv64 (i386, armhf)
+//	container            lxd, kvm, lxc or none
+//	cores (cpu-cores)    a non-negative integer
+//	cpu-power            a non-negative integer
+//	mem, root-disk       a non-negative number of MiB, with an optional
+//	                     M, G, T or P suffix (powers of 1024); fractions
+//	                     round up: mem=1.5G is 1536
+//	root-disk-source, instance-role, instance-type, virt-type, image-id
+//	                     any string
+//	tags, zones          comma-separated lists
+//	spaces               comma-separated space names, "^" before a name
+//	                     excludes that space
+//	allocate-public-ip   true or false
+//
+// An empty value sets the key to its zero value ("arch=" means any
+// architecture), as in Juju. A key given twice, an unknown key and a field
+// without "=" are errors. Errors satisfy errors.Is(err, errors.NotValid)
+// and read as Juju's: `bad "mem" constraint: must be a non-negative float
+// with optional M/G/T/P suffix`.
+func ParseConstraints(s string) (Constraints, error) {
+	var c Constraints
+	seen := map[string]bool{}
+	for _, field := range strings.Fields(s) {
+		key, value, ok := strings.Cut(field, "=")
+		if !ok {
+			return Constraints{}, errors.NewNotValid(nil, fmt.Sprintf("malformed constraint %q", field))
+		}
+		if key == "cpu-cores" {
+			key = "cores"
+		}
+		if seen[key] {
+			return Constraints{}, badConstraint(key, "already set")
+		}
+		seen[key] = true
+		if err := c.set(key, value); err != nil {
+			return Constraints{}, err
+		}
+	}
+	return c, nil
+}
+
+func badConstraint(key, msg string) error {
+	return errors.NewNotValid(nil, fmt.Sprintf("bad %q constraint: %s", key, msg))
+}
+
+func (c *Constraints) set(key, value string) error {
+	str := func() *string { v := value; return &v }
+	switch key {
+	case "arch":
+		if value != "" && ValidateArch(value) != nil {
+			return badConstraint(key, fmt.Sprintf("%q not recognized", value))
+		}
+		c.Arch = str()
+	case "container":
+		if value != "" && value != "none" && ValidateContainerType(value) != nil {
+			return badConstraint(key, fmt.Sprintf("invalid container type %q", value))
+		}
+		c.Container = str()
+	case "cores", "cpu-power":
+		var n uint64
+		if value != "" {
+			var err error
+			if n, err = strconv.ParseUint(value, 10, 64); err != nil {
+				return badConstraint(key, "must be a non-negative integer")
+			}
+		}
+		if key == "cores" {
+			c.Cores = &n
+		} else {
+			c.CpuPower = &n
+		}
+	case "mem", "root-disk":
+		n, err := parseConstraintSize(value)
+		if err != nil {
+			return badConstraint(key, "must be a non-negative float with optional M/G/T/P suffix")
+		}
+		if key == "mem" {
+			c.Mem = &n
+		} else {
+			c.RootDisk = &n
+		}
+	case "root-disk-source":
+		c.RootDiskSource = str()
+	case "instance-role":
+		c.InstanceRole = str()
+	case "instance-type":
+		c.InstanceType = str()
+	case "virt-type":
+		c.VirtType = str()
+	case "image-id":
+		c.ImageID = str()
+	case "tags":
+		l := commaList(value)
+		c.Tags = &l
+	case "zones":
+		l := commaList(value)
+		c.Zones = &l
+	case "spaces":
+		l := commaList(value)
+		for _, s := range l {
+			name := strings.TrimPrefix(s, "^")
+			if !names.IsValidSpace(name) {
+				return badConstraint(key, fmt.Sprintf("%q is not a valid space name", name))
+			}
+		}
+		c.Spaces = &l
+		for _, s := range c.PositiveSpaces() {
+			if slices.Contains(c.NegativeSpaces(), s) {
+				return badConstraint(key, fmt.Sprintf("space %q is both included and excluded", s))
+			}
+		}
+	case "allocate-public-ip":
+		var b bool
+		if value != "" {
+			var err error
+			if b, err = strconv.ParseBool(value); err != nil {
+				return badConstraint(key, "must be 'true' or 'false'")
+			}
+		}
+		c.AllocatePublicIP = &b
+	default:
+		return errors.NewNotValid(nil, fmt.Sprintf("unknown constraint %q", key))
+	}
+	return nil
+}
+
+var sizeSuffixes = map[byte]float64{'M': 1, 'G': 1024, 'T': 1024 * 1024, 'P': 1024 * 1024 * 1024}
+
+var decimal = regexp.MustCompile(`^[0-9]*\.?[0-9]+$|^[0-9]+\.$`)
+
+// parseConstraintSize reads a size in MiB with an optional M/G/T/P suffix.
+func parseConstraintSize(s string) (uint64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	mult := 1.0
+	if m, ok := sizeSuffixes[s[len(s)-1]]; ok {
+		s, mult = s[:len(s)-1], m
+	}
+	if !decimal.MatchString(s) {
+		return 0, fmt.Errorf("bad size")
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return 0, err
+	}
+	v = math.Ceil(v * mult)
+	if v >= math.MaxUint64 {
+		return 0, fmt.Errorf("size too large")
+	}
+	return uint64(v), nil
+}
+
+func commaList(s string) []string {
+	out := []string{}
+	for p := range strings.SplitSeq(s, ",") {
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// String formats c in Juju's syntax, so that ParseConstraints reads it back
+// (sizes in MiB, "mem=4096M"). The zero value formats as "".
+func (c Constraints) String() string {
+	var out []string
+	add := func(key, value string) { out = append(out, key+"="+value) }
+	if c.Arch != nil {
+		add("arch", *c.Arch)
+	}
+	if c.Container != nil {
+		add("container", *c.Container)
+	}
+	if c.Cores != nil {
+		add("cores", strconv.FormatUint(*c.Cores, 10))
+	}
+	if c.CpuPower != nil {
+		add("cpu-power", strconv.FormatUint(*c.CpuPower, 10))
+	}
+	if c.ImageID != nil {
+		add("image-id", *c.ImageID)
+	}
+	if c.InstanceRole != nil {
+		add("instance-role", *c.InstanceRole)
+	}
+	if c.InstanceType != nil {
+		add("instance-type", *c.InstanceType)
+	}
+	if c.Mem != nil {
+		add("mem", strconv.FormatUint(*c.Mem, 10)+"M")
+	}
+	if c.RootDisk != nil {
+		add("root-disk", strconv.FormatUint(*c.RootDisk, 10)+"M")
+	}
+	if c.RootDiskSource != nil {
+		add("root-disk-source", *c.RootDiskSource)
+	}
+	if c.Spaces != nil {
+		add("spaces", strings.Join(*c.Spaces, ","))
+	}
+	if c.Tags != nil {
+		add("tags", strings.Join(*c.Tags, ","))
+	}
+	if c.VirtType != nil {
+		add("virt-type", *c.VirtType)
+	}
+	if c.Zones != nil {
+		add("zones", strings.Join(*c.Zones, ","))
+	}
+	if c.AllocatePublicIP != nil {
+		add("allocate-public-ip", strconv.FormatBool(*c.AllocatePublicIP))
+	}
+	return strings.Join(out, " ")
+}
+
+// OS names a machine base may have.
+var BaseOSes = []string{"ubuntu", "centos"}
+
+var (
+	channelTrack = regexp.MustCompile(`^[0-9]+(\.[0-9]+)*$`)
+	channelRisks = []string{"stable", "candidate", "beta", "edge"}
+)
+
+// ParseBase parses a base in Juju's "OS@CHANNEL" form: "ubuntu@22.04",
+// "ubuntu@24.04/edge", "centos@9". The channel is a version track with an
+// optional "/RISK" (stable, candidate, beta, edge); as Juju does, a channel
+// without a risk is stored with "/stable". Errors satisfy
+// errors.Is(err, errors.NotValid).
+func ParseBase(s string) (Base, error) {
+	bad := func(why string) (Base, error) {
+		return Base{}, errors.NewNotValid(nil, fmt.Sprintf("base %q not valid: %s", s, why))
+	}
+	os, channel, ok := strings.Cut(s, "@")
+	if !ok || os == "" || channel == "" {
+		return bad(`want OS@CHANNEL, for example "ubuntu@22.04"`)
+	}
+	if !slices.Contains(BaseOSes, os) {
+		return bad(fmt.Sprintf("OS %q is not one of %s", os, strings.Join(BaseOSes, ", ")))
+	}
+	track, risk, hasRisk := strings.Cut(channel, "/")
+	if !channelTrack.MatchString(track) {
+		return bad(fmt.Sprintf("channel track %q is not a version such as 22.04", track))
+	}
+	if !hasRisk {
+		risk = "stable"
+	}
+	if !slices.Contains(channelRisks, risk) {
+		return bad(fmt.Sprintf("channel risk %q is not one of %s", risk, strings.Join(channelRisks, ", ")))
+	}
+	return Base{Name: os, Channel: track + "/" + risk}, nil
+}
+
+// String formats b as "OS@TRACK", with "/RISK" unless it is stable ("" for
+// the zero value).
+func (b Base) String() string {
+	if b.Name == "" && b.Channel == "" {
+		return ""
+	}
+	return b.Name + "@" + strings.TrimSuffix(b.Channel, "/stable")
+}
