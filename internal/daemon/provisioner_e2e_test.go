@@ -14,8 +14,8 @@ import (
 // The provisioning flow as real agents run it: the controller's provisioner
 // starts machine 1, machine 1's agent logs in and provisions its container
 // 1/lxd/0 with an address from the operator's subnet, and tears it down
-// when the operator removes it. Operator steps use state directly (the
-// operator facade is built elsewhere).
+// when the operator removes it. The operator's steps go through the
+// ModelAdmin facade, as provisionctl sends them.
 func TestProvisioningFlowEndToEnd(t *testing.T) {
 	d := start(t, nil)
 	st, model := d.State(), d.Credentials().DefaultModelUUID
@@ -25,13 +25,18 @@ func TestProvisioningFlowEndToEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	operator := loginAdmin(t, d, model)
+	op := func(method string, args, result any) {
+		t.Helper()
+		if err := operator.Call(ctxT(t), "ModelAdmin", 1, "", method, args, result); err != nil {
+			t.Fatalf("operator %s: %v", method, err)
+		}
+	}
 	// The operator's network: a space with one subnet in zone-a.
-	_, err := st.AddSpace(model, "internal", "")
-	must(err)
-	_, err = st.AddSubnet(model, state.Subnet{CIDR: "192.168.10.0/24", ProviderID: "sn-1", SpaceName: "internal",
-		Zones: []string{"zone-a"}, AllocatableIPLow: "192.168.10.100", AllocatableIPHigh: "192.168.10.199"})
-	must(err)
-	_, err = st.AddMachine(model, state.MachineParams{Nonce: "existing", InstanceID: "i-existing"})
+	op("AddSpace", params.AddSpaceArgs{Name: "internal"}, nil)
+	op("AddSubnet", params.AddSubnetArgs{CIDR: "192.168.10.0/24", Space: "internal", Zones: []string{"zone-a"},
+		ProviderID: "sn-1", AllocatableRange: "192.168.10.100-192.168.10.199"}, nil)
+	_, err := st.AddMachine(model, state.MachineParams{Nonce: "existing", InstanceID: "i-existing"})
 	must(err)
 
 	// The controller's provisioner watches the model's machines.
@@ -44,10 +49,10 @@ func TestProvisioningFlowEndToEnd(t *testing.T) {
 	next := pendingStrings(t, machines)
 
 	// The operator adds machine 1.
-	m1, err := st.AddMachine(model, state.MachineParams{Base: state.Base{Name: "ubuntu", Channel: "22.04"}})
-	must(err)
-	if m1.ID != "1" {
-		t.Fatalf("new machine id = %q", m1.ID)
+	var added params.AddMachinesResult
+	op("AddMachines", params.AddMachinesArgs{Base: "ubuntu@22.04"}, &added)
+	if !slices.Equal(added.Machines, []string{"1"}) {
+		t.Fatalf("new machines = %v", added.Machines)
 	}
 	wantIDs(t, next, "1")
 
@@ -93,10 +98,9 @@ func TestProvisioningFlowEndToEnd(t *testing.T) {
 	cnext := pendingStrings(t, containers)
 
 	// The operator adds container 1/lxd/0.
-	c, err := st.AddMachine(model, state.MachineParams{ParentID: "1", ContainerType: "lxd"})
-	must(err)
-	if c.ID != "1/lxd/0" {
-		t.Fatalf("container id = %q", c.ID)
+	op("AddMachines", params.AddMachinesArgs{Placement: "lxd:1"}, &added)
+	if !slices.Equal(added.Machines, []string{"1/lxd/0"}) {
+		t.Fatalf("new container = %v", added.Machines)
 	}
 	wantIDs(t, cnext, "1/lxd/0")
 	// The controller's machine watcher does not see containers.
@@ -148,7 +152,7 @@ func TestProvisioningFlowEndToEnd(t *testing.T) {
 
 	// The operator removes the container.
 	cnext = pendingStrings(t, containers)
-	must(st.SetMachineDying(model, c.ID))
+	op("RemoveMachines", params.RemoveMachinesArgs{Machines: []string{"1/lxd/0"}}, nil)
 	wantIDs(t, cnext, "1/lxd/0")
 	life = mustCall[params.LifeResults](t, agent, 11, "Life", ents(ctag))
 	if life.Results[0].Life != "dying" {
