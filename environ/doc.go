@@ -10,8 +10,6 @@
 //     test injects a failure).
 //   - Agent binaries: parsing of version numbers and binaries, and the
 //     matching rules of FindTools / Tools over a catalog.
-//   - Storage: which storage provider types are dynamic (left to the
-//     storage provisioner) and which are created with the instance.
 //   - Availability zones: the zones the operator's subnets name.
 //
 // It imports only the standard library: it holds no state of its own and

@@ -131,10 +131,4 @@ func TestNetworking(t *testing.T) {
 	if z := AvailabilityZones(subnets); len(z) != 2 || z[0] != "a" {
 		t.Errorf("zones = %v", z)
 	}
-	if k, ok := StorageProvider("loop"); !ok || !k.Dynamic {
-		t.Error("loop is dynamic")
-	}
-	if _, ok := StorageProvider("nfs"); ok {
-		t.Error("nfs known")
-	}
 }

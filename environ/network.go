@@ -74,16 +74,6 @@ type InterfaceInfo struct {
 	GatewayAddress    string
 }
 
-// StorageProviderType describes a storage provider type the environ knows.
-type StorageProviderType struct {
-	// Dynamic providers' volumes are made by the storage provisioner
-	// after the instance starts; the others come with the instance.
-	Dynamic bool
-	// Managed providers are the environ's own (ProvisioningInfo v11
-	// lists only their volumes).
-	Managed bool
-}
-
 // Provider is the built-in provider. The zero value is not usable: use New.
 // It is safe for concurrent use.
 type Provider struct {
@@ -240,16 +230,4 @@ func AvailabilityZones(subnets []Subnet) []string {
 	}
 	slices.Sort(zones)
 	return zones
-}
-
-// StorageProvider describes a storage provider type; ok is false for a
-// type the environ does not know.
-func StorageProvider(typ string) (StorageProviderType, bool) {
-	switch typ {
-	case "builtin", "ebs", "cinder":
-		return StorageProviderType{Dynamic: false, Managed: true}, true
-	case "loop", "rootfs", "tmpfs":
-		return StorageProviderType{Dynamic: true, Managed: false}, true
-	}
-	return StorageProviderType{}, false
 }

@@ -10,15 +10,15 @@ import (
 )
 
 // StorageRegistry is the storage provider registry of a model type:
-// kubernetes plus the common providers for CAAS, the common providers for
-// IAAS.
+// kubernetes plus the common providers for CAAS, the common providers and
+// the built-in environ's (storage.BuiltinEnvironProviders) for IAAS.
 func StorageRegistry(t ModelType) *storage.Registry {
 	if t == ModelTypeCAAS {
 		return storage.KubernetesRegistry()
 	}
-	r, err := storage.MachineRegistry()
+	r, err := storage.MachineRegistry(storage.BuiltinEnvironProviders()...)
 	if err != nil {
-		panic(err) // the common providers have distinct types
+		panic(err) // the providers have distinct types
 	}
 	return r
 }

@@ -14,8 +14,9 @@
 // attributes of its pools and reads them into Params. A Registry is a
 // fixed set of providers: KubernetesRegistry for a CAAS model (kubernetes
 // plus the common loop, rootfs and tmpfs), MachineRegistry for an IAAS
-// model on the built-in environ. An unknown type is NotFound:
-// `storage provider "x" not found`.
+// model on the built-in environ (with BuiltinEnvironProviders: builtin,
+// ebs and cinder, static block providers whose volumes come with the
+// instance). An unknown type is NotFound: `storage provider "x" not found`.
 //
 // # Pools
 //
@@ -34,7 +35,9 @@
 // forms. DefaultPool and ConstraintsWithDefaults fill in what a user left
 // out as Juju does; FilesystemMountPoint places charm filesystems; and
 // Manager.ApplicationFilesystems builds the filesystems of
-// CAASUnitProvisioner.ProvisioningInfo.
+// CAASUnitProvisioner.ProvisioningInfo. Manager.VolumeParams resolves the
+// volumes of the machine Provisioner.ProvisioningInfo from the same pools
+// (a volume without a pool: storage-default-block-source, else loop).
 //
 // # Errors
 //

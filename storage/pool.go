@@ -135,6 +135,12 @@ func (m *Manager) Validate(cfg Config) error {
 	if err != nil {
 		return err
 	}
+	return validateAttrs(cfg, p)
+}
+
+// validateAttrs checks the attributes of pool cfg of provider p: those
+// every pool may carry, then the provider's own.
+func validateAttrs(cfg Config, p Provider) error {
 	if err := validateCommon(cfg, p); err != nil {
 		return err
 	}

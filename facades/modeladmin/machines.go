@@ -212,8 +212,10 @@ func (a *ModelAdmin) disks(m state.Model, disks []string) ([]state.VolumeParams,
 }
 
 // checkBlockPool checks that name is a pool of the model or a provider
-// type of the built-in environ, whose provider makes block storage.
+// type of the model's storage registry, whose provider makes block
+// storage.
 func (a *ModelAdmin) checkBlockPool(m state.Model, name string) error {
+	reg := state.StorageRegistry(m.Type)
 	provider := name
 	pool, err := a.st.StoragePool(m.UUID, name)
 	switch {
@@ -222,13 +224,9 @@ func (a *ModelAdmin) checkBlockPool(m state.Model, name string) error {
 	case !errors.Is(err, errors.NotFound):
 		return err
 	default:
-		if _, ok := environ.StorageProvider(name); !ok {
+		if _, err := reg.Provider(storage.ProviderType(name)); err != nil {
 			return errors.NewNotFound(nil, fmt.Sprintf("storage pool %q not found", name))
 		}
-	}
-	reg, err := storage.MachineRegistry()
-	if err != nil {
-		return err
 	}
 	if p, err := reg.Provider(storage.ProviderType(provider)); err == nil && !p.Supports(storage.KindBlock) {
 		return errors.NewNotValid(nil, fmt.Sprintf("storage pool %q (provider %s) makes no block storage: machine disks are volumes", name, provider))

@@ -10,10 +10,10 @@ import (
 	"github.com/juju/errors"
 	"github.com/juju/names/v5"
 
-	"provisiond/environ"
 	"provisiond/facades/facade"
 	"provisiond/rpc/params"
 	"provisiond/state"
+	"provisiond/storage"
 )
 
 // ProvisioningInfo returns what the provisioner needs to start each
@@ -141,13 +141,22 @@ func (p *Provisioner) provisioningInfo(m state.Machine) (*params.ProvisioningInf
 		info.EndpointBindings = bindings
 	}
 
+	mgr, err := p.st.StorageManager(p.model)
+	if err != nil {
+		return nil, err
+	}
 	if src := m.Constraints.RootDiskSource; src != nil {
-		if provider, attrs, err := p.pool(*src); err == nil {
-			info.RootDisk = &params.VolumeParams{Provider: provider, Attributes: attrs}
+		if cfg, _, err := mgr.Resolve(*src); err == nil {
+			info.RootDisk = &params.VolumeParams{Provider: string(cfg.Provider), Attributes: cfg.Attrs}
 		}
 	}
 
-	vols, atts, err := p.volumeParams(m)
+	// Volume tags: Juju's storage tags (resource-tags, model and
+	// controller uuid).
+	volTags := resourceTags(cfg)
+	volTags["juju-model-uuid"] = p.model
+	volTags["juju-controller-uuid"] = ctrl.UUID
+	vols, atts, err := p.volumeParams(mgr, m, cfg, volTags)
 	if err != nil {
 		return nil, err
 	}
@@ -161,54 +170,46 @@ func (p *Provisioner) provisioningInfo(m state.Machine) (*params.ProvisioningInf
 	return info, nil
 }
 
-// pool resolves a storage pool name, or a provider type used as one.
-func (p *Provisioner) pool(name string) (string, map[string]any, error) {
-	pool, err := p.st.StoragePool(p.model, name)
-	if err == nil {
-		return pool.Provider, pool.Attrs, nil
-	}
-	if !errors.Is(err, errors.NotFound) {
-		return "", nil, err
-	}
-	if _, ok := environ.StorageProvider(name); ok {
-		return name, nil, nil
-	}
-	return "", nil, err
-}
-
-// volumeParams lists the volumes to make with m's instance (v11: those of
-// providers the environ manages; already provisioned ones only need
-// attaching).
-func (p *Provisioner) volumeParams(m state.Machine) ([]params.VolumeParams, []params.VolumeAttachmentParams, error) {
+// volumeParams lists the volumes to make with m's instance, their
+// provider, attributes and size resolved by the model's pool manager
+// (storage.Manager.VolumeParams), tagged with tags. v11 lists the volumes
+// of the environ's providers (storage.IsCommonProvider is false) whose
+// attachment is not provisioned; those already provisioned only need
+// attaching. 2015 lists the volumes of static providers, and refuses an
+// attachment already provisioned.
+func (p *Provisioner) volumeParams(mgr *storage.Manager, m state.Machine, cfg map[string]any,
+	tags map[string]string) ([]params.VolumeParams, []params.VolumeAttachmentParams, error) {
 	vols, err := p.st.MachineVolumes(p.model, m.ID)
 	if err != nil {
 		return nil, nil, err
 	}
+	defaultBlock, _ := cfg[storage.DefaultBlockSourceKey].(string)
 	var out []params.VolumeParams
 	var atts []params.VolumeAttachmentParams
 	for _, v := range vols {
-		provider, attrs, err := p.pool(v.Pool)
-		if err != nil {
-			return nil, nil, errors.Annotatef(err, "getting volume %q parameters", v.ID)
-		}
-		kind, _ := environ.StorageProvider(provider)
 		var att state.VolumeAttachment
 		for _, a := range v.Attachments {
 			if a.Machine == m.ID {
 				att = a
 			}
 		}
+		vp, err := mgr.VolumeParams(storage.VolumeArgs{Pool: v.Pool, Size: v.Size, ReadOnly: att.ReadOnly,
+			DefaultBlockSource: defaultBlock, Tags: tags})
+		if err != nil {
+			return nil, nil, errors.Annotatef(err, "getting volume %q parameters", v.ID)
+		}
 		vtag := names.NewVolumeTag(v.ID).String()
-		ap := params.VolumeAttachmentParams{VolumeTag: vtag, MachineTag: m.Tag().String(), Provider: provider, ReadOnly: att.ReadOnly}
+		ap := params.VolumeAttachmentParams{VolumeTag: vtag, MachineTag: m.Tag().String(),
+			Provider: string(vp.Attachment.Provider), ReadOnly: vp.Attachment.ReadOnly}
 		if p.v1 {
-			if kind.Dynamic {
+			if vp.Dynamic {
 				continue
 			}
 			if att.Info != nil {
 				return nil, nil, errors.Errorf("volume %s already attached to machine %s", v.ID, m.ID)
 			}
 		} else {
-			if !kind.Managed || att.Info != nil {
+			if !vp.EnvironManaged || att.Info != nil {
 				continue
 			}
 			if v.Info != nil {
@@ -217,12 +218,8 @@ func (p *Provisioner) volumeParams(m state.Machine) ([]params.VolumeParams, []pa
 				continue
 			}
 		}
-		tags := map[string]string{"juju-model-uuid": p.model}
-		if p.v1 {
-			tags = map[string]string{"juju-env-uuid": p.model}
-		}
-		out = append(out, params.VolumeParams{VolumeTag: vtag, Size: v.Size, Provider: provider,
-			Attributes: attrs, Tags: tags, Attachment: &ap})
+		out = append(out, params.VolumeParams{VolumeTag: vtag, Size: vp.Size, Provider: string(vp.Provider),
+			Attributes: vp.Attributes, Tags: vp.Tags, Attachment: &ap})
 	}
 	return out, atts, nil
 }

@@ -332,7 +332,11 @@ func (v *V1) provisioningInfo(m state.Machine) (*params.V1ProvisioningInfo, erro
 	if err != nil {
 		return nil, err
 	}
-	vols, _, err := p.volumeParams(m)
+	mgr, err := p.st.StorageManager(p.model)
+	if err != nil {
+		return nil, err
+	}
+	vols, _, err := p.volumeParams(mgr, m, cfg, map[string]string{"juju-env-uuid": p.model})
 	if err != nil {
 		return nil, err
 	}
