@@ -48,10 +48,12 @@ type Result struct {
 	Cycles     int // cycles completed (verified)
 	EarlyKills int // of them, kills while the daemon started
 	Acked      int // writes acknowledged (all found after their kill)
-	InFlight   int // writes in flight at a kill (found either way)
-	Refusals   int
-	Revision   uint64 // on disk after the last cycle
-	Elapsed    time.Duration
+	InFlight   int // writes in flight at a kill (either outcome is right)
+	// InFlightLanded counts those of them that were on disk after the kill.
+	InFlightLanded int
+	Refusals       int
+	Revision       uint64 // on disk after the last cycle
+	Elapsed        time.Duration
 }
 
 // harness is the state of one Run.
@@ -363,6 +365,7 @@ func (r Result) Summary() string {
 	if r.Cycles > 0 {
 		fmt.Fprintf(&b, " (%s per cycle)", (r.Elapsed / time.Duration(r.Cycles)).Round(time.Millisecond))
 	}
-	fmt.Fprintf(&b, "; %d writes acknowledged, %d in flight at a kill; revision %d", r.Acked, r.InFlight, r.Revision)
+	fmt.Fprintf(&b, "; %d writes acknowledged, %d in flight at a kill (%d of them landed); revision %d",
+		r.Acked, r.InFlight, r.InFlightLanded, r.Revision)
 	return b.String()
 }

@@ -166,7 +166,7 @@ func (h *harness) verify(ctx context.Context, cycle int, baseline uint64, acked 
 	}
 	defer st.Close()
 	var lost []string
-	inFlight := 0
+	inFlight, landed := 0, 0
 	for _, r := range h.regs {
 		got, err := h.observe(st, r)
 		if err != nil {
@@ -180,12 +180,16 @@ func (h *harness) verify(ctx context.Context, cycle int, baseline uint64, acked 
 			lost = append(lost, fmt.Sprintf("%s is %q; acknowledged %s", r, got, want))
 			continue
 		}
-		if r.pending != nil {
+		if r.pending != nil && *r.pending != r.truth {
 			inFlight++
+			if got == *r.pending {
+				landed++
+			}
 		}
 		r.truth, r.pending = got, nil
 	}
 	h.res.InFlight += inFlight
+	h.res.InFlightLanded += landed
 	if len(lost) > 0 {
 		return &Violation{Cycle: cycle, Kind: ViolationLostWrite,
 			Detail: fmt.Sprintf("%d of them:\n  %s", len(lost), strings.Join(lost, "\n  "))}
