@@ -173,6 +173,7 @@ func (h *harness) setup(ctx context.Context) error {
 		return err
 	}
 	if err := p.stop(); err != nil {
+		_ = p.kill()
 		return err
 	}
 	if h.creds, err = daemon.ReadCredentials(filepath.Join(h.cfg.DataDir, daemon.CredentialsFile)); err != nil {

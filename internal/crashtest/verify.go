@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"maps"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/juju/errors"
 
+	"provisiond/internal/daemon"
 	"provisiond/rpc/client"
 	"provisiond/rpc/params"
 	"provisiond/state"
@@ -159,6 +161,13 @@ func (h *harness) verify(ctx context.Context, cycle int, baseline uint64, acked 
 	}
 	if !rep.OK {
 		return &Violation{Cycle: cycle, Kind: ViolationCheck, Detail: rep.Error}
+	}
+	// credentials.yaml is rewritten at every start: a kill then must
+	// leave the old or the new file, never a torn one.
+	creds, err := daemon.ReadCredentials(filepath.Join(h.cfg.DataDir, daemon.CredentialsFile))
+	if err != nil || creds.AdminPassword != h.creds.AdminPassword || creds.ControllerAgent != h.creds.ControllerAgent ||
+		creds.ControllerUUID != h.creds.ControllerUUID || creds.CACert != h.creds.CACert {
+		return &Violation{Cycle: cycle, Kind: ViolationCheck, Detail: fmt.Sprintf("credentials.yaml lost or changed (%v)", err)}
 	}
 	st, err := state.OpenReadOnly(h.dbPath())
 	if err != nil {
