@@ -4,6 +4,7 @@ PKGS      := ./...
 TESTFLAGS ?= -race -count=1 -timeout 15m
 BENCHTIME ?= 2s
 FUZZTIME  ?= 30s
+CRASH_CYCLES ?= 1000
 
 .DEFAULT_GOAL := help
 
@@ -36,6 +37,9 @@ fuzz: ## run each fuzz target for FUZZTIME (their seed corpora run in every `mak
 	$(GO) test -run '^$$' -fuzz FuzzParseConstraints -fuzztime $(FUZZTIME) ./storage/
 	$(GO) test -run '^$$' -fuzz FuzzParseMachineConstraints -fuzztime $(FUZZTIME) ./state/
 
+crash: ## crash-safety harness: CRASH_CYCLES (1000) SIGKILL/restart cycles under write load (CI runs 50)
+	CRASH_CYCLES=$(CRASH_CYCLES) $(GO) test -race -count=1 -timeout 3h -v -run '^(TestCrashRecovery|TestHarnessCatchesPlantedBug)$$' ./internal/crashtest/
+
 tidy-check: ## fail when go.mod/go.sum are not tidy
 	$(GO) mod tidy && git diff --exit-code go.mod go.sum
 
@@ -45,4 +49,4 @@ clean: ## remove build output
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} {printf "  %-12s %s\n", $$1, $$2}'
 
-.PHONY: build completions test test-short lint depcheck bench fuzz tidy-check clean help
+.PHONY: build completions test test-short lint depcheck bench fuzz crash tidy-check clean help

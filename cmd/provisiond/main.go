@@ -3,6 +3,7 @@
 //	provisiond serve [flags]                   run the daemon (initialises an empty data dir)
 //	provisiond backup --output FILE            snapshot a running daemon
 //	provisiond restore FILE --data-dir DIR     unpack a backup into a data dir
+//	provisiond check [--data-dir DIR]          check a stopped daemon's database
 //	provisiond version                         print the version
 //
 // See README.md for the flags, the environment variables and the YAML
@@ -43,6 +44,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return backup(args[1:], stderr)
 	case "restore":
 		return restore(args[1:], stderr)
+	case "check":
+		return check(args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "provisiond %s (Juju API %s)\n", version, daemon.ServerVersion)
 		return 0
@@ -63,6 +66,7 @@ commands:
   serve     run the API server (initialises an empty data dir on first start)
   backup    snapshot a running daemon into an archive (--output FILE)
   restore   unpack a backup archive into a data dir (FILE --data-dir DIR)
+  check     check a stopped daemon's database read-only (--data-dir DIR)
   version   print the version
 
 Run "provisiond serve -h" for the flags of serve.

@@ -159,9 +159,10 @@ func Start(cfg Config) (d *Daemon, err error) {
 	if err != nil {
 		return nil, err
 	}
+	st := d.state // a failed Start returns a nil d
 	defer func() {
 		if err != nil {
-			d.state.Close()
+			st.Close()
 		}
 	}()
 

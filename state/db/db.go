@@ -419,6 +419,9 @@ func (d *DB) try(batch []*request) (committed []Committed, failed int, ferr, err
 		_ = tx.Rollback()
 		return nil, -1, nil, fmt.Errorf("db: storing revision: %w", err)
 	}
+	if plantedEarlyReply != nil { // nil unless built with -tags crashbug
+		plantedEarlyReply(batch, committed)
+	}
 	if err := d.commit(tx); err != nil {
 		// A failed Commit has already rolled back.
 		return nil, -1, nil, fmt.Errorf("db: commit: %w", err)

@@ -1,0 +1,141 @@
+package crashtest
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// logTailLines is how many daemon log lines a process keeps for reports.
+const logTailLines = 40
+
+// process is one run of the daemon binary.
+type process struct {
+	cmd   *exec.Cmd
+	ready chan string // the listen address, from the "serving" log line
+	exit  chan error  // cmd.Wait's result, once stderr is drained
+
+	mu   sync.Mutex
+	tail []string
+}
+
+// startProcess runs `bin serve` on dataDir and a free loopback port.
+func startProcess(bin, dataDir string, env []string) (*process, error) {
+	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--data-dir", dataDir,
+		"--log-format", "json", "--log-level", "info")
+	cmd.Env = append(os.Environ(), env...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", bin, err)
+	}
+	p := &process{cmd: cmd, ready: make(chan string, 1), exit: make(chan error, 1)}
+	go p.read(stderr)
+	return p, nil
+}
+
+// read scans the daemon's log until it closes, then reaps the process.
+func (p *process) read(r io.Reader) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	served := false
+	for sc.Scan() {
+		line := sc.Text()
+		p.mu.Lock()
+		p.tail = append(p.tail, line)
+		if len(p.tail) > logTailLines {
+			p.tail = p.tail[len(p.tail)-logTailLines:]
+		}
+		p.mu.Unlock()
+		if served {
+			continue
+		}
+		var rec struct {
+			Msg  string `json:"msg"`
+			Addr string `json:"addr"`
+		}
+		if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "serving" {
+			served = true
+			p.ready <- rec.Addr
+		}
+	}
+	_, _ = io.Copy(io.Discard, r)
+	p.exit <- p.cmd.Wait()
+}
+
+// waitServing waits for the "serving" line and returns the address.
+func (p *process) waitServing(ctx context.Context) (string, error) {
+	select {
+	case addr := <-p.ready:
+		return addr, nil
+	case err := <-p.exit:
+		p.exit <- err
+		return "", fmt.Errorf("daemon exited before serving (%v); log:\n%s", err, p.logTail())
+	case <-ctx.Done():
+		return "", fmt.Errorf("daemon did not start serving: %w; log:\n%s", ctx.Err(), p.logTail())
+	}
+}
+
+// kill sends SIGKILL and waits (bounded) until the process is reaped, so
+// its file lock is released.
+func (p *process) kill() error {
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return err
+	}
+	return p.wait(30 * time.Second)
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (p *process) stop() error {
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return err
+	}
+	select {
+	case err := <-p.exit:
+		p.exit <- err
+		if err != nil {
+			return fmt.Errorf("daemon exit after SIGTERM: %v; log:\n%s", err, p.logTail())
+		}
+		return nil
+	case <-time.After(30 * time.Second):
+		return errors.New("daemon did not exit within 30s of SIGTERM")
+	}
+}
+
+func (p *process) wait(d time.Duration) error {
+	select {
+	case err := <-p.exit:
+		p.exit <- err
+		return nil
+	case <-time.After(d):
+		return fmt.Errorf("daemon (pid %d) not reaped %s after SIGKILL", p.cmd.Process.Pid, d)
+	}
+}
+
+// exited reports whether the process has been reaped.
+func (p *process) exited() bool {
+	select {
+	case err := <-p.exit:
+		p.exit <- err
+		return true
+	default:
+		return false
+	}
+}
+
+func (p *process) logTail() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return strings.Join(p.tail, "\n")
+}
