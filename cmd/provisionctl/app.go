@@ -127,6 +127,7 @@ stderr. Exit status: 0 on success, 1 on failure, 2 on a usage error.`,
 		Example: `  provisionctl models
   provisionctl add-model k8s --type caas
   provisionctl add-machine lxd:0
+  provisionctl deploy gitlab --charm-metadata metadata.yaml -m k8s --scale 3
   provisionctl status
   provisionctl --credentials /var/lib/provisiond/credentials.yaml models --format json`,
 		SilenceUsage:      true,
@@ -138,6 +139,7 @@ stderr. Exit status: 0 on success, 1 on failure, 2 on a usage error.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddGroup(&cobra.Group{ID: "models", Title: "Models:"}, &cobra.Group{ID: "config", Title: "Configuration:"},
 		&cobra.Group{ID: "machines", Title: "Machines:"}, &cobra.Group{ID: "network", Title: "Networking:"},
+		&cobra.Group{ID: "applications", Title: "Applications:"}, &cobra.Group{ID: "storage", Title: "Storage:"},
 		&cobra.Group{ID: "observe", Title: "Observing:"})
 
 	a.addModelCommands(root)
@@ -145,6 +147,8 @@ stderr. Exit status: 0 on success, 1 on failure, 2 on a usage error.`,
 	a.addMachineCommands(root)
 	a.addAgentBinariesCommands(root)
 	a.addNetworkCommands(root)
+	a.addApplicationCommands(root)
+	a.addStorageCommands(root)
 	a.addStatusCommands(root)
 	a.addWatchCommands(root)
 

@@ -7,7 +7,11 @@
 //	provisionctl model-config k=v             change a model's config
 //	provisionctl add-machine lxd:0            add a container to machine 0
 //	provisionctl add-subnet CIDR --space S ...  add a subnet the provider allocates from
-//	provisionctl status                       machines, containers, subnets, addresses
+//	provisionctl deploy APP --charm-metadata F deploy an application from metadata.yaml
+//	provisionctl scale APP N                  scale a caas application
+//	provisionctl add-unit APP --to 3          add an iaas unit on machine 3
+//	provisionctl create-storage-pool N P      add a storage pool
+//	provisionctl status                       machines, networking, applications, units, storage
 //	provisionctl watch                        print a model's changes as they commit
 //
 // It finds the daemon and the admin password in credentials.yaml:

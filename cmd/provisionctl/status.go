@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -23,17 +24,25 @@ func (a *app) statusCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "status",
 		GroupID: "observe",
-		Short:   "Show a model's machines, containers and networking",
+		Short:   "Show a model's machines, networking, applications, units and storage",
 		Long: `Show a model: its machines and their containers (nested under their hosts
 in json and yaml; in id order in the table), with life, agent status,
 instance id and instance status (the provider's view), base, addresses and
-the latest status message; then its subnets and the addresses in use.
+the latest status message; then its subnets and the addresses in use; then
+its applications (life, charm, scale, units, service address, operator
+status), their units (machine, or pod provider id and address, workload
+and container status) and the storage attached to them (instance, unit,
+pool, size, filesystem and volume provider ids, status, mount point).
 
 json and yaml show everything: constraints, placement, hardware, supported
 container types (null until the machine agent reports them), volumes,
-units, status data and times.`,
+units, status data and times; applications with config trust, storage and
+device constraints; every storage instance, filesystem and volume with its
+attachments.`,
 		Example: `  provisionctl status
-  provisionctl status -m prod --format json | jq '.machines[] | {id, "instance-id"}'`,
+  provisionctl status -m k8s
+  provisionctl status -m prod --format json | jq '.machines[] | {id, "instance-id"}'
+  provisionctl status -m k8s --format json | jq '.applications[].units[] | {name, "provider-id", address}'`,
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var res params.ModelStatus
@@ -84,8 +93,7 @@ func statusTables(w io.Writer, s params.ModelStatus) error {
 		}
 	}
 
-	// Applications, units and storage (CAAS): the CAAS work adds their
-	// sections here.
+	sections = append(sections, applicationTables(s)...)
 
 	for i, t := range sections {
 		if i > 0 {
@@ -98,4 +106,75 @@ func statusTables(w io.Writer, s params.ModelStatus) error {
 		}
 	}
 	return nil
+}
+
+// applicationTables are the status sections of applications, units and
+// the storage attached to units; empty ones are left out.
+func applicationTables(s params.ModelStatus) []*table {
+	var out []*table
+	apps := &table{header: []string{"APP", "LIFE", "CHARM", "SCALE", "UNITS", "ADDRESS", "STATUS"}, cutLast: true}
+	units := &table{header: []string{"UNIT", "LIFE", "MACHINE", "PROVIDER-ID", "ADDRESS", "WORKLOAD", "CONTAINER", "MESSAGE"}, cutLast: true}
+	for _, ap := range s.Applications {
+		scale := "-"
+		if s.Type == "caas" {
+			scale = strconv.Itoa(ap.Scale)
+		}
+		st := ap.OperatorStatus.Status
+		if ap.OperatorStatus.Message != "" {
+			st += ": " + ap.OperatorStatus.Message
+		}
+		apps.add(ap.Name, ap.Life, ap.Charm, scale, strconv.Itoa(len(ap.Units)), orDash(strings.Join(ap.Addresses, ",")), st)
+		for _, u := range ap.Units {
+			msg := u.WorkloadStatus.Message
+			if msg == "" {
+				msg = u.ContainerStatus.Message
+			}
+			if msg == "" {
+				msg = u.AgentStatus.Message
+			}
+			units.add(u.Name, u.Life, orDash(u.Machine), orDash(u.ProviderID), orDash(u.Address),
+				orDash(u.WorkloadStatus.Status), orDash(u.ContainerStatus.Status), msg)
+		}
+	}
+	if len(apps.rows) > 0 {
+		out = append(out, apps)
+	}
+	if len(units.rows) > 0 {
+		out = append(out, units)
+	}
+	stor := &table{header: []string{"STORAGE", "UNIT", "POOL", "SIZE", "FILESYSTEM", "VOLUME", "STATUS", "LOCATION"}, cutLast: true}
+	for _, si := range s.Storage.Instances {
+		pool, size, fsID, volID, status, location := "-", "-", "-", "-", "-", ""
+		for _, f := range s.Storage.Filesystems {
+			if f.StorageID != si.ID {
+				continue
+			}
+			pool, size, fsID, status = orDash(f.Pool), sizeString(f.Size), orDash(f.ProviderID), orDash(f.Status.Status)
+			if f.Attachment != nil {
+				location = f.Attachment.MountPoint
+			}
+			for _, v := range s.Storage.Volumes {
+				if v.ID == f.VolumeID && f.VolumeID != "" {
+					volID = orDash(v.ProviderID)
+				}
+			}
+		}
+		unit := si.Unit
+		if unit == "" {
+			unit = "(detached)"
+		}
+		stor.add(si.ID, unit, pool, size, fsID, volID, status, location)
+	}
+	if len(stor.rows) > 0 {
+		out = append(out, stor)
+	}
+	return out
+}
+
+// sizeString shows MiB as Juju does: "1G" when whole gibibytes, else "512M".
+func sizeString(mib uint64) string {
+	if mib != 0 && mib%1024 == 0 {
+		return strconv.FormatUint(mib/1024, 10) + "G"
+	}
+	return strconv.FormatUint(mib, 10) + "M"
 }

@@ -13,9 +13,8 @@
 //
 // The methods are grouped one file per group of provisionctl verbs
 // (models.go, config.go, watch.go, machines.go, network.go,
-// agentbinaries.go, status.go); each file has a register function that
-// Register calls, so later groups (applications, storage) slot in the same
-// way.
+// agentbinaries.go, status.go, applications.go, storage.go); each file has
+// a register function that Register calls.
 //
 // What operators type (bases, constraints, placements, storage
 // constraints, address ranges) reaches the facade as strings: it parses
@@ -56,6 +55,8 @@ func Register(r *facade.Registry) {
 		registerNetwork(m)
 		registerAgentBinaries(m)
 		registerStatus(m)
+		registerApplications(m)
+		registerStorage(m)
 	})
 }
 

@@ -17,7 +17,9 @@ func registerStatus(m *methods) {
 
 // Status reports a model: its machines in id order, each with its
 // containers nested, instance ids, agent and instance statuses, addresses,
-// volumes and units; its spaces; its subnets with the addresses in use.
+// volumes and units; its spaces; its subnets with the addresses in use;
+// its applications with their units (status_applications.go); its storage
+// instances, filesystems and volumes.
 // The reads are not one snapshot: a change committed while Status runs may
 // show in one part and not yet in another.
 func (a *ModelAdmin) Status(_ context.Context, args params.ModelArgs) (params.ModelStatus, error) {
@@ -96,8 +98,12 @@ func (a *ModelAdmin) Status(_ context.Context, args params.ModelArgs) (params.Mo
 		return params.ModelStatus{}, err
 	}
 
-	// Applications, units and storage (CAAS): the CAAS work fills in
-	// their fields of params.ModelStatus here.
+	if out.Applications, err = a.applicationsStatus(m); err != nil {
+		return params.ModelStatus{}, err
+	}
+	if out.Storage, err = a.storageStatus(m); err != nil {
+		return params.ModelStatus{}, err
+	}
 
 	return out, nil
 }

@@ -826,7 +826,9 @@ func TestCAASWatchers(t *testing.T) {
 }
 
 // TestCAASEndToEnd runs the unit provisioner's loop against operator
-// steps (made through state; provisionctl comes later).
+// steps: the deploy made through state, the scale through ModelAdmin (as
+// provisionctl scale), and what provisionctl status shows through
+// ModelAdmin.Status.
 func TestCAASEndToEnd(t *testing.T) {
 	e := newCAAS(t, nil)
 	var apps params.StringsWatchResult
@@ -869,18 +871,23 @@ func TestCAASEndToEnd(t *testing.T) {
 		t.Fatalf("update = %+v", res)
 	}
 
-	// What status would show: 3 units with pods, addresses and storage.
+	// provisionctl status (ModelAdmin.Status) shows 3 units with their
+	// provider ids, addresses and attached storage.
+	admin := loginAdmin(t, e.d, "")
 	status := func() map[string]string {
+		t.Helper()
+		st := adminCall[params.ModelStatus](t, admin, "Status", params.ModelArgs{Model: "k8s"})
+		if len(st.Applications) != 1 || st.Applications[0].Name != "gitlab" {
+			t.Fatalf("Status applications = %+v", st.Applications)
+		}
 		out := map[string]string{}
-		fss, _ := e.st.Filesystems(e.model)
-		for _, u := range e.units("gitlab") {
-			s := u.ProviderID()
-			if u.Container != nil {
-				s += " " + u.Container.Address
-			}
-			for _, f := range fss {
-				if f.Attachment != nil && f.Attachment.Unit == u.Name && f.Info != nil {
-					s += " " + f.Info.FilesystemID + ":" + f.Status.Status
+		for _, u := range st.Applications[0].Units {
+			s := u.ProviderID + " " + u.Address
+			for _, id := range u.Storage {
+				for _, f := range st.Storage.Filesystems {
+					if f.StorageID == id && f.Attachment != nil && f.Attachment.Unit == u.Name {
+						s += " " + f.ProviderID + ":" + f.Status.Status
+					}
 				}
 			}
 			out[u.Name] = s
@@ -899,9 +906,7 @@ func TestCAASEndToEnd(t *testing.T) {
 	// The operator scales to 1: the scale watcher fires; the agent's next
 	// update with one pod removes the surplus units and detaches their
 	// storage.
-	if err := e.st.SetApplicationScale(e.model, "gitlab", 1); err != nil {
-		t.Fatal(err)
-	}
+	adminCall[params.ApplicationStatus](t, admin, "ScaleApplication", params.ScaleArgs{Model: "k8s", Application: "gitlab", Scale: 1})
 	if !nextWithin(t, scaleW, 5*time.Second) {
 		t.Fatal("scale watcher did not fire")
 	}

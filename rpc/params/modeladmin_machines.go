@@ -186,7 +186,10 @@ type ModelStatus struct {
 	Machines []MachineStatus `json:"machines"`
 	Spaces   []SpaceInfo     `json:"spaces"`
 	Subnets  []SubnetInfo    `json:"subnets"`
-
-	// Applications, units and storage (CAAS): the CAAS work adds their
-	// fields here (issue 3, "status").
+	// Applications are the model's applications by name, each with its
+	// units (types in modeladmin_applications.go).
+	Applications []ApplicationStatus `json:"applications"`
+	// Storage is the model's storage instances, filesystems and volumes
+	// (machine volumes too, with their attachments).
+	Storage StorageStatus `json:"storage"`
 }
