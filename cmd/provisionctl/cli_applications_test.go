@@ -367,7 +367,7 @@ func TestApplicationsBadInput(t *testing.T) {
 		{[]string{"remove-application"}, 2, "ERROR remove-application needs 1 argument(s)"},
 		// storage pools
 		{[]string{"create-storage-pool", "fast", "tmpfs", "-m", "k8s"}, 1, `ERROR creating pool "fast": pool "fast" already exists`},
-		{[]string{"create-storage-pool", "x", "ebs"}, 1, `ERROR storage provider "ebs" not found`},
+		{[]string{"create-storage-pool", "x", "nfs-magic"}, 1, `ERROR storage provider "nfs-magic" not found`},
 		{[]string{"create-storage-pool", "x", "kubernetes"}, 1, `ERROR storage provider "kubernetes" not found`},
 		{[]string{"create-storage-pool", "Bad!", "loop"}, 1, `ERROR pool name "Bad!" not valid`},
 		{[]string{"create-storage-pool", "x"}, 2, "ERROR create-storage-pool needs at least 2 argument(s) (NAME PROVIDER), got 1"},

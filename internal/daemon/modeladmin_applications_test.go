@@ -400,7 +400,7 @@ func TestModelAdminApplicationsBadInput(t *testing.T) {
 		// storage pools
 		{"pool duplicate", "CreateStoragePool", params.CreateStoragePoolArgs{Model: "k8s", Name: "fast", Provider: "tmpfs"}, `pool "fast" already exists`, ae},
 		{"pool bad name", "CreateStoragePool", params.CreateStoragePoolArgs{Name: "Fast!", Provider: "loop"}, `pool name "Fast!" not valid`, nv},
-		{"pool unknown provider", "CreateStoragePool", params.CreateStoragePoolArgs{Name: "x", Provider: "ebs"}, `storage provider "ebs" not found`, nf},
+		{"pool unknown provider", "CreateStoragePool", params.CreateStoragePoolArgs{Name: "x", Provider: "nfs-magic"}, `storage provider "nfs-magic" not found`, nf},
 		{"pool kubernetes on iaas", "CreateStoragePool", params.CreateStoragePoolArgs{Name: "x", Provider: "kubernetes"}, `storage provider "kubernetes" not found`, nf},
 		{"pool bad attrs", "CreateStoragePool", params.CreateStoragePoolArgs{Model: "k8s", Name: "x", Provider: "kubernetes",
 			Attrs: map[string]any{"storage-provisioner": "p"}}, "validating storage provider config", nv},
