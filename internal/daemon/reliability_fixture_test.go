@@ -62,7 +62,7 @@ func newWorld(t *testing.T) *world {
 			t.Fatal(err)
 		}
 	}
-	other, err := st.AddModel("other", state.ModelTypeIAAS, nil)
+	other, err := st.AddModel("other", state.ModelTypeIAAS, map[string]any{"agent-version": "3.3.0"})
 	must(err)
 	w.other = other.UUID
 	for i := 0; i < 3; i++ {
