@@ -57,6 +57,9 @@ var tagClasses = []struct{ name, value string }{
 	{"tag/user", "user-admin"},
 	{"tag/other-model-machine", "machine-2"},
 	{"tag/other-model-application", "application-elsewhere"},
+	// juju/names' ParseTag panics on a controller agent id that
+	// overflows an int (found by FuzzTags).
+	{"tag/controller-agent-overflow", "controller-10000000000000000000"},
 }
 
 // byTag lists the facades whose params name entities by tag; the others
@@ -300,19 +303,41 @@ func checkGolden(t *testing.T, path, got string) {
 	if string(want) == got {
 		return
 	}
-	wl, gl := strings.Split(string(want), "\n"), strings.Split(got, "\n")
+	// Report by key (the text before ": "), so an added line does not
+	// shift every later one.
+	index := func(text string) (map[string]string, []string) {
+		m := map[string]string{}
+		var keys []string
+		for _, l := range strings.Split(text, "\n") {
+			if l == "" {
+				continue
+			}
+			k, _, _ := strings.Cut(l, ": ")
+			m[k] = l
+			keys = append(keys, k)
+		}
+		return m, keys
+	}
+	wm, wkeys := index(string(want))
+	gm, gkeys := index(got)
 	n := 0
-	for i := 0; i < max(len(wl), len(gl)) && n < 20; i++ {
-		var a, b string
-		if i < len(wl) {
-			a = wl[i]
+	report := func(format string, args ...any) {
+		if n < 30 {
+			t.Errorf(format, args...)
 		}
-		if i < len(gl) {
-			b = gl[i]
+		n++
+	}
+	for _, k := range gkeys {
+		switch w, ok := wm[k]; {
+		case !ok:
+			report("new: %s", gm[k])
+		case w != gm[k]:
+			report("changed:\n want %s\n  got %s", w, gm[k])
 		}
-		if a != b {
-			t.Errorf("%s line %d:\n want %s\n  got %s", path, i+1, a, b)
-			n++
+	}
+	for _, k := range wkeys {
+		if _, ok := gm[k]; !ok {
+			report("gone: %s", wm[k])
 		}
 	}
 	t.Errorf("%s differs (rerun with -update after checking the change is intended)", path)
