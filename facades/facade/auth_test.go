@@ -1,6 +1,8 @@
 package facade
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -81,5 +83,25 @@ func TestParseTagNoPanic(t *testing.T) {
 	}
 	if tag, err := ParseTag("controller-7"); err != nil || tag.Kind() != names.ControllerAgentTagKind {
 		t.Errorf("ParseTag(controller-7) = %v, %v", tag, err)
+	}
+}
+
+// Facades parse wire tags only through the panic-free wrappers of tags.go.
+func TestNoDirectTagParsing(t *testing.T) {
+	files, err := filepath.Glob("../*/*.go")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("glob: %v, %d files", err, len(files))
+	}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") || strings.HasSuffix(f, "facade/tags.go") {
+			continue
+		}
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(data), "names.Parse") {
+			t.Errorf("%s calls names.Parse*: use facade.Parse* (juju/names can panic on wire input)", f)
+		}
 	}
 }
