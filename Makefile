@@ -32,10 +32,20 @@ depcheck: ## check the package dependency direction of design.md
 bench: ## transport benchmarks: Ping over TLS websocket vs a plain JSON echo baseline
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count 5 ./rpc/... ./internal/daemon/ ./watcher/ ./state/...
 
+# Every fuzz target, as PACKAGE:Target; `make fuzz` runs each for FUZZTIME.
+FUZZ_TARGETS := \
+	./rpc/:FuzzDecodeHeader \
+	./facades/facade/:FuzzTags \
+	./internal/daemon/:FuzzMethodParams \
+	./charm/:FuzzParseMeta \
+	./storage/:FuzzParseConstraints \
+	./state/:FuzzParseMachineConstraints
+
 fuzz: ## run each fuzz target for FUZZTIME (their seed corpora run in every `make test`)
-	$(GO) test -run '^$$' -fuzz FuzzDecodeHeader -fuzztime $(FUZZTIME) ./rpc/
-	$(GO) test -run '^$$' -fuzz FuzzParseConstraints -fuzztime $(FUZZTIME) ./storage/
-	$(GO) test -run '^$$' -fuzz FuzzParseMachineConstraints -fuzztime $(FUZZTIME) ./state/
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		echo "== $${t#*:} ($${t%%:*})"; \
+		$(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 10s "$${t%%:*}"; \
+	done
 
 crash: ## crash-safety harness: CRASH_CYCLES (1000) SIGKILL/restart cycles under write load (CI runs 50)
 	CRASH_CYCLES=$(CRASH_CYCLES) $(GO) test -race -count=1 -timeout 3h -v -run '^(TestCrashRecovery|TestHarnessCatchesPlantedBug)$$' ./internal/crashtest/

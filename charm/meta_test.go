@@ -1,7 +1,10 @@
 package charm
 
 import (
+	"encoding/json"
+	"errors"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -145,4 +148,37 @@ func TestParseSize(t *testing.T) {
 	if _, err := ParseSize("x"); err == nil {
 		t.Error("ParseSize(x) succeeded")
 	}
+}
+
+// FuzzParseMeta: no metadata.yaml makes the parser panic or hang; a
+// success has a name and encodes as JSON (what CharmInfo sends); a failure
+// is a *ParseError.
+func FuzzParseMeta(f *testing.F) {
+	for _, s := range []string{
+		gitlab, "name: x\n", "", "name:\n", "- a\n", "name: [1]\n", "name: x\nstorage: 3\n",
+		"name: x\nstorage:\n  d:\n    type: filesystem\n    minimum-size: 99999999999999999999999G\n",
+		"name: x\nrequires:\n  db: {interface: mysql, limit: -1}\n", "name: x\ndevices:\n  g: {type: gpu, countmin: 3, countmax: 1}\n",
+		"name: x\ncontainers:\n  c:\n    mounts: [{storage: nope}]\n", "name: &a x\nsummary: *a\n",
+		"a: &a [*a, *a]\n", // a recursive alias
+		"a: &a [x,x,x,x,x,x,x,x,x]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: [*c,*c,*c,*c,*c,*c,*c,*c,*c]\nname: bomb\n",
+		strings.Repeat("[", 5000) + strings.Repeat("]", 5000), "name: \"\\xff\"\n", "name: x\n\tbad: tab\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := ParseMeta(data)
+		if err != nil {
+			var pe *ParseError
+			if !errors.As(err, &pe) || pe.Msg == "" {
+				t.Fatalf("error %T %v; want a *ParseError with a message", err, err)
+			}
+			return
+		}
+		if m.Name == "" {
+			t.Fatal("parsed without a name")
+		}
+		if _, err := json.Marshal(m); err != nil {
+			t.Fatalf("parsed metadata does not encode: %v", err)
+		}
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
 	"sort"
 )
@@ -24,6 +25,8 @@ type facadeDef[C any] struct {
 	version int
 	newF    func(C) (any, error)
 	methods map[string]methodFunc
+	// params is the params type of each method that takes params.
+	params map[string]reflect.Type
 }
 
 // methodFunc decodes raw params and calls a method of facade instance f.
@@ -57,16 +60,20 @@ func Register[C, F any](r *Registry[C], name string, version int, newF func(C) (
 		version: version,
 		newF:    func(c C) (any, error) { return newF(c) },
 		methods: make(map[string]methodFunc),
+		params:  make(map[string]reflect.Type),
 	}
 	methods(&Methods[C, F]{def: def})
 	versions[version] = def
 }
 
-func (m *Methods[C, F]) add(name string, fn methodFunc) {
+func (m *Methods[C, F]) add(name string, params reflect.Type, fn methodFunc) {
 	if _, dup := m.def.methods[name]; dup {
 		panic(fmt.Sprintf("rpc: method %s v%d.%s registered twice", m.def.name, m.def.version, name))
 	}
 	m.def.methods[name] = fn
+	if params != nil {
+		m.def.params[name] = params
+	}
 }
 
 // decodeParams fills a from raw. Missing or null params leave a at its zero
@@ -80,7 +87,7 @@ func decodeParams[A any](raw json.RawMessage, a *A) error {
 
 // Handle registers a method taking params A and returning R.
 func Handle[C, F, A, R any](m *Methods[C, F], name string, fn func(F, context.Context, A) (R, error)) {
-	m.add(name, func(ctx context.Context, f any, raw json.RawMessage) (any, error) {
+	m.add(name, reflect.TypeFor[A](), func(ctx context.Context, f any, raw json.RawMessage) (any, error) {
 		var a A
 		if err := decodeParams(raw, &a); err != nil {
 			return nil, err
@@ -92,7 +99,7 @@ func Handle[C, F, A, R any](m *Methods[C, F], name string, fn func(F, context.Co
 // HandleNoArgs registers a method without params returning R. Any params
 // sent are ignored, as Juju ignores them.
 func HandleNoArgs[C, F, R any](m *Methods[C, F], name string, fn func(F, context.Context) (R, error)) {
-	m.add(name, func(ctx context.Context, f any, _ json.RawMessage) (any, error) {
+	m.add(name, nil, func(ctx context.Context, f any, _ json.RawMessage) (any, error) {
 		return fn(f.(F), ctx)
 	})
 }
@@ -100,7 +107,7 @@ func HandleNoArgs[C, F, R any](m *Methods[C, F], name string, fn func(F, context
 // HandleNoResult registers a method taking params A that returns only an
 // error; its reply is "response": {}.
 func HandleNoResult[C, F, A any](m *Methods[C, F], name string, fn func(F, context.Context, A) error) {
-	m.add(name, func(ctx context.Context, f any, raw json.RawMessage) (any, error) {
+	m.add(name, reflect.TypeFor[A](), func(ctx context.Context, f any, raw json.RawMessage) (any, error) {
 		var a A
 		if err := decodeParams(raw, &a); err != nil {
 			return nil, err
@@ -111,7 +118,7 @@ func HandleNoResult[C, F, A any](m *Methods[C, F], name string, fn func(F, conte
 
 // HandleNone registers a method with neither params nor result.
 func HandleNone[C, F any](m *Methods[C, F], name string, fn func(F, context.Context) error) {
-	m.add(name, func(ctx context.Context, f any, _ json.RawMessage) (any, error) {
+	m.add(name, nil, func(ctx context.Context, f any, _ json.RawMessage) (any, error) {
 		return nil, fn(f.(F), ctx)
 	})
 }
@@ -187,4 +194,15 @@ func (r *Registry[C]) MethodNames(facade string, version int) []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+// ParamsType returns the Go type a method decodes its params into, or nil
+// for a method without params (whose params are ignored) or an unknown
+// method. It is for tests that enumerate every method's input.
+func (r *Registry[C]) ParamsType(facade string, version int, method string) reflect.Type {
+	def := r.facades[facade][version]
+	if def == nil {
+		return nil
+	}
+	return def.params[method]
 }

@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 	"encoding/json"
+	"reflect"
 	"testing"
 
 	"provisiond/rpc/params"
@@ -109,5 +110,20 @@ func TestParsePath(t *testing.T) {
 		if _, ok := ParsePath(path); ok {
 			t.Errorf("ParsePath(%q) accepted", path)
 		}
+	}
+}
+
+func TestRegistryParamsType(t *testing.T) {
+	r := newTestRegistry()
+	if got := r.ParamsType("Test", 2, "Echo"); got != reflect.TypeFor[echoArgs]() {
+		t.Errorf("ParamsType(Echo) = %v", got)
+	}
+	for _, m := range []string{"Who", "Nothing", "Missing"} {
+		if got := r.ParamsType("Test", 2, m); got != nil {
+			t.Errorf("ParamsType(%s) = %v; want nil", m, got)
+		}
+	}
+	if got := r.ParamsType("Nope", 1, "Echo"); got != nil {
+		t.Errorf("ParamsType of an unknown facade = %v", got)
 	}
 }

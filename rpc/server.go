@@ -87,10 +87,14 @@ type Server struct {
 	cfg      Config
 	upgrader websocket.Upgrader
 
-	mu      sync.Mutex // guards the fields below
-	conns   map[*Conn]struct{}
-	closing bool
-	wg      sync.WaitGroup
+	mu    sync.Mutex // guards the fields below
+	conns map[*Conn]struct{}
+	// admitted counts the requests that passed the MaxConns check and
+	// have not ended, upgrading ones included: checking len(conns) alone
+	// let concurrent upgrades past the cap.
+	admitted int
+	closing  bool
+	wg       sync.WaitGroup
 }
 
 // NewServer returns a server; cfg.NewRoot is required.
@@ -144,14 +148,20 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "server is shutting down", http.StatusServiceUnavailable)
 		return
 	}
-	if s.cfg.MaxConns > 0 && len(s.conns) >= s.cfg.MaxConns {
+	if s.cfg.MaxConns > 0 && s.admitted >= s.cfg.MaxConns {
 		s.mu.Unlock()
 		http.Error(w, "too many connections", http.StatusServiceUnavailable)
 		return
 	}
+	s.admitted++
 	s.wg.Add(1)
 	s.mu.Unlock()
 	defer s.wg.Done()
+	defer func() {
+		s.mu.Lock()
+		s.admitted--
+		s.mu.Unlock()
+	}()
 
 	ws, err := s.upgrader.Upgrade(w, r, nil)
 	if err != nil {

@@ -60,7 +60,7 @@ func (a *Admin) Login(ctx context.Context, req params.LoginRequest) (params.Logi
 		}
 		defer release()
 	}
-	tag, err := names.ParseTag(req.AuthTag)
+	tag, err := facade.ParseTag(req.AuthTag)
 	if err != nil {
 		return params.LoginResult{}, &params.Error{Message: err.Error()}
 	}

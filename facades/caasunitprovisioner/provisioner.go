@@ -81,7 +81,7 @@ func (a *API) application(tag string) (state.Application, error) {
 // applicationTag parses an application tag; any failure reads
 // `"<tag>" is not a valid application tag` (code "").
 func applicationTag(tag string) (names.ApplicationTag, error) {
-	t, err := names.ParseApplicationTag(tag)
+	t, err := facade.ParseApplicationTag(tag)
 	if err != nil {
 		return names.ApplicationTag{}, fmt.Errorf("%q is not a valid application tag", tag)
 	}
@@ -148,7 +148,7 @@ func (a *API) notify(w *watcher.Notify, err error) params.NotifyWatchResult {
 func (a *API) Life(_ context.Context, args params.Entities) (params.LifeResults, error) {
 	out := params.LifeResults{Results: make([]params.LifeResult, len(args.Entities))}
 	for i, e := range args.Entities {
-		t, err := names.ParseTag(e.Tag)
+		t, err := facade.ParseTag(e.Tag)
 		if err != nil {
 			out.Results[i].Error = facade.ErrPerm
 			continue

@@ -47,7 +47,7 @@ func (a *API) updateUnits(arg params.UpdateApplicationUnits) ([]params.Applicati
 		pod := state.Pod{ProviderID: p.ProviderId, Address: p.Address, Ports: p.Ports, Status: p.Status,
 			Info: p.Info, Data: p.Data, Stateful: p.Stateful}
 		if p.UnitTag != "" {
-			t, err := names.ParseUnitTag(p.UnitTag)
+			t, err := facade.ParseUnitTag(p.UnitTag)
 			if err != nil {
 				return nil, err
 			}

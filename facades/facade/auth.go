@@ -7,7 +7,7 @@ import (
 // MachineTag parses tag as a machine tag. Any other tag, or a malformed
 // one, is ErrPerm: callers learn nothing about what exists.
 func MachineTag(tag string) (names.MachineTag, error) {
-	t, err := names.ParseMachineTag(tag)
+	t, err := ParseMachineTag(tag)
 	if err != nil {
 		return names.MachineTag{}, ErrPerm
 	}

@@ -5,7 +5,6 @@ import (
 	"slices"
 
 	"github.com/juju/errors"
-	"github.com/juju/names/v5"
 
 	"provisiond/facades/facade"
 	"provisiond/rpc/params"
@@ -295,7 +294,7 @@ func (p *Provisioner) setInstanceInfo(a params.InstanceInfo) error {
 	if len(a.Volumes) > 0 {
 		info.Volumes = map[string]state.VolumeInfo{}
 		for _, v := range a.Volumes {
-			vt, err := names.ParseVolumeTag(v.VolumeTag)
+			vt, err := facade.ParseVolumeTag(v.VolumeTag)
 			if err != nil {
 				return errors.New(err.Error())
 			}
@@ -306,7 +305,7 @@ func (p *Provisioner) setInstanceInfo(a params.InstanceInfo) error {
 	if len(a.VolumeAttachments) > 0 {
 		info.VolumeAttachments = map[string]state.VolumeAttachmentInfo{}
 		for tag, ai := range a.VolumeAttachments {
-			vt, err := names.ParseVolumeTag(tag)
+			vt, err := facade.ParseVolumeTag(tag)
 			if err != nil {
 				return errors.New(err.Error())
 			}
@@ -374,7 +373,7 @@ func (p *Provisioner) SetHostMachineNetworkConfig(_ context.Context, args params
 }
 
 func (p *Provisioner) setNetworkConfig(args params.SetMachineNetworkConfig) error {
-	t, err := names.ParseMachineTag(args.Tag)
+	t, err := facade.ParseMachineTag(args.Tag)
 	if err != nil {
 		return errors.New(err.Error())
 	}

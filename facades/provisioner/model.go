@@ -8,7 +8,6 @@ import (
 	"strconv"
 
 	"github.com/juju/errors"
-	"github.com/juju/names/v5"
 
 	"provisiond/environ"
 	"provisiond/facades/facade"
@@ -145,7 +144,7 @@ func (p *Provisioner) CACert(context.Context) (params.BytesResult, error) {
 // controller's API addresses and CA certificate.
 func (p *Provisioner) ControllerAPIInfoForModels(_ context.Context, args params.Entities) (params.ControllerAPIInfoResults, error) {
 	return params.ControllerAPIInfoResults{Results: facade.Bulk(args.Entities, func(e params.Entity) (params.ControllerAPIInfoResult, error) {
-		t, err := names.ParseModelTag(e.Tag)
+		t, err := facade.ParseModelTag(e.Tag)
 		if err != nil {
 			return params.ControllerAPIInfoResult{}, errors.New(err.Error())
 		}
@@ -385,7 +384,7 @@ func (p *Provisioner) Tools(_ context.Context, args params.Entities) (params.Too
 		return params.ToolsResults{}, errors.Annotate(err, "agent-version")
 	}
 	return params.ToolsResults{Results: facade.Bulk(args.Entities, func(e params.Entity) (params.ToolsResult, error) {
-		t, err := names.ParseTag(e.Tag)
+		t, err := facade.ParseTag(e.Tag)
 		if err != nil || !p.ctx.IsOwner(t) {
 			return params.ToolsResult{}, facade.ErrPerm
 		}

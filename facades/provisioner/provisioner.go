@@ -131,7 +131,7 @@ func (p *Provisioner) isManager() bool { return p.ctx.Auth.Controller }
 // parse as a machine tag and be reachable (else permission denied), and
 // the machine must exist (else "machine N not found").
 func (p *Provisioner) machine(tag string) (state.Machine, error) {
-	t, err := names.ParseMachineTag(tag)
+	t, err := facade.ParseMachineTag(tag)
 	if err != nil {
 		return state.Machine{}, facade.ErrPerm
 	}
@@ -142,7 +142,7 @@ func (p *Provisioner) machine(tag string) (state.Machine, error) {
 // tag gives its parse error text (code ""): the methods listed in spec
 // §1.3 as exceptions.
 func (p *Provisioner) machineParsed(tag string) (state.Machine, error) {
-	t, err := names.ParseMachineTag(tag)
+	t, err := facade.ParseMachineTag(tag)
 	if err != nil {
 		return state.Machine{}, errors.New(err.Error())
 	}
@@ -160,7 +160,7 @@ func (p *Provisioner) accessible(t names.MachineTag) (state.Machine, error) {
 // its parse error text, an application or any other unreachable tag
 // permission denied.
 func (p *Provisioner) entityMachine(tag string) (state.Machine, error) {
-	t, err := names.ParseTag(tag)
+	t, err := facade.ParseTag(tag)
 	if err != nil {
 		return state.Machine{}, errors.New(err.Error())
 	}

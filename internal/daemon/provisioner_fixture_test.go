@@ -42,10 +42,19 @@ type provFixture struct {
 	admin *client.Conn // user admin
 }
 
-func newProvFixture(t *testing.T) *provFixture {
+func newProvFixture(t *testing.T) *provFixture { return newProvFixtureWith(t, nil) }
+
+// newProvFixtureWith is newProvFixture with mod applied to the daemon's
+// config.
+func newProvFixtureWith(t *testing.T, mod func(*daemon.Config)) *provFixture {
 	t.Helper()
 	clock := watchertest.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	d := start(t, func(c *daemon.Config) { c.Clock = clock })
+	d := start(t, func(c *daemon.Config) {
+		c.Clock = clock
+		if mod != nil {
+			mod(c)
+		}
+	})
 	f := &provFixture{d: d, st: d.State(), model: d.Credentials().DefaultModelUUID, clock: clock}
 	st, model := f.st, f.model
 	must := func(err error) {

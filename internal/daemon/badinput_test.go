@@ -1,0 +1,606 @@
+package daemon_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"provisiond/rpc/params"
+)
+
+// Bad input, everywhere (issue 7): every method of every facade version
+// the daemon registers gets null, missing and empty params, params of the
+// wrong JSON type (whole and field by field), malformed, unknown and
+// wrong-kind tags, tags of another model's entities, huge lists, deep
+// nesting and invalid UTF-8. The methods come from the registry, so a new
+// one cannot be missed. For every call:
+//
+//   - a reply comes, framed as specs/rpc.md §1.3 and valid UTF-8;
+//   - the connection still answers afterwards;
+//   - no handler panicked (the daemon's log is checked);
+//   - the state revision did not move: a bad call changes nothing.
+//
+// The specified outcome of each call (error code and message, call-level or
+// per item) is the golden file testdata/badinput.golden, which `go test
+// -run TestBadInputEverywhere -update` rewrites; rules that hold for whole
+// classes are also checked in code (see checkClass).
+
+// badInputCaller says which login each facade's bad input is sent as: one
+// that gets past the facade's access check, so the input itself is
+// exercised. A registered facade missing here fails the test.
+var badInputCaller = map[string]string{
+	"Admin":               "anonymous",
+	"Pinger":              "controller",
+	"NotifyWatcher":       "controller",
+	"StringsWatcher":      "controller",
+	"Provisioner":         "controller",
+	"CAASUnitProvisioner": "controller@k8s",
+	"ModelAdmin":          "admin",
+}
+
+// tagClasses are the bad strings sent in every string field of the params
+// of facades that name entities by tag.
+var tagClasses = []struct{ name, value string }{
+	{"tag/malformed", "not a tag!"},
+	{"tag/unknown-machine", "machine-42"},
+	{"tag/unit", "unit-wordpress-0"},
+	{"tag/application", "application-wordpress"},
+	{"tag/user", "user-admin"},
+	{"tag/other-model-machine", "machine-2"},
+	{"tag/other-model-application", "application-elsewhere"},
+	// juju/names' ParseTag panics on a controller agent id that
+	// overflows an int (found by FuzzTags).
+	{"tag/controller-agent-overflow", "controller-10000000000000000000"},
+}
+
+// byTag lists the facades whose params name entities by tag; the others
+// (ModelAdmin names models and machines by name) get only malformed
+// strings, which are invalid in every field.
+var byTag = map[string]bool{"Admin": true, "Provisioner": true, "CAASUnitProvisioner": true}
+
+// tagStillOK are (method, class) pairs where a bulk call legitimately
+// leaves an item without an error, with the spec's reason.
+var tagStillOK = map[string]string{
+	"CAASUnitProvisioner/v2/WatchPodSpec": "the application's existence is not checked (caasunitprovisioner.md §3.3); " +
+		"only a tag that does not parse as an application fails",
+}
+
+// validEmpty are methods for which empty params are a valid request that
+// writes (sent on the scratch model, so the world is not disturbed).
+var validEmpty = map[string]string{
+	"ModelAdmin/v1/AddMachines": "an empty request adds one machine with the model's defaults (provisionctl add-machine)",
+}
+
+const (
+	hugeItems   = 5000
+	deepNesting = 5000 // under encoding/json's limit of 10000
+	utf8Mark    = "BAD-UTF8-MARK"
+)
+
+type badCase struct {
+	class  string
+	params []byte // nil: no "params" key
+	items  int    // items in the top-level list, for huge
+	field  reflect.Type
+}
+
+func badCases(facadeName string, pt reflect.Type) []badCase {
+	cases := []badCase{
+		{class: "null", params: []byte(`null`)},
+		{class: "missing"},
+		{class: "type/string", params: []byte(`"x"`)},
+	}
+	if pt == nil {
+		return cases // params are ignored, as in Juju
+	}
+	cases = append(cases,
+		badCase{class: "empty", params: []byte(`{}`)},
+		badCase{class: "type/number", params: []byte(`7`)},
+		badCase{class: "type/array", params: []byte(`[]`)},
+		badCase{class: "type/bool", params: []byte(`true`)},
+		badCase{class: "deep", params: []byte(strings.Repeat("[", deepNesting) + strings.Repeat("]", deepNesting))},
+	)
+	if pt.Kind() == reflect.Struct {
+		for i := range pt.NumField() {
+			f := pt.Field(i)
+			name := jsonName(f)
+			if name == "" {
+				continue
+			}
+			wrong := wrongJSON(f.Type)
+			if wrong == "" {
+				continue
+			}
+			cases = append(cases, badCase{class: "field/" + name, params: fmt.Appendf(nil, `{%q:%s}`, name, wrong), field: f.Type})
+		}
+	}
+	values := tagClasses[:1]
+	if byTag[facadeName] {
+		values = tagClasses
+	}
+	for _, c := range values {
+		cases = append(cases, badCase{class: c.name, params: mustJSON(filled(pt, c.value, 1))})
+	}
+	if !byTag[facadeName] && pt.Kind() == reflect.Struct {
+		// Names that are bad in every field but the model, which is the
+		// connection's: the other fields are checked too.
+		var obj map[string]any
+		if err := json.Unmarshal(mustJSON(filled(pt, "not a tag!", 1)), &obj); err == nil {
+			if _, ok := obj["model"]; ok {
+				obj["model"] = ""
+				cases = append(cases, badCase{class: "name/malformed-in-own-model", params: mustJSON(obj)})
+			}
+		}
+	}
+	// Huge lists: as many items as fit well under the read limit.
+	one := mustJSON(filled(pt, "not a tag!", 1))
+	if n := topSlices(pt); n > 0 {
+		items := min(hugeItems, (2<<20)/max(1, len(one)))
+		cases = append(cases, badCase{class: "huge", params: mustJSON(filled(pt, "not a tag!", items)), items: items})
+	}
+	utf := bytes.ReplaceAll(mustJSON(filled(pt, utf8Mark, 1)), []byte(utf8Mark), []byte("bad\xff\xfe-\xc3"))
+	cases = append(cases, badCase{class: "utf8", params: utf})
+	return cases
+}
+
+func TestBadInputEverywhere(t *testing.T) {
+	w := newWorld(t)
+	reg := buildRegistry()
+	creds := w.d.Credentials()
+	agent := params.LoginRequest{AuthTag: creds.ControllerAgent.Tag, Credentials: creds.ControllerAgent.Password, Nonce: creds.ControllerAgent.Nonce}
+	conns := map[string]*rawConn{
+		"anonymous":      newRawConn(t, w.d, w.model),
+		"controller":     newRawConn(t, w.d, w.model),
+		"controller@k8s": newRawConn(t, w.d, w.caas),
+		"admin":          newRawConn(t, w.d, w.scratch),
+	}
+	conns["controller"].login(agent)
+	conns["controller@k8s"].login(agent)
+	conns["admin"].login(params.LoginRequest{AuthTag: "user-admin", Credentials: creds.AdminPassword})
+
+	var golden strings.Builder
+	calls := 0
+	for _, fv := range reg.Facades() {
+		who, ok := badInputCaller[fv.Name]
+		if !ok {
+			t.Errorf("facade %s has no entry in badInputCaller: add one", fv.Name)
+			continue
+		}
+		c := conns[who]
+		for _, v := range fv.Versions {
+			for _, m := range reg.MethodNames(fv.Name, v) {
+				name := fmt.Sprintf("%s/v%d/%s", fv.Name, v, m)
+				pt := reg.ParamsType(fv.Name, v, m)
+				outcomes := map[string]string{}
+				for _, bc := range badCases(fv.Name, pt) {
+					rev := w.st.Revision()
+					r, err := c.call(fv.Name, v, "", m, bc.params)
+					calls++
+					if err != nil {
+						t.Fatalf("%s %s: %v", name, bc.class, err)
+					}
+					out := outcome(r)
+					outcomes[bc.class] = out
+					fmt.Fprintf(&golden, "%s %s: %s\n", name, bc.class, w.normalise(out))
+					writes := validEmpty[name] != "" && (bc.class == "null" || bc.class == "missing" || bc.class == "empty")
+					if got := w.st.Revision(); got != rev && !writes {
+						t.Errorf("%s %s: revision %d -> %d: bad input changed state (%s)", name, bc.class, rev, got, out)
+					}
+					if err := c.alive(who != "anonymous"); err != nil {
+						t.Fatalf("%s %s: connection after the call: %v", name, bc.class, err)
+					}
+					checkClass(t, name, pt, bc, r)
+				}
+				if pt != nil && (outcomes["null"] != outcomes["empty"] || outcomes["missing"] != outcomes["empty"]) {
+					t.Errorf("%s: null params %s, missing %s, {} %s: want all the same", name,
+						outcomes["null"], outcomes["missing"], outcomes["empty"])
+				}
+				if pt == nil && (outcomes["null"] != outcomes["missing"] || outcomes["type/string"] != outcomes["missing"]) {
+					t.Errorf("%s takes no params, so they are ignored: null %s, missing %s, \"x\" %s",
+						name, outcomes["null"], outcomes["missing"], outcomes["type/string"])
+				}
+			}
+		}
+	}
+	w.noPanics(t)
+	t.Logf("%d bad calls", calls)
+	checkGolden(t, filepath.Join("testdata", "badinput.golden"), golden.String())
+}
+
+// checkClass checks the rules that hold for a whole class of bad input.
+func checkClass(t *testing.T, name string, pt reflect.Type, bc badCase, r rawReply) {
+	t.Helper()
+	decodeErr := func() {
+		t.Helper()
+		if r.err == nil || r.err.Code != "" || !strings.HasPrefix(r.err.Message, "json: ") {
+			t.Errorf("%s %s: %s; want a JSON decoding error without a code (rpc.md §1.6)", name, bc.class, outcome(r))
+		}
+	}
+	switch {
+	case pt == nil:
+	case strings.HasPrefix(bc.class, "type/"), bc.class == "deep":
+		decodeErr()
+	case strings.HasPrefix(bc.class, "field/"):
+		if bc.field.Kind() != reflect.Interface {
+			decodeErr()
+		}
+	case bc.class == "huge":
+		if errs, ok := itemErrors(r.response); r.err == nil && ok && len(errs) != bc.items {
+			t.Errorf("%s huge: %d results for %d items", name, len(errs), bc.items)
+		}
+	case strings.HasPrefix(bc.class, "tag/"):
+		if r.err != nil {
+			return
+		}
+		errs, ok := itemErrors(r.response)
+		if !ok {
+			return
+		}
+		for i, e := range errs {
+			if e == nil && tagStillOK[name] == "" {
+				t.Errorf("%s %s: item %d succeeded: a bad tag must fail (%s)", name, bc.class, i, outcome(r))
+			}
+		}
+	}
+}
+
+// outcome summarises a reply for the golden file: the call-level error, or
+// the item errors of a bulk result grouped with their counts, or ok.
+func outcome(r rawReply) string {
+	if r.err != nil {
+		msg := r.err.Message
+		if len(msg) > 300 {
+			msg = msg[:300] + "..."
+		}
+		return fmt.Sprintf("error %q (%s)", msg, r.err.Code)
+	}
+	errs, ok := itemErrors(r.response)
+	if !ok {
+		return "ok"
+	}
+	if len(errs) == 0 {
+		return "ok, no items"
+	}
+	var keys []string
+	count := map[string]int{}
+	for _, e := range errs {
+		k := errString(e)
+		if count[k] == 0 {
+			keys = append(keys, k)
+		}
+		count[k]++
+	}
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%d× %s", count[k], k)
+	}
+	return "items: " + strings.Join(parts, ", ")
+}
+
+var updateBadInput = updateGolden
+
+func checkGolden(t *testing.T, path, got string) {
+	t.Helper()
+	if *updateBadInput {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if string(want) == got {
+		return
+	}
+	// Report by key (the text before ": "), so an added line does not
+	// shift every later one.
+	index := func(text string) (map[string]string, []string) {
+		m := map[string]string{}
+		var keys []string
+		for _, l := range strings.Split(text, "\n") {
+			if l == "" {
+				continue
+			}
+			k, _, _ := strings.Cut(l, ": ")
+			m[k] = l
+			keys = append(keys, k)
+		}
+		return m, keys
+	}
+	wm, wkeys := index(string(want))
+	gm, gkeys := index(got)
+	n := 0
+	report := func(format string, args ...any) {
+		if n < 30 {
+			t.Errorf(format, args...)
+		}
+		n++
+	}
+	for _, k := range gkeys {
+		switch w, ok := wm[k]; {
+		case !ok:
+			report("new: %s", gm[k])
+		case w != gm[k]:
+			report("changed:\n want %s\n  got %s", w, gm[k])
+		}
+	}
+	for _, k := range wkeys {
+		if _, ok := gm[k]; !ok {
+			report("gone: %s", wm[k])
+		}
+	}
+	t.Errorf("%s differs (rerun with -update after checking the change is intended)", path)
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func jsonName(f reflect.StructField) string {
+	if !f.IsExported() {
+		return ""
+	}
+	tag := f.Tag.Get("json")
+	if tag == "-" {
+		return ""
+	}
+	name, _, _ := strings.Cut(tag, ",")
+	if name == "" {
+		name = f.Name
+	}
+	return name
+}
+
+// wrongJSON is a JSON value that cannot decode into t ("" if any can).
+func wrongJSON(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == reflect.TypeFor[json.RawMessage]() {
+		return ""
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return `7`
+	case reflect.Bool, reflect.Slice, reflect.Array, reflect.Map, reflect.Int, reflect.Int8, reflect.Int16,
+		reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+		reflect.Float32, reflect.Float64:
+		if t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Uint8 {
+			return `7` // []byte takes a base64 string
+		}
+		return `"x"`
+	case reflect.Struct:
+		return `[1]`
+	case reflect.Interface:
+		return `[1]` // decodes: see checkClass
+	}
+	return ""
+}
+
+// topSlices counts the top-level slice fields of t.
+func topSlices(t reflect.Type) int {
+	n := 0
+	if t.Kind() != reflect.Struct {
+		return 0
+	}
+	for i := range t.NumField() {
+		if f := t.Field(i); f.IsExported() && f.Type.Kind() == reflect.Slice && f.Type.Elem().Kind() != reflect.Uint8 {
+			n++
+		}
+	}
+	return n
+}
+
+// filled returns a value of type t with every string set to s, every
+// number to 1, every bool true; top-level slices get n elements, nested
+// ones 1; maps one entry keyed s.
+func filled(t reflect.Type, s string, n int) any {
+	v := reflect.New(t).Elem()
+	fillWith(v, s, n, 0)
+	return v.Interface()
+}
+
+func fillWith(v reflect.Value, s string, n, depth int) {
+	if depth > 12 {
+		return
+	}
+	if v.Type() == reflect.TypeFor[json.RawMessage]() {
+		v.SetBytes(mustJSON(s))
+		return
+	}
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString(s)
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		v.SetInt(1)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		v.SetUint(1)
+	case reflect.Float32, reflect.Float64:
+		v.SetFloat(1)
+	case reflect.Pointer:
+		p := reflect.New(v.Type().Elem())
+		fillWith(p.Elem(), s, 1, depth+1)
+		v.Set(p)
+	case reflect.Slice:
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			v.SetBytes([]byte(s))
+			return
+		}
+		k := 1
+		if depth == 1 {
+			k = n
+		}
+		sl := reflect.MakeSlice(v.Type(), k, k)
+		fillWith(sl.Index(0), s, 1, depth+1)
+		for i := 1; i < k; i++ {
+			sl.Index(i).Set(sl.Index(0))
+		}
+		v.Set(sl)
+	case reflect.Map:
+		m := reflect.MakeMapWithSize(v.Type(), 1)
+		key := reflect.New(v.Type().Key()).Elem()
+		fillWith(key, s, 1, depth+1)
+		val := reflect.New(v.Type().Elem()).Elem()
+		fillWith(val, s, 1, depth+1)
+		m.SetMapIndex(key, val)
+		v.Set(m)
+	case reflect.Interface:
+		if v.NumMethod() == 0 {
+			v.Set(reflect.ValueOf(s))
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if f := v.Field(i); f.CanSet() {
+				fillWith(f, s, n, depth+1)
+			}
+		}
+	}
+}
+
+// Messages that cannot be framed close the connection without a reply
+// (close code 1000); a message over the read limit closes it with 1009;
+// anything that frames is answered and the connection stays
+// (specs/rpc.md §1.1, §1.6). Other connections are not disturbed, and
+// nothing in state changes.
+func TestBadFraming(t *testing.T) {
+	w := newWorld(t)
+	ctrl := loginController(t, w.d, w.model)
+	rev := w.st.Revision()
+	deep := strings.Repeat("[", 20000) + strings.Repeat("]", 20000)
+	tests := []struct {
+		name  string
+		typ   int
+		msg   string
+		close int    // 0: answered, the connection stays
+		reply string // for answered messages: the exact reply
+	}{
+		{"invalid JSON", websocket.TextMessage, `{"request-id":1,"type":`, websocket.CloseNormalClosure, ""},
+		{"empty message", websocket.TextMessage, ``, websocket.CloseNormalClosure, ""},
+		{"array", websocket.TextMessage, `[{"request-id":1}]`, websocket.CloseNormalClosure, ""},
+		{"null", websocket.TextMessage, `null`, websocket.CloseNormalClosure, ""},
+		{"string", websocket.TextMessage, `"Admin"`, websocket.CloseNormalClosure, ""},
+		{"negative request id", websocket.TextMessage, `{"request-id":-1,"type":"Admin","version":3,"request":"RedirectInfo"}`, websocket.CloseNormalClosure, ""},
+		{"version as a string", websocket.TextMessage, `{"request-id":1,"type":"Admin","version":"3","request":"RedirectInfo"}`, websocket.CloseNormalClosure, ""},
+		{"nesting over the decoder's limit", websocket.TextMessage, `{"request-id":1,"type":"Admin","version":3,"request":"Login","params":` + deep + `}`, websocket.CloseNormalClosure, ""},
+		{"invalid UTF-8 outside strings", websocket.TextMessage, "{\"request-id\":1,\xff}", websocket.CloseNormalClosure, ""},
+		{"oversized", websocket.TextMessage, `{"request-id":1,"type":"Admin","version":3,"request":"Login","params":{"auth-tag":"` + strings.Repeat("x", 4<<20) + `"}}`, websocket.CloseMessageTooBig, ""},
+		{"invalid UTF-8 in the header", websocket.TextMessage, "{\"request-id\":1,\"type\":\"Admin\xff\",\"version\":3,\"request\":\"Login\"}", 0,
+			`{"request-id":1,"error":"unknown version 3 for facade type \"Admin\ufffd\"","error-code":"not implemented","response":{}}`},
+		{"binary message", websocket.BinaryMessage, `{"request-id":1,"type":"Admin","version":3,"request":"RedirectInfo"}`, 0,
+			`{"request-id":1,"error":"not redirected","response":{}}`},
+		{"trailing garbage", websocket.TextMessage, `{"request-id":1,"type":"Admin","version":3,"request":"RedirectInfo"} {]]`, 0,
+			`{"request-id":1,"error":"not redirected","response":{}}`},
+		{"deep params under the limit", websocket.TextMessage, `{"request-id":1,"type":"Admin","version":3,"request":"Login","params":` +
+			strings.Repeat("[", 9000) + strings.Repeat("]", 9000) + `}`, 0,
+			`{"request-id":1,"error":"json: cannot unmarshal array into Go value of type params.LoginRequest","response":{}}`},
+		{"a reply, not a request", websocket.TextMessage, `{"request-id":1,"response":{}}`, 0, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newRawConn(t, w.d, w.model)
+			_ = c.ws.SetWriteDeadline(time.Now().Add(20 * time.Second))
+			if err := c.ws.WriteMessage(tt.typ, []byte(tt.msg)); err != nil {
+				t.Fatal(err)
+			}
+			_ = c.ws.SetReadDeadline(time.Now().Add(20 * time.Second))
+			if tt.close != 0 {
+				_, data, err := c.ws.ReadMessage()
+				var ce *websocket.CloseError
+				if !errors.As(err, &ce) || ce.Code != tt.close {
+					t.Fatalf("read = %q, %v; want close %d and no reply", data, err, tt.close)
+				}
+				return
+			}
+			if tt.reply != "" {
+				_, data, err := c.ws.ReadMessage()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := strings.TrimSpace(string(data)); !jsonEqual(got, tt.reply) {
+					t.Errorf("reply = %s; want %s", got, tt.reply)
+				}
+			}
+			if err := c.alive(false); err != nil {
+				t.Fatalf("connection after the message: %v", err)
+			}
+		})
+	}
+	if err := ctrl.Ping(ctxT(t)); err != nil {
+		t.Errorf("another connection: %v", err)
+	}
+	if got := w.st.Revision(); got != rev {
+		t.Errorf("revision %d -> %d", rev, got)
+	}
+	w.noPanics(t)
+}
+
+func jsonEqual(a, b string) bool {
+	var x, y any
+	if json.Unmarshal([]byte(a), &x) != nil || json.Unmarshal([]byte(b), &y) != nil {
+		return false
+	}
+	return reflect.DeepEqual(x, y)
+}
+
+// Unknown, stopped, mistyped and other connections' watcher ids all get
+// "unknown watcher id" (code not found); the connection stays.
+func TestUnknownWatcherIDs(t *testing.T) {
+	w := newWorld(t)
+	creds := w.d.Credentials()
+	agent := params.LoginRequest{AuthTag: creds.ControllerAgent.Tag, Credentials: creds.ControllerAgent.Password, Nonce: creds.ControllerAgent.Nonce}
+	c := newRawConn(t, w.d, w.model)
+	c.login(agent)
+	other := newRawConn(t, w.d, w.model)
+	other.login(agent)
+	if r := c.mustCall("Provisioner", 11, "", "WatchForModelConfigChanges", nil); r.err != nil || !strings.Contains(string(r.response), `"1"`) {
+		t.Fatalf("notify watcher: %s", r.raw)
+	}
+	if r := c.mustCall("Provisioner", 11, "", "WatchModelMachines", nil); r.err != nil || !strings.Contains(string(r.response), `"2"`) {
+		t.Fatalf("strings watcher: %s", r.raw)
+	}
+	if r := c.mustCall("NotifyWatcher", 1, "1", "Stop", nil); r.err != nil {
+		t.Fatalf("stop: %v", r.err)
+	}
+	for _, tt := range []struct {
+		c      *rawConn
+		facade string
+		id     string
+	}{
+		{c, "NotifyWatcher", "1"},  // stopped
+		{c, "NotifyWatcher", "2"},  // a strings watcher
+		{c, "StringsWatcher", "3"}, // never issued
+		{c, "StringsWatcher", "x"},
+		{c, "StringsWatcher", "-1"},
+		{c, "StringsWatcher", "02"},
+		{c, "NotifyWatcher", strings.Repeat("9", 100)},
+		{other, "StringsWatcher", "2"}, // another connection's
+	} {
+		for _, m := range []string{"Next", "Stop"} {
+			r := tt.c.mustCall(tt.facade, 1, tt.id, m, nil)
+			if r.err == nil || r.err.Message != "unknown watcher id" || r.err.Code != params.CodeNotFound {
+				t.Errorf("%s(%q).%s = %s; want unknown watcher id (not found)", tt.facade, tt.id, m, outcome(r))
+			}
+			if err := tt.c.alive(true); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	w.noPanics(t)
+}
