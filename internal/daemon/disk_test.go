@@ -1,0 +1,185 @@
+package daemon_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"provisiond/internal/daemon"
+	"provisiond/rpc/params"
+	"provisiond/state"
+)
+
+// mountTmpfs mounts a tmpfs of size at a new directory for the test, or
+// skips the test where mounting is not allowed (not root, no privilege).
+func mountTmpfs(t *testing.T, size string) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a small tmpfs")
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size+",mode=0700", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs here: %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", dir, err, out)
+		}
+	})
+	return dir
+}
+
+// fillDisk writes a file until the filesystem is full and returns its path.
+func fillDisk(t *testing.T, dir string) string {
+	t.Helper()
+	path := filepath.Join(dir, "filler")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("filling the disk: %v", err)
+			}
+			return path
+		}
+	}
+}
+
+// A full disk: writes fail with a clear error, acknowledged data stays,
+// the daemon keeps serving, and once there is room again writes succeed and
+// the database passes its consistency check after a restart.
+func TestDiskFull(t *testing.T) {
+	dir := filepath.Join(mountTmpfs(t, "48m"), "data")
+	cfg := daemon.Default(dir)
+	cfg.Addr = "127.0.0.1:0"
+	d, err := daemon.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			d.Shutdown(context.Background())
+		}
+	}()
+	creds := d.Credentials()
+	admin := loginAdmin(t, d, creds.DefaultModelUUID)
+	set := func(key string, size int) error {
+		return admin.Call(ctxT(t), "ModelAdmin", 1, "", "SetModelConfig",
+			params.SetModelConfigArgs{Config: map[string]any{key: strings.Repeat("x", size)}}, nil)
+	}
+	if err := set("before", 1000); err != nil {
+		t.Fatal(err)
+	}
+	filler := fillDisk(t, filepath.Dir(dir))
+
+	// Keep writing bigger values until the database needs space it cannot get.
+	var werr error
+	for i := 0; i < 200 && werr == nil; i++ {
+		werr = set("big-"+string(rune('a'+i%26))+strings.Repeat("k", i/26), 256<<10)
+	}
+	if werr == nil {
+		t.Fatal("200 writes of 256 KiB on a full disk all succeeded")
+	}
+	if !strings.Contains(werr.Error(), "no space left on device") {
+		t.Fatalf("write on a full disk: %v; want an error saying no space is left", werr)
+	}
+	t.Logf("write on a full disk: %v", werr)
+	// The daemon still serves reads, and the acknowledged value is there.
+	var cfgInfo params.ModelConfigInfo
+	if err := admin.Call(ctxT(t), "ModelAdmin", 1, "", "ModelConfig", params.ModelArgs{}, &cfgInfo); err != nil {
+		t.Fatalf("read after a failed write: %v", err)
+	}
+	if v, _ := cfgInfo.Config["before"].(string); len(v) != 1000 {
+		t.Fatal("an acknowledged value is gone after a failed write")
+	}
+	// Room again: writes succeed.
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	if err := set("after", 10); err != nil {
+		t.Fatalf("write after freeing space: %v", err)
+	}
+	rev := d.State().Revision()
+	if err := d.Shutdown(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	stopped = true
+
+	st, err := state.Open(state.Options{Path: filepath.Join(dir, daemon.DBFile)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.Check(); err != nil {
+		t.Fatalf("consistency check after a full disk: %v", err)
+	}
+	if st.Revision() != rev {
+		t.Fatalf("revision after reopen = %d; want %d", st.Revision(), rev)
+	}
+	m, err := st.Model(creds.DefaultModelUUID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Config["after"] != strings.Repeat("x", 10) || len(m.Config["before"].(string)) != 1000 {
+		t.Fatal("acknowledged values missing after reopen")
+	}
+}
+
+// A read-only data dir: the daemon refuses to start with a clear error and
+// changes nothing; made writable again, it starts with everything intact.
+func TestReadOnlyDataDir(t *testing.T) {
+	mnt := mountTmpfs(t, "64m")
+	dir := filepath.Join(mnt, "data")
+	cfg := daemon.Default(dir)
+	cfg.Addr = "127.0.0.1:0"
+	d, err := daemon.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds := d.Credentials()
+	if err := d.Shutdown(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.ReadFile(filepath.Join(dir, daemon.DBFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	remount := func(mode string) {
+		t.Helper()
+		if out, err := exec.Command("mount", "-o", "remount,"+mode, mnt).CombinedOutput(); err != nil {
+			t.Fatalf("remount %s: %v: %s", mode, err, out)
+		}
+	}
+	remount("ro")
+	_, err = daemon.Start(cfg)
+	if err == nil {
+		t.Fatal("the daemon started on a read-only data dir")
+	}
+	if !strings.Contains(err.Error(), "read-only file system") {
+		t.Fatalf("start on a read-only data dir: %v; want it to say the file system is read-only", err)
+	}
+	after, _ := os.ReadFile(filepath.Join(dir, daemon.DBFile))
+	if string(before) != string(after) {
+		t.Fatal("a refused start changed the database")
+	}
+	remount("rw")
+	d, err = daemon.Start(cfg)
+	if err != nil {
+		t.Fatalf("start after the data dir is writable again: %v", err)
+	}
+	defer d.Shutdown(context.Background())
+	if d.Credentials().AdminPassword != creds.AdminPassword {
+		t.Fatal("credentials changed")
+	}
+	loginAdmin(t, d, creds.DefaultModelUUID)
+}
