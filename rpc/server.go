@@ -104,7 +104,9 @@ func NewServer(cfg Config) (*Server, error) {
 	return &Server{
 		cfg: cfg,
 		upgrader: websocket.Upgrader{
-			ReadBufferSize:  4096,
+			// ReadBufferSize 0: gorilla reuses net/http's 4 KiB bufio.Reader of the
+			// hijacked connection instead of allocating a second one.
+			ReadBufferSize:  0,
 			WriteBufferSize: 4096,
 			// A pool keeps idle connections from each pinning a write buffer.
 			WriteBufferPool:   &sync.Pool{},

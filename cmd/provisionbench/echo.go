@@ -52,7 +52,7 @@ func serveEcho(dir string) (*http.Server, net.Listener, []byte, error) {
 		return nil, nil, nil, err
 	}
 	up := websocket.Upgrader{
-		ReadBufferSize: 4096, WriteBufferSize: 4096, WriteBufferPool: &sync.Pool{},
+		ReadBufferSize: 0, WriteBufferSize: 4096, WriteBufferPool: &sync.Pool{},
 		CheckOrigin: func(*http.Request) bool { return true },
 	}
 	hs := &http.Server{

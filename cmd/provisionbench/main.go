@@ -115,6 +115,7 @@ type options struct {
 	daemonBin   string
 	dataDir     string
 	cpuProfile  string
+	memProfile  string
 	caasApps    int
 
 	loginRateMax    int
@@ -168,6 +169,7 @@ func parseOptions(name string, args []string, stdout, stderr io.Writer) (*option
 	fs.StringVar(&o.daemonBin, "daemon-bin", "", "start this provisiond binary (\"serve\") as the daemon")
 	fs.StringVar(&o.dataDir, "data-dir", "", "data dir of a self-started daemon (default: a new temporary dir)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write the daemon's CPU profile (inproc: this whole process) to this file")
+	fs.StringVar(&o.memProfile, "memprofile", "", "child daemon: write its heap profile to this file at each memory reading (conns)")
 	d := daemon.Default("")
 	fs.IntVar(&o.loginRateMax, "login-rate-max", d.LoginRateMax, "self-started daemon: agent login token bucket size")
 	fs.DurationVar(&o.loginRateRefill, "login-rate-refill", d.LoginRateRefill, "self-started daemon: time to earn one login token")

@@ -119,7 +119,7 @@ func startTarget(ctx context.Context, o *options) (*target, error) {
 			return nil, err
 		}
 		t.cmdArgs = append([]string{self, childDaemonCmd, "--data-dir", t.dataDir, "--addr", t.addr,
-			"--caas-apps", strconv.Itoa(t.caasApps), "--cpuprofile", t.cpuProfile}, o.daemonFlags()...)
+			"--caas-apps", strconv.Itoa(t.caasApps), "--cpuprofile", o.cpuProfile, "--memprofile", o.memProfile}, o.daemonFlags()...)
 	case modeBin:
 		t.caasApps = 0 // the API cannot deploy applications yet
 		t.cmdArgs = append([]string{o.daemonBin, "serve", "--data-dir", t.dataDir, "--addr", t.addr,
@@ -439,6 +439,21 @@ func seedCAAS(st *state.State, n int) (string, error) {
 	return m.UUID, nil
 }
 
+// writeHeapProfile writes the heap profile (in use after the GC that
+// settle asked for) to path.
+func writeHeapProfile(path string, stderr io.Writer) {
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.Lookup("heap").WriteTo(f, 0)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "provisionbench daemon: heap profile:", err)
+	}
+}
+
 // childDaemon is the hidden command that serves the daemon in a child
 // process: daemon.Start with the defaults (login rate limiting on), the
 // CAAS seed, SIGTERM for a graceful shutdown, SIGUSR1 to collect garbage.
@@ -449,6 +464,7 @@ func childDaemon(args []string, stderr io.Writer) int {
 	addr := fs.String("addr", "", "")
 	apps := fs.Int("caas-apps", 0, "")
 	cpuProfile := fs.String("cpuprofile", "", "")
+	memProfile := fs.String("memprofile", "", "")
 	cfg := daemon.Default("")
 	fs.IntVar(&cfg.LoginRateMax, "login-rate-max", cfg.LoginRateMax, "")
 	fs.DurationVar(&cfg.LoginRateRefill, "login-rate-refill", cfg.LoginRateRefill, "")
@@ -486,6 +502,9 @@ func childDaemon(args []string, stderr io.Writer) int {
 		if sig == syscall.SIGUSR1 {
 			runtime.GC()
 			debug.FreeOSMemory()
+			if *memProfile != "" {
+				writeHeapProfile(*memProfile, stderr)
+			}
 			continue
 		}
 		break
