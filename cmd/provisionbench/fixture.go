@@ -72,6 +72,9 @@ func (f *fixture) conns(ctx context.Context) error {
 		if f.ctrl, err = f.t.dialController(ctx, f.model); err != nil {
 			return err
 		}
+		// An agent connection that does not ping is closed after the
+		// daemon's ping timeout (3 min); long runs outlast it.
+		f.ctrl.StartPinger(time.Minute)
 	}
 	return nil
 }

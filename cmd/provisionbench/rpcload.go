@@ -44,6 +44,7 @@ func (e *env) connectAgents(ctx context.Context, ms []machineCred, st *connectSt
 		if err != nil {
 			return err
 		}
+		c.StartPinger(time.Minute)
 		conns[i] = c
 		done.Add(1)
 		return nil

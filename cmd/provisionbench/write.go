@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"provisiond/rpc/client"
 	"provisiond/rpc/params"
@@ -91,6 +92,7 @@ func (e *env) writers(ctx context.Context, n int) ([]writer, error) {
 		if err != nil {
 			return err
 		}
+		c.StartPinger(time.Minute)
 		app := benchApp(i)
 		ws[i] = writer{c: c, write: func(ctx context.Context, k int) error {
 			args := params.UpdateApplicationUnitArgs{Args: []params.UpdateApplicationUnits{{
