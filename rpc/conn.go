@@ -40,8 +40,8 @@ type ConnInfo struct {
 
 // Conn is one websocket connection. Its goroutines: the reader (the HTTP
 // handler's goroutine, which also tears the connection down), one writer,
-// and at most Config.MaxRequests handler goroutines, all owned and waited
-// for by the Conn.
+// and at most Config.MaxRequests handlers, run on the Server's reused
+// worker goroutines and waited for by the Conn.
 type Conn struct {
 	srv  *Server
 	ws   *websocket.Conn
@@ -160,7 +160,7 @@ func (c *Conn) dispatch(h *header) {
 		return
 	}
 	c.handlers.Add(1)
-	go c.run(h, call)
+	c.srv.workers.run(func() { c.run(h, call) })
 }
 
 func (c *Conn) run(h *header, call Caller) {

@@ -87,6 +87,8 @@ type Server struct {
 	cfg      Config
 	upgrader websocket.Upgrader
 
+	workers *workerPool
+
 	mu    sync.Mutex // guards the fields below
 	conns map[*Conn]struct{}
 	// admitted counts the requests that passed the MaxConns check and
@@ -106,14 +108,17 @@ func NewServer(cfg Config) (*Server, error) {
 	return &Server{
 		cfg: cfg,
 		upgrader: websocket.Upgrader{
-			ReadBufferSize:  4096,
+			// ReadBufferSize 0: gorilla reuses net/http's 4 KiB bufio.Reader of the
+			// hijacked connection instead of allocating a second one.
+			ReadBufferSize:  0,
 			WriteBufferSize: 4096,
 			// A pool keeps idle connections from each pinning a write buffer.
 			WriteBufferPool:   &sync.Pool{},
 			CheckOrigin:       func(*http.Request) bool { return true },
 			EnableCompression: false,
 		},
-		conns: make(map[*Conn]struct{}),
+		conns:   make(map[*Conn]struct{}),
+		workers: newWorkerPool(workerIdle),
 	}, nil
 }
 
@@ -211,6 +216,7 @@ func (s *Server) Conns() int {
 // Shutdown refuses new connections, closes every open one (close code
 // 1001, going away) and waits for them to end or for ctx.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.workers.stop()
 	s.mu.Lock()
 	s.closing = true
 	for c := range s.conns {
@@ -229,3 +235,57 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		return ctx.Err()
 	}
 }
+
+// workerIdle is how long an idle handler goroutine waits for another
+// request before it exits.
+const workerIdle = 2 * time.Second
+
+// workerPool runs request handlers on reused goroutines. A new goroutine
+// starts with a small stack that a typical handler (JSON decoding, a bbolt
+// read, the facade) grows by copying it several times: at thousands of
+// calls a second that was a sixth of the daemon's CPU (provisionbench rpc).
+// A worker keeps its grown stack for the next request. Workers that stay
+// idle for workerIdle exit, as do idle ones once the pool is stopped, so
+// an idle daemon holds none; the runtime's GC shrinks the stacks of
+// workers blocked in long calls (watcher Next).
+type workerPool struct {
+	work     chan func() // unbuffered: a send succeeds only if a worker is idle
+	quit     chan struct{}
+	quitOnce sync.Once
+	idle     time.Duration
+}
+
+func newWorkerPool(idle time.Duration) *workerPool {
+	return &workerPool{work: make(chan func()), quit: make(chan struct{}), idle: idle}
+}
+
+// run runs fn on an idle worker, or on a new one if none is idle. It never
+// waits.
+func (p *workerPool) run(fn func()) {
+	select {
+	case p.work <- fn:
+	default:
+		go p.worker(fn)
+	}
+}
+
+func (p *workerPool) worker(fn func()) {
+	fn()
+	t := time.NewTimer(p.idle)
+	defer t.Stop()
+	for {
+		select {
+		case fn := <-p.work:
+			fn()
+			t.Reset(p.idle)
+		case <-t.C:
+			return
+		case <-p.quit:
+			return
+		}
+	}
+}
+
+// stop makes idle workers exit; busy ones exit when their call returns.
+// Later run calls still work, each on a new goroutine.
+func (p *workerPool) stop() { p.quitOnce.Do(func() { close(p.quit) }) }

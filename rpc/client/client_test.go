@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"runtime"
 	"strings"
 	"sync"
@@ -550,5 +551,26 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 		}
 		runtime.Gosched()
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestSmallBuffersAndLocalAddr: a connection with small I/O buffers still
+// sends and receives messages larger than them, and LocalAddr binds the
+// socket to the given loopback address.
+func TestSmallBuffersAndLocalAddr(t *testing.T) {
+	p := newPeer(t)
+	cfg := p.config(testModelUUID)
+	cfg.ReadBufferSize, cfg.WriteBufferSize = 512, 512
+	cfg.LocalAddr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}
+	c := dialT(t, cfg)
+	if got := c.LocalAddr().(*net.TCPAddr).IP.String(); got != "127.0.0.2" {
+		t.Fatalf("local address %s, want 127.0.0.2", got)
+	}
+	big := strings.Repeat("x", 8<<10)
+	if _, err := c.LoginUser(t.Context(), "admin", big); err != nil {
+		t.Fatalf("LoginUser: %v", err)
+	}
+	if r := p.requests()[0]; !bytes.Contains(r.Params, []byte(big)) {
+		t.Fatalf("the large request did not arrive whole (%d bytes of params)", len(r.Params))
 	}
 }

@@ -33,7 +33,7 @@ const (
 	writeTimeout = 10 * time.Second    // deadline of every outgoing message
 	closeWait    = time.Second         // how long Close waits for the peer's close frame
 	pingTimeout  = 30 * time.Second    // a ping taking longer breaks the connection
-	bufferSize   = 64 << 10            // as Juju's Go dialer
+	bufferSize   = 64 << 10            // default buffer sizes, as Juju's Go dialer
 	origin       = "http://localhost/" // as Juju's Go clients
 	minTLS       = tls.VersionTLS12    // spec §2.2
 	defaultPing  = time.Minute         // Juju's api.PingPeriod
@@ -66,6 +66,15 @@ type Config struct {
 	ReadLimit int64
 	// Logger receives debug and warning records; nil discards them.
 	Logger *slog.Logger
+	// ReadBufferSize and WriteBufferSize are the websocket I/O buffer sizes
+	// of the connection; zero means 64 KiB each, as Juju's Go dialer. A
+	// process holding thousands of connections (provisionbench) sets them
+	// small: messages larger than a buffer are still read and written whole.
+	ReadBufferSize, WriteBufferSize int
+	// LocalAddr, if set, is the local address the TCP connection is bound
+	// to (for example another loopback address, so that many connections
+	// to one server do not exhaust one address's ephemeral ports).
+	LocalAddr *net.TCPAddr
 }
 
 // URL returns the WebSocket URL cfg dials.
@@ -179,6 +188,12 @@ func withDefaults(cfg Config) Config {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.ReadBufferSize <= 0 {
+		cfg.ReadBufferSize = bufferSize
+	}
+	if cfg.WriteBufferSize <= 0 {
+		cfg.WriteBufferSize = bufferSize
+	}
 	return cfg
 }
 
@@ -202,9 +217,13 @@ func dial(ctx context.Context, cfg Config) (*websocket.Conn, error) {
 			MinVersion: minTLS,
 		},
 		HandshakeTimeout: cfg.DialTimeout,
-		ReadBufferSize:   bufferSize,
-		WriteBufferSize:  bufferSize,
+		ReadBufferSize:   cfg.ReadBufferSize,
+		WriteBufferSize:  cfg.WriteBufferSize,
 		// Proxy is deliberately nil: the daemon is dialled directly.
+	}
+	if cfg.LocalAddr != nil {
+		nd := &net.Dialer{LocalAddr: cfg.LocalAddr}
+		d.NetDialContext = nd.DialContext
 	}
 	hdr := http.Header{"Origin": []string{origin}}
 	u := cfg.URL()

@@ -1,0 +1,223 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"provisiond/pki"
+)
+
+// echoServer is the baseline server: the same transport as the daemon
+// (TLS from the same pki package, gorilla websocket with the rpc server's
+// buffer sizes and write buffer pool, loopback) that answers each request
+// from its read loop with its request-id and its params as the response.
+// It is the floor of what any server on this transport can do.
+type echoServer struct {
+	addr string
+	ca   []byte
+	pid  int
+
+	hs   *http.Server // in process
+	cmd  *exec.Cmd    // child process
+	dir  string
+	stop func()
+}
+
+func serveEcho(dir string) (*http.Server, net.Listener, []byte, error) {
+	mat, err := pki.LoadOrCreate(dir, []string{"127.0.0.1"})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	tlsCfg, err := mat.TLSConfig()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	up := websocket.Upgrader{
+		ReadBufferSize: 0, WriteBufferSize: 4096, WriteBufferPool: &sync.Pool{},
+		CheckOrigin: func(*http.Request) bool { return true },
+	}
+	hs := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ws, err := up.Upgrade(w, r, nil)
+			if err != nil {
+				return
+			}
+			defer ws.Close()
+			for {
+				_, data, err := ws.ReadMessage()
+				if err != nil {
+					return
+				}
+				var in struct {
+					RequestID uint64          `json:"request-id"`
+					Params    json.RawMessage `json:"params"`
+				}
+				if json.Unmarshal(data, &in) != nil {
+					return
+				}
+				if len(in.Params) == 0 {
+					in.Params = json.RawMessage(`{}`)
+				}
+				out, _ := json.Marshal(struct {
+					RequestID uint64          `json:"request-id"`
+					Response  json.RawMessage `json:"response"`
+				}{in.RequestID, in.Params})
+				if ws.WriteMessage(websocket.TextMessage, out) != nil {
+					return
+				}
+			}
+		}),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          nil,
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	go func() { _ = hs.Serve(tls.NewListener(ln, tlsCfg)) }()
+	return hs, ln, mat.CACertPEM, nil
+}
+
+// startEcho starts the echo server the way the daemon runs: in a child
+// process unless the daemon is in this process.
+func startEcho(ctx context.Context, inproc bool) (*echoServer, error) {
+	dir, err := os.MkdirTemp("", "provisionbench-echo-")
+	if err != nil {
+		return nil, err
+	}
+	if inproc {
+		hs, ln, ca, err := serveEcho(dir)
+		if err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+		return &echoServer{addr: ln.Addr().String(), ca: ca, pid: os.Getpid(), hs: hs, dir: dir}, nil
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(self, childEchoCmd, "--dir", dir)
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	es := &echoServer{cmd: cmd, pid: cmd.Process.Pid, dir: dir}
+	line, err := readLine(ctx, out)
+	if err != nil {
+		es.close()
+		return nil, fmt.Errorf("echo server: %w", err)
+	}
+	addr, ok := strings.CutPrefix(line, "listening ")
+	if !ok {
+		es.close()
+		return nil, fmt.Errorf("echo server said %q", line)
+	}
+	es.addr = addr
+	if es.ca, err = os.ReadFile(dir + "/" + pki.CACertFile); err != nil {
+		es.close()
+		return nil, err
+	}
+	return es, nil
+}
+
+func readLine(ctx context.Context, r io.Reader) (string, error) {
+	ch := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(r).ReadString('\n')
+		ch <- strings.TrimSpace(line)
+	}()
+	select {
+	case l := <-ch:
+		if l == "" {
+			return "", errors.New("no output")
+		}
+		return l, nil
+	case <-ctx.Done():
+		return "", ctx.Err()
+	case <-time.After(time.Minute):
+		return "", errors.New("timed out")
+	}
+}
+
+// settle asks the echo server to collect garbage (see target.settle).
+func (es *echoServer) settle() {
+	if es.cmd != nil {
+		_ = es.cmd.Process.Signal(syscall.SIGUSR1)
+	} else {
+		runtime.GC()
+		debug.FreeOSMemory()
+	}
+	time.Sleep(300 * time.Millisecond)
+}
+
+func (es *echoServer) close() {
+	if es.hs != nil {
+		es.hs.Close()
+	}
+	if es.cmd != nil {
+		_ = es.cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = es.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = es.cmd.Process.Kill()
+			<-done
+		}
+	}
+	os.RemoveAll(es.dir)
+}
+
+// childEcho is the hidden command that runs the echo server in a child
+// process; it prints "listening ADDR" and serves until SIGTERM.
+func childEcho(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet(childEchoCmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("dir", "", "")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	hs, ln, _, err := serveEcho(*dir)
+	if err != nil {
+		fmt.Fprintln(stderr, "provisionbench echo:", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "listening %s\n", ln.Addr())
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1)
+	for sig := range sigs {
+		if sig == syscall.SIGUSR1 {
+			runtime.GC()
+			debug.FreeOSMemory()
+			continue
+		}
+		break
+	}
+	hs.Close()
+	return 0
+}

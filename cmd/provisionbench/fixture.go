@@ -1,0 +1,254 @@
+package main
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"provisiond/rpc/client"
+	"provisiond/rpc/params"
+)
+
+// machineCred is a machine agent's login.
+type machineCred struct {
+	ID, Tag, Password, Nonce string
+}
+
+// fixture holds the simulated agents' machines, made through the API as
+// Juju's provisioner makes them: the admin adds machines (ModelAdmin), the
+// controller agent sets their passwords and records their instances and
+// nonces (Provisioner).
+type fixture struct {
+	t        *target
+	o        *options
+	model    string
+	salt     string
+	admin    *client.Conn
+	ctrl     *client.Conn
+	machines []machineCred
+}
+
+func newFixture(t *target, o *options) *fixture {
+	b := make([]byte, 8)
+	_, _ = cryptoRand(b)
+	return &fixture{t: t, o: o, model: t.creds.DefaultModelUUID, salt: hex.EncodeToString(b)}
+}
+
+var cryptoRand = crand.Read
+
+func (f *fixture) close() {
+	if f.admin != nil {
+		f.admin.Close()
+	}
+	if f.ctrl != nil {
+		f.ctrl.Close()
+	}
+}
+
+// conns (re)opens the admin and controller agent connections.
+func (f *fixture) conns(ctx context.Context) error {
+	if f.admin != nil && f.admin.Err() != nil {
+		f.admin.Close()
+		f.admin = nil
+	}
+	if f.ctrl != nil && f.ctrl.Err() != nil {
+		f.ctrl.Close()
+		f.ctrl = nil
+	}
+	var err error
+	if f.admin == nil {
+		if f.admin, err = f.t.dialAdmin(ctx, f.model); err != nil {
+			return err
+		}
+	}
+	if f.ctrl == nil {
+		if f.ctrl, err = f.t.dialController(ctx, f.model); err != nil {
+			return err
+		}
+		// An agent connection that does not ping is closed after the
+		// daemon's ping timeout (3 min); long runs outlast it.
+		f.ctrl.StartPinger(time.Minute)
+	}
+	return nil
+}
+
+// ensureMachines makes sure n provisioned machines with known agent
+// credentials exist and returns them.
+func (f *fixture) ensureMachines(ctx context.Context, n int) ([]machineCred, error) {
+	if len(f.machines) >= n {
+		return f.machines[:n], nil
+	}
+	if err := f.conns(ctx); err != nil {
+		return nil, err
+	}
+	need := n - len(f.machines)
+	var done atomic.Int64
+	f.o.progress.setWith(fmt.Sprintf("making %d machines", need), func() string {
+		return fmt.Sprintf("%d/%d", done.Load(), need)
+	})
+	const chunk = 100
+	var (
+		mu    sync.Mutex
+		added []machineCred
+	)
+	err := parallel(ctx, (need+chunk-1)/chunk, 8, func(ctx context.Context, i int) error {
+		count := min(chunk, need-i*chunk)
+		var res params.AddMachinesResult
+		if err := f.admin.Call(ctx, "ModelAdmin", 1, "", "AddMachines", params.AddMachinesArgs{Count: count}, &res); err != nil {
+			return fmt.Errorf("AddMachines: %w", err)
+		}
+		creds := make([]machineCred, len(res.Machines))
+		pw := params.EntityPasswords{}
+		info := params.InstancesInfo{}
+		for j, id := range res.Machines {
+			c := machineCred{ID: id, Tag: "machine-" + id, Password: "bench-" + f.salt + "-" + id, Nonce: "bench:" + id}
+			creds[j] = c
+			pw.Changes = append(pw.Changes, params.EntityPassword{Tag: c.Tag, Password: c.Password})
+			info.Machines = append(info.Machines, params.InstanceInfo{Tag: c.Tag, InstanceId: "bench-i-" + id, Nonce: c.Nonce})
+		}
+		var r1, r2 params.ErrorResults
+		if err := f.ctrl.Call(ctx, "Provisioner", 11, "", "SetPasswords", pw, &r1); err != nil {
+			return fmt.Errorf("SetPasswords: %w", err)
+		}
+		if err := f.ctrl.Call(ctx, "Provisioner", 11, "", "SetInstanceInfo", info, &r2); err != nil {
+			return fmt.Errorf("SetInstanceInfo: %w", err)
+		}
+		for _, r := range append(r1.Results, r2.Results...) {
+			if r.Error != nil {
+				return r.Error
+			}
+		}
+		mu.Lock()
+		added = append(added, creds...)
+		mu.Unlock()
+		done.Add(int64(len(creds)))
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	f.machines = append(f.machines, added...)
+	return f.machines[:n], nil
+}
+
+// parallel runs fn(i) for i in [0, n) on at most workers goroutines and
+// returns the first error.
+func parallel(ctx context.Context, n, workers int, fn func(ctx context.Context, i int) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		next     atomic.Int64
+		wg       sync.WaitGroup
+		errOnce  sync.Once
+		firstErr error
+	)
+	for range min(workers, n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				if err := fn(ctx, i); err != nil {
+					errOnce.Do(func() { firstErr = err; cancel() })
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr == nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return firstErr
+}
+
+// backoff is the jittered exponential backoff of a reconnecting agent:
+// a uniformly random wait up to min(5 s, 100 ms x 2^attempt).
+func backoff(attempt int) time.Duration {
+	ceil := 100 * time.Millisecond << min(attempt, 6)
+	ceil = min(ceil, 5*time.Second)
+	return time.Duration(rand.Int64N(int64(ceil))) + time.Millisecond
+}
+
+// connectStats counts what agents met while connecting.
+type connectStats struct {
+	tryAgain  atomic.Int64 // logins refused with "try again"
+	dialErr   atomic.Int64 // dial failures and connections cut (the daemon is down)
+	otherErr  atomic.Int64 // any other error
+	lastOther atomic.Pointer[string]
+}
+
+func (s *connectStats) other(err error) {
+	s.otherErr.Add(1)
+	msg := err.Error()
+	s.lastOther.Store(&msg)
+}
+
+// agentConfig is the client config of agent i: small buffers, and a
+// source address among 127.0.0.2... when the daemon is on 127.0.0.1, so
+// thousands of agents do not exhaust one address's ephemeral ports.
+func (e *env) agentConfig(model string, i int) client.Config {
+	cfg := e.t.clientConfig(model)
+	cfg.ReadBufferSize, cfg.WriteBufferSize = e.o.bufferSize, e.o.bufferSize
+	if host, _, err := net.SplitHostPort(e.t.addr); err == nil && host == "127.0.0.1" {
+		cfg.LocalAddr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(2+(i/agentsPerSourceIP)%250))}
+	}
+	return cfg
+}
+
+// agentsPerSourceIP keeps each loopback source address well inside the
+// default ephemeral port range (32768-60999), with room for TIME_WAIT.
+const agentsPerSourceIP = 5000
+
+// dialAgent connects machine agent m (index i) and logs it in once.
+func (e *env) dialAgent(ctx context.Context, i int, m machineCred) (*client.Conn, error) {
+	c, err := client.Dial(ctx, e.agentConfig(e.fix.model, i))
+	if err != nil {
+		return nil, &dialError{err}
+	}
+	if _, err := c.LoginAgent(ctx, m.Tag, m.Password, m.Nonce); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+type dialError struct{ err error }
+
+func (d *dialError) Error() string { return d.err.Error() }
+func (d *dialError) Unwrap() error { return d.err }
+
+// connectAgent dials and logs in, retrying with jittered backoff until it
+// succeeds or ctx ends, counting what it met in st.
+func (e *env) connectAgent(ctx context.Context, i int, m machineCred, st *connectStats) (*client.Conn, error) {
+	for attempt := 0; ; attempt++ {
+		c, err := e.dialAgent(ctx, i, m)
+		if err == nil {
+			return c, nil
+		}
+		var de *dialError
+		switch {
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case client.IsCode(err, params.CodeTryAgain):
+			st.tryAgain.Add(1)
+		case errors.As(err, &de), errors.Is(err, client.ErrConnClosed):
+			st.dialErr.Add(1)
+		default:
+			st.other(err)
+		}
+		if err := sleepCtx(ctx, backoff(attempt)); err != nil {
+			return nil, err
+		}
+	}
+}

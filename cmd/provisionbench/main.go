@@ -1,0 +1,366 @@
+// Command provisionbench is provisiond's load generator: simulated agents
+// drive a daemon through the real wire protocol (JSON RPC over a TLS
+// websocket) and it reports throughput, latency percentiles and memory,
+// each also as a ratio to a baseline measured in the same run.
+//
+//	provisionbench WORKLOAD [flags]
+//
+// Workloads:
+//
+//	rpc     N machine agents call Provisioner.Life / InstanceId on themselves in a closed loop
+//	watch   N agents hold K watchers each; a driver adds containers at R/s; latency from the
+//	        write being issued to Next returning, changes lost, spurious wake-ups
+//	write   W concurrent writers (SetInstanceStatus, UpdateApplicationsUnits)
+//	conns   N idle logged-in agents with 2 watchers each: daemon memory per connection
+//	storm   N agents with watchers; the daemon restarts; time until all are back
+//
+// By default the tool starts a daemon itself, on a temporary data dir, as a
+// child process (this binary re-executed, so the daemon's memory is its
+// own); --daemon inproc runs it in this process, --daemon-bin runs a
+// provisiond binary's "serve", and --credentials drives a running daemon.
+// See docs/performance.md.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"flag"
+
+	"provisiond/internal/daemon"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+const usageText = `usage: provisionbench WORKLOAD [flags]
+
+workloads:
+  rpc     N machine agents call Provisioner.Life / InstanceId on themselves in a closed loop
+  watch   N agents x K watchers; a driver adds containers at R/s; write-to-Next latency
+  write   W concurrent writers (SetInstanceStatus, UpdateApplicationsUnits)
+  conns   N idle logged-in agents with 2 watchers each: daemon memory per connection
+  storm   N agents with watchers; the daemon restarts; time until all are back
+
+Run "provisionbench WORKLOAD -h" for the flags.
+`
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usageText)
+		return 2
+	}
+	switch args[0] {
+	case childDaemonCmd:
+		return childDaemon(args[1:], stderr)
+	case childEchoCmd:
+		return childEcho(args[1:], stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usageText)
+		return 0
+	}
+	w, ok := workloads[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "provisionbench: unknown workload %q\n%s", args[0], usageText)
+		return 2
+	}
+	o, err := parseOptions(args[0], args[1:], stdout, stderr)
+	if err == flag.ErrHelp {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "provisionbench: %v\n", err)
+		return 2
+	}
+	if err := runWorkload(ctx, w, o); err != nil {
+		fmt.Fprintf(stderr, "provisionbench: %s: %v\n", args[0], err)
+		return 1
+	}
+	return 0
+}
+
+// options are the flags of every workload.
+type options struct {
+	workload string
+	stdout   io.Writer
+	stderr   io.Writer
+
+	json       bool
+	repeat     int
+	baseline   bool
+	duration   time.Duration
+	sizes      []int
+	watchers   int
+	rate       float64
+	op         string
+	settle     time.Duration
+	bufferSize int
+
+	credentials string
+	daemonPID   int
+	daemonMode  string
+	daemonBin   string
+	dataDir     string
+	cpuProfile  string
+	memProfile  string
+	caasApps    int
+
+	loginRateMax    int
+	loginRateRefill time.Duration
+	loginConcurrent int
+	setFlags        map[string]bool
+
+	progress *progress
+}
+
+// workload is one of the workloads: its default sizes, and run, which
+// measures one size once. baseline, if set, measures the same size's
+// baseline once.
+type workload struct {
+	sizeName string
+	sizes    string
+	describe func(o *options) map[string]any
+	prepare  func(ctx context.Context, e *env, maxSize int) error
+	run      func(ctx context.Context, e *env, size int) (*values, error)
+	baseline func(ctx context.Context, e *env, size int) (*values, error)
+	ratios   []ratio
+	notes    func(o *options) []string
+}
+
+var workloads = map[string]*workload{
+	"rpc":   rpcWorkload,
+	"watch": watchWorkload,
+	"write": writeWorkload,
+	"conns": connsWorkload,
+	"storm": stormWorkload,
+}
+
+func parseOptions(name string, args []string, stdout, stderr io.Writer) (*options, error) {
+	w := workloads[name]
+	o := &options{workload: name, stdout: stdout, stderr: stderr}
+	fs := flag.NewFlagSet("provisionbench "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	sizes := fs.String("n", w.sizes, "comma-separated sizes ("+w.sizeName+"); one column each")
+	fs.BoolVar(&o.json, "json", false, "print one JSON document instead of a table")
+	fs.IntVar(&o.repeat, "repeat", 1, "runs of each size; figures are medians")
+	fs.BoolVar(&o.baseline, "baseline", false, "measure the same-run baseline (echo, raw bbolt, idle connection memory) with each run")
+	fs.DurationVar(&o.duration, "duration", 10*time.Second, "measuring time of each run (rpc, watch, write)")
+	fs.IntVar(&o.watchers, "watchers", 10, "watchers per agent (watch)")
+	fs.Float64Var(&o.rate, "rate", 100, "changes per second the driver commits (watch)")
+	fs.StringVar(&o.op, "op", "mixed", "write operation: status (SetInstanceStatus), units (UpdateApplicationsUnits) or mixed")
+	fs.DurationVar(&o.settle, "settle", 2*time.Second, "wait before reading memory, and for late watcher events")
+	fs.IntVar(&o.bufferSize, "buffer", 4096, "websocket read and write buffer size of each simulated agent, bytes")
+	fs.StringVar(&o.credentials, "credentials", "", "drive the running daemon of this credentials.yaml instead of starting one")
+	fs.IntVar(&o.daemonPID, "daemon-pid", 0, "pid of the --credentials daemon, to read its memory from /proc (else its /metrics)")
+	fs.StringVar(&o.daemonMode, "daemon", modeChild, "how to start the daemon: child (a child process) or inproc (in this process)")
+	fs.StringVar(&o.daemonBin, "daemon-bin", "", "start this provisiond binary (\"serve\") as the daemon")
+	fs.StringVar(&o.dataDir, "data-dir", "", "data dir of a self-started daemon (default: a new temporary dir)")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write the daemon's CPU profile (inproc: this whole process) to this file")
+	fs.StringVar(&o.memProfile, "memprofile", "", "child daemon: write its heap profile to this file at each memory reading (conns)")
+	d := daemon.Default("")
+	fs.IntVar(&o.loginRateMax, "login-rate-max", d.LoginRateMax, "self-started daemon: agent login token bucket size")
+	fs.DurationVar(&o.loginRateRefill, "login-rate-refill", d.LoginRateRefill, "self-started daemon: time to earn one login token")
+	fs.IntVar(&o.loginConcurrent, "login-concurrent", d.LoginConcurrent, "self-started daemon: agent logins at once")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: provisionbench %s [flags]\n\nflags:\n", name)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	o.setFlags = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { o.setFlags[f.Name] = true })
+	for _, s := range strings.Split(*sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("-n: bad size %q", s)
+		}
+		o.sizes = append(o.sizes, n)
+	}
+	switch {
+	case o.repeat < 1:
+		return nil, fmt.Errorf("--repeat must be at least 1")
+	case o.duration <= 0:
+		return nil, fmt.Errorf("--duration must be positive")
+	case o.watchers < 1:
+		return nil, fmt.Errorf("--watchers must be at least 1")
+	case o.rate <= 0:
+		return nil, fmt.Errorf("--rate must be positive")
+	case o.op != "status" && o.op != "units" && o.op != "mixed":
+		return nil, fmt.Errorf("--op must be status, units or mixed")
+	case o.bufferSize < 256:
+		return nil, fmt.Errorf("--buffer must be at least 256")
+	}
+	if name == "write" && o.op != "status" {
+		o.caasApps = maxInt(o.sizes)
+	}
+	o.progress = newProgress(stderr)
+	return o, nil
+}
+
+func maxInt(xs []int) int {
+	m := 0
+	for _, x := range xs {
+		m = max(m, x)
+	}
+	return m
+}
+
+// daemonConfig applies the login limiter flags to an in-process daemon.
+func (o *options) daemonConfig(c *daemon.Config) {
+	c.LoginRateMax, c.LoginRateRefill, c.LoginConcurrent = o.loginRateMax, o.loginRateRefill, o.loginConcurrent
+}
+
+// daemonFlags are the limiter flags of a child daemon (only those given,
+// so a provisiond binary keeps its own defaults).
+func (o *options) daemonFlags() []string {
+	var out []string
+	if o.setFlags["login-rate-max"] {
+		out = append(out, "--login-rate-max", strconv.Itoa(o.loginRateMax))
+	}
+	if o.setFlags["login-rate-refill"] {
+		out = append(out, "--login-rate-refill", o.loginRateRefill.String())
+	}
+	if o.setFlags["login-concurrent"] {
+		out = append(out, "--login-concurrent", strconv.Itoa(o.loginConcurrent))
+	}
+	return out
+}
+
+type machineInfo struct {
+	Cores     int    `json:"cores"`
+	GoVersion string `json:"go-version"`
+	OS        string `json:"os"`
+}
+
+// env is what a workload runs with.
+type env struct {
+	o       *options
+	t       *target
+	fix     *fixture
+	echoSrv *echoServer
+}
+
+func runWorkload(ctx context.Context, w *workload, o *options) error {
+	raiseFileLimit(o)
+	if o.cpuProfile != "" && o.daemonMode == modeInproc && o.credentials == "" && o.daemonBin == "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	o.progress.set("starting the daemon")
+	t, err := startTarget(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer t.close()
+	e := &env{o: o, t: t, fix: newFixture(t, o)}
+	defer e.fix.close()
+	defer func() {
+		if e.echoSrv != nil {
+			e.echoSrv.close()
+		}
+	}()
+	rep := &Report{
+		Workload: o.workload, Started: time.Now().UTC(), Daemon: t.describe(), Repeat: o.repeat,
+		SizeName: w.sizeName, Parameters: w.describe(o),
+		Machine: machineInfo{Cores: runtime.NumCPU(), GoVersion: runtime.Version(), OS: runtime.GOOS + "/" + runtime.GOARCH},
+	}
+	if w.prepare != nil {
+		if err := w.prepare(ctx, e, maxInt(o.sizes)); err != nil {
+			return err
+		}
+	}
+	for _, size := range o.sizes {
+		var runs, bases []*values
+		for r := range o.repeat {
+			o.progress.set(fmt.Sprintf("%s %d %s: run %d of %d", o.workload, size, w.sizeName, r+1, o.repeat))
+			v, err := w.run(ctx, e, size)
+			if err != nil {
+				return fmt.Errorf("%d %s: %w", size, w.sizeName, err)
+			}
+			runs = append(runs, v)
+			if o.baseline && w.baseline != nil {
+				o.progress.set(fmt.Sprintf("%s %d %s: baseline %d of %d", o.workload, size, w.sizeName, r+1, o.repeat))
+				b, err := w.baseline(ctx, e, size)
+				if err != nil {
+					return fmt.Errorf("baseline at %d %s: %w", size, w.sizeName, err)
+				}
+				bases = append(bases, b)
+			}
+		}
+		rep.Sizes = append(rep.Sizes, collect(size, runs, bases, w.ratios))
+	}
+	if w.notes != nil {
+		rep.Notes = w.notes(o)
+	}
+	o.progress.done()
+	if o.json {
+		return rep.writeJSON(o.stdout)
+	}
+	rep.writeTable(o.stdout)
+	return nil
+}
+
+func (t *target) describe() string {
+	switch t.mode {
+	case modeExternal:
+		return "external " + t.addr
+	case modeBin:
+		return "provisiond binary, child process"
+	case modeInproc:
+		return "in this process"
+	default:
+		return "child process"
+	}
+}
+
+// raiseFileLimit raises RLIMIT_NOFILE to its hard limit: every simulated
+// agent is a socket in this process (and in an in-process daemon).
+func raiseFileLimit(o *options) {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return
+	}
+	if lim.Cur < lim.Max {
+		lim.Cur = lim.Max
+		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
+	}
+	need := uint64(maxInt(o.sizes))*2 + 1024
+	if lim.Cur < need {
+		fmt.Fprintf(o.stderr, "provisionbench: warning: open file limit %d is below the %d this run may need (raise the hard limit: ulimit -Hn)\n", lim.Cur, need)
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

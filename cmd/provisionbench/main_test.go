@@ -1,0 +1,162 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestMain lets the test binary serve as the child daemon and echo server
+// (the tool re-executes itself for them).
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && (os.Args[1] == childDaemonCmd || os.Args[1] == childEchoCmd) {
+		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// runJSON runs the tool with --json and decodes its report.
+func runJSON(t *testing.T, args ...string) *Report {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts daemons")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	if code := run(ctx, append(args, "--json"), &stdout, &stderr); code != 0 {
+		t.Fatalf("provisionbench %s: exit %d\n%s", strings.Join(args, " "), code, stderr.String())
+	}
+	var rep Report
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("output is not one JSON document: %v\n%s", err, stdout.String())
+	}
+	return &rep
+}
+
+// figure returns the median of metric name at size, failing when absent.
+func figure(t *testing.T, rep *Report, size int, name string) float64 {
+	t.Helper()
+	for _, s := range rep.Sizes {
+		if s.Size != size {
+			continue
+		}
+		if m := s.metric(name); m != nil {
+			return m.Median
+		}
+	}
+	t.Fatalf("%s: no figure %q at size %d in %+v", rep.Workload, name, size, rep.Sizes)
+	return 0
+}
+
+// The workloads at small sizes: they run, report every figure and meet
+// the correctness conditions (nothing lost, no failed call). No timing is
+// asserted: the machine running the tests is noisy.
+
+func TestRPC(t *testing.T) {
+	rep := runJSON(t, "rpc", "-n", "1,3", "--duration", "300ms", "--baseline", "--daemon", "inproc", "--repeat", "2")
+	for _, n := range []int{1, 3} {
+		if figure(t, rep, n, "calls/s") <= 0 || figure(t, rep, n, "echo calls/s") <= 0 {
+			t.Errorf("no calls at %d agents", n)
+		}
+		if e := figure(t, rep, n, "errors"); e != 0 {
+			t.Errorf("%v errors at %d agents", e, n)
+		}
+		figure(t, rep, n, "calls/s vs echo")
+		figure(t, rep, n, "p99 latency")
+	}
+	if rep.Repeat != 2 || len(rep.Sizes[0].Metrics[0].Runs) != 2 {
+		t.Errorf("repeat: %+v", rep.Sizes[0].Metrics[0])
+	}
+}
+
+func TestWatch(t *testing.T) {
+	rep := runJSON(t, "watch", "-n", "4", "--watchers", "3", "--rate", "20", "--duration", "1s", "--daemon", "inproc")
+	if d := figure(t, rep, 4, "deliveries"); d <= 0 {
+		t.Errorf("no deliveries")
+	}
+	for _, name := range []string{"lost", "failed writes", "duplicates"} {
+		if v := figure(t, rep, 4, name); v != 0 {
+			t.Errorf("%s = %v", name, v)
+		}
+	}
+	figure(t, rep, 4, "spurious wake-ups")
+	figure(t, rep, 4, "p99 latency")
+}
+
+func TestWrite(t *testing.T) {
+	rep := runJSON(t, "write", "-n", "1,4", "--duration", "300ms", "--baseline", "--daemon", "inproc")
+	for _, n := range []int{1, 4} {
+		if figure(t, rep, n, "writes/s") <= 0 || figure(t, rep, n, "raw serial commits/s") <= 0 ||
+			figure(t, rep, n, "raw Batch commits/s") <= 0 {
+			t.Errorf("no writes at %d writers", n)
+		}
+		if e := figure(t, rep, n, "errors"); e != 0 {
+			t.Errorf("%v errors at %d writers", e, n)
+		}
+		figure(t, rep, n, "writes/s vs raw Batch")
+	}
+}
+
+// TestConns runs the daemon and the echo server as child processes (this
+// test binary, see TestMain), as the tool does by default.
+func TestConns(t *testing.T) {
+	rep := runJSON(t, "conns", "-n", "4", "--settle", "100ms", "--baseline")
+	if figure(t, rep, 4, "daemon RSS after") <= 0 {
+		t.Error("no daemon memory")
+	}
+	figure(t, rep, 4, "daemon KiB/agent")
+	figure(t, rep, 4, "idle conn KiB/conn")
+}
+
+func TestStorm(t *testing.T) {
+	for _, mode := range []string{modeChild, modeInproc} {
+		rep := runJSON(t, "storm", "-n", "4", "--daemon", mode)
+		if v := figure(t, rep, 4, "other errors"); v != 0 {
+			t.Errorf("%s: %v errors other than try again", mode, v)
+		}
+		if figure(t, rep, 4, "all back") <= 0 {
+			t.Errorf("%s: no reconnection time", mode)
+		}
+	}
+}
+
+func TestBadFlags(t *testing.T) {
+	for _, args := range [][]string{{}, {"nope"}, {"rpc", "-n", "0"}, {"write", "--op", "x"}, {"rpc", "extra"}} {
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), args, &out, &errb); code != 2 {
+			t.Errorf("%q: exit %d, want 2 (%s)", args, code, errb.String())
+		}
+	}
+}
+
+func TestScrapeMetric(t *testing.T) {
+	in := "# HELP x\nprovisiond_commit_batch_size_sum 12\nprovisiond_commit_batch_size_count 3\n" +
+		"provisiond_requests_total{facade=\"A\",method=\"B\",code=\"\"} 2\nprovisiond_requests_total{facade=\"C\"} 5\n"
+	for name, want := range map[string]float64{"provisiond_commit_batch_size_sum": 12, "provisiond_requests_total": 7} {
+		got, err := scrapeMetric(strings.NewReader(in), name)
+		if err != nil || got != want {
+			t.Errorf("%s = %v, %v; want %v", name, got, err, want)
+		}
+	}
+	if _, err := scrapeMetric(strings.NewReader(in), "provisiond_nope"); err == nil {
+		t.Error("missing metric: want an error")
+	}
+}
+
+func TestPercentileMedian(t *testing.T) {
+	ds := []time.Duration{5, 1, 4, 2, 3}
+	if p := percentile(ds, 50); p != 3 {
+		t.Errorf("p50 = %v", p)
+	}
+	if p := percentile(ds, 99); p != 5 {
+		t.Errorf("p99 = %v", p)
+	}
+	if m := median([]float64{4, 1, 3, 2}); m != 2.5 {
+		t.Errorf("median = %v", m)
+	}
+}

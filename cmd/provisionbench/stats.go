@@ -1,0 +1,276 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// latencies collects durations from many goroutines.
+type latencies struct {
+	mu sync.Mutex
+	ds []time.Duration
+}
+
+func (l *latencies) add(d time.Duration) {
+	l.mu.Lock()
+	l.ds = append(l.ds, d)
+	l.mu.Unlock()
+}
+
+func (l *latencies) addAll(ds []time.Duration) {
+	l.mu.Lock()
+	l.ds = append(l.ds, ds...)
+	l.mu.Unlock()
+}
+
+func (l *latencies) snapshot() []time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.ds)
+}
+
+// percentile returns the p-th percentile (0..100) of ds by nearest rank;
+// ds is sorted in place.
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	slices.Sort(ds)
+	i := int(math.Ceil(p/100*float64(len(ds)))) - 1
+	return ds[max(0, min(i, len(ds)-1))]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// values are the named figures of one run, in the order they were set.
+type values struct {
+	order []string
+	m     map[string]float64
+	unit  map[string]string
+}
+
+func newValues() *values {
+	return &values{m: map[string]float64{}, unit: map[string]string{}}
+}
+
+func (v *values) set(name, unit string, x float64) {
+	if _, ok := v.m[name]; !ok {
+		v.order = append(v.order, name)
+	}
+	v.m[name] = x
+	v.unit[name] = unit
+}
+
+// Metric is one figure at one size: every run's value and their median.
+type Metric struct {
+	Name   string    `json:"name"`
+	Unit   string    `json:"unit,omitempty"`
+	Median float64   `json:"median"`
+	Runs   []float64 `json:"runs"`
+	// Baseline marks a figure of the same-run baseline rather than of
+	// provisiond; Ratio marks a ratio of two medians.
+	Baseline bool `json:"baseline,omitempty"`
+	Ratio    bool `json:"ratio,omitempty"`
+}
+
+// SizeResult is a workload's figures at one size (agents or writers).
+type SizeResult struct {
+	Size    int       `json:"size"`
+	Metrics []*Metric `json:"metrics"`
+}
+
+func (s *SizeResult) metric(name string) *Metric {
+	for _, m := range s.Metrics {
+		if m.Name == name {
+			return m
+		}
+	}
+	return nil
+}
+
+// ratio is a figure computed from two medians of the same size.
+type ratio struct {
+	name, num, den string
+}
+
+// collect turns the runs of one size into metrics: medians of every
+// figure, then the ratios whose two figures exist.
+func collect(size int, runs []*values, baseRuns []*values, ratios []ratio) SizeResult {
+	res := SizeResult{Size: size}
+	add := func(rs []*values, baseline bool) {
+		if len(rs) == 0 {
+			return
+		}
+		for _, name := range rs[0].order {
+			m := &Metric{Name: name, Unit: rs[0].unit[name], Baseline: baseline}
+			for _, r := range rs {
+				if x, ok := r.m[name]; ok {
+					m.Runs = append(m.Runs, x)
+				}
+			}
+			m.Median = median(m.Runs)
+			res.Metrics = append(res.Metrics, m)
+		}
+	}
+	add(runs, false)
+	add(baseRuns, true)
+	for _, r := range ratios {
+		n, d := res.metric(r.num), res.metric(r.den)
+		if n == nil || d == nil || d.Median == 0 {
+			continue
+		}
+		res.Metrics = append(res.Metrics, &Metric{Name: r.name, Median: n.Median / d.Median, Ratio: true})
+	}
+	return res
+}
+
+// Report is the one JSON document a workload prints with --json.
+type Report struct {
+	Workload   string         `json:"workload"`
+	Started    time.Time      `json:"started"`
+	Daemon     string         `json:"daemon"`
+	Repeat     int            `json:"repeat"`
+	SizeName   string         `json:"size-name"`
+	Parameters map[string]any `json:"parameters"`
+	Machine    machineInfo    `json:"machine"`
+	Sizes      []SizeResult   `json:"sizes"`
+	Notes      []string       `json:"notes,omitempty"`
+}
+
+func (r *Report) writeJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(sanitize(r))
+}
+
+// sanitize replaces NaN and infinities, which JSON cannot carry, by 0.
+func sanitize(r *Report) *Report {
+	fix := func(x float64) float64 {
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return 0
+		}
+		return x
+	}
+	for _, s := range r.Sizes {
+		for _, m := range s.Metrics {
+			m.Median = fix(m.Median)
+			for i := range m.Runs {
+				m.Runs[i] = fix(m.Runs[i])
+			}
+		}
+	}
+	return r
+}
+
+// writeTable prints the report as a table: one row per figure, one column
+// per size, medians of the runs.
+func (r *Report) writeTable(w io.Writer) {
+	fmt.Fprintf(w, "%s: %s; daemon %s; median of %d run(s); %d cores, %s\n",
+		r.Workload, describeParams(r.Parameters), r.Daemon, r.Repeat, r.Machine.Cores, r.Machine.GoVersion)
+	var names []string
+	seen := map[string]bool{}
+	labels := map[string]string{}
+	for _, s := range r.Sizes {
+		for _, m := range s.Metrics {
+			if !seen[m.Name] {
+				seen[m.Name] = true
+				names = append(names, m.Name)
+				label := m.Name
+				switch {
+				case m.Baseline:
+					label = "baseline: " + label
+				case m.Ratio:
+					label = "ratio: " + label
+				}
+				if m.Unit != "" {
+					label += " (" + m.Unit + ")"
+				}
+				labels[m.Name] = label
+			}
+		}
+	}
+	rows := [][]string{{r.SizeName}}
+	for _, s := range r.Sizes {
+		rows[0] = append(rows[0], fmt.Sprint(s.Size))
+	}
+	for _, n := range names {
+		row := []string{labels[n]}
+		for _, s := range r.Sizes {
+			if m := s.metric(n); m != nil {
+				row = append(row, formatNum(m.Median))
+			} else {
+				row = append(row, "-")
+			}
+		}
+		rows = append(rows, row)
+	}
+	widths := make([]int, len(rows[0]))
+	for _, row := range rows {
+		for i, c := range row {
+			widths[i] = max(widths[i], len(c))
+		}
+	}
+	for ri, row := range rows {
+		var b strings.Builder
+		for i, c := range row {
+			if i == 0 {
+				fmt.Fprintf(&b, "%-*s", widths[i], c)
+			} else {
+				fmt.Fprintf(&b, "  %*s", widths[i], c)
+			}
+		}
+		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
+		if ri == 0 {
+			fmt.Fprintln(w, strings.Repeat("-", len(strings.TrimRight(b.String(), " "))))
+		}
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintln(w, "note:", n)
+	}
+}
+
+func describeParams(p map[string]any) string {
+	keys := make([]string, 0, len(p))
+	for k := range p {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s=%v", k, p[k]))
+	}
+	return strings.Join(parts, " ")
+}
+
+func formatNum(x float64) string {
+	switch {
+	case math.IsNaN(x):
+		return "-"
+	case x == math.Trunc(x) && math.Abs(x) < 1e12:
+		return fmt.Sprintf("%.0f", x)
+	case math.Abs(x) >= 100:
+		return fmt.Sprintf("%.0f", x)
+	case math.Abs(x) >= 10:
+		return fmt.Sprintf("%.1f", x)
+	default:
+		return fmt.Sprintf("%.3g", x)
+	}
+}

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+var stormWorkload = &workload{
+	sizeName: "agents",
+	sizes:    "100,1000,10000",
+	describe: func(o *options) map[string]any {
+		return map[string]any{"watchers-per-agent": 2, "restart": "SIGTERM (graceful), then start on the same data dir",
+			"backoff": "full jitter, 100 ms x 2^attempt, at most 5 s", "login-rate": fmt.Sprintf("%d burst, 1 per %s", o.loginRateMax, o.loginRateRefill)}
+	},
+	prepare: func(ctx context.Context, e *env, n int) error {
+		if e.t.mode == modeExternal {
+			return fmt.Errorf("storm restarts the daemon: let the tool start it (no --credentials)")
+		}
+		_, err := e.fix.ensureMachines(ctx, n)
+		return err
+	},
+	run: runStorm,
+	notes: func(*options) []string {
+		return []string{
+			"all back: from the restart beginning until every agent is logged in again with both watchers (target: 10,000 agents within 60 s, no error but try again)",
+			"connection errors are dials refused or cut while the daemon is down; other errors must be 0",
+		}
+	},
+}
+
+func runStorm(ctx context.Context, e *env, n int) (*values, error) {
+	ms, err := e.fix.ensureMachines(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	var first connectStats
+	ss, err := e.connectSessions(ctx, ms, &first)
+	if err != nil {
+		return nil, err
+	}
+	// Each agent waits for its connection to end, then reconnects with
+	// backoff and watches again.
+	var (
+		restartAt atomic.Pointer[time.Time]
+		back      atomic.Int64
+		lat       latencies
+		mu        sync.Mutex
+		current   = ss
+		wg        sync.WaitGroup
+	)
+	actx, cancel := context.WithCancel(ctx)
+	defer func() {
+		cancel()
+		wg.Wait()
+		mu.Lock()
+		closeSessions(current)
+		mu.Unlock()
+	}()
+	var st connectStats
+	for i := range ss {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			mu.Lock()
+			s := current[i]
+			mu.Unlock()
+			select {
+			case <-s.c.Done():
+			case <-actx.Done():
+				return
+			}
+			for attempt := 0; ; attempt++ {
+				c, err := e.connectAgent(actx, i, ms[i], &st)
+				if err != nil {
+					return // cancelled
+				}
+				ns, err := startSession(actx, c, ms[i])
+				if err != nil {
+					c.Close()
+					if actx.Err() != nil {
+						return
+					}
+					st.other(err)
+					if sleepCtx(actx, backoff(attempt)) != nil {
+						return
+					}
+					continue
+				}
+				mu.Lock()
+				current[i] = ns
+				mu.Unlock()
+				if t0 := restartAt.Load(); t0 != nil {
+					lat.add(time.Since(*t0))
+				}
+				back.Add(1)
+				return
+			}
+		}()
+	}
+	e.o.progress.setWith(fmt.Sprintf("storm: restarting the daemon under %d agents", n), func() string {
+		return fmt.Sprintf("back %d/%d (try again %d, connection errors %d, other %d)",
+			back.Load(), n, st.tryAgain.Load(), st.dialErr.Load(), st.otherErr.Load())
+	})
+	t0 := time.Now()
+	restartAt.Store(&t0)
+	if err := e.t.restart(ctx); err != nil {
+		return nil, err
+	}
+	ready := time.Since(t0)
+	timeout := time.After(10 * time.Minute)
+	for back.Load() < int64(n) {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-timeout:
+			return nil, fmt.Errorf("only %d of %d agents back after 10 minutes", back.Load(), n)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	all := time.Since(t0)
+	ds := lat.snapshot()
+	v := newValues()
+	v.set("daemon restart", "s", ready.Seconds())
+	v.set("all back", "s", all.Seconds())
+	v.set("all back after ready", "s", (all - ready).Seconds())
+	v.set("agent back p50", "s", percentile(ds, 50).Seconds())
+	v.set("agent back p99", "s", percentile(ds, 99).Seconds())
+	v.set("logins/s after ready", "", float64(n)/max(all-ready, time.Millisecond).Seconds())
+	v.set("try again", "", float64(st.tryAgain.Load()))
+	v.set("connection errors", "", float64(st.dialErr.Load()))
+	v.set("other errors", "", float64(st.otherErr.Load()))
+	if p := st.lastOther.Load(); p != nil {
+		fmt.Fprintf(e.o.stderr, "provisionbench: storm: last other error: %s\n", *p)
+	}
+	return v, nil
+}

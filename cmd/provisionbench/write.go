@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"provisiond/rpc/client"
+	"provisiond/rpc/params"
+	"provisiond/state/db"
+)
+
+var writeWorkload = &workload{
+	sizeName: "writers",
+	sizes:    "1,64,256",
+	describe: func(o *options) map[string]any {
+		return map[string]any{"op": o.op, "duration": o.duration.String()}
+	},
+	prepare: func(ctx context.Context, e *env, n int) error {
+		if e.o.op != "units" {
+			if _, err := e.fix.ensureMachines(ctx, n); err != nil {
+				return err
+			}
+		}
+		if e.o.op != "status" && e.t.caasModel == "" {
+			return fmt.Errorf("--op %s needs CAAS applications, which only a daemon this tool starts is seeded with (use --op status with --credentials or --daemon-bin)", e.o.op)
+		}
+		return nil
+	},
+	run:      runWrite,
+	baseline: runWriteBaseline,
+	ratios: []ratio{
+		{"writes/s vs raw serial", "writes/s", "raw serial commits/s"},
+		{"writes/s vs raw Batch", "writes/s", "raw Batch commits/s"},
+	},
+	notes: func(*options) []string {
+		return []string{
+			"every write is answered after its commit is on disk (fsync); commits and writes/commit from the daemon's /metrics",
+			"baseline: raw bbolt on the same file system, one put per transaction: serial Update (1 writer), Batch with the same number of writers",
+			"targets: 1 writer >= 90% of raw serial; 64 and 256 writers above raw Batch and above etcd's durable puts (about 6,300/s at 64, 7,100/s at 256)",
+		}
+	},
+}
+
+// writer is one writer's connection and its write.
+type writer struct {
+	c     *client.Conn
+	write func(ctx context.Context, k int) error
+}
+
+func (e *env) writers(ctx context.Context, n int) ([]writer, error) {
+	var ms []machineCred
+	if e.o.op != "units" {
+		var err error
+		if ms, err = e.fix.ensureMachines(ctx, n); err != nil {
+			return nil, err
+		}
+	}
+	ws := make([]writer, n)
+	var st connectStats
+	err := parallel(ctx, n, 64, func(ctx context.Context, i int) error {
+		op := e.o.op
+		if op == "mixed" {
+			op = []string{"status", "units"}[i%2]
+		}
+		if op == "status" {
+			c, err := e.connectAgent(ctx, i, ms[i], &st)
+			if err != nil {
+				return err
+			}
+			args := func(k int) params.SetStatus {
+				return params.SetStatus{Entities: []params.EntityStatusArgs{{
+					Tag: ms[i].Tag, Status: "running", Info: "bench " + strconv.Itoa(k),
+				}}}
+			}
+			ws[i] = writer{c: c, write: func(ctx context.Context, k int) error {
+				var res params.ErrorResults
+				if err := c.Call(ctx, "Provisioner", 11, "", "SetInstanceStatus", args(k), &res); err != nil {
+					return err
+				}
+				if len(res.Results) != 1 || res.Results[0].Error != nil {
+					return fmt.Errorf("SetInstanceStatus: %+v", res.Results)
+				}
+				return nil
+			}}
+			return nil
+		}
+		c, err := e.t.dialController(ctx, e.t.caasModel)
+		if err != nil {
+			return err
+		}
+		c.StartPinger(time.Minute)
+		app := benchApp(i)
+		ws[i] = writer{c: c, write: func(ctx context.Context, k int) error {
+			args := params.UpdateApplicationUnitArgs{Args: []params.UpdateApplicationUnits{{
+				ApplicationTag: "application-" + app,
+				Units: []params.ApplicationUnitParams{{
+					ProviderId: app + "-pod-0", Address: "10.0.0.1", Ports: []string{"80"},
+					Status: "running", Info: "bench " + strconv.Itoa(k),
+				}},
+			}}}
+			var res params.UpdateApplicationUnitResults
+			if err := c.Call(ctx, "CAASUnitProvisioner", 2, "", "UpdateApplicationsUnits", args, &res); err != nil {
+				return err
+			}
+			if len(res.Results) != 1 || res.Results[0].Error != nil {
+				return fmt.Errorf("UpdateApplicationsUnits: %+v", res.Results)
+			}
+			return nil
+		}}
+		return nil
+	})
+	if err != nil {
+		for _, w := range ws {
+			if w.c != nil {
+				w.c.Close()
+			}
+		}
+		return nil, err
+	}
+	return ws, nil
+}
+
+func runWrite(ctx context.Context, e *env, n int) (*values, error) {
+	e.o.progress.set(fmt.Sprintf("write: connecting %d writers", n))
+	ws, err := e.writers(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		conns := make([]*client.Conn, len(ws))
+		for i, w := range ws {
+			conns[i] = w.c
+		}
+		closeAll(conns)
+	}()
+	// The first write of each writer may create its unit: not measured.
+	for _, w := range ws {
+		if err := w.write(ctx, -1); err != nil {
+			return nil, err
+		}
+	}
+	e.o.progress.set(fmt.Sprintf("write: %d writers", n))
+	commits0, _ := e.t.scrape("provisiond_commit_duration_seconds_count")
+	fns0, _ := e.t.scrape("provisiond_commit_batch_size_sum")
+	r := closedLoop(ctx, n, warmup(e.o.duration), e.o.duration, func(ctx context.Context, i, k int) error {
+		return ws[i].write(ctx, k)
+	})
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	commits1, err1 := e.t.scrape("provisiond_commit_duration_seconds_count")
+	fns1, err2 := e.t.scrape("provisiond_commit_batch_size_sum")
+	v := newValues()
+	v.set("writes/s", "", float64(r.calls)/r.elapsed.Seconds())
+	v.set("p50 latency", "ms", ms(percentile(r.lat, 50)))
+	v.set("p99 latency", "ms", ms(percentile(r.lat, 99)))
+	v.set("errors", "", float64(r.errors))
+	if err1 == nil && err2 == nil && commits1 > commits0 {
+		// Over warm-up and measurement both: the shape, not the rate.
+		v.set("writes per commit", "", (fns1-fns0)/(commits1-commits0))
+	}
+	return v, nil
+}
+
+// runWriteBaseline measures raw bbolt commits on the file system of the
+// daemon's data dir: serial (1 writer, Update) and Batch (n writers).
+func runWriteBaseline(ctx context.Context, e *env, n int) (*values, error) {
+	parent := os.TempDir()
+	if e.t.dataDir != "" {
+		parent = filepath.Dir(e.t.dataDir)
+	}
+	dir, err := os.MkdirTemp(parent, "provisionbench-raw-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	v := newValues()
+	const valueSize = 512 // about a machine status record
+	serial, err := db.RawCommitBench(filepath.Join(dir, "serial.db"), 1, false, valueSize, e.o.duration)
+	if err != nil {
+		return nil, err
+	}
+	v.set("raw serial commits/s", "", serial.PerSecond())
+	v.set("raw serial p50", "ms", ms(percentile(serial.Latencies, 50)))
+	batch, err := db.RawCommitBench(filepath.Join(dir, "batch.db"), n, true, valueSize, e.o.duration)
+	if err != nil {
+		return nil, err
+	}
+	v.set("raw Batch commits/s", "", batch.PerSecond())
+	v.set("raw Batch p99", "ms", ms(percentile(batch.Latencies, 99)))
+	return v, ctx.Err()
+}
