@@ -103,8 +103,9 @@ func TestCrashRecovery(t *testing.T) {
 // acknowledged write within a bounded number of cycles: with a 50ms wait
 // between the answer and the commit, and with none at all (the window is
 // then just the commit itself). Measured: the first is caught in the first
-// or second cycle; the second within 1 to 9 cycles (half of the runs in
-// the first), so 10 and 60 leave no room for a flake.
+// or second cycle; the second within 1 to 9 cycles before the machine
+// adder and CAAS writers came, 2 to 12 since (7 runs), so 10 and 60 leave
+// no room for a flake.
 func TestHarnessCatchesPlantedBug(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and kills the daemon binary")
