@@ -85,6 +85,16 @@ func TestCrashRecovery(t *testing.T) {
 	if res.Acked < cycles {
 		t.Fatalf("only %d writes acknowledged in %d cycles", res.Acked, cycles)
 	}
+	// Every writer got writes through, and machines the API added went
+	// through their whole life.
+	for _, w := range []string{"admin-models", "admin-config", "admin-machines", "agent", "caas"} {
+		if res.AckedBy[w] == 0 {
+			t.Errorf("writer %s: no write acknowledged (%s)", w, res.Summary())
+		}
+	}
+	if res.MachinesRemoved == 0 {
+		t.Errorf("no machine added through the API was removed (%s)", res.Summary())
+	}
 }
 
 // TestHarnessCatchesPlantedBug runs the harness against a daemon built with
@@ -93,8 +103,9 @@ func TestCrashRecovery(t *testing.T) {
 // acknowledged write within a bounded number of cycles: with a 50ms wait
 // between the answer and the commit, and with none at all (the window is
 // then just the commit itself). Measured: the first is caught in the first
-// or second cycle; the second within 1 to 9 cycles (half of the runs in
-// the first), so 10 and 60 leave no room for a flake.
+// or second cycle; the second within 1 to 9 cycles before the machine
+// adder and CAAS writers came, 2 to 12 since (7 runs), so 10 and 60 leave
+// no room for a flake.
 func TestHarnessCatchesPlantedBug(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and kills the daemon binary")
@@ -111,7 +122,8 @@ func TestHarnessCatchesPlantedBug(t *testing.T) {
 			defer cancel()
 			res, err := crashtest.Run(ctx, crashtest.Config{
 				Binary: bin, DataDir: filepath.Join(t.TempDir(), "data"), Cycles: tc.maxCycles, Seed: seed,
-				Env: []string{"PROVISIOND_CRASHBUG_DELAY=" + tc.delay}, Logf: logf(t),
+				Env:      []string{"PROVISIOND_CRASHBUG_DELAY=" + tc.delay},
+				SetupEnv: []string{"PROVISIOND_CRASHBUG_DELAY=off"}, Logf: logf(t),
 			})
 			var v *crashtest.Violation
 			if !errors.As(err, &v) {

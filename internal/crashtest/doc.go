@@ -20,20 +20,28 @@
 //     model config.
 //
 // The workload, per cycle: an admin adding and removing models
-// (ModelAdmin.AddModel/RemoveModel) and one setting model config keys
-// (ModelAdmin.SetModelConfig); several controller agent connections
-// (Provisioner v11) setting machine and instance statuses (SetStatus,
-// SetInstanceStatus) and agent passwords (SetPasswords) of provisioned
-// machines, and taking fresh machines through their life
-// (SetInstanceInfo, EnsureDead, Remove). There is no API to add machines
-// yet, so the harness adds them with state.Open while the daemon is
-// stopped; units have no write API yet either.
+// (ModelAdmin.AddModel/RemoveModel), one setting model config keys
+// (ModelAdmin.SetModelConfig) and one adding machines to the controller
+// model (ModelAdmin.AddMachines, one or two a call); several controller
+// agent connections (Provisioner v11) setting machine and instance
+// statuses (SetStatus, SetInstanceStatus) and agent passwords
+// (SetPasswords) of provisioned machines, and taking the machines the
+// admin added through their life (SetInstanceInfo, EnsureDead, Remove),
+// handed over as soon as their AddMachines was acknowledged; and one
+// controller agent connection per application of a CAAS model reporting
+// its pods (CAASUnitProvisioner v2 UpdateApplicationsUnits: scale,
+// operator status, a changing set of pods with provider ids, addresses
+// and statuses). Everything is made through the API: the setup start adds
+// the provisioned machines, the CAAS model and its applications.
 //
 // Every value the workload writes is tracked in a register (one per model
-// slot, config key, machine status, password and machine life), each
+// slot, config key, machine status, password, machine life and CAAS
+// application: its scale, operator status and pods), each
 // written by exactly one writer goroutine, one call at a time. So after a
 // kill a register holds either its last acknowledged value or the one
-// value in flight; anything else is a lost (or invented) write.
+// value in flight; anything else is a lost (or invented) write. A machine
+// acknowledged by AddMachines must be there; a machine no register names
+// must be one of those the AddMachines call in flight asked for.
 //
 // Run returns a *Violation for a durability or consistency failure and an
 // ordinary error when the harness itself could not do its job. The

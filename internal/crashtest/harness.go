@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,6 +16,7 @@ import (
 
 	"provisiond/internal/daemon"
 	"provisiond/rpc/client"
+	"provisiond/rpc/params"
 	"provisiond/state"
 )
 
@@ -35,10 +38,19 @@ type Config struct {
 	// none).
 	EarlyKillPercent int
 	// AgentWriters is the number of controller agent connections writing
-	// machines (default 3); two admin connections write models and config.
+	// machines (default 3); three admin connections write models, config
+	// and add machines.
 	AgentWriters int
+	// CAASWriters is the number of controller agent connections to a
+	// CAAS model reporting the pods of an application each (default 2).
+	CAASWriters int
 	// Env is added to the daemon's environment.
 	Env []string
+	// SetupEnv, if not nil, is added instead of Env for the first start,
+	// which makes through the API what the workload writes to. That start
+	// is not under test (no kill); the planted-bug test turns the bug off
+	// for it.
+	SetupEnv []string
 	// Logf, if set, gets a line per cycle.
 	Logf func(format string, args ...any)
 }
@@ -48,12 +60,19 @@ type Result struct {
 	Cycles     int // cycles completed (verified)
 	EarlyKills int // of them, kills while the daemon started
 	Acked      int // writes acknowledged (all found after their kill)
-	InFlight   int // writes in flight at a kill (either outcome is right)
+	// AckedBy splits Acked by writer: "admin-models", "admin-config",
+	// "admin-machines" (AddMachines calls), "agent" (Provisioner calls of
+	// the agent writers), "caas" (UpdateApplicationsUnits calls).
+	AckedBy  map[string]int
+	InFlight int // writes in flight at a kill (either outcome is right)
 	// InFlightLanded counts those of them that were on disk after the kill.
 	InFlightLanded int
 	Refusals       int
-	Revision       uint64 // on disk after the last cycle
-	Elapsed        time.Duration
+	// MachinesAdded counts the machines found after a kill that the
+	// workload added (AddMachines); MachinesRemoved those it removed.
+	MachinesAdded, MachinesRemoved int
+	Revision                       uint64 // on disk after the last cycle
+	Elapsed                        time.Duration
 }
 
 // harness is the state of one Run.
@@ -62,9 +81,20 @@ type harness struct {
 	creds   *daemon.Credentials
 	regs    []*register
 	writers []*writer
+	adder   *writer
 	seq     atomic.Uint64
 	res     Result
 	rng     *rand.Rand
+	// caasModel is the UUID of the CAAS model ("crash-k8s").
+	caasModel string
+	// machines are the ids of the controller model's top-level machines
+	// that are no register's (the controller's own): with the registers'
+	// machines, every machine there may be.
+	machines []string
+	// spare are machines the adder added that no agent writer has taken
+	// yet; fresh is the channel that hands them over during a cycle.
+	spare []*register
+	fresh chan *register
 }
 
 func (h *harness) dbPath() string { return filepath.Join(h.cfg.DataDir, daemon.DBFile) }
@@ -80,11 +110,13 @@ func (h *harness) clientConfig(addr, model string) client.Config {
 }
 
 // dial connects and logs in: as the admin user on the default model, or
-// as the controller agent on the controller model.
-func (h *harness) dial(ctx context.Context, addr string, admin bool) (*client.Conn, error) {
-	model := h.creds.ControllerModelUUID
-	if admin {
+// as the controller agent on model (the controller model if "").
+func (h *harness) dial(ctx context.Context, addr string, admin bool, model string) (*client.Conn, error) {
+	switch {
+	case admin:
 		model = h.creds.DefaultModelUUID
+	case model == "":
+		model = h.creds.ControllerModelUUID
 	}
 	c, err := client.Dial(ctx, h.clientConfig(addr, model))
 	if err != nil {
@@ -129,7 +161,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if cfg.AgentWriters <= 0 {
 		cfg.AgentWriters = 3
 	}
-	h := &harness{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0))}
+	if cfg.CAASWriters <= 0 {
+		cfg.CAASWriters = 2
+	}
+	h := &harness{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0)), res: Result{AckedBy: map[string]int{}}}
 	start := time.Now()
 	err := h.run(ctx)
 	h.res.Elapsed = time.Since(start)
@@ -160,58 +195,39 @@ func (h *harness) run(ctx context.Context) error {
 }
 
 // setup starts the daemon once on the empty data dir (it initialises it),
-// stops it, and adds the machines and registers of the workload offline.
+// makes through the API what the workload writes to (provisioned machines
+// with agent passwords, a CAAS model and its applications), stops it, and
+// reads the registers' first values.
 func (h *harness) setup(ctx context.Context) error {
-	p, err := startProcess(h.cfg.Binary, h.cfg.DataDir, h.cfg.Env)
+	env := h.cfg.Env
+	if h.cfg.SetupEnv != nil {
+		env = h.cfg.SetupEnv
+	}
+	p, err := startProcess(h.cfg.Binary, h.cfg.DataDir, env)
 	if err != nil {
 		return err
 	}
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	if _, err := p.waitServing(sctx); err != nil {
+	addr, err := p.waitServing(sctx)
+	if err == nil {
+		if h.creds, err = daemon.ReadCredentials(filepath.Join(h.cfg.DataDir, daemon.CredentialsFile)); err == nil {
+			err = h.populate(sctx, addr)
+		}
+	}
+	if err != nil {
 		_ = p.kill()
-		return err
+		return fmt.Errorf("setup: %w; daemon log:\n%s", err, p.logTail())
 	}
 	if err := p.stop(); err != nil {
 		_ = p.kill()
 		return err
 	}
-	if h.creds, err = daemon.ReadCredentials(filepath.Join(h.cfg.DataDir, daemon.CredentialsFile)); err != nil {
-		return err
-	}
-
-	admin := []*writer{{name: "admin-models", admin: true}, {name: "admin-config", admin: true}}
-	for slot := range 8 {
-		admin[0].regs = append(admin[0].regs, &register{kind: regModel, name: "crash-m" + strconv.Itoa(slot)})
-	}
-	for slot := range 16 {
-		admin[1].regs = append(admin[1].regs, &register{kind: regConfig, name: "crash-c" + strconv.Itoa(slot)})
-	}
-	h.writers = admin
-	st, err := state.Open(state.Options{Path: h.dbPath()})
+	st, err := state.OpenReadOnly(h.dbPath())
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	for i := range h.cfg.AgentWriters {
-		w := &writer{name: "agent-" + strconv.Itoa(i)}
-		for range 2 {
-			// A provisioned machine whose agent can log in.
-			id, err := addMachine(st, h.creds.ControllerModelUUID, true)
-			if err != nil {
-				return err
-			}
-			pw := "crash-agent-password-initial-" + id
-			if err := st.SetMachinePassword(h.creds.ControllerModelUUID, id, pw); err != nil {
-				return err
-			}
-			w.regs = append(w.regs,
-				&register{kind: regStatus, name: id},
-				&register{kind: regInstanceStatus, name: id},
-				&register{kind: regPassword, name: id, truth: pw})
-		}
-		h.writers = append(h.writers, w)
-	}
 	for _, w := range h.writers {
 		for _, r := range w.regs {
 			if r.kind != regPassword {
@@ -222,48 +238,106 @@ func (h *harness) setup(ctx context.Context) error {
 			h.regs = append(h.regs, r)
 		}
 	}
+	ms, err := st.Machines(h.creds.ControllerModelUUID)
+	if err != nil {
+		return err
+	}
+	known := h.machineRegs()
+	for _, m := range ms {
+		if !known[m.ID] {
+			h.machines = append(h.machines, m.ID)
+		}
+	}
 	return nil
 }
 
-// addMachine adds a top-level machine, provisioned or not, and returns
-// its id.
-func addMachine(st *state.State, model string, provisioned bool) (string, error) {
-	m, err := st.AddMachine(model, state.MachineParams{Base: state.Base{Name: "ubuntu", Channel: "22.04"}})
-	if err != nil || !provisioned {
-		return m.ID, err
+// populate makes the writers and, through the API, what they write to.
+func (h *harness) populate(ctx context.Context, addr string) error {
+	admin, err := h.dial(ctx, addr, true, "")
+	if err != nil {
+		return err
 	}
-	return m.ID, st.SetInstanceInfo(model, m.ID, state.InstanceInfo{InstanceID: instanceID(m.ID), Nonce: nonceOf(m.ID)})
+	defer admin.Close()
+	ctrl, err := h.dial(ctx, addr, false, "")
+	if err != nil {
+		return err
+	}
+	defer ctrl.Close()
+
+	h.writers = []*writer{{name: "admin-models", admin: true}, {name: "admin-config", admin: true}}
+	for slot := range 8 {
+		h.writers[0].regs = append(h.writers[0].regs, &register{kind: regModel, name: "crash-m" + strconv.Itoa(slot)})
+	}
+	for slot := range 16 {
+		h.writers[1].regs = append(h.writers[1].regs, &register{kind: regConfig, name: "crash-c" + strconv.Itoa(slot)})
+	}
+	h.adder = &writer{name: "admin-machines", admin: true, adder: true}
+	h.writers = append(h.writers, h.adder)
+
+	// Two provisioned machines per agent writer, whose agents can log in.
+	var added params.AddMachinesResult
+	if err := admin.Call(ctx, "ModelAdmin", 1, "", "AddMachines", params.AddMachinesArgs{
+		Model: state.ControllerModelName, Base: "ubuntu@22.04", Count: 2 * h.cfg.AgentWriters}, &added); err != nil {
+		return err
+	}
+	for i := range h.cfg.AgentWriters {
+		w := &writer{name: "agent-" + strconv.Itoa(i)}
+		for _, id := range added.Machines[2*i : 2*i+2] {
+			tag, pw := machineTag(id), "crash-agent-password-initial-"+id
+			if err := bulk(ctx, ctrl, "SetInstanceInfo", params.InstancesInfo{Machines: []params.InstanceInfo{{
+				Tag: tag, InstanceId: instanceID(id), Nonce: nonceOf(id)}}}); err != nil {
+				return err
+			}
+			if err := bulk(ctx, ctrl, "SetPasswords", params.EntityPasswords{Changes: []params.EntityPassword{{Tag: tag, Password: pw}}}); err != nil {
+				return err
+			}
+			w.regs = append(w.regs,
+				&register{kind: regStatus, name: id},
+				&register{kind: regInstanceStatus, name: id},
+				&register{kind: regPassword, name: id, truth: pw})
+		}
+		h.writers = append(h.writers, w)
+	}
+
+	// A CAAS model with an application per CAAS writer.
+	var sum params.ModelSummary
+	if err := admin.Call(ctx, "ModelAdmin", 1, "", "AddModel", params.AddModelArgs{Name: "crash-k8s", Type: "caas"}, &sum); err != nil {
+		return err
+	}
+	h.caasModel = sum.UUID
+	for i := range h.cfg.CAASWriters {
+		app := "crash-app" + strconv.Itoa(i)
+		var res params.ApplicationStatus
+		if err := admin.Call(ctx, "ModelAdmin", 1, "", "Deploy", params.DeployArgs{
+			Model: "crash-k8s", Application: app, CharmMetadata: "name: " + app + "\nsummary: crash test\n"}, &res); err != nil {
+			return err
+		}
+		h.writers = append(h.writers, &writer{name: "caas-" + strconv.Itoa(i), model: h.caasModel,
+			regs: []*register{{kind: regUnits, name: app}}})
+	}
+	return nil
 }
 
-// prepare runs while the daemon is stopped: it gives every agent writer
-// two machines to take through their life, and returns the revision on
+// machineRegs are the ids of the machines registers name.
+func (h *harness) machineRegs() map[string]bool {
+	known := map[string]bool{}
+	for _, r := range h.regs {
+		switch r.kind {
+		case regStatus, regInstanceStatus, regPassword, regLife:
+			known[r.name] = true
+		}
+	}
+	return known
+}
+
+// prepare runs while the daemon is stopped: it returns the revision on
 // disk and the controller model's top-level machine ids.
 func (h *harness) prepare() (uint64, []string, error) {
-	st, err := state.Open(state.Options{Path: h.dbPath()})
+	st, err := state.OpenReadOnly(h.dbPath())
 	if err != nil {
 		return 0, nil, err
 	}
 	defer st.Close()
-	for _, w := range h.writers {
-		if w.admin {
-			continue
-		}
-		n := 0
-		for _, r := range w.regs {
-			if r.kind == regLife {
-				n++
-			}
-		}
-		for ; n < 2; n++ {
-			id, err := addMachine(st, h.creds.ControllerModelUUID, false)
-			if err != nil {
-				return 0, nil, err
-			}
-			r := &register{kind: regLife, name: id, truth: lifeUnprovisioned}
-			w.regs = append(w.regs, r)
-			h.regs = append(h.regs, r)
-		}
-	}
 	ms, err := st.Machines(h.creds.ControllerModelUUID)
 	if err != nil {
 		return 0, nil, err
@@ -325,6 +399,12 @@ func (h *harness) cycle(ctx context.Context, cycle int) (refusals []string, err 
 	// Write until the kill.
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
+	// The adder hands its machines to the agent writers through fresh.
+	h.fresh = make(chan *register, max(len(h.spare), 4))
+	for _, r := range h.spare {
+		h.fresh <- r
+	}
+	h.spare = nil
 	var sc scraper
 	var wg sync.WaitGroup
 	ends := make([]writerEnd, len(h.writers))
@@ -341,10 +421,18 @@ func (h *harness) cycle(ctx context.Context, cycle int) (refusals []string, err 
 	}
 	stop()
 	wg.Wait()
+	for len(h.fresh) > 0 {
+		h.spare = append(h.spare, <-h.fresh)
+	}
+	h.spare = append(h.spare, h.adder.held...)
+	h.regs = append(h.regs, h.adder.added...)
+	h.res.MachinesAdded += len(h.adder.added)
+	h.adder.held, h.adder.added = nil, nil
 
 	acked := 0
-	for _, e := range ends {
+	for i, e := range ends {
 		acked += e.acked
+		h.res.AckedBy[strings.TrimRight(h.writers[i].name, "-0123456789")] += e.acked
 		refusals = append(refusals, e.refusals...)
 		if e.err != nil && e.at.Before(killed) {
 			return refusals, fmt.Errorf("cycle %d: writer stopped before the kill: %w; daemon log:\n%s", cycle, e.err, p.logTail())
@@ -366,7 +454,14 @@ func (r Result) Summary() string {
 	if r.Cycles > 0 {
 		fmt.Fprintf(&b, " (%s per cycle)", (r.Elapsed / time.Duration(r.Cycles)).Round(time.Millisecond))
 	}
-	fmt.Fprintf(&b, "; %d writes acknowledged, %d in flight at a kill (%d of them landed); revision %d",
-		r.Acked, r.InFlight, r.InFlightLanded, r.Revision)
+	fmt.Fprintf(&b, "; %d writes acknowledged (", r.Acked)
+	for i, k := range slices.Sorted(maps.Keys(r.AckedBy)) {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %d", k, r.AckedBy[k])
+	}
+	fmt.Fprintf(&b, "), %d in flight at a kill (%d of them landed); %d machines added and %d removed through the API; revision %d",
+		r.InFlight, r.InFlightLanded, r.MachinesAdded, r.MachinesRemoved, r.Revision)
 	return b.String()
 }

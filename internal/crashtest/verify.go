@@ -97,6 +97,8 @@ func (h *harness) observe(st *state.State, r *register) (string, error) {
 			return "", nil
 		}
 		return fmt.Sprint(v), nil
+	case regUnits:
+		return h.observeUnits(st, r.name)
 	case regPassword:
 		for _, pw := range r.candidates() {
 			ok, err := st.MachinePasswordValid(h.creds.ControllerModelUUID, r.name, pw)
@@ -126,6 +128,79 @@ func (h *harness) observe(st *state.State, r *register) (string, error) {
 		return m.InstanceStatus.Status + "|" + m.InstanceStatus.Message, nil
 	}
 	return machineLife(m), nil
+}
+
+// observeUnits reads a CAAS application as unitsValue writes it.
+func (h *harness) observeUnits(st *state.State, app string) (string, error) {
+	a, err := st.Application(h.caasModel, app)
+	if err != nil {
+		return "", err
+	}
+	op, err := st.OperatorStatus(h.caasModel, app)
+	if err != nil {
+		return "", err
+	}
+	units, err := st.CAASUnits(h.caasModel, app)
+	if err != nil {
+		return "", err
+	}
+	var pods, others []string
+	for _, u := range units {
+		if u.Life != state.Alive || u.Container == nil || u.Container.ProviderID == "" {
+			others = append(others, "unit "+u.Name+" "+string(u.Life))
+			continue
+		}
+		pods = append(pods, podValue(u.Container.ProviderID, u.Container.Address, u.ContainerStatus.Status, u.ContainerStatus.Message))
+	}
+	return unitsValue(a.Scale, op, pods, others), nil
+}
+
+// adoptMachines checks the controller model's machines on disk against
+// the registers: a machine no register names must be one of those the
+// AddMachines call in flight at the kill asked for. Those become regLife
+// registers (they must be unprovisioned), spare for the agent writers.
+func (h *harness) adoptMachines(st *state.State) (lost []string, err error) {
+	ms, err := st.Machines(h.creds.ControllerModelUUID)
+	if err != nil {
+		return nil, err
+	}
+	known := h.machineRegs()
+	for _, id := range h.machines {
+		known[id] = true
+	}
+	var unknown []state.Machine
+	for _, m := range ms {
+		if !known[m.ID] {
+			unknown = append(unknown, m)
+		}
+	}
+	pending := h.adder.addPending
+	h.adder.addPending = 0
+	if len(unknown) > pending {
+		var ids []string
+		for _, m := range unknown {
+			ids = append(ids, m.ID)
+		}
+		return []string{fmt.Sprintf("machines %v are on disk; %d were in flight (AddMachines), the others never added", ids, pending)}, nil
+	}
+	if pending > 0 {
+		h.res.InFlight++
+		if len(unknown) > 0 {
+			h.res.InFlightLanded++
+		}
+	}
+	for _, m := range unknown {
+		r := &register{kind: regLife, name: m.ID, truth: machineLife(m)}
+		if m.IsContainer() || r.truth != lifeUnprovisioned {
+			lost = append(lost, fmt.Sprintf("machine %s added by the AddMachines in flight is %s (container: %v); want %s",
+				m.ID, r.truth, m.IsContainer(), lifeUnprovisioned))
+			continue
+		}
+		h.regs = append(h.regs, r)
+		h.spare = append(h.spare, r)
+		h.res.MachinesAdded++
+	}
+	return lost, nil
 }
 
 func machineLife(m state.Machine) string {
@@ -197,6 +272,11 @@ func (h *harness) verify(ctx context.Context, cycle int, baseline uint64, acked 
 		}
 		r.truth, r.pending = got, nil
 	}
+	more, err := h.adoptMachines(st)
+	if err != nil {
+		return &Violation{Cycle: cycle, Kind: ViolationCheck, Detail: fmt.Sprintf("reading machines: %v", err)}
+	}
+	lost = append(lost, more...)
 	h.res.InFlight += inFlight
 	h.res.InFlightLanded += landed
 	if len(lost) > 0 {
@@ -219,6 +299,11 @@ func (h *harness) verify(ctx context.Context, cycle int, baseline uint64, acked 
 			"a client saw revision %d on /metrics after a start from revision %d", sawMin, baseline)}
 	}
 	h.res.Revision = rev
+	for _, r := range h.regs {
+		if r.kind == regLife && r.truth == lifeRemoved {
+			h.res.MachinesRemoved++
+		}
+	}
 	// Machines removed for good leave the workload.
 	h.regs = slices.DeleteFunc(h.regs, func(r *register) bool { return r.kind == regLife && r.truth == lifeRemoved })
 	for _, w := range h.writers {
@@ -239,7 +324,7 @@ func (h *harness) agentsSeeModel(ctx context.Context, cycle int, addr string, ma
 		return &Violation{Cycle: cycle, Kind: ViolationAPIView, Detail: fmt.Sprintf(format, args...)}
 	}
 
-	ctrl, err := h.dial(ctx, addr, false)
+	ctrl, err := h.dial(ctx, addr, false, "")
 	if err != nil {
 		return bad("controller agent: %v", err)
 	}
@@ -343,7 +428,7 @@ func (h *harness) agentsSeeModel(ctx context.Context, cycle int, addr string, ma
 		break // one per cycle is enough: the others are checked offline
 	}
 
-	admin, err := h.dial(ctx, addr, true)
+	admin, err := h.dial(ctx, addr, true, "")
 	if err != nil {
 		return bad("admin: %v", err)
 	}

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -16,6 +18,7 @@ import (
 
 	"provisiond/rpc/client"
 	"provisiond/rpc/params"
+	"provisiond/state"
 )
 
 // regKind is what a register tracks.
@@ -28,6 +31,7 @@ const (
 	regInstanceStatus                // a machine's instance status (SetInstanceStatus)
 	regPassword                      // a machine agent's valid password (SetPasswords)
 	regLife                          // a machine's life: unprovisioned, provisioned, dead, removed (SetInstanceInfo, EnsureDead, Remove)
+	regUnits                         // a CAAS application's scale, operator status and units (CAASUnitProvisioner UpdateApplicationsUnits)
 )
 
 // Values of a regLife register.
@@ -63,6 +67,8 @@ func (r *register) String() string {
 		return "instance status of machine " + r.name
 	case regPassword:
 		return "agent password of machine " + r.name
+	case regUnits:
+		return "units of caas application " + r.name
 	default:
 		return "life of machine " + r.name
 	}
@@ -78,8 +84,22 @@ func nonceOf(id string) string    { return "crash-nonce-" + id }
 // writer is one API connection writing its own registers.
 type writer struct {
 	name  string
-	admin bool // the admin user on the default model; else the controller agent on the controller model
+	admin bool // the admin user on the default model; else the controller agent
+	// model is the model the controller agent logs in to ("": the
+	// controller model).
+	model string
 	regs  []*register
+
+	// The machine adder (ModelAdmin.AddMachines on the controller model)
+	// has no registers of its own: each acknowledged machine becomes a
+	// regLife register, recorded in added and handed, through the
+	// harness's fresh channel, to an agent writer that takes it through
+	// its life. held are those not handed over yet; addPending is the
+	// number of machines the call in flight asked for (0: none).
+	adder      bool
+	added      []*register
+	held       []*register
+	addPending int
 }
 
 // writerEnd is how a writer's run ended.
@@ -98,17 +118,21 @@ func (w *writer) run(ctx context.Context, h *harness, addr string, rng *rand.Ran
 		end.err, end.at = fmt.Errorf("%s: %w", w.name, err), time.Now()
 		return end
 	}
-	conn, err := h.dial(ctx, addr, w.admin)
+	conn, err := h.dial(ctx, addr, w.admin, w.model)
 	if err != nil {
 		return fail(err)
 	}
 	defer conn.Close()
+	if w.adder {
+		return w.runAdder(ctx, h, conn, rng)
+	}
 	for ctx.Err() == nil {
+		w.takeFresh(h)
 		r := w.regs[rng.IntN(len(w.regs))]
 		if r.kind == regLife && r.truth == lifeRemoved {
 			continue // done with; dropped from the workload at the next check
 		}
-		v, call := w.next(h, r)
+		v, call := w.next(h, r, rng)
 		r.pending = &v
 		err := call(ctx, conn)
 		var perr *params.Error
@@ -127,11 +151,78 @@ func (w *writer) run(ctx context.Context, h *harness, addr string, rng *rand.Ran
 	return end
 }
 
+// takeFresh gives an agent writer a machine the adder added when it has
+// fewer than two machines to take through their life.
+func (w *writer) takeFresh(h *harness) {
+	if w.admin || w.model != "" {
+		return
+	}
+	live := 0
+	for _, r := range w.regs {
+		if r.kind == regLife && r.truth != lifeRemoved {
+			live++
+		}
+	}
+	if live >= 2 {
+		return
+	}
+	select {
+	case r := <-h.fresh:
+		w.regs = append(w.regs, r)
+	default:
+	}
+}
+
+// runAdder adds machines to the controller model, one or two a call,
+// and hands them to the agent writers. It waits while the harness's fresh
+// channel is full, so the machines waiting for an agent stay few.
+func (w *writer) runAdder(ctx context.Context, h *harness, conn *client.Conn, rng *rand.Rand) (end writerEnd) {
+	for ctx.Err() == nil {
+		if len(w.held) > 0 {
+			select {
+			case h.fresh <- w.held[0]:
+				w.held = w.held[1:]
+			case <-ctx.Done():
+			}
+			continue
+		}
+		n := 1 + rng.IntN(2)
+		w.addPending = n
+		var res params.AddMachinesResult
+		err := conn.Call(ctx, "ModelAdmin", 1, "", "AddMachines",
+			params.AddMachinesArgs{Model: state.ControllerModelName, Base: "ubuntu@22.04", Count: n}, &res)
+		var perr *params.Error
+		switch {
+		case err == nil && len(res.Machines) == n:
+			w.addPending = 0
+			end.acked++
+			for _, id := range res.Machines {
+				r := &register{kind: regLife, name: id, truth: lifeUnprovisioned}
+				w.added = append(w.added, r)
+				w.held = append(w.held, r)
+			}
+		case err == nil:
+			// Some machines may be there that we cannot name: a refusal.
+			end.refusals = append(end.refusals, fmt.Sprintf("%s: AddMachines count %d: added %v", w.name, n, res.Machines))
+			return end
+		case errors.As(err, &perr):
+			w.addPending = 0
+			end.refusals = append(end.refusals, fmt.Sprintf("%s: AddMachines count %d: %v", w.name, n, err))
+		default:
+			end.err, end.at = fmt.Errorf("%s: %w", w.name, err), time.Now()
+			return end
+		}
+	}
+	return end
+}
+
 // next returns the value a write to r sets and the call that writes it.
-func (w *writer) next(h *harness, r *register) (string, func(context.Context, *client.Conn) error) {
+func (w *writer) next(h *harness, r *register, rng *rand.Rand) (string, func(context.Context, *client.Conn) error) {
 	seq := h.seq.Add(1)
 	tag := machineTag(r.name)
 	switch r.kind {
+	case regUnits:
+		return nextUnits(r, seq, rng)
 	case regModel:
 		if r.truth == "" {
 			return "present", func(ctx context.Context, c *client.Conn) error {
@@ -184,6 +275,72 @@ func (w *writer) next(h *harness, r *register) (string, func(context.Context, *c
 		return lifeDead, func(ctx context.Context, c *client.Conn) error { return bulk(ctx, c, "EnsureDead", entities) }
 	default:
 		return lifeRemoved, func(ctx context.Context, c *client.Conn) error { return bulk(ctx, c, "Remove", entities) }
+	}
+}
+
+// A regUnits value is what the state holds of a CAAS application, as
+// unitsValue writes it: its scale, operator status and, by provider id,
+// every unit's pod: "scale 2; operator active/crash-7; pod crash-p3
+// 10.0.0.3 running/crash-7; pod crash-p5 10.0.0.5 waiting/crash-7". A
+// unit that has no pod or is not alive shows as "unit NAME LIFE".
+func unitsValue(scale int, operator state.Status, pods, others []string) string {
+	slices.Sort(pods)
+	slices.Sort(others)
+	parts := append([]string{fmt.Sprintf("scale %d", scale), "operator " + operator.Status + "/" + operator.Message}, pods...)
+	return strings.Join(append(parts, others...), "; ")
+}
+
+func podValue(id, addr, status, info string) string {
+	return "pod " + id + " " + addr + " " + status + "/" + info
+}
+
+// containerStatus is the cloud container status a reported pod status
+// becomes (specs/caasunitprovisioner.md §4.4).
+var containerStatus = map[string]string{"allocating": "waiting", "running": "running", "blocked": "blocked"}
+
+// nextUnits is the next report of the pods of r's application: each pod
+// of the state now stays with probability 3/4 (with a new address and
+// status), new pods (fresh provider ids) make up 1 to 4 pods, the scale
+// is their number. Non-stateful pods with a scale: units whose pod is
+// not reported are removed at once, new pods get new units.
+func nextUnits(r *register, seq uint64, rng *rand.Rand) (string, func(context.Context, *client.Conn) error) {
+	var ids []string
+	for part := range strings.SplitSeq(r.truth, "; ") {
+		if f := strings.Fields(part); len(f) > 1 && f[0] == "pod" && rng.IntN(4) > 0 {
+			ids = append(ids, f[1])
+		}
+	}
+	for n := 1 + rng.IntN(4); len(ids) < n; {
+		ids = append(ids, fmt.Sprintf("crash-p%d-%d", seq, len(ids)))
+	}
+	info := "crash-" + strconv.FormatUint(seq, 10)
+	statuses := slices.Sorted(maps.Keys(containerStatus))
+	arg := params.UpdateApplicationUnits{ApplicationTag: "application-" + r.name, Scale: new(len(ids)),
+		Status: params.EntityStatus{Status: "active", Info: info}, Units: []params.ApplicationUnitParams{}}
+	var pods []string
+	for i, id := range ids {
+		addr := fmt.Sprintf("10.%d.%d.%d", i, seq>>8&255, seq&255)
+		status := statuses[rng.IntN(len(statuses))]
+		arg.Units = append(arg.Units, params.ApplicationUnitParams{ProviderId: id, Address: addr, Ports: []string{"80/tcp"}, Status: status, Info: info})
+		pods = append(pods, podValue(id, addr, containerStatus[status], info))
+	}
+	v := unitsValue(len(ids), state.Status{Status: "active", Message: info}, pods, nil)
+	return v, func(ctx context.Context, c *client.Conn) error {
+		var res params.UpdateApplicationUnitResults
+		if err := c.Call(ctx, "CAASUnitProvisioner", 2, "", "UpdateApplicationsUnits",
+			params.UpdateApplicationUnitArgs{Args: []params.UpdateApplicationUnits{arg}}, &res); err != nil {
+			return err
+		}
+		if len(res.Results) != 1 {
+			return &params.Error{Message: fmt.Sprintf("UpdateApplicationsUnits: %d results for 1 application", len(res.Results))}
+		}
+		if e := res.Results[0].Error; e != nil {
+			return e
+		}
+		if in := res.Results[0].Info; in == nil || len(in.Units) != len(ids) {
+			return &params.Error{Message: fmt.Sprintf("UpdateApplicationsUnits: unit info %+v for %d pods", in, len(ids))}
+		}
+		return nil
 	}
 }
 

@@ -9,7 +9,8 @@ import (
 
 // DefaultPlantedBugDelay is how long the crashbug build waits between
 // answering a batch and committing it; $PROVISIOND_CRASHBUG_DELAY (a Go
-// duration) overrides it.
+// duration) overrides it; "off" turns the bug off (the crash harness's
+// setup, which is not under test, runs so).
 const DefaultPlantedBugDelay = 50 * time.Millisecond
 
 // The crashbug build answers every caller of a batch as if it had been
@@ -20,6 +21,9 @@ const DefaultPlantedBugDelay = 50 * time.Millisecond
 // can and must catch. Never built into provisiond: only the crash
 // harness's planted-bug test builds with this tag.
 func init() {
+	if os.Getenv("PROVISIOND_CRASHBUG_DELAY") == "off" {
+		return
+	}
 	delay := DefaultPlantedBugDelay
 	if d, err := time.ParseDuration(os.Getenv("PROVISIOND_CRASHBUG_DELAY")); err == nil {
 		delay = d
