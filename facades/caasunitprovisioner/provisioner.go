@@ -121,114 +121,84 @@ func (a *API) ApplicationCharmInfo(_ context.Context, args params.Entity) (param
 
 // Watch watches applications (application tags only).
 func (a *API) Watch(_ context.Context, args params.Entities) (params.NotifyWatchResults, error) {
-	out := params.NotifyWatchResults{Results: make([]params.NotifyWatchResult, len(args.Entities))}
-	for i, e := range args.Entities {
+	return params.NotifyWatchResults{Results: facade.Bulk(args.Entities, func(e params.Entity) (params.NotifyWatchResult, error) {
 		t, err := applicationTag(e.Tag)
 		if err != nil {
-			out.Results[i].Error = facade.ErrPerm
-			continue
+			return params.NotifyWatchResult{}, facade.ErrPerm
 		}
-		out.Results[i] = a.notify(a.st.WatchApplication(a.model, t.Id()))
-	}
-	return out, nil
+		return a.notify(a.st.WatchApplication(a.model, t.Id()))
+	})}, nil
 }
 
-func (a *API) notify(w *watcher.Notify, err error) params.NotifyWatchResult {
+func (a *API) notify(w *watcher.Notify, err error) (params.NotifyWatchResult, error) {
 	if err != nil {
-		return params.NotifyWatchResult{Error: facade.ServerError(err)}
+		return params.NotifyWatchResult{}, err
 	}
-	res, err := a.ctx.NotifyResult(w)
-	if err != nil {
-		return params.NotifyWatchResult{Error: facade.ServerError(err)}
-	}
-	return res
+	return a.ctx.NotifyResult(w)
 }
 
 // Life returns the life of applications and units.
 func (a *API) Life(_ context.Context, args params.Entities) (params.LifeResults, error) {
-	out := params.LifeResults{Results: make([]params.LifeResult, len(args.Entities))}
-	for i, e := range args.Entities {
+	return params.LifeResults{Results: facade.Bulk(args.Entities, func(e params.Entity) (params.LifeResult, error) {
 		t, err := facade.ParseTag(e.Tag)
 		if err != nil {
-			out.Results[i].Error = facade.ErrPerm
-			continue
+			return params.LifeResult{}, facade.ErrPerm
 		}
-		var life state.Life
 		switch t := t.(type) {
 		case names.ApplicationTag:
-			var app state.Application
-			app, err = a.st.Application(a.model, t.Id())
-			life = app.Life
+			app, err := a.st.Application(a.model, t.Id())
+			return params.LifeResult{Life: string(app.Life)}, err
 		case names.UnitTag:
-			var u state.Unit
-			u, err = a.st.Unit(a.model, t.Id())
-			life = u.Life
-		default:
-			err = facade.ErrPerm
+			u, err := a.st.Unit(a.model, t.Id())
+			return params.LifeResult{Life: string(u.Life)}, err
 		}
-		if err != nil {
-			out.Results[i].Error = facade.ServerError(err)
-			continue
-		}
-		out.Results[i].Life = string(life)
-	}
-	return out, nil
+		return params.LifeResult{}, facade.ErrPerm
+	})}, nil
 }
 
 // WatchApplicationsScale watches the desired scale of applications.
 func (a *API) WatchApplicationsScale(_ context.Context, args params.Entities) (params.NotifyWatchResults, error) {
-	out := params.NotifyWatchResults{Results: make([]params.NotifyWatchResult, len(args.Entities))}
-	for i, e := range args.Entities {
+	return params.NotifyWatchResults{Results: facade.Bulk(args.Entities, func(e params.Entity) (params.NotifyWatchResult, error) {
 		t, err := applicationTag(e.Tag)
 		if err != nil {
-			out.Results[i].Error = facade.ServerError(err)
-			continue
+			return params.NotifyWatchResult{}, err
 		}
-		out.Results[i] = a.notify(a.st.WatchApplicationScale(a.model, t.Id()))
-	}
-	return out, nil
+		return a.notify(a.st.WatchApplicationScale(a.model, t.Id()))
+	})}, nil
 }
 
 // WatchPodSpec watches the spec records of applications.
 func (a *API) WatchPodSpec(_ context.Context, args params.Entities) (params.NotifyWatchResults, error) {
-	out := params.NotifyWatchResults{Results: make([]params.NotifyWatchResult, len(args.Entities))}
-	for i, e := range args.Entities {
+	return params.NotifyWatchResults{Results: facade.Bulk(args.Entities, func(e params.Entity) (params.NotifyWatchResult, error) {
 		t, err := applicationTag(e.Tag)
 		if err != nil {
-			out.Results[i].Error = facade.ServerError(err)
-			continue
+			return params.NotifyWatchResult{}, err
 		}
-		out.Results[i] = a.notify(a.st.WatchPodSpec(a.model, t.Id()))
-	}
-	return out, nil
+		return a.notify(a.st.WatchPodSpec(a.model, t.Id()))
+	})}, nil
 }
 
 // ApplicationsScale returns the desired scale of applications.
 func (a *API) ApplicationsScale(_ context.Context, args params.Entities) (params.IntResults, error) {
-	out := params.IntResults{Results: make([]params.IntResult, len(args.Entities))}
-	for i, e := range args.Entities {
+	return params.IntResults{Results: facade.Bulk(args.Entities, func(e params.Entity) (params.IntResult, error) {
 		app, err := a.application(e.Tag)
 		if err != nil {
-			out.Results[i].Error = facade.ServerError(err)
-			continue
+			return params.IntResult{}, err
 		}
-		out.Results[i].Result = app.Scale
-	}
-	return out, nil
+		return params.IntResult{Result: app.Scale}, nil
+	})}, nil
 }
 
 // ApplicationsTrust returns the trust config option of applications.
 func (a *API) ApplicationsTrust(_ context.Context, args params.Entities) (params.BoolResults, error) {
-	out := params.BoolResults{Results: make([]params.BoolResult, len(args.Entities))}
-	for i, e := range args.Entities {
+	return params.BoolResults{Results: facade.Bulk(args.Entities, func(e params.Entity) (params.BoolResult, error) {
 		cfg, err := a.config(e.Tag)
 		if err != nil {
-			out.Results[i].Error = facade.ServerError(err)
-			continue
+			return params.BoolResult{}, err
 		}
-		out.Results[i].Result, _ = cfg["trust"].(bool)
-	}
-	return out, nil
+		trust, _ := cfg["trust"].(bool)
+		return params.BoolResult{Result: trust}, nil
+	})}, nil
 }
 
 func (a *API) config(tag string) (map[string]any, error) {
@@ -242,52 +212,40 @@ func (a *API) config(tag string) (map[string]any, error) {
 // WatchApplicationsTrustHash watches the hash of applications' config;
 // the initial hash is consumed, not returned.
 func (a *API) WatchApplicationsTrustHash(_ context.Context, args params.Entities) (params.StringsWatchResults, error) {
-	out := params.StringsWatchResults{Results: make([]params.StringsWatchResult, len(args.Entities))}
-	for i, e := range args.Entities {
+	return params.StringsWatchResults{Results: facade.Bulk(args.Entities, func(e params.Entity) (params.StringsWatchResult, error) {
 		app, err := a.application(e.Tag)
 		if err != nil {
-			out.Results[i].Error = facade.ServerError(err)
-			continue
+			return params.StringsWatchResult{}, err
 		}
 		w, _, err := a.st.WatchApplicationTrustHash(a.model, app.Name)
 		if err != nil {
-			out.Results[i].Error = facade.ServerError(err)
-			continue
+			return params.StringsWatchResult{}, err
 		}
-		res, err := a.ctx.StringsResult(w, nil)
-		if err != nil {
-			out.Results[i].Error = facade.ServerError(err)
-			continue
-		}
-		out.Results[i] = res
-	}
-	return out, nil
+		return a.ctx.StringsResult(w, nil)
+	})}, nil
 }
 
 // DeploymentMode returns the charm deployment mode of applications.
 func (a *API) DeploymentMode(_ context.Context, args params.Entities) (params.StringResults, error) {
-	out := params.StringResults{Results: make([]params.StringResult, len(args.Entities))}
-	for i, e := range args.Entities {
+	return params.StringResults{Results: facade.Bulk(args.Entities, func(e params.Entity) (params.StringResult, error) {
 		app, err := a.application(e.Tag)
-		if err == nil {
-			var ch state.Charm
-			if ch, err = a.st.Charm(a.model, app.CharmURL); err == nil {
-				out.Results[i].Result = ch.Meta.DeploymentMode()
-			}
+		if err != nil {
+			return params.StringResult{}, err
 		}
-		out.Results[i].Error = facade.ServerError(err)
-	}
-	return out, nil
+		ch, err := a.st.Charm(a.model, app.CharmURL)
+		if err != nil {
+			return params.StringResult{}, err
+		}
+		return params.StringResult{Result: ch.Meta.DeploymentMode()}, nil
+	})}, nil
 }
 
 // ApplicationsConfig returns the config settings of applications.
 func (a *API) ApplicationsConfig(_ context.Context, args params.Entities) (params.ApplicationGetConfigResults, error) {
-	out := params.ApplicationGetConfigResults{Results: make([]params.ConfigResult, len(args.Entities))}
-	for i, e := range args.Entities {
+	return params.ApplicationGetConfigResults{Results: facade.Bulk(args.Entities, func(e params.Entity) (params.ConfigResult, error) {
 		cfg, err := a.config(e.Tag)
-		out.Results[i] = params.ConfigResult{Config: cfg, Error: facade.ServerError(err)}
-	}
-	return out, nil
+		return params.ConfigResult{Config: cfg}, err
+	})}, nil
 }
 
 // ClearApplicationsResources clears the resources flag of applications
@@ -304,45 +262,40 @@ func (a *API) ClearApplicationsResources(ctx context.Context, args params.Entiti
 
 // SetOperatorStatus sets the operator status of applications.
 func (a *API) SetOperatorStatus(_ context.Context, args params.SetStatus) (params.ErrorResults, error) {
-	out := params.ErrorResults{Results: make([]params.ErrorResult, len(args.Entities))}
-	for i, e := range args.Entities {
+	return params.ErrorResults{Results: facade.Bulk(args.Entities, func(e params.EntityStatusArgs) (params.ErrorResult, error) {
 		app, err := a.application(e.Tag)
-		if err == nil {
-			err = a.st.SetOperatorStatus(a.model, app.Name, state.Status{Status: e.Status, Message: e.Info, Data: e.Data})
+		if err != nil {
+			return params.ErrorResult{}, err
 		}
-		out.Results[i].Error = facade.ServerError(err)
-	}
-	return out, nil
+		return params.ErrorResult{}, a.st.SetOperatorStatus(a.model, app.Name, state.Status{Status: e.Status, Message: e.Info, Data: e.Data})
+	})}, nil
 }
 
 // UpdateApplicationsService records applications' Kubernetes services.
 func (a *API) UpdateApplicationsService(_ context.Context, args params.UpdateApplicationServiceArgs) (params.ErrorResults, error) {
-	out := params.ErrorResults{Results: make([]params.ErrorResult, len(args.Args))}
-	for i, arg := range args.Args {
+	return params.ErrorResults{Results: facade.Bulk(args.Args, func(arg params.UpdateApplicationServiceArg) (params.ErrorResult, error) {
 		app, err := a.application(arg.ApplicationTag)
 		if err != nil {
-			out.Results[i].Error = facade.ServerError(err)
-			continue
+			return params.ErrorResult{}, err
 		}
 		addrs, err := a.addresses(arg.Addresses)
 		if err != nil {
-			out.Results[i].Error = facade.ServerError(err)
-			continue
+			return params.ErrorResult{}, err
 		}
-		if err := a.st.UpdateCloudService(a.model, app.Name, arg.ProviderId, addrs); err != nil {
-			out.Results[i].Error = facade.ServerError(err)
-		}
+		// As in Juju, a failed service update does not stop the scale
+		// update, and the later error is the one reported.
+		err = a.st.UpdateCloudService(a.model, app.Name, arg.ProviderId, addrs)
 		if arg.Scale != nil {
 			var gen int64
 			if arg.Generation != nil {
 				gen = *arg.Generation
 			}
-			if err := a.st.SetScale(a.model, app.Name, *arg.Scale, gen, false); err != nil {
-				out.Results[i].Error = facade.ServerError(err)
+			if serr := a.st.SetScale(a.model, app.Name, *arg.Scale, gen, false); serr != nil {
+				err = serr
 			}
 		}
-	}
-	return out, nil
+		return params.ErrorResult{}, err
+	})}, nil
 }
 
 func (a *API) addresses(in []params.Address) ([]state.Address, error) {

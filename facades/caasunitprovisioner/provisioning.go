@@ -37,12 +37,11 @@ func (a *API) ProvisioningInfo(_ context.Context, args params.Entities) (params.
 	if m.Type != state.ModelTypeCAAS {
 		return params.KubernetesProvisioningInfoResults{}, errors.NotSupportedf("provisioning info on %s model", m.Type)
 	}
-	out := params.KubernetesProvisioningInfoResults{Results: make([]params.KubernetesProvisioningInfoResult, len(args.Entities))}
-	for i, e := range args.Entities {
-		info, err := a.provisioningInfo(m, e.Tag)
-		out.Results[i] = params.KubernetesProvisioningInfoResult{Result: info, Error: facade.ServerError(err)}
-	}
-	return out, nil
+	return params.KubernetesProvisioningInfoResults{Results: facade.Bulk(args.Entities,
+		func(e params.Entity) (params.KubernetesProvisioningInfoResult, error) {
+			info, err := a.provisioningInfo(m, e.Tag)
+			return params.KubernetesProvisioningInfoResult{Result: info}, err
+		})}, nil
 }
 
 func (a *API) provisioningInfo(m state.Model, tag string) (*params.KubernetesProvisioningInfo, error) {

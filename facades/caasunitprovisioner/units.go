@@ -16,15 +16,17 @@ import (
 // pods (specs/caasunitprovisioner.md §4). Each application's update is
 // one state transaction.
 func (a *API) UpdateApplicationsUnits(_ context.Context, args params.UpdateApplicationUnitArgs) (params.UpdateApplicationUnitResults, error) {
-	out := params.UpdateApplicationUnitResults{Results: make([]params.UpdateApplicationUnitResult, len(args.Args))}
-	for i, arg := range args.Args {
-		info, err := a.updateUnits(arg)
-		out.Results[i].Error = facade.ServerError(err)
-		if len(info) > 0 {
-			out.Results[i].Info = &params.UpdateApplicationUnitsInfo{Units: info}
-		}
-	}
-	return out, nil
+	// A refused scale change comes back with the unit info of the update
+	// that committed, so a result may carry both.
+	return params.UpdateApplicationUnitResults{Results: facade.Bulk(args.Args,
+		func(arg params.UpdateApplicationUnits) (params.UpdateApplicationUnitResult, error) {
+			info, err := a.updateUnits(arg)
+			var res params.UpdateApplicationUnitResult
+			if len(info) > 0 {
+				res.Info = &params.UpdateApplicationUnitsInfo{Units: info}
+			}
+			return res, err
+		})}, nil
 }
 
 func (a *API) updateUnits(arg params.UpdateApplicationUnits) ([]params.ApplicationUnitInfo, error) {
