@@ -3,8 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -17,12 +15,10 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
-	"github.com/gorilla/websocket"
-
+	"provisiond/internal/echo"
 	"provisiond/pki"
 )
 
@@ -42,60 +38,7 @@ type echoServer struct {
 	stop func()
 }
 
-func serveEcho(dir string) (*http.Server, net.Listener, []byte, error) {
-	mat, err := pki.LoadOrCreate(dir, []string{"127.0.0.1"})
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	tlsCfg, err := mat.TLSConfig()
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	up := websocket.Upgrader{
-		ReadBufferSize: 0, WriteBufferSize: 4096, WriteBufferPool: &sync.Pool{},
-		CheckOrigin: func(*http.Request) bool { return true },
-	}
-	hs := &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			ws, err := up.Upgrade(w, r, nil)
-			if err != nil {
-				return
-			}
-			defer ws.Close()
-			for {
-				_, data, err := ws.ReadMessage()
-				if err != nil {
-					return
-				}
-				var in struct {
-					RequestID uint64          `json:"request-id"`
-					Params    json.RawMessage `json:"params"`
-				}
-				if json.Unmarshal(data, &in) != nil {
-					return
-				}
-				if len(in.Params) == 0 {
-					in.Params = json.RawMessage(`{}`)
-				}
-				out, _ := json.Marshal(struct {
-					RequestID uint64          `json:"request-id"`
-					Response  json.RawMessage `json:"response"`
-				}{in.RequestID, in.Params})
-				if ws.WriteMessage(websocket.TextMessage, out) != nil {
-					return
-				}
-			}
-		}),
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          nil,
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	go func() { _ = hs.Serve(tls.NewListener(ln, tlsCfg)) }()
-	return hs, ln, mat.CACertPEM, nil
-}
+func serveEcho(dir string) (*http.Server, net.Listener, []byte, error) { return echo.Serve(dir) }
 
 // startEcho starts the echo server the way the daemon runs: in a child
 // process unless the daemon is in this process.

@@ -2,17 +2,11 @@ package daemon_test
 
 import (
 	"context"
-	"crypto/tls"
-	"encoding/json"
-	"net"
-	"net/http"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
-
-	"provisiond/pki"
+	"provisiond/internal/echo"
 	"provisiond/rpc/client"
 )
 
@@ -70,55 +64,17 @@ func BenchmarkPingParallel(b *testing.B) {
 	})
 }
 
-// startEcho serves a minimal echo: read one message, reply with its
-// request-id and an empty response.
+// startEcho serves the echo baseline (package echo) for the benchmark.
 func startEcho(b *testing.B) (addr string, ca []byte) {
-	mat, err := pki.LoadOrCreate(b.TempDir(), []string{"127.0.0.1"})
+	hs, ln, ca, err := echo.Serve(b.TempDir())
 	if err != nil {
 		b.Fatal(err)
 	}
-	tlsCfg, err := mat.TLSConfig()
-	if err != nil {
-		b.Fatal(err)
-	}
-	up := websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
-	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ws, err := up.Upgrade(w, r, nil)
-		if err != nil {
-			return
-		}
-		defer ws.Close()
-		for {
-			_, data, err := ws.ReadMessage()
-			if err != nil {
-				return
-			}
-			var in struct {
-				RequestID uint64          `json:"request-id"`
-				Params    json.RawMessage `json:"params"`
-			}
-			if json.Unmarshal(data, &in) != nil {
-				return
-			}
-			out, _ := json.Marshal(struct {
-				RequestID uint64          `json:"request-id"`
-				Response  json.RawMessage `json:"response"`
-			}{in.RequestID, json.RawMessage(`{}`)})
-			if ws.WriteMessage(websocket.TextMessage, out) != nil {
-				return
-			}
-		}
-	})}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	go func() { _ = hs.Serve(tls.NewListener(ln, tlsCfg)) }()
 	b.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = hs.Shutdown(ctx)
 		hs.Close()
 	})
-	return ln.Addr().String(), mat.CACertPEM
+	return ln.Addr().String(), ca
 }
