@@ -251,8 +251,26 @@ func (st *State) AddCAASApplication(model string, p CAASApplicationParams) (Appl
 }
 
 // caasStorageConstraints fills in the defaults of storage constraints and
-// checks them against the charm's storage.
+// checks them against the charm's storage. Kubernetes gives every instance
+// a filesystem, so block storage is refused; a count left out is the
+// charm's minimum.
 func caasStorageConstraints(meta *charm.Meta, given map[string]storage.Constraints) (map[string]storage.Constraints, error) {
+	return charmStorageConstraints(meta, given, 0, func(name string, cs charm.Storage) error {
+		if cs.Type != charm.StorageFilesystem {
+			return errors.NotSupportedf("%s storage %q on kubernetes", cs.Type, name)
+		}
+		return nil
+	})
+}
+
+// charmStorageConstraints fills in the defaults of storage constraints
+// (count: the charm's minimum, at least minCount; size: the charm's
+// minimum, else storage.DefaultStorageSize) and checks them against the
+// charm's storage, in name order. check, if not nil, refuses storage the
+// model cannot hold. Storage the charm does not require and the caller
+// did not name is left out.
+func charmStorageConstraints(meta *charm.Meta, given map[string]storage.Constraints, minCount int,
+	check func(name string, cs charm.Storage) error) (map[string]storage.Constraints, error) {
 	out := map[string]storage.Constraints{}
 	for _, name := range slices.Sorted(maps.Keys(given)) {
 		if _, ok := meta.Storage[name]; !ok {
@@ -265,11 +283,13 @@ func caasStorageConstraints(meta *charm.Meta, given map[string]storage.Constrain
 		if !ok && cs.CountMin == 0 {
 			continue
 		}
-		if cs.Type != charm.StorageFilesystem {
-			return nil, errors.NotSupportedf("%s storage %q on kubernetes", cs.Type, name)
+		if check != nil {
+			if err := check(name, cs); err != nil {
+				return nil, err
+			}
 		}
 		if cons.Count == 0 {
-			cons.Count = uint64(cs.CountMin)
+			cons.Count = uint64(max(cs.CountMin, minCount))
 		}
 		if cons.Size == 0 {
 			cons.Size = cs.MinimumSize

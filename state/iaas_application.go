@@ -94,41 +94,9 @@ func (st *State) AddIAASApplication(model string, p IAASApplicationParams) (Appl
 }
 
 // iaasStorageConstraints is caasStorageConstraints for machines: block
-// and filesystem storage alike.
+// and filesystem storage alike, and a count left out is at least 1.
 func iaasStorageConstraints(meta *charm.Meta, given map[string]storage.Constraints) (map[string]storage.Constraints, error) {
-	out := map[string]storage.Constraints{}
-	for _, name := range slices.Sorted(maps.Keys(given)) {
-		if _, ok := meta.Storage[name]; !ok {
-			return nil, errors.NotValidf("storage %q (charm %q has no such storage)", name, meta.Name)
-		}
-	}
-	for _, name := range slices.Sorted(maps.Keys(meta.Storage)) {
-		cs := meta.Storage[name]
-		cons, ok := given[name]
-		if !ok && cs.CountMin == 0 {
-			continue
-		}
-		if cons.Count == 0 {
-			cons.Count = uint64(max(cs.CountMin, 1))
-		}
-		if cons.Size == 0 {
-			cons.Size = cs.MinimumSize
-			if cons.Size == 0 {
-				cons.Size = storage.DefaultStorageSize
-			}
-		}
-		if cons.Count < uint64(cs.CountMin) || (cs.CountMax >= 0 && cons.Count > uint64(cs.CountMax)) {
-			return nil, errors.NotValidf("storage %q count %d (charm allows %d to %d)", name, cons.Count, cs.CountMin, cs.CountMax)
-		}
-		if cons.Size < cs.MinimumSize {
-			return nil, errors.NotValidf("storage %q size %dM (charm needs at least %dM)", name, cons.Size, cs.MinimumSize)
-		}
-		out[name] = cons
-	}
-	if len(out) == 0 {
-		return nil, nil
-	}
-	return out, nil
+	return charmStorageConstraints(meta, given, 1, nil)
 }
 
 // validateIAASPool checks that a named pool (or provider type) exists in
