@@ -47,7 +47,11 @@ func (l *lifecycle) sink(_ uint64, c watcher.Change) {
 
 // watchMachineLifecycle subscribes first, then reads the snapshot of the
 // matching machines: their ids (dead ones included) are the initial event.
-func (st *State) watchMachineLifecycle(model string, match func(id string) bool, check func(r reader) error) (*watcher.Strings, []string, error) {
+// snapshot reads the candidates (every machine of the model, or only a
+// subset that holds every match: a watcher on one machine's containers
+// must not decode the whole model, or a storm of agents reconnecting
+// costs the square of their number).
+func (st *State) watchMachineLifecycle(model string, match func(id string) bool, snapshot func(r reader) ([]Machine, error)) (*watcher.Strings, []string, error) {
 	w := watcher.NewStrings()
 	l := &lifecycle{w: w, match: match, known: map[string]bool{}}
 	w.OnStop(st.hub.Subscribe(watcher.Filter{
@@ -60,13 +64,8 @@ func (st *State) watchMachineLifecycle(model string, match func(id string) bool,
 		if _, err := getModel(r, model); err != nil {
 			return err
 		}
-		if check != nil {
-			if err := check(r); err != nil {
-				return err
-			}
-		}
 		var err error
-		ms, err = machines(r, model)
+		ms, err = snapshot(r)
 		return err
 	})
 	if err != nil {
@@ -91,7 +90,8 @@ func (st *State) watchMachineLifecycle(model string, match func(id string) bool,
 // WatchModelMachines watches the lifecycle of a model's top-level
 // machines. It returns the watcher and the initial ids.
 func (st *State) WatchModelMachines(model string) (*watcher.Strings, []string, error) {
-	return st.watchMachineLifecycle(model, func(id string) bool { return ParentID(id) == "" }, nil)
+	return st.watchMachineLifecycle(model, func(id string) bool { return ParentID(id) == "" },
+		func(r reader) ([]Machine, error) { return machines(r, model) })
 }
 
 // WatchContainers watches the lifecycle of the direct containers of
@@ -100,11 +100,13 @@ func (st *State) WatchContainers(model, parent, ctype string) (*watcher.Strings,
 	match := func(id string) bool {
 		return ParentID(id) == parent && (ctype == "" || ContainerTypeOf(id) == ctype)
 	}
-	check := func(r reader) error {
-		_, err := getMachine(r, model, parent)
-		return err
+	snapshot := func(r reader) ([]Machine, error) {
+		if _, err := getMachine(r, model, parent); err != nil {
+			return nil, err
+		}
+		return containers(r, model, parent)
 	}
-	return st.watchMachineLifecycle(model, match, check)
+	return st.watchMachineLifecycle(model, match, snapshot)
 }
 
 // WatchModelMachineStartTimes watches the top-level machines of a model

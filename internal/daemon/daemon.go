@@ -71,8 +71,8 @@ const (
 	DefaultPingTimeout     = 3 * time.Minute
 	DefaultLoginTimeout    = time.Minute
 	DefaultMaxWatchers     = 1000
-	DefaultLoginRateMax    = 100
-	DefaultLoginRateRefill = 10 * time.Millisecond
+	DefaultLoginRateMax    = 500
+	DefaultLoginRateRefill = 2 * time.Millisecond
 	DefaultLoginConcurrent = 64
 )
 
