@@ -37,7 +37,8 @@ type Deps struct {
 	// LoginTimeout closes a connection that has not logged in within it
 	// (0: never).
 	LoginTimeout time.Duration
-	// Environ is the built-in provider (networking, agent binaries).
+	// Environ is the built-in provider (networking, agent binaries); the
+	// Provisioner needs it. One per daemon: it holds allocation state.
 	Environ *environ.Provider
 	// Clock drives timer watchers (machine error retry, start-time
 	// batching); tests use a fake one. nil: watcher.WallClock.

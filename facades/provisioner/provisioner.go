@@ -117,11 +117,7 @@ func newProvisioner(c *facade.Context, v1 bool) (*Provisioner, error) {
 	if c.Model.Type != state.ModelTypeIAAS {
 		return nil, errors.NewNotSupported(nil, `facade "Provisioner" not supported for a CAAS model API connection`)
 	}
-	env := c.Deps.Environ
-	if env == nil {
-		env = environ.New()
-	}
-	return &Provisioner{ctx: c, st: c.Deps.State, model: c.Model.UUID, env: env, v1: v1}, nil
+	return &Provisioner{ctx: c, st: c.Deps.State, model: c.Model.UUID, env: c.Deps.Environ, v1: v1}, nil
 }
 
 // isManager reports whether the caller is the controller agent.

@@ -146,6 +146,11 @@ func Open(path string, opts Options) (*DB, error) {
 		_ = bdb.Close()
 		return nil, fmt.Errorf("db: open %s: %w", path, err)
 	}
+	return start(bdb, path, opts, rev), nil
+}
+
+// start wraps an open bbolt file at revision rev and starts its committer.
+func start(bdb *bolt.DB, path string, opts Options, rev uint64) *DB {
 	d := &DB{
 		bolt:   bdb,
 		opts:   opts,
@@ -157,7 +162,7 @@ func Open(path string, opts Options) (*DB, error) {
 	}
 	d.rev.Store(rev)
 	go d.run()
-	return d, nil
+	return d
 }
 
 // migration upgrades the file from one schema version to the next.

@@ -57,18 +57,7 @@ func OpenReadOnly(path string, opts Options) (*DB, error) {
 		_ = bdb.Close()
 		return nil, fmt.Errorf("db: open %s: %w", path, err)
 	}
-	d := &DB{
-		bolt:   bdb,
-		opts:   opts,
-		path:   path,
-		commit: (*bolt.Tx).Commit,
-		wake:   make(chan struct{}, 1),
-		stop:   make(chan struct{}),
-		done:   make(chan struct{}),
-	}
-	d.rev.Store(rev)
-	go d.run()
-	return d, nil
+	return start(bdb, path, opts, rev), nil
 }
 
 // Stats describes a data file: what provisiond check prints.
