@@ -23,6 +23,8 @@ import (
 type Admin struct {
 	ctx     *facade.Context
 	limiter *Limiter
+	// ctrl is the controller record, read once per login.
+	ctrl state.Controller
 }
 
 // Register adds Admin v3 to r. Agent logins pass through limiter (nil: no
@@ -64,6 +66,9 @@ func (a *Admin) Login(ctx context.Context, req params.LoginRequest) (params.Logi
 	if err != nil {
 		return params.LoginResult{}, &params.Error{Message: err.Error()}
 	}
+	if a.ctrl, err = a.ctx.Deps.State.Controller(); err != nil {
+		return params.LoginResult{}, fmt.Errorf("cannot read controller: %w", err)
+	}
 	var res params.LoginResult
 	switch t := tag.(type) {
 	case names.UserTag:
@@ -104,10 +109,7 @@ func (a *Admin) loginUser(t names.UserTag, password string) (*facade.Auth, param
 		return nil, params.LoginResult{}, facade.ErrPerm
 	}
 	auth := &facade.Auth{Tag: names.NewUserTag(u.Name), User: &u}
-	res, err := a.result()
-	if err != nil {
-		return nil, params.LoginResult{}, err
-	}
+	res := a.result()
 	res.UserInfo = &params.AuthUserInfo{
 		DisplayName:      u.DisplayName,
 		Identity:         names.NewUserTag(u.Name).String(),
@@ -121,13 +123,13 @@ func (a *Admin) loginMachine(t names.MachineTag, password, nonce string) (*facad
 	st := a.ctx.Deps.State
 	model := a.ctx.Model
 	m, err := st.AuthenticateMachine(model.UUID, t.Id(), password, nonce)
-	controller := err == nil && state.IsController(m) && a.isControllerModel(model.UUID)
+	onControllerModel := a.ctrl.ModelUUID == model.UUID
+	controller := err == nil && state.IsController(m) && onControllerModel
 	if err != nil && !errors.Is(err, errors.NotProvisioned) {
 		// Machine ids are per model: a hosted model's machine-0 is tried
 		// first, then the controller agent of the controller model.
-		ctrl, cerr := st.Controller()
-		if cerr == nil && ctrl.ModelUUID != model.UUID {
-			cm, cerr := st.AuthenticateMachine(ctrl.ModelUUID, t.Id(), password, nonce)
+		if !onControllerModel {
+			cm, cerr := st.AuthenticateMachine(a.ctrl.ModelUUID, t.Id(), password, nonce)
 			if cerr == nil && state.IsController(cm) {
 				m, err, controller = cm, nil, true
 			} else if errors.Is(cerr, errors.NotProvisioned) && state.IsController(cm) {
@@ -139,21 +141,13 @@ func (a *Admin) loginMachine(t names.MachineTag, password, nonce string) (*facad
 		return nil, params.LoginResult{}, loginError(err)
 	}
 	auth := &facade.Auth{Tag: t, Machine: &m, Controller: controller}
-	res, err := a.result()
-	if err != nil {
-		return nil, params.LoginResult{}, err
-	}
+	res := a.result()
 	// The controller agent visiting another model gets no ping timeout
 	// (Juju does the same); every other agent must ping.
-	if !controller || a.isControllerModel(model.UUID) {
+	if !controller || onControllerModel {
 		a.ctx.Session.StartPingTimeout(a.ctx.Deps.PingTimeout)
 	}
 	return auth, res, nil
-}
-
-func (a *Admin) isControllerModel(uuid string) bool {
-	ctrl, err := a.ctx.Deps.State.Controller()
-	return err == nil && ctrl.ModelUUID == uuid
 }
 
 // loginError hides why a login failed, except "not provisioned".
@@ -167,14 +161,10 @@ func loginError(err error) error {
 	return fmt.Errorf("login: %w", err)
 }
 
-func (a *Admin) result() (params.LoginResult, error) {
+func (a *Admin) result() params.LoginResult {
 	d := a.ctx.Deps
-	ctrl, err := d.State.Controller()
-	if err != nil {
-		return params.LoginResult{}, fmt.Errorf("cannot read controller: %w", err)
-	}
 	res := params.LoginResult{
-		ControllerTag: names.NewControllerTag(ctrl.UUID).String(),
+		ControllerTag: names.NewControllerTag(a.ctrl.UUID).String(),
 		Facades:       a.ctx.Session.Facades(),
 		ServerVersion: d.ServerVersion,
 	}
@@ -184,5 +174,5 @@ func (a *Admin) result() (params.LoginResult, error) {
 	if d.APIHostPorts != nil {
 		res.Servers = d.APIHostPorts()
 	}
-	return res, nil
+	return res
 }
