@@ -39,9 +39,13 @@ type ConnInfo struct {
 }
 
 // Conn is one websocket connection. Its goroutines: the reader (the HTTP
-// handler's goroutine, which also tears the connection down), one writer,
-// and at most Config.MaxRequests handlers, run on the Server's reused
-// worker goroutines and waited for by the Conn.
+// handler's goroutine, which also tears the connection down) and nothing
+// else while the connection is idle. Handlers (at most Config.MaxRequests
+// at once) run on the Server's reused worker goroutines; a call that
+// replies later (a watcher's Next, see Later) holds no goroutine while it
+// waits. Replies are queued and written by a drain that runs on a worker
+// only while the queue is not empty, so at most one goroutine writes data
+// frames at a time; pings are sent from a timer.
 type Conn struct {
 	srv  *Server
 	ws   *websocket.Conn
@@ -52,16 +56,27 @@ type Conn struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	out        chan []byte   // replies to write; closed by the reader after handlers end
-	writerDead chan struct{} // closed when the writer stopped writing
-	sem        chan struct{} // one slot per running handler
-	handlers   sync.WaitGroup
+	sem      chan struct{} // one slot per call not yet replied to
+	handlers sync.WaitGroup
+
+	wmu     sync.Mutex // guards the write fields below
+	wcond   sync.Cond  // on wmu: the queue shrank or the drain stopped
+	queue   [][]byte   // replies waiting to be written
+	writing bool       // a drain is running
+	wdead   bool       // a write failed: later replies are dropped
+	wclosed bool       // teardown began: the ping timer is not re-armed
+	ping    *time.Timer
 
 	stopOnce  sync.Once
 	stopc     chan struct{} // closed to ask the reader to stop
 	mu        sync.Mutex    // guards closeCode
 	closeCode int           // close frame the server sends; 0: none
 }
+
+// maxQueued bounds the replies waiting to be written on one connection;
+// the reader and handlers wait for room, so a client that stops reading
+// stops being read (until the write deadline ends the connection).
+const maxQueued = 64
 
 // ErrConnClosed is the cause of a connection closed by the server.
 var ErrConnClosed = errors.New("connection closed")
@@ -97,17 +112,32 @@ func (c *Conn) setCloseCode(code int) {
 
 // serve runs the connection until it ends; it is the reader.
 func (c *Conn) serve() {
-	go c.writeLoop()
+	c.ping = time.AfterFunc(c.srv.cfg.PingPeriod, c.sendPing)
 	c.readLoop()
 
-	// Teardown, in this order: no more requests; cancel blocked calls and
-	// stop resources; wait for running calls to reply; let the writer drain
+	// Teardown, in this order: no more requests; cancel waiting calls and
+	// stop resources; wait for every call to reply; let the queue drain
 	// and send the close frame; close the socket.
 	c.cancel()
 	c.root.Kill()
 	c.handlers.Wait()
-	close(c.out)
-	<-c.writerDead
+	c.wmu.Lock()
+	c.wclosed = true
+	for c.writing {
+		c.wcond.Wait()
+	}
+	dead := c.wdead
+	c.wmu.Unlock()
+	c.ping.Stop()
+	if !dead {
+		c.mu.Lock()
+		code := c.closeCode
+		c.mu.Unlock()
+		if code != 0 {
+			_ = c.ws.WriteControl(websocket.CloseMessage,
+				websocket.FormatCloseMessage(code, ""), time.Now().Add(c.srv.cfg.WriteTimeout))
+		}
+	}
 	_ = c.ws.Close()
 }
 
@@ -150,13 +180,13 @@ func (c *Conn) readLoop() {
 func (c *Conn) dispatch(h *header) {
 	call, err := c.root.FindMethod(h.Type, h.Version, h.ID, h.Request)
 	if err != nil {
-		c.reply(h, false, nil, err, 0)
+		c.replyFromReader(h, false, nil, err)
 		return
 	}
 	select {
 	case c.sem <- struct{}{}:
 	default:
-		c.reply(h, true, nil, TooManyRequestsError(cap(c.sem)), 0)
+		c.replyFromReader(h, true, nil, TooManyRequestsError(cap(c.sem)))
 		return
 	}
 	c.handlers.Add(1)
@@ -164,11 +194,74 @@ func (c *Conn) dispatch(h *header) {
 }
 
 func (c *Conn) run(h *header, call Caller) {
-	defer c.handlers.Done()
-	defer func() { <-c.sem }()
 	start := time.Now()
 	res, err := c.call(h, call)
+	if l, ok := res.(*Later); ok && err == nil {
+		c.await(h, l, start)
+		return
+	}
 	c.reply(h, true, res, err, time.Since(start))
+	c.endCall()
+}
+
+// endCall releases a call's MaxRequests slot once its reply is queued.
+func (c *Conn) endCall() {
+	<-c.sem
+	c.handlers.Done()
+}
+
+// pendingCall is a Later call between its start and its reply.
+type pendingCall struct {
+	mu       sync.Mutex
+	starting bool // still in Later.start: a reply is kept for the caller
+	replied  bool
+	res      any
+	err      error
+}
+
+// await starts l and returns without waiting for its reply. A reply given
+// while l starts (an event already pending) is sent from this goroutine;
+// a later one is handed to a worker, since it comes from whichever
+// goroutine completed the call (the hub's publisher, a timer) and must
+// not block it.
+func (c *Conn) await(h *header, l *Later, start time.Time) {
+	p := &pendingCall{starting: true}
+	reply := func(res any, err error) {
+		p.mu.Lock()
+		if p.replied {
+			p.mu.Unlock()
+			c.log.Error("a call replied twice; second reply dropped", "facade", h.Type, "method", h.Request)
+			return
+		}
+		p.replied = true
+		if p.starting {
+			p.res, p.err = res, err
+			p.mu.Unlock()
+			return
+		}
+		p.mu.Unlock()
+		c.srv.workers.run(func() {
+			c.reply(h, true, res, err, time.Since(start))
+			c.endCall()
+		})
+	}
+	_, perr := c.call(h, func(ctx context.Context, _ json.RawMessage) (any, error) {
+		l.start(ctx, reply)
+		return nil, nil
+	})
+	p.mu.Lock()
+	p.starting = false
+	replied, res, err := p.replied, p.res, p.err
+	if perr != nil && !replied {
+		// It panicked before replying: reply with the panic; a reply
+		// that comes later anyway is dropped.
+		p.replied, replied, res, err = true, true, nil, perr
+	}
+	p.mu.Unlock()
+	if replied {
+		c.reply(h, true, res, err, time.Since(start))
+		c.endCall()
+	}
 }
 
 // call runs one handler, turning a panic into an error reply.
@@ -183,10 +276,23 @@ func (c *Conn) call(h *header, call Caller) (res any, err error) {
 	return call(c.ctx, h.Params)
 }
 
-// reply encodes and queues the reply to h. resolved says whether h named a
+// replyFromReader queues a reply the reader makes itself (an unknown
+// method, no free request slot); a drain it starts runs on a worker, so
+// the reader goes on reading.
+func (c *Conn) replyFromReader(h *header, resolved bool, res any, err error) {
+	c.enqueue(c.encode(h, resolved, res, err, 0), false)
+}
+
+// reply encodes and queues the reply to h from a worker goroutine, which
+// writes it itself if no drain is running (saving a hand-off).
+func (c *Conn) reply(h *header, resolved bool, res any, err error, d time.Duration) {
+	c.enqueue(c.encode(h, resolved, res, err, d), true)
+}
+
+// encode makes the reply frame to h. resolved says whether h named a
 // method that exists; only then are its names passed to the Observer, so
 // clients cannot mint metric labels.
-func (c *Conn) reply(h *header, resolved bool, res any, err error, d time.Duration) {
+func (c *Conn) encode(h *header, resolved bool, res any, err error, d time.Duration) []byte {
 	var body json.RawMessage
 	if err == nil && res != nil {
 		b, merr := json.Marshal(res)
@@ -216,50 +322,88 @@ func (c *Conn) reply(h *header, resolved bool, res any, err error, d time.Durati
 		c.log.Error("cannot encode reply frame", "err", merr)
 		msg, _ = encodeReply(h, nil, &params.Error{Message: "cannot encode reply"})
 	}
-	select {
-	case c.out <- msg:
-	case <-c.writerDead:
-	}
+	return msg
 }
 
-// writeLoop is the only goroutine that writes data frames. It sends
-// websocket pings, applies the write deadline, and on a write error closes
-// the socket so the reader ends the connection.
-func (c *Conn) writeLoop() {
-	cfg := &c.srv.cfg
-	defer close(c.writerDead)
-	ping := time.NewTicker(cfg.PingPeriod)
-	defer ping.Stop()
+// enqueue queues msg for writing, waiting while maxQueued replies are
+// queued, and starts a drain if none runs: on this goroutine if inline,
+// else on a worker. A reply to a connection whose writes failed is
+// dropped.
+func (c *Conn) enqueue(msg []byte, inline bool) {
+	c.wmu.Lock()
+	for len(c.queue) >= maxQueued && !c.wdead {
+		c.wcond.Wait()
+	}
+	if c.wdead {
+		c.wmu.Unlock()
+		return
+	}
+	c.queue = append(c.queue, msg)
+	if c.writing {
+		c.wmu.Unlock()
+		return
+	}
+	c.writing = true
+	c.wmu.Unlock()
+	if inline {
+		c.drain()
+		return
+	}
+	c.srv.workers.run(c.drain)
+}
+
+// drain writes queued replies until the queue is empty, then stops. Only
+// one drain runs at a time (Conn.writing), so it is the connection's only
+// writer of data frames. On a write error it closes the socket, so the
+// reader ends the connection, and drops what is queued.
+func (c *Conn) drain() {
+	timeout := c.srv.cfg.WriteTimeout
 	for {
-		select {
-		case msg, ok := <-c.out:
-			if !ok {
-				c.mu.Lock()
-				code := c.closeCode
-				c.mu.Unlock()
-				if code != 0 {
-					_ = c.ws.WriteControl(websocket.CloseMessage,
-						websocket.FormatCloseMessage(code, ""), time.Now().Add(cfg.WriteTimeout))
-				}
-				return
-			}
-			_ = c.ws.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout))
+		c.wmu.Lock()
+		batch := c.queue
+		c.queue = nil
+		if len(batch) == 0 {
+			c.writing = false
+			c.wcond.Broadcast()
+			c.wmu.Unlock()
+			return
+		}
+		c.wcond.Broadcast()
+		c.wmu.Unlock()
+		for _, msg := range batch {
+			_ = c.ws.SetWriteDeadline(time.Now().Add(timeout))
 			if err := c.ws.WriteMessage(websocket.TextMessage, msg); err != nil {
 				c.log.Debug("write failed; closing connection", "err", err)
 				c.fail()
-				return
-			}
-		case <-ping.C:
-			if err := c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(cfg.WriteTimeout)); err != nil {
-				c.fail()
+				c.wmu.Lock()
+				c.wdead = true
+				c.queue = nil
+				c.writing = false
+				c.wcond.Broadcast()
+				c.wmu.Unlock()
 				return
 			}
 		}
 	}
 }
 
-// fail ends a connection whose writer cannot write: the socket is closed
-// under the reader. Handlers see writerDead and drop their replies.
+// sendPing sends a websocket ping (WriteControl may run alongside the
+// drain) and re-arms its timer until teardown begins.
+func (c *Conn) sendPing() {
+	cfg := &c.srv.cfg
+	if err := c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(cfg.WriteTimeout)); err != nil {
+		c.fail()
+		return
+	}
+	c.wmu.Lock()
+	if !c.wclosed {
+		c.ping.Reset(cfg.PingPeriod)
+	}
+	c.wmu.Unlock()
+}
+
+// fail ends a connection that cannot be written to: the socket is closed
+// under the reader.
 func (c *Conn) fail() {
 	_ = c.ws.NetConn().Close()
 }

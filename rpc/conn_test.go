@@ -27,6 +27,7 @@ type testRoot struct {
 	release chan struct{} // Block waits on it
 	killed  chan struct{}
 	once    sync.Once
+	later   laterCalls
 }
 
 func (r *testRoot) FindMethod(facade string, version int, id, method string) (rpc.Caller, error) {
@@ -54,6 +55,27 @@ func (r *testRoot) FindMethod(facade string, version int, id, method string) (rp
 		}, nil
 	case "Panic":
 		return func(context.Context, json.RawMessage) (any, error) { panic("boom") }, nil
+	case "Later":
+		return func(context.Context, json.RawMessage) (any, error) {
+			return rpc.LaterFunc(func(_ context.Context, reply func(any, error)) { r.later.add(reply) }), nil
+		}, nil
+	case "LaterNow":
+		return func(context.Context, json.RawMessage) (any, error) {
+			return rpc.LaterFunc(func(_ context.Context, reply func(any, error)) {
+				reply(params.StringResult{Result: "now"}, nil)
+			}), nil
+		}, nil
+	case "LaterTwice":
+		return func(context.Context, json.RawMessage) (any, error) {
+			return rpc.LaterFunc(func(_ context.Context, reply func(any, error)) {
+				reply(params.StringResult{Result: "first"}, nil)
+				reply(params.StringResult{Result: "second"}, nil)
+			}), nil
+		}, nil
+	case "LaterPanic":
+		return func(context.Context, json.RawMessage) (any, error) {
+			return rpc.LaterFunc(func(context.Context, func(any, error)) { panic("boom later") }), nil
+		}, nil
 	case "Block":
 		return func(ctx context.Context, _ json.RawMessage) (any, error) {
 			select {
@@ -67,7 +89,10 @@ func (r *testRoot) FindMethod(facade string, version int, id, method string) (rp
 	return nil, rpc.UnknownMethodError(facade, version, method)
 }
 
-func (r *testRoot) Kill() { r.once.Do(func() { close(r.killed) }) }
+func (r *testRoot) Kill() {
+	r.once.Do(func() { close(r.killed) })
+	r.later.stopAll()
+}
 
 type testServer struct {
 	addr string
@@ -86,7 +111,10 @@ func startServer(t *testing.T, mod func(*rpc.Config)) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := &testServer{ca: mat.CACertPEM, root: &testRoot{release: make(chan struct{}), killed: make(chan struct{})}}
+	ts := &testServer{ca: mat.CACertPEM, root: &testRoot{
+		release: make(chan struct{}), killed: make(chan struct{}),
+		later: laterCalls{added: make(chan struct{}, 1)},
+	}}
 	cfg := rpc.Config{NewRoot: func(rpc.ConnInfo, *rpc.Conn) rpc.Root { return ts.root }}
 	if mod != nil {
 		mod(&cfg)

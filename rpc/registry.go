@@ -123,6 +123,62 @@ func HandleNone[C, F any](m *Methods[C, F], name string, fn func(F, context.Cont
 	})
 }
 
+// Later is the result of a call whose reply comes after the method
+// returns (HandleLater, HandleLaterNone): a watcher's Next waits for a
+// change without a goroutine waiting on its behalf. The connection keeps
+// the call's MaxRequests slot until the reply is sent.
+type Later struct {
+	start func(ctx context.Context, reply func(any, error))
+}
+
+// LaterFunc makes a Later for a Root that resolves methods without the
+// Registry: start must see to it that reply is called exactly once, from
+// any goroutine; reply never blocks.
+func LaterFunc(start func(ctx context.Context, reply func(any, error))) *Later {
+	return &Later{start: start}
+}
+
+// MapErr returns a Later whose error, if any, passes through f first (the
+// facade layer's mapping of errors to wire codes).
+func (l *Later) MapErr(f func(error) error) *Later {
+	return &Later{start: func(ctx context.Context, reply func(any, error)) {
+		l.start(ctx, func(res any, err error) {
+			if err != nil {
+				err = f(err)
+			}
+			reply(res, err)
+		})
+	}}
+}
+
+// HandleLater registers a method without params whose result R comes
+// later. fn must see to it that reply is called exactly once, before or
+// after fn returns, from any goroutine; reply never blocks (the reply is
+// encoded and written on a worker goroutine). Params sent are ignored.
+func HandleLater[C, F, R any](m *Methods[C, F], name string, fn func(F, context.Context, func(R, error))) {
+	m.add(name, nil, func(_ context.Context, f any, _ json.RawMessage) (any, error) {
+		return &Later{start: func(ctx context.Context, reply func(any, error)) {
+			fn(f.(F), ctx, func(r R, err error) {
+				if err != nil {
+					reply(nil, err)
+					return
+				}
+				reply(r, nil)
+			})
+		}}, nil
+	})
+}
+
+// HandleLaterNone is HandleLater for a method with neither params nor
+// result: its reply is "response": {} or the error.
+func HandleLaterNone[C, F any](m *Methods[C, F], name string, fn func(F, context.Context, func(error))) {
+	m.add(name, nil, func(_ context.Context, f any, _ json.RawMessage) (any, error) {
+		return &Later{start: func(ctx context.Context, reply func(any, error)) {
+			fn(f.(F), ctx, func(err error) { reply(nil, err) })
+		}}, nil
+	})
+}
+
 // Method is one resolved (facade, version, method).
 type Method[C any] struct {
 	Facade  string

@@ -161,30 +161,30 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.admitted++
 	s.wg.Add(1)
 	s.mu.Unlock()
-	defer s.wg.Done()
-	defer func() {
+	release := func() {
 		s.mu.Lock()
 		s.admitted--
 		s.mu.Unlock()
-	}()
+		s.wg.Done()
+	}
 
 	ws, err := s.upgrader.Upgrade(w, r, nil)
 	if err != nil {
+		release()
 		return // the upgrader has answered the client
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Conn{
-		srv:        s,
-		ws:         ws,
-		info:       ConnInfo{ModelUUID: modelUUID, RemoteAddr: r.RemoteAddr},
-		log:        s.cfg.Logger.With("remote", r.RemoteAddr),
-		ctx:        ctx,
-		cancel:     cancel,
-		out:        make(chan []byte, 16),
-		writerDead: make(chan struct{}),
-		sem:        make(chan struct{}, s.cfg.MaxRequests),
-		stopc:      make(chan struct{}),
+		srv:    s,
+		ws:     ws,
+		info:   ConnInfo{ModelUUID: modelUUID, RemoteAddr: r.RemoteAddr},
+		log:    s.cfg.Logger.With("remote", r.RemoteAddr),
+		ctx:    ctx,
+		cancel: cancel,
+		sem:    make(chan struct{}, s.cfg.MaxRequests),
+		stopc:  make(chan struct{}),
 	}
+	c.wcond.L = &c.wmu
 	c.root = s.cfg.NewRoot(c.info, c)
 
 	s.mu.Lock()
@@ -195,15 +195,21 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.conns[c] = struct{}{}
 		s.mu.Unlock()
 	}
-	if obs := s.cfg.Observer; obs != nil {
-		obs.ConnOpened()
-		defer obs.ConnClosed()
-	}
-	c.serve()
-
-	s.mu.Lock()
-	delete(s.conns, c)
-	s.mu.Unlock()
+	// The connection is served on a goroutine of its own and this handler
+	// returns: net/http then lets go of its per-request state (its 4 KiB
+	// write buffer, the request) and of the handler goroutine, whose stack
+	// the TLS handshake grew to 16 KiB. A hijacked connection stays open.
+	go func() {
+		defer release()
+		if obs := s.cfg.Observer; obs != nil {
+			obs.ConnOpened()
+			defer obs.ConnClosed()
+		}
+		c.serve()
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+	}()
 }
 
 // Conns returns the number of open connections.

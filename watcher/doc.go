@@ -9,8 +9,12 @@
 //     and never blocks the publisher: every Sink must return at once.
 //   - Notify and Strings: coalescing watchers. A Notify holds one pending
 //     bit, a Strings a set of pending ids; any number of changes between two
-//     Next calls collapse into one event. Next blocks until there is a
-//     pending event, the watcher is stopped (ErrStopped), or its context ends.
+//     Next calls collapse into one event. NextAsync takes the next event
+//     without blocking: its callback runs once there is a pending event
+//     (at once if there is one), the watcher is stopped (ErrStopped), or its
+//     context ends, on whichever goroutine brought that about, so a waiting
+//     agent's Next holds no goroutine in the daemon. Next is the blocking
+//     form, for tests and tools.
 //   - Resources: the per-connection registry of watchers (and anything else
 //     with a Stop method), handing out ids "1", "2", ... that are never reused
 //     on that connection, and stopping everything when the connection ends.

@@ -140,6 +140,7 @@ func runConns(ctx context.Context, e *env, n int) (*values, error) {
 	if err != nil {
 		return nil, fmt.Errorf("daemon memory: %w", err)
 	}
+	rtBefore := e.t.runtimeMem()
 	var st connectStats
 	start := time.Now()
 	ss, err := e.connectSessions(ctx, ms, &st)
@@ -164,6 +165,14 @@ func runConns(ctx context.Context, e *env, n int) (*values, error) {
 	v.set("daemon RSS before", "MiB", float64(before)/(1<<20))
 	v.set("daemon RSS after", "MiB", float64(after)/(1<<20))
 	v.set("daemon KiB/agent", "KiB", float64(after-before)/1024/float64(n))
+	rtAfter := e.t.runtimeMem()
+	for _, m := range runtimeMemMetrics {
+		b, okb := rtBefore[m.metric]
+		a, oka := rtAfter[m.metric]
+		if okb && oka {
+			v.set(m.row, m.unit, (a-b)/m.div/float64(n))
+		}
+	}
 	return v, nil
 }
 
@@ -198,4 +207,27 @@ func runConnsBaseline(ctx context.Context, e *env, n int) (*values, error) {
 	v := newValues()
 	v.set("idle conn KiB/conn", "KiB", float64(after-before)/1024/float64(n))
 	return v, nil
+}
+
+// runtimeMemMetrics break the daemon's per-agent memory down, from its Go
+// runtime metrics in /metrics (heap in use, goroutine stacks, goroutines).
+var runtimeMemMetrics = []struct {
+	metric, row, unit string
+	div               float64
+}{
+	{"go_memstats_heap_inuse_bytes", "  of which heap KiB/agent", "KiB", 1024},
+	{"go_memstats_stack_inuse_bytes", "  of which stacks KiB/agent", "KiB", 1024},
+	{"go_goroutines", "daemon goroutines/agent", "", 1},
+}
+
+// runtimeMem scrapes runtimeMemMetrics; metrics it cannot read are left
+// out (a daemon without /metrics).
+func (t *target) runtimeMem() map[string]float64 {
+	out := make(map[string]float64)
+	for _, m := range runtimeMemMetrics {
+		if v, err := t.scrape(m.metric); err == nil {
+			out[m.metric] = v
+		}
+	}
+	return out
 }

@@ -105,6 +105,9 @@ func (s *Session) FindMethod(facade string, version int, id, method string) (rpc
 		if err != nil {
 			return nil, ServerError(err)
 		}
+		if l, ok := res.(*rpc.Later); ok {
+			return l.MapErr(func(err error) error { return ServerError(err) }), nil
+		}
 		return res, nil
 	}, nil
 }

@@ -2,10 +2,12 @@
 // version 1: Next and Stop on a watcher that a Watch* call registered as a
 // resource of the same connection, named by the request's "id".
 //
-// Next blocks in the caller's handler goroutine until the watcher has a
-// change since the previous Next (or since the Watch call, which consumed
-// the first event), the watcher is stopped (code "stopped"), or the
-// connection ends.
+// Next replies once the watcher has a change since the previous Next (or
+// since the Watch call, which consumed the first event), the watcher is
+// stopped (code "stopped"), or the connection ends. A waiting Next holds
+// no goroutine: it is registered with rpc.HandleLater and the watcher
+// completes it from the goroutine that publishes the change (the hub's
+// publisher, a timer) through watcher NextAsync.
 package watchers
 
 import (
@@ -32,11 +34,11 @@ type StringsWatcher struct {
 // Register adds NotifyWatcher v1 and StringsWatcher v1 to r.
 func Register(r *facade.Registry) {
 	rpc.Register(r, "NotifyWatcher", 1, newNotify, func(m *rpc.Methods[*facade.Context, *NotifyWatcher]) {
-		rpc.HandleNone(m, "Next", (*NotifyWatcher).Next)
+		rpc.HandleLaterNone(m, "Next", (*NotifyWatcher).Next)
 		rpc.HandleNone(m, "Stop", (*NotifyWatcher).Stop)
 	})
 	rpc.Register(r, "StringsWatcher", 1, newStrings, func(m *rpc.Methods[*facade.Context, *StringsWatcher]) {
-		rpc.HandleNoArgs(m, "Next", (*StringsWatcher).Next)
+		rpc.HandleLater(m, "Next", (*StringsWatcher).Next)
 		rpc.HandleNone(m, "Stop", (*StringsWatcher).Stop)
 	})
 }
@@ -78,9 +80,9 @@ func newStrings(c *facade.Context) (*StringsWatcher, error) {
 	return &StringsWatcher{ctx: c, w: w}, nil
 }
 
-// Next waits for the next change.
-func (n *NotifyWatcher) Next(ctx context.Context) error {
-	return nextErr(ctx, n.w.Next(ctx))
+// Next replies with the next change.
+func (n *NotifyWatcher) Next(ctx context.Context, reply func(error)) {
+	n.w.NextAsync(ctx, func(err error) { reply(nextErr(ctx, err)) })
 }
 
 // Stop stops the watcher and forgets its id.
@@ -88,13 +90,15 @@ func (n *NotifyWatcher) Stop(context.Context) error {
 	return n.ctx.Resources.Stop(n.ctx.ID)
 }
 
-// Next waits for the next changed ids.
-func (s *StringsWatcher) Next(ctx context.Context) (params.StringsWatchResult, error) {
-	ids, err := s.w.Next(ctx)
-	if err != nil {
-		return params.StringsWatchResult{}, nextErr(ctx, err)
-	}
-	return params.StringsWatchResult{Changes: ids}, nil
+// Next replies with the next changed ids.
+func (s *StringsWatcher) Next(ctx context.Context, reply func(params.StringsWatchResult, error)) {
+	s.w.NextAsync(ctx, func(ids []string, err error) {
+		if err != nil {
+			reply(params.StringsWatchResult{}, nextErr(ctx, err))
+			return
+		}
+		reply(params.StringsWatchResult{Changes: ids}, nil)
+	})
 }
 
 // Stop stops the watcher and forgets its id.

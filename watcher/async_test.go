@@ -1,0 +1,171 @@
+package watcher_test
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"provisiond/watcher"
+)
+
+// A NextAsync with an event pending completes before it returns, on the
+// caller's goroutine; one without waits for Trigger, which completes it.
+func TestNotifyNextAsync(t *testing.T) {
+	w := watcher.NewNotify()
+	defer w.Stop()
+	w.Trigger()
+	var got []error
+	w.NextAsync(context.Background(), func(err error) { got = append(got, err) })
+	if len(got) != 1 || got[0] != nil {
+		t.Fatalf("pending event: got %v, want one nil completion before return", got)
+	}
+	w.NextAsync(context.Background(), func(err error) { got = append(got, err) })
+	if len(got) != 1 {
+		t.Fatalf("no event pending, yet completed: %v", got)
+	}
+	w.Trigger() // completes the waiting call on this goroutine
+	if len(got) != 2 || got[1] != nil {
+		t.Fatalf("after Trigger: %v", got)
+	}
+	// The event went to the waiter: nothing is pending now.
+	w.NextAsync(context.Background(), func(err error) { got = append(got, err) })
+	if len(got) != 2 {
+		t.Fatalf("event delivered twice: %v", got)
+	}
+	w.Stop()
+	if len(got) != 3 || !errors.Is(got[2], watcher.ErrStopped) {
+		t.Fatalf("after Stop: %v", got)
+	}
+}
+
+// Waiting calls are served oldest first, one event each.
+func TestNotifyNextAsyncFIFO(t *testing.T) {
+	w := watcher.NewNotify()
+	defer w.Stop()
+	var order []int
+	for i := 0; i < 3; i++ {
+		w.NextAsync(context.Background(), func(error) { order = append(order, i) })
+	}
+	w.Trigger()
+	w.Trigger()
+	if !reflect.DeepEqual(order, []int{0, 1}) {
+		t.Fatalf("order %v, want [0 1]", order)
+	}
+}
+
+// A cancelled context completes a waiting call with its error, once, and
+// the call no longer takes events.
+func TestNextAsyncContext(t *testing.T) {
+	w := watcher.NewNotify()
+	defer w.Stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 2)
+	w.NextAsync(ctx, func(err error) { done <- err })
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("err %v, want context.Canceled", err)
+	}
+	w.Trigger()
+	if err := w.Next(context.Background()); err != nil {
+		t.Fatalf("the event was taken by the cancelled call: %v", err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("completed twice: %v", err)
+	default:
+	}
+
+	s := watcher.NewStrings()
+	defer s.Stop()
+	sdone := make(chan error, 2)
+	s.NextAsync(ctx, func(_ []string, err error) { sdone <- err }) // ctx already done
+	if err := <-sdone; !errors.Is(err, context.Canceled) {
+		t.Fatalf("strings: err %v, want context.Canceled", err)
+	}
+}
+
+func TestStringsNextAsync(t *testing.T) {
+	w := watcher.NewStrings()
+	var got [][]string
+	var errs []error
+	done := func(ids []string, err error) { got = append(got, ids); errs = append(errs, err) }
+	w.NextAsync(context.Background(), done)
+	w.Add("b", "a", "b")
+	if !reflect.DeepEqual(got, [][]string{{"a", "b"}}) || errs[0] != nil {
+		t.Fatalf("got %v %v", got, errs)
+	}
+	w.Add("c")
+	w.Replace("d")
+	w.NextAsync(context.Background(), done)
+	if !reflect.DeepEqual(got[1], []string{"d"}) {
+		t.Fatalf("after Replace: %v", got)
+	}
+	w.NextAsync(context.Background(), done)
+	w.Stop()
+	if len(errs) != 3 || !errors.Is(errs[2], watcher.ErrStopped) {
+		t.Fatalf("after Stop: %v", errs)
+	}
+	w.Add("e") // after Stop: ignored
+	w.NextAsync(context.Background(), done)
+	if len(errs) != 4 || !errors.Is(errs[3], watcher.ErrStopped) {
+		t.Fatalf("Next after Stop: %v", errs)
+	}
+}
+
+// Under concurrent Trigger, Stop and cancellation every call completes
+// exactly once, and no event is lost: each Trigger either completes a
+// waiting call or is pending for the next.
+func TestNextAsyncExactlyOnce(t *testing.T) {
+	for round := 0; round < 50; round++ {
+		w := watcher.NewNotify()
+		const calls = 100
+		var completions [calls]atomic.Int32
+		var wg sync.WaitGroup
+		ctx, cancel := context.WithCancel(context.Background())
+		wg.Add(3)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < calls; i++ {
+				w.NextAsync(ctx, func(error) { completions[i].Add(1) })
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			for i := 0; i < calls/2; i++ {
+				w.Trigger()
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			if round%2 == 0 {
+				cancel()
+			}
+		}()
+		wg.Wait()
+		w.Stop()
+		cancel()
+		// Every completion happens at the latest in Stop or in the
+		// context's callback, which may still be running: wait for the
+		// callbacks by a bounded poll.
+		waitAll(t, completions[:])
+	}
+}
+
+func waitAll(t *testing.T, cs []atomic.Int32) {
+	t.Helper()
+	for i := range cs {
+		for spins := 0; cs[i].Load() == 0; spins++ {
+			if spins > 1e6 {
+				t.Fatalf("call %d never completed", i)
+			}
+			runtime.Gosched()
+		}
+		if n := cs[i].Load(); n != 1 {
+			t.Fatalf("call %d completed %d times", i, n)
+		}
+	}
+}
