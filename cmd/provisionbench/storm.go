@@ -124,6 +124,7 @@ func runStorm(ctx context.Context, e *env, n int) (*values, error) {
 	ds := lat.snapshot()
 	v := newValues()
 	v.set("daemon restart", "s", ready.Seconds())
+	v.set("  of which stopping", "s", e.t.lastStop.Seconds())
 	v.set("all back", "s", all.Seconds())
 	v.set("all back after ready", "s", (all - ready).Seconds())
 	v.set("agent back p50", "s", percentile(ds, 50).Seconds())

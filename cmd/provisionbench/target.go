@@ -53,12 +53,13 @@ const caasModelName = "bench-k8s"
 
 // target is the daemon under test.
 type target struct {
-	mode    string
-	addr    string
-	dataDir string
-	ownsDir bool
-	creds   *credentials.Credentials
-	pid     int // of the daemon process, when known
+	mode     string
+	addr     string
+	dataDir  string
+	ownsDir  bool
+	creds    *credentials.Credentials
+	pid      int           // of the daemon process, when known
+	lastStop time.Duration // how long the last restart took to stop the daemon
 
 	caasApps   int // seeded applications (self-started daemons only)
 	caasModel  string
@@ -314,9 +315,11 @@ func (t *target) restart(ctx context.Context) error {
 	if t.mode == modeExternal {
 		return errors.New("cannot restart a daemon given by --credentials; let the tool start one")
 	}
+	t0 := time.Now()
 	if err := t.stop(); err != nil {
 		fmt.Fprintf(t.logw, "provisionbench: daemon stop: %v\n", err)
 	}
+	t.lastStop = time.Since(t0)
 	return t.start(ctx)
 }
 
