@@ -75,17 +75,36 @@ func TestRPC(t *testing.T) {
 }
 
 func TestWatch(t *testing.T) {
-	rep := runJSON(t, "watch", "-n", "4", "--watchers", "3", "--rate", "20", "--duration", "1s", "--daemon", "inproc")
-	if d := figure(t, rep, 4, "deliveries"); d <= 0 {
-		t.Errorf("no deliveries")
-	}
-	for _, name := range []string{"lost", "failed writes", "duplicates"} {
-		if v := figure(t, rep, 4, name); v != 0 {
-			t.Errorf("%s = %v", name, v)
+	for _, mode := range []string{modeInproc, modeChild} {
+		rep := runJSON(t, "watch", "-n", "4", "--watchers", "3", "--rate", "20", "--duration", "1s", "--daemon", mode)
+		if d := figure(t, rep, 4, "deliveries"); d <= 0 {
+			t.Errorf("%s: no deliveries", mode)
+		}
+		for _, name := range []string{"lost", "failed writes", "duplicates"} {
+			if v := figure(t, rep, 4, name); v != 0 {
+				t.Errorf("%s: %s = %v", mode, name, v)
+			}
+		}
+		figure(t, rep, 4, "spurious wake-ups")
+		figure(t, rep, 4, "p99 latency")
+		figure(t, rep, 4, "write p99 latency")
+		if mode == modeInproc {
+			figure(t, rep, 4, "daemon + load generator CPU per change")
+		} else {
+			figure(t, rep, 4, "daemon CPU per change")
+			figure(t, rep, 4, "load generator CPU per change")
 		}
 	}
-	figure(t, rep, 4, "spurious wake-ups")
-	figure(t, rep, 4, "p99 latency")
+}
+
+func TestProcCPU(t *testing.T) {
+	d, err := procCPU(os.Getpid())
+	if err != nil || d < 0 {
+		t.Errorf("procCPU(self) = %v, %v", d, err)
+	}
+	if _, err := procCPU(-1); err == nil {
+		t.Error("procCPU of no process: want an error")
+	}
 }
 
 func TestWrite(t *testing.T) {

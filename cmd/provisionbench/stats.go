@@ -1,11 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -273,4 +277,33 @@ func formatNum(x float64) string {
 	default:
 		return fmt.Sprintf("%.3g", x)
 	}
+}
+
+// clockTicks is the unit of the times in /proc/<pid>/stat (USER_HZ,
+// sysconf(_SC_CLK_TCK)), 100 on every Linux this runs on.
+const clockTicks = 100
+
+// procCPU returns the CPU time (user + system) process pid has used, from
+// /proc/<pid>/stat (10 ms resolution).
+func procCPU(pid int) (time.Duration, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) may hold spaces: the fields that follow
+	// start after its closing parenthesis, with field 3 (state).
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 {
+		return 0, errors.New("unexpected /proc stat format")
+	}
+	f := strings.Fields(string(data[i+1:]))
+	if len(f) < 13 {
+		return 0, errors.New("unexpected /proc stat format")
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64) // field 14
+	stime, err2 := strconv.ParseInt(f[12], 10, 64) // field 15
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, err
+	}
+	return time.Duration(utime+stime) * time.Second / clockTicks, nil
 }

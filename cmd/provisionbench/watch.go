@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,6 +28,8 @@ var watchWorkload = &workload{
 	notes: func(o *options) []string {
 		return []string{
 			"latency: from the driver issuing the write to the agent's Next returning with the change",
+			"write latency: the driver's AddMachines round trip; the daemon publishes a commit to the watchers before it answers the writer, so what latency adds to it is the fan-out to the agents",
+			"CPU per change: CPU time (/proc) of the daemon and of this process (the agents and the driver) during the run, over the changes committed; each change is one write and --watchers deliveries",
 			"peer: one embedded etcd 3.6 member on this kind of machine, 10,000 watchers over 1,000 keys, 100 puts/s: p50 about 2 ms, p99 about 4.5-5 ms (issue 6)",
 		}
 	},
@@ -40,6 +43,7 @@ type watchRun struct {
 	added    map[string][]string  // machine id -> containers added (acknowledged)
 
 	lat        latencies
+	writeLat   latencies // the driver's AddMachines round trips
 	deliveries atomic.Int64
 	spurious   atomic.Int64
 	duplicates atomic.Int64
@@ -155,6 +159,7 @@ func runWatch(ctx context.Context, e *env, n int) (*values, error) {
 	e.o.progress.setWith(fmt.Sprintf("watch: %d agents x %d watchers, %.0f changes/s", n, k, e.o.rate), func() string {
 		return fmt.Sprintf("issued %d, delivered %d", issuedN.Load(), run.deliveries.Load())
 	})
+	cpu := startCPU(e.t.pid)
 	start := time.Now()
 	next := 0
 	for i := 0; ; i++ {
@@ -189,6 +194,9 @@ func runWatch(ctx context.Context, e *env, n int) (*values, error) {
 			var res params.AddMachinesResult
 			err := e.fix.admin.Call(ctx, "ModelAdmin", 1, "", "AddMachines",
 				params.AddMachinesArgs{Placement: "lxd:" + m}, &res)
+			if err == nil {
+				run.writeLat.add(time.Since(t0))
+			}
 			run.mu.Lock()
 			defer run.mu.Unlock()
 			delete(run.inflight, m)
@@ -214,6 +222,7 @@ func runWatch(ctx context.Context, e *env, n int) (*values, error) {
 	for run.deliveries.Load() < expected && time.Now().Before(deadline) && ctx.Err() == nil {
 		time.Sleep(20 * time.Millisecond)
 	}
+	daemonCPU, genCPU := cpu.used()
 	stopNext()
 	closeAll(conns) // ends the blocked Next calls
 	wg.Wait()
@@ -230,17 +239,75 @@ func runWatch(ctx context.Context, e *env, n int) (*values, error) {
 			}
 		}
 	}
-	ds := run.lat.snapshot()
+	ds, ws := run.lat.snapshot(), run.writeLat.snapshot()
+	changes := float64(issuedN.Load() - failed.Load())
 	v := newValues()
 	v.set("watchers", "", float64(n*k))
-	v.set("changes/s", "", float64(issuedN.Load()-failed.Load())/elapsed.Seconds())
+	v.set("changes/s", "", changes/elapsed.Seconds())
 	v.set("deliveries", "", float64(run.deliveries.Load()))
 	v.set("p50 latency", "ms", ms(percentile(ds, 50)))
 	v.set("p99 latency", "ms", ms(percentile(ds, 99)))
 	v.set("max latency", "ms", ms(percentile(ds, 100)))
+	v.set("write p50 latency", "ms", ms(percentile(ws, 50)))
+	v.set("write p99 latency", "ms", ms(percentile(ws, 99)))
+	if changes > 0 {
+		switch {
+		case cpu.inProcess():
+			v.set("daemon + load generator CPU per change", "ms", ms(genCPU)/changes)
+		default:
+			if daemonCPU >= 0 {
+				v.set("daemon CPU per change", "ms", ms(daemonCPU)/changes)
+			}
+			if genCPU >= 0 {
+				v.set("load generator CPU per change", "ms", ms(genCPU)/changes)
+			}
+		}
+	}
 	v.set("lost", "", float64(lost))
 	v.set("spurious wake-ups", "", float64(run.spurious.Load()))
 	v.set("duplicates", "", float64(run.duplicates.Load()))
 	v.set("failed writes", "", float64(failed.Load()))
 	return v, nil
+}
+
+// cpuMeter measures the CPU time the daemon and this process (the load
+// generator) use from its start on.
+type cpuMeter struct {
+	daemonPID int // 0: unknown; os.Getpid(): in this process
+	d0, g0    time.Duration
+	dOK, gOK  bool
+}
+
+func startCPU(daemonPID int) *cpuMeter {
+	m := &cpuMeter{daemonPID: daemonPID}
+	self := os.Getpid()
+	var err error
+	m.g0, err = procCPU(self)
+	m.gOK = err == nil
+	if daemonPID != 0 {
+		m.d0, err = procCPU(daemonPID)
+		m.dOK = err == nil
+	}
+	return m
+}
+
+// inProcess reports whether the daemon runs in this process: used then
+// gives one figure for both, as the generator's.
+func (m *cpuMeter) inProcess() bool { return m.daemonPID == os.Getpid() }
+
+// used returns the CPU time the daemon and the load generator used since
+// startCPU, -1 for what is not known.
+func (m *cpuMeter) used() (daemon, generator time.Duration) {
+	daemon, generator = -1, -1
+	if m.gOK {
+		if g, err := procCPU(os.Getpid()); err == nil {
+			generator = g - m.g0
+		}
+	}
+	if m.dOK && !m.inProcess() {
+		if d, err := procCPU(m.daemonPID); err == nil {
+			daemon = d - m.d0
+		}
+	}
+	return daemon, generator
 }
