@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -88,6 +89,8 @@ func TestWatch(t *testing.T) {
 		figure(t, rep, 4, "spurious wake-ups")
 		figure(t, rep, 4, "p99 latency")
 		figure(t, rep, 4, "write p99 latency")
+		figure(t, rep, 4, "daemon AddMachines p99 at most")
+		figure(t, rep, 4, "commit p99 at most")
 		if mode == modeInproc {
 			figure(t, rep, 4, "daemon + load generator CPU per change")
 		} else {
@@ -177,5 +180,43 @@ func TestPercentileMedian(t *testing.T) {
 	}
 	if m := median([]float64{4, 1, 3, 2}); m != 2.5 {
 		t.Errorf("median = %v", m)
+	}
+}
+
+func TestScrapeHistogram(t *testing.T) {
+	read := func(in string) histogram {
+		t.Helper()
+		h, err := scrapeHistogram(strings.NewReader(in), "d", `method="A"`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	before := read(`# TYPE d histogram
+d_bucket{method="A",le="0.001"} 1
+d_bucket{method="A",le="0.004"} 2
+d_bucket{method="A",le="+Inf"} 2
+d_bucket{method="B",le="0.001"} 50
+d_sum{method="A"} 0.003
+d_count{method="A"} 2
+`)
+	after := read(`d_bucket{method="A",le="0.001"} 91
+d_bucket{method="A",le="0.004"} 101
+d_bucket{method="A",le="+Inf"} 102
+d_bucket{method="A",other="x",le="0.001"} 0
+d_bucket{method="A",other="x",le="0.004"} 0
+d_bucket{method="A",other="x",le="+Inf"} 0
+`)
+	run := after.since(before) // 90 at most 1 ms, 9 more at most 4 ms, 1 beyond
+	for p, want := range map[float64]float64{50: 0.001, 90: 0.001, 99: 0.004, 100: math.Inf(1)} {
+		if got := run.quantileBound(p); got != want {
+			t.Errorf("p%v at most %v, want %v", p, got, want)
+		}
+	}
+	if !math.IsNaN(before.since(before).quantileBound(50)) {
+		t.Error("no observations: want NaN")
+	}
+	if _, err := scrapeHistogram(strings.NewReader("x 1\n"), "d"); err == nil {
+		t.Error("missing histogram: want an error")
 	}
 }
