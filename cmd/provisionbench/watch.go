@@ -114,17 +114,24 @@ func runWatch(ctx context.Context, e *env, n int) (*values, error) {
 	}
 
 	run := &watchRun{issued: map[string]time.Time{}, inflight: map[string]time.Time{}, added: map[string][]string{}}
-	nextCtx, stopNext := context.WithCancel(ctx)
-	var wg sync.WaitGroup
+	// Each watcher keeps one Next pending: the reply's completion (run by
+	// the connection's reader, see client.Conn.Go) records it and starts
+	// the next Next. No goroutine per watcher: the load generator shares
+	// the cores with the daemon, and 10,000 parked goroutines (their stacks
+	// regrown after every GC) were a good part of its CPU.
+	var (
+		stopping atomic.Bool
+		wg       sync.WaitGroup
+	)
 	for _, ws := range watches {
 		for _, w := range ws {
 			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for {
-					ids, err := w.w.Next(nextCtx)
+			var next func()
+			next = func() {
+				w.w.GoNext(func(ids []string, err error) {
 					now := time.Now()
 					if err != nil {
+						wg.Done()
 						return
 					}
 					fresh := 0
@@ -145,8 +152,14 @@ func runWatch(ctx context.Context, e *env, n int) (*values, error) {
 					if fresh == 0 {
 						run.spurious.Add(1)
 					}
-				}
-			}()
+					if stopping.Load() {
+						wg.Done()
+						return
+					}
+					next()
+				})
+			}
+			next()
 		}
 	}
 
@@ -227,8 +240,8 @@ func runWatch(ctx context.Context, e *env, n int) (*values, error) {
 	}
 	daemonCPU, genCPU := cpu.used()
 	daemonSide.stop()
-	stopNext()
-	closeAll(conns) // ends the blocked Next calls
+	stopping.Store(true)
+	closeAll(conns) // ends the pending Next calls
 	wg.Wait()
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
