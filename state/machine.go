@@ -161,21 +161,33 @@ func (m Machine) Tag() names.MachineTag { return names.NewMachineTag(m.ID) }
 // ParentID returns the id of the machine hosting container id ("" for a
 // top-level machine).
 func ParentID(id string) string {
-	parts := strings.Split(id, "/")
-	if len(parts) < 3 {
+	_, j := containerSlashes(id)
+	if j < 0 {
 		return ""
 	}
-	return strings.Join(parts[:len(parts)-2], "/")
+	return id[:j]
+}
+
+// containerSlashes returns the indexes of the last "/" of id (i) and of the
+// one before it (j), -1 where there is none: a container id is
+// id[:j] + "/" + type + "/" + number with type id[j+1:i]. It allocates
+// nothing: lifecycle watchers ask it of every change they are given.
+func containerSlashes(id string) (i, j int) {
+	i = strings.LastIndexByte(id, '/')
+	if i < 0 {
+		return -1, -1
+	}
+	return i, strings.LastIndexByte(id[:i], '/')
 }
 
 // ContainerTypeOf returns the container type of id ("" for a top-level
 // machine).
 func ContainerTypeOf(id string) string {
-	parts := strings.Split(id, "/")
-	if len(parts) < 3 {
+	i, j := containerSlashes(id)
+	if j < 0 {
 		return ""
 	}
-	return parts[len(parts)-2]
+	return id[j+1 : i]
 }
 
 // IsContainer reports whether m is a container.

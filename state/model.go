@@ -337,7 +337,7 @@ func (tx *txn) removeModel(d *modelDoc) error {
 			if err := tx.Delete(string(kind), entityKey(kind, d.UUID, id)); err != nil {
 				return errors.Trace(err)
 			}
-			tx.Record(watcher.Change{Kind: kind, Model: d.UUID, ID: id, Fields: []string{watcher.FieldRemoved}})
+			tx.Record(change(kind, d.UUID, id, watcher.FieldRemoved))
 		}
 	}
 	return tx.remove(KindModel, d.UUID, d.UUID)

@@ -251,8 +251,19 @@ func (tx *txn) put(kind watcher.Kind, model, id string, d doc, fields ...string)
 	if err := tx.Put(string(kind), entityKey(kind, model, id), b); err != nil {
 		return errors.Trace(err)
 	}
-	tx.Record(watcher.Change{Kind: kind, Model: model, ID: id, Fields: fields})
+	tx.Record(change(kind, model, id, fields...))
 	return nil
+}
+
+// change is the change record of entity (kind, model, id): a machine's
+// names its parent machine, if any, so the hub finds a parent's container
+// watchers through its index.
+func change(kind watcher.Kind, model, id string, fields ...string) watcher.Change {
+	c := watcher.Change{Kind: kind, Model: model, ID: id, Fields: fields}
+	if kind == KindMachine {
+		c.Parent = ParentID(id)
+	}
+	return c
 }
 
 // remove deletes the record of entity (kind, model, id) and records its
@@ -262,7 +273,7 @@ func (tx *txn) remove(kind watcher.Kind, model, id string) error {
 	if err := tx.Delete(string(kind), entityKey(kind, model, id)); err != nil {
 		return errors.Trace(err)
 	}
-	tx.Record(watcher.Change{Kind: kind, Model: model, ID: id, Fields: []string{watcher.FieldRemoved}})
+	tx.Record(change(kind, model, id, watcher.FieldRemoved))
 	if kind != KindModel && model != "" {
 		return tx.removeModelIfDone(model)
 	}

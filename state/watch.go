@@ -51,12 +51,18 @@ func (l *lifecycle) sink(_ uint64, c watcher.Change) {
 // subset that holds every match: a watcher on one machine's containers
 // must not decode the whole model, or a storm of agents reconnecting
 // costs the square of their number).
-func (st *State) watchMachineLifecycle(model string, match func(id string) bool, snapshot func(r reader) ([]Machine, error)) (*watcher.Strings, []string, error) {
+//
+// parent, when not empty, narrows the subscription to the changes of that
+// machine's containers (the hub indexes them by parent), so a new container
+// reaches its host's watchers only, not every lifecycle watcher of the
+// model.
+func (st *State) watchMachineLifecycle(model, parent string, match func(id string) bool, snapshot func(r reader) ([]Machine, error)) (*watcher.Strings, []string, error) {
 	w := watcher.NewStrings()
 	l := &lifecycle{w: w, match: match, known: map[string]bool{}}
 	w.OnStop(st.hub.Subscribe(watcher.Filter{
 		Kind:   KindMachine,
 		Model:  model,
+		Parent: parent,
 		Fields: []string{watcher.FieldCreated, watcher.FieldLife, watcher.FieldRemoved},
 	}, l.sink))
 	var ms []Machine
@@ -90,7 +96,7 @@ func (st *State) watchMachineLifecycle(model string, match func(id string) bool,
 // WatchModelMachines watches the lifecycle of a model's top-level
 // machines. It returns the watcher and the initial ids.
 func (st *State) WatchModelMachines(model string) (*watcher.Strings, []string, error) {
-	return st.watchMachineLifecycle(model, func(id string) bool { return ParentID(id) == "" },
+	return st.watchMachineLifecycle(model, "", func(id string) bool { return ParentID(id) == "" },
 		func(r reader) ([]Machine, error) { return machines(r, model) })
 }
 
@@ -106,7 +112,7 @@ func (st *State) WatchContainers(model, parent, ctype string) (*watcher.Strings,
 		}
 		return containers(r, model, parent)
 	}
-	return st.watchMachineLifecycle(model, match, snapshot)
+	return st.watchMachineLifecycle(model, parent, match, snapshot)
 }
 
 // WatchModelMachineStartTimes watches the top-level machines of a model

@@ -11,11 +11,16 @@ type Kind string
 
 // Change says that one entity of one model changed in a commit. Fields names
 // the aspects that changed (for example "life", "created", "removed",
-// "scale"); lifecycle and field-specific watchers filter on them.
+// "scale"); lifecycle and field-specific watchers filter on them. Parent,
+// when set, names the entity of the same kind that the changed one belongs
+// to (a container's host machine), so watchers of one parent's children are
+// found through an index instead of being asked about every change of the
+// kind.
 type Change struct {
 	Kind   Kind
 	Model  string
 	ID     string
+	Parent string
 	Fields []string
 }
 
@@ -36,16 +41,25 @@ const (
 )
 
 // Filter selects changes: Kind and Model must match; ID matches any id when
-// empty; Fields, when not empty, match a change that has any of them.
+// empty; Parent, when not empty, matches only changes with that Parent;
+// Fields, when not empty, match a change that has any of them.
+//
+// A filter with an ID or a Parent costs a publish nothing unless the change
+// has that id or parent (the hub indexes them); a filter with neither is
+// asked about every change of its kind and model.
 type Filter struct {
 	Kind   Kind
 	Model  string
 	ID     string
+	Parent string
 	Fields []string
 }
 
 func (f Filter) match(c Change) bool {
 	if f.ID != "" && f.ID != c.ID {
+		return false
+	}
+	if f.Parent != "" && f.Parent != c.Parent {
 		return false
 	}
 	if len(f.Fields) == 0 {
@@ -83,16 +97,48 @@ type Hub struct {
 	// subs is indexed by (kind, model) and then by subscription id; the
 	// per-id filtering is done per change. byID narrows further for
 	// subscriptions on one entity so entity watchers stay cheap when many
-	// watch the same kind.
-	subs map[subKey]map[uint64]*subscription
-	byID map[subKey]map[string]map[uint64]*subscription
+	// watch the same kind; byParent likewise for subscriptions on one
+	// parent's children (10,000 container watchers over 1,000 machines:
+	// a new container reaches its host's watchers, not all 10,000).
+	subs     map[subKey]map[uint64]*subscription
+	byID     map[subKey]map[string]map[uint64]*subscription
+	byParent map[subKey]map[string]map[uint64]*subscription
 }
 
 // NewHub returns an empty hub.
 func NewHub() *Hub {
 	return &Hub{
-		subs: make(map[subKey]map[uint64]*subscription),
-		byID: make(map[subKey]map[string]map[uint64]*subscription),
+		subs:     make(map[subKey]map[uint64]*subscription),
+		byID:     make(map[subKey]map[string]map[uint64]*subscription),
+		byParent: make(map[subKey]map[string]map[uint64]*subscription),
+	}
+}
+
+// addKeyed adds s under (k, key) of index.
+func addKeyed(index map[subKey]map[string]map[uint64]*subscription, k subKey, key string, id uint64, s *subscription) {
+	keys := index[k]
+	if keys == nil {
+		keys = make(map[string]map[uint64]*subscription)
+		index[k] = keys
+	}
+	m := keys[key]
+	if m == nil {
+		m = make(map[uint64]*subscription)
+		keys[key] = m
+	}
+	m[id] = s
+}
+
+// removeKeyed removes subscription id from (k, key) of index, and the maps
+// it leaves empty.
+func removeKeyed(index map[subKey]map[string]map[uint64]*subscription, k subKey, key string, id uint64) {
+	keys := index[k]
+	delete(keys[key], id)
+	if len(keys[key]) == 0 {
+		delete(keys, key)
+	}
+	if len(keys) == 0 {
+		delete(index, k)
 	}
 }
 
@@ -105,23 +151,16 @@ func (h *Hub) Subscribe(f Filter, sink Sink) (cancel func()) {
 	h.mu.Lock()
 	h.nextID++
 	id := h.nextID
-	if f.ID == "" {
+	switch {
+	case f.ID != "":
+		addKeyed(h.byID, k, f.ID, id, s)
+	case f.Parent != "":
+		addKeyed(h.byParent, k, f.Parent, id, s)
+	default:
 		m := h.subs[k]
 		if m == nil {
 			m = make(map[uint64]*subscription)
 			h.subs[k] = m
-		}
-		m[id] = s
-	} else {
-		ids := h.byID[k]
-		if ids == nil {
-			ids = make(map[string]map[uint64]*subscription)
-			h.byID[k] = ids
-		}
-		m := ids[f.ID]
-		if m == nil {
-			m = make(map[uint64]*subscription)
-			ids[f.ID] = m
 		}
 		m[id] = s
 	}
@@ -131,19 +170,15 @@ func (h *Hub) Subscribe(f Filter, sink Sink) (cancel func()) {
 	return func() {
 		once.Do(func() {
 			h.mu.Lock()
-			if f.ID == "" {
+			switch {
+			case f.ID != "":
+				removeKeyed(h.byID, k, f.ID, id)
+			case f.Parent != "":
+				removeKeyed(h.byParent, k, f.Parent, id)
+			default:
 				delete(h.subs[k], id)
 				if len(h.subs[k]) == 0 {
 					delete(h.subs, k)
-				}
-			} else {
-				ids := h.byID[k]
-				delete(ids[f.ID], id)
-				if len(ids[f.ID]) == 0 {
-					delete(ids, f.ID)
-				}
-				if len(ids) == 0 {
-					delete(h.byID, k)
 				}
 			}
 			h.mu.Unlock()
@@ -166,6 +201,16 @@ func (h *Hub) Publish(cs ChangeSet) {
 		}
 		if ids := h.byID[k]; ids != nil {
 			for _, s := range ids[c.ID] {
+				if s.filter.match(c) {
+					s.sink(cs.Rev, c)
+				}
+			}
+		}
+		if c.Parent == "" {
+			continue
+		}
+		if parents := h.byParent[k]; parents != nil {
+			for _, s := range parents[c.Parent] {
 				if s.filter.match(c) {
 					s.sink(cs.Rev, c)
 				}

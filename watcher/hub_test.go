@@ -132,6 +132,50 @@ func TestHubDeliversOnlyMatchingChanges(t *testing.T) {
 		name:   "fields match, id does not",
 		filter: watcher.Filter{Kind: kindApp, Model: model1, ID: "a", Fields: []string{watcher.FieldLife}},
 		change: watcher.Change{Kind: kindApp, Model: model1, ID: "b", Fields: []string{watcher.FieldLife}},
+	}, {
+		name:   "parent",
+		filter: watcher.Filter{Kind: kindMachine, Model: model1, Parent: "1"},
+		change: watcher.Change{Kind: kindMachine, Model: model1, ID: "1/lxd/0", Parent: "1"},
+		want:   true,
+	}, {
+		name:   "other parent",
+		filter: watcher.Filter{Kind: kindMachine, Model: model1, Parent: "1"},
+		change: watcher.Change{Kind: kindMachine, Model: model1, ID: "10/lxd/0", Parent: "10"},
+	}, {
+		name:   "parent: a change without one",
+		filter: watcher.Filter{Kind: kindMachine, Model: model1, Parent: "1"},
+		change: watcher.Change{Kind: kindMachine, Model: model1, ID: "1"},
+	}, {
+		name:   "parent is not the id",
+		filter: watcher.Filter{Kind: kindMachine, Model: model1, Parent: "1"},
+		change: watcher.Change{Kind: kindMachine, Model: model1, ID: "1", Parent: ""},
+	}, {
+		name:   "parent in another model",
+		filter: watcher.Filter{Kind: kindMachine, Model: model1, Parent: "1"},
+		change: watcher.Change{Kind: kindMachine, Model: model2, ID: "1/lxd/0", Parent: "1"},
+	}, {
+		name:   "parent and fields",
+		filter: watcher.Filter{Kind: kindMachine, Model: model1, Parent: "1", Fields: []string{watcher.FieldCreated}},
+		change: watcher.Change{Kind: kindMachine, Model: model1, ID: "1/lxd/0", Parent: "1", Fields: []string{watcher.FieldCreated}},
+		want:   true,
+	}, {
+		name:   "parent matches, fields do not",
+		filter: watcher.Filter{Kind: kindMachine, Model: model1, Parent: "1", Fields: []string{watcher.FieldCreated}},
+		change: watcher.Change{Kind: kindMachine, Model: model1, ID: "1/lxd/0", Parent: "1", Fields: []string{"status"}},
+	}, {
+		name:   "id and parent: both must match",
+		filter: watcher.Filter{Kind: kindMachine, Model: model1, ID: "1/lxd/0", Parent: "2"},
+		change: watcher.Change{Kind: kindMachine, Model: model1, ID: "1/lxd/0", Parent: "1"},
+	}, {
+		name:   "id and parent",
+		filter: watcher.Filter{Kind: kindMachine, Model: model1, ID: "1/lxd/0", Parent: "1"},
+		change: watcher.Change{Kind: kindMachine, Model: model1, ID: "1/lxd/0", Parent: "1"},
+		want:   true,
+	}, {
+		name:   "kind-wide sees changes with a parent",
+		filter: watcher.Filter{Kind: kindMachine, Model: model1},
+		change: watcher.Change{Kind: kindMachine, Model: model1, ID: "1/lxd/0", Parent: "1"},
+		want:   true,
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -177,6 +221,36 @@ func TestHubIDIndexedAndKindWideBothFire(t *testing.T) {
 	only1.assert(t, "on id 1", delivery{2, m1})
 }
 
+func TestHubParentIndexedIDIndexedAndKindWideAllFire(t *testing.T) {
+	t.Parallel()
+	hub := watcher.NewHub()
+	var all, on1, on1again, on2, entity recorder
+	for _, sub := range []struct {
+		filter watcher.Filter
+		sink   watcher.Sink
+	}{
+		{watcher.Filter{Kind: kindMachine, Model: model1}, all.sink},
+		{watcher.Filter{Kind: kindMachine, Model: model1, Parent: "1"}, on1.sink},
+		{watcher.Filter{Kind: kindMachine, Model: model1, Parent: "1"}, on1again.sink},
+		{watcher.Filter{Kind: kindMachine, Model: model1, Parent: "2"}, on2.sink},
+		{watcher.Filter{Kind: kindMachine, Model: model1, ID: "1/lxd/0"}, entity.sink},
+	} {
+		t.Cleanup(hub.Subscribe(sub.filter, sub.sink))
+	}
+	host := watcher.Change{Kind: kindMachine, Model: model1, ID: "1"}
+	c10 := watcher.Change{Kind: kindMachine, Model: model1, ID: "1/lxd/0", Parent: "1"}
+	c20 := watcher.Change{Kind: kindMachine, Model: model1, ID: "2/lxd/0", Parent: "2"}
+	nested := watcher.Change{Kind: kindMachine, Model: model1, ID: "1/lxd/0/kvm/0", Parent: "1/lxd/0"}
+	hub.Publish(watcher.ChangeSet{Rev: 1, Changes: []watcher.Change{host, c10}})
+	hub.Publish(watcher.ChangeSet{Rev: 2, Changes: []watcher.Change{c20, nested}})
+
+	all.assert(t, "kind-wide", delivery{1, host}, delivery{1, c10}, delivery{2, c20}, delivery{2, nested})
+	on1.assert(t, "first on parent 1", delivery{1, c10})
+	on1again.assert(t, "second on parent 1", delivery{1, c10})
+	on2.assert(t, "on parent 2", delivery{2, c20})
+	entity.assert(t, "on id 1/lxd/0", delivery{1, c10})
+}
+
 func TestHubCancel(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -184,9 +258,10 @@ func TestHubCancel(t *testing.T) {
 		filter watcher.Filter
 	}{
 		{"kind-wide", watcher.Filter{Kind: kindMachine, Model: model1}},
-		{"id-indexed", watcher.Filter{Kind: kindMachine, Model: model1, ID: "0"}},
+		{"id-indexed", watcher.Filter{Kind: kindMachine, Model: model1, ID: "0/lxd/0"}},
+		{"parent-indexed", watcher.Filter{Kind: kindMachine, Model: model1, Parent: "0"}},
 	}
-	change := watcher.Change{Kind: kindMachine, Model: model1, ID: "0"}
+	change := watcher.Change{Kind: kindMachine, Model: model1, ID: "0/lxd/0", Parent: "0"}
 	publish := func(hub *watcher.Hub, rev uint64) {
 		hub.Publish(watcher.ChangeSet{Rev: rev, Changes: []watcher.Change{change}})
 	}
@@ -255,6 +330,8 @@ func TestHubSubscriptions(t *testing.T) {
 		{Kind: kindMachine, Model: model1, ID: "0"},
 		{Kind: kindMachine, Model: model1, ID: "0"},
 		{Kind: kindMachine, Model: model1, ID: "1", Fields: []string{watcher.FieldLife}},
+		{Kind: kindMachine, Model: model1, Parent: "1"},
+		{Kind: kindMachine, Model: model1, Parent: "1"},
 	}
 	var cancels []func()
 	for i, f := range filters {
@@ -264,7 +341,7 @@ func TestHubSubscriptions(t *testing.T) {
 		}
 	}
 	// Cancel out of order, each twice.
-	for i, j := range []int{3, 0, 5, 1, 4, 2} {
+	for i, j := range []int{3, 6, 0, 5, 1, 7, 4, 2} {
 		cancels[j]()
 		cancels[j]()
 		if got, want := hub.Subscriptions(), len(filters)-i-1; got != want {
@@ -363,6 +440,8 @@ func TestHubConcurrent(t *testing.T) {
 	cancelSeen := hub.Subscribe(watcher.Filter{Kind: kindMachine, Model: model1}, func(uint64, watcher.Change) { seen.Add(1) })
 	var seen0 atomic.Int64
 	cancelSeen0 := hub.Subscribe(watcher.Filter{Kind: kindMachine, Model: model1, ID: "0"}, func(uint64, watcher.Change) { seen0.Add(1) })
+	var seenOn0 atomic.Int64
+	cancelSeenOn0 := hub.Subscribe(watcher.Filter{Kind: kindMachine, Model: model1, Parent: "0"}, func(uint64, watcher.Change) { seenOn0.Add(1) })
 
 	var lateCalls, badCounts atomic.Int64
 	var wg sync.WaitGroup
@@ -372,6 +451,7 @@ func TestHubConcurrent(t *testing.T) {
 				hub.Publish(watcher.ChangeSet{Rev: uint64(p*rounds + i), Changes: []watcher.Change{
 					{Kind: kindMachine, Model: model1, ID: strconv.Itoa(i % 10), Fields: []string{watcher.FieldLife}},
 					{Kind: kindApp, Model: model1, ID: "a"},
+					{Kind: kindMachine, Model: model1, ID: strconv.Itoa(i%10) + "/lxd/0", Parent: strconv.Itoa(i % 10)},
 				}})
 			}
 		})
@@ -380,8 +460,11 @@ func TestHubConcurrent(t *testing.T) {
 		wg.Go(func() {
 			for i := range rounds {
 				f := watcher.Filter{Kind: kindMachine, Model: model1}
-				if (c+i)%2 == 0 {
+				switch (c + i) % 3 {
+				case 0:
 					f.ID = strconv.Itoa(i % 10)
+				case 1:
+					f.Parent = strconv.Itoa(i % 10)
 				}
 				if i%3 == 0 {
 					f.Fields = []string{watcher.FieldLife}
@@ -392,7 +475,7 @@ func TestHubConcurrent(t *testing.T) {
 						lateCalls.Add(1)
 					}
 				})
-				if hub.Subscriptions() < 3 { // the two long-lived ones and this one
+				if hub.Subscriptions() < 4 { // the three long-lived ones and this one
 					badCounts.Add(1)
 				}
 				cancel()
@@ -428,11 +511,14 @@ func TestHubConcurrent(t *testing.T) {
 		t.Fatalf("deadlock: goroutines still running after 60s\n%s", buf[:runtime.Stack(buf, true)])
 	}
 
-	if got, want := seen.Load(), int64(publishers*rounds); got != want {
+	if got, want := seen.Load(), int64(2*publishers*rounds); got != want {
 		t.Errorf("kind-wide sink saw %d changes, want %d", got, want)
 	}
 	if got, want := seen0.Load(), int64(publishers*rounds/10); got != want {
 		t.Errorf("id sink saw %d changes, want %d", got, want)
+	}
+	if got, want := seenOn0.Load(), int64(publishers*rounds/10); got != want {
+		t.Errorf("parent sink saw %d changes, want %d", got, want)
 	}
 	if n := lateCalls.Load(); n != 0 {
 		t.Errorf("%d sink calls after cancel returned", n)
@@ -441,6 +527,7 @@ func TestHubConcurrent(t *testing.T) {
 		t.Errorf("%d times Subscriptions() was lower than the live subscriptions", n)
 	}
 	cancelSeen()
+	cancelSeenOn0()
 	cancelSeen0()
 	// Stops launched with "go w.Stop()" may still be finishing; a stopped
 	// watcher has cancelled by the time Kill returns, so the count is exact.

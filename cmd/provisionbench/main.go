@@ -115,6 +115,7 @@ type options struct {
 	daemonBin   string
 	dataDir     string
 	cpuProfile  string
+	genProfile  string
 	memProfile  string
 	caasApps    int
 
@@ -169,6 +170,7 @@ func parseOptions(name string, args []string, stdout, stderr io.Writer) (*option
 	fs.StringVar(&o.daemonBin, "daemon-bin", "", "start this provisiond binary (\"serve\") as the daemon")
 	fs.StringVar(&o.dataDir, "data-dir", "", "data dir of a self-started daemon (default: a new temporary dir)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write the daemon's CPU profile (inproc: this whole process) to this file")
+	fs.StringVar(&o.genProfile, "loadgen-cpuprofile", "", "write this process's CPU profile (the load generator: the agents and the driver) to this file")
 	fs.StringVar(&o.memProfile, "memprofile", "", "child daemon: write its heap profile to this file at each memory reading (conns)")
 	d := daemon.Default("")
 	fs.IntVar(&o.loginRateMax, "login-rate-max", d.LoginRateMax, "self-started daemon: agent login token bucket size")
@@ -261,6 +263,20 @@ func runWorkload(ctx context.Context, w *workload, o *options) error {
 	raiseFileLimit(o)
 	if o.cpuProfile != "" && o.daemonMode == modeInproc && o.credentials == "" && o.daemonBin == "" {
 		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if o.genProfile != "" {
+		if o.cpuProfile != "" && o.daemonMode == modeInproc {
+			return fmt.Errorf("--daemon inproc: --cpuprofile already profiles this process; drop --loadgen-cpuprofile")
+		}
+		f, err := os.Create(o.genProfile)
 		if err != nil {
 			return err
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -75,17 +76,38 @@ func TestRPC(t *testing.T) {
 }
 
 func TestWatch(t *testing.T) {
-	rep := runJSON(t, "watch", "-n", "4", "--watchers", "3", "--rate", "20", "--duration", "1s", "--daemon", "inproc")
-	if d := figure(t, rep, 4, "deliveries"); d <= 0 {
-		t.Errorf("no deliveries")
-	}
-	for _, name := range []string{"lost", "failed writes", "duplicates"} {
-		if v := figure(t, rep, 4, name); v != 0 {
-			t.Errorf("%s = %v", name, v)
+	for _, mode := range []string{modeInproc, modeChild} {
+		rep := runJSON(t, "watch", "-n", "4", "--watchers", "3", "--rate", "20", "--duration", "1s", "--daemon", mode)
+		if d := figure(t, rep, 4, "deliveries"); d <= 0 {
+			t.Errorf("%s: no deliveries", mode)
+		}
+		for _, name := range []string{"lost", "failed writes", "duplicates"} {
+			if v := figure(t, rep, 4, name); v != 0 {
+				t.Errorf("%s: %s = %v", mode, name, v)
+			}
+		}
+		figure(t, rep, 4, "spurious wake-ups")
+		figure(t, rep, 4, "p99 latency")
+		figure(t, rep, 4, "write p99 latency")
+		figure(t, rep, 4, "daemon AddMachines p99 at most")
+		figure(t, rep, 4, "commit p99 at most")
+		if mode == modeInproc {
+			figure(t, rep, 4, "daemon + load generator CPU per change")
+		} else {
+			figure(t, rep, 4, "daemon CPU per change")
+			figure(t, rep, 4, "load generator CPU per change")
 		}
 	}
-	figure(t, rep, 4, "spurious wake-ups")
-	figure(t, rep, 4, "p99 latency")
+}
+
+func TestProcCPU(t *testing.T) {
+	d, err := procCPU(os.Getpid())
+	if err != nil || d < 0 {
+		t.Errorf("procCPU(self) = %v, %v", d, err)
+	}
+	if _, err := procCPU(-1); err == nil {
+		t.Error("procCPU of no process: want an error")
+	}
 }
 
 func TestWrite(t *testing.T) {
@@ -158,5 +180,43 @@ func TestPercentileMedian(t *testing.T) {
 	}
 	if m := median([]float64{4, 1, 3, 2}); m != 2.5 {
 		t.Errorf("median = %v", m)
+	}
+}
+
+func TestScrapeHistogram(t *testing.T) {
+	read := func(in string) histogram {
+		t.Helper()
+		h, err := scrapeHistogram(strings.NewReader(in), "d", `method="A"`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	before := read(`# TYPE d histogram
+d_bucket{method="A",le="0.001"} 1
+d_bucket{method="A",le="0.004"} 2
+d_bucket{method="A",le="+Inf"} 2
+d_bucket{method="B",le="0.001"} 50
+d_sum{method="A"} 0.003
+d_count{method="A"} 2
+`)
+	after := read(`d_bucket{method="A",le="0.001"} 91
+d_bucket{method="A",le="0.004"} 101
+d_bucket{method="A",le="+Inf"} 102
+d_bucket{method="A",other="x",le="0.001"} 0
+d_bucket{method="A",other="x",le="0.004"} 0
+d_bucket{method="A",other="x",le="+Inf"} 0
+`)
+	run := after.since(before) // 90 at most 1 ms, 9 more at most 4 ms, 1 beyond
+	for p, want := range map[float64]float64{50: 0.001, 90: 0.001, 99: 0.004, 100: math.Inf(1)} {
+		if got := run.quantileBound(p); got != want {
+			t.Errorf("p%v at most %v, want %v", p, got, want)
+		}
+	}
+	if !math.IsNaN(before.since(before).quantileBound(50)) {
+		t.Error("no observations: want NaN")
+	}
+	if _, err := scrapeHistogram(strings.NewReader("x 1\n"), "d"); err == nil {
+		t.Error("missing histogram: want an error")
 	}
 }

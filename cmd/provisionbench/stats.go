@@ -1,11 +1,16 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -273,4 +278,120 @@ func formatNum(x float64) string {
 	default:
 		return fmt.Sprintf("%.3g", x)
 	}
+}
+
+// clockTicks is the unit of the times in /proc/<pid>/stat (USER_HZ,
+// sysconf(_SC_CLK_TCK)), 100 on every Linux this runs on.
+const clockTicks = 100
+
+// procCPU returns the CPU time (user + system) process pid has used, from
+// /proc/<pid>/stat (10 ms resolution).
+func procCPU(pid int) (time.Duration, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) may hold spaces: the fields that follow
+	// start after its closing parenthesis, with field 3 (state).
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 {
+		return 0, errors.New("unexpected /proc stat format")
+	}
+	f := strings.Fields(string(data[i+1:]))
+	if len(f) < 13 {
+		return 0, errors.New("unexpected /proc stat format")
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64) // field 14
+	stime, err2 := strconv.ParseInt(f[12], 10, 64) // field 15
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, err
+	}
+	return time.Duration(utime+stime) * time.Second / clockTicks, nil
+}
+
+// histogram is a Prometheus histogram read from /metrics: cumulative
+// counts by upper bound, in increasing order of bound (+Inf last).
+type histogram struct {
+	bounds []float64
+	counts []float64
+}
+
+// scrapeHistogram reads the buckets of histogram metric name (without the
+// "_bucket" suffix) whose labels contain every one of want
+// (`facade="ModelAdmin"`), summing over the series that match.
+func scrapeHistogram(r io.Reader, name string, want ...string) (histogram, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	byBound := map[float64]float64{}
+	prefix := name + "_bucket{"
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, prefix) {
+			continue
+		}
+		end := strings.LastIndexByte(line, '}')
+		if end < 0 {
+			continue
+		}
+		labels, rest := line[len(prefix):end], strings.Fields(line[end+1:])
+		ok := len(rest) > 0
+		for _, w := range want {
+			ok = ok && strings.Contains(labels, w)
+		}
+		i := strings.Index(labels, `le="`)
+		if !ok || i < 0 {
+			continue
+		}
+		le := labels[i+len(`le="`):]
+		le = le[:strings.IndexByte(le, '"')]
+		bound, err1 := strconv.ParseFloat(le, 64) // "+Inf" parses as +Inf
+		count, err2 := strconv.ParseFloat(rest[0], 64)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		byBound[bound] += count
+	}
+	if err := sc.Err(); err != nil {
+		return histogram{}, err
+	}
+	if len(byBound) == 0 {
+		return histogram{}, fmt.Errorf("histogram %s not found", name)
+	}
+	var h histogram
+	for b := range byBound {
+		h.bounds = append(h.bounds, b)
+	}
+	slices.Sort(h.bounds)
+	for _, b := range h.bounds {
+		h.counts = append(h.counts, byBound[b])
+	}
+	return h, nil
+}
+
+// since returns the observations h holds beyond those of earlier (the same
+// histogram read before).
+func (h histogram) since(earlier histogram) histogram {
+	out := histogram{bounds: h.bounds, counts: slices.Clone(h.counts)}
+	if slices.Equal(h.bounds, earlier.bounds) {
+		for i := range out.counts {
+			out.counts[i] -= earlier.counts[i]
+		}
+	}
+	return out
+}
+
+// quantileBound returns the upper bound of the bucket holding the p-th
+// percentile (0..100) of h's observations: the figure is at most that.
+// It is NaN when h is empty.
+func (h histogram) quantileBound(p float64) float64 {
+	if len(h.counts) == 0 || h.counts[len(h.counts)-1] == 0 {
+		return math.NaN()
+	}
+	rank := math.Ceil(p / 100 * h.counts[len(h.counts)-1])
+	for i, c := range h.counts {
+		if c >= rank {
+			return h.bounds[i]
+		}
+	}
+	return math.Inf(1)
 }

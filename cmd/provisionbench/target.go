@@ -364,6 +364,17 @@ func (t *target) scrape(name string) (float64, error) {
 	return scrapeMetric(resp.Body, name)
 }
 
+// scrapeHist reads histogram metric name (see scrapeHistogram) from
+// /metrics.
+func (t *target) scrapeHist(name string, want ...string) (histogram, error) {
+	resp, err := t.httpc.Get("https://" + t.addr + "/metrics")
+	if err != nil {
+		return histogram{}, err
+	}
+	defer resp.Body.Close()
+	return scrapeHistogram(resp.Body, name, want...)
+}
+
 func scrapeMetric(r io.Reader, name string) (float64, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,6 +29,9 @@ var watchWorkload = &workload{
 	notes: func(o *options) []string {
 		return []string{
 			"latency: from the driver issuing the write to the agent's Next returning with the change",
+			"write latency: the driver's AddMachines round trip; the daemon publishes a commit to the watchers before it answers the writer, so what latency adds to it is the fan-out to the agents",
+			"daemon AddMachines, commit: the daemon's /metrics histograms over the run (request read to reply queued; bbolt commit with fsync), as the upper bound of the bucket holding the percentile",
+			"CPU per change: CPU time (/proc) of the daemon and of this process (the agents and the driver) during the run, over the changes committed; each change is one write and --watchers deliveries",
 			"peer: one embedded etcd 3.6 member on this kind of machine, 10,000 watchers over 1,000 keys, 100 puts/s: p50 about 2 ms, p99 about 4.5-5 ms (issue 6)",
 		}
 	},
@@ -40,6 +45,7 @@ type watchRun struct {
 	added    map[string][]string  // machine id -> containers added (acknowledged)
 
 	lat        latencies
+	writeLat   latencies // the driver's AddMachines round trips
 	deliveries atomic.Int64
 	spurious   atomic.Int64
 	duplicates atomic.Int64
@@ -108,17 +114,24 @@ func runWatch(ctx context.Context, e *env, n int) (*values, error) {
 	}
 
 	run := &watchRun{issued: map[string]time.Time{}, inflight: map[string]time.Time{}, added: map[string][]string{}}
-	nextCtx, stopNext := context.WithCancel(ctx)
-	var wg sync.WaitGroup
+	// Each watcher keeps one Next pending: the reply's completion (run by
+	// the connection's reader, see client.Conn.Go) records it and starts
+	// the next Next. No goroutine per watcher: the load generator shares
+	// the cores with the daemon, and 10,000 parked goroutines (their stacks
+	// regrown after every GC) were a good part of its CPU.
+	var (
+		stopping atomic.Bool
+		wg       sync.WaitGroup
+	)
 	for _, ws := range watches {
 		for _, w := range ws {
 			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for {
-					ids, err := w.w.Next(nextCtx)
+			var next func()
+			next = func() {
+				w.w.GoNext(func(ids []string, err error) {
 					now := time.Now()
 					if err != nil {
+						wg.Done()
 						return
 					}
 					fresh := 0
@@ -139,8 +152,14 @@ func runWatch(ctx context.Context, e *env, n int) (*values, error) {
 					if fresh == 0 {
 						run.spurious.Add(1)
 					}
-				}
-			}()
+					if stopping.Load() {
+						wg.Done()
+						return
+					}
+					next()
+				})
+			}
+			next()
 		}
 	}
 
@@ -155,6 +174,8 @@ func runWatch(ctx context.Context, e *env, n int) (*values, error) {
 	e.o.progress.setWith(fmt.Sprintf("watch: %d agents x %d watchers, %.0f changes/s", n, k, e.o.rate), func() string {
 		return fmt.Sprintf("issued %d, delivered %d", issuedN.Load(), run.deliveries.Load())
 	})
+	daemonSide := startDaemonSide(e.t)
+	cpu := startCPU(e.t.pid)
 	start := time.Now()
 	next := 0
 	for i := 0; ; i++ {
@@ -189,6 +210,9 @@ func runWatch(ctx context.Context, e *env, n int) (*values, error) {
 			var res params.AddMachinesResult
 			err := e.fix.admin.Call(ctx, "ModelAdmin", 1, "", "AddMachines",
 				params.AddMachinesArgs{Placement: "lxd:" + m}, &res)
+			if err == nil {
+				run.writeLat.add(time.Since(t0))
+			}
 			run.mu.Lock()
 			defer run.mu.Unlock()
 			delete(run.inflight, m)
@@ -214,8 +238,10 @@ func runWatch(ctx context.Context, e *env, n int) (*values, error) {
 	for run.deliveries.Load() < expected && time.Now().Before(deadline) && ctx.Err() == nil {
 		time.Sleep(20 * time.Millisecond)
 	}
-	stopNext()
-	closeAll(conns) // ends the blocked Next calls
+	daemonCPU, genCPU := cpu.used()
+	daemonSide.stop()
+	stopping.Store(true)
+	closeAll(conns) // ends the pending Next calls
 	wg.Wait()
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
@@ -230,17 +256,126 @@ func runWatch(ctx context.Context, e *env, n int) (*values, error) {
 			}
 		}
 	}
-	ds := run.lat.snapshot()
+	ds, ws := run.lat.snapshot(), run.writeLat.snapshot()
+	changes := float64(issuedN.Load() - failed.Load())
 	v := newValues()
 	v.set("watchers", "", float64(n*k))
-	v.set("changes/s", "", float64(issuedN.Load()-failed.Load())/elapsed.Seconds())
+	v.set("changes/s", "", changes/elapsed.Seconds())
 	v.set("deliveries", "", float64(run.deliveries.Load()))
 	v.set("p50 latency", "ms", ms(percentile(ds, 50)))
 	v.set("p99 latency", "ms", ms(percentile(ds, 99)))
 	v.set("max latency", "ms", ms(percentile(ds, 100)))
+	v.set("write p50 latency", "ms", ms(percentile(ws, 50)))
+	v.set("write p99 latency", "ms", ms(percentile(ws, 99)))
+	daemonSide.set(v)
+	if changes > 0 {
+		switch {
+		case cpu.inProcess():
+			v.set("daemon + load generator CPU per change", "ms", ms(genCPU)/changes)
+		default:
+			if daemonCPU >= 0 {
+				v.set("daemon CPU per change", "ms", ms(daemonCPU)/changes)
+			}
+			if genCPU >= 0 {
+				v.set("load generator CPU per change", "ms", ms(genCPU)/changes)
+			}
+		}
+	}
 	v.set("lost", "", float64(lost))
 	v.set("spurious wake-ups", "", float64(run.spurious.Load()))
 	v.set("duplicates", "", float64(run.duplicates.Load()))
 	v.set("failed writes", "", float64(failed.Load()))
 	return v, nil
+}
+
+// cpuMeter measures the CPU time the daemon and this process (the load
+// generator) use from its start on.
+type cpuMeter struct {
+	daemonPID int // 0: unknown; os.Getpid(): in this process
+	d0, g0    time.Duration
+	dOK, gOK  bool
+}
+
+func startCPU(daemonPID int) *cpuMeter {
+	m := &cpuMeter{daemonPID: daemonPID}
+	self := os.Getpid()
+	var err error
+	m.g0, err = procCPU(self)
+	m.gOK = err == nil
+	if daemonPID != 0 {
+		m.d0, err = procCPU(daemonPID)
+		m.dOK = err == nil
+	}
+	return m
+}
+
+// inProcess reports whether the daemon runs in this process: used then
+// gives one figure for both, as the generator's.
+func (m *cpuMeter) inProcess() bool { return m.daemonPID == os.Getpid() }
+
+// used returns the CPU time the daemon and the load generator used since
+// startCPU, -1 for what is not known.
+func (m *cpuMeter) used() (daemon, generator time.Duration) {
+	daemon, generator = -1, -1
+	if m.gOK {
+		if g, err := procCPU(os.Getpid()); err == nil {
+			generator = g - m.g0
+		}
+	}
+	if m.dOK && !m.inProcess() {
+		if d, err := procCPU(m.daemonPID); err == nil {
+			daemon = d - m.d0
+		}
+	}
+	return daemon, generator
+}
+
+// daemonSide reads the daemon's own view of the run from its /metrics:
+// how long AddMachines took from its request being read to its reply
+// being queued (provisiond_request_duration_seconds), and how long its
+// commits took (provisiond_commit_duration_seconds, fsync included).
+// Both are histograms with coarse buckets: the figures are the upper
+// bound of the bucket holding the percentile.
+type daemonSide struct {
+	t              *target
+	write0, write1 histogram
+	commit0        histogram
+	commit1        histogram
+	ok             bool
+}
+
+var addMachinesLabels = []string{`facade="ModelAdmin"`, `method="AddMachines"`}
+
+func startDaemonSide(t *target) *daemonSide {
+	d := &daemonSide{t: t}
+	var err1, err2 error
+	d.commit0, err1 = t.scrapeHist("provisiond_commit_duration_seconds")
+	d.write0, err2 = t.scrapeHist("provisiond_request_duration_seconds", addMachinesLabels...)
+	d.ok = err1 == nil && err2 == nil
+	return d
+}
+
+func (d *daemonSide) stop() {
+	if !d.ok {
+		return
+	}
+	var err1, err2 error
+	d.commit1, err1 = d.t.scrapeHist("provisiond_commit_duration_seconds")
+	d.write1, err2 = d.t.scrapeHist("provisiond_request_duration_seconds", addMachinesLabels...)
+	d.ok = err1 == nil && err2 == nil
+}
+
+func (d *daemonSide) set(v *values) {
+	if !d.ok {
+		return
+	}
+	w, c := d.write1.since(d.write0), d.commit1.since(d.commit0)
+	setBound := func(name string, h histogram, p float64) {
+		if b := h.quantileBound(p); !math.IsNaN(b) && !math.IsInf(b, 0) { // JSON has neither
+			v.set(name, "ms", 1000*b)
+		}
+	}
+	setBound("daemon AddMachines p50 at most", w, 50)
+	setBound("daemon AddMachines p99 at most", w, 99)
+	setBound("commit p99 at most", c, 99)
 }

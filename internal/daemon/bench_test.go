@@ -2,12 +2,15 @@ package daemon_test
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"provisiond/internal/echo"
 	"provisiond/rpc/client"
+	"provisiond/rpc/params"
+	"provisiond/state"
 )
 
 // BenchmarkPing is one Pinger.Ping round trip over the TLS websocket,
@@ -62,6 +65,54 @@ func BenchmarkPingParallel(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkAddMachinesWatched is the write of provisionbench's watch
+// workload through the wire: ModelAdmin.AddMachines with placement lxd:N,
+// round robin over the model's machines, each machine watched by 10
+// WatchContainers watchers (made through state on the daemon's hub, so
+// no agent connection is needed). Its cost must not grow with the model:
+// compare machines=10 (100 watchers) with machines=1000 (10,000).
+func BenchmarkAddMachinesWatched(b *testing.B) {
+	for _, machines := range []int{10, 1000} {
+		b.Run(fmt.Sprintf("machines=%d", machines), func(b *testing.B) {
+			d := start(b, nil)
+			model := d.Credentials().DefaultModelUUID
+			st := d.State()
+			ids := make([]string, machines)
+			for i := range ids {
+				m, err := st.AddMachine(model, state.MachineParams{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				ids[i] = m.ID
+				for range 10 {
+					w, _, err := st.WatchContainers(model, m.ID, "")
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.Cleanup(func() { _ = w.Stop() })
+				}
+			}
+			c := loginAdmin(b, d, model)
+			ctx := context.Background()
+			b.ReportAllocs()
+			n := 0
+			for b.Loop() {
+				var res params.AddMachinesResult
+				if err := c.Call(ctx, "ModelAdmin", 1, "", "AddMachines",
+					params.AddMachinesArgs{Placement: "lxd:" + ids[n%machines]}, &res); err != nil {
+					b.Fatal(err)
+				}
+				n++
+			}
+			b.StopTimer()
+			cs, err := st.Containers(model, ids[0])
+			if err != nil || len(cs) != (n+machines-1)/machines {
+				b.Fatalf("machine %s has %d containers (%v), want %d", ids[0], len(cs), err, (n+machines-1)/machines)
+			}
+		})
+	}
 }
 
 // startEcho serves the echo baseline (package echo) for the benchmark.

@@ -227,6 +227,123 @@ func TestConcurrentCallsOutOfOrder(t *testing.T) {
 	}
 }
 
+// Go completes each call once, from the reader, with the decoded result
+// or the error reply; a done may start the next call.
+func TestGo(t *testing.T) {
+	p := newPeer(t)
+	c := dialT(t, p.config(""))
+	const echoes, gathered = 32, 4
+	type result struct {
+		i   int
+		got int
+		err error
+	}
+	results := make(chan result, echoes+gathered+1)
+	for i := range echoes {
+		var got struct {
+			Params struct{ V int } `json:"params"`
+		}
+		c.Go("Test", 1, "", "Echo", map[string]int{"v": i}, &got, func(err error) {
+			results <- result{i, got.Params.V, err}
+		})
+	}
+	// Answered only once all have arrived, in reverse order.
+	for i := range gathered {
+		var got struct{ N, V int }
+		c.Go("Test", 1, "", "Gather", map[string]int{"n": gathered, "v": i}, &got, func(err error) {
+			results <- result{echoes + i, echoes + got.V, err}
+		})
+	}
+	seen := map[int]bool{}
+	for range echoes + gathered {
+		select {
+		case r := <-results:
+			if r.err != nil || r.got != r.i || seen[r.i] {
+				t.Fatalf("call %d: got %d, %v (seen before: %v)", r.i, r.got, r.err, seen[r.i])
+			}
+			seen[r.i] = true
+		case <-time.After(waitLimit):
+			t.Fatalf("only %d of %d calls completed", len(seen), echoes+gathered)
+		}
+	}
+
+	// A chain: each done starts the next call, as a watcher's next Next.
+	chained := make(chan error, 1)
+	var step func(n int)
+	step = func(n int) {
+		var got struct {
+			Params struct{ V int } `json:"params"`
+		}
+		c.Go("Test", 1, "", "Echo", map[string]int{"v": n}, &got, func(err error) {
+			switch {
+			case err != nil:
+				chained <- err
+			case got.Params.V != n:
+				chained <- fmt.Errorf("step %d got %d", n, got.Params.V)
+			case n == 5:
+				chained <- nil
+			default:
+				step(n + 1)
+			}
+		})
+	}
+	step(0)
+	select {
+	case err := <-chained:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(waitLimit):
+		t.Fatal("chain of calls did not complete")
+	}
+
+	errc := make(chan error, 1)
+	c.Go("Test", 1, "", "Fail", nil, nil, func(err error) { errc <- err })
+	select {
+	case err := <-errc:
+		if !IsCode(err, params.CodeNotFound) {
+			t.Fatalf("error reply: %v", err)
+		}
+	case <-time.After(waitLimit):
+		t.Fatal("error reply did not complete the call")
+	}
+}
+
+// Calls started by Go fail with the connection: those pending when it ends,
+// and those started after.
+func TestGoFailsWithTheConnection(t *testing.T) {
+	p := newPeer(t)
+	c := dialT(t, p.config(""))
+	const n = 3
+	errs := make(chan error, n+1)
+	for range n {
+		c.Go("Test", 1, "", "Block", nil, nil, func(err error) { errs <- err })
+	}
+	waitHeld(t, p, n)
+	err := c.Call(t.Context(), "Test", 1, "", "CloseWith", map[string]int{"code": websocket.CloseGoingAway}, nil)
+	if !errors.Is(err, ErrConnClosed) {
+		t.Fatalf("CloseWith: %v", err)
+	}
+	for range n {
+		select {
+		case err := <-errs:
+			if !errors.Is(err, ErrConnClosed) {
+				t.Fatalf("pending call: %v", err)
+			}
+		case <-time.After(waitLimit):
+			t.Fatal("a pending call was not completed when the connection ended")
+		}
+	}
+	c.Go("Test", 1, "", "Echo", nil, nil, func(err error) { errs <- err })
+	if err := <-errs; !errors.Is(err, ErrConnClosed) { // run by Go itself
+		t.Fatalf("later call: %v", err)
+	}
+	c.Go("Test", 1, "", "Echo", func() {}, nil, func(err error) { errs <- err })
+	if err := <-errs; err == nil || errors.Is(err, ErrConnClosed) {
+		t.Fatalf("unencodable params: %v", err)
+	}
+}
+
 func TestErrorReply(t *testing.T) {
 	p := newPeer(t)
 	c := dialT(t, p.config(""))
@@ -422,6 +539,20 @@ func TestWatchers(t *testing.T) {
 	changes, err := sw.Next(ctx)
 	if err != nil || strings.Join(changes, ",") != "0,0/lxd/1" {
 		t.Fatalf("changes %v, %v", changes, err)
+	}
+	type next struct {
+		changes []string
+		err     error
+	}
+	nexts := make(chan next, 1)
+	sw.GoNext(func(changes []string, err error) { nexts <- next{changes, err} })
+	select {
+	case r := <-nexts:
+		if r.err != nil || strings.Join(r.changes, ",") != "0,0/lxd/1" {
+			t.Fatalf("GoNext: changes %v, %v", r.changes, r.err)
+		}
+	case <-time.After(waitLimit):
+		t.Fatal("GoNext did not complete")
 	}
 	if err := sw.Stop(ctx); err != nil {
 		t.Fatal(err)

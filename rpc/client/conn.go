@@ -98,8 +98,8 @@ type Conn struct {
 	pingTimeout time.Duration
 
 	mu            sync.Mutex
-	pending       map[uint64]chan reply // nil once the connection ended
-	err           error                 // why it ended; nil while open
+	pending       map[uint64]pendingCall // nil once the connection ended
+	err           error                  // why it ended; nil while open
 	closeCode     int
 	closing       bool // Close has been called
 	pingerStarted bool
@@ -116,6 +116,13 @@ type Conn struct {
 type reply struct {
 	err      *params.Error
 	response json.RawMessage
+}
+
+// pendingCall is a call waiting for its reply: Call waits on ch; a call
+// started by Go has done instead, which the reader runs.
+type pendingCall struct {
+	ch   chan reply
+	done func(reply, error) // the reply, or why the connection ended
 }
 
 // request is the V1 request frame.
@@ -156,7 +163,7 @@ func Dial(ctx context.Context, cfg Config) (*Conn, error) {
 		cfg:         cfg,
 		log:         cfg.Logger.With("addr", cfg.Addr, "model", cfg.ModelUUID),
 		pingTimeout: pingTimeout,
-		pending:     make(map[uint64]chan reply),
+		pending:     make(map[uint64]pendingCall),
 		done:        make(chan struct{}),
 		stop:        make(chan struct{}),
 		readerDone:  make(chan struct{}),
@@ -262,7 +269,7 @@ func (c *Conn) Call(ctx context.Context, facade string, version int, id, method 
 		c.mu.Unlock()
 		return err
 	}
-	c.pending[reqID] = ch
+	c.pending[reqID] = pendingCall{ch: ch}
 	c.mu.Unlock()
 
 	if err := c.write(data); err != nil {
@@ -284,6 +291,61 @@ func (c *Conn) Call(ctx context.Context, facade string, version int, id, method 
 			return c.Err()
 		}
 	}
+}
+
+// Go starts the call Call would make and returns without waiting for
+// its reply. done is called exactly once with what Call would have
+// returned: from the connection's reader goroutine when the reply arrives
+// (result decoded first), or from the goroutine that ends the connection
+// (an error wrapping ErrConnClosed), or from Go itself when the call
+// cannot be sent. done runs on the reader, so it must be quick and must
+// not call Call, Close or anything else that waits for the reader; it may call
+// Go (to chain calls, as a watcher's next Next). There is no context: a
+// call started by Go ends with its reply or with the connection.
+//
+// Go saves a goroutine per outstanding call (Call parks its caller), which
+// matters to a process driving thousands of watchers (provisionbench).
+func (c *Conn) Go(facade string, version int, id, method string, args, result any, done func(error)) {
+	reqID := c.lastID.Add(1)
+	data, err := json.Marshal(request{
+		RequestID: reqID, Type: facade, Version: version, ID: id, Request: method, Params: args,
+	})
+	if err != nil {
+		done(fmt.Errorf("client: encoding %s.%s params: %w", facade, method, err))
+		return
+	}
+	c.mu.Lock()
+	if c.pending == nil {
+		err := c.err
+		c.mu.Unlock()
+		done(err)
+		return
+	}
+	c.pending[reqID] = pendingCall{done: func(r reply, err error) {
+		if err == nil {
+			err = c.finish(facade, method, r, result)
+		}
+		done(err)
+	}}
+	c.mu.Unlock()
+	if err := c.write(data); err != nil {
+		// The write ended the connection; done runs once, from whichever
+		// of terminate and this finds the call still pending.
+		if c.take(reqID) {
+			done(err)
+		}
+	}
+}
+
+// take removes pending call reqID and reports whether it was pending.
+func (c *Conn) take(reqID uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.pending[reqID]; ok {
+		delete(c.pending, reqID)
+		return true
+	}
+	return false
 }
 
 func (c *Conn) finish(facade, method string, r reply, result any) error {
@@ -383,7 +445,7 @@ func (c *Conn) dispatch(data []byte) error {
 	}
 
 	c.mu.Lock()
-	ch, ok := c.pending[id]
+	p, ok := c.pending[id]
 	if ok {
 		delete(c.pending, id)
 	}
@@ -392,7 +454,11 @@ func (c *Conn) dispatch(data []byte) error {
 		c.log.Debug("rpc client: dropping unmatched reply", "request-id", id, "msg", truncate(data))
 		return nil
 	}
-	ch <- r // buffered, and delivered at most once
+	if p.done != nil {
+		p.done(r, nil)
+		return nil
+	}
+	p.ch <- r // buffered, and delivered at most once
 	return nil
 }
 
@@ -404,19 +470,28 @@ func truncate(b []byte) string {
 	return string(b)
 }
 
-// terminate records why the connection ended and fails pending calls. It
-// reports whether this call was the one that ended it.
+// terminate records why the connection ended and fails pending calls (those
+// of Call see Done; those of Go have their done run here). It reports
+// whether this call was the one that ended it.
 func (c *Conn) terminate(cause error, code int) bool {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.err != nil {
+		c.mu.Unlock()
 		return false
 	}
 	c.err = fmt.Errorf("%w: %w", ErrConnClosed, cause)
+	err := c.err
 	c.closeCode = code
+	pending := c.pending
 	c.pending = nil
 	close(c.done)
+	c.mu.Unlock()
 	c.log.Debug("rpc client connection ended", "err", cause, "close-code", code)
+	for _, p := range pending {
+		if p.done != nil {
+			p.done(reply{}, err)
+		}
+	}
 	return true
 }
 

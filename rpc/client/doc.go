@@ -33,7 +33,10 @@
 // (counting up from 1 per connection), outgoing messages are serialised by a
 // mutex with a 10 s write deadline, and replies may arrive in any order.
 // A call whose context ends returns ctx.Err() at once; its reply, if it comes
-// later, is dropped. Once the connection ends (peer close, read or write
+// later, is dropped. [Conn.Go] (and [StringsWatcher.GoNext]) start a call
+// without parking the caller: its completion runs on the reader goroutine,
+// so a process holding thousands of watchers needs no goroutine per pending
+// Next. Once the connection ends (peer close, read or write
 // failure, read-limit exceeded, failed ping, Close), [Conn.Done] is closed and
 // every pending and later call fails with an error wrapping [ErrConnClosed]
 // and the cause; [Conn.Err] and [Conn.CloseCode] report the cause and the

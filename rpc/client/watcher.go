@@ -56,6 +56,22 @@ func (w *StringsWatcher) Next(ctx context.Context) ([]string, error) {
 	return res.Changes, nil
 }
 
+// GoNext starts a Next without waiting for it (see Conn.Go): done gets
+// what Next would have returned, from the connection's reader goroutine.
+func (w *StringsWatcher) GoNext(done func([]string, error)) {
+	var res params.StringsWatchResult
+	w.c.Go("StringsWatcher", 1, w.id, "Next", nil, &res, func(err error) {
+		switch {
+		case err != nil:
+			done(nil, err)
+		case res.Error != nil:
+			done(nil, res.Error)
+		default:
+			done(res.Changes, nil)
+		}
+	})
+}
+
 // Stop stops the watcher on the server.
 func (w *StringsWatcher) Stop(ctx context.Context) error {
 	return w.c.Call(ctx, "StringsWatcher", 1, w.id, "Stop", nil, nil)
