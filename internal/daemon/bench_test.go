@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	"provisiond/internal/daemon"
 	"provisiond/internal/echo"
 	"provisiond/rpc/client"
 	"provisiond/rpc/params"
@@ -113,6 +115,156 @@ func BenchmarkAddMachinesWatched(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkAgentLifeInstanceId is provisionbench's rpc workload with one
+// agent: a logged-in machine agent calls Provisioner.Life and
+// Provisioner.InstanceId (v11) on itself, alternately; one op is one call.
+// Compare with BenchmarkEchoBaseline.
+func BenchmarkAgentLifeInstanceId(b *testing.B) {
+	d := start(b, nil)
+	c := benchAgents(b, d, 1)[0]
+	ctx := context.Background()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if err := agentCall(ctx, c, i); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
+
+// BenchmarkAgentLifeInstanceIdParallel is the same from 64 goroutines,
+// each the agent of its own machine on its own connection (provisionbench
+// rpc -n 64). Compare with BenchmarkEchoParallel: with the cores saturated
+// the calls/s ratio follows the ratio of their cpu-ns/op (the process's CPU
+// time per call, client side included), which a busy machine disturbs less
+// than ns/op.
+func BenchmarkAgentLifeInstanceIdParallel(b *testing.B) {
+	d := start(b, nil)
+	conns := benchAgents(b, d, 64)
+	b.SetParallelism(32) // 32 x GOMAXPROCS(2) = 64 goroutines
+	b.ReportAllocs()
+	b.ResetTimer() // not the set-up
+	defer reportCPU(b)()
+	var n atomic.Int64
+	b.RunParallel(func(pb *testing.PB) {
+		c := conns[(n.Add(1)-1)%int64(len(conns))]
+		i := 0
+		for pb.Next() {
+			if err := agentCall(context.Background(), c, i); err != nil {
+				b.Error(err)
+				return
+			}
+			i++
+		}
+	})
+}
+
+// BenchmarkEchoParallel is BenchmarkAgentLifeInstanceIdParallel's calls
+// (64 goroutines, a connection each, the same params) against the echo
+// baseline server, which answers with the params.
+func BenchmarkEchoParallel(b *testing.B) {
+	addr, ca := startEcho(b)
+	conns := make([]*client.Conn, 64)
+	for i := range conns {
+		c, err := client.Dial(context.Background(), client.Config{Addr: addr, CACert: ca})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { c.Close() })
+		conns[i] = c
+	}
+	b.SetParallelism(32)
+	b.ReportAllocs()
+	b.ResetTimer() // not the set-up
+	defer reportCPU(b)()
+	var n atomic.Int64
+	b.RunParallel(func(pb *testing.PB) {
+		i := n.Add(1) - 1
+		c := conns[i%int64(len(conns))]
+		args := params.Entities{Entities: []params.Entity{{Tag: fmt.Sprintf("machine-%d", i)}}}
+		for pb.Next() {
+			var res params.Entities
+			if err := c.Call(context.Background(), "Provisioner", 11, "", "Life", args, &res); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// reportCPU starts measuring the process's CPU time (user and system); the
+// function it returns reports it per op as cpu-ns/op.
+func reportCPU(b *testing.B) func() {
+	start := cpuTime(b)
+	return func() {
+		b.ReportMetric(float64((cpuTime(b)-start).Nanoseconds())/float64(b.N), "cpu-ns/op")
+	}
+}
+
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// agentCall makes call i of an agent's loop: Life on even i, InstanceId on
+// odd i, each on the agent's own machine.
+func agentCall(ctx context.Context, c *benchAgent, i int) error {
+	args := params.Entities{Entities: []params.Entity{{Tag: c.tag}}}
+	if i%2 == 0 {
+		var res params.LifeResults
+		if err := c.conn.Call(ctx, "Provisioner", 11, "", "Life", args, &res); err != nil {
+			return err
+		}
+		if len(res.Results) != 1 || res.Results[0].Error != nil || res.Results[0].Life != "alive" {
+			return fmt.Errorf("Life: %+v", res)
+		}
+		return nil
+	}
+	var res params.StringResults
+	if err := c.conn.Call(ctx, "Provisioner", 11, "", "InstanceId", args, &res); err != nil {
+		return err
+	}
+	if len(res.Results) != 1 || res.Results[0].Error != nil || res.Results[0].Result == "" {
+		return fmt.Errorf("InstanceId: %+v", res)
+	}
+	return nil
+}
+
+type benchAgent struct {
+	tag  string
+	conn *client.Conn
+}
+
+// benchAgents makes n provisioned machines in the default model, as
+// provisionbench's fixture does (password, instance id, nonce), and logs
+// in as each one's agent.
+func benchAgents(b *testing.B, d *daemon.Daemon, n int) []*benchAgent {
+	b.Helper()
+	st, model := d.State(), d.Credentials().DefaultModelUUID
+	out := make([]*benchAgent, n)
+	for i := range out {
+		pw := fmt.Sprintf("bench-agent-password-%d", i)
+		m, err := st.AddMachine(model, state.MachineParams{Jobs: []string{state.JobHostUnits}, Password: pw})
+		if err != nil {
+			b.Fatal(err)
+		}
+		nonce := "bench:" + m.ID
+		if err := st.SetInstanceInfo(model, m.ID, state.InstanceInfo{InstanceID: "bench-i-" + m.ID, Nonce: nonce}); err != nil {
+			b.Fatal(err)
+		}
+		c := dial(b, d, model)
+		if _, err := c.LoginAgent(ctxT(b), m.Tag().String(), pw, nonce); err != nil {
+			b.Fatal(err)
+		}
+		out[i] = &benchAgent{tag: m.Tag().String(), conn: c}
+	}
+	return out
 }
 
 // startEcho serves the echo baseline (package echo) for the benchmark.

@@ -1,0 +1,65 @@
+package state_test
+
+import (
+	"fmt"
+	"testing"
+
+	"provisiond/state"
+	"provisiond/state/statetest"
+)
+
+// benchMachines adds n machines to the default model the way
+// provisionbench's fixture makes them (password, then instance id and
+// nonce) and returns their ids.
+func benchMachines(b *testing.B, st *state.State, n int) []string {
+	b.Helper()
+	model := statetest.DefaultModelUUID
+	ids := make([]string, n)
+	for i := range ids {
+		m, err := st.AddMachine(model, state.MachineParams{Jobs: []string{state.JobHostUnits}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := st.SetMachinePassword(model, m.ID, fmt.Sprintf("bench-password-%08d", i)); err != nil {
+			b.Fatal(err)
+		}
+		if err := st.SetInstanceInfo(model, m.ID, state.InstanceInfo{InstanceID: "bench-i-" + m.ID, Nonce: "bench:" + m.ID}); err != nil {
+			b.Fatal(err)
+		}
+		ids[i] = m.ID
+	}
+	return ids
+}
+
+// BenchmarkMachine is State.Machine of a provisioned machine, one of 64:
+// what the Provisioner's Life and InstanceId read on every call.
+func BenchmarkMachine(b *testing.B) {
+	st := statetest.New(b)
+	id := benchMachines(b, st, 64)[7]
+	b.ReportAllocs()
+	for b.Loop() {
+		m, err := st.Machine(statetest.DefaultModelUUID, id)
+		if err != nil || m.InstanceID == "" {
+			b.Fatal(m, err)
+		}
+	}
+}
+
+// BenchmarkMachineParallel is State.Machine from concurrent readers, each
+// reading one of 64 machines in turn (provisionbench rpc -n 64).
+func BenchmarkMachineParallel(b *testing.B) {
+	st := statetest.New(b)
+	ids := benchMachines(b, st, 64)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			m, err := st.Machine(statetest.DefaultModelUUID, ids[i%len(ids)])
+			if err != nil || m.InstanceID == "" {
+				b.Error(m, err)
+				return
+			}
+			i++
+		}
+	})
+}
