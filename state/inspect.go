@@ -22,7 +22,8 @@ func OpenReadOnly(path string) (*State, error) {
 	if err != nil {
 		return nil, errors.Annotate(err, "opening state")
 	}
-	return &State{db: d, hub: watcher.NewHub(), logger: slog.New(slog.DiscardHandler), now: time.Now}, nil
+	return &State{db: d, hub: watcher.NewHub(), logger: slog.New(slog.DiscardHandler), now: time.Now,
+		machines: newMachineCache()}, nil
 }
 
 // Stats is what provisiond check reports about a database.

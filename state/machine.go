@@ -10,6 +10,7 @@ import (
 	"github.com/juju/errors"
 	"github.com/juju/names/v5"
 
+	"provisiond/state/db"
 	"provisiond/watcher"
 )
 
@@ -368,18 +369,33 @@ func (tx *txn) addMachine(d *machineDoc) error {
 	return tx.put(KindMachine, d.Model, d.ID, d, watcher.FieldCreated)
 }
 
-// Machine returns machine id of the model.
+// Machine returns machine id of the model. It is the hot read of the
+// Provisioner (every Life, InstanceId, ... call of every agent), so it
+// reads the record in place and decodes it through the machine cache: a
+// record read before, unchanged since, is copied instead of decoded.
 func (st *State) Machine(model, id string) (Machine, error) {
-	var d machineDoc
-	err := st.view(func(r reader) error {
-		var err error
-		d, err = getMachine(r, model, id)
-		return err
+	key := entityKey(KindMachine, model, id)
+	var m Machine
+	var found bool
+	var decErr error
+	err := st.db.View(func(tx *db.ReadTx) error {
+		if !names.IsValidMachine(id) {
+			return errors.NotValidf("machine id %q", id)
+		}
+		found = tx.GetFunc(string(KindMachine), key, func(raw []byte) {
+			m, decErr = st.machines.decode(key, raw)
+		})
+		return nil
 	})
-	if err != nil {
+	switch {
+	case err != nil:
 		return Machine{}, err
+	case !found:
+		return Machine{}, errors.NotFoundf("machine %s", id)
+	case decErr != nil:
+		return Machine{}, errors.Annotatef(decErr, "decoding %s %q", KindMachine, id)
 	}
-	return d.machine(), nil
+	return m, nil
 }
 
 // Machines returns the machines of a model, in id order ("0", "0/lxd/0",

@@ -135,6 +135,8 @@ type State struct {
 	hub    *watcher.Hub
 	logger *slog.Logger
 	now    func() time.Time
+
+	machines *machineCache // decoded machine records, for Machine
 }
 
 // Open opens the database at opts.Path. A new file is empty: see
@@ -143,7 +145,7 @@ func Open(opts Options) (*State, error) {
 	if opts.Path == "" {
 		return nil, errors.NotValidf("empty state path")
 	}
-	st := &State{hub: opts.Hub, logger: opts.Logger, now: opts.Now}
+	st := &State{hub: opts.Hub, logger: opts.Logger, now: opts.Now, machines: newMachineCache()}
 	if st.hub == nil {
 		st.hub = watcher.NewHub()
 	}

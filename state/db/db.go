@@ -473,6 +473,24 @@ func (r *ReadTx) Get(bucket, key string) ([]byte, bool) {
 	return bytes.Clone(v), true
 }
 
+// GetFunc calls fn with the value stored under key in bucket, if there is
+// one, and reports whether there was. Unlike Get it does not copy: val
+// points into bbolt's read-only memory map and is valid only until fn
+// returns, so fn must neither keep nor modify it (copy what it keeps). It
+// saves a read that only compares or decodes the value an allocation.
+func (r *ReadTx) GetFunc(bucket, key string, fn func(val []byte)) bool {
+	b := r.tx.Bucket([]byte(bucket))
+	if b == nil {
+		return false
+	}
+	v := b.Get([]byte(key))
+	if v == nil {
+		return false
+	}
+	fn(v)
+	return true
+}
+
 // ForEachPrefix calls fn, in key order, for every key in bucket that starts
 // with prefix (every key when prefix is empty). val is a copy. An error
 // from fn stops the iteration and is returned.

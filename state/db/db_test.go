@@ -597,6 +597,30 @@ func TestReadsAreCopies(t *testing.T) {
 	}
 }
 
+func TestGetFunc(t *testing.T) {
+	t.Parallel()
+	d := openTest(t, filepath.Join(t.TempDir(), "state.db"), nil)
+	if _, _, err := d.Update(put("k", "value")); err != nil {
+		t.Fatal(err)
+	}
+	err := d.View(func(tx *ReadTx) error {
+		var got []string
+		for _, c := range []struct{ bucket, key string }{{testBucket, "k"}, {testBucket, "missing"}, {"nope", "k"}} {
+			ok := tx.GetFunc(c.bucket, c.key, func(v []byte) { got = append(got, string(v)) })
+			if ok != (c.key == "k" && c.bucket == testBucket) {
+				t.Errorf("GetFunc(%q, %q) = %v", c.bucket, c.key, ok)
+			}
+		}
+		if !slices.Equal(got, []string{"value"}) {
+			t.Errorf("GetFunc called fn with %q, want only the value", got)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestBuckets(t *testing.T) {
 	t.Parallel()
 	d := openTest(t, filepath.Join(t.TempDir(), "state.db"), nil)

@@ -11,7 +11,9 @@
 //
 // Nothing returned by this package points into bbolt's memory map: Get,
 // ForEachPrefix and the values handed to callbacks are copies, so they stay
-// valid after the transaction ends and after the file is remapped.
+// valid after the transaction ends and after the file is remapped. The one
+// exception is ReadTx.GetFunc, whose callback is handed the value in place,
+// valid only while it runs, for reads that only compare or decode it.
 //
 // # Concurrency contract
 //

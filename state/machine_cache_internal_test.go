@@ -1,0 +1,128 @@
+package state
+
+import (
+	"reflect"
+	"testing"
+	"time"
+	"unsafe"
+)
+
+// TestMachineCloneSharesNothing fills every field of a Machine, at every
+// depth, and checks that clone gives an equal value that shares no memory
+// with it: so a field added to Machine without a line in clone fails here.
+func TestMachineCloneSharesNothing(t *testing.T) {
+	t.Parallel()
+	var m Machine
+	fillAll(reflect.ValueOf(&m).Elem(), 0)
+	c := m.clone()
+	if !reflect.DeepEqual(m, c) {
+		t.Fatalf("clone differs:\n%+v\n%+v", m, c)
+	}
+	orig := map[uintptr]string{}
+	addrs(reflect.ValueOf(m), "m", orig)
+	copies := map[uintptr]string{}
+	addrs(reflect.ValueOf(c), "c", copies)
+	if len(orig) == 0 {
+		t.Fatal("found no memory to compare")
+	}
+	for a, path := range copies {
+		if p, ok := orig[a]; ok {
+			t.Errorf("%s shares memory with %s", path, p)
+		}
+	}
+}
+
+// fillAll sets every settable part of v to a non-zero value; maps of any
+// get the shapes JSON decoding makes (nested maps and slices).
+func fillAll(v reflect.Value, depth int) {
+	if depth > 6 {
+		return
+	}
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString("s")
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Int, reflect.Int64:
+		v.SetInt(1)
+	case reflect.Uint64:
+		v.SetUint(1)
+	case reflect.Float64:
+		v.SetFloat(1)
+	case reflect.Pointer:
+		p := reflect.New(v.Type().Elem())
+		fillAll(p.Elem(), depth+1)
+		v.Set(p)
+	case reflect.Slice:
+		s := reflect.MakeSlice(v.Type(), 2, 2)
+		for i := range 2 {
+			fillAll(s.Index(i), depth+1)
+		}
+		v.Set(s)
+	case reflect.Map:
+		if v.Type() != reflect.TypeFor[map[string]any]() {
+			panic("fillAll: unexpected map type " + v.Type().String())
+		}
+		v.Set(reflect.ValueOf(map[string]any{
+			"str": "s", "num": 1.5, "bool": true, "null": nil,
+			"map":  map[string]any{"list": []any{"a", map[string]any{"k": "v"}}},
+			"list": []any{[]any{"x"}, map[string]any{"k": 2.0}},
+		}))
+	case reflect.Struct:
+		if v.Type() == reflect.TypeFor[time.Time]() {
+			v.Set(reflect.ValueOf(time.Date(2026, 1, 2, 3, 4, 5, 6, time.FixedZone("X", 3600))))
+			return
+		}
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				fillAll(v.Field(i), depth+1)
+			}
+		}
+	default:
+		panic("fillAll: unexpected kind " + v.Kind().String())
+	}
+}
+
+// addrs records the address of every pointer target, slice array and map
+// reachable from v (time.Time's location is shared by design).
+func addrs(v reflect.Value, path string, out map[uintptr]string) {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() {
+			return
+		}
+		out[v.Pointer()] = path
+		addrs(v.Elem(), "*"+path, out)
+	case reflect.Slice:
+		if v.IsNil() {
+			return
+		}
+		if v.Cap() > 0 {
+			out[uintptr(unsafe.Pointer(v.Pointer()))] = path
+		}
+		for i := range v.Len() {
+			addrs(v.Index(i), path+"[]", out)
+		}
+	case reflect.Map:
+		if v.IsNil() {
+			return
+		}
+		out[v.Pointer()] = path
+		for _, k := range v.MapKeys() {
+			addrs(v.MapIndex(k), path+"."+k.String(), out)
+		}
+	case reflect.Interface:
+		if !v.IsNil() {
+			addrs(v.Elem(), path, out)
+		}
+	case reflect.Struct:
+		if v.Type() == reflect.TypeFor[time.Time]() {
+			return
+		}
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				addrs(v.Field(i), path+"."+v.Type().Field(i).Name, out)
+			}
+		}
+	}
+}
