@@ -40,8 +40,22 @@ var errBadMessage = errors.New("malformed message")
 // decodeHeader reads the first JSON value of data as a request header. As in
 // Juju, the V1 form is tried first and a zero request-id means V0. Anything
 // after the first value is ignored. Invalid JSON, a non-object or a header
-// field of the wrong type is errBadMessage.
+// field of the wrong type is errBadMessage. The header's Params may share
+// data's memory: data must not be reused while the request is served.
+//
+// Messages in the form our clients send (see decodeHeaderFast) are decoded
+// without encoding/json; everything else goes through decodeHeaderJSON,
+// which defines the behaviour.
 func decodeHeader(data []byte) (header, error) {
+	if h, ok := decodeHeaderFast(bytes.TrimSpace(data)); ok {
+		return h, nil
+	}
+	return decodeHeaderJSON(data)
+}
+
+// decodeHeaderJSON is decodeHeader through encoding/json: the definition
+// decodeHeaderFast must agree with.
+func decodeHeaderJSON(data []byte) (header, error) {
 	var h header
 	if err := decodeFirst(data, &h); err != nil {
 		return header{}, fmt.Errorf("%w: %v", errBadMessage, err)
@@ -73,6 +87,195 @@ func decodeFirst(data []byte, v any) error {
 		return errors.New("message is not a JSON object")
 	}
 	return json.NewDecoder(bytes.NewReader(trimmed)).Decode(v)
+}
+
+// decodeHeaderFast decodes the usual V1 header without reflection: one
+// object whose keys are among request-id, type, version, id, request and
+// params, spelled so, each at most once; request-id a positive integer and
+// version a non-negative one, written as plain digits; the strings plain
+// printable ASCII without escapes; params any valid JSON value. JSON
+// whitespace may surround the tokens and anything may follow the object.
+// That is what the Go client, Juju's agents and python-libjuju send. For
+// anything else (other keys or spellings such as "Id", escapes, request-id
+// 0, a number in another form, invalid JSON) it reports false and leaves
+// the message to decodeHeaderJSON; whatever it accepts, decodeHeaderJSON
+// decodes to the same header (FuzzDecodeHeader checks).
+func decodeHeaderFast(data []byte) (h header, ok bool) {
+	const (
+		seenRequestID = 1 << iota
+		seenType
+		seenVersion
+		seenID
+		seenRequest
+		seenParams
+	)
+	i := skipSpace(data, 0)
+	if i >= len(data) || data[i] != '{' {
+		return header{}, false
+	}
+	var seen int
+	for i = skipSpace(data, i+1); ; {
+		key, j, ok := plainString(data, i)
+		if !ok {
+			return header{}, false
+		}
+		i = skipSpace(data, j)
+		if i >= len(data) || data[i] != ':' {
+			return header{}, false
+		}
+		i = skipSpace(data, i+1)
+		var bit int
+		switch string(key) {
+		case "request-id":
+			bit = seenRequestID
+			h.RequestID, j, ok = plainUint(data, i)
+		case "type":
+			bit = seenType
+			h.Type, j, ok = plainStringValue(data, i)
+		case "version":
+			bit = seenVersion
+			var v uint64
+			v, j, ok = plainUint(data, i)
+			ok = ok && v <= maxVersion
+			h.Version = int(v)
+		case "id":
+			bit = seenID
+			h.ID, j, ok = plainStringValue(data, i)
+		case "request":
+			bit = seenRequest
+			h.Request, j, ok = plainStringValue(data, i)
+		case "params":
+			bit = seenParams
+			if j, ok = valueEnd(data, i); ok && json.Valid(data[i:j]) {
+				h.Params = data[i:j:j]
+			} else {
+				ok = false
+			}
+		}
+		if bit == 0 || !ok || seen&bit != 0 {
+			return header{}, false
+		}
+		seen |= bit
+		i = skipSpace(data, j)
+		if i >= len(data) {
+			return header{}, false
+		}
+		if data[i] == '}' {
+			break
+		}
+		if data[i] != ',' {
+			return header{}, false
+		}
+		i = skipSpace(data, i+1)
+	}
+	if h.RequestID == 0 {
+		return header{}, false // V0, or no request-id at all
+	}
+	return h, true
+}
+
+// maxVersion bounds the versions decodeHeaderFast takes: any int would do,
+// facade versions are small.
+const maxVersion = 1<<31 - 1
+
+func skipSpace(data []byte, i int) int {
+	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// plainString reads the string at data[i] if it holds only printable ASCII
+// and no escape; it returns its contents and the index after it.
+func plainString(data []byte, i int) ([]byte, int, bool) {
+	if i >= len(data) || data[i] != '"' {
+		return nil, 0, false
+	}
+	for j := i + 1; j < len(data); j++ {
+		switch c := data[j]; {
+		case c == '"':
+			return data[i+1 : j], j + 1, true
+		case c < 0x20 || c >= 0x7f || c == '\\':
+			return nil, 0, false
+		}
+	}
+	return nil, 0, false
+}
+
+func plainStringValue(data []byte, i int) (string, int, bool) {
+	s, j, ok := plainString(data, i)
+	return string(s), j, ok
+}
+
+// plainUint reads the integer at data[i] if it is written as plain decimal
+// digits without a leading zero (other than "0" itself), at most 19 of
+// them (so it fits a uint64), followed by whitespace, ',' or '}'.
+func plainUint(data []byte, i int) (uint64, int, bool) {
+	var n uint64
+	j := i
+	for j < len(data) && data[j] >= '0' && data[j] <= '9' && j-i < 19 {
+		n = n*10 + uint64(data[j]-'0')
+		j++
+	}
+	if j == i || (data[i] == '0' && j-i > 1) || j >= len(data) {
+		return 0, 0, false
+	}
+	switch data[j] {
+	case ' ', '\t', '\n', '\r', ',', '}':
+		return n, j, true
+	}
+	return 0, 0, false
+}
+
+// valueEnd returns the index after the JSON value starting at data[i]: an
+// object or array up to its matching bracket, a string up to its closing
+// quote, anything else up to the next delimiter. It does not validate.
+func valueEnd(data []byte, i int) (int, bool) {
+	if i >= len(data) {
+		return 0, false
+	}
+	switch data[i] {
+	case '{', '[', '"':
+	default:
+		j := i
+		for j < len(data) {
+			switch data[j] {
+			case ' ', '\t', '\n', '\r', ',', '}', ']':
+				return j, j > i
+			}
+			j++
+		}
+		return 0, false
+	}
+	depth := 0
+	inString := false
+	for j := i; j < len(data); j++ {
+		c := data[j]
+		if inString {
+			switch c {
+			case '\\':
+				j++
+			case '"':
+				inString = false
+				if depth == 0 {
+					return j + 1, true
+				}
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+			if depth == 0 {
+				return j + 1, true
+			}
+		}
+	}
+	return 0, false
 }
 
 // isRequest says whether h is a request. Anything else is taken as a reply

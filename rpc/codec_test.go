@@ -1,8 +1,10 @@
 package rpc
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -74,6 +76,122 @@ func TestDecodeHeader(t *testing.T) {
 	}
 }
 
+// The forms clients send take decodeHeaderFast; the rest fall back to
+// encoding/json (FuzzDecodeHeader checks that both agree).
+func TestDecodeHeaderFastTakesClientForms(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		fast bool
+	}{
+		{`{"request-id":7,"type":"Provisioner","version":11,"id":"","request":"Life","params":{"entities":[{"tag":"machine-0"}]}}`, true},
+		{`{"type": "Pinger", "request": "Ping", "version": 1, "params": {}, "request-id": 2}`, true}, // python-libjuju
+		{"{\n \"request-id\": 1,\n \"type\": \"Pinger\",\n \"version\": 1,\n \"request\": \"Ping\"\n}", true},
+		{`{"request-id":1,"type":"X","version":0,"request":"Y","params":"a \"quoted}\" string"}`, true},
+		{`{"request-id":1,"type":"X","version":1,"request":"Y","params":[1,{"a":["}"]},null]} trailing`, true},
+		{`{"request-id":1,"type":"X","version":1,"request":"Y","params":null}`, true},
+		{`{"request-id":5,"type":"StringsWatcher","version":1,"Id":"3","request":"Next"}`, false}, // "Id"
+		{`{"RequestId":3,"Type":"Provisioner","Version":1,"Request":"Life"}`, false},              // V0
+		{`{"request-id":0,"type":"Pinger","version":1,"request":"Ping"}`, false},
+		{`{"request-id":1,"type":"Pinger","version":1,"request":"Ping","extra":1}`, false},
+		{`{"request-id":1,"type":"Pinger","type":"Admin","version":1,"request":"Ping"}`, false},
+		{`{"request-id":1,"type":"Ping\u0065r","version":1,"request":"Ping"}`, false},
+		{`{"request-id":1.0,"type":"Pinger","version":1,"request":"Ping"}`, false},
+		{`{"request-id":01,"type":"Pinger","version":1,"request":"Ping"}`, false},
+		{`{"request-id":1,"type":"Pinger","version":-1,"request":"Ping"}`, false},
+		{`{"request-id":1,"type":"Pinger","version":1,"request":"Ping","params":{"a":}}`, false},
+		{`{"request-id":1,"type":"Pinger","version":1,"request":"Ping"`, false},
+	} {
+		h, ok := decodeHeaderFast([]byte(tt.in))
+		if ok != tt.fast {
+			t.Errorf("decodeHeaderFast(%s) ok = %v, want %v", tt.in, ok, tt.fast)
+			continue
+		}
+		if ok {
+			checkSameHeader(t, []byte(tt.in), h)
+		}
+	}
+}
+
+// TestDecodeHeaderFastAgreesWithJSON builds many messages near the form
+// decodeHeaderFast takes (keys, spellings, values, whitespace, duplicates
+// and truncation drawn at random) and checks that whatever it accepts,
+// encoding/json decodes to the same header; the fuzz target does the same
+// from arbitrary bytes.
+func TestDecodeHeaderFastAgreesWithJSON(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	pick := func(xs ...string) string { return xs[rng.IntN(len(xs))] }
+	// good picks from the first n entries (the forms the fast path takes)
+	// most of the time, else from all.
+	good := func(n int, xs ...string) string {
+		if rng.IntN(10) < 8 {
+			return xs[rng.IntN(n)]
+		}
+		return pick(xs...)
+	}
+	space := func() string { return pick("", "", "", " ", "\n  ", "\t", "\r\n", "\u00a0") }
+	// Each list starts with the forms the fast path takes.
+	keys := []string{"request-id", "type", "version", "id", "request", "params",
+		"Request-Id", "Type", "ID", "Id", "RequestId", "requestid", "x", "typ\u0065", "ſype"}
+	numbers := []string{"1", "7", "42", "0", "9999999999999999999", "2147483647",
+		"01", "-1", "1.0", "1e3", "18446744073709551615", "18446744073709551616", "2147483648",
+		"9223372036854775808", "1x", `"3"`, "null", "true"}
+	strs := []string{`""`, `"Provisioner"`, `"a b"`, "\"\x7f\"",
+		`"x\"y"`, `"\u0041"`, `"é"`, "\"\x01\"", `null`, `1`, `"unterminated`}
+	values := []string{`{}`, `[]`, `null`, `true`, `1`, `-0.5e3`, `"s"`, `{"entities":[{"tag":"machine-0"}]}`,
+		`{"a":"}"}`, `{"a":"\"}"}`, `[1,[2,{"b":[]}]]`, `{"a":"x\\"}`,
+		`fals`, `{"a":}`, `{"a" 1}`, `[1,]`, `"\x"`, `]`, `}`}
+	accepted := 0
+	for range 200000 {
+		var b strings.Builder
+		b.WriteString(space() + "{" + space())
+		for k, key := range rng.Perm(6)[:rng.IntN(7)] {
+			if k > 0 {
+				b.WriteString(space() + good(1, ",", ",,", ";") + space())
+			}
+			name := keys[key]
+			if rng.IntN(10) == 0 {
+				name = pick(keys...)
+			}
+			b.WriteString(`"` + name + `"` + space() + ":" + space())
+			switch keys[key] {
+			case "request-id", "version":
+				b.WriteString(good(6, numbers...))
+			case "params":
+				b.WriteString(good(12, values...))
+			default:
+				b.WriteString(good(4, strs...))
+			}
+		}
+		b.WriteString(space() + good(2, "}", "} junk", "", "]") + space())
+		data := []byte(b.String())
+		if rng.IntN(10) == 0 {
+			data = data[:rng.IntN(len(data)+1)]
+		}
+		if h, ok := decodeHeaderFast(bytes.TrimSpace(data)); ok {
+			accepted++
+			checkSameHeader(t, data, h)
+		}
+	}
+	t.Logf("%d of 200,000 took the fast path", accepted)
+	if accepted < 1000 {
+		t.Errorf("only %d messages took the fast path: the generator no longer exercises it", accepted)
+	}
+}
+
+// checkSameHeader fails unless decodeHeaderJSON decodes data to h.
+func checkSameHeader(t *testing.T, data []byte, h header) {
+	t.Helper()
+	want, err := decodeHeaderJSON(data)
+	if err != nil {
+		t.Fatalf("decodeHeaderFast accepted %q, which encoding/json refuses: %v", data, err)
+	}
+	if h.RequestID != want.RequestID || h.Type != want.Type || h.Version != want.Version ||
+		h.ID != want.ID || h.Request != want.Request || h.v0 != want.v0 || !bytes.Equal(h.Params, want.Params) ||
+		(h.Params == nil) != (want.Params == nil) {
+		t.Fatalf("decodeHeaderFast(%q)\n got %+v\nwant %+v", data, h, want)
+	}
+}
+
 func TestNonRequestIsDropped(t *testing.T) {
 	h, err := decodeHeader([]byte(`{"request-id":9,"response":{}}`))
 	if err != nil {
@@ -121,8 +239,9 @@ func TestEncodeReply(t *testing.T) {
 	}
 }
 
-// FuzzDecodeHeader: no input makes the codec panic, and every accepted
-// header encodes a reply that is valid JSON with the same request id.
+// FuzzDecodeHeader: no input makes the codec panic, every accepted header
+// encodes a reply that is valid JSON with the same request id, and what
+// decodeHeaderFast accepts encoding/json decodes to the same header.
 func FuzzDecodeHeader(f *testing.F) {
 	for _, s := range []string{
 		`{"request-id":1,"type":"Admin","version":3,"request":"Login","params":{"auth-tag":"user-admin"}}`,
@@ -130,10 +249,17 @@ func FuzzDecodeHeader(f *testing.F) {
 		`{"request-id":3,"type":"StringsWatcher","version":1,"Id":"1","request":"Next"}`,
 		`{"request-id":18446744073709551615}`,
 		`[]`, `null`, `{`, `"x"`, `{"params":[1,{"a":null}]}`,
+		`{"request-id":7,"type":"Provisioner","version":11,"id":"","request":"Life","params":{"entities":[{"tag":"machine-0"}]}}`,
+		`{"type": "Pinger", "request": "Ping", "version": 1, "params": {}, "request-id": 2}`,
+		`{"request-id":1,"type":"X","version":1,"request":"Y","params":[1,{"a":["}\"]"]},null,"\u00e9"]} x`,
+		` {"request-id":9,"params":tru}`, `{"request-id":9,"params":"x}`,
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		if h, ok := decodeHeaderFast(bytes.TrimSpace(data)); ok {
+			checkSameHeader(t, data, h)
+		}
 		h, err := decodeHeader(data)
 		if err != nil {
 			return
@@ -147,4 +273,23 @@ func FuzzDecodeHeader(f *testing.F) {
 			t.Fatalf("reply is not JSON: %v: %q", err, out)
 		}
 	})
+}
+
+// BenchmarkDecodeHeader decodes an agent's Provisioner.Life request: the
+// fast path (what the daemon runs) and encoding/json (what it replaced).
+func BenchmarkDecodeHeader(b *testing.B) {
+	msg := []byte(`{"request-id":1234,"type":"Provisioner","version":11,"id":"","request":"Life","params":{"entities":[{"tag":"machine-42"}]}}`)
+	for _, bc := range []struct {
+		name   string
+		decode func([]byte) (header, error)
+	}{{"fast", decodeHeader}, {"json", decodeHeaderJSON}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if h, err := bc.decode(msg); err != nil || h.RequestID != 1234 {
+					b.Fatal(h, err)
+				}
+			}
+		})
+	}
 }
