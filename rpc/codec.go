@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 )
 
 // header is one incoming message, V1 or V0. Keys are matched without
@@ -307,12 +308,24 @@ type coder interface{ ErrorCode() string }
 // infoer is implemented by errors that carry Juju error info.
 type infoer interface{ ErrorInfo() map[string]any }
 
-// encodeReply frames the reply to request h: body (already JSON) on
-// success, or err's message, code and info. It returns the bytes of one
+// encodeReply frames the reply to request h: body on success, or err's
+// message, code and info. body must be what json.Marshal makes (compact,
+// HTML-escaped JSON), as Conn.reply passes it. It returns the bytes of one
 // websocket text message, ending in a newline as Juju's WriteJSON does.
 func encodeReply(h *header, body json.RawMessage, err error) ([]byte, error) {
 	if len(body) == 0 || err != nil {
 		body = emptyBody
+	}
+	if err == nil && !h.v0 {
+		// What json.Marshal(replyV1{RequestID, Response: body}) makes, without
+		// reflection or a second pass over body: marshalling a RawMessage
+		// compacts and escapes it, which json.Marshal's output already is.
+		out := make([]byte, 0, len(`{"request-id":,"response":}`)+20+len(body)+2)
+		out = append(out, `{"request-id":`...)
+		out = strconv.AppendUint(out, h.RequestID, 10)
+		out = append(out, `,"response":`...)
+		out = append(out, body...)
+		return append(out, "}\n"...), nil
 	}
 	var msg string
 	var code string

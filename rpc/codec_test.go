@@ -239,6 +239,38 @@ func TestEncodeReply(t *testing.T) {
 	}
 }
 
+// A success reply is framed by hand; it must be byte for byte what
+// json.Marshal frames, for any body json.Marshal makes.
+func TestEncodeReplySuccessMatchesMarshal(t *testing.T) {
+	for _, v := range []any{
+		map[string]any{"results": []any{map[string]any{"life": "alive"}}},
+		map[string]any{"s": "<tag> & \u2028 \u2029 é \x00 \"q\" \\"},
+		[]int{1, 2}, "str", 3.5, nil, true, map[string]any{},
+		struct {
+			A json.RawMessage `json:"a"`
+		}{json.RawMessage(` { "x" : [ 1 , "<" ] } `)},
+	} {
+		body, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []uint64{1, 42, 1<<64 - 1} {
+			h := &header{RequestID: id}
+			got, err := encodeReply(h, body, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := json.Marshal(replyV1{RequestID: id, Response: body})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != string(want)+"\n" {
+				t.Errorf("encodeReply(%d, %s)\n got %q\nwant %q", id, body, got, string(want)+"\n")
+			}
+		}
+	}
+}
+
 // FuzzDecodeHeader: no input makes the codec panic, every accepted header
 // encodes a reply that is valid JSON with the same request id, and what
 // decodeHeaderFast accepts encoding/json decodes to the same header.
