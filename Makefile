@@ -35,6 +35,7 @@ bench: ## Go benchmarks: Ping vs echo baseline, hub, state commits (provisionben
 # Every fuzz target, as PACKAGE:Target; `make fuzz` runs each for FUZZTIME.
 FUZZ_TARGETS := \
 	./rpc/:FuzzDecodeHeader \
+	./rpc/:FuzzDecodeEntities \
 	./facades/facade/:FuzzTags \
 	./internal/daemon/:FuzzMethodParams \
 	./charm/:FuzzParseMeta \
