@@ -379,7 +379,7 @@ func (st *State) Machine(model, id string) (Machine, error) {
 	var found bool
 	var decErr error
 	err := st.db.View(func(tx *db.ReadTx) error {
-		if !names.IsValidMachine(id) {
+		if !validMachineID(id) {
 			return errors.NotValidf("machine id %q", id)
 		}
 		found = tx.GetFunc(string(KindMachine), key, func(raw []byte) {
@@ -530,8 +530,18 @@ func (st *State) updateMachine(model, id string, fn func(tx *txn, d *machineDoc)
 	})
 }
 
+// validMachineID is names.IsValidMachine, without its regular expression
+// for the usual top-level id (decimal digits, no leading zero).
+func validMachineID(id string) bool {
+	plain := id != "" && (id[0] != '0' || len(id) == 1)
+	for i := 0; plain && i < len(id); i++ {
+		plain = id[i] >= '0' && id[i] <= '9'
+	}
+	return plain || names.IsValidMachine(id)
+}
+
 func getMachine(r reader, model, id string) (machineDoc, error) {
-	if !names.IsValidMachine(id) {
+	if !validMachineID(id) {
 		return machineDoc{}, errors.NotValidf("machine id %q", id)
 	}
 	var d machineDoc

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/juju/names/v5"
 )
 
 // TestMachineCloneSharesNothing fills every field of a Machine, at every
@@ -123,6 +125,16 @@ func addrs(v reflect.Value, path string, out map[uintptr]string) {
 			if v.Type().Field(i).IsExported() {
 				addrs(v.Field(i), path+"."+v.Type().Field(i).Name, out)
 			}
+		}
+	}
+}
+
+func TestValidMachineID(t *testing.T) {
+	t.Parallel()
+	for _, id := range []string{"0", "1", "10", "123456789012345678901234567890", "01", "00", "", "-1", "1a", "a",
+		"0/lxd/0", "0/lxd/01", "0/LXD/0", "1/kvm/2/lxd/3", "0/lxd", "0//0", " 1", "1 ", "١"} {
+		if got, want := validMachineID(id), names.IsValidMachine(id); got != want {
+			t.Errorf("validMachineID(%q) = %v, names.IsValidMachine %v", id, got, want)
 		}
 	}
 }

@@ -23,7 +23,7 @@ func FuzzTags(f *testing.F) {
 		"machine-0-lxd", "machine-0-foo-0", "unit-wordpress-0", "unit-a-b-10", "application-wordpress",
 		"application-", "user-admin", "user-admin@local", "user-bob@external", "model-11111111-2222-4333-8444-555555555555",
 		"controller-11111111-2222-4333-8444-555555555555", "not a tag!", "", "-", "machine--1", "machine-0/lxd/0",
-		"machine-\u00e9", "machine-0\x00", "network-net1", "volume-0", "filesystem-0-1", "space-db", "subnet-1",
+		"machine-\u00e9", "machine-0\x00", "machine-10", "machine-007", "machine-1x", "machine-1-", "machine-١", "network-net1", "volume-0", "filesystem-0-1", "space-db", "subnet-1",
 	} {
 		f.Add(s)
 	}

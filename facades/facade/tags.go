@@ -2,6 +2,7 @@ package facade
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/juju/names/v5"
 )
@@ -17,9 +18,27 @@ import (
 // ParseTag is names.ParseTag without panics.
 func ParseTag(s string) (names.Tag, error) { return parseSafely(s, "", names.ParseTag) }
 
-// ParseMachineTag is names.ParseMachineTag without panics.
+// ParseMachineTag is names.ParseMachineTag without panics. The usual
+// "machine-N" is parsed without names' regular expression (same result).
 func ParseMachineTag(s string) (names.MachineTag, error) {
+	if id, ok := strings.CutPrefix(s, "machine-"); ok && isPlainNumber(id) {
+		return names.NewMachineTag(id), nil
+	}
 	return parseSafely(s, names.MachineTagKind, names.ParseMachineTag)
+}
+
+// isPlainNumber reports whether s is a number as juju/names writes ids:
+// decimal digits without a leading zero ("0" itself is one).
+func isPlainNumber(s string) bool {
+	if s == "" || (s[0] == '0' && len(s) > 1) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // ParseModelTag is names.ParseModelTag without panics.
