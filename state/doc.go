@@ -36,7 +36,8 @@
 //     memory map is sized so that a remap, the one case where bbolt makes a
 //     writer wait for readers, is rare).
 //   - Machine decodes through a cache of decoded machine records shared by
-//     all readers (lock-free, at most 1,024 machines, about 1.5 MB). An
+//     all readers (lock-free; machines read more than once, at most 1,024
+//     of them, about 1 MB). An
 //     entry is used only when the record's stored bytes are equal to the
 //     ones it was decoded from, so a read still returns exactly what its
 //     transaction holds, and each caller gets its own deep copy.

@@ -10,8 +10,9 @@ import (
 )
 
 // machineCacheSlots is the number of machines whose decoded records
-// machineCache keeps. An entry is about 1.5 KB, so the cache holds at most
-// about 1.5 MB however many machines a model has.
+// machineCache keeps. An entry of a provisioned machine is about 1 KB
+// (record, decoded Machine, key), so the cache holds about 1 MB at most,
+// however many machines there are.
 const machineCacheSlots = 1024
 
 // machineCache saves State.Machine the JSON decoding of a record it decoded
@@ -22,10 +23,13 @@ const machineCacheSlots = 1024
 // written at), the next read misses and replaces the entry, and a read
 // never returns anything but what its own transaction holds.
 //
-// Each key may sit in one of two slots (two hashes); a new entry takes the
-// one holding the same key, else a free one, else evicts the first. With
-// two choices a few hundred machines read in turn settle into slots of
-// their own instead of evicting each other on every read.
+// A machine is kept only from its second read on: the first read leaves a
+// marker (its key alone), so machines read once (an agent's login and
+// watcher set-up) cost a few bytes, not an entry. Each key may sit in one
+// of two slots (two hashes); what is stored takes the slot holding the
+// same key, else a free one, else one holding a marker, else evicts the
+// first. With two choices a few hundred machines read in turn settle into
+// slots of their own instead of evicting each other on every read.
 //
 // It is safe for concurrent use without locks: a slot is an atomic pointer
 // to an entry that is never modified once stored; readers get a deep copy
@@ -39,7 +43,7 @@ type machineCache struct {
 
 type machineCacheEntry struct {
 	key string  // the record's key (entityKey)
-	raw []byte  // the stored record m was decoded from (a copy)
+	raw []byte  // the stored record m was decoded from (a copy); nil in a marker
 	m   Machine // never modified
 }
 
@@ -52,7 +56,7 @@ func (c *machineCache) decode(key string, raw []byte) (Machine, error) {
 	s1, s2 := &c.slots[h%machineCacheSlots], &c.slots[(h>>32)%machineCacheSlots]
 	e1, e2 := s1.Load(), s2.Load()
 	for _, e := range [2]*machineCacheEntry{e1, e2} {
-		if e != nil && e.key == key && bytes.Equal(e.raw, raw) {
+		if e != nil && e.raw != nil && e.key == key && bytes.Equal(e.raw, raw) {
 			return e.m.clone(), nil
 		}
 	}
@@ -60,7 +64,11 @@ func (c *machineCache) decode(key string, raw []byte) (Machine, error) {
 	if err := json.Unmarshal(raw, &d); err != nil {
 		return Machine{}, err
 	}
-	e := &machineCacheEntry{key: key, raw: bytes.Clone(raw), m: d.Machine}
+	seen := (e1 != nil && e1.key == key) || (e2 != nil && e2.key == key)
+	e := &machineCacheEntry{key: key} // a marker on the first read
+	if seen {
+		e.raw, e.m = bytes.Clone(raw), d.Machine
+	}
 	switch {
 	case e1 != nil && e1.key == key:
 		s1.Store(e)
@@ -70,8 +78,15 @@ func (c *machineCache) decode(key string, raw []byte) (Machine, error) {
 		s1.Store(e)
 	case e2 == nil:
 		s2.Store(e)
+	case e1.raw == nil:
+		s1.Store(e)
+	case e2.raw == nil:
+		s2.Store(e)
 	default:
 		s1.Store(e)
+	}
+	if !seen {
+		return d.Machine, nil // not kept: the caller may have it as it is
 	}
 	return d.Machine.clone(), nil
 }

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"encoding/json"
 	"reflect"
 	"testing"
 	"time"
@@ -137,4 +138,50 @@ func TestValidMachineID(t *testing.T) {
 			t.Errorf("validMachineID(%q) = %v, names.IsValidMachine %v", id, got, want)
 		}
 	}
+}
+
+// A machine is kept from its second read on; a changed record replaces it.
+func TestMachineCacheKeepsFromSecondRead(t *testing.T) {
+	t.Parallel()
+	c := newMachineCache()
+	count := func() (markers, entries int) {
+		for i := range c.slots {
+			if e := c.slots[i].Load(); e != nil && e.raw == nil {
+				markers++
+			} else if e != nil {
+				entries++
+			}
+		}
+		return markers, entries
+	}
+	doc := func(life Life) []byte {
+		b, err := json.Marshal(&machineDoc{Machine: Machine{Model: "m", ID: "7", Life: life, Jobs: []string{JobHostUnits}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	read := func(raw []byte, want Life) {
+		t.Helper()
+		m, err := c.decode("m/7", raw)
+		if err != nil || m.Life != want || m.Jobs[0] != JobHostUnits {
+			t.Fatalf("decode = %+v, %v", m, err)
+		}
+		m.Jobs[0] = "scribbled"
+	}
+	alive := doc(Alive)
+	read(alive, Alive)
+	if markers, entries := count(); markers != 1 || entries != 0 {
+		t.Fatalf("after one read: %d markers, %d entries; want a marker only", markers, entries)
+	}
+	read(alive, Alive)
+	read(alive, Alive)
+	if markers, entries := count(); markers != 0 || entries != 1 {
+		t.Fatalf("after three reads: %d markers, %d entries; want one entry", markers, entries)
+	}
+	read(doc(Dying), Dying)
+	if markers, entries := count(); markers != 0 || entries != 1 {
+		t.Fatalf("after a changed record: %d markers, %d entries; want one entry", markers, entries)
+	}
+	read(alive, Alive) // the old bytes again: decoded, not the cached Dying
 }
