@@ -41,8 +41,7 @@ var errBadMessage = errors.New("malformed message")
 // decodeHeader reads the first JSON value of data as a request header. As in
 // Juju, the V1 form is tried first and a zero request-id means V0. Anything
 // after the first value is ignored. Invalid JSON, a non-object or a header
-// field of the wrong type is errBadMessage. The header's Params may share
-// data's memory: data must not be reused while the request is served.
+// field of the wrong type is errBadMessage. The header's Params is a copy.
 //
 // Messages in the form our clients send (see decodeHeaderFast) are decoded
 // without encoding/json; everything else goes through decodeHeaderJSON,
@@ -148,7 +147,10 @@ func decodeHeaderFast(data []byte) (h header, ok bool) {
 		case "params":
 			bit = seenParams
 			if j, ok = valueEnd(data, i); ok && json.Valid(data[i:j]) {
-				h.Params = data[i:j:j]
+				// A copy, as encoding/json makes: a call may outlive the
+				// message by long (a watcher's Next), and holding the
+				// params must not hold the whole read buffer.
+				h.Params = bytes.Clone(data[i:j])
 			} else {
 				ok = false
 			}

@@ -164,8 +164,6 @@ func (c *Conn) readLoop() {
 			}
 			return
 		}
-		// data is this message's own buffer (ReadMessage allocates one
-		// per message); h.Params may point into it.
 		h, err := decodeHeader(data)
 		if err != nil {
 			c.log.Debug("closing connection on a malformed message", "err", err)
