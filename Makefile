@@ -29,7 +29,7 @@ lint: ## gofmt check and go vet
 depcheck: ## check the package dependency direction of design.md
 	@scripts/depcheck.sh
 
-bench: ## Go benchmarks: Ping vs echo baseline, hub, state commits (provisionbench: docs/performance.md)
+bench: ## Go benchmarks: Ping vs echo baseline, the rpc read path, hub, state reads and commits (provisionbench: docs/performance.md)
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count 5 ./rpc/... ./internal/daemon/ ./watcher/ ./state/...
 
 # Every fuzz target, as PACKAGE:Target; `make fuzz` runs each for FUZZTIME.
