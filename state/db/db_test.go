@@ -296,6 +296,44 @@ func TestPanicInLoneUpdate(t *testing.T) {
 	}
 }
 
+// A lone writer commits on its own goroutine; writers that arrive during
+// its commit queue and are committed together, after it, by the committer.
+func TestWritersQueuedBehindALoneCommitAreGrouped(t *testing.T) {
+	t.Parallel()
+	rec := &recorder{}
+	d := openTest(t, filepath.Join(t.TempDir(), "state.db"), rec)
+	release := block(t, d) // a lone writer, held inside its function
+	const n = 8
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { _, _, errs[i] = d.Update(put(fmt.Sprint("k", i), "v")) })
+	}
+	waitQueued(t, d, n)
+	if err := release(); err != nil {
+		t.Fatalf("gate: %v", err)
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("writer %d: %v", i, err)
+		}
+	}
+	rec.mu.Lock()
+	fns := slices.Clone(rec.fns)
+	rec.mu.Unlock()
+	if !slices.Equal(fns, []int{1, n}) {
+		t.Errorf("commits grouped %v functions, want [1 %d]", fns, n)
+	}
+	if got := rec.revs(); !slices.Equal(got, []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9}) {
+		t.Errorf("OnCommit saw %v, want 1..9 in order", got)
+	}
+	// The committer is idle again: the next lone writer commits at once.
+	if rev, _, err := d.Update(put("later", "v")); err != nil || rev != n+2 {
+		t.Errorf("Update after the batch = %d, %v; want %d", rev, err, n+2)
+	}
+}
+
 func TestConcurrentWriters(t *testing.T) {
 	t.Parallel()
 	rec := &recorder{}
@@ -638,20 +676,6 @@ func TestBuckets(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
-	}
-}
-
-func BenchmarkUpdateSerial(b *testing.B) {
-	d := openTest(b, filepath.Join(b.TempDir(), "state.db"), nil)
-	val := make([]byte, 256)
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		k := fmt.Sprint("k", i%1000)
-		i++
-		if _, _, err := d.Update(func(tx *WriteTx) error { return tx.Put(testBucket, k, val) }); err != nil {
-			b.Fatal(err)
-		}
 	}
 }
 
