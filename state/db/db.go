@@ -162,8 +162,16 @@ func Open(path string, opts Options) (*DB, error) {
 }
 
 // boltOptions are the bbolt options of every file this package opens,
-// RawCommitBench's included, so the baseline and the daemon run the same
-// bbolt.
+// RawFile's included, so the baseline and the daemon run the same bbolt.
+//
+// NoFreelistSync, as etcd: a commit writes its dirty pages and the meta
+// page, not also the freelist (one page more per commit on a small file,
+// more on a large one with many free pages; about 20 µs of a 300-400 µs
+// durable commit on the project's machine). The freelist is rebuilt on open
+// by walking the tree instead (about 45 ms for a 200 MB file). Durability
+// does not change: the freelist is derived data, the pages and the meta
+// that points at them are fsynced as before, and bbolt without the option
+// opens such a file (it writes a freelist at its first commit).
 func boltOptions(opts Options) *bolt.Options {
 	timeout := opts.LockTimeout
 	if timeout <= 0 {
@@ -173,6 +181,7 @@ func boltOptions(opts Options) *bolt.Options {
 		Timeout:         timeout,
 		InitialMmapSize: opts.InitialMmapSize,
 		FreelistType:    bolt.FreelistMapType,
+		NoFreelistSync:  true,
 	}
 }
 
