@@ -42,6 +42,13 @@ type ConnInfo struct {
 // handler's goroutine, which also tears the connection down), one writer,
 // and at most Config.MaxRequests handlers, run on the Server's reused
 // worker goroutines and waited for by the Conn.
+//
+// Replies are written in the order they are ready. A reply that finds
+// nothing queued and nobody writing is written by the goroutine that made
+// it (a handler, or the reader for the errors it answers), which saves a
+// lone call the hand-off to the writer and the wake-up that goes with it;
+// otherwise it queues for the writer goroutine, which writes the queue in
+// order, one frame at a time, whenever nobody else is writing.
 type Conn struct {
 	srv  *Server
 	ws   *websocket.Conn
@@ -54,8 +61,17 @@ type Conn struct {
 
 	out        chan []byte   // replies to write; closed by the reader after handlers end
 	writerDead chan struct{} // closed when the writer stopped writing
-	sem        chan struct{} // one slot per running handler
-	handlers   sync.WaitGroup
+
+	// wmu guards writing, pending and dead; wcond (on wmu) tells the
+	// writer goroutine that writing has become false.
+	wmu     sync.Mutex
+	wcond   *sync.Cond
+	writing bool // a goroutine is writing a data frame
+	pending int  // replies sent to out and not yet written
+	dead    bool // a data frame write failed: drop replies
+
+	sem      chan struct{} // one slot per running handler
+	handlers sync.WaitGroup
 
 	stopOnce  sync.Once
 	stopc     chan struct{} // closed to ask the reader to stop
@@ -216,15 +232,54 @@ func (c *Conn) reply(h *header, resolved bool, res any, err error, d time.Durati
 		c.log.Error("cannot encode reply frame", "err", merr)
 		msg, _ = encodeReply(h, nil, &params.Error{Message: "cannot encode reply"})
 	}
+	c.send(msg)
+}
+
+// send writes msg on this goroutine if no reply is queued and nobody is
+// writing, else queues it for the writer.
+func (c *Conn) send(msg []byte) {
+	c.wmu.Lock()
+	if c.dead {
+		c.wmu.Unlock()
+		return
+	}
+	if !c.writing && c.pending == 0 {
+		c.writing = true
+		c.wmu.Unlock()
+		err := c.writeData(msg)
+		c.wmu.Lock()
+		c.writing = false
+		if err != nil {
+			c.dead = true
+		}
+		if c.pending > 0 {
+			c.wcond.Signal()
+		}
+		c.wmu.Unlock()
+		if err != nil {
+			c.log.Debug("write failed; closing connection", "err", err)
+			c.fail()
+		}
+		return
+	}
+	c.pending++
+	c.wmu.Unlock()
 	select {
 	case c.out <- msg:
 	case <-c.writerDead:
 	}
 }
 
-// writeLoop is the only goroutine that writes data frames. It sends
-// websocket pings, applies the write deadline, and on a write error closes
-// the socket so the reader ends the connection.
+// writeData writes one data frame; the caller holds the writing token.
+func (c *Conn) writeData(msg []byte) error {
+	_ = c.ws.SetWriteDeadline(time.Now().Add(c.srv.cfg.WriteTimeout))
+	return c.ws.WriteMessage(websocket.TextMessage, msg)
+}
+
+// writeLoop writes the queued replies, in order, each once nobody else is
+// writing (see send), sends websocket pings and, once the reader closes
+// out, the close frame. Every data frame write has the write deadline; on a
+// write error the socket is closed so the reader ends the connection.
 func (c *Conn) writeLoop() {
 	cfg := &c.srv.cfg
 	defer close(c.writerDead)
@@ -243,9 +298,28 @@ func (c *Conn) writeLoop() {
 				}
 				return
 			}
-			_ = c.ws.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout))
-			if err := c.ws.WriteMessage(websocket.TextMessage, msg); err != nil {
-				c.log.Debug("write failed; closing connection", "err", err)
+			c.wmu.Lock()
+			for c.writing {
+				c.wcond.Wait()
+			}
+			dead := c.dead
+			c.writing = !dead
+			c.wmu.Unlock()
+			var err error
+			if !dead {
+				err = c.writeData(msg)
+			}
+			c.wmu.Lock()
+			c.writing = false
+			c.pending--
+			if err != nil {
+				c.dead = true
+			}
+			c.wmu.Unlock()
+			if dead || err != nil {
+				if err != nil {
+					c.log.Debug("write failed; closing connection", "err", err)
+				}
 				c.fail()
 				return
 			}

@@ -185,6 +185,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		sem:        make(chan struct{}, s.cfg.MaxRequests),
 		stopc:      make(chan struct{}),
 	}
+	c.wcond = sync.NewCond(&c.wmu)
 	c.root = s.cfg.NewRoot(c.info, c)
 
 	s.mu.Lock()
