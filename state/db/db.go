@@ -306,7 +306,7 @@ func (d *DB) Update(fn func(*WriteTx) error) (rev uint64, changes []watcher.Chan
 	if !d.busy && len(d.queue) == 0 && inlineCommits() {
 		d.busy = true
 		d.mu.Unlock()
-		d.commitBatch([]*request{req})
+		d.commitInline(req)
 		d.release()
 		return req.res.rev, req.res.changes, req.res.err
 	}
@@ -316,6 +316,23 @@ func (d *DB) Update(fn func(*WriteTx) error) (rev uint64, changes []watcher.Chan
 	d.kick()
 	r := <-req.reply
 	return r.rev, r.changes, r.err
+}
+
+// commitInline commits a lone writer's request on its own goroutine. A
+// panic outside the update function (which call already turns into an
+// error) comes from OnCommit, ObserveCommit or bbolt; on the committer
+// goroutine it ends the process, and it must here too: recovered by a
+// caller (rpc turns a handler's panic into an error reply) it would leave
+// the DB busy, and every later write waiting, for ever.
+func (d *DB) commitInline(req *request) {
+	defer func() {
+		if r := recover(); r != nil {
+			stack := debug.Stack()
+			go panic(fmt.Sprintf("db: commit panicked: %v\n\n%s", r, stack))
+			select {} // the panicking goroutine ends the process
+		}
+	}()
+	d.commitBatch([]*request{req})
 }
 
 // inlineCommits reports whether a lone writer may commit on its own

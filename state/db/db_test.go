@@ -3,6 +3,8 @@ package db
 import (
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -716,5 +718,35 @@ func TestRawCommitBench(t *testing.T) {
 	}
 	if _, err := RawCommitBench(filepath.Join(t.TempDir(), "raw.db"), 0, false, 1, time.Millisecond); err == nil {
 		t.Fatal("no writers: want an error")
+	}
+}
+
+// A panic in OnCommit during a lone writer's inline commit ends the process,
+// as it does on the committer goroutine, even if the writer's caller
+// recovers panics: a recovered one would leave the DB busy for ever.
+func TestPanicInOnCommitEndsTheProcess(t *testing.T) {
+	if os.Getenv("DB_TEST_ONCOMMIT_PANIC") == "1" {
+		d, err := Open(filepath.Join(t.TempDir(), "state.db"), Options{
+			Buckets:  []string{testBucket},
+			OnCommit: func([]Committed) { panic("boom in OnCommit") },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		func() {
+			defer func() { _ = recover() }()
+			_, _, _ = d.Update(put("k", "v"))
+		}()
+		t.Log("survived the panic")
+		os.Exit(0)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestPanicInOnCommitEndsTheProcess$", "-test.v")
+	cmd.Env = append(os.Environ(), "DB_TEST_ONCOMMIT_PANIC=1")
+	out, err := cmd.CombinedOutput()
+	if err == nil || strings.Contains(string(out), "survived the panic") {
+		t.Fatalf("the process survived: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "boom in OnCommit") {
+		t.Errorf("output does not name the panic:\n%s", out)
 	}
 }
