@@ -100,6 +100,7 @@ type DB struct {
 	closed   bool
 	queue    []*request
 	busy     bool          // a batch is being committed (by the committer or inline)
+	lone     bool          // the last commit was of one function (see Update)
 	wake     chan struct{} // capacity 1: "the queue is not empty", or "no longer busy"
 	stop     chan struct{} // closed by Close
 	done     chan struct{} // closed when the committer has returned
@@ -195,6 +196,7 @@ func start(bdb *bolt.DB, path string, opts Options, rev uint64) *DB {
 		wake:   make(chan struct{}, 1),
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
+		lone:   true,
 	}
 	d.rev.Store(rev)
 	go d.run()
@@ -295,7 +297,10 @@ func (d *DB) View(fn func(*ReadTx) error) error {
 // committer goroutine and its result back would cost two goroutine
 // wake-ups per write and gain nothing, since there is nobody to group it
 // with. Writers that arrive meanwhile queue for the committer goroutine,
-// which runs once the inline commit is done.
+// which runs once the inline commit is done. Only after a commit of one
+// function, though: under load (the last commit grouped several) every
+// writer queues, so the committer goes from batch to batch without having
+// to be woken and scheduled again after each inline commit.
 func (d *DB) Update(fn func(*WriteTx) error) (rev uint64, changes []watcher.Change, err error) {
 	req := &request{fn: fn}
 	d.mu.Lock()
@@ -303,11 +308,11 @@ func (d *DB) Update(fn func(*WriteTx) error) (rev uint64, changes []watcher.Chan
 		d.mu.Unlock()
 		return 0, nil, ErrClosed
 	}
-	if !d.busy && len(d.queue) == 0 && inlineCommits() {
+	if !d.busy && len(d.queue) == 0 && d.lone && inlineCommits() {
 		d.busy = true
 		d.mu.Unlock()
 		d.commitInline(req)
-		d.release()
+		d.release(1)
 		return req.res.rev, req.res.changes, req.res.err
 	}
 	req.reply = make(chan result, 1)
@@ -348,13 +353,14 @@ func (d *DB) kick() {
 	}
 }
 
-// release ends a commit: whoever committed (the committer goroutine or an
-// inline writer) is no longer busy. After an inline commit it wakes the
-// committer for the writers that queued meanwhile, or for a Close waiting
-// to drain.
-func (d *DB) release() {
+// release ends a commit of n functions: whoever committed (the committer
+// goroutine or an inline writer) is no longer busy. After an inline commit
+// it wakes the committer for the writers that queued meanwhile, or for a
+// Close waiting to drain.
+func (d *DB) release(n int) {
 	d.mu.Lock()
 	d.busy = false
+	d.lone = n == 1
 	pending := len(d.queue) > 0 || d.closed
 	d.mu.Unlock()
 	if pending {
@@ -430,7 +436,7 @@ func (d *DB) run() {
 		batch, busy := d.take()
 		if len(batch) > 0 {
 			d.commitBatch(batch)
-			d.release()
+			d.release(len(batch))
 			continue
 		}
 		if stop == nil && !busy {

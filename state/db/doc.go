@@ -18,10 +18,11 @@
 //   - DB owns one committer goroutine, started by Open and stopped and
 //     waited for by Close. One commit runs at a time: either the committer
 //     goroutine's or a lone writer's own (below).
-//   - A lone writer (no commit in progress, nothing queued) runs its
-//     function and commits on its own goroutine, as bbolt's Update does:
-//     there is nobody to group it with, and handing it to the committer
-//     and the answer back would cost two goroutine wake-ups per write.
+//   - A lone writer (no commit in progress, nothing queued, and the last
+//     commit was of one function: not under load) runs its function and
+//     commits on its own goroutine, as bbolt's Update does: there is nobody
+//     to group it with, and handing it to the committer and the answer back
+//     would cost two goroutine wake-ups per write.
 //   - Otherwise Update queues its function and blocks until the answer.
 //     When the commit in progress ends, the committer takes everything
 //     queued (never waiting for more: a writer is never delayed to wait for
