@@ -735,8 +735,9 @@ func TestRawCommitBench(t *testing.T) {
 // as it does on the committer goroutine, even if the writer's caller
 // recovers panics: a recovered one would leave the DB busy for ever.
 func TestPanicInOnCommitEndsTheProcess(t *testing.T) {
-	if os.Getenv("DB_TEST_ONCOMMIT_PANIC") == "1" {
-		d, err := Open(filepath.Join(t.TempDir(), "state.db"), Options{
+	if dir := os.Getenv("DB_TEST_ONCOMMIT_PANIC_DIR"); dir != "" {
+		// The child dies without cleaning up: it uses the parent's dir.
+		d, err := Open(filepath.Join(dir, "state.db"), Options{
 			Buckets:  []string{testBucket},
 			OnCommit: func([]Committed) { panic("boom in OnCommit") },
 		})
@@ -751,7 +752,7 @@ func TestPanicInOnCommitEndsTheProcess(t *testing.T) {
 		os.Exit(0)
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestPanicInOnCommitEndsTheProcess$", "-test.v")
-	cmd.Env = append(os.Environ(), "DB_TEST_ONCOMMIT_PANIC=1")
+	cmd.Env = append(os.Environ(), "DB_TEST_ONCOMMIT_PANIC_DIR="+t.TempDir())
 	out, err := cmd.CombinedOutput()
 	if err == nil || strings.Contains(string(out), "survived the panic") {
 		t.Fatalf("the process survived: %v\n%s", err, out)
