@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -342,6 +343,47 @@ func TestConcurrentCallsOutOfOrder(t *testing.T) {
 	close(ts.root.release)
 	if err := <-blocked; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A burst of requests sent without reading the replies: each gets exactly
+// one reply, whether its handler wrote it or the writer did, and the
+// errors the reader answers itself (unknown methods) keep their read order.
+func TestRepliesOfABurst(t *testing.T) {
+	ts := startServer(t, nil)
+	ws := ts.dialRaw(t)
+	const n = 300
+	go func() {
+		for i := 1; i <= n; i++ {
+			req := `{"request-id":` + strconv.Itoa(i) + `,"type":"T","version":1,"request":"Echo","params":{"entities":[{"tag":"x"}]}}`
+			if i%3 == 0 {
+				req = `{"request-id":` + strconv.Itoa(i) + `,"type":"T","version":1,"request":"Missing"}`
+			}
+			if err := ws.WriteMessage(websocket.TextMessage, []byte(req)); err != nil {
+				return
+			}
+		}
+	}()
+	seen := map[int]bool{}
+	lastErr := 0
+	for len(seen) < n {
+		m := readRaw(t, ws)
+		id := int(m["request-id"].(float64))
+		if seen[id] {
+			t.Fatalf("request %d answered twice", id)
+		}
+		seen[id] = true
+		if id%3 == 0 {
+			if m["error"] == nil {
+				t.Fatalf("request %d: no error: %v", id, m)
+			}
+			if id < lastErr {
+				t.Fatalf("reader's error replies out of order: %d after %d", id, lastErr)
+			}
+			lastErr = id
+		} else if m["error"] != nil {
+			t.Fatalf("request %d: %v", id, m)
+		}
 	}
 }
 

@@ -174,3 +174,55 @@ devices:
 		t.Errorf("K8sSpec = %+v", s)
 	}
 }
+
+// The unit info of UpdateCAASUnits names every unit of the model holding a
+// reported provider id (Juju's Model.Containers is model-wide), including
+// ids that JSON escapes.
+func TestUpdateCAASUnitsInfoIsModelWide(t *testing.T) {
+	st, model := caasModel(t)
+	meta, err := charm.ParseMeta([]byte("name: web\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, app := range []string{"a", "b", "c"} {
+		if _, err := st.AddCAASApplication(model, state.CAASApplicationParams{Name: app,
+			Charm: state.Charm{URL: "local:web-0", Meta: meta}, Scale: 2}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	two := 2
+	odd := `pod<&>"é\x`
+	update := func(app string, ids ...string) []state.UnitInfo {
+		t.Helper()
+		var pods []state.Pod
+		for _, id := range ids {
+			pods = append(pods, state.Pod{ProviderID: id, Status: "running"})
+		}
+		info, err := st.UpdateCAASUnits(model, app, state.UnitsUpdate{Scale: &two, Pods: pods})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info
+	}
+	// New pods get units in provider id order.
+	if got := update("a", odd, "a-1"); len(got) != 2 || got[0] != (state.UnitInfo{ProviderID: odd, Unit: "a/1"}) ||
+		got[1] != (state.UnitInfo{ProviderID: "a-1", Unit: "a/0"}) {
+		t.Fatalf("a: info = %+v", got)
+	}
+	update("c", "c-0")
+	// b reports a pod whose id a's unit holds too: both units are named.
+	got := update("b", "b-0", odd)
+	want := []state.UnitInfo{{ProviderID: "b-0", Unit: "b/0"}, {ProviderID: odd, Unit: "a/1"}, {ProviderID: odd, Unit: "b/1"}}
+	if len(got) != len(want) {
+		t.Fatalf("b: info = %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("b: info = %+v, want %+v", got, want)
+		}
+	}
+	// No provider id reported: no info.
+	if got := update("c"); got != nil {
+		t.Errorf("c without pods: info = %+v", got)
+	}
+}

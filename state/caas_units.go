@@ -1,7 +1,9 @@
 package state
 
 import (
+	"bytes"
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -252,17 +254,44 @@ func (st *State) UpdateCAASUnits(model, app string, u UnitsUpdate) ([]UnitInfo, 
 }
 
 // unitInfo names the units whose pods were reported, in the order of the
-// reported provider ids.
+// reported provider ids. Like Juju's Model.Containers it looks at every unit
+// of the model, not only the application's; but it decodes only the records
+// that can hold one of the reported provider ids: every unit record is
+// written by json.Marshal (txn.put), so a unit whose provider id is p holds
+// p exactly as json.Marshal encodes it. Decoding every unit of the model
+// for every UpdateApplicationsUnits call made the write O(units in the
+// model) in JSON decoding alone: 75% of the daemon's CPU with 256 CAAS
+// writers in one model.
 func unitInfo(r reader, model string, pods []Pod) ([]UnitInfo, error) {
-	docs, err := list[unitDoc](r, KindUnit, model)
-	if err != nil {
-		return nil, err
+	var needles [][]byte
+	for _, p := range pods {
+		if p.ProviderID != "" {
+			b, err := json.Marshal(p.ProviderID)
+			if err != nil {
+				return nil, errors.Trace(err)
+			}
+			needles = append(needles, b)
+		}
+	}
+	if len(needles) == 0 {
+		return nil, nil
 	}
 	byID := map[string][]string{}
-	for _, d := range docs {
+	err := r.ForEachPrefix(string(KindUnit), entityKey(KindUnit, model, ""), func(key string, b []byte) error {
+		if !slices.ContainsFunc(needles, func(n []byte) bool { return bytes.Contains(b, n) }) {
+			return nil
+		}
+		var d unitDoc
+		if err := json.Unmarshal(b, &d); err != nil {
+			return errors.Annotatef(err, "decoding %s %q", KindUnit, key)
+		}
 		if id := d.ProviderID(); id != "" {
 			byID[id] = append(byID[id], d.Name)
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, errors.Trace(err)
 	}
 	var out []UnitInfo
 	seen := map[string]bool{}

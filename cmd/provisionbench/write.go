@@ -35,11 +35,13 @@ var writeWorkload = &workload{
 	ratios: []ratio{
 		{"writes/s vs raw serial", "writes/s", "raw serial commits/s"},
 		{"writes/s vs raw Batch", "writes/s", "raw Batch commits/s"},
+		{"writes/s vs raw serial + echo", "writes/s", "raw serial + echo writes/s"},
 	},
 	notes: func(*options) []string {
 		return []string{
 			"every write is answered after its commit is on disk (fsync); commits and writes/commit from the daemon's /metrics",
 			"baseline: raw bbolt on the same file system, one put per transaction: serial Update (1 writer), Batch with the same number of writers",
+			"baseline, 1 writer: the echo server answering the same SetInstanceStatus message, one at a time; raw serial + echo = 1 / (1/raw serial + 1/echo), the floor of a durable write over the wire",
 			"targets: 1 writer >= 90% of raw serial; 64 and 256 writers above raw Batch and above etcd's durable puts (about 6,300/s at 64, 7,100/s at 256)",
 		}
 	},
@@ -192,5 +194,48 @@ func runWriteBaseline(ctx context.Context, e *env, n int) (*values, error) {
 	}
 	v.set("raw Batch commits/s", "", batch.PerSecond())
 	v.set("raw Batch p99", "ms", ms(percentile(batch.Latencies, 99)))
+	if n == 1 && serial.PerSecond() > 0 {
+		// A lone writer's floor: one raw serial commit plus one round
+		// trip of the same message on the same transport.
+		echo, err := echoRoundTrips(ctx, e)
+		if err != nil {
+			return nil, err
+		}
+		v.set("echo round trips/s", "", echo)
+		if echo > 0 {
+			v.set("raw serial + echo writes/s", "", 1/(1/serial.PerSecond()+1/echo))
+		}
+	}
 	return v, ctx.Err()
+}
+
+// echoRoundTrips runs one connection's closed loop of SetInstanceStatus
+// messages against the echo server and returns its calls/s.
+func echoRoundTrips(ctx context.Context, e *env) (float64, error) {
+	es, err := e.echo(ctx)
+	if err != nil {
+		return 0, err
+	}
+	conns, err := e.dialEcho(ctx, es, 1)
+	if err != nil {
+		return 0, err
+	}
+	defer closeAll(conns)
+	r := closedLoop(ctx, 1, warmup(e.o.duration), e.o.duration, func(ctx context.Context, _, k int) error {
+		args := params.SetStatus{Entities: []params.EntityStatusArgs{{
+			Tag: "machine-0", Status: "running", Info: "bench " + strconv.Itoa(k),
+		}}}
+		var res params.SetStatus
+		return conns[0].Call(ctx, "Provisioner", 11, "", "SetInstanceStatus", args, &res)
+	})
+	if ctx.Err() != nil {
+		return 0, ctx.Err()
+	}
+	if r.errors > 0 {
+		return 0, fmt.Errorf("echo: %d of %d calls failed", r.errors, r.calls+r.errors)
+	}
+	if r.elapsed <= 0 {
+		return 0, nil
+	}
+	return float64(r.calls) / r.elapsed.Seconds(), nil
 }

@@ -165,12 +165,12 @@ func (p *Provisioner) SetStatus(_ context.Context, args params.SetStatus) (param
 // "provisioning error" set the agent status to error as well.
 func (p *Provisioner) SetInstanceStatus(_ context.Context, args params.SetStatus) (params.ErrorResults, error) {
 	return params.ErrorResults{Results: facade.Bulk(args.Entities, func(a params.EntityStatusArgs) (params.ErrorResult, error) {
-		m, err := p.machine(a.Tag)
+		id, err := p.machineID(a.Tag)
 		if err != nil {
 			return params.ErrorResult{}, err
 		}
 		s := state.Status{Status: a.Status, Message: a.Info, Data: a.Data}
-		if err := p.st.SetMachineStatus(p.model, m.ID, state.InstanceStatus, s); err != nil {
+		if err := p.st.SetMachineStatus(p.model, id, state.InstanceStatus, s); err != nil {
 			return params.ErrorResult{}, err
 		}
 		if a.Status == "error" || a.Status == "provisioning error" {
@@ -178,7 +178,7 @@ func (p *Provisioner) SetInstanceStatus(_ context.Context, args params.SetStatus
 			if s.Message == "" {
 				s.Message = a.Status
 			}
-			return params.ErrorResult{}, p.st.SetMachineStatus(p.model, m.ID, state.AgentStatus, s)
+			return params.ErrorResult{}, p.st.SetMachineStatus(p.model, id, state.AgentStatus, s)
 		}
 		return params.ErrorResult{}, nil
 	})}, nil
@@ -187,11 +187,11 @@ func (p *Provisioner) SetInstanceStatus(_ context.Context, args params.SetStatus
 // SetModificationStatus sets each machine's modification status.
 func (p *Provisioner) SetModificationStatus(_ context.Context, args params.SetStatus) (params.ErrorResults, error) {
 	return params.ErrorResults{Results: facade.Bulk(args.Entities, func(a params.EntityStatusArgs) (params.ErrorResult, error) {
-		m, err := p.machine(a.Tag)
+		id, err := p.machineID(a.Tag)
 		if err != nil {
 			return params.ErrorResult{}, err
 		}
-		return params.ErrorResult{}, p.st.SetMachineStatus(p.model, m.ID, state.ModificationStatus,
+		return params.ErrorResult{}, p.st.SetMachineStatus(p.model, id, state.ModificationStatus,
 			state.Status{Status: a.Status, Message: a.Info, Data: a.Data})
 	})}, nil
 }

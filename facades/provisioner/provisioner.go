@@ -134,6 +134,22 @@ func (p *Provisioner) machine(tag string) (state.Machine, error) {
 	return p.accessible(t)
 }
 
+// machineID is machine for methods that only write the machine: the same
+// checks in the same order, but the existence check is left to the write,
+// which reads the record in its own transaction and fails with the same
+// "machine N not found". A durable write is then one read of the record,
+// not two (a read transaction and a JSON decode fewer per call).
+func (p *Provisioner) machineID(tag string) (string, error) {
+	t, err := facade.ParseMachineTag(tag)
+	if err != nil {
+		return "", facade.ErrPerm
+	}
+	if !p.ctx.CanAccessMachine(t) {
+		return "", facade.ErrPerm
+	}
+	return t.Id(), nil
+}
+
 // machineParsed is machine, but a tag that does not parse as a machine
 // tag gives its parse error text (code ""): the methods listed in spec
 // §1.3 as exceptions.

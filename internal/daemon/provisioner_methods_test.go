@@ -225,6 +225,16 @@ func TestProvisionerV11Methods(t *testing.T) {
 		}})
 		checkItem(t, "modification", mod.Results[0].Error, noErr)
 		checkItem(t, "modification bogus", mod.Results[1].Error, itemErr{`cannot set invalid status "running"`, params.CodeNotValid})
+		// The status setters check the tag and access, then leave the
+		// existence check to the write: same errors as a read first.
+		for _, method := range []string{"SetInstanceStatus", "SetModificationStatus"} {
+			res := mustCall[params.ErrorResults](t, f.ctrl, 11, method, params.SetStatus{Entities: []params.EntityStatusArgs{
+				{Tag: "machine-42", Status: "bogus"}, {Tag: "bad", Status: "running"}, {Tag: "machine-0-lxd-0", Status: "running"},
+			}})
+			checkItem(t, method+" missing", res.Results[0].Error, itemErr{"machine 42 not found", params.CodeNotFound})
+			checkItem(t, method+" bad tag", res.Results[1].Error, permErr)
+			checkItem(t, method+" container", res.Results[2].Error, permErr)
+		}
 	})
 
 	t.Run("supported containers", func(t *testing.T) {

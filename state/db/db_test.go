@@ -3,6 +3,8 @@ package db
 import (
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -293,6 +295,54 @@ func TestPanicInLoneUpdate(t *testing.T) {
 	}
 	if rev, _, err := d.Update(put("a", "b")); err != nil || rev != 1 {
 		t.Errorf("Update after panic = %d, %v", rev, err)
+	}
+}
+
+// A lone writer commits on its own goroutine; writers that arrive during
+// its commit queue and are committed together, after it, by the committer.
+func TestWritersQueuedBehindALoneCommitAreGrouped(t *testing.T) {
+	t.Parallel()
+	rec := &recorder{}
+	d := openTest(t, filepath.Join(t.TempDir(), "state.db"), rec)
+	release := block(t, d) // a lone writer, held inside its function
+	const n = 8
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { _, _, errs[i] = d.Update(put(fmt.Sprint("k", i), "v")) })
+	}
+	waitQueued(t, d, n)
+	if err := release(); err != nil {
+		t.Fatalf("gate: %v", err)
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("writer %d: %v", i, err)
+		}
+	}
+	rec.mu.Lock()
+	fns := slices.Clone(rec.fns)
+	rec.mu.Unlock()
+	if !slices.Equal(fns, []int{1, n}) {
+		t.Errorf("commits grouped %v functions, want [1 %d]", fns, n)
+	}
+	if got := rec.revs(); !slices.Equal(got, []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9}) {
+		t.Errorf("OnCommit saw %v, want 1..9 in order", got)
+	}
+	// The committer is idle again: the next lone writer is committed at
+	// once (by the committer, the last commit having grouped several), and
+	// the one after it inline again.
+	for i := uint64(2); i <= 3; i++ {
+		if rev, _, err := d.Update(put(fmt.Sprint("later", i), "v")); err != nil || rev != n+i {
+			t.Errorf("Update after the batch = %d, %v; want %d", rev, err, n+i)
+		}
+	}
+	rec.mu.Lock()
+	fns = slices.Clone(rec.fns)
+	rec.mu.Unlock()
+	if !slices.Equal(fns, []int{1, n, 1, 1}) {
+		t.Errorf("commits grouped %v functions, want [1 %d 1 1]", fns, n)
 	}
 }
 
@@ -665,20 +715,6 @@ func TestBuckets(t *testing.T) {
 	}
 }
 
-func BenchmarkUpdateSerial(b *testing.B) {
-	d := openTest(b, filepath.Join(b.TempDir(), "state.db"), nil)
-	val := make([]byte, 256)
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		k := fmt.Sprint("k", i%1000)
-		i++
-		if _, _, err := d.Update(func(tx *WriteTx) error { return tx.Put(testBucket, k, val) }); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
 func BenchmarkUpdateParallel64(b *testing.B) {
 	d := openTest(b, filepath.Join(b.TempDir(), "state.db"), nil)
 	val := make([]byte, 256)
@@ -716,5 +752,36 @@ func TestRawCommitBench(t *testing.T) {
 	}
 	if _, err := RawCommitBench(filepath.Join(t.TempDir(), "raw.db"), 0, false, 1, time.Millisecond); err == nil {
 		t.Fatal("no writers: want an error")
+	}
+}
+
+// A panic in OnCommit during a lone writer's inline commit ends the process,
+// as it does on the committer goroutine, even if the writer's caller
+// recovers panics: a recovered one would leave the DB busy for ever.
+func TestPanicInOnCommitEndsTheProcess(t *testing.T) {
+	if dir := os.Getenv("DB_TEST_ONCOMMIT_PANIC_DIR"); dir != "" {
+		// The child dies without cleaning up: it uses the parent's dir.
+		d, err := Open(filepath.Join(dir, "state.db"), Options{
+			Buckets:  []string{testBucket},
+			OnCommit: func([]Committed) { panic("boom in OnCommit") },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		func() {
+			defer func() { _ = recover() }()
+			_, _, _ = d.Update(put("k", "v"))
+		}()
+		t.Log("survived the panic")
+		os.Exit(0)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestPanicInOnCommitEndsTheProcess$", "-test.v")
+	cmd.Env = append(os.Environ(), "DB_TEST_ONCOMMIT_PANIC_DIR="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if err == nil || strings.Contains(string(out), "survived the panic") {
+		t.Fatalf("the process survived: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "boom in OnCommit") {
+		t.Errorf("output does not name the panic:\n%s", out)
 	}
 }

@@ -18,15 +18,21 @@
 // # Concurrency contract
 //
 //   - DB owns one committer goroutine, started by Open and stopped and
-//     waited for by Close. It is the only goroutine that writes to bbolt.
-//   - Update hands its function to the committer and blocks until the
-//     answer. The committer takes everything queued (at least one function:
-//     a lone writer is committed at once, never delayed to wait for
+//     waited for by Close. One commit runs at a time: either the committer
+//     goroutine's or a lone writer's own (below).
+//   - A lone writer (no commit in progress, nothing queued, and the last
+//     commit was of one function: not under load) runs its function and
+//     commits on its own goroutine, as bbolt's Update does: there is nobody
+//     to group it with, and handing it to the committer and the answer back
+//     would cost two goroutine wake-ups per write.
+//   - Otherwise Update queues its function and blocks until the answer.
+//     When the commit in progress ends, the committer takes everything
+//     queued (never waiting for more: a writer is never delayed to wait for
 //     company), runs the functions in order in one bbolt read-write
 //     transaction, fsyncs, calls Options.OnCommit with one Committed per
 //     function in revision order, and only then answers the callers. So an
 //     Update that returns nil is on disk, and OnCommit sees every revision
-//     exactly once, in order, with no gaps.
+//     exactly once, in order, with no gaps, whichever goroutine committed.
 //   - If a function fails or panics, the whole bbolt transaction is rolled
 //     back, that function gets its error and the rest of the batch is run
 //     again without it. Update functions must therefore act only through

@@ -22,12 +22,9 @@ func OpenReadOnly(path string, opts Options) (*DB, error) {
 	if timeout <= 0 {
 		timeout = DefaultLockTimeout
 	}
-	bdb, err := bolt.Open(path, 0o600, &bolt.Options{
-		Timeout:         timeout,
-		ReadOnly:        true,
-		InitialMmapSize: opts.InitialMmapSize,
-		FreelistType:    bolt.FreelistMapType,
-	})
+	bo := boltOptions(opts)
+	bo.ReadOnly = true
+	bdb, err := bolt.Open(path, 0o600, bo)
 	if errors.Is(err, berrors.ErrTimeout) {
 		return nil, fmt.Errorf("db: open %s: %w (no shared file lock after %s; is a provisiond running on this data dir?)",
 			path, ErrLocked, timeout)

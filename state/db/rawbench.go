@@ -10,6 +10,49 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
+// RawFile is bbolt used directly, with none of this package's machinery
+// (no committer, no revision, no change record): the baseline provisiond's
+// own writes are judged against, for provisionbench and the Go benchmarks
+// of the write path. It is opened with the bbolt options Open uses and has
+// one bucket. It lives here because only this package may import bbolt.
+type RawFile struct {
+	bdb *bolt.DB
+}
+
+var rawBucket = []byte("bench")
+
+// OpenRaw creates (or opens) a raw bbolt file at path, with the options a
+// state file is opened with (InitialMmapSize 256 MiB, as state uses).
+func OpenRaw(path string) (*RawFile, error) {
+	bdb, err := bolt.Open(path, 0o600, boltOptions(Options{InitialMmapSize: 256 << 20}))
+	if err != nil {
+		return nil, fmt.Errorf("db: open %s: %w", path, err)
+	}
+	if err := bdb.Update(func(tx *bolt.Tx) error {
+		_, err := tx.CreateBucketIfNotExists(rawBucket)
+		return err
+	}); err != nil {
+		_ = bdb.Close()
+		return nil, err
+	}
+	return &RawFile{bdb: bdb}, nil
+}
+
+// Put stores val under key in its own transaction, on the calling
+// goroutine, and returns once it is on disk: bbolt's serial commit.
+func (r *RawFile) Put(key, val []byte) error {
+	return r.bdb.Update(func(tx *bolt.Tx) error { return tx.Bucket(rawBucket).Put(key, val) })
+}
+
+// BatchPut is Put through bbolt's Batch (its default MaxBatchDelay and
+// MaxBatchSize): concurrent callers share commits.
+func (r *RawFile) BatchPut(key, val []byte) error {
+	return r.bdb.Batch(func(tx *bolt.Tx) error { return tx.Bucket(rawBucket).Put(key, val) })
+}
+
+// Close closes the file.
+func (r *RawFile) Close() error { return r.bdb.Close() }
+
 // RawCommitResult is what RawCommitBench measured.
 type RawCommitResult struct {
 	Commits int           // transactions committed (each one put)
@@ -27,38 +70,24 @@ func (r RawCommitResult) PerSecond() float64 {
 	return float64(r.Commits) / r.Elapsed.Seconds()
 }
 
-// RawCommitBench is the baseline provisiond's own writes are judged
-// against: bbolt used directly, with none of this package's machinery. It
-// creates a new file at path (removed by the caller), with the options Open
-// uses, and runs writers goroutines for d, each committing one put of a
-// valueSize-byte value per call: with batch false through bolt's Update
-// (every call its own transaction and fsync: the serial commit rate), with
-// batch true through bolt's Batch (its default MaxBatchDelay and
-// MaxBatchSize). It lives here because only this package may import bbolt.
+// RawCommitBench is provisionbench's write baseline. It creates a new
+// RawFile at path (removed by the caller) and runs writers goroutines for
+// d, each committing one put of a valueSize-byte value per call: with batch
+// false through Put (every call its own transaction and fsync: the serial
+// commit rate), with batch true through BatchPut.
 func RawCommitBench(path string, writers int, batch bool, valueSize int, d time.Duration) (RawCommitResult, error) {
 	if writers < 1 {
 		return RawCommitResult{}, errors.New("db: RawCommitBench needs at least one writer")
 	}
-	bdb, err := bolt.Open(path, 0o600, &bolt.Options{
-		Timeout:         DefaultLockTimeout,
-		InitialMmapSize: 256 << 20,
-		FreelistType:    bolt.FreelistMapType,
-	})
+	raw, err := OpenRaw(path)
 	if err != nil {
-		return RawCommitResult{}, fmt.Errorf("db: open %s: %w", path, err)
-	}
-	defer bdb.Close()
-	bucket := []byte("bench")
-	if err := bdb.Update(func(tx *bolt.Tx) error {
-		_, err := tx.CreateBucketIfNotExists(bucket)
-		return err
-	}); err != nil {
 		return RawCommitResult{}, err
 	}
+	defer raw.Close()
 	val := make([]byte, valueSize)
-	commit := bdb.Update
+	commit := raw.Put
 	if batch {
-		commit = bdb.Batch
+		commit = raw.BatchPut
 	}
 	var (
 		wg       sync.WaitGroup
@@ -77,8 +106,7 @@ func RawCommitBench(path string, writers int, batch bool, valueSize int, d time.
 			for i := 0; !stop.Load() && time.Now().Before(deadline); i++ {
 				key := fmt.Appendf(nil, "w%04d/%06d", w, i%100000)
 				t0 := time.Now()
-				err := commit(func(tx *bolt.Tx) error { return tx.Bucket(bucket).Put(key, val) })
-				if err != nil {
+				if err := commit(key, val); err != nil {
 					firstErr.CompareAndSwap(nil, &err)
 					stop.Store(true)
 					break
