@@ -1,9 +1,7 @@
 package state
 
 import (
-	"bytes"
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -255,52 +253,21 @@ func (st *State) UpdateCAASUnits(model, app string, u UnitsUpdate) ([]UnitInfo, 
 
 // unitInfo names the units whose pods were reported, in the order of the
 // reported provider ids. Like Juju's Model.Containers it looks at every unit
-// of the model, not only the application's; but it decodes only the records
-// that can hold one of the reported provider ids: every unit record is
-// written by json.Marshal (txn.put), so a unit whose provider id is p holds
-// p exactly as json.Marshal encodes it. Decoding every unit of the model
-// for every UpdateApplicationsUnits call made the write O(units in the
-// model) in JSON decoding alone: 75% of the daemon's CPU with 256 CAAS
-// writers in one model.
+// of the model, not only the application's, through the provider id index
+// (bucketUnitProviderID).
 func unitInfo(r reader, model string, pods []Pod) ([]UnitInfo, error) {
-	var needles [][]byte
-	for _, p := range pods {
-		if p.ProviderID != "" {
-			b, err := json.Marshal(p.ProviderID)
-			if err != nil {
-				return nil, errors.Trace(err)
-			}
-			needles = append(needles, b)
-		}
-	}
-	if len(needles) == 0 {
-		return nil, nil
-	}
-	byID := map[string][]string{}
-	err := r.ForEachPrefix(string(KindUnit), entityKey(KindUnit, model, ""), func(key string, b []byte) error {
-		if !slices.ContainsFunc(needles, func(n []byte) bool { return bytes.Contains(b, n) }) {
-			return nil
-		}
-		var d unitDoc
-		if err := json.Unmarshal(b, &d); err != nil {
-			return errors.Annotatef(err, "decoding %s %q", KindUnit, key)
-		}
-		if id := d.ProviderID(); id != "" {
-			byID[id] = append(byID[id], d.Name)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, errors.Trace(err)
-	}
 	var out []UnitInfo
 	seen := map[string]bool{}
 	for _, p := range pods {
-		if seen[p.ProviderID] {
+		if p.ProviderID == "" || seen[p.ProviderID] {
 			continue
 		}
 		seen[p.ProviderID] = true
-		for _, name := range byID[p.ProviderID] {
+		names, err := unitsByProviderID(r, model, p.ProviderID)
+		if err != nil {
+			return nil, err
+		}
+		for _, name := range names {
 			out = append(out, UnitInfo{ProviderID: p.ProviderID, Unit: name})
 		}
 	}

@@ -310,16 +310,18 @@ func (tx *txn) removeModel(d *modelDoc) error {
 	if err := tx.Delete(bucketModelName, d.Name); err != nil {
 		return errors.Trace(err)
 	}
-	var seqs []string
-	if err := tx.ForEachPrefix(bucketSequence, d.UUID+"/", func(k string, _ []byte) error {
-		seqs = append(seqs, k)
-		return nil
-	}); err != nil {
-		return errors.Trace(err)
-	}
-	for _, k := range seqs {
-		if err := tx.Delete(bucketSequence, k); err != nil {
+	for bucket, prefix := range map[string]string{bucketSequence: d.UUID + "/", bucketUnitProviderID: d.UUID + "\x00"} {
+		var keys []string
+		if err := tx.ForEachPrefix(bucket, prefix, func(k string, _ []byte) error {
+			keys = append(keys, k)
+			return nil
+		}); err != nil {
 			return errors.Trace(err)
+		}
+		for _, k := range keys {
+			if err := tx.Delete(bucket, k); err != nil {
+				return errors.Trace(err)
+			}
 		}
 	}
 	// The model's records go with it (not through tx.remove, which would

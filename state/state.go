@@ -68,7 +68,7 @@ var ModelRecordKinds = []watcher.Kind{
 // buckets lists every bucket Open makes: one per entity kind and the
 // buckets of the indexes.
 func buckets() []string {
-	out := []string{string(KindModel), bucketModelName, bucketSequence}
+	out := []string{string(KindModel), bucketModelName, bucketSequence, bucketUnitProviderID}
 	for _, k := range ControllerKinds {
 		out = append(out, string(k))
 	}
@@ -158,6 +158,7 @@ func Open(opts Options) (*State, error) {
 	d, err := db.Open(opts.Path, db.Options{
 		Buckets:         buckets(),
 		InitialMmapSize: initialMmapSize,
+		Derive:          rebuildUnitIndex,
 		OnCommit:        st.publish,
 		ObserveCommit:   opts.ObserveCommit,
 	})
@@ -245,6 +246,15 @@ func (m *docMeta) setRev(rev uint64) { m.Rev = rev }
 // put stores d as the record of entity (kind, model, id) and records the
 // change with fields.
 func (tx *txn) put(kind watcher.Kind, model, id string, d doc, fields ...string) error {
+	if u, ok := d.(*unitDoc); ok {
+		old, err := tx.storedUnitProviderID(model, id)
+		if err != nil {
+			return err
+		}
+		if err := tx.indexUnit(model, id, old, u.ProviderID()); err != nil {
+			return err
+		}
+	}
 	d.setRev(tx.Revision())
 	b, err := json.Marshal(d)
 	if err != nil {
@@ -272,6 +282,15 @@ func change(kind watcher.Kind, model, id string, fields ...string) watcher.Chang
 // removal. Removing the last entity of a dying model removes the model too,
 // in the same transaction.
 func (tx *txn) remove(kind watcher.Kind, model, id string) error {
+	if kind == KindUnit {
+		old, err := tx.storedUnitProviderID(model, id)
+		if err != nil {
+			return err
+		}
+		if err := tx.indexUnit(model, id, old, ""); err != nil {
+			return err
+		}
+	}
 	if err := tx.Delete(string(kind), entityKey(kind, model, id)); err != nil {
 		return errors.Trace(err)
 	}

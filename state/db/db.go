@@ -78,6 +78,13 @@ type Options struct {
 	// it.
 	OnCommit func(batch []Committed)
 
+	// Derive, if set, rebuilds data derived from the records (indexes) in
+	// the transaction that opens the file, after any migration: the file
+	// is not served until it returns. Its writes record no changes and do
+	// not move the revision, so an index is right whichever build wrote
+	// the records last (an older build does not maintain it).
+	Derive func(w *WriteTx) error
+
 	// ObserveCommit, if set, is called after each successful commit with
 	// the time the bbolt transaction took (including fsync) and the number
 	// of Update functions it committed.
@@ -153,7 +160,17 @@ func Open(path string, opts Options) (*DB, error) {
 	err = bdb.Update(func(tx *bolt.Tx) error {
 		var err error
 		rev, err = initFile(tx, opts.Buckets, SchemaVersion, migrations)
-		return err
+		if err != nil || opts.Derive == nil {
+			return err
+		}
+		w := &WriteTx{ReadTx: ReadTx{tx: tx}, rev: rev}
+		if err := opts.Derive(w); err != nil {
+			return fmt.Errorf("rebuilding derived data: %w", err)
+		}
+		if len(w.changes) > 0 {
+			return errors.New("rebuilding derived data: Derive recorded changes")
+		}
+		return nil
 	})
 	if err != nil {
 		_ = bdb.Close()
