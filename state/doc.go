@@ -9,7 +9,11 @@
 // Each entity kind has a bucket named after its Kind (KindModel, ...).
 // Per-model entities are keyed "<model-uuid>/<id>"; models are keyed by
 // UUID, users by name, controller-wide records by a fixed id. Every record
-// carries the revision it was last written at.
+// carries the revision it was last written at. Index buckets hold derived
+// keys: model names, sequences, and units by their container's provider id
+// ("<model>\x00<provider id>\x00<unit>", kept by the write helpers and
+// rebuilt when the file is opened, so an older build's writes cannot leave
+// it stale).
 //
 // # Change sets
 //
@@ -27,7 +31,8 @@
 //   - Writes from concurrent callers may share one bbolt commit (group
 //     commit); a lone writer is never delayed. A write method returns only
 //     after its commit is on disk.
-//   - Change sets are published by the committer goroutine after the commit
+//   - Change sets are published by the goroutine that committed (the
+//     committer, or a lone writer committing its own write) after the commit
 //     is on disk and before the writer is answered, one per revision, in
 //     commit order. So publish order == commit order, and when a write
 //     method returns, every watcher it affects has already been triggered.
