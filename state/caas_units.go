@@ -414,15 +414,17 @@ func (run *unitsRun) updateStateUnits(removed []removedUnit, existingPods, added
 		}
 	}
 
-	// Units of pods for storage.
-	units, err := appUnits(tx, model, run.app.Name)
-	if err != nil {
-		return err
-	}
+	// Units of pods for storage (only read when a pod reports storage).
 	unitOfPod := map[string]string{}
-	for _, unit := range units {
-		if id := unit.ProviderID(); id != "" {
-			unitOfPod[id] = unit.Name
+	if len(withStorage) > 0 {
+		units, err := appUnits(tx, model, run.app.Name)
+		if err != nil {
+			return err
+		}
+		for _, unit := range units {
+			if id := unit.ProviderID(); id != "" {
+				unitOfPod[id] = unit.Name
+			}
 		}
 	}
 	processed := map[string]bool{}
@@ -483,6 +485,7 @@ func (run *unitsRun) updateUnit(name string, props podProps) error {
 	if !ok {
 		return errors.NotFoundf("unit %q", name)
 	}
+	d.storedProviderID, d.storedKnown = d.ProviderID(), true // spares tx.put a re-read
 	if props.container != nil {
 		c := *props.container
 		d.Container = &c
@@ -560,6 +563,9 @@ func (run *unitsRun) processFilesystems(unit string, p Pod, processed map[string
 // cleanupOrphans destroys the storage of filesystems whose provider id a
 // pod reported again while their storage instance has no owner.
 func (run *unitsRun) cleanupOrphans(processed map[string]bool) error {
+	if len(processed) == 0 {
+		return nil // no filesystem can qualify: skip reading them all
+	}
 	tx, model := run.tx, run.model
 	fss, err := allFilesystems(tx, model)
 	if err != nil {

@@ -247,9 +247,12 @@ func (m *docMeta) setRev(rev uint64) { m.Rev = rev }
 // change with fields.
 func (tx *txn) put(kind watcher.Kind, model, id string, d doc, fields ...string) error {
 	if u, ok := d.(*unitDoc); ok {
-		old, err := tx.storedUnitProviderID(model, id)
-		if err != nil {
-			return err
+		old := u.storedProviderID
+		if !u.storedKnown {
+			var err error
+			if old, err = tx.storedUnitProviderID(model, id); err != nil {
+				return err
+			}
 		}
 		if err := tx.indexUnit(model, id, old, u.ProviderID()); err != nil {
 			return err
