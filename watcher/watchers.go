@@ -89,41 +89,10 @@ func (l *lifecycle) Err() error {
 }
 
 // waiter is one NextAsync call waiting for an event. Whoever removes it
-// from its watcher's list, under the watcher's mutex, completes it: exactly
-// once.
+// from its queue, under the queue's mutex, completes it: exactly once.
 type waiter[T any] struct {
 	done      func(T, error)
-	cancelCtx func() bool // stops the context.AfterFunc
-}
-
-// waiters is a FIFO of waiting NextAsync calls; a client may (unusually)
-// have more than one Next pending on a watcher, and each event goes to the
-// oldest.
-type waiters[T any] []*waiter[T]
-
-func (ws *waiters[T]) pop() *waiter[T] {
-	if len(*ws) == 0 {
-		return nil
-	}
-	w := (*ws)[0]
-	(*ws)[0] = nil
-	*ws = (*ws)[1:]
-	if len(*ws) == 0 {
-		*ws = nil
-	}
-	return w
-}
-
-func (ws *waiters[T]) remove(w *waiter[T]) bool {
-	i := slices.Index(*ws, w)
-	if i < 0 {
-		return false
-	}
-	*ws = slices.Delete(*ws, i, i+1)
-	if len(*ws) == 0 {
-		*ws = nil
-	}
-	return true
+	cancelCtx func() bool // stops the context.AfterFunc; set before queueing
 }
 
 // complete ends w with v, err, first stopping its context callback.
@@ -132,15 +101,111 @@ func (w *waiter[T]) complete(v T, err error) {
 	w.done(v, err)
 }
 
+// waitQueue is the NextAsync machinery Notify and Strings share: the FIFO
+// of waiting calls (a client may, unusually, have more than one Next
+// pending on a watcher; each event goes to the oldest) and the stopped
+// flag, under mu, which also guards the watcher's pending state.
+type waitQueue[T any] struct {
+	mu      sync.Mutex
+	closed  bool // stopped: waiters have been failed, later ones fail at once
+	waiting []*waiter[T]
+}
+
+// take is a watcher's way of consuming its pending state, called with
+// mu held: the value to deliver, a function to run once it is delivered
+// (nil for none), and whether anything was pending.
+type take[T any] func() (v T, after func(), ok bool)
+
+// next is NextAsync: it completes done at once if the watcher is stopped
+// (with stopErr), ctx has ended or take finds something pending, else it
+// queues done until the watcher delivers, stops or ctx ends.
+func (q *waitQueue[T]) next(ctx context.Context, stopErr func() error, take take[T], done func(T, error)) {
+	q.mu.Lock()
+	if q.readyLocked(ctx, stopErr, take, done) {
+		return
+	}
+	q.mu.Unlock()
+	// Wait: register the context callback first so that the waiter is
+	// queued only with its cancel function set, then look again.
+	wt := &waiter[T]{done: done}
+	wt.cancelCtx = context.AfterFunc(ctx, func() {
+		q.mu.Lock()
+		i := slices.Index(q.waiting, wt)
+		if i >= 0 {
+			q.waiting = slices.Delete(q.waiting, i, i+1)
+		}
+		q.mu.Unlock()
+		if i >= 0 {
+			var zero T
+			done(zero, ctx.Err())
+		}
+	})
+	q.mu.Lock()
+	if q.readyLocked(ctx, stopErr, take, done) {
+		wt.cancelCtx()
+		return
+	}
+	q.waiting = append(q.waiting, wt)
+	q.mu.Unlock()
+}
+
+// readyLocked completes a call that need not wait, unlocking q.mu, and
+// reports true; else it returns false with q.mu still held.
+func (q *waitQueue[T]) readyLocked(ctx context.Context, stopErr func() error, take take[T], done func(T, error)) bool {
+	var zero T
+	switch {
+	case q.closed:
+		q.mu.Unlock()
+		done(zero, stopErr())
+	case ctx.Err() != nil:
+		q.mu.Unlock()
+		done(zero, ctx.Err())
+	default:
+		v, after, ok := take()
+		if !ok {
+			return false
+		}
+		q.mu.Unlock()
+		done(v, nil)
+		if after != nil {
+			after()
+		}
+	}
+	return true
+}
+
+// popLocked removes the oldest waiter, if any; q.mu must be held.
+func (q *waitQueue[T]) popLocked() *waiter[T] {
+	if len(q.waiting) == 0 {
+		return nil
+	}
+	wt := q.waiting[0]
+	q.waiting[0] = nil
+	q.waiting = q.waiting[1:]
+	return wt
+}
+
+// fail marks the queue stopped and completes every waiter with err.
+func (q *waitQueue[T]) fail(err error) {
+	q.mu.Lock()
+	q.closed = true
+	ws := q.waiting
+	q.waiting = nil
+	q.mu.Unlock()
+	var zero T
+	for _, wt := range ws {
+		wt.complete(zero, err)
+	}
+}
+
 // Notify is a coalescing notify watcher: any number of Trigger calls
 // between two Next calls give one event.
 type Notify struct {
 	lifecycle
+	q waitQueue[struct{}]
 
-	mu        sync.Mutex // guards the fields below
+	// Guarded by q.mu.
 	pending   bool
-	closed    bool // stopped: waiters have been failed, later ones fail at once
-	waiting   waiters[struct{}]
 	onDeliver func()
 }
 
@@ -150,34 +215,34 @@ type Notify struct {
 // the one calling Trigger when a Next was waiting), with no lock of the
 // watcher held; it must not block.
 func (w *Notify) OnDeliver(f func()) {
-	w.mu.Lock()
+	w.q.mu.Lock()
 	w.onDeliver = f
-	w.mu.Unlock()
+	w.q.mu.Unlock()
 }
 
 // NewNotify returns a running notify watcher with no pending event.
 func NewNotify() *Notify {
 	w := &Notify{lifecycle: newLifecycle()}
-	w.afterStop = w.failWaiters
+	w.afterStop = func() { w.q.fail(w.Err()) }
 	return w
 }
 
 // Trigger records a pending event, or hands it to the oldest waiting
 // Next. It never blocks (a waiting NextAsync's done must not block).
 func (w *Notify) Trigger() {
-	w.mu.Lock()
-	if w.closed {
-		w.mu.Unlock()
+	w.q.mu.Lock()
+	if w.q.closed {
+		w.q.mu.Unlock()
 		return
 	}
-	wt := w.waiting.pop()
+	wt := w.q.popLocked()
 	if wt == nil {
 		w.pending = true
-		w.mu.Unlock()
+		w.q.mu.Unlock()
 		return
 	}
 	f := w.onDeliver
-	w.mu.Unlock()
+	w.q.mu.Unlock()
 	wt.complete(struct{}{}, nil)
 	if f != nil {
 		f()
@@ -195,54 +260,15 @@ func (w *Notify) Sink() Sink { return func(uint64, Change) { w.Trigger() } }
 // cancelled; it must not block. A stopped watcher reports its stop even if
 // an event was pending. No goroutine waits on behalf of the call.
 func (w *Notify) NextAsync(ctx context.Context, done func(error)) {
-	w.mu.Lock()
-	if w.readyLocked(ctx, done) {
-		return
-	}
-	w.mu.Unlock()
-	// Wait: register the context callback first so that the waiter is
-	// listed only with its cancel function set, then look again.
-	wt := &waiter[struct{}]{done: func(_ struct{}, err error) { done(err) }}
-	wt.cancelCtx = context.AfterFunc(ctx, func() {
-		w.mu.Lock()
-		ok := w.waiting.remove(wt)
-		w.mu.Unlock()
-		if ok {
-			done(ctx.Err())
-		}
-	})
-	w.mu.Lock()
-	if w.readyLocked(ctx, done) {
-		wt.cancelCtx()
-		return
-	}
-	w.waiting = append(w.waiting, wt)
-	w.mu.Unlock()
+	w.q.next(ctx, w.Err, w.takeLocked, func(_ struct{}, err error) { done(err) })
 }
 
-// readyLocked completes a Next that need not wait (stopped, ctx ended, an
-// event pending), unlocking w.mu, and reports true; else it returns false
-// with w.mu still held.
-func (w *Notify) readyLocked(ctx context.Context, done func(error)) bool {
-	switch {
-	case w.closed:
-		w.mu.Unlock()
-		done(w.Err())
-	case ctx.Err() != nil:
-		w.mu.Unlock()
-		done(ctx.Err())
-	case w.pending:
-		w.pending = false
-		f := w.onDeliver
-		w.mu.Unlock()
-		done(nil)
-		if f != nil {
-			f()
-		}
-	default:
-		return false
+func (w *Notify) takeLocked() (struct{}, func(), bool) {
+	if !w.pending {
+		return struct{}{}, nil, false
 	}
-	return true
+	w.pending = false
+	return struct{}{}, w.onDeliver, true
 }
 
 // Next blocks until an event is pending and consumes it. It returns the
@@ -253,33 +279,19 @@ func (w *Notify) Next(ctx context.Context) error {
 	return <-ch
 }
 
-func (w *Notify) failWaiters() {
-	w.mu.Lock()
-	w.closed = true
-	ws := w.waiting
-	w.waiting = nil
-	w.mu.Unlock()
-	err := w.Err()
-	for _, wt := range ws {
-		wt.complete(struct{}{}, err)
-	}
-}
-
 // Strings is a coalescing strings watcher: ids added between two Next calls
 // are returned once, sorted and without duplicates.
 type Strings struct {
 	lifecycle
+	q waitQueue[[]string]
 
-	mu      sync.Mutex // guards the fields below
-	pending map[string]struct{}
-	closed  bool
-	waiting waiters[[]string]
+	pending map[string]struct{} // guarded by q.mu
 }
 
 // NewStrings returns a running strings watcher with nothing pending.
 func NewStrings() *Strings {
 	w := &Strings{lifecycle: newLifecycle(), pending: make(map[string]struct{})}
-	w.afterStop = w.failWaiters
+	w.afterStop = func() { w.q.fail(w.Err()) }
 	return w
 }
 
@@ -289,53 +301,49 @@ func (w *Strings) Add(ids ...string) {
 	if len(ids) == 0 {
 		return
 	}
-	w.mu.Lock()
-	if w.closed {
-		w.mu.Unlock()
+	w.update(false, ids)
+}
+
+// Replace makes ids the only pending ids, dropping any others not yet
+// delivered: a watcher of a value (a hash) delivers the latest one.
+func (w *Strings) Replace(ids ...string) { w.update(true, ids) }
+
+// update adds ids to the pending set (emptied first if replace) and hands
+// the set to the oldest waiting Next, if any.
+func (w *Strings) update(replace bool, ids []string) {
+	w.q.mu.Lock()
+	if w.q.closed {
+		w.q.mu.Unlock()
 		return
+	}
+	if replace {
+		clear(w.pending)
 	}
 	for _, id := range ids {
 		w.pending[id] = struct{}{}
 	}
-	w.deliverLocked()
-}
-
-// deliverLocked hands the pending ids to the oldest waiter, if any, and
-// unlocks w.mu.
-func (w *Strings) deliverLocked() {
-	if len(w.pending) == 0 || len(w.waiting) == 0 {
-		w.mu.Unlock()
+	if len(w.pending) == 0 || len(w.q.waiting) == 0 {
+		w.q.mu.Unlock()
 		return
 	}
-	wt := w.waiting.pop()
-	ids := w.takeLocked()
-	w.mu.Unlock()
-	wt.complete(ids, nil)
+	wt := w.q.popLocked()
+	got, _, _ := w.takeLocked()
+	w.q.mu.Unlock()
+	wt.complete(got, nil)
 }
 
-func (w *Strings) takeLocked() []string {
+// takeLocked takes the pending ids, sorted, if there are any.
+func (w *Strings) takeLocked() ([]string, func(), bool) {
+	if len(w.pending) == 0 {
+		return nil, nil, false
+	}
 	ids := make([]string, 0, len(w.pending))
 	for id := range w.pending {
 		ids = append(ids, id)
 	}
 	clear(w.pending)
 	slices.Sort(ids)
-	return ids
-}
-
-// Replace makes ids the only pending ids, dropping any others not yet
-// delivered: a watcher of a value (a hash) delivers the latest one.
-func (w *Strings) Replace(ids ...string) {
-	w.mu.Lock()
-	if w.closed {
-		w.mu.Unlock()
-		return
-	}
-	clear(w.pending)
-	for _, id := range ids {
-		w.pending[id] = struct{}{}
-	}
-	w.deliverLocked()
+	return ids, nil, true
 }
 
 // Sink returns a hub sink that adds the changed entity's id to w.
@@ -349,47 +357,7 @@ func (w *Strings) Sink() Sink { return func(_ uint64, c Change) { w.Add(c.ID) } 
 // stopped or cancelled; it must not block. No goroutine waits on behalf of
 // the call.
 func (w *Strings) NextAsync(ctx context.Context, done func([]string, error)) {
-	w.mu.Lock()
-	if w.readyLocked(ctx, done) {
-		return
-	}
-	w.mu.Unlock()
-	wt := &waiter[[]string]{done: done}
-	wt.cancelCtx = context.AfterFunc(ctx, func() {
-		w.mu.Lock()
-		ok := w.waiting.remove(wt)
-		w.mu.Unlock()
-		if ok {
-			done(nil, ctx.Err())
-		}
-	})
-	w.mu.Lock()
-	if w.readyLocked(ctx, done) {
-		wt.cancelCtx()
-		return
-	}
-	w.waiting = append(w.waiting, wt)
-	w.mu.Unlock()
-}
-
-// readyLocked completes a Next that need not wait, unlocking w.mu, and
-// reports true; else it returns false with w.mu still held.
-func (w *Strings) readyLocked(ctx context.Context, done func([]string, error)) bool {
-	switch {
-	case w.closed:
-		w.mu.Unlock()
-		done(nil, w.Err())
-	case ctx.Err() != nil:
-		w.mu.Unlock()
-		done(nil, ctx.Err())
-	case len(w.pending) > 0:
-		ids := w.takeLocked()
-		w.mu.Unlock()
-		done(ids, nil)
-	default:
-		return false
-	}
-	return true
+	w.q.next(ctx, w.Err, w.takeLocked, done)
 }
 
 // Next blocks until ids are pending, then returns them sorted and clears
@@ -403,16 +371,4 @@ func (w *Strings) Next(ctx context.Context) ([]string, error) {
 	w.NextAsync(ctx, func(ids []string, err error) { ch <- result{ids, err} })
 	r := <-ch
 	return r.ids, r.err
-}
-
-func (w *Strings) failWaiters() {
-	w.mu.Lock()
-	w.closed = true
-	ws := w.waiting
-	w.waiting = nil
-	w.mu.Unlock()
-	err := w.Err()
-	for _, wt := range ws {
-		wt.complete(nil, err)
-	}
 }
