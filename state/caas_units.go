@@ -485,7 +485,6 @@ func (run *unitsRun) updateUnit(name string, props podProps) error {
 	if !ok {
 		return errors.NotFoundf("unit %q", name)
 	}
-	d.storedProviderID, d.storedKnown = d.ProviderID(), true // spares tx.put a re-read
 	if props.container != nil {
 		c := *props.container
 		d.Container = &c

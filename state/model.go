@@ -310,7 +310,14 @@ func (tx *txn) removeModel(d *modelDoc) error {
 	if err := tx.Delete(bucketModelName, d.Name); err != nil {
 		return errors.Trace(err)
 	}
-	for bucket, prefix := range map[string]string{bucketSequence: d.UUID + "/", bucketUnitProviderID: d.UUID + "\x00"} {
+	derived := []struct{ bucket, prefix string }{
+		{bucketSequence, d.UUID + "/"},
+		// The unit provider id index (unit_index.go): entries, units' own keys.
+		{bucketUnitProviderID, d.UUID + "\x00"},
+		{bucketUnitProviderID, d.UUID + "\x01"},
+	}
+	for _, dk := range derived {
+		bucket, prefix := dk.bucket, dk.prefix
 		var keys []string
 		if err := tx.ForEachPrefix(bucket, prefix, func(k string, _ []byte) error {
 			keys = append(keys, k)

@@ -247,14 +247,7 @@ func (m *docMeta) setRev(rev uint64) { m.Rev = rev }
 // change with fields.
 func (tx *txn) put(kind watcher.Kind, model, id string, d doc, fields ...string) error {
 	if u, ok := d.(*unitDoc); ok {
-		old := u.storedProviderID
-		if !u.storedKnown {
-			var err error
-			if old, err = tx.storedUnitProviderID(model, id); err != nil {
-				return err
-			}
-		}
-		if err := tx.indexUnit(model, id, old, u.ProviderID()); err != nil {
+		if err := tx.indexUnit(model, id, u.ProviderID()); err != nil {
 			return err
 		}
 	}
@@ -286,11 +279,7 @@ func change(kind watcher.Kind, model, id string, fields ...string) watcher.Chang
 // in the same transaction.
 func (tx *txn) remove(kind watcher.Kind, model, id string) error {
 	if kind == KindUnit {
-		old, err := tx.storedUnitProviderID(model, id)
-		if err != nil {
-			return err
-		}
-		if err := tx.indexUnit(model, id, old, ""); err != nil {
+		if err := tx.indexUnit(model, id, ""); err != nil {
 			return err
 		}
 	}

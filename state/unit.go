@@ -28,12 +28,6 @@ type Unit struct {
 type unitDoc struct {
 	docMeta
 	Unit
-
-	// storedProviderID is the provider id of the record this doc was read
-	// from, when storedKnown: tx.put then need not read it again to keep
-	// the provider id index. Not stored.
-	storedProviderID string
-	storedKnown      bool
 }
 
 // IsPrincipal reports whether u is a principal unit.

@@ -10,19 +10,25 @@ import (
 )
 
 // bucketUnitProviderID indexes units by the provider id of their cloud
-// container: key "<model>\x00<provider id>\x00<unit name>", value "1".
-// UpdateApplicationsUnits names the units of the reported pods by provider
-// id across the whole model (as Juju's Model.Containers does); without the
-// index that was a scan of every unit of the model per call, which made
-// the write O(units in the model): 45% of the daemon's CPU with 256 CAAS
-// writers. The index is derived data: tx.put and tx.remove keep it, and
-// Open rebuilds it (rebuildUnitIndex), so it is right even after an older
-// build, which does not keep it, wrote the units.
+// container. It holds two keys per unit with a provider id: the entry
+// "<model>\x00<provider id>\x00<unit name>" (value "1") that lookups scan
+// by prefix, and the unit's own "<model>\x01<unit name>" whose value is
+// that provider id, so a write finds the entry to move without decoding
+// the unit's stored record. UpdateApplicationsUnits names the units of the
+// reported pods by provider id across the whole model (as Juju's
+// Model.Containers does); without the index that was a scan of every unit
+// of the model per call, which made the write O(units in the model): 45% of
+// the daemon's CPU with 256 CAAS writers. The index is derived data:
+// tx.put and tx.remove keep it, and Open rebuilds it (rebuildUnitIndex), so
+// it is right even after an older build, which does not keep it, wrote the
+// units.
 const bucketUnitProviderID = "unit-provider-id"
 
 func unitIndexPrefix(model, providerID string) string {
 	return model + "\x00" + providerID + "\x00"
 }
+
+func unitIndexOwnKey(model, name string) string { return model + "\x01" + name }
 
 // unitProviderIDOf reads the provider id of a stored unit record without
 // decoding the rest of it into a Unit.
@@ -41,36 +47,26 @@ func unitProviderIDOf(raw []byte) (string, error) {
 	return d.Container.ProviderID, nil
 }
 
-// indexUnit moves unit name's index entry from provider id old to new.
-func (tx *txn) indexUnit(model, name, old, new string) error {
-	if old == new {
+// indexUnit makes providerID ("" for none, or a removed unit) unit name's
+// provider id in the index.
+func (tx *txn) indexUnit(model, name, providerID string) error {
+	own := unitIndexOwnKey(model, name)
+	old, _ := tx.Get(bucketUnitProviderID, own)
+	if string(old) == providerID {
 		return nil
 	}
-	if old != "" {
-		if err := tx.Delete(bucketUnitProviderID, unitIndexPrefix(model, old)+name); err != nil {
+	if len(old) > 0 {
+		if err := tx.Delete(bucketUnitProviderID, unitIndexPrefix(model, string(old))+name); err != nil {
 			return errors.Trace(err)
 		}
 	}
-	if new != "" {
-		if err := tx.Put(bucketUnitProviderID, unitIndexPrefix(model, new)+name, []byte("1")); err != nil {
-			return errors.Trace(err)
-		}
+	if providerID == "" {
+		return errors.Trace(tx.Delete(bucketUnitProviderID, own))
 	}
-	return nil
-}
-
-// storedUnitProviderID returns the provider id of unit name as stored
-// (before this write), "" if it has none or does not exist.
-func (tx *txn) storedUnitProviderID(model, name string) (string, error) {
-	raw, ok := tx.Get(string(KindUnit), entityKey(KindUnit, model, name))
-	if !ok {
-		return "", nil
+	if err := tx.Put(bucketUnitProviderID, unitIndexPrefix(model, providerID)+name, []byte("1")); err != nil {
+		return errors.Trace(err)
 	}
-	id, err := unitProviderIDOf(raw)
-	if err != nil {
-		return "", errors.Annotatef(err, "decoding %s %q", KindUnit, name)
-	}
-	return id, nil
+	return errors.Trace(tx.Put(bucketUnitProviderID, own, []byte(providerID)))
 }
 
 // unitsByProviderID returns the names of model's units whose container has
@@ -116,6 +112,9 @@ func rebuildUnitIndex(w *db.WriteTx) error {
 		if !ok {
 			return errors.Errorf("unit key %q has no model", key)
 		}
-		return w.Put(bucketUnitProviderID, unitIndexPrefix(model, id)+name, []byte("1"))
+		if err := w.Put(bucketUnitProviderID, unitIndexPrefix(model, id)+name, []byte("1")); err != nil {
+			return err
+		}
+		return w.Put(bucketUnitProviderID, unitIndexOwnKey(model, name), []byte(id))
 	})
 }
