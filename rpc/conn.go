@@ -200,12 +200,13 @@ func (c *Conn) run(h *header, call Caller) {
 		c.await(h, l, start)
 		return
 	}
-	c.reply(h, true, res, err, time.Since(start))
-	c.endCall()
+	c.finish(h, res, err, start)
 }
 
-// endCall releases a call's MaxRequests slot once its reply is queued.
-func (c *Conn) endCall() {
+// finish replies to a call that started at start and releases its
+// MaxRequests slot once the reply is queued.
+func (c *Conn) finish(h *header, res any, err error, start time.Time) {
+	c.reply(h, true, res, err, time.Since(start))
 	<-c.sem
 	c.handlers.Done()
 }
@@ -240,10 +241,7 @@ func (c *Conn) await(h *header, l *Later, start time.Time) {
 			return
 		}
 		p.mu.Unlock()
-		c.srv.workers.run(func() {
-			c.reply(h, true, res, err, time.Since(start))
-			c.endCall()
-		})
+		c.srv.workers.run(func() { c.finish(h, res, err, start) })
 	}
 	_, perr := c.call(h, func(ctx context.Context, _ json.RawMessage) (any, error) {
 		l.start(ctx, reply)
@@ -259,8 +257,7 @@ func (c *Conn) await(h *header, l *Later, start time.Time) {
 	}
 	p.mu.Unlock()
 	if replied {
-		c.reply(h, true, res, err, time.Since(start))
-		c.endCall()
+		c.finish(h, res, err, start)
 	}
 }
 

@@ -108,10 +108,8 @@ const (
 	bucketSequence  = "sequence"   // "<model-uuid>/<name>" -> last number handed out
 )
 
-// initialMmapSize keeps bbolt from remapping (and so from making the
-// committer wait for readers) until the file outgrows it. It reserves
-// address space, not memory or disk.
-const initialMmapSize = 256 << 20
+// initialMmapSize is db.StateMmapSize (see there).
+const initialMmapSize = db.StateMmapSize
 
 // Options configures Open.
 type Options struct {

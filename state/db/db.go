@@ -144,14 +144,11 @@ type result struct {
 // checks or migrates its schema, creates the buckets and starts the
 // committer.
 func Open(path string, opts Options) (*DB, error) {
-	timeout := opts.LockTimeout
-	if timeout <= 0 {
-		timeout = DefaultLockTimeout
-	}
-	bdb, err := bolt.Open(path, 0o600, boltOptions(opts))
+	bo := boltOptions(opts)
+	bdb, err := bolt.Open(path, 0o600, bo)
 	if errors.Is(err, berrors.ErrTimeout) {
 		return nil, fmt.Errorf("db: open %s: %w (no file lock after %s; is another provisiond running on this data dir?)",
-			path, ErrLocked, timeout)
+			path, ErrLocked, bo.Timeout)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("db: open %s: %w", path, err)
@@ -178,6 +175,12 @@ func Open(path string, opts Options) (*DB, error) {
 	}
 	return start(bdb, path, opts, rev), nil
 }
+
+// StateMmapSize is the initial memory map size state opens its file with:
+// it keeps bbolt from remapping (and so from making the committer wait for
+// readers) until the file outgrows it. It reserves address space, not
+// memory or disk. The raw baseline (OpenRaw) uses it too.
+const StateMmapSize = 256 << 20
 
 // boltOptions are the bbolt options of every file this package opens,
 // RawFile's included, so the baseline and the daemon run the same bbolt.

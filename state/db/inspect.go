@@ -18,16 +18,12 @@ func OpenReadOnly(path string, opts Options) (*DB, error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("db: open %s: %w", path, err)
 	}
-	timeout := opts.LockTimeout
-	if timeout <= 0 {
-		timeout = DefaultLockTimeout
-	}
 	bo := boltOptions(opts)
 	bo.ReadOnly = true
 	bdb, err := bolt.Open(path, 0o600, bo)
 	if errors.Is(err, berrors.ErrTimeout) {
 		return nil, fmt.Errorf("db: open %s: %w (no shared file lock after %s; is a provisiond running on this data dir?)",
-			path, ErrLocked, timeout)
+			path, ErrLocked, bo.Timeout)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("db: open %s: %w", path, err)

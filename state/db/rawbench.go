@@ -22,9 +22,9 @@ type RawFile struct {
 var rawBucket = []byte("bench")
 
 // OpenRaw creates (or opens) a raw bbolt file at path, with the options a
-// state file is opened with (InitialMmapSize 256 MiB, as state uses).
+// state file is opened with.
 func OpenRaw(path string) (*RawFile, error) {
-	bdb, err := bolt.Open(path, 0o600, boltOptions(Options{InitialMmapSize: 256 << 20}))
+	bdb, err := bolt.Open(path, 0o600, boltOptions(Options{InitialMmapSize: StateMmapSize}))
 	if err != nil {
 		return nil, fmt.Errorf("db: open %s: %w", path, err)
 	}
