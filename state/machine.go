@@ -374,14 +374,14 @@ func (tx *txn) addMachine(d *machineDoc) error {
 // reads the record in place and decodes it through the machine cache: a
 // record read before, unchanged since, is copied instead of decoded.
 func (st *State) Machine(model, id string) (Machine, error) {
+	if !validMachineID(id) {
+		return Machine{}, errors.NotValidf("machine id %q", id)
+	}
 	key := entityKey(KindMachine, model, id)
 	var m Machine
 	var found bool
 	var decErr error
 	err := st.db.View(func(tx *db.ReadTx) error {
-		if !validMachineID(id) {
-			return errors.NotValidf("machine id %q", id)
-		}
 		found = tx.GetFunc(string(KindMachine), key, func(raw []byte) {
 			m, decErr = st.machines.decode(key, raw)
 		})
@@ -531,13 +531,25 @@ func (st *State) updateMachine(model, id string, fn func(tx *txn, d *machineDoc)
 }
 
 // validMachineID is names.IsValidMachine, without its regular expression
-// for the usual top-level id (decimal digits, no leading zero).
+// for the usual top-level id.
 func validMachineID(id string) bool {
-	plain := id != "" && (id[0] != '0' || len(id) == 1)
-	for i := 0; plain && i < len(id); i++ {
-		plain = id[i] >= '0' && id[i] <= '9'
+	return IsTopLevelMachineID(id) || names.IsValidMachine(id)
+}
+
+// IsTopLevelMachineID reports whether id is a top-level machine id as
+// juju/names writes them: decimal digits without a leading zero ("0"
+// itself is one). It is the cheap check for the common case; anything else
+// is for names.IsValidMachine to judge.
+func IsTopLevelMachineID(id string) bool {
+	if id == "" || (id[0] == '0' && len(id) > 1) {
+		return false
 	}
-	return plain || names.IsValidMachine(id)
+	for i := 0; i < len(id); i++ {
+		if id[i] < '0' || id[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 func getMachine(r reader, model, id string) (machineDoc, error) {

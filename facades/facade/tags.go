@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/juju/names/v5"
+
+	"provisiond/state"
 )
 
 // Tag parsing for input from the wire. juju/names' parsers panic on some
@@ -21,24 +23,10 @@ func ParseTag(s string) (names.Tag, error) { return parseSafely(s, "", names.Par
 // ParseMachineTag is names.ParseMachineTag without panics. The usual
 // "machine-N" is parsed without names' regular expression (same result).
 func ParseMachineTag(s string) (names.MachineTag, error) {
-	if id, ok := strings.CutPrefix(s, "machine-"); ok && isPlainNumber(id) {
+	if id, ok := strings.CutPrefix(s, "machine-"); ok && state.IsTopLevelMachineID(id) {
 		return names.NewMachineTag(id), nil
 	}
 	return parseSafely(s, names.MachineTagKind, names.ParseMachineTag)
-}
-
-// isPlainNumber reports whether s is a number as juju/names writes ids:
-// decimal digits without a leading zero ("0" itself is one).
-func isPlainNumber(s string) bool {
-	if s == "" || (s[0] == '0' && len(s) > 1) {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
 }
 
 // ParseModelTag is names.ParseModelTag without panics.
