@@ -21,12 +21,13 @@ test: lint depcheck ## lint, depcheck, then every test with the race detector (w
 test-short: ## quick tests without the race detector
 	$(GO) test -short -count=1 $(PKGS)
 
-lint: ## gofmt check and go vet
+lint: ## gofmt check, go vet, and no built binaries tracked in git
+	@scripts/check-tracked.sh
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 
-depcheck: ## check the package dependency direction of design.md
+depcheck: ## check the package dependency direction (docs/architecture.md, Packages)
 	@scripts/depcheck.sh
 
 bench: ## Go benchmarks: Ping vs echo baseline, the rpc read path, hub, state reads and commits (provisionbench: docs/performance.md)

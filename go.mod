@@ -1,4 +1,4 @@
-module provisiond
+module github.com/provisiond/provisiond
 
 go 1.26.8
 

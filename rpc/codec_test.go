@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"provisiond/rpc/params"
+	"github.com/provisiond/provisiond/rpc/params"
 )
 
 func TestDecodeHeader(t *testing.T) {

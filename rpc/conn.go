@@ -12,7 +12,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"provisiond/rpc/params"
+	"github.com/provisiond/provisiond/rpc/params"
 )
 
 // Root serves the requests of one connection. The facade layer supplies

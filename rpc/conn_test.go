@@ -15,11 +15,11 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"provisiond/internal/leaktest"
-	"provisiond/pki"
-	"provisiond/rpc"
-	"provisiond/rpc/client"
-	"provisiond/rpc/params"
+	"github.com/provisiond/provisiond/internal/leaktest"
+	"github.com/provisiond/provisiond/pki"
+	"github.com/provisiond/provisiond/rpc"
+	"github.com/provisiond/provisiond/rpc/client"
+	"github.com/provisiond/provisiond/rpc/params"
 )
 
 // testRoot serves a tiny facade "T" v1 straight from rpc.Root, so the

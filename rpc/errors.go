@@ -3,7 +3,7 @@ package rpc
 import (
 	"fmt"
 
-	"provisiond/rpc/params"
+	"github.com/provisiond/provisiond/rpc/params"
 )
 
 // The errors rpc itself produces. Facades produce theirs through

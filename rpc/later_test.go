@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"provisiond/rpc"
-	"provisiond/rpc/client"
-	"provisiond/rpc/params"
+	"github.com/provisiond/provisiond/rpc"
+	"github.com/provisiond/provisiond/rpc/client"
+	"github.com/provisiond/provisiond/rpc/params"
 )
 
 // laterCalls holds the reply functions of the "Later" calls waiting in a
@@ -95,7 +95,7 @@ func connGoroutines(t *testing.T) int {
 	n := 0
 	for _, g := range strings.Split(buf.String(), "\n\n") {
 		// A ping timer's goroutine lives only while it sends one ping.
-		if strings.Contains(g, "provisiond/rpc.(*Conn).") && !strings.Contains(g, "provisiond/rpc.(*Conn).sendPing") {
+		if strings.Contains(g, "github.com/provisiond/provisiond/rpc.(*Conn).") && !strings.Contains(g, "github.com/provisiond/provisiond/rpc.(*Conn).sendPing") {
 			n++
 		}
 	}

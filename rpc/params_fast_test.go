@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"provisiond/rpc/params"
+	"github.com/provisiond/provisiond/rpc/params"
 )
 
 func TestDecodeEntitiesFast(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"sort"
 
-	"provisiond/rpc/params"
+	"github.com/provisiond/provisiond/rpc/params"
 )
 
 // Registry maps (facade, version, method) to typed Go functions. C is the

@@ -6,7 +6,7 @@ import (
 	"reflect"
 	"testing"
 
-	"provisiond/rpc/params"
+	"github.com/provisiond/provisiond/rpc/params"
 )
 
 type testCtx struct{ name string }

@@ -9,7 +9,7 @@
 #   charm (metadata.yaml) → nothing of ours; state, facades and cmd import it
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mod=provisiond
+mod=github.com/provisiond/provisiond
 fail=0
 while read -r pkg imports; do
   rel=${pkg#"$mod"}; rel=${rel#/}

@@ -5,7 +5,7 @@ import (
 
 	"github.com/juju/errors"
 
-	"provisiond/watcher"
+	"github.com/provisiond/provisiond/watcher"
 )
 
 // LXDProfile is a charm's LXD profile.

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"testing"
 
-	"provisiond/state"
-	"provisiond/state/statetest"
+	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/state/statetest"
 )
 
 // benchMachines adds n machines to the default model the way

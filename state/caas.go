@@ -11,9 +11,9 @@ import (
 
 	"github.com/juju/errors"
 
-	"provisiond/charm"
-	"provisiond/storage"
-	"provisiond/watcher"
+	"github.com/provisiond/provisiond/charm"
+	"github.com/provisiond/provisiond/storage"
+	"github.com/provisiond/provisiond/watcher"
 )
 
 // Fields of CAAS application changes.

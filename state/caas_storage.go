@@ -10,8 +10,8 @@ import (
 
 	"github.com/juju/errors"
 
-	"provisiond/storage"
-	"provisiond/watcher"
+	"github.com/provisiond/provisiond/storage"
+	"github.com/provisiond/provisiond/watcher"
 )
 
 // StorageInstance is an instance of charm storage ("<name>/<n>") of a

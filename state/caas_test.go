@@ -6,10 +6,10 @@ import (
 
 	jujuerrors "github.com/juju/errors"
 
-	"provisiond/charm"
-	"provisiond/state"
-	"provisiond/state/statetest"
-	"provisiond/storage"
+	"github.com/provisiond/provisiond/charm"
+	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/state/statetest"
+	"github.com/provisiond/provisiond/storage"
 )
 
 func caasModel(t *testing.T) (*state.State, string) {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/juju/errors"
 
-	"provisiond/watcher"
+	"github.com/provisiond/provisiond/watcher"
 )
 
 // CloudContainer is the pod of a Kubernetes unit.

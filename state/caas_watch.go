@@ -3,7 +3,7 @@ package state
 import (
 	"sync"
 
-	"provisiond/watcher"
+	"github.com/provisiond/provisiond/watcher"
 )
 
 // Watchers of Kubernetes applications (specs/caasunitprovisioner.md §6).

@@ -6,9 +6,9 @@ import (
 
 	"github.com/juju/errors"
 
-	"provisiond/charm"
-	"provisiond/storage"
-	"provisiond/watcher"
+	"github.com/provisiond/provisiond/charm"
+	"github.com/provisiond/provisiond/storage"
+	"github.com/provisiond/provisiond/watcher"
 )
 
 // IAASApplicationParams describe a machine (IAAS) application for

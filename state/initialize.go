@@ -5,7 +5,7 @@ import (
 
 	"github.com/juju/errors"
 
-	"provisiond/watcher"
+	"github.com/provisiond/provisiond/watcher"
 )
 
 // ControllerInstanceID is the instance id recorded for the controller

@@ -6,8 +6,8 @@ import (
 
 	"github.com/juju/errors"
 
-	"provisiond/state/db"
-	"provisiond/watcher"
+	"github.com/provisiond/provisiond/state/db"
+	"github.com/provisiond/provisiond/watcher"
 )
 
 // OpenReadOnly opens an existing database for inspection (provisiond check,

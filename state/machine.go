@@ -10,8 +10,8 @@ import (
 	"github.com/juju/errors"
 	"github.com/juju/names/v5"
 
-	"provisiond/state/db"
-	"provisiond/watcher"
+	"github.com/provisiond/provisiond/state/db"
+	"github.com/provisiond/provisiond/watcher"
 )
 
 // Machine jobs, as Juju names them on the wire.

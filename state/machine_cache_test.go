@@ -7,8 +7,8 @@ import (
 
 	"github.com/juju/errors"
 
-	"provisiond/state"
-	"provisiond/state/statetest"
+	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/state/statetest"
 )
 
 // State.Machine decodes through a cache of decoded records. What it

@@ -8,7 +8,7 @@ import (
 
 	"github.com/juju/errors"
 
-	"provisiond/watcher"
+	"github.com/provisiond/provisiond/watcher"
 )
 
 // Errors of the machine life cycle, matched by the facades' error table.

@@ -5,10 +5,10 @@ import (
 
 	"github.com/juju/errors"
 
-	"provisiond/state"
-	"provisiond/state/statetest"
-	"provisiond/watcher"
-	"provisiond/watcher/watchertest"
+	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/state/statetest"
+	"github.com/provisiond/provisiond/watcher"
+	"github.com/provisiond/provisiond/watcher/watchertest"
 )
 
 func TestRemoveModel(t *testing.T) {

@@ -7,8 +7,8 @@ import (
 
 	"github.com/juju/errors"
 
-	"provisiond/environ"
-	"provisiond/watcher"
+	"github.com/provisiond/provisiond/environ"
+	"github.com/provisiond/provisiond/watcher"
 )
 
 // Space is a named set of subnets.

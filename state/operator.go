@@ -9,8 +9,8 @@ import (
 
 	"github.com/juju/errors"
 
-	"provisiond/environ"
-	"provisiond/watcher"
+	"github.com/provisiond/provisiond/environ"
+	"github.com/provisiond/provisiond/watcher"
 )
 
 var sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)

@@ -8,8 +8,8 @@ import (
 
 	"github.com/juju/errors"
 
-	"provisiond/state"
-	"provisiond/state/statetest"
+	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/state/statetest"
 )
 
 func TestParseConstraints(t *testing.T) {

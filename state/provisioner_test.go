@@ -10,9 +10,9 @@ import (
 
 	"github.com/juju/errors"
 
-	"provisiond/state"
-	"provisiond/state/statetest"
-	"provisiond/watcher/watchertest"
+	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/state/statetest"
+	"github.com/provisiond/provisiond/watcher/watchertest"
 )
 
 const model = statetest.DefaultModelUUID

@@ -8,8 +8,8 @@ import (
 
 	"github.com/juju/errors"
 
-	"provisiond/state/db"
-	"provisiond/watcher"
+	"github.com/provisiond/provisiond/state/db"
+	"github.com/provisiond/provisiond/watcher"
 )
 
 // Entity kinds: the Kind of the changes state records, and the name of the

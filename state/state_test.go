@@ -12,10 +12,10 @@ import (
 
 	"github.com/juju/errors"
 
-	"provisiond/internal/leaktest"
-	"provisiond/state"
-	"provisiond/state/statetest"
-	"provisiond/watcher"
+	"github.com/provisiond/provisiond/internal/leaktest"
+	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/state/statetest"
+	"github.com/provisiond/provisiond/watcher"
 )
 
 func TestMain(m *testing.M) { leaktest.Main(m) }

@@ -5,8 +5,8 @@ import (
 
 	"github.com/juju/errors"
 
-	"provisiond/storage"
-	"provisiond/watcher"
+	"github.com/provisiond/provisiond/storage"
+	"github.com/provisiond/provisiond/watcher"
 )
 
 // StorageRegistry is the storage provider registry of a model type:

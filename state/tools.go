@@ -5,8 +5,8 @@ import (
 
 	"github.com/juju/errors"
 
-	"provisiond/environ"
-	"provisiond/watcher"
+	"github.com/provisiond/provisiond/environ"
+	"github.com/provisiond/provisiond/watcher"
 )
 
 // AgentBinary is one entry of the controller's agent binaries catalog.

@@ -7,7 +7,7 @@ import (
 
 	"github.com/juju/errors"
 
-	"provisiond/watcher"
+	"github.com/provisiond/provisiond/watcher"
 )
 
 // Unit is a unit of an application, placed on a machine.

@@ -6,7 +6,7 @@ import (
 
 	"github.com/juju/errors"
 
-	"provisiond/state/db"
+	"github.com/provisiond/provisiond/state/db"
 )
 
 // bucketUnitProviderID indexes units by the provider id of their cloud

@@ -1,6 +1,6 @@
 package state
 
-import "provisiond/state/db"
+import "github.com/provisiond/provisiond/state/db"
 
 // UnitsByProviderID reads the provider id index (for tests).
 func UnitsByProviderID(st *State, model, id string) (names []string, err error) {

@@ -5,9 +5,9 @@ import (
 	"slices"
 	"testing"
 
-	"provisiond/charm"
-	"provisiond/state"
-	"provisiond/state/statetest"
+	"github.com/provisiond/provisiond/charm"
+	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/state/statetest"
 )
 
 // The provider id index follows the units' provider ids, tells apart ids

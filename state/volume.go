@@ -6,7 +6,7 @@ import (
 
 	"github.com/juju/errors"
 
-	"provisiond/watcher"
+	"github.com/provisiond/provisiond/watcher"
 )
 
 // VolumeParams asks for a volume (a storage constraint of a machine).

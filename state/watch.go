@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	"provisiond/watcher"
+	"github.com/provisiond/provisiond/watcher"
 )
 
 // lifecycle turns machine changes into the events of a lifecycle watcher

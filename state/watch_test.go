@@ -5,10 +5,10 @@ import (
 	"slices"
 	"testing"
 
-	"provisiond/state"
-	"provisiond/state/statetest"
-	"provisiond/watcher"
-	"provisiond/watcher/watchertest"
+	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/state/statetest"
+	"github.com/provisiond/provisiond/watcher"
+	"github.com/provisiond/provisiond/watcher/watchertest"
 )
 
 func TestParentIDAndContainerTypeOf(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/juju/errors"
 
-	"provisiond/storage"
+	"github.com/provisiond/provisiond/storage"
 )
 
 func caasManager(t *testing.T) *storage.Manager {

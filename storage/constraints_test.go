@@ -7,7 +7,7 @@ import (
 
 	"github.com/juju/errors"
 
-	"provisiond/storage"
+	"github.com/provisiond/provisiond/storage"
 )
 
 func TestParseConstraints(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 
 	jujuerrors "github.com/juju/errors"
 
-	"provisiond/storage"
+	"github.com/provisiond/provisiond/storage"
 )
 
 func TestDefaultPool(t *testing.T) {

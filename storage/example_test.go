@@ -3,7 +3,7 @@ package storage_test
 import (
 	"fmt"
 
-	"provisiond/storage"
+	"github.com/provisiond/provisiond/storage"
 )
 
 func ExampleParseConstraintsMap() {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/juju/errors"
 
-	"provisiond/storage"
+	"github.com/provisiond/provisiond/storage"
 )
 
 func newManager(t *testing.T) *storage.Manager {

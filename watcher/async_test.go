@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"provisiond/watcher"
+	"github.com/provisiond/provisiond/watcher"
 )
 
 // A NextAsync with an event pending completes before it returns, on the

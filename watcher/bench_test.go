@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"testing"
 
-	"provisiond/watcher"
+	"github.com/provisiond/provisiond/watcher"
 )
 
 // BenchmarkHubPublish publishes one change per op to a hub holding 10,000

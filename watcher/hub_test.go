@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"provisiond/watcher"
-	"provisiond/watcher/watchertest"
+	"github.com/provisiond/provisiond/watcher"
+	"github.com/provisiond/provisiond/watcher/watchertest"
 )
 
 const (

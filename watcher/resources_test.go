@@ -8,8 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"provisiond/watcher"
-	"provisiond/watcher/watchertest"
+	"github.com/provisiond/provisiond/watcher"
+	"github.com/provisiond/provisiond/watcher/watchertest"
 )
 
 // stopLog records the order in which fakeStoppers stop.

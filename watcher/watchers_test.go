@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"provisiond/watcher"
-	"provisiond/watcher/watchertest"
+	"github.com/provisiond/provisiond/watcher"
+	"github.com/provisiond/provisiond/watcher/watchertest"
 )
 
 // receive returns the value ch delivers within watchertest.ChangeTimeout.

@@ -18,8 +18,8 @@ import (
 	"syscall"
 	"time"
 
-	"provisiond/internal/echo"
-	"provisiond/pki"
+	"github.com/provisiond/provisiond/internal/echo"
+	"github.com/provisiond/provisiond/pki"
 )
 
 // echoServer is the baseline server: the same transport as the daemon

@@ -12,8 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"provisiond/rpc/client"
-	"provisiond/rpc/params"
+	"github.com/provisiond/provisiond/rpc/client"
+	"github.com/provisiond/provisiond/rpc/params"
 )
 
 // machineCred is a machine agent's login.

@@ -36,7 +36,7 @@ import (
 
 	"flag"
 
-	"provisiond/internal/daemon"
+	"github.com/provisiond/provisiond/internal/daemon"
 )
 
 func main() {

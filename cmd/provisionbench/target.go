@@ -24,12 +24,12 @@ import (
 	"syscall"
 	"time"
 
-	"provisiond/charm"
-	"provisiond/internal/credentials"
-	"provisiond/internal/daemon"
-	"provisiond/rpc/client"
-	"provisiond/rpc/params"
-	"provisiond/state"
+	"github.com/provisiond/provisiond/charm"
+	"github.com/provisiond/provisiond/internal/credentials"
+	"github.com/provisiond/provisiond/internal/daemon"
+	"github.com/provisiond/provisiond/rpc/client"
+	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/state"
 )
 
 // How the daemon under test runs.

@@ -10,8 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"provisiond/rpc/client"
-	"provisiond/rpc/params"
+	"github.com/provisiond/provisiond/rpc/client"
+	"github.com/provisiond/provisiond/rpc/params"
 )
 
 var watchWorkload = &workload{

@@ -8,9 +8,9 @@ import (
 	"strconv"
 	"time"
 
-	"provisiond/rpc/client"
-	"provisiond/rpc/params"
-	"provisiond/state/db"
+	"github.com/provisiond/provisiond/rpc/client"
+	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/state/db"
 )
 
 var writeWorkload = &workload{

@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"provisiond/internal/credentials"
-	"provisiond/rpc/client"
+	"github.com/provisiond/provisiond/internal/credentials"
+	"github.com/provisiond/provisiond/rpc/client"
 )
 
 // Facade is the daemon facade provisionctl uses.

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"provisiond/state"
+	"github.com/provisiond/provisiond/state"
 )
 
 const gitlabMetadata = `name: gitlab

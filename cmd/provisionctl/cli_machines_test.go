@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"provisiond/state"
+	"github.com/provisiond/provisiond/state"
 )
 
 type machineStatus struct {

@@ -19,10 +19,10 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"provisiond/internal/credentials"
-	"provisiond/internal/daemon"
-	"provisiond/internal/leaktest"
-	"provisiond/state"
+	"github.com/provisiond/provisiond/internal/credentials"
+	"github.com/provisiond/provisiond/internal/daemon"
+	"github.com/provisiond/provisiond/internal/leaktest"
+	"github.com/provisiond/provisiond/state"
 )
 
 // bin is the provisionctl binary built by TestMain ("" with -short).

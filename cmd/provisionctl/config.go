@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"provisiond/rpc/params"
+	"github.com/provisiond/provisiond/rpc/params"
 )
 
 // Verbs about configuration: model-config, controller-config.

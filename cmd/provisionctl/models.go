@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"provisiond/rpc/params"
+	"github.com/provisiond/provisiond/rpc/params"
 )
 
 // Verbs about models: models, add-model, remove-model.

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"provisiond/rpc/params"
+	"github.com/provisiond/provisiond/rpc/params"
 )
 
 // Verbs about networking: add-space, spaces, add-subnet, subnets.

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"provisiond/rpc/params"
+	"github.com/provisiond/provisiond/rpc/params"
 )
 
 // Verbs that observe: status (watch is in watch.go).

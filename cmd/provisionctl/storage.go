@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"provisiond/rpc/params"
+	"github.com/provisiond/provisiond/rpc/params"
 )
 
 // Verbs about storage pools: create-storage-pool, storage-pools,

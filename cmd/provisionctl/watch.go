@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"provisiond/rpc/client"
-	"provisiond/rpc/params"
+	"github.com/provisiond/provisiond/rpc/client"
+	"github.com/provisiond/provisiond/rpc/params"
 )
 
 // Verbs that observe: watch.

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"provisiond/internal/daemon"
+	"github.com/provisiond/provisiond/internal/daemon"
 )
 
 // backup: provisiond backup --output FILE [--credentials FILE | --data-dir DIR]

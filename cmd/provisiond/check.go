@@ -11,8 +11,8 @@ import (
 	"slices"
 	"strings"
 
-	"provisiond/internal/daemon"
-	"provisiond/state"
+	"github.com/provisiond/provisiond/internal/daemon"
+	"github.com/provisiond/provisiond/state"
 )
 
 // checkReport is what check prints with --format json.

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"provisiond/internal/daemon"
-	"provisiond/state"
+	"github.com/provisiond/provisiond/internal/daemon"
+	"github.com/provisiond/provisiond/state"
 )
 
 func TestCheck(t *testing.T) {

@@ -13,8 +13,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"provisiond/internal/credentials"
-	"provisiond/internal/daemon"
+	"github.com/provisiond/provisiond/internal/credentials"
+	"github.com/provisiond/provisiond/internal/daemon"
 )
 
 // options are the settings of `provisiond serve`. Each comes from, in order

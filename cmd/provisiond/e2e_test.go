@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"provisiond/internal/daemon"
-	"provisiond/rpc/client"
+	"github.com/provisiond/provisiond/internal/daemon"
+	"github.com/provisiond/provisiond/rpc/client"
 )
 
 // buildDaemon builds the provisiond binary once per test run.

@@ -22,7 +22,7 @@ import (
 	"syscall"
 	"time"
 
-	"provisiond/internal/daemon"
+	"github.com/provisiond/provisiond/internal/daemon"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".

@@ -13,10 +13,10 @@ import (
 	"github.com/juju/errors"
 	"github.com/juju/names/v5"
 
-	"provisiond/facades/facade"
-	"provisiond/rpc"
-	"provisiond/rpc/params"
-	"provisiond/state"
+	"github.com/provisiond/provisiond/facades/facade"
+	"github.com/provisiond/provisiond/rpc"
+	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/state"
 )
 
 // Admin is the facade instance of one call.

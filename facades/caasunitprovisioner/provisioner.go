@@ -19,12 +19,12 @@ import (
 	"github.com/juju/errors"
 	"github.com/juju/names/v5"
 
-	"provisiond/charm"
-	"provisiond/facades/facade"
-	"provisiond/rpc"
-	"provisiond/rpc/params"
-	"provisiond/state"
-	"provisiond/watcher"
+	"github.com/provisiond/provisiond/charm"
+	"github.com/provisiond/provisiond/facades/facade"
+	"github.com/provisiond/provisiond/rpc"
+	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/watcher"
 )
 
 // API is the facade instance of one call.

@@ -9,10 +9,10 @@ import (
 
 	"github.com/juju/errors"
 
-	"provisiond/facades/facade"
-	"provisiond/rpc/params"
-	"provisiond/state"
-	"provisiond/storage"
+	"github.com/provisiond/provisiond/facades/facade"
+	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/storage"
 )
 
 // Controller and model config keys ProvisioningInfo reads.

@@ -8,7 +8,7 @@ import (
 
 	"github.com/juju/names/v5"
 
-	"provisiond/state"
+	"github.com/provisiond/provisiond/state"
 )
 
 // FuzzTags: tag parsing as the facades use it never panics; a tag that

@@ -3,7 +3,7 @@ package facade
 import (
 	"context"
 
-	"provisiond/rpc/params"
+	"github.com/provisiond/provisiond/rpc/params"
 )
 
 // ErrorSetter is a pointer to a bulk result item that carries an error.

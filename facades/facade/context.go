@@ -6,11 +6,11 @@ import (
 
 	"github.com/juju/names/v5"
 
-	"provisiond/environ"
-	"provisiond/rpc"
-	"provisiond/rpc/params"
-	"provisiond/state"
-	"provisiond/watcher"
+	"github.com/provisiond/provisiond/environ"
+	"github.com/provisiond/provisiond/rpc"
+	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/watcher"
 )
 
 // Registry is the method registry of provisiond's facades.

@@ -5,9 +5,9 @@ import (
 
 	"github.com/juju/errors"
 
-	"provisiond/rpc/params"
-	"provisiond/state"
-	"provisiond/watcher"
+	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/watcher"
 )
 
 // Errors with fixed wire text (Juju's apiserver/errors singletons).

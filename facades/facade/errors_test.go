@@ -7,9 +7,9 @@ import (
 
 	jujuerrors "github.com/juju/errors"
 
-	"provisiond/rpc/params"
-	"provisiond/state"
-	"provisiond/watcher"
+	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/watcher"
 )
 
 func TestServerError(t *testing.T) {

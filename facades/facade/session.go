@@ -10,10 +10,10 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/juju/errors"
 
-	"provisiond/rpc"
-	"provisiond/rpc/params"
-	"provisiond/state"
-	"provisiond/watcher"
+	"github.com/provisiond/provisiond/rpc"
+	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/watcher"
 )
 
 // Session is the rpc.Root of one connection. Before login only Admin is

@@ -6,7 +6,7 @@ import (
 
 	"github.com/juju/names/v5"
 
-	"provisiond/state"
+	"github.com/provisiond/provisiond/state"
 )
 
 // Tag parsing for input from the wire. juju/names' parsers panic on some

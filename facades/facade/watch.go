@@ -1,8 +1,8 @@
 package facade
 
 import (
-	"provisiond/rpc/params"
-	"provisiond/watcher"
+	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/watcher"
 )
 
 // NotifyResult registers w as a resource of the connection and returns

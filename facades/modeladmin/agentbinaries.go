@@ -6,10 +6,10 @@ import (
 
 	"github.com/juju/errors"
 
-	"provisiond/environ"
-	"provisiond/rpc"
-	"provisiond/rpc/params"
-	"provisiond/state"
+	"github.com/provisiond/provisiond/environ"
+	"github.com/provisiond/provisiond/rpc"
+	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/state"
 )
 
 func registerAgentBinaries(m *methods) {

@@ -15,11 +15,11 @@ import (
 	"github.com/juju/names/v5"
 	"go.yaml.in/yaml/v3"
 
-	"provisiond/charm"
-	"provisiond/rpc"
-	"provisiond/rpc/params"
-	"provisiond/state"
-	"provisiond/storage"
+	"github.com/provisiond/provisiond/charm"
+	"github.com/provisiond/provisiond/rpc"
+	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/storage"
 )
 
 func registerApplications(m *methods) {

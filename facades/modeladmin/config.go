@@ -9,8 +9,8 @@ import (
 
 	"github.com/juju/errors"
 
-	"provisiond/rpc"
-	"provisiond/rpc/params"
+	"github.com/provisiond/provisiond/rpc"
+	"github.com/provisiond/provisiond/rpc/params"
 )
 
 func registerConfig(m *methods) {

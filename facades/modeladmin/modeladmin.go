@@ -26,9 +26,9 @@ package modeladmin
 import (
 	"github.com/juju/errors"
 
-	"provisiond/facades/facade"
-	"provisiond/rpc"
-	"provisiond/state"
+	"github.com/provisiond/provisiond/facades/facade"
+	"github.com/provisiond/provisiond/rpc"
+	"github.com/provisiond/provisiond/state"
 )
 
 // Name and Version of the facade.

@@ -3,9 +3,9 @@ package modeladmin
 import (
 	"context"
 
-	"provisiond/rpc"
-	"provisiond/rpc/params"
-	"provisiond/state"
+	"github.com/provisiond/provisiond/rpc"
+	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/state"
 )
 
 func registerModels(m *methods) {

@@ -10,9 +10,9 @@ import (
 
 	"github.com/juju/errors"
 
-	"provisiond/rpc"
-	"provisiond/rpc/params"
-	"provisiond/state"
+	"github.com/provisiond/provisiond/rpc"
+	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/state"
 )
 
 func registerNetwork(m *methods) {

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"time"
 
-	"provisiond/rpc"
-	"provisiond/rpc/params"
-	"provisiond/state"
+	"github.com/provisiond/provisiond/rpc"
+	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/state"
 )
 
 func registerStatus(m *methods) {

@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"strings"
 
-	"provisiond/rpc/params"
-	"provisiond/state"
+	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/state"
 )
 
 // appStatusReads are the model-wide records application statuses are built

@@ -6,9 +6,9 @@ import (
 
 	"github.com/juju/errors"
 
-	"provisiond/rpc"
-	"provisiond/rpc/params"
-	"provisiond/storage"
+	"github.com/provisiond/provisiond/rpc"
+	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/storage"
 )
 
 func registerStorage(m *methods) {

@@ -3,8 +3,8 @@ package modeladmin
 import (
 	"context"
 
-	"provisiond/rpc"
-	"provisiond/rpc/params"
+	"github.com/provisiond/provisiond/rpc"
+	"github.com/provisiond/provisiond/rpc/params"
 )
 
 func registerWatch(m *methods) {

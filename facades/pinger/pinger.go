@@ -5,8 +5,8 @@ package pinger
 import (
 	"context"
 
-	"provisiond/facades/facade"
-	"provisiond/rpc"
+	"github.com/provisiond/provisiond/facades/facade"
+	"github.com/provisiond/provisiond/rpc"
 )
 
 // Pinger is the facade instance of one call.

@@ -6,9 +6,9 @@ import (
 
 	"github.com/juju/errors"
 
-	"provisiond/facades/facade"
-	"provisiond/rpc/params"
-	"provisiond/state"
+	"github.com/provisiond/provisiond/facades/facade"
+	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/state"
 )
 
 // Life returns the life of each machine.

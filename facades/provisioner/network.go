@@ -9,10 +9,10 @@ import (
 
 	"github.com/juju/errors"
 
-	"provisiond/environ"
-	"provisiond/facades/facade"
-	"provisiond/rpc/params"
-	"provisiond/state"
+	"github.com/provisiond/provisiond/environ"
+	"github.com/provisiond/provisiond/facades/facade"
+	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/state"
 )
 
 // hostNetwork is what the container networking methods work with: the

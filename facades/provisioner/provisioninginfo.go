@@ -10,10 +10,10 @@ import (
 	"github.com/juju/errors"
 	"github.com/juju/names/v5"
 
-	"provisiond/facades/facade"
-	"provisiond/rpc/params"
-	"provisiond/state"
-	"provisiond/storage"
+	"github.com/provisiond/provisiond/facades/facade"
+	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/storage"
 )
 
 // ProvisioningInfo returns what the provisioner needs to start each

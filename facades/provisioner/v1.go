@@ -9,11 +9,11 @@ import (
 
 	"github.com/juju/errors"
 
-	"provisiond/environ"
-	"provisiond/facades/facade"
-	"provisiond/rpc"
-	"provisiond/rpc/params"
-	"provisiond/state"
+	"github.com/provisiond/provisiond/environ"
+	"github.com/provisiond/provisiond/facades/facade"
+	"github.com/provisiond/provisiond/rpc"
+	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/state"
 )
 
 // V1 is the facade instance of one call to versions 0 and 1: the 2015

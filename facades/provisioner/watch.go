@@ -7,9 +7,9 @@ import (
 
 	"github.com/juju/errors"
 
-	"provisiond/facades/facade"
-	"provisiond/rpc/params"
-	"provisiond/watcher"
+	"github.com/provisiond/provisiond/facades/facade"
+	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/watcher"
 )
 
 // ErrorRetryWaitDelay is how long WatchMachineErrorRetry waits after each

@@ -13,10 +13,10 @@ package watchers
 import (
 	"context"
 
-	"provisiond/facades/facade"
-	"provisiond/rpc"
-	"provisiond/rpc/params"
-	"provisiond/watcher"
+	"github.com/provisiond/provisiond/facades/facade"
+	"github.com/provisiond/provisiond/rpc"
+	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/watcher"
 )
 
 // NotifyWatcher is the facade instance of one call on a notify watcher.

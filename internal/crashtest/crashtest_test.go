@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"provisiond/internal/crashtest"
+	"github.com/provisiond/provisiond/internal/crashtest"
 )
 
 // build builds the provisiond binary (with the given build tags) into a
@@ -25,7 +25,7 @@ func build(t *testing.T, tags string) string {
 	if tags != "" {
 		args = append(args, "-tags", tags)
 	}
-	cmd := exec.Command("go", append(args, "provisiond/cmd/provisiond")...)
+	cmd := exec.Command("go", append(args, "github.com/provisiond/provisiond/cmd/provisiond")...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build %v: %v\n%s", args, err, out)
 	}

@@ -14,10 +14,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"provisiond/internal/daemon"
-	"provisiond/rpc/client"
-	"provisiond/rpc/params"
-	"provisiond/state"
+	"github.com/provisiond/provisiond/internal/daemon"
+	"github.com/provisiond/provisiond/rpc/client"
+	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/state"
 )
 
 // Config configures Run. Zero values take the defaults noted.

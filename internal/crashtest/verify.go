@@ -13,10 +13,10 @@ import (
 
 	"github.com/juju/errors"
 
-	"provisiond/internal/daemon"
-	"provisiond/rpc/client"
-	"provisiond/rpc/params"
-	"provisiond/state"
+	"github.com/provisiond/provisiond/internal/daemon"
+	"github.com/provisiond/provisiond/rpc/client"
+	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/state"
 )
 
 // Kinds of Violation.

@@ -16,9 +16,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"provisiond/rpc/client"
-	"provisiond/rpc/params"
-	"provisiond/state"
+	"github.com/provisiond/provisiond/rpc/client"
+	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/state"
 )
 
 // regKind is what a register tracks.

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"provisiond/facades/facade"
-	"provisiond/rpc/params"
-	"provisiond/state"
+	"github.com/provisiond/provisiond/facades/facade"
+	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/state"
 )
 
 // The authorisation matrix (issue 7): every facade x version x method of

@@ -15,9 +15,9 @@ import (
 	"slices"
 	"time"
 
-	"provisiond/pki"
-	"provisiond/state"
-	"provisiond/state/db"
+	"github.com/provisiond/provisiond/pki"
+	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/state/db"
 )
 
 // A backup is an uncompressed USTAR tar archive holding a consistent

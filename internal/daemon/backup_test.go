@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"provisiond/internal/daemon"
-	"provisiond/state"
+	"github.com/provisiond/provisiond/internal/daemon"
+	"github.com/provisiond/provisiond/state"
 )
 
 func TestBackupRestore(t *testing.T) {

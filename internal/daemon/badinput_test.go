@@ -14,7 +14,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"provisiond/rpc/params"
+	"github.com/provisiond/provisiond/rpc/params"
 )
 
 // Bad input, everywhere (issue 7): every method of every facade version

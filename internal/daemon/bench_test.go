@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"provisiond/internal/daemon"
-	"provisiond/internal/echo"
-	"provisiond/rpc/client"
-	"provisiond/rpc/params"
-	"provisiond/state"
+	"github.com/provisiond/provisiond/internal/daemon"
+	"github.com/provisiond/provisiond/internal/echo"
+	"github.com/provisiond/provisiond/rpc/client"
+	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/state"
 )
 
 // BenchmarkPing is one Pinger.Ping round trip over the TLS websocket,

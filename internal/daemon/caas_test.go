@@ -8,12 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"provisiond/charm"
-	"provisiond/internal/daemon"
-	"provisiond/rpc/client"
-	"provisiond/rpc/params"
-	"provisiond/state"
-	"provisiond/storage"
+	"github.com/provisiond/provisiond/charm"
+	"github.com/provisiond/provisiond/internal/daemon"
+	"github.com/provisiond/provisiond/rpc/client"
+	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/storage"
 )
 
 // CAASUnitProvisioner v2 through the real RPC stack on real bbolt.

@@ -1,6 +1,6 @@
 package daemon
 
-import "provisiond/internal/credentials"
+import "github.com/provisiond/provisiond/internal/credentials"
 
 // CredentialsFile is the name of the credentials file in the data dir.
 const CredentialsFile = credentials.File

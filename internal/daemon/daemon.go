@@ -18,19 +18,19 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"provisiond/environ"
-	"provisiond/facades/admin"
-	"provisiond/facades/caasunitprovisioner"
-	"provisiond/facades/facade"
-	"provisiond/facades/modeladmin"
-	"provisiond/facades/pinger"
-	"provisiond/facades/provisioner"
-	"provisiond/facades/watchers"
-	"provisiond/pki"
-	"provisiond/rpc"
-	"provisiond/rpc/params"
-	"provisiond/state"
-	"provisiond/watcher"
+	"github.com/provisiond/provisiond/environ"
+	"github.com/provisiond/provisiond/facades/admin"
+	"github.com/provisiond/provisiond/facades/caasunitprovisioner"
+	"github.com/provisiond/provisiond/facades/facade"
+	"github.com/provisiond/provisiond/facades/modeladmin"
+	"github.com/provisiond/provisiond/facades/pinger"
+	"github.com/provisiond/provisiond/facades/provisioner"
+	"github.com/provisiond/provisiond/facades/watchers"
+	"github.com/provisiond/provisiond/pki"
+	"github.com/provisiond/provisiond/rpc"
+	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/watcher"
 )
 
 // ServerVersion is the Juju API level provisiond serves.

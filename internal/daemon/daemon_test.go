@@ -18,11 +18,11 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"provisiond/internal/daemon"
-	"provisiond/internal/leaktest"
-	"provisiond/rpc/client"
-	"provisiond/rpc/params"
-	"provisiond/state"
+	"github.com/provisiond/provisiond/internal/daemon"
+	"github.com/provisiond/provisiond/internal/leaktest"
+	"github.com/provisiond/provisiond/rpc/client"
+	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/state"
 )
 
 // start runs a daemon on a temp data dir and loopback port 0.

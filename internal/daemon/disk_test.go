@@ -10,9 +10,9 @@ import (
 	"syscall"
 	"testing"
 
-	"provisiond/internal/daemon"
-	"provisiond/rpc/params"
-	"provisiond/state"
+	"github.com/provisiond/provisiond/internal/daemon"
+	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/state"
 )
 
 // mountTmpfs mounts a tmpfs of size at a new directory for the test, or

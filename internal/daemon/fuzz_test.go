@@ -10,13 +10,13 @@ import (
 
 	"github.com/juju/names/v5"
 
-	"provisiond/charm"
-	"provisiond/facades/facade"
-	"provisiond/internal/daemon"
-	"provisiond/rpc"
-	"provisiond/rpc/params"
-	"provisiond/state"
-	"provisiond/watcher"
+	"github.com/provisiond/provisiond/charm"
+	"github.com/provisiond/provisiond/facades/facade"
+	"github.com/provisiond/provisiond/internal/daemon"
+	"github.com/provisiond/provisiond/rpc"
+	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/watcher"
 )
 
 // FuzzMethodParams decodes arbitrary params into every method of the

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"provisiond/rpc/client"
-	"provisiond/rpc/params"
-	"provisiond/state"
+	"github.com/provisiond/provisiond/rpc/client"
+	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/state"
 )
 
 // ModelAdmin's application and storage methods through the real RPC

@@ -7,10 +7,10 @@ import (
 	"strings"
 	"testing"
 
-	"provisiond/internal/daemon"
-	"provisiond/rpc/client"
-	"provisiond/rpc/params"
-	"provisiond/state"
+	"github.com/provisiond/provisiond/internal/daemon"
+	"github.com/provisiond/provisiond/rpc/client"
+	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/state"
 )
 
 // wantErrContaining is wantErr with a message fragment.

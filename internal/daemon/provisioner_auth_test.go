@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"testing"
 
-	"provisiond/rpc/client"
-	"provisiond/rpc/params"
+	"github.com/provisiond/provisiond/rpc/client"
+	"github.com/provisiond/provisiond/rpc/params"
 )
 
 // The canAccess rules of specs/provisioner.md §1 as a matrix: callers

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"provisiond/rpc/params"
+	"github.com/provisiond/provisiond/rpc/params"
 )
 
 // Bad input answers per item with the spec's code and message, keeps the

@@ -6,9 +6,9 @@ import (
 	"slices"
 	"testing"
 
-	"provisiond/rpc/client"
-	"provisiond/rpc/params"
-	"provisiond/state"
+	"github.com/provisiond/provisiond/rpc/client"
+	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/state"
 )
 
 // The provisioning flow as real agents run it: the controller's provisioner

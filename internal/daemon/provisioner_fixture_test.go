@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"provisiond/internal/daemon"
-	"provisiond/rpc/client"
-	"provisiond/rpc/params"
-	"provisiond/state"
-	"provisiond/watcher/watchertest"
+	"github.com/provisiond/provisiond/internal/daemon"
+	"github.com/provisiond/provisiond/rpc/client"
+	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/watcher/watchertest"
 )
 
 // The Provisioner tests share one daemon per top-level test, with this

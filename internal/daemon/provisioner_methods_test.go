@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"provisiond/rpc/params"
-	"provisiond/state"
+	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/state"
 )
 
 // Per-method behaviour of version 11 through the real RPC stack.

@@ -14,9 +14,9 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"provisiond/rpc/client"
-	"provisiond/rpc/params"
-	"provisiond/state"
+	"github.com/provisiond/provisiond/rpc/client"
+	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/state"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite the golden files of the 2015 Provisioner shapes")

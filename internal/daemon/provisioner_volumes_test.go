@@ -4,8 +4,8 @@ import (
 	"maps"
 	"testing"
 
-	"provisiond/rpc/params"
-	"provisiond/state"
+	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/state"
 )
 
 // ProvisioningInfo's volumes come from the model's storage registry and

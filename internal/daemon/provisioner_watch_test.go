@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"provisiond/rpc/client"
-	"provisiond/rpc/params"
-	"provisiond/state"
-	"provisiond/watcher/watchertest"
+	"github.com/provisiond/provisiond/rpc/client"
+	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/watcher/watchertest"
 )
 
 // pendingNext starts a Next in the background; its result arrives on the

@@ -14,10 +14,10 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"provisiond/charm"
-	"provisiond/internal/daemon"
-	"provisiond/rpc/params"
-	"provisiond/state"
+	"github.com/provisiond/provisiond/charm"
+	"github.com/provisiond/provisiond/internal/daemon"
+	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/state"
 )
 
 // The world of the bad-input table and the authorisation matrix: the

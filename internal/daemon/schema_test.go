@@ -9,10 +9,10 @@ import (
 	"slices"
 	"testing"
 
-	"provisiond/facades/facade"
-	"provisiond/internal/daemon"
-	"provisiond/internal/schematest"
-	"provisiond/rpc/params"
+	"github.com/provisiond/provisiond/facades/facade"
+	"github.com/provisiond/provisiond/internal/daemon"
+	"github.com/provisiond/provisiond/internal/schematest"
+	"github.com/provisiond/provisiond/rpc/params"
 )
 
 // Conformance of the served facades with Juju's facade schema

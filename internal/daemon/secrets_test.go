@@ -7,8 +7,8 @@ import (
 	"sync"
 	"testing"
 
-	"provisiond/internal/daemon"
-	"provisiond/rpc/params"
+	"github.com/provisiond/provisiond/internal/daemon"
+	"github.com/provisiond/provisiond/rpc/params"
 )
 
 type syncBuffer struct {

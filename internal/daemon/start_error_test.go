@@ -4,7 +4,7 @@ import (
 	"net"
 	"testing"
 
-	"provisiond/internal/daemon"
+	"github.com/provisiond/provisiond/internal/daemon"
 )
 
 // A Start that fails after opening the state (here: the address is taken)

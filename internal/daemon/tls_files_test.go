@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"provisiond/internal/daemon"
-	"provisiond/rpc/params"
+	"github.com/provisiond/provisiond/internal/daemon"
+	"github.com/provisiond/provisiond/rpc/params"
 )
 
 // Secrets and TLS (issue 7). TestTLSRefusesOldVersions (daemon_test.go)

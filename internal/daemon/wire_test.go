@@ -8,8 +8,8 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"provisiond/internal/daemon"
-	"provisiond/rpc/client"
+	"github.com/provisiond/provisiond/internal/daemon"
+	"github.com/provisiond/provisiond/rpc/client"
 )
 
 func rawDial(t *testing.T, d *daemon.Daemon, model string) *websocket.Conn {

@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"provisiond/internal/daemon"
-	"provisiond/rpc/client"
-	"provisiond/rpc/params"
-	"provisiond/state"
-	"provisiond/state/db"
+	"github.com/provisiond/provisiond/internal/daemon"
+	"github.com/provisiond/provisiond/rpc/client"
+	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/state/db"
 )
 
 // BenchmarkWritePath measures one lone writer's durable write at each

@@ -19,7 +19,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"provisiond/pki"
+	"github.com/provisiond/provisiond/pki"
 )
 
 // Handler upgrades each request to a websocket and echoes it.

@@ -59,7 +59,7 @@ func leakedStacks() []string {
 	var leaked []string
 	// The first stack is the calling goroutine's.
 	for _, g := range strings.Split(string(buf), "\n\n")[1:] {
-		if strings.Contains(g, "provisiond/") && !strings.Contains(g, "testing.(*M)") {
+		if strings.Contains(g, "github.com/provisiond/provisiond/") && !strings.Contains(g, "testing.(*M)") {
 			leaked = append(leaked, g)
 		}
 	}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"provisiond/rpc/params"
+	"github.com/provisiond/provisiond/rpc/params"
 )
 
 const testModelUUID = "6f3c9b2e-1d4a-4c8e-9f00-123456789abc"

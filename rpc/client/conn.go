@@ -18,7 +18,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"provisiond/rpc/params"
+	"github.com/provisiond/provisiond/rpc/params"
 )
 
 // Defaults and fixed timings.

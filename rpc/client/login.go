@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"provisiond/rpc/params"
+	"github.com/provisiond/provisiond/rpc/params"
 )
 
 // ClientVersion is the client-version LoginUser and LoginAgent send.

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 
-	"provisiond/rpc/params"
+	"github.com/provisiond/provisiond/rpc/params"
 )
 
 // NotifyWatcher drives a server-side notify watcher (facade NotifyWatcher

@@ -15,8 +15,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"provisiond/internal/leaktest"
-	"provisiond/watcher"
+	"github.com/provisiond/provisiond/internal/leaktest"
+	"github.com/provisiond/provisiond/watcher"
 )
 
 func TestMain(m *testing.M) { leaktest.Main(m) }

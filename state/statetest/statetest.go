@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"provisiond/state"
-	"provisiond/watcher"
+	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/watcher"
 )
 
 // What New initializes the controller with. The UUIDs are fixed so golden

@@ -31,7 +31,7 @@ import (
 	"testing"
 	"time"
 
-	"provisiond/watcher"
+	"github.com/provisiond/provisiond/watcher"
 )
 
 const (
