@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -12,48 +10,57 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/provisiond/provisiond/internal/daemon"
 )
 
-// backup: provisiond backup --output FILE [--credentials FILE | --data-dir DIR]
-func backup(args []string, stderr io.Writer) int {
-	fs := flag.NewFlagSet("provisiond backup", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	output := fs.String("output", "", "file to write the backup archive to (required)")
-	credsFile := fs.String("credentials", os.Getenv("PROVISIOND_CREDENTIALS"), "credentials.yaml of the daemon (default: the one in --data-dir)")
-	dataDir := fs.String("data-dir", defaultDataDir(os.Getenv), "data dir of the running daemon, to find credentials.yaml")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, "usage: provisiond backup --output FILE [--credentials FILE | --data-dir DIR]\n\n"+
-			"Takes a consistent snapshot of a running daemon's database, with its credentials and TLS\n"+
-			"material, as a tar archive. Example:\n\n  provisiond backup --output provisiond-backup.tar\n\n")
-		fs.PrintDefaults()
+func backupCommand(e sys) *cobra.Command {
+	var output, credsFile, dataDir string
+	cmd := &cobra.Command{
+		Use:   "backup --output FILE [--credentials FILE | --data-dir DIR]",
+		Short: "Snapshot a running daemon into an archive",
+		Long: `Takes a consistent snapshot of a running daemon's database, with its
+credentials and TLS material, as a tar archive. The daemon is found through
+credentials.yaml: --credentials FILE, $PROVISIOND_CREDENTIALS, or the one in
+--data-dir. The archive is written to FILE.partial, synced, then renamed.`,
+		Example: `  provisiond backup --output provisiond-backup.tar
+  provisiond backup --data-dir /var/lib/provisiond --output /srv/backups/provisiond.tar`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output == "" {
+				return usagef("backup needs --output FILE")
+			}
+			path := credsFile
+			if path == "" {
+				path = filepath.Join(dataDir, daemon.CredentialsFile)
+			}
+			return backup(cmd.Context(), e, path, output)
+		},
 	}
-	if err := fs.Parse(args); err != nil {
-		return exitFlags(err)
-	}
-	if *output == "" || fs.NArg() > 0 {
-		fs.Usage()
-		return 2
-	}
-	path := *credsFile
-	if path == "" {
-		path = filepath.Join(*dataDir, daemon.CredentialsFile)
-	}
-	creds, err := daemon.ReadCredentials(path)
+	cmd.Flags().StringVar(&output, "output", "", "file to write the backup archive to (required)")
+	cmd.Flags().StringVar(&credsFile, "credentials", e.getenv("PROVISIOND_CREDENTIALS"), "credentials.yaml of the daemon (default: the one in --data-dir)")
+	cmd.Flags().StringVar(&dataDir, "data-dir", defaultDataDir(e.getenv), "data dir of the running daemon, to find credentials.yaml")
+	return cmd
+}
+
+func backup(ctx context.Context, e sys, credsPath, output string) error {
+	creds, err := daemon.ReadCredentials(credsPath)
 	if err != nil {
-		fmt.Fprintf(stderr, "provisiond backup: %v\n", err)
-		return 1
+		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	tmp := *output + ".partial"
+	tmp := output + ".partial"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
-		fmt.Fprintf(stderr, "provisiond backup: %v\n", err)
-		return 1
+		return err
 	}
-	bar := newProgress(stderr, "backup")
+	bar := newProgress(e.stderr, "backup")
 	err = daemon.FetchBackup(ctx, creds, f, bar.update)
 	bar.done()
 	if err == nil {
@@ -63,66 +70,53 @@ func backup(args []string, stderr io.Writer) int {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp, *output)
+		err = os.Rename(tmp, output)
 	}
 	if err != nil {
 		os.Remove(tmp)
-		fmt.Fprintf(stderr, "provisiond backup: %v\n", err)
-		return 1
+		return err
 	}
-	fmt.Fprintf(stderr, "backup written to %s\n", *output)
-	return 0
+	fmt.Fprintf(e.stderr, "backup written to %s\n", output)
+	return nil
 }
 
-// restore: provisiond restore FILE --data-dir DIR [--force]
-func restore(args []string, stderr io.Writer) int {
-	fs := flag.NewFlagSet("provisiond restore", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	dataDir := fs.String("data-dir", "", "data dir to restore into (required; must not be in use)")
-	force := fs.Bool("force", false, "replace a database already in the data dir (never a live one)")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, "usage: provisiond restore FILE --data-dir DIR [--force]\n\n"+
-			"Unpacks a backup into a data dir the daemon can start from. Example:\n\n"+
-			"  provisiond restore provisiond-2026-11-30.tar --data-dir /var/lib/provisiond\n\n")
-		fs.PrintDefaults()
+func restoreCommand(e sys) *cobra.Command {
+	var dataDir string
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "restore FILE --data-dir DIR [--force]",
+		Short: "Unpack a backup archive into a data dir",
+		Long: `Unpacks a backup into a data dir the daemon can start from. A data dir a daemon
+is running on is refused, and one that already holds a database unless
+--force. The archive is unpacked and its database checked in a temporary
+directory first; only then are the files moved into place.`,
+		Example: `  provisiond restore provisiond-2026-11-30.tar --data-dir /var/lib/provisiond`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usagef("restore needs one argument (the archive), got %d", len(args))
+			}
+			return nil
+		},
+		RunE: func(_ *cobra.Command, args []string) error {
+			if dataDir == "" {
+				return usagef("restore needs --data-dir DIR")
+			}
+			file := args[0]
+			f, err := os.Open(file)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			if err := daemon.Restore(f, dataDir, force); err != nil {
+				return err
+			}
+			fmt.Fprintf(e.stderr, "restored %s into %s; start it with: provisiond serve --data-dir %s\n", file, dataDir, dataDir)
+			return nil
+		},
 	}
-	// Accept the archive before or after the flags.
-	var file string
-	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
-		file, args = args[0], args[1:]
-	}
-	if err := fs.Parse(args); err != nil {
-		return exitFlags(err)
-	}
-	if file == "" && fs.NArg() == 1 {
-		file = fs.Arg(0)
-	} else if fs.NArg() > 0 {
-		fs.Usage()
-		return 2
-	}
-	if file == "" || *dataDir == "" {
-		fs.Usage()
-		return 2
-	}
-	f, err := os.Open(file)
-	if err != nil {
-		fmt.Fprintf(stderr, "provisiond restore: %v\n", err)
-		return 1
-	}
-	defer f.Close()
-	if err := daemon.Restore(f, *dataDir, *force); err != nil {
-		fmt.Fprintf(stderr, "provisiond %v\n", err)
-		return 1
-	}
-	fmt.Fprintf(stderr, "restored %s into %s; start it with: provisiond serve --data-dir %s\n", file, *dataDir, *dataDir)
-	return 0
-}
-
-func exitFlags(err error) int {
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	return 2
+	cmd.Flags().StringVar(&dataDir, "data-dir", "", "data dir to restore into (required; must not be in use)")
+	cmd.Flags().BoolVar(&force, "force", false, "replace a database already in the data dir (never a live one)")
+	return cmd
 }
 
 // progress draws a one-line progress bar on a terminal, and nothing

@@ -2,14 +2,15 @@ package main
 
 import (
 	"encoding/json"
-	"flag"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/spf13/cobra"
 
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/state"
@@ -26,39 +27,40 @@ type checkReport struct {
 	Records       map[string]int `json:"records,omitempty"`
 }
 
-// check: provisiond check [--data-dir DIR] [--format text|json]
-func check(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("provisiond check", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	dataDir := fs.String("data-dir", defaultDataDir(os.Getenv), "data dir whose database to check (not one a daemon is running on)")
-	format := fs.String("format", "text", "output format: text or json")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, "usage: provisiond check [--data-dir DIR] [--format text|json]\n\n"+
-			"Opens a stopped daemon's database read-only, runs bbolt's consistency check over every\n"+
-			"page and prints the schema version, revision and record counts. Exit status 1 when the\n"+
-			"file cannot be opened or the check finds a problem. Example:\n\n"+
-			"  provisiond check --data-dir /var/lib/provisiond\n\n")
-		fs.PrintDefaults()
+func checkCommand(e sys) *cobra.Command {
+	var dataDir, format string
+	cmd := &cobra.Command{
+		Use:   "check [--data-dir DIR] [--format text|json]",
+		Short: "Check a stopped daemon's database read-only",
+		Long: `Opens a stopped daemon's database read-only, runs bbolt's consistency check over
+every page and prints the schema version, revision and record counts. A data
+dir a daemon is running on is refused. Exit status 1 when the file cannot be
+opened or the check finds a problem.`,
+		Example: `  provisiond check --data-dir /var/lib/provisiond
+  provisiond check --format json`,
+		Args: noArgs,
+		RunE: func(*cobra.Command, []string) error {
+			if format != "text" && format != "json" {
+				return usagef("--format %q: want text or json", format)
+			}
+			rep := checkDataDir(filepath.Join(dataDir, daemon.DBFile))
+			if format == "json" {
+				enc := json.NewEncoder(e.stdout)
+				enc.SetIndent("", "  ")
+				_ = enc.Encode(rep)
+			} else {
+				printCheck(e.stdout, rep)
+			}
+			if !rep.OK {
+				return errors.New(rep.Error)
+			}
+			return nil
+		},
 	}
-	if err := fs.Parse(args); err != nil {
-		return exitFlags(err)
-	}
-	if fs.NArg() > 0 || (*format != "text" && *format != "json") {
-		fs.Usage()
-		return 2
-	}
-	rep := checkDataDir(filepath.Join(*dataDir, daemon.DBFile))
-	if *format == "json" {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(rep)
-	} else {
-		printCheck(stdout, stderr, rep)
-	}
-	if !rep.OK {
-		return 1
-	}
-	return 0
+	cmd.Flags().StringVar(&dataDir, "data-dir", defaultDataDir(e.getenv), "data dir whose database to check (not one a daemon is running on)")
+	cmd.Flags().StringVar(&format, "format", "text", "output format: text or json")
+	_ = cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{"text", "json"}, cobra.ShellCompDirectiveNoFileComp))
+	return cmd
 }
 
 func checkDataDir(path string) checkReport {
@@ -83,7 +85,7 @@ func checkDataDir(path string) checkReport {
 	return rep
 }
 
-func printCheck(stdout, stderr io.Writer, rep checkReport) {
+func printCheck(stdout io.Writer, rep checkReport) {
 	if rep.SchemaVersion != 0 {
 		fmt.Fprintf(stdout, "%s: schema version %d, revision %d, %s\n", rep.Path, rep.SchemaVersion, rep.Revision, size(rep.Size))
 		var parts []string
@@ -94,9 +96,7 @@ func printCheck(stdout, stderr io.Writer, rep checkReport) {
 	}
 	if rep.OK {
 		fmt.Fprintln(stdout, "consistency check: ok")
-		return
 	}
-	fmt.Fprintf(stderr, "provisiond check: %s\n", rep.Error)
 }
 
 func size(n int64) string {

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/provisiond/provisiond/internal/credentials"
@@ -100,38 +100,37 @@ func envName(name string) string {
 	return "PROVISIOND_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }
 
-// loadOptions applies defaults, then the YAML file, then the environment,
-// then the flags.
-func loadOptions(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
-	o := defaultOptions(getenv)
-	fs := flag.NewFlagSet("provisiond serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	configFile := fs.String("config", getenv("PROVISIOND_CONFIG"), "YAML config file (keys as the flag names)")
-	// Flags are parsed into a scratch copy first, so we know the config
-	// file before applying the layers in order.
-	scratch := o
-	for _, s := range scratch.settings() {
+// serveFlags are the flags of serve, bound to a scratch copy of the
+// options: which flags were given is known only after parsing, and the
+// config file they name must be read before the layers are applied.
+type serveFlags struct {
+	scratch    options
+	configFile string
+}
+
+// bindServeFlags adds serve's flags to fs.
+func bindServeFlags(fs *pflag.FlagSet, getenv func(string) string) *serveFlags {
+	sf := &serveFlags{scratch: defaultOptions(getenv)}
+	fs.StringVar(&sf.configFile, "config", getenv("PROVISIOND_CONFIG"), "YAML config file (keys as the flag names)")
+	for _, s := range sf.scratch.settings() {
 		bindFlag(fs, s)
 	}
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: provisiond serve [flags]\n\nEach flag NAME may also be set as $%s or as key NAME in --config.\n\n", envName("NAME"))
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return o, err
-	}
-	if fs.NArg() > 0 {
-		return o, fmt.Errorf("unexpected arguments: %q", fs.Args())
-	}
-	if *configFile != "" {
-		data, err := os.ReadFile(*configFile)
+	return sf
+}
+
+// resolve applies defaults, then the YAML file, then the environment,
+// then the flags given in fs.
+func (sf *serveFlags) resolve(fs *pflag.FlagSet, getenv func(string) string) (options, error) {
+	o := defaultOptions(getenv)
+	if sf.configFile != "" {
+		data, err := os.ReadFile(sf.configFile)
 		if err != nil {
 			return o, fmt.Errorf("config file: %w", err)
 		}
 		dec := yaml.NewDecoder(bytes.NewReader(data))
 		dec.KnownFields(true)
 		if err := dec.Decode(&o); err != nil && !errors.Is(err, io.EOF) {
-			return o, fmt.Errorf("config file %s: %w", *configFile, err)
+			return o, fmt.Errorf("config file %s: %w", sf.configFile, err)
 		}
 	}
 	for _, s := range o.settings() {
@@ -141,11 +140,9 @@ func loadOptions(args []string, getenv func(string) string, stderr io.Writer) (o
 			}
 		}
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	for _, s := range o.settings() {
-		if set[s.name] {
-			if err := setValue(s.ptr, fs.Lookup(s.name).Value.String()); err != nil {
+		if f := fs.Lookup(s.name); f != nil && f.Changed {
+			if err := setValue(s.ptr, f.Value.String()); err != nil {
 				return o, fmt.Errorf("--%s: %w", s.name, err)
 			}
 		}
@@ -153,7 +150,22 @@ func loadOptions(args []string, getenv func(string) string, stderr io.Writer) (o
 	return o, nil
 }
 
-func bindFlag(fs *flag.FlagSet, s setting) {
+// loadOptions parses serve's arguments and resolves the options, as the
+// serve command does.
+func loadOptions(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
+	fs := pflag.NewFlagSet("provisiond serve", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	sf := bindServeFlags(fs, getenv)
+	if err := fs.Parse(args); err != nil {
+		return sf.scratch, err
+	}
+	if fs.NArg() > 0 {
+		return sf.scratch, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	return sf.resolve(fs, getenv)
+}
+
+func bindFlag(fs *pflag.FlagSet, s setting) {
 	switch p := s.ptr.(type) {
 	case *string:
 		fs.StringVar(p, s.name, *p, s.usage)

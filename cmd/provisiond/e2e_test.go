@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"flag"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -16,19 +18,39 @@ import (
 	"github.com/provisiond/provisiond/rpc/client"
 )
 
-// buildDaemon builds the provisiond binary once per test run.
+// daemonBin is the provisiond binary built by TestMain ("" with -short).
+var daemonBin string
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if !testing.Short() {
+		dir, err := os.MkdirTemp("", "provisiond-test-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		daemonBin = filepath.Join(dir, "provisiond")
+		cmd := exec.Command("go", "build", "-o", daemonBin, ".")
+		cmd.Stderr = os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "go build:", err)
+			os.RemoveAll(dir)
+			os.Exit(1)
+		}
+		code := m.Run()
+		os.RemoveAll(dir)
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
+}
+
+// buildDaemon returns the binary TestMain built, or skips with -short.
 func buildDaemon(t *testing.T) string {
 	t.Helper()
-	if testing.Short() {
+	if daemonBin == "" {
 		t.Skip("builds the binary")
 	}
-	bin := filepath.Join(t.TempDir(), "provisiond")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	cmd.Stderr = os.Stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("go build: %v", err)
-	}
-	return bin
+	return daemonBin
 }
 
 type proc struct {
