@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -18,14 +20,17 @@ import (
 func backupCommand(e sys) *cobra.Command {
 	var output, credsFile, dataDir string
 	cmd := &cobra.Command{
-		Use:   "backup --output FILE [--credentials FILE | --data-dir DIR]",
+		Use:   "backup --output FILE|- [--credentials FILE | --data-dir DIR]",
 		Short: "Snapshot a running daemon into an archive",
 		Long: `Takes a consistent snapshot of a running daemon's database, with its
 credentials and TLS material, as a tar archive. The daemon is found through
 credentials.yaml: --credentials FILE, $PROVISIOND_CREDENTIALS, or the one in
---data-dir. The archive is written to FILE.partial, synced, then renamed.`,
+--data-dir ($PROVISIOND_DATA_DIR, else the default data dir). The archive
+is written to FILE.partial, synced, then renamed; "--output -" writes it
+to stdout (never to a terminal).`,
 		Example: `  provisiond backup --output provisiond-backup.tar
-  provisiond backup --data-dir /var/lib/provisiond --output /srv/backups/provisiond.tar`,
+  provisiond backup --data-dir /var/lib/provisiond --output /srv/backups/provisiond.tar
+  provisiond backup --output - | ssh backup-host 'cat > provisiond.tar'`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output == "" {
@@ -38,10 +43,19 @@ credentials.yaml: --credentials FILE, $PROVISIOND_CREDENTIALS, or the one in
 			return backup(cmd.Context(), e, path, output)
 		},
 	}
-	cmd.Flags().StringVar(&output, "output", "", "file to write the backup archive to (required)")
+	cmd.Flags().StringVar(&output, "output", "", `file to write the backup archive to, "-" for stdout (required)`)
 	cmd.Flags().StringVar(&credsFile, "credentials", e.getenv("PROVISIOND_CREDENTIALS"), "credentials.yaml of the daemon (default: the one in --data-dir)")
-	cmd.Flags().StringVar(&dataDir, "data-dir", defaultDataDir(e.getenv), "data dir of the running daemon, to find credentials.yaml")
+	cmd.Flags().StringVar(&dataDir, "data-dir", dataDirFromEnv(e.getenv), "data dir of the running daemon, to find credentials.yaml ($PROVISIOND_DATA_DIR)")
 	return cmd
+}
+
+// dataDirFromEnv is the default --data-dir of the verbs that find a data
+// dir: $PROVISIOND_DATA_DIR (as for serve), else the default data dir.
+func dataDirFromEnv(getenv func(string) string) string {
+	if d := getenv(envName("data-dir")); d != "" {
+		return d
+	}
+	return defaultDataDir(getenv)
 }
 
 func backup(ctx context.Context, e sys, credsPath, output string) error {
@@ -55,6 +69,16 @@ func backup(ctx context.Context, e sys, credsPath, output string) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
+	if output == "-" {
+		if isTerminal(e.stdout) {
+			return errors.New("refusing to write a tar archive to a terminal: redirect stdout, or give --output FILE")
+		}
+		if err := daemon.FetchBackup(ctx, creds, e.stdout, func(int64, int64) {}); err != nil {
+			return err
+		}
+		fmt.Fprintln(e.stderr, "backup written to stdout")
+		return nil
+	}
 	tmp := output + ".partial"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
@@ -107,7 +131,14 @@ directory first; only then are the files moved into place.`,
 				return err
 			}
 			defer f.Close()
+			made := missingDirs(dataDir)
 			if err := daemon.Restore(f, dataDir, force); err != nil {
+				// Leave no half-made data dir: remove the directories
+				// restore made (deepest first; os.Remove keeps any that
+				// are not empty).
+				for _, d := range made {
+					_ = os.Remove(d)
+				}
 				return err
 			}
 			fmt.Fprintf(e.stderr, "restored %s into %s; start it with: provisiond serve --data-dir %s\n", file, dataDir, dataDir)
@@ -117,6 +148,31 @@ directory first; only then are the files moved into place.`,
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "data dir to restore into (required; must not be in use)")
 	cmd.Flags().BoolVar(&force, "force", false, "replace a database already in the data dir (never a live one)")
 	return cmd
+}
+
+// missingDirs lists dir and those of its parents that do not exist,
+// deepest first.
+func missingDirs(dir string) []string {
+	var out []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); err == nil || !errors.Is(err, fs.ErrNotExist) {
+			return out
+		}
+		out = append(out, d)
+		if filepath.Dir(d) == d {
+			return out
+		}
+	}
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 // progress draws a one-line progress bar on a terminal, and nothing
@@ -130,13 +186,7 @@ type progress struct {
 }
 
 func newProgress(w io.Writer, label string) *progress {
-	p := &progress{w: w, label: label}
-	if f, ok := w.(*os.File); ok {
-		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
-			p.tty = true
-		}
-	}
-	return p
+	return &progress{w: w, label: label, tty: isTerminal(w)}
 }
 
 func (p *progress) update(done, total int64) {

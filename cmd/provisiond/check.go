@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -57,7 +59,7 @@ opened or the check finds a problem.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&dataDir, "data-dir", defaultDataDir(e.getenv), "data dir whose database to check (not one a daemon is running on)")
+	cmd.Flags().StringVar(&dataDir, "data-dir", dataDirFromEnv(e.getenv), "data dir whose database to check, not one a daemon is running on ($PROVISIOND_DATA_DIR)")
 	cmd.Flags().StringVar(&format, "format", "text", "output format: text or json")
 	_ = cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{"text", "json"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
@@ -65,6 +67,10 @@ opened or the check finds a problem.`,
 
 func checkDataDir(path string) checkReport {
 	rep := checkReport{Path: path}
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		rep.Error = fmt.Sprintf("no database at %s: is --data-dir (or $PROVISIOND_DATA_DIR) right?", path)
+		return rep
+	}
 	st, err := state.OpenReadOnly(path)
 	if err != nil {
 		rep.Error = err.Error()
