@@ -234,7 +234,7 @@ func (p *Provisioner) ContainerConfig(context.Context) (params.ContainerConfig, 
 		SnapStoreProxyID:           cfgString(cfg, "snap-store-proxy"),
 		SnapStoreProxyURL:          cfgString(cfg, "snap-store-proxy-url"),
 		ContainerInheritProperties: cfgString(cfg, "container-inherit-properties"),
-		UpdateBehavior: &params.UpdateBehavior{
+		UpdateBehavior: &params.UpdateBehavior{ // embedded: flat on the wire
 			EnableOSRefreshUpdate: cfgBool(cfg, "enable-os-refresh-update", true),
 			EnableOSUpgrade:       cfgBool(cfg, "enable-os-upgrade", true),
 		},

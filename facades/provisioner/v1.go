@@ -178,8 +178,8 @@ func (v *V1) ContainerConfig(ctx context.Context) (params.V1ContainerConfig, err
 		AptProxy:                px(r.AptProxy),
 		PreferIPv6:              cfgBool(cfg, "prefer-ipv6", false),
 		AllowLXCLoopMounts:      cfgBool(cfg, "allow-lxc-loop-mounts", false),
-		EnableOSRefreshUpdate:   r.UpdateBehavior.EnableOSRefreshUpdate,
-		EnableOSUpgrade:         r.UpdateBehavior.EnableOSUpgrade,
+		EnableOSRefreshUpdate:   r.EnableOSRefreshUpdate,
+		EnableOSUpgrade:         r.EnableOSUpgrade,
 	}, nil
 }
 

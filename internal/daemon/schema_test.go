@@ -210,15 +210,15 @@ var wireTypes = []struct {
 
 type defKey struct{ def, key string }
 
-// schemaOnlyKeys are schema keys the Go types leave out on purpose.
+// schemaOnlyKeys are schema keys the Go types leave out on purpose. The
+// properties the schema names after an embedded Go struct (HostPort's
+// Address, ProvisioningInfo's ProvisioningNetworkTopology,
+// ContainerConfig's UpdateBehavior) are not listed: keyCheck applies
+// encoding/json's flattening to them (schematest.Prop.Embedded).
 var schemaOnlyKeys = map[defKey]string{
-	{"HostPort", "Address"}: "Juju embeds network.Address in HostPort and encoding/json flattens it: " +
-		"the wire has its fields at top level and no \"Address\" key (specs/rpc.md §3.2)",
 	{"LoginResult", "discharge-required"}: "Macaroon-typed: the macaroon login challenge, " +
 		"which a password-only server never sends (specs/rpc.md §3.2, §3.6)",
 	{"LoginResult", "bakery-discharge-required"}: "Macaroon-typed: as discharge-required",
-	{"ProvisioningInfo", "ProvisioningNetworkTopology"}: "Juju embeds ProvisioningNetworkTopology and " +
-		"encoding/json flattens it: space-subnets and subnet-zones sit at top level (specs/provisioner.md §0.1)",
 	{"LoginResult", "discharge-required-error"}: "the reason string of the Macaroon-typed discharge " +
 		"challenge above, never sent without it (specs/rpc.md §3.6)",
 }
@@ -233,8 +233,11 @@ var opaqueKeys = map[defKey]string{
 		"provisiond accepts and ignores them",
 }
 
-// nestedDefs must be reached by the key check below.
-var nestedDefs = []string{"HostPort", "FacadeVersions", "AuthUserInfo", "Error"}
+// nestedDefs must be reached by the key check below; the embedded ones
+// (UpdateBehavior, Address, ProvisioningNetworkTopology) prove that the
+// flattening rule ran.
+var nestedDefs = []string{"HostPort", "FacadeVersions", "AuthUserInfo", "Error",
+	"UpdateBehavior", "Address", "ProvisioningNetworkTopology"}
 
 func TestSchemaWireKeys(t *testing.T) {
 	s := schematest.Open(t)
@@ -310,8 +313,10 @@ type keyCheck struct {
 	seen    map[string]bool
 }
 
-// def checks that v, at path, is an object with exactly the keys of
-// definition name, then descends into properties that refer to others.
+// def checks that v, at path, is an object with exactly the wire keys of
+// definition name (schematest.WireKeys: an embedded definition's keys at
+// the top level, never the property named after it), then descends into
+// properties that refer to others.
 func (k keyCheck) def(path, name string, v any) {
 	t := k.t
 	t.Helper()
@@ -321,10 +326,16 @@ func (k keyCheck) def(path, name string, v any) {
 		t.Errorf("%s: schema %s is an object; Go encodes %T", path, name, v)
 		return
 	}
-	want := k.s.DefinitionKeys(k.facade, k.version, name)
+	want := k.s.WireKeys(k.facade, k.version, name)
+	for _, e := range k.s.EmbeddedProperties(k.facade, k.version, name) {
+		k.seen[e] = true
+		if _, nested := obj[e]; nested {
+			t.Errorf("%s: Go nests embedded %s under key %q; Juju's encoding/json flattens it into %s", path, e, e, name)
+		}
+	}
 	for key := range obj {
 		if !slices.Contains(want, key) {
-			t.Errorf("%s: Go key %q is not in schema %s %v", path, key, name, want)
+			t.Errorf("%s: Go key %q is not on the wire of schema %s %v", path, key, name, want)
 		}
 	}
 	for _, key := range want {
@@ -341,7 +352,7 @@ func (k keyCheck) def(path, name string, v any) {
 		if _, opaque := opaqueKeys[defKey{name, key}]; opaque {
 			continue
 		}
-		if p, ok := k.s.Property(k.facade, k.version, name, key); ok {
+		if p, ok := k.s.WireProperty(k.facade, k.version, name, key); ok {
 			k.prop(path+"."+key, p, obj[key])
 		}
 	}

@@ -76,6 +76,15 @@ func (p *Prop) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// Embedded reports whether p, the schema of property key, stands for a
+// Go struct Juju embeds in the enclosing one: the schema generator names
+// such a property after the definition it refers to (ContainerConfig's
+// "UpdateBehavior": {"$ref": "#/definitions/UpdateBehavior"}, HostPort's
+// "Address", ProvisioningInfo's "ProvisioningNetworkTopology"), while
+// encoding/json puts the embedded struct's keys at the top level of the
+// enclosing object and sends no such key.
+func (p *Prop) Embedded(key string) bool { return p.Ref != "" && p.Ref == key }
+
 // Path returns where the schema is expected: $PROVISIOND_SCHEMA, else
 // RelPath from the module root (the nearest directory above the working
 // directory holding go.mod; go test runs in the package directory).
@@ -250,6 +259,83 @@ func (s *Schema) DefinitionKeys(facade string, version int, defName string) []st
 		return nil
 	}
 	return slices.Sorted(maps.Keys(d.Properties))
+}
+
+// WireKeys lists the keys definition defName has on the wire, sorted: its
+// property keys, with each embedded property (Prop.Embedded) replaced by
+// the wire keys of the definition it refers to, recursively.
+func (s *Schema) WireKeys(facade string, version int, defName string) []string {
+	f := s.facades[FacadeVersion{facade, version}]
+	if f == nil {
+		return nil
+	}
+	keys := map[string]bool{}
+	f.wireKeys(defName, keys, 0)
+	return slices.Sorted(maps.Keys(keys))
+}
+
+func (f *facade) wireKeys(defName string, keys map[string]bool, depth int) {
+	for key, p := range f.defs[defName].Properties {
+		if p.Embedded(key) && depth < 8 {
+			f.wireKeys(p.Ref, keys, depth+1)
+			continue
+		}
+		keys[key] = true
+	}
+}
+
+// EmbeddedProperties lists the embedded properties of definition defName
+// (Prop.Embedded), sorted: keys the schema shows that never go on the wire.
+func (s *Schema) EmbeddedProperties(facade string, version int, defName string) []string {
+	f := s.facades[FacadeVersion{facade, version}]
+	if f == nil {
+		return nil
+	}
+	var out []string
+	for key, p := range f.defs[defName].Properties {
+		if p.Embedded(key) {
+			out = append(out, key)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Definitions lists the definition names of facade version, sorted.
+func (s *Schema) Definitions(facade string, version int) []string {
+	f := s.facades[FacadeVersion{facade, version}]
+	if f == nil {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(f.defs))
+}
+
+// WireProperty returns the schema of wire key key of definition defName:
+// its own property, or that of a definition it embeds (WireKeys).
+func (s *Schema) WireProperty(facade string, version int, defName, key string) (*Prop, bool) {
+	f := s.facades[FacadeVersion{facade, version}]
+	if f == nil {
+		return nil, false
+	}
+	return f.wireProperty(defName, key, 0)
+}
+
+func (f *facade) wireProperty(defName, key string, depth int) (*Prop, bool) {
+	props := f.defs[defName].Properties
+	if p, ok := props[key]; ok && !p.Embedded(key) {
+		return p, true
+	}
+	if depth >= 8 {
+		return nil, false
+	}
+	for _, k := range slices.Sorted(maps.Keys(props)) {
+		if p := props[k]; p.Embedded(k) {
+			if q, ok := f.wireProperty(p.Ref, key, depth+1); ok {
+				return q, true
+			}
+		}
+	}
+	return nil, false
 }
 
 // Property returns the schema of property key of definition defName, for

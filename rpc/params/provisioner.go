@@ -3,8 +3,10 @@ package params
 // Wire types of the Provisioner facade, version 11, with the JSON keys of
 // the Juju 3.3 schema. Value encodings (specs/provisioner.md §0.1):
 // versions are strings, []byte is base64, times are RFC 3339, and the
-// embedded structs (HostPort.Address, ProvisioningInfo's network
-// topology) are flattened.
+// structs Juju embeds (HostPort.Address, ProvisioningInfo's network
+// topology, ContainerConfig's UpdateBehavior) are flattened: the schema
+// lists each as a property named after its definition, but encoding/json
+// puts its keys at the top level of the enclosing object.
 
 // Value is a constraints value.
 type Value struct {
@@ -51,22 +53,25 @@ type UpdateBehavior struct {
 	EnableOSUpgrade       bool `json:"enable-os-upgrade"`
 }
 
-// ContainerConfig is the result of ContainerConfig.
+// ContainerConfig is the result of ContainerConfig. UpdateBehavior is
+// embedded, as in Juju, so its keys sit at the top level: sent nested,
+// Juju's client leaves its own embedded pointer nil and the machine
+// agent's lxd/kvm broker dereferences it.
 type ContainerConfig struct {
-	ProviderType               string          `json:"provider-type"`
-	AuthorizedKeys             string          `json:"authorized-keys"`
-	SSLHostnameVerification    bool            `json:"ssl-hostname-verification"`
-	LegacyProxy                Settings        `json:"legacy-proxy"`
-	JujuProxy                  Settings        `json:"juju-proxy"`
-	AptProxy                   Settings        `json:"apt-proxy"`
-	AptMirror                  string          `json:"apt-mirror,omitempty"`
-	SnapProxy                  Settings        `json:"snap-proxy"`
-	SnapStoreAssertions        string          `json:"snap-store-assertions"`
-	SnapStoreProxyID           string          `json:"snap-store-proxy-id"`
-	SnapStoreProxyURL          string          `json:"snap-store-proxy-url"`
-	CloudInitUserData          map[string]any  `json:"cloudinit-userdata,omitempty"`
-	ContainerInheritProperties string          `json:"container-inherit-properties,omitempty"`
-	UpdateBehavior             *UpdateBehavior `json:"UpdateBehavior"`
+	ProviderType               string         `json:"provider-type"`
+	AuthorizedKeys             string         `json:"authorized-keys"`
+	SSLHostnameVerification    bool           `json:"ssl-hostname-verification"`
+	LegacyProxy                Settings       `json:"legacy-proxy"`
+	JujuProxy                  Settings       `json:"juju-proxy"`
+	AptProxy                   Settings       `json:"apt-proxy"`
+	AptMirror                  string         `json:"apt-mirror,omitempty"`
+	SnapProxy                  Settings       `json:"snap-proxy"`
+	SnapStoreAssertions        string         `json:"snap-store-assertions"`
+	SnapStoreProxyID           string         `json:"snap-store-proxy-id"`
+	SnapStoreProxyURL          string         `json:"snap-store-proxy-url"`
+	CloudInitUserData          map[string]any `json:"cloudinit-userdata,omitempty"`
+	ContainerInheritProperties string         `json:"container-inherit-properties,omitempty"`
+	*UpdateBehavior
 }
 
 // ContainerManagerConfigParams names a container type.
