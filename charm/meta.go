@@ -163,6 +163,10 @@ var (
 	validStorage = regexp.MustCompile(`^[a-z][a-z0-9]*([-_][a-z0-9]+)*$`)
 	countRange   = regexp.MustCompile(`^(\d+)(?:(-)(\d+)?)?$`)
 	sizeRE       = regexp.MustCompile(`^(\d+(?:\.\d+)?)([MGTPEZY]?)(?:i?B)?$`)
+	// jujuVersion is Juju's version number grammar (major.minor.patch,
+	// major.minor-tagpatch, an optional .build): Juju refuses any other
+	// min-juju-version, and its agents parse the one CharmInfo sends.
+	jujuVersion = regexp.MustCompile(`^\d{1,9}\.\d{1,9}(?:\.|-[a-z]+)\d{1,9}(?:\.\d{1,9})?$`)
 )
 
 // ParseMeta reads metadata.yaml. A name is required; unknown top-level
@@ -211,7 +215,9 @@ func ParseMeta(data []byte) (*Meta, error) {
 		case "terms":
 			err = decode(v, &m.Terms, "terms")
 		case "min-juju-version":
-			err = scalar(v, &m.MinJujuVersion)
+			if err = scalar(v, &m.MinJujuVersion); err == nil && !jujuVersion.MatchString(m.MinJujuVersion) {
+				err = errAt(v, "invalid min-juju-version %q: want a version such as 3.1.0", m.MinJujuVersion)
+			}
 		case "storage":
 			m.Storage, err = storageMap(v)
 		case "deployment":

@@ -127,6 +127,7 @@ func TestParseMetaErrors(t *testing.T) {
 		{"mount unknown storage", "name: a\ncontainers:\n  c:\n    mounts:\n      - storage: nope\n", `metadata.yaml line 2: container "c" mounts unknown storage "nope"`},
 		{"storage not a map", "name: a\nstorage: [1]\n", "metadata.yaml line 2: storage: expected a mapping"},
 		{"resource type", "name: a\nresources:\n  r:\n    type: tarball\n", `metadata.yaml line 4: resource "r": unknown type "tarball"`},
+		{"min-juju-version", "name: a\nmin-juju-version: \"2.9\"\n", `metadata.yaml line 2: invalid min-juju-version "2.9": want a version such as 3.1.0`},
 		{"bad subordinate", "name: a\nsubordinate: maybe\n", "metadata.yaml line 2: subordinate: unmarshal errors:\n  line 2: cannot unmarshal !!str `maybe` into bool"},
 	}
 	for _, tt := range tests {

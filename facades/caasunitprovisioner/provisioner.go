@@ -20,6 +20,7 @@ import (
 	"github.com/juju/names/v5"
 
 	"github.com/provisiond/provisiond/charm"
+	"github.com/provisiond/provisiond/environ"
 	"github.com/provisiond/provisiond/facades/facade"
 	"github.com/provisiond/provisiond/rpc"
 	"github.com/provisiond/provisiond/rpc/params"
@@ -322,7 +323,7 @@ func charmResult(ch state.Charm) params.Charm {
 	if m := ch.Meta; m != nil {
 		pm := &params.CharmMeta{Name: m.Name, Summary: m.Summary, Description: m.Description,
 			Subordinate: m.Subordinate, ExtraBindings: m.ExtraBindings, Categories: m.Categories,
-			Tags: m.Tags, Series: m.Series, Terms: m.Terms, MinJujuVersion: m.MinJujuVersion}
+			Tags: m.Tags, Series: m.Series, Terms: m.Terms, MinJujuVersion: minJujuVersion(m.MinJujuVersion)}
 		rel := func(in map[string]charm.Relation) map[string]params.CharmRelation {
 			if len(in) == 0 {
 				return nil
@@ -390,6 +391,19 @@ func charmResult(ch state.Charm) params.Charm {
 		out.LXDProfile = &params.CharmLXDProfile{Config: p.Config, Description: p.Description, Devices: p.Devices}
 	}
 	return out
+}
+
+// minJujuVersion is the charm's min-juju-version as Juju sends it: always
+// present, "0.0.0" when the charm sets none. Juju's client parses it as a
+// version, and fails the whole CharmInfo on an empty or malformed one.
+// charm.ParseMeta refuses malformed versions; a record stored before it
+// did is sent as unset rather than break the agent.
+func minJujuVersion(s string) string {
+	n, err := environ.ParseNumber(s)
+	if err != nil {
+		return "0.0.0"
+	}
+	return n.String()
 }
 
 func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }

@@ -50,7 +50,7 @@ type CharmMeta struct {
 	PayloadClasses map[string]CharmPayloadClass `json:"payload-classes,omitempty"`
 	Resources      map[string]CharmResourceMeta `json:"resources,omitempty"`
 	Terms          []string                     `json:"terms,omitempty"`
-	MinJujuVersion string                       `json:"min-juju-version,omitempty"`
+	MinJujuVersion string                       `json:"min-juju-version"` // always sent: "0.0.0" when unset
 	Containers     map[string]CharmContainer    `json:"containers,omitempty"`
 	AssumesExpr    *ExpressionTree              `json:"assumes-expr,omitempty"`
 }
