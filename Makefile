@@ -41,6 +41,7 @@ FUZZ_TARGETS := \
 	./internal/daemon/:FuzzMethodParams \
 	./charm/:FuzzParseMeta \
 	./storage/:FuzzParseConstraints \
+	./size/:FuzzParseMiB \
 	./state/:FuzzParseMachineConstraints
 
 fuzz: ## run each fuzz target for FUZZTIME (their seed corpora run in every `make test`)

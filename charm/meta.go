@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/provisiond/provisiond/size"
 )
 
 // Storage kinds of charm storage.
@@ -162,7 +164,6 @@ var (
 	validName    = regexp.MustCompile(`^[a-z][a-z0-9]*(-[a-z0-9]*[a-z][a-z0-9]*)*$`)
 	validStorage = regexp.MustCompile(`^[a-z][a-z0-9]*([-_][a-z0-9]+)*$`)
 	countRange   = regexp.MustCompile(`^(\d+)(?:(-)(\d+)?)?$`)
-	sizeRE       = regexp.MustCompile(`^(\d+(?:\.\d+)?)([MGTPEZY]?)(?:i?B)?$`)
 	// jujuVersion is Juju's version number grammar (major.minor.patch,
 	// major.minor-tagpatch, an optional .build): Juju refuses any other
 	// min-juju-version, and its agents parse the one CharmInfo sends.
@@ -360,25 +361,6 @@ func extraBindings(n *yaml.Node) (map[string]string, error) {
 	return out, err
 }
 
-// ParseSize reads a size such as 1G or 512M into MiB (no suffix: MiB).
-func ParseSize(s string) (uint64, error) {
-	m := sizeRE.FindStringSubmatch(strings.TrimSpace(s))
-	if m == nil {
-		return 0, fmt.Errorf("invalid size %q", s)
-	}
-	f, err := strconv.ParseFloat(m[1], 64)
-	if err != nil {
-		return 0, fmt.Errorf("invalid size %q", s)
-	}
-	mult := 1.0
-	if m[2] != "" {
-		for range strings.Index("MGTPEZY", m[2]) {
-			mult *= 1024
-		}
-	}
-	return uint64(f*mult + 0.5), nil
-}
-
 func storageMap(n *yaml.Node) (map[string]Storage, error) {
 	out := map[string]Storage{}
 	err := pairs(n, "storage", func(k, v *yaml.Node) error {
@@ -414,11 +396,11 @@ func storageMap(n *yaml.Node) (map[string]Storage, error) {
 			return errAt(findKey(v, "location"), "storage %q: location may not be specified for \"type: block\"", name)
 		}
 		if raw.MinimumSize != "" {
-			size, err := ParseSize(raw.MinimumSize)
+			mib, err := size.ParseMiB(strings.TrimSpace(raw.MinimumSize))
 			if err != nil {
 				return errAt(findKey(v, "minimum-size"), "storage %q: %v", name, err)
 			}
-			s.MinimumSize = size
+			s.MinimumSize = mib
 		}
 		for _, p := range raw.Properties {
 			if p != "transient" {

@@ -115,7 +115,7 @@ func TestParseMetaErrors(t *testing.T) {
 		{"storage type", "name: a\nstorage:\n  data:\n    type: tape\n", `metadata.yaml line 4: storage "data": unknown type "tape"`},
 		{"storage no type", "name: a\nstorage:\n  data:\n    location: /x\n", `metadata.yaml line 4: storage "data": missing type`},
 		{"storage range", "name: a\nstorage:\n  data:\n    type: block\n    multiple:\n      range: 3-1\n", `metadata.yaml line 5: storage "data": invalid range "3-1"`},
-		{"storage size", "name: a\nstorage:\n  data:\n    type: filesystem\n    minimum-size: lots\n", `metadata.yaml line 5: storage "data": invalid size "lots"`},
+		{"storage size", "name: a\nstorage:\n  data:\n    type: filesystem\n    minimum-size: lots\n", `metadata.yaml line 5: storage "data": size "lots": not a number; want a number of MiB, or with a unit M, G, T, P, E, Z or Y (powers of 1024; B or iB may follow): 512M, 1G, 1.5GiB`},
 		{"block location", "name: a\nstorage:\n  d:\n    type: block\n    location: /x\n", `metadata.yaml line 5: storage "d": location may not be specified for "type: block"`},
 		{"storage name", "name: a\nstorage:\n  Data:\n    type: block\n", `metadata.yaml line 3: invalid storage name "Data"`},
 		{"deployment type", "name: a\ndeployment:\n  type: sometimes\n", `metadata.yaml line 3: deployment: invalid type "sometimes"`},
@@ -140,14 +140,17 @@ func TestParseMetaErrors(t *testing.T) {
 	}
 }
 
-func TestParseSize(t *testing.T) {
-	for in, want := range map[string]uint64{"512": 512, "512M": 512, "1G": 1024, "1.5G": 1536, "2GiB": 2048, "1T": 1 << 20} {
-		if got, err := ParseSize(in); err != nil || got != want {
-			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
+// minimum-size is read by package size (1G, 1GiB and 1024M alike).
+func TestMinimumSize(t *testing.T) {
+	for in, want := range map[string]uint64{"512": 512, "512M": 512, "1G": 1024, "1.5G": 1536, "2GiB": 2048, "1T": 1 << 20, " 1G ": 1024} {
+		m, err := ParseMeta([]byte("name: x\nstorage:\n  d:\n    type: filesystem\n    minimum-size: \"" + in + "\"\n"))
+		if err != nil || m.Storage["d"].MinimumSize != want {
+			t.Errorf("minimum-size %q: %v; want %d", in, err, want)
 		}
 	}
-	if _, err := ParseSize("x"); err == nil {
-		t.Error("ParseSize(x) succeeded")
+	if _, err := ParseMeta([]byte("name: x\nstorage:\n  d:\n    type: filesystem\n    minimum-size: 1X\n")); err == nil ||
+		!strings.Contains(err.Error(), `unknown unit "X"`) {
+		t.Errorf("minimum-size 1X: %v", err)
 	}
 }
 

@@ -7,6 +7,8 @@
 #   state → state/db, watcher, storage, environ; state/db → watcher; only state/db imports bbolt
 #   environ (the built-in provider) → nothing of ours; state and facades import it
 #   charm (metadata.yaml) → nothing of ours; state, facades and cmd import it
+#   size (the one size parser) → nothing of ours; storage, charm, state, facades and
+#   cmd/provisionctl import it
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mod=github.com/provisiond/provisiond
@@ -21,22 +23,23 @@ while read -r pkg imports; do
     dep=${imp#"$mod"/}
     ok=0
     case $rel in
-      cmd/provisionctl*) case $dep in rpc/client|rpc/params|internal/credentials) ok=1 ;; esac ;;
+      cmd/provisionctl*) case $dep in rpc/client|rpc/params|internal/credentials|size) ok=1 ;; esac ;;
       cmd/*) ok=1 ;;
       internal/daemon*) [[ $dep != cmd/* ]] && ok=1 ;;
       internal/credentials*) ok=0 ;;
-      facades/facade*) case $dep in state|state/statetest|watcher|storage|rpc|rpc/params|environ|charm) ok=1 ;; esac ;;
-      facades/*) case $dep in state|state/statetest|watcher|storage|rpc|rpc/params|facades/facade|pki|environ|charm) ok=1 ;; esac ;;
+      facades/facade*) case $dep in state|state/statetest|watcher|storage|rpc|rpc/params|environ|charm|size) ok=1 ;; esac ;;
+      facades/*) case $dep in state|state/statetest|watcher|storage|rpc|rpc/params|facades/facade|pki|environ|charm|size) ok=1 ;; esac ;;
       rpc/client*) case $dep in rpc/params) ok=1 ;; esac ;;
       rpc/params*) ok=0 ;;
       rpc) case $dep in rpc/params) ok=1 ;; esac ;;
       state/db*) case $dep in watcher|state/internal/*) ok=1 ;; esac ;;
-      state/statetest*) case $dep in state|state/db|watcher|storage|environ|charm|state/internal/*) ok=1 ;; esac ;;
+      state/statetest*) case $dep in state|state/db|watcher|storage|environ|charm|size|state/internal/*) ok=1 ;; esac ;;
       state/internal/*) ok=0 ;;
-      state*) case $dep in state/db|state/internal/*|watcher|storage|environ|charm) ok=1 ;; esac ;;
+      state*) case $dep in state/db|state/internal/*|watcher|storage|environ|charm|size) ok=1 ;; esac ;;
       environ*) ok=0 ;;
-      charm*) ok=0 ;;
-      storage*) ok=0 ;;
+      charm*) case $dep in size) ok=1 ;; esac ;;
+      storage*) case $dep in size) ok=1 ;; esac ;;
+      size*) ok=0 ;;
       watcher/watchertest) case $dep in watcher) ok=1 ;; esac ;;
       watcher*) ok=0 ;;
       pki*) ok=0 ;;

@@ -2,7 +2,6 @@ package state
 
 import (
 	"fmt"
-	"math"
 	"regexp"
 	"slices"
 	"strconv"
@@ -10,6 +9,8 @@ import (
 
 	"github.com/juju/errors"
 	"github.com/juju/names/v5"
+
+	"github.com/provisiond/provisiond/size"
 )
 
 // Architectures a machine constraint or agent binary may name (Juju's
@@ -102,7 +103,7 @@ func (c *Constraints) set(key, value string) error {
 	case "mem", "root-disk":
 		n, err := parseConstraintSize(value)
 		if err != nil {
-			return badConstraint(key, "must be a non-negative float with optional M/G/T/P suffix")
+			return badConstraint(key, err.Error())
 		}
 		if key == "mem" {
 			c.Mem = &n
@@ -154,31 +155,13 @@ func (c *Constraints) set(key, value string) error {
 	return nil
 }
 
-var sizeSuffixes = map[byte]float64{'M': 1, 'G': 1024, 'T': 1024 * 1024, 'P': 1024 * 1024 * 1024}
-
-var decimal = regexp.MustCompile(`^[0-9]*\.?[0-9]+$|^[0-9]+\.$`)
-
-// parseConstraintSize reads a size in MiB with an optional M/G/T/P suffix.
+// parseConstraintSize reads a size in MiB (package size: the one parser
+// of sizes; "" is 0).
 func parseConstraintSize(s string) (uint64, error) {
 	if s == "" {
 		return 0, nil
 	}
-	mult := 1.0
-	if m, ok := sizeSuffixes[s[len(s)-1]]; ok {
-		s, mult = s[:len(s)-1], m
-	}
-	if !decimal.MatchString(s) {
-		return 0, fmt.Errorf("bad size")
-	}
-	v, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		return 0, err
-	}
-	v = math.Ceil(v * mult)
-	if v >= math.MaxUint64 {
-		return 0, fmt.Errorf("size too large")
-	}
-	return uint64(v), nil
+	return size.ParseMiB(s)
 }
 
 func commaList(s string) []string {

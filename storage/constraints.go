@@ -2,12 +2,13 @@ package storage
 
 import (
 	"fmt"
-	"math"
 	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/juju/errors"
+
+	"github.com/provisiond/provisiond/size"
 )
 
 // Constraints are the storage constraints of one charm storage name: the
@@ -27,7 +28,7 @@ type Constraints struct {
 var (
 	countRE = regexp.MustCompile(`^-?[0-9]+$`)
 	// A size needs a suffix: a bare number is a count.
-	sizeRE = regexp.MustCompile(`^-?[0-9]+(?:\.[0-9]+)?[MGTPEZY](?:i?B)?$`)
+	sizeRE = regexp.MustCompile(`^-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[MGTPEZY](?:i?B)?$`)
 )
 
 // ParseConstraints parses storage constraints written as a comma-separated
@@ -65,14 +66,14 @@ func ParseConstraints(s string) (Constraints, error) {
 			continue
 		}
 		if sizeRE.MatchString(field) {
-			size, err := ParseSize(field)
+			mib, err := size.ParseMiB(field)
 			if err != nil {
 				return Constraints{}, errors.NewNotValid(err, "cannot parse size")
 			}
-			if cons.Size != 0 && size != 0 {
-				return Constraints{}, errors.NotValidf("storage size is already set to %d, new value %d", cons.Size, size)
+			if cons.Size != 0 && mib != 0 {
+				return Constraints{}, errors.NotValidf("storage size is already set to %d, new value %d", cons.Size, mib)
 			}
-			cons.Size = size
+			cons.Size = mib
 			continue
 		}
 		return Constraints{}, errors.NotValidf("unrecognized storage constraint %q", field)
@@ -103,39 +104,6 @@ func parseCount(s string) (n uint64, ok bool, err error) {
 		}
 	}
 	return 0, true, fmt.Errorf("count must be greater than zero, got %q", s)
-}
-
-const sizeSuffixes = "MGTPEZY"
-
-// ParseSize parses a size in MiB: a non-negative number with an optional
-// multiplier suffix M, G, T, P, E, Z or Y (powers of 1024; "M" when
-// absent), each optionally followed by "B" or "iB". Fractions are rounded
-// up: "1.5G" is 1536, "0.1M" is 1.
-func ParseSize(s string) (uint64, error) {
-	num, mult := s, 1.0
-	if i := strings.IndexFunc(s, func(r rune) bool { return r != '.' && (r < '0' || r > '9') }); i > 0 {
-		suffix := s[i:]
-		mult = 0
-		for j, base := range sizeSuffixes {
-			switch suffix {
-			case string(base), string(base) + "B", string(base) + "iB":
-				mult = math.Ldexp(1, 10*j)
-			}
-		}
-		if mult == 0 {
-			return 0, fmt.Errorf("invalid multiplier suffix %q, expected one of %s", suffix, sizeSuffixes)
-		}
-		num = s[:i]
-	}
-	v, err := strconv.ParseFloat(num, 64)
-	if err != nil || !(v >= 0) {
-		return 0, fmt.Errorf("expected a non-negative number, got %q", num)
-	}
-	v = math.Ceil(v * mult)
-	if v >= math.Ldexp(1, 64) {
-		return 0, fmt.Errorf("size %q is too large", s)
-	}
-	return uint64(v), nil
 }
 
 // String formats c so that ParseConstraints reads it back: the non-zero

@@ -350,7 +350,7 @@ func (a *app) constraintsCommand() *cobra.Command {
 		Short:   "Show or set an application's constraints",
 		Long: `Without VALUE, print an application's constraints (nothing when it has
 none). With VALUE, replace them: Juju's syntax ("cores=2 mem=4G"; sizes
-with M, G, T or P); "" clears them. Spaces named must exist. The agents
+such as 512M, 1G, 1GiB); "" clears them. Spaces named must exist. The agents
 watching the application see the change; new machines made by add-unit
 take them.
 

@@ -232,7 +232,7 @@ func TestMachinesBadInput(t *testing.T) {
 		{[]string{"add-machine", "-m", "k8s"}, 1, `ERROR model "k8s" is a caas model: machines need an iaas model`},
 		{[]string{"add-machine", "--base", "jammy"}, 1, `ERROR base "jammy" not valid: want OS@CHANNEL, for example "ubuntu@22.04"`},
 		{[]string{"add-machine", "--base", "ubuntu@jammy"}, 1, `channel track "jammy" is not a version such as 22.04`},
-		{[]string{"add-machine", "--constraints", "cores=2 mem=4Q"}, 1, `ERROR bad "mem" constraint: must be a non-negative float with optional M/G/T/P suffix`},
+		{[]string{"add-machine", "--constraints", "cores=2 mem=4Q"}, 1, `ERROR bad "mem" constraint: size "4Q": unknown unit "Q"; want a number of MiB, or with a unit M, G, T, P, E, Z or Y (powers of 1024; B or iB may follow): 512M, 1G, 1.5GiB`},
 		{[]string{"add-machine", "--constraints", "cores"}, 1, `ERROR malformed constraint "cores"`},
 		{[]string{"add-machine", "--constraints", "arch=sparc"}, 1, `ERROR bad "arch" constraint: "sparc" not recognized`},
 		{[]string{"add-machine", "--constraints", "colour=red"}, 1, `ERROR unknown constraint "colour"`},

@@ -52,8 +52,8 @@ that one of the model's subnets names).
 
 --base is Juju's OS@CHANNEL (ubuntu@22.04, ubuntu@24.04/edge); without it
 the model's default applies. --constraints are Juju's, space-separated:
-arch, container, cores, cpu-power, mem, root-disk (sizes with M, G, T or P;
-M when none), root-disk-source, tags, instance-type, instance-role, spaces
+arch, container, cores, cpu-power, mem, root-disk (sizes: 512M, 1G, 1GiB,
+1.5T; MiB when no unit), root-disk-source, tags, instance-type, instance-role, spaces
 (^SPACE excludes one), virt-type, zones, allocate-public-ip, image-id.
 --disks asks for volumes for each machine, as POOL,SIZE,COUNT in any order
 (a pool of the model or a provider type such as loop; the default block

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/size"
 )
 
 // Verbs that observe: status (watch is in watch.go).
@@ -144,12 +145,12 @@ func applicationTables(s params.ModelStatus) []*table {
 	}
 	stor := &table{header: []string{"STORAGE", "UNIT", "POOL", "SIZE", "FILESYSTEM", "VOLUME", "STATUS", "LOCATION"}, cutLast: true}
 	for _, si := range s.Storage.Instances {
-		pool, size, fsID, volID, status, location := "-", "-", "-", "-", "-", ""
+		pool, sz, fsID, volID, status, location := "-", "-", "-", "-", "-", ""
 		for _, f := range s.Storage.Filesystems {
 			if f.StorageID != si.ID {
 				continue
 			}
-			pool, size, fsID, status = orDash(f.Pool), sizeString(f.Size), orDash(f.ProviderID), orDash(f.Status.Status)
+			pool, sz, fsID, status = orDash(f.Pool), size.FormatMiB(f.Size), orDash(f.ProviderID), orDash(f.Status.Status)
 			if f.Attachment != nil {
 				location = f.Attachment.MountPoint
 			}
@@ -163,18 +164,10 @@ func applicationTables(s params.ModelStatus) []*table {
 		if unit == "" {
 			unit = "(detached)"
 		}
-		stor.add(si.ID, unit, pool, size, fsID, volID, status, location)
+		stor.add(si.ID, unit, pool, sz, fsID, volID, status, location)
 	}
 	if len(stor.rows) > 0 {
 		out = append(out, stor)
 	}
 	return out
-}
-
-// sizeString shows MiB as Juju does: "1G" when whole gibibytes, else "512M".
-func sizeString(mib uint64) string {
-	if mib != 0 && mib%1024 == 0 {
-		return strconv.FormatUint(mib/1024, 10) + "G"
-	}
-	return strconv.FormatUint(mib, 10) + "M"
 }
