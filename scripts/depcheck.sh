@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # depcheck: enforce the dependency direction of design.md over `go list`.
-#   cmd → anything, but cmd/provisionctl only → rpc/client, rpc/params, internal/credentials
+#   cmd → anything, but cmd/provisionctl only → rpc/client, rpc/params, credentials
 #   (the CLI goes through the API like any client); internal/daemon → anything but cmd
 #   facades/* → state, watcher, storage, rpc, rpc/params, facades/facade (never each other)
-#   rpc → rpc/params; rpc/params, watcher, storage, pki, internal/credentials → nothing of ours
+#   rpc → rpc/params; rpc/client → rpc/params, credentials (what another repository's test imports)
+#   rpc/params, watcher, storage, pki, credentials → nothing of ours
 #   state → state/db, watcher, storage, environ; state/db → watcher; only state/db imports bbolt
 #   environ (the built-in provider) → nothing of ours; state and facades import it
 #   charm (metadata.yaml) → nothing of ours; state, facades and cmd import it
 #   size (the one size parser) → nothing of ours; storage, charm, state, facades and
 #   cmd/provisionctl import it
+#   provisiondtest (the test kit) → internal/daemon, rpc/client, rpc/params, credentials, watcher, watcher/watchertest
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mod=github.com/provisiond/provisiond
@@ -23,13 +25,14 @@ while read -r pkg imports; do
     dep=${imp#"$mod"/}
     ok=0
     case $rel in
-      cmd/provisionctl*) case $dep in rpc/client|rpc/params|internal/credentials|size) ok=1 ;; esac ;;
+      cmd/provisionctl*) case $dep in rpc/client|rpc/params|credentials|size) ok=1 ;; esac ;;
       cmd/*) ok=1 ;;
       internal/daemon*) [[ $dep != cmd/* ]] && ok=1 ;;
-      internal/credentials*) ok=0 ;;
+      provisiondtest*) case $dep in internal/daemon|rpc/client|rpc/params|credentials|watcher|watcher/watchertest) ok=1 ;; esac ;;
+      credentials*) ok=0 ;;
       facades/facade*) case $dep in state|state/statetest|watcher|storage|rpc|rpc/params|environ|charm|size) ok=1 ;; esac ;;
       facades/*) case $dep in state|state/statetest|watcher|storage|rpc|rpc/params|facades/facade|pki|environ|charm|size) ok=1 ;; esac ;;
-      rpc/client*) case $dep in rpc/params) ok=1 ;; esac ;;
+      rpc/client*) case $dep in rpc/params|credentials) ok=1 ;; esac ;;
       rpc/params*) ok=0 ;;
       rpc) case $dep in rpc/params) ok=1 ;; esac ;;
       state/db*) case $dep in watcher|state/internal/*) ok=1 ;; esac ;;

@@ -25,7 +25,7 @@ import (
 	"time"
 
 	"github.com/provisiond/provisiond/charm"
-	"github.com/provisiond/provisiond/internal/credentials"
+	"github.com/provisiond/provisiond/credentials"
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/provisiond/provisiond/internal/credentials"
+	"github.com/provisiond/provisiond/credentials"
 	"github.com/provisiond/provisiond/rpc/client"
 )
 

@@ -1,12 +1,12 @@
 package daemon
 
-import "github.com/provisiond/provisiond/internal/credentials"
+import "github.com/provisiond/provisiond/credentials"
 
 // CredentialsFile is the name of the credentials file in the data dir.
 const CredentialsFile = credentials.File
 
 // Credentials is the content of credentials.yaml (see package
-// internal/credentials, which provisionctl shares).
+// credentials, which provisionctl and other clients share).
 type Credentials = credentials.Credentials
 
 // ControllerAgent is the login of the controller agent.

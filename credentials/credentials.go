@@ -1,7 +1,13 @@
-// Package credentials is what the daemon and its operator tools share
-// about a data dir: where it is by default and the credentials.yaml the
-// daemon writes in it. It imports nothing of provisiond's, so the operator
-// CLI can read credentials without linking the server.
+// Package credentials is what the daemon and its clients share about a
+// data dir: where it is by default and the credentials.yaml the daemon
+// writes in it (API addresses, the CA certificate, the admin user's and the
+// controller agent's logins). It imports nothing of provisiond's, so the
+// operator CLI and integration tests in other repositories can read
+// credentials without linking the server; rpc/client.DialCredentials dials
+// them.
+//
+// The file holds passwords: it is written with mode 0600, and nothing here
+// logs its content.
 package credentials
 
 import (
