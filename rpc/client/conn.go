@@ -75,6 +75,13 @@ type Config struct {
 	// to (for example another loopback address, so that many connections
 	// to one server do not exhaust one address's ephemeral ports).
 	LocalAddr *net.TCPAddr
+	// Trace, if set, is called with every message the connection sends
+	// (sent true, just before it is written) and receives (just after it
+	// is read, before it is parsed), for debugging and wire tests. It runs
+	// on the sending goroutine or the reader: it must be quick, must not
+	// call the Conn, and must not keep msg. It sees what logins send,
+	// passwords included.
+	Trace func(sent bool, msg []byte)
 }
 
 // URL returns the WebSocket URL cfg dials.
@@ -371,6 +378,9 @@ func (c *Conn) forget(reqID uint64) {
 // write sends one text message. A failed write breaks the connection (gorilla
 // connections are unusable after a write error).
 func (c *Conn) write(data []byte) error {
+	if c.cfg.Trace != nil {
+		c.cfg.Trace(true, data)
+	}
 	c.writeMu.Lock()
 	_ = c.ws.SetWriteDeadline(time.Now().Add(writeTimeout))
 	err := c.ws.WriteMessage(websocket.TextMessage, data)
@@ -392,6 +402,9 @@ func (c *Conn) readLoop() {
 		if err != nil {
 			c.terminate(fmt.Errorf("read: %w", err), closeCodeOf(err))
 			return
+		}
+		if c.cfg.Trace != nil {
+			c.cfg.Trace(false, data)
 		}
 		if err := c.dispatch(data); err != nil {
 			c.abort(err, websocket.CloseProtocolError, badMsgReason)

@@ -1,0 +1,202 @@
+package client
+
+import (
+	"context"
+
+	"github.com/provisiond/provisiond/rpc/params"
+)
+
+// ModelAdmin facade name and the version the typed client speaks.
+const (
+	ModelAdminFacade  = "ModelAdmin"
+	ModelAdminVersion = 1
+)
+
+// ModelAdmin is the typed client of ModelAdmin v1, provisiond's own
+// operator facade (what provisionctl calls): models, config, machines,
+// network, agent binaries, applications and units, storage pools, status
+// and a model's change feed. One method per method of the facade, with the
+// wire types of package params.
+//
+// Models are named by name in the arguments (Model fields): an empty name
+// is the connection's model on a model endpoint, and "default" on the
+// controller endpoint (/api). Only controller superusers may call it
+// (others: ErrUnauthorized). What operators type (bases, constraints,
+// placements, storage, ranges, charm metadata) is sent as text and parsed
+// by the daemon; bad input is ErrNotValid and changes nothing. It is safe
+// for concurrent use, as its Conn.
+type ModelAdmin struct {
+	c *Conn
+}
+
+// NewModelAdmin returns the ModelAdmin client of c, logged in as a
+// controller superuser (the admin user of credentials.yaml).
+func NewModelAdmin(c *Conn) *ModelAdmin { return &ModelAdmin{c: c} }
+
+// Conn returns the connection a calls on.
+func (a *ModelAdmin) Conn() *Conn { return a.c }
+
+func adminCall[R any](ctx context.Context, a *ModelAdmin, method string, args any) (R, error) {
+	return call[R](ctx, a.c, ModelAdminFacade, ModelAdminVersion, method, args)
+}
+
+// AddAgentBinaries adds one entry to the controller's agent binaries catalog (a version already there is refused).
+func (a *ModelAdmin) AddAgentBinaries(ctx context.Context, args params.AddAgentBinariesArgs) (params.AgentBinaryInfo, error) {
+	return adminCall[params.AgentBinaryInfo](ctx, a, "AddAgentBinaries", args)
+}
+
+// AddMachines adds machines or containers to an IAAS model and returns their ids.
+func (a *ModelAdmin) AddMachines(ctx context.Context, args params.AddMachinesArgs) (params.AddMachinesResult, error) {
+	return adminCall[params.AddMachinesResult](ctx, a, "AddMachines", args)
+}
+
+// AddModel adds a model (iaas by default).
+func (a *ModelAdmin) AddModel(ctx context.Context, args params.AddModelArgs) (params.ModelSummary, error) {
+	return adminCall[params.ModelSummary](ctx, a, "AddModel", args)
+}
+
+// AddSpace adds a space to a model.
+func (a *ModelAdmin) AddSpace(ctx context.Context, args params.AddSpaceArgs) (params.SpaceInfo, error) {
+	return adminCall[params.SpaceInfo](ctx, a, "AddSpace", args)
+}
+
+// AddSubnet adds a subnet to a model.
+func (a *ModelAdmin) AddSubnet(ctx context.Context, args params.AddSubnetArgs) (params.SubnetInfo, error) {
+	return adminCall[params.SubnetInfo](ctx, a, "AddSubnet", args)
+}
+
+// AddUnits adds units to an IAAS application, on the machines given or on new ones.
+func (a *ModelAdmin) AddUnits(ctx context.Context, args params.AddUnitsArgs) (params.AddUnitsResult, error) {
+	return adminCall[params.AddUnitsResult](ctx, a, "AddUnits", args)
+}
+
+// AgentBinaries lists the agent binaries catalog, by version.
+func (a *ModelAdmin) AgentBinaries(ctx context.Context) (params.AgentBinariesResult, error) {
+	return adminCall[params.AgentBinariesResult](ctx, a, "AgentBinaries", nil)
+}
+
+// Application reports one application as Status does.
+func (a *ModelAdmin) Application(ctx context.Context, args params.ApplicationArgs) (params.ApplicationStatus, error) {
+	return adminCall[params.ApplicationStatus](ctx, a, "Application", args)
+}
+
+// ApplicationConfig returns an application's config.
+func (a *ModelAdmin) ApplicationConfig(ctx context.Context, args params.ApplicationArgs) (params.ApplicationConfigInfo, error) {
+	return adminCall[params.ApplicationConfigInfo](ctx, a, "ApplicationConfig", args)
+}
+
+// ControllerConfig returns the controller config.
+func (a *ModelAdmin) ControllerConfig(ctx context.Context) (params.ControllerConfigResult, error) {
+	return adminCall[params.ControllerConfigResult](ctx, a, "ControllerConfig", nil)
+}
+
+// CreateStoragePool creates a storage pool in a model.
+func (a *ModelAdmin) CreateStoragePool(ctx context.Context, args params.CreateStoragePoolArgs) (params.StoragePoolInfo, error) {
+	return adminCall[params.StoragePoolInfo](ctx, a, "CreateStoragePool", args)
+}
+
+// Deploy deploys an application from a charm's metadata.yaml text (CAAS: at args.Scale, default 1; IAAS: without units).
+func (a *ModelAdmin) Deploy(ctx context.Context, args params.DeployArgs) (params.ApplicationStatus, error) {
+	return adminCall[params.ApplicationStatus](ctx, a, "Deploy", args)
+}
+
+// ListModels lists every model, by name.
+func (a *ModelAdmin) ListModels(ctx context.Context) (params.ListModelsResult, error) {
+	return adminCall[params.ListModelsResult](ctx, a, "ListModels", nil)
+}
+
+// ModelConfig returns a model's stored config.
+func (a *ModelAdmin) ModelConfig(ctx context.Context, args params.ModelArgs) (params.ModelConfigInfo, error) {
+	return adminCall[params.ModelConfigInfo](ctx, a, "ModelConfig", args)
+}
+
+// RemoveApplication makes an application dying.
+func (a *ModelAdmin) RemoveApplication(ctx context.Context, args params.ApplicationArgs) (params.ApplicationStatus, error) {
+	return adminCall[params.ApplicationStatus](ctx, a, "RemoveApplication", args)
+}
+
+// RemoveMachines makes machines dying (with Force, their containers and units too).
+func (a *ModelAdmin) RemoveMachines(ctx context.Context, args params.RemoveMachinesArgs) (params.RemoveMachinesResult, error) {
+	return adminCall[params.RemoveMachinesResult](ctx, a, "RemoveMachines", args)
+}
+
+// RemoveModel makes a model dying; it is removed with its last entity (at once when empty).
+func (a *ModelAdmin) RemoveModel(ctx context.Context, args params.RemoveModelArgs) (params.RemoveModelResult, error) {
+	return adminCall[params.RemoveModelResult](ctx, a, "RemoveModel", args)
+}
+
+// RemoveStoragePool removes a storage pool that nothing uses.
+func (a *ModelAdmin) RemoveStoragePool(ctx context.Context, args params.RemoveStoragePoolArgs) (params.StoragePoolInfo, error) {
+	return adminCall[params.StoragePoolInfo](ctx, a, "RemoveStoragePool", args)
+}
+
+// RemoveUnits removes IAAS units at once.
+func (a *ModelAdmin) RemoveUnits(ctx context.Context, args params.RemoveUnitsArgs) (params.RemoveUnitsResult, error) {
+	return adminCall[params.RemoveUnitsResult](ctx, a, "RemoveUnits", args)
+}
+
+// ScaleApplication sets the desired scale of a CAAS application.
+func (a *ModelAdmin) ScaleApplication(ctx context.Context, args params.ScaleArgs) (params.ApplicationStatus, error) {
+	return adminCall[params.ApplicationStatus](ctx, a, "ScaleApplication", args)
+}
+
+// SetApplicationConfig sets and unsets keys of an application's config in one commit.
+func (a *ModelAdmin) SetApplicationConfig(ctx context.Context, args params.SetApplicationConfigArgs) (params.ApplicationConfigInfo, error) {
+	return adminCall[params.ApplicationConfigInfo](ctx, a, "SetApplicationConfig", args)
+}
+
+// SetApplicationConstraints replaces an application's constraints ("" clears them).
+func (a *ModelAdmin) SetApplicationConstraints(ctx context.Context, args params.SetApplicationConstraintsArgs) (params.ApplicationStatus, error) {
+	return adminCall[params.ApplicationStatus](ctx, a, "SetApplicationConstraints", args)
+}
+
+// SetApplicationTrust sets an application's trust.
+func (a *ModelAdmin) SetApplicationTrust(ctx context.Context, args params.SetTrustArgs) (params.ApplicationStatus, error) {
+	return adminCall[params.ApplicationStatus](ctx, a, "SetApplicationTrust", args)
+}
+
+// SetControllerConfig sets and unsets keys of the controller config in one commit.
+func (a *ModelAdmin) SetControllerConfig(ctx context.Context, args params.SetControllerConfigArgs) (params.ControllerConfigResult, error) {
+	return adminCall[params.ControllerConfigResult](ctx, a, "SetControllerConfig", args)
+}
+
+// SetModelConfig sets and unsets keys of a model's config in one commit.
+func (a *ModelAdmin) SetModelConfig(ctx context.Context, args params.SetModelConfigArgs) (params.ModelConfigInfo, error) {
+	return adminCall[params.ModelConfigInfo](ctx, a, "SetModelConfig", args)
+}
+
+// SetPodSpec sets the pod spec (or the raw Kubernetes spec) of a CAAS application.
+func (a *ModelAdmin) SetPodSpec(ctx context.Context, args params.SetPodSpecArgs) (params.PodSpecResult, error) {
+	return adminCall[params.PodSpecResult](ctx, a, "SetPodSpec", args)
+}
+
+// Spaces lists a model's spaces with their subnets.
+func (a *ModelAdmin) Spaces(ctx context.Context, args params.ModelArgs) (params.SpacesResult, error) {
+	return adminCall[params.SpacesResult](ctx, a, "Spaces", args)
+}
+
+// Status reports a model: machines, network, applications and units, storage.
+func (a *ModelAdmin) Status(ctx context.Context, args params.ModelArgs) (params.ModelStatus, error) {
+	return adminCall[params.ModelStatus](ctx, a, "Status", args)
+}
+
+// StoragePools lists a model's storage pools.
+func (a *ModelAdmin) StoragePools(ctx context.Context, args params.ModelArgs) (params.StoragePoolsResult, error) {
+	return adminCall[params.StoragePoolsResult](ctx, a, "StoragePools", args)
+}
+
+// Subnets lists a model's subnets and the addresses in use in them.
+func (a *ModelAdmin) Subnets(ctx context.Context, args params.ModelArgs) (params.SubnetsResult, error) {
+	return adminCall[params.SubnetsResult](ctx, a, "Subnets", args)
+}
+
+// WatchModel watches everything that changes in a model: each value lists
+// "<kind>/<id>" of the changed entities ("machine/0/lxd/1",
+// "model/<uuid>"). It is a feed, not a set: the first value is empty.
+func (a *ModelAdmin) WatchModel(ctx context.Context, args params.ModelArgs) (*StringsWatch, error) {
+	res, err := adminCall[params.StringsWatchResult](ctx, a, "WatchModel", args)
+	if err != nil {
+		return nil, err
+	}
+	return NewStringsWatch(a.c, res)
+}

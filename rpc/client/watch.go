@@ -1,0 +1,193 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/provisiond/provisiond/rpc/params"
+)
+
+// stopTimeout bounds the Stop call a NotifyWatch or StringsWatch makes on
+// the server when it is stopped.
+const stopTimeout = 10 * time.Second
+
+// NotifyWatch is a running notify watcher, as Juju's api/watcher gives
+// them to workers: a goroutine of its own calls NotifyWatcher.Next and
+// sends one value on Changes for each event. The first value is sent at
+// once, standing for the watched thing's current state (the Watch call
+// consumed the server's initial event); after that, each value means "it
+// changed since the last value you received" (changes between two
+// receives coalesce on the server).
+//
+// The watch owns its goroutine: Stop ends it, stops the watcher on the
+// server and waits until the goroutine has returned. Changes is closed
+// when the watch ends, by Stop or because the watcher or the connection
+// failed; Err then says why. Stop must be called in every case (it is
+// idempotent). The methods are safe for concurrent use.
+type NotifyWatch struct {
+	watch
+	out chan struct{}
+}
+
+// StringsWatch is a running strings watcher: a goroutine of its own calls
+// StringsWatcher.Next and sends the changed ids on Changes. The first
+// value is the initial changes the Watch call returned (possibly empty);
+// after that, each value lists the ids that changed since the last one
+// received. Stop, Err and the goroutine's ownership are as for
+// NotifyWatch.
+type StringsWatch struct {
+	watch
+	out chan []string
+}
+
+// watch is what NotifyWatch and StringsWatch share: the goroutine's
+// lifetime and the reason it ended.
+type watch struct {
+	c        *Conn
+	facade   string
+	id       string
+	ctx      context.Context // cancelled by Stop: ends a waiting Next
+	cancel   context.CancelFunc
+	stop     chan struct{} // closed by Stop
+	done     chan struct{} // closed when the goroutine has returned
+	stopOnce sync.Once
+	stopErr  error
+
+	mu  sync.Mutex
+	err error
+}
+
+func newWatch(c *Conn, facade, id string) watch {
+	ctx, cancel := context.WithCancel(context.Background())
+	return watch{c: c, facade: facade, id: id, ctx: ctx, cancel: cancel,
+		stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+// NewNotifyWatch starts a NotifyWatch for the watcher a Watch* call
+// returned in res (one item of a bulk result, or a single result). It
+// returns res.Error when the result carries one.
+func NewNotifyWatch(c *Conn, res params.NotifyWatchResult) (*NotifyWatch, error) {
+	if res.Error != nil {
+		return nil, res.Error
+	}
+	if res.NotifyWatcherId == "" {
+		return nil, errors.New("client: notify watch result without a watcher id")
+	}
+	w := &NotifyWatch{watch: newWatch(c, "NotifyWatcher", res.NotifyWatcherId), out: make(chan struct{})}
+	go w.loop()
+	return w, nil
+}
+
+// NewStringsWatch starts a StringsWatch for the watcher a Watch* call
+// returned in res; res.Changes are its first value. It returns res.Error
+// when the result carries one.
+func NewStringsWatch(c *Conn, res params.StringsWatchResult) (*StringsWatch, error) {
+	if res.Error != nil {
+		return nil, res.Error
+	}
+	if res.StringsWatcherId == "" {
+		return nil, errors.New("client: strings watch result without a watcher id")
+	}
+	w := &StringsWatch{watch: newWatch(c, "StringsWatcher", res.StringsWatcherId), out: make(chan []string)}
+	initial := res.Changes
+	if initial == nil {
+		initial = []string{}
+	}
+	go w.loop(initial)
+	return w, nil
+}
+
+// Changes delivers the watcher's events; it is closed when the watch ends.
+func (w *NotifyWatch) Changes() <-chan struct{} { return w.out }
+
+// Changes delivers the changed ids; it is closed when the watch ends.
+func (w *StringsWatch) Changes() <-chan []string { return w.out }
+
+func (w *NotifyWatch) loop() {
+	defer close(w.done)
+	defer close(w.out)
+	nw := NewNotifyWatcher(w.c, w.id)
+	for deliver(&w.watch, w.out, struct{}{}) {
+		if err := nw.Next(w.ctx); err != nil {
+			w.fail(err)
+			return
+		}
+	}
+}
+
+func (w *StringsWatch) loop(changes []string) {
+	defer close(w.done)
+	defer close(w.out)
+	sw := NewStringsWatcher(w.c, w.id)
+	for deliver(&w.watch, w.out, changes) {
+		var err error
+		if changes, err = sw.Next(w.ctx); err != nil {
+			w.fail(err)
+			return
+		}
+	}
+}
+
+// deliver sends v on out unless the watch is stopped or its connection
+// ends first (the watch then fails with the connection's error), so the
+// goroutine never outlives Stop nor waits on a reader after the
+// connection is gone.
+func deliver[T any](w *watch, out chan<- T, v T) bool {
+	select {
+	case out <- v:
+		return true
+	case <-w.stop:
+	case <-w.c.Done():
+		w.fail(w.c.Err())
+	}
+	return false
+}
+
+// fail records why the watch ended, unless Stop ended it.
+func (w *watch) fail(err error) {
+	select {
+	case <-w.stop:
+		return
+	default:
+	}
+	w.mu.Lock()
+	if w.err == nil {
+		w.err = err
+	}
+	w.mu.Unlock()
+}
+
+// ID returns the server's watcher id.
+func (w *watch) ID() string { return w.id }
+
+// Err returns why the watch ended by itself (the watcher was stopped on
+// the server, the connection ended: an error wrapping ErrConnClosed), or
+// nil while it runs and after Stop.
+func (w *watch) Err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+// Stop ends the watch: it stops the goroutine (a Next it is waiting on is
+// abandoned), stops the watcher on the server (bounded by 10 s) and waits
+// for the goroutine to return; Changes is closed when it returns. It is
+// idempotent and returns the server's error for its Stop call, except
+// those that mean the watcher is already gone (the connection ended, an
+// unknown watcher id).
+func (w *watch) Stop() error {
+	w.stopOnce.Do(func() {
+		close(w.stop)
+		w.cancel()
+		ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+		err := w.c.Call(ctx, w.facade, 1, w.id, "Stop", nil, nil)
+		cancel()
+		<-w.done
+		if err != nil && !errors.Is(err, ErrConnClosed) && !errors.Is(err, ErrNotFound) {
+			w.stopErr = err
+		}
+	})
+	return w.stopErr
+}
