@@ -1,7 +1,13 @@
 // Package client is the Go client for provisiond's Juju-compatible RPC API
-// (see specs/rpc.md). Integration tests and the operator CLI use it.
+// (see specs/rpc.md). Integration tests (in this repository and others:
+// see package provisiondtest for a daemon to run them against) and the
+// operator CLI use it.
 //
 // # Connecting
+//
+// [DialCredentials] dials what a credentials.yaml (package credentials)
+// says: each api-address in turn, verified against its ca-cert; then
+// [Conn.LoginAdmin] or [Conn.LoginControllerAgent] log in with its logins.
 //
 // [Dial] opens wss://Addr/api (controller login) or
 // wss://Addr/model/<uuid>/api (model login) with TLS verified against
@@ -11,9 +17,29 @@
 // the bare gorilla connection, for wire tests that need to send malformed
 // frames.
 //
+// # Typed facade clients
+//
+// [Provisioner] (machine Provisioner v11), [CAASUnitProvisioner] (v2) and
+// [ModelAdmin] (provisiond's operator facade, v1) have one method per
+// facade method, taking and returning the wire types of package params.
+// Bulk methods return one result per argument item (a reply with another
+// count is an error), each with its own *params.Error. [Provisioner.Machine]
+// and [CAASUnitProvisioner.Application] are the one-entity views Juju's
+// workers use: each method makes the one-item call and returns the item's
+// error. Errors match the code values ([ErrNotFound], ...) with errors.Is.
+//
+// Watch methods that return one watcher start a [NotifyWatch] or
+// [StringsWatch]: a goroutine of the watch calls Next and sends on
+// Changes (the first value at once, as Juju's api/watcher does) until Stop,
+// which stops the watcher on the server and waits for the goroutine; the
+// watch also ends, closing Changes and setting Err, when its connection
+// ends. [NotifyWatcher] and [StringsWatcher] drive a watcher by id with
+// explicit Next calls instead.
+//
 // # Goroutine ownership
 //
-// A Conn owns at most two goroutines:
+// A Conn owns at most two goroutines (a running watch owns one more, see
+// above):
 //   - exactly one reader, started by Dial, which reads every message, matches
 //     replies to pending calls by request-id and records why the connection
 //     ended;

@@ -1,0 +1,56 @@
+package provisiondtest_test
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+)
+
+// The README's complete test file is internal/readme/agent_test.go, which
+// go test runs: the two must stay the same.
+func TestREADMETestFileIsTheOneThatRuns(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file, err := os.ReadFile("internal/readme/agent_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(readme)
+	i := strings.Index(text, "\n## Testing against provisiond\n")
+	if i < 0 {
+		t.Fatal(`README.md has no section "Testing against provisiond"`)
+	}
+	const open = "\n```go\n"
+	j := strings.Index(text[i:], open)
+	if j < 0 {
+		t.Fatal("the section has no Go block")
+	}
+	block := text[i+j+len(open):]
+	end := strings.Index(block, "\n```\n")
+	if end < 0 {
+		t.Fatal("the Go block is not closed")
+	}
+	if got, want := block[:end+1], string(file); got != want {
+		t.Errorf("README.md's test file differs from internal/readme/agent_test.go; copy the file into the README:\n%s", firstDiff(got, want))
+	}
+}
+
+func firstDiff(a, b string) string {
+	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
+	for i := 0; i < len(al) || i < len(bl); i++ {
+		var x, y string
+		if i < len(al) {
+			x = al[i]
+		}
+		if i < len(bl) {
+			y = bl[i]
+		}
+		if x != y {
+			return fmt.Sprintf("line %d:\n README: %s\n file:   %s", i+1, x, y)
+		}
+	}
+	return ""
+}
