@@ -11,6 +11,8 @@
 #   size (the one size parser) → nothing of ours; storage, charm, state, facades and
 #   cmd/provisionctl import it
 #   provisiondtest (the test kit) → internal/daemon, rpc/client, rpc/params, credentials, watcher, watcher/watchertest
+#   state/store (the store seam) → watcher; state/store/etcdstore, state/store/storetest → state/store, watcher
+#   only state/store/etcdstore and internal/etcdtest import etcd (go.etcd.io/etcd/...)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mod=github.com/provisiond/provisiond
@@ -20,6 +22,9 @@ while read -r pkg imports; do
   for imp in $imports; do
     if [[ $imp == go.etcd.io/bbolt* && $rel != state/db* ]]; then
       echo "depcheck: $rel imports bbolt (only state/db may)"; fail=1
+    fi
+    if [[ $imp == go.etcd.io/etcd/* && $rel != state/store/etcdstore* && $rel != internal/etcdtest* ]]; then
+      echo "depcheck: $rel imports $imp (only state/store/etcdstore and internal/etcdtest may import etcd)"; fail=1
     fi
     [[ $imp == "$mod"/* ]] || continue
     dep=${imp#"$mod"/}
@@ -37,6 +42,8 @@ while read -r pkg imports; do
       rpc) case $dep in rpc/params) ok=1 ;; esac ;;
       state/db*) case $dep in watcher|state/internal/*) ok=1 ;; esac ;;
       state/statetest*) case $dep in state|state/db|watcher|storage|environ|charm|size|state/internal/*) ok=1 ;; esac ;;
+      state/store/etcdstore*|state/store/storetest*) case $dep in state/store|watcher) ok=1 ;; esac ;;
+      state/store) case $dep in watcher) ok=1 ;; esac ;;
       state/internal/*) ok=0 ;;
       state*) case $dep in state/db|state/internal/*|watcher|storage|environ|charm|size) ok=1 ;; esac ;;
       environ*) ok=0 ;;
