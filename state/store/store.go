@@ -271,5 +271,10 @@ type Dumper interface {
 // Loader is implemented by stores that can be filled from a dump: an
 // empty store only, in batches, with no change sets (a migration target).
 type Loader interface {
+	// Load writes the records next returns until it returns io.EOF, and
+	// returns how many it wrote. A store that holds anything refuses
+	// (and writes nothing); a key CheckKey refuses fails the load with
+	// ErrBadKey; an error from next is returned. A load that fails part
+	// way may leave the records of the batches it committed.
 	Load(ctx context.Context, next func() (key string, val []byte, err error)) (n int, err error)
 }
