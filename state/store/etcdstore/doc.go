@@ -1,0 +1,97 @@
+// Package etcdstore is the store.Store on etcd (go.etcd.io/etcd/client/v3):
+// several provisiond daemons, one controller, one etcd cluster. It is the
+// only package of provisiond, with internal/etcdtest, that imports etcd.
+//
+// # Keys
+//
+// A record's store key k lives at etcd key Prefix + k (default prefix
+// "/provisiond/"). The store's own keys are of the meta kind, which
+// functions can neither write nor read: meta/changes (the feed key),
+// meta/elect/<name>/ (elections) and meta/load (a Load in progress).
+//
+// # Reads: a local replica
+//
+// The store keeps a replica of the whole prefix in memory: a paged Get at
+// one revision R when it opens, then a watch from R+1. The watch goroutine
+// applies each watch response to a working B-tree (github.com/google/btree)
+// and publishes a copy-on-write Clone of it (O(1); later writes copy only
+// the nodes they touch) as the snapshot readers use, swapped atomically. So
+// View costs no round trip: an atomic load and tree lookups. A revision is
+// never split across responses: etcd's watchable store sends the events of
+// one revision in one response, its catch-up batches end at revision
+// boundaries, and the store does not ask for fragmented responses.
+//
+// The replica is known current while the watch has been heard from
+// (events, or a progress notification it asks for after StaleAfter/4 of
+// silence) within StaleAfter. Otherwise (etcd unreachable, or the member
+// lost its quorum: the watch requires a leader) View, Update, Ephemeral
+// and Health fail with store.ErrUnavailable. Reads therefore lag etcd by
+// at most the watch's delay, and a process always reads its own writes.
+//
+// # Writes: one etcd transaction per Update
+//
+// Update runs its function on the latest snapshot (revision A), recording
+// its read set: each key read with the mod revision it had (0 if absent),
+// and each range a scan covered. Writes are buffered. The commit is one
+// etcd Txn:
+//
+//	If(   ModRevision(key) == seen           for each key read (scanned keys included)
+//	      ModRevision(range) < A+1           for each range scanned: nothing put there since A
+//	) Then( the puts and deletes, and the put of the feed key with the change set )
+//
+// When the compares would exceed MaxTxnOps, one guard compare replaces
+// them: the feed key's mod revision is what it was at A (no commit of ours
+// since). It makes unrelated commits conflict and does not see a removal
+// by lease expiry, which only ever removes ephemeral keys. A refused
+// compare makes Update wait for the replica to reach the revision etcd
+// answered with and run the function again, up to 100 times with a
+// growing random pause, then fail with store.ErrContention. A commit
+// larger than MaxTxnOps operations or MaxRequestBytes fails with
+// store.ErrTooLarge before it is sent (and so does one etcd refuses for
+// those reasons: the message names etcd's --max-txn-ops and
+// --max-request-bytes).
+//
+// Other failures of a commit are store.ErrUnavailable and are not retried:
+// a commit whose answer was lost may have happened, and running the
+// function again could apply it twice. A caller that retries must make its
+// function idempotent, as the rpc clients of provisiond already must.
+//
+// # The change feed
+//
+// Every commit puts its change set, encoded compactly, to the feed key in
+// the same transaction, so its watch event hands every process every
+// change set at its revision. Revisions without one (the lease of a dead
+// process expiring; a write by another tool) reach Feed.Apply as changes
+// derived from their keys: removed, created, or no fields for an
+// overwrite. Update returns once the local replica has applied its
+// revision and Feed.Apply has returned for it. If the watch reports its
+// start revision compacted (the process fell behind etcd's compaction,
+// say while cut off), the store reloads the replica at the current
+// revision, calls Feed.Reset, logs it and counts it (Stats.Resets).
+//
+// # Concurrency contract
+//
+//   - Store is safe for concurrent use. Open starts the watch goroutine,
+//     which alone writes the replica and calls Feed.Apply and Feed.Reset,
+//     one at a time, in revision order; Close stops it and waits for it.
+//     While a watch runs, a helper goroutine of the watch asks for
+//     progress notifications; it ends with the watch.
+//   - The store's lease (Ephemeral keys, elections) is granted on first
+//     use; a keepalive goroutine owned by the store drains its keepalive
+//     responses and, if the lease is lost, puts the live ephemeral keys
+//     again under a new one. Each leadership has a monitor goroutine,
+//     which ends the leading context when the lease goes, the store
+//     closes or resign is called, and then resigns. Close revokes the
+//     lease and stops and waits for all of them.
+//   - View never blocks: it reads the latest published snapshot on the
+//     caller's goroutine. Values it returns are never modified (the tree
+//     keeps each one until it is replaced by a new slice).
+//   - Update blocks on its etcd round trip (bounded by RequestTimeout),
+//     then on the watch goroutine applying its revision (bounded by
+//     RequestTimeout); on a conflict, on the replica reaching the
+//     conflicting revision and a random pause. Its function runs on the
+//     caller's goroutine and must not call the store.
+//   - Close waits for Updates in progress (each bounded as above), ends
+//     waits and campaigns with store.ErrClosed, and does not wait for
+//     functions passed to Feed.
+package etcdstore

@@ -1,0 +1,405 @@
+package etcdstore
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/btree"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/provisiond/provisiond/state/store"
+)
+
+// Defaults of Config.
+const (
+	DefaultPrefix          = "/provisiond/"
+	DefaultDialTimeout     = 5 * time.Second
+	DefaultRequestTimeout  = 5 * time.Second
+	DefaultLeaseTTL        = 10 * time.Second
+	DefaultMaxTxnOps       = 128        // etcd's --max-txn-ops default
+	DefaultMaxRequestBytes = 1536 << 10 // etcd's --max-request-bytes default
+)
+
+// Config configures Open. Endpoints and Feed are needed; the rest has
+// defaults.
+type Config struct {
+	// Endpoints are etcd's client URLs (https://host:2379, ...).
+	Endpoints []string
+
+	// Prefix is put before every key; it must end in "/". Several
+	// controllers may share one etcd under distinct prefixes (neither a
+	// prefix of the other). Default DefaultPrefix.
+	Prefix string
+
+	// CAFile verifies etcd's certificate; CertFile and KeyFile are the
+	// client's, for etcd's --client-cert-auth. Any of them set means TLS.
+	CAFile, CertFile, KeyFile string
+
+	// Username and Password log in to etcd's auth, when enabled.
+	Username, Password string
+
+	// DialTimeout bounds the first connection.
+	DialTimeout time.Duration
+
+	// RequestTimeout bounds every request to etcd, and so how long a call
+	// takes to fail with store.ErrUnavailable when etcd cannot answer.
+	RequestTimeout time.Duration
+
+	// StaleAfter is how long the local replica may go without word from
+	// etcd's watch (an event or a progress notification, asked for every
+	// StaleAfter/4 of silence) before reads fail with
+	// store.ErrUnavailable. Default RequestTimeout.
+	StaleAfter time.Duration
+
+	// LeaseTTL is the time to live of the store's lease (Ephemeral keys,
+	// elections): how long after this process dies or loses etcd others
+	// see its keys go. Rounded up to seconds. Default DefaultLeaseTTL.
+	LeaseTTL time.Duration
+
+	// MaxTxnOps and MaxRequestBytes are the limits of the etcd cluster
+	// (its --max-txn-ops and --max-request-bytes): a transaction whose
+	// compares would exceed MaxTxnOps is guarded by one compare instead;
+	// one whose writes would exceed either fails with store.ErrTooLarge
+	// without being sent. Defaults: etcd's defaults.
+	MaxTxnOps       int
+	MaxRequestBytes int
+
+	// Feed receives the change feed.
+	Feed store.Feed
+
+	// Logger logs reconnections, compactions and lease losses; nil
+	// discards.
+	Logger *slog.Logger
+}
+
+// Stats are the store's counters, for /metrics.
+type Stats struct {
+	Resets      uint64 // the feed fell behind etcd's compaction: reloaded, Feed.Reset called
+	Reconnects  uint64 // the watch was started again after an error
+	Conflicts   uint64 // Update commits refused by a compare (the function re-run)
+	Contentions uint64 // Updates that gave up with store.ErrContention
+	LeaseLosses uint64 // the lease expired before the store could renew it
+}
+
+// Store is a store.Store on etcd. See the package documentation.
+type Store struct {
+	cli    *clientv3.Client
+	cfg    Config
+	prefix string
+	feedK  string // prefix + "meta/changes"
+	log    *slog.Logger
+	id     string // this store's name in elections and loads
+
+	snap atomic.Pointer[snapshot] // the replica's latest snapshot
+
+	// applied is the latest revision the feed has handed to Feed.Apply
+	// (or Reset); waiters wait for it.
+	applied atomic.Int64
+	waitMu  sync.Mutex
+	waiters waitHeap
+
+	heard atomic.Int64 // unix nanos of the watch's last word (event or progress)
+
+	stats struct {
+		resets, reconnects, conflicts, contentions, leaseLosses atomic.Uint64
+	}
+
+	ctx    context.Context // cancelled by Close, after Updates drained
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // every goroutine the store starts
+
+	mu          sync.Mutex // guards closed, inflight's Add, elects, wg's Add after Open
+	closed      bool
+	closing     chan struct{}   // closed when Close starts
+	closeCtx    context.Context // cancelled when Close starts (ends campaigns)
+	closeCancel context.CancelFunc
+	inflight    sync.WaitGroup
+	elects      map[string]chan struct{} // per election name: this process's one campaigner
+
+	leaseMu  sync.Mutex // guards lease, leaseGen, ephems; held while granting (never inside mu)
+	lease    clientv3.LeaseID
+	leaseGen chan struct{} // closed when the current lease is lost
+	ephems   map[*ephemeral]struct{}
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// snapshot is one revision of the replica: an immutable tree (a
+// copy-on-write clone of the watch goroutine's working tree) and the
+// revision it holds.
+type snapshot struct {
+	tree    *btree.BTreeG[item]
+	rev     int64
+	feedMod int64 // mod revision of the feed key at rev (0: none)
+}
+
+// item is one record of the replica.
+type item struct {
+	key string // without the prefix
+	val []byte // never modified once in a tree
+	mod int64
+}
+
+func itemLess(a, b item) bool { return a.key < b.key }
+
+// Open connects to etcd, loads the replica of the prefix and starts
+// following the watch. ctx bounds the connection and the load.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	if len(cfg.Endpoints) == 0 {
+		return nil, errors.New("etcdstore: no endpoints")
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = DefaultPrefix
+	}
+	if !strings.HasSuffix(cfg.Prefix, "/") {
+		return nil, fmt.Errorf("etcdstore: prefix %q does not end in /", cfg.Prefix)
+	}
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = DefaultDialTimeout
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	if cfg.StaleAfter <= 0 {
+		cfg.StaleAfter = cfg.RequestTimeout
+	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = DefaultLeaseTTL
+	}
+	if cfg.MaxTxnOps <= 0 {
+		cfg.MaxTxnOps = DefaultMaxTxnOps
+	}
+	if cfg.MaxTxnOps < 8 {
+		return nil, fmt.Errorf("etcdstore: MaxTxnOps %d is below 8", cfg.MaxTxnOps)
+	}
+	if cfg.MaxRequestBytes <= 0 {
+		cfg.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	ccfg := clientv3.Config{
+		Endpoints:            cfg.Endpoints,
+		DialTimeout:          cfg.DialTimeout,
+		DialKeepAliveTime:    cfg.RequestTimeout,
+		DialKeepAliveTimeout: cfg.RequestTimeout,
+		PermitWithoutStream:  true,
+		Username:             cfg.Username,
+		Password:             cfg.Password,
+		Logger:               zap.NewNop(),
+		MaxCallSendMsgSize:   cfg.MaxRequestBytes + 64<<10,
+		Context:              ctx,
+	}
+	if cfg.CAFile != "" || cfg.CertFile != "" || cfg.KeyFile != "" {
+		tc, err := tlsConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		ccfg.TLS = tc
+	}
+	// The client's context must outlive Open's: it is the parent of every
+	// request the client makes on its own (keepalives).
+	ccfg.Context = context.Background()
+	cli, err := clientv3.New(ccfg)
+	if err != nil {
+		return nil, fmt.Errorf("etcdstore: connect to %s: %w", strings.Join(cfg.Endpoints, ","), unavailable(err))
+	}
+	host, _ := os.Hostname()
+	s := &Store{
+		cli:     cli,
+		cfg:     cfg,
+		prefix:  cfg.Prefix,
+		feedK:   cfg.Prefix + feedKey,
+		log:     cfg.Logger.With("store", "etcd", "prefix", cfg.Prefix),
+		id:      fmt.Sprintf("%s/%d/%x", host, os.Getpid(), time.Now().UnixNano()),
+		closing: make(chan struct{}),
+		ephems:  map[*ephemeral]struct{}{},
+		elects:  map[string]chan struct{}{},
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.closeCtx, s.closeCancel = context.WithCancel(context.Background())
+	snap, err := s.load(ctx)
+	if err != nil {
+		s.cancel()
+		s.closeCancel()
+		cli.Close()
+		return nil, err
+	}
+	work := snap.tree.Clone() // before readers see snap.tree: Clone writes to it
+	s.publish(snap)
+	s.applied.Store(snap.rev)
+	s.heard.Store(time.Now().UnixNano())
+	s.wg.Add(1)
+	go s.follow(snap, work)
+	return s, nil
+}
+
+// The store's own keys, under the prefix (kind meta, which functions
+// cannot write nor read).
+const (
+	feedKey     = store.MetaKind + "/changes" // every commit's change set
+	electPrefix = store.MetaKind + "/elect/"  // elections (concurrency.Election)
+	loadKey     = store.MetaKind + "/load"    // a Load in progress
+)
+
+func tlsConfig(cfg Config) (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if cfg.CAFile != "" {
+		pem, err := os.ReadFile(cfg.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("etcdstore: CA file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("etcdstore: CA file %s holds no PEM certificate", cfg.CAFile)
+		}
+		tc.RootCAs = pool
+	}
+	if (cfg.CertFile == "") != (cfg.KeyFile == "") {
+		return nil, errors.New("etcdstore: a client certificate needs both a cert file and a key file")
+	}
+	if cfg.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.CertFile, cfg.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("etcdstore: client certificate: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}
+
+// Client returns the store's etcd client (for the daemon's own use of
+// etcd, such as its address registration's tests; not for records).
+func (s *Store) Client() *clientv3.Client { return s.cli }
+
+// Prefix returns the store's key prefix.
+func (s *Store) Prefix() string { return s.prefix }
+
+// Stats returns the store's counters.
+func (s *Store) Stats() Stats {
+	return Stats{
+		Resets:      s.stats.resets.Load(),
+		Reconnects:  s.stats.reconnects.Load(),
+		Conflicts:   s.stats.conflicts.Load(),
+		Contentions: s.stats.contentions.Load(),
+		LeaseLosses: s.stats.leaseLosses.Load(),
+	}
+}
+
+// Revision implements store.Store.
+func (s *Store) Revision() uint64 { return uint64(s.applied.Load()) }
+
+// Info implements store.Store.
+func (s *Store) Info() store.Info {
+	return store.Info{
+		Engine:   "etcd",
+		Location: strings.Join(s.cfg.Endpoints, ",") + " " + s.prefix,
+		Revision: s.Revision(),
+	}
+}
+
+// enter admits a call unless the store is closed; leave ends it.
+func (s *Store) enter() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return store.ErrClosed
+	}
+	s.inflight.Add(1)
+	return nil
+}
+
+func (s *Store) leave() { s.inflight.Done() }
+
+func (s *Store) isClosed() bool {
+	select {
+	case <-s.closing:
+		return true
+	default:
+		return false
+	}
+}
+
+// fresh reports whether the replica is known current: the watch has been
+// heard from within StaleAfter.
+func (s *Store) fresh() error {
+	silent := time.Duration(time.Now().UnixNano() - s.heard.Load())
+	if silent > s.cfg.StaleAfter {
+		return fmt.Errorf("etcdstore: %w: no word from etcd's watch for %s (the local replica may be stale)",
+			store.ErrUnavailable, silent.Round(time.Millisecond))
+	}
+	return nil
+}
+
+// View implements store.Store: fn reads the replica's latest snapshot, in
+// memory, without a round trip to etcd.
+func (s *Store) View(ctx context.Context, fn func(store.Reader) error) error {
+	if s.isClosed() {
+		return store.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := s.fresh(); err != nil {
+		return err
+	}
+	return fn(&reader{snap: s.snap.Load()})
+}
+
+// Health implements store.Store: a linearizable read (which needs a
+// quorum) and a current replica.
+func (s *Store) Health(ctx context.Context) error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.leave()
+	rctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	defer cancel()
+	if _, err := s.cli.Get(rctx, s.feedK, clientv3.WithCountOnly()); err != nil {
+		return s.fail(ctx, "health check", err)
+	}
+	return s.fresh()
+}
+
+// Close implements store.Store: new calls fail with ErrClosed, waits
+// end, Updates in progress finish, the lease is revoked (so other
+// processes see this one's ephemeral keys and leaderships go at once),
+// and every goroutine is stopped.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		close(s.closing)
+		s.closeCancel()
+		s.mu.Unlock()
+		s.inflight.Wait()
+		s.leaseMu.Lock()
+		lease := s.lease
+		s.leaseMu.Unlock()
+		if lease != clientv3.NoLease {
+			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
+			if _, err := s.cli.Revoke(ctx, lease); err != nil {
+				s.log.Warn("revoking the store's lease at close", "err", err)
+			}
+			cancel()
+		}
+		s.cancel()
+		s.wg.Wait()
+		s.wakeAll()
+		if err := s.cli.Close(); err != nil && !errors.Is(err, context.Canceled) {
+			s.closeErr = fmt.Errorf("etcdstore: close: %w", err)
+		}
+	})
+	return s.closeErr
+}

@@ -1,0 +1,390 @@
+package etcdstore
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/btree"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/provisiond/provisiond/state/store"
+	"github.com/provisiond/provisiond/watcher"
+)
+
+// btreeDegree: 32 keeps a tree of 100,000 records about four levels deep;
+// a copy-on-write write copies one node per level.
+const btreeDegree = 32
+
+// loadPage is how many keys one Get of a load or dump reads.
+const loadPage = 1000
+
+// load reads the whole prefix at one revision, in pages, into a new tree.
+func (s *Store) load(ctx context.Context) (*snapshot, error) {
+	tree := btree.NewG(btreeDegree, itemLess)
+	snap := &snapshot{tree: tree}
+	end := clientv3.GetPrefixRangeEnd(s.prefix)
+	from := s.prefix
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(loadPage)}
+		if snap.rev != 0 {
+			opts = append(opts, clientv3.WithRev(snap.rev))
+		}
+		rctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+		resp, err := s.cli.Get(rctx, from, opts...)
+		cancel()
+		if err != nil {
+			return nil, s.fail(ctx, "loading the replica", err)
+		}
+		if snap.rev == 0 {
+			snap.rev = resp.Header.Revision
+		}
+		for _, kv := range resp.Kvs {
+			key := string(kv.Key[len(s.prefix):])
+			if key == feedKey {
+				snap.feedMod = kv.ModRevision
+			}
+			if store.Kind(key) == store.MetaKind {
+				continue
+			}
+			tree.ReplaceOrInsert(item{key: key, val: kv.Value, mod: kv.ModRevision})
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return snap, nil
+		}
+		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}
+
+func (s *Store) publish(snap *snapshot) { s.snap.Store(snap) }
+
+// errCompacted: the watch's start revision has been compacted away.
+var errCompacted = errors.New("etcdstore: watch revision compacted")
+
+// follow is the watch goroutine: it applies every revision of the prefix
+// to the replica, hands the change sets to the feed, and starts the watch
+// again after an error (reloading when history was compacted meanwhile).
+func (s *Store) follow(snap *snapshot, work *btree.BTreeG[item]) {
+	defer s.wg.Done()
+	backoff := 50 * time.Millisecond
+	for {
+		err := s.watch(&work, &snap)
+		if s.ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, errCompacted) {
+			loaded, lerr := s.load(s.ctx)
+			if lerr != nil {
+				s.log.Warn("reloading the replica after compaction", "err", lerr)
+				if !s.pause(&backoff) {
+					return
+				}
+				continue
+			}
+			s.stats.resets.Add(1)
+			s.log.Warn("the change feed fell behind etcd's compaction: replica reloaded, every watcher woken",
+				"from", snap.rev, "to", loaded.rev)
+			snap = loaded
+			work = snap.tree.Clone()
+			s.heard.Store(time.Now().UnixNano())
+			s.publish(snap)
+			if s.cfg.Feed.Reset != nil {
+				s.cfg.Feed.Reset(uint64(snap.rev))
+			}
+			s.setApplied(snap.rev)
+			backoff = 50 * time.Millisecond
+			continue
+		}
+		s.stats.reconnects.Add(1)
+		s.log.Warn("etcd watch ended; starting again", "from", snap.rev+1, "err", err)
+		if !s.pause(&backoff) {
+			return
+		}
+	}
+}
+
+// pause waits for the backoff (doubling it, up to 2 s) or Close.
+func (s *Store) pause(backoff *time.Duration) bool {
+	t := time.NewTimer(*backoff)
+	defer t.Stop()
+	*backoff = min(2**backoff, 2*time.Second)
+	select {
+	case <-t.C:
+		return true
+	case <-s.ctx.Done():
+		return false
+	}
+}
+
+// watch follows one watch from snap's revision + 1 until it fails. It
+// asks for a progress notification whenever StaleAfter/4 passes in
+// silence, so an idle replica stays known current.
+func (s *Store) watch(work **btree.BTreeG[item], snapp **snapshot) error {
+	// WithRequireLeader: a member that loses its quorum ends the watch
+	// (rather than serving a stream that no longer moves).
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(s.ctx))
+	defer cancel()
+	wch := s.cli.Watch(wctx, s.prefix, clientv3.WithPrefix(), clientv3.WithRev((*snapp).rev+1))
+	progressDone := make(chan struct{})
+	go s.askProgress(wctx, progressDone)
+	defer func() { cancel(); <-progressDone }()
+	for resp := range wch {
+		if resp.CompactRevision != 0 {
+			return fmt.Errorf("%w (at %d, needed %d)", errCompacted, resp.CompactRevision, (*snapp).rev+1)
+		}
+		if err := resp.Err(); err != nil {
+			if errors.Is(err, rpctypes.ErrCompacted) {
+				return errCompacted
+			}
+			return err
+		}
+		if resp.Canceled {
+			return errors.New("etcdstore: watch cancelled by etcd")
+		}
+		s.heard.Store(time.Now().UnixNano())
+		s.apply(work, snapp, resp.Events, resp.Header.Revision)
+	}
+	if err := s.ctx.Err(); err != nil {
+		return err
+	}
+	return errors.New("etcdstore: watch channel closed")
+}
+
+// askProgress asks etcd for a progress notification on the watch's stream
+// whenever a quarter of StaleAfter passes without word from it. It owns
+// no state but its ticker; watch stops it by cancelling ctx.
+func (s *Store) askProgress(ctx context.Context, done chan<- struct{}) {
+	defer close(done)
+	every := max(s.cfg.StaleAfter/4, time.Millisecond)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if time.Duration(time.Now().UnixNano()-s.heard.Load()) < every {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+		_ = s.cli.RequestProgress(rctx) // silence is what fresh measures
+		cancel()
+	}
+}
+
+// revChanges is the part of one watch response at one revision.
+type revChanges struct {
+	rev      int64
+	recorded []watcher.Change // the change set of ours the revision carries
+	derived  []watcher.Change // the changes of its events, for a revision without one
+	hasFeed  bool             // the revision carries a change set of ours
+	bad      bool             // ... which would not decode
+}
+
+// apply applies the events of one watch response (whole revisions, in
+// order: etcd's watchable store sends the events of one revision in one
+// response, and batches of catch-up events end at revision boundaries),
+// publishes one snapshot of the last, then hands each revision's change
+// set to the feed and wakes the Updates waiting for them. The snapshot is
+// published before Apply: a watcher that subscribes in between reads the
+// new state and then sees a change at or below its snapshot's revision,
+// which it ignores; the other order would lose the change for it.
+func (s *Store) apply(work **btree.BTreeG[item], snapp **snapshot, evs []*clientv3.Event, hdrRev int64) {
+	snap := *snapp
+	if len(evs) == 0 {
+		if hdrRev > snap.rev {
+			snap = &snapshot{tree: snap.tree, rev: hdrRev, feedMod: snap.feedMod}
+			*snapp = snap
+			s.publish(snap)
+			s.setApplied(hdrRev)
+		}
+		return
+	}
+	var revs []revChanges
+	feedMod := snap.feedMod
+	t := *work
+	for _, ev := range evs {
+		rev := ev.Kv.ModRevision
+		if len(revs) == 0 || revs[len(revs)-1].rev != rev {
+			revs = append(revs, revChanges{rev: rev})
+		}
+		rc := &revs[len(revs)-1]
+		key := string(ev.Kv.Key[len(s.prefix):])
+		if store.Kind(key) == store.MetaKind {
+			if key == feedKey && ev.Type == mvccpb.PUT {
+				feedMod = rev
+				rc.hasFeed = true
+				cs, err := decodeChanges(ev.Kv.Value)
+				if err != nil {
+					rc.bad = true
+					s.log.Error("undecodable change set in the feed", "rev", rev, "err", err)
+				}
+				rc.recorded = cs
+			}
+			continue
+		}
+		if ev.Type == mvccpb.DELETE {
+			t.Delete(item{key: key})
+		} else {
+			t.ReplaceOrInsert(item{key: key, val: ev.Kv.Value, mod: rev})
+		}
+		if !rc.hasFeed {
+			rc.derived = append(rc.derived, derived(key, ev))
+		}
+	}
+	last := max(revs[len(revs)-1].rev, hdrRev)
+	*work = t
+	snap = &snapshot{tree: t.Clone(), rev: last, feedMod: feedMod}
+	*snapp = snap
+	s.publish(snap)
+	for i := range revs {
+		rc := &revs[i]
+		switch {
+		case rc.bad:
+			// A change set we cannot read: wake every watcher rather
+			// than miss what it said.
+			if s.cfg.Feed.Reset != nil {
+				s.cfg.Feed.Reset(uint64(rc.rev))
+			}
+		case rc.hasFeed:
+			if s.cfg.Feed.Apply != nil {
+				s.cfg.Feed.Apply(watcher.ChangeSet{Rev: uint64(rc.rev), Changes: rc.recorded})
+			}
+		case len(rc.derived) > 0:
+			// A revision without our change set (a lease's expiry, a
+			// write by another tool): the changes derived from its keys.
+			if s.cfg.Feed.Apply != nil {
+				s.cfg.Feed.Apply(watcher.ChangeSet{Rev: uint64(rc.rev), Changes: rc.derived})
+			}
+		}
+		s.setApplied(rc.rev)
+	}
+	s.setApplied(last)
+}
+
+// derived is the change an event makes to a key outside a change set of
+// ours: created or removed (store.Ephemeral's contract), or a change
+// without fields for an overwrite.
+func derived(key string, ev *clientv3.Event) watcher.Change {
+	c := watcher.Change{Kind: watcher.Kind(store.Kind(key)), ID: store.Rest(key)}
+	switch {
+	case ev.Type == mvccpb.DELETE:
+		c.Fields = []string{watcher.FieldRemoved}
+	case ev.Kv.Version == 1:
+		c.Fields = []string{watcher.FieldCreated}
+	}
+	return c
+}
+
+// setApplied records that every revision up to rev has been applied and
+// wakes the waiters for them.
+func (s *Store) setApplied(rev int64) {
+	if rev <= s.applied.Load() {
+		return
+	}
+	s.applied.Store(rev)
+	s.waitMu.Lock()
+	for len(s.waiters) > 0 && s.waiters[0].rev <= rev {
+		w := heap.Pop(&s.waiters).(*waiter)
+		close(w.ch)
+	}
+	s.waitMu.Unlock()
+}
+
+// wakeAll wakes every waiter (Close).
+func (s *Store) wakeAll() {
+	s.waitMu.Lock()
+	for len(s.waiters) > 0 {
+		close(heap.Pop(&s.waiters).(*waiter).ch)
+	}
+	s.waitMu.Unlock()
+}
+
+// WaitApplied implements store.Store.
+func (s *Store) WaitApplied(ctx context.Context, rev uint64) error {
+	if s.isClosed() {
+		return store.ErrClosed
+	}
+	return s.waitApplied(ctx, int64(rev))
+}
+
+func (s *Store) waitApplied(ctx context.Context, rev int64) error {
+	if s.applied.Load() >= rev {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	w := &waiter{rev: rev, ch: make(chan struct{})}
+	s.waitMu.Lock()
+	if s.applied.Load() >= rev {
+		s.waitMu.Unlock()
+		return nil
+	}
+	heap.Push(&s.waiters, w)
+	s.waitMu.Unlock()
+	select {
+	case <-w.ch:
+		if s.applied.Load() < rev {
+			return store.ErrClosed
+		}
+		return nil
+	case <-s.closing:
+		s.drop(w)
+		if s.applied.Load() >= rev {
+			return nil
+		}
+		return store.ErrClosed
+	case <-ctx.Done():
+		s.drop(w)
+		if s.applied.Load() >= rev {
+			return nil
+		}
+		return ctx.Err()
+	}
+}
+
+// drop removes a waiter that gave up, unless it has been woken already.
+func (s *Store) drop(w *waiter) {
+	s.waitMu.Lock()
+	if w.index >= 0 {
+		heap.Remove(&s.waiters, w.index)
+	}
+	s.waitMu.Unlock()
+}
+
+// waiter is one WaitApplied call waiting for rev.
+type waiter struct {
+	rev   int64
+	ch    chan struct{}
+	index int // in the heap; -1 once popped
+}
+
+// waitHeap orders waiters by revision, so an applied revision wakes only
+// those it satisfies.
+type waitHeap []*waiter
+
+func (h waitHeap) Len() int           { return len(h) }
+func (h waitHeap) Less(i, j int) bool { return h[i].rev < h[j].rev }
+func (h waitHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *waitHeap) Push(x any) {
+	w := x.(*waiter)
+	w.index = len(*h)
+	*h = append(*h, w)
+}
+func (h *waitHeap) Pop() any {
+	old := *h
+	w := old[len(old)-1]
+	old[len(old)-1] = nil
+	w.index = -1
+	*h = old[:len(old)-1]
+	return w
+}

@@ -1,0 +1,437 @@
+package etcdstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/provisiond/provisiond/state/store"
+	"github.com/provisiond/provisiond/watcher"
+)
+
+// maxAttempts bounds how often Update runs its function when its commit
+// keeps meeting conflicting writers.
+const maxAttempts = 100
+
+// reader is a read view of one snapshot.
+type reader struct{ snap *snapshot }
+
+func (r *reader) Revision() uint64 { return uint64(r.snap.rev) }
+
+func (r *reader) Get(key string) ([]byte, bool, error) {
+	it, ok := r.snap.tree.Get(item{key: key})
+	return it.val, ok, nil
+}
+
+func (r *reader) GetFunc(key string, fn func([]byte)) (bool, error) {
+	it, ok := r.snap.tree.Get(item{key: key})
+	if ok {
+		fn(it.val)
+	}
+	return ok, nil
+}
+
+func (r *reader) Scan(prefix, start string, limit int, fn func(string, []byte) error) (string, bool, error) {
+	return scan(r.snap, nil, prefix, start, limit, fn, nil)
+}
+
+// scanLower is the first key a scan of prefix after start may visit.
+func scanLower(prefix, start string) string {
+	if start >= prefix {
+		return start + "\x00"
+	}
+	return prefix
+}
+
+// scan visits, in key order, the keys with prefix after start of the
+// snapshot overlaid with a transaction's buffered writes (nil for a
+// view), at most limit of them. seen, if set, is told each snapshot key
+// visited (or peeked at to answer "more"), with its mod revision.
+func scan(snap *snapshot, writes map[string]*write, prefix, start string, limit int,
+	fn func(string, []byte) error, seen func(key string, mod int64)) (last string, more bool, err error) {
+	if limit <= 0 || limit > store.MaxScan {
+		limit = store.MaxScan
+	}
+	lower := scanLower(prefix, start)
+	var buffered []string
+	for k := range writes {
+		if k >= lower && strings.HasPrefix(k, prefix) {
+			buffered = append(buffered, k)
+		}
+	}
+	slices.Sort(buffered)
+	visited, bi := 0, 0
+	stopped := false
+	// emit visits one key of the result; false stops the scan.
+	emit := func(k string, v []byte) bool {
+		if visited == limit {
+			more = true
+			return false
+		}
+		visited++
+		last = k
+		if err = fn(k, v); err != nil {
+			return false
+		}
+		return true
+	}
+	// flush emits the buffered keys before key ("" for all).
+	flush := func(key string) bool {
+		for bi < len(buffered) && (key == "" || buffered[bi] < key) {
+			k := buffered[bi]
+			bi++
+			if w := writes[k]; !w.del && !emit(k, w.val) {
+				return false
+			}
+		}
+		return true
+	}
+	snap.tree.AscendGreaterOrEqual(item{key: lower}, func(it item) bool {
+		if !strings.HasPrefix(it.key, prefix) {
+			return false
+		}
+		if !flush(it.key) {
+			stopped = true
+			return false
+		}
+		if bi < len(buffered) && buffered[bi] == it.key {
+			bi++
+			if w := writes[it.key]; !w.del && !emit(it.key, w.val) {
+				stopped = true
+				return false
+			}
+			return true
+		}
+		if seen != nil {
+			seen(it.key, it.mod)
+		}
+		if !emit(it.key, it.val) {
+			stopped = true
+			return false
+		}
+		return true
+	})
+	if !stopped {
+		flush("")
+	}
+	return last, more, err
+}
+
+// write is a buffered write of a transaction.
+type write struct {
+	val []byte
+	del bool
+}
+
+// undo restores a key's buffered write as it was before a write inside a
+// Nest (prev nil: the key had none).
+type undo struct {
+	key  string
+	prev *write
+}
+
+// txn is one run of an Update function: reads of a snapshot overlaid with
+// the buffered writes, and the read set that validates them at commit.
+type txn struct {
+	s       *Store
+	snap    *snapshot
+	writes  map[string]*write
+	changes []watcher.Change
+	reads   map[string]int64 // snapshot keys read, with the mod revision seen (0: absent)
+	ranges  [][2]string      // etcd key ranges [from, to) scanned
+	depth   int              // Nest depth
+	undos   []undo           // writes made inside Nest, to undo
+	done    bool
+}
+
+var errTxnDone = errors.New("etcdstore: transaction used after its function returned")
+
+func (t *txn) Revision() uint64 { return uint64(t.snap.rev) }
+
+func (t *txn) read(key string, mod int64) {
+	if t.reads == nil {
+		t.reads = make(map[string]int64, 4)
+	}
+	if _, ok := t.reads[key]; !ok {
+		t.reads[key] = mod
+	}
+}
+
+func (t *txn) Get(key string) ([]byte, bool, error) {
+	if t.done {
+		return nil, false, errTxnDone
+	}
+	if w, ok := t.writes[key]; ok {
+		if w.del {
+			return nil, false, nil
+		}
+		return w.val, true, nil
+	}
+	it, ok := t.snap.tree.Get(item{key: key})
+	t.read(key, it.mod)
+	return it.val, ok, nil
+}
+
+func (t *txn) GetFunc(key string, fn func([]byte)) (bool, error) {
+	v, ok, err := t.Get(key)
+	if ok {
+		fn(v)
+	}
+	return ok, err
+}
+
+func (t *txn) Scan(prefix, start string, limit int, fn func(string, []byte) error) (string, bool, error) {
+	if t.done {
+		return "", false, errTxnDone
+	}
+	last, more, err := scan(t.snap, t.writes, prefix, start, limit, fn, t.read)
+	// The range the scan covered: up to its last key when it stopped
+	// early, to the end of the prefix when it did not. A key put in it
+	// since the snapshot has a newer mod revision; one removed is among
+	// the keys read.
+	from := t.s.prefix + scanLower(prefix, start)
+	var to string
+	if more || err != nil {
+		to = t.s.prefix + last + "\x00"
+	} else {
+		to = clientv3.GetPrefixRangeEnd(t.s.prefix + prefix)
+	}
+	if from < to {
+		t.addRange(from, to)
+	}
+	return last, more, err
+}
+
+// addRange records a scanned range, leaving out the store's own meta keys
+// (the feed key changes at every commit: a scan over it would conflict
+// with every writer).
+func (t *txn) addRange(from, to string) {
+	metaFrom := t.s.prefix + store.MetaKind + "/"
+	metaTo := clientv3.GetPrefixRangeEnd(metaFrom)
+	if from < metaTo && to > metaFrom {
+		if from < metaFrom {
+			t.ranges = append(t.ranges, [2]string{from, metaFrom})
+		}
+		if to > metaTo {
+			t.ranges = append(t.ranges, [2]string{metaTo, to})
+		}
+		return
+	}
+	t.ranges = append(t.ranges, [2]string{from, to})
+}
+
+func (t *txn) set(key string, w *write) error {
+	if t.done {
+		return errTxnDone
+	}
+	if err := store.CheckKey(key); err != nil {
+		return err
+	}
+	if t.writes == nil {
+		t.writes = make(map[string]*write, 4)
+	}
+	if t.depth > 0 {
+		t.undos = append(t.undos, undo{key: key, prev: t.writes[key]})
+	}
+	t.writes[key] = w
+	return nil
+}
+
+func (t *txn) Put(key string, val []byte) error {
+	v := bytes.Clone(val)
+	if v == nil {
+		v = []byte{}
+	}
+	return t.set(key, &write{val: v})
+}
+
+func (t *txn) Delete(key string) error { return t.set(key, &write{del: true}) }
+
+func (t *txn) Record(c watcher.Change) {
+	if !t.done {
+		t.changes = append(t.changes, c)
+	}
+}
+
+func (t *txn) Nest(fn func() error) error {
+	mark, cmark := len(t.undos), len(t.changes)
+	t.depth++
+	err := fn()
+	t.depth--
+	if err != nil {
+		for i := len(t.undos) - 1; i >= mark; i-- {
+			u := t.undos[i]
+			if u.prev == nil {
+				delete(t.writes, u.key)
+			} else {
+				t.writes[u.key] = u.prev
+			}
+		}
+		t.undos = t.undos[:mark]
+		t.changes = t.changes[:cmark]
+	} else if t.depth == 0 {
+		t.undos = t.undos[:0]
+	}
+	return err
+}
+
+// commit builds the etcd transaction of t: the compares of its read set
+// (or the one guard compare, when they would exceed MaxTxnOps) and its
+// writes with the change set. ops is nil when t writes nothing.
+func (t *txn) commit() (cmps []clientv3.Cmp, ops []clientv3.Op, err error) {
+	s := t.s
+	size := 0
+	for k, w := range t.writes {
+		if w.del {
+			if !t.snap.tree.Has(item{key: k}) {
+				continue // removing what is not there writes nothing
+			}
+			ops = append(ops, clientv3.OpDelete(s.prefix+k))
+			size += len(s.prefix) + len(k) + 16
+			continue
+		}
+		ops = append(ops, clientv3.OpPut(s.prefix+k, string(w.val)))
+		size += len(s.prefix) + len(k) + len(w.val) + 16
+	}
+	if len(ops) == 0 {
+		return nil, nil, nil
+	}
+	cs := encodeChanges(t.changes)
+	ops = append(ops, clientv3.OpPut(s.feedK, string(cs)))
+	size += len(s.feedK) + len(cs) + 16
+	if len(ops) > s.cfg.MaxTxnOps {
+		return nil, nil, fmt.Errorf("etcdstore: %w: %d writes, etcd allows %d operations per transaction (MaxTxnOps; etcd's --max-txn-ops)",
+			store.ErrTooLarge, len(ops)-1, s.cfg.MaxTxnOps)
+	}
+	if size > s.cfg.MaxRequestBytes {
+		return nil, nil, fmt.Errorf("etcdstore: %w: %d bytes of writes, etcd allows requests of %d (MaxRequestBytes; etcd's --max-request-bytes)",
+			store.ErrTooLarge, size, s.cfg.MaxRequestBytes)
+	}
+	if len(t.reads)+len(t.ranges) > s.cfg.MaxTxnOps {
+		// Too many compares: guard with the feed key, which every commit
+		// of ours writes. It refuses the commit if anything of ours was
+		// committed since the snapshot (a false conflict when it touched
+		// nothing we read, which costs a re-run); only a removal by lease
+		// expiry of an ephemeral key read escapes it.
+		return []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(s.feedK), "=", t.snap.feedMod)}, ops, nil
+	}
+	cmps = make([]clientv3.Cmp, 0, len(t.reads)+len(t.ranges))
+	for k, mod := range t.reads {
+		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(s.prefix+k), "=", mod))
+	}
+	for _, r := range t.ranges {
+		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(r[0]), "<", t.snap.rev+1).WithRange(r[1]))
+	}
+	return cmps, ops, nil
+}
+
+// Update implements store.Store (see the package documentation).
+func (s *Store) Update(ctx context.Context, fn func(store.Txn) error) (uint64, error) {
+	if err := s.enter(); err != nil {
+		return 0, err
+	}
+	defer s.leave()
+	for attempt := 1; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		if err := s.fresh(); err != nil {
+			return 0, err
+		}
+		snap := s.snap.Load()
+		t := &txn{s: s, snap: snap}
+		err := fn(t)
+		t.done = true
+		if err != nil {
+			return 0, err
+		}
+		cmps, ops, err := t.commit()
+		if err != nil || ops == nil {
+			if err != nil {
+				return 0, err
+			}
+			return uint64(snap.rev), nil
+		}
+		rctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+		resp, err := s.cli.Txn(rctx).If(cmps...).Then(ops...).Commit()
+		cancel()
+		if err != nil {
+			return 0, s.fail(ctx, "commit", err)
+		}
+		rev := resp.Header.Revision
+		if resp.Succeeded {
+			// Durable (a quorum has it); return once this process has
+			// applied it, whatever the caller's context says now.
+			if err := s.waitLocal(ctx, rev); err != nil {
+				return 0, fmt.Errorf("etcdstore: %w: committed at revision %d but not applied by this process: %w",
+					store.ErrUnavailable, rev, err)
+			}
+			return uint64(rev), nil
+		}
+		s.stats.conflicts.Add(1)
+		if attempt == maxAttempts {
+			s.stats.contentions.Add(1)
+			return 0, fmt.Errorf("etcdstore: %w: %d attempts conflicted with other writers", store.ErrContention, attempt)
+		}
+		// Run again once the replica has what the compare saw.
+		if err := s.waitLocal(ctx, rev); err != nil {
+			return 0, fmt.Errorf("etcdstore: %w: waiting for revision %d: %w", store.ErrUnavailable, rev, err)
+		}
+		if attempt > 1 {
+			// Writers that keep colliding spread out: a random pause of
+			// up to 2^attempt * 50 µs, at most 50 ms.
+			d := time.Duration(rand.Int64N(int64(min(time.Duration(50<<min(attempt, 20))*time.Microsecond, 50*time.Millisecond))))
+			tm := time.NewTimer(d)
+			select {
+			case <-tm.C:
+			case <-ctx.Done():
+				tm.Stop()
+				return 0, ctx.Err()
+			}
+		}
+	}
+}
+
+// waitLocal waits, at most RequestTimeout and regardless of ctx's
+// cancellation, for this process to apply rev.
+func (s *Store) waitLocal(ctx context.Context, rev int64) error {
+	if s.applied.Load() >= rev {
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.RequestTimeout)
+	defer cancel()
+	return s.waitApplied(wctx, rev)
+}
+
+// fail translates an error of the etcd client: the caller's own context
+// ending stays that; etcd's transaction limits are store.ErrTooLarge;
+// anything else (no leader, unreachable, timed out, auth) is
+// store.ErrUnavailable with the cause.
+func (s *Store) fail(ctx context.Context, what string, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("etcdstore: %s: %w", what, ctx.Err())
+	}
+	if errors.Is(err, rpctypes.ErrTooManyOps) || errors.Is(err, rpctypes.ErrGRPCTooManyOps) {
+		return fmt.Errorf("etcdstore: %s: %w: %v (raise etcd's --max-txn-ops, and the store's MaxTxnOps to match)",
+			what, store.ErrTooLarge, err)
+	}
+	if errors.Is(err, rpctypes.ErrRequestTooLarge) || errors.Is(err, rpctypes.ErrGRPCRequestTooLarge) ||
+		status.Code(err) == codes.ResourceExhausted {
+		return fmt.Errorf("etcdstore: %s: %w: %v (raise etcd's --max-request-bytes, and the store's MaxRequestBytes to match)",
+			what, store.ErrTooLarge, err)
+	}
+	return fmt.Errorf("etcdstore: %s: %w: %w", what, store.ErrUnavailable, err)
+}
+
+// unavailable wraps an error of connecting.
+func unavailable(err error) error { return fmt.Errorf("%w: %w", store.ErrUnavailable, err) }
