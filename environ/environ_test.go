@@ -61,7 +61,10 @@ func TestFindTools(t *testing.T) {
 		{ToolsFilter{Major: 3, Minor: -1}, 3},
 		{ToolsFilter{Major: 2, Minor: 9}, 1},
 		{ToolsFilter{Major: 3, Minor: 2}, 0},
-		{ToolsFilter{Release: "trusty", Minor: -1}, 1},
+		{ToolsFilter{Release: "ubuntu", Minor: -1}, 4},
+		{ToolsFilter{Release: "trusty", Minor: -1}, 5}, // its own and those of its OS
+		{ToolsFilter{Release: "jammy", Major: 1, Minor: -1}, 0},
+		{ToolsFilter{Release: "centos7", Minor: -1}, 0},
 	} {
 		if got := FindTools(catalog, tc.f); len(got) != tc.want {
 			t.Errorf("FindTools(%+v) = %v; want %d", tc.f, names(got), tc.want)
@@ -130,5 +133,36 @@ func TestNetworking(t *testing.T) {
 	}
 	if z := AvailabilityZones(subnets); len(z) != 2 || z[0] != "a" {
 		t.Errorf("zones = %v", z)
+	}
+}
+
+func TestSeriesBases(t *testing.T) {
+	for _, c := range []struct{ series, os, track string }{
+		{"trusty", "ubuntu", "14.04"}, {"xenial", "ubuntu", "16.04"}, {"bionic", "ubuntu", "18.04"},
+		{"focal", "ubuntu", "20.04"}, {"jammy", "ubuntu", "22.04"}, {"noble", "ubuntu", "24.04"},
+		{"oracular", "ubuntu", "24.10"}, {"plucky", "ubuntu", "25.04"},
+		{"centos7", "centos", "7"}, {"centos9", "centos", "9"}, {"kubernetes", "kubernetes", "kubernetes"},
+	} {
+		if os, track, ok := SeriesBase(c.series); !ok || os != c.os || track != c.track {
+			t.Errorf("SeriesBase(%q) = %q, %q, %v", c.series, os, track, ok)
+		}
+		for _, ch := range []string{c.track, c.track + "/stable", c.track + "/edge"} {
+			if s, ok := BaseSeries(c.os, ch); !ok || s != c.series {
+				t.Errorf("BaseSeries(%q, %q) = %q, %v; want %q", c.os, ch, s, ok, c.series)
+			}
+		}
+	}
+	if _, _, ok := SeriesBase("warty"); ok {
+		t.Error("SeriesBase knows warty")
+	}
+	if _, ok := BaseSeries("ubuntu", "99.04"); ok {
+		t.Error("BaseSeries knows ubuntu@99.04")
+	}
+	b, _ := ParseBinary("3.3.0-ubuntu-amd64")
+	if got := b.ForSeries("jammy").String(); got != "3.3.0-jammy-amd64" {
+		t.Errorf("ForSeries(jammy) = %s", got)
+	}
+	if got := b.ForSeries("centos7").String(); got != "3.3.0-ubuntu-amd64" {
+		t.Errorf("ForSeries(centos7) = %s", got)
 	}
 }

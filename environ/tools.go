@@ -103,7 +103,10 @@ type Tools struct {
 }
 
 // ToolsFilter selects catalog entries; zero fields match anything. Major
-// and Minor are used only when Number is zero (Minor -1: any).
+// and Minor are used only when Number is zero (Minor -1: any). Release is
+// an OS ("ubuntu") or a 2015 series ("jammy"); a series also matches the
+// entries of its OS (Juju 3 keeps agent binaries by OS, so "3.3.0-ubuntu-
+// amd64" serves a jammy machine).
 type ToolsFilter struct {
 	Number  Number
 	Major   int
@@ -129,7 +132,7 @@ func FindTools(catalog []Tools, f ToolsFilter) []Tools {
 				continue
 			}
 		}
-		if f.Release != "" && v.Release != f.Release {
+		if f.Release != "" && v.Release != f.Release && v.Release != SeriesOS(f.Release) {
 			continue
 		}
 		if f.Arch != "" && v.Arch != f.Arch {
@@ -144,6 +147,17 @@ func FindTools(catalog []Tools, f ToolsFilter) []Tools {
 		return cmp.Compare(a.Version.String(), b.Version.String())
 	})
 	return out
+}
+
+// ForSeries returns b as a 2015 client asks for it: an entry kept by OS
+// named by the series asked for ("3.3.0-ubuntu-amd64" for jammy is
+// "3.3.0-jammy-amd64"); 2015 agents read the series out of the version.
+// Entries of another release, and an empty series, leave b as it is.
+func (b Binary) ForSeries(series string) Binary {
+	if series != "" && b.Release != series && b.Release == SeriesOS(series) {
+		b.Release = series
+	}
+	return b
 }
 
 // ToolsURL is where an agent downloads t from this controller.
