@@ -228,6 +228,9 @@ type MachineParams struct {
 	ParentID      string
 	ContainerType string
 
+	// Series (2015) is stored as its base when Base is empty and Juju's
+	// table names it (environ.SeriesBase), and kept as given otherwise;
+	// with a Base it is ignored: the base is the machine's one OS.
 	Series            string
 	Base              Base
 	Constraints       Constraints
@@ -285,6 +288,7 @@ func (st *State) AddMachine(model string, p MachineParams) (Machine, error) {
 			return Machine{}, errors.NotValidf("volume of size 0")
 		}
 	}
+	p.Base, p.Series = seriesAsBase(p.Base, p.Series)
 	var hash string
 	if p.Password != "" {
 		if err := validateAgentPassword(p.Password); err != nil {

@@ -71,7 +71,7 @@ func (p *Provisioner) InstanceId(_ context.Context, args params.Entities) (param
 			return params.StringResult{}, err
 		}
 		if !m.Provisioned() {
-			return params.StringResult{}, p.notProvisioned(m.ID)
+			return params.StringResult{}, notProvisioned(m.ID)
 		}
 		return params.StringResult{Result: m.InstanceID}, nil
 	})}, nil

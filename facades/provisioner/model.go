@@ -321,10 +321,15 @@ func (p *Provisioner) toolsURL(b environ.Binary) string {
 	return environ.ToolsURL(addr, p.model, b)
 }
 
-func (p *Provisioner) wireTools(ts []environ.Tools) []params.Tools {
+// wireTools lists catalog entries for the wire. series, for a 2015
+// client, names the entries kept by OS with the series asked for
+// (environ.Binary.ForSeries): 2015 agents take the instance's series from
+// the version.
+func (p *Provisioner) wireTools(ts []environ.Tools, series string) []params.Tools {
 	out := make([]params.Tools, len(ts))
 	for i, t := range ts {
-		out[i] = params.Tools{Version: t.Version.String(), URL: p.toolsURL(t.Version), SHA256: t.SHA256, Size: t.Size}
+		v := t.Version.ForSeries(series)
+		out[i] = params.Tools{Version: v.String(), URL: p.toolsURL(v), SHA256: t.SHA256, Size: t.Size}
 	}
 	return out
 }
@@ -360,7 +365,7 @@ func (p *Provisioner) FindTools(_ context.Context, args params.FindToolsParams) 
 	if err != nil {
 		return params.FindToolsResult{List: []params.Tools{}, Error: facade.ServerError(err)}, nil
 	}
-	return params.FindToolsResult{List: p.wireTools(found)}, nil
+	return params.FindToolsResult{List: p.wireTools(found, "")}, nil
 }
 
 // Tools returns the agent binaries each machine should run: the model's
@@ -397,7 +402,11 @@ func (p *Provisioner) Tools(_ context.Context, args params.Entities) (params.Too
 		if err != nil {
 			return params.ToolsResult{}, errors.NewNotFound(nil, "tools not found")
 		}
-		return params.ToolsResult{Tools: p.wireTools(found)}, nil
+		series := ""
+		if p.v1 {
+			series = release
+		}
+		return params.ToolsResult{Tools: p.wireTools(found, series)}, nil
 	})}, nil
 }
 
@@ -414,7 +423,7 @@ func (p *Provisioner) machineRelease(m state.Machine) (release, arch string) {
 		arch = *m.Constraints.Arch
 	}
 	if p.v1 {
-		release = m.Series
+		release = machineSeries(m)
 		if release == "" {
 			release = "trusty"
 		}

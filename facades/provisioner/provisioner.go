@@ -16,7 +16,6 @@
 package provisioner
 
 import (
-	"fmt"
 	"slices"
 
 	"github.com/juju/errors"
@@ -186,14 +185,10 @@ func (p *Provisioner) entityMachine(tag string) (state.Machine, error) {
 	return p.st.Machine(p.model, mt.Id())
 }
 
-// notProvisioned is the error for a machine without an instance id; the
-// wording changed between the eras (clients match the code).
-func (p *Provisioner) notProvisioned(id string) error {
-	if p.v1 {
-		return errors.NotProvisionedf("machine %s", id)
-	}
-	return errors.NewNotProvisioned(nil, fmt.Sprintf("machine %s is not provisioned", id))
-}
+// notProvisioned is the error for a machine without an instance id:
+// "machine 0 not provisioned", in the 2015 seed and Juju 3 alike (the
+// login path uses the same text).
+func notProvisioned(id string) error { return errors.NotProvisionedf("machine %s", id) }
 
 func lifeString(l state.Life) string { return string(l) }
 

@@ -239,7 +239,7 @@ func (v *V1) FindTools(ctx context.Context, args params.V1FindToolsParams) (para
 	if err != nil {
 		return params.V1FindToolsResult{Error: v1Err(facade.ServerError(err))}, nil
 	}
-	return params.V1FindToolsResult{List: v1Tools(v.p.wireTools(found))}, nil
+	return params.V1FindToolsResult{List: v1Tools(v.p.wireTools(found, args.Series))}, nil
 }
 
 func v1Tools(ts []params.Tools) []params.V1Tools {
@@ -359,7 +359,7 @@ func (v *V1) provisioningInfo(m state.Machine) (*params.V1ProvisioningInfo, erro
 	}
 	info := &params.V1ProvisioningInfo{
 		Constraints:    v1Value(toValue(m.Constraints), derefStrings(m.Constraints.Networks)),
-		Series:         m.Series,
+		Series:         machineSeries(m),
 		Placement:      m.Placement,
 		Networks:       cloneStrings(m.RequestedNetworks),
 		Jobs:           jobs,
@@ -376,6 +376,16 @@ func (v *V1) provisioningInfo(m state.Machine) (*params.V1ProvisioningInfo, erro
 		info.Volumes = append(info.Volumes, out)
 	}
 	return info, nil
+}
+
+// machineSeries is the series a 2015 client sees for m: that of its base
+// (environ's copy of Juju's table), else the series it was added with
+// (one no base names), else "".
+func machineSeries(m state.Machine) string {
+	if s, ok := environ.BaseSeries(m.Base.Name, m.Base.Channel); ok {
+		return s
+	}
+	return m.Series
 }
 
 func derefStrings(s *[]string) []string {
@@ -424,7 +434,7 @@ func (v *V1) Series(_ context.Context, args params.V1Entities) (params.V1StringR
 		if err != nil {
 			return params.V1StringResult{}, err
 		}
-		return params.V1StringResult{Result: m.Series}, nil
+		return params.V1StringResult{Result: machineSeries(m)}, nil
 	}, func(r *params.V1StringResult, e *params.V1Error) { r.Error = e })}, nil
 }
 

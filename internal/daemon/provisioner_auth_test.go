@@ -86,7 +86,7 @@ func TestProvisionerAuthMatrix(t *testing.T) {
 	if res.Results[0].Result != "i-0" {
 		t.Errorf("InstanceId(machine-0) = %+v", res.Results[0])
 	}
-	checkItem(t, "container", res.Results[1].Error, itemErr{"machine 0/lxd/0 is not provisioned", params.CodeNotProvisioned})
+	checkItem(t, "container", res.Results[1].Error, itemErr{"machine 0/lxd/0 not provisioned", params.CodeNotProvisioned})
 	checkItem(t, "other", res.Results[2].Error, permErr)
 	v1res := mustCall[params.V1StringResults](t, f.agent, 1, "InstanceId", v1ents("machine-0-lxd-0"))
 	checkV1Item(t, "v1 container", v1res.Results[0].Error, itemErr{"machine 0/lxd/0 not provisioned", params.CodeNotProvisioned})

@@ -16,7 +16,8 @@ import (
 // The Provisioner tests share one daemon per top-level test, with this
 // fixture in the default model:
 //
-//	machine 0      provisioned (i-0, zone-a), series trusty, unit wordpress/0;
+//	machine 0      provisioned (i-0, zone-a), base ubuntu@22.04 (jammy to
+//	               2015 clients), unit wordpress/0;
 //	               its agent is fixture.agent
 //	0/lxd/0        container of 0
 //	0/lxd/0/lxd/0  grandchild of 0
@@ -71,13 +72,13 @@ func newProvFixtureWith(t *testing.T, mod func(*daemon.Config)) *provFixture {
 		Zones: []string{"zone-a"}, AllocatableIPLow: "10.0.0.10", AllocatableIPHigh: "10.0.0.20",
 		DNSServers: []string{"10.0.0.2"}})
 	must(err)
-	m0, err := st.AddMachine(model, state.MachineParams{Series: "trusty", Base: state.Base{Name: "ubuntu", Channel: "22.04"},
+	m0, err := st.AddMachine(model, state.MachineParams{Base: state.Base{Name: "ubuntu", Channel: "22.04"},
 		Placement: "zone=zone-a", Password: m0Password})
 	must(err)
 	zone, arch := "zone-a", "amd64"
 	must(st.SetInstanceInfo(model, m0.ID, state.InstanceInfo{InstanceID: "i-0", Nonce: m0Nonce,
 		Hardware: &state.HardwareCharacteristics{AvailabilityZone: &zone, Arch: &arch}}))
-	_, err = st.AddMachine(model, state.MachineParams{Series: "trusty", Base: state.Base{Name: "ubuntu", Channel: "22.04"},
+	_, err = st.AddMachine(model, state.MachineParams{Base: state.Base{Name: "ubuntu", Channel: "22.04"},
 		Constraints: state.Constraints{Mem: &mem, Spaces: &spaces}, RequestedNetworks: []string{"net1"},
 		Volumes: []state.VolumeParams{{Pool: "builtin", Size: 1024}}})
 	must(err)

@@ -152,9 +152,10 @@ func TestProvisionerV1Shapes(t *testing.T) {
 		})
 	}
 
-	// Tools: agent-version 1.25.0 for the trusty machine, first match with
-	// hostname verification off.
-	must(st.UpdateModelConfig(model, map[string]any{"agent-version": "1.25.0"}, nil))
+	// Tools: agent-version 3.3.0 for machine 0 (base ubuntu@22.04, so
+	// jammy): the catalog's 3.3.0-ubuntu-amd64 named by the series, first
+	// match with hostname verification off.
+	must(st.UpdateModelConfig(model, map[string]any{"agent-version": "3.3.0"}, nil))
 	golden(t, f, "Tools", "Tools", v1ents("machine-0", "machine-1"), rawCall(t, f.agent, 1, "Tools", v1ents("machine-0", "machine-1")))
 	must(st.UpdateModelConfig(model, nil, []string{"agent-version"}))
 	wantErr(t, f.agent.Call(ctxT(t), "Provisioner", 1, "", "Tools", v1ents("machine-0"), nil),
@@ -198,7 +199,7 @@ func TestProvisionerV0Framing(t *testing.T) {
 		t.Errorf("V0 Life = %s %s; want %s", life["RequestId"], life["Response"], want)
 	}
 	v0 := roundTrip(`{"RequestId":3,"Type":"Provisioner","Version":0,"Request":"Series","Params":{"Entities":[{"Tag":"machine-0"}]}}`)
-	if string(v0["Response"]) != `{"Results":[{"Error":null,"Result":"trusty"}]}` {
+	if string(v0["Response"]) != `{"Results":[{"Error":null,"Result":"jammy"}]}` {
 		t.Errorf("V0 Series = %s", v0["Response"])
 	}
 }
