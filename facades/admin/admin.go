@@ -161,11 +161,35 @@ func loginError(err error) error {
 	return fmt.Errorf("login: %w", err)
 }
 
+// Unlisted are the facades served but left out of LoginResult.facades:
+//
+//   - Admin, as Juju leaves it out: clients log in with Admin v3 before
+//     they have a list, and python-libjuju warns about any name it does
+//     not expect ("unexpected facade Admin received from the controller").
+//   - ModelAdmin, provisiond's own operator facade: no Juju client knows
+//     it, so listing it makes python-libjuju warn on every connection,
+//     user or agent. provisionctl and rpc/client call it at version 1
+//     without reading the list; a superuser can still call it (access is
+//     the facade's own check, not the list's).
+var Unlisted = map[string]bool{"Admin": true, "ModelAdmin": true}
+
+// listedFacades is the session's facades less Unlisted.
+func (a *Admin) listedFacades() []params.FacadeVersions {
+	all := a.ctx.Session.Facades()
+	out := all[:0:0]
+	for _, f := range all {
+		if !Unlisted[f.Name] {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 func (a *Admin) result() params.LoginResult {
 	d := a.ctx.Deps
 	res := params.LoginResult{
 		ControllerTag: names.NewControllerTag(a.ctrl.UUID).String(),
-		Facades:       a.ctx.Session.Facades(),
+		Facades:       a.listedFacades(),
 		ServerVersion: d.ServerVersion,
 	}
 	if !a.ctx.ControllerOnly {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/provisiond/provisiond/facades/admin"
 	"github.com/provisiond/provisiond/facades/facade"
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/internal/schematest"
@@ -63,10 +64,12 @@ func TestSchemaRegistryInStep(t *testing.T) {
 	}
 	want := map[string][]int{}
 	for _, f := range buildRegistry().Facades() {
-		want[f.Name] = f.Versions
+		if !admin.Unlisted[f.Name] {
+			want[f.Name] = f.Versions
+		}
 	}
 	if !maps.EqualFunc(got, want, slices.Equal[[]int]) {
-		t.Errorf("daemon serves %v; buildRegistry serves %v: bring buildRegistry in step with daemon.go", got, want)
+		t.Errorf("daemon lists %v; buildRegistry serves %v (less admin.Unlisted): bring buildRegistry in step with daemon.go", got, want)
 	}
 }
 
