@@ -294,10 +294,9 @@ func (d *Daemon) initialise(addrs []string) error {
 			},
 		}
 		res, err := d.state.Initialize(state.InitArgs{
-			AdminPassword:    creds.AdminPassword,
-			AgentPassword:    creds.ControllerAgent.Password,
-			AgentNonce:       creds.ControllerAgent.Nonce,
-			ControllerConfig: map[string]any{"api-port": 0},
+			AdminPassword: creds.AdminPassword,
+			AgentPassword: creds.ControllerAgent.Password,
+			AgentNonce:    creds.ControllerAgent.Nonce,
 		})
 		if err != nil {
 			return fmt.Errorf("initialise data dir: %w", err)
@@ -328,8 +327,11 @@ func (d *Daemon) initialise(addrs []string) error {
 	}
 	d.creds.APIAddresses = addrs
 	d.creds.CACert = string(d.tls.CACertPEM)
-	if err := d.state.UpdateControllerConfig(map[string]any{"ca-cert": d.creds.CACert}, nil); err != nil {
-		return fmt.Errorf("record CA certificate: %w", err)
+	// api-port is the port the daemon listens on now (--addr :0 picks one).
+	_, port, _ := net.SplitHostPort(addrs[0])
+	apiPort, _ := strconv.Atoi(port)
+	if err := d.state.UpdateControllerConfig(map[string]any{"ca-cert": d.creds.CACert, "api-port": apiPort}, nil); err != nil {
+		return fmt.Errorf("record CA certificate and API port: %w", err)
 	}
 	if err := WriteCredentials(credsPath, &d.creds); err != nil {
 		return fmt.Errorf("write credentials: %w", err)

@@ -3,13 +3,16 @@ package daemon_test
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"regexp"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/gorilla/websocket"
 
 	"github.com/provisiond/provisiond/internal/daemon"
+	"github.com/provisiond/provisiond/state"
 )
 
 // Regression tests of issue 12 (what Juju's own clients tripped on). Each
@@ -180,6 +183,207 @@ func TestWireCharmInfoMinJujuVersion(t *testing.T) {
 		var v string
 		if err := json.Unmarshal(raw, &v); err != nil || v != c.want || !jujuVersionRE.MatchString(v) {
 			t.Errorf("%s %v: min-juju-version = %s; want %q", c.method, c.args, raw, c.want)
+		}
+	}
+}
+
+// Issue 12, case 3: the 2015 Provisioner derives series from the
+// machine's base in every method that speaks series, and a series given
+// the 2015 way is stored as its base.
+func TestWireV1SeriesFromBase(t *testing.T) {
+	f := newProvFixture(t)
+	admin := rawLogin(t, f.d, f.model, "user-admin", f.d.Credentials().AdminPassword, "")
+	want := map[string]string{} // machine tag -> series
+	for base, series := range map[string]string{"ubuntu@22.04": "jammy", "ubuntu@20.04": "focal",
+		"ubuntu@24.04": "noble", "ubuntu@18.04": "bionic", "centos@7": "centos7"} {
+		var res struct{ Machines []string }
+		admin.must("ModelAdmin", 1, "AddMachines", map[string]any{"base": base}, &res)
+		want["machine-"+res.Machines[0]] = series
+	}
+	// 2015 data: a machine added with a series only keeps it as its base.
+	m, err := f.st.AddMachine(f.model, state.MachineParams{Series: "xenial"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := f.st.Machine(f.model, m.ID); err != nil || got.Base.String() != "ubuntu@16.04" || got.Series != "" {
+		t.Errorf("a 2015 series is stored as base %q, series %q (%v); want ubuntu@16.04 and no series", got.Base, got.Series, err)
+	}
+	want[m.Tag().String()] = "xenial"
+
+	ctrl := rawController(t, f.d, f.model)
+	var tags []map[string]string
+	for tag := range want {
+		tags = append(tags, map[string]string{"Tag": tag})
+	}
+	var series struct{ Results []struct{ Result string } }
+	ctrl.must("Provisioner", 1, "Series", map[string]any{"Entities": tags}, &series)
+	var info struct {
+		Results []struct{ Result struct{ Series string } }
+	}
+	ctrl.must("Provisioner", 1, "ProvisioningInfo", map[string]any{"Entities": tags}, &info)
+	var v11 struct {
+		Results []struct {
+			Result struct {
+				Base struct{ Name, Channel string }
+			}
+		}
+	}
+	ctrl.must("Provisioner", 11, "ProvisioningInfo", map[string]any{"entities": []map[string]string{{"tag": m.Tag().String()}}}, &v11)
+	for i, tg := range tags {
+		if got := series.Results[i].Result; got != want[tg["Tag"]] {
+			t.Errorf("Series(%s) = %q; want %q", tg["Tag"], got, want[tg["Tag"]])
+		}
+		if got := info.Results[i].Result.Series; got != want[tg["Tag"]] {
+			t.Errorf("ProvisioningInfo(%s).Series = %q; want %q", tg["Tag"], got, want[tg["Tag"]])
+		}
+	}
+	if b := v11.Results[0].Result.Base; b.Name != "ubuntu" || b.Channel != "16.04/stable" {
+		t.Errorf("v11 base of the 2015 machine = %+v", b)
+	}
+
+	// FindTools: a series finds the agent binaries kept by its OS, named
+	// with the series (2015 agents read the series out of the version).
+	var ft struct {
+		List []struct {
+			Version, URL string
+		}
+		Error *struct{ Message string }
+	}
+	ctrl.must("Provisioner", 1, "FindTools", map[string]any{"Number": "3.3.0", "MajorVersion": 3, "MinorVersion": -1,
+		"Series": "jammy", "Arch": "amd64"}, &ft)
+	if ft.Error != nil || len(ft.List) != 1 || ft.List[0].Version != "3.3.0-jammy-amd64" ||
+		ft.List[0].URL != "https://"+f.d.Addr()+"/environment/"+f.model+"/tools/3.3.0-jammy-amd64" {
+		t.Errorf("FindTools(jammy) = %+v", ft)
+	}
+	ctrl.must("Provisioner", 1, "FindTools", map[string]any{"MajorVersion": 1, "MinorVersion": -1, "Series": "trusty"}, &ft)
+	if ft.Error != nil || len(ft.List) != 1 || ft.List[0].Version != "1.25.0-trusty-amd64" {
+		t.Errorf("FindTools(trusty, 1.x) = %+v", ft)
+	}
+
+	// Tools: machine 0 (base ubuntu@22.04) gets its binaries as jammy.
+	agent := rawLogin(t, f.d, f.model, "machine-0", m0Password, m0Nonce)
+	var tools struct {
+		Results []struct {
+			Tools *struct{ Version string }
+			Error *struct{ Message string }
+		}
+	}
+	agent.must("Provisioner", 1, "Tools", map[string]any{"Entities": []map[string]string{{"Tag": "machine-0"}}}, &tools)
+	if len(tools.Results) != 1 || tools.Results[0].Tools == nil || tools.Results[0].Tools.Version != "3.3.0-jammy-amd64" {
+		t.Errorf("Tools(machine-0) = %+v", tools)
+	}
+}
+
+// Issue 12, case 4: InstanceId says Juju's "machine N not provisioned".
+func TestWireInstanceIdNotProvisioned(t *testing.T) {
+	f := newProvFixture(t)
+	ctrl := rawController(t, f.d, f.model)
+	for _, c := range []struct {
+		version int
+		args    any
+	}{
+		{11, map[string]any{"entities": []map[string]string{{"tag": "machine-1"}}}},
+		{1, map[string]any{"Entities": []map[string]string{{"Tag": "machine-1"}}}},
+	} {
+		var res struct {
+			Results []struct {
+				Error struct{ Message, Code string }
+			}
+		}
+		ctrl.must("Provisioner", c.version, "InstanceId", c.args, &res)
+		if len(res.Results) != 1 || res.Results[0].Error.Message != "machine 1 not provisioned" ||
+			res.Results[0].Error.Code != "not provisioned" {
+			t.Errorf("v%d InstanceId(machine-1) = %+v", c.version, res)
+		}
+	}
+}
+
+// pythonLibjujuKnown are the facades provisiond serves that
+// python-libjuju 3.x knows (juju/client/facade_versions.py: its client
+// facades and its known_unsupported_facades), with the versions it can
+// use (nil: any, as for the ones it never calls). A listed name outside
+// it logs "unexpected facade X received from the controller"; a listed
+// client facade without a common version logs "unknown common facade
+// version".
+var pythonLibjujuKnown = map[string][]int{
+	"Pinger":              {1},
+	"NotifyWatcher":       nil,
+	"StringsWatcher":      nil,
+	"Provisioner":         nil,
+	"CAASUnitProvisioner": nil,
+}
+
+// Issue 12, case 5: a python-libjuju connection, user or agent, logs no
+// warning: the login result lists no Admin (as Juju) and no ModelAdmin
+// (provisiond's own), and a superuser still reaches ModelAdmin.
+func TestWireLoginFacadesPythonLibjuju(t *testing.T) {
+	f := newProvFixture(t)
+	creds := f.d.Credentials()
+	caas, err := f.st.AddModel("k8s", state.ModelTypeCAAS, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		who, model, tag, password, nonce string
+	}{
+		{"user on a model", f.model, "user-admin", creds.AdminPassword, ""},
+		{"user on /api", "", "user-admin", creds.AdminPassword, ""},
+		{"machine agent", f.model, "machine-0", m0Password, m0Nonce},
+		{"controller agent", f.model, creds.ControllerAgent.Tag, creds.ControllerAgent.Password, creds.ControllerAgent.Nonce},
+		{"controller agent on caas", caas.UUID, creds.ControllerAgent.Tag, creds.ControllerAgent.Password, creds.ControllerAgent.Nonce},
+	} {
+		t.Run(c.who, func(t *testing.T) {
+			a := &rawAgent{t: t, ws: rawDial(t, f.d, c.model)}
+			login := map[string]any{"auth-tag": c.tag, "credentials": c.password, "client-version": "3.5.2.0"}
+			if c.nonce != "" {
+				login["nonce"] = c.nonce
+			}
+			var res struct {
+				Facades []struct {
+					Name     string `json:"name"`
+					Versions []int  `json:"versions"`
+				} `json:"facades"`
+			}
+			a.must("Admin", 3, "Login", login, &res)
+			if len(res.Facades) == 0 {
+				t.Fatal("login result lists no facades")
+			}
+			for _, fv := range res.Facades {
+				versions, known := pythonLibjujuKnown[fv.Name]
+				switch {
+				case !known:
+					t.Errorf("lists %s: python-libjuju logs \"unexpected facade %s received from the controller\"", fv.Name, fv.Name)
+				case versions != nil && !slices.ContainsFunc(fv.Versions, func(v int) bool { return slices.Contains(versions, v) }):
+					t.Errorf("lists %s %v: python-libjuju knows only %v", fv.Name, fv.Versions, versions)
+				}
+			}
+			if c.tag == "user-admin" {
+				var models struct {
+					Models []struct{ Name string } `json:"models"`
+				}
+				a.must("ModelAdmin", 1, "ListModels", nil, &models)
+				if len(models.Models) < 2 {
+					t.Errorf("ModelAdmin.ListModels = %+v", models)
+				}
+			}
+		})
+	}
+}
+
+// Issue 12, case 6: controller-config api-port is the port the daemon
+// listens on (the tests listen on 127.0.0.1:0).
+func TestWireAPIPort(t *testing.T) {
+	f := newProvFixture(t)
+	_, port, _ := net.SplitHostPort(f.d.Addr())
+	admin := rawLogin(t, f.d, "", "user-admin", f.d.Credentials().AdminPassword, "")
+	ctrl := rawController(t, f.d, f.model)
+	for who, m := range map[string]map[string]any{
+		"ModelAdmin.ControllerConfig":  admin.must("ModelAdmin", 1, "ControllerConfig", nil, nil),
+		"Provisioner.ControllerConfig": ctrl.must("Provisioner", 11, "ControllerConfig", nil, nil),
+	} {
+		cfg, _ := m["config"].(map[string]any)
+		if got := fmt.Sprint(cfg["api-port"]); got != port || port == "0" {
+			t.Errorf("%s api-port = %v; want %s", who, cfg["api-port"], port)
 		}
 	}
 }
