@@ -1,11 +1,9 @@
 package daemon_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
-	"reflect"
 	"slices"
 	"testing"
 
@@ -211,31 +209,6 @@ var wireTypes = []struct {
 	{"CAASUnitProvisioner", 2, "SetOperatorStatus", params.SetStatus{}, params.ErrorResults{}},
 }
 
-type defKey struct{ def, key string }
-
-// schemaOnlyKeys are schema keys the Go types leave out on purpose. The
-// properties the schema names after an embedded Go struct (HostPort's
-// Address, ProvisioningInfo's ProvisioningNetworkTopology,
-// ContainerConfig's UpdateBehavior) are not listed: keyCheck applies
-// encoding/json's flattening to them (schematest.Prop.Embedded).
-var schemaOnlyKeys = map[defKey]string{
-	{"LoginResult", "discharge-required"}: "Macaroon-typed: the macaroon login challenge, " +
-		"which a password-only server never sends (specs/rpc.md §3.2, §3.6)",
-	{"LoginResult", "bakery-discharge-required"}: "Macaroon-typed: as discharge-required",
-	{"LoginResult", "discharge-required-error"}: "the reason string of the Macaroon-typed discharge " +
-		"challenge above, never sent without it (specs/rpc.md §3.6)",
-}
-
-// opaqueKeys are keys present in both whose values are not checked.
-var opaqueKeys = map[defKey]string{
-	{"BytesResult", "result"}: "[]byte: the schema says an array of integers, encoding/json sends base64 " +
-		"(specs/provisioner.md §0.1)",
-	{"FindToolsParams", "number"}: "version.Number encodes as a string such as \"3.3.0\" (specs/provisioner.md §0.1)",
-	{"Tools", "version"}:          "version.Binary encodes as a string such as \"3.3.0-ubuntu-amd64\" (specs/provisioner.md §0.1)",
-	{"LoginRequest", "macaroons"}: "Macaroon-typed: Go holds them as opaque JSON ([]any); " +
-		"provisiond accepts and ignores them",
-}
-
 // nestedDefs must be reached by the key check below; the embedded ones
 // (UpdateBehavior, Address, ProvisioningNetworkTopology) prove that the
 // flattening rule ran.
@@ -275,16 +248,8 @@ func TestSchemaWireKeys(t *testing.T) {
 				case !c.ok:
 					t.Errorf("%s: schema $ref %q does not resolve", c.what, c.def)
 				default:
-					b, err := json.Marshal(populated(c.goV))
-					if err != nil {
-						t.Fatalf("%s: marshal %T: %v", c.what, c.goV, err)
-					}
-					var v any
-					if err := json.Unmarshal(b, &v); err != nil {
-						t.Fatal(err)
-					}
-					k := keyCheck{t: t, s: s, facade: w.facade, version: w.version, seen: seen}
-					k.def(fmt.Sprintf("%s(%T)", c.what, c.goV), c.def, v)
+					k := schematest.KeyCheck{T: t, S: s, Facade: w.facade, Version: w.version, Seen: seen}
+					k.Value(fmt.Sprintf("%s(%T)", c.what, c.goV), c.def, schematest.Populated(c.goV))
 				}
 			}
 		})
@@ -303,148 +268,6 @@ func TestSchemaWireKeys(t *testing.T) {
 	for _, d := range nestedDefs {
 		if !seen[d] {
 			t.Errorf("nested definition %s was not reached by any wireTypes entry", d)
-		}
-	}
-}
-
-// keyCheck compares decoded JSON with schema definitions, recursively.
-type keyCheck struct {
-	t       *testing.T
-	s       *schematest.Schema
-	facade  string
-	version int
-	seen    map[string]bool
-}
-
-// def checks that v, at path, is an object with exactly the wire keys of
-// definition name (schematest.WireKeys: an embedded definition's keys at
-// the top level, never the property named after it), then descends into
-// properties that refer to others.
-func (k keyCheck) def(path, name string, v any) {
-	t := k.t
-	t.Helper()
-	k.seen[name] = true
-	obj, ok := v.(map[string]any)
-	if !ok {
-		t.Errorf("%s: schema %s is an object; Go encodes %T", path, name, v)
-		return
-	}
-	want := k.s.WireKeys(k.facade, k.version, name)
-	for _, e := range k.s.EmbeddedProperties(k.facade, k.version, name) {
-		k.seen[e] = true
-		if _, nested := obj[e]; nested {
-			t.Errorf("%s: Go nests embedded %s under key %q; Juju's encoding/json flattens it into %s", path, e, e, name)
-		}
-	}
-	for key := range obj {
-		if !slices.Contains(want, key) {
-			t.Errorf("%s: Go key %q is not on the wire of schema %s %v", path, key, name, want)
-		}
-	}
-	for _, key := range want {
-		if _, ok := obj[key]; ok {
-			continue
-		}
-		if why, ok := schemaOnlyKeys[defKey{name, key}]; ok {
-			t.Logf("%s: schema %s key %q left out: %s", path, name, key, why)
-			continue
-		}
-		t.Errorf("%s: schema %s key %q is missing from the Go type", path, name, key)
-	}
-	for _, key := range slices.Sorted(maps.Keys(obj)) {
-		if _, opaque := opaqueKeys[defKey{name, key}]; opaque {
-			continue
-		}
-		if p, ok := k.s.WireProperty(k.facade, k.version, name, key); ok {
-			k.prop(path+"."+key, p, obj[key])
-		}
-	}
-}
-
-func (k keyCheck) prop(path string, p *schematest.Prop, v any) {
-	switch {
-	case v == nil:
-		k.t.Errorf("%s: null; the populated value should have filled it", path)
-	case p.Ref != "":
-		k.def(path, p.Ref, v)
-	case p.Items != nil:
-		if a, ok := v.([]any); ok {
-			for i, e := range a {
-				k.prop(fmt.Sprintf("%s[%d]", path, i), p.Items, e)
-			}
-		} else {
-			k.t.Errorf("%s: schema has an array; Go encodes %T", path, v)
-		}
-	case p.Values != nil:
-		if m, ok := v.(map[string]any); ok {
-			for _, key := range slices.Sorted(maps.Keys(m)) {
-				k.prop(fmt.Sprintf("%s[%q]", path, key), p.Values, m[key])
-			}
-		} else {
-			k.t.Errorf("%s: schema has a map; Go encodes %T", path, v)
-		}
-	}
-}
-
-// populated returns a copy of v with every field, recursively, set to a
-// non-zero value (one element per slice and map), so that omitempty keys
-// appear when it is marshalled.
-func populated(v any) any {
-	p := reflect.New(reflect.TypeOf(v))
-	fill(p.Elem(), 0)
-	return p.Elem().Interface()
-}
-
-var rawMessageType = reflect.TypeFor[json.RawMessage]()
-
-func fill(v reflect.Value, depth int) {
-	if depth > 20 { // recursive types
-		return
-	}
-	if v.Type() == rawMessageType {
-		v.SetBytes([]byte(`"x"`))
-		return
-	}
-	switch v.Kind() {
-	case reflect.String:
-		v.SetString("x")
-	case reflect.Bool:
-		v.SetBool(true)
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		v.SetInt(1)
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
-		v.SetUint(1)
-	case reflect.Float32, reflect.Float64:
-		v.SetFloat(1)
-	case reflect.Pointer:
-		p := reflect.New(v.Type().Elem())
-		fill(p.Elem(), depth+1)
-		v.Set(p)
-	case reflect.Slice:
-		s := reflect.MakeSlice(v.Type(), 1, 1)
-		fill(s.Index(0), depth+1)
-		v.Set(s)
-	case reflect.Array:
-		for i := range v.Len() {
-			fill(v.Index(i), depth+1)
-		}
-	case reflect.Map:
-		m := reflect.MakeMapWithSize(v.Type(), 1)
-		key := reflect.New(v.Type().Key()).Elem()
-		fill(key, depth+1)
-		val := reflect.New(v.Type().Elem()).Elem()
-		fill(val, depth+1)
-		m.SetMapIndex(key, val)
-		v.Set(m)
-	case reflect.Interface:
-		if v.NumMethod() == 0 {
-			v.Set(reflect.ValueOf("x"))
-		}
-	case reflect.Struct:
-		for i := range v.NumField() {
-			if f := v.Field(i); f.CanSet() {
-				fill(f, depth+1)
-			}
 		}
 	}
 }
