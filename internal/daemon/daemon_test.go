@@ -20,34 +20,25 @@ import (
 
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/internal/leaktest"
+	"github.com/provisiond/provisiond/provisiondtest"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state"
 )
 
-// start runs a daemon on a temp data dir and loopback port 0.
+// start runs a daemon on a temp data dir and loopback port 0 through the
+// test kit (stopped at cleanup, its log in the output of a failed test);
+// mod edits its configuration.
 func start(t testing.TB, mod func(*daemon.Config)) *daemon.Daemon {
 	t.Helper()
-	cfg := daemon.Default(t.TempDir())
-	cfg.Addr = "127.0.0.1:0"
+	var opts []provisiondtest.Option
 	if testing.Verbose() {
-		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		opts = append(opts, provisiondtest.WithLogLevel(slog.LevelDebug), provisiondtest.WithLogOutput(os.Stderr))
 	}
 	if mod != nil {
-		mod(&cfg)
+		opts = append(opts, provisiondtest.WithDaemonConfig(mod))
 	}
-	d, err := daemon.Start(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		if err := d.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	})
-	return d
+	return provisiondtest.Start(t, opts...).Daemon()
 }
 
 func ctxT(t testing.TB) context.Context {

@@ -1,118 +1,125 @@
 package daemon_test
 
 import (
+	"errors"
 	"net/netip"
 	"regexp"
 	"slices"
 	"testing"
 
+	"github.com/provisiond/provisiond/provisiondtest"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state"
 )
 
+// got holds what a typed client call returned: got(c.M(ctx, args)).ok(t)
+// is its value, failing the test on its error.
+func got[T any](v T, err error) returned[T] { return returned[T]{v, err} }
+
+type returned[T any] struct {
+	v   T
+	err error
+}
+
+func (r returned[T]) ok(t *testing.T) T {
+	t.Helper()
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	return r.v
+}
+
+// must fails the test on err.
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // The provisioning flow as real agents run it: the controller's provisioner
 // starts machine 1, machine 1's agent logs in and provisions its container
 // 1/lxd/0 with an address from the operator's subnet, and tears it down
-// when the operator removes it. The operator's steps go through the
-// ModelAdmin facade, as provisionctl sends them.
+// when the operator removes it. Every step goes through the typed clients
+// as the agents and provisionctl send them.
 func TestProvisioningFlowEndToEnd(t *testing.T) {
-	d := start(t, nil)
-	st, model := d.State(), d.Credentials().DefaultModelUUID
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	operator := loginAdmin(t, d, model)
-	op := func(method string, args, result any) {
-		t.Helper()
-		if err := operator.Call(ctxT(t), "ModelAdmin", 1, "", method, args, result); err != nil {
-			t.Fatalf("operator %s: %v", method, err)
-		}
-	}
+	srv := provisiondtest.Start(t)
+	d, ctx, model := srv.Daemon(), ctxT(t), srv.DefaultModel()
+	op := client.NewModelAdmin(srv.Admin(t, model))
+
 	// The operator's network: a space with one subnet in zone-a.
-	op("AddSpace", params.AddSpaceArgs{Name: "internal"}, nil)
-	op("AddSubnet", params.AddSubnetArgs{CIDR: "192.168.10.0/24", Space: "internal", Zones: []string{"zone-a"},
-		ProviderID: "sn-1", AllocatableRange: "192.168.10.100-192.168.10.199"}, nil)
-	_, err := st.AddMachine(model, state.MachineParams{Nonce: "existing", InstanceID: "i-existing"})
-	must(err)
+	got(op.AddSpace(ctx, params.AddSpaceArgs{Name: "internal"})).ok(t)
+	got(op.AddSubnet(ctx, params.AddSubnetArgs{CIDR: "192.168.10.0/24", Space: "internal", Zones: []string{"zone-a"},
+		ProviderID: "sn-1", AllocatableRange: "192.168.10.100-192.168.10.199"})).ok(t)
+	got(d.State().AddMachine(model, state.MachineParams{Nonce: "existing", InstanceID: "i-existing"})).ok(t)
 
 	// The controller's provisioner watches the model's machines.
-	ctrl := loginController(t, d, model)
-	wr := mustCall[params.StringsWatchResult](t, ctrl, 11, "WatchModelMachines", nil)
-	if !slices.Equal(wr.Changes, []string{"0"}) {
-		t.Fatalf("initial machines = %v", wr.Changes)
+	p := client.NewProvisioner(srv.ControllerAgent(t, model))
+	machines := got(p.WatchModelMachines(ctx)).ok(t)
+	defer machines.Stop()
+	if got := provisiondtest.Next(t, machines); !slices.Equal(got, []string{"0"}) {
+		t.Fatalf("initial machines = %v", got)
 	}
-	machines := client.NewStringsWatcher(ctrl, wr.StringsWatcherId)
-	next := pendingStrings(t, machines)
 
 	// The operator adds machine 1.
-	var added params.AddMachinesResult
-	op("AddMachines", params.AddMachinesArgs{Base: "ubuntu@22.04"}, &added)
-	if !slices.Equal(added.Machines, []string{"1"}) {
+	if added := got(op.AddMachines(ctx, params.AddMachinesArgs{Base: "ubuntu@22.04"})).ok(t); !slices.Equal(added.Machines, []string{"1"}) {
 		t.Fatalf("new machines = %v", added.Machines)
 	}
-	wantIDs(t, next, "1")
+	if got := provisiondtest.Next(t, machines); !slices.Equal(got, []string{"1"}) {
+		t.Fatalf("machines = %v", got)
+	}
 
 	// The provisioner starts it.
-	life := mustCall[params.LifeResults](t, ctrl, 11, "Life", ents("machine-1"))
-	if life.Results[0].Life != "alive" {
-		t.Fatalf("Life = %+v", life.Results[0])
+	m1 := p.Machine("machine-1")
+	if life := got(m1.Life(ctx)).ok(t); life != "alive" {
+		t.Fatalf("Life = %q", life)
 	}
-	pi := mustCall[params.ProvisioningInfoResults](t, ctrl, 11, "ProvisioningInfo", ents("machine-1"))
-	if pi.Results[0].Error != nil || pi.Results[0].Result.Base.Name != "ubuntu" || pi.Results[0].Result.Tags["juju-model-uuid"] != model {
-		t.Fatalf("ProvisioningInfo = %+v", pi.Results[0])
+	if pi := got(m1.ProvisioningInfo(ctx)).ok(t); pi.Base.Name != "ubuntu" || pi.Tags["juju-model-uuid"] != model {
+		t.Fatalf("ProvisioningInfo = %+v", pi)
 	}
 	const pw1, nonce1 = "machine-1-password-from-provisioner", "machine-0:nonce-1"
-	checkItem(t, "SetPasswords", mustCall[params.ErrorResults](t, ctrl, 11, "SetPasswords",
-		params.EntityPasswords{Changes: []params.EntityPassword{{Tag: "machine-1", Password: pw1}}}).Results[0].Error, noErr)
+	must(t, m1.SetPassword(ctx, pw1))
 	// Before provisioning, the agent cannot log in.
-	early := dial(t, d, model)
-	_, err = early.LoginAgent(ctxT(t), "machine-1", pw1, nonce1)
+	_, err := srv.Dial(t, model).LoginAgent(ctx, "machine-1", pw1, nonce1)
 	wantErr(t, err, "machine 1 not provisioned", params.CodeNotProvisioned)
 	zone := "zone-a"
-	checkItem(t, "SetInstanceInfo", mustCall[params.ErrorResults](t, ctrl, 11, "SetInstanceInfo", params.InstancesInfo{
-		Machines: []params.InstanceInfo{{Tag: "machine-1", InstanceId: "i-1", Nonce: nonce1,
-			Characteristics: &params.HardwareCharacteristics{AvailabilityZone: &zone}}}}).Results[0].Error, noErr)
-	checkItem(t, "SetInstanceStatus", mustCall[params.ErrorResults](t, ctrl, 11, "SetInstanceStatus", params.SetStatus{
-		Entities: []params.EntityStatusArgs{{Tag: "machine-1", Status: "running"}}}).Results[0].Error, noErr)
+	must(t, m1.SetInstanceInfo(ctx, params.InstanceInfo{InstanceId: "i-1", Nonce: nonce1,
+		Characteristics: &params.HardwareCharacteristics{AvailabilityZone: &zone}}))
+	must(t, m1.SetInstanceStatus(ctx, "running", "", nil))
 
 	// Machine 1's agent logs in with its password and the nonce.
-	bad := dial(t, d, model)
-	_, err = bad.LoginAgent(ctxT(t), "machine-1", pw1, "wrong-nonce")
+	_, err = srv.Dial(t, model).LoginAgent(ctx, "machine-1", pw1, "wrong-nonce")
 	wantErr(t, err, "machine 1 not provisioned", params.CodeNotProvisioned)
-	agent := dial(t, d, model)
-	if _, err := agent.LoginAgent(ctxT(t), "machine-1", pw1, nonce1); err != nil {
-		t.Fatalf("machine 1 login: %v", err)
+	agent := srv.Dial(t, model)
+	got(agent.LoginAgent(ctx, "machine-1", pw1, nonce1)).ok(t)
+	ap := client.NewProvisioner(agent)
+	self := ap.Machine("machine-1")
+	must(t, self.SetSupportedContainers(ctx, "lxd"))
+	containers := got(self.WatchContainers(ctx, "lxd")).ok(t)
+	defer containers.Stop()
+	if got := provisiondtest.Next(t, containers); len(got) != 0 {
+		t.Fatalf("initial containers = %v", got)
 	}
-	checkItem(t, "SetSupportedContainers", mustCall[params.ErrorResults](t, agent, 11, "SetSupportedContainers",
-		params.MachineContainersParams{Params: []params.MachineContainers{{MachineTag: "machine-1", ContainerTypes: []string{"lxd"}}}}).Results[0].Error, noErr)
-	cr := mustCall[params.StringsWatchResults](t, agent, 11, "WatchContainers",
-		params.WatchContainers{Params: []params.WatchContainer{{MachineTag: "machine-1", ContainerType: "lxd"}}})
-	if cr.Results[0].Error != nil || len(cr.Results[0].Changes) != 0 {
-		t.Fatalf("WatchContainers = %+v", cr.Results[0])
-	}
-	containers := client.NewStringsWatcher(agent, cr.Results[0].StringsWatcherId)
-	cnext := pendingStrings(t, containers)
 
 	// The operator adds container 1/lxd/0.
-	op("AddMachines", params.AddMachinesArgs{Placement: "lxd:1"}, &added)
-	if !slices.Equal(added.Machines, []string{"1/lxd/0"}) {
+	if added := got(op.AddMachines(ctx, params.AddMachinesArgs{Placement: "lxd:1"})).ok(t); !slices.Equal(added.Machines, []string{"1/lxd/0"}) {
 		t.Fatalf("new container = %v", added.Machines)
 	}
-	wantIDs(t, cnext, "1/lxd/0")
+	if got := provisiondtest.Next(t, containers); !slices.Equal(got, []string{"1/lxd/0"}) {
+		t.Fatalf("containers = %v", got)
+	}
 	// The controller's machine watcher does not see containers.
-	notYet(t, next)
+	provisiondtest.NoNext(t, machines)
 
 	// The agent prepares the container's network: a real address.
 	const ctag = "machine-1-lxd-0"
-	nc := mustCall[params.MachineNetworkConfigResults](t, agent, 11, "PrepareContainerInterfaceInfo", ents(ctag))
-	if nc.Results[0].Error != nil || len(nc.Results[0].Config) != 1 {
-		t.Fatalf("PrepareContainerInterfaceInfo = %+v", nc.Results[0])
+	ct := ap.Machine(ctag)
+	nc := got(ct.PrepareContainerInterfaceInfo(ctx)).ok(t)
+	if len(nc) != 1 {
+		t.Fatalf("PrepareContainerInterfaceInfo = %+v", nc)
 	}
-	cfg := nc.Results[0].Config[0]
+	cfg := nc[0]
 	addr, err := netip.ParseAddr(cfg.Address)
 	lo, hi := netip.MustParseAddr("192.168.10.100"), netip.MustParseAddr("192.168.10.199")
 	if err != nil || addr.Less(lo) || hi.Less(addr) || cfg.CIDR != "192.168.10.0/24" || cfg.ConfigType != "static" ||
@@ -123,57 +130,46 @@ func TestProvisioningFlowEndToEnd(t *testing.T) {
 		t.Errorf("MAC %q", cfg.MACAddress)
 	}
 	// Asking again gives the same address; the v1 Get reads it back.
-	again := mustCall[params.MachineNetworkConfigResults](t, agent, 11, "PrepareContainerInterfaceInfo", ents(ctag))
-	if again.Results[0].Config[0].Address != cfg.Address {
-		t.Errorf("second Prepare gave %s; want %s", again.Results[0].Config[0].Address, cfg.Address)
+	if again := got(ct.PrepareContainerInterfaceInfo(ctx)).ok(t); again[0].Address != cfg.Address {
+		t.Errorf("second Prepare gave %s; want %s", again[0].Address, cfg.Address)
 	}
 	v1get := mustCall[params.V1MachineNetworkConfigResults](t, agent, 1, "GetContainerInterfaceInfo", v1ents(ctag))
 	if v1get.Results[0].Error != nil || v1get.Results[0].Config[0].Address != cfg.Address || v1get.Results[0].Config[0].NetworkName != "internal" {
 		t.Errorf("v1 GetContainerInterfaceInfo = %+v", v1get.Results[0])
 	}
 
-	// It provisions the container.
-	cpi := mustCall[params.ProvisioningInfoResults](t, agent, 11, "ProvisioningInfo", ents(ctag))
-	if cpi.Results[0].Error != nil {
-		t.Fatalf("container ProvisioningInfo: %+v", cpi.Results[0].Error)
-	}
-	checkItem(t, "container SetPasswords", mustCall[params.ErrorResults](t, agent, 11, "SetPasswords",
-		params.EntityPasswords{Changes: []params.EntityPassword{{Tag: ctag, Password: "container-password-1-lxd-0"}}}).Results[0].Error, noErr)
-	checkItem(t, "container SetInstanceInfo", mustCall[params.ErrorResults](t, agent, 11, "SetInstanceInfo", params.InstancesInfo{
-		Machines: []params.InstanceInfo{{Tag: ctag, InstanceId: "juju-1-lxd-0", Nonce: "machine-1:nonce-c"}}}).Results[0].Error, noErr)
-	checkItem(t, "container status", mustCall[params.ErrorResults](t, agent, 11, "SetStatus", params.SetStatus{
-		Entities: []params.EntityStatusArgs{{Tag: ctag, Status: "started"}}}).Results[0].Error, noErr)
-	// The container's own agent can now log in.
-	cagent := dial(t, d, model)
-	if _, err := cagent.LoginAgent(ctxT(t), ctag, "container-password-1-lxd-0", "machine-1:nonce-c"); err != nil {
-		t.Fatalf("container login: %v", err)
-	}
-	cagent.Close()
+	// It provisions the container, whose own agent can then log in.
+	got(ct.ProvisioningInfo(ctx)).ok(t)
+	must(t, ct.SetPassword(ctx, "container-password-1-lxd-0"))
+	must(t, ct.SetInstanceInfo(ctx, params.InstanceInfo{InstanceId: "juju-1-lxd-0", Nonce: "machine-1:nonce-c"}))
+	must(t, ct.SetStatus(ctx, "started", "", nil))
+	got(srv.Dial(t, model).LoginAgent(ctx, ctag, "container-password-1-lxd-0", "machine-1:nonce-c")).ok(t)
 
-	// The operator removes the container.
-	cnext = pendingStrings(t, containers)
-	op("RemoveMachines", params.RemoveMachinesArgs{Machines: []string{"1/lxd/0"}}, nil)
-	wantIDs(t, cnext, "1/lxd/0")
-	life = mustCall[params.LifeResults](t, agent, 11, "Life", ents(ctag))
-	if life.Results[0].Life != "dying" {
-		t.Fatalf("container life = %+v", life.Results[0])
+	// The operator removes the container: it dies, then goes.
+	got(op.RemoveMachines(ctx, params.RemoveMachinesArgs{Machines: []string{"1/lxd/0"}})).ok(t)
+	if got := provisiondtest.Next(t, containers); !slices.Equal(got, []string{"1/lxd/0"}) {
+		t.Fatalf("containers after removal = %v", got)
 	}
-	cnext = pendingStrings(t, containers)
-	checkItem(t, "EnsureDead", mustCall[params.ErrorResults](t, agent, 11, "EnsureDead", ents(ctag)).Results[0].Error, noErr)
-	wantIDs(t, cnext, "1/lxd/0")
-	cnext = pendingStrings(t, containers)
-	checkItem(t, "Remove", mustCall[params.ErrorResults](t, agent, 11, "Remove", ents(ctag)).Results[0].Error, noErr)
-	notYet(t, cnext) // death was already reported
+	if life := got(ct.Life(ctx)).ok(t); life != "dying" {
+		t.Fatalf("container life = %q", life)
+	}
+	must(t, ct.EnsureDead(ctx))
+	if got := provisiondtest.Next(t, containers); !slices.Equal(got, []string{"1/lxd/0"}) {
+		t.Fatalf("containers after EnsureDead = %v", got)
+	}
+	must(t, ct.Remove(ctx))
+	provisiondtest.NoNext(t, containers) // death was already reported
 
 	// The address is free again, at the provider too.
-	addrs, err := st.IPAddresses(model)
-	must(err)
-	if len(addrs) != 0 {
+	if addrs := got(d.State().IPAddresses(model)).ok(t); len(addrs) != 0 {
 		t.Errorf("addresses after removal = %+v", addrs)
 	}
 	if !slices.Contains(d.Environ().Released(), cfg.Address) {
 		t.Errorf("provider released %v; want %s", d.Environ().Released(), cfg.Address)
 	}
-	life = mustCall[params.LifeResults](t, agent, 11, "Life", ents(ctag))
-	checkItem(t, "life after remove", life.Results[0].Error, notFound("1/lxd/0"))
+	_, err = ct.Life(ctx)
+	if !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("life after remove: %v", err)
+	}
+	wantErr(t, err, "machine 1/lxd/0 not found", params.CodeNotFound)
 }
