@@ -121,8 +121,8 @@ func (a *API) ApplicationCharmInfo(_ context.Context, args params.Entity) (param
 }
 
 // Watch watches applications (application tags only).
-func (a *API) Watch(_ context.Context, args params.Entities) (params.NotifyWatchResults, error) {
-	return params.NotifyWatchResults{Results: facade.Bulk(args.Entities, func(e params.Entity) (params.NotifyWatchResult, error) {
+func (a *API) Watch(ctx context.Context, args params.Entities) (params.NotifyWatchResults, error) {
+	return params.NotifyWatchResults{Results: facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.NotifyWatchResult, error) {
 		t, err := applicationTag(e.Tag)
 		if err != nil {
 			return params.NotifyWatchResult{}, facade.ErrPerm
@@ -139,8 +139,8 @@ func (a *API) notify(w *watcher.Notify, err error) (params.NotifyWatchResult, er
 }
 
 // Life returns the life of applications and units.
-func (a *API) Life(_ context.Context, args params.Entities) (params.LifeResults, error) {
-	return params.LifeResults{Results: facade.Bulk(args.Entities, func(e params.Entity) (params.LifeResult, error) {
+func (a *API) Life(ctx context.Context, args params.Entities) (params.LifeResults, error) {
+	return params.LifeResults{Results: facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.LifeResult, error) {
 		t, err := facade.ParseTag(e.Tag)
 		if err != nil {
 			return params.LifeResult{}, facade.ErrPerm
@@ -158,8 +158,8 @@ func (a *API) Life(_ context.Context, args params.Entities) (params.LifeResults,
 }
 
 // WatchApplicationsScale watches the desired scale of applications.
-func (a *API) WatchApplicationsScale(_ context.Context, args params.Entities) (params.NotifyWatchResults, error) {
-	return params.NotifyWatchResults{Results: facade.Bulk(args.Entities, func(e params.Entity) (params.NotifyWatchResult, error) {
+func (a *API) WatchApplicationsScale(ctx context.Context, args params.Entities) (params.NotifyWatchResults, error) {
+	return params.NotifyWatchResults{Results: facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.NotifyWatchResult, error) {
 		t, err := applicationTag(e.Tag)
 		if err != nil {
 			return params.NotifyWatchResult{}, err
@@ -169,8 +169,8 @@ func (a *API) WatchApplicationsScale(_ context.Context, args params.Entities) (p
 }
 
 // WatchPodSpec watches the spec records of applications.
-func (a *API) WatchPodSpec(_ context.Context, args params.Entities) (params.NotifyWatchResults, error) {
-	return params.NotifyWatchResults{Results: facade.Bulk(args.Entities, func(e params.Entity) (params.NotifyWatchResult, error) {
+func (a *API) WatchPodSpec(ctx context.Context, args params.Entities) (params.NotifyWatchResults, error) {
+	return params.NotifyWatchResults{Results: facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.NotifyWatchResult, error) {
 		t, err := applicationTag(e.Tag)
 		if err != nil {
 			return params.NotifyWatchResult{}, err
@@ -180,8 +180,8 @@ func (a *API) WatchPodSpec(_ context.Context, args params.Entities) (params.Noti
 }
 
 // ApplicationsScale returns the desired scale of applications.
-func (a *API) ApplicationsScale(_ context.Context, args params.Entities) (params.IntResults, error) {
-	return params.IntResults{Results: facade.Bulk(args.Entities, func(e params.Entity) (params.IntResult, error) {
+func (a *API) ApplicationsScale(ctx context.Context, args params.Entities) (params.IntResults, error) {
+	return params.IntResults{Results: facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.IntResult, error) {
 		app, err := a.application(e.Tag)
 		if err != nil {
 			return params.IntResult{}, err
@@ -191,8 +191,8 @@ func (a *API) ApplicationsScale(_ context.Context, args params.Entities) (params
 }
 
 // ApplicationsTrust returns the trust config option of applications.
-func (a *API) ApplicationsTrust(_ context.Context, args params.Entities) (params.BoolResults, error) {
-	return params.BoolResults{Results: facade.Bulk(args.Entities, func(e params.Entity) (params.BoolResult, error) {
+func (a *API) ApplicationsTrust(ctx context.Context, args params.Entities) (params.BoolResults, error) {
+	return params.BoolResults{Results: facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.BoolResult, error) {
 		cfg, err := a.config(e.Tag)
 		if err != nil {
 			return params.BoolResult{}, err
@@ -212,8 +212,8 @@ func (a *API) config(tag string) (map[string]any, error) {
 
 // WatchApplicationsTrustHash watches the hash of applications' config;
 // the initial hash is consumed, not returned.
-func (a *API) WatchApplicationsTrustHash(_ context.Context, args params.Entities) (params.StringsWatchResults, error) {
-	return params.StringsWatchResults{Results: facade.Bulk(args.Entities, func(e params.Entity) (params.StringsWatchResult, error) {
+func (a *API) WatchApplicationsTrustHash(ctx context.Context, args params.Entities) (params.StringsWatchResults, error) {
+	return params.StringsWatchResults{Results: facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.StringsWatchResult, error) {
 		app, err := a.application(e.Tag)
 		if err != nil {
 			return params.StringsWatchResult{}, err
@@ -227,8 +227,8 @@ func (a *API) WatchApplicationsTrustHash(_ context.Context, args params.Entities
 }
 
 // DeploymentMode returns the charm deployment mode of applications.
-func (a *API) DeploymentMode(_ context.Context, args params.Entities) (params.StringResults, error) {
-	return params.StringResults{Results: facade.Bulk(args.Entities, func(e params.Entity) (params.StringResult, error) {
+func (a *API) DeploymentMode(ctx context.Context, args params.Entities) (params.StringResults, error) {
+	return params.StringResults{Results: facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.StringResult, error) {
 		app, err := a.application(e.Tag)
 		if err != nil {
 			return params.StringResult{}, err
@@ -242,8 +242,8 @@ func (a *API) DeploymentMode(_ context.Context, args params.Entities) (params.St
 }
 
 // ApplicationsConfig returns the config settings of applications.
-func (a *API) ApplicationsConfig(_ context.Context, args params.Entities) (params.ApplicationGetConfigResults, error) {
-	return params.ApplicationGetConfigResults{Results: facade.Bulk(args.Entities, func(e params.Entity) (params.ConfigResult, error) {
+func (a *API) ApplicationsConfig(ctx context.Context, args params.Entities) (params.ApplicationGetConfigResults, error) {
+	return params.ApplicationGetConfigResults{Results: facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.ConfigResult, error) {
 		cfg, err := a.config(e.Tag)
 		return params.ConfigResult{Config: cfg}, err
 	})}, nil
@@ -262,8 +262,8 @@ func (a *API) ClearApplicationsResources(ctx context.Context, args params.Entiti
 }
 
 // SetOperatorStatus sets the operator status of applications.
-func (a *API) SetOperatorStatus(_ context.Context, args params.SetStatus) (params.ErrorResults, error) {
-	return params.ErrorResults{Results: facade.Bulk(args.Entities, func(e params.EntityStatusArgs) (params.ErrorResult, error) {
+func (a *API) SetOperatorStatus(ctx context.Context, args params.SetStatus) (params.ErrorResults, error) {
+	return params.ErrorResults{Results: facade.Bulk(ctx, args.Entities, func(e params.EntityStatusArgs) (params.ErrorResult, error) {
 		app, err := a.application(e.Tag)
 		if err != nil {
 			return params.ErrorResult{}, err
@@ -273,8 +273,8 @@ func (a *API) SetOperatorStatus(_ context.Context, args params.SetStatus) (param
 }
 
 // UpdateApplicationsService records applications' Kubernetes services.
-func (a *API) UpdateApplicationsService(_ context.Context, args params.UpdateApplicationServiceArgs) (params.ErrorResults, error) {
-	return params.ErrorResults{Results: facade.Bulk(args.Args, func(arg params.UpdateApplicationServiceArg) (params.ErrorResult, error) {
+func (a *API) UpdateApplicationsService(ctx context.Context, args params.UpdateApplicationServiceArgs) (params.ErrorResults, error) {
+	return params.ErrorResults{Results: facade.Bulk(ctx, args.Args, func(arg params.UpdateApplicationServiceArg) (params.ErrorResult, error) {
 		app, err := a.application(arg.ApplicationTag)
 		if err != nil {
 			return params.ErrorResult{}, err

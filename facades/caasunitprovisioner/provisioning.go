@@ -29,7 +29,7 @@ const (
 
 // ProvisioningInfo returns what the unit provisioner needs to run the
 // pods of applications (specs/caasunitprovisioner.md §5).
-func (a *API) ProvisioningInfo(_ context.Context, args params.Entities) (params.KubernetesProvisioningInfoResults, error) {
+func (a *API) ProvisioningInfo(ctx context.Context, args params.Entities) (params.KubernetesProvisioningInfoResults, error) {
 	m, err := a.st.Model(a.model)
 	if err != nil {
 		return params.KubernetesProvisioningInfoResults{}, err
@@ -37,7 +37,7 @@ func (a *API) ProvisioningInfo(_ context.Context, args params.Entities) (params.
 	if m.Type != state.ModelTypeCAAS {
 		return params.KubernetesProvisioningInfoResults{}, errors.NotSupportedf("provisioning info on %s model", m.Type)
 	}
-	return params.KubernetesProvisioningInfoResults{Results: facade.Bulk(args.Entities,
+	return params.KubernetesProvisioningInfoResults{Results: facade.Bulk(ctx, args.Entities,
 		func(e params.Entity) (params.KubernetesProvisioningInfoResult, error) {
 			info, err := a.provisioningInfo(m, e.Tag)
 			return params.KubernetesProvisioningInfoResult{Result: info}, err

@@ -15,10 +15,10 @@ import (
 // UpdateApplicationsUnits brings applications' units in line with their
 // pods (specs/caasunitprovisioner.md §4). Each application's update is
 // one state transaction.
-func (a *API) UpdateApplicationsUnits(_ context.Context, args params.UpdateApplicationUnitArgs) (params.UpdateApplicationUnitResults, error) {
+func (a *API) UpdateApplicationsUnits(ctx context.Context, args params.UpdateApplicationUnitArgs) (params.UpdateApplicationUnitResults, error) {
 	// A refused scale change comes back with the unit info of the update
 	// that committed, so a result may carry both.
-	return params.UpdateApplicationUnitResults{Results: facade.Bulk(args.Args,
+	return params.UpdateApplicationUnitResults{Results: facade.Bulk(ctx, args.Args,
 		func(arg params.UpdateApplicationUnits) (params.UpdateApplicationUnitResult, error) {
 			info, err := a.updateUnits(arg)
 			var res params.UpdateApplicationUnitResult

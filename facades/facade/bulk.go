@@ -15,9 +15,18 @@ type ErrorSetter[R any] interface {
 // Bulk runs fn for each item and returns one result per item, in the
 // order of the request, with fn's error mapped by ServerError into the
 // item's error. It is the one place a facade writes the per-item loop.
-func Bulk[A any, R any, PR ErrorSetter[R]](items []A, fn func(A) (R, error)) []R {
+// ctx is the call's: once it is done (the client has gone) the remaining
+// items are not worked on; each gets the error ErrCallCancelled, which no
+// client will read.
+func Bulk[A any, R any, PR ErrorSetter[R]](ctx context.Context, items []A, fn func(A) (R, error)) []R {
 	out := make([]R, len(items))
 	for i, a := range items {
+		if ctx.Err() != nil {
+			for j := i; j < len(out); j++ {
+				PR(&out[j]).SetError(ErrCallCancelled)
+			}
+			break
+		}
 		r, err := fn(a)
 		if err != nil {
 			PR(&r).SetError(ServerError(err))
@@ -27,10 +36,14 @@ func Bulk[A any, R any, PR ErrorSetter[R]](items []A, fn func(A) (R, error)) []R
 	return out
 }
 
+// ErrCallCancelled is the error of a bulk item left undone because the
+// call's connection ended.
+var ErrCallCancelled = &params.Error{Message: "connection is shut down"}
+
 // BulkErrors runs fn for each entity and returns one ErrorResult per
 // entity, in order, with each error mapped by ServerError.
 func BulkErrors(ctx context.Context, args params.Entities, fn func(ctx context.Context, tag string) error) params.ErrorResults {
-	return params.ErrorResults{Results: Bulk(args.Entities, func(e params.Entity) (params.ErrorResult, error) {
+	return params.ErrorResults{Results: Bulk(ctx, args.Entities, func(e params.Entity) (params.ErrorResult, error) {
 		return params.ErrorResult{}, fn(ctx, e.Tag)
 	})}
 }

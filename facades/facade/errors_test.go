@@ -1,6 +1,7 @@
 package facade
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -51,7 +52,7 @@ func TestServerError(t *testing.T) {
 
 func TestBulk(t *testing.T) {
 	items := []params.Entity{{Tag: "a"}, {Tag: "b"}, {Tag: "c"}}
-	got := Bulk(items, func(e params.Entity) (params.StringResult, error) {
+	got := Bulk(context.Background(), items, func(e params.Entity) (params.StringResult, error) {
 		if e.Tag == "b" {
 			return params.StringResult{Result: "partial"}, jujuerrors.NotFoundf("b")
 		}
@@ -63,7 +64,28 @@ func TestBulk(t *testing.T) {
 	if got[1].Error == nil || got[1].Error.Code != params.CodeNotFound || got[1].Error.Message != "b not found" {
 		t.Fatalf("Bulk error = %#v", got[1].Error)
 	}
-	if out := Bulk[params.Entity, params.ErrorResult](nil, nil); out == nil || len(out) != 0 {
+	if out := Bulk[params.Entity, params.ErrorResult](context.Background(), nil, nil); out == nil || len(out) != 0 {
 		t.Fatalf("Bulk(nil) = %#v; want an empty, non-nil slice", out)
+	}
+}
+
+// Once the call's context is done (the client has gone), Bulk works on no
+// more items; the rest get ErrCallCancelled, and there is still one result
+// per item.
+func TestBulkStopsWhenTheCallEnds(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	items := make([]params.Entity, 100)
+	done := 0
+	got := Bulk(ctx, items, func(params.Entity) (params.ErrorResult, error) {
+		if done++; done == 3 {
+			cancel()
+		}
+		return params.ErrorResult{}, nil
+	})
+	if done != 3 || len(got) != len(items) {
+		t.Fatalf("worked on %d items, %d results; want 3, %d", done, len(got), len(items))
+	}
+	if got[2].Error != nil || got[3].Error != ErrCallCancelled || got[99].Error != ErrCallCancelled {
+		t.Fatalf("results = %+v, %+v, %+v", got[2], got[3], got[99])
 	}
 }

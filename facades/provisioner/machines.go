@@ -12,8 +12,8 @@ import (
 )
 
 // Life returns the life of each machine.
-func (p *Provisioner) Life(_ context.Context, args params.Entities) (params.LifeResults, error) {
-	return params.LifeResults{Results: facade.Bulk(args.Entities, func(e params.Entity) (params.LifeResult, error) {
+func (p *Provisioner) Life(ctx context.Context, args params.Entities) (params.LifeResults, error) {
+	return params.LifeResults{Results: facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.LifeResult, error) {
 		m, err := p.machine(e.Tag)
 		if err != nil {
 			return params.LifeResult{}, err
@@ -23,8 +23,8 @@ func (p *Provisioner) Life(_ context.Context, args params.Entities) (params.Life
 }
 
 // Remove removes each dead machine.
-func (p *Provisioner) Remove(_ context.Context, args params.Entities) (params.ErrorResults, error) {
-	return p.bulkErrors(args.Entities, func(e params.Entity) error {
+func (p *Provisioner) Remove(ctx context.Context, args params.Entities) (params.ErrorResults, error) {
+	return p.bulkErrors(ctx, args.Entities, func(e params.Entity) error {
 		m, err := p.machine(e.Tag)
 		if err != nil {
 			return err
@@ -42,8 +42,8 @@ func (p *Provisioner) Remove(_ context.Context, args params.Entities) (params.Er
 }
 
 // EnsureDead makes each machine dead.
-func (p *Provisioner) EnsureDead(_ context.Context, args params.Entities) (params.ErrorResults, error) {
-	return p.bulkErrors(args.Entities, func(e params.Entity) error {
+func (p *Provisioner) EnsureDead(ctx context.Context, args params.Entities) (params.ErrorResults, error) {
+	return p.bulkErrors(ctx, args.Entities, func(e params.Entity) error {
 		m, err := p.machine(e.Tag)
 		if err != nil {
 			return err
@@ -53,8 +53,8 @@ func (p *Provisioner) EnsureDead(_ context.Context, args params.Entities) (param
 }
 
 // SetPasswords sets each machine's agent password.
-func (p *Provisioner) SetPasswords(_ context.Context, args params.EntityPasswords) (params.ErrorResults, error) {
-	return params.ErrorResults{Results: facade.Bulk(args.Changes, func(c params.EntityPassword) (params.ErrorResult, error) {
+func (p *Provisioner) SetPasswords(ctx context.Context, args params.EntityPasswords) (params.ErrorResults, error) {
+	return params.ErrorResults{Results: facade.Bulk(ctx, args.Changes, func(c params.EntityPassword) (params.ErrorResult, error) {
 		m, err := p.machine(c.Tag)
 		if err != nil {
 			return params.ErrorResult{}, err
@@ -64,8 +64,8 @@ func (p *Provisioner) SetPasswords(_ context.Context, args params.EntityPassword
 }
 
 // InstanceId returns each machine's instance id.
-func (p *Provisioner) InstanceId(_ context.Context, args params.Entities) (params.StringResults, error) {
-	return params.StringResults{Results: facade.Bulk(args.Entities, func(e params.Entity) (params.StringResult, error) {
+func (p *Provisioner) InstanceId(ctx context.Context, args params.Entities) (params.StringResults, error) {
+	return params.StringResults{Results: facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.StringResult, error) {
 		m, err := p.machine(e.Tag)
 		if err != nil {
 			return params.StringResult{}, err
@@ -79,8 +79,8 @@ func (p *Provisioner) InstanceId(_ context.Context, args params.Entities) (param
 
 // AvailabilityZone returns each machine's availability zone ("" when its
 // hardware names none).
-func (p *Provisioner) AvailabilityZone(_ context.Context, args params.Entities) (params.StringResults, error) {
-	return params.StringResults{Results: facade.Bulk(args.Entities, func(e params.Entity) (params.StringResult, error) {
+func (p *Provisioner) AvailabilityZone(ctx context.Context, args params.Entities) (params.StringResults, error) {
+	return params.StringResults{Results: facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.StringResult, error) {
 		m, err := p.machine(e.Tag)
 		if err != nil {
 			return params.StringResult{}, err
@@ -93,8 +93,8 @@ func (p *Provisioner) AvailabilityZone(_ context.Context, args params.Entities) 
 }
 
 // KeepInstance returns each machine's keep-instance flag.
-func (p *Provisioner) KeepInstance(_ context.Context, args params.Entities) (params.BoolResults, error) {
-	return params.BoolResults{Results: facade.Bulk(args.Entities, func(e params.Entity) (params.BoolResult, error) {
+func (p *Provisioner) KeepInstance(ctx context.Context, args params.Entities) (params.BoolResults, error) {
+	return params.BoolResults{Results: facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.BoolResult, error) {
 		m, err := p.machine(e.Tag)
 		if err != nil {
 			return params.BoolResult{}, err
@@ -104,8 +104,8 @@ func (p *Provisioner) KeepInstance(_ context.Context, args params.Entities) (par
 }
 
 // Constraints returns each machine's constraints.
-func (p *Provisioner) Constraints(_ context.Context, args params.Entities) (params.ConstraintsResults, error) {
-	return params.ConstraintsResults{Results: facade.Bulk(args.Entities, func(e params.Entity) (params.ConstraintsResult, error) {
+func (p *Provisioner) Constraints(ctx context.Context, args params.Entities) (params.ConstraintsResults, error) {
+	return params.ConstraintsResults{Results: facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.ConstraintsResult, error) {
 		m, err := p.machine(e.Tag)
 		if err != nil {
 			return params.ConstraintsResult{}, err
@@ -124,8 +124,8 @@ func toValue(c state.Constraints) params.Value {
 }
 
 // Status returns each machine's agent status.
-func (p *Provisioner) Status(_ context.Context, args params.Entities) (params.StatusResults, error) {
-	return params.StatusResults{Results: facade.Bulk(args.Entities, func(e params.Entity) (params.StatusResult, error) {
+func (p *Provisioner) Status(ctx context.Context, args params.Entities) (params.StatusResults, error) {
+	return params.StatusResults{Results: facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.StatusResult, error) {
 		m, err := p.entityMachine(e.Tag)
 		if err != nil {
 			return params.StatusResult{}, err
@@ -137,8 +137,8 @@ func (p *Provisioner) Status(_ context.Context, args params.Entities) (params.St
 }
 
 // InstanceStatus returns each machine's instance status.
-func (p *Provisioner) InstanceStatus(_ context.Context, args params.Entities) (params.StatusResults, error) {
-	return params.StatusResults{Results: facade.Bulk(args.Entities, func(e params.Entity) (params.StatusResult, error) {
+func (p *Provisioner) InstanceStatus(ctx context.Context, args params.Entities) (params.StatusResults, error) {
+	return params.StatusResults{Results: facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.StatusResult, error) {
 		m, err := p.machine(e.Tag)
 		if err != nil {
 			return params.StatusResult{}, err
@@ -150,8 +150,8 @@ func (p *Provisioner) InstanceStatus(_ context.Context, args params.Entities) (p
 }
 
 // SetStatus sets each machine's agent status.
-func (p *Provisioner) SetStatus(_ context.Context, args params.SetStatus) (params.ErrorResults, error) {
-	return params.ErrorResults{Results: facade.Bulk(args.Entities, func(a params.EntityStatusArgs) (params.ErrorResult, error) {
+func (p *Provisioner) SetStatus(ctx context.Context, args params.SetStatus) (params.ErrorResults, error) {
+	return params.ErrorResults{Results: facade.Bulk(ctx, args.Entities, func(a params.EntityStatusArgs) (params.ErrorResult, error) {
 		m, err := p.entityMachine(a.Tag)
 		if err != nil {
 			return params.ErrorResult{}, err
@@ -163,8 +163,8 @@ func (p *Provisioner) SetStatus(_ context.Context, args params.SetStatus) (param
 
 // SetInstanceStatus sets each machine's instance status; "error" and
 // "provisioning error" set the agent status to error as well.
-func (p *Provisioner) SetInstanceStatus(_ context.Context, args params.SetStatus) (params.ErrorResults, error) {
-	return params.ErrorResults{Results: facade.Bulk(args.Entities, func(a params.EntityStatusArgs) (params.ErrorResult, error) {
+func (p *Provisioner) SetInstanceStatus(ctx context.Context, args params.SetStatus) (params.ErrorResults, error) {
+	return params.ErrorResults{Results: facade.Bulk(ctx, args.Entities, func(a params.EntityStatusArgs) (params.ErrorResult, error) {
 		id, err := p.machineID(a.Tag)
 		if err != nil {
 			return params.ErrorResult{}, err
@@ -185,8 +185,8 @@ func (p *Provisioner) SetInstanceStatus(_ context.Context, args params.SetStatus
 }
 
 // SetModificationStatus sets each machine's modification status.
-func (p *Provisioner) SetModificationStatus(_ context.Context, args params.SetStatus) (params.ErrorResults, error) {
-	return params.ErrorResults{Results: facade.Bulk(args.Entities, func(a params.EntityStatusArgs) (params.ErrorResult, error) {
+func (p *Provisioner) SetModificationStatus(ctx context.Context, args params.SetStatus) (params.ErrorResults, error) {
+	return params.ErrorResults{Results: facade.Bulk(ctx, args.Entities, func(a params.EntityStatusArgs) (params.ErrorResult, error) {
 		id, err := p.machineID(a.Tag)
 		if err != nil {
 			return params.ErrorResult{}, err
@@ -227,8 +227,8 @@ func (p *Provisioner) MachinesWithTransientErrors(context.Context) (params.Statu
 
 // SetSupportedContainers records the container types each machine
 // supports.
-func (p *Provisioner) SetSupportedContainers(_ context.Context, args params.MachineContainersParams) (params.ErrorResults, error) {
-	return params.ErrorResults{Results: facade.Bulk(args.Params, func(a params.MachineContainers) (params.ErrorResult, error) {
+func (p *Provisioner) SetSupportedContainers(ctx context.Context, args params.MachineContainersParams) (params.ErrorResults, error) {
+	return params.ErrorResults{Results: facade.Bulk(ctx, args.Params, func(a params.MachineContainers) (params.ErrorResult, error) {
 		m, err := p.machine(a.MachineTag)
 		if err != nil {
 			return params.ErrorResult{}, err
@@ -238,8 +238,8 @@ func (p *Provisioner) SetSupportedContainers(_ context.Context, args params.Mach
 }
 
 // SupportedContainers returns the container types each machine supports.
-func (p *Provisioner) SupportedContainers(_ context.Context, args params.Entities) (params.MachineContainerResults, error) {
-	return params.MachineContainerResults{Results: facade.Bulk(args.Entities, func(e params.Entity) (params.MachineContainerResult, error) {
+func (p *Provisioner) SupportedContainers(ctx context.Context, args params.Entities) (params.MachineContainerResults, error) {
+	return params.MachineContainerResults{Results: facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.MachineContainerResult, error) {
 		m, err := p.machine(e.Tag)
 		if err != nil {
 			return params.MachineContainerResult{ContainerTypes: []string{}}, err
@@ -250,8 +250,8 @@ func (p *Provisioner) SupportedContainers(_ context.Context, args params.Entitie
 }
 
 // MarkMachinesForRemoval marks each dead machine for removal.
-func (p *Provisioner) MarkMachinesForRemoval(_ context.Context, args params.Entities) (params.ErrorResults, error) {
-	return p.bulkErrors(args.Entities, func(e params.Entity) error {
+func (p *Provisioner) MarkMachinesForRemoval(ctx context.Context, args params.Entities) (params.ErrorResults, error) {
+	return p.bulkErrors(ctx, args.Entities, func(e params.Entity) error {
 		m, err := p.machineParsed(e.Tag)
 		if err != nil {
 			return err
@@ -261,8 +261,8 @@ func (p *Provisioner) MarkMachinesForRemoval(_ context.Context, args params.Enti
 }
 
 // SetCharmProfiles records the LXD profiles applied to each machine.
-func (p *Provisioner) SetCharmProfiles(_ context.Context, args params.SetProfileArgs) (params.ErrorResults, error) {
-	return params.ErrorResults{Results: facade.Bulk(args.Args, func(a params.SetProfileArg) (params.ErrorResult, error) {
+func (p *Provisioner) SetCharmProfiles(ctx context.Context, args params.SetProfileArgs) (params.ErrorResults, error) {
+	return params.ErrorResults{Results: facade.Bulk(ctx, args.Args, func(a params.SetProfileArg) (params.ErrorResult, error) {
 		m, err := p.machineParsed(a.Entity.Tag)
 		if err != nil {
 			return params.ErrorResult{}, err
@@ -273,8 +273,8 @@ func (p *Provisioner) SetCharmProfiles(_ context.Context, args params.SetProfile
 
 // SetInstanceInfo records each machine's provisioning: instance id and
 // nonce (once), hardware, volumes, network config and profiles.
-func (p *Provisioner) SetInstanceInfo(_ context.Context, args params.InstancesInfo) (params.ErrorResults, error) {
-	return params.ErrorResults{Results: facade.Bulk(args.Machines, func(a params.InstanceInfo) (params.ErrorResult, error) {
+func (p *Provisioner) SetInstanceInfo(ctx context.Context, args params.InstancesInfo) (params.ErrorResults, error) {
+	return params.ErrorResults{Results: facade.Bulk(ctx, args.Machines, func(a params.InstanceInfo) (params.ErrorResult, error) {
 		return params.ErrorResult{}, p.setInstanceInfo(a)
 	})}, nil
 }
@@ -394,8 +394,8 @@ func (p *Provisioner) setNetworkConfig(args params.SetMachineNetworkConfig) erro
 
 // DistributionGroup returns, for each machine, the instance ids of the
 // machines in its distribution group (sorted).
-func (p *Provisioner) DistributionGroup(_ context.Context, args params.Entities) (params.DistributionGroupResults, error) {
-	return params.DistributionGroupResults{Results: facade.Bulk(args.Entities, func(e params.Entity) (params.DistributionGroupResult, error) {
+func (p *Provisioner) DistributionGroup(ctx context.Context, args params.Entities) (params.DistributionGroupResults, error) {
+	return params.DistributionGroupResults{Results: facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.DistributionGroupResult, error) {
 		m, err := p.machine(e.Tag)
 		if err != nil {
 			return params.DistributionGroupResult{}, err
@@ -417,8 +417,8 @@ func (p *Provisioner) DistributionGroup(_ context.Context, args params.Entities)
 
 // DistributionGroupByMachineId returns, for each machine, the ids of the
 // other machines in its distribution group (sorted).
-func (p *Provisioner) DistributionGroupByMachineId(_ context.Context, args params.Entities) (params.StringsResults, error) {
-	return params.StringsResults{Results: facade.Bulk(args.Entities, func(e params.Entity) (params.StringsResult, error) {
+func (p *Provisioner) DistributionGroupByMachineId(ctx context.Context, args params.Entities) (params.StringsResults, error) {
+	return params.StringsResults{Results: facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.StringsResult, error) {
 		m, err := p.machine(e.Tag)
 		if err != nil {
 			return params.StringsResult{}, err
@@ -475,8 +475,8 @@ func (p *Provisioner) distributionGroup(m state.Machine) ([]state.Machine, error
 }
 
 // bulkErrors is facade.Bulk for methods that only report errors.
-func (p *Provisioner) bulkErrors(es []params.Entity, fn func(params.Entity) error) params.ErrorResults {
-	return params.ErrorResults{Results: facade.Bulk(es, func(e params.Entity) (params.ErrorResult, error) {
+func (p *Provisioner) bulkErrors(ctx context.Context, es []params.Entity, fn func(params.Entity) error) params.ErrorResults {
+	return params.ErrorResults{Results: facade.Bulk(ctx, es, func(e params.Entity) (params.ErrorResult, error) {
 		return params.ErrorResult{}, fn(e)
 	})}
 }

@@ -142,8 +142,8 @@ func (p *Provisioner) CACert(context.Context) (params.BytesResult, error) {
 
 // ControllerAPIInfoForModels returns, for each model tag, this
 // controller's API addresses and CA certificate.
-func (p *Provisioner) ControllerAPIInfoForModels(_ context.Context, args params.Entities) (params.ControllerAPIInfoResults, error) {
-	return params.ControllerAPIInfoResults{Results: facade.Bulk(args.Entities, func(e params.Entity) (params.ControllerAPIInfoResult, error) {
+func (p *Provisioner) ControllerAPIInfoForModels(ctx context.Context, args params.Entities) (params.ControllerAPIInfoResults, error) {
+	return params.ControllerAPIInfoResults{Results: facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.ControllerAPIInfoResult, error) {
 		t, err := facade.ParseModelTag(e.Tag)
 		if err != nil {
 			return params.ControllerAPIInfoResult{}, errors.New(err.Error())
@@ -371,7 +371,7 @@ func (p *Provisioner) FindTools(_ context.Context, args params.FindToolsParams) 
 // Tools returns the agent binaries each machine should run: the model's
 // agent-version for the machine's OS and architecture. Only the caller's
 // own machine is reachable.
-func (p *Provisioner) Tools(_ context.Context, args params.Entities) (params.ToolsResults, error) {
+func (p *Provisioner) Tools(ctx context.Context, args params.Entities) (params.ToolsResults, error) {
 	_, cfg, err := p.modelConfig()
 	if err != nil {
 		return params.ToolsResults{}, err
@@ -388,7 +388,7 @@ func (p *Provisioner) Tools(_ context.Context, args params.Entities) (params.Too
 	if err != nil {
 		return params.ToolsResults{}, errors.Annotate(err, "agent-version")
 	}
-	return params.ToolsResults{Results: facade.Bulk(args.Entities, func(e params.Entity) (params.ToolsResult, error) {
+	return params.ToolsResults{Results: facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.ToolsResult, error) {
 		t, err := facade.ParseTag(e.Tag)
 		if err != nil || !p.ctx.IsOwner(t) {
 			return params.ToolsResult{}, facade.ErrPerm

@@ -92,22 +92,22 @@ func (p *Provisioner) notContainerText() string {
 // PrepareContainerInterfaceInfo allocates each container an address from
 // the host's allocation subnet and returns its network config. A container
 // that already has an address keeps it.
-func (p *Provisioner) PrepareContainerInterfaceInfo(_ context.Context, args params.Entities) (params.MachineNetworkConfigResults, error) {
-	return p.containerInterfaceInfo(args, true)
+func (p *Provisioner) PrepareContainerInterfaceInfo(ctx context.Context, args params.Entities) (params.MachineNetworkConfigResults, error) {
+	return p.containerInterfaceInfo(ctx, args, true)
 }
 
 // GetContainerInterfaceInfo returns each container's network config.
-func (p *Provisioner) GetContainerInterfaceInfo(_ context.Context, args params.Entities) (params.MachineNetworkConfigResults, error) {
-	return p.containerInterfaceInfo(args, false)
+func (p *Provisioner) GetContainerInterfaceInfo(ctx context.Context, args params.Entities) (params.MachineNetworkConfigResults, error) {
+	return p.containerInterfaceInfo(ctx, args, false)
 }
 
-func (p *Provisioner) containerInterfaceInfo(args params.Entities, prepare bool) (params.MachineNetworkConfigResults, error) {
+func (p *Provisioner) containerInterfaceInfo(ctx context.Context, args params.Entities, prepare bool) (params.MachineNetworkConfigResults, error) {
 	res := params.MachineNetworkConfigResults{Results: make([]params.MachineNetworkConfigResult, len(args.Entities))}
 	hn, err := p.hostNetwork("network")
 	if err != nil {
 		return res, err
 	}
-	res.Results = facade.Bulk(args.Entities, func(e params.Entity) (params.MachineNetworkConfigResult, error) {
+	res.Results = facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.MachineNetworkConfigResult, error) {
 		c, err := p.container(e.Tag, p.notContainerText())
 		if err != nil {
 			return params.MachineNetworkConfigResult{}, err
@@ -227,8 +227,8 @@ func baseConfig(hn *hostNetwork) params.NetworkConfig {
 }
 
 // ReleaseContainerAddresses frees the addresses of each container.
-func (p *Provisioner) ReleaseContainerAddresses(_ context.Context, args params.Entities) (params.ErrorResults, error) {
-	return p.bulkErrors(args.Entities, func(e params.Entity) error {
+func (p *Provisioner) ReleaseContainerAddresses(ctx context.Context, args params.Entities) (params.ErrorResults, error) {
+	return p.bulkErrors(ctx, args.Entities, func(e params.Entity) error {
 		c, err := p.machine(e.Tag)
 		if err != nil {
 			return err
@@ -264,7 +264,7 @@ func (p *Provisioner) releaseAtProvider(m state.Machine, released []state.IPAddr
 
 // HostChangesForContainers returns, for each container, the bridges its
 // host still needs: one per host interface not yet bridged.
-func (p *Provisioner) HostChangesForContainers(_ context.Context, args params.Entities) (params.HostNetworkChangeResults, error) {
+func (p *Provisioner) HostChangesForContainers(ctx context.Context, args params.Entities) (params.HostNetworkChangeResults, error) {
 	res := params.HostNetworkChangeResults{Results: make([]params.HostNetworkChange, len(args.Entities))}
 	hn, err := p.hostNetwork("network")
 	if err != nil {
@@ -278,7 +278,7 @@ func (p *Provisioner) HostChangesForContainers(_ context.Context, args params.En
 	if v, ok := cfg["net-bond-reconfigure-delay"].(float64); ok {
 		delay = int(v)
 	}
-	res.Results = facade.Bulk(args.Entities, func(e params.Entity) (params.HostNetworkChange, error) {
+	res.Results = facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.HostNetworkChange, error) {
 		if _, err := p.container(e.Tag, "cannot prepare network config"); err != nil {
 			return params.HostNetworkChange{NewBridges: []params.DeviceBridgeInfo{}}, err
 		}
@@ -303,7 +303,7 @@ func (p *Provisioner) HostChangesForContainers(_ context.Context, args params.En
 
 // GetContainerProfileInfo returns, for each container, the LXD profiles of
 // the charms of the units placed on it.
-func (p *Provisioner) GetContainerProfileInfo(_ context.Context, args params.Entities) (params.ContainerProfileResults, error) {
+func (p *Provisioner) GetContainerProfileInfo(ctx context.Context, args params.Entities) (params.ContainerProfileResults, error) {
 	res := params.ContainerProfileResults{Results: make([]params.ContainerProfileResult, len(args.Entities))}
 	if _, err := p.hostNetwork("LXD profile"); err != nil {
 		return res, err
@@ -312,7 +312,7 @@ func (p *Provisioner) GetContainerProfileInfo(_ context.Context, args params.Ent
 	if err != nil {
 		return res, err
 	}
-	res.Results = facade.Bulk(args.Entities, func(e params.Entity) (params.ContainerProfileResult, error) {
+	res.Results = facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.ContainerProfileResult, error) {
 		c, err := p.container(e.Tag, "cannot prepare network config")
 		if err != nil {
 			return params.ContainerProfileResult{}, err

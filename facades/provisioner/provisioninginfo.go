@@ -18,8 +18,8 @@ import (
 
 // ProvisioningInfo returns what the provisioner needs to start each
 // machine's instance.
-func (p *Provisioner) ProvisioningInfo(_ context.Context, args params.Entities) (params.ProvisioningInfoResults, error) {
-	return params.ProvisioningInfoResults{Results: facade.Bulk(args.Entities, func(e params.Entity) (params.ProvisioningInfoResult, error) {
+func (p *Provisioner) ProvisioningInfo(ctx context.Context, args params.Entities) (params.ProvisioningInfoResults, error) {
+	return params.ProvisioningInfoResults{Results: facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.ProvisioningInfoResult, error) {
 		m, err := p.machine(e.Tag)
 		if err != nil {
 			return params.ProvisioningInfoResult{}, err

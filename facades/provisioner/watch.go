@@ -51,8 +51,8 @@ func (p *Provisioner) WatchModelMachineStartTimes(context.Context) (params.Strin
 
 // WatchContainers watches, for each machine, its direct containers of one
 // type (any type when the type is empty).
-func (p *Provisioner) WatchContainers(_ context.Context, args params.WatchContainers) (params.StringsWatchResults, error) {
-	return params.StringsWatchResults{Results: facade.Bulk(args.Params, func(a params.WatchContainer) (params.StringsWatchResult, error) {
+func (p *Provisioner) WatchContainers(ctx context.Context, args params.WatchContainers) (params.StringsWatchResults, error) {
+	return params.StringsWatchResults{Results: facade.Bulk(ctx, args.Params, func(a params.WatchContainer) (params.StringsWatchResult, error) {
 		m, err := p.machine(a.MachineTag)
 		if err != nil {
 			return params.StringsWatchResult{}, err
