@@ -22,6 +22,11 @@ type header struct {
 	// v0 is set when the message used the legacy capitalised framing; the
 	// reply is written in the same form.
 	v0 bool
+
+	// Set by the connection for a call it runs: the message's size and
+	// the call's context (limits.go).
+	size int64
+	cc   callCtx
 }
 
 // headerV0 is the legacy framing: Go field names, matched without case.

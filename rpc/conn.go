@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"runtime/debug"
 	"sync"
 	"time"
 
 	"github.com/gorilla/websocket"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/provisiond/provisiond/rpc/params"
 )
@@ -58,10 +60,18 @@ type Conn struct {
 
 	sem      chan struct{} // one slot per call not yet replied to
 	handlers sync.WaitGroup
+	items    *semaphore.Weighted // list items of running calls (limits.go); nil: no limit
+
+	bmu     sync.Mutex // guards the request budget fields below
+	bcond   sync.Cond  // on bmu: a call was answered or the connection closes
+	pending int64      // bytes of the requests not yet answered
+	calls   int        // requests not yet answered
+	bclosed bool       // Close was called: the reader stops waiting
 
 	wmu     sync.Mutex // guards the write fields below
 	wcond   sync.Cond  // on wmu: the queue shrank or the drain stopped
 	queue   [][]byte   // replies waiting to be written
+	unsent  int64      // bytes of the replies queued or being written
 	writing bool       // a drain is running
 	wdead   bool       // a write failed: later replies are dropped
 	wclosed bool       // teardown began: the ping timer is not re-armed
@@ -71,6 +81,7 @@ type Conn struct {
 	stopc     chan struct{} // closed to ask the reader to stop
 	mu        sync.Mutex    // guards closeCode
 	closeCode int           // close frame the server sends; 0: none
+	overLimit bool          // the reader stopped at a message over the read limit
 }
 
 // maxQueued bounds the replies waiting to be written on one connection;
@@ -96,6 +107,10 @@ func (c *Conn) Close(code int) {
 		c.mu.Unlock()
 		close(c.stopc)
 		_ = c.ws.SetReadDeadline(time.Now().Add(-time.Second))
+		c.bmu.Lock()
+		c.bclosed = true
+		c.bcond.Broadcast()
+		c.bmu.Unlock()
 	})
 }
 
@@ -129,6 +144,9 @@ func (c *Conn) serve() {
 	dead := c.wdead
 	c.wmu.Unlock()
 	c.ping.Stop()
+	if c.overLimit {
+		c.discardInput()
+	}
 	if !dead {
 		c.mu.Lock()
 		code := c.closeCode
@@ -143,11 +161,23 @@ func (c *Conn) serve() {
 
 func (c *Conn) readLoop() {
 	cfg := &c.srv.cfg
-	c.ws.SetReadLimit(cfg.ReadLimit)
+	auth, _ := c.root.(Authenticator)
 	c.ws.SetPongHandler(func(string) error {
 		return c.ws.SetReadDeadline(time.Now().Add(cfg.PongWait))
 	})
 	for {
+		// Before login: one request at a time, and a small read limit.
+		limit := cfg.ReadLimit
+		if auth != nil && !auth.Authenticated() {
+			limit = cfg.PreLoginReadLimit
+			if !c.waitIdle() {
+				return
+			}
+			if auth.Authenticated() {
+				limit = cfg.ReadLimit
+			}
+		}
+		c.ws.SetReadLimit(limit)
 		if err := c.ws.SetReadDeadline(time.Now().Add(cfg.PongWait)); err != nil {
 			return
 		}
@@ -160,7 +190,8 @@ func (c *Conn) readLoop() {
 		if err != nil {
 			if errors.Is(err, websocket.ErrReadLimit) {
 				// gorilla has already sent close code 1009.
-				c.log.Debug("message over the read limit", "limit", cfg.ReadLimit)
+				c.log.Debug("message over the read limit", "limit", limit)
+				c.overLimit = true
 			}
 			return
 		}
@@ -173,24 +204,57 @@ func (c *Conn) readLoop() {
 		if !h.isRequest() {
 			continue // a reply to a call the server never made
 		}
-		c.dispatch(&h)
+		if !c.dispatch(&h, int64(len(data))) {
+			return
+		}
 	}
 }
 
-func (c *Conn) dispatch(h *header) {
+// waitIdle waits on the reader's goroutine until every request read so far
+// is answered, or the connection closes; it reports false for the latter.
+func (c *Conn) waitIdle() bool {
+	c.bmu.Lock()
+	defer c.bmu.Unlock()
+	for c.calls > 0 && !c.bclosed {
+		c.bcond.Wait()
+	}
+	return !c.bclosed
+}
+
+// dispatch starts the call of h, a message of size bytes. While the
+// requests being answered hold the read limit's worth of bytes, it first
+// waits for some of them to be answered; it reports false if the
+// connection closes meanwhile.
+func (c *Conn) dispatch(h *header, size int64) bool {
 	call, err := c.root.FindMethod(h.Type, h.Version, h.ID, h.Request)
 	if err != nil {
 		c.replyFromReader(h, false, nil, err)
-		return
+		return true
 	}
 	select {
 	case c.sem <- struct{}{}:
 	default:
 		c.replyFromReader(h, true, nil, TooManyRequestsError(cap(c.sem)))
-		return
+		return true
 	}
+	limit := c.srv.cfg.ReadLimit
+	c.bmu.Lock()
+	for c.pending > 0 && c.pending+size > limit && !c.bclosed {
+		c.bcond.Wait()
+	}
+	if c.bclosed {
+		c.bmu.Unlock()
+		<-c.sem
+		return false
+	}
+	c.pending += size
+	c.calls++
+	c.bmu.Unlock()
+	h.size = size
+	h.cc = callCtx{Context: c.ctx, conn: c}
 	c.handlers.Add(1)
 	c.srv.workers.run(func() { c.run(h, call) })
+	return true
 }
 
 func (c *Conn) run(h *header, call Caller) {
@@ -203,10 +267,19 @@ func (c *Conn) run(h *header, call Caller) {
 	c.finish(h, res, err, start)
 }
 
-// finish replies to a call that started at start and releases its
-// MaxRequests slot once the reply is queued.
+// finish replies to a call that started at start and, once the reply is
+// queued, gives back what the call held: its MaxRequests slot, its items
+// and its request's bytes.
 func (c *Conn) finish(h *header, res any, err error, start time.Time) {
 	c.reply(h, true, res, err, time.Since(start))
+	if h.cc.items > 0 {
+		c.items.Release(h.cc.items)
+	}
+	c.bmu.Lock()
+	c.pending -= h.size
+	c.calls--
+	c.bcond.Broadcast()
+	c.bmu.Unlock()
 	<-c.sem
 	c.handlers.Done()
 }
@@ -270,7 +343,7 @@ func (c *Conn) call(h *header, call Caller) (res any, err error) {
 			res, err = nil, PanicError(r)
 		}
 	}()
-	return call(c.ctx, h.Params)
+	return call(&h.cc, h.Params)
 }
 
 // replyFromReader queues a reply the reader makes itself (an unknown
@@ -293,10 +366,15 @@ func (c *Conn) encode(h *header, resolved bool, res any, err error, d time.Durat
 	var body json.RawMessage
 	if err == nil && res != nil {
 		b, merr := json.Marshal(res)
-		if merr != nil {
+		switch limit := c.srv.cfg.MaxReplySize; {
+		case merr != nil:
 			c.log.Error("cannot encode reply", "facade", h.Type, "method", h.Request, "err", merr)
 			err = &params.Error{Message: "cannot encode reply: " + merr.Error()}
-		} else {
+		case int64(len(b)) > limit:
+			c.log.Warn("reply over the size limit not sent", "facade", h.Type, "method", h.Request,
+				"size", len(b), "limit", limit)
+			err = ReplyTooLargeError(int64(len(b)), limit)
+		default:
 			body = b
 		}
 	}
@@ -323,18 +401,21 @@ func (c *Conn) encode(h *header, resolved bool, res any, err error, d time.Durat
 }
 
 // enqueue queues msg for writing, waiting while maxQueued replies are
-// queued, and starts a drain if none runs: on this goroutine if inline,
-// else on a worker. A reply to a connection whose writes failed is
-// dropped.
+// queued or the unsent replies would go over Config.MaxUnsent bytes (a
+// reply alone may be larger), and starts a drain if none runs: on this
+// goroutine if inline, else on a worker. A reply to a connection whose
+// writes failed is dropped.
 func (c *Conn) enqueue(msg []byte, inline bool) {
+	size, limit := int64(len(msg)), c.srv.cfg.MaxUnsent
 	c.wmu.Lock()
-	for len(c.queue) >= maxQueued && !c.wdead {
+	for (len(c.queue) >= maxQueued || (c.unsent > 0 && c.unsent+size > limit)) && !c.wdead {
 		c.wcond.Wait()
 	}
 	if c.wdead {
 		c.wmu.Unlock()
 		return
 	}
+	c.unsent += size
 	c.queue = append(c.queue, msg)
 	if c.writing {
 		c.wmu.Unlock()
@@ -367,7 +448,7 @@ func (c *Conn) drain() {
 		}
 		c.wcond.Broadcast()
 		c.wmu.Unlock()
-		for _, msg := range batch {
+		for i, msg := range batch {
 			_ = c.ws.SetWriteDeadline(time.Now().Add(timeout))
 			if err := c.ws.WriteMessage(websocket.TextMessage, msg); err != nil {
 				c.log.Debug("write failed; closing connection", "err", err)
@@ -375,11 +456,17 @@ func (c *Conn) drain() {
 				c.wmu.Lock()
 				c.wdead = true
 				c.queue = nil
+				c.unsent = 0
 				c.writing = false
 				c.wcond.Broadcast()
 				c.wmu.Unlock()
 				return
 			}
+			batch[i] = nil // let the written reply go
+			c.wmu.Lock()
+			c.unsent -= int64(len(msg))
+			c.wcond.Broadcast()
+			c.wmu.Unlock()
 		}
 	}
 }
@@ -397,6 +484,20 @@ func (c *Conn) sendPing() {
 		c.ping.Reset(cfg.PingPeriod)
 	}
 	c.wmu.Unlock()
+}
+
+// lingerTime bounds how long discardInput reads.
+const lingerTime = time.Second
+
+// discardInput reads and drops what the client is still sending, for up
+// to lingerTime and the read limit's worth of bytes, before the socket is
+// closed. Closing a socket with unread data resets the connection, and a
+// reset can overtake the close frame (1009) the client should see; this is
+// net/http's lingering close, for a message over the read limit.
+func (c *Conn) discardInput() {
+	nc := c.ws.NetConn()
+	_ = nc.SetReadDeadline(time.Now().Add(lingerTime))
+	_, _ = io.CopyN(io.Discard, nc, c.srv.cfg.ReadLimit)
 }
 
 // fail ends a connection that cannot be written to: the socket is closed

@@ -42,3 +42,20 @@ func TooManyRequestsError(limit int) error {
 		Code:    params.CodeTryAgain,
 	}
 }
+
+// TooManyItemsError refuses a call whose params hold more list items than
+// the per-call limit (Config.MaxBulkItems).
+func TooManyItemsError(n, limit int) error {
+	return &params.Error{
+		Message: fmt.Sprintf("too many items in one call: %d (limit %d); send them in smaller calls", n, limit),
+		Code:    params.CodeQuotaLimitExceeded,
+	}
+}
+
+// ReplyTooLargeError answers a call whose reply is over Config.MaxReplySize.
+func ReplyTooLargeError(size, limit int64) error {
+	return &params.Error{
+		Message: fmt.Sprintf("reply of %d bytes is over the limit of %d bytes; ask for fewer items", size, limit),
+		Code:    params.CodeQuotaLimitExceeded,
+	}
+}

@@ -17,7 +17,8 @@ import (
 //
 // Registration happens once at start-up and panics on a duplicate; lookups
 // after that are read-only and safe for concurrent use. Each typed method is
-// wrapped once into a closure at registration; no reflection runs per call.
+// wrapped once into a closure at registration; per call, reflection only
+// reads the lengths of the params' lists (see itemCounter).
 type Registry[C any] struct {
 	facades map[string]map[int]*facadeDef[C]
 }
@@ -160,10 +161,16 @@ func decodeEntitiesFast(data []byte, e *params.Entities) bool {
 
 // Handle registers a method taking params A and returning R.
 func Handle[C, F, A, R any](m *Methods[C, F], name string, fn func(F, context.Context, A) (R, error)) {
+	count := itemCounter(reflect.TypeFor[A]())
 	m.add(name, reflect.TypeFor[A](), func(ctx context.Context, f any, raw json.RawMessage) (any, error) {
 		var a A
 		if err := decodeParams(raw, &a); err != nil {
 			return nil, err
+		}
+		if count != nil {
+			if err := takeItems(ctx, count(&a)); err != nil {
+				return nil, err
+			}
 		}
 		return fn(f.(F), ctx, a)
 	})
@@ -180,10 +187,16 @@ func HandleNoArgs[C, F, R any](m *Methods[C, F], name string, fn func(F, context
 // HandleNoResult registers a method taking params A that returns only an
 // error; its reply is "response": {}.
 func HandleNoResult[C, F, A any](m *Methods[C, F], name string, fn func(F, context.Context, A) error) {
+	count := itemCounter(reflect.TypeFor[A]())
 	m.add(name, reflect.TypeFor[A](), func(ctx context.Context, f any, raw json.RawMessage) (any, error) {
 		var a A
 		if err := decodeParams(raw, &a); err != nil {
 			return nil, err
+		}
+		if count != nil {
+			if err := takeItems(ctx, count(&a)); err != nil {
+				return nil, err
+			}
 		}
 		return nil, fn(f.(F), ctx, a)
 	})

@@ -30,8 +30,24 @@ type Config struct {
 	Logger  *slog.Logger
 
 	// ReadLimit is the largest message accepted; a larger one closes the
-	// connection with code 1009. Default 4 MiB.
+	// connection with code 1009. Default 4 MiB. The requests being served
+	// on one connection hold at most this many bytes of messages between
+	// them: the reader waits for answers before reading more.
 	ReadLimit int64
+	// PreLoginReadLimit is the read limit of a connection whose Root is an
+	// Authenticator that has not authenticated. Default 64 KiB.
+	PreLoginReadLimit int64
+	// MaxBulkItems bounds the list items of one call's params (code "quota
+	// limit exceeded" over it), and the items of the calls running on one
+	// connection at once (a call waits for its share). Default 20,000.
+	MaxBulkItems int
+	// MaxReplySize is the largest reply sent; a call whose reply is larger
+	// gets code "quota limit exceeded" instead. Default 64 MiB.
+	MaxReplySize int64
+	// MaxUnsent bounds the bytes of the replies of one connection waiting
+	// to be written (one reply alone may be larger); a handler that would
+	// go over it waits. Default 16 MiB.
+	MaxUnsent int64
 	// MaxRequests bounds the calls running at once on one connection; a
 	// request over it is answered with code "try again". Default 1024.
 	MaxRequests int
@@ -51,11 +67,15 @@ type Config struct {
 
 // Defaults for Config.
 const (
-	DefaultReadLimit    = 4 << 20
-	DefaultMaxRequests  = 1024
-	DefaultWriteTimeout = 30 * time.Second
-	DefaultPingPeriod   = 50 * time.Second
-	DefaultPongWait     = 60 * time.Second
+	DefaultReadLimit         = 4 << 20
+	DefaultPreLoginReadLimit = 64 << 10
+	DefaultMaxBulkItems      = 20000
+	DefaultMaxReplySize      = 64 << 20
+	DefaultMaxUnsent         = 16 << 20
+	DefaultMaxRequests       = 1024
+	DefaultWriteTimeout      = 30 * time.Second
+	DefaultPingPeriod        = 50 * time.Second
+	DefaultPongWait          = 60 * time.Second
 )
 
 func (c *Config) setDefaults() {
@@ -64,6 +84,19 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxRequests <= 0 {
 		c.MaxRequests = DefaultMaxRequests
+	}
+	if c.PreLoginReadLimit <= 0 {
+		c.PreLoginReadLimit = DefaultPreLoginReadLimit
+	}
+	c.PreLoginReadLimit = min(c.PreLoginReadLimit, c.ReadLimit)
+	if c.MaxBulkItems <= 0 {
+		c.MaxBulkItems = DefaultMaxBulkItems
+	}
+	if c.MaxReplySize <= 0 {
+		c.MaxReplySize = DefaultMaxReplySize
+	}
+	if c.MaxUnsent <= 0 {
+		c.MaxUnsent = DefaultMaxUnsent
 	}
 	if c.WriteTimeout <= 0 {
 		c.WriteTimeout = DefaultWriteTimeout
@@ -182,9 +215,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ctx:    ctx,
 		cancel: cancel,
 		sem:    make(chan struct{}, s.cfg.MaxRequests),
+		items:  newItemBudget(s.cfg.MaxBulkItems),
 		stopc:  make(chan struct{}),
 	}
 	c.wcond.L = &c.wmu
+	c.bcond.L = &c.bmu
 	c.root = s.cfg.NewRoot(c.info, c)
 
 	s.mu.Lock()
