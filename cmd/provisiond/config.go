@@ -39,6 +39,13 @@ type options struct {
 	LoginRateMax    int           `yaml:"login-rate-max"`
 	LoginRateRefill time.Duration `yaml:"login-rate-refill"`
 	LoginConcurrent int           `yaml:"login-concurrent"`
+
+	PreLoginReadLimit int64         `yaml:"prelogin-read-limit"`
+	MaxBulkItems      int           `yaml:"max-bulk-items"`
+	MaxReplySize      int64         `yaml:"max-reply-size"`
+	MaxUnsent         int64         `yaml:"max-unsent"`
+	MaxHeaderBytes    int           `yaml:"max-header-bytes"`
+	IdleTimeout       time.Duration `yaml:"idle-timeout"`
 }
 
 // defaultDataDir is $XDG_DATA_HOME/provisiond, or ~/.local/share/provisiond
@@ -64,6 +71,13 @@ func defaultOptions(getenv func(string) string) options {
 		LoginRateMax:    d.LoginRateMax,
 		LoginRateRefill: d.LoginRateRefill,
 		LoginConcurrent: d.LoginConcurrent,
+
+		PreLoginReadLimit: d.PreLoginReadLimit,
+		MaxBulkItems:      d.MaxBulkItems,
+		MaxReplySize:      d.MaxReplySize,
+		MaxUnsent:         d.MaxUnsent,
+		MaxHeaderBytes:    d.MaxHeaderBytes,
+		IdleTimeout:       d.IdleTimeout,
 	}
 }
 
@@ -85,7 +99,7 @@ func (o *options) settings() []setting {
 		{"ca-file", "CA certificate PEM the server certificate chains to", &o.CAFile},
 		{"read-limit", "largest accepted message in bytes; larger closes the connection (1009)", &o.ReadLimit},
 		{"max-requests", "concurrent requests per connection", &o.MaxRequests},
-		{"max-connections", "open API connections (0: unlimited)", &o.MaxConns},
+		{"max-connections", "open TCP connections, API and HTTP (default: sized to the file limit and memory)", &o.MaxConns},
 		{"max-watchers", "watchers per connection (0: unlimited)", &o.MaxWatchers},
 		{"write-timeout", "write deadline; a client that stops reading is dropped after it", &o.WriteTimeout},
 		{"ping-timeout", "close agent connections that do not ping for this long", &o.PingTimeout},
@@ -93,6 +107,12 @@ func (o *options) settings() []setting {
 		{"login-rate-max", "agent login token bucket size (0: no rate limit)", &o.LoginRateMax},
 		{"login-rate-refill", "time to earn one agent login token", &o.LoginRateRefill},
 		{"login-concurrent", "agent logins in progress at once (0: unlimited)", &o.LoginConcurrent},
+		{"prelogin-read-limit", "largest accepted message in bytes before login", &o.PreLoginReadLimit},
+		{"max-bulk-items", "list items in one call, and in the calls running on one connection", &o.MaxBulkItems},
+		{"max-reply-size", "largest reply in bytes; a larger one is refused (quota limit exceeded)", &o.MaxReplySize},
+		{"max-unsent", "bytes of replies one connection may have waiting to be written", &o.MaxUnsent},
+		{"max-header-bytes", "largest HTTP request header in bytes", &o.MaxHeaderBytes},
+		{"idle-timeout", "close HTTP keep-alive connections idle for this long", &o.IdleTimeout},
 	}
 }
 
@@ -223,5 +243,12 @@ func (o *options) daemonConfig() daemon.Config {
 		LoginRateMax:    o.LoginRateMax,
 		LoginRateRefill: o.LoginRateRefill,
 		LoginConcurrent: o.LoginConcurrent,
+
+		PreLoginReadLimit: o.PreLoginReadLimit,
+		MaxBulkItems:      o.MaxBulkItems,
+		MaxReplySize:      o.MaxReplySize,
+		MaxUnsent:         o.MaxUnsent,
+		MaxHeaderBytes:    o.MaxHeaderBytes,
+		IdleTimeout:       o.IdleTimeout,
 	}
 }

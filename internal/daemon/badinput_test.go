@@ -484,6 +484,8 @@ func TestBadFraming(t *testing.T) {
 	ctrl := loginController(t, w.d, w.model)
 	rev := w.st.Revision()
 	deep := strings.Repeat("[", 20000) + strings.Repeat("]", 20000)
+	agent := params.LoginRequest{AuthTag: w.d.Credentials().ControllerAgent.Tag,
+		Credentials: w.d.Credentials().ControllerAgent.Password, Nonce: w.d.Credentials().ControllerAgent.Nonce}
 	tests := []struct {
 		name  string
 		typ   int
@@ -500,7 +502,12 @@ func TestBadFraming(t *testing.T) {
 		{"version as a string", websocket.TextMessage, `{"request-id":1,"type":"Admin","version":"3","request":"RedirectInfo"}`, websocket.CloseNormalClosure, ""},
 		{"nesting over the decoder's limit", websocket.TextMessage, `{"request-id":1,"type":"Admin","version":3,"request":"Login","params":` + deep + `}`, websocket.CloseNormalClosure, ""},
 		{"invalid UTF-8 outside strings", websocket.TextMessage, "{\"request-id\":1,\xff}", websocket.CloseNormalClosure, ""},
-		{"oversized", websocket.TextMessage, `{"request-id":1,"type":"Admin","version":3,"request":"Login","params":{"auth-tag":"` + strings.Repeat("x", 4<<20) + `"}}`, websocket.CloseMessageTooBig, ""},
+		// Before login the read limit is --prelogin-read-limit (64 KiB), after
+		// it --read-limit (4 MiB).
+		{"oversized before login", websocket.TextMessage, `{"request-id":1,"type":"Admin","version":3,"request":"Login","params":{"auth-tag":"` + strings.Repeat("x", 64<<10) + `"}}`, websocket.CloseMessageTooBig, ""},
+		{"under the limit after login", websocket.TextMessage, `{"request-id":1,"type":"Pinger","version":1,"request":"Ping","params":{"x":"` + strings.Repeat("x", 64<<10) + `"}}`, 0,
+			`{"request-id":1,"response":{}}`},
+		{"oversized after login", websocket.TextMessage, `{"request-id":1,"type":"Pinger","version":1,"request":"Ping","params":{"x":"` + strings.Repeat("x", 4<<20) + `"}}`, websocket.CloseMessageTooBig, ""},
 		{"invalid UTF-8 in the header", websocket.TextMessage, "{\"request-id\":1,\"type\":\"Admin\xff\",\"version\":3,\"request\":\"Login\"}", 0,
 			`{"request-id":1,"error":"unknown version 3 for facade type \"Admin\ufffd\"","error-code":"not implemented","response":{}}`},
 		{"binary message", websocket.BinaryMessage, `{"request-id":1,"type":"Admin","version":3,"request":"RedirectInfo"}`, 0,
@@ -515,6 +522,10 @@ func TestBadFraming(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := newRawConn(t, w.d, w.model)
+			loggedIn := strings.HasSuffix(tt.name, "after login")
+			if loggedIn {
+				c.login(agent)
+			}
 			_ = c.ws.SetWriteDeadline(time.Now().Add(20 * time.Second))
 			if err := c.ws.WriteMessage(tt.typ, []byte(tt.msg)); err != nil {
 				t.Fatal(err)
@@ -537,7 +548,7 @@ func TestBadFraming(t *testing.T) {
 					t.Errorf("reply = %s; want %s", got, tt.reply)
 				}
 			}
-			if err := c.alive(false); err != nil {
+			if err := c.alive(loggedIn); err != nil {
 				t.Fatalf("connection after the message: %v", err)
 			}
 		})

@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"crypto/rand"
-	"crypto/tls"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -56,6 +55,14 @@ type Config struct {
 	PingTimeout  time.Duration
 	LoginTimeout time.Duration
 
+	// Limits of issue 17 (limits.go, listener.go, rpc/limits.go).
+	PreLoginReadLimit int64
+	MaxBulkItems      int
+	MaxReplySize      int64
+	MaxUnsent         int64
+	MaxHeaderBytes    int
+	IdleTimeout       time.Duration
+
 	LoginRateMax    int
 	LoginRateRefill time.Duration
 	LoginConcurrent int
@@ -90,6 +97,14 @@ func Default(dataDir string) Config {
 		LoginRateMax:    DefaultLoginRateMax,
 		LoginRateRefill: DefaultLoginRateRefill,
 		LoginConcurrent: DefaultLoginConcurrent,
+
+		MaxConns:          DefaultMaxConns(),
+		PreLoginReadLimit: rpc.DefaultPreLoginReadLimit,
+		MaxBulkItems:      rpc.DefaultMaxBulkItems,
+		MaxReplySize:      rpc.DefaultMaxReplySize,
+		MaxUnsent:         rpc.DefaultMaxUnsent,
+		MaxHeaderBytes:    DefaultMaxHeaderBytes,
+		IdleTimeout:       DefaultIdleTimeout,
 	}
 }
 
@@ -103,12 +118,29 @@ func (c *Config) Validate() error {
 	case (c.CertFile == "") != (c.KeyFile == ""):
 		return errors.New("--cert-file and --key-file go together")
 	case c.ReadLimit < 0, c.MaxRequests < 0, c.MaxConns < 0, c.MaxWatchers < 0,
-		c.LoginRateMax < 0, c.LoginConcurrent < 0:
+		c.LoginRateMax < 0, c.LoginConcurrent < 0, c.PreLoginReadLimit < 0, c.MaxBulkItems < 0,
+		c.MaxReplySize < 0, c.MaxUnsent < 0, c.MaxHeaderBytes < 0:
 		return errors.New("limits must not be negative")
-	case c.WriteTimeout < 0, c.PingTimeout < 0, c.LoginTimeout < 0, c.LoginRateRefill < 0:
+	case c.WriteTimeout < 0, c.PingTimeout < 0, c.LoginTimeout < 0, c.LoginRateRefill < 0, c.IdleTimeout < 0:
 		return errors.New("durations must not be negative")
 	}
 	return nil
+}
+
+// setDefaults fills in the zero limits that rpc does not default itself.
+func (c *Config) setDefaults() {
+	if c.MaxConns == 0 {
+		c.MaxConns = DefaultMaxConns()
+	}
+	if c.MaxHeaderBytes == 0 {
+		c.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = DefaultIdleTimeout
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = rpc.DefaultWriteTimeout
+	}
 }
 
 // Daemon is a running provisiond.
@@ -120,6 +152,7 @@ type Daemon struct {
 	rpc      *rpc.Server
 	http     *http.Server
 	ln       net.Listener
+	tcp      *limitListener
 	tls      *pki.Material
 	creds    Credentials
 	metrics  *metrics
@@ -134,6 +167,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg.setDefaults()
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -223,13 +257,16 @@ func Start(cfg Config) (d *Daemon, err error) {
 		Clock:         cfg.Clock,
 	}
 	d.rpc, err = rpc.NewServer(rpc.Config{
-		NewRoot:      facade.NewRootFunc(deps),
-		Logger:       log,
-		ReadLimit:    cfg.ReadLimit,
-		MaxRequests:  cfg.MaxRequests,
-		MaxConns:     cfg.MaxConns,
-		WriteTimeout: cfg.WriteTimeout,
-		Observer:     d.metrics,
+		NewRoot:           facade.NewRootFunc(deps),
+		Logger:            log,
+		ReadLimit:         cfg.ReadLimit,
+		PreLoginReadLimit: cfg.PreLoginReadLimit,
+		MaxRequests:       cfg.MaxRequests,
+		MaxBulkItems:      cfg.MaxBulkItems,
+		MaxReplySize:      cfg.MaxReplySize,
+		MaxUnsent:         cfg.MaxUnsent,
+		WriteTimeout:      cfg.WriteTimeout,
+		Observer:          d.metrics,
 	})
 	if err != nil {
 		return nil, err
@@ -243,13 +280,8 @@ func Start(cfg Config) (d *Daemon, err error) {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(d.metrics.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /backup", d.handleBackup)
 	mux.Handle("/", d.rpc)
-	d.http = &http.Server{
-		Handler:           mux,
-		TLSConfig:         tlsCfg,
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
-	}
-	d.ln = tls.NewListener(ln, tlsCfg)
+	d.http = d.newHTTPServer(mux, tlsCfg)
+	d.ln = d.listen(ln, tlsCfg)
 	go func() {
 		defer close(d.done)
 		if err := d.http.Serve(d.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

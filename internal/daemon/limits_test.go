@@ -1,8 +1,18 @@
 package daemon_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -10,6 +20,7 @@ import (
 	"time"
 
 	"github.com/provisiond/provisiond/internal/daemon"
+	"github.com/provisiond/provisiond/rpc"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
 )
@@ -17,9 +28,11 @@ import (
 // Limits and slow clients (issue 7). The watcher limit and the login
 // timeout are TestWatcherLimit and TestLoginTimeout (daemon_test.go).
 
-// The connection cap holds, also when many clients connect at once; over
-// it the upgrade is refused (HTTP 503) and the open connections keep
-// working; a freed slot can be used again.
+// The connection cap (--max-connections) counts accepted TCP connections,
+// and holds when many clients connect at once: over it a new connection
+// is dropped before its TLS handshake (the dial fails with a reset or an
+// EOF), and the open connections keep working; a freed slot can be used
+// again.
 func TestConnectionLimit(t *testing.T) {
 	const limit = 3
 	d := start(t, func(c *daemon.Config) { c.MaxConns = limit })
@@ -39,7 +52,7 @@ func TestConnectionLimit(t *testing.T) {
 			defer wg.Done()
 			c, err := client.Dial(ctxT(t), cfg)
 			if err != nil {
-				if !strings.Contains(err.Error(), "503") && !strings.Contains(err.Error(), "bad handshake") {
+				if !droppedConn(err) {
 					t.Errorf("refused dial: %v", err)
 				}
 				fails.Add(1)
@@ -56,8 +69,8 @@ func TestConnectionLimit(t *testing.T) {
 			c.Close()
 		}
 	})
-	if len(conns) != limit || d.RPC().Conns() > limit {
-		t.Fatalf("%d connections accepted, %d open; the limit is %d", len(conns), d.RPC().Conns(), limit)
+	if len(conns) != limit || d.RPC().Conns() > limit || d.TCPConns() > limit {
+		t.Fatalf("%d connections accepted, %d API and %d TCP open; the limit is %d", len(conns), d.RPC().Conns(), d.TCPConns(), limit)
 	}
 	for _, c := range conns {
 		if _, err := c.LoginUser(ctxT(t), "admin", creds.AdminPassword); err != nil {
@@ -66,7 +79,7 @@ func TestConnectionLimit(t *testing.T) {
 	}
 	// A freed slot is usable again.
 	conns[0].Close()
-	waitFor(t, "the closed connection to end", func() bool { return d.RPC().Conns() == limit-1 })
+	waitFor(t, "the closed connection to end", func() bool { return d.TCPConns() == limit-1 })
 	c, err := client.Dial(ctxT(t), cfg)
 	if err != nil {
 		t.Fatalf("dial after a slot was freed: %v", err)
@@ -76,6 +89,178 @@ func TestConnectionLimit(t *testing.T) {
 		if err := c.Ping(ctxT(t)); err != nil {
 			t.Fatalf("open connection: %v", err)
 		}
+	}
+	if m := metricsText(t, d, nil); !strings.Contains(m, "provisiond_connections_refused_total "+strconv.Itoa(int(fails.Load()))) {
+		t.Errorf("/metrics does not count %d refused connections:\n%s", fails.Load(), grepLines(m, "refused"))
+	}
+}
+
+// droppedConn reports an error of a dial whose connection the server
+// dropped at once (the connection cap), as opposed to a TLS or HTTP error.
+func droppedConn(err error) bool {
+	msg := err.Error()
+	for _, s := range []string{"connection reset by peer", "EOF", "broken pipe"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// HTTP keep-alive connections count against the connection cap like API
+// connections (issue 17 item 3: 1,013 idle /health connections made an
+// admin login time out), and the server closes them once idle for
+// --idle-timeout, which frees their slots.
+func TestIdleKeepAliveCountedAndClosed(t *testing.T) {
+	const limit, idle = 4, 300 * time.Millisecond
+	d := start(t, func(c *daemon.Config) { c.MaxConns = limit; c.IdleTimeout = idle })
+	creds := d.Credentials()
+	// limit clients, each with its own keep-alive connection after one
+	// GET /health.
+	var transports []*http.Transport
+	for i := 0; i < limit; i++ {
+		tr := httpsTransport(d)
+		transports = append(transports, tr)
+		resp, err := (&http.Client{Transport: tr}).Get("https://" + d.Addr() + "/health")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	t.Cleanup(func() {
+		for _, tr := range transports {
+			tr.CloseIdleConnections()
+		}
+	})
+	if n := d.TCPConns(); n != limit {
+		t.Fatalf("%d TCP connections open after %d keep-alive GETs", n, limit)
+	}
+	// The cap is full: an agent cannot connect.
+	cfg := client.Config{Addr: d.Addr(), ModelUUID: creds.DefaultModelUUID, CACert: []byte(creds.CACert)}
+	if c, err := client.Dial(ctxT(t), cfg); err == nil {
+		c.Close()
+		t.Fatal("dial succeeded with the cap full of keep-alive connections")
+	} else if !droppedConn(err) {
+		t.Fatalf("dial over the cap: %v", err)
+	}
+	// Idle, they are closed, and the admin gets in.
+	start := time.Now()
+	waitFor(t, "idle keep-alive connections to be closed", func() bool { return d.TCPConns() == 0 })
+	if el := time.Since(start); el > idle+5*time.Second {
+		t.Errorf("idle connections closed after %v (idle timeout %v)", el, idle)
+	}
+	loginAdmin(t, d, creds.DefaultModelUUID)
+}
+
+// HTTP request headers are capped (--max-header-bytes): about 1 MB of
+// headers on each of 1,500 connections held 1.8 GB. Over the cap the
+// request gets 431 and the server goes on serving.
+func TestHeaderLimit(t *testing.T) {
+	d := start(t, func(c *daemon.Config) { c.MaxHeaderBytes = 8 << 10 })
+	tr := httpsTransport(d)
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr}
+	req, _ := http.NewRequest(http.MethodGet, "https://"+d.Addr()+"/health", nil)
+	req.Header.Set("X-Filler", strings.Repeat("x", 64<<10))
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Fatalf("GET with 64 KiB of headers: %s; want 431", resp.Status)
+	}
+	loginAdmin(t, d, d.Credentials().DefaultModelUUID)
+}
+
+// Before login a message may be at most --prelogin-read-limit (64 KiB)
+// and a connection serves one request at a time. At a small scale of the
+// attack (1,000 connections each sending all but the end of a near-4 MiB
+// message held 5.8 GB): connections each send all but the end of a
+// message just under the limit. What the daemon holds per connection
+// stays under the worst case the default --max-connections is sized by
+// (daemon.ConnWorstCase), and an admin still logs in meanwhile.
+func TestPreLoginMemoryBound(t *testing.T) {
+	const conns = 200
+	d := start(t, nil)
+	model := d.Credentials().DefaultModelUUID
+	perConn, held := preLoginAttack(t, d, model, conns, rpc.DefaultPreLoginReadLimit)
+	// The heap is the test's too: its side of each connection (a TLS
+	// connection after an upgrade by hand, a few KiB) is counted in.
+	t.Logf("%d connections holding %d bytes of a message each: daemon heap +%d KiB per connection (bound %d KiB)",
+		conns, held, perConn>>10, daemon.ConnWorstCase>>10)
+	if perConn > daemon.ConnWorstCase {
+		t.Errorf("the daemon holds %d KiB per connection before login; the bound is %d KiB", perConn>>10, daemon.ConnWorstCase>>10)
+	}
+	loginAdmin(t, d, model)
+}
+
+// preLoginAttack opens conns connections that each send, before login,
+// all but the last 1 KiB of a message of limit bytes, and returns the
+// daemon's heap growth per connection once it has read it all, and the
+// bytes each sent.
+func preLoginAttack(t *testing.T, d *daemon.Daemon, model string, conns int, limit int64) (perConn int64, held int) {
+	t.Helper()
+	held = int(limit) - 1<<10
+	payload := bytes.Repeat([]byte("x"), held)
+	base := heapAlloc()
+	for i := 0; i < conns; i++ {
+		// A text frame that announces the whole message, of which all but
+		// the end is sent.
+		sendPartialFrame(t, upgradeByHand(t, d, model), int(limit)-1, payload)
+	}
+	// Wait until the daemon has read nearly all of it, then take the
+	// heap: what it holds for the partial messages, and what it holds per
+	// connection besides.
+	var grown int64
+	waitFor(t, "the daemon to read the partial messages", func() bool {
+		grown = int64(heapAlloc()) - int64(base)
+		return grown >= int64(conns)*int64(held)*9/10
+	})
+	return grown / int64(conns), held
+}
+
+// upgradeByHand opens an API websocket on model with a TLS connection and
+// an upgrade request written by hand, so the client side holds little
+// memory (no websocket library buffers), and returns the connection.
+func upgradeByHand(t *testing.T, d *daemon.Daemon, model string) net.Conn {
+	t.Helper()
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM([]byte(d.Credentials().CACert))
+	c, err := tls.Dial("tcp", d.Addr(), &tls.Config{RootCAs: pool, ServerName: "juju-apiserver"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	fmt.Fprintf(c, "GET /model/%s/api HTTP/1.1\r\nHost: juju-apiserver\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
+		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", model)
+	// Read the 101 response byte by byte, so nothing after it is lost in a
+	// buffer.
+	var resp []byte
+	b := make([]byte, 1)
+	for !bytes.HasSuffix(resp, []byte("\r\n\r\n")) {
+		if _, err := c.Read(b); err != nil {
+			t.Fatalf("upgrade response %q: %v", resp, err)
+		}
+		resp = append(resp, b[0])
+	}
+	if !bytes.HasPrefix(resp, []byte("HTTP/1.1 101 ")) {
+		t.Fatalf("upgrade response %q", resp)
+	}
+	return c
+}
+
+// sendPartialFrame writes on c the header of a final, masked text frame
+// of size bytes and then payload (fewer bytes): the message is never
+// finished.
+func sendPartialFrame(t *testing.T, c net.Conn, size int, payload []byte) {
+	t.Helper()
+	hdr := []byte{0x81, 0x80 | 127, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0} // FIN, text; masked, 64-bit length; mask key 0
+	binary.BigEndian.PutUint64(hdr[2:10], uint64(size))
+	if _, err := c.Write(append(hdr, payload...)); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -186,6 +371,123 @@ func TestSlowReaderDropped(t *testing.T) {
 	}
 }
 
+// Bulk calls (issue 17 item 1): a call may hold at most --max-bulk-items
+// list items, counted in the top-level lists and in the lists of their
+// elements; over it the call is refused with code "quota limit exceeded"
+// before any work, the connection stays, and other clients are served.
+func TestBulkItemLimit(t *testing.T) {
+	const limit = 100
+	f := newProvFixtureWith(t, func(c *daemon.Config) { c.MaxBulkItems = limit })
+	tags := make([]string, limit)
+	for i := range tags {
+		tags[i] = "machine-0"
+	}
+	rev := f.st.Revision()
+	// At the limit: one result per item.
+	if res := mustCall[params.LifeResults](t, f.agent, 11, "Life", ents(tags...)); len(res.Results) != limit {
+		t.Fatalf("%d results for %d items", len(res.Results), limit)
+	}
+	// One over it.
+	_, err := call[params.LifeResults](t, f.agent, 11, "Life", ents(append(tags, "machine-0")...))
+	wantErr(t, err, "too many items in one call: 101 (limit 100); send them in smaller calls", params.CodeQuotaLimitExceeded)
+	// Nested lists count too: one machine with 100 network interfaces is
+	// 101 items.
+	nics := make([]params.NetworkConfig, limit)
+	_, err = call[params.ErrorResults](t, f.ctrl, 11, "SetInstanceInfo", params.InstancesInfo{Machines: []params.InstanceInfo{
+		{Tag: "machine-1", InstanceId: "i-1", Nonce: "n-1", NetworkConfig: nics}}})
+	wantErr(t, err, "too many items in one call: 101 (limit 100); send them in smaller calls", params.CodeQuotaLimitExceeded)
+	if got := f.st.Revision(); got != rev {
+		t.Errorf("revision %d -> %d: a refused call wrote", rev, got)
+	}
+	if err := f.agent.Ping(ctxT(t)); err != nil {
+		t.Fatalf("the refused connection: %v", err)
+	}
+	if err := f.admin.Ping(ctxT(t)); err != nil {
+		t.Fatalf("another client: %v", err)
+	}
+}
+
+// A reply over --max-reply-size is not sent: the call gets code "quota
+// limit exceeded" and the connection stays.
+func TestReplySizeLimit(t *testing.T) {
+	const limit = 64 << 10
+	f := newProvFixtureWith(t, func(c *daemon.Config) { c.MaxReplySize = limit })
+	tags := make([]string, 200)
+	for i := range tags {
+		tags[i] = "machine-0"
+	}
+	_, err := call[params.ProvisioningInfoResults](t, f.agent, 11, "ProvisioningInfo", ents(tags...))
+	var pe *params.Error
+	if !errors.As(err, &pe) || pe.Code != params.CodeQuotaLimitExceeded ||
+		!strings.HasPrefix(pe.Message, "reply of ") || !strings.HasSuffix(pe.Message, " bytes is over the limit of 65536 bytes; ask for fewer items") {
+		t.Fatalf("ProvisioningInfo of 200 items with a 64 KiB reply limit: %v", err)
+	}
+	if res := mustCall[params.ProvisioningInfoResults](t, f.agent, 11, "ProvisioningInfo", ents("machine-0")); len(res.Results) != 1 || res.Results[0].Error != nil {
+		t.Fatalf("a small ProvisioningInfo afterwards: %+v", res)
+	}
+}
+
+// The bulk amplification attack at a small scale: a machine agent asks
+// for its own ProvisioningInfo --max-bulk-items times in each of many
+// calls and never reads the replies (at full scale four 209,000-item
+// calls took the daemon to 6.6 GB). The connection's calls hold at most
+// --max-bulk-items items at once, its unsent replies at most --max-unsent
+// bytes and its requests at most --read-limit bytes: the daemon's heap
+// grows by a bounded amount until the write timeout drops the client, and
+// another client's calls are answered all along.
+func TestBulkAmplificationBounded(t *testing.T) {
+	const (
+		items        = 500
+		calls        = 64
+		maxUnsent    = 1 << 20
+		writeTimeout = 3 * time.Second
+	)
+	f := newProvFixtureWith(t, func(c *daemon.Config) {
+		c.MaxBulkItems = items
+		c.MaxUnsent = maxUnsent
+		c.WriteTimeout = writeTimeout
+	})
+	tags := make([]string, items)
+	for i := range tags {
+		tags[i] = "machine-0"
+	}
+	body := mustJSON(ents(tags...))
+	reply := len(rawCall(t, f.agent, 11, "ProvisioningInfo", ents(tags...)))
+	base := heapAlloc()
+
+	slow := newRawConn(t, f.d, f.model)
+	slow.login(params.LoginRequest{AuthTag: "machine-0", Credentials: m0Password, Nonce: m0Nonce})
+	go func() {
+		for i := 0; i < calls; i++ {
+			if _, err := slow.send("Provisioner", 11, "", "ProvisioningInfo", body); err != nil {
+				return // dropped
+			}
+		}
+	}()
+	var peak uint64
+	for waited := time.Now(); f.d.RPC().Conns() > 3; {
+		if time.Since(waited) > writeTimeout+60*time.Second {
+			t.Fatal("the client that does not read was not dropped")
+		}
+		if err := f.admin.Ping(ctxT(t)); err != nil {
+			t.Fatalf("another client: %v", err)
+		}
+		peak = max(peak, heapAlloc())
+		time.Sleep(50 * time.Millisecond)
+	}
+	grown := int64(peak) - int64(base)
+	// What the limits allow: the replies of one call's worth of items
+	// being made and one waiting, the unsent replies, the requests read
+	// (raw and decoded), and 4 MiB for everything else.
+	bound := int64(2*reply + maxUnsent + 4*calls*len(body) + 4<<20)
+	t.Logf("%d calls of %d items (reply %d KiB each, %d MiB in all): heap grew by at most %.1f MiB (bound %.1f MiB)",
+		calls, items, reply>>10, calls*reply>>20, float64(grown)/(1<<20), float64(bound)/(1<<20))
+	if grown > bound {
+		t.Errorf("the daemon's heap grew by %.1f MiB; the bound is %.1f MiB", float64(grown)/(1<<20), float64(bound)/(1<<20))
+	}
+	waitFor(t, "the heap to shrink", func() bool { return heapAlloc() < base+16<<20 })
+}
+
 func heapAlloc() uint64 {
 	runtime.GC()
 	var m runtime.MemStats
@@ -203,4 +505,43 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// httpsTransport is an HTTP transport that trusts d's CA.
+func httpsTransport(d *daemon.Daemon) *http.Transport {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM([]byte(d.Credentials().CACert))
+	return &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "juju-apiserver"}}
+}
+
+// metricsText GETs d's /metrics, with the headers of req if not nil.
+func metricsText(t *testing.T, d *daemon.Daemon, hdr http.Header) string {
+	t.Helper()
+	tr := httpsTransport(d)
+	defer tr.CloseIdleConnections()
+	req, _ := http.NewRequest(http.MethodGet, "https://"+d.Addr()+"/metrics", nil)
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics: %s: %s", resp.Status, body)
+	}
+	return string(body)
+}
+
+// grepLines returns the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
