@@ -501,7 +501,9 @@ func TestConcurrentAgents(t *testing.T) {
 func TestMain(m *testing.M) { leaktest.Main(m) }
 
 func TestLoginTimeout(t *testing.T) {
-	d := start(t, func(c *daemon.Config) { c.LoginTimeout = 200 * time.Millisecond })
+	// Long enough for a user login (a slow password hash, under -race on a
+	// busy machine) to finish within it.
+	d := start(t, func(c *daemon.Config) { c.LoginTimeout = 2 * time.Second })
 	idle := dial(t, d, "")
 	user := loginAdmin(t, d, "")
 	select {
@@ -513,7 +515,7 @@ func TestLoginTimeout(t *testing.T) {
 		t.Errorf("close code = %d; want 1008", code)
 	}
 	// A logged-in connection outlives the login timeout.
-	deadline := time.After(500 * time.Millisecond)
+	deadline := time.After(2500 * time.Millisecond)
 	for {
 		if err := user.Ping(ctxT(t)); err != nil {
 			t.Fatalf("logged-in connection: %v", err)
