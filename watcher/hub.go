@@ -47,12 +47,19 @@ const (
 // A filter with an ID or a Parent costs a publish nothing unless the change
 // has that id or parent (the hub indexes them); a filter with neither is
 // asked about every change of its kind and model.
+//
+// AllModels matches changes of Kind in every model, whatever Model says
+// (the controller's view of the models themselves: each model's changes
+// carry its own UUID). Such a filter is asked about every change of its
+// kind, so it is meant for rare kinds; its ID and Parent are matched per
+// change, not indexed.
 type Filter struct {
-	Kind   Kind
-	Model  string
-	ID     string
-	Parent string
-	Fields []string
+	Kind      Kind
+	Model     string
+	ID        string
+	Parent    string
+	Fields    []string
+	AllModels bool
 }
 
 func (f Filter) match(c Change) bool {
@@ -81,6 +88,10 @@ type subKey struct {
 	kind  Kind
 	model string
 }
+
+// allModels is the model of the subKey of AllModels subscriptions (no
+// model UUID starts with a NUL).
+const allModels = "\x00all"
 
 type subscription struct {
 	filter Filter
@@ -142,27 +153,46 @@ func removeKeyed(index map[subKey]map[string]map[uint64]*subscription, k subKey,
 	}
 }
 
+// addSub adds s under k of index.
+func addSub(index map[subKey]map[uint64]*subscription, k subKey, id uint64, s *subscription) {
+	m := index[k]
+	if m == nil {
+		m = make(map[uint64]*subscription)
+		index[k] = m
+	}
+	m[id] = s
+}
+
+// removeSub removes subscription id from k of index, and the map it
+// leaves empty.
+func removeSub(index map[subKey]map[uint64]*subscription, k subKey, id uint64) {
+	delete(index[k], id)
+	if len(index[k]) == 0 {
+		delete(index, k)
+	}
+}
+
 // Subscribe registers sink for the changes matching f and returns the
 // function that cancels the subscription. Cancel is idempotent; after it
 // returns the sink is never called again.
 func (h *Hub) Subscribe(f Filter, sink Sink) (cancel func()) {
 	k := subKey{f.Kind, f.Model}
+	if f.AllModels {
+		k.model = allModels
+	}
 	s := &subscription{filter: f, sink: sink}
 	h.mu.Lock()
 	h.nextID++
 	id := h.nextID
 	switch {
+	case f.AllModels:
+		addSub(h.subs, k, id, s)
 	case f.ID != "":
 		addKeyed(h.byID, k, f.ID, id, s)
 	case f.Parent != "":
 		addKeyed(h.byParent, k, f.Parent, id, s)
 	default:
-		m := h.subs[k]
-		if m == nil {
-			m = make(map[uint64]*subscription)
-			h.subs[k] = m
-		}
-		m[id] = s
+		addSub(h.subs, k, id, s)
 	}
 	h.mu.Unlock()
 	h.count.Add(1)
@@ -171,15 +201,14 @@ func (h *Hub) Subscribe(f Filter, sink Sink) (cancel func()) {
 		once.Do(func() {
 			h.mu.Lock()
 			switch {
+			case f.AllModels:
+				removeSub(h.subs, k, id)
 			case f.ID != "":
 				removeKeyed(h.byID, k, f.ID, id)
 			case f.Parent != "":
 				removeKeyed(h.byParent, k, f.Parent, id)
 			default:
-				delete(h.subs[k], id)
-				if len(h.subs[k]) == 0 {
-					delete(h.subs, k)
-				}
+				removeSub(h.subs, k, id)
 			}
 			h.mu.Unlock()
 			h.count.Add(-1)
@@ -195,6 +224,11 @@ func (h *Hub) Publish(cs ChangeSet) {
 	for _, c := range cs.Changes {
 		k := subKey{c.Kind, c.Model}
 		for _, s := range h.subs[k] {
+			if s.filter.match(c) {
+				s.sink(cs.Rev, c)
+			}
+		}
+		for _, s := range h.subs[subKey{c.Kind, allModels}] {
 			if s.filter.match(c) {
 				s.sink(cs.Rev, c)
 			}

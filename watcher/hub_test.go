@@ -251,6 +251,25 @@ func TestHubParentIndexedIDIndexedAndKindWideAllFire(t *testing.T) {
 	entity.assert(t, "on id 1/lxd/0", delivery{1, c10})
 }
 
+func TestHubAllModels(t *testing.T) {
+	t.Parallel()
+	hub := watcher.NewHub()
+	var any, anyLife, one recorder
+	t.Cleanup(hub.Subscribe(watcher.Filter{Kind: kindMachine, AllModels: true}, any.sink))
+	t.Cleanup(hub.Subscribe(watcher.Filter{Kind: kindMachine, AllModels: true, Fields: []string{watcher.FieldLife}}, anyLife.sink))
+	t.Cleanup(hub.Subscribe(watcher.Filter{Kind: kindMachine, Model: model1}, one.sink))
+	m1 := watcher.Change{Kind: kindMachine, Model: model1, ID: "0"}
+	m2 := watcher.Change{Kind: kindMachine, Model: model2, ID: "0", Fields: []string{watcher.FieldLife}}
+	app := watcher.Change{Kind: kindApp, Model: model2, ID: "a"}
+	ctrl := watcher.Change{Kind: kindMachine, ID: "c"} // a controller-wide change of the kind
+	hub.Publish(watcher.ChangeSet{Rev: 1, Changes: []watcher.Change{m1, app}})
+	hub.Publish(watcher.ChangeSet{Rev: 2, Changes: []watcher.Change{m2, ctrl}})
+
+	any.assert(t, "all models", delivery{1, m1}, delivery{2, m2}, delivery{2, ctrl})
+	anyLife.assert(t, "all models, life only", delivery{2, m2})
+	one.assert(t, "model 1", delivery{1, m1})
+}
+
 func TestHubCancel(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -260,6 +279,7 @@ func TestHubCancel(t *testing.T) {
 		{"kind-wide", watcher.Filter{Kind: kindMachine, Model: model1}},
 		{"id-indexed", watcher.Filter{Kind: kindMachine, Model: model1, ID: "0/lxd/0"}},
 		{"parent-indexed", watcher.Filter{Kind: kindMachine, Model: model1, Parent: "0"}},
+		{"all-models", watcher.Filter{Kind: kindMachine, AllModels: true}},
 	}
 	change := watcher.Change{Kind: kindMachine, Model: model1, ID: "0/lxd/0", Parent: "0"}
 	publish := func(hub *watcher.Hub, rev uint64) {

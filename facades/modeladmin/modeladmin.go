@@ -51,6 +51,7 @@ func Register(r *facade.Registry) {
 		registerModels(m)
 		registerConfig(m)
 		registerWatch(m)
+		registerWatchModels(m)
 		registerMachines(m)
 		registerNetwork(m)
 		registerAgentBinaries(m)
