@@ -180,7 +180,7 @@ func TestWalkthrough(t *testing.T) {
 		Config map[string]any
 	}
 	e.ok(t, &cfg, "model-config", "-m", "k8s", "x=1.5", "--reset", "n,s", "--format", "json")
-	if cfg.Model != "k8s" || cfg.UUID != m.UUID || !mapsEqual(cfg.Config, map[string]any{"b": true, "q": "42", "x": 1.5}) {
+	if cfg.Model != "k8s" || cfg.UUID != m.UUID || !mapsEqual(cfg.Config, map[string]any{"agent-version": "3.3.0", "b": true, "q": "42", "x": 1.5}) {
 		t.Errorf("model-config set printed %+v", cfg)
 	}
 	var one any
@@ -188,7 +188,7 @@ func TestWalkthrough(t *testing.T) {
 		t.Errorf("model-config KEY = %#v", one)
 	}
 	r = e.ok(t, nil, "model-config", "--model", "k8s")
-	if want := "KEY  VALUE\nb    true\nq    \"42\"\nx    1.5\n"; r.stdout != want {
+	if want := "KEY            VALUE\nagent-version  3.3.0\nb              true\nq              \"42\"\nx              1.5\n"; r.stdout != want {
 		t.Errorf("model-config table:\n%s\nwant:\n%s", r.stdout, want)
 	}
 	r = e.ok(t, nil, "model-config", "-m", "k8s", "--format", "yaml")

@@ -2,6 +2,7 @@ package modeladmin
 
 import (
 	"context"
+	"maps"
 
 	"github.com/provisiond/provisiond/rpc"
 	"github.com/provisiond/provisiond/rpc/params"
@@ -55,11 +56,24 @@ func (a *ModelAdmin) AddModel(_ context.Context, args params.AddModelArgs) (para
 	if err := validateConfig(args.Config, nil, modelReadOnly); err != nil {
 		return params.ModelSummary{}, err
 	}
-	m, err := a.st.AddModel(args.Name, typ, args.Config)
+	m, err := a.st.AddModel(args.Name, typ, withAgentVersion(args.Config, a.ctx.Deps.ServerVersion))
 	if err != nil {
 		return params.ModelSummary{}, err
 	}
 	return summary(m, ""), nil
+}
+
+// withAgentVersion is a new model's config: a model runs the controller's
+// agent version unless told otherwise, as in Juju (agents read it from
+// "agent-version": Tools, the CAAS ProvisioningInfo's operator image).
+func withAgentVersion(cfg map[string]any, version string) map[string]any {
+	if _, ok := cfg["agent-version"]; ok || version == "" {
+		return cfg
+	}
+	out := make(map[string]any, len(cfg)+1)
+	maps.Copy(out, cfg)
+	out["agent-version"] = version
+	return out
 }
 
 // RemoveModel starts removing a model: it becomes dying at once and is

@@ -329,6 +329,7 @@ func (d *Daemon) initialise(addrs []string) error {
 			AdminPassword: creds.AdminPassword,
 			AgentPassword: creds.ControllerAgent.Password,
 			AgentNonce:    creds.ControllerAgent.Nonce,
+			ModelConfig:   map[string]any{"agent-version": ServerVersion},
 		})
 		if err != nil {
 			return fmt.Errorf("initialise data dir: %w", err)
