@@ -1,0 +1,365 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+
+	"github.com/provisiond/provisiond/rpc/client"
+	"github.com/provisiond/provisiond/rpc/params"
+)
+
+// unitProvisioner is the controller agent's CAAS unit provisioner of one
+// Kubernetes model, as Juju's: it follows the model's applications and
+// runs one application worker for each alive one; a dying or dead
+// application has its pods and service deleted and its cluster resources
+// cleared.
+type unitProvisioner struct {
+	a     *Agent
+	model string
+	log   *slog.Logger
+
+	apps map[string]*appWorker // the run's workers; only its goroutine uses it
+}
+
+func (p *unitProvisioner) run(ctx context.Context, connected func()) error {
+	ca := p.a.cfg.Credentials.ControllerAgent
+	c, err := p.a.d.login(ctx, p.model, ca.Tag, ca.Password, ca.Nonce)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	connected()
+	wr, err := caas[params.StringsWatchResult](ctx, c, "WatchApplications", nil)
+	if err != nil {
+		return fmt.Errorf("watching applications: %w", err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	events := make(chan watchEvent)
+	fatal := make(chan error, 1)
+	nextLoop(wctx, &wg, client.NewStringsWatcher(c, wr.StringsWatcherId), events)
+	p.apps = map[string]*appWorker{}
+	// The application workers are this run's: they share its connection
+	// and stop with it (wg is waited for after cancel).
+	start := func(app string) {
+		aw := &appWorker{p: p, c: c, app: app, log: p.log.With("application", app)}
+		actx, acancel := context.WithCancel(wctx)
+		aw.cancel, aw.done = acancel, make(chan struct{})
+		p.apps[app] = aw
+		wg.Go(func() {
+			defer close(aw.done)
+			if err := aw.run(actx); err != nil && actx.Err() == nil {
+				select {
+				case fatal <- err:
+				default:
+				}
+			}
+		})
+	}
+	process := func(names []string) error {
+		if len(names) == 0 {
+			return nil
+		}
+		tags := make([]string, len(names))
+		for i, n := range names {
+			tags[i] = "application-" + n
+		}
+		lifes, err := caas[params.LifeResults](ctx, c, "Life", entities(tags...))
+		if err != nil {
+			return err
+		}
+		if len(lifes.Results) != len(names) {
+			return errors.New("life results do not match the request")
+		}
+		for i, app := range names {
+			r := lifes.Results[i]
+			if r.Error != nil && !isCode(r.Error, params.CodeNotFound) {
+				p.log.Warn("cannot read application", "application", app, "err", r.Error)
+				continue
+			}
+			if r.Error == nil && r.Life == "alive" {
+				if _, ok := p.apps[app]; !ok {
+					start(app)
+				}
+				continue
+			}
+			// Gone, dying or dead: its pods go.
+			if aw := p.apps[app]; aw != nil {
+				aw.cancel()
+				<-aw.done
+				delete(p.apps, app)
+			}
+			if err := p.a.cloud.DeleteService(p.model, app); err != nil {
+				p.log.Warn("cannot delete service", "application", app, "err", err)
+			}
+			if r.Error != nil {
+				continue // removed
+			}
+			p.log.Info("application is "+r.Life+"; its pods are deleted", "application", app)
+			if err := itemError(caas[params.ErrorResults](ctx, c, "ClearApplicationsResources", entities(tags[i]))); err != nil {
+				if connLost(err) {
+					return err
+				}
+				p.log.Warn("cannot clear cluster resources", "application", app, "err", err)
+			}
+		}
+		return nil
+	}
+	if err := process(wr.Changes); err != nil {
+		return err
+	}
+	for {
+		select {
+		case ev := <-events:
+			if ev.err != nil {
+				return ev.err
+			}
+			if err := process(ev.ids); err != nil {
+				return err
+			}
+		case err := <-fatal:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// appWorker runs one application's pods: it watches the desired scale,
+// the pod spec and the trust setting, and after each change makes the
+// cluster run the spec at that scale and reports the pods (with their
+// storage) and the service back.
+type appWorker struct {
+	p      *unitProvisioner
+	c      *client.Conn
+	app    string
+	log    *slog.Logger
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	service  string // the provider id of the service last reported
+	waiting  bool   // logged that there is no pod spec yet
+	operator bool   // logged that it is an operator charm
+}
+
+func (w *appWorker) tag() string { return "application-" + w.app }
+
+func (w *appWorker) run(ctx context.Context) error {
+	c, tag := w.c, w.tag()
+	if _, err := caas[params.Charm](ctx, c, "ApplicationCharmInfo", params.Entity{Tag: tag}); err != nil {
+		return w.fail(err, "reading charm")
+	}
+	scale, err := caas[params.NotifyWatchResults](ctx, c, "WatchApplicationsScale", entities(tag))
+	if err != nil {
+		return err
+	}
+	spec, err := caas[params.NotifyWatchResults](ctx, c, "WatchPodSpec", entities(tag))
+	if err != nil {
+		return err
+	}
+	trust, err := caas[params.StringsWatchResults](ctx, c, "WatchApplicationsTrustHash", entities(tag))
+	if err != nil {
+		return err
+	}
+	var ids []string
+	for _, r := range append(scale.Results, spec.Results...) {
+		if r.Error != nil {
+			return w.fail(r.Error, "watching")
+		}
+		ids = append(ids, r.NotifyWatcherId)
+	}
+	if len(trust.Results) != 1 || trust.Results[0].Error != nil || len(ids) != 2 {
+		return w.fail(errors.New("no watcher"), "watching trust")
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	changed := make(chan struct{}, 1)
+	failed := make(chan error, 1)
+	signal := func(err error) bool {
+		if err != nil {
+			select {
+			case failed <- err:
+			default:
+			}
+			return false
+		}
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+		return true
+	}
+	for _, id := range ids {
+		nw := client.NewNotifyWatcher(c, id)
+		wg.Go(func() {
+			for signal(nw.Next(wctx)) {
+			}
+		})
+	}
+	sw := client.NewStringsWatcher(c, trust.Results[0].StringsWatcherId)
+	wg.Go(func() {
+		for {
+			_, err := sw.Next(wctx)
+			if !signal(err) {
+				return
+			}
+		}
+	})
+	changed <- struct{}{}
+	for {
+		select {
+		case <-changed:
+			if err := w.reconcile(ctx); err != nil {
+				if connLost(err) || ctx.Err() != nil {
+					return err
+				}
+				w.log.Warn("cannot run pods", "err", err)
+			}
+		case err := <-failed:
+			if ctx.Err() != nil {
+				return nil
+			}
+			return w.fail(err, "watching")
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// fail is the error that ends the worker: a lost connection ends the
+// unit provisioner's run; anything else only this worker.
+func (w *appWorker) fail(err error, what string) error {
+	if connLost(err) {
+		return err
+	}
+	if isCode(err, params.CodeNotFound, params.CodeStopped) {
+		return nil // the application went: the provisioner sees it too
+	}
+	w.log.Warn(what, "err", err)
+	return nil
+}
+
+func (w *appWorker) reconcile(ctx context.Context) error {
+	c, tag, ents := w.c, w.tag(), entities(w.tag())
+	scales, err := caas[params.IntResults](ctx, c, "ApplicationsScale", ents)
+	if err != nil {
+		return err
+	}
+	if len(scales.Results) != 1 || scales.Results[0].Error != nil {
+		return fmt.Errorf("reading scale: %v", resultErr(len(scales.Results), firstError(scales.Results)))
+	}
+	modes, err := caas[params.StringResults](ctx, c, "DeploymentMode", ents)
+	if err != nil {
+		return err
+	}
+	if len(modes.Results) == 1 && modes.Results[0].Result == "operator" {
+		if !w.operator {
+			w.operator = true
+			w.log.Info("operator charm: its operator runs its workload; no pods")
+		}
+		return nil
+	}
+	infos, err := caas[params.KubernetesProvisioningInfoResults](ctx, c, "ProvisioningInfo", ents)
+	if err != nil {
+		return err
+	}
+	if len(infos.Results) != 1 {
+		return errors.New("no provisioning info result")
+	}
+	if e := infos.Results[0].Error; e != nil {
+		if isCode(e, params.CodeNotFound) {
+			if !w.waiting {
+				w.waiting = true
+				w.log.Info("no pod spec yet; waiting for one")
+			}
+			return nil
+		}
+		return e
+	}
+	w.waiting = false
+	info := infos.Results[0].Result
+	if _, err := caas[params.BoolResults](ctx, c, "ApplicationsTrust", ents); err != nil {
+		return err
+	}
+	if _, err := caas[params.ApplicationGetConfigResults](ctx, c, "ApplicationsConfig", ents); err != nil {
+		return err
+	}
+	stateful := len(info.Filesystems) > 0 ||
+		(info.DeploymentInfo != nil && info.DeploymentInfo.DeploymentType == "stateful")
+	spec := info.PodSpec
+	if spec == "" {
+		spec = info.RawK8sSpec
+	}
+	svc, pods, err := w.p.a.cloud.EnsureService(ServiceParams{
+		Model: w.p.model, App: w.app, Scale: scales.Results[0].Result, Stateful: stateful,
+		Filesystems: info.Filesystems, PodSpec: spec,
+	})
+	if err != nil {
+		return err
+	}
+	if svc.ProviderID != w.service {
+		err := itemError(caas[params.ErrorResults](ctx, c, "UpdateApplicationsService", params.UpdateApplicationServiceArgs{
+			Args: []params.UpdateApplicationServiceArg{{ApplicationTag: tag, ProviderId: svc.ProviderID, Addresses: svc.Addresses}},
+		}))
+		if err != nil {
+			return fmt.Errorf("reporting service: %w", err)
+		}
+		w.service = svc.ProviderID
+	}
+	units := make([]params.ApplicationUnitParams, len(pods))
+	for i, pod := range pods {
+		units[i] = params.ApplicationUnitParams{
+			ProviderId: pod.ProviderID, Address: pod.Address, Ports: []string{}, Stateful: stateful,
+			Status: "running", FilesystemInfo: pod.Filesystems,
+		}
+	}
+	n, gen := len(pods), svc.Generation
+	res, err := caas[params.UpdateApplicationUnitResults](ctx, c, "UpdateApplicationsUnits", params.UpdateApplicationUnitArgs{
+		Args: []params.UpdateApplicationUnits{{ApplicationTag: tag, Scale: &n, Generation: &gen, Units: units}},
+	})
+	if err != nil {
+		return err
+	}
+	if len(res.Results) != 1 {
+		return errors.New("no update result")
+	}
+	if e := res.Results[0].Error; e != nil {
+		if isCode(e, params.CodeForbidden) {
+			w.log.Debug("scale report refused; the operator's scale applies next", "err", e)
+			return nil
+		}
+		return fmt.Errorf("reporting units: %w", e)
+	}
+	var names []string
+	if info := res.Results[0].Info; info != nil {
+		for _, u := range info.Units {
+			names = append(names, strings.TrimPrefix(u.UnitTag, "unit-"))
+		}
+	}
+	w.log.Debug("pods reported", "scale", n, "units", names)
+	return nil
+}
+
+func firstError(rs []params.IntResult) *params.Error {
+	for _, r := range rs {
+		if r.Error != nil {
+			return r.Error
+		}
+	}
+	return nil
+}
+
+func resultErr(n int, e *params.Error) error {
+	if e != nil {
+		return e
+	}
+	return fmt.Errorf("%d results for 1 item", n)
+}

@@ -1,0 +1,60 @@
+// Package agent is provisiond's reference agent: it drives the public API
+// the way Juju's agents do, against a simulated cloud (SimCloud), so that
+// what operators ask for with provisionctl actually happens. It is our own
+// client of the API like any other: it imports rpc/client, rpc/params and
+// credentials, nothing else of provisiond's (make depcheck).
+// cmd/provisionagent runs it on a running daemon; provisiond serve --agent
+// sim runs it in the daemon's process; provisionbench's churn workload
+// drives it.
+//
+// # What it runs
+//
+// As the controller agent (credentials.yaml's controller-agent), one
+// provisioner per model, following the models (ModelAdmin.WatchModels, as
+// the admin user):
+//   - IAAS models: the environ provisioner (Provisioner v11:
+//     WatchModelMachines, Life, InstanceId, ProvisioningInfo, SetPasswords,
+//     the cloud's StartInstance, SetInstanceInfo with a nonce, hardware,
+//     network config and volumes, SetInstanceStatus), which starts a machine
+//     agent for each machine it provisions; dead machines have their
+//     instance stopped and are removed (Remove), dying ones that never
+//     started are made dead first (EnsureDead).
+//   - CAAS models: the unit provisioner (CAASUnitProvisioner v2:
+//     WatchApplications, Life, ApplicationCharmInfo, WatchApplicationsScale,
+//     WatchPodSpec, WatchApplicationsTrustHash, ApplicationsScale,
+//     DeploymentMode, ProvisioningInfo, ApplicationsTrust,
+//     ApplicationsConfig, then UpdateApplicationsService and
+//     UpdateApplicationsUnits with the pods and their filesystems and
+//     volumes); a dying application has its pods deleted and its cluster
+//     resources cleared (ClearApplicationsResources).
+//
+// Each machine agent logs in as its machine with the password and nonce its
+// provisioner set, reports itself started (SetStatus), the containers it
+// can host (SetSupportedContainers) and its network (SetObservedNetworkConfig),
+// and runs the container provisioner of its machine (WatchContainers per
+// container type, HostChangesForContainers, PrepareContainerInterfaceInfo,
+// ProvisioningInfo, SetPasswords, SetInstanceInfo, SetInstanceStatus), which
+// starts the containers' own agents. Dying containers are torn down by their
+// host: their agent makes them dead (EnsureDead), the host releases their
+// addresses (ReleaseContainerAddresses) and removes them (Remove). A dying
+// machine's agent makes it dead once it hosts no containers.
+//
+// # Goroutines and connections
+//
+// Run owns every goroutine the agent starts and returns only when all of
+// them have: one follows the models (its connection: the admin's on /api);
+// one per model runs its provisioner (its connection: the controller
+// agent's on the model, plus the admin's for the model's subnets); one per
+// machine agent (its own connection); and, inside a run, one per watcher
+// (Next blocks) and one per CAAS application. Each of them is stopped by
+// cancelling its context; a worker whose connection fails (the daemon
+// restarted) reconnects with backoff (Config.MinBackoff doubling to
+// MaxBackoff, with jitter), and the provisioners' initial watcher events
+// bring it back in step. Machine agents are the agents of running
+// instances, so they outlive their provisioner's reconnects; they stop
+// when their machine is removed, when their model goes, and when Run ends.
+//
+// The simulated cloud keeps its instances and pods in memory: a new
+// process knows none of them, and leaves machines provisioned by an earlier
+// one alone (a dying one it makes dead and removes, as nothing else can).
+package agent

@@ -1,0 +1,105 @@
+package agent_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/provisiond/provisiond/internal/agent"
+	"github.com/provisiond/provisiond/internal/daemon"
+	"github.com/provisiond/provisiond/rpc/params"
+)
+
+// The agent follows models as they are added and removed: a new IAAS
+// model's machines are provisioned, a new CAAS model's pods run, and a
+// removed model's provisioner stops.
+func TestFollowsModels(t *testing.T) {
+	d := startDaemon(t, t.TempDir())
+	a := runAgent(t, d, nil)
+	op := newOperator(t, d)
+	op.call("AddModel", params.AddModelArgs{Name: "edge"}, nil)
+	op.call("AddMachines", params.AddMachinesArgs{Model: "edge", Count: 2}, nil)
+	op.waitStatus("edge", "2 machines started", func(s params.ModelStatus) bool {
+		return len(s.Machines) == 2 && started(s.Machines[0]) && started(s.Machines[1])
+	})
+	if n := len(a.Models()); n != 3 {
+		t.Errorf("agent provisions %d models; want 3", n)
+	}
+	// An empty model goes at once; its provisioner stops.
+	var edge2 params.ModelSummary
+	op.call("AddModel", params.AddModelArgs{Name: "edge2"}, &edge2)
+	op.call("RemoveModel", params.RemoveModelArgs{Model: "edge2"}, nil)
+	op.waitModelGone("edge2")
+	// The agent's view follows (it learns of the removal from the same feed).
+	deadline := time.Now().Add(waitTimeout)
+	for slicesContains(a.Models(), edge2.UUID) {
+		if time.Now().After(deadline) {
+			t.Fatalf("agent still provisions the removed model")
+		}
+		waitAgentTick(t, op)
+	}
+}
+
+func slicesContains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// waitAgentTick waits for the agent's next write to the default model (it
+// has none to do: this is a bounded wait for the agent's own goroutines,
+// made by giving it something to do and waiting until it did it).
+func waitAgentTick(t *testing.T, op *operator) {
+	t.Helper()
+	var added params.AddMachinesResult
+	op.call("AddMachines", params.AddMachinesArgs{}, &added)
+	op.waitStatus("default", "machine "+added.Machines[0]+" started", func(s params.ModelStatus) bool {
+		m, ok := machines(s)[added.Machines[0]]
+		return ok && started(m)
+	})
+}
+
+// When the daemon restarts, the agent reconnects with backoff, its
+// provisioners pick up what changed meanwhile, and the machine agents log
+// in again and go on provisioning their containers.
+func TestReconnectsAfterDaemonRestart(t *testing.T) {
+	dir := t.TempDir()
+	d := startDaemon(t, dir)
+	addr := d.Addr()
+	cloud := agent.NewSimCloud()
+	runAgent(t, d, cloud, addr)
+	op := newOperator(t, d)
+	op.call("AddMachines", params.AddMachinesArgs{}, nil)
+	op.waitStatus("default", "machine 0 started", func(s params.ModelStatus) bool {
+		return len(s.Machines) == 1 && started(s.Machines[0]) && s.Machines[0].SupportedContainers != nil
+	})
+
+	shutdown(t, d)
+	cfg := daemon.Default(dir)
+	cfg.Addr = addr
+	cfg.Logger = logger().With("daemon", 2)
+	d2, err := daemon.Start(cfg)
+	if err != nil {
+		t.Fatalf("restart on %s: %v", addr, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_ = d2.Shutdown(ctx)
+	})
+	op = newOperator(t, d2)
+	// A container for machine 0's agent (which must have logged in again)
+	// and a new machine for the environ provisioner.
+	op.call("AddMachines", params.AddMachinesArgs{Placement: "lxd:0"}, nil)
+	op.call("AddMachines", params.AddMachinesArgs{}, nil)
+	op.waitStatus("default", "container and machine 1 started", func(s params.ModelStatus) bool {
+		ms := machines(s)
+		return started(ms["0/lxd/0"]) && started(ms["1"])
+	})
+	if cloud.Instances() != 3 {
+		t.Errorf("cloud runs %d instances; want 3", cloud.Instances())
+	}
+}
