@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
 )
 
 // AddModel adds a model called name of type typ ("iaas" or "caas") with
-// config through ModelAdmin and returns its UUID.
+// config through ModelAdmin and returns its UUID. Methods that name agent
+// binaries (Provisioner.Tools, CAASUnitProvisioner.ProvisioningInfo) need
+// "agent-version" in the config.
 func (s *Server) AddModel(t testing.TB, name, typ string, config map[string]any) string {
 	t.Helper()
 	ma, err := s.modelAdmin()
@@ -38,16 +41,22 @@ type CAASApp struct {
 	// Storage are storage constraints "NAME=POOL,SIZE,COUNT" of the
 	// charm's storage (see ModelAdmin.Deploy).
 	Storage []string
+	// PodSpec is the application's pod spec (YAML), set after the deploy
+	// as `provisionctl set-pod-spec` does; empty is a spec with one
+	// container named after the application.
+	PodSpec string
 }
 
-// CAASModel adds a CAAS model called name and deploys apps in it, each at
-// its scale, through ModelAdmin (as `provisionctl add-model --type caas`
-// and `provisionctl deploy` do), and returns the model's UUID. The units
+// CAASModel adds a CAAS model called name (agent-version set to the
+// daemon's version) and deploys apps in it, each at its scale and with a
+// pod spec, through ModelAdmin (as `provisionctl add-model --type caas`,
+// `deploy` and `set-pod-spec` do), so that the unit provisioner's
+// ProvisioningInfo answers; it returns the model's UUID. The units
 // appear when the unit provisioner reports the pods
 // (CAASUnitProvisioner.UpdateApplicationsUnits, as the controller agent).
 func (s *Server) CAASModel(t testing.TB, name string, apps ...CAASApp) string {
 	t.Helper()
-	uuid := s.AddModel(t, name, "caas", nil)
+	uuid := s.AddModel(t, name, "caas", map[string]any{"agent-version": daemon.ServerVersion})
 	ma, err := s.modelAdmin()
 	if err != nil {
 		t.Fatalf("provisiondtest: %v", err)
@@ -69,8 +78,15 @@ func deploy(ma *client.ModelAdmin, model string, app CAASApp) error {
 	ctx, cancel := callCtx()
 	defer cancel()
 	scale := app.Scale
-	_, err := ma.Deploy(ctx, params.DeployArgs{Model: model, Application: app.Name, CharmMetadata: meta,
-		Scale: &scale, Config: app.Config, Trust: app.Trust, Storage: app.Storage})
+	if _, err := ma.Deploy(ctx, params.DeployArgs{Model: model, Application: app.Name, CharmMetadata: meta,
+		Scale: &scale, Config: app.Config, Trust: app.Trust, Storage: app.Storage}); err != nil {
+		return err
+	}
+	spec := app.PodSpec
+	if spec == "" {
+		spec = fmt.Sprintf("containers:\n- name: %s\n  image: %s-image\n", app.Name, app.Name)
+	}
+	_, err := ma.SetPodSpec(ctx, params.SetPodSpecArgs{Model: model, Application: app.Name, Spec: spec})
 	return err
 }
 

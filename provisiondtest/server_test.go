@@ -318,6 +318,9 @@ func TestCAASModelAndRevisions(t *testing.T) {
 	if trust, err := u.Application("gitlab").Trust(ctx); err != nil || !trust {
 		t.Errorf("trust = %v, %v", trust, err)
 	}
+	if info, err := u.Application("gitlab").ProvisioningInfo(ctx); err != nil || info == nil {
+		t.Errorf("ProvisioningInfo = %+v, %v", info, err)
+	}
 }
 
 func TestLimitsAndClock(t *testing.T) {
