@@ -46,6 +46,9 @@ type options struct {
 	MaxUnsent         int64         `yaml:"max-unsent"`
 	MaxHeaderBytes    int           `yaml:"max-header-bytes"`
 	IdleTimeout       time.Duration `yaml:"idle-timeout"`
+
+	// Agent runs the reference agent in the daemon's process: "sim".
+	Agent string `yaml:"agent"`
 }
 
 // defaultDataDir is $XDG_DATA_HOME/provisiond, or ~/.local/share/provisiond
@@ -113,6 +116,7 @@ func (o *options) settings() []setting {
 		{"max-unsent", "bytes of replies one connection may have waiting to be written", &o.MaxUnsent},
 		{"max-header-bytes", "largest HTTP request header in bytes", &o.MaxHeaderBytes},
 		{"idle-timeout", "close HTTP keep-alive connections idle for this long", &o.IdleTimeout},
+		{"agent", "run the reference agent in this process on its simulated cloud: sim (a demo; see provisionagent)", &o.Agent},
 	}
 }
 

@@ -47,6 +47,9 @@ database, exit 0.`,
 		if err != nil {
 			return usageError{err}
 		}
+		if err := checkAgent(opts.Agent); err != nil {
+			return usageError{err}
+		}
 		return serve(opts, log)
 	}
 	return cmd
@@ -66,11 +69,17 @@ func serve(opts options, log *slog.Logger) error {
 		log.Error("cannot start", "err", err)
 		return exitCode(exitError)
 	}
-	select {
-	case <-ctx.Done():
-		log.Info("shutting down")
-	case <-d.Done():
-		log.Error("server stopped unexpectedly")
+	stopAgent, agentErr := startAgent(d, cfg.DataDir, opts.Agent, log)
+	if agentErr != nil {
+		log.Error("cannot start the agent", "err", agentErr)
+	} else {
+		select {
+		case <-ctx.Done():
+			log.Info("shutting down")
+		case <-d.Done():
+			log.Error("server stopped unexpectedly")
+		}
+		stopAgent()
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -79,6 +88,9 @@ func serve(opts options, log *slog.Logger) error {
 		return exitCode(exitError)
 	}
 	log.Info("stopped")
+	if agentErr != nil {
+		return exitCode(exitError)
+	}
 	return nil
 }
 
