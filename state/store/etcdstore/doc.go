@@ -21,12 +21,18 @@
 // one revision in one response, its catch-up batches end at revision
 // boundaries, and the store does not ask for fragmented responses.
 //
-// The replica is known current while the watch has been heard from
-// (events, or a progress notification it asks for after StaleAfter/4 of
-// silence) within StaleAfter. Otherwise (etcd unreachable, or the member
-// lost its quorum: the watch requires a leader) View, Update, Ephemeral
-// and Health fail with store.ErrUnavailable. Reads therefore lag etcd by
-// at most the watch's delay, and a process always reads its own writes.
+// The replica is known current when, within StaleAfter, the watch
+// delivered a response, or a probe found it current: after StaleAfter/4
+// of silence the store reads the feed key (a linearizable read, which
+// needs a quorum) and, if no commit of ours is newer than what the
+// replica applied, it was current as of that read. Otherwise (etcd
+// unreachable, no quorum: the watch also requires a leader, so a member
+// cut off from its cluster ends it; or a commit seen by the probe that
+// the watch has not delivered) View, Update, Ephemeral and Health fail
+// with store.ErrUnavailable. So reads lag the cluster by at most
+// StaleAfter, and a process always reads its own writes. The probe does
+// not see removals by lease expiry (they do not touch the feed key): those
+// arrive with the watch.
 //
 // # Writes: one etcd transaction per Update
 //
@@ -74,8 +80,8 @@
 //   - Store is safe for concurrent use. Open starts the watch goroutine,
 //     which alone writes the replica and calls Feed.Apply and Feed.Reset,
 //     one at a time, in revision order; Close stops it and waits for it.
-//     While a watch runs, a helper goroutine of the watch asks for
-//     progress notifications; it ends with the watch.
+//     While a watch runs, its probe goroutine reads the feed key after
+//     each StaleAfter/4 of silence; it ends with the watch.
 //   - The store's lease (Ephemeral keys, elections) is granted on first
 //     use; a keepalive goroutine owned by the store drains its keepalive
 //     responses and, if the lease is lost, puts the live ephemeral keys

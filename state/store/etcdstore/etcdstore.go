@@ -55,8 +55,8 @@ type Config struct {
 	// takes to fail with store.ErrUnavailable when etcd cannot answer.
 	RequestTimeout time.Duration
 
-	// StaleAfter is how long the local replica may go without word from
-	// etcd's watch (an event or a progress notification, asked for every
+	// StaleAfter is how long the local replica may go without word that
+	// it is current (a watch response, or a probe of the feed key after
 	// StaleAfter/4 of silence) before reads fail with
 	// store.ErrUnavailable. Default RequestTimeout.
 	StaleAfter time.Duration

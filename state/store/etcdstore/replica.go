@@ -120,18 +120,17 @@ func (s *Store) pause(backoff *time.Duration) bool {
 	}
 }
 
-// watch follows one watch from snap's revision + 1 until it fails. It
-// asks for a progress notification whenever StaleAfter/4 passes in
-// silence, so an idle replica stays known current.
+// watch follows one watch from snap's revision + 1 until it fails, with
+// a probe that keeps an idle replica known current.
 func (s *Store) watch(work **btree.BTreeG[item], snapp **snapshot) error {
 	// WithRequireLeader: a member that loses its quorum ends the watch
 	// (rather than serving a stream that no longer moves).
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(s.ctx))
 	defer cancel()
 	wch := s.cli.Watch(wctx, s.prefix, clientv3.WithPrefix(), clientv3.WithRev((*snapp).rev+1))
-	progressDone := make(chan struct{})
-	go s.askProgress(wctx, progressDone)
-	defer func() { cancel(); <-progressDone }()
+	probeDone := make(chan struct{})
+	go s.probe(wctx, probeDone)
+	defer func() { cancel(); <-probeDone }()
 	for resp := range wch {
 		if resp.CompactRevision != 0 {
 			return fmt.Errorf("%w (at %d, needed %d)", errCompacted, resp.CompactRevision, (*snapp).rev+1)
@@ -145,7 +144,7 @@ func (s *Store) watch(work **btree.BTreeG[item], snapp **snapshot) error {
 		if resp.Canceled {
 			return errors.New("etcdstore: watch cancelled by etcd")
 		}
-		s.heard.Store(time.Now().UnixNano())
+		s.hear(time.Now().UnixNano())
 		s.apply(work, snapp, resp.Events, resp.Header.Revision)
 	}
 	if err := s.ctx.Err(); err != nil {
@@ -154,10 +153,15 @@ func (s *Store) watch(work **btree.BTreeG[item], snapp **snapshot) error {
 	return errors.New("etcdstore: watch channel closed")
 }
 
-// askProgress asks etcd for a progress notification on the watch's stream
-// whenever a quarter of StaleAfter passes without word from it. It owns
+// probe keeps an idle replica known current: whenever a quarter of
+// StaleAfter passes without word from the watch, it reads the feed key
+// (a linearizable read: it needs a quorum). If no commit of ours is newer
+// than what the replica has applied, the replica is current as of that
+// read. (etcd's progress notifications cannot serve here: etcd sends none
+// to a watcher whose start revision is ahead of its current revision,
+// which is where a caught-up watch resumes after a reconnection.) It owns
 // no state but its ticker; watch stops it by cancelling ctx.
-func (s *Store) askProgress(ctx context.Context, done chan<- struct{}) {
+func (s *Store) probe(ctx context.Context, done chan<- struct{}) {
 	defer close(done)
 	every := max(s.cfg.StaleAfter/4, time.Millisecond)
 	t := time.NewTicker(every)
@@ -171,9 +175,30 @@ func (s *Store) askProgress(ctx context.Context, done chan<- struct{}) {
 		if time.Duration(time.Now().UnixNano()-s.heard.Load()) < every {
 			continue
 		}
+		asked := time.Now().UnixNano()
 		rctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
-		_ = s.cli.RequestProgress(rctx) // silence is what fresh measures
+		resp, err := s.cli.Get(rctx, s.feedK, clientv3.WithKeysOnly())
 		cancel()
+		if err != nil {
+			continue // silence is what fresh measures
+		}
+		var mod int64
+		if len(resp.Kvs) > 0 {
+			mod = resp.Kvs[0].ModRevision
+		}
+		if mod <= s.applied.Load() {
+			s.hear(asked)
+		}
+	}
+}
+
+// hear records word from etcd at t (unix nanos) that the replica is current.
+func (s *Store) hear(t int64) {
+	for {
+		old := s.heard.Load()
+		if t <= old || s.heard.CompareAndSwap(old, t) {
+			return
+		}
 	}
 }
 
