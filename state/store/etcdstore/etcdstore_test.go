@@ -34,6 +34,7 @@ func TestMain(m *testing.M) {
 	code := func() int {
 		defer os.RemoveAll(dir)
 		defer shared.Close()
+		defer closeBench()
 		return m.Run()
 	}()
 	if code == 0 {
