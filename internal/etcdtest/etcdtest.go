@@ -39,6 +39,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -69,6 +70,11 @@ type Options struct {
 
 	// Logger receives etcd's logs; nil logs errors to standard error.
 	Logger *zap.Logger
+
+	// TLS, if set, makes the client URLs https with these files, and
+	// requires client certificates signed by its CA (etcd's
+	// --client-cert-auth). Peers talk plain http on loopback.
+	TLS *TLSFiles
 }
 
 // Cluster is a running etcd cluster of one or more members.
@@ -126,6 +132,10 @@ func Start(opts Options) (*Cluster, error) {
 
 func start(opts Options, attempt int) (*Cluster, error) {
 	c := &Cluster{opts: opts}
+	scheme := "http"
+	if opts.TLS != nil {
+		scheme = "https"
+	}
 	var initial []string
 	for i := 0; i < opts.Members; i++ {
 		ports, err := freePorts(2)
@@ -135,7 +145,7 @@ func start(opts Options, attempt int) (*Cluster, error) {
 		m := &Member{
 			Name:      fmt.Sprintf("m%d", i),
 			Dir:       filepath.Join(opts.Dir, fmt.Sprintf("m%d.%d", i, attempt)),
-			ClientURL: fmt.Sprintf("http://127.0.0.1:%d", ports[0]),
+			ClientURL: fmt.Sprintf("%s://127.0.0.1:%d", scheme, ports[0]),
 			PeerURL:   fmt.Sprintf("http://127.0.0.1:%d", ports[1]),
 		}
 		c.members = append(c.members, m)
@@ -158,6 +168,12 @@ func start(opts Options, attempt int) (*Cluster, error) {
 		cfg.MaxRequestBytes = opts.MaxRequestBytes
 		cfg.UnsafeNoFsync = opts.NoFsync
 		cfg.Metrics = "basic"
+		if t := opts.TLS; t != nil {
+			cfg.ClientTLSInfo = transport.TLSInfo{
+				CertFile: t.ServerCert, KeyFile: t.ServerKey,
+				TrustedCAFile: t.CAFile, ClientCertAuth: true,
+			}
+		}
 		// Faster elections than etcd's defaults (100 ms heartbeat, 1 s
 		// election): a test that kills the leader waits less. Loopback
 		// round trips are well under the heartbeat.
