@@ -98,4 +98,3 @@ func TestAuth(t *testing.T) {
 		}
 	}
 }
-
