@@ -168,6 +168,10 @@ func start(opts Options, attempt int) (*Cluster, error) {
 		cfg.MaxRequestBytes = opts.MaxRequestBytes
 		cfg.UnsafeNoFsync = opts.NoFsync
 		cfg.Metrics = "basic"
+		// bcrypt's minimum cost: etcd hashes a password at every
+		// authentication, and the default cost takes tens of
+		// milliseconds of CPU on this 2-core box (more under -race).
+		cfg.BcryptCost = 4
 		if t := opts.TLS; t != nil {
 			cfg.ClientTLSInfo = transport.TLSInfo{
 				CertFile: t.ServerCert, KeyFile: t.ServerKey,
