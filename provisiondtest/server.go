@@ -56,6 +56,13 @@ type Limits struct {
 	LoginRateMax    int           // agent login token bucket size
 	LoginRateRefill time.Duration // time to refill one agent login token
 	LoginConcurrent int           // agent logins in progress at once
+
+	PreLoginReadLimit int64         // largest message before login
+	MaxBulkItems      int           // list items in one call's params (and in a connection's running calls)
+	MaxReplySize      int64         // largest reply
+	MaxUnsent         int64         // reply bytes a connection may have queued unsent
+	MaxHeaderBytes    int           // HTTP request header bytes
+	IdleTimeout       time.Duration // HTTP keep-alive idle timeout
 }
 
 // Option configures a Server.
@@ -196,9 +203,6 @@ func applyLimits(cfg *daemon.Config, l Limits) {
 			*dst = v
 		}
 	}
-	if l.ReadLimit != 0 {
-		cfg.ReadLimit = l.ReadLimit
-	}
 	set(&cfg.MaxRequests, l.MaxRequests)
 	set(&cfg.MaxConns, l.MaxConns)
 	set(&cfg.MaxWatchers, l.MaxWatchers)
@@ -208,6 +212,18 @@ func applyLimits(cfg *daemon.Config, l Limits) {
 	setD(&cfg.PingTimeout, l.PingTimeout)
 	setD(&cfg.LoginTimeout, l.LoginTimeout)
 	setD(&cfg.LoginRateRefill, l.LoginRateRefill)
+	set64 := func(dst *int64, v int64) {
+		if v != 0 {
+			*dst = v
+		}
+	}
+	set64(&cfg.ReadLimit, l.ReadLimit)
+	set64(&cfg.PreLoginReadLimit, l.PreLoginReadLimit)
+	set64(&cfg.MaxReplySize, l.MaxReplySize)
+	set64(&cfg.MaxUnsent, l.MaxUnsent)
+	set(&cfg.MaxBulkItems, l.MaxBulkItems)
+	set(&cfg.MaxHeaderBytes, l.MaxHeaderBytes)
+	setD(&cfg.IdleTimeout, l.IdleTimeout)
 }
 
 // Close closes the Server's own connections, stops the daemon (every

@@ -326,7 +326,7 @@ func TestCAASModelAndRevisions(t *testing.T) {
 func TestLimitsAndClock(t *testing.T) {
 	clock := watchertest.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	srv := provisiondtest.Start(t, provisiondtest.WithClock(clock),
-		provisiondtest.WithLimits(provisiondtest.Limits{MaxWatchers: 2}))
+		provisiondtest.WithLimits(provisiondtest.Limits{MaxWatchers: 2, MaxBulkItems: 3}))
 	ctx := ctxT(t)
 	p := client.NewProvisioner(srv.ControllerAgent(t, srv.DefaultModel()))
 
@@ -350,5 +350,12 @@ func TestLimitsAndClock(t *testing.T) {
 	defer w2.Stop()
 	if _, err := p.WatchAPIHostPorts(ctx); !errors.Is(err, client.ErrQuotaLimitExceeded) {
 		t.Fatalf("third watcher: %v", err)
+	}
+	// A bulk call of 4 items is over the limit of 3.
+	if _, err := p.Life(ctx, client.Entities("machine-0", "machine-1", "machine-2")); err != nil {
+		t.Fatalf("3 items: %v", err)
+	}
+	if _, err := p.Life(ctx, client.Entities("machine-0", "machine-1", "machine-2", "machine-3")); !errors.Is(err, client.ErrQuotaLimitExceeded) {
+		t.Fatalf("4 items: %v", err)
 	}
 }
