@@ -200,3 +200,13 @@ func (a *ModelAdmin) WatchModel(ctx context.Context, args params.ModelArgs) (*St
 	}
 	return NewStringsWatch(a.c, res)
 }
+
+// WatchModels watches the controller's models: the first value lists every
+// model's UUID, later ones the models added, made dying or removed.
+func (a *ModelAdmin) WatchModels(ctx context.Context) (*StringsWatch, error) {
+	res, err := adminCall[params.StringsWatchResult](ctx, a, "WatchModels", nil)
+	if err != nil {
+		return nil, err
+	}
+	return NewStringsWatch(a.c, res)
+}
