@@ -5,15 +5,13 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
 )
 
 // AddModel adds a model called name of type typ ("iaas" or "caas") with
-// config through ModelAdmin and returns its UUID. Methods that name agent
-// binaries (Provisioner.Tools, CAASUnitProvisioner.ProvisioningInfo) need
-// "agent-version" in the config.
+// config through ModelAdmin and returns its UUID (its config starts with
+// agent-version, the daemon's version, as in Juju).
 func (s *Server) AddModel(t testing.TB, name, typ string, config map[string]any) string {
 	t.Helper()
 	ma, err := s.modelAdmin()
@@ -47,8 +45,7 @@ type CAASApp struct {
 	PodSpec string
 }
 
-// CAASModel adds a CAAS model called name (agent-version set to the
-// daemon's version) and deploys apps in it, each at its scale and with a
+// CAASModel adds a CAAS model called name and deploys apps in it, each at its scale and with a
 // pod spec, through ModelAdmin (as `provisionctl add-model --type caas`,
 // `deploy` and `set-pod-spec` do), so that the unit provisioner's
 // ProvisioningInfo answers; it returns the model's UUID. The units
@@ -56,7 +53,7 @@ type CAASApp struct {
 // (CAASUnitProvisioner.UpdateApplicationsUnits, as the controller agent).
 func (s *Server) CAASModel(t testing.TB, name string, apps ...CAASApp) string {
 	t.Helper()
-	uuid := s.AddModel(t, name, "caas", map[string]any{"agent-version": daemon.ServerVersion})
+	uuid := s.AddModel(t, name, "caas", nil)
 	ma, err := s.modelAdmin()
 	if err != nil {
 		t.Fatalf("provisiondtest: %v", err)

@@ -18,7 +18,7 @@ import (
 func TestCAASEndToEnd(t *testing.T) {
 	srv := provisiondtest.Start(t)
 	ctx := ctxT(t)
-	k8s := srv.AddModel(t, "k8s", "caas", map[string]any{"agent-version": "3.3.0", "workload-storage": "kubernetes"})
+	k8s := srv.AddModel(t, "k8s", "caas", map[string]any{"workload-storage": "kubernetes"})
 	op := client.NewModelAdmin(srv.Admin(t, ""))
 	u := client.NewCAASUnitProvisioner(srv.ControllerAgent(t, k8s))
 	apps := got(u.WatchApplications(ctx)).ok(t)

@@ -273,9 +273,6 @@ func TestTypedClientsRoundTrip(t *testing.T) {
 	m0 := srv.ProvisionMachine(t, model, "0")
 	srv.ProvisionMachine(t, model, "0/lxd/0")
 	admin := client.NewModelAdmin(srv.Admin(t, model))
-	if _, err := admin.SetModelConfig(ctx, params.SetModelConfigArgs{Config: map[string]any{"agent-version": "3.3.0"}}); err != nil {
-		t.Fatal(err)
-	}
 	k8s := srv.CAASModel(t, "k8s", provisiondtest.CAASApp{Name: "gitlab", Scale: 1})
 	asController := func(c *client.Conn) error { _, err := c.LoginControllerAgent(ctx, creds); return err }
 	asMachine0 := func(c *client.Conn) error { _, err := c.LoginAgent(ctx, m0.Tag, m0.Password, m0.Nonce); return err }
