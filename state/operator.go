@@ -18,7 +18,7 @@ var sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
 // ValidateAgentBinary checks a catalog entry as an operator gives it: a
 // binary version ("3.3.0-ubuntu-amd64") of a known architecture, a
 // SHA-256 of 64 lowercase hex digits, a positive size, and an absolute
-// http or https URL.
+// http or https URL (optional for an entry the controller stores).
 func ValidateAgentBinary(b AgentBinary) error {
 	v, err := environ.ParseBinary(b.Version)
 	if err != nil {
@@ -32,6 +32,9 @@ func ValidateAgentBinary(b AgentBinary) error {
 	}
 	if b.Size <= 0 {
 		return errors.NewNotValid(nil, fmt.Sprintf("size %d is not positive", b.Size))
+	}
+	if b.Stored && b.URL == "" {
+		return nil
 	}
 	u, err := url.Parse(b.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

@@ -17,6 +17,9 @@ type AgentBinary struct {
 	// URL is where the controller gets the binary from (operators give
 	// it); agents are always sent a URL on the controller itself.
 	URL string `json:"url,omitempty"`
+	// Stored says the controller's blob store holds the binary (uploaded,
+	// or fetched from URL and checked); it is served from there.
+	Stored bool `json:"stored,omitempty"`
 }
 
 type agentBinaryDoc struct {
