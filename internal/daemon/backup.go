@@ -37,20 +37,8 @@ type tarEntry struct {
 func entrySize(size int64) int64 { return 512 + (size+511)/512*512 }
 
 func (d *Daemon) handleBackup(w http.ResponseWriter, r *http.Request) {
-	user, pass, ok := r.BasicAuth()
+	u, ok := d.requireSuperuser(w, r, "backup")
 	if !ok {
-		w.Header().Set("WWW-Authenticate", `Basic realm="provisiond"`)
-		http.Error(w, "backup needs a superuser's name and password", http.StatusUnauthorized)
-		return
-	}
-	u, err := d.state.CheckUserPassword(user, pass)
-	if err != nil {
-		w.Header().Set("WWW-Authenticate", `Basic realm="provisiond"`)
-		http.Error(w, "invalid entity name or password", http.StatusUnauthorized)
-		return
-	}
-	if u.Access != state.AccessSuperuser {
-		http.Error(w, "permission denied", http.StatusForbidden)
 		return
 	}
 	var small []tarEntry
@@ -72,7 +60,7 @@ func (d *Daemon) handleBackup(w http.ResponseWriter, r *http.Request) {
 		return &tar.Header{Name: name, Size: size, Mode: 0o600, ModTime: now, Typeflag: tar.TypeReg, Format: tar.FormatUSTAR}
 	}
 	var werr error
-	_, err = d.state.Snapshot(writerFunc(func(p []byte) (int, error) { return tw.Write(p) }), func(dbSize int64) {
+	_, err := d.state.Snapshot(writerFunc(func(p []byte) (int, error) { return tw.Write(p) }), func(dbSize int64) {
 		total := entrySize(dbSize) + 1024
 		for _, e := range small {
 			total += entrySize(int64(len(e.data)))

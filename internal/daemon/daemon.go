@@ -70,6 +70,10 @@ type Config struct {
 	// Clock drives timer watchers; nil is the wall clock (tests inject a
 	// fake one).
 	Clock watcher.Clock
+
+	// MaxAgentBinarySize bounds an agent binaries upload in bytes (0:
+	// DefaultMaxAgentBinarySize).
+	MaxAgentBinarySize int64
 }
 
 // Defaults.
@@ -119,7 +123,7 @@ func (c *Config) Validate() error {
 		return errors.New("--cert-file and --key-file go together")
 	case c.ReadLimit < 0, c.MaxRequests < 0, c.MaxConns < 0, c.MaxWatchers < 0,
 		c.LoginRateMax < 0, c.LoginConcurrent < 0, c.PreLoginReadLimit < 0, c.MaxBulkItems < 0,
-		c.MaxReplySize < 0, c.MaxUnsent < 0, c.MaxHeaderBytes < 0:
+		c.MaxReplySize < 0, c.MaxUnsent < 0, c.MaxHeaderBytes < 0, c.MaxAgentBinarySize < 0:
 		return errors.New("limits must not be negative")
 	case c.WriteTimeout < 0, c.PingTimeout < 0, c.LoginTimeout < 0, c.LoginRateRefill < 0, c.IdleTimeout < 0:
 		return errors.New("durations must not be negative")
@@ -279,6 +283,9 @@ func Start(cfg Config) (d *Daemon, err error) {
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(d.metrics.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /backup", d.handleBackup)
+	if err := d.serveAgentBinaries(mux); err != nil {
+		return nil, err
+	}
 	mux.Handle("/", d.rpc)
 	d.http = d.newHTTPServer(mux, tlsCfg)
 	d.ln = d.listen(ln, tlsCfg)
