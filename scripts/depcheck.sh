@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # depcheck: enforce the dependency direction of design.md over `go list`.
-#   cmd → anything, but cmd/provisionctl only → rpc/client, rpc/params, credentials
-#   (the CLI goes through the API like any client), and the reference agent (internal/agent,
-#   cmd/provisionagent) only → rpc/client, rpc/params, credentials (and cmd/provisionagent
-#   → internal/agent); internal/daemon → anything but cmd
+#   cmd → anything, but cmd/provisionctl only → rpc/client, rpc/params, credentials, size,
+#   internal/progress (the CLI goes through the API like any client), and the reference agent
+#   (internal/agent, cmd/provisionagent) only → rpc/client, rpc/params, credentials (and
+#   cmd/provisionagent → internal/agent); internal/daemon → anything but cmd
 #   facades/* → state, watcher, storage, rpc, rpc/params, facades/facade (never each other)
 #   rpc → rpc/params; rpc/client → rpc/params, credentials (what another repository's test imports)
 #   rpc/params, watcher, storage, pki, credentials → nothing of ours
@@ -32,13 +32,14 @@ while read -r pkg imports; do
     dep=${imp#"$mod"/}
     ok=0
     case $rel in
-      cmd/provisionctl*) case $dep in rpc/client|rpc/params|credentials|size) ok=1 ;; esac ;;
+      cmd/provisionctl*) case $dep in rpc/client|rpc/params|credentials|size|internal/progress) ok=1 ;; esac ;;
       cmd/provisionagent*) case $dep in internal/agent|rpc/client|rpc/params|credentials) ok=1 ;; esac ;;
       internal/agent*) case $dep in rpc/client|rpc/params|credentials) ok=1 ;; esac ;;
       cmd/*) ok=1 ;;
       internal/daemon*) [[ $dep != cmd/* ]] && ok=1 ;;
       provisiondtest*) case $dep in internal/daemon|rpc/client|rpc/params|credentials|watcher|watcher/watchertest) ok=1 ;; esac ;;
       credentials*) ok=0 ;;
+      internal/progress*) ok=0 ;;
       facades/facade*) case $dep in state|state/statetest|watcher|storage|rpc|rpc/params|environ|charm|size) ok=1 ;; esac ;;
       facades/*) case $dep in state|state/statetest|watcher|storage|rpc|rpc/params|facades/facade|pki|environ|charm|size) ok=1 ;; esac ;;
       rpc/client*) case $dep in rpc/params|credentials) ok=1 ;; esac ;;

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -55,10 +54,7 @@ func (a *app) connect(ctx context.Context) (*client.Conn, error) {
 		return a.conn, nil
 	}
 	path := a.credentialsPath()
-	creds, err := credentials.Read(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("no credentials file %s: start provisiond, or pass --credentials FILE or $%s", path, EnvCredentials)
-	}
+	creds, err := a.readCredentials()
 	if err != nil {
 		return nil, err
 	}

@@ -4,17 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/provisiond/provisiond/internal/daemon"
+	"github.com/provisiond/provisiond/internal/progress"
 )
 
 func backupCommand(e sys) *cobra.Command {
@@ -70,7 +69,7 @@ func backup(ctx context.Context, e sys, credsPath, output string) error {
 	defer stop()
 
 	if output == "-" {
-		if isTerminal(e.stdout) {
+		if progress.IsTerminal(e.stdout) {
 			return errors.New("refusing to write a tar archive to a terminal: redirect stdout, or give --output FILE")
 		}
 		if err := daemon.FetchBackup(ctx, creds, e.stdout, func(int64, int64) {}); err != nil {
@@ -84,9 +83,9 @@ func backup(ctx context.Context, e sys, credsPath, output string) error {
 	if err != nil {
 		return err
 	}
-	bar := newProgress(e.stderr, "backup")
-	err = daemon.FetchBackup(ctx, creds, f, bar.update)
-	bar.done()
+	bar := progress.New(e.stderr, "backup")
+	err = daemon.FetchBackup(ctx, creds, f, bar.Update)
+	bar.Done()
 	if err == nil {
 		err = f.Sync()
 	}
@@ -164,57 +163,3 @@ func missingDirs(dir string) []string {
 		}
 	}
 }
-
-// isTerminal reports whether w is a terminal.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
-
-// progress draws a one-line progress bar on a terminal, and nothing
-// elsewhere.
-type progress struct {
-	w     io.Writer
-	label string
-	tty   bool
-	last  time.Time
-	shown bool
-}
-
-func newProgress(w io.Writer, label string) *progress {
-	return &progress{w: w, label: label, tty: isTerminal(w)}
-}
-
-func (p *progress) update(done, total int64) {
-	if !p.tty || (time.Since(p.last) < 100*time.Millisecond && done != total) {
-		return
-	}
-	p.last = time.Now()
-	p.shown = true
-	if total <= 0 {
-		fmt.Fprintf(p.w, "\r%s %s", p.label, mib(done))
-		return
-	}
-	const width = 30
-	n := int(done * width / total)
-	bar := make([]byte, width)
-	for i := range bar {
-		bar[i] = ' '
-		if i < n {
-			bar[i] = '='
-		}
-	}
-	fmt.Fprintf(p.w, "\r%s [%s] %3d%% %s / %s", p.label, bar, done*100/total, mib(done), mib(total))
-}
-
-func (p *progress) done() {
-	if p.shown {
-		fmt.Fprintln(p.w)
-	}
-}
-
-func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }

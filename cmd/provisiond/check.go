@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/provisiond/provisiond/internal/daemon"
+	"github.com/provisiond/provisiond/internal/progress"
 	"github.com/provisiond/provisiond/state"
 )
 
@@ -109,5 +110,5 @@ func size(n int64) string {
 	if n < 1<<20 {
 		return fmt.Sprintf("%d KiB", n>>10)
 	}
-	return mib(n)
+	return progress.MiB(n)
 }

@@ -48,7 +48,7 @@ func (a *ModelAdmin) AddAgentBinaries(_ context.Context, args params.AddAgentBin
 }
 
 func agentBinaryInfo(b state.AgentBinary) params.AgentBinaryInfo {
-	return params.AgentBinaryInfo{Version: b.Version, URL: b.URL, SHA256: b.SHA256, Size: b.Size}
+	return params.AgentBinaryInfo{Version: b.Version, URL: b.URL, SHA256: b.SHA256, Size: b.Size, Stored: b.Stored}
 }
 
 // AgentBinaries lists the catalog, sorted by version.

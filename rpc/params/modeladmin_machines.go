@@ -118,10 +118,13 @@ type AddAgentBinariesArgs struct {
 
 // AgentBinaryInfo is one entry of the agent binaries catalog.
 type AgentBinaryInfo struct {
-	Version string `json:"version"` // "3.3.0-ubuntu-amd64"
-	URL     string `json:"url,omitempty"`
+	Version string `json:"version"`       // "3.3.0-ubuntu-amd64"
+	URL     string `json:"url,omitempty"` // the source, when the controller fetches it
 	SHA256  string `json:"sha256"`
 	Size    int64  `json:"size"`
+	// Stored: the controller holds the binaries (uploaded, or fetched
+	// from URL and checked).
+	Stored bool `json:"stored,omitempty"`
 }
 
 // AgentBinariesResult is the catalog, sorted by version.
