@@ -172,7 +172,7 @@ func (a *agentBinaries) download(w http.ResponseWriter, r *http.Request) {
 	defer f.Close()
 	w.Header().Set("Content-Type", agentBinaryType)
 	w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
-	if _, err := io.Copy(w, f); err != nil {
+	if _, err := io.Copy(a.d.movingWriter(w), f); err != nil {
 		// The status line is out; the short body tells the client.
 		a.d.log.Debug("agent binaries download cut short", "version", b.Version, "err", err)
 	}
@@ -290,7 +290,7 @@ func (a *agentBinaries) upload(w http.ResponseWriter, r *http.Request) {
 			"agent binaries %s already exist with sha256 %s and size %d", b.Version, cur.SHA256, cur.Size)
 		return
 	}
-	body := http.MaxBytesReader(w, r.Body, a.max)
+	body := movingReader(w, http.MaxBytesReader(w, r.Body, a.max))
 	if err := a.store.Put(r.Context(), blobName(b), body, b.Size, b.SHA256); err != nil {
 		if errors.Is(err, blobstore.ErrMismatch) {
 			bad("agent binaries %s: %v", b.Version, err)
@@ -324,3 +324,28 @@ func (a *agentBinaries) upload(w http.ResponseWriter, r *http.Request) {
 
 // DataDir is the daemon's data dir.
 func (d *Daemon) DataDir() string { return d.cfg.DataDir }
+
+// Transfers of agent binaries take longer than the HTTP server's whole-
+// request deadlines allow on a slow link; they only have to keep moving.
+// movingReader and movingWriter push the connection's read or write
+// deadline out before each read or write, so a transfer fails only when
+// it stalls for that long.
+
+func movingReader(w http.ResponseWriter, r io.Reader) io.Reader {
+	rc := http.NewResponseController(w)
+	return readerFunc(func(p []byte) (int, error) {
+		_ = rc.SetReadDeadline(time.Now().Add(httpReadTimeout))
+		return r.Read(p)
+	})
+}
+
+func (d *Daemon) movingWriter(w http.ResponseWriter) io.Writer {
+	rc := http.NewResponseController(w)
+	timeout := d.cfg.WriteTimeout
+	return writerFunc(func(p []byte) (int, error) {
+		if timeout > 0 {
+			_ = rc.SetWriteDeadline(time.Now().Add(timeout))
+		}
+		return w.Write(p)
+	})
+}

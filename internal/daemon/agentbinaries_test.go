@@ -216,7 +216,10 @@ func TestAgentBinariesUploadAndServe(t *testing.T) {
 			"agent binaries 3.5.0-ubuntu-amd64: blob does not match: sha256 " + sha256Hex(other) + ", want " + sum},
 		{"empty", q("3.5.0-ubuntu-amd64", sha256Hex(nil)), nil, nil, 400, "no agent binaries uploaded"},
 		{"too large", q("3.5.0-ubuntu-amd64", sha256Hex(other)), other,
-			func(r *http.Request) { r.ContentLength = limit + 1; r.Body = io.NopCloser(io.LimitReader(rand.Reader, limit+1)) },
+			func(r *http.Request) {
+				r.ContentLength = limit + 1
+				r.Body = io.NopCloser(io.LimitReader(rand.Reader, limit+1))
+			},
 			413, "agent binaries of 1048577 bytes exceed the limit of 1048576 bytes"},
 		{"other binaries of a version", q("3.4.0-ubuntu-amd64", sha256Hex(other)), other, nil, 409,
 			"agent binaries 3.4.0-ubuntu-amd64 already exist with sha256 " + sum + " and size " + strconv.Itoa(len(data))},
