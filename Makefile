@@ -36,7 +36,7 @@ bench: ## Go benchmarks: Ping vs echo baseline, the rpc read path, hub, state re
 # Every fuzz target, as PACKAGE:Target; `make fuzz` runs each for FUZZTIME.
 FUZZ_TARGETS := \
 	./rpc/:FuzzDecodeHeader \
-	./rpc/:FuzzDecodeEntities \
+	./rpc/params/:FuzzDecodeEntities \
 	./facades/facade/:FuzzTags \
 	./internal/daemon/:FuzzMethodParams \
 	./charm/:FuzzParseMeta \

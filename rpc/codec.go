@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+
+	"github.com/provisiond/provisiond/rpc/internal/jsonscan"
 )
 
 // header is one incoming message, V1 or V0. Keys are matched without
@@ -114,33 +116,33 @@ func decodeHeaderFast(data []byte) (h header, ok bool) {
 		seenRequest
 		seenParams
 	)
-	i := skipSpace(data, 0)
+	i := jsonscan.SkipSpace(data, 0)
 	if i >= len(data) || data[i] != '{' {
 		return header{}, false
 	}
 	var seen int
-	for i = skipSpace(data, i+1); ; {
-		key, j, ok := plainString(data, i)
+	for i = jsonscan.SkipSpace(data, i+1); ; {
+		key, j, ok := jsonscan.PlainString(data, i)
 		if !ok {
 			return header{}, false
 		}
-		i = skipSpace(data, j)
+		i = jsonscan.SkipSpace(data, j)
 		if i >= len(data) || data[i] != ':' {
 			return header{}, false
 		}
-		i = skipSpace(data, i+1)
+		i = jsonscan.SkipSpace(data, i+1)
 		var bit int
 		switch string(key) {
 		case "request-id":
 			bit = seenRequestID
-			h.RequestID, j, ok = plainUint(data, i)
+			h.RequestID, j, ok = jsonscan.PlainUint(data, i)
 		case "type":
 			bit = seenType
 			h.Type, j, ok = plainStringValue(data, i)
 		case "version":
 			bit = seenVersion
 			var v uint64
-			v, j, ok = plainUint(data, i)
+			v, j, ok = jsonscan.PlainUint(data, i)
 			ok = ok && v <= maxVersion
 			h.Version = int(v)
 		case "id":
@@ -151,7 +153,7 @@ func decodeHeaderFast(data []byte) (h header, ok bool) {
 			h.Request, j, ok = plainStringValue(data, i)
 		case "params":
 			bit = seenParams
-			if j, ok = valueEnd(data, i); ok && json.Valid(data[i:j]) {
+			if j, ok = jsonscan.ValueEnd(data, i); ok && json.Valid(data[i:j]) {
 				// A copy, as encoding/json makes: a call may outlive the
 				// message by long (a watcher's Next), and holding the
 				// params must not hold the whole read buffer.
@@ -164,7 +166,7 @@ func decodeHeaderFast(data []byte) (h header, ok bool) {
 			return header{}, false
 		}
 		seen |= bit
-		i = skipSpace(data, j)
+		i = jsonscan.SkipSpace(data, j)
 		if i >= len(data) {
 			return header{}, false
 		}
@@ -174,7 +176,7 @@ func decodeHeaderFast(data []byte) (h header, ok bool) {
 		if data[i] != ',' {
 			return header{}, false
 		}
-		i = skipSpace(data, i+1)
+		i = jsonscan.SkipSpace(data, i+1)
 	}
 	if h.RequestID == 0 {
 		return header{}, false // V0, or no request-id at all
@@ -186,104 +188,9 @@ func decodeHeaderFast(data []byte) (h header, ok bool) {
 // facade versions are small.
 const maxVersion = 1<<31 - 1
 
-func skipSpace(data []byte, i int) int {
-	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// plainString reads the string at data[i] if it holds only printable ASCII
-// and no escape; it returns its contents and the index after it.
-func plainString(data []byte, i int) ([]byte, int, bool) {
-	if i >= len(data) || data[i] != '"' {
-		return nil, 0, false
-	}
-	for j := i + 1; j < len(data); j++ {
-		switch c := data[j]; {
-		case c == '"':
-			return data[i+1 : j], j + 1, true
-		case c < 0x20 || c >= 0x7f || c == '\\':
-			return nil, 0, false
-		}
-	}
-	return nil, 0, false
-}
-
 func plainStringValue(data []byte, i int) (string, int, bool) {
-	s, j, ok := plainString(data, i)
+	s, j, ok := jsonscan.PlainString(data, i)
 	return string(s), j, ok
-}
-
-// plainUint reads the integer at data[i] if it is written as plain decimal
-// digits without a leading zero (other than "0" itself), at most 19 of
-// them (so it fits a uint64), followed by whitespace, ',' or '}'.
-func plainUint(data []byte, i int) (uint64, int, bool) {
-	var n uint64
-	j := i
-	for j < len(data) && data[j] >= '0' && data[j] <= '9' && j-i < 19 {
-		n = n*10 + uint64(data[j]-'0')
-		j++
-	}
-	if j == i || (data[i] == '0' && j-i > 1) || j >= len(data) {
-		return 0, 0, false
-	}
-	switch data[j] {
-	case ' ', '\t', '\n', '\r', ',', '}':
-		return n, j, true
-	}
-	return 0, 0, false
-}
-
-// valueEnd returns the index after the JSON value starting at data[i]: an
-// object or array up to its matching bracket, a string up to its closing
-// quote, anything else up to the next delimiter. It does not validate.
-func valueEnd(data []byte, i int) (int, bool) {
-	if i >= len(data) {
-		return 0, false
-	}
-	switch data[i] {
-	case '{', '[', '"':
-	default:
-		j := i
-		for j < len(data) {
-			switch data[j] {
-			case ' ', '\t', '\n', '\r', ',', '}', ']':
-				return j, j > i
-			}
-			j++
-		}
-		return 0, false
-	}
-	depth := 0
-	inString := false
-	for j := i; j < len(data); j++ {
-		c := data[j]
-		if inString {
-			switch c {
-			case '\\':
-				j++
-			case '"':
-				inString = false
-				if depth == 0 {
-					return j + 1, true
-				}
-			}
-			continue
-		}
-		switch c {
-		case '"':
-			inString = true
-		case '{', '[':
-			depth++
-		case '}', ']':
-			depth--
-			if depth == 0 {
-				return j + 1, true
-			}
-		}
-	}
-	return 0, false
 }
 
 // isRequest says whether h is a request. Anything else is taken as a reply

@@ -21,17 +21,39 @@ import (
 // one per connection (see Config.NewRoot); it holds the connection's login
 // state and resources.
 type Root interface {
-	// FindMethod resolves a request. An error is replied at once, from the
-	// reader, so such errors keep their read order.
-	FindMethod(facade string, version int, id, method string) (Caller, error)
+	// FindMethod resolves a request: the one lookup of a call. It runs on
+	// the reader, in read order, and must not block. An error is replied
+	// at once, from the reader, so such errors keep their read order.
+	FindMethod(req Request) (Caller, error)
 	// Kill is called once when the connection ends, before rpc waits for
 	// running calls: it must make blocked calls (watcher Next) return.
 	Kill()
 }
 
-// Caller runs one resolved request with its raw params. ctx is the
-// connection's context: it is cancelled when the connection ends.
-type Caller func(ctx context.Context, params json.RawMessage) (any, error)
+// Request is what routes a call: the header fields of one request.
+type Request struct {
+	RequestID uint64
+	Facade    string // "type"
+	Version   int
+	ID        string // "id": the watcher id for watcher facades
+	Method    string // "request"
+}
+
+// Caller runs one resolved request: the one call of a request, on a
+// handler goroutine. ctx is the connection's context: it is cancelled
+// when the connection ends. The result is encoded as the reply's
+// "response"; a *Later result is answered when it replies.
+type Caller interface {
+	Call(ctx context.Context, params json.RawMessage) (any, error)
+}
+
+// CallerFunc adapts a function to Caller.
+type CallerFunc func(ctx context.Context, params json.RawMessage) (any, error)
+
+// Call calls f.
+func (f CallerFunc) Call(ctx context.Context, params json.RawMessage) (any, error) {
+	return f(ctx, params)
+}
 
 // ConnInfo describes a connection to the Root that serves it.
 type ConnInfo struct {
@@ -40,9 +62,10 @@ type ConnInfo struct {
 	RemoteAddr string
 }
 
-// Conn is one websocket connection. Its goroutines: the reader (the HTTP
-// handler's goroutine, which also tears the connection down) and nothing
-// else while the connection is idle. Handlers (at most Config.MaxRequests
+// Conn is one websocket connection. Its goroutines: the reader (started by
+// Server.ServeHTTP after the upgrade, which then returns net/http's
+// goroutine; the reader also tears the connection down) and nothing else
+// while the connection is idle (see the package doc). Handlers (at most Config.MaxRequests
 // at once) run on the Server's reused worker goroutines; a call that
 // replies later (a watcher's Next, see Later) holds no goroutine while it
 // waits. Replies are queued and written by a drain that runs on a worker
@@ -226,7 +249,7 @@ func (c *Conn) waitIdle() bool {
 // waits for some of them to be answered; it reports false if the
 // connection closes meanwhile.
 func (c *Conn) dispatch(h *header, size int64) bool {
-	call, err := c.root.FindMethod(h.Type, h.Version, h.ID, h.Request)
+	call, err := c.root.FindMethod(Request{RequestID: h.RequestID, Facade: h.Type, Version: h.Version, ID: h.ID, Method: h.Request})
 	if err != nil {
 		c.replyFromReader(h, false, nil, err)
 		return true
@@ -316,10 +339,10 @@ func (c *Conn) await(h *header, l *Later, start time.Time) {
 		p.mu.Unlock()
 		c.srv.workers.run(func() { c.finish(h, res, err, start) })
 	}
-	_, perr := c.call(h, func(ctx context.Context, _ json.RawMessage) (any, error) {
+	_, perr := c.call(h, CallerFunc(func(ctx context.Context, _ json.RawMessage) (any, error) {
 		l.start(ctx, reply)
 		return nil, nil
-	})
+	}))
 	p.mu.Lock()
 	p.starting = false
 	replied, res, err := p.replied, p.res, p.err
@@ -343,7 +366,7 @@ func (c *Conn) call(h *header, call Caller) (res any, err error) {
 			res, err = nil, PanicError(r)
 		}
 	}()
-	return call(&h.cc, h.Params)
+	return call.Call(&h.cc, h.Params)
 }
 
 // replyFromReader queues a reply the reader makes itself (an unknown

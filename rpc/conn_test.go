@@ -31,7 +31,15 @@ type testRoot struct {
 	later   laterCalls
 }
 
-func (r *testRoot) FindMethod(facade string, version int, id, method string) (rpc.Caller, error) {
+func (r *testRoot) FindMethod(req rpc.Request) (rpc.Caller, error) {
+	call, err := r.find(req.Facade, req.Version, req.Method)
+	if err != nil {
+		return nil, err
+	}
+	return rpc.CallerFunc(call), nil
+}
+
+func (r *testRoot) find(facade string, version int, method string) (rpc.CallerFunc, error) {
 	if facade != "T" || version != 1 {
 		return nil, rpc.UnknownFacadeError(facade, version)
 	}

@@ -7,8 +7,6 @@ import (
 	"reflect"
 	"slices"
 	"sort"
-
-	"github.com/provisiond/provisiond/rpc/params"
 )
 
 // Registry maps (facade, version, method) to typed Go functions. C is the
@@ -17,8 +15,11 @@ import (
 //
 // Registration happens once at start-up and panics on a duplicate; lookups
 // after that are read-only and safe for concurrent use. Each typed method is
-// wrapped once into a closure at registration; per call, reflection only
-// reads the lengths of the params' lists (see itemCounter).
+// composed once, at registration, into one function that builds the facade
+// instance, decodes the params, charges their list items to the
+// connection's budget and calls the method. A lookup allocates nothing;
+// per call, reflection only reads the lengths of the params' lists (see
+// itemCounter).
 type Registry[C any] struct {
 	facades map[string]map[int]*facadeDef[C]
 }
@@ -26,14 +27,27 @@ type Registry[C any] struct {
 type facadeDef[C any] struct {
 	name    string
 	version int
-	newF    func(C) (any, error)
-	methods map[string]methodFunc
-	// params is the params type of each method that takes params.
-	params map[string]reflect.Type
+	methods map[string]*Method[C]
 }
 
-// methodFunc decodes raw params and calls a method of facade instance f.
-type methodFunc func(ctx context.Context, f any, raw json.RawMessage) (any, error)
+// Method is one registered (facade, version, method).
+type Method[C any] struct {
+	Facade  string
+	Version int
+	Name    string
+	// Params is the Go type the params decode into; nil for a method that
+	// takes none (params sent are ignored, as Juju ignores them).
+	Params reflect.Type
+	call   func(ctx context.Context, c C, raw json.RawMessage) (any, error)
+}
+
+// Call runs the method for one request: it builds the facade instance from
+// c (a constructor error is the call's error: that is where a facade
+// refuses callers it does not serve), decodes raw into the method's params
+// (a failure is a *ParamsError) and calls the method.
+func (m *Method[C]) Call(ctx context.Context, c C, raw json.RawMessage) (any, error) {
+	return m.call(ctx, c, raw)
+}
 
 // NewRegistry returns an empty registry.
 func NewRegistry[C any]() *Registry[C] {
@@ -42,7 +56,8 @@ func NewRegistry[C any]() *Registry[C] {
 
 // Methods collects the methods of one facade version during Register.
 type Methods[C, F any] struct {
-	def *facadeDef[C]
+	def  *facadeDef[C]
+	newF func(C) (F, error)
 }
 
 // Register adds version of facade name. newF builds the facade instance for
@@ -58,113 +73,77 @@ func Register[C, F any](r *Registry[C], name string, version int, newF func(C) (
 	if _, dup := versions[version]; dup {
 		panic(fmt.Sprintf("rpc: facade %s v%d registered twice", name, version))
 	}
-	def := &facadeDef[C]{
-		name:    name,
-		version: version,
-		newF:    func(c C) (any, error) { return newF(c) },
-		methods: make(map[string]methodFunc),
-		params:  make(map[string]reflect.Type),
-	}
-	methods(&Methods[C, F]{def: def})
+	def := &facadeDef[C]{name: name, version: version, methods: make(map[string]*Method[C])}
+	methods(&Methods[C, F]{def: def, newF: newF})
 	versions[version] = def
 }
 
-func (m *Methods[C, F]) add(name string, params reflect.Type, fn methodFunc) {
+func (m *Methods[C, F]) add(name string, params reflect.Type, call func(context.Context, C, json.RawMessage) (any, error)) {
 	if _, dup := m.def.methods[name]; dup {
 		panic(fmt.Sprintf("rpc: method %s v%d.%s registered twice", m.def.name, m.def.version, name))
 	}
-	m.def.methods[name] = fn
-	if params != nil {
-		m.def.params[name] = params
-	}
+	m.def.methods[name] = &Method[C]{Facade: m.def.name, Version: m.def.version, Name: name, Params: params, call: call}
 }
 
-// decodeParams fills a from raw. Missing or null params leave a at its zero
-// value, as Juju does. params.Entities, the argument of most bulk calls,
-// is decoded without encoding/json when it comes in the usual form (see
-// decodeEntitiesFast).
-func decodeParams[A any](raw json.RawMessage, a *A) error {
-	if len(raw) == 0 {
-		return nil
-	}
-	if e, ok := any(a).(*params.Entities); ok && decodeEntitiesFast(raw, e) {
-		return nil
-	}
-	return json.Unmarshal(raw, a)
+// FastDecoder is implemented (on the pointer) by params types that decode
+// their usual wire form without encoding/json. DecodeFast reports false,
+// leaving the value untouched, for any other form; encoding/json then
+// decodes it, so it alone defines the behaviour and the error texts. What
+// DecodeFast accepts, encoding/json must decode to the same value.
+// params.Entities, the argument of most bulk calls, implements it.
+type FastDecoder interface {
+	DecodeFast(data []byte) bool
 }
 
-// decodeEntitiesFast decodes params.Entities written as
-// {"entities":[{"tag":"..."},...]} (or with an empty list): keys spelled so,
-// tags plain printable ASCII without escapes, JSON whitespace anywhere
-// between tokens. For anything else it reports false and leaves e alone,
-// and encoding/json, which defines the behaviour, decodes it;
-// TestDecodeEntitiesFastAgreesWithJSON and FuzzDecodeEntities check that
-// what it accepts encoding/json decodes to the same value.
-func decodeEntitiesFast(data []byte, e *params.Entities) bool {
-	i := skipSpace(data, 0)
-	if i >= len(data) || data[i] != '{' {
-		return false
-	}
-	key, i, ok := plainString(data, skipSpace(data, i+1))
-	if !ok || string(key) != "entities" {
-		return false
-	}
-	if i = skipSpace(data, i); i >= len(data) || data[i] != ':' {
-		return false
-	}
-	if i = skipSpace(data, i+1); i >= len(data) || data[i] != '[' {
-		return false
-	}
-	list := make([]params.Entity, 0, 1)
-	i = skipSpace(data, i+1)
-	if i < len(data) && data[i] == ']' {
-		i++
-	} else {
-		for {
-			if i >= len(data) || data[i] != '{' {
-				return false
+// ParamsError is a request whose params do not decode into the method's
+// params type. Its text is encoding/json's, and it has no code
+// (specs/rpc.md §1.6).
+type ParamsError struct{ Err error }
+
+func (e *ParamsError) Error() string { return e.Err.Error() }
+
+// Unwrap returns encoding/json's error.
+func (e *ParamsError) Unwrap() error { return e.Err }
+
+// ErrorCode implements the wire coder: no code.
+func (e *ParamsError) ErrorCode() string { return "" }
+
+// decoder returns the params decoding of A, chosen once at registration.
+// Missing or null params leave a at its zero value, as Juju does.
+func decoder[A any]() func(raw json.RawMessage, a *A) error {
+	if _, fast := any((*A)(nil)).(FastDecoder); fast {
+		return func(raw json.RawMessage, a *A) error {
+			if len(raw) == 0 || any(a).(FastDecoder).DecodeFast(raw) {
+				return nil
 			}
-			key, j, ok := plainString(data, skipSpace(data, i+1))
-			if !ok || string(key) != "tag" {
-				return false
-			}
-			if j = skipSpace(data, j); j >= len(data) || data[j] != ':' {
-				return false
-			}
-			tag, j, ok := plainString(data, skipSpace(data, j+1))
-			if !ok {
-				return false
-			}
-			if j = skipSpace(data, j); j >= len(data) || data[j] != '}' {
-				return false
-			}
-			list = append(list, params.Entity{Tag: string(tag)})
-			if i = skipSpace(data, j+1); i < len(data) && data[i] == ']' {
-				i++
-				break
-			}
-			if i >= len(data) || data[i] != ',' {
-				return false
-			}
-			i = skipSpace(data, i+1)
+			return decodeJSON(raw, a)
 		}
 	}
-	if i = skipSpace(data, i); i >= len(data) || data[i] != '}' {
-		return false
+	return func(raw json.RawMessage, a *A) error {
+		if len(raw) == 0 {
+			return nil
+		}
+		return decodeJSON(raw, a)
 	}
-	if skipSpace(data, i+1) != len(data) {
-		return false
+}
+
+func decodeJSON[A any](raw json.RawMessage, a *A) error {
+	if err := json.Unmarshal(raw, a); err != nil {
+		return &ParamsError{Err: err}
 	}
-	e.Entities = list
-	return true
+	return nil
 }
 
 // Handle registers a method taking params A and returning R.
 func Handle[C, F, A, R any](m *Methods[C, F], name string, fn func(F, context.Context, A) (R, error)) {
-	count := itemCounter(reflect.TypeFor[A]())
-	m.add(name, reflect.TypeFor[A](), func(ctx context.Context, f any, raw json.RawMessage) (any, error) {
+	newF, decode, count := m.newF, decoder[A](), itemCounter(reflect.TypeFor[A]())
+	m.add(name, reflect.TypeFor[A](), func(ctx context.Context, c C, raw json.RawMessage) (any, error) {
+		f, err := newF(c)
+		if err != nil {
+			return nil, err
+		}
 		var a A
-		if err := decodeParams(raw, &a); err != nil {
+		if err := decode(raw, &a); err != nil {
 			return nil, err
 		}
 		if count != nil {
@@ -172,25 +151,34 @@ func Handle[C, F, A, R any](m *Methods[C, F], name string, fn func(F, context.Co
 				return nil, err
 			}
 		}
-		return fn(f.(F), ctx, a)
+		return fn(f, ctx, a)
 	})
 }
 
 // HandleNoArgs registers a method without params returning R. Any params
 // sent are ignored, as Juju ignores them.
 func HandleNoArgs[C, F, R any](m *Methods[C, F], name string, fn func(F, context.Context) (R, error)) {
-	m.add(name, nil, func(ctx context.Context, f any, _ json.RawMessage) (any, error) {
-		return fn(f.(F), ctx)
+	newF := m.newF
+	m.add(name, nil, func(ctx context.Context, c C, _ json.RawMessage) (any, error) {
+		f, err := newF(c)
+		if err != nil {
+			return nil, err
+		}
+		return fn(f, ctx)
 	})
 }
 
 // HandleNoResult registers a method taking params A that returns only an
 // error; its reply is "response": {}.
 func HandleNoResult[C, F, A any](m *Methods[C, F], name string, fn func(F, context.Context, A) error) {
-	count := itemCounter(reflect.TypeFor[A]())
-	m.add(name, reflect.TypeFor[A](), func(ctx context.Context, f any, raw json.RawMessage) (any, error) {
+	newF, decode, count := m.newF, decoder[A](), itemCounter(reflect.TypeFor[A]())
+	m.add(name, reflect.TypeFor[A](), func(ctx context.Context, c C, raw json.RawMessage) (any, error) {
+		f, err := newF(c)
+		if err != nil {
+			return nil, err
+		}
 		var a A
-		if err := decodeParams(raw, &a); err != nil {
+		if err := decode(raw, &a); err != nil {
 			return nil, err
 		}
 		if count != nil {
@@ -198,14 +186,19 @@ func HandleNoResult[C, F, A any](m *Methods[C, F], name string, fn func(F, conte
 				return nil, err
 			}
 		}
-		return nil, fn(f.(F), ctx, a)
+		return nil, fn(f, ctx, a)
 	})
 }
 
 // HandleNone registers a method with neither params nor result.
 func HandleNone[C, F any](m *Methods[C, F], name string, fn func(F, context.Context) error) {
-	m.add(name, nil, func(ctx context.Context, f any, _ json.RawMessage) (any, error) {
-		return nil, fn(f.(F), ctx)
+	newF := m.newF
+	m.add(name, nil, func(ctx context.Context, c C, _ json.RawMessage) (any, error) {
+		f, err := newF(c)
+		if err != nil {
+			return nil, err
+		}
+		return nil, fn(f, ctx)
 	})
 }
 
@@ -242,9 +235,14 @@ func (l *Later) MapErr(f func(error) error) *Later {
 // after fn returns, from any goroutine; reply never blocks (the reply is
 // encoded and written on a worker goroutine). Params sent are ignored.
 func HandleLater[C, F, R any](m *Methods[C, F], name string, fn func(F, context.Context, func(R, error))) {
-	m.add(name, nil, func(_ context.Context, f any, _ json.RawMessage) (any, error) {
+	newF := m.newF
+	m.add(name, nil, func(_ context.Context, c C, _ json.RawMessage) (any, error) {
+		f, err := newF(c)
+		if err != nil {
+			return nil, err
+		}
 		return &Later{start: func(ctx context.Context, reply func(any, error)) {
-			fn(f.(F), ctx, func(r R, err error) {
+			fn(f, ctx, func(r R, err error) {
 				if err != nil {
 					reply(nil, err)
 					return
@@ -258,34 +256,20 @@ func HandleLater[C, F, R any](m *Methods[C, F], name string, fn func(F, context.
 // HandleLaterNone is HandleLater for a method with neither params nor
 // result: its reply is "response": {} or the error.
 func HandleLaterNone[C, F any](m *Methods[C, F], name string, fn func(F, context.Context, func(error))) {
-	m.add(name, nil, func(_ context.Context, f any, _ json.RawMessage) (any, error) {
+	newF := m.newF
+	m.add(name, nil, func(_ context.Context, c C, _ json.RawMessage) (any, error) {
+		f, err := newF(c)
+		if err != nil {
+			return nil, err
+		}
 		return &Later{start: func(ctx context.Context, reply func(any, error)) {
-			fn(f.(F), ctx, func(err error) { reply(nil, err) })
+			fn(f, ctx, func(err error) { reply(nil, err) })
 		}}, nil
 	})
 }
 
-// Method is one resolved (facade, version, method).
-type Method[C any] struct {
-	Facade  string
-	Version int
-	Name    string
-	def     *facadeDef[C]
-	call    methodFunc
-}
-
-// Call builds the facade instance for c and runs the method with raw
-// params. A facade constructor error is returned as the call's error.
-func (m *Method[C]) Call(ctx context.Context, c C, raw json.RawMessage) (any, error) {
-	f, err := m.def.newF(c)
-	if err != nil {
-		return nil, err
-	}
-	return m.call(ctx, f, raw)
-}
-
 // Find resolves a method, or returns the "not implemented" error Juju gives
-// for an unknown facade, version or method.
+// for an unknown facade, version or method. It allocates nothing.
 func (r *Registry[C]) Find(facade string, version int, method string) (*Method[C], error) {
 	versions, ok := r.facades[facade]
 	if !ok {
@@ -295,11 +279,11 @@ func (r *Registry[C]) Find(facade string, version int, method string) (*Method[C
 	if !ok {
 		return nil, UnknownFacadeError(facade, version)
 	}
-	fn, ok := def.methods[method]
+	m, ok := def.methods[method]
 	if !ok {
 		return nil, UnknownMethodError(facade, version, method)
 	}
-	return &Method[C]{Facade: facade, Version: version, Name: method, def: def, call: fn}, nil
+	return m, nil
 }
 
 // FacadeVersions is one facade and the versions registered for it.
@@ -346,5 +330,8 @@ func (r *Registry[C]) ParamsType(facade string, version int, method string) refl
 	if def == nil {
 		return nil
 	}
-	return def.params[method]
+	if m := def.methods[method]; m != nil {
+		return m.Params
+	}
+	return nil
 }

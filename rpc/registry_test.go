@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"reflect"
 	"testing"
 
@@ -125,5 +126,57 @@ func TestRegistryParamsType(t *testing.T) {
 	}
 	if got := r.ParamsType("Nope", 1, "Echo"); got != nil {
 		t.Errorf("ParamsType of an unknown facade = %v", got)
+	}
+}
+
+// fastArgs decodes "fast" itself and leaves anything else to encoding/json.
+type fastArgs struct {
+	Name string `json:"name"`
+	fast bool
+}
+
+func (a *fastArgs) DecodeFast(data []byte) bool {
+	if string(data) != `"fast"` {
+		return false
+	}
+	a.Name, a.fast = "fast", true
+	return true
+}
+
+func (f *testFacade) Fast(_ context.Context, a fastArgs) (fastArgs, error) { return a, nil }
+
+// A params type implementing FastDecoder decodes its own form; anything
+// else goes to encoding/json, whose error (a *ParamsError, no code) keeps
+// encoding/json's text.
+func TestHandleUsesFastDecoder(t *testing.T) {
+	r := NewRegistry[*testCtx]()
+	Register(r, "Test", 1, func(c *testCtx) (*testFacade, error) { return &testFacade{c: c}, nil },
+		func(m *Methods[*testCtx, *testFacade]) { Handle(m, "Fast", (*testFacade).Fast) })
+	m, err := r.Find("Test", 1, "Fast")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := r.Find("Test", 1, "Fast"); again != m {
+		t.Error("Find returned a new Method for the same method")
+	}
+	for _, tt := range []struct {
+		raw  string
+		want fastArgs
+	}{
+		{`"fast"`, fastArgs{Name: "fast", fast: true}},
+		{`{"name":"slow"}`, fastArgs{Name: "slow"}},
+		{``, fastArgs{}},
+		{`null`, fastArgs{}},
+	} {
+		res, err := m.Call(context.Background(), &testCtx{}, json.RawMessage(tt.raw))
+		if err != nil || res.(fastArgs) != tt.want {
+			t.Errorf("Call(%s) = %+v, %v; want %+v", tt.raw, res, err, tt.want)
+		}
+	}
+	_, err = m.Call(context.Background(), &testCtx{}, json.RawMessage(`7`))
+	var pe *ParamsError
+	want := json.Unmarshal([]byte(`7`), new(fastArgs))
+	if !errors.As(err, &pe) || want == nil || err.Error() != want.Error() || pe.ErrorCode() != "" {
+		t.Errorf("Call(7) = %v; want a *ParamsError with encoding/json's text %q", err, want)
 	}
 }

@@ -5,8 +5,9 @@
 #   (internal/agent, cmd/provisionagent) only → rpc/client, rpc/params, credentials (and
 #   cmd/provisionagent → internal/agent); internal/daemon → anything but cmd
 #   facades/* → state, watcher, storage, rpc, rpc/params, facades/facade (never each other)
-#   rpc → rpc/params; rpc/client → rpc/params, credentials (what another repository's test imports)
-#   rpc/params, watcher, storage, pki, credentials → nothing of ours
+#   rpc → rpc/params, rpc/internal/*; rpc/params → rpc/internal/* (the fast-path JSON scanners)
+#   rpc/client → rpc/params, credentials (what another repository's test imports)
+#   rpc/internal/*, watcher, storage, pki, credentials → nothing of ours
 #   state → state/db, watcher, storage, environ; state/db → watcher; only state/db imports bbolt
 #   environ (the built-in provider) → nothing of ours; state and facades import it
 #   charm (metadata.yaml) → nothing of ours; state, facades and cmd import it
@@ -43,8 +44,9 @@ while read -r pkg imports; do
       facades/facade*) case $dep in state|state/statetest|watcher|storage|rpc|rpc/params|environ|charm|size) ok=1 ;; esac ;;
       facades/*) case $dep in state|state/statetest|watcher|storage|rpc|rpc/params|facades/facade|pki|environ|charm|size) ok=1 ;; esac ;;
       rpc/client*) case $dep in rpc/params|credentials) ok=1 ;; esac ;;
-      rpc/params*) ok=0 ;;
-      rpc) case $dep in rpc/params) ok=1 ;; esac ;;
+      rpc/params*) case $dep in rpc/internal/*) ok=1 ;; esac ;;
+      rpc/internal/*) ok=0 ;;
+      rpc) case $dep in rpc/params|rpc/internal/*) ok=1 ;; esac ;;
       state/db*) case $dep in watcher|state/internal/*) ok=1 ;; esac ;;
       state/statetest*) case $dep in state|state/db|watcher|storage|environ|charm|size|state/internal/*) ok=1 ;; esac ;;
       state/store/etcdstore*|state/store/storetest*) case $dep in state/store|watcher) ok=1 ;; esac ;;

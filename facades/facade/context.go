@@ -90,6 +90,9 @@ type Context struct {
 	Resources *watcher.Resources
 	// ID is the request's "id" field (the watcher id for watcher facades).
 	ID string
+	// Request is the request this call answers: its id and the names that
+	// routed it (for logs).
+	Request rpc.Request
 }
 
 // ControllerAPIFacades are the facades served on controller-only (/api)

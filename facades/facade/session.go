@@ -70,61 +70,70 @@ func NewRootFunc(deps *Deps) func(rpc.ConnInfo, *rpc.Conn) rpc.Root {
 	}
 }
 
-// FindMethod implements rpc.Root.
-func (s *Session) FindMethod(facade string, version int, id, method string) (rpc.Caller, error) {
+// FindMethod implements rpc.Root: the one lookup of a call. It decides
+// what the connection may reach (Admin only before login, then the
+// registry; controller facades only on /api), finds the method and returns
+// it bound to the call's Context.
+func (s *Session) FindMethod(req rpc.Request) (rpc.Caller, error) {
 	if s.modelErr != nil {
 		return nil, s.modelErr
 	}
-	if facade == "Admin" {
-		if version != 3 {
+	s.mu.Lock()
+	loggedIn, auth := s.loggedIn, s.auth
+	s.mu.Unlock()
+	if req.Facade == "Admin" {
+		if req.Version != 3 {
 			return nil, &params.Error{Message: "this version of Juju does not support login from old clients", Code: params.CodeNotSupported}
 		}
-		if id != "" {
+		if req.ID != "" {
 			return nil, ErrBadID
 		}
-	} else {
-		s.mu.Lock()
-		loggedIn := s.loggedIn
-		s.mu.Unlock()
-		if !loggedIn {
-			return nil, rpc.UnknownFacadeError(facade, version)
-		}
+	} else if !loggedIn {
+		return nil, rpc.UnknownFacadeError(req.Facade, req.Version)
 	}
-	m, err := s.deps.Registry.Find(facade, version, method)
+	m, err := s.deps.Registry.Find(req.Facade, req.Version, req.Method)
 	if err != nil {
 		return nil, err
 	}
-	if s.controllerOnly && !ControllerAPIFacades[facade] {
+	if s.controllerOnly && !ControllerAPIFacades[req.Facade] {
 		return nil, &params.Error{
-			Message: fmt.Sprintf("facade %q not supported for controller API connection", facade),
+			Message: fmt.Sprintf("facade %q not supported for controller API connection", req.Facade),
 			Code:    params.CodeNotSupported,
 		}
 	}
-	return func(ctx context.Context, raw json.RawMessage) (any, error) {
-		res, err := m.Call(ctx, s.context(id), raw)
-		if err != nil {
-			return nil, ServerError(err)
-		}
-		if l, ok := res.(*rpc.Later); ok {
-			return l.MapErr(func(err error) error { return ServerError(err) }), nil
-		}
-		return res, nil
+	return &call{
+		Context: Context{
+			Deps:           s.deps,
+			Session:        s,
+			Auth:           auth,
+			Model:          s.model,
+			ControllerOnly: s.controllerOnly,
+			Resources:      s.resources,
+			ID:             req.ID,
+			Request:        req,
+		},
+		method: m,
 	}, nil
 }
 
-func (s *Session) context(id string) *Context {
-	s.mu.Lock()
-	auth := s.auth
-	s.mu.Unlock()
-	return &Context{
-		Deps:           s.deps,
-		Session:        s,
-		Auth:           auth,
-		Model:          s.model,
-		ControllerOnly: s.controllerOnly,
-		Resources:      s.resources,
-		ID:             id,
+// call is one resolved request: the method and the Context its facade is
+// built from (one allocation per call).
+type call struct {
+	Context
+	method *rpc.Method[*Context]
+}
+
+// Call implements rpc.Caller: the one call of a request. The method's
+// error, or that of a Later reply, goes through the error table.
+func (k *call) Call(ctx context.Context, raw json.RawMessage) (any, error) {
+	res, err := k.method.Call(ctx, &k.Context, raw)
+	if err != nil {
+		return nil, ServerError(err)
 	}
+	if l, ok := res.(*rpc.Later); ok {
+		return l.MapErr(func(err error) error { return ServerError(err) }), nil
+	}
+	return res, nil
 }
 
 // Kill implements rpc.Root: it stops every resource and the ping timer.

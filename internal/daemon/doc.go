@@ -5,9 +5,10 @@
 //
 // # Goroutines
 //
-// Start owns: the HTTP server's accept loop (and net/http's per-connection
-// goroutines, each of which becomes an rpc.Conn reader), the state's
-// committer. Shutdown stops accepting, closes every API connection (which
+// Start owns: the HTTP server's accept loop (net/http's per-connection
+// goroutines run the TLS handshake and the websocket upgrade, then return:
+// rpc.Server starts and tracks each API connection's reader, see package
+// rpc), the state's committer. Shutdown stops accepting, closes every API connection (which
 // stops their watchers), waits for them, then closes the state. Done is
 // closed when the HTTP server has stopped for any reason.
 package daemon

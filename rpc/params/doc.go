@@ -3,8 +3,9 @@
 // Juju's facade schema (protocol/facades-schema.json in the shared specs), and
 // the error type and codes carried on the wire.
 //
-// It imports nothing of the project's and only the standard library, so
-// both the server (rpc, facades) and the client (rpc/client) use it.
+// It imports only the standard library and rpc/internal/jsonscan (the
+// scanners behind Entities.DecodeFast), so both the server (rpc, facades)
+// and the client (rpc/client) use it.
 //
 // Rules the types follow (see specs/rpc.md §4):
 //   - a per-item error is a *Error with omitempty: never "error": null;

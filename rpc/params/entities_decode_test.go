@@ -1,4 +1,4 @@
-package rpc
+package params_test
 
 import (
 	"encoding/json"
@@ -10,7 +10,7 @@ import (
 	"github.com/provisiond/provisiond/rpc/params"
 )
 
-func TestDecodeEntitiesFast(t *testing.T) {
+func TestEntitiesDecodeFast(t *testing.T) {
 	for _, tt := range []struct {
 		in   string
 		fast bool
@@ -32,22 +32,22 @@ func TestDecodeEntitiesFast(t *testing.T) {
 		{`null`, false},
 	} {
 		var e params.Entities
-		ok := decodeEntitiesFast([]byte(tt.in), &e)
+		ok := e.DecodeFast([]byte(tt.in))
 		if ok != tt.fast {
-			t.Errorf("decodeEntitiesFast(%s) = %v, want %v", tt.in, ok, tt.fast)
+			t.Errorf("DecodeFast(%s) = %v, want %v", tt.in, ok, tt.fast)
 		}
 		if ok {
 			checkSameEntities(t, []byte(tt.in), e)
 		} else if e.Entities != nil {
-			t.Errorf("decodeEntitiesFast(%s) refused but filled %v", tt.in, e)
+			t.Errorf("DecodeFast(%s) refused but filled %v", tt.in, e)
 		}
 	}
 }
 
-// TestDecodeEntitiesFastAgreesWithJSON builds many near-misses of the form
-// decodeEntitiesFast takes and checks that whatever it accepts,
+// TestDecodeFastAgreesWithJSON builds many near-misses of the form
+// DecodeFast takes and checks that whatever it accepts,
 // encoding/json decodes to the same value.
-func TestDecodeEntitiesFastAgreesWithJSON(t *testing.T) {
+func TestDecodeFastAgreesWithJSON(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	pick := func(xs ...string) string { return xs[rng.IntN(len(xs))] }
 	good := func(n int, xs ...string) string { // mostly from the first n
@@ -76,7 +76,7 @@ func TestDecodeEntitiesFastAgreesWithJSON(t *testing.T) {
 			data = data[:rng.IntN(len(data)+1)]
 		}
 		var e params.Entities
-		if decodeEntitiesFast(data, &e) {
+		if e.DecodeFast(data) {
 			accepted++
 			checkSameEntities(t, data, e)
 		}
@@ -87,7 +87,7 @@ func TestDecodeEntitiesFastAgreesWithJSON(t *testing.T) {
 	}
 }
 
-// FuzzDecodeEntities: what decodeEntitiesFast accepts, encoding/json
+// FuzzDecodeEntities: what DecodeFast accepts, encoding/json
 // decodes to the same value.
 func FuzzDecodeEntities(f *testing.F) {
 	for _, s := range []string{`{"entities":[{"tag":"machine-0"}]}`, `{"entities":[]}`, ` {"entities" : [ {"tag":"a"} , {"tag":"b"} ] } `, `{"entities":[{"tag":"a"}]`} {
@@ -95,7 +95,7 @@ func FuzzDecodeEntities(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var e params.Entities
-		if decodeEntitiesFast(data, &e) {
+		if e.DecodeFast(data) {
 			checkSameEntities(t, data, e)
 		}
 	})
@@ -105,33 +105,9 @@ func checkSameEntities(t *testing.T, data []byte, got params.Entities) {
 	t.Helper()
 	var want params.Entities
 	if err := json.Unmarshal(data, &want); err != nil {
-		t.Fatalf("decodeEntitiesFast accepted %q, which encoding/json refuses: %v", data, err)
+		t.Fatalf("DecodeFast accepted %q, which encoding/json refuses: %v", data, err)
 	}
 	if !reflect.DeepEqual(got, want) || (got.Entities == nil) != (want.Entities == nil) {
-		t.Fatalf("decodeEntitiesFast(%q) = %#v, encoding/json %#v", data, got, want)
+		t.Fatalf("DecodeFast(%q) = %#v, encoding/json %#v", data, got, want)
 	}
-}
-
-// BenchmarkDecodeEntities decodes an agent's Life params: through
-// decodeParams (the fast path) and through encoding/json.
-func BenchmarkDecodeEntities(b *testing.B) {
-	raw := json.RawMessage(`{"entities":[{"tag":"machine-42"}]}`)
-	b.Run("fast", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			var e params.Entities
-			if err := decodeParams(raw, &e); err != nil || len(e.Entities) != 1 {
-				b.Fatal(e, err)
-			}
-		}
-	})
-	b.Run("json", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			var e params.Entities
-			if err := json.Unmarshal(raw, &e); err != nil || len(e.Entities) != 1 {
-				b.Fatal(e, err)
-			}
-		}
-	})
 }
