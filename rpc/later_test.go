@@ -1,14 +1,13 @@
 package rpc_test
 
 import (
-	"bytes"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/provisiond/provisiond/internal/leaktest"
 	"github.com/provisiond/provisiond/rpc"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
@@ -86,16 +85,10 @@ func (l *laterCalls) stopAll() {
 // connGoroutines counts the goroutines whose stack is inside a method of
 // rpc.Conn: the reader, a drain that is writing, handlers (not a ping
 // timer's, which ends with its ping).
-func connGoroutines(t *testing.T) int {
-	t.Helper()
-	var buf bytes.Buffer
-	if err := pprof.Lookup("goroutine").WriteTo(&buf, 2); err != nil {
-		t.Fatal(err)
-	}
+func connGoroutines() int {
 	n := 0
-	for _, g := range strings.Split(buf.String(), "\n\n") {
-		// A ping timer's goroutine lives only while it sends one ping.
-		if strings.Contains(g, "github.com/provisiond/provisiond/rpc.(*Conn).") && !strings.Contains(g, "github.com/provisiond/provisiond/rpc.(*Conn).sendPing") {
+	for _, g := range leaktest.Stacks("github.com/provisiond/provisiond/rpc.(*Conn).") {
+		if !strings.Contains(g, "github.com/provisiond/provisiond/rpc.(*Conn).sendPing") {
 			n++
 		}
 	}
@@ -108,7 +101,7 @@ func waitConnGoroutines(t *testing.T, want int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		n := connGoroutines(t)
+		n := connGoroutines()
 		if n <= want {
 			return
 		}
@@ -243,7 +236,7 @@ func TestIdleConnectionHasOneGoroutine(t *testing.T) {
 		}
 	}
 	waitConnGoroutines(t, 1)
-	if n := connGoroutines(t); n != 1 {
+	if n := connGoroutines(); n != 1 {
 		t.Fatalf("%d goroutines in rpc.Conn, want 1 (the reader)", n)
 	}
 }

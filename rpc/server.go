@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -294,6 +295,7 @@ type workerPool struct {
 	quit     chan struct{}
 	quitOnce sync.Once
 	idle     time.Duration
+	live     atomic.Int64 // workers running, busy or idle (tests count them)
 }
 
 func newWorkerPool(idle time.Duration) *workerPool {
@@ -311,6 +313,8 @@ func (p *workerPool) run(fn func()) {
 }
 
 func (p *workerPool) worker(fn func()) {
+	p.live.Add(1)
+	defer p.live.Add(-1)
 	fn()
 	t := time.NewTimer(p.idle)
 	defer t.Stop()

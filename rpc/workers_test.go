@@ -1,7 +1,6 @@
 package rpc
 
 import (
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -45,9 +44,8 @@ func TestWorkerPoolNeverWaits(t *testing.T) {
 }
 
 // Idle workers exit after the idle time, and at once when stopped; run
-// still works after stop.
+// still works after stop. The pool's own workers are counted, exactly.
 func TestWorkerPoolIdleWorkersExit(t *testing.T) {
-	base := runtime.NumGoroutine()
 	p := newWorkerPool(50 * time.Millisecond)
 	var wg sync.WaitGroup
 	for range 20 {
@@ -55,7 +53,10 @@ func TestWorkerPoolIdleWorkersExit(t *testing.T) {
 		p.run(func() { time.Sleep(time.Millisecond); wg.Done() })
 	}
 	wg.Wait()
-	waitGoroutines(t, base)
+	if n := p.live.Load(); n < 1 || n > 20 {
+		t.Fatalf("%d workers for 20 functions", n)
+	}
+	waitWorkers(t, p)
 
 	p = newWorkerPool(time.Hour)
 	for range 20 {
@@ -64,21 +65,22 @@ func TestWorkerPoolIdleWorkersExit(t *testing.T) {
 	}
 	wg.Wait()
 	p.stop()
-	waitGoroutines(t, base)
+	waitWorkers(t, p)
 	ran := make(chan struct{})
 	p.run(func() { close(ran) })
 	<-ran
-	waitGoroutines(t, base)
+	waitWorkers(t, p)
 }
 
-func waitGoroutines(t *testing.T, want int) {
+// waitWorkers waits (bounded) until p has no worker left.
+func waitWorkers(t *testing.T, p *workerPool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for runtime.NumGoroutine() > want {
+	for p.live.Load() != 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d goroutines, want %d: idle workers did not exit", runtime.NumGoroutine(), want)
+			t.Fatalf("%d workers left: idle workers did not exit", p.live.Load())
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(time.Millisecond)
 	}
 }
 

@@ -33,9 +33,10 @@ const waitLimit = 30 * time.Second
 
 func TestMain(m *testing.M) {
 	flag.Parse()
+	var dir string
 	if !testing.Short() {
-		dir, err := os.MkdirTemp("", "provisionctl-test-")
-		if err != nil {
+		var err error
+		if dir, err = os.MkdirTemp("", "provisionctl-test-"); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
@@ -44,11 +45,19 @@ func TestMain(m *testing.M) {
 		cmd.Stderr = os.Stderr
 		if err := cmd.Run(); err != nil {
 			fmt.Fprintln(os.Stderr, "go build:", err)
+			os.RemoveAll(dir)
 			os.Exit(1)
 		}
-		defer os.RemoveAll(dir)
 	}
-	leaktest.Main(m)
+	// os.Exit skips deferred calls: remove the binary's directory first.
+	code := leaktest.Run(m)
+	if dir != "" {
+		if err := os.RemoveAll(dir); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 // env is a daemon started in-process and the environment that makes the

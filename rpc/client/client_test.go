@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/provisiond/provisiond/internal/leaktest"
 	"github.com/provisiond/provisiond/rpc/params"
 )
 
@@ -605,22 +605,8 @@ func TestPingerClosesOnBlockedPing(t *testing.T) {
 	}
 }
 
-// ownGoroutines lists live goroutines running this package's Conn code.
-func ownGoroutines() []string {
-	buf := make([]byte, 1<<20)
-	buf = buf[:runtime.Stack(buf, true)]
-	var out []string
-	for g := range strings.SplitSeq(string(buf), "\n\n") {
-		if strings.Contains(g, "rpc/client.(*Conn).") {
-			out = append(out, g)
-		}
-	}
-	return out
-}
-
 func TestCloseLeavesNoGoroutines(t *testing.T) {
 	p := newPeer(t)
-	base := runtime.NumGoroutine()
 
 	c, err := Dial(t.Context(), p.config(testModelUUID))
 	if err != nil {
@@ -643,16 +629,8 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 		t.Fatalf("Close: %v", err)
 	}
 	// Close waits for the Conn's goroutines; they may at most still be
-	// unwinding their final deferred calls, so allow a bounded moment.
-	for deadline := time.Now().Add(waitLimit); ; runtime.Gosched() {
-		g := ownGoroutines()
-		if len(g) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("goroutines left after Close:\n%s", strings.Join(g, "\n\n"))
-		}
-	}
+	// unwinding their final deferred calls.
+	leaktest.WaitAtMost(t, 0, "rpc/client.(*Conn).")
 	if err := <-blocked; !errors.Is(err, ErrConnClosed) {
 		t.Fatalf("blocked call: %v", err)
 	}
@@ -672,16 +650,13 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 		t.Fatalf("call after Close: %v", err)
 	}
 
-	// The peer's side winds down too once it sees the close frame; wait
-	// (bounded) until the process is back to the baseline.
-	deadline := time.Now().Add(waitLimit)
-	for runtime.NumGoroutine() > base {
+	// The peer's side of this connection ends too once it sees the close
+	// frame: no goroutine of this test's peer is left (counted exactly, not
+	// against a process-wide baseline).
+	for deadline := time.Now().Add(waitLimit); p.serving.Load() != 0; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			t.Fatalf("goroutines: %d > baseline %d\n%s", runtime.NumGoroutine(), base, buf[:runtime.Stack(buf, true)])
+			t.Fatalf("%d peer connection(s) still served after Close", p.serving.Load())
 		}
-		runtime.Gosched()
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

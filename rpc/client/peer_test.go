@@ -77,8 +77,9 @@ type peer struct {
 	srv   *httptest.Server
 	caPEM []byte
 
-	badModelTag atomic.Bool // Login answers with a wrong model tag
-	blockPings  atomic.Bool // Pinger.Ping never answers
+	badModelTag atomic.Bool  // Login answers with a wrong model tag
+	blockPings  atomic.Bool  // Pinger.Ping never answers
+	serving     atomic.Int32 // connections being served
 
 	held  chan struct{} // one token per request the peer holds unanswered
 	pings chan struct{} // one token per Ping answered
@@ -183,6 +184,8 @@ func (p *peer) serve(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
+	p.serving.Add(1)
+	defer p.serving.Add(-1)
 	defer ws.Close()
 	pc := &peerConn{p: p, ws: ws, path: r.URL.Path, stopped: map[string]bool{}}
 	var wg sync.WaitGroup
