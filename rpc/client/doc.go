@@ -73,5 +73,9 @@
 // A reply carrying an "error" key (V1) or "Error" key (legacy V0) is returned
 // as a *params.Error with Message, Code ("error-code"/"ErrorCode") and Info
 // ("error-info"). Like python-libjuju, the client treats the mere presence of
-// the key as failure. Use [IsCode] or params.ErrCode to test codes.
+// the key as failure. Test codes with errors.Is against the code values
+// ([ErrNotFound], [ErrUnauthorized], ..., one per code of package params),
+// which match a call's error and a bulk result item's *params.Error alike;
+// errors.As with a *params.Error gives the message and info. [IsCode] and
+// params.ErrCode take a code as a string.
 package client
