@@ -22,6 +22,7 @@ import (
 	"github.com/provisiond/provisiond/credentials"
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/internal/leaktest"
+	"github.com/provisiond/provisiond/provisiondtest"
 	"github.com/provisiond/provisiond/state"
 )
 
@@ -73,20 +74,8 @@ func startDaemon(t *testing.T) *env {
 	if bin == "" {
 		t.Skip("builds and runs the binary")
 	}
-	cfg := daemon.Default(t.TempDir())
-	cfg.Addr = "127.0.0.1:0"
-	d, err := daemon.Start(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
-		defer cancel()
-		if err := d.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	})
-	return &env{d: d, creds: filepath.Join(cfg.DataDir, daemon.CredentialsFile), home: t.TempDir()}
+	srv := provisiondtest.Start(t)
+	return &env{d: srv.Daemon(), creds: srv.CredentialsFile(), home: t.TempDir()}
 }
 
 type result struct {
