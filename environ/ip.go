@@ -16,8 +16,11 @@ type AddressRange struct {
 // high give the zero range (no allocation).
 func ParseRange(cidr, low, high string) (netip.Prefix, AddressRange, error) {
 	p, err := netip.ParsePrefix(cidr)
-	if err != nil || p.Masked() != p {
-		return netip.Prefix{}, AddressRange{}, fmt.Errorf("invalid CIDR %q", cidr)
+	if err != nil {
+		return netip.Prefix{}, AddressRange{}, fmt.Errorf("invalid CIDR %q: want ADDRESS/BITS, such as 10.0.0.0/24", cidr)
+	}
+	if p.Masked() != p {
+		return netip.Prefix{}, AddressRange{}, fmt.Errorf("invalid CIDR %q: not canonical, its network address is %s (want %s)", cidr, p.Masked().Addr(), p.Masked())
 	}
 	if low == "" && high == "" {
 		return p, AddressRange{}, nil
@@ -25,9 +28,12 @@ func ParseRange(cidr, low, high string) (netip.Prefix, AddressRange, error) {
 	l, errL := netip.ParseAddr(low)
 	h, errH := netip.ParseAddr(high)
 	if errL != nil || errH != nil {
-		return p, AddressRange{}, fmt.Errorf("invalid allocatable range %q-%q", low, high)
+		return p, AddressRange{}, fmt.Errorf("invalid allocatable range %q-%q: want two addresses LOW-HIGH, such as 10.0.0.10-10.0.0.200", low, high)
 	}
-	if !p.Contains(l) || !p.Contains(h) || h.Less(l) {
+	if h.Less(l) {
+		return p, AddressRange{}, fmt.Errorf("allocatable range %s-%s is reversed: LOW must not be above HIGH (%s-%s)", l, h, h, l)
+	}
+	if !p.Contains(l) || !p.Contains(h) {
 		return p, AddressRange{}, fmt.Errorf("allocatable range %s-%s is not inside %s", l, h, p)
 	}
 	return p, AddressRange{Low: l, High: h}, nil
