@@ -11,6 +11,7 @@
 #   state → state/db, watcher, storage, environ; state/db → watcher; only state/db imports bbolt
 #   environ (the built-in provider) → nothing of ours; state and facades import it
 #   charm (metadata.yaml) → nothing of ours; state, facades and cmd import it
+#   internal/buildinfo (version, VCS revision) → nothing of ours; cmd, facades, internal/daemon
 #   size (the one size parser) → nothing of ours; storage, charm, state, facades and
 #   cmd/provisionctl import it
 #   provisiondtest (the test kit) → internal/daemon, rpc/client, rpc/params, credentials, watcher, watcher/watchertest
@@ -33,7 +34,7 @@ while read -r pkg imports; do
     dep=${imp#"$mod"/}
     ok=0
     case $rel in
-      cmd/provisionctl*) case $dep in rpc/client|rpc/params|credentials|size|internal/progress) ok=1 ;; esac ;;
+      cmd/provisionctl*) case $dep in rpc/client|rpc/params|credentials|size|internal/progress|internal/buildinfo) ok=1 ;; esac ;;
       cmd/provisionagent*) case $dep in internal/agent|rpc/client|rpc/params|credentials) ok=1 ;; esac ;;
       internal/agent*) case $dep in rpc/client|rpc/params|credentials) ok=1 ;; esac ;;
       cmd/*) ok=1 ;;
@@ -41,8 +42,9 @@ while read -r pkg imports; do
       provisiondtest*) case $dep in internal/daemon|rpc/client|rpc/params|credentials|watcher|watcher/watchertest) ok=1 ;; esac ;;
       credentials*) ok=0 ;;
       internal/progress*) ok=0 ;;
+      internal/buildinfo*) ok=0 ;;
       facades/facade*) case $dep in state|state/statetest|watcher|storage|rpc|rpc/params|environ|charm|size) ok=1 ;; esac ;;
-      facades/*) case $dep in state|state/statetest|watcher|storage|rpc|rpc/params|facades/facade|pki|environ|charm|size) ok=1 ;; esac ;;
+      facades/*) case $dep in state|state/statetest|watcher|storage|rpc|rpc/params|facades/facade|pki|environ|charm|size|internal/buildinfo) ok=1 ;; esac ;;
       rpc/client*) case $dep in rpc/params|credentials) ok=1 ;; esac ;;
       rpc/params*) case $dep in rpc/internal/*) ok=1 ;; esac ;;
       rpc/internal/*) ok=0 ;;

@@ -240,6 +240,12 @@ func (a *ModelAdmin) checkBlockPool(m state.Model, name string) error {
 // units", "machine is hosting containers"); with force, its containers
 // and units become dying with it. Machines already dying are left as they
 // are. The controller machine cannot be removed.
+//
+// With no-wait (which needs force, as Juju's remove-machine --force
+// --no-wait), nothing waits for the agents: the machines, their containers
+// at any depth and the units on all of them are removed at once, deepest
+// containers first, their addresses released. Instances the provisioner
+// started are not stopped by it.
 func (a *ModelAdmin) RemoveMachines(_ context.Context, args params.RemoveMachinesArgs) (params.RemoveMachinesResult, error) {
 	m, err := a.model(args.Model)
 	if err != nil {
@@ -248,6 +254,9 @@ func (a *ModelAdmin) RemoveMachines(_ context.Context, args params.RemoveMachine
 	if len(args.Machines) == 0 {
 		return params.RemoveMachinesResult{}, errors.NewNotValid(nil, "no machines given")
 	}
+	if args.NoWait && !args.Force {
+		return params.RemoveMachinesResult{}, errors.NewNotValid(nil, "no-wait needs force: it removes what the machines host")
+	}
 	dying, err := a.st.DestroyMachines(m.UUID, args.Machines, args.Force)
 	if err != nil {
 		return params.RemoveMachinesResult{}, err
@@ -255,5 +264,57 @@ func (a *ModelAdmin) RemoveMachines(_ context.Context, args params.RemoveMachine
 	if dying == nil {
 		dying = []string{}
 	}
-	return params.RemoveMachinesResult{Dying: dying}, nil
+	if !args.NoWait {
+		return params.RemoveMachinesResult{Dying: dying, Removed: []string{}}, nil
+	}
+	removed, err := a.removeMachinesNow(m, args.Machines)
+	if err != nil {
+		if len(removed) > 0 {
+			return params.RemoveMachinesResult{}, errors.Annotatef(err, "removed machines %s, then", strings.Join(removed, ", "))
+		}
+		return params.RemoveMachinesResult{}, err
+	}
+	return params.RemoveMachinesResult{Dying: []string{}, Removed: removed}, nil
+}
+
+// removeMachinesNow removes machines, their containers and the units on
+// them, deepest first, one machine per step (each step is one or more
+// commits; a concurrent change can stop it part way, and the caller names
+// what was removed).
+func (a *ModelAdmin) removeMachinesNow(m state.Model, ids []string) ([]string, error) {
+	all, err := a.st.Machines(m.UUID)
+	if err != nil {
+		return nil, err
+	}
+	var targets []string
+	for _, mc := range all {
+		for _, id := range ids {
+			if mc.ID == id || strings.HasPrefix(mc.ID, id+"/") {
+				targets = append(targets, mc.ID)
+				break
+			}
+		}
+	}
+	// Deepest first, so a host goes after its containers.
+	slices.SortStableFunc(targets, func(x, y string) int { return strings.Count(y, "/") - strings.Count(x, "/") })
+	removed := []string{}
+	for _, id := range targets {
+		units, err := a.st.UnitsOnMachine(m.UUID, id)
+		if err != nil {
+			return removed, err
+		}
+		for _, u := range units {
+			if err := a.st.RemoveUnit(m.UUID, u.Name); err != nil && !errors.Is(err, errors.NotFound) {
+				return removed, err
+			}
+		}
+		if err := a.st.EnsureMachineDead(m.UUID, id); err != nil {
+			return removed, err
+		}
+		if _, err := a.st.RemoveMachine(m.UUID, id); err != nil {
+			return removed, err
+		}
+		removed = append(removed, id)
+	}
+	return removed, nil
 }

@@ -7,9 +7,9 @@
 // gets "permission denied" (code "unauthorized access") on every call. It
 // is served on the controller endpoint (/api) and on model endpoints.
 //
-// Models are named by name in the params (params.ModelArgs). An empty name
-// means the connection's model on a model endpoint, and the model called
-// "default" on the controller endpoint.
+// Models are named by name or UUID in the params (params.ModelArgs). An
+// empty name means the connection's model on a model endpoint, and the
+// model called "default" on the controller endpoint.
 //
 // The methods are grouped one file per group of provisionctl verbs
 // (models.go, config.go, watch.go, machines.go, network.go,
@@ -24,6 +24,8 @@
 package modeladmin
 
 import (
+	"fmt"
+
 	"github.com/juju/errors"
 
 	"github.com/provisiond/provisiond/facades/facade"
@@ -58,6 +60,9 @@ func Register(r *facade.Registry) {
 		registerStatus(m)
 		registerApplications(m)
 		registerStorage(m)
+		registerController(m)
+		registerRemovals(m)
+		registerEntities(m)
 	})
 }
 
@@ -69,8 +74,9 @@ func New(c *facade.Context) (*ModelAdmin, error) {
 	return &ModelAdmin{ctx: c, st: c.Deps.State}, nil
 }
 
-// model resolves a model name from the params (see the package
-// documentation for the empty name).
+// model resolves a model from the params: a name or a UUID (as Juju's
+// -m), see the package documentation for the empty name. A UUID that is
+// no model's is tried as a name (a name may look like a UUID).
 func (a *ModelAdmin) model(name string) (state.Model, error) {
 	if name == "" {
 		if !a.ctx.ControllerOnly {
@@ -78,10 +84,31 @@ func (a *ModelAdmin) model(name string) (state.Model, error) {
 		}
 		name = state.DefaultModelName
 	}
-	if err := state.ValidateModelName(name); err != nil {
+	if state.IsValidUUID(name) {
+		m, err := a.st.Model(name)
+		if !errors.Is(err, errors.NotFound) {
+			return m, err
+		}
+		if state.ValidateModelName(name) != nil {
+			return state.Model{}, errors.NotFoundf("model %q", name)
+		}
+	}
+	if err := checkModelName(name); err != nil {
 		return state.Model{}, err
 	}
 	return a.st.ModelByName(name)
+}
+
+// modelNameRule is Juju's rule for model names, as error messages state it.
+const modelNameRule = "lowercase letters, digits and hyphens, starting with a letter, at most 63 characters"
+
+// checkModelName is state.ValidateModelName with a message that names
+// the rule.
+func checkModelName(name string) error {
+	if err := state.ValidateModelName(name); err != nil {
+		return errors.NewNotValid(nil, fmt.Sprintf("model name %q not valid: %s", name, modelNameRule))
+	}
+	return nil
 }
 
 // requireName refuses an empty model name where there is no default.

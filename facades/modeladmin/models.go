@@ -46,7 +46,7 @@ func (a *ModelAdmin) ListModels(context.Context) (params.ListModelsResult, error
 // strings, numbers or booleans, and the keys name, uuid and type are
 // reserved.
 func (a *ModelAdmin) AddModel(_ context.Context, args params.AddModelArgs) (params.ModelSummary, error) {
-	if err := state.ValidateModelName(args.Name); err != nil {
+	if err := checkModelName(args.Name); err != nil {
 		return params.ModelSummary{}, err
 	}
 	typ := state.ModelType(args.Type)

@@ -136,7 +136,7 @@ func TestModelAdminNetwork(t *testing.T) {
 		{"CIDR not canonical", "AddSubnet", with(func(a *params.AddSubnetArgs) { a.CIDR = "172.16.0.1/24" }), `invalid CIDR "172.16.0.1/24"`, params.CodeNotValid},
 		{"range outside", "AddSubnet", with(func(a *params.AddSubnetArgs) { a.AllocatableRange = "172.16.0.10-172.16.1.10" }),
 			"allocatable range 172.16.0.10-172.16.1.10 is not inside 172.16.0.0/24", params.CodeNotValid},
-		{"range reversed", "AddSubnet", with(func(a *params.AddSubnetArgs) { a.AllocatableRange = "172.16.0.20-172.16.0.10" }), "is not inside", params.CodeNotValid},
+		{"range reversed", "AddSubnet", with(func(a *params.AddSubnetArgs) { a.AllocatableRange = "172.16.0.20-172.16.0.10" }), "is reversed: LOW must not be above HIGH", params.CodeNotValid},
 		{"range malformed", "AddSubnet", with(func(a *params.AddSubnetArgs) { a.AllocatableRange = "172.16.0.10" }), `allocatable range "172.16.0.10" not valid: want LOW-HIGH`, params.CodeNotValid},
 		{"range not addresses", "AddSubnet", with(func(a *params.AddSubnetArgs) { a.AllocatableRange = "a-b" }), `invalid allocatable range "a"-"b"`, params.CodeNotValid},
 		{"unknown space", "AddSubnet", with(func(a *params.AddSubnetArgs) { a.Space = "nope" }), `space "nope" not found`, params.CodeNotFound},

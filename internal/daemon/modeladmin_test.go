@@ -117,8 +117,8 @@ func TestModelAdminModels(t *testing.T) {
 		code string
 	}{
 		{"duplicate", params.AddModelArgs{Name: "default"}, `model "default" already exists`, params.CodeAlreadyExists},
-		{"empty name", params.AddModelArgs{}, `model name "" not valid`, params.CodeNotValid},
-		{"bad name", params.AddModelArgs{Name: "My_Model"}, `model name "My_Model" not valid`, params.CodeNotValid},
+		{"empty name", params.AddModelArgs{}, `model name "" not valid: lowercase letters, digits and hyphens, starting with a letter, at most 63 characters`, params.CodeNotValid},
+		{"bad name", params.AddModelArgs{Name: "My_Model"}, `model name "My_Model" not valid: lowercase letters, digits and hyphens, starting with a letter, at most 63 characters`, params.CodeNotValid},
 		{"bad type", params.AddModelArgs{Name: "x", Type: "vm"}, `model type "vm" not valid`, params.CodeNotValid},
 		{"bad key", params.AddModelArgs{Name: "x", Config: map[string]any{"a b": 1}}, `config key "a b" not valid`, params.CodeNotValid},
 		{"read-only key", params.AddModelArgs{Name: "x", Config: map[string]any{"uuid": "u"}}, `config key "uuid" is read-only`, params.CodeNotValid},
@@ -168,7 +168,7 @@ func TestModelAdminRemoveModel(t *testing.T) {
 	}{
 		{"no name", "", "model name is required", params.CodeNotValid},
 		{"unknown", "nope", `model "nope" not found`, params.CodeNotFound},
-		{"bad name", "No", `model name "No" not valid`, params.CodeNotValid},
+		{"bad name", "No", `model name "No" not valid: lowercase letters, digits and hyphens, starting with a letter, at most 63 characters`, params.CodeNotValid},
 		{"controller model", "controller", "cannot remove the controller model", params.CodeForbidden},
 	} {
 		err := modelAdmin(t, c, "RemoveModel", params.RemoveModelArgs{Model: tc.model}, nil)

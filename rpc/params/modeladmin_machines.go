@@ -35,12 +35,17 @@ type RemoveMachinesArgs struct {
 	// Force also makes the machines' containers and units dying, instead
 	// of refusing machines that host any.
 	Force bool `json:"force,omitempty"`
+	// NoWait (with Force) removes the machines, their containers and
+	// units at once instead of waiting for agents and the provisioner.
+	NoWait bool `json:"no-wait,omitempty"`
 }
 
 // RemoveMachinesResult lists the machines that became dying (with force,
-// their containers too), in id order.
+// their containers too), in id order; with no-wait, Removed lists those
+// removed (deepest containers first) and Dying is empty.
 type RemoveMachinesResult struct {
-	Dying []string `json:"dying"`
+	Dying   []string `json:"dying"`
+	Removed []string `json:"removed"`
 }
 
 // AddSpaceArgs is the argument of AddSpace.
