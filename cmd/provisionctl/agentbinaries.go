@@ -21,9 +21,9 @@ import (
 )
 
 // Verbs about the agent binaries catalog: add-agent-binaries,
-// agent-binaries.
+// agent-binaries, remove-agent-binaries (agentbinaries_remove.go).
 func (a *app) addAgentBinariesCommands(root *cobra.Command) {
-	root.AddCommand(a.addAgentBinariesCommand(), a.agentBinariesCommand())
+	root.AddCommand(a.addAgentBinariesCommand(), a.agentBinariesCommand(), a.removeAgentBinariesCommand())
 }
 
 func (a *app) addAgentBinariesCommand() *cobra.Command {
@@ -53,8 +53,10 @@ has the SHA-256 (64 hex digits) and size given.
 
 A version already in the catalog is refused, except the same binaries
 again (an upload of what the catalog already names is accepted). With
---format json or yaml it prints the entry; with the table format a message
-on stderr.`,
+--format json or yaml it prints what changed (added.agent-binaries) with
+the entry as result (its size as size-bytes); with the table format a
+message on stderr. The flags each form needs are checked before anything
+is sent.`,
 		Example: `  provisionctl add-agent-binaries 3.3.0 --os ubuntu --arch amd64 --file juju-3.3.0-ubuntu-amd64.tgz
   provisionctl add-agent-binaries 3.3.0 --os ubuntu --arch amd64 \
       --url https://example.com/juju-3.3.0-ubuntu-amd64.tgz \
@@ -76,12 +78,17 @@ on stderr.`,
 					return err
 				}
 				res = params.AgentBinaryInfo{Version: t.Version, SHA256: t.SHA256, Size: t.Size, URL: t.URL}
-			} else if err := a.call(cmd.Context(), "AddAgentBinaries", args, &res); err != nil {
-				return err
+			} else {
+				if err := requireFlags(cmd, "os", "arch", "url", "sha256", "size"); err != nil {
+					return usagef("%v (or --file TGZ)", err)
+				}
+				if err := a.call(cmd.Context(), "AddAgentBinaries", args, &res); err != nil {
+					return err
+				}
 			}
-			return write(a.stdout, format, res, func(io.Writer) error {
+			m := newMutation().added("agent-binaries", res.Version).result(agentBinaryDocOf(res))
+			return a.writeMutation(cmd.Context(), format, "", m, func() {
 				a.infof("Added agent binaries %s.", res.Version)
-				return nil
 			})
 		},
 	}
@@ -144,8 +151,9 @@ func (a *app) agentBinariesCommand() *cobra.Command {
 		Short:   "List the agent binaries catalog",
 		Long: `List the controller's catalog of agent binaries, sorted by version: version,
 size in bytes, the start of the SHA-256 and the source URL ("(uploaded)"
-for a tarball uploaded with --file). json and yaml show the whole SHA-256
-and "stored": true once the controller holds the tarball.`,
+for a tarball uploaded with --file). json and yaml show the whole SHA-256,
+the size as size-bytes and "stored": true once the controller holds the
+tarball.`,
 		Example: `  provisionctl agent-binaries
   provisionctl agent-binaries --format json | jq -r '."agent-binaries"[].version'`,
 		Args: exactArgs(),
@@ -154,7 +162,7 @@ and "stored": true once the controller holds the tarball.`,
 			if err := a.call(cmd.Context(), "AgentBinaries", nil, &res); err != nil {
 				return err
 			}
-			return write(a.stdout, format, res, func(w io.Writer) error {
+			return write(a.stdout, format, agentBinariesDocOf(res), func(w io.Writer) error {
 				if len(res.AgentBinaries) == 0 {
 					a.infof("No agent binaries.")
 					return nil

@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/provisiond/provisiond/credentials"
+	"github.com/provisiond/provisiond/internal/buildinfo"
 	"github.com/provisiond/provisiond/rpc/client"
+	"github.com/provisiond/provisiond/rpc/params"
 )
 
 // Facade is the daemon facade provisionctl uses.
@@ -22,17 +25,25 @@ const (
 // EnvCredentials names the credentials file when --credentials is not given.
 const EnvCredentials = "PROVISIOND_CREDENTIALS"
 
+// EnvModel names the default model of -m (else "default").
+const EnvModel = "PROVISIOND_MODEL"
+
 const dialTimeout = 10 * time.Second
 
 // app is one invocation: its output streams, its global flags and its
 // connection (made on first use).
 type app struct {
+	stdin          io.Reader
 	stdout, stderr io.Writer
 	getenv         func(string) string
 
 	credsFlag string
 	conn      *client.Conn
 	creds     *credentials.Credentials
+	addr      string // the address conn is dialled to
+
+	// verb is the command line's verb ("remove-model"), for messages.
+	verb string
 }
 
 // credentialsPath applies the lookup order: --credentials, then
@@ -72,26 +83,90 @@ func (a *app) connect(ctx context.Context) (*client.Conn, error) {
 	for _, addr := range creds.APIAddresses {
 		c, err := client.Dial(ctx, client.Config{Addr: addr, CACert: []byte(creds.CACert), DialTimeout: dialTimeout})
 		if err != nil {
-			errs = append(errs, err)
+			errs = append(errs, fmt.Errorf("%s: %w", addr, dialCause(err)))
 			continue
 		}
 		if _, err := c.LoginUser(ctx, user, creds.AdminPassword); err != nil {
 			_ = c.Close()
 			return nil, fmt.Errorf("login as %s: %w", user, err)
 		}
-		a.conn, a.creds = c, creds
+		a.conn, a.creds, a.addr = c, creds, addr
 		return c, nil
 	}
-	return nil, fmt.Errorf("cannot connect to provisiond: %w", errors.Join(errs...))
+	return nil, fmt.Errorf("cannot connect to provisiond: %w (is it running? the addresses are those of %s)", errors.Join(errs...), path)
 }
 
-// call calls a ModelAdmin method.
+// dialCause is the innermost cause of a dial error ("connection refused"),
+// without the URL the client adds.
+func dialCause(err error) error {
+	for {
+		u := errors.Unwrap(err)
+		if u == nil {
+			return err
+		}
+		err = u
+	}
+}
+
+// reconnect drops the connection and dials again, as connect does.
+func (a *app) reconnect(ctx context.Context) error {
+	if a.conn != nil {
+		_ = a.conn.Close()
+		a.conn = nil
+	}
+	_, err := a.connect(ctx)
+	return err
+}
+
+// call calls a ModelAdmin method. Its errors speak of the verb, never of
+// the method (see callError).
 func (a *app) call(ctx context.Context, method string, args, result any) error {
 	c, err := a.connect(ctx)
 	if err != nil {
 		return err
 	}
-	return c.Call(ctx, facadeName, facadeVersion, "", method, args, result)
+	return a.explain(method, c.Call(ctx, facadeName, facadeVersion, "", method, args, result))
+}
+
+// explain turns an error of a call into what an operator can act on: the
+// server's message as it is; a method the daemon lacks as a verb this
+// daemon does not support; anything else without the facade and method
+// names the client puts in its messages.
+func (a *app) explain(method string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var pe *params.Error
+	if errors.As(err, &pe) {
+		if pe.Code == params.CodeNotImplemented {
+			return fmt.Errorf("the daemon does not support %s: it is older than this provisionctl (%s); upgrade provisiond", a.verbName(), buildinfo.Version)
+		}
+		return err
+	}
+	if errors.Is(err, client.ErrConnClosed) {
+		return fmt.Errorf("lost the connection to provisiond at %s: %s", a.addr, scrub(dialCause(err).Error(), method))
+	}
+	return callError{scrub(err.Error(), method)}
+}
+
+func (a *app) verbName() string {
+	if a.verb == "" {
+		return "this verb"
+	}
+	return a.verb
+}
+
+// callError is an error of a call that did not come from the server.
+type callError struct{ msg string }
+
+func (e callError) Error() string { return e.msg }
+
+// scrub removes the client's "client: " prefix and the facade and method
+// names from a message.
+func scrub(msg, method string) string {
+	msg = strings.TrimPrefix(msg, "client: ")
+	msg = strings.ReplaceAll(msg, " "+facadeName+"."+method+" ", " ")
+	return strings.ReplaceAll(msg, facadeName+"."+method, "the call")
 }
 
 func (a *app) close() {
@@ -132,6 +207,7 @@ stderr. Exit status: 0 on success, 1 on failure, 2 on a usage error.`,
 	}
 	root.PersistentFlags().StringVar(&a.credsFlag, "credentials", "",
 		"credentials.yaml of the daemon (default $"+EnvCredentials+", then the default data dir)")
+	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) { a.verb = cmd.Name() }
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddGroup(&cobra.Group{ID: "models", Title: "Models:"}, &cobra.Group{ID: "config", Title: "Configuration:"},
 		&cobra.Group{ID: "machines", Title: "Machines:"}, &cobra.Group{ID: "network", Title: "Networking:"},
@@ -147,6 +223,8 @@ stderr. Exit status: 0 on success, 1 on failure, 2 on a usage error.`,
 	a.addStorageCommands(root)
 	a.addStatusCommands(root)
 	a.addWatchCommands(root)
+	a.addShowCommands(root)
+	a.addControllerCommands(root)
 
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd()
@@ -187,4 +265,22 @@ func (a *app) completeModels(cmd *cobra.Command, args []string, _ string) ([]str
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
 	return names, cobra.ShellCompDirectiveNoFileComp
+}
+
+// requireFlags checks, before anything is sent, that the named flags were
+// given; a usage error names every one missing.
+func requireFlags(cmd *cobra.Command, names ...string) error {
+	var missing []string
+	for _, n := range names {
+		if !cmd.Flags().Changed(n) {
+			missing = append(missing, "--"+n)
+		}
+	}
+	switch len(missing) {
+	case 0:
+		return nil
+	case 1:
+		return usagef("%s needs %s", cmd.Name(), missing[0])
+	}
+	return usagef("%s needs %s and %s", cmd.Name(), strings.Join(missing[:len(missing)-1], ", "), missing[len(missing)-1])
 }

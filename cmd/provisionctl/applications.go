@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -61,8 +62,9 @@ minimum count and size, else 1 and 1G) and the model (workload-storage in
 caas models). --device NAME=[COUNT,]TYPE[,KEY=VALUE;...] (caas) asks for
 devices the charm declares.
 
-It prints a message, or the application as status shows it with --format
-json or yaml. Bad input deploys nothing.`,
+It prints a message, or with --format json or yaml what changed
+(added.applications) with the application as show-application prints it.
+Bad input deploys nothing.`,
 		Example: `  provisionctl deploy gitlab --charm-metadata ./gitlab/metadata.yaml -m k8s --scale 3 \
       --storage data=fast,10G --config port=8080 --trust
   provisionctl deploy db --charm-metadata db/metadata.yaml --constraints "cores=2 mem=4G" \
@@ -72,6 +74,11 @@ json or yaml. Bad input deploys nothing.`,
 		RunE: func(cmd *cobra.Command, pos []string) error {
 			if metaFile == "" {
 				return usagef("deploy needs --charm-metadata FILE")
+			}
+			for _, s := range args.Storage {
+				if err := checkStorageSizes("--storage", s); err != nil {
+					return err
+				}
 			}
 			cfg, err := parseKVs(config)
 			if err != nil {
@@ -91,13 +98,16 @@ json or yaml. Bad input deploys nothing.`,
 			if err := a.call(cmd.Context(), "Deploy", args, &res); err != nil {
 				return err
 			}
-			return write(a.stdout, format, res, func(io.Writer) error {
+			m, err := a.applicationMutation(cmd.Context(), format, model, res)
+			if err != nil {
+				return err
+			}
+			return a.writeMutation(cmd.Context(), format, model, m.added("applications", res.Name), func() {
 				if res.Scale > 0 || cmd.Flags().Changed("scale") {
 					a.infof("Deployed %q (charm %s, scale %d).", res.Name, res.Charm, res.Scale)
 				} else {
 					a.infof("Deployed %q (charm %s).", res.Name, res.Charm)
 				}
-				return nil
 			})
 		},
 	}
@@ -132,13 +142,14 @@ defaults to the number of machines given, or 1.
 
 Units of caas applications follow the application's scale: use scale.
 
-It prints the new units, one a line (json/yaml: {"units": [...],
-"machines": [...]}, the machines made for them). Everything is checked
-before the first unit is added.`,
+It prints the new units, one a line (json/yaml: what changed, with
+added.units and added.machines, the machines made for them). Everything
+is checked before the first unit is added.`,
 		Example: `  provisionctl add-unit db
   provisionctl add-unit db --to 3
   provisionctl add-unit db --to 3,3/lxd/0 --count 4 --format json`,
-		Args: exactArgs("APP"),
+		Args:              exactArgs("APP"),
+		ValidArgsFunction: firstArg(a.completer(a.applicationNames)),
 		RunE: func(cmd *cobra.Command, pos []string) error {
 			if cmd.Flags().Changed("count") && args.Count < 1 {
 				return usagef("--count %d: want at least 1", args.Count)
@@ -148,18 +159,21 @@ before the first unit is added.`,
 			if err := a.call(cmd.Context(), "AddUnits", args, &res); err != nil {
 				return err
 			}
-			return write(a.stdout, format, res, func(w io.Writer) error {
+			if format == formatTable {
 				for _, u := range res.Units {
-					if _, err := fmt.Fprintln(w, u); err != nil {
+					if _, err := fmt.Fprintln(a.stdout, u); err != nil {
 						return err
 					}
 				}
 				return nil
-			})
+			}
+			return a.writeMutation(cmd.Context(), format, model,
+				newMutation().added("units", res.Units...).added("machines", res.Machines...), nil)
 		},
 	}
 	a.addModelFlag(cmd, &model)
 	cmd.Flags().StringSliceVar(&args.To, "to", nil, "machines to place the units on, in order (comma-separated)")
+	_ = cmd.RegisterFlagCompletionFunc("to", a.completer(a.machineIDs))
 	cmd.Flags().IntVarP(&args.Count, "count", "n", 0, "how many units to add (default: the machines given, or 1)")
 	addFormatFlag(cmd, &format)
 	return cmd
@@ -179,22 +193,23 @@ exist), then removed at once: provisiond models no unit agent that would
 finish a dying unit. Their machines stay (remove-machine removes them).
 Units of caas applications follow the application's scale: use scale.
 
-json/yaml: {"removed": [...]}; the table format prints a message on stderr.`,
+json/yaml: what changed (removed.units); the table format prints a message
+on stderr.`,
 		Example: `  provisionctl remove-unit db/1
   provisionctl remove-unit db/1 db/2 --format json`,
-		Args: minArgs(1, "UNIT..."),
+		Args:              minArgs(1, "UNIT..."),
+		ValidArgsFunction: a.completer(a.unitNames),
 		RunE: func(cmd *cobra.Command, units []string) error {
 			var res params.RemoveUnitsResult
 			if err := a.call(cmd.Context(), "RemoveUnits", params.RemoveUnitsArgs{Model: model, Units: units}, &res); err != nil {
 				return err
 			}
-			return write(a.stdout, format, res, func(io.Writer) error {
+			return a.writeMutation(cmd.Context(), format, model, newMutation().removed("units", res.Removed...), func() {
 				if len(res.Removed) == 1 {
 					a.infof("Removed unit %s.", res.Removed[0])
 				} else {
 					a.infof("Removed units %s.", strings.Join(res.Removed, ", "))
 				}
-				return nil
 			})
 		},
 	}
@@ -217,10 +232,12 @@ scale-application). The unit provisioner sees it at once and starts or
 stops pods; until the cluster reports the new scale, its own scale reports
 are refused. (A negative N needs "--" before it; the daemon refuses it.)
 
-It prints a message, or the application with --format json or yaml.`,
+It prints a message, or with --format json or yaml what changed
+(changed.applications) with the application as show-application prints it.`,
 		Example: `  provisionctl scale gitlab 3 -m k8s
   provisionctl scale gitlab 0 -m k8s --format json`,
-		Args: exactArgs("APP", "N"),
+		Args:              exactArgs("APP", "N"),
+		ValidArgsFunction: firstArg(a.completer(a.applicationNames)),
 		RunE: func(cmd *cobra.Command, pos []string) error {
 			n, err := strconv.Atoi(pos[1])
 			if err != nil {
@@ -230,9 +247,12 @@ It prints a message, or the application with --format json or yaml.`,
 			if err := a.call(cmd.Context(), "ScaleApplication", params.ScaleArgs{Model: model, Application: pos[0], Scale: n}, &res); err != nil {
 				return err
 			}
-			return write(a.stdout, format, res, func(io.Writer) error {
+			m, err := a.applicationMutation(cmd.Context(), format, model, res)
+			if err != nil {
+				return err
+			}
+			return a.writeMutation(cmd.Context(), format, model, m.changed("applications", res.Name), func() {
 				a.infof("Scaled %q to %d.", res.Name, res.Scale)
-				return nil
 			})
 		},
 	}
@@ -263,7 +283,8 @@ format.`,
 		Example: `  provisionctl config gitlab -m k8s
   provisionctl config gitlab -m k8s port=8080 external-hostname=git.example.com
   provisionctl config gitlab -m k8s --reset port --format json`,
-		Args: minArgs(1, "APP"),
+		Args:              minArgs(1, "APP"),
+		ValidArgsFunction: firstArg(a.completer(a.applicationNames)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			mode, err := parseConfigArgs(args[1:], reset)
 			if err != nil {
@@ -282,9 +303,8 @@ format.`,
 			if err != nil {
 				return err
 			}
-			return write(a.stdout, format, res, func(io.Writer) error {
+			return a.writeMutation(cmd.Context(), format, model, newMutation().changed("applications", res.Application).result(res), func() {
 				a.infof("Updated the config of application %q.", res.Application)
-				return nil
 			})
 		},
 	}
@@ -307,23 +327,28 @@ func (a *app) trustCommand() *cobra.Command {
 		Long: `Set an application's "trust" config option (--remove clears it to
 false). The agents watching its config see the change.
 
-It prints a message, or the application with --format json or yaml.`,
+It prints a message, or with --format json or yaml what changed
+(changed.applications) with the application as show-application prints it.`,
 		Example: `  provisionctl trust gitlab -m k8s
   provisionctl trust gitlab -m k8s --remove --format json`,
-		Args: exactArgs("APP"),
+		Args:              exactArgs("APP"),
+		ValidArgsFunction: firstArg(a.completer(a.applicationNames)),
 		RunE: func(cmd *cobra.Command, pos []string) error {
 			var res params.ApplicationStatus
 			if err := a.call(cmd.Context(), "SetApplicationTrust",
 				params.SetTrustArgs{Model: model, Application: pos[0], Trust: !remove}, &res); err != nil {
 				return err
 			}
-			return write(a.stdout, format, res, func(io.Writer) error {
+			m, err := a.applicationMutation(cmd.Context(), format, model, res)
+			if err != nil {
+				return err
+			}
+			return a.writeMutation(cmd.Context(), format, model, m.changed("applications", res.Name), func() {
 				if res.Trust {
 					a.infof("Application %q is trusted.", res.Name)
 				} else {
 					a.infof("Application %q is no longer trusted.", res.Name)
 				}
-				return nil
 			})
 		},
 	}
@@ -354,7 +379,8 @@ such as 512M, 1G, 1GiB); "" clears them. Spaces named must exist. The agents
 watching the application see the change; new machines made by add-unit
 take them.
 
-json/yaml: {"application": ..., "constraints": ...}.`,
+json/yaml: {"application": ..., "constraints": ...}; when setting, what
+changed (changed.applications) with that as result.`,
 		Example: `  provisionctl constraints db
   provisionctl constraints db "cores=4 mem=8G"
   provisionctl constraints gitlab -m k8s "" --format json`,
@@ -364,6 +390,7 @@ json/yaml: {"application": ..., "constraints": ...}.`,
 			}
 			return nil
 		},
+		ValidArgsFunction: firstArg(a.completer(a.applicationNames)),
 		RunE: func(cmd *cobra.Command, pos []string) error {
 			var res params.ApplicationStatus
 			var err error
@@ -377,11 +404,12 @@ json/yaml: {"application": ..., "constraints": ...}.`,
 				return err
 			}
 			out := constraintsInfo{Application: res.Name, Constraints: res.Constraints}
-			return write(a.stdout, format, out, func(w io.Writer) error {
-				if len(pos) == 2 {
+			if len(pos) == 2 {
+				return a.writeMutation(cmd.Context(), format, model, newMutation().changed("applications", res.Name).result(out), func() {
 					a.infof("Set the constraints of %q.", res.Name)
-					return nil
-				}
+				})
+			}
+			return write(a.stdout, format, out, func(w io.Writer) error {
 				if res.Constraints == "" {
 					return nil
 				}
@@ -410,10 +438,12 @@ raw Kubernetes spec). The file is sent as it is; the daemon requires one
 YAML mapping. Each change counts up the spec's upgrade counter, and the
 unit provisioner watching the spec sees it.
 
-json/yaml: {"application", "upgrade-counter", "raw"}.`,
+json/yaml: what changed (changed.applications) with {"application",
+"upgrade-counter", "raw"} as result.`,
 		Example: `  provisionctl set-pod-spec gitlab spec.yaml -m k8s
   provisionctl set-pod-spec gitlab deployment.yaml -m k8s --raw --format json`,
-		Args: exactArgs("APP", "FILE"),
+		Args:              exactArgs("APP", "FILE"),
+		ValidArgsFunction: firstArg(a.completer(a.applicationNames)),
 		RunE: func(cmd *cobra.Command, pos []string) error {
 			what := "pod spec"
 			if raw {
@@ -428,9 +458,8 @@ json/yaml: {"application", "upgrade-counter", "raw"}.`,
 				params.SetPodSpecArgs{Model: model, Application: pos[0], Spec: spec, Raw: raw}, &res); err != nil {
 				return err
 			}
-			return write(a.stdout, format, res, func(io.Writer) error {
+			return a.writeMutation(cmd.Context(), format, model, newMutation().changed("applications", res.Application).result(res), func() {
 				a.infof("Set the %s of %q (upgrade counter %d).", what, res.Application, res.UpgradeCounter)
-				return nil
 			})
 		},
 	}
@@ -453,23 +482,44 @@ func (a *app) removeApplicationCommand() *cobra.Command {
 operator) take it from there. One already dying is left as it is. No
 prompt.
 
-It prints a message, or the application with --format json or yaml.`,
+It prints a message, or with --format json or yaml what changed
+(dying.applications) with the application as show-application prints it.`,
 		Example: `  provisionctl remove-application gitlab -m k8s
   provisionctl remove-application db --format json`,
-		Args: exactArgs("APP"),
+		Args:              exactArgs("APP"),
+		ValidArgsFunction: firstArg(a.completer(a.applicationNames)),
 		RunE: func(cmd *cobra.Command, pos []string) error {
 			var res params.ApplicationStatus
 			if err := a.call(cmd.Context(), "RemoveApplication",
 				params.ApplicationArgs{Model: model, Application: pos[0]}, &res); err != nil {
 				return err
 			}
-			return write(a.stdout, format, res, func(io.Writer) error {
+			m, err := a.applicationMutation(cmd.Context(), format, model, res)
+			if err != nil {
+				return err
+			}
+			return a.writeMutation(cmd.Context(), format, model, m.dying("applications", res.Name), func() {
 				a.infof("Application %q is %s.", res.Name, res.Life)
-				return nil
 			})
 		},
 	}
 	a.addModelFlag(cmd, &model)
 	addFormatFlag(cmd, &format)
 	return cmd
+}
+
+// applicationMutation starts the mutation of a verb that returns an
+// application: its result is the application as show-application prints
+// it (which needs the model's type, asked only for json and yaml).
+func (a *app) applicationMutation(ctx context.Context, format formatFlag, model string, res params.ApplicationStatus) (*mutation, error) {
+	m := newMutation()
+	if format == formatTable {
+		return m, nil
+	}
+	ms, err := a.resolveModel(ctx, model)
+	if err != nil {
+		return nil, err
+	}
+	m.Model, m.ModelUUID = ms.Name, ms.UUID
+	return m.result(map[string]applicationDoc{res.Name: applicationDocOf(res, ms.Type == "caas")}), nil
 }

@@ -30,9 +30,10 @@ func TestCLIAgentBinariesUpload(t *testing.T) {
 
 	var info struct {
 		Version, URL, SHA256 string
-		Size                 int64
+		Size                 int64 `json:"size-bytes"`
+		Stored               bool
 	}
-	r := e.ok(t, &info, "add-agent-binaries", "3.3.0", "--os", "ubuntu", "--arch", "amd64", "--file", file, "--format", "json")
+	_, r := e.mutate(t, &info, "add-agent-binaries", "3.3.0", "--os", "ubuntu", "--arch", "amd64", "--file", file)
 	if info.Version != "3.3.0-ubuntu-amd64" || info.SHA256 != sum || info.Size != int64(len(data)) ||
 		info.URL != "https://"+e.d.Addr()+"/tools/3.3.0-ubuntu-amd64" {
 		t.Errorf("add-agent-binaries --file printed %+v", info)

@@ -46,44 +46,53 @@ func writeFiles(t *testing.T, files map[string]string) map[string]string {
 	return out
 }
 
+// unitJSON is a unit in status's json: Juju's shape.
 type unitJSON struct {
-	Name           string
 	Life           string
 	Machine        string
 	ProviderID     string `json:"provider-id"`
 	Address        string
-	WorkloadStatus struct{ Status string } `json:"workload-status"`
+	WorkloadStatus struct{ Current string } `json:"workload-status"`
 	Storage        []string
 }
 
+// appJSON is an application in status's json: Juju's shape.
 type appJSON struct {
-	Name        string
-	Life        string
-	Charm       string
-	Scale       int
-	Trust       bool
-	Constraints string
-	Storage     map[string]string
-	Units       []unitJSON
+	Life               string
+	Charm              string
+	CharmName          string `json:"charm-name"`
+	CharmRev           int    `json:"charm-rev"`
+	Scale              *int
+	Trust              bool
+	Constraints        string
+	StorageConstraints map[string]struct {
+		Pool        string
+		Count, Size uint64
+	} `json:"storage-constraints"`
+	Units map[string]unitJSON
 }
 
 type appStatusJSON struct {
-	Model        string
-	Type         string
-	Applications []appJSON
+	Model        struct{ Name, Type string }
+	Applications map[string]appJSON
 	Storage      struct {
-		Instances []struct{ ID, Unit, Owner string }
-		Volumes   []struct {
-			ID          string
-			ProviderID  string `json:"provider-id"`
-			Attachments []struct{ Unit, Machine string }
+		Storage map[string]struct {
+			Owner       string
+			Attachments struct{ Units map[string]any }
 		}
-		Filesystems []struct {
-			ID         string
-			ProviderID string `json:"provider-id"`
-			Attachment *struct {
-				Unit       string
-				MountPoint string `json:"mount-point"`
+		Volumes map[string]struct {
+			ProviderID  string `json:"provider-id"`
+			Attachments struct {
+				Units, Machines map[string]any
+			}
+		}
+		Filesystems map[string]struct {
+			ProviderID  string `json:"provider-id"`
+			Storage     string
+			Attachments *struct {
+				Units map[string]struct {
+					MountPoint string `json:"mount-point"`
+				}
 			}
 		}
 	}
@@ -123,7 +132,10 @@ func TestApplicationsWalkthrough(t *testing.T) {
 		Name, Provider string
 		Attrs          map[string]any
 	}
-	e.ok(t, &pool, "create-storage-pool", "fast", "kubernetes", "storage-class=ssd", "-m", "k8s", "--format", "json")
+	if mut, _ := e.mutate(t, &pool, "create-storage-pool", "fast", "kubernetes", "storage-class=ssd", "-m", "k8s"); mut.Model != "k8s" ||
+		!slices.Equal(mut.Added["storage-pools"], []string{"fast"}) {
+		t.Errorf("create-storage-pool: %+v", mut)
+	}
 	if pool.Name != "fast" || pool.Provider != "kubernetes" || pool.Attrs["storage-class"] != "ssd" {
 		t.Errorf("create-storage-pool printed %+v", pool)
 	}
@@ -136,26 +148,35 @@ func TestApplicationsWalkthrough(t *testing.T) {
 		t.Errorf("storage-pools:\n%s\nwant:\n%s", r.stdout, want)
 	}
 
-	var app appJSON
-	e.ok(t, &app, "deploy", "gitlab", "--charm-metadata", files["gitlab.yaml"], "-m", "k8s", "--scale", "3",
-		"--storage", "data=fast,1G", "--config", "port=8080", "--trust", "--format", "json")
-	if app.Name != "gitlab" || app.Charm != "local:gitlab-0" || app.Scale != 3 || !app.Trust || app.Storage["data"] != "fast,1,1024M" {
-		t.Errorf("deploy printed %+v", app)
+	// The result of a verb that returns an application: the application
+	// as show-application prints it, sizes in MiB.
+	var apps map[string]appJSON
+	mut, _ := e.mutate(t, &apps, "deploy", "gitlab", "--charm-metadata", files["gitlab.yaml"], "-m", "k8s", "--scale", "3",
+		"--storage", "data=fast,1GiB", "--config", "port=8080", "--trust")
+	app := apps["gitlab"]
+	if !slices.Equal(mut.Added["applications"], []string{"gitlab"}) || mut.ModelUUID != k8s.UUID || app.Charm != "local:gitlab-0" ||
+		app.CharmName != "gitlab" || app.Scale == nil || *app.Scale != 3 || !app.Trust ||
+		app.StorageConstraints["data"].Pool != "fast" || app.StorageConstraints["data"].Size != 1024 || app.StorageConstraints["data"].Count != 1 {
+		t.Errorf("deploy printed %+v %+v", mut, app)
 	}
 	reportPods(t, st, k8s.UUID, "gitlab", 3, 1)
 
 	var s appStatusJSON
 	e.ok(t, &s, "status", "-m", "k8s", "--format", "json")
-	if len(s.Applications) != 1 || len(s.Applications[0].Units) != 3 {
+	if s.Model.Name != "k8s" || s.Model.Type != "caas" || len(s.Applications) != 1 || len(s.Applications["gitlab"].Units) != 3 {
 		t.Fatalf("status = %+v", s)
 	}
-	for i, u := range s.Applications[0].Units {
+	for i := range 3 {
+		name := "gitlab/" + string(rune('0'+i))
+		u := s.Applications["gitlab"].Units[name]
 		pid := string(rune('a'+i)) + "-pod"
-		if u.ProviderID != pid || u.Address != "10.0.0."+string(rune('1'+i)) || len(u.Storage) != 1 {
-			t.Errorf("status unit %d = %+v", i, u)
+		if u.ProviderID != pid || u.Address != "10.0.0."+string(rune('1'+i)) || len(u.Storage) != 1 || u.WorkloadStatus.Current != "waiting" {
+			t.Errorf("status unit %s = %+v", name, u)
 		}
 	}
-	if len(s.Storage.Filesystems) != 3 || s.Storage.Filesystems[0].Attachment == nil || len(s.Storage.Volumes) != 3 {
+	fs := s.Storage.Filesystems["gitlab/0/0"]
+	if len(s.Storage.Filesystems) != 3 || fs.Attachments == nil || fs.Attachments.Units["gitlab/0"].MountPoint != "/var/opt/gitlab" ||
+		fs.Storage != "data/0" || len(s.Storage.Volumes) != 3 || s.Storage.Storage["data/0"].Owner != "gitlab/0" {
 		t.Errorf("status storage = %+v", s.Storage)
 	}
 	r = e.ok(t, nil, "status", "-m", "k8s")
@@ -191,7 +212,9 @@ func TestApplicationsWalkthrough(t *testing.T) {
 		Application string
 		Config      map[string]any
 	}
-	e.ok(t, &cfg, "config", "gitlab", "-m", "k8s", "port=9090", "name=git", "--format", "json")
+	if mut, _ := e.mutate(t, &cfg, "config", "gitlab", "-m", "k8s", "port=9090", "name=git"); !slices.Equal(mut.Changed["applications"], []string{"gitlab"}) {
+		t.Errorf("config set: %+v", mut)
+	}
 	if cfg.Config["port"] != 9090.0 || cfg.Config["name"] != "git" || cfg.Config["trust"] != true {
 		t.Errorf("config set printed %+v", cfg)
 	}
@@ -207,22 +230,21 @@ func TestApplicationsWalkthrough(t *testing.T) {
 	if r := e.ok(t, nil, "trust", "gitlab", "--remove", "-m", "k8s"); !strings.Contains(r.stderr, `Application "gitlab" is no longer trusted.`) {
 		t.Errorf("trust --remove:\n%s", r)
 	}
-	e.ok(t, &app, "trust", "gitlab", "-m", "k8s", "--format", "json")
-	if !app.Trust {
-		t.Errorf("trust printed %+v", app)
+	if mut, _ := e.mutate(t, &apps, "trust", "gitlab", "-m", "k8s"); !apps["gitlab"].Trust || !slices.Equal(mut.Changed["applications"], []string{"gitlab"}) {
+		t.Errorf("trust printed %+v %+v", mut, apps)
 	}
 	e.ok(t, nil, "constraints", "gitlab", "mem=2G", "-m", "k8s")
 	if r := e.ok(t, nil, "constraints", "gitlab", "-m", "k8s"); r.stdout != "mem=2048M\n" {
 		t.Errorf("constraints:\n%s", r)
 	}
 	var cons struct{ Application, Constraints string }
-	if e.ok(t, &cons, "constraints", "gitlab", "", "-m", "k8s", "--format", "json"); cons.Constraints != "" || cons.Application != "gitlab" {
+	if e.mutate(t, &cons, "constraints", "gitlab", "", "-m", "k8s"); cons.Constraints != "" || cons.Application != "gitlab" {
 		t.Errorf("constraints clear printed %+v", cons)
 	}
 	var spec struct {
 		UpgradeCounter int `json:"upgrade-counter"`
 	}
-	e.ok(t, &spec, "set-pod-spec", "gitlab", files["spec.yaml"], "-m", "k8s", "--format", "json")
+	e.mutate(t, &spec, "set-pod-spec", "gitlab", files["spec.yaml"], "-m", "k8s")
 	if r := e.ok(t, nil, "set-pod-spec", "gitlab", files["raw.yaml"], "--raw", "-m", "k8s"); spec.UpgradeCounter != 1 ||
 		!strings.Contains(r.stderr, `Set the raw k8s spec of "gitlab" (upgrade counter 2).`) {
 		t.Errorf("set-pod-spec: %+v\n%s", spec, r)
@@ -250,17 +272,20 @@ func TestApplicationsWalkthrough(t *testing.T) {
 	// IAAS: an application, units on an existing and on new machines.
 	e.ok(t, nil, "deploy", "db", "--charm-metadata", files["db.yaml"], "--constraints", "cores=2", "--storage", "disk=loop,5G,2")
 	e.ok(t, nil, "add-machine")
-	var units struct{ Units, Machines []string }
-	e.ok(t, &units, "add-unit", "db", "--to", "0", "--count", "2", "--format", "json")
-	if !slices.Equal(units.Units, []string{"db/0", "db/1"}) || !slices.Equal(units.Machines, []string{"1"}) {
+	if units, _ := e.mutate(t, nil, "add-unit", "db", "--to", "0", "--count", "2"); !slices.Equal(units.Added["units"], []string{"db/0", "db/1"}) ||
+		!slices.Equal(units.Added["machines"], []string{"1"}) {
 		t.Errorf("add-unit printed %+v", units)
 	}
-	if r := e.ok(t, nil, "add-unit", "db"); r.stdout != "db/2\n" {
+	// Every machine was placed: added.machines is present, empty.
+	if units, r := e.mutate(t, nil, "add-unit", "db", "--to", "0"); units.Added["machines"] == nil || len(units.Added["machines"]) != 0 ||
+		!strings.Contains(r.stdout, `"machines":[]`) {
+		t.Errorf("add-unit --to printed %+v", units)
+	}
+	e.ok(t, nil, "remove-unit", "db/2")
+	if r := e.ok(t, nil, "add-unit", "db"); r.stdout != "db/3\n" {
 		t.Errorf("add-unit:\n%s", r)
 	}
-	var removed struct{ Removed []string }
-	e.ok(t, &removed, "remove-unit", "db/1", "db/2", "--format", "json")
-	if !slices.Equal(removed.Removed, []string{"db/1", "db/2"}) {
+	if removed, _ := e.mutate(t, nil, "remove-unit", "db/1", "db/3"); !slices.Equal(removed.Removed["units"], []string{"db/1", "db/3"}) {
 		t.Errorf("remove-unit printed %+v", removed)
 	}
 	r = e.ok(t, nil, "status")

@@ -8,23 +8,25 @@ import (
 	"github.com/provisiond/provisiond/state"
 )
 
+// machineStatus is a machine in status's json: Juju's shape.
 type machineStatus struct {
-	ID                  string
 	Life                string
-	Base                string
+	Base                struct{ Name, Channel string }
 	Constraints         string
-	InstanceID          string                           `json:"instance-id"`
-	AgentStatus         struct{ Status, Message string } `json:"agent-status"`
-	InstanceStatus      struct{ Status, Message string } `json:"instance-status"`
-	SupportedContainers *[]string                        `json:"supported-containers"`
-	Addresses           []string
-	Volumes             []struct {
+	InstanceID          string                            `json:"instance-id"`
+	DNSName             string                            `json:"dns-name"`
+	JujuStatus          struct{ Current, Message string } `json:"juju-status"`
+	MachineStatus       struct{ Current, Message string } `json:"machine-status"`
+	SupportedContainers *[]string                         `json:"supported-containers"`
+	IPAddresses         []string                          `json:"ip-addresses"`
+	Volumes             map[string]struct {
 		Pool string
 		Size uint64
 	}
-	Containers []machineStatus
+	Containers map[string]machineStatus
 }
 
+// subnetStatus is a subnet as add-subnet prints it.
 type subnetStatus struct {
 	CIDR       string
 	Space      string
@@ -35,10 +37,14 @@ type subnetStatus struct {
 }
 
 type modelStatus struct {
-	Model    string
-	Type     string
-	Machines []machineStatus
-	Subnets  []subnetStatus
+	Model struct {
+		Name, Type, UUID string
+	}
+	Machines map[string]machineStatus
+	Subnets  map[string]struct {
+		Space     string
+		Addresses map[string]struct{ Machine, State string }
+	}
 }
 
 // The README walk-through, machine side: a space, a subnet, machines and a
@@ -52,8 +58,11 @@ func TestMachinesWalkthrough(t *testing.T) {
 		t.Errorf("add-space:\n%s", r)
 	}
 	var sn subnetStatus
-	e.ok(t, &sn, "add-subnet", "10.0.0.0/24", "--space", "db", "--zone", "zone-a,zone-b", "--provider-id", "subnet-0",
-		"--vlan", "42", "--allocatable-range", "10.0.0.10-10.0.0.200", "--format", "json")
+	if mut, _ := e.mutate(t, &sn, "add-subnet", "10.0.0.0/24", "--space", "db", "--zone", "zone-a,zone-b", "--provider-id", "subnet-0",
+		"--vlan", "42", "--allocatable-range", "10.0.0.10-10.0.0.200"); mut.Model != "default" || mut.ModelUUID != model ||
+		!slices.Equal(mut.Added["subnets"], []string{"10.0.0.0/24"}) {
+		t.Errorf("add-subnet: %+v", mut)
+	}
 	if sn.CIDR != "10.0.0.0/24" || sn.Space != "db" || !slices.Equal(sn.Zones, []string{"zone-a", "zone-b"}) || sn.VLANTag != 42 {
 		t.Errorf("add-subnet printed %+v", sn)
 	}
@@ -64,13 +73,11 @@ func TestMachinesWalkthrough(t *testing.T) {
 	if r.stdout != "0\n1\n" || r.stderr != "" {
 		t.Errorf("add-machine:\n%s", r)
 	}
-	var added struct{ Machines []string }
-	e.ok(t, &added, "add-machine", "lxd:0", "--format", "json")
-	if !slices.Equal(added.Machines, []string{"0/lxd/0"}) {
+	if added, _ := e.mutate(t, nil, "add-machine", "lxd:0"); !slices.Equal(added.Added["machines"], []string{"0/lxd/0"}) ||
+		string(added.Result) != "null" {
 		t.Errorf("add-machine lxd:0 printed %+v", added)
 	}
-	e.ok(t, &added, "add-machine", "zone=zone-b", "-n", "1", "--format", "json")
-	if !slices.Equal(added.Machines, []string{"2"}) {
+	if added, _ := e.mutate(t, nil, "add-machine", "zone=zone-b", "-n", "1"); !slices.Equal(added.Added["machines"], []string{"2"}) {
 		t.Errorf("add-machine zone=zone-b printed %+v", added)
 	}
 	m, err := st.Machine(model, "1")
@@ -99,22 +106,34 @@ func TestMachinesWalkthrough(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// json: Juju's shape, maps keyed by id.
 	var s modelStatus
 	e.ok(t, &s, "status", "--format", "json")
-	if s.Model != "default" || s.Type != "iaas" || len(s.Machines) != 3 {
+	if s.Model.Name != "default" || s.Model.Type != "iaas" || s.Model.UUID != model || len(s.Machines) != 3 {
 		t.Fatalf("status = %+v", s)
 	}
-	m0 := s.Machines[0]
-	if m0.ID != "0" || m0.InstanceID != "i-0" || m0.AgentStatus.Status != "started" || m0.InstanceStatus.Status != "running" ||
-		m0.SupportedContainers == nil || len(m0.Volumes) != 2 || m0.Volumes[0].Size != 10240 ||
-		len(m0.Containers) != 1 || m0.Containers[0].ID != "0/lxd/0" || !slices.Equal(m0.Containers[0].Addresses, []string{"10.0.0.10"}) {
+	m0 := s.Machines["0"]
+	c0 := m0.Containers["0/lxd/0"]
+	if m0.InstanceID != "i-0" || m0.JujuStatus.Current != "started" || m0.MachineStatus.Current != "running" ||
+		m0.Base.Name != "ubuntu" || m0.Base.Channel != "22.04" ||
+		m0.SupportedContainers == nil || len(m0.Volumes) != 2 || m0.Volumes["0"].Size != 10240 ||
+		len(m0.Containers) != 1 || !slices.Equal(c0.IPAddresses, []string{"10.0.0.10"}) || c0.DNSName != "10.0.0.10" {
 		t.Errorf("status machine 0 = %+v", m0)
 	}
-	if s.Machines[1].SupportedContainers != nil || s.Machines[1].InstanceStatus.Status != "pending" {
-		t.Errorf("status machine 1 = %+v", s.Machines[1])
+	if s.Machines["1"].SupportedContainers != nil || s.Machines["1"].MachineStatus.Current != "pending" {
+		t.Errorf("status machine 1 = %+v", s.Machines["1"])
 	}
-	if len(s.Subnets) != 1 || len(s.Subnets[0].Addresses) != 1 || s.Subnets[0].Addresses[0].Machine != "0/lxd/0" {
+	if sn := s.Subnets["10.0.0.0/24"]; sn.Space != "db" || len(sn.Addresses) != 1 || sn.Addresses["10.0.0.10"].Machine != "0/lxd/0" {
 		t.Errorf("status subnets = %+v", s.Subnets)
+	}
+	// yaml: the same document, with Juju's quoting of ids.
+	r = e.ok(t, nil, "status", "--format", "yaml")
+	for _, want := range []string{"model:\n  name: default\n  type: iaas\n", "machines:\n  \"0\":\n    juju-status:\n      current: started\n",
+		"    instance-id: i-0\n    machine-status:\n      current: running\n", "    base:\n      name: ubuntu\n      channel: \"22.04\"\n",
+		"    containers:\n      0/lxd/0:\n        juju-status:\n          current: pending\n"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("status yaml lacks %q:\n%s", want, r.stdout)
+		}
 	}
 
 	r = e.ok(t, nil, "status")
@@ -154,10 +173,15 @@ func TestMachinesWalkthrough(t *testing.T) {
 
 	// Agent binaries.
 	sum := strings.Repeat("ab", 32)
-	var bin struct{ Version, URL, SHA256 string }
-	e.ok(t, &bin, "add-agent-binaries", "3.3.0", "--os", "ubuntu", "--arch", "amd64", "--url", "https://example.com/a.tgz",
-		"--sha256", sum, "--size", "1234", "--format", "json")
-	if bin.Version != "3.3.0-ubuntu-amd64" || bin.SHA256 != sum {
+	var bin struct {
+		Version, URL, SHA256 string
+		SizeBytes            int64 `json:"size-bytes"`
+	}
+	if mut, _ := e.mutate(t, &bin, "add-agent-binaries", "3.3.0", "--os", "ubuntu", "--arch", "amd64", "--url", "https://example.com/a.tgz",
+		"--sha256", sum, "--size", "1234"); mut.Model != "" || !slices.Equal(mut.Added["agent-binaries"], []string{"3.3.0-ubuntu-amd64"}) {
+		t.Errorf("add-agent-binaries: %+v", mut)
+	}
+	if bin.Version != "3.3.0-ubuntu-amd64" || bin.SHA256 != sum || bin.SizeBytes != 1234 {
 		t.Errorf("add-agent-binaries printed %+v", bin)
 	}
 	r = e.ok(t, nil, "agent-binaries")
@@ -174,9 +198,8 @@ func TestMachinesWalkthrough(t *testing.T) {
 	if st.Revision() != rev {
 		t.Errorf("refused remove-machine wrote")
 	}
-	var dying struct{ Dying []string }
-	e.ok(t, &dying, "remove-machine", "0", "1", "--force", "--format", "json")
-	if !slices.Equal(dying.Dying, []string{"0", "0/lxd/0", "1"}) {
+	if dying, _ := e.mutate(t, nil, "remove-machine", "0", "1", "--force"); !slices.Equal(dying.Dying["machines"], []string{"0", "0/lxd/0", "1"}) ||
+		dying.Removed["machines"] == nil || len(dying.Removed["machines"]) != 0 {
 		t.Errorf("remove-machine --force printed %+v", dying)
 	}
 	if r := e.ok(t, nil, "remove-machine", "2"); !strings.Contains(r.stderr, "Machine 2 is dying.") {
@@ -271,9 +294,9 @@ func TestMachinesBadInput(t *testing.T) {
 		{subnet("--vlan", "5000"), 1, "ERROR VLAN tag 5000: want 0 to 4094"},
 		{subnet("--space", "web"), 1, `ERROR space "web" not found`},
 		{subnet("--provider-id", "sn-0"), 1, `ERROR subnet with provider id "sn-0" already exists (10.0.0.0/24)`},
-		{[]string{"add-subnet", "10.1.0.0/24", "--zone", "z1", "--provider-id", "sn-1"}, 1, "ERROR subnet needs a space"},
-		{[]string{"add-subnet", "10.1.0.0/24", "--space", "db", "--provider-id", "sn-1"}, 1, "ERROR subnet needs at least one availability zone"},
-		{[]string{"add-subnet", "10.1.0.0/24", "--space", "db", "--zone", "z1"}, 1, "ERROR subnet needs a provider id"},
+		{[]string{"add-subnet", "10.1.0.0/24", "--zone", "z1", "--provider-id", "sn-1"}, 2, "ERROR add-subnet needs --space"},
+		{[]string{"add-subnet", "10.1.0.0/24", "--space", "db", "--provider-id", "sn-1"}, 2, "ERROR add-subnet needs --zone"},
+		{[]string{"add-subnet", "10.1.0.0/24", "--space", "db", "--zone", "z1"}, 2, "ERROR add-subnet needs --provider-id"},
 		{[]string{"subnets", "-m", "nope"}, 1, `ERROR model "nope" not found`},
 		// agent binaries
 		{append([]string{"add-agent-binaries", "3.3.0"}, bin()[2:]...), 1, "ERROR agent binaries 3.3.0-ubuntu-amd64 already exists"},

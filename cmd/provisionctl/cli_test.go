@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -140,7 +141,44 @@ type summary struct {
 	Type         string `json:"type"`
 	Life         string `json:"life"`
 	IsController bool   `json:"is-controller"`
-	Removed      *bool  `json:"removed"`
+}
+
+// mutationOut is the json of a mutating verb (see mutation).
+type mutationOut struct {
+	Model     string              `json:"model"`
+	ModelUUID string              `json:"model-uuid"`
+	Added     map[string][]string `json:"added"`
+	Changed   map[string][]string `json:"changed"`
+	Dying     map[string][]string `json:"dying"`
+	Removed   map[string][]string `json:"removed"`
+	Result    json.RawMessage     `json:"result"`
+}
+
+// mutate runs a mutating verb with --format json, requires exit 0 and
+// the mutation shape with every key present, and decodes its result into
+// v when v is not nil.
+func (e *env) mutate(t *testing.T, v any, args ...string) (mutationOut, result) {
+	t.Helper()
+	r := e.ok(t, nil, append(args, "--format", "json")...)
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(r.stdout), &keys); err != nil {
+		t.Fatalf("provisionctl %s: stdout is not one JSON object: %v\n%s", strings.Join(args, " "), err, r)
+	}
+	for _, k := range []string{"model", "model-uuid", "added", "changed", "dying", "removed", "result"} {
+		if _, ok := keys[k]; !ok {
+			t.Errorf("provisionctl %s: no key %q in %s", strings.Join(args, " "), k, r.stdout)
+		}
+	}
+	var m mutationOut
+	if err := json.Unmarshal([]byte(r.stdout), &m); err != nil {
+		t.Fatal(err)
+	}
+	if v != nil {
+		if err := json.Unmarshal(m.Result, v); err != nil {
+			t.Fatalf("provisionctl %s: result: %v\n%s", strings.Join(args, " "), err, r)
+		}
+	}
+	return m, r
 }
 
 func TestWalkthrough(t *testing.T) {
@@ -155,14 +193,15 @@ func TestWalkthrough(t *testing.T) {
 	}
 
 	var added summary
-	r := e.ok(t, &added, "add-model", "k8s", "--type", "caas", "--config", "n=3", "--config", "b=true",
-		"--config", "s=hello, world", "--config", `q="42"`, "--format", "json")
+	mut, r := e.mutate(t, &added, "add-model", "k8s", "--type", "caas", "--config", "n=3", "--config", "b=true",
+		"--config", "s=hello, world", "--config", `q="42"`)
 	m, err := st.ModelByName("k8s")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if added.Name != "k8s" || added.Type != "caas" || added.UUID != m.UUID || r.stderr != "" {
-		t.Fatalf("add-model printed %+v (model %+v)\n%s", added, m, r)
+	if added.Name != "k8s" || added.Type != "caas" || added.UUID != m.UUID || r.stderr != "" ||
+		mut.Model != "k8s" || mut.ModelUUID != m.UUID || !slices.Equal(mut.Added["models"], []string{"k8s"}) {
+		t.Fatalf("add-model printed %+v %+v (model %+v)\n%s", mut, added, m, r)
 	}
 	if m.Config["n"] != 3.0 || m.Config["b"] != true || m.Config["s"] != "hello, world" || m.Config["q"] != "42" {
 		t.Errorf("config stored = %v", m.Config)
@@ -177,7 +216,9 @@ func TestWalkthrough(t *testing.T) {
 		UUID   string
 		Config map[string]any
 	}
-	e.ok(t, &cfg, "model-config", "-m", "k8s", "x=1.5", "--reset", "n,s", "--format", "json")
+	if mut, _ := e.mutate(t, &cfg, "model-config", "-m", "k8s", "x=1.5", "--reset", "n,s"); !slices.Equal(mut.Changed["models"], []string{"k8s"}) {
+		t.Errorf("model-config set: %+v", mut)
+	}
 	if cfg.Model != "k8s" || cfg.UUID != m.UUID || !mapsEqual(cfg.Config, map[string]any{"agent-version": "3.3.0", "b": true, "q": "42", "x": 1.5}) {
 		t.Errorf("model-config set printed %+v", cfg)
 	}
@@ -196,7 +237,10 @@ func TestWalkthrough(t *testing.T) {
 	}
 
 	var ccfg struct{ Config map[string]any }
-	e.ok(t, &ccfg, "controller-config", "audit=true", "max-lines=100", "--format", "json")
+	if mut, _ := e.mutate(t, &ccfg, "controller-config", "audit=true", "max-lines=100"); mut.Model != "" ||
+		!slices.Equal(mut.Changed["controller"], []string{e.d.Credentials().ControllerUUID}) {
+		t.Errorf("controller-config set: %+v", mut)
+	}
 	if ccfg.Config["audit"] != true || ccfg.Config["max-lines"] != 100.0 || ccfg.Config["controller-uuid"] != e.d.Credentials().ControllerUUID {
 		t.Errorf("controller-config set printed %v", ccfg.Config)
 	}
@@ -215,13 +259,13 @@ func TestWalkthrough(t *testing.T) {
 		t.Fatal(err)
 	}
 	var removed summary
-	e.ok(t, &removed, "remove-model", "vms", "--format", "json")
-	if removed.Name != "vms" || removed.Removed == nil || !*removed.Removed {
-		t.Errorf("remove-model vms printed %+v", removed)
+	mut, _ = e.mutate(t, &removed, "remove-model", "vms", "-y")
+	if removed.Name != "vms" || !slices.Equal(mut.Removed["models"], []string{"vms"}) || len(mut.Dying["models"]) != 0 {
+		t.Errorf("remove-model vms printed %+v %+v", mut, removed)
 	}
-	e.ok(t, &removed, "remove-model", "k8s", "--format", "json")
-	if removed.Life != "dying" || removed.Removed == nil || *removed.Removed {
-		t.Errorf("remove-model k8s printed %+v", removed)
+	mut, _ = e.mutate(t, &removed, "remove-model", "k8s", "--yes")
+	if removed.Life != "dying" || !slices.Equal(mut.Dying["models"], []string{"k8s"}) || len(mut.Removed["models"]) != 0 {
+		t.Errorf("remove-model k8s printed %+v %+v", mut, removed)
 	}
 
 	r = e.ok(t, nil, "models")
@@ -265,8 +309,8 @@ func TestBadInput(t *testing.T) {
 		{[]string{"add-model", "x", "--config", "a=1", "--config", "a=2"}, 2, `ERROR key "a" given twice`},
 		{[]string{"add-model"}, 2, "ERROR add-model needs 1 argument(s) ([NAME]), got 0"},
 		{[]string{"remove-model"}, 2, "ERROR remove-model needs 1 argument(s)"},
-		{[]string{"remove-model", "controller", "--format", "json"}, 1, "ERROR cannot remove the controller model"},
-		{[]string{"remove-model", "nope"}, 1, `ERROR model "nope" not found`},
+		{[]string{"remove-model", "controller", "-y", "--format", "json"}, 1, "ERROR cannot remove the controller model"},
+		{[]string{"remove-model", "nope", "-y"}, 1, `ERROR model "nope" not found`},
 		{[]string{"model-config", "-m", "nope"}, 1, `ERROR model "nope" not found`},
 		{[]string{"model-config", "-m", "nope", "a=1"}, 1, `ERROR model "nope" not found`},
 		{[]string{"model-config", "a=1", "b"}, 2, `ERROR bad KEY=VALUE "b": no "="`},
@@ -376,7 +420,25 @@ type watchProc struct {
 	cmd   *exec.Cmd
 	lines chan string // stdout lines
 	exit  chan error
-	errs  *bytes.Buffer
+	errs  *lockedBuffer
+}
+
+// lockedBuffer is a bytes.Buffer a test may read while a goroutine writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) WriteString(s string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b.WriteString(s)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func (e *env) startWatch(t *testing.T, args ...string) *watchProc {
@@ -393,7 +455,7 @@ func (e *env) startWatch(t *testing.T, args ...string) *watchProc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	w := &watchProc{cmd: cmd, lines: make(chan string, 100), exit: make(chan error, 1), errs: &bytes.Buffer{}}
+	w := &watchProc{cmd: cmd, lines: make(chan string, 100), exit: make(chan error, 1), errs: &lockedBuffer{}}
 	// The watch is registered when its announcement reaches stderr.
 	ready := make(chan struct{})
 	stderrDone := make(chan struct{})
@@ -426,18 +488,19 @@ func (e *env) startWatch(t *testing.T, args ...string) *watchProc {
 	return w
 }
 
-func (w *watchProc) next(t *testing.T) map[string]string {
+func (w *watchProc) next(t *testing.T) map[string]any {
 	t.Helper()
 	select {
 	case l, ok := <-w.lines:
 		if !ok {
 			t.Fatal("watch output ended")
 		}
-		var ev map[string]string
+		var ev map[string]any
 		if err := json.Unmarshal([]byte(l), &ev); err != nil {
 			t.Fatalf("watch line %q: %v", l, err)
 		}
-		if _, err := time.Parse(time.RFC3339, ev["time"]); err != nil {
+		ts, _ := ev["time"].(string)
+		if _, err := time.Parse(time.RFC3339, ts); err != nil {
 			t.Errorf("watch line %q: time: %v", l, err)
 		}
 		delete(ev, "time")
@@ -468,7 +531,8 @@ func TestWatch(t *testing.T) {
 	if _, err := e.d.State().AddMachine(creds.DefaultModelUUID, state.MachineParams{}); err != nil {
 		t.Fatal(err)
 	}
-	if ev := w.next(t); ev["model"] != "default" || ev["kind"] != "machine" || ev["id"] != "0" {
+	if ev := w.next(t); ev["model"] != "default" || ev["kind"] != "machine" || ev["id"] != "0" || ev["removed"] != false ||
+		ev["value"].(map[string]any)["life"] != "alive" {
 		t.Errorf("first event %v", ev)
 	}
 	// Another model's change is not shown; the next line is the default
@@ -492,10 +556,10 @@ func TestWatchEndsWhenModelRemoved(t *testing.T) {
 	e := startDaemon(t)
 	e.ok(t, nil, "add-model", "tmp")
 	w := e.startWatch(t, "-m", "tmp")
-	e.ok(t, nil, "remove-model", "tmp")
+	e.ok(t, nil, "remove-model", "tmp", "-y")
 	select {
 	case l := <-w.lines:
-		if f := strings.Fields(l); len(f) != 3 || f[1] != "model" {
+		if f := strings.Fields(l); len(f) != 4 || f[1] != "model" || f[3] != "removed" {
 			t.Errorf("table line %q", l)
 		}
 	case <-time.After(waitLimit):

@@ -99,8 +99,9 @@ in one change; agents watching the model's config see it at once.
 ` + valueTyping + `
 
 name, uuid and type are read-only. Unsetting a key that is not set is not an
-error. A change prints the resulting config with --format json or yaml, a
-message on stderr with the table format.`,
+error. A change prints, with --format json or yaml, what changed
+(changed.models) with the resulting config as result; a message on stderr
+with the table format.`,
 		Example: `  provisionctl model-config
   provisionctl model-config logging-config
   provisionctl model-config -m k8s logging-config='<root>=DEBUG' automatically-retry-hooks=false
@@ -122,9 +123,10 @@ message on stderr with the table format.`,
 			if err != nil {
 				return err
 			}
-			return write(a.stdout, format, res, func(io.Writer) error {
+			m := newMutation().changed("models", res.Model).result(res)
+			m.Model, m.ModelUUID = res.Model, res.UUID
+			return a.writeMutation(cmd.Context(), format, "", m, func() {
 				a.infof("Updated the config of model %q.", res.Model)
-				return nil
 			})
 		},
 	}
@@ -145,7 +147,7 @@ func (a *app) controllerConfigCommand() *cobra.Command {
 		Short:   "Show or change the controller's config",
 		Long: `Without arguments, show the controller's config; with one KEY, its value;
 with KEY=VALUE arguments and/or --reset, set and unset keys in one change.
-Agents read it with Provisioner.ControllerConfig.
+Agents read it through the Provisioner facade.
 
 ` + valueTyping + `
 
@@ -173,9 +175,9 @@ them whole.`,
 			if err != nil {
 				return err
 			}
-			return write(a.stdout, format, res, func(io.Writer) error {
+			uuid, _ := res.Config["controller-uuid"].(string)
+			return a.writeMutation(cmd.Context(), format, "", newMutation().changed("controller", uuid).result(res), func() {
 				a.infof("Updated the controller config.")
-				return nil
 			})
 		},
 	}

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"regexp"
 	"strings"
+
+	"github.com/provisiond/provisiond/size"
 )
 
 // Config values on the command line are KEY=VALUE. The value is typed the
@@ -66,4 +68,24 @@ func parseKVs(args []string) (map[string]any, error) {
 		out[k] = v
 	}
 	return out, nil
+}
+
+// checkStorageSizes checks the sizes in a storage constraint
+// ("POOL,SIZE,COUNT", or "NAME=POOL,SIZE,COUNT") before it is sent, with
+// the parser the daemon uses: a field starting with a digit or "." that is
+// not a whole number (a count) is a size.
+func checkStorageSizes(flag, value string) error {
+	_, cons, named := strings.Cut(value, "=")
+	if !named {
+		cons = value
+	}
+	for f := range strings.SplitSeq(cons, ",") {
+		if f == "" || !strings.ContainsAny(f[:1], "0123456789.") || strings.Trim(f, "0123456789") == "" {
+			continue
+		}
+		if _, err := size.ParseMiB(f); err != nil {
+			return usagef("%s %q: %v", flag, value, err)
+		}
+	}
+	return nil
 }

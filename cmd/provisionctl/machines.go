@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -62,9 +61,9 @@ pool when none; 1G and 1 when not given); repeatable.
 A container can be added to a machine whose agent has not yet reported the
 container types it supports; once it has, other types are refused.
 
-It prints the new machine ids, one a line (json/yaml: {"machines": [...]}).
-Everything is checked before the first machine is added: bad input adds
-nothing.`,
+It prints the new machine ids, one a line (json/yaml: what changed, with
+added.machines). Everything is checked before the first machine is added:
+bad input adds nothing.`,
 		Example: `  provisionctl add-machine
   provisionctl add-machine --base ubuntu@22.04 --constraints "cores=2 mem=4G" --count 3
   provisionctl add-machine lxd:3
@@ -77,19 +76,25 @@ nothing.`,
 			if args.Count < 1 {
 				return usagef("--count %d: want at least 1", args.Count)
 			}
+			for _, d := range args.Disks {
+				if err := checkStorageSizes("--disks", d); err != nil {
+					return err
+				}
+			}
 			args.Model = model
 			var res params.AddMachinesResult
 			if err := a.call(cmd.Context(), "AddMachines", args, &res); err != nil {
 				return err
 			}
-			return write(a.stdout, format, res, func(w io.Writer) error {
+			if format == formatTable {
 				for _, id := range res.Machines {
-					if _, err := fmt.Fprintln(w, id); err != nil {
+					if _, err := fmt.Fprintln(a.stdout, id); err != nil {
 						return err
 					}
 				}
 				return nil
-			})
+			}
+			return a.writeMutation(cmd.Context(), format, model, newMutation().added("machines", res.Machines...), nil)
 		},
 	}
 	a.addModelFlag(cmd, &model)
@@ -108,7 +113,7 @@ func (a *app) removeMachineCommand() *cobra.Command {
 		args   params.RemoveMachinesArgs
 	)
 	cmd := &cobra.Command{
-		Use:     "remove-machine ID... [--force]",
+		Use:     "remove-machine ID... [--force [--no-wait]]",
 		GroupID: "machines",
 		Short:   "Remove machines or containers",
 		Long: `Make machines (or containers) dying: their agents and the provisioner stop
@@ -117,33 +122,47 @@ containers is refused, and then nothing changes, unless --force, which makes
 its containers and units dying with it. Machines already dying are left as
 they are. The controller machine cannot be removed.
 
-With --format json or yaml it prints {"dying": [...]}, the machines that
-became dying; with the table format a message on stderr.`,
+--no-wait (with --force, as in Juju) waits for nobody: the machines, their
+containers and the units on them are removed at once, deepest containers
+first, and their addresses released. Instances the provisioner started are
+left to the cloud: stop them there.
+
+With --format json or yaml it prints what changed: dying.machines, the
+machines that became dying (removed.machines with --no-wait); with the
+table format a message on stderr.`,
 		Example: `  provisionctl remove-machine 3
   provisionctl remove-machine 3/lxd/0 4
-  provisionctl remove-machine 3 --force --format json`,
-		Args: minArgs(1, "ID..."),
+  provisionctl remove-machine 3 --force --format json
+  provisionctl remove-machine 3 --force --no-wait`,
+		Args:              minArgs(1, "ID..."),
+		ValidArgsFunction: a.completeMachines,
 		RunE: func(cmd *cobra.Command, ids []string) error {
+			if args.NoWait && !args.Force {
+				return usagef("--no-wait needs --force: it removes what the machines host")
+			}
 			args.Model, args.Machines = model, ids
 			var res params.RemoveMachinesResult
 			if err := a.call(cmd.Context(), "RemoveMachines", args, &res); err != nil {
 				return err
 			}
-			return write(a.stdout, format, res, func(io.Writer) error {
-				switch len(res.Dying) {
-				case 0:
+			m := newMutation().dying("machines", res.Dying...).removed("machines", res.Removed...)
+			return a.writeMutation(cmd.Context(), format, model, m, func() {
+				switch {
+				case len(res.Removed) > 0:
+					a.infof("Removed %s %s.", plural(len(res.Removed), "machine"), strings.Join(res.Removed, ", "))
+				case len(res.Dying) == 0:
 					a.infof("Nothing to do: already dying.")
-				case 1:
+				case len(res.Dying) == 1:
 					a.infof("Machine %s is dying.", res.Dying[0])
 				default:
 					a.infof("Machines %s are dying.", strings.Join(res.Dying, ", "))
 				}
-				return nil
 			})
 		},
 	}
 	a.addModelFlag(cmd, &model)
 	cmd.Flags().BoolVar(&args.Force, "force", false, "also make the machines' containers and units dying")
+	cmd.Flags().BoolVar(&args.NoWait, "no-wait", false, "with --force: remove at once, without waiting for agents")
 	addFormatFlag(cmd, &format)
 	return cmd
 }

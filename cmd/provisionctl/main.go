@@ -38,7 +38,7 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv)
 	stop()
 	os.Exit(code)
 }
@@ -51,8 +51,8 @@ const (
 )
 
 // run runs one provisionctl command line and returns its exit status.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	a := &app{stdout: stdout, stderr: stderr, getenv: getenv}
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv}
 	defer a.close()
 	root := a.rootCommand()
 	root.SetArgs(args)

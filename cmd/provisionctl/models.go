@@ -1,10 +1,15 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"fmt"
 	"io"
+	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/provisiond/provisiond/rpc/params"
 )
@@ -71,8 +76,9 @@ letter, at most 63 characters. --type is iaas (machines; the default) or
 caas (Kubernetes). --config sets initial config, once per key; values are
 typed as in model-config.
 
-With --format json or yaml it prints the model's name, uuid, type and life;
-with the table format a message on stderr.`,
+With --format json or yaml it prints what changed (added.models) with the
+model as result (name, uuid, type, life); with the table format a message
+on stderr.`,
 		Example: `  provisionctl add-model prod
   provisionctl add-model k8s --type caas --config logging-config='<root>=DEBUG'
   provisionctl add-model edge --config update-status-hook-interval=5m --format json`,
@@ -90,9 +96,10 @@ with the table format a message on stderr.`,
 			if err != nil {
 				return err
 			}
-			return write(a.stdout, format, res, func(io.Writer) error {
+			m := newMutation().added("models", res.Name).result(res)
+			m.Model, m.ModelUUID = res.Name, res.UUID
+			return a.writeMutation(cmd.Context(), format, "", m, func() {
 				a.infof("Added %s model %q (uuid %s).", res.Type, res.Name, res.UUID)
-				return nil
 			})
 		},
 	}
@@ -104,39 +111,118 @@ with the table format a message on stderr.`,
 }
 
 func (a *app) removeModelCommand() *cobra.Command {
-	var format formatFlag
+	var (
+		format formatFlag
+		yes    bool
+	)
 	cmd := &cobra.Command{
-		Use:     "remove-model NAME",
+		Use:     "remove-model NAME [-y]",
 		GroupID: "models",
 		Short:   "Remove a model",
-		Long: `Remove a model. An empty model is removed at once and its name can be used
-again. A model that still holds entities (machines, applications...) becomes
-dying: it accepts no new entities and is removed when its last entity is.
-The controller model cannot be removed. There is no prompt.
+		Long: `Remove a model, named by name or UUID. An empty model is removed at once and
+its name can be used again. A model that still holds entities (machines,
+applications...) becomes dying: it accepts no new entities and is removed
+when its last entity is. The controller model cannot be removed.
 
-With --format json or yaml it prints the model and "removed": true when it
-is gone, false when it is dying.`,
+It asks for confirmation on a terminal, showing what the model holds; -y
+(--yes) removes without asking. Without a terminal (a script, a pipe) it
+refuses unless -y is given.
+
+With --format json or yaml it prints what changed (removed.models when the
+model is gone, dying.models when it is dying) with the model as result.`,
 		Example: `  provisionctl remove-model prod
-  provisionctl remove-model k8s --format json`,
+  provisionctl remove-model k8s -y --format json`,
 		Args:              exactArgs("NAME"),
 		ValidArgsFunction: a.completeModelArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			name := args[0]
+			if !yes {
+				if !isTerminal(a.stdin) {
+					return usagef("remove-model asks for confirmation and stdin is not a terminal: pass -y to remove model %q without asking", name)
+				}
+				ok, err := a.confirmRemoveModel(cmd.Context(), name)
+				if err != nil {
+					return err
+				}
+				if !ok {
+					return fmt.Errorf("aborted: model %q not removed", name)
+				}
+			}
 			var res params.RemoveModelResult
-			if err := a.call(cmd.Context(), "RemoveModel", params.RemoveModelArgs{Model: args[0]}, &res); err != nil {
+			if err := a.call(cmd.Context(), "RemoveModel", params.RemoveModelArgs{Model: name}, &res); err != nil {
 				return err
 			}
-			return write(a.stdout, format, res, func(io.Writer) error {
+			m := newMutation().removed("models").dying("models").result(res.ModelSummary)
+			m.Model, m.ModelUUID = res.Name, res.UUID
+			if res.Removed {
+				m.removed("models", res.Name)
+			} else {
+				m.dying("models", res.Name)
+			}
+			return a.writeMutation(cmd.Context(), format, "", m, func() {
 				if res.Removed {
 					a.infof("Removed model %q.", res.Name)
 				} else {
 					a.infof("Model %q is dying; it is removed when its last entity is.", res.Name)
 				}
-				return nil
 			})
 		},
 	}
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "remove without asking for confirmation")
 	addFormatFlag(cmd, &format)
 	return cmd
+}
+
+// confirmRemoveModel shows what a model holds and asks on the terminal
+// whether to remove it.
+func (a *app) confirmRemoveModel(ctx context.Context, name string) (bool, error) {
+	var st params.ModelStatus
+	if err := a.call(ctx, "Status", params.ModelArgs{Model: name}, &st); err != nil {
+		return false, err
+	}
+	var holds []string
+	count := func(n int, what string) {
+		if n > 0 {
+			holds = append(holds, fmt.Sprintf("%d %s", n, plural(n, what)))
+		}
+	}
+	count(len(allMachines(st.Machines)), "machine")
+	count(len(st.Applications), "application")
+	units := 0
+	for _, ap := range st.Applications {
+		units += len(ap.Units)
+	}
+	count(units, "unit")
+	count(len(st.Spaces), "space")
+	count(len(st.Subnets), "subnet")
+	what := "it is empty"
+	if len(holds) > 0 {
+		what = "it holds " + strings.Join(holds, ", ") + ", which become dying"
+	}
+	fmt.Fprintf(a.stderr, "Remove %s model %q (uuid %s)? %s.\nThis cannot be undone. Continue? [y/N]: ", st.Type, st.Model, st.UUID, what)
+	line, err := bufio.NewReader(a.stdin).ReadString('\n')
+	if err != nil && line == "" {
+		fmt.Fprintln(a.stderr)
+		return false, nil
+	}
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return true, nil
+	}
+	return false, nil
+}
+
+func plural(n int, s string) string {
+	if n == 1 {
+		return s
+	}
+	return s + "s"
+}
+
+// isTerminal reports whether a stream (stdin, stdout) is a terminal.
+func isTerminal(stream any) bool {
+	f, ok := stream.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // completeModelArg completes the first argument with model names.
@@ -147,8 +233,13 @@ func (a *app) completeModelArg(cmd *cobra.Command, args []string, toComplete str
 	return a.completeModels(cmd, args, toComplete)
 }
 
-// addModelFlag adds --model/-m (default "default") to cmd.
+// addModelFlag adds --model/-m to cmd: a model name or UUID, by default
+// $PROVISIOND_MODEL, else "default".
 func (a *app) addModelFlag(cmd *cobra.Command, model *string) {
-	cmd.Flags().StringVarP(model, "model", "m", "default", "the model, by name")
+	def := a.getenv(EnvModel)
+	if def == "" {
+		def = "default"
+	}
+	cmd.Flags().StringVarP(model, "model", "m", def, "the model, by name or UUID (default $"+EnvModel+", else default)")
 	_ = cmd.RegisterFlagCompletionFunc("model", a.completeModels)
 }

@@ -10,9 +10,11 @@ import (
 	"github.com/provisiond/provisiond/rpc/params"
 )
 
-// Verbs about networking: add-space, spaces, add-subnet, subnets.
+// Verbs about networking: add-space, spaces, remove-space, add-subnet,
+// subnets, remove-subnet.
 func (a *app) addNetworkCommands(root *cobra.Command) {
-	root.AddCommand(a.addSpaceCommand(), a.spacesCommand(), a.addSubnetCommand(), a.subnetsCommand())
+	root.AddCommand(a.addSpaceCommand(), a.spacesCommand(), a.removeSpaceCommand(), a.addSubnetCommand(),
+		a.subnetsCommand(), a.removeSubnetCommand())
 }
 
 // orDash shows an empty cell as "-".
@@ -35,8 +37,9 @@ func (a *app) addSpaceCommand() *cobra.Command {
 		Short:   "Add a network space",
 		Long: `Add a space, a named set of subnets that machines' "spaces" constraints and
 applications' endpoint bindings refer to. NAME is lowercase letters, digits
-and hyphens. With --format json or yaml it prints the space; with the table
-format a message on stderr.`,
+and hyphens. With --format json or yaml it prints what changed
+(added.spaces) with the space as result; with the table format a message
+on stderr.`,
 		Example: `  provisionctl add-space db
   provisionctl add-space public --provider-id sp-0a1b --format json`,
 		Args: exactArgs("NAME"),
@@ -45,9 +48,8 @@ format a message on stderr.`,
 			if err := a.call(cmd.Context(), "AddSpace", params.AddSpaceArgs{Model: model, Name: args[0], ProviderID: providerID}, &res); err != nil {
 				return err
 			}
-			return write(a.stdout, format, res, func(io.Writer) error {
+			return a.writeMutation(cmd.Context(), format, model, newMutation().added("spaces", res.Name).result(res), func() {
 				a.infof("Added space %q.", res.Name)
-				return nil
 			})
 		},
 	}
@@ -113,26 +115,29 @@ model) are required. --vlan is 0 (none) to 4094. --allocatable-range
 LOW-HIGH must lie inside the CIDR; without it the subnet hands out no
 container addresses.
 
-With --format json or yaml it prints the subnet; with the table format a
-message on stderr.`,
+With --format json or yaml it prints what changed (added.subnets) with the
+subnet as result; with the table format a message on stderr.`,
 		Example: `  provisionctl add-subnet 10.0.0.0/24 --space db --zone zone-a --provider-id subnet-0 \
       --allocatable-range 10.0.0.10-10.0.0.200
   provisionctl add-subnet 192.168.0.0/16 --space public --zone a,b --provider-id subnet-1 --vlan 42`,
 		Args: exactArgs("CIDR"),
 		RunE: func(cmd *cobra.Command, pos []string) error {
+			if err := requireFlags(cmd, "space", "zone", "provider-id"); err != nil {
+				return err
+			}
 			args.Model, args.CIDR = model, pos[0]
 			var res params.SubnetInfo
 			if err := a.call(cmd.Context(), "AddSubnet", args, &res); err != nil {
 				return err
 			}
-			return write(a.stdout, format, res, func(io.Writer) error {
+			return a.writeMutation(cmd.Context(), format, model, newMutation().added("subnets", res.CIDR).result(res), func() {
 				a.infof("Added subnet %s in space %q.", res.CIDR, res.Space)
-				return nil
 			})
 		},
 	}
 	a.addModelFlag(cmd, &model)
 	cmd.Flags().StringVar(&args.Space, "space", "", "the space the subnet is in (required)")
+	_ = cmd.RegisterFlagCompletionFunc("space", a.completer(a.spaceNames))
 	cmd.Flags().StringSliceVar(&args.Zones, "zone", nil, "availability zones (required; repeatable, or comma-separated)")
 	cmd.Flags().StringVar(&args.ProviderID, "provider-id", "", "the provider's id of the subnet (required)")
 	cmd.Flags().IntVar(&args.VLANTag, "vlan", 0, "VLAN tag, 0 for none")
@@ -190,4 +195,72 @@ func subnetsTable(subnets []params.SubnetInfo) *table {
 			strconv.Itoa(len(s.Addresses)))
 	}
 	return t
+}
+
+func (a *app) removeSpaceCommand() *cobra.Command {
+	var (
+		format formatFlag
+		model  string
+	)
+	cmd := &cobra.Command{
+		Use:     "remove-space NAME",
+		GroupID: "network",
+		Short:   "Remove a network space",
+		Long: `Remove a space from a model. A space that still holds subnets, or that the
+constraints of a machine, an application or the model name, or an
+application's endpoint bindings, is kept: remove or change those first.
+
+With --format json or yaml it prints what changed (removed.spaces) with
+the removed space as result; with the table format a message on stderr.`,
+		Example: `  provisionctl remove-space dmz
+  provisionctl remove-space db -m prod --format json`,
+		Args:              exactArgs("NAME"),
+		ValidArgsFunction: firstArg(a.completer(a.spaceNames)),
+		RunE: func(cmd *cobra.Command, pos []string) error {
+			var res params.SpaceInfo
+			if err := a.call(cmd.Context(), "RemoveSpace", params.RemoveSpaceArgs{Model: model, Name: pos[0]}, &res); err != nil {
+				return err
+			}
+			return a.writeMutation(cmd.Context(), format, model, newMutation().removed("spaces", res.Name).result(res), func() {
+				a.infof("Removed space %q.", res.Name)
+			})
+		},
+	}
+	a.addModelFlag(cmd, &model)
+	addFormatFlag(cmd, &format)
+	return cmd
+}
+
+func (a *app) removeSubnetCommand() *cobra.Command {
+	var (
+		format formatFlag
+		model  string
+	)
+	cmd := &cobra.Command{
+		Use:     "remove-subnet CIDR",
+		GroupID: "network",
+		Short:   "Remove a subnet",
+		Long: `Remove a subnet from a model. A subnet with addresses in use (allocated to
+containers, or marked unavailable) is kept: remove the machines holding
+them first.
+
+With --format json or yaml it prints what changed (removed.subnets) with
+the removed subnet as result; with the table format a message on stderr.`,
+		Example: `  provisionctl remove-subnet 10.0.0.0/24
+  provisionctl remove-subnet 192.168.0.0/16 -m prod --format json`,
+		Args:              exactArgs("CIDR"),
+		ValidArgsFunction: firstArg(a.completer(a.subnetCIDRs)),
+		RunE: func(cmd *cobra.Command, pos []string) error {
+			var res params.SubnetInfo
+			if err := a.call(cmd.Context(), "RemoveSubnet", params.RemoveSubnetArgs{Model: model, CIDR: pos[0]}, &res); err != nil {
+				return err
+			}
+			return a.writeMutation(cmd.Context(), format, model, newMutation().removed("subnets", res.CIDR).result(res), func() {
+				a.infof("Removed subnet %s.", res.CIDR)
+			})
+		},
+	}
+	a.addModelFlag(cmd, &model)
+	addFormatFlag(cmd, &format)
+	return cmd
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/provisiond/provisiond/rpc/params"
 )
 
 // Output formats.
@@ -41,7 +44,13 @@ func (f *formatFlag) Set(s string) error {
 
 // addFormatFlag adds --format (default table) to cmd.
 func addFormatFlag(cmd *cobra.Command, f *formatFlag) {
-	*f = formatTable
+	addFormatFlagDefault(cmd, f, formatTable)
+}
+
+// addFormatFlagDefault adds --format with another default (the show verbs
+// print yaml, as Juju's).
+func addFormatFlagDefault(cmd *cobra.Command, f *formatFlag, def formatFlag) {
+	*f = def
 	cmd.Flags().Var(f, "format", "output format: "+strings.Join(formats, ", "))
 	_ = cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions(formats, cobra.ShellCompDirectiveNoFileComp))
 }
@@ -186,4 +195,91 @@ func formatValue(v any) string {
 		return fmt.Sprint(v)
 	}
 	return string(b)
+}
+
+// mutation is the json and yaml of every verb that changes something, in
+// one shape whose keys are always present: the model acted on (name and
+// UUID; "" for controller-wide verbs), what the verb added, changed, made
+// dying and removed, by kind ("machines", "units", ...: a verb always
+// lists the kinds it can touch, empty when it touched none), and the
+// resulting entity as the matching show verb or listing prints it (null
+// when the verb has no single result). Sizes in it are MiB ("size") or
+// bytes ("size-bytes").
+type mutation struct {
+	Model     string              `json:"model"`
+	ModelUUID string              `json:"model-uuid"`
+	Added     map[string][]string `json:"added"`
+	Changed   map[string][]string `json:"changed"`
+	Dying     map[string][]string `json:"dying"`
+	Removed   map[string][]string `json:"removed"`
+	Result    any                 `json:"result"`
+}
+
+func newMutation() *mutation {
+	return &mutation{Added: map[string][]string{}, Changed: map[string][]string{}, Dying: map[string][]string{},
+		Removed: map[string][]string{}}
+}
+
+func appendIDs(m map[string][]string, kind string, ids []string) {
+	if m[kind] == nil {
+		m[kind] = []string{}
+	}
+	m[kind] = append(m[kind], ids...)
+}
+
+func (m *mutation) added(kind string, ids ...string) *mutation {
+	appendIDs(m.Added, kind, ids)
+	return m
+}
+func (m *mutation) changed(kind string, ids ...string) *mutation {
+	appendIDs(m.Changed, kind, ids)
+	return m
+}
+func (m *mutation) dying(kind string, ids ...string) *mutation {
+	appendIDs(m.Dying, kind, ids)
+	return m
+}
+func (m *mutation) removed(kind string, ids ...string) *mutation {
+	appendIDs(m.Removed, kind, ids)
+	return m
+}
+func (m *mutation) result(v any) *mutation { m.Result = v; return m }
+
+// writeMutation prints a mutating verb's outcome: the mutation document
+// with json or yaml (the model named by model, resolved to its name and
+// UUID; "" for controller-wide verbs), else the message for people on
+// stderr.
+func (a *app) writeMutation(ctx context.Context, format formatFlag, model string, m *mutation, message func()) error {
+	if format == formatTable {
+		message()
+		return nil
+	}
+	if model != "" && m.Model == "" {
+		ms, err := a.resolveModel(ctx, model)
+		if err != nil {
+			return err
+		}
+		m.Model, m.ModelUUID = ms.Name, ms.UUID
+	}
+	return write(a.stdout, format, m, nil)
+}
+
+// resolveModel finds a model from a name or UUID (as the daemon does: a
+// UUID first). A model just removed is reported as it was named.
+func (a *app) resolveModel(ctx context.Context, model string) (params.ModelSummary, error) {
+	var res params.ListModelsResult
+	if err := a.call(ctx, "ListModels", nil, &res); err != nil {
+		return params.ModelSummary{}, err
+	}
+	for _, m := range res.Models {
+		if m.UUID == model {
+			return m, nil
+		}
+	}
+	for _, m := range res.Models {
+		if m.Name == model {
+			return m, nil
+		}
+	}
+	return params.ModelSummary{Name: model}, nil
 }

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -21,9 +24,10 @@ func (a *app) statusCommand() *cobra.Command {
 	var (
 		format formatFlag
 		model  string
+		watch  time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:     "status",
+		Use:     "status [--watch [INTERVAL]]",
 		GroupID: "observe",
 		Short:   "Show a model's machines, networking, applications, units and storage",
 		Long: `Show a model: its machines and their containers (nested under their hosts
@@ -35,27 +39,101 @@ status), their units (machine, or pod provider id and address, workload
 and container status) and the storage attached to them (instance, unit,
 pool, size, filesystem and volume provider ids, status, mount point).
 
-json and yaml show everything: constraints, placement, hardware, supported
-container types (null until the machine agent reports them), volumes,
-units, status data and times; applications with config trust, storage and
-device constraints; every storage instance, filesystem and volume with its
-attachments.`,
+json and yaml are shaped like "juju status --format yaml": maps keyed by
+id (machines, containers, applications, units, storage, filesystems,
+volumes) with Juju's keys (juju-status, machine-status, instance-id,
+dns-name, ip-addresses, base, application-status, workload-status,
+charm-name, charm-rev, scale, provider-id, address), so scripts written
+for Juju port; provisiond's extra fields (life, supported-containers,
+volumes, trust, storage-constraints, spaces, subnets) have keys of their
+own. Sizes are MiB.
+
+--watch redraws the status every INTERVAL (default 2s; "--watch 5s" or
+"--watch=5s") until interrupted, as watch(1) would: on a terminal the
+screen is cleared each time; elsewhere each snapshot follows the last (json:
+one document a line, yaml: "---" between documents). A lost connection is
+reported and retried at the next tick.`,
 		Example: `  provisionctl status
-  provisionctl status -m k8s
-  provisionctl status -m prod --format json | jq '.machines[] | {id, "instance-id"}'
-  provisionctl status -m k8s --format json | jq '.applications[].units[] | {name, "provider-id", address}'`,
-		Args: exactArgs(),
+  provisionctl status -m k8s --watch
+  provisionctl status -m prod --format yaml
+  provisionctl status --format json | jq -r '.machines | to_entries[] | "\(.key) \(.value."instance-id")"'
+  provisionctl status -m k8s --format json | jq '.applications.gitlab.units'`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("watch") && len(args) == 1 {
+				d, err := time.ParseDuration(args[0])
+				if err != nil || d <= 0 {
+					return usagef("status --watch %q: want an interval such as 2s or 1m", args[0])
+				}
+				watch = d
+				return nil
+			}
+			return exactArgs()(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cmd.Flags().Changed("watch") {
+				if watch <= 0 {
+					return usagef("status --watch %s: want a positive interval", watch)
+				}
+				return a.watchStatus(cmd.Context(), model, format, watch)
+			}
 			var res params.ModelStatus
 			if err := a.call(cmd.Context(), "Status", params.ModelArgs{Model: model}, &res); err != nil {
 				return err
 			}
-			return write(a.stdout, format, res, func(w io.Writer) error { return statusTables(w, res) })
+			return writeStatus(a.stdout, format, res)
 		},
 	}
 	a.addModelFlag(cmd, &model)
 	addFormatFlag(cmd, &format)
+	cmd.Flags().DurationVar(&watch, "watch", 0, "redraw every INTERVAL (default 2s) until interrupted")
+	cmd.Flags().Lookup("watch").NoOptDefVal = "2s"
 	return cmd
+}
+
+func writeStatus(w io.Writer, format formatFlag, res params.ModelStatus) error {
+	return write(w, format, jujuStatusOf(res), func(w io.Writer) error { return statusTables(w, res) })
+}
+
+// watchStatus redraws status every interval until ctx ends.
+func (a *app) watchStatus(ctx context.Context, model string, format formatFlag, interval time.Duration) error {
+	tty := isTerminal(a.stdout)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for first := true; ; first = false {
+		var res params.ModelStatus
+		err := a.call(ctx, "Status", params.ModelArgs{Model: model}, &res)
+		if ctx.Err() != nil {
+			return nil
+		}
+		var buf bytes.Buffer
+		if err == nil {
+			err = writeStatus(&buf, format, res)
+		}
+		switch {
+		case tty:
+			fmt.Fprintf(a.stdout, "\033[H\033[2JEvery %s: provisionctl status -m %s    %s\n\n", interval, model, time.Now().Format(time.RFC3339))
+		case format == formatYAML && !first:
+			fmt.Fprintln(a.stdout, "---")
+		case format == formatTable && !first:
+			fmt.Fprintln(a.stdout)
+		}
+		if err != nil {
+			if tty {
+				fmt.Fprintf(a.stdout, "ERROR %v\n", err)
+			}
+			a.infof("ERROR %v (retrying every %s)", err, interval)
+			if a.conn != nil && a.conn.Err() != nil {
+				a.conn = nil // dial again at the next tick
+			}
+		} else if _, err := a.stdout.Write(buf.Bytes()); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
 }
 
 // statusTables writes the table form of status: one table per section,
@@ -63,20 +141,7 @@ attachments.`,
 func statusTables(w io.Writer, s params.ModelStatus) error {
 	sections := []*table{{header: []string{"MODEL", "TYPE", "LIFE", "UUID"}, rows: [][]string{{s.Model, s.Type, s.Life, s.UUID}}}}
 
-	machines := &table{header: []string{"MACHINE", "LIFE", "AGENT", "INSTANCE-ID", "INSTANCE", "BASE", "ADDRESSES", "MESSAGE"}, cutLast: true}
-	var walk func([]params.MachineStatus)
-	walk = func(ms []params.MachineStatus) {
-		for _, m := range ms {
-			msg := m.InstanceStatus.Message
-			if m.AgentStatus.Message != "" {
-				msg = m.AgentStatus.Message
-			}
-			machines.add(m.ID, m.Life, orDash(m.AgentStatus.Status), orDash(m.InstanceID), orDash(m.InstanceStatus.Status),
-				orDash(m.Base), orDash(strings.Join(m.Addresses, ",")), msg)
-			walk(m.Containers)
-		}
-	}
-	walk(s.Machines)
+	machines := machinesTable(allMachines(s.Machines))
 	if len(machines.rows) > 0 {
 		sections = append(sections, machines)
 	}

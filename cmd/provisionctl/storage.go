@@ -44,7 +44,8 @@ name pools.
 
 ` + valueTyping + `
 
-It prints a message, or the pool with --format json or yaml.`,
+It prints a message, or with --format json or yaml what changed
+(added.storage-pools) with the pool as result.`,
 		Example: `  provisionctl create-storage-pool fast kubernetes storage-class=ssd -m k8s
   provisionctl create-storage-pool scratch tmpfs -m k8s
   provisionctl create-storage-pool disks loop --format json`,
@@ -62,9 +63,8 @@ It prints a message, or the pool with --format json or yaml.`,
 			if err := a.call(cmd.Context(), "CreateStoragePool", args, &res); err != nil {
 				return err
 			}
-			return write(a.stdout, format, res, func(io.Writer) error {
+			return a.writeMutation(cmd.Context(), format, model, newMutation().added("storage-pools", res.Name).result(res), func() {
 				a.infof("Created storage pool %q (%s).", res.Name, res.Provider)
-				return nil
 			})
 		},
 	}
@@ -123,18 +123,19 @@ func (a *app) removeStoragePoolCommand() *cobra.Command {
 		Long: `Remove a storage pool. A pool that an application's storage, a
 filesystem or a volume still names is kept ("in use").
 
-It prints a message, or the removed pool with --format json or yaml.`,
+It prints a message, or with --format json or yaml what changed
+(removed.storage-pools) with the removed pool as result.`,
 		Example: `  provisionctl remove-storage-pool scratch -m k8s
   provisionctl remove-storage-pool disks --format json`,
-		Args: exactArgs("NAME"),
+		Args:              exactArgs("NAME"),
+		ValidArgsFunction: firstArg(a.completer(a.poolNames)),
 		RunE: func(cmd *cobra.Command, pos []string) error {
 			var res params.StoragePoolInfo
 			if err := a.call(cmd.Context(), "RemoveStoragePool", params.RemoveStoragePoolArgs{Model: model, Name: pos[0]}, &res); err != nil {
 				return err
 			}
-			return write(a.stdout, format, res, func(io.Writer) error {
+			return a.writeMutation(cmd.Context(), format, model, newMutation().removed("storage-pools", res.Name).result(res), func() {
 				a.infof("Removed storage pool %q.", res.Name)
-				return nil
 			})
 		},
 	}
