@@ -107,8 +107,12 @@ type Store interface {
 	// Elect blocks until this process leads the named election (or ctx is
 	// done) and returns a context that is cancelled when it stops leading
 	// (its lease lost, the store closed) and a function that resigns.
-	// Work that must run once per controller runs under it. On bbolt the
-	// only process leads at once.
+	// Work that must run once per controller runs under it. One caller
+	// leads a name at a time, among the goroutines of one process as
+	// among processes: another Elect of the name blocks until the leader
+	// resigns or loses its leadership. On bbolt the only process leads as
+	// soon as no goroutine of it does. resign is idempotent and returns
+	// once the leadership is given up.
 	Elect(ctx context.Context, name string) (leading context.Context, resign func(), err error)
 
 	// Health reports whether the store can commit now (reachable, quorum,
@@ -263,7 +267,9 @@ func quote(s string) string {
 // (backup in etcd mode, provisiond migrate).
 type Dumper interface {
 	// Dump calls fn for every record, in key order, at one revision,
-	// which it returns. It must not block writers for long: bbolt copies
+	// which it returns. Ephemeral keys belong to a live process, not to
+	// the controller's data, and are not dumped; nor is the meta kind.
+	// An error from fn stops the dump and is returned as it is. It must not block writers for long: bbolt copies
 	// from one read transaction; etcd reads pages at a fixed revision.
 	Dump(ctx context.Context, fn func(key string, val []byte) error) (rev uint64, err error)
 }

@@ -72,6 +72,7 @@ func (s *Store) follow(snap *snapshot, work *btree.BTreeG[item]) {
 	defer s.wg.Done()
 	backoff := 50 * time.Millisecond
 	for {
+		watched := snap.rev
 		err := s.watch(&work, &snap)
 		if s.ctx.Err() != nil {
 			return
@@ -101,6 +102,9 @@ func (s *Store) follow(snap *snapshot, work *btree.BTreeG[item]) {
 		}
 		s.stats.reconnects.Add(1)
 		s.log.Warn("etcd watch ended; starting again", "from", snap.rev+1, "err", err)
+		if snap.rev > watched {
+			backoff = 50 * time.Millisecond // it made progress: not a failing loop
+		}
 		if !s.pause(&backoff) {
 			return
 		}
