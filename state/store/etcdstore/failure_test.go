@@ -491,6 +491,13 @@ func TestConfig(t *testing.T) {
 		}
 		t.Errorf("Open of an unreachable etcd: %v", err)
 	}
+	// Election names that would nest are refused.
+	s0 := open(t, config(shared, newPrefix(), store.Feed{}))
+	for _, name := range []string{"", "a/b"} {
+		if _, _, err := s0.Elect(ctx, name); err == nil {
+			t.Errorf("Elect(%q) succeeded", name)
+		}
+	}
 	// The default prefix.
 	s := open(t, etcdstore.Config{Endpoints: shared.Endpoints()})
 	if s.Prefix() != etcdstore.DefaultPrefix || s.Info().Engine != "etcd" {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -206,6 +207,10 @@ func (s *Store) release(e *ephemeral) {
 func (s *Store) Elect(ctx context.Context, name string) (context.Context, func(), error) {
 	if s.isClosed() {
 		return nil, nil, store.ErrClosed
+	}
+	if name == "" || strings.Contains(name, "/") {
+		// One election's keys must not fall under another's prefix.
+		return nil, nil, fmt.Errorf("etcdstore: election name %q is empty or has a /", name)
 	}
 	// The campaign ends with ctx or Close (which does not wait for
 	// campaigns).
