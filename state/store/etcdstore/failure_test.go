@@ -504,3 +504,78 @@ func TestConfig(t *testing.T) {
 		t.Errorf("prefix %q, info %+v", s.Prefix(), s.Info())
 	}
 }
+
+// TestForeignWrites: revisions without a change set of ours (a write by
+// another tool under the prefix) reach the feed as changes derived from
+// their keys, and the replica has them.
+func TestForeignWrites(t *testing.T) {
+	prefix := newPrefix()
+	rec := storetest.NewRecorder()
+	s := open(t, config(shared, prefix, rec.Feed()))
+	ctx := bounded(t, time.Minute)
+	cli := clientFor(t, shared.Endpoints())
+	want := []struct {
+		op    func() (int64, error)
+		field string
+	}{
+		{func() (int64, error) { return putRev(cli.Put(ctx, prefix+"machine/m/0", "v1")) }, watcher.FieldCreated},
+		{func() (int64, error) { return putRev(cli.Put(ctx, prefix+"machine/m/0", "v2")) }, ""},
+		{func() (int64, error) {
+			r, err := cli.Delete(ctx, prefix+"machine/m/0")
+			if err != nil {
+				return 0, err
+			}
+			return r.Header.Revision, nil
+		}, watcher.FieldRemoved},
+	}
+	for i, w := range want {
+		r, err := w.op()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.WaitApplied(ctx, uint64(r)); err != nil {
+			t.Fatal(err)
+		}
+		cs, ok := rec.Set(uint64(r))
+		if !ok || len(cs.Changes) != 1 {
+			t.Fatalf("step %d: change set %+v, %v", i, cs, ok)
+		}
+		c := cs.Changes[0]
+		if c.Kind != "machine" || c.ID != "m/0" || c.Model != "" || (w.field == "") != (len(c.Fields) == 0) || (w.field != "" && !c.Has(w.field)) {
+			t.Errorf("step %d: derived %+v, want field %q", i, c, w.field)
+		}
+	}
+	if _, ok := get(t, ctx, s, "machine/m/0"); ok {
+		t.Error("the replica still has the key deleted by another tool")
+	}
+	// Writes of the meta kind by others reach neither the feed nor reads.
+	r, err := cli.Put(ctx, prefix+"meta/other", "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.WaitApplied(ctx, uint64(r.Header.Revision))
+	if _, ok := rec.Set(uint64(r.Header.Revision)); ok {
+		t.Error("a meta write was applied")
+	}
+}
+
+func putRev(r *clientv3.PutResponse, err error) (int64, error) {
+	if err != nil {
+		return 0, err
+	}
+	return r.Header.Revision, nil
+}
+
+func get(t *testing.T, ctx context.Context, s store.Store, key string) ([]byte, bool) {
+	t.Helper()
+	var v []byte
+	var ok bool
+	if err := s.View(ctx, func(r store.Reader) error {
+		var err error
+		v, ok, err = r.Get(key)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return v, ok
+}
