@@ -132,7 +132,9 @@ func (r *Recorder) Feed() store.Feed {
 
 func (r *Recorder) enter() {
 	if !r.in.CompareAndSwap(false, true) {
+		r.mu.Lock()
 		r.errs = append(r.errs, "feed calls overlap")
+		r.mu.Unlock()
 	}
 }
 
