@@ -17,7 +17,14 @@
 //	etcd --max-txn-ops=1024 --max-request-bytes=8388608
 //
 // and the daemon be told the same limits (the store splits or refuses what
-// would exceed them instead of sending it).
+// would exceed them instead of sending it). It also needs compaction: every
+// commit of provisiond writes a new version of its feed key, so without
+// --auto-compaction-mode=periodic --auto-compaction-retention=1h (or a
+// revision retention) etcd's history grows until its space quota raises
+// the NOSPACE alarm and refuses writes. A daemon cut off for longer than
+// the retention reloads and wakes its watchers when it is back. The
+// members started here do not compact on their own (tests compact when
+// they mean to).
 //
 // # Concurrency
 //

@@ -75,6 +75,15 @@
 // say while cut off), the store reloads the replica at the current
 // revision, calls Feed.Reset, logs it and counts it (Stats.Resets).
 //
+// # What etcd needs
+//
+// Limits of at least what the store is told (MaxTxnOps, MaxRequestBytes;
+// internal/etcdtest runs with --max-txn-ops=1024
+// --max-request-bytes=8388608), and compaction: the feed key gets a new
+// version at every commit, so an etcd without auto-compaction grows until
+// its space quota stops writes (store.ErrUnavailable). The retention bounds
+// how long a process may be cut off before it must reload (Feed.Reset).
+//
 // # Concurrency contract
 //
 //   - Store is safe for concurrent use. Open starts the watch goroutine,
