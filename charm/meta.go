@@ -60,6 +60,8 @@ type Meta struct {
 	Terms          []string                `json:"terms,omitempty"`
 	MinJujuVersion string                  `json:"min-juju-version,omitempty"`
 	Containers     map[string]Container    `json:"containers,omitempty"`
+	// Assumes is the assumes block, normalised (assumes.go).
+	Assumes []any `json:"assumes,omitempty"`
 }
 
 // Relation is one endpoint of provides, requires or peers.
@@ -231,6 +233,8 @@ func ParseMeta(data []byte) (*Meta, error) {
 			m.Resources, err = resources(v)
 		case "containers":
 			m.Containers, err = containers(v)
+		case "assumes":
+			m.Assumes, err = assumes(v)
 		}
 		if err != nil {
 			return nil, err

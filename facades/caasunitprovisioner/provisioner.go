@@ -335,6 +335,9 @@ func charmResult(ch state.Charm) params.Charm {
 			return out
 		}
 		pm.Provides, pm.Requires, pm.Peers = rel(m.Provides), rel(m.Requires), rel(m.Peers)
+		if len(m.Assumes) > 0 {
+			pm.AssumesExpr = &params.ExpressionTree{Expressions: m.Assumes}
+		}
 		if len(m.Storage) > 0 {
 			pm.Storage = map[string]params.CharmStorage{}
 			for k, s := range m.Storage {

@@ -387,3 +387,32 @@ func TestWireAPIPort(t *testing.T) {
 		}
 	}
 }
+
+// CharmInfo's meta.assumes-expr is the assumes block as Juju's
+// ExpressionTree marshals it (the expression list), absent without one.
+func TestWireCharmInfoAssumes(t *testing.T) {
+	e := newCAAS(t, nil)
+	e.deploy("gitlab", gitlabMeta, 1, nil)
+	e.deploy("mattermost", "name: mattermost\nassumes:\n  - k8s-api\n  - any-of:\n      - juju >= 3.1\n      - juju < 3\n", 1, nil)
+	a := rawController(t, e.d, e.model)
+	var ch struct {
+		Meta    map[string]json.RawMessage `json:"meta"`
+		Metrics json.RawMessage            `json:"metrics"`
+	}
+	a.must("CAASUnitProvisioner", 2, "CharmInfo", map[string]string{"url": "ch:mattermost-1"}, &ch)
+	var expr []any // what Juju's ExpressionTree.UnmarshalJSON decodes
+	if err := json.Unmarshal(ch.Meta["assumes-expr"], &expr); err != nil {
+		t.Fatalf("assumes-expr %s is not an expression list: %v", ch.Meta["assumes-expr"], err)
+	}
+	if b, _ := json.Marshal(expr); string(b) != `["k8s-api",{"any-of":["juju \u003e= 3.1","juju \u003c 3"]}]` {
+		t.Errorf("assumes-expr = %s", b)
+	}
+	ch.Meta = nil
+	a.must("CAASUnitProvisioner", 2, "CharmInfo", map[string]string{"url": "ch:gitlab-1"}, &ch)
+	if raw, ok := ch.Meta["assumes-expr"]; ok {
+		t.Errorf("a charm without assumes sends assumes-expr %s", raw)
+	}
+	if ch.Metrics != nil { // Juju omits metrics for a charm without metrics.yaml
+		t.Errorf("CharmInfo sends metrics %s", ch.Metrics)
+	}
+}

@@ -33,6 +33,8 @@ var OpaqueKeys = map[DefKey]string{
 		"(specs/provisioner.md §0.1)",
 	{"FindToolsParams", "number"}: "version.Number encodes as a string such as \"3.3.0\" (specs/provisioner.md §0.1)",
 	{"Tools", "version"}:          "version.Binary encodes as a string such as \"3.3.0-ubuntu-amd64\" (specs/provisioner.md §0.1)",
+	{"CharmMeta", "assumes-expr"}: "Juju's ExpressionTree marshals itself as the assumes block's expression " +
+		"list, not the {Expression} object the schema shows (specs/caasunitprovisioner.md §3.3)",
 	{"LoginRequest", "macaroons"}: "Macaroon-typed: Go holds them as opaque JSON ([]any); " +
 		"provisiond accepts and ignores them",
 }

@@ -1,6 +1,9 @@
 package params
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // Wire types of CAASUnitProvisioner v2 (specs/caasunitprovisioner.md),
 // JSON keys as the schema. Types other facades may share (SetStatus,
@@ -122,10 +125,25 @@ type CharmMount struct {
 	Location string `json:"location,omitempty"`
 }
 
-// ExpressionTree is a charm's assumes expression.
+// ExpressionTree is a charm's assumes block. Juju's type has its own JSON
+// form, the block's expression list as metadata.yaml writes it
+// (["k8s-api", "juju >= 3.1", {"any-of": [...]}]), not the {"Expression":
+// ...} object the schema shows; Juju's client decodes only the list and
+// fails the whole CharmInfo on anything else.
 type ExpressionTree struct {
-	Expression any `json:"Expression"`
+	Expressions []any
 }
+
+// MarshalJSON writes the expression list.
+func (t ExpressionTree) MarshalJSON() ([]byte, error) {
+	if t.Expressions == nil {
+		return []byte("[]"), nil
+	}
+	return json.Marshal(t.Expressions)
+}
+
+// UnmarshalJSON reads the expression list.
+func (t *ExpressionTree) UnmarshalJSON(b []byte) error { return json.Unmarshal(b, &t.Expressions) }
 
 // CharmActions are a charm's actions.
 type CharmActions struct {
