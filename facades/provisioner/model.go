@@ -423,7 +423,7 @@ func (p *Provisioner) machineRelease(m state.Machine) (release, arch string) {
 		arch = *m.Constraints.Arch
 	}
 	if p.v1 {
-		release = machineSeries(m)
+		release = p.machineSeries(m)
 		if release == "" {
 			release = "trusty"
 		}
@@ -434,4 +434,23 @@ func (p *Provisioner) machineRelease(m state.Machine) (release, arch string) {
 		release = "ubuntu"
 	}
 	return release, arch
+}
+
+// DefaultBase is the base of a machine added without one when the model
+// config names no default-base: Juju 3.3's default LTS.
+var DefaultBase = state.Base{Name: "ubuntu", Channel: "22.04/stable"}
+
+// machineBase is the base m is provisioned with: its own, else the model
+// config's default-base, else DefaultBase. Juju's clients parse the base
+// (v11) and need the series (2015): an empty one fails provisioning.
+func (p *Provisioner) machineBase(m state.Machine) state.Base {
+	if m.Base != (state.Base{}) {
+		return m.Base
+	}
+	if _, cfg, err := p.modelConfig(); err == nil {
+		if b, err := state.ParseBase(cfgString(cfg, "default-base")); err == nil {
+			return b
+		}
+	}
+	return DefaultBase
 }

@@ -96,7 +96,7 @@ func (p *Provisioner) provisioningInfo(m state.Machine) (*params.ProvisioningInf
 	}
 	info := &params.ProvisioningInfo{
 		Constraints: toValue(m.Constraints),
-		Base:        params.Base{Name: m.Base.Name, Channel: m.Base.Channel},
+		Base:        wireBase(p.machineBase(m)),
 		Placement:   m.Placement,
 		Jobs:        slices.Clone(m.Jobs),
 	}
@@ -294,3 +294,5 @@ func (p *Provisioner) subnetsToZones(m state.Machine) (map[string][]string, erro
 	}
 	return out, nil
 }
+
+func wireBase(b state.Base) params.Base { return params.Base{Name: b.Name, Channel: b.Channel} }

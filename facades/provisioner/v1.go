@@ -359,7 +359,7 @@ func (v *V1) provisioningInfo(m state.Machine) (*params.V1ProvisioningInfo, erro
 	}
 	info := &params.V1ProvisioningInfo{
 		Constraints:    v1Value(toValue(m.Constraints), derefStrings(m.Constraints.Networks)),
-		Series:         machineSeries(m),
+		Series:         p.machineSeries(m),
 		Placement:      m.Placement,
 		Networks:       cloneStrings(m.RequestedNetworks),
 		Jobs:           jobs,
@@ -379,10 +379,14 @@ func (v *V1) provisioningInfo(m state.Machine) (*params.V1ProvisioningInfo, erro
 }
 
 // machineSeries is the series a 2015 client sees for m: that of its base
-// (environ's copy of Juju's table), else the series it was added with
-// (one no base names), else "".
-func machineSeries(m state.Machine) string {
-	if s, ok := environ.BaseSeries(m.Base.Name, m.Base.Channel); ok {
+// (machineBase; environ's copy of Juju's table), else the series it was
+// added with (one no base names).
+func (p *Provisioner) machineSeries(m state.Machine) string {
+	if m.Base == (state.Base{}) && m.Series != "" {
+		return m.Series
+	}
+	b := p.machineBase(m)
+	if s, ok := environ.BaseSeries(b.Name, b.Channel); ok {
 		return s
 	}
 	return m.Series
@@ -434,7 +438,7 @@ func (v *V1) Series(_ context.Context, args params.V1Entities) (params.V1StringR
 		if err != nil {
 			return params.V1StringResult{}, err
 		}
-		return params.V1StringResult{Result: machineSeries(m)}, nil
+		return params.V1StringResult{Result: v.p.machineSeries(m)}, nil
 	}, func(r *params.V1StringResult, e *params.V1Error) { r.Error = e })}, nil
 }
 

@@ -416,3 +416,39 @@ func TestWireCharmInfoAssumes(t *testing.T) {
 		t.Errorf("CharmInfo sends metrics %s", ch.Metrics)
 	}
 }
+
+// Audit: a machine added without a base is provisioned with the model's
+// default-base, else Juju's default LTS, never an empty base (Juju's
+// client parses it) or an empty 2015 series.
+func TestWireDefaultBase(t *testing.T) {
+	f := newProvFixture(t)
+	m, err := f.st.AddMachine(f.model, state.MachineParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctrl := rawController(t, f.d, f.model)
+	check := func(wantName, wantChannel, wantSeries string) {
+		t.Helper()
+		var v11 struct {
+			Results []struct {
+				Result struct {
+					Base struct{ Name, Channel string }
+				}
+			}
+		}
+		ctrl.must("Provisioner", 11, "ProvisioningInfo", map[string]any{"entities": []map[string]string{{"tag": m.Tag().String()}}}, &v11)
+		if b := v11.Results[0].Result.Base; b.Name != wantName || b.Channel != wantChannel {
+			t.Errorf("v11 base = %+v; want %s %s", b, wantName, wantChannel)
+		}
+		var series struct{ Results []struct{ Result string } }
+		ctrl.must("Provisioner", 1, "Series", map[string]any{"Entities": []map[string]string{{"Tag": m.Tag().String()}}}, &series)
+		if got := series.Results[0].Result; got != wantSeries {
+			t.Errorf("v1 series = %q; want %q", got, wantSeries)
+		}
+	}
+	check("ubuntu", "22.04/stable", "jammy")
+	if err := f.st.UpdateModelConfig(f.model, map[string]any{"default-base": "ubuntu@24.04"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	check("ubuntu", "24.04/stable", "noble")
+}
