@@ -157,15 +157,30 @@ func TestBadInputEverywhere(t *testing.T) {
 	reg := buildRegistry()
 	creds := w.d.Credentials()
 	agent := params.LoginRequest{AuthTag: creds.ControllerAgent.Tag, Credentials: creds.ControllerAgent.Password, Nonce: creds.ControllerAgent.Nonce}
-	conns := map[string]*rawConn{
-		"anonymous":      newRawConn(t, w.d, w.model),
-		"controller":     newRawConn(t, w.d, w.model),
-		"controller@k8s": newRawConn(t, w.d, w.caas),
-		"admin":          newRawConn(t, w.d, w.scratch),
+	// Each facade gets fresh connections: a raw connection answers the
+	// server's websocket pings only while it reads, so one left idle
+	// while other facades run (over a minute on a loaded machine) would
+	// be dropped for a missing pong.
+	dialAs := func(who string) *rawConn {
+		switch who {
+		case "anonymous":
+			return newRawConn(t, w.d, w.model)
+		case "controller":
+			c := newRawConn(t, w.d, w.model)
+			c.login(agent)
+			return c
+		case "controller@k8s":
+			c := newRawConn(t, w.d, w.caas)
+			c.login(agent)
+			return c
+		case "admin":
+			c := newRawConn(t, w.d, w.scratch)
+			c.login(params.LoginRequest{AuthTag: "user-admin", Credentials: creds.AdminPassword})
+			return c
+		}
+		t.Fatalf("no connection for %q", who)
+		return nil
 	}
-	conns["controller"].login(agent)
-	conns["controller@k8s"].login(agent)
-	conns["admin"].login(params.LoginRequest{AuthTag: "user-admin", Credentials: creds.AdminPassword})
 
 	var golden strings.Builder
 	calls := 0
@@ -175,7 +190,7 @@ func TestBadInputEverywhere(t *testing.T) {
 			t.Errorf("facade %s has no entry in badInputCaller: add one", fv.Name)
 			continue
 		}
-		c := conns[who]
+		c := dialAs(who)
 		for _, v := range fv.Versions {
 			for _, m := range reg.MethodNames(fv.Name, v) {
 				name := fmt.Sprintf("%s/v%d/%s", fv.Name, v, m)
