@@ -210,3 +210,31 @@ func (a *ModelAdmin) WatchModels(ctx context.Context) (*StringsWatch, error) {
 	}
 	return NewStringsWatch(a.c, res)
 }
+
+// ControllerInfo describes the controller: UUIDs, API addresses, build and
+// API version, models and store.
+func (a *ModelAdmin) ControllerInfo(ctx context.Context) (params.ControllerInfo, error) {
+	return adminCall[params.ControllerInfo](ctx, a, "ControllerInfo", nil)
+}
+
+// ModelEntities returns the current stored fields of a model's entities,
+// named "<kind>/<id>" as WatchModel reports them (what provisionctl watch
+// prints); one that no longer exists is reported removed.
+func (a *ModelAdmin) ModelEntities(ctx context.Context, args params.ModelEntitiesArgs) (params.ModelEntitiesResult, error) {
+	return adminCall[params.ModelEntitiesResult](ctx, a, "ModelEntities", args)
+}
+
+// RemoveSpace removes a space no subnet, constraint or binding uses.
+func (a *ModelAdmin) RemoveSpace(ctx context.Context, args params.RemoveSpaceArgs) (params.SpaceInfo, error) {
+	return adminCall[params.SpaceInfo](ctx, a, "RemoveSpace", args)
+}
+
+// RemoveSubnet removes a subnet with no address in use.
+func (a *ModelAdmin) RemoveSubnet(ctx context.Context, args params.RemoveSubnetArgs) (params.SubnetInfo, error) {
+	return adminCall[params.SubnetInfo](ctx, a, "RemoveSubnet", args)
+}
+
+// RemoveAgentBinaries removes a version from the agent binaries catalog.
+func (a *ModelAdmin) RemoveAgentBinaries(ctx context.Context, args params.RemoveAgentBinariesArgs) (params.AgentBinaryInfo, error) {
+	return adminCall[params.AgentBinaryInfo](ctx, a, "RemoveAgentBinaries", args)
+}
