@@ -64,7 +64,9 @@ func (a *Admin) Login(ctx context.Context, req params.LoginRequest) (params.Logi
 	}
 	tag, err := facade.ParseTag(req.AuthTag)
 	if err != nil {
-		return params.LoginResult{}, &params.Error{Message: err.Error()}
+		err = &params.Error{Message: err.Error()}
+		a.refused(req.AuthTag, err)
+		return params.LoginResult{}, err
 	}
 	if a.ctrl, err = a.ctx.Deps.State.Controller(); err != nil {
 		return params.LoginResult{}, fmt.Errorf("cannot read controller: %w", err)
@@ -81,11 +83,17 @@ func (a *Admin) Login(ctx context.Context, req params.LoginRequest) (params.Logi
 	}
 	if err != nil {
 		auth = nil
-		a.ctx.Deps.Logger.Info("login refused", "tag", req.AuthTag, "code", params.ErrCode(facade.ServerError(err)))
+		a.refused(req.AuthTag, err)
 		return params.LoginResult{}, err
 	}
-	a.ctx.Deps.Logger.Debug("login", "tag", req.AuthTag, "model", a.ctx.Model.UUID)
+	a.ctx.Deps.Logger.Debug("login", "tag", facade.Bounded(req.AuthTag), "model", a.ctx.Model.UUID)
 	return res, nil
+}
+
+// refused logs a refused login; the tag is the client's, so only its
+// first bytes are logged.
+func (a *Admin) refused(tag string, err error) {
+	a.ctx.Deps.Logger.Info("login refused", "tag", facade.Bounded(tag), "code", params.ErrCode(facade.ServerError(err)))
 }
 
 func (a *Admin) loginUser(t names.UserTag, password string) (*facade.Auth, params.LoginResult, error) {

@@ -2,6 +2,8 @@ package facade
 
 import (
 	stderrors "errors"
+	"fmt"
+	"unicode/utf8"
 
 	"github.com/juju/errors"
 
@@ -63,6 +65,29 @@ func ServerError(err error) *params.Error {
 	if err == nil {
 		return nil
 	}
+	return boundMessage(serverError(err))
+}
+
+// MaxErrorMessage bounds the message of an error sent to a client, in
+// bytes: messages quote what clients sent (a tag, a name, a charm URL),
+// and a reply must not echo megabytes of it. Longer ones are cut (at a
+// rune boundary) and say how long they were.
+const MaxErrorMessage = 1024
+
+func boundMessage(pe *params.Error) *params.Error {
+	if len(pe.Message) <= MaxErrorMessage {
+		return pe
+	}
+	cut := MaxErrorMessage
+	for cut > 0 && !utf8.RuneStart(pe.Message[cut]) {
+		cut--
+	}
+	out := *pe
+	out.Message = fmt.Sprintf("%s...(%d bytes)", pe.Message[:cut], len(pe.Message))
+	return &out
+}
+
+func serverError(err error) *params.Error {
 	var pe *params.Error
 	if stderrors.As(err, &pe) {
 		return pe

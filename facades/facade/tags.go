@@ -3,6 +3,7 @@ package facade
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/juju/names/v5"
 
@@ -16,6 +17,32 @@ import (
 // parse error juju/names gives for an invalid tag, so bad input is an
 // error, never a panic. Facades parse client-supplied tags only through
 // them.
+//
+// A tag longer than MaxTagLength is refused before any parsing (a 3 MB
+// auth tag cost 1.7 s of regular expressions), and its error and log lines
+// quote only its first bytes (Bounded).
+
+// MaxTagLength is the longest tag accepted from the wire, in bytes. Juju's
+// tags are far shorter: a model tag is 42 bytes, an application name a
+// Kubernetes label of at most 63, a nested container's machine tag under
+// 100.
+const MaxTagLength = 1024
+
+// boundedPrefix is how much of a client's string errors and logs quote.
+const boundedPrefix = 64
+
+// Bounded returns s for a log line or an error message: s itself if short,
+// else its first 64 bytes (cut at a rune boundary) and its length.
+func Bounded(s string) string {
+	if len(s) <= boundedPrefix {
+		return s
+	}
+	cut := boundedPrefix
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s...(%d bytes)", s[:cut], len(s))
+}
 
 // ParseTag is names.ParseTag without panics.
 func ParseTag(s string) (names.Tag, error) { return parseSafely(s, "", names.ParseTag) }
@@ -23,6 +50,9 @@ func ParseTag(s string) (names.Tag, error) { return parseSafely(s, "", names.Par
 // ParseMachineTag is names.ParseMachineTag without panics. The usual
 // "machine-N" is parsed without names' regular expression (same result).
 func ParseMachineTag(s string) (names.MachineTag, error) {
+	if len(s) > MaxTagLength {
+		return names.MachineTag{}, invalidTag(s, names.MachineTagKind)
+	}
 	if id, ok := strings.CutPrefix(s, "machine-"); ok && state.IsTopLevelMachineID(id) {
 		return names.NewMachineTag(id), nil
 	}
@@ -50,6 +80,9 @@ func ParseVolumeTag(s string) (names.VolumeTag, error) {
 }
 
 func parseSafely[T any](s, kind string, parse func(string) (T, error)) (t T, err error) {
+	if len(s) > MaxTagLength {
+		return t, invalidTag(s, kind)
+	}
 	defer func() {
 		if recover() != nil {
 			var zero T
@@ -59,10 +92,20 @@ func parseSafely[T any](s, kind string, parse func(string) (T, error)) (t T, err
 	return parse(s)
 }
 
-// invalidTag is juju/names' error text for an invalid tag.
-func invalidTag(s, kind string) error {
-	if kind == "" {
-		return fmt.Errorf("%q is not a valid tag", s)
+// QuoteTag quotes a client's tag for an error message, as %q does; a tag
+// over MaxTagLength is quoted by its first bytes only.
+func QuoteTag(s string) string {
+	if len(s) > MaxTagLength {
+		return fmt.Sprintf("%q (%d bytes, over the limit of %d)", Bounded(s), len(s), MaxTagLength)
 	}
-	return fmt.Errorf("%q is not a valid %s tag", s, kind)
+	return fmt.Sprintf("%q", s)
+}
+
+// invalidTag is juju/names' error text for an invalid tag (QuoteTag).
+func invalidTag(s, kind string) error {
+	q := QuoteTag(s)
+	if kind == "" {
+		return fmt.Errorf("%s is not a valid tag", q)
+	}
+	return fmt.Errorf("%s is not a valid %s tag", q, kind)
 }

@@ -60,6 +60,9 @@ var tagClasses = []struct{ name, value string }{
 	// juju/names' ParseTag panics on a controller agent id that
 	// overflows an int (found by FuzzTags).
 	{"tag/controller-agent-overflow", "controller-10000000000000000000"},
+	// Over facade.MaxTagLength: refused before parsing, quoted by its first
+	// 64 bytes only (issue 17 item 6).
+	{"tag/over-length", "machine-" + strings.Repeat("1", 2000)},
 }
 
 // byTag lists the facades whose params name entities by tag; the others

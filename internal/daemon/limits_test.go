@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"runtime"
@@ -19,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/provisiond/provisiond/facades/facade"
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/internal/leaktest"
 	"github.com/provisiond/provisiond/rpc"
@@ -556,4 +558,53 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// Long tags (issue 17 item 6): a 3 MB auth tag cost 1.7 s of CPU and each
+// failed login logged all of it (70 logins wrote 210 MB). A tag over
+// facade.MaxTagLength (1 KiB) is refused before parsing; errors and log
+// lines quote its first 64 bytes, and no error message reaching a client is
+// over facade.MaxErrorMessage (1 KiB).
+func TestLongTagsBounded(t *testing.T) {
+	logs := &syncBuffer{}
+	f := newProvFixtureWith(t, func(c *daemon.Config) {
+		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	long := "user-" + strings.Repeat("a", 60<<10) // as long as fits before login
+	before := len(logs.String())
+	const logins = 70
+	for i := 0; i < logins; i++ {
+		c := newRawConn(t, f.d, f.model)
+		r := c.mustCall("Admin", 3, "", "Login", params.LoginRequest{AuthTag: long, Credentials: "x"})
+		if r.err == nil || len(r.err.Message) > 200 || !strings.Contains(r.err.Message, "(61445 bytes, over the limit of 1024) is not a valid tag") {
+			t.Fatalf("login with a 60 KiB tag: %v", r.err)
+		}
+		c.ws.Close()
+	}
+	// A valid user tag under the cap is logged by its first 64 bytes.
+	c := newRawConn(t, f.d, f.model)
+	if r := c.mustCall("Admin", 3, "", "Login", params.LoginRequest{AuthTag: "user-" + strings.Repeat("b", 1000), Credentials: "x"}); r.err == nil {
+		t.Fatal("a login as an unknown 1000-byte user succeeded")
+	}
+	if got := strings.Count(logs.String()[before:], "login refused"); got != logins+1 {
+		t.Fatalf("%d failed logins logged; want %d", got, logins+1)
+	}
+	if !strings.Contains(logs.String(), "bbbb...(1005 bytes)") {
+		t.Errorf("the log does not quote the long tag by its prefix:\n%s", grepLines(logs.String(), "bbbb"))
+	}
+	if grown := len(logs.String()) - before; grown > logins*1024 {
+		t.Errorf("%d failed logins with a 60 KiB tag wrote %d bytes of log", logins, grown)
+	}
+	// After login, in a bulk call: the item's error is bounded too.
+	huge := "machine-" + strings.Repeat("9", 1<<20)
+	res := mustCall[params.LifeResults](t, f.agent, 11, "Life", ents(huge, "machine-0"))
+	if e := res.Results[0].Error; e == nil || len(e.Message) > facade.MaxErrorMessage {
+		t.Fatalf("Life of a 1 MiB tag: %+v", e)
+	}
+	if res.Results[1].Error != nil || res.Results[1].Life != "alive" {
+		t.Fatalf("the other item: %+v", res.Results[1])
+	}
+	if err := f.admin.Ping(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
 }
