@@ -417,6 +417,9 @@ func (st *State) UpdateApplicationConfig(model, app string, set map[string]any, 
 		if !changed {
 			return errNoChange
 		}
+		if err := checkConfigTotal(next); err != nil {
+			return err
+		}
 		d.Settings = next
 		return tx.put(KindApplicationConfig, model, app, &d, FieldConfig, fieldHashPrefix+configHash(app, next))
 	})

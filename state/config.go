@@ -20,6 +20,9 @@ func normalizeConfig(cfg map[string]any) (map[string]any, error) {
 	if err != nil {
 		return nil, errors.NewNotValid(err, "config")
 	}
+	if err := checkConfigEntries(cfg, b); err != nil {
+		return nil, err
+	}
 	if err := json.Unmarshal(b, &out); err != nil {
 		return nil, errors.NewNotValid(err, "config")
 	}

@@ -85,6 +85,9 @@ func (st *State) UpdateControllerConfig(set map[string]any, unset []string) erro
 		if !changed {
 			return errNoChange
 		}
+		if err := checkConfigTotal(next); err != nil {
+			return err
+		}
 		d.Config = next
 		return tx.put(KindController, "", ControllerID, &d, FieldConfig)
 	})

@@ -187,6 +187,9 @@ func (st *State) UpdateModelConfig(uuid string, set map[string]any, unset []stri
 		if !changed {
 			return errNoChange
 		}
+		if err := checkConfigTotal(next); err != nil {
+			return err
+		}
 		d.Config = next
 		return tx.put(KindModel, uuid, uuid, &d, FieldConfig)
 	})

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -26,6 +27,7 @@ import (
 	"github.com/provisiond/provisiond/rpc"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/state"
 )
 
 // Limits and slow clients (issue 7). The watcher limit and the login
@@ -313,9 +315,10 @@ func TestSlowReaderDropped(t *testing.T) {
 		c.MaxRequests = maxRequests
 	})
 	creds := d.Credentials()
-	// A model config of about 1 MiB makes every ModelConfig reply as big.
-	big := strings.Repeat("x", 1<<20)
-	if err := d.State().UpdateModelConfig(creds.DefaultModelUUID, map[string]any{"big": big}, nil); err != nil {
+	// A model config of about 1 MiB (the most a config may hold) makes
+	// every ModelConfig reply as big.
+	big := strings.Repeat("x", 250<<10)
+	if err := d.State().UpdateModelConfig(creds.DefaultModelUUID, map[string]any{"big1": big, "big2": big, "big3": big, "big4": big}, nil); err != nil {
 		t.Fatal(err)
 	}
 	other := loginController(t, d, creds.DefaultModelUUID)
@@ -606,5 +609,63 @@ func TestLongTagsBounded(t *testing.T) {
 	}
 	if err := f.admin.Ping(ctxT(t)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Config sizes (issue 17 item 7: a 69 MB value made a reply over
+// python-libjuju's 4 MiB limit). Wherever config is set, a key over 256
+// bytes, a value over 256 KiB and a config over 1 MiB in all (after the
+// update is merged) are refused with code "not valid", and nothing is
+// written; what is kept reads back in a reply well under 4 MiB.
+func TestConfigLimits(t *testing.T) {
+	d := start(t, nil)
+	admin := loginAdmin(t, d, "")
+	rev := d.State().Revision()
+	set := func(method string, args any) error {
+		return admin.Call(ctxT(t), "ModelAdmin", 1, "", method, args, nil)
+	}
+	value := func(n int) string { return strings.Repeat("v", n-2) } // n bytes of JSON
+	cases := []struct {
+		name, method string
+		args         any
+		msg          string
+	}{
+		{"model value", "SetModelConfig", params.SetModelConfigArgs{Model: "default", Config: map[string]any{"big": value(state.MaxConfigValue + 1)}},
+			`config value of "big": 262145 bytes (limit 262144) not valid`},
+		{"controller value", "SetControllerConfig", params.SetControllerConfigArgs{Config: map[string]any{"big": value(state.MaxConfigValue + 1)}},
+			`config value of "big": 262145 bytes (limit 262144) not valid`},
+		{"new model", "AddModel", params.AddModelArgs{Name: "m", Config: map[string]any{"big": value(state.MaxConfigValue + 1)}},
+			`config value of "big": 262145 bytes (limit 262144) not valid`},
+	}
+	for _, tc := range cases {
+		wantErr(t, set(tc.method, tc.args), tc.msg, params.CodeNotValid)
+	}
+	// ModelAdmin refuses such a key by its own rules first; state holds
+	// the limit for every other way in.
+	err := d.State().UpdateModelConfig(d.Credentials().DefaultModelUUID, map[string]any{strings.Repeat("k", 257): 1}, nil)
+	if err == nil || err.Error() != `config key "`+strings.Repeat("k", 64)+`"...: 257 bytes (limit 256) not valid` {
+		t.Fatalf("a 257-byte key: %v", err)
+	}
+	if got := d.State().Revision(); got != rev {
+		t.Fatalf("revision %d -> %d: a refused config was written", rev, got)
+	}
+	// Values that fit one by one, until the whole would be over 1 MiB.
+	quarter := value(state.MaxConfigValue - 100)
+	for i := 0; i < 4; i++ {
+		if err := set("SetModelConfig", params.SetModelConfigArgs{Model: "default", Config: map[string]any{fmt.Sprintf("k%d", i): quarter}}); err != nil {
+			t.Fatalf("value %d: %v", i, err)
+		}
+	}
+	err = set("SetModelConfig", params.SetModelConfigArgs{Model: "default", Config: map[string]any{"k4": quarter}})
+	var pe *params.Error
+	if !errors.As(err, &pe) || pe.Code != params.CodeNotValid || !strings.Contains(pe.Message, "after the update (limit 1048576)") {
+		t.Fatalf("a fifth quarter-MiB value: %v", err)
+	}
+	var raw json.RawMessage
+	if err := admin.Call(ctxT(t), "ModelAdmin", 1, "", "ModelConfig", params.ModelArgs{Model: "default"}, &raw); err != nil {
+		t.Fatal(err)
+	}
+	if len(raw) > state.MaxConfigTotal+64<<10 {
+		t.Errorf("ModelConfig reply of %d bytes", len(raw))
 	}
 }
