@@ -21,11 +21,59 @@ var ErrUnknownResource = errors.New("unknown watcher id")
 var ErrResourcesClosed = errors.New("connection is shut down")
 
 // TooManyError is returned by Register when the connection already holds
-// its maximum number of resources.
-type TooManyError struct{ Max int }
+// its maximum number of resources, or its entity does (Scope says which).
+type TooManyError struct {
+	Max int
+	// Scope is "" for the connection's own limit, else what the shared
+	// Quota counts ("for machine-3 across its connections").
+	Scope string
+}
 
 func (e *TooManyError) Error() string {
-	return fmt.Sprintf("too many watchers on this connection (limit %d)", e.Max)
+	scope := e.Scope
+	if scope == "" {
+		scope = "on this connection"
+	}
+	return fmt.Sprintf("too many watchers %s (limit %d)", scope, e.Max)
+}
+
+// Quota is a number of resources shared by the Resources of several
+// connections (one entity's): a Resources that Shares it takes one unit
+// for each resource it registers and gives it back when that resource is
+// stopped. It is safe for concurrent use.
+type Quota struct {
+	max   int
+	scope string
+
+	mu sync.Mutex
+	n  int
+}
+
+// NewQuota returns a quota of max resources; scope names it in
+// TooManyError.
+func NewQuota(max int, scope string) *Quota { return &Quota{max: max, scope: scope} }
+
+// Used returns the units taken.
+func (q *Quota) Used() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.n
+}
+
+func (q *Quota) take() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.n >= q.max {
+		return false
+	}
+	q.n++
+	return true
+}
+
+func (q *Quota) give(n int) {
+	q.mu.Lock()
+	q.n -= n
+	q.mu.Unlock()
 }
 
 // Resources is one connection's registry of resources, with ids "1", "2",
@@ -37,6 +85,15 @@ type Resources struct {
 	next    uint64
 	m       map[string]Stopper
 	stopped bool
+	shared  *Quota // nil: none
+}
+
+// Share makes the resources registered from now on count against q too
+// (the entity's quota, set at login).
+func (r *Resources) Share(q *Quota) {
+	r.mu.Lock()
+	r.shared = q
+	r.mu.Unlock()
 }
 
 // NewResources returns an empty registry holding at most max resources
@@ -58,6 +115,11 @@ func (r *Resources) Register(s Stopper) (string, error) {
 		r.mu.Unlock()
 		_ = s.Stop()
 		return "", &TooManyError{Max: r.max}
+	}
+	if q := r.shared; q != nil && !q.take() {
+		r.mu.Unlock()
+		_ = s.Stop()
+		return "", &TooManyError{Max: q.max, Scope: q.scope}
 	}
 	r.next++
 	id := strconv.FormatUint(r.next, 10)
@@ -84,6 +146,9 @@ func (r *Resources) Stop(id string) error {
 	s, ok := r.m[id]
 	if ok {
 		delete(r.m, id)
+		if r.shared != nil {
+			r.shared.give(1)
+		}
 	}
 	r.mu.Unlock()
 	if !ok {
@@ -115,6 +180,9 @@ func (r *Resources) StopAll() {
 		all = append(all, r.m[strconv.FormatUint(ids[i], 10)])
 	}
 	r.m = make(map[string]Stopper)
+	if r.shared != nil {
+		r.shared.give(len(all))
+	}
 	r.mu.Unlock()
 	for _, s := range all {
 		_ = s.Stop()

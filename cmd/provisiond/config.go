@@ -49,6 +49,9 @@ type options struct {
 
 	// Agent runs the reference agent in the daemon's process: "sim".
 	Agent string `yaml:"agent"`
+
+	MaxConnsPerEntity    int `yaml:"max-connections-per-entity"`
+	MaxWatchersPerEntity int `yaml:"max-watchers-per-entity"`
 }
 
 // defaultDataDir is $XDG_DATA_HOME/provisiond, or ~/.local/share/provisiond
@@ -81,6 +84,9 @@ func defaultOptions(getenv func(string) string) options {
 		MaxUnsent:         d.MaxUnsent,
 		MaxHeaderBytes:    d.MaxHeaderBytes,
 		IdleTimeout:       d.IdleTimeout,
+
+		MaxConnsPerEntity:    d.MaxConnsPerEntity,
+		MaxWatchersPerEntity: d.MaxWatchersPerEntity,
 	}
 }
 
@@ -117,6 +123,8 @@ func (o *options) settings() []setting {
 		{"max-header-bytes", "largest HTTP request header in bytes", &o.MaxHeaderBytes},
 		{"idle-timeout", "close HTTP keep-alive connections idle for this long", &o.IdleTimeout},
 		{"agent", "run the reference agent in this process on its simulated cloud: sim (a demo; see provisionagent)", &o.Agent},
+		{"max-connections-per-entity", "connections of one machine agent or non-superuser user (0: unlimited)", &o.MaxConnsPerEntity},
+		{"max-watchers-per-entity", "watchers of one machine agent or non-superuser user across its connections (0: unlimited)", &o.MaxWatchersPerEntity},
 	}
 }
 
@@ -254,5 +262,8 @@ func (o *options) daemonConfig() daemon.Config {
 		MaxUnsent:         o.MaxUnsent,
 		MaxHeaderBytes:    o.MaxHeaderBytes,
 		IdleTimeout:       o.IdleTimeout,
+
+		MaxConnsPerEntity:    o.MaxConnsPerEntity,
+		MaxWatchersPerEntity: o.MaxWatchersPerEntity,
 	}
 }

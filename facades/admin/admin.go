@@ -17,6 +17,7 @@ import (
 	"github.com/provisiond/provisiond/rpc"
 	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/watcher"
 )
 
 // Admin is the facade instance of one call.
@@ -71,15 +72,34 @@ func (a *Admin) Login(ctx context.Context, req params.LoginRequest) (params.Logi
 	if a.ctrl, err = a.ctx.Deps.State.Controller(); err != nil {
 		return params.LoginResult{}, fmt.Errorf("cannot read controller: %w", err)
 	}
+	// Watch the credentials of whom the login may be before checking
+	// them, so a change committed after the check closes the connection.
+	watches := map[string]func(){}
+	watch := func(kind watcher.Kind, model, id string) {
+		watches[model] = s.WatchCredentials(facade.CredentialFilters(kind, model, id))
+	}
 	var res params.LoginResult
 	switch t := tag.(type) {
 	case names.UserTag:
+		watch(state.KindUser, "", t.Name())
 		auth, res, err = a.loginUser(t, req.Credentials)
 	case names.MachineTag:
+		watch(state.KindMachine, a.ctx.Model.UUID, t.Id())
+		if a.ctrl.ModelUUID != a.ctx.Model.UUID {
+			watch(state.KindMachine, a.ctrl.ModelUUID, t.Id())
+		}
 		auth, res, err = a.loginMachine(t, req.Credentials, req.Nonce)
 	default:
 		// No other kind of entity can log in to provisiond.
 		err = facade.ErrBadCreds
+	}
+	for model, cancel := range watches {
+		if err != nil || (auth.Machine != nil && auth.Machine.Model != model) {
+			cancel()
+		}
+	}
+	if err == nil {
+		err = s.Admit(*auth)
 	}
 	if err != nil {
 		auth = nil

@@ -34,6 +34,9 @@ type Deps struct {
 	PingTimeout time.Duration
 	// MaxWatchers bounds the resources of one connection (0: no limit).
 	MaxWatchers int
+	// Entities bounds the connections and watchers of one entity across
+	// its connections (nil: no limit).
+	Entities *EntityLimits
 	// LoginTimeout closes a connection that has not logged in within it
 	// (0: never).
 	LoginTimeout time.Duration

@@ -34,6 +34,7 @@ type Session struct {
 	pingTimer  *time.Timer
 	loginTimer *time.Timer
 	killed     bool
+	onKill     []func() // run by Kill, after the resources stop (session_auth.go)
 }
 
 // NewRootFunc returns the rpc.Config.NewRoot of provisiond: a Session per
@@ -146,8 +147,13 @@ func (s *Session) Kill() {
 	if s.loginTimer != nil {
 		s.loginTimer.Stop()
 	}
+	onKill := s.onKill
+	s.onKill = nil
 	s.mu.Unlock()
 	s.resources.StopAll()
+	for _, f := range onKill {
+		f()
+	}
 }
 
 // BeginLogin marks a login as under way; a second login, concurrent or

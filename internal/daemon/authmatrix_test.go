@@ -7,8 +7,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
 
 	"github.com/provisiond/provisiond/facades/facade"
+	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state"
 )
@@ -469,4 +473,109 @@ func TestLoginAfterPasswordChangeOrRevocation(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustFail("removed machine", login(w.model, req))
+}
+
+// Authorisation is not fixed at login (issue 17 item 9): when an entity's
+// password changes, or the entity is removed, every connection logged in
+// as it is closed at once (close code 1008), the one that changed it
+// included once it has its reply; the old password then fails
+// everywhere. Connections of other entities, the controller agent's on
+// the same model among them, stay.
+func TestCredentialChangeEndsSessions(t *testing.T) {
+	f := newProvFixture(t)
+	closed := func(what string, c *client.Conn) {
+		t.Helper()
+		select {
+		case <-c.Done():
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%s: the connection is still open", what)
+		}
+		if code := c.CloseCode(); code != websocket.ClosePolicyViolation {
+			t.Fatalf("%s: close code %d; want 1008", what, code)
+		}
+	}
+	alive := func(what string, c *client.Conn) {
+		t.Helper()
+		if err := c.Ping(ctxT(t)); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	agent := func(tag, password, nonce string) *client.Conn {
+		t.Helper()
+		c := dial(t, f.d, f.model)
+		if _, err := c.LoginAgent(ctxT(t), tag, password, nonce); err != nil {
+			t.Fatalf("%s: %v", tag, err)
+		}
+		return c
+	}
+
+	// The controller rotates machine 0's password: both of machine 0's
+	// connections close; the controller's own stays.
+	second := agent("machine-0", m0Password, m0Nonce)
+	const rotated = "machine-0-rotated-password-xyz"
+	res := mustCall[params.ErrorResults](t, f.ctrl, 11, "SetPasswords",
+		params.EntityPasswords{Changes: []params.EntityPassword{{Tag: "machine-0", Password: rotated}}})
+	if res.Results[0].Error != nil {
+		t.Fatal(res.Results[0].Error)
+	}
+	closed("machine 0's agent", f.agent)
+	closed("machine 0's second connection", second)
+	alive("the controller agent", f.ctrl)
+	alive("the admin", f.admin)
+	if _, err := dial(t, f.d, f.model).LoginAgent(ctxT(t), "machine-0", m0Password, m0Nonce); !isCode(err, params.CodeUnauthorized) {
+		t.Fatalf("login with the old password: %v", err)
+	}
+	// Setting the same password again changes nothing and closes nothing.
+	fresh := agent("machine-0", rotated, m0Nonce)
+	mustCall[params.ErrorResults](t, f.ctrl, 11, "SetPasswords",
+		params.EntityPasswords{Changes: []params.EntityPassword{{Tag: "machine-0", Password: rotated}}})
+	alive("machine 0 after a SetPasswords to the same password", fresh)
+
+	// A container's host sets its container's password: the container's
+	// agent is closed, the host's connection gets its reply and stays.
+	if err := f.st.SetMachinePassword(f.model, "0/lxd/0", "container-password-0123456789"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.st.SetInstanceInfo(f.model, "0/lxd/0", state.InstanceInfo{InstanceID: "c-0", Nonce: "cn"}); err != nil {
+		t.Fatal(err)
+	}
+	container := agent("machine-0-lxd-0", "container-password-0123456789", "cn")
+	res = mustCall[params.ErrorResults](t, fresh, 11, "SetPasswords",
+		params.EntityPasswords{Changes: []params.EntityPassword{{Tag: "machine-0-lxd-0", Password: "container-password-new-0123456"}}})
+	if res.Results[0].Error != nil {
+		t.Fatal(res.Results[0].Error)
+	}
+	closed("the container's agent", container)
+	alive("the host's agent", fresh)
+
+	// A removed machine's agent is closed.
+	const pw = "machine-3-agent-password-xyz"
+	m, err := f.st.AddMachine(f.model, state.MachineParams{Password: pw, Nonce: "n3", InstanceID: "i-3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	removed := agent("machine-"+m.ID, pw, "n3")
+	if err := f.st.EnsureMachineDead(f.model, m.ID); err != nil {
+		t.Fatal(err)
+	}
+	alive("a dead machine's agent (Juju's agents see their death and stop)", removed)
+	if _, err := f.st.RemoveMachine(f.model, m.ID); err != nil {
+		t.Fatal(err)
+	}
+	closed("the removed machine's agent", removed)
+
+	// A user's password changed: the user's connections close.
+	if _, err := f.st.AddUser("carol", "Carol", "carol-password-0123456789", state.AccessLogin); err != nil {
+		t.Fatal(err)
+	}
+	carol := dial(t, f.d, "")
+	if _, err := carol.LoginUser(ctxT(t), "carol", "carol-password-0123456789"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.st.SetUserPassword("carol", "carol-new-password-987654"); err != nil {
+		t.Fatal(err)
+	}
+	closed("carol", carol)
+	alive("the admin", f.admin)
+	alive("machine 0", fresh)
 }

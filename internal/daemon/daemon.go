@@ -63,6 +63,9 @@ type Config struct {
 	MaxHeaderBytes    int
 	IdleTimeout       time.Duration
 
+	MaxConnsPerEntity    int
+	MaxWatchersPerEntity int
+
 	LoginRateMax    int
 	LoginRateRefill time.Duration
 	LoginConcurrent int
@@ -109,6 +112,9 @@ func Default(dataDir string) Config {
 		MaxUnsent:         rpc.DefaultMaxUnsent,
 		MaxHeaderBytes:    DefaultMaxHeaderBytes,
 		IdleTimeout:       DefaultIdleTimeout,
+
+		MaxConnsPerEntity:    DefaultMaxConnsPerEntity,
+		MaxWatchersPerEntity: DefaultMaxWatchersPerEntity,
 	}
 }
 
@@ -123,7 +129,8 @@ func (c *Config) Validate() error {
 		return errors.New("--cert-file and --key-file go together")
 	case c.ReadLimit < 0, c.MaxRequests < 0, c.MaxConns < 0, c.MaxWatchers < 0,
 		c.LoginRateMax < 0, c.LoginConcurrent < 0, c.PreLoginReadLimit < 0, c.MaxBulkItems < 0,
-		c.MaxReplySize < 0, c.MaxUnsent < 0, c.MaxHeaderBytes < 0, c.MaxAgentBinarySize < 0:
+		c.MaxReplySize < 0, c.MaxUnsent < 0, c.MaxHeaderBytes < 0, c.MaxAgentBinarySize < 0,
+		c.MaxConnsPerEntity < 0, c.MaxWatchersPerEntity < 0:
 		return errors.New("limits must not be negative")
 	case c.WriteTimeout < 0, c.PingTimeout < 0, c.LoginTimeout < 0, c.LoginRateRefill < 0, c.IdleTimeout < 0:
 		return errors.New("durations must not be negative")
@@ -257,6 +264,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 		PingTimeout:   cfg.PingTimeout,
 		LoginTimeout:  cfg.LoginTimeout,
 		MaxWatchers:   cfg.MaxWatchers,
+		Entities:      facade.NewEntityLimits(cfg.MaxConnsPerEntity, cfg.MaxWatchersPerEntity),
 		Environ:       d.environ,
 		Clock:         cfg.Clock,
 	}

@@ -30,6 +30,15 @@ const (
 	httpReadTimeout = time.Minute
 )
 
+// Limits per entity (facade.EntityLimits): a machine agent, or a user who
+// is not a superuser, across all its connections. A Juju machine agent
+// holds one connection (a second while a dead one times out) and a few
+// dozen watchers.
+const (
+	DefaultMaxConnsPerEntity    = 16
+	DefaultMaxWatchersPerEntity = 2 * DefaultMaxWatchers
+)
+
 // newHTTPServer is the daemon's HTTP server: handler on tlsCfg with the
 // limits above; a response must be written within cfg.WriteTimeout (a
 // handler that streams, like /backup, extends its deadline per write).

@@ -669,3 +669,135 @@ func TestConfigLimits(t *testing.T) {
 		t.Errorf("ModelConfig reply of %d bytes", len(raw))
 	}
 }
+
+// Per entity (issue 17 item 5: one machine agent opened 150 connections x
+// 1,000 watchers, +690 MB): a machine agent (or a user who is not a
+// superuser) may hold --max-connections-per-entity connections and
+// --max-watchers-per-entity watchers across them, besides --max-watchers
+// per connection; over them the login or the Watch call gets code "quota
+// limit exceeded", and what the entity holds is freed as its connections
+// end. The controller agent is not counted.
+func TestEntityLimits(t *testing.T) {
+	const (
+		conns       = 3
+		perConn     = 4
+		perEntity   = 6
+		attackConns = 10
+	)
+	f := newProvFixtureWith(t, func(c *daemon.Config) {
+		c.MaxConnsPerEntity = conns
+		c.MaxWatchersPerEntity = perEntity
+		c.MaxWatchers = perConn
+	})
+	// machine 0 already has one connection (f.agent).
+	var agents []*client.Conn
+	for i := 0; i < attackConns; i++ {
+		c := dial(t, f.d, f.model)
+		_, err := c.LoginAgent(ctxT(t), "machine-0", m0Password, m0Nonce)
+		if len(agents) < conns-1 {
+			if err != nil {
+				t.Fatalf("login %d: %v", i, err)
+			}
+			agents = append(agents, c)
+			continue
+		}
+		wantErr(t, err, "too many connections for machine-0 (limit 3)", params.CodeQuotaLimitExceeded)
+	}
+	agents = append(agents, f.agent)
+	watch := func(c *client.Conn) error {
+		var r params.NotifyWatchResult
+		if err := c.Call(ctxT(t), "Provisioner", 11, "", "WatchForModelConfigChanges", nil, &r); err != nil {
+			return err
+		}
+		if r.Error != nil {
+			return r.Error
+		}
+		return nil
+	}
+	base := f.d.Hub().Subscriptions()
+	for i := 0; i < perConn; i++ {
+		if err := watch(agents[0]); err != nil {
+			t.Fatalf("watcher %d on one connection: %v", i, err)
+		}
+	}
+	wantErr(t, watch(agents[0]), "too many watchers on this connection (limit 4)", params.CodeQuotaLimitExceeded)
+	for i := perConn; i < perEntity; i++ {
+		if err := watch(agents[1]); err != nil {
+			t.Fatalf("watcher %d on another connection: %v", i, err)
+		}
+	}
+	wantErr(t, watch(agents[2]), "too many watchers for machine-0 across its connections (limit 6)", params.CodeQuotaLimitExceeded)
+	if got := f.d.Hub().Subscriptions() - base; got != perEntity {
+		t.Errorf("machine 0 holds %d watcher subscriptions; the limit is %d", got, perEntity)
+	}
+	// A connection that ends frees its watchers and its slot.
+	agents[0].Close()
+	// (The hub also counts one subscription per logged-in connection: the
+	// watch of its credentials.)
+	waitFor(t, "the connection to end", func() bool { return f.d.Hub().Subscriptions()-base == perEntity-perConn-1 })
+	if err := watch(agents[2]); err != nil {
+		t.Fatalf("a watcher after another connection ended: %v", err)
+	}
+	waitFor(t, "a free connection slot", func() bool {
+		c := dial(t, f.d, f.model)
+		_, err := c.LoginAgent(ctxT(t), "machine-0", m0Password, m0Nonce)
+		return err == nil
+	})
+	// The controller agent is not counted.
+	for i := 0; i < conns+2; i++ {
+		loginController(t, f.d, f.model)
+	}
+}
+
+// The watcher attack at a small scale, at the default limits: one machine
+// agent opens 20 connections and 200 watchers on each, with a Next parked
+// on every watcher. It gets --max-connections-per-entity connections and
+// --max-watchers-per-entity watchers in all; the daemon's heap grows by
+// what those hold, and a write that wakes them is answered.
+func TestEntityWatcherAttackBounded(t *testing.T) {
+	f := newProvFixture(t)
+	got, grown, wake := watcherAttack(t, f, 20, 200)
+	t.Logf("watchers held: %d; heap +%.1f MiB; the write that woke them took %v", got, float64(grown)/(1<<20), wake)
+	if got > daemon.DefaultMaxWatchersPerEntity {
+		t.Errorf("machine 0 holds %d watchers; the limit is %d", got, daemon.DefaultMaxWatchersPerEntity)
+	}
+	if bound := int64(daemon.DefaultMaxWatchersPerEntity*8<<10 + daemon.DefaultMaxConnsPerEntity*daemon.ConnWorstCase); grown > bound {
+		t.Errorf("heap grew by %.1f MiB; the bound is %.1f MiB", float64(grown)/(1<<20), float64(bound)/(1<<20))
+	}
+	if err := f.admin.Ping(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// watcherAttack logs in as machine 0 on conns connections and makes
+// perConn watchers on each, parking a Next on every one; it returns how
+// many watchers the daemon granted, its heap growth, and how long a model
+// config write that wakes them all took.
+func watcherAttack(t *testing.T, f *provFixture, conns, perConn int) (got int, grown int64, wake time.Duration) {
+	t.Helper()
+	base := heapAlloc()
+	for i := 0; i < conns; i++ {
+		c := newRawConn(t, f.d, f.model)
+		r := c.mustCall("Admin", 3, "", "Login", params.LoginRequest{AuthTag: "machine-0", Credentials: m0Password, Nonce: m0Nonce})
+		if r.err != nil {
+			continue // over the connection limit
+		}
+		for j := 0; j < perConn; j++ {
+			r := c.mustCall("Provisioner", 11, "", "WatchForModelConfigChanges", nil)
+			var res params.NotifyWatchResult
+			if r.err != nil || json.Unmarshal(r.response, &res) != nil || res.NotifyWatcherId == "" {
+				break // over a watcher limit
+			}
+			got++
+			if _, err := c.send("NotifyWatcher", 1, res.NotifyWatcherId, "Next", nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	grown = int64(heapAlloc()) - int64(base)
+	t0 := time.Now()
+	if err := f.st.UpdateModelConfig(f.model, map[string]any{"wake": time.Now().String()}, nil); err != nil {
+		t.Fatal(err)
+	}
+	return got, grown, time.Since(t0)
+}

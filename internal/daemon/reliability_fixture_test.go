@@ -52,6 +52,7 @@ func newWorld(t *testing.T) *world {
 	f := newProvFixtureWith(t, func(c *daemon.Config) {
 		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 		c.MaxWatchers = 1 << 20
+		c.MaxWatchersPerEntity = 1 << 20
 		c.LoginRateMax = 1 << 20
 	})
 	w := &world{provFixture: f, logs: logs}
