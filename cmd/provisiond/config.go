@@ -52,6 +52,11 @@ type options struct {
 
 	MaxConnsPerEntity    int `yaml:"max-connections-per-entity"`
 	MaxWatchersPerEntity int `yaml:"max-watchers-per-entity"`
+
+	LoginFailures    int           `yaml:"login-failures"`
+	LoginBackoffMax  time.Duration `yaml:"login-backoff-max"`
+	MetricsAuth      string        `yaml:"metrics-auth"`
+	MetricsTokenFile string        `yaml:"metrics-token-file"`
 }
 
 // defaultDataDir is $XDG_DATA_HOME/provisiond, or ~/.local/share/provisiond
@@ -87,6 +92,10 @@ func defaultOptions(getenv func(string) string) options {
 
 		MaxConnsPerEntity:    d.MaxConnsPerEntity,
 		MaxWatchersPerEntity: d.MaxWatchersPerEntity,
+
+		LoginFailures:   d.LoginFailures,
+		LoginBackoffMax: d.LoginBackoffMax,
+		MetricsAuth:     d.MetricsAuth,
 	}
 }
 
@@ -125,6 +134,10 @@ func (o *options) settings() []setting {
 		{"agent", "run the reference agent in this process on its simulated cloud: sim (a demo; see provisionagent)", &o.Agent},
 		{"max-connections-per-entity", "connections of one machine agent or non-superuser user (0: unlimited)", &o.MaxConnsPerEntity},
 		{"max-watchers-per-entity", "watchers of one machine agent or non-superuser user across its connections (0: unlimited)", &o.MaxWatchersPerEntity},
+		{"login-failures", "failed logins of a user, an address or an agent before its logins back off", &o.LoginFailures},
+		{"login-backoff-max", "the longest a login waits after failures (the wait doubles from 1s)", &o.LoginBackoffMax},
+		{"metrics-auth", "who reads /metrics: local (loopback open, others authenticate), always, none", &o.MetricsAuth},
+		{"metrics-token-file", "file holding a bearer token that opens /metrics", &o.MetricsTokenFile},
 	}
 }
 
@@ -265,5 +278,10 @@ func (o *options) daemonConfig() daemon.Config {
 
 		MaxConnsPerEntity:    o.MaxConnsPerEntity,
 		MaxWatchersPerEntity: o.MaxWatchersPerEntity,
+
+		LoginFailures:    o.LoginFailures,
+		LoginBackoffMax:  o.LoginBackoffMax,
+		MetricsAuth:      o.MetricsAuth,
+		MetricsTokenFile: o.MetricsTokenFile,
 	}
 }

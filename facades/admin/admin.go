@@ -72,6 +72,14 @@ func (a *Admin) Login(ctx context.Context, req params.LoginRequest) (params.Logi
 	if a.ctrl, err = a.ctx.Deps.State.Controller(); err != nil {
 		return params.LoginResult{}, fmt.Errorf("cannot read controller: %w", err)
 	}
+	// Back off after failed logins of this user or agent, or from this
+	// address (throttle.go).
+	keys := a.throttleKeys(tag)
+	if wait := a.limiter.Throttle().Wait(keys); wait > 0 {
+		err = ThrottledError(wait)
+		a.refused(req.AuthTag, err)
+		return params.LoginResult{}, err
+	}
 	// Watch the credentials of whom the login may be before checking
 	// them, so a change committed after the check closes the connection.
 	watches := map[string]func(){}
@@ -98,7 +106,11 @@ func (a *Admin) Login(ctx context.Context, req params.LoginRequest) (params.Logi
 			cancel()
 		}
 	}
-	if err == nil {
+	switch {
+	case err == facade.ErrBadCreds: // a wrong password or an unknown entity; not "permission denied"
+		a.limiter.Throttle().Failed(keys)
+	case err == nil:
+		a.limiter.Throttle().Succeeded(keys)
 		err = s.Admit(*auth)
 	}
 	if err != nil {
@@ -108,6 +120,14 @@ func (a *Admin) Login(ctx context.Context, req params.LoginRequest) (params.Logi
 	}
 	a.ctx.Deps.Logger.Debug("login", "tag", facade.Bounded(req.AuthTag), "model", a.ctx.Model.UUID)
 	return res, nil
+}
+
+// throttleKeys are the keys the Throttle counts a login's failures under.
+func (a *Admin) throttleKeys(tag names.Tag) LoginKeys {
+	if t, ok := tag.(names.UserTag); ok {
+		return UserKeys("api", t.Name(), a.ctx.Session.RemoteAddr())
+	}
+	return AgentKeys(a.ctx.Model.UUID, tag.String())
 }
 
 // refused logs a refused login; the tag is the client's, so only its

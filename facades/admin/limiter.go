@@ -13,6 +13,7 @@ type Limiter struct {
 	perToken   time.Duration
 	concurrent chan struct{}
 	now        func() time.Time
+	throttle   *Throttle
 
 	mu     sync.Mutex // guards the fields below
 	tokens float64
@@ -30,11 +31,14 @@ type LimiterConfig struct {
 	Concurrent int
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Throttle slows down the failed logins of users and agents (nil:
+	// none).
+	Throttle *Throttle
 }
 
 // NewLimiter returns a limiter with a full bucket.
 func NewLimiter(cfg LimiterConfig) *Limiter {
-	l := &Limiter{max: float64(cfg.Max), perToken: cfg.Refill, now: cfg.Now}
+	l := &Limiter{max: float64(cfg.Max), perToken: cfg.Refill, now: cfg.Now, throttle: cfg.Throttle}
 	if l.now == nil {
 		l.now = time.Now
 	}
@@ -44,6 +48,14 @@ func NewLimiter(cfg LimiterConfig) *Limiter {
 	l.tokens = l.max
 	l.last = l.now()
 	return l
+}
+
+// Throttle is the failed-login throttle (nil: none).
+func (l *Limiter) Throttle() *Throttle {
+	if l == nil {
+		return nil
+	}
+	return l.throttle
 }
 
 // Acquire takes a token and a concurrency slot without waiting. On success

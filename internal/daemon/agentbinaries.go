@@ -220,31 +220,8 @@ func (a *agentBinaries) fetchEntry(ctx context.Context, b state.AgentBinary) (st
 	return b, nil
 }
 
-// requireSuperuser checks the request's HTTP basic auth (a user name, or
-// a user tag as Juju's clients send it) and answers the request itself
-// unless it is a superuser's.
-func (d *Daemon) requireSuperuser(w http.ResponseWriter, r *http.Request, what string) (state.User, bool) {
-	user, pass, ok := r.BasicAuth()
-	if !ok {
-		w.Header().Set("WWW-Authenticate", `Basic realm="provisiond"`)
-		http.Error(w, what+" needs a superuser's name and password", http.StatusUnauthorized)
-		return state.User{}, false
-	}
-	u, err := d.state.CheckUserPassword(strings.TrimPrefix(user, "user-"), pass)
-	if err != nil {
-		w.Header().Set("WWW-Authenticate", `Basic realm="provisiond"`)
-		http.Error(w, "invalid entity name or password", http.StatusUnauthorized)
-		return state.User{}, false
-	}
-	if u.Access != state.AccessSuperuser {
-		http.Error(w, "permission denied", http.StatusForbidden)
-		return state.User{}, false
-	}
-	return u, true
-}
-
 func (a *agentBinaries) upload(w http.ResponseWriter, r *http.Request) {
-	u, ok := a.d.requireSuperuser(w, r, "uploading agent binaries")
+	u, ok := a.d.superuser(w, r, "tools", "uploading agent binaries")
 	if !ok || !a.modelOK(w, r) {
 		return
 	}

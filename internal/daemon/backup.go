@@ -37,7 +37,7 @@ type tarEntry struct {
 func entrySize(size int64) int64 { return 512 + (size+511)/512*512 }
 
 func (d *Daemon) handleBackup(w http.ResponseWriter, r *http.Request) {
-	u, ok := d.requireSuperuser(w, r, "backup")
+	u, ok := d.superuser(w, r, "backup", "backup")
 	if !ok {
 		return
 	}

@@ -66,6 +66,17 @@ type Config struct {
 	MaxConnsPerEntity    int
 	MaxWatchersPerEntity int
 
+	// LoginFailures failed logins of a user, an address or an agent are
+	// let through before logins of it back off, up to LoginBackoffMax.
+	LoginFailures   int
+	LoginBackoffMax time.Duration
+
+	// MetricsAuth says who may read /metrics: MetricsAuthLocal (the
+	// default), MetricsAuthAlways or MetricsAuthNone. MetricsTokenFile
+	// holds a bearer token that also opens it.
+	MetricsAuth      string
+	MetricsTokenFile string
+
 	LoginRateMax    int
 	LoginRateRefill time.Duration
 	LoginConcurrent int
@@ -115,6 +126,9 @@ func Default(dataDir string) Config {
 
 		MaxConnsPerEntity:    DefaultMaxConnsPerEntity,
 		MaxWatchersPerEntity: DefaultMaxWatchersPerEntity,
+		LoginFailures:        admin.DefaultLoginFailures,
+		LoginBackoffMax:      admin.DefaultLoginBackoffMax,
+		MetricsAuth:          MetricsAuthLocal,
 	}
 }
 
@@ -127,12 +141,14 @@ func (c *Config) Validate() error {
 		return errors.New("listen address is required")
 	case (c.CertFile == "") != (c.KeyFile == ""):
 		return errors.New("--cert-file and --key-file go together")
+	case c.MetricsAuth != "" && c.MetricsAuth != MetricsAuthLocal && c.MetricsAuth != MetricsAuthAlways && c.MetricsAuth != MetricsAuthNone:
+		return fmt.Errorf("--metrics-auth %q: want %s, %s or %s", c.MetricsAuth, MetricsAuthLocal, MetricsAuthAlways, MetricsAuthNone)
 	case c.ReadLimit < 0, c.MaxRequests < 0, c.MaxConns < 0, c.MaxWatchers < 0,
 		c.LoginRateMax < 0, c.LoginConcurrent < 0, c.PreLoginReadLimit < 0, c.MaxBulkItems < 0,
 		c.MaxReplySize < 0, c.MaxUnsent < 0, c.MaxHeaderBytes < 0, c.MaxAgentBinarySize < 0,
-		c.MaxConnsPerEntity < 0, c.MaxWatchersPerEntity < 0:
+		c.MaxConnsPerEntity < 0, c.MaxWatchersPerEntity < 0, c.LoginFailures < 0:
 		return errors.New("limits must not be negative")
-	case c.WriteTimeout < 0, c.PingTimeout < 0, c.LoginTimeout < 0, c.LoginRateRefill < 0, c.IdleTimeout < 0:
+	case c.WriteTimeout < 0, c.PingTimeout < 0, c.LoginTimeout < 0, c.LoginRateRefill < 0, c.IdleTimeout < 0, c.LoginBackoffMax < 0:
 		return errors.New("durations must not be negative")
 	}
 	return nil
@@ -164,12 +180,15 @@ type Daemon struct {
 	http     *http.Server
 	ln       net.Listener
 	tcp      *limitListener
-	tls      *pki.Material
-	creds    Credentials
-	metrics  *metrics
-	environ  *environ.Provider
-	done     chan struct{}
-	serveErr error
+	throttle *admin.Throttle
+	// metricsToken opens /metrics as a bearer token; empty: none.
+	metricsToken string
+	tls          *pki.Material
+	creds        Credentials
+	metrics      *metrics
+	environ      *environ.Provider
+	done         chan struct{}
+	serveErr     error
 }
 
 // Start opens (and on first start initialises) the data dir, listens on
@@ -249,8 +268,13 @@ func Start(cfg Config) (d *Daemon, err error) {
 		return nil, fmt.Errorf("record API addresses: %w", err)
 	}
 
+	d.throttle = d.newThrottle()
+	if d.metricsToken, err = readToken(cfg.MetricsTokenFile); err != nil {
+		return nil, err
+	}
 	reg := NewRegistry(admin.NewLimiter(admin.LimiterConfig{
 		Max: cfg.LoginRateMax, Refill: cfg.LoginRateRefill, Concurrent: cfg.LoginConcurrent,
+		Throttle: d.throttle,
 	}))
 
 	deps := &facade.Deps{
@@ -289,7 +313,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(d.metrics.reg, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", d.metricsHandler(promhttp.HandlerFor(d.metrics.reg, promhttp.HandlerOpts{})))
 	mux.HandleFunc("GET /backup", d.handleBackup)
 	if err := d.serveAgentBinaries(mux); err != nil {
 		return nil, err

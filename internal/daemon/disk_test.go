@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -82,13 +83,15 @@ func TestDiskFull(t *testing.T) {
 	}
 	filler := fillDisk(t, filepath.Dir(dir))
 
-	// Keep writing bigger values until the database needs space it cannot get.
+	// Keep adding models with 200 KiB of config (a config holds at most
+	// 1 MiB) until the database needs space it cannot get.
 	var werr error
-	for i := 0; i < 200 && werr == nil; i++ {
-		werr = set("big-"+string(rune('a'+i%26))+strings.Repeat("k", i/26), 256<<10)
+	for i := 0; i < 300 && werr == nil; i++ {
+		werr = admin.Call(ctxT(t), "ModelAdmin", 1, "", "AddModel",
+			params.AddModelArgs{Name: fmt.Sprintf("fill-%d", i), Config: map[string]any{"big": strings.Repeat("x", 200<<10)}}, nil)
 	}
 	if werr == nil {
-		t.Fatal("200 writes of 256 KiB on a full disk all succeeded")
+		t.Fatal("300 writes of 200 KiB on a full disk all succeeded")
 	}
 	if !strings.Contains(werr.Error(), "no space left on device") {
 		t.Fatalf("write on a full disk: %v; want an error saying no space is left", werr)

@@ -2,12 +2,18 @@ package daemon
 
 import (
 	"crypto/tls"
+	"errors"
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/provisiond/provisiond/facades/admin"
+	"github.com/provisiond/provisiond/state"
 )
 
 // The HTTP server's own limits (docs/reliability.md, Limits): every
@@ -73,6 +79,71 @@ func (d *Daemon) listen(ln net.Listener, tlsCfg *tls.Config) net.Listener {
 	return tls.NewListener(d.tcp, tlsCfg)
 }
 
+// newThrottle is the failed-login throttle of every path that checks a
+// password (Admin.Login, /backup and /metrics basic auth), with its metrics.
+func (d *Daemon) newThrottle() *admin.Throttle {
+	failed := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "provisiond_login_failures_total",
+		Help: "Failed logins (wrong password or unknown entity) by path (api, backup, metrics) and kind (user, agent).",
+	}, []string{"path", "kind"})
+	throttled := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "provisiond_login_throttled_total",
+		Help: "Logins refused unchecked while their user, address or agent backs off after failures, by path and kind.",
+	}, []string{"path", "kind"})
+	d.metrics.reg.MustRegister(failed, throttled)
+	var now func() time.Time
+	if d.cfg.Clock != nil {
+		now = d.cfg.Clock.Now // tests' fake clock
+	}
+	return admin.NewThrottle(admin.ThrottleConfig{
+		Free: d.cfg.LoginFailures,
+		Max:  d.cfg.LoginBackoffMax,
+		Now:  now,
+		Failed: func(path, kind string) {
+			failed.WithLabelValues(path, kind).Inc()
+		},
+		Throttled: func(path, kind string) {
+			throttled.WithLabelValues(path, kind).Inc()
+		},
+	})
+}
+
 // TCPConns returns the number of open TCP connections, which
 // Config.MaxConns caps.
 func (d *Daemon) TCPConns() int { return d.tcp.Open() }
+
+// superuser checks r's HTTP basic auth (a user name, or a user tag as
+// Juju's clients send) for a superuser, through the failed-login throttle
+// (path names the endpoint in its metrics: backup, tools, metrics; what
+// says what needs it). On failure it has answered: 401, 403, or 429 with
+// Retry-After while the user or the address backs off.
+func (d *Daemon) superuser(w http.ResponseWriter, r *http.Request, path, what string) (state.User, bool) {
+	user, pass, ok := r.BasicAuth()
+	if !ok {
+		w.Header().Set("WWW-Authenticate", `Basic realm="provisiond"`)
+		http.Error(w, what+" needs a superuser's name and password", http.StatusUnauthorized)
+		return state.User{}, false
+	}
+	user = strings.TrimPrefix(user, "user-")
+	keys := admin.UserKeys(path, user, r.RemoteAddr)
+	if wait := d.throttle.Wait(keys); wait > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
+		http.Error(w, admin.ThrottledError(wait).Error(), http.StatusTooManyRequests)
+		return state.User{}, false
+	}
+	u, err := d.state.CheckUserPassword(user, pass)
+	if err != nil {
+		if errors.Is(err, state.ErrBadCredentials) {
+			d.throttle.Failed(keys)
+		}
+		w.Header().Set("WWW-Authenticate", `Basic realm="provisiond"`)
+		http.Error(w, "invalid entity name or password", http.StatusUnauthorized)
+		return state.User{}, false
+	}
+	d.throttle.Succeeded(keys)
+	if u.Access != state.AccessSuperuser {
+		http.Error(w, "permission denied", http.StatusForbidden)
+		return state.User{}, false
+	}
+	return u, true
+}

@@ -13,6 +13,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -94,7 +96,9 @@ func TestConnectionLimit(t *testing.T) {
 		if err := c.Ping(ctxT(t)); err != nil {
 			t.Fatalf("open connection: %v", err)
 		}
+		c.Close()
 	}
+	waitFor(t, "the connections to end", func() bool { return d.TCPConns() == 0 })
 	if m := metricsText(t, d, nil); !strings.Contains(m, "provisiond_connections_refused_total "+strconv.Itoa(int(fails.Load()))) {
 		t.Errorf("/metrics does not count %d refused connections:\n%s", fails.Load(), grepLines(m, "refused"))
 	}
@@ -117,7 +121,7 @@ func droppedConn(err error) bool {
 // admin login time out), and the server closes them once idle for
 // --idle-timeout, which frees their slots.
 func TestIdleKeepAliveCountedAndClosed(t *testing.T) {
-	const limit, idle = 4, 300 * time.Millisecond
+	const limit, idle = 4, 3 * time.Second
 	d := start(t, func(c *daemon.Config) { c.MaxConns = limit; c.IdleTimeout = idle })
 	creds := d.Credentials()
 	// limit clients, each with its own keep-alive connection after one
@@ -800,4 +804,180 @@ func watcherAttack(t *testing.T, f *provFixture, conns, perConn int) (got int, g
 		t.Fatal(err)
 	}
 	return got, grown, time.Since(t0)
+}
+
+// Failed logins are throttled (issue 17 item 8: 186-206 guesses a second at
+// a user's password, 86 at /backup's basic auth): after --login-failures
+// failures of a user, an address or an agent, its logins back off (1 s,
+// doubling, up to --login-backoff-max), refused unchecked with code "try
+// again" (HTTP 429 on /backup); never for good; counted in /metrics. The
+// daemon's clock is the fixture's fake one.
+func TestLoginThrottle(t *testing.T) {
+	f := newProvFixtureWith(t, func(c *daemon.Config) { c.LoginFailures = 3 })
+	if _, err := f.st.AddUser("bob", "Bob", "bob-password-0123456789", state.AccessLogin); err != nil {
+		t.Fatal(err)
+	}
+	login := func(tag, password string) error {
+		c := dial(t, f.d, "")
+		defer c.Close()
+		var err error
+		if strings.HasPrefix(tag, "user-") {
+			_, err = c.LoginUser(ctxT(t), strings.TrimPrefix(tag, "user-"), password)
+		} else {
+			_, err = c.LoginAgent(ctxT(t), tag, password, m0Nonce)
+		}
+		return err
+	}
+	// A guesser on loopback, as fast as the daemon lets it, for a minute of
+	// the daemon's clock: it gets 3 free guesses, then one per wait.
+	guesses := 0
+	for end := f.clock.Now().Add(time.Minute); f.clock.Now().Before(end); {
+		err := login("user-bob", "guess")
+		switch {
+		case isCode(err, params.CodeUnauthorized):
+			guesses++
+		case isCode(err, params.CodeTryAgain):
+			if !strings.HasPrefix(err.Error(), "too many failed logins; try again in ") {
+				t.Fatalf("throttled login: %v", err)
+			}
+			f.clock.Advance(time.Second)
+		default:
+			t.Fatalf("guess: %v", err)
+		}
+	}
+	t.Logf("%d password guesses in a minute of the daemon's clock", guesses)
+	if guesses > 3+6+2 { // free, then 1+2+4+8+16+32 s
+		t.Errorf("%d guesses in a minute", guesses)
+	}
+	// The right password waits its turn too, but gets in once it is up.
+	err := login("user-bob", "bob-password-0123456789")
+	wantErrContaining(t, err, "too many failed logins; try again in", params.CodeTryAgain)
+	f.clock.Advance(daemon.Default("").LoginBackoffMax)
+	if err := login("user-bob", "bob-password-0123456789"); err != nil {
+		t.Fatalf("after the longest wait: %v", err)
+	}
+	// An agent's failures throttle that agent, not others on the address.
+	for i := 0; i < 4; i++ {
+		_ = login("machine-0", "wrong-password-0123456789")
+	}
+	wantErrContaining(t, login("machine-0", m0Password), "too many failed logins", params.CodeTryAgain)
+	loginController(t, f.d, f.model)
+
+	// /backup's basic auth is throttled the same way (429, Retry-After).
+	tr := httpsTransport(f.d)
+	defer tr.CloseIdleConnections()
+	backup := func(password string) *http.Response {
+		req, _ := http.NewRequest(http.MethodGet, "https://"+f.d.Addr()+"/backup", nil)
+		req.SetBasicAuth("admin", password)
+		resp, err := (&http.Client{Transport: tr}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	f.clock.Advance(time.Hour) // the address's failures above are forgotten
+	var last *http.Response
+	for i := 0; i < 5; i++ {
+		last = backup("wrong")
+	}
+	if last.StatusCode != http.StatusTooManyRequests || last.Header.Get("Retry-After") == "" {
+		t.Fatalf("/backup after 5 wrong passwords: %s, Retry-After %q", last.Status, last.Header.Get("Retry-After"))
+	}
+	f.clock.Advance(time.Minute)
+	if resp := backup(f.d.Credentials().AdminPassword); resp.StatusCode != http.StatusOK {
+		t.Fatalf("/backup with the right password after the wait: %s", resp.Status)
+	}
+
+	m := metricsText(t, f.d, nil)
+	for _, want := range []string{
+		`provisiond_login_failures_total{kind="user",path="api"} ` + strconv.Itoa(guesses),
+		`provisiond_login_failures_total{kind="agent",path="api"} 4`,
+		`provisiond_login_failures_total{kind="user",path="backup"} 4`,
+		`provisiond_login_throttled_total{kind="user",path="backup"} 1`,
+		`provisiond_login_throttled_total{kind="agent",path="api"} 1`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("/metrics lacks %q:\n%s", want, grepLines(m, "provisiond_login_"))
+		}
+	}
+}
+
+// /metrics (issue 17 item 12) is open on loopback and, from other
+// addresses, needs a superuser's basic auth or the bearer token of
+// --metrics-token-file; --metrics-auth always asks loopback clients too.
+// The daemon listens on every address so a client can come from a
+// non-loopback one.
+func TestMetricsAuth(t *testing.T) {
+	remote := nonLoopbackIP(t)
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("s3cret-token-0123456789\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []string{daemon.MetricsAuthLocal, daemon.MetricsAuthAlways, daemon.MetricsAuthNone} {
+		t.Run(mode, func(t *testing.T) {
+			d := start(t, func(c *daemon.Config) {
+				c.Addr = "0.0.0.0:0"
+				c.MetricsAuth = mode
+				c.MetricsTokenFile = tokenFile
+			})
+			_, port, _ := net.SplitHostPort(d.Addr())
+			get := func(host string, hdr http.Header) int {
+				tr := httpsTransport(d)
+				defer tr.CloseIdleConnections()
+				req, _ := http.NewRequest(http.MethodGet, "https://"+net.JoinHostPort(host, port)+"/metrics", nil)
+				req.Header = hdr
+				resp, err := (&http.Client{Transport: tr}).Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				return resp.StatusCode
+			}
+			basic := func(user, pw string) http.Header {
+				r, _ := http.NewRequest("GET", "/", nil)
+				r.SetBasicAuth(user, pw)
+				return r.Header
+			}
+			bearer := func(tok string) http.Header { return http.Header{"Authorization": {"Bearer " + tok}} }
+			open, closed := http.StatusOK, http.StatusUnauthorized
+			if mode == daemon.MetricsAuthNone {
+				closed = http.StatusOK
+			}
+			loopback := open
+			if mode == daemon.MetricsAuthAlways {
+				loopback = closed
+			}
+			for _, c := range []struct {
+				what, host string
+				hdr        http.Header
+				want       int
+			}{
+				{"loopback, nothing", "127.0.0.1", nil, loopback},
+				{"remote, nothing", remote, nil, closed},
+				{"remote, wrong password", remote, basic("admin", "wrong"), closed},
+				{"remote, wrong token", remote, bearer("wrong"), closed},
+				{"remote, admin", remote, basic("admin", d.Credentials().AdminPassword), open},
+				{"remote, token", remote, bearer("s3cret-token-0123456789"), open},
+			} {
+				if got := get(c.host, c.hdr); got != c.want {
+					t.Errorf("%s: %d; want %d", c.what, got, c.want)
+				}
+			}
+		})
+	}
+}
+
+// nonLoopbackIP is an address of this host other than loopback, or the
+// test is skipped.
+func nonLoopbackIP(t *testing.T) string {
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && !ipn.IP.IsLoopback() && !ipn.IP.IsLinkLocalUnicast() {
+			return ipn.IP.String()
+		}
+	}
+	t.Skip("this host has no address but loopback to come from")
+	return ""
 }

@@ -53,6 +53,7 @@ func newWorld(t *testing.T) *world {
 		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 		c.MaxWatchers = 1 << 20
 		c.MaxWatchersPerEntity = 1 << 20
+		c.LoginFailures = 1 << 20 // bad logins are this world's input, not guesses
 		c.LoginRateMax = 1 << 20
 	})
 	w := &world{provFixture: f, logs: logs}
