@@ -8,7 +8,7 @@
 #   rpc → rpc/params, rpc/internal/*; rpc/params → rpc/internal/* (the fast-path JSON scanners)
 #   rpc/client → rpc/params, credentials (what another repository's test imports)
 #   rpc/internal/*, watcher, storage, pki, credentials → nothing of ours
-#   state → state/db, watcher, storage, environ; state/db → watcher; only state/db imports bbolt
+#   state → state/store/boltstore, watcher, storage, environ; state/store/boltstore → watcher; only state/store/boltstore imports bbolt
 #   environ (the built-in provider) → nothing of ours; state and facades import it
 #   charm (metadata.yaml) → nothing of ours; state, facades and cmd import it
 #   internal/buildinfo (version, VCS revision) → nothing of ours; cmd, facades, internal/daemon
@@ -24,8 +24,8 @@ fail=0
 while read -r pkg imports; do
   rel=${pkg#"$mod"}; rel=${rel#/}
   for imp in $imports; do
-    if [[ $imp == go.etcd.io/bbolt* && $rel != state/db* ]]; then
-      echo "depcheck: $rel imports bbolt (only state/db may)"; fail=1
+    if [[ $imp == go.etcd.io/bbolt* && $rel != state/store/boltstore* ]]; then
+      echo "depcheck: $rel imports bbolt (only state/store/boltstore may)"; fail=1
     fi
     if [[ $imp == go.etcd.io/etcd/* && $rel != state/store/etcdstore* && $rel != internal/etcdtest* ]]; then
       echo "depcheck: $rel imports $imp (only state/store/etcdstore and internal/etcdtest may import etcd)"; fail=1
@@ -49,12 +49,12 @@ while read -r pkg imports; do
       rpc/params*) case $dep in rpc/internal/*) ok=1 ;; esac ;;
       rpc/internal/*) ok=0 ;;
       rpc) case $dep in rpc/params|rpc/internal/*) ok=1 ;; esac ;;
-      state/db*) case $dep in watcher|state/internal/*) ok=1 ;; esac ;;
-      state/statetest*) case $dep in state|state/db|watcher|storage|environ|charm|size|state/internal/*) ok=1 ;; esac ;;
+      state/store/boltstore*) case $dep in watcher|state/internal/*) ok=1 ;; esac ;;
+      state/statetest*) case $dep in state|state/store/boltstore|watcher|storage|environ|charm|size|state/internal/*) ok=1 ;; esac ;;
       state/store/etcdstore*|state/store/storetest*) case $dep in state/store|watcher) ok=1 ;; esac ;;
       state/store) case $dep in watcher) ok=1 ;; esac ;;
       state/internal/*) ok=0 ;;
-      state*) case $dep in state/db|state/internal/*|watcher|storage|environ|charm|size) ok=1 ;; esac ;;
+      state*) case $dep in state/store|state/store/boltstore|state/internal/*|watcher|storage|environ|charm|size) ok=1 ;; esac ;;
       environ*) ok=0 ;;
       charm*) case $dep in size) ok=1 ;; esac ;;
       storage*) case $dep in size) ok=1 ;; esac ;;

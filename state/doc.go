@@ -1,7 +1,7 @@
 // Package state is provisiond's model of a Juju controller: the controller
 // record, models, users and machines, their validation and life cycle, and
 // the change sets that watchers are built on. It keeps its records,
-// JSON-encoded, in a bbolt file through package state/db; nothing else in
+// JSON-encoded, in a bbolt file through package state/store/boltstore; nothing else in
 // provisiond sees the database.
 //
 // # Records and keys
@@ -26,7 +26,7 @@
 // # Concurrency contract
 //
 //   - State is safe for concurrent use. It owns no goroutine itself; the
-//     database (state/db) owns one committer goroutine, started by Open and
+//     database (state/store/boltstore) owns one committer goroutine, started by Open and
 //     stopped and waited for by Close.
 //   - Writes from concurrent callers may share one bbolt commit (group
 //     commit); a lone writer is never delayed. A write method returns only

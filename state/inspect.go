@@ -6,19 +6,19 @@ import (
 
 	"github.com/juju/errors"
 
-	"github.com/provisiond/provisiond/state/db"
+	"github.com/provisiond/provisiond/state/store/boltstore"
 	"github.com/provisiond/provisiond/watcher"
 )
 
 // OpenReadOnly opens an existing database for inspection (provisiond check,
 // the crash harness). Nothing is created or migrated and every write method
 // fails; reads, Check and Stats work. While a daemon holds the file it fails
-// (after db.DefaultLockTimeout) with an error saying the data dir is in use.
+// (after boltstore.DefaultLockTimeout) with an error saying the data dir is in use.
 func OpenReadOnly(path string) (*State, error) {
 	if path == "" {
 		return nil, errors.NotValidf("empty state path")
 	}
-	d, err := db.OpenReadOnly(path, db.Options{InitialMmapSize: initialMmapSize})
+	d, err := boltstore.OpenReadOnly(path, boltstore.Options{InitialMmapSize: initialMmapSize})
 	if err != nil {
 		return nil, errors.Annotate(err, "opening state")
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/juju/errors"
 	"github.com/juju/names/v5"
 
-	"github.com/provisiond/provisiond/state/db"
+	"github.com/provisiond/provisiond/state/store/boltstore"
 	"github.com/provisiond/provisiond/watcher"
 )
 
@@ -385,7 +385,7 @@ func (st *State) Machine(model, id string) (Machine, error) {
 	var m Machine
 	var found bool
 	var decErr error
-	err := st.db.View(func(tx *db.ReadTx) error {
+	err := st.db.View(func(tx *boltstore.ReadTx) error {
 		found = tx.GetFunc(string(KindMachine), key, func(raw []byte) {
 			m, decErr = st.machines.decode(key, raw)
 		})

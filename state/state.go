@@ -8,7 +8,7 @@ import (
 
 	"github.com/juju/errors"
 
-	"github.com/provisiond/provisiond/state/db"
+	"github.com/provisiond/provisiond/state/store/boltstore"
 	"github.com/provisiond/provisiond/watcher"
 )
 
@@ -108,8 +108,8 @@ const (
 	bucketSequence  = "sequence"   // "<model-uuid>/<name>" -> last number handed out
 )
 
-// initialMmapSize is db.StateMmapSize (see there).
-const initialMmapSize = db.StateMmapSize
+// initialMmapSize is boltstore.StateMmapSize (see there).
+const initialMmapSize = boltstore.StateMmapSize
 
 // Options configures Open.
 type Options struct {
@@ -129,7 +129,7 @@ type Options struct {
 
 // State is an open controller database. It is safe for concurrent use.
 type State struct {
-	db     *db.DB
+	db     *boltstore.DB
 	hub    *watcher.Hub
 	logger *slog.Logger
 	now    func() time.Time
@@ -153,7 +153,7 @@ func Open(opts Options) (*State, error) {
 	if st.now == nil {
 		st.now = time.Now
 	}
-	d, err := db.Open(opts.Path, db.Options{
+	d, err := boltstore.Open(opts.Path, boltstore.Options{
 		Buckets:         buckets(),
 		InitialMmapSize: initialMmapSize,
 		Derive:          rebuildUnitIndex,
@@ -171,7 +171,7 @@ func Open(opts Options) (*State, error) {
 // publish runs on the committer goroutine, after each commit and before its
 // writers are answered: it hands the hub one change set per revision, in
 // commit order.
-func (st *State) publish(batch []db.Committed) {
+func (st *State) publish(batch []boltstore.Committed) {
 	for _, c := range batch {
 		if len(c.Changes) > 0 {
 			st.hub.Publish(watcher.ChangeSet{Rev: c.Rev, Changes: c.Changes})
@@ -189,7 +189,7 @@ func (st *State) Hub() *watcher.Hub { return st.hub }
 func (st *State) Revision() uint64 { return st.db.Revision() }
 
 // Snapshot writes a consistent copy of the database to w (see
-// db.DB.Snapshot); size, if not nil, first gets the copy's exact size.
+// boltstore.DB.Snapshot); size, if not nil, first gets the copy's exact size.
 func (st *State) Snapshot(w io.Writer, size func(int64)) (int64, error) {
 	return st.db.Snapshot(w, size)
 }
@@ -197,8 +197,8 @@ func (st *State) Snapshot(w io.Writer, size func(int64)) (int64, error) {
 // Check runs the database's consistency check.
 func (st *State) Check() error { return st.db.Check() }
 
-// reader is what reads need from a transaction: both *db.ReadTx and
-// *db.WriteTx satisfy it.
+// reader is what reads need from a transaction: both *boltstore.ReadTx and
+// *boltstore.WriteTx satisfy it.
 type reader interface {
 	Get(bucket, key string) ([]byte, bool)
 	ForEachPrefix(bucket, prefix string, fn func(key string, val []byte) error) error
@@ -206,7 +206,7 @@ type reader interface {
 
 // view runs fn in a read transaction.
 func (st *State) view(fn func(r reader) error) error {
-	return st.db.View(func(tx *db.ReadTx) error { return fn(tx) })
+	return st.db.View(func(tx *boltstore.ReadTx) error { return fn(tx) })
 }
 
 // update runs fn in a write transaction. fn may run more than once (group
@@ -214,7 +214,7 @@ func (st *State) view(fn func(r reader) error) error {
 // only through the txn: anything random or expensive is computed before.
 // fn returning errNoChange commits nothing and spends no revision.
 func (st *State) update(fn func(tx *txn) error) error {
-	_, _, err := st.db.Update(func(tx *db.WriteTx) error {
+	_, _, err := st.db.Update(func(tx *boltstore.WriteTx) error {
 		return fn(&txn{WriteTx: tx, now: st.now()})
 	})
 	if errors.Is(err, errNoChange) {
@@ -226,7 +226,7 @@ func (st *State) update(fn func(tx *txn) error) error {
 // txn is a write transaction at the level of entities. put and remove are
 // the only ways entity records are written, and each records its change.
 type txn struct {
-	*db.WriteTx
+	*boltstore.WriteTx
 	now time.Time
 }
 

@@ -6,7 +6,7 @@ import (
 
 	"github.com/juju/errors"
 
-	"github.com/provisiond/provisiond/state/db"
+	"github.com/provisiond/provisiond/state/store/boltstore"
 )
 
 // bucketUnitProviderID indexes units by the provider id of their cloud
@@ -86,8 +86,8 @@ func unitsByProviderID(r reader, model, id string) ([]string, error) {
 	return names, errors.Trace(err)
 }
 
-// rebuildUnitIndex makes the index from the unit records (db.Options.Derive).
-func rebuildUnitIndex(w *db.WriteTx) error {
+// rebuildUnitIndex makes the index from the unit records (boltstore.Options.Derive).
+func rebuildUnitIndex(w *boltstore.WriteTx) error {
 	var stale []string
 	if err := w.ForEachPrefix(bucketUnitProviderID, "", func(key string, _ []byte) error {
 		stale = append(stale, key)

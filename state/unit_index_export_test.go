@@ -1,6 +1,6 @@
 package state
 
-import "github.com/provisiond/provisiond/state/db"
+import "github.com/provisiond/provisiond/state/store/boltstore"
 
 // UnitsByProviderID reads the provider id index (for tests).
 func UnitsByProviderID(st *State, model, id string) (names []string, err error) {
@@ -14,7 +14,7 @@ func UnitsByProviderID(st *State, model, id string) (names []string, err error) 
 // SpoilUnitIndex empties the provider id index and adds a wrong entry, as
 // an older build that does not keep the index leaves it out of date.
 func SpoilUnitIndex(st *State, model string) error {
-	_, _, err := st.db.Update(func(w *db.WriteTx) error {
+	_, _, err := st.db.Update(func(w *boltstore.WriteTx) error {
 		var keys []string
 		if err := w.ForEachPrefix(bucketUnitProviderID, "", func(k string, _ []byte) error {
 			keys = append(keys, k)

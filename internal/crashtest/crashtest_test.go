@@ -99,7 +99,7 @@ func TestCrashRecovery(t *testing.T) {
 
 // TestHarnessCatchesPlantedBug runs the harness against a daemon built with
 // -tags crashbug, whose committer answers each batch before committing it
-// (state/db/crashbug.go), and requires the harness to report a lost
+// (state/store/boltstore/crashbug.go), and requires the harness to report a lost
 // acknowledged write within a bounded number of cycles: with a 50ms wait
 // between the answer and the commit, and with none at all (the window is
 // then just the commit itself). Measured: the first is caught in the first

@@ -46,6 +46,6 @@
 // Run returns a *Violation for a durability or consistency failure and an
 // ordinary error when the harness itself could not do its job. The
 // planted-bug test builds the daemon with -tags crashbug (see
-// state/db/crashbug.go: the committer answers a batch, waits, and only
+// state/store/boltstore/crashbug.go: the committer answers a batch, waits, and only
 // then commits) and shows Run reports a lost acknowledged write.
 package crashtest

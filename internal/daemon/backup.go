@@ -17,7 +17,7 @@ import (
 
 	"github.com/provisiond/provisiond/pki"
 	"github.com/provisiond/provisiond/state"
-	"github.com/provisiond/provisiond/state/db"
+	"github.com/provisiond/provisiond/state/store/boltstore"
 )
 
 // A backup is an uncompressed USTAR tar archive holding a consistent
@@ -160,7 +160,7 @@ func Restore(archive io.Reader, dataDir string, force bool) error {
 	dbPath := filepath.Join(dataDir, DBFile)
 	if _, err := os.Stat(dbPath); err == nil {
 		st, err := state.Open(state.Options{Path: dbPath})
-		if errors.Is(err, db.ErrLocked) {
+		if errors.Is(err, boltstore.ErrLocked) {
 			return fmt.Errorf("restore into %s: %w", dataDir, ErrDataDirInUse)
 		}
 		if err == nil {

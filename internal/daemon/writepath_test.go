@@ -12,15 +12,15 @@ import (
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state"
-	"github.com/provisiond/provisiond/state/db"
+	"github.com/provisiond/provisiond/state/store/boltstore"
 )
 
 // BenchmarkWritePath measures one lone writer's durable write at each
 // layer, interleaved in the same loop so a noisy machine affects them alike:
 //
 //	raw    bbolt Update of one 512-byte value on the caller's goroutine
-//	       (state/db.RawFile: the options state uses)
-//	state  state.SetMachineStatus (entity decode/encode, state/db's
+//	       (state/boltstore.RawFile: the options state uses)
+//	state  state.SetMachineStatus (entity decode/encode, state/store/boltstore's
 //	       committer, revision, change publication)
 //	rpc    Provisioner.SetInstanceStatus from a machine agent over the TLS
 //	       websocket: the whole daemon, as provisionbench write -n 1 drives it
@@ -38,7 +38,7 @@ func BenchmarkWritePath(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	raw, err := db.OpenRaw(filepath.Join(b.TempDir(), "raw.db"))
+	raw, err := boltstore.OpenRaw(filepath.Join(b.TempDir(), "raw.db"))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -46,4 +46,4 @@
 // The API (a read transaction, a write transaction that records changes, a
 // revision and an ordered commit feed) is kept small on purpose, so that a
 // distributed store such as etcd can stand behind package state later.
-package db
+package boltstore

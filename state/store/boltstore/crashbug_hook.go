@@ -1,4 +1,4 @@
-package db
+package boltstore
 
 // plantedEarlyReply is a deliberately planted durability bug, for the crash
 // harness (internal/crashtest) to prove that it catches one. It is nil in

@@ -1,4 +1,4 @@
-package db
+package boltstore
 
 import (
 	"bytes"
@@ -37,7 +37,7 @@ const (
 
 var (
 	// ErrClosed is returned by Update and View once Close has been called.
-	ErrClosed = errors.New("db: closed")
+	ErrClosed = errors.New("boltstore: closed")
 
 	// ErrLocked is returned by Open when another process (or another DB in
 	// this process) holds the file lock.
@@ -147,11 +147,11 @@ func Open(path string, opts Options) (*DB, error) {
 	bo := boltOptions(opts)
 	bdb, err := bolt.Open(path, 0o600, bo)
 	if errors.Is(err, berrors.ErrTimeout) {
-		return nil, fmt.Errorf("db: open %s: %w (no file lock after %s; is another provisiond running on this data dir?)",
+		return nil, fmt.Errorf("boltstore: open %s: %w (no file lock after %s; is another provisiond running on this data dir?)",
 			path, ErrLocked, bo.Timeout)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("db: open %s: %w", path, err)
+		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
 	}
 	var rev uint64
 	err = bdb.Update(func(tx *bolt.Tx) error {
@@ -171,7 +171,7 @@ func Open(path string, opts Options) (*DB, error) {
 	})
 	if err != nil {
 		_ = bdb.Close()
-		return nil, fmt.Errorf("db: open %s: %w", path, err)
+		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
 	}
 	return start(bdb, path, opts, rev), nil
 }
@@ -353,7 +353,7 @@ func (d *DB) commitInline(req *request) {
 	defer func() {
 		if r := recover(); r != nil {
 			stack := debug.Stack()
-			go panic(fmt.Sprintf("db: commit panicked: %v\n\n%s", r, stack))
+			go panic(fmt.Sprintf("boltstore: commit panicked: %v\n\n%s", r, stack))
 			select {} // the panicking goroutine ends the process
 		}
 	}()
@@ -403,7 +403,7 @@ func (d *DB) Close() error {
 	close(d.stop)
 	<-d.done
 	if err := d.bolt.Close(); err != nil {
-		d.closeErr = fmt.Errorf("db: close %s: %w", d.path, err)
+		d.closeErr = fmt.Errorf("boltstore: close %s: %w", d.path, err)
 	}
 	return d.closeErr
 }
@@ -422,7 +422,7 @@ func (d *DB) Check() error {
 		return err
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("db: check %s: %w", d.path, errors.Join(errs...))
+		return fmt.Errorf("boltstore: check %s: %w", d.path, errors.Join(errs...))
 	}
 	return nil
 }
@@ -442,7 +442,7 @@ func (d *DB) Snapshot(w io.Writer, size func(int64)) (int64, error) {
 		return err
 	})
 	if err != nil {
-		return n, fmt.Errorf("db: snapshot %s: %w", d.path, err)
+		return n, fmt.Errorf("boltstore: snapshot %s: %w", d.path, err)
 	}
 	return n, nil
 }
@@ -533,7 +533,7 @@ func (d *DB) commitBatch(batch []*request) {
 func (d *DB) try(batch []*request) (committed []Committed, failed int, ferr, err error) {
 	tx, err := d.bolt.Begin(true)
 	if err != nil {
-		return nil, -1, nil, fmt.Errorf("db: begin: %w", err)
+		return nil, -1, nil, fmt.Errorf("boltstore: begin: %w", err)
 	}
 	meta := tx.Bucket([]byte(metaBucket))
 	rev, _ := decodeU64(meta.Get([]byte(keyRevision)))
@@ -550,14 +550,14 @@ func (d *DB) try(batch []*request) (committed []Committed, failed int, ferr, err
 	}
 	if err := meta.Put([]byte(keyRevision), u64(rev)); err != nil {
 		_ = tx.Rollback()
-		return nil, -1, nil, fmt.Errorf("db: storing revision: %w", err)
+		return nil, -1, nil, fmt.Errorf("boltstore: storing revision: %w", err)
 	}
 	if plantedEarlyReply != nil { // nil unless built with -tags crashbug
 		plantedEarlyReply(batch, committed)
 	}
 	if err := d.commit(tx); err != nil {
 		// A failed Commit has already rolled back.
-		return nil, -1, nil, fmt.Errorf("db: commit: %w", err)
+		return nil, -1, nil, fmt.Errorf("boltstore: commit: %w", err)
 	}
 	return committed, -1, nil, nil
 }
@@ -569,7 +569,7 @@ type PanicError struct {
 }
 
 func (e *PanicError) Error() string {
-	return fmt.Sprintf("db: update function panicked: %v", e.Value)
+	return fmt.Sprintf("boltstore: update function panicked: %v", e.Value)
 }
 
 // call runs fn, turning a panic into a *PanicError.
@@ -625,7 +625,7 @@ func (r *ReadTx) GetFunc(bucket, key string, fn func(val []byte)) bool {
 func (r *ReadTx) ForEachPrefix(bucket, prefix string, fn func(key string, val []byte) error) error {
 	b := r.tx.Bucket([]byte(bucket))
 	if b == nil {
-		return fmt.Errorf("db: unknown bucket %q", bucket)
+		return fmt.Errorf("boltstore: unknown bucket %q", bucket)
 	}
 	c := b.Cursor()
 	p := []byte(prefix)
@@ -669,7 +669,7 @@ func (w *WriteTx) Put(bucket, key string, val []byte) error {
 		val = []byte{} // bbolt treats a nil value as a bucket marker
 	}
 	if err := b.Put([]byte(key), bytes.Clone(val)); err != nil {
-		return fmt.Errorf("db: put %s/%s: %w", bucket, key, err)
+		return fmt.Errorf("boltstore: put %s/%s: %w", bucket, key, err)
 	}
 	return nil
 }
@@ -681,7 +681,7 @@ func (w *WriteTx) Delete(bucket, key string) error {
 		return err
 	}
 	if err := b.Delete([]byte(key)); err != nil {
-		return fmt.Errorf("db: delete %s/%s: %w", bucket, key, err)
+		return fmt.Errorf("boltstore: delete %s/%s: %w", bucket, key, err)
 	}
 	return nil
 }
@@ -691,11 +691,11 @@ func (w *WriteTx) Record(c watcher.Change) { w.changes = append(w.changes, c) }
 
 func (w *WriteTx) bucket(name string) (*bolt.Bucket, error) {
 	if name == metaBucket || strings.TrimSpace(name) == "" {
-		return nil, fmt.Errorf("db: bucket %q is not writable", name)
+		return nil, fmt.Errorf("boltstore: bucket %q is not writable", name)
 	}
 	b := w.tx.Bucket([]byte(name))
 	if b == nil {
-		return nil, fmt.Errorf("db: unknown bucket %q", name)
+		return nil, fmt.Errorf("boltstore: unknown bucket %q", name)
 	}
 	return b, nil
 }

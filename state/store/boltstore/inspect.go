@@ -1,4 +1,4 @@
-package db
+package boltstore
 
 import (
 	"errors"
@@ -16,17 +16,17 @@ import (
 // transaction); Close must still be called.
 func OpenReadOnly(path string, opts Options) (*DB, error) {
 	if _, err := os.Stat(path); err != nil {
-		return nil, fmt.Errorf("db: open %s: %w", path, err)
+		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
 	}
 	bo := boltOptions(opts)
 	bo.ReadOnly = true
 	bdb, err := bolt.Open(path, 0o600, bo)
 	if errors.Is(err, berrors.ErrTimeout) {
-		return nil, fmt.Errorf("db: open %s: %w (no shared file lock after %s; is a provisiond running on this data dir?)",
+		return nil, fmt.Errorf("boltstore: open %s: %w (no shared file lock after %s; is a provisiond running on this data dir?)",
 			path, ErrLocked, bo.Timeout)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("db: open %s: %w", path, err)
+		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
 	}
 	var rev uint64
 	err = bdb.View(func(tx *bolt.Tx) error {
@@ -48,7 +48,7 @@ func OpenReadOnly(path string, opts Options) (*DB, error) {
 	})
 	if err != nil {
 		_ = bdb.Close()
-		return nil, fmt.Errorf("db: open %s: %w", path, err)
+		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
 	}
 	return start(bdb, path, opts, rev), nil
 }

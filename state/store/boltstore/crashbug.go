@@ -1,6 +1,6 @@
 //go:build crashbug
 
-package db
+package boltstore
 
 import (
 	"os"

@@ -1,4 +1,4 @@
-package db
+package boltstore
 
 import (
 	"errors"
@@ -26,7 +26,7 @@ var rawBucket = []byte("bench")
 func OpenRaw(path string) (*RawFile, error) {
 	bdb, err := bolt.Open(path, 0o600, boltOptions(Options{InitialMmapSize: StateMmapSize}))
 	if err != nil {
-		return nil, fmt.Errorf("db: open %s: %w", path, err)
+		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
 	}
 	if err := bdb.Update(func(tx *bolt.Tx) error {
 		_, err := tx.CreateBucketIfNotExists(rawBucket)
@@ -77,7 +77,7 @@ func (r RawCommitResult) PerSecond() float64 {
 // commit rate), with batch true through BatchPut.
 func RawCommitBench(path string, writers int, batch bool, valueSize int, d time.Duration) (RawCommitResult, error) {
 	if writers < 1 {
-		return RawCommitResult{}, errors.New("db: RawCommitBench needs at least one writer")
+		return RawCommitResult{}, errors.New("boltstore: RawCommitBench needs at least one writer")
 	}
 	raw, err := OpenRaw(path)
 	if err != nil {
