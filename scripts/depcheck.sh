@@ -8,15 +8,17 @@
 #   rpc → rpc/params, rpc/internal/*; rpc/params → rpc/internal/* (the fast-path JSON scanners)
 #   rpc/client → rpc/params, credentials (what another repository's test imports)
 #   rpc/internal/*, watcher, storage, pki, credentials → nothing of ours
-#   state → state/store/boltstore, watcher, storage, environ; state/store/boltstore → watcher; only state/store/boltstore imports bbolt
+#   state → state/store (the store seam), state/store/boltstore (to open the default), watcher, storage,
+#   environ, charm, size; state/store → watcher; state/store/{boltstore,etcdstore,storetest} → state/store, watcher
+#   (boltstore/rawbolt, the raw baseline, → boltstore); only state/store/boltstore* imports bbolt, only
+#   state/store/etcdstore* and internal/etcdtest import etcd; outside state only internal/daemon and cmd
+#   import the store implementations
 #   environ (the built-in provider) → nothing of ours; state and facades import it
 #   charm (metadata.yaml) → nothing of ours; state, facades and cmd import it
 #   internal/buildinfo (version, VCS revision) → nothing of ours; cmd, facades, internal/daemon
 #   size (the one size parser) → nothing of ours; storage, charm, state, facades and
 #   cmd/provisionctl import it
 #   provisiondtest (the test kit) → internal/daemon, rpc/client, rpc/params, credentials, watcher, watcher/watchertest
-#   state/store (the store seam) → watcher; state/store/etcdstore, state/store/storetest → state/store, watcher
-#   only state/store/etcdstore and internal/etcdtest import etcd (go.etcd.io/etcd/...)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mod=github.com/provisiond/provisiond
@@ -49,12 +51,13 @@ while read -r pkg imports; do
       rpc/params*) case $dep in rpc/internal/*) ok=1 ;; esac ;;
       rpc/internal/*) ok=0 ;;
       rpc) case $dep in rpc/params|rpc/internal/*) ok=1 ;; esac ;;
-      state/store/boltstore*) case $dep in watcher|state/internal/*) ok=1 ;; esac ;;
-      state/statetest*) case $dep in state|state/store/boltstore|watcher|storage|environ|charm|size|state/internal/*) ok=1 ;; esac ;;
-      state/store/etcdstore*|state/store/storetest*) case $dep in state/store|watcher) ok=1 ;; esac ;;
+      state/store/boltstore/rawbolt*) case $dep in state/store/boltstore) ok=1 ;; esac ;;
+      state/store/boltstore*|state/store/etcdstore*|state/store/storetest*) case $dep in state/store|watcher|state/internal/*) ok=1 ;; esac ;;
       state/store) case $dep in watcher) ok=1 ;; esac ;;
+      state/statetest*) case $dep in state|state/store|state/store/boltstore|watcher|storage|environ|charm|size|state/internal/*) ok=1 ;; esac ;;
       state/internal/*) ok=0 ;;
       state*) case $dep in state/store|state/store/boltstore|state/internal/*|watcher|storage|environ|charm|size) ok=1 ;; esac ;;
+      internal/etcdtest*) ok=0 ;;
       environ*) ok=0 ;;
       charm*) case $dep in size) ok=1 ;; esac ;;
       storage*) case $dep in size) ok=1 ;; esac ;;
@@ -62,7 +65,7 @@ while read -r pkg imports; do
       watcher/watchertest) case $dep in watcher) ok=1 ;; esac ;;
       watcher*) ok=0 ;;
       pki*) ok=0 ;;
-      *) ok=1 ;;
+      *) case $dep in state/store/boltstore*|state/store/etcdstore*|internal/etcdtest*) ok=0 ;; *) ok=1 ;; esac ;;
     esac
     if [[ $ok != 1 ]]; then
       echo "depcheck: $rel must not import $dep"; fail=1

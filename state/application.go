@@ -35,7 +35,6 @@ type Application struct {
 }
 
 type applicationDoc struct {
-	docMeta
 	Application
 }
 
@@ -67,7 +66,9 @@ func (st *State) AddApplication(model string, p ApplicationParams) (Application,
 		if m.Life != Alive {
 			return errors.NotValidf("adding an application to %s model %q", m.Life, m.Name)
 		}
-		if _, ok := tx.Get(string(KindApplication), entityKey(KindApplication, model, p.Name)); ok {
+		if ok, err := exists(tx, KindApplication, model, p.Name); err != nil {
+			return err
+		} else if ok {
 			return errors.AlreadyExistsf("application %q", p.Name)
 		}
 		for _, space := range p.EndpointBindings {

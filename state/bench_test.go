@@ -51,6 +51,7 @@ func BenchmarkMachineParallel(b *testing.B) {
 	st := statetest.New(b)
 	ids := benchMachines(b, st, 64)
 	b.ReportAllocs()
+	b.ResetTimer() // RunParallel does not, unlike b.Loop: without it a run of N=1 times the fixture
 	b.RunParallel(func(pb *testing.PB) {
 		i := 0
 		for pb.Next() {

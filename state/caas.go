@@ -60,7 +60,6 @@ type Charm struct {
 }
 
 type charmDoc struct {
-	docMeta
 	Model string `json:"model"`
 	Charm
 }
@@ -88,7 +87,6 @@ type CAASApplication struct {
 // appConfigDoc is an application's config settings (Juju's
 // "<app>#application" settings document).
 type appConfigDoc struct {
-	docMeta
 	Settings map[string]any `json:"settings,omitempty"`
 }
 
@@ -100,7 +98,6 @@ type PodSpec struct {
 }
 
 type podSpecDoc struct {
-	docMeta
 	PodSpec
 }
 
@@ -122,17 +119,14 @@ type CloudService struct {
 }
 
 type cloudServiceDoc struct {
-	docMeta
 	CloudService
 }
 
 type statusDoc struct {
-	docMeta
 	Status
 }
 
 type modelConstraintsDoc struct {
-	docMeta
 	Constraints Constraints `json:"constraints"`
 }
 
@@ -220,7 +214,9 @@ func (st *State) AddCAASApplication(model string, p CAASApplicationParams) (Appl
 		if m.Life != Alive {
 			return errors.NotValidf("adding an application to %s model %q", m.Life, m.Name)
 		}
-		if _, ok := tx.Get(string(KindApplication), entityKey(KindApplication, model, p.Name)); ok {
+		if ok, err := exists(tx, KindApplication, model, p.Name); err != nil {
+			return err
+		} else if ok {
 			return errors.AlreadyExistsf("application %q", p.Name)
 		}
 		mgr := storage.NewManager(txPoolStore{r: tx, model: model}, storage.KubernetesRegistry())
@@ -230,7 +226,9 @@ func (st *State) AddCAASApplication(model string, p CAASApplicationParams) (Appl
 				return errors.Annotatef(err, "storage %q", name)
 			}
 		}
-		if _, ok := tx.Get(string(KindCharm), entityKey(KindCharm, model, p.Charm.URL)); !ok {
+		if ok, err := exists(tx, KindCharm, model, p.Charm.URL); err != nil {
+			return err
+		} else if !ok {
 			if err := tx.put(KindCharm, model, p.Charm.URL, &charmDoc{Model: model, Charm: p.Charm}, watcher.FieldCreated); err != nil {
 				return err
 			}
@@ -545,7 +543,8 @@ func (tx *txn) checkScale(a applicationDoc, scale int, generation int64, force b
 
 func (tx *txn) setScale(a applicationDoc, scale int, generation int64, force bool) error {
 	var cs cloudServiceDoc
-	if _, err := get(tx, KindCloudService, a.Model, a.Name, &cs); err != nil {
+	stored, err := get(tx, KindCloudService, a.Model, a.Name, &cs)
+	if err != nil {
 		return err
 	}
 	before := cs.CloudService
@@ -555,7 +554,7 @@ func (tx *txn) setScale(a applicationDoc, scale int, generation int64, force boo
 		cs.Generation = max(cs.Generation, generation)
 		cs.DesiredScaleProtected = false
 	}
-	if cs.Generation != before.Generation || cs.DesiredScaleProtected != before.DesiredScaleProtected || cs.Rev == 0 {
+	if cs.Generation != before.Generation || cs.DesiredScaleProtected != before.DesiredScaleProtected || !stored {
 		if err := tx.put(KindCloudService, a.Model, a.Name, &cs, "scale"); err != nil {
 			return err
 		}

@@ -30,7 +30,6 @@ type StorageInstance struct {
 }
 
 type storageInstanceDoc struct {
-	docMeta
 	StorageInstance
 }
 
@@ -71,7 +70,6 @@ type Filesystem struct {
 }
 
 type filesystemDoc struct {
-	docMeta
 	Filesystem
 }
 

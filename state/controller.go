@@ -21,7 +21,6 @@ type Controller struct {
 }
 
 type controllerDoc struct {
-	docMeta
 	UUID      string         `json:"uuid"`
 	ModelUUID string         `json:"model-uuid"`
 	Config    map[string]any `json:"config,omitempty"`
@@ -44,7 +43,6 @@ type HostPort struct {
 }
 
 type apiHostPortsDoc struct {
-	docMeta
 	Servers [][]HostPort `json:"servers"`
 }
 

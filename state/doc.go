@@ -1,51 +1,76 @@
 // Package state is provisiond's model of a Juju controller: the controller
 // record, models, users and machines, their validation and life cycle, and
 // the change sets that watchers are built on. It keeps its records,
-// JSON-encoded, in a bbolt file through package state/store/boltstore; nothing else in
-// provisiond sees the database.
+// JSON-encoded, in a store.Store (package state/store): bbolt by default
+// (package state/store/boltstore, Options.Path), or another engine opened
+// by Options.OpenStore (etcd). It reaches the store through the interface
+// only; nothing else in provisiond sees the store's records.
 //
 // # Records and keys
 //
-// Each entity kind has a bucket named after its Kind (KindModel, ...).
-// Per-model entities are keyed "<model-uuid>/<id>"; models are keyed by
-// UUID, users by name, controller-wide records by a fixed id. Every record
-// carries the revision it was last written at. Index buckets hold derived
-// keys: model names, sequences, and units by their container's provider id
-// ("<model>\x00<provider id>\x00<unit>", kept by the write helpers and
-// rebuilt when the file is opened, so an older build's writes cannot leave
-// it stale).
+// Keys are the store's flat keys "<kind>/<rest>". An entity of kind K is
+// kept under "K/<model-uuid>/<id>" when per-model, "K/<id>" for models
+// (by UUID), users (by name) and controller-wide records (by a fixed id)
+// (entityKey). Records carry no revision: the revision is the store's
+// (State.Revision); records written before the store seam still carry a
+// "rev" field, which decoding ignores. Other kinds hold derived keys, which
+// record no changes: model names ("model-name/<name>"), sequences
+// ("sequence/<model>/<name>"), units by their container's provider id
+// ("unit-provider-id/<model>\x00<provider id>\x00<unit>", kept by the
+// write helpers in the transaction that writes the unit), and state's own
+// schema version ("schema/state", SchemaVersion: a store written by an
+// older build is migrated once when it opens, migrate.go; a newer one is
+// refused, so an older build never writes a store whose indexes it does
+// not keep).
 //
 // # Change sets
 //
 // Every write goes through one helper that records a watcher.Change of the
 // entity it touches: Kind, Model (the model UUID; "" for controller-wide
 // entities such as users and the controller record), ID and the Fields that
-// changed. Each committed write is one revision; its changes are published
-// to the Hub as one watcher.ChangeSet stamped with that revision.
+// changed. Each committed write is one revision; the store persists its
+// changes with it and hands them to State (the store's Feed), which
+// publishes them to the Hub as one watcher.ChangeSet stamped with that
+// revision.
 //
 // # Concurrency contract
 //
 //   - State is safe for concurrent use. It owns no goroutine itself; the
-//     database (state/store/boltstore) owns one committer goroutine, started by Open and
-//     stopped and waited for by Close.
-//   - Writes from concurrent callers may share one bbolt commit (group
-//     commit); a lone writer is never delayed. A write method returns only
-//     after its commit is on disk.
-//   - Change sets are published by the goroutine that committed (the
-//     committer, or a lone writer committing its own write) after the commit
-//     is on disk and before the writer is answered, one per revision, in
-//     commit order. So publish order == commit order, and when a write
-//     method returns, every watcher it affects has already been triggered.
-//   - Reads run in read-only transactions on the caller's goroutine. They
-//     see the last committed revision and do not block writers (bbolt's
-//     memory map is sized so that a remap, the one case where bbolt makes a
-//     writer wait for readers, is rare).
+//     store owns its own (boltstore: one committer goroutine, started by
+//     Open and stopped and waited for by Close).
+//   - A write method is one store transaction (State.update): its function
+//     reads through the transaction, buffers its writes in it and records
+//     its changes. The function may run more than once (etcd reruns it
+//     when what it read changed before it could commit), so it acts only
+//     through the transaction: the clock is read (tx.now), passwords
+//     hashed and random values drawn before it. A function that fails, or
+//     returns errNoChange, or writes nothing commits nothing and spends no
+//     revision. On bbolt, writes from concurrent callers share one commit
+//     (group commit, each with its own write set); a lone writer is never
+//     delayed.
+//   - A write method returns only after its commit is durable and its
+//     change set has been published to the Hub by this process: change
+//     sets are published by the store's feed (on bbolt the goroutine that
+//     committed) after the commit is durable and before the writer is
+//     answered, one per revision, in revision order. So publish order ==
+//     commit order, and when a write method returns, every watcher it
+//     affects has already been triggered.
+//   - Reads run in read views of the store on the caller's goroutine
+//     (bbolt: a read-only transaction). They see the last revision this
+//     process applied and do not block writers (bbolt's memory map is
+//     sized so that a remap, the one case where bbolt makes a writer wait
+//     for readers, is rare). Scans go through the store's bounded Scan,
+//     page by page (scan).
+//   - The store calls take a context: reads run under State's own, which
+//     Close cancels; each write under one bounded by writeTimeout. The
+//     callers' contexts are not threaded through State's API yet (the
+//     facades' calls have none to give): follow-up work.
 //   - Machine decodes through a cache of decoded machine records shared by
 //     all readers (lock-free; machines read more than once, at most 1,024
-//     of them, about 1 MB). An
-//     entry is used only when the record's stored bytes are equal to the
-//     ones it was decoded from, so a read still returns exactly what its
-//     transaction holds, and each caller gets its own deep copy.
+//     of them, about 1 MB). An entry is used only when the record's stored
+//     bytes are equal to the ones it was decoded from, so a read still
+//     returns exactly what its view holds, and each caller gets its own
+//     deep copy.
 //   - Expensive work (password hashing) is done outside transactions, so
 //     it never holds up the committer.
 //   - Watch methods subscribe to the Hub first and then read, so a change

@@ -70,7 +70,9 @@ func (st *State) AddIAASApplication(model string, p IAASApplicationParams) (Appl
 		if m.Life != Alive {
 			return errors.NotValidf("adding an application to %s model %q", m.Life, m.Name)
 		}
-		if _, ok := tx.Get(string(KindApplication), entityKey(KindApplication, model, p.Name)); ok {
+		if ok, err := exists(tx, KindApplication, model, p.Name); err != nil {
+			return err
+		} else if ok {
 			return errors.AlreadyExistsf("application %q", p.Name)
 		}
 		mgr := storage.NewManager(txPoolStore{r: tx, model: model}, StorageRegistry(ModelTypeIAAS))
@@ -79,7 +81,9 @@ func (st *State) AddIAASApplication(model string, p IAASApplicationParams) (Appl
 				return errors.Annotatef(err, "storage %q", name)
 			}
 		}
-		if _, ok := tx.Get(string(KindCharm), entityKey(KindCharm, model, p.Charm.URL)); !ok {
+		if ok, err := exists(tx, KindCharm, model, p.Charm.URL); err != nil {
+			return err
+		} else if !ok {
 			if err := tx.put(KindCharm, model, p.Charm.URL, &charmDoc{Model: model, Charm: p.Charm}, watcher.FieldCreated); err != nil {
 				return err
 			}

@@ -43,8 +43,9 @@ type InitResult struct {
 func (st *State) Initialized() (bool, error) {
 	var ok bool
 	err := st.view(func(r reader) error {
-		_, ok = r.Get(string(KindController), entityKey(KindController, "", ControllerID))
-		return nil
+		var err error
+		ok, err = exists(r, KindController, "", ControllerID)
+		return err
 	})
 	return ok, err
 }
@@ -99,8 +100,13 @@ func (st *State) Initialize(args InitArgs) (InitResult, error) {
 	agentHash := agentPasswordHash(args.AgentPassword)
 
 	err = st.update(func(tx *txn) error {
-		if _, ok := tx.Get(string(KindController), entityKey(KindController, "", ControllerID)); ok {
+		if ok, err := exists(tx, KindController, "", ControllerID); err != nil {
+			return err
+		} else if ok {
 			return errors.AlreadyExistsf("controller")
+		}
+		if err := tx.stampSchema(); err != nil {
+			return err
 		}
 		ctrl := &controllerDoc{UUID: res.ControllerUUID, ModelUUID: res.ControllerModelUUID, Config: ctrlCfg}
 		if err := tx.put(KindController, "", ControllerID, ctrl, watcher.FieldCreated); err != nil {

@@ -150,10 +150,10 @@ func TestRemovingLastEntityRemovesDyingModel(t *testing.T) {
 		t.Fatalf("model left after its last machine: %v", err)
 	}
 	err = st.view(func(r reader) error {
-		if _, ok := r.Get(bucketModelName, "prod"); ok {
-			t.Error("name index entry left")
+		if _, ok, err := r.Get(kindModelName + "/prod"); err != nil || ok {
+			t.Errorf("name index entry left (%v)", err)
 		}
-		return r.ForEachPrefix(bucketSequence, m.UUID+"/", func(k string, _ []byte) error {
+		return scan(r, kindSequence+"/"+m.UUID+"/", func(k string, _ []byte) error {
 			t.Errorf("sequence %q left", k)
 			return nil
 		})

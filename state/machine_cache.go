@@ -18,10 +18,11 @@ const machineCacheSlots = 1024
 // machineCache saves State.Machine the JSON decoding of a record it decoded
 // before: an entry holds the stored bytes of a machine's record and the
 // Machine decoded from them, and is used only when the bytes just read from
-// the database are equal to them. So it needs no invalidation: a write
-// changes the stored bytes (every record carries the revision it was
-// written at), the next read misses and replaces the entry, and a read
-// never returns anything but what its own transaction holds.
+// the store are equal to them. So it needs no invalidation: a write that
+// changes the record changes its stored bytes, the next read misses and
+// replaces the entry, and a read never returns anything but what its own
+// transaction holds (equal bytes decode to an equal Machine, so a write of
+// the same bytes needs no new entry either).
 //
 // A machine is kept only from its second read on: the first read leaves a
 // marker (its key alone), so machines read once (an agent's login and
@@ -49,20 +50,36 @@ type machineCacheEntry struct {
 
 func newMachineCache() *machineCache { return &machineCache{seed: maphash.MakeSeed()} }
 
-// decode returns the Machine of record raw, stored under key. raw may point
-// into the database's memory: it is only read, and copied when kept.
+// decode returns the Machine of record raw, stored under key: a copy the
+// caller may modify. raw may point into the database's memory: it is only
+// read, and copied when kept.
 func (c *machineCache) decode(key string, raw []byte) (Machine, error) {
+	m, shared, err := c.decodeShared(key, raw)
+	if err != nil {
+		return Machine{}, err
+	}
+	if shared {
+		return m.clone(), nil
+	}
+	return *m, nil
+}
+
+// decodeShared is decode without the copy: m is the cache's own Machine
+// when shared (never to be modified: clone it), else freshly decoded. It
+// lets State.Machine take the copy outside the store's read callback, on
+// its own stack.
+func (c *machineCache) decodeShared(key string, raw []byte) (m *Machine, shared bool, err error) {
 	h := maphash.String(c.seed, key)
 	s1, s2 := &c.slots[h%machineCacheSlots], &c.slots[(h>>32)%machineCacheSlots]
 	e1, e2 := s1.Load(), s2.Load()
 	for _, e := range [2]*machineCacheEntry{e1, e2} {
 		if e != nil && e.raw != nil && e.key == key && bytes.Equal(e.raw, raw) {
-			return e.m.clone(), nil
+			return &e.m, true, nil
 		}
 	}
 	var d machineDoc
 	if err := json.Unmarshal(raw, &d); err != nil {
-		return Machine{}, err
+		return nil, false, err
 	}
 	seen := (e1 != nil && e1.key == key) || (e2 != nil && e2.key == key)
 	e := &machineCacheEntry{key: key} // a marker on the first read
@@ -86,9 +103,9 @@ func (c *machineCache) decode(key string, raw []byte) (Machine, error) {
 		s1.Store(e)
 	}
 	if !seen {
-		return d.Machine, nil // not kept: the caller may have it as it is
+		return &d.Machine, false, nil // not kept: the caller may have it as it is
 	}
-	return d.Machine.clone(), nil
+	return &e.m, true, nil
 }
 
 // clone returns a deep copy of m: nothing the copy refers to (slices, maps,

@@ -7,6 +7,7 @@ import (
 
 	"github.com/juju/errors"
 
+	"github.com/provisiond/provisiond/state/store"
 	"github.com/provisiond/provisiond/watcher"
 )
 
@@ -44,7 +45,6 @@ type Model struct {
 }
 
 type modelDoc struct {
-	docMeta
 	UUID   string         `json:"uuid"`
 	Name   string         `json:"name"`
 	Type   ModelType      `json:"type"`
@@ -96,11 +96,13 @@ func (st *State) Model(uuid string) (Model, error) {
 func (st *State) ModelByName(name string) (Model, error) {
 	var d modelDoc
 	err := st.view(func(r reader) error {
-		uuid, ok := r.Get(bucketModelName, name)
+		uuid, ok, err := r.Get(store.Key(kindModelName, name))
+		if err != nil {
+			return errors.Trace(err)
+		}
 		if !ok {
 			return errors.NotFoundf("model %q", name)
 		}
-		var err error
 		d, err = getModel(r, string(uuid))
 		return err
 	})
@@ -150,14 +152,19 @@ func (st *State) AddModel(name string, typ ModelType, cfg map[string]any) (Model
 
 // addModel stores a new model and its name index entry.
 func (tx *txn) addModel(d *modelDoc) error {
-	if _, ok := tx.Get(bucketModelName, d.Name); ok {
+	nameKey := store.Key(kindModelName, d.Name)
+	if ok, err := tx.GetFunc(nameKey, func([]byte) {}); err != nil {
+		return errors.Trace(err)
+	} else if ok {
 		return errors.AlreadyExistsf("model %q", d.Name)
 	}
-	if _, ok := tx.Get(string(KindModel), d.UUID); ok {
+	if ok, err := exists(tx, KindModel, d.UUID, d.UUID); err != nil {
+		return err
+	} else if ok {
 		return errors.AlreadyExistsf("model with UUID %q", d.UUID)
 	}
 	// The name index is not an entity: the model's own change covers it.
-	if err := tx.Put(bucketModelName, d.Name, []byte(d.UUID)); err != nil {
+	if err := tx.Put(nameKey, []byte(d.UUID)); err != nil {
 		return errors.Trace(err)
 	}
 	return tx.put(KindModel, d.UUID, d.UUID, d, watcher.FieldCreated)
@@ -280,14 +287,16 @@ func (st *State) RemoveModel(uuid string) (m Model, removed bool, err error) {
 
 // modelEmpty reports whether no per-model entity of model is left.
 func (tx *txn) modelEmpty(uuid string) (bool, error) {
-	errFound := errors.New("found")
 	for _, k := range ModelKinds {
-		err := tx.ForEachPrefix(string(k), uuid+"/", func(string, []byte) error { return errFound })
-		if err == errFound {
-			return false, nil
-		}
-		if err != nil {
+		found := false
+		if _, _, err := tx.Scan(kindPrefix(k, uuid), "", 1, func(string, []byte) error {
+			found = true
+			return nil
+		}); err != nil {
 			return false, errors.Trace(err)
+		}
+		if found {
+			return false, nil
 		}
 	}
 	return true, nil
@@ -310,26 +319,22 @@ func (tx *txn) removeModelIfDone(uuid string) error {
 // removeModel deletes a model's record, its name index entry and its
 // sequences, and records the model's removal.
 func (tx *txn) removeModel(d *modelDoc) error {
-	if err := tx.Delete(bucketModelName, d.Name); err != nil {
+	if err := tx.Delete(store.Key(kindModelName, d.Name)); err != nil {
 		return errors.Trace(err)
 	}
-	derived := []struct{ bucket, prefix string }{
-		{bucketSequence, d.UUID + "/"},
+	derived := []string{
+		store.Key(kindSequence, d.UUID+"/"),
 		// The unit provider id index (unit_index.go): entries, units' own keys.
-		{bucketUnitProviderID, d.UUID + "\x00"},
-		{bucketUnitProviderID, d.UUID + "\x01"},
+		store.Key(kindUnitProviderID, d.UUID+"\x00"),
+		store.Key(kindUnitProviderID, d.UUID+"\x01"),
 	}
-	for _, dk := range derived {
-		bucket, prefix := dk.bucket, dk.prefix
-		var keys []string
-		if err := tx.ForEachPrefix(bucket, prefix, func(k string, _ []byte) error {
-			keys = append(keys, k)
-			return nil
-		}); err != nil {
-			return errors.Trace(err)
+	for _, prefix := range derived {
+		keys, err := scanKeys(tx, prefix)
+		if err != nil {
+			return err
 		}
 		for _, k := range keys {
-			if err := tx.Delete(bucket, k); err != nil {
+			if err := tx.Delete(k); err != nil {
 				return errors.Trace(err)
 			}
 		}
@@ -337,19 +342,16 @@ func (tx *txn) removeModel(d *modelDoc) error {
 	// The model's records go with it (not through tx.remove, which would
 	// come back here).
 	for _, kind := range ModelRecordKinds {
-		var ids []string
-		prefix := d.UUID + "/"
-		if err := tx.ForEachPrefix(string(kind), prefix, func(k string, _ []byte) error {
-			ids = append(ids, k[len(prefix):])
-			return nil
-		}); err != nil {
-			return errors.Trace(err)
+		prefix := kindPrefix(kind, d.UUID)
+		keys, err := scanKeys(tx, prefix)
+		if err != nil {
+			return err
 		}
-		for _, id := range ids {
-			if err := tx.Delete(string(kind), entityKey(kind, d.UUID, id)); err != nil {
+		for _, k := range keys {
+			if err := tx.Delete(k); err != nil {
 				return errors.Trace(err)
 			}
-			tx.Record(change(kind, d.UUID, id, watcher.FieldRemoved))
+			tx.Record(change(kind, d.UUID, k[len(prefix):], watcher.FieldRemoved))
 		}
 	}
 	return tx.remove(KindModel, d.UUID, d.UUID)

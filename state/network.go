@@ -19,7 +19,6 @@ type Space struct {
 }
 
 type spaceDoc struct {
-	docMeta
 	Space
 }
 
@@ -40,7 +39,6 @@ type Subnet struct {
 }
 
 type subnetDoc struct {
-	docMeta
 	Subnet
 }
 
@@ -75,7 +73,6 @@ type IPAddress struct {
 }
 
 type ipAddressDoc struct {
-	docMeta
 	IPAddress
 }
 
@@ -91,7 +88,9 @@ func (st *State) AddSpace(model, name, providerID string) (Space, error) {
 		if _, err := getModel(tx, model); err != nil {
 			return err
 		}
-		if _, ok := tx.Get(string(KindSpace), entityKey(KindSpace, model, name)); ok {
+		if ok, err := exists(tx, KindSpace, model, name); err != nil {
+			return err
+		} else if ok {
 			return errors.AlreadyExistsf("space %q", name)
 		}
 		return tx.put(KindSpace, model, name, &spaceDoc{Space: s}, watcher.FieldCreated)
@@ -147,7 +146,9 @@ func (st *State) AddSubnet(model string, s Subnet) (Subnet, error) {
 				return err
 			}
 		}
-		if _, ok := tx.Get(string(KindSubnet), entityKey(KindSubnet, model, s.CIDR)); ok {
+		if ok, err := exists(tx, KindSubnet, model, s.CIDR); err != nil {
+			return err
+		} else if ok {
 			return errors.AlreadyExistsf("subnet %q", s.CIDR)
 		}
 		// Addresses are keyed by value within a model, so subnets may
@@ -215,18 +216,27 @@ func (st *State) AllocateAddress(model, cidr, machine, iface, mac string, start 
 			return errors.NotSupportedf("address allocation on subnet %q", cidr)
 		}
 		gw := s.Environ().GatewayAddress()
+		var readErr error
 		r.Each(start, func(a netip.Addr) bool {
 			v := a.String()
 			if v == gw {
 				return true
 			}
-			if _, used := tx.Get(string(KindIPAddress), entityKey(KindIPAddress, model, v)); used {
+			used, err := exists(tx, KindIPAddress, model, v)
+			if err != nil {
+				readErr = err
+				return false
+			}
+			if used {
 				return true
 			}
 			got = IPAddress{Model: model, Value: v, SubnetCIDR: cidr, State: AddressStateAllocated,
 				MachineID: machine, InterfaceName: iface, MACAddress: mac, Life: Alive}
 			return false
 		})
+		if readErr != nil {
+			return readErr
+		}
 		if got.Value == "" {
 			return fmt.Errorf("allocatable IP addresses exhausted for subnet %q", cidr)
 		}

@@ -52,7 +52,9 @@ func (st *State) AddAgentBinary(b AgentBinary) error {
 		return err
 	}
 	return st.update(func(tx *txn) error {
-		if _, ok := tx.Get(string(KindTools), entityKey(KindTools, "", b.Version)); ok {
+		if ok, err := exists(tx, KindTools, "", b.Version); err != nil {
+			return err
+		} else if ok {
 			return errors.AlreadyExistsf("agent binaries %s", b.Version)
 		}
 		return tx.put(KindTools, "", b.Version, &agentBinaryDoc{AgentBinary: b}, watcher.FieldCreated)

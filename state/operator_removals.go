@@ -102,7 +102,9 @@ func (st *State) RemoveSubnet(model, cidr string) error {
 // binaries; provisioners no longer find that version.
 func (st *State) RemoveAgentBinary(version string) error {
 	return st.update(func(tx *txn) error {
-		if _, ok := tx.Get(string(KindTools), entityKey(KindTools, "", version)); !ok {
+		if ok, err := exists(tx, KindTools, "", version); err != nil {
+			return err
+		} else if !ok {
 			return errors.NotFoundf("agent binaries %q", version)
 		}
 		return tx.remove(KindTools, "", version)

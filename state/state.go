@@ -1,19 +1,22 @@
 package state
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/juju/errors"
 
+	"github.com/provisiond/provisiond/state/store"
 	"github.com/provisiond/provisiond/state/store/boltstore"
 	"github.com/provisiond/provisiond/watcher"
 )
 
-// Entity kinds: the Kind of the changes state records, and the name of the
-// bucket each kind's records are kept in.
+// Entity kinds: the Kind of the changes state records, and the kind (first
+// key segment, store.Kind) each kind's records are kept under.
 const (
 	KindController watcher.Kind = "controller"
 	KindModel      watcher.Kind = "model"
@@ -49,9 +52,9 @@ var ControllerKinds = []watcher.Kind{KindController, KindUser, KindTools}
 // itself is in neither list (its changes carry its own UUID).
 //
 // Every per-model entity kind must be listed here or in ModelRecordKinds:
-// Open makes a bucket only for listed kinds, and WatchModelChanges
-// subscribes to each of them. The kinds here hold a dying model: it is
-// removed once none of their buckets holds a record of it.
+// WatchModelChanges subscribes to each of them, and the removal of a model
+// reads them. The kinds here hold a dying model: it is removed once none of
+// them holds a record of it.
 var ModelKinds = []watcher.Kind{
 	KindMachine, KindApplication, KindUnit, KindIPAddress, KindVolume, KindStorageInstance, KindFilesystem,
 }
@@ -63,22 +66,6 @@ var ModelKinds = []watcher.Kind{
 var ModelRecordKinds = []watcher.Kind{
 	KindSpace, KindSubnet, KindStoragePool, KindModelConstraints,
 	KindCharm, KindApplicationConfig, KindPodSpec, KindCloudService, KindStatus,
-}
-
-// buckets lists every bucket Open makes: one per entity kind and the
-// buckets of the indexes.
-func buckets() []string {
-	out := []string{string(KindModel), bucketModelName, bucketSequence, bucketUnitProviderID}
-	for _, k := range ControllerKinds {
-		out = append(out, string(k))
-	}
-	for _, k := range ModelKinds {
-		out = append(out, string(k))
-	}
-	for _, k := range ModelRecordKinds {
-		out = append(out, string(k))
-	}
-	return out
 }
 
 // Field names of the changes state records, besides watcher.FieldCreated,
@@ -102,19 +89,23 @@ const (
 	FieldAssignment          = "assignment"
 )
 
-// Buckets that hold no entities, and so record no changes.
+// Kinds of keys that hold no entities, and so record no changes.
 const (
-	bucketModelName = "model-name" // model name -> UUID
-	bucketSequence  = "sequence"   // "<model-uuid>/<name>" -> last number handed out
+	kindModelName = "model-name" // model name -> UUID
+	kindSequence  = "sequence"   // "<model-uuid>/<name>" -> last number handed out
+	// kindSchema holds state's own schema version (schemaKey): what the
+	// records and derived indexes of the store look like (migrate.go).
+	kindSchema = "schema"
 )
 
-// initialMmapSize is boltstore.StateMmapSize (see there).
-const initialMmapSize = boltstore.StateMmapSize
-
-// Options configures Open.
+// Options configures Open: exactly one of Path and OpenStore.
 type Options struct {
-	// Path is the bbolt file; it is created if missing.
+	// Path is the bbolt file (package boltstore, the embedded default);
+	// it is created if missing.
 	Path string
+	// OpenStore, instead of Path, opens another store (etcd), handing it
+	// the feed state applies change sets through.
+	OpenStore func(store.Feed) (store.Store, error)
 	// Hub receives one ChangeSet per committed write. If nil, State makes
 	// its own (see State.Hub).
 	Hub *watcher.Hub
@@ -123,26 +114,64 @@ type Options struct {
 	// Now defaults to time.Now.
 	Now func() time.Time
 	// ObserveCommit, if set, is told how long each commit took and how many
-	// writes it grouped.
+	// writes it grouped (bbolt; a store opened by OpenStore reports its own).
 	ObserveCommit func(d time.Duration, writes int)
 }
 
+// writeTimeout bounds each write State makes on the store. The callers'
+// contexts are not threaded through State's API yet (follow-up work); until
+// they are, a store that cannot commit (etcd without quorum) fails a write
+// after this long instead of holding its caller for ever. Reads run under
+// State's own context, which Close cancels: on bbolt they are bounded by
+// the file, on etcd they are served from the local replica.
+const writeTimeout = 30 * time.Second
+
 // State is an open controller database. It is safe for concurrent use.
 type State struct {
-	db     *boltstore.DB
+	store  store.Store
 	hub    *watcher.Hub
 	logger *slog.Logger
 	now    func() time.Time
 
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+
 	machines *machineCache // decoded machine records, for Machine
 }
 
-// Open opens the database at opts.Path. A new file is empty: see
+// Open opens the store (opts.Path or opts.OpenStore) and migrates state's
+// schema in it if it is older (migrate.go). A new store is empty: see
 // Initialized and Initialize.
 func Open(opts Options) (*State, error) {
-	if opts.Path == "" {
-		return nil, errors.NotValidf("empty state path")
+	if (opts.Path == "") == (opts.OpenStore == nil) {
+		return nil, errors.NotValidf("state options without exactly one of a path and a store")
 	}
+	st := newState(opts)
+	feed := store.Feed{Apply: st.publish, Reset: st.reset}
+	var err error
+	if opts.OpenStore != nil {
+		st.store, err = opts.OpenStore(feed)
+	} else {
+		st.store, err = boltstore.Open(opts.Path, boltstore.Options{
+			Feed:            feed,
+			InitialMmapSize: boltstore.MmapSize,
+			ObserveCommit:   opts.ObserveCommit,
+		})
+	}
+	if err != nil {
+		st.cancel()
+		return nil, errors.Annotate(err, "opening state")
+	}
+	if err := st.migrate(); err != nil {
+		_ = st.Close()
+		return nil, errors.Annotate(err, "opening state")
+	}
+	info := st.store.Info()
+	st.logger.Info("state opened", "store", info.Engine, "location", info.Location, "revision", info.Revision)
+	return st, nil
+}
+
+func newState(opts Options) *State {
 	st := &State{hub: opts.Hub, logger: opts.Logger, now: opts.Now, machines: newMachineCache()}
 	if st.hub == nil {
 		st.hub = watcher.NewHub()
@@ -153,69 +182,81 @@ func Open(opts Options) (*State, error) {
 	if st.now == nil {
 		st.now = time.Now
 	}
-	d, err := boltstore.Open(opts.Path, boltstore.Options{
-		Buckets:         buckets(),
-		InitialMmapSize: initialMmapSize,
-		Derive:          rebuildUnitIndex,
-		OnCommit:        st.publish,
-		ObserveCommit:   opts.ObserveCommit,
-	})
-	if err != nil {
-		return nil, errors.Annotate(err, "opening state")
-	}
-	st.db = d
-	st.logger.Info("state opened", "path", opts.Path, "revision", d.Revision())
-	return st, nil
+	st.ctx, st.cancel = context.WithCancel(context.Background())
+	return st
 }
 
-// publish runs on the committer goroutine, after each commit and before its
-// writers are answered: it hands the hub one change set per revision, in
-// commit order.
-func (st *State) publish(batch []boltstore.Committed) {
-	for _, c := range batch {
-		if len(c.Changes) > 0 {
-			st.hub.Publish(watcher.ChangeSet{Rev: c.Rev, Changes: c.Changes})
-		}
-	}
+// publish is the store's Feed.Apply: it runs after each commit is durable
+// and before its writers are answered, once per revision in revision
+// order, and hands the change set to the hub.
+func (st *State) publish(cs watcher.ChangeSet) { st.hub.Publish(cs) }
+
+// reset is the store's Feed.Reset: the store could not follow its feed
+// (etcd compacted past it). Waking every watcher is the etcd work's
+// (issue 11); for now it is logged.
+func (st *State) reset(rev uint64) {
+	st.logger.Error("state: the store's change feed was reset; watchers may have missed changes", "revision", rev)
 }
 
-// Close waits for queued writes to commit and closes the database.
-func (st *State) Close() error { return st.db.Close() }
+// Close waits for writes in progress to commit and closes the store.
+func (st *State) Close() error {
+	err := st.store.Close()
+	st.cancel()
+	return err
+}
 
 // Hub returns the hub change sets are published to.
 func (st *State) Hub() *watcher.Hub { return st.hub }
 
-// Revision returns the revision of the last committed write.
-func (st *State) Revision() uint64 { return st.db.Revision() }
+// Revision returns the revision of the last committed write (the store's).
+func (st *State) Revision() uint64 { return st.store.Revision() }
 
-// Snapshot writes a consistent copy of the database to w (see
-// boltstore.DB.Snapshot); size, if not nil, first gets the copy's exact size.
+// Store returns the store state keeps its records in (for the daemon's
+// health check and operators' tools).
+func (st *State) Store() store.Store { return st.store }
+
+// Snapshot writes a consistent copy of a bbolt database to w (see
+// boltstore.Store.Snapshot); size, if not nil, first gets the copy's exact
+// size. Other stores do not support it.
 func (st *State) Snapshot(w io.Writer, size func(int64)) (int64, error) {
-	return st.db.Snapshot(w, size)
+	s, ok := st.store.(interface {
+		Snapshot(io.Writer, func(int64)) (int64, error)
+	})
+	if !ok {
+		return 0, errors.NotSupportedf("a snapshot of a %s store", st.store.Info().Engine)
+	}
+	return s.Snapshot(w, size)
 }
 
-// Check runs the database's consistency check.
-func (st *State) Check() error { return st.db.Check() }
-
-// reader is what reads need from a transaction: both *boltstore.ReadTx and
-// *boltstore.WriteTx satisfy it.
-type reader interface {
-	Get(bucket, key string) ([]byte, bool)
-	ForEachPrefix(bucket, prefix string, fn func(key string, val []byte) error) error
+// Check runs the database's consistency check (bbolt's; other stores have
+// none and pass).
+func (st *State) Check() error {
+	if c, ok := st.store.(interface{ Check() error }); ok {
+		return c.Check()
+	}
+	return nil
 }
 
-// view runs fn in a read transaction.
+// reader is what reads need: a store view, or a write transaction (which
+// sees its own writes).
+type reader = store.Reader
+
+// view runs fn in a read view of the store.
 func (st *State) view(fn func(r reader) error) error {
-	return st.db.View(func(tx *boltstore.ReadTx) error { return fn(tx) })
+	return st.store.View(st.ctx, fn)
 }
 
-// update runs fn in a write transaction. fn may run more than once (group
-// commit reruns a batch when another write in it fails), so it must act
-// only through the txn: anything random or expensive is computed before.
-// fn returning errNoChange commits nothing and spends no revision.
+// update runs fn in a write transaction. fn may run more than once (etcd
+// reruns it when what it read changed before it committed), so it must act
+// only through the txn: anything random or expensive is computed before,
+// and tx.now is the same each time. fn returning errNoChange commits
+// nothing and spends no revision, as does a function that writes nothing.
 func (st *State) update(fn func(tx *txn) error) error {
-	_, _, err := st.db.Update(func(tx *boltstore.WriteTx) error {
-		return fn(&txn{WriteTx: tx, now: st.now()})
+	ctx, cancel := context.WithTimeout(st.ctx, writeTimeout)
+	defer cancel()
+	now := st.now()
+	_, err := st.store.Update(ctx, func(t store.Txn) error {
+		return fn(&txn{Txn: t, now: now})
 	})
 	if errors.Is(err, errNoChange) {
 		return nil
@@ -226,35 +267,23 @@ func (st *State) update(fn func(tx *txn) error) error {
 // txn is a write transaction at the level of entities. put and remove are
 // the only ways entity records are written, and each records its change.
 type txn struct {
-	*boltstore.WriteTx
+	store.Txn
 	now time.Time
 }
 
-// doc is implemented by every record type, through the embedded docMeta.
-type doc interface{ setRev(uint64) }
-
-// docMeta is embedded in every record.
-type docMeta struct {
-	// Rev is the revision the record was last written at.
-	Rev uint64 `json:"rev"`
-}
-
-func (m *docMeta) setRev(rev uint64) { m.Rev = rev }
-
 // put stores d as the record of entity (kind, model, id) and records the
 // change with fields.
-func (tx *txn) put(kind watcher.Kind, model, id string, d doc, fields ...string) error {
+func (tx *txn) put(kind watcher.Kind, model, id string, d any, fields ...string) error {
 	if u, ok := d.(*unitDoc); ok {
 		if err := tx.indexUnit(model, id, u.ProviderID()); err != nil {
 			return err
 		}
 	}
-	d.setRev(tx.Revision())
 	b, err := json.Marshal(d)
 	if err != nil {
 		return errors.Annotatef(err, "encoding %s %q", kind, id)
 	}
-	if err := tx.Put(string(kind), entityKey(kind, model, id), b); err != nil {
+	if err := tx.Put(entityKey(kind, model, id), b); err != nil {
 		return errors.Trace(err)
 	}
 	tx.Record(change(kind, model, id, fields...))
@@ -281,7 +310,7 @@ func (tx *txn) remove(kind watcher.Kind, model, id string) error {
 			return err
 		}
 	}
-	if err := tx.Delete(string(kind), entityKey(kind, model, id)); err != nil {
+	if err := tx.Delete(entityKey(kind, model, id)); err != nil {
 		return errors.Trace(err)
 	}
 	tx.Record(change(kind, model, id, watcher.FieldRemoved))
@@ -292,67 +321,103 @@ func (tx *txn) remove(kind watcher.Kind, model, id string) error {
 }
 
 // nextSequence returns the next number of the named per-model sequence,
-// starting at 0.
+// starting at 0. The read and the write are one transaction's, so on any
+// store two writers never get the same number.
 func (tx *txn) nextSequence(model, name string) (int, error) {
-	key := model + "/" + name
+	key := store.Key(kindSequence, model+"/"+name)
 	next := 0
-	if b, ok := tx.Get(bucketSequence, key); ok {
+	b, ok, err := tx.Get(key)
+	if err != nil {
+		return 0, errors.Trace(err)
+	}
+	if ok {
 		if err := json.Unmarshal(b, &next); err != nil {
 			return 0, errors.Annotatef(err, "decoding sequence %q", key)
 		}
 	}
-	b, _ := json.Marshal(next + 1)
-	if err := tx.Put(bucketSequence, key, b); err != nil {
+	if err := tx.Put(key, strconv.AppendInt(nil, int64(next+1), 10)); err != nil {
 		return 0, errors.Trace(err)
 	}
 	return next, nil
 }
 
-// entityKey is the key of an entity's record within its kind's bucket.
+// entityKey is the store key of an entity's record: "<kind>/<model>/<id>"
+// for per-model entities, "<kind>/<id>" for models and controller-wide
+// ones (state/db's bucket and key, joined: files written before the store
+// seam read as they are).
 func entityKey(kind watcher.Kind, model, id string) string {
 	if kind == KindModel || model == "" {
-		return id
+		return string(kind) + "/" + id
 	}
-	return model + "/" + id
+	return string(kind) + "/" + model + "/" + id
+}
+
+// kindPrefix is the key prefix of every record of kind in model ("" for
+// every record of a controller-wide kind, and of the models).
+func kindPrefix(kind watcher.Kind, model string) string {
+	if kind == KindModel || model == "" {
+		return string(kind) + "/"
+	}
+	return string(kind) + "/" + model + "/"
+}
+
+// exists reports whether entity (kind, model, id) has a record.
+func exists(r reader, kind watcher.Kind, model, id string) (bool, error) {
+	ok, err := r.GetFunc(entityKey(kind, model, id), func([]byte) {})
+	return ok, errors.Trace(err)
 }
 
 // get decodes the record of (kind, model, id) into d and reports whether it
 // exists.
 func get(r reader, kind watcher.Kind, model, id string, d any) (bool, error) {
-	b, ok := r.Get(string(kind), entityKey(kind, model, id))
-	if !ok {
-		return false, nil
+	var decErr error
+	ok, err := r.GetFunc(entityKey(kind, model, id), func(b []byte) { decErr = json.Unmarshal(b, d) })
+	if err != nil {
+		return false, errors.Trace(err)
 	}
-	if err := json.Unmarshal(b, d); err != nil {
-		return false, errors.Annotatef(err, "decoding %s %q", kind, id)
+	if decErr != nil {
+		return false, errors.Annotatef(decErr, "decoding %s %q", kind, id)
 	}
-	return true, nil
+	return ok, nil
+}
+
+// scan calls fn for every key starting with prefix (which names a kind),
+// in key order, through the store's bounded Scan page by page.
+func scan(r reader, prefix string, fn func(key string, val []byte) error) error {
+	for start := ""; ; {
+		last, more, err := r.Scan(prefix, start, 0, fn)
+		if err != nil || !more {
+			return errors.Trace(err)
+		}
+		start = last
+	}
+}
+
+// scanKeys returns every key starting with prefix.
+func scanKeys(r reader, prefix string) ([]string, error) {
+	var keys []string
+	err := scan(r, prefix, func(k string, _ []byte) error {
+		keys = append(keys, k)
+		return nil
+	})
+	return keys, err
 }
 
 // listPrefix decodes every record of kind in model whose id starts with
 // prefix, in key order.
 func listPrefix[T any](r reader, kind watcher.Kind, model, prefix string) ([]T, error) {
-	var out []T
-	err := r.ForEachPrefix(string(kind), entityKey(kind, model, prefix), func(key string, b []byte) error {
-		var d T
-		if err := json.Unmarshal(b, &d); err != nil {
-			return errors.Annotatef(err, "decoding %s %q", kind, key)
-		}
-		out = append(out, d)
-		return nil
-	})
-	return out, errors.Trace(err)
+	return decodeAll[T](r, kind, kindPrefix(kind, model)+prefix)
 }
 
 // list decodes every record of kind in model ("" for all of a
 // controller-wide kind), in key order.
 func list[T any](r reader, kind watcher.Kind, model string) ([]T, error) {
-	prefix := ""
-	if kind != KindModel && model != "" {
-		prefix = model + "/"
-	}
+	return decodeAll[T](r, kind, kindPrefix(kind, model))
+}
+
+func decodeAll[T any](r reader, kind watcher.Kind, prefix string) ([]T, error) {
 	var out []T
-	err := r.ForEachPrefix(string(kind), prefix, func(key string, b []byte) error {
+	err := scan(r, prefix, func(key string, b []byte) error {
 		var d T
 		if err := json.Unmarshal(b, &d); err != nil {
 			return errors.Annotatef(err, "decoding %s %q", kind, key)
@@ -360,5 +425,5 @@ func list[T any](r reader, kind watcher.Kind, model string) ([]T, error) {
 		out = append(out, d)
 		return nil
 	})
-	return out, errors.Trace(err)
+	return out, err
 }

@@ -24,7 +24,7 @@ func StorageRegistry(t ModelType) *storage.Registry {
 }
 
 // StorageManager returns the pool manager of a model: its pools are kept
-// in the state's storage pool bucket, validated against the model type's
+// in the state's storage pool records, validated against the model type's
 // registry. A pool name that is a provider type resolves to the provider.
 func (st *State) StorageManager(model string) (*storage.Manager, error) {
 	m, err := st.Model(model)
@@ -100,7 +100,10 @@ func (s poolStore) PutPool(cfg storage.Config, replace bool) error {
 		if _, err := getModel(tx, s.model); err != nil {
 			return err
 		}
-		_, exists := tx.Get(string(KindStoragePool), entityKey(KindStoragePool, s.model, cfg.Name))
+		exists, err := exists(tx, KindStoragePool, s.model, cfg.Name)
+		if err != nil {
+			return err
+		}
 		switch {
 		case exists && !replace:
 			return errors.AlreadyExistsf("pool %q", cfg.Name)
@@ -121,7 +124,9 @@ func (s poolStore) PutPool(cfg storage.Config, replace bool) error {
 // removed: `storage pool "x" in use`.
 func (s poolStore) DeletePool(name string) error {
 	return s.st.update(func(tx *txn) error {
-		if _, ok := tx.Get(string(KindStoragePool), entityKey(KindStoragePool, s.model, name)); !ok {
+		if ok, err := exists(tx, KindStoragePool, s.model, name); err != nil {
+			return err
+		} else if !ok {
 			return errors.NotFoundf("pool %q", name)
 		}
 		inUse := errors.Errorf("storage pool %q in use", name)

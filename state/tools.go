@@ -23,7 +23,6 @@ type AgentBinary struct {
 }
 
 type agentBinaryDoc struct {
-	docMeta
 	AgentBinary
 }
 

@@ -26,7 +26,6 @@ type Unit struct {
 }
 
 type unitDoc struct {
-	docMeta
 	Unit
 }
 
@@ -139,7 +138,9 @@ func (st *State) SetUnitDying(model, name string) error {
 // modelled), unassigning it from its machine.
 func (st *State) RemoveUnit(model, name string) error {
 	return st.update(func(tx *txn) error {
-		if _, ok := tx.Get(string(KindUnit), entityKey(KindUnit, model, name)); !ok {
+		if ok, err := exists(tx, KindUnit, model, name); err != nil {
+			return err
+		} else if !ok {
 			return errors.NotFoundf("unit %q", name)
 		}
 		return tx.remove(KindUnit, model, name)

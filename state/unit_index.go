@@ -5,11 +5,9 @@ import (
 	"strings"
 
 	"github.com/juju/errors"
-
-	"github.com/provisiond/provisiond/state/store/boltstore"
 )
 
-// bucketUnitProviderID indexes units by the provider id of their cloud
+// kindUnitProviderID indexes units by the provider id of their cloud
 // container. It holds two keys per unit with a provider id: the entry
 // "<model>\x00<provider id>\x00<unit name>" (value "1") that lookups scan
 // by prefix, and the unit's own "<model>\x01<unit name>" whose value is
@@ -19,16 +17,18 @@ import (
 // Model.Containers does); without the index that was a scan of every unit
 // of the model per call, which made the write O(units in the model): 45% of
 // the daemon's CPU with 256 CAAS writers. The index is derived data:
-// tx.put and tx.remove keep it, and Open rebuilds it (rebuildUnitIndex), so
-// it is right even after an older build, which does not keep it, wrote the
-// units.
-const bucketUnitProviderID = "unit-provider-id"
+// tx.put and tx.remove keep it in the transaction that writes the unit;
+// schema version 2's migration built it once for stores an older build
+// wrote (rebuildUnitIndex).
+const kindUnitProviderID = "unit-provider-id"
 
 func unitIndexPrefix(model, providerID string) string {
-	return model + "\x00" + providerID + "\x00"
+	return kindUnitProviderID + "/" + model + "\x00" + providerID + "\x00"
 }
 
-func unitIndexOwnKey(model, name string) string { return model + "\x01" + name }
+func unitIndexOwnKey(model, name string) string {
+	return kindUnitProviderID + "/" + model + "\x01" + name
+}
 
 // unitProviderIDOf reads the provider id of a stored unit record without
 // decoding the rest of it into a Unit.
@@ -51,22 +51,25 @@ func unitProviderIDOf(raw []byte) (string, error) {
 // provider id in the index.
 func (tx *txn) indexUnit(model, name, providerID string) error {
 	own := unitIndexOwnKey(model, name)
-	old, _ := tx.Get(bucketUnitProviderID, own)
+	old, _, err := tx.Get(own)
+	if err != nil {
+		return errors.Trace(err)
+	}
 	if string(old) == providerID {
 		return nil
 	}
 	if len(old) > 0 {
-		if err := tx.Delete(bucketUnitProviderID, unitIndexPrefix(model, string(old))+name); err != nil {
+		if err := tx.Delete(unitIndexPrefix(model, string(old)) + name); err != nil {
 			return errors.Trace(err)
 		}
 	}
 	if providerID == "" {
-		return errors.Trace(tx.Delete(bucketUnitProviderID, own))
+		return errors.Trace(tx.Delete(own))
 	}
-	if err := tx.Put(bucketUnitProviderID, unitIndexPrefix(model, providerID)+name, []byte("1")); err != nil {
+	if err := tx.Put(unitIndexPrefix(model, providerID)+name, []byte("1")); err != nil {
 		return errors.Trace(err)
 	}
-	return errors.Trace(tx.Put(bucketUnitProviderID, own, []byte(providerID)))
+	return errors.Trace(tx.Put(own, []byte(providerID)))
 }
 
 // unitsByProviderID returns the names of model's units whose container has
@@ -74,7 +77,7 @@ func (tx *txn) indexUnit(model, name, providerID string) error {
 func unitsByProviderID(r reader, model, id string) ([]string, error) {
 	prefix := unitIndexPrefix(model, id)
 	var names []string
-	err := r.ForEachPrefix(bucketUnitProviderID, prefix, func(key string, _ []byte) error {
+	err := scan(r, prefix, func(key string, _ []byte) error {
 		name := key[len(prefix):]
 		// A provider id holding "\x00" makes a longer prefix of this one;
 		// unit names never hold "\x00", so its keys are told apart here.
@@ -86,21 +89,19 @@ func unitsByProviderID(r reader, model, id string) ([]string, error) {
 	return names, errors.Trace(err)
 }
 
-// rebuildUnitIndex makes the index from the unit records (boltstore.Options.Derive).
-func rebuildUnitIndex(w *boltstore.WriteTx) error {
-	var stale []string
-	if err := w.ForEachPrefix(bucketUnitProviderID, "", func(key string, _ []byte) error {
-		stale = append(stale, key)
-		return nil
-	}); err != nil {
+// rebuildUnitIndex makes the index from the unit records (the migration to
+// schema version 2).
+func rebuildUnitIndex(tx *txn) error {
+	stale, err := scanKeys(tx, kindUnitProviderID+"/")
+	if err != nil {
 		return err
 	}
 	for _, k := range stale {
-		if err := w.Delete(bucketUnitProviderID, k); err != nil {
-			return err
+		if err := tx.Delete(k); err != nil {
+			return errors.Trace(err)
 		}
 	}
-	return w.ForEachPrefix(string(KindUnit), "", func(key string, raw []byte) error {
+	return scan(tx, string(KindUnit)+"/", func(key string, raw []byte) error {
 		id, err := unitProviderIDOf(raw)
 		if err != nil {
 			return errors.Annotatef(err, "decoding %s %q", KindUnit, key)
@@ -108,13 +109,13 @@ func rebuildUnitIndex(w *boltstore.WriteTx) error {
 		if id == "" {
 			return nil
 		}
-		model, name, ok := strings.Cut(key, "/")
+		model, name, ok := strings.Cut(strings.TrimPrefix(key, string(KindUnit)+"/"), "/")
 		if !ok {
 			return errors.Errorf("unit key %q has no model", key)
 		}
-		if err := w.Put(bucketUnitProviderID, unitIndexPrefix(model, id)+name, []byte("1")); err != nil {
-			return err
+		if err := tx.Put(unitIndexPrefix(model, id)+name, []byte("1")); err != nil {
+			return errors.Trace(err)
 		}
-		return w.Put(bucketUnitProviderID, unitIndexOwnKey(model, name), []byte(id))
+		return errors.Trace(tx.Put(unitIndexOwnKey(model, name), []byte(id)))
 	})
 }

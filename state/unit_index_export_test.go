@@ -1,7 +1,5 @@
 package state
 
-import "github.com/provisiond/provisiond/state/store/boltstore"
-
 // UnitsByProviderID reads the provider id index (for tests).
 func UnitsByProviderID(st *State, model, id string) (names []string, err error) {
 	err = st.view(func(r reader) error {
@@ -11,23 +9,26 @@ func UnitsByProviderID(st *State, model, id string) (names []string, err error) 
 	return names, err
 }
 
-// SpoilUnitIndex empties the provider id index and adds a wrong entry, as
-// an older build that does not keep the index leaves it out of date.
+// SpoilUnitIndex empties the provider id index and adds a wrong entry, and
+// marks the store as written by a build of schema version 1, as such a
+// build, which does not keep the index, leaves it.
 func SpoilUnitIndex(st *State, model string) error {
-	_, _, err := st.db.Update(func(w *boltstore.WriteTx) error {
-		var keys []string
-		if err := w.ForEachPrefix(bucketUnitProviderID, "", func(k string, _ []byte) error {
-			keys = append(keys, k)
-			return nil
-		}); err != nil {
+	return st.update(func(tx *txn) error {
+		keys, err := scanKeys(tx, kindUnitProviderID+"/")
+		if err != nil {
 			return err
 		}
 		for _, k := range keys {
-			if err := w.Delete(bucketUnitProviderID, k); err != nil {
+			if err := tx.Delete(k); err != nil {
 				return err
 			}
 		}
-		return w.Put(bucketUnitProviderID, unitIndexPrefix(model, "ghost")+"nobody/0", []byte("1"))
+		if err := tx.Delete(schemaKey); err != nil {
+			return err
+		}
+		return tx.Put(unitIndexPrefix(model, "ghost")+"nobody/0", []byte("1"))
 	})
-	return err
 }
+
+// SchemaKey is the key of state's schema version (for tests).
+var SchemaKey = schemaKey

@@ -28,7 +28,6 @@ type User struct {
 }
 
 type userDoc struct {
-	docMeta
 	Name         string    `json:"name"`
 	DisplayName  string    `json:"display-name,omitempty"`
 	Access       string    `json:"access"`
@@ -112,7 +111,9 @@ func (st *State) AddUser(name, displayName, password, access string) (User, erro
 }
 
 func (tx *txn) addUser(d *userDoc) error {
-	if _, ok := tx.Get(string(KindUser), d.Name); ok {
+	if ok, err := exists(tx, KindUser, "", d.Name); err != nil {
+		return err
+	} else if ok {
 		return errors.AlreadyExistsf("user %q", d.Name)
 	}
 	return tx.put(KindUser, "", d.Name, d, watcher.FieldCreated)

@@ -59,7 +59,6 @@ type Volume struct {
 }
 
 type volumeDoc struct {
-	docMeta
 	Volume
 }
 
@@ -72,7 +71,6 @@ type StoragePool struct {
 }
 
 type storagePoolDoc struct {
-	docMeta
 	StoragePool
 }
 
@@ -161,7 +159,9 @@ func (st *State) AddStoragePool(model, name, provider string, attrs map[string]a
 		if _, err := getModel(tx, model); err != nil {
 			return err
 		}
-		if _, ok := tx.Get(string(KindStoragePool), entityKey(KindStoragePool, model, name)); ok {
+		if ok, err := exists(tx, KindStoragePool, model, name); err != nil {
+			return err
+		} else if ok {
 			return errors.AlreadyExistsf("storage pool %q", name)
 		}
 		return tx.put(KindStoragePool, model, name, &storagePoolDoc{StoragePool: StoragePool{

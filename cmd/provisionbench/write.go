@@ -10,7 +10,7 @@ import (
 
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
-	"github.com/provisiond/provisiond/state/store/boltstore"
+	"github.com/provisiond/provisiond/state/store/boltstore/rawbolt"
 )
 
 var writeWorkload = &workload{
@@ -182,13 +182,13 @@ func runWriteBaseline(ctx context.Context, e *env, n int) (*values, error) {
 	defer os.RemoveAll(dir)
 	v := newValues()
 	const valueSize = 512 // about a machine status record
-	serial, err := boltstore.RawCommitBench(filepath.Join(dir, "serial.db"), 1, false, valueSize, e.o.duration)
+	serial, err := rawbolt.RawCommitBench(filepath.Join(dir, "serial.db"), 1, false, valueSize, e.o.duration)
 	if err != nil {
 		return nil, err
 	}
 	v.set("raw serial commits/s", "", serial.PerSecond())
 	v.set("raw serial p50", "ms", ms(percentile(serial.Latencies, 50)))
-	batch, err := boltstore.RawCommitBench(filepath.Join(dir, "batch.db"), n, true, valueSize, e.o.duration)
+	batch, err := rawbolt.RawCommitBench(filepath.Join(dir, "batch.db"), n, true, valueSize, e.o.duration)
 	if err != nil {
 		return nil, err
 	}

@@ -106,7 +106,7 @@ func TestShowController(t *testing.T) {
 	}
 	r := e.ok(t, nil, "show-controller")
 	for _, want := range []string{`controller-uuid +` + creds.ControllerUUID, `health ` + regexp.QuoteMeta(e.d.Addr()) + `  ok`,
-		`store +bbolt, schema 1, revision \d+, \d+ KiB`} {
+		`store +bbolt, schema \d+, revision \d+, \d+ KiB`} {
 		if !regexp.MustCompile(want).MatchString(r.stdout) {
 			t.Errorf("show-controller table lacks %q:\n%s", want, r.stdout)
 		}

@@ -12,7 +12,7 @@ import (
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state"
-	"github.com/provisiond/provisiond/state/store/boltstore"
+	"github.com/provisiond/provisiond/state/store/boltstore/rawbolt"
 )
 
 // BenchmarkWritePath measures one lone writer's durable write at each
@@ -38,7 +38,7 @@ func BenchmarkWritePath(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	raw, err := boltstore.OpenRaw(filepath.Join(b.TempDir(), "raw.db"))
+	raw, err := rawbolt.OpenRaw(filepath.Join(b.TempDir(), "raw.db"))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,9 +1,10 @@
+//go:build !crashbug
+
 package boltstore
 
-// plantedEarlyReply is a deliberately planted durability bug, for the crash
-// harness (internal/crashtest) to prove that it catches one. It is nil in
-// every normal build; only a build with -tags crashbug (crashbug.go) sets
-// it. When set, the committer calls it after a batch's functions have run
-// and before the bbolt commit, with the batch and what it is about to
-// commit.
-var plantedEarlyReply func(batch []*request, committed []Committed)
+// plantedBug is false in every normal build: the committer's call of
+// plantEarlyReply is then dead code the compiler removes. Only the crash
+// harness's planted-bug test builds with -tags crashbug (crashbug.go).
+const plantedBug = false
+
+func plantEarlyReply([]*request, []result, uint64) {}

@@ -3,22 +3,27 @@ package boltstore
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 )
 
+// What provisiond backup, check and restore and the crash harness use of a
+// bbolt file, besides store.Store: a read-only open, a consistent copy, a
+// consistency check and counts.
+
 // OpenReadOnly opens an existing data file for inspection (provisiond check,
 // the crash harness): it takes bbolt's shared lock, so it fails with
 // ErrLocked while a daemon holds the file, and it creates, stamps and
-// migrates nothing. Every Update fails (bbolt refuses a read-write
-// transaction); Close must still be called.
-func OpenReadOnly(path string, opts Options) (*DB, error) {
+// migrates nothing (an older layout reads as it is). Every write fails
+// with ErrReadOnly; Close must still be called.
+func OpenReadOnly(path string, opts Options) (*Store, error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
 	}
-	bo := boltOptions(opts)
+	bo := BoltOptions(opts.LockTimeout, opts.InitialMmapSize)
 	bo.ReadOnly = true
 	bdb, err := bolt.Open(path, 0o600, bo)
 	if errors.Is(err, berrors.ErrTimeout) {
@@ -30,18 +35,15 @@ func OpenReadOnly(path string, opts Options) (*DB, error) {
 	}
 	var rev uint64
 	err = bdb.View(func(tx *bolt.Tx) error {
-		meta := tx.Bucket([]byte(metaBucket))
+		meta := tx.Bucket(metaBucket)
 		if meta == nil {
 			return errors.New("no meta bucket: not a provisiond data file")
 		}
-		v, ok := decodeU64(meta.Get([]byte(keySchemaVersion)))
-		if !ok || v == 0 {
-			return fmt.Errorf("meta bucket has no valid %s", keySchemaVersion)
+		if _, err := checkVersion(meta, SchemaVersion); err != nil {
+			return err
 		}
-		if v > SchemaVersion {
-			return fmt.Errorf("%w: the file has version %d, this build supports up to %d", ErrNewerSchema, v, SchemaVersion)
-		}
-		if rev, ok = decodeU64(meta.Get([]byte(keyRevision))); !ok {
+		var ok bool
+		if rev, ok = decodeU64(meta.Get(keyRevision)); !ok {
 			return fmt.Errorf("meta bucket has no valid %s", keyRevision)
 		}
 		return nil
@@ -50,7 +52,9 @@ func OpenReadOnly(path string, opts Options) (*DB, error) {
 		_ = bdb.Close()
 		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
 	}
-	return start(bdb, path, opts, rev), nil
+	s := start(bdb, path, opts, rev)
+	s.readOnly = true
+	return s, nil
 }
 
 // Stats describes a data file: what provisiond check prints.
@@ -58,28 +62,74 @@ type Stats struct {
 	// SchemaVersion and Revision as stored in the file.
 	SchemaVersion uint64
 	Revision      uint64
-	// Keys counts the keys of each bucket (the meta bucket excluded).
+	// Keys counts the keys of each kind (the store's own excluded).
 	Keys map[string]int
+	// ChangeSets counts the stored change sets.
+	ChangeSets int
 	// Size is the size of the file in bytes as bbolt sees it.
 	Size int64
 }
 
-// Stats reads the file's schema version, revision and per-bucket key
-// counts in one read transaction.
-func (d *DB) Stats() (Stats, error) {
-	s := Stats{Keys: map[string]int{}}
-	err := d.View(func(tx *ReadTx) error {
-		meta := tx.tx.Bucket([]byte(metaBucket))
-		s.SchemaVersion, _ = decodeU64(meta.Get([]byte(keySchemaVersion)))
-		s.Revision, _ = decodeU64(meta.Get([]byte(keyRevision)))
-		s.Size = tx.tx.Size()
-		return tx.tx.ForEach(func(name []byte, b *bolt.Bucket) error {
-			if string(name) == metaBucket {
+// Stats reads the file's schema version, revision and per-kind key counts
+// in one read transaction.
+func (s *Store) Stats() (Stats, error) {
+	st := Stats{Keys: map[string]int{}}
+	err := s.viewBolt(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(metaBucket)
+		st.SchemaVersion, _ = decodeU64(meta.Get(keySchemaVersion))
+		st.Revision, _ = decodeU64(meta.Get(keyRevision))
+		st.Size = tx.Size()
+		for _, name := range [][]byte{recentBucket, changesBucket} {
+			if cb := tx.Bucket(name); cb != nil {
+				st.ChangeSets += cb.Stats().KeyN
+			}
+		}
+		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+			if ownBucket(name) {
 				return nil
 			}
-			s.Keys[string(name)] = b.Stats().KeyN
+			st.Keys[string(name)] = b.Stats().KeyN
 			return nil
 		})
 	})
-	return s, err
+	return st, err
+}
+
+// Check runs bbolt's consistency check over the whole file and returns
+// every problem found, joined.
+func (s *Store) Check() error {
+	var errs []error
+	err := s.viewBolt(func(tx *bolt.Tx) error {
+		for err := range tx.Check() {
+			errs = append(errs, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("boltstore: check %s: %w", s.path, errors.Join(errs...))
+	}
+	return nil
+}
+
+// Snapshot writes a consistent copy of the whole file, as of the last
+// committed revision, to w, and returns the bytes written. It runs in a
+// read transaction, so writers carry on meanwhile. size is called first
+// with the snapshot's exact size (for progress reporting); it may be nil.
+func (s *Store) Snapshot(w io.Writer, size func(int64)) (int64, error) {
+	var n int64
+	err := s.viewBolt(func(tx *bolt.Tx) error {
+		if size != nil {
+			size(tx.Size())
+		}
+		var err error
+		n, err = tx.WriteTo(w)
+		return err
+	})
+	if err != nil {
+		return n, fmt.Errorf("boltstore: snapshot %s: %w", s.path, err)
+	}
+	return n, nil
 }

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/provisiond/provisiond/state/store"
 )
 
 func TestOpenReadOnly(t *testing.T) {
@@ -13,12 +15,12 @@ func TestOpenReadOnly(t *testing.T) {
 	if _, err := OpenReadOnly(path, Options{}); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("OpenReadOnly of a missing file: %v; want not exist", err)
 	}
-	d, err := Open(path, Options{Buckets: []string{testBucket}})
+	s, err := Open(path, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, k := range []string{"a", "b", "c"} {
-		if _, _, err := d.Update(put(k, "v")); err != nil {
+		if _, err := s.Update(bg, put(k, "v")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -26,7 +28,7 @@ func TestOpenReadOnly(t *testing.T) {
 	if _, err := OpenReadOnly(path, Options{LockTimeout: 50 * time.Millisecond}); !errors.Is(err, ErrLocked) {
 		t.Fatalf("OpenReadOnly while open: %v; want ErrLocked", err)
 	}
-	if err := d.Close(); err != nil {
+	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
 	before, err := os.ReadFile(path)
@@ -41,18 +43,27 @@ func TestOpenReadOnly(t *testing.T) {
 	if ro.Revision() != 3 {
 		t.Errorf("Revision = %d; want 3", ro.Revision())
 	}
-	s, err := ro.Stats()
+	st, err := ro.Stats()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.SchemaVersion != SchemaVersion || s.Revision != 3 || s.Keys[testBucket] != 3 || len(s.Keys) != 1 || s.Size == 0 {
-		t.Errorf("Stats = %+v", s)
+	if st.SchemaVersion != SchemaVersion || st.Revision != 3 || st.Keys[testKind] != 3 || len(st.Keys) != 1 || st.ChangeSets != 3 || st.Size == 0 {
+		t.Errorf("Stats = %+v", st)
 	}
 	if err := ro.Check(); err != nil {
 		t.Error(err)
 	}
-	if _, _, err := ro.Update(put("d", "v")); err == nil {
-		t.Error("Update on a read-only DB succeeded")
+	if v, ok := get(t, ro, "b"); !ok || v != "v" {
+		t.Errorf("read-only Get = %q, %v", v, ok)
+	}
+	if _, err := ro.Update(bg, put("d", "v")); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("Update on a read-only store: %v", err)
+	}
+	if _, err := ro.Ephemeral(bg, "d/x", nil); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("Ephemeral on a read-only store: %v", err)
+	}
+	if err := ro.Health(bg); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("Health of a read-only store: %v", err)
 	}
 	// Two readers share the lock.
 	ro2, err := OpenReadOnly(path, Options{})
@@ -64,6 +75,9 @@ func TestOpenReadOnly(t *testing.T) {
 	}
 	if err := ro.Close(); err != nil {
 		t.Fatal(err)
+	}
+	if err := ro.View(bg, func(store.Reader) error { return nil }); !errors.Is(err, store.ErrClosed) {
+		t.Errorf("View after Close: %v", err)
 	}
 	after, err := os.ReadFile(path)
 	if err != nil {

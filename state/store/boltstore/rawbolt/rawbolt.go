@@ -1,4 +1,11 @@
-package boltstore
+// Package rawbolt is bbolt used directly, with none of boltstore's
+// machinery: the baseline provisiond's own writes are judged against, for
+// provisionbench and the Go benchmarks of the write path. It opens its
+// files with the bbolt options boltstore uses (boltstore.BoltOptions), so
+// the baseline and the daemon run the same bbolt. It is never part of the
+// daemon: only the benchmark tool and benchmarks import it, and it lives
+// under boltstore because only boltstore may import bbolt.
+package rawbolt
 
 import (
 	"errors"
@@ -8,13 +15,13 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/provisiond/provisiond/state/store/boltstore"
 )
 
-// RawFile is bbolt used directly, with none of this package's machinery
-// (no committer, no revision, no change record): the baseline provisiond's
-// own writes are judged against, for provisionbench and the Go benchmarks
-// of the write path. It is opened with the bbolt options Open uses and has
-// one bucket. It lives here because only this package may import bbolt.
+// RawFile is a bbolt file with one bucket and none of boltstore's
+// machinery (no committer, no revision, no change record), opened with the
+// bbolt options boltstore.Open uses.
 type RawFile struct {
 	bdb *bolt.DB
 }
@@ -24,9 +31,9 @@ var rawBucket = []byte("bench")
 // OpenRaw creates (or opens) a raw bbolt file at path, with the options a
 // state file is opened with.
 func OpenRaw(path string) (*RawFile, error) {
-	bdb, err := bolt.Open(path, 0o600, boltOptions(Options{InitialMmapSize: StateMmapSize}))
+	bdb, err := bolt.Open(path, 0o600, boltstore.BoltOptions(0, boltstore.MmapSize))
 	if err != nil {
-		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
+		return nil, fmt.Errorf("rawbolt: open %s: %w", path, err)
 	}
 	if err := bdb.Update(func(tx *bolt.Tx) error {
 		_, err := tx.CreateBucketIfNotExists(rawBucket)
@@ -77,7 +84,7 @@ func (r RawCommitResult) PerSecond() float64 {
 // commit rate), with batch true through BatchPut.
 func RawCommitBench(path string, writers int, batch bool, valueSize int, d time.Duration) (RawCommitResult, error) {
 	if writers < 1 {
-		return RawCommitResult{}, errors.New("boltstore: RawCommitBench needs at least one writer")
+		return RawCommitResult{}, errors.New("rawbolt: RawCommitBench needs at least one writer")
 	}
 	raw, err := OpenRaw(path)
 	if err != nil {

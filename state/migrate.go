@@ -1,0 +1,113 @@
+package state
+
+import (
+	"strconv"
+
+	"github.com/juju/errors"
+
+	"github.com/provisiond/provisiond/state/store"
+)
+
+// SchemaVersion is the version of state's records and derived indexes this
+// build writes, kept in the store under schemaKey. It is state's, not the
+// engine's (boltstore has its own layout version): a store of an older
+// version is migrated once when it opens (migrations, one transaction), a
+// newer one is refused, so an older build never writes a store whose
+// indexes it does not keep.
+//
+//	1  (no schemaKey) what state/db's builds wrote: records carry the
+//	   revision they were written at, and the unit provider id index may
+//	   be stale (an older build did not keep it; it was rebuilt on every
+//	   open)
+//	2  every derived index is kept by the writes themselves
+const SchemaVersion = 2
+
+// schemaKey holds SchemaVersion, as decimal text.
+var schemaKey = store.Key(kindSchema, "state")
+
+// migrations[v-1] upgrades a version v store to version v+1, inside one
+// transaction.
+var migrations = []func(tx *txn) error{
+	// 1 → 2: the unit provider id index, built once from the units.
+	rebuildUnitIndex,
+}
+
+// ErrNewerSchema is returned by Open for a store written by a newer
+// provisiond.
+var ErrNewerSchema = errors.New("the store has a newer state schema version; use a newer provisiond")
+
+// schemaVersion reads the stored version; 0 means none is stored.
+func schemaVersion(r reader) (int, error) {
+	b, ok, err := r.Get(schemaKey)
+	if err != nil || !ok {
+		return 0, errors.Trace(err)
+	}
+	v, err := strconv.Atoi(string(b))
+	if err != nil || v < 1 {
+		return 0, errors.Errorf("state schema version %q is not valid", b)
+	}
+	return v, nil
+}
+
+// checkSchema reads the stored version and whether the store is
+// initialised, refusing a newer version. A store without a version is
+// version 1 when initialised (written before there was one) and current
+// when not (a new store: Initialize stamps it).
+func checkSchema(r reader) (int, error) {
+	v, err := schemaVersion(r)
+	if err != nil {
+		return 0, err
+	}
+	if v == 0 {
+		ok, err := exists(r, KindController, "", ControllerID)
+		if err != nil {
+			return 0, err
+		}
+		if !ok {
+			return SchemaVersion, nil
+		}
+		v = 1
+	}
+	if v > SchemaVersion {
+		return 0, errors.Annotatef(ErrNewerSchema, "version %d, this build supports up to %d", v, SchemaVersion)
+	}
+	return v, nil
+}
+
+// migrate brings the store's schema to SchemaVersion, in one transaction.
+func (st *State) migrate() error {
+	var v int
+	if err := st.view(func(r reader) error {
+		var err error
+		v, err = checkSchema(r)
+		return err
+	}); err != nil {
+		return err
+	}
+	if v == SchemaVersion {
+		return nil
+	}
+	from := v
+	err := st.update(func(tx *txn) error {
+		v, err := checkSchema(tx) // again: another daemon may have migrated it
+		if err != nil || v == SchemaVersion {
+			return err
+		}
+		for ; v < SchemaVersion; v++ {
+			if err := migrations[v-1](tx); err != nil {
+				return errors.Annotatef(err, "migrating the state schema from version %d to %d", v, v+1)
+			}
+		}
+		return tx.stampSchema()
+	})
+	if err != nil {
+		return err
+	}
+	st.logger.Info("state schema migrated", "from", from, "to", SchemaVersion)
+	return nil
+}
+
+// stampSchema stores SchemaVersion (Initialize, migrate).
+func (tx *txn) stampSchema() error {
+	return errors.Trace(tx.Put(schemaKey, strconv.AppendInt(nil, SchemaVersion, 10)))
+}

@@ -1,0 +1,150 @@
+package boltstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// loadBatch is how many records one bbolt transaction of Load writes.
+const loadBatch = 10_000
+
+// Dump calls fn for every record (every key of every kind; not the store's
+// own keys, nor the ephemeral keys a process holds), in key order, from one
+// read transaction, and returns its revision. Writers carry on meanwhile.
+func (s *Store) Dump(ctx context.Context, fn func(key string, val []byte) error) (uint64, error) {
+	var rev uint64
+	var fnErr error // returned as it is
+	err := s.viewBolt(func(tx *bolt.Tx) error {
+		rev, _ = decodeU64(tx.Bucket(metaBucket).Get(keyRevision))
+		var kinds []string
+		if err := tx.ForEach(func(name []byte, _ *bolt.Bucket) error {
+			if !ownBucket(name) {
+				kinds = append(kinds, string(name))
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		held := tx.Bucket(ephemeralBucket)
+		// Flat keys sort by "<kind>/": "model-name/x" before "model/x".
+		slices.SortFunc(kinds, func(a, b string) int { return strings.Compare(a+"/", b+"/") })
+		n := 0
+		for _, kind := range kinds {
+			c := tx.Bucket([]byte(kind)).Cursor()
+			for k, v := c.First(); k != nil; k, v = c.Next() {
+				if v == nil {
+					continue // a nested bucket; we make none
+				}
+				if n++; n%1024 == 0 {
+					if err := ctx.Err(); err != nil {
+						return err
+					}
+				}
+				key := kind + "/" + string(k)
+				if held.Get([]byte(key)) != nil {
+					continue // ephemeral: it lives as long as its process
+				}
+				if fnErr = fn(key, bytes.Clone(v)); fnErr != nil {
+					return fnErr
+				}
+			}
+		}
+		return nil
+	})
+	switch {
+	case fnErr != nil:
+		return 0, fnErr
+	case err != nil:
+		return 0, fmt.Errorf("boltstore: dump %s: %w", s.path, err)
+	}
+	return rev, nil
+}
+
+// Load fills an empty store with the records next returns until it
+// returns io.EOF, loadBatch records per bbolt transaction, with no change
+// sets. The whole load is one revision: the revision moves by one when it
+// ends. It refuses a store that holds any record, and runs only while
+// nothing else is being committed (it fails if a commit is in progress).
+// A failed Load leaves the batches it committed: the target must be
+// emptied (a new file) before trying again.
+func (s *Store) Load(ctx context.Context, next func() (key string, val []byte, err error)) (int, error) {
+	if s.readOnly {
+		return 0, ErrReadOnly
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return 0, errClosed
+	}
+	if s.busy || len(s.queue) > 0 {
+		s.mu.Unlock()
+		return 0, errors.New("boltstore: load: the store is being written to")
+	}
+	s.busy = true
+	s.mu.Unlock()
+	defer s.release(0)
+
+	n := 0
+	empty := true
+	if err := s.bolt.View(func(tx *bolt.Tx) error {
+		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+			if !ownBucket(name) && b.Stats().KeyN > 0 {
+				empty = false
+			}
+			return nil
+		})
+	}); err != nil {
+		return 0, fmt.Errorf("boltstore: load: %w", err)
+	}
+	if !empty {
+		return 0, fmt.Errorf("boltstore: load into %s: the store is not empty", s.path)
+	}
+	rev := s.rev.Load()
+	for eof := false; !eof; {
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
+		put := 0
+		err := s.bolt.Update(func(tx *bolt.Tx) error {
+			put = 0
+			for ; put < loadBatch; put++ {
+				key, val, err := next()
+				if errors.Is(err, io.EOF) {
+					eof = true
+					return tx.Bucket(metaBucket).Put(keyRevision, u64(rev+1))
+				}
+				if err != nil {
+					return err
+				}
+				if err := checkWrite(key, val); err != nil {
+					return err
+				}
+				kind, rest, _ := strings.Cut(key, "/")
+				b, err := tx.CreateBucketIfNotExists([]byte(kind))
+				if err != nil {
+					return err
+				}
+				if val == nil {
+					val = []byte{}
+				}
+				if err := b.Put([]byte(rest), val); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return n, fmt.Errorf("boltstore: load into %s: %w", s.path, err)
+		}
+		n += put
+	}
+	s.setApplied(rev + 1)
+	return n, nil
+}

@@ -1,0 +1,361 @@
+package boltstore
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/provisiond/provisiond/state/store"
+	"github.com/provisiond/provisiond/watcher"
+)
+
+// SchemaVersion is the layout version this build writes. A file with an
+// older version is migrated on Open; a newer one is refused.
+//
+//	1  one bucket per kind, a meta bucket with the schema version and
+//	   the revision (state/db, before the store seam)
+//	2  the change sets (buckets "meta/recent" and "meta/changes") and the
+//	   ephemeral keys' registry ("meta/ephemeral"): buckets of their own
+//	   beside meta, so meta stays small enough for bbolt to keep it inline
+//	   in the root page, and no kind can be named like them (kinds hold
+//	   no "/")
+const SchemaVersion = 2
+
+// The store's own buckets: meta (its keys below), and those named
+// "meta/...", which no kind can be.
+var (
+	metaBucket       = []byte(store.MetaKind)
+	keySchemaVersion = []byte("schema-version")
+	keyRevision      = []byte("revision")
+	keyHealthProbe   = []byte("health-probe")
+	recentBucket     = []byte(store.MetaKind + "/recent")    // revision -> change set, the newest few
+	changesBucket    = []byte(store.MetaKind + "/changes")   // revision -> change set, the older ones
+	ephemeralBucket  = []byte(store.MetaKind + "/ephemeral") // key -> "" (held by a process)
+)
+
+// ownBucket reports whether a bucket is the store's own, not a kind's.
+func ownBucket(name []byte) bool {
+	return string(name) == store.MetaKind || bytes.HasPrefix(name, []byte(store.MetaKind+"/"))
+}
+
+// migration upgrades the file from one schema version to the next.
+type migration func(tx *bolt.Tx) error
+
+// migrations[v-1] upgrades a version v file to version v+1, so there are
+// SchemaVersion-1 of them.
+var migrations = []migration{
+	// 1 → 2: the buckets of the change sets and ephemeral keys.
+	createOwnBuckets,
+}
+
+func createOwnBuckets(tx *bolt.Tx) error {
+	for _, name := range [][]byte{recentBucket, changesBucket, ephemeralBucket} {
+		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+			return fmt.Errorf("creating bucket %q: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// initFile stamps a new file with version target, or checks an existing one
+// and migrates it to target with steps (steps[v-1] upgrades v to v+1). It
+// returns the stored revision.
+func initFile(tx *bolt.Tx, target uint64, steps []migration) (uint64, error) {
+	meta := tx.Bucket(metaBucket)
+	if meta == nil {
+		// A new file: stamp it with the current layout.
+		var err error
+		if meta, err = tx.CreateBucket(metaBucket); err != nil {
+			return 0, err
+		}
+		if err := meta.Put(keySchemaVersion, u64(target)); err != nil {
+			return 0, err
+		}
+		if err := meta.Put(keyRevision, u64(0)); err != nil {
+			return 0, err
+		}
+		if target >= 2 {
+			if err := createOwnBuckets(tx); err != nil {
+				return 0, err
+			}
+		}
+	}
+	v, err := checkVersion(meta, target)
+	if err != nil {
+		return 0, err
+	}
+	for ; v < target; v++ {
+		if int(v) > len(steps) {
+			return 0, fmt.Errorf("no migration from schema version %d to %d", v, v+1)
+		}
+		if err := steps[v-1](tx); err != nil {
+			return 0, fmt.Errorf("migrating schema from version %d to %d: %w", v, v+1, err)
+		}
+		if err := meta.Put(keySchemaVersion, u64(v+1)); err != nil {
+			return 0, err
+		}
+	}
+	rev, ok := decodeU64(meta.Get(keyRevision))
+	if !ok {
+		return 0, fmt.Errorf("meta bucket has no valid %s", keyRevision)
+	}
+	return rev, nil
+}
+
+// checkVersion returns the schema version stored in meta, refusing a
+// missing one and one newer than target.
+func checkVersion(meta *bolt.Bucket, target uint64) (uint64, error) {
+	v, ok := decodeU64(meta.Get(keySchemaVersion))
+	if !ok || v == 0 {
+		return 0, fmt.Errorf("meta bucket has no valid %s", keySchemaVersion)
+	}
+	if v > target {
+		return 0, fmt.Errorf("%w: the file has version %d, this build supports up to %d; use a newer provisiond",
+			ErrNewerSchema, v, target)
+	}
+	return v, nil
+}
+
+// A change set is stored as its changes one after another, each as its
+// kind, model, id and parent, then the number of its fields and each field,
+// every string as its length (uvarint) and bytes: one allocation to encode,
+// where encoding/json took twenty.
+
+// Change sets are written to "meta/recent" first: a bucket that small is
+// kept inline in the root page bbolt rewrites at every commit anyway, so
+// storing a change set costs a commit no page of its own. Once recentMax
+// of them, or recentMaxBytes, are there, the commit that adds one moves
+// them all to "meta/changes", whose pages (its newest leaf and the branch
+// above it) are then rewritten once per recentMax commits instead of at
+// each: on the project's machine a commit with its change set in a bucket
+// of its own wrote 4 pages instead of 2 and took 20% longer. Every
+// revision in recent is newer than every one in changes.
+const (
+	recentMax      = 8
+	recentMaxBytes = 512 // bbolt keeps a bucket inline up to a quarter page (1 KiB)
+)
+
+// putChangeSet stores the change set of revision rev.
+func putChangeSet(tx *bolt.Tx, rev uint64, changes []watcher.Change) error {
+	fail := func(err error) error {
+		return fmt.Errorf("boltstore: storing the change set of revision %d: %w: %w", rev, store.ErrUnavailable, err)
+	}
+	v := encodeChanges(changes)
+	recent := tx.Bucket(recentBucket)
+	if len(v) > recentMaxBytes {
+		if err := flushRecent(tx); err != nil {
+			return fail(err)
+		}
+		if err := tx.Bucket(changesBucket).Put(u64(rev), v); err != nil {
+			return fail(err)
+		}
+		return nil
+	}
+	if err := recent.Put(u64(rev), v); err != nil {
+		return fail(err)
+	}
+	n, size := 0, 0
+	c := recent.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		n++
+		size += len(k) + len(v)
+	}
+	if n >= recentMax || size > recentMaxBytes {
+		if err := flushRecent(tx); err != nil {
+			return fail(err)
+		}
+	}
+	return nil
+}
+
+// flushRecent moves every change set of meta/recent to meta/changes.
+func flushRecent(tx *bolt.Tx) error {
+	recent, older := tx.Bucket(recentBucket), tx.Bucket(changesBucket)
+	var keys [][]byte
+	c := recent.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if err := older.Put(bytes.Clone(k), bytes.Clone(v)); err != nil {
+			return err
+		}
+		keys = append(keys, bytes.Clone(k))
+	}
+	for _, k := range keys {
+		if err := recent.Delete(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func encodeChanges(changes []watcher.Change) []byte {
+	n := binary.MaxVarintLen64
+	for _, c := range changes {
+		n += 5*binary.MaxVarintLen64 + len(c.Kind) + len(c.Model) + len(c.ID) + len(c.Parent)
+		for _, f := range c.Fields {
+			n += binary.MaxVarintLen64 + len(f)
+		}
+	}
+	b := make([]byte, 0, n)
+	str := func(s string) {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	b = binary.AppendUvarint(b, uint64(len(changes)))
+	for _, c := range changes {
+		str(string(c.Kind))
+		str(c.Model)
+		str(c.ID)
+		str(c.Parent)
+		b = binary.AppendUvarint(b, uint64(len(c.Fields)))
+		for _, f := range c.Fields {
+			str(f)
+		}
+	}
+	return b
+}
+
+var errBadChangeSet = errors.New("malformed change set")
+
+func decodeChangeSet(rev uint64, b []byte) (watcher.ChangeSet, error) {
+	fail := func() (watcher.ChangeSet, error) {
+		return watcher.ChangeSet{}, fmt.Errorf("boltstore: decoding the change set of revision %d: %w", rev, errBadChangeSet)
+	}
+	num := func() (uint64, bool) {
+		v, n := binary.Uvarint(b)
+		if n <= 0 {
+			return 0, false
+		}
+		b = b[n:]
+		return v, true
+	}
+	str := func() (string, bool) {
+		l, ok := num()
+		if !ok || l > uint64(len(b)) {
+			return "", false
+		}
+		s := string(b[:l])
+		b = b[l:]
+		return s, true
+	}
+	n, ok := num()
+	if !ok || n > uint64(len(b)) {
+		return fail()
+	}
+	cs := watcher.ChangeSet{Rev: rev, Changes: make([]watcher.Change, n)}
+	for i := range cs.Changes {
+		c := &cs.Changes[i]
+		var kind string
+		var ok1, ok2, ok3, ok4 bool
+		kind, ok1 = str()
+		c.Model, ok2 = str()
+		c.ID, ok3 = str()
+		c.Parent, ok4 = str()
+		c.Kind = watcher.Kind(kind)
+		nf, ok5 := num()
+		if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || nf > uint64(len(b)) {
+			return fail()
+		}
+		if nf > 0 {
+			c.Fields = make([]string, nf)
+			for j := range c.Fields {
+				if c.Fields[j], ok = str(); !ok {
+					return fail()
+				}
+			}
+		}
+	}
+	if len(b) != 0 {
+		return fail()
+	}
+	return cs, nil
+}
+
+// oldestChange returns the oldest revision with a stored change set (0:
+// none).
+func oldestChange(tx *bolt.Tx) uint64 {
+	k, _ := tx.Bucket(changesBucket).Cursor().First()
+	if k == nil {
+		k, _ = tx.Bucket(recentBucket).Cursor().First()
+	}
+	rev, _ := decodeU64(k)
+	return rev
+}
+
+// pruneChunk is how many change sets beyond the retention wait before they
+// are pruned, all in one commit: the oldest leaf pages are rewritten once
+// per pruneChunk commits instead of at every commit (each page rewritten is
+// one more page for that commit's fsync), and a commit never prunes more
+// than maxPrune.
+const (
+	pruneChunk = 64
+	maxPrune   = 4 * pruneChunk
+)
+
+// pruneChanges deletes the change sets of meta/changes that fall out of the
+// retention at revision rev (those at or below rev-retention) once
+// pruneChunk of them are due, at most maxPrune at once. oldest is the
+// oldest stored (0: none); it returns the new oldest. The few in
+// meta/recent are never pruned: they are the newest.
+func pruneChanges(tx *bolt.Tx, oldest, rev, retention uint64) (uint64, error) {
+	if oldest == 0 || rev <= retention || oldest+pruneChunk-1 > rev-retention {
+		return oldest, nil // fewer than pruneChunk due
+	}
+	limit := rev - retention
+	b := tx.Bucket(changesBucket)
+	var keys [][]byte
+	c := b.Cursor()
+	k, _ := c.First()
+	for ; k != nil && len(keys) < maxPrune; k, _ = c.Next() {
+		r, _ := decodeU64(k)
+		if r > limit {
+			break
+		}
+		keys = append(keys, bytes.Clone(k))
+	}
+	for _, k := range keys {
+		if err := b.Delete(k); err != nil {
+			return 0, fmt.Errorf("boltstore: pruning change sets: %w: %w", store.ErrUnavailable, err)
+		}
+	}
+	return oldestChange(tx), nil
+}
+
+// ChangeSets calls fn with every stored change set after revision after,
+// in revision order (at most Options.Retention revisions are kept, and a
+// revision whose function recorded no change has none).
+func (s *Store) ChangeSets(after uint64, fn func(watcher.ChangeSet) error) error {
+	return s.viewBolt(func(tx *bolt.Tx) error {
+		for _, name := range [][]byte{changesBucket, recentBucket} {
+			c := tx.Bucket(name).Cursor()
+			for k, v := c.Seek(u64(after + 1)); k != nil; k, v = c.Next() {
+				rev, _ := decodeU64(k)
+				cs, err := decodeChangeSet(rev, v)
+				if err != nil {
+					return err
+				}
+				if err := fn(cs); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// viewBolt runs fn in a bbolt read transaction.
+func (s *Store) viewBolt(fn func(tx *bolt.Tx) error) error {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return errClosed
+	}
+	err := s.bolt.View(fn)
+	if errors.Is(err, errDatabaseNotOpen) {
+		return errClosed
+	}
+	return err
+}
