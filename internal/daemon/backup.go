@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -36,9 +37,30 @@ type tarEntry struct {
 
 func entrySize(size int64) int64 { return 512 + (size+511)/512*512 }
 
+// A backup is taken in two steps, so a client that reads slowly or stops
+// reading never holds the database (issue 17 item 4: a stalled /backup held
+// a read transaction while writes grew the file to the memory map's size,
+// and then every write hung): the snapshot is first copied into a
+// temporary file in the data dir (mode 0600; one short read transaction
+// at the disk's pace, bounded by backupSnapshotTimeout), then streamed from
+// that file with a write deadline before each write (--write-timeout), and
+// the file is removed. One backup runs at a time.
+const (
+	backupSnapshotTimeout = 5 * time.Minute
+	backupTempPrefix      = ".backup-"
+)
+
 func (d *Daemon) handleBackup(w http.ResponseWriter, r *http.Request) {
 	u, ok := d.superuser(w, r, "backup", "backup")
 	if !ok {
+		return
+	}
+	select {
+	case d.backupSlot <- struct{}{}:
+		defer func() { <-d.backupSlot }()
+	default:
+		w.Header().Set("Retry-After", "10")
+		http.Error(w, "another backup is being taken; try again", http.StatusServiceUnavailable)
 		return
 	}
 	var small []tarEntry
@@ -54,42 +76,88 @@ func (d *Daemon) handleBackup(w http.ResponseWriter, r *http.Request) {
 		}
 		small = append(small, tarEntry{name, data})
 	}
+	snap, dbSize, err := d.snapshotToTemp()
+	if err != nil {
+		d.log.Error("backup: snapshot failed", "err", err)
+		http.Error(w, "cannot take a snapshot: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	defer func() {
+		snap.Close()
+		os.Remove(snap.Name())
+	}()
+	total := entrySize(dbSize) + 1024
+	for _, e := range small {
+		total += entrySize(int64(len(e.data)))
+	}
+	w.Header().Set("Content-Type", "application/x-tar")
+	w.Header().Set("Content-Length", fmt.Sprint(total))
+	w.Header().Set("Content-Disposition", `attachment; filename="provisiond-backup.tar"`)
 	now := time.Now().Truncate(time.Second)
-	tw := tar.NewWriter(w)
+	tw := tar.NewWriter(d.movingWriter(w))
 	header := func(name string, size int64) *tar.Header {
 		return &tar.Header{Name: name, Size: size, Mode: 0o600, ModTime: now, Typeflag: tar.TypeReg, Format: tar.FormatUSTAR}
 	}
-	var werr error
-	_, err := d.state.Snapshot(writerFunc(func(p []byte) (int, error) { return tw.Write(p) }), func(dbSize int64) {
-		total := entrySize(dbSize) + 1024
+	err = func() error {
 		for _, e := range small {
-			total += entrySize(int64(len(e.data)))
-		}
-		w.Header().Set("Content-Type", "application/x-tar")
-		w.Header().Set("Content-Length", fmt.Sprint(total))
-		w.Header().Set("Content-Disposition", `attachment; filename="provisiond-backup.tar"`)
-		for _, e := range small {
-			if werr = tw.WriteHeader(header(e.name, int64(len(e.data)))); werr != nil {
-				return
+			if err := tw.WriteHeader(header(e.name, int64(len(e.data)))); err != nil {
+				return err
 			}
-			if _, werr = tw.Write(e.data); werr != nil {
-				return
+			if _, err := tw.Write(e.data); err != nil {
+				return err
 			}
 		}
-		werr = tw.WriteHeader(header(DBFile, dbSize))
-	})
-	if err == nil {
-		err = werr
-	}
-	if err == nil {
-		err = tw.Close()
-	}
+		if err := tw.WriteHeader(header(DBFile, dbSize)); err != nil {
+			return err
+		}
+		if _, err := io.Copy(tw, snap); err != nil {
+			return err
+		}
+		return tw.Close()
+	}()
 	if err != nil {
 		// The status line has gone out; a short body tells the client.
-		d.log.Error("backup failed", "err", err)
+		d.log.Warn("backup not delivered", "user", u.Name, "err", err)
 		return
 	}
-	d.log.Info("backup taken", "user", u.Name, "revision", d.state.Revision())
+	d.log.Info("backup taken", "user", u.Name, "bytes", total)
+}
+
+// snapshotToTemp copies a consistent snapshot of the database into a new
+// temporary file in the data dir, positioned at its start, and returns it
+// with its size. The copy must finish within backupSnapshotTimeout.
+func (d *Daemon) snapshotToTemp() (*os.File, int64, error) {
+	f, err := os.CreateTemp(d.cfg.DataDir, backupTempPrefix+"*.db")
+	if err != nil {
+		return nil, 0, err
+	}
+	deadline := time.Now().Add(backupSnapshotTimeout)
+	n, err := d.state.Snapshot(writerFunc(func(p []byte) (int, error) {
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("the snapshot took longer than %v", backupSnapshotTimeout)
+		}
+		return f.Write(p)
+	}), nil)
+	if err == nil {
+		_, err = f.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return nil, 0, err
+	}
+	return f, n, nil
+}
+
+// removeStaleBackups removes the temporary snapshots a daemon that died
+// mid-backup left in the data dir.
+func removeStaleBackups(dataDir string, log *slog.Logger) {
+	stale, _ := filepath.Glob(filepath.Join(dataDir, backupTempPrefix+"*.db"))
+	for _, p := range stale {
+		if err := os.Remove(p); err != nil {
+			log.Warn("cannot remove a stale backup snapshot", "path", p, "err", err)
+		}
+	}
 }
 
 type writerFunc func([]byte) (int, error)

@@ -77,6 +77,10 @@ type Config struct {
 	MetricsAuth      string
 	MetricsTokenFile string
 
+	// HealthTimeout is how long /health waits for the store's writer
+	// before it reports the daemon unhealthy.
+	HealthTimeout time.Duration
+
 	LoginRateMax    int
 	LoginRateRefill time.Duration
 	LoginConcurrent int
@@ -168,6 +172,9 @@ func (c *Config) setDefaults() {
 	if c.WriteTimeout == 0 {
 		c.WriteTimeout = rpc.DefaultWriteTimeout
 	}
+	if c.HealthTimeout == 0 {
+		c.HealthTimeout = DefaultHealthTimeout
+	}
 }
 
 // Daemon is a running provisiond.
@@ -183,6 +190,8 @@ type Daemon struct {
 	throttle *admin.Throttle
 	// metricsToken opens /metrics as a bearer token; empty: none.
 	metricsToken string
+	health       healthProbe
+	backupSlot   chan struct{} // one backup at a time
 	tls          *pki.Material
 	creds        Credentials
 	metrics      *metrics
@@ -205,7 +214,10 @@ func Start(cfg Config) (d *Daemon, err error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
-	d = &Daemon{cfg: cfg, log: log, hub: watcher.NewHub(), environ: environ.New(), done: make(chan struct{})}
+	d = &Daemon{cfg: cfg, log: log, hub: watcher.NewHub(), environ: environ.New(), done: make(chan struct{}),
+		backupSlot: make(chan struct{}, 1)}
+	d.health.d = d
+	removeStaleBackups(cfg.DataDir, log)
 	d.metrics = newMetrics(func() float64 { return float64(d.hub.Subscriptions()) },
 		func() float64 {
 			if d.state == nil {
@@ -309,10 +321,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 	}
 
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain")
-		_, _ = w.Write([]byte("ok\n"))
-	})
+	mux.HandleFunc("GET /health", d.handleHealth)
 	mux.Handle("GET /metrics", d.metricsHandler(promhttp.HandlerFor(d.metrics.reg, promhttp.HandlerOpts{})))
 	mux.HandleFunc("GET /backup", d.handleBackup)
 	if err := d.serveAgentBinaries(mux); err != nil {

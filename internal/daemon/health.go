@@ -1,0 +1,80 @@
+package daemon
+
+import (
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// /health says "ok" only while the store commits (issue 17 item 4: it said
+// ok while every write hung). Each check runs a write transaction that
+// changes nothing (state.ProbeWrite), queued behind the commits in progress
+// like any write; if it has not come back within Config.HealthTimeout the
+// daemon is unhealthy (503 "store cannot commit..."). At most one probe
+// runs at a time and a result is reused for a second, so polling /health
+// costs the writer at most one empty transaction a second. A full disk is
+// not reported here: commits fail at once and writers get the error,
+// while the daemon goes on serving reads.
+
+// DefaultHealthTimeout is how long /health waits for the store's writer.
+const DefaultHealthTimeout = 5 * time.Second
+
+const healthReuse = time.Second
+
+type healthProbe struct {
+	d *Daemon
+
+	mu      sync.Mutex // guards the fields below
+	running chan struct{}
+	started time.Time
+	err     error
+	at      time.Time // of the last result
+}
+
+// check returns nil while the store commits.
+func (h *healthProbe) check() error {
+	timeout := h.d.cfg.HealthTimeout
+	h.mu.Lock()
+	if h.running == nil && time.Since(h.at) < healthReuse && !h.at.IsZero() {
+		err := h.err
+		h.mu.Unlock()
+		return err
+	}
+	if h.running == nil {
+		done := make(chan struct{})
+		h.running, h.started = done, time.Now()
+		go func() {
+			err := h.d.state.ProbeWrite()
+			h.mu.Lock()
+			h.err, h.at, h.running = err, time.Now(), nil
+			h.mu.Unlock()
+			close(done)
+		}()
+	}
+	running, started := h.running, h.started
+	h.mu.Unlock()
+	wait := timeout - time.Since(started)
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-running:
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			return h.err
+		case <-t.C:
+		}
+	}
+	return fmt.Errorf("store cannot commit: a write has waited %v for the writer (limit %v)",
+		time.Since(started).Round(time.Millisecond), timeout)
+}
+
+func (d *Daemon) handleHealth(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain")
+	if err := d.health.check(); err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = w.Write([]byte("ok\n"))
+}
