@@ -250,14 +250,20 @@ func (a *API) ApplicationsConfig(ctx context.Context, args params.Entities) (par
 }
 
 // ClearApplicationsResources clears the resources flag of applications
-// that are no longer alive.
+// that are no longer alive, and removes them: Juju schedules the
+// application's cleanup here, which removes it once its units are gone;
+// provisiond models no unit agents, so its units go with it
+// (state.RemoveApplication).
 func (a *API) ClearApplicationsResources(ctx context.Context, args params.Entities) (params.ErrorResults, error) {
 	return facade.BulkErrors(ctx, args, func(_ context.Context, tag string) error {
 		app, err := a.application(tag)
 		if err != nil {
 			return err
 		}
-		return a.st.ClearApplicationResources(a.model, app.Name)
+		if err := a.st.ClearApplicationResources(a.model, app.Name); err != nil {
+			return err
+		}
+		return a.st.RemoveApplication(a.model, app.Name)
 	}), nil
 }
 

@@ -87,7 +87,7 @@ func (a *ModelAdmin) RemoveModel(_ context.Context, args params.RemoveModelArgs)
 	if err != nil {
 		return params.RemoveModelResult{}, err
 	}
-	m, removed, err := a.st.RemoveModel(m.UUID)
+	m, removed, err := a.st.DestroyModel(m.UUID)
 	if err != nil {
 		return params.RemoveModelResult{}, err
 	}

@@ -95,4 +95,15 @@ func TestKubernetesApplication(t *testing.T) {
 	if len(s.Storage.Instances) != 3 || detached != 2 {
 		t.Errorf("storage after scale 1: %+v", s.Storage.Instances)
 	}
+
+	// Removing the application: its pods are deleted and, its cluster
+	// resources cleared, it goes with its units; its storage stays.
+	op.call("RemoveApplication", params.ApplicationArgs{Model: "k8s", Application: "gitlab"}, nil)
+	s = op.waitStatus("k8s", "gitlab gone", func(s params.ModelStatus) bool { return len(s.Applications) == 0 })
+	if cloud.Pods() != 0 {
+		t.Errorf("cloud still runs %d pods", cloud.Pods())
+	}
+	if len(s.Storage.Instances) != 3 {
+		t.Errorf("storage after removal: %+v", s.Storage.Instances)
+	}
 }

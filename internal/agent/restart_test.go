@@ -25,6 +25,10 @@ func TestFollowsModels(t *testing.T) {
 	if n := len(a.Models()); n != 3 {
 		t.Errorf("agent provisions %d models; want 3", n)
 	}
+	// Removing it makes its machines dying; their agents make them dead,
+	// the provisioner removes them, and the model goes with the last.
+	op.call("RemoveModel", params.RemoveModelArgs{Model: "edge"}, nil)
+	op.waitModelGone("edge")
 	// An empty model goes at once; its provisioner stops.
 	var edge2 params.ModelSummary
 	op.call("AddModel", params.AddModelArgs{Name: "edge2"}, &edge2)

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	jujuerrors "github.com/juju/errors"
+
 	"github.com/provisiond/provisiond/charm"
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/rpc/client"
@@ -565,14 +567,26 @@ func TestCAASScaleRules(t *testing.T) {
 	if err := e.st.DestroyApplication(e.model, "gitlab"); err != nil {
 		t.Fatal(err)
 	}
-	e.mustCall("ClearApplicationsResources", entities("application-gitlab"), &clr)
-	if a, _ := e.st.Application(e.model, "gitlab"); clr.Results[0].Error != nil || a.HasResources {
-		t.Errorf("clear dying = %+v, has-resources %v", clr, a.HasResources)
-	}
 	// Updates of a dying application are ignored; its scale refused.
 	res = e.update(params.UpdateApplicationUnits{ApplicationTag: "application-gitlab", Scale: intp(7), Generation: i64p(9), Units: pods})
 	if errCode(res.Error) != `cannot set scale for application "gitlab" to 7: application "gitlab" is not alive ()` {
 		t.Errorf("dying = %s", errCode(res.Error))
+	}
+	// Clearing a dying application's cluster resources removes it, and its
+	// units (no unit agents are modelled); their storage stays, detached.
+	e.mustCall("ClearApplicationsResources", entities("application-gitlab"), &clr)
+	if _, err := e.st.Application(e.model, "gitlab"); clr.Results[0].Error != nil || !jujuerrors.Is(err, jujuerrors.NotFound) {
+		t.Errorf("clear dying = %+v; application: %v", clr, err)
+	}
+	if units, err := e.st.CAASUnits(e.model, "gitlab"); err != nil || len(units) != 0 {
+		t.Errorf("units after clearing = %v, %v", units, err)
+	}
+	if _, err := e.st.K8sSpec(e.model, "gitlab"); !jujuerrors.Is(err, jujuerrors.NotFound) {
+		t.Errorf("pod spec after clearing: %v", err)
+	}
+	e.mustCall("ClearApplicationsResources", entities("application-gitlab"), &clr)
+	if errCode(clr.Results[0].Error) != `application "gitlab" not found (not found)` {
+		t.Errorf("clear removed = %+v", clr)
 	}
 }
 
