@@ -370,12 +370,12 @@ func (s *SimCloud) EnsureService(p ServiceParams) (Service, []Pod, error) {
 	k := key(p.Model, p.App)
 	ss := s.services[k]
 	if ss == nil {
-		s.nextSvc++
 		ss = &simService{svc: Service{
 			ProviderID: fmt.Sprintf("svc-%s-%s", p.App, randomSuffix()),
 			Addresses: []params.Address{{Value: fmt.Sprintf("10.152.%d.%d", 183+s.nextSvc/254, 1+s.nextSvc%254),
 				Type: "ipv4", Scope: "local-cloud"}},
 		}}
+		s.nextSvc++
 		s.services[k] = ss
 	}
 	if ss.svc.Generation == 0 || p.Scale != len(ss.pods) || p.PodSpec != ss.last.PodSpec {
@@ -391,11 +391,11 @@ func (s *SimCloud) EnsureService(p ServiceParams) (Service, []Pod, error) {
 		if !p.Stateful {
 			name = fmt.Sprintf("%s-%s", p.App, randomSuffix())
 		}
-		s.nextPod++
 		ss.pods = append(ss.pods, Pod{
 			ProviderID: name,
 			Address:    fmt.Sprintf("10.1.%d.%d", s.nextPod/254, 1+s.nextPod%254),
 		})
+		s.nextPod++
 	}
 	// Each pod mounts one filesystem per storage instance it asks for;
 	// a volume claim is named after the storage and the pod, so a pod
