@@ -37,6 +37,45 @@ type Config struct {
 	// BufferSize is the websocket buffer size of each connection; zero
 	// is the client's default (64 KiB). Many machine agents want less.
 	BufferSize int
+	// Observe, if set, is told of what the agent has done (for
+	// provisionbench and tests). It is called from the agent's
+	// goroutines and must return quickly.
+	Observe func(Event)
+}
+
+// Event is something the agent has done, as Config.Observe is told.
+type Event struct {
+	Kind  EventKind
+	Model string // the model's UUID
+	// ID is the machine (or container) id, or the application's name.
+	ID string
+	// Units is the number of pods reported (EventUnitsReported).
+	Units int
+}
+
+// EventKind says what an Event reports.
+type EventKind string
+
+// The events.
+const (
+	// EventMachineStarted: a machine's (or container's) agent logged in
+	// for the first time and reported itself started.
+	EventMachineStarted EventKind = "machine-started"
+	// EventMachineRemoved: a provisioner removed a dead machine (or
+	// container) after stopping its instance.
+	EventMachineRemoved EventKind = "machine-removed"
+	// EventUnitsReported: the unit provisioner reported an application's
+	// pods (UpdateApplicationsUnits succeeded).
+	EventUnitsReported EventKind = "units-reported"
+	// EventApplicationRemoved: a dying application's pods were deleted
+	// and its resources cleared.
+	EventApplicationRemoved EventKind = "application-removed"
+)
+
+func (a *Agent) observe(e Event) {
+	if a.cfg.Observe != nil {
+		a.cfg.Observe(e)
+	}
 }
 
 // Agent is the reference agent: the controller agent's provisioners for

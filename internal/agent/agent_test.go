@@ -258,3 +258,52 @@ func TestMachinesAndContainers(t *testing.T) {
 		t.Errorf("cloud still runs %d instances", cloud.Instances())
 	}
 }
+
+// Config.Observe is told when a machine's agent has started and when the
+// machine is removed.
+func TestObserve(t *testing.T) {
+	d := startDaemon(t, t.TempDir())
+	events := make(chan agent.Event, 100)
+	creds := d.Credentials()
+	a, err := agent.New(agent.Config{Credentials: &creds, Logger: logger(), Observe: func(e agent.Event) {
+		select {
+		case events <- e:
+		default:
+			t.Errorf("events channel full at %+v", e)
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = a.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	op := newOperator(t, d)
+	want := func(kind agent.EventKind, id string) {
+		t.Helper()
+		deadline := time.After(waitTimeout)
+		for {
+			select {
+			case e := <-events:
+				if e.Kind == kind && e.ID == id && e.Model == creds.DefaultModelUUID {
+					return
+				}
+			case <-deadline:
+				t.Fatalf("no %s event for %s", kind, id)
+			}
+		}
+	}
+	op.call("AddMachines", params.AddMachinesArgs{}, nil)
+	want(agent.EventMachineStarted, "0")
+	op.call("RemoveMachines", params.RemoveMachinesArgs{Machines: []string{"0"}}, nil)
+	want(agent.EventMachineRemoved, "0")
+}
+
+func TestParentOf(t *testing.T) {
+	for id, want := range map[string]string{"0": "", "0/lxd/1": "0", "0/lxd/1/kvm/2": "0/lxd/1", "12/kvm/0": "12"} {
+		if got := agent.ParentOf(id); got != want {
+			t.Errorf("parentOf(%q) = %q; want %q", id, got, want)
+		}
+	}
+}

@@ -107,7 +107,9 @@ func (p *unitProvisioner) run(ctx context.Context, connected func()) error {
 					return err
 				}
 				p.log.Warn("cannot clear cluster resources", "application", app, "err", err)
+				continue
 			}
+			p.a.observe(Event{Kind: EventApplicationRemoved, Model: p.model, ID: app})
 		}
 		return nil
 	}
@@ -345,6 +347,7 @@ func (w *appWorker) reconcile(ctx context.Context) error {
 		}
 	}
 	w.log.Debug("pods reported", "scale", n, "units", names)
+	w.p.a.observe(Event{Kind: EventUnitsReported, Model: w.p.model, ID: w.app, Units: n})
 	return nil
 }
 

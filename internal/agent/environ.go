@@ -48,6 +48,7 @@ func (p *environProvisioner) run(ctx context.Context, connected func()) error {
 	}
 	w := client.NewStringsWatcher(c, wr.StringsWatcherId)
 	ids := wr.Changes
+	p.a.stopMachineAgentsGone(p.model, "", ids)
 	for {
 		if err := p.process(ctx, c, ids); err != nil {
 			return err
@@ -156,6 +157,7 @@ func (p *environProvisioner) remove(ctx context.Context, c *client.Conn, id, ins
 		return nil
 	}
 	p.log.Info("machine removed", "machine", id)
+	p.a.observe(Event{Kind: EventMachineRemoved, Model: p.model, ID: id})
 	return nil
 }
 

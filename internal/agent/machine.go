@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 
 	"github.com/provisiond/provisiond/rpc/client"
@@ -103,6 +104,43 @@ func (a *Agent) stopMachineAgents(model string) {
 	}
 }
 
+// stopMachineAgentsGone stops the agents of model's machines whose
+// parent is parent ("" for top-level machines) and that are not in live:
+// a provisioner's initial watcher event lists every machine it watches,
+// so one missing from it was removed while the provisioner was away.
+func (a *Agent) stopMachineAgentsGone(model, parent string, live []string) {
+	keep := map[string]bool{}
+	for _, id := range live {
+		keep[id] = true
+	}
+	a.mu.Lock()
+	var gone []string
+	for _, m := range a.machines {
+		if m.model == model && parentOf(m.id) == parent && !keep[m.id] {
+			gone = append(gone, m.id)
+		}
+	}
+	a.mu.Unlock()
+	for _, id := range gone {
+		a.stopMachineAgent(model, id)
+		_ = a.cloud.StopInstance(model, InstanceID(id))
+	}
+}
+
+// parentOf is the id of the machine hosting container id ("" for a
+// top-level machine).
+func parentOf(id string) string {
+	i := strings.LastIndex(id, "/")
+	if i < 0 {
+		return ""
+	}
+	j := strings.LastIndex(id[:i], "/")
+	if j < 0 {
+		return ""
+	}
+	return id[:j]
+}
+
 // MachineAgents returns the number of machine agents running (for tests
 // and figures).
 func (a *Agent) MachineAgents() int {
@@ -166,6 +204,7 @@ func (m *machineAgent) run(ctx context.Context, connected func()) error {
 		if !m.reportedStart {
 			m.reportedStart = true
 			m.log.Info("machine agent started")
+			m.a.observe(Event{Kind: EventMachineStarted, Model: m.model, ID: m.id})
 		}
 	}
 	types := supportedContainers(m.id)
@@ -203,6 +242,7 @@ func (m *machineAgent) run(ctx context.Context, connected func()) error {
 		initial = append(initial, r.Changes...)
 		nextLoop(wctx, &wg, client.NewStringsWatcher(c, r.StringsWatcherId), events)
 	}
+	m.a.stopMachineAgentsGone(m.model, m.id, initial)
 	cp := &containerProvisioner{m: m, c: c}
 	if err := cp.process(ctx, initial); err != nil {
 		return err
@@ -406,6 +446,7 @@ func (cp *containerProvisioner) remove(ctx context.Context, id, instanceID strin
 		return fmt.Errorf("removing: %w", err)
 	}
 	m.log.Info("container removed", "container", id)
+	m.a.observe(Event{Kind: EventMachineRemoved, Model: m.model, ID: id})
 	return nil
 }
 

@@ -1,0 +1,4 @@
+package agent
+
+// ParentOf is parentOf, for the tests.
+var ParentOf = parentOf
