@@ -13,6 +13,8 @@
 //	write   W concurrent writers (SetInstanceStatus, UpdateApplicationsUnits)
 //	conns   N idle logged-in agents with 2 watchers each: daemon memory per connection
 //	storm   N agents with watchers; the daemon restarts; time until all are back
+//	churn   the reference agent provisions while machines, containers and pods are added and
+//	        removed at a rate: start, removal and scale latencies, teardown
 //
 // By default the tool starts a daemon itself, on a temporary data dir, as a
 // child process (this binary re-executed, so the daemon's memory is its
@@ -54,6 +56,7 @@ workloads:
   write   W concurrent writers (SetInstanceStatus, UpdateApplicationsUnits)
   conns   N idle logged-in agents with 2 watchers each: daemon memory per connection
   storm   N agents with watchers; the daemon restarts; time until all are back
+  churn   the reference agent under machines, containers and pods added and removed at R/s
 
 Run "provisionbench WORKLOAD -h" for the flags.
 `
@@ -147,6 +150,7 @@ var workloads = map[string]*workload{
 	"write": writeWorkload,
 	"conns": connsWorkload,
 	"storm": stormWorkload,
+	"churn": churnWorkload,
 }
 
 func parseOptions(name string, args []string, stdout, stderr io.Writer) (*options, error) {
@@ -160,7 +164,7 @@ func parseOptions(name string, args []string, stdout, stderr io.Writer) (*option
 	fs.BoolVar(&o.baseline, "baseline", false, "measure the same-run baseline (echo, raw bbolt, idle connection memory) with each run")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "measuring time of each run (rpc, watch, write)")
 	fs.IntVar(&o.watchers, "watchers", 10, "watchers per agent (watch)")
-	fs.Float64Var(&o.rate, "rate", 100, "changes per second the driver commits (watch)")
+	fs.Float64Var(&o.rate, "rate", 100, "changes per second the driver commits (watch), operations per second (churn)")
 	fs.StringVar(&o.op, "op", "mixed", "write operation: status (SetInstanceStatus), units (UpdateApplicationsUnits) or mixed")
 	fs.DurationVar(&o.settle, "settle", 2*time.Second, "wait before reading memory, and for late watcher events")
 	fs.IntVar(&o.bufferSize, "buffer", 4096, "websocket read and write buffer size of each simulated agent, bytes")
