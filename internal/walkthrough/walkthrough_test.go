@@ -38,7 +38,8 @@ const (
 //   - The "# " lines below a command are all it prints (stdout and stderr,
 //     blank lines aside), in order. A line that is only "..." stands for
 //     any number of lines. "(on stderr)" after two or more spaces is a
-//     remark; "(from watch)" marks a line printed by the background watch.
+//     remark, and so is one that speaks of a terminal; "(from watch)"
+//     marks a line printed by the background watch.
 //   - In a line, "..." stands for any characters but spaces, and absorbs
 //     the hex digits right before it ("9a2e..." is any UUID); an RFC 3339
 //     time stands for any time; runs of spaces match runs of spaces.
@@ -63,7 +64,7 @@ type step struct {
 }
 
 var (
-	remark    = regexp.MustCompile(`\s{2,}\((on stderr|from watch)\)\s*$`)
+	remark    = regexp.MustCompile(`\s{2,}\((on stderr|from watch|[^)]*terminal[^)]*)\)\s*$`)
 	timestamp = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$`)
 	wildcard  = regexp.MustCompile(`(^|[^0-9A-Za-z])[0-9a-f]{0,8}\.\.\.`)
 )
