@@ -254,7 +254,7 @@ func (st *State) UpdateCAASUnits(model, app string, u UnitsUpdate) ([]UnitInfo, 
 // unitInfo names the units whose pods were reported, in the order of the
 // reported provider ids. Like Juju's Model.Containers it looks at every unit
 // of the model, not only the application's, through the provider id index
-// (kindUnitProviderID).
+// (unitProviderIndex).
 func unitInfo(r reader, model string, pods []Pod) ([]UnitInfo, error) {
 	var out []UnitInfo
 	seen := map[string]bool{}
@@ -263,7 +263,7 @@ func unitInfo(r reader, model string, pods []Pod) ([]UnitInfo, error) {
 			continue
 		}
 		seen[p.ProviderID] = true
-		names, err := unitsByProviderID(r, model, p.ProviderID)
+		names, err := unitProviderIndex.lookup(r, model, p.ProviderID)
 		if err != nil {
 			return nil, err
 		}

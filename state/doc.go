@@ -13,15 +13,16 @@
 // (by UUID), users (by name) and controller-wide records (by a fixed id)
 // (entityKey). Records carry no revision: the revision is the store's
 // (State.Revision); records written before the store seam still carry a
-// "rev" field, which decoding ignores. Other kinds hold derived keys, which
-// record no changes: model names ("model-name/<name>"), sequences
-// ("sequence/<model>/<name>"), units by their container's provider id
-// ("unit-provider-id/<model>\x00<provider id>\x00<unit>", kept by the
-// write helpers in the transaction that writes the unit), and state's own
-// schema version ("schema/state", SchemaVersion: a store written by an
-// older build is migrated once when it opens, migrate.go; a newer one is
-// refused, so an older build never writes a store whose indexes it does
-// not keep).
+// "rev" field, which decoding ignores. Other kinds hold keys that record no
+// changes: sequences ("sequence/<model>/<name>"), state's own schema
+// version ("schema/state", SchemaVersion: a store written by an older build
+// is migrated once when it opens, migrate.go; a newer one is refused, so an
+// older build never writes a store whose indexes it does not keep), and the
+// derived indexes ("idx-<index>/<model>\x00<value>\x00<id>": units by
+// provider id and by machine, models by name), kept through one registry
+// (index.go): tx.put and tx.remove read the index values of the record as
+// stored and of the one written, and move the entity's entries in the same
+// transaction. No index is rebuilt on open.
 //
 // # Change sets
 //

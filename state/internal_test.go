@@ -150,8 +150,8 @@ func TestRemovingLastEntityRemovesDyingModel(t *testing.T) {
 		t.Fatalf("model left after its last machine: %v", err)
 	}
 	err = st.view(func(r reader) error {
-		if _, ok, err := r.Get(kindModelName + "/prod"); err != nil || ok {
-			t.Errorf("name index entry left (%v)", err)
+		if uuids, err := modelNameIndex.lookup(r, "", "prod"); err != nil || len(uuids) != 0 {
+			t.Errorf("name index entry left: %v (%v)", uuids, err)
 		}
 		return scan(r, kindSequence+"/"+m.UUID+"/", func(k string, _ []byte) error {
 			t.Errorf("sequence %q left", k)

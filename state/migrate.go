@@ -19,8 +19,14 @@ import (
 //	   revision they were written at, and the unit provider id index may
 //	   be stale (an older build did not keep it; it was rebuilt on every
 //	   open)
-//	2  every derived index is kept by the writes themselves
-const SchemaVersion = 2
+//	2  the unit provider id index is kept by the writes themselves
+//	   ("unit-provider-id/<model>\x00<provider id>\x00<unit>", and each
+//	   unit's own "unit-provider-id/<model>\x01<unit>")
+//	3  every derived index is kept through the registry (index.go):
+//	   units by provider id and by machine, models by name, as
+//	   "idx-<index>/..." (the kinds "unit-provider-id" and "model-name" of
+//	   versions 1 and 2 are gone)
+const SchemaVersion = 3
 
 // schemaKey holds SchemaVersion, as decimal text.
 var schemaKey = store.Key(kindSchema, "state")
@@ -28,8 +34,12 @@ var schemaKey = store.Key(kindSchema, "state")
 // migrations[v-1] upgrades a version v store to version v+1, inside one
 // transaction.
 var migrations = []func(tx *txn) error{
-	// 1 → 2: the unit provider id index, built once from the units.
-	rebuildUnitIndex,
+	// 1 → 2 built the unit provider id index of version 2; 2 → 3
+	// replaces it, so a version 1 store has nothing to do here.
+	func(*txn) error { return nil },
+	// 2 → 3: every index of the registry, built once from the records;
+	// the kinds of the older indexes deleted.
+	func(tx *txn) error { return buildIndexes(tx, "unit-provider-id", "model-name") },
 }
 
 // ErrNewerSchema is returned by Open for a store written by a newer

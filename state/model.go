@@ -96,14 +96,14 @@ func (st *State) Model(uuid string) (Model, error) {
 func (st *State) ModelByName(name string) (Model, error) {
 	var d modelDoc
 	err := st.view(func(r reader) error {
-		uuid, ok, err := r.Get(store.Key(kindModelName, name))
+		uuids, err := modelNameIndex.lookup(r, "", name)
 		if err != nil {
-			return errors.Trace(err)
+			return err
 		}
-		if !ok {
+		if len(uuids) == 0 {
 			return errors.NotFoundf("model %q", name)
 		}
-		d, err = getModel(r, string(uuid))
+		d, err = getModel(r, uuids[0])
 		return err
 	})
 	if err != nil {
@@ -152,20 +152,17 @@ func (st *State) AddModel(name string, typ ModelType, cfg map[string]any) (Model
 
 // addModel stores a new model and its name index entry.
 func (tx *txn) addModel(d *modelDoc) error {
-	nameKey := store.Key(kindModelName, d.Name)
-	if ok, err := tx.GetFunc(nameKey, func([]byte) {}); err != nil {
-		return errors.Trace(err)
-	} else if ok {
+	// The name index (index.go) makes the name unique: it is read and
+	// written in this transaction.
+	if uuids, err := modelNameIndex.lookup(tx, "", d.Name); err != nil {
+		return err
+	} else if len(uuids) > 0 {
 		return errors.AlreadyExistsf("model %q", d.Name)
 	}
 	if ok, err := exists(tx, KindModel, d.UUID, d.UUID); err != nil {
 		return err
 	} else if ok {
 		return errors.AlreadyExistsf("model with UUID %q", d.UUID)
-	}
-	// The name index is not an entity: the model's own change covers it.
-	if err := tx.Put(nameKey, []byte(d.UUID)); err != nil {
-		return errors.Trace(err)
 	}
 	return tx.put(KindModel, d.UUID, d.UUID, d, watcher.FieldCreated)
 }
@@ -319,24 +316,15 @@ func (tx *txn) removeModelIfDone(uuid string) error {
 // removeModel deletes a model's record, its name index entry and its
 // sequences, and records the model's removal.
 func (tx *txn) removeModel(d *modelDoc) error {
-	if err := tx.Delete(store.Key(kindModelName, d.Name)); err != nil {
-		return errors.Trace(err)
+	// Its sequences go; its index entries went with its entities (the
+	// model's own with its record, below).
+	keys, err := scanKeys(tx, store.Key(kindSequence, d.UUID+"/"))
+	if err != nil {
+		return err
 	}
-	derived := []string{
-		store.Key(kindSequence, d.UUID+"/"),
-		// The unit provider id index (unit_index.go): entries, units' own keys.
-		store.Key(kindUnitProviderID, d.UUID+"\x00"),
-		store.Key(kindUnitProviderID, d.UUID+"\x01"),
-	}
-	for _, prefix := range derived {
-		keys, err := scanKeys(tx, prefix)
-		if err != nil {
-			return err
-		}
-		for _, k := range keys {
-			if err := tx.Delete(k); err != nil {
-				return errors.Trace(err)
-			}
+	for _, k := range keys {
+		if err := tx.Delete(k); err != nil {
+			return errors.Trace(err)
 		}
 	}
 	// The model's records go with it (not through tx.remove, which would

@@ -91,8 +91,7 @@ const (
 
 // Kinds of keys that hold no entities, and so record no changes.
 const (
-	kindModelName = "model-name" // model name -> UUID
-	kindSequence  = "sequence"   // "<model-uuid>/<name>" -> last number handed out
+	kindSequence = "sequence" // "<model-uuid>/<name>" -> last number handed out
 	// kindSchema holds state's own schema version (schemaKey): what the
 	// records and derived indexes of the store look like (migrate.go).
 	kindSchema = "schema"
@@ -271,17 +270,17 @@ type txn struct {
 	now time.Time
 }
 
-// put stores d as the record of entity (kind, model, id) and records the
-// change with fields.
+// put stores d as the record of entity (kind, model, id), moves its index
+// entries (index.go) and records the change with fields.
 func (tx *txn) put(kind watcher.Kind, model, id string, d any, fields ...string) error {
-	if u, ok := d.(*unitDoc); ok {
-		if err := tx.indexUnit(model, id, u.ProviderID()); err != nil {
-			return err
-		}
-	}
 	b, err := json.Marshal(d)
 	if err != nil {
 		return errors.Annotatef(err, "encoding %s %q", kind, id)
+	}
+	if ix, ok := indexes[kind]; ok {
+		if err := tx.reindex(ix, kind, model, id, d, b); err != nil {
+			return err
+		}
 	}
 	if err := tx.Put(entityKey(kind, model, id), b); err != nil {
 		return errors.Trace(err)
@@ -301,12 +300,12 @@ func change(kind watcher.Kind, model, id string, fields ...string) watcher.Chang
 	return c
 }
 
-// remove deletes the record of entity (kind, model, id) and records its
-// removal. Removing the last entity of a dying model removes the model too,
+// remove deletes the record of entity (kind, model, id) and its index
+// entries and records its removal. Removing the last entity of a dying model removes the model too,
 // in the same transaction.
 func (tx *txn) remove(kind watcher.Kind, model, id string) error {
-	if kind == KindUnit {
-		if err := tx.indexUnit(model, id, ""); err != nil {
+	if ix, ok := indexes[kind]; ok {
+		if err := tx.reindex(ix, kind, model, id, nil, nil); err != nil {
 			return err
 		}
 	}

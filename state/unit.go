@@ -115,16 +115,24 @@ func (st *State) UnitsOnMachine(model, id string) ([]Unit, error) {
 	return out, err
 }
 
+// unitsOnMachine reads the units of machine id through the index of units
+// by machine (index.go), not a scan of the model's units.
 func unitsOnMachine(r reader, model, id string) ([]Unit, error) {
-	all, err := allUnits(r, model)
+	names, err := unitMachineIndex.lookup(r, model, id)
 	if err != nil {
 		return nil, err
 	}
-	var out []Unit
-	for _, u := range all {
-		if u.MachineID == id {
-			out = append(out, u)
+	out := make([]Unit, 0, len(names))
+	for _, name := range names {
+		var d unitDoc
+		ok, err := get(r, KindUnit, model, name, &d)
+		if err != nil {
+			return nil, err
 		}
+		if !ok {
+			return nil, errors.Errorf("unit %q of machine %s is in the index, not in the store", name, id)
+		}
+		out = append(out, d.Unit)
 	}
 	return out, nil
 }
