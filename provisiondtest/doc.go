@@ -37,9 +37,11 @@
 // in milliseconds; WithClock gives the clock of the timer watchers
 // (machine error retry, start-time batching), e.g. a
 // watcher/watchertest.FakeClock, so they are deterministic. WithStore
-// chooses the state engine: bbolt, the default, is the only one today;
-// the slot for an embedded etcd is there for the scale-out work to fill
-// (WithStore(StoreEtcd) fails until then).
+// chooses the state engine: bbolt, the default, or StoreEtcd, which starts
+// a one-member embedded etcd on loopback for the Server (stopped when it
+// closes). Several daemons of one controller: start the first on etcd,
+// then others with Join(first), or give each WithEtcd(endpoints, prefix)
+// of a cluster the test started (internal/etcdtest in this module).
 //
 // New and Close do what Start does without a testing.TB, for a TestMain or
 // a runnable Example; the caller must Close.

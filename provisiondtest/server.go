@@ -3,18 +3,24 @@ package provisiondtest
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/provisiond/provisiond/credentials"
 	"github.com/provisiond/provisiond/internal/daemon"
+	"github.com/provisiond/provisiond/internal/etcdtest"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/watcher"
 )
@@ -37,9 +43,9 @@ type Store string
 const (
 	// StoreBolt is the embedded bbolt file in the data dir: the default.
 	StoreBolt Store = "bolt"
-	// StoreEtcd is an embedded etcd on loopback. It is not available yet:
-	// the scale-out work adds it, and until then WithStore(StoreEtcd)
-	// fails the start.
+	// StoreEtcd is etcd: a one-member embedded etcd on loopback the Server
+	// starts in its temp dir and stops when it closes, or the cluster
+	// WithEtcd names (Join: the one another Server uses).
 	StoreEtcd Store = "etcd"
 )
 
@@ -76,6 +82,9 @@ type options struct {
 	logLevel slog.Level
 	logTo    io.Writer
 	daemon   []func(*daemon.Config)
+
+	etcdEndpoints []string // WithEtcd; none: an embedded etcd of the Server's own
+	etcdPrefix    string
 }
 
 // WithDataDir runs the daemon on dir instead of a fresh temp dir, to start
@@ -83,8 +92,28 @@ type options struct {
 // The Server does not remove dir.
 func WithDataDir(dir string) Option { return func(o *options) { o.dataDir = dir } }
 
-// WithStore chooses the state engine (default StoreBolt).
+// WithStore chooses the state engine (default StoreBolt). StoreEtcd alone
+// starts an embedded etcd for this Server.
 func WithStore(s Store) Option { return func(o *options) { o.store = s } }
+
+// WithEtcd runs the daemon on the etcd cluster at endpoints, under prefix
+// ("" for a prefix of the Server's own): several Servers given the same
+// endpoints and prefix are several daemons of one controller. It implies
+// WithStore(StoreEtcd).
+func WithEtcd(endpoints []string, prefix string) Option {
+	return func(o *options) {
+		o.store = StoreEtcd
+		o.etcdEndpoints = endpoints
+		o.etcdPrefix = prefix
+	}
+}
+
+// Join runs the daemon as another daemon of s's controller: on the etcd
+// cluster and prefix s uses. s must run on etcd.
+func Join(s *Server) Option {
+	endpoints, prefix := s.Etcd()
+	return WithEtcd(endpoints, prefix)
+}
 
 // WithLimits sets the daemon's limits; zero fields keep the defaults.
 func WithLimits(l Limits) Option { return func(o *options) { o.limits = l } }
@@ -113,8 +142,12 @@ func WithDaemonConfig(f func(*daemon.Config)) Option {
 type Server struct {
 	d       *daemon.Daemon
 	dataDir string
-	ownDir  bool // New made dataDir: Close removes it
-	log     *logBuffer
+	etcd    *etcdtest.Cluster // the Server's own embedded etcd; nil otherwise
+
+	etcdEndpoints []string
+	etcdPrefix    string
+	ownDir        bool // New made dataDir: Close removes it
+	log           *logBuffer
 
 	provMu sync.Mutex // serialises ProvisionMachine
 
@@ -168,8 +201,26 @@ func start(tempDir string, opts []Option) (*Server, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if o.store != StoreBolt {
-		return nil, fmt.Errorf("provisiondtest: store %q is not available (only %q is, until the scale-out work adds an embedded etcd)", o.store, StoreBolt)
+	var own *etcdtest.Cluster
+	switch o.store {
+	case StoreBolt:
+	case StoreEtcd:
+		if len(o.etcdEndpoints) == 0 {
+			c, err := etcdtest.Start(etcdtest.Options{Dir: filepath.Join(tempDir, "etcd"), NoFsync: true, Logger: zap.NewNop()})
+			if err != nil {
+				return nil, fmt.Errorf("provisiondtest: starting an embedded etcd: %w", err)
+			}
+			own = c
+			o.etcdEndpoints = c.Endpoints()
+		}
+		if o.etcdPrefix == "" {
+			o.etcdPrefix = "/provisiondtest-" + randomSuffix() + "/"
+		}
+		if o.dataDir == tempDir {
+			o.dataDir = filepath.Join(tempDir, "daemon")
+		}
+	default:
+		return nil, fmt.Errorf("provisiondtest: unknown store %q (want %q or %q)", o.store, StoreBolt, StoreEtcd)
 	}
 	buf := &logBuffer{}
 	var w io.Writer = buf
@@ -181,14 +232,23 @@ func start(tempDir string, opts []Option) (*Server, error) {
 	cfg.Logger = slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: o.logLevel}))
 	cfg.Clock = o.clock
 	applyLimits(&cfg, o.limits)
+	if o.store == StoreEtcd {
+		cfg.Store = daemon.StoreEtcd
+		cfg.Etcd = daemon.EtcdConfig{Endpoints: o.etcdEndpoints, Prefix: o.etcdPrefix,
+			MaxTxnOps: etcdtest.MaxTxnOps, MaxRequestBytes: etcdtest.MaxRequestBytes}
+	}
 	for _, f := range o.daemon {
 		f(&cfg)
 	}
 	d, err := daemon.Start(cfg)
 	if err != nil {
+		if own != nil {
+			own.Close()
+		}
 		return nil, fmt.Errorf("provisiondtest: the daemon did not start: %w\nthe daemon's log:\n%s", err, buf.String())
 	}
-	return &Server{d: d, dataDir: o.dataDir, log: buf,
+	return &Server{d: d, dataDir: o.dataDir, log: buf, etcd: own,
+		etcdEndpoints: o.etcdEndpoints, etcdPrefix: o.etcdPrefix,
 		conns: make(map[connKey]*client.Conn), agents: make(map[agentKey]AgentLogin)}, nil
 }
 
@@ -242,12 +302,21 @@ func (s *Server) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
 		defer cancel()
 		err := s.d.Shutdown(ctx)
+		if s.etcd != nil {
+			s.etcd.Close()
+		}
 		if s.ownDir {
 			err = errors.Join(err, os.RemoveAll(s.dataDir))
 		}
 		s.closeErr = err
 	})
 	return s.closeErr
+}
+
+// Etcd returns the etcd endpoints and prefix of a Server on etcd (none on
+// bbolt), for another Server to join (Join) or a test to reach etcd.
+func (s *Server) Etcd() (endpoints []string, prefix string) {
+	return slices.Clone(s.etcdEndpoints), s.etcdPrefix
 }
 
 // Addr is the daemon's API address, 127.0.0.1:PORT.
@@ -330,4 +399,11 @@ func (b *logBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// randomSuffix makes an etcd prefix of a Server's own.
+func randomSuffix() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }

@@ -219,9 +219,16 @@ func TestFailingStartReportsWhy(t *testing.T) {
 		}
 	}
 
-	_, err := provisiondtest.New(provisiondtest.WithStore(provisiondtest.StoreEtcd))
-	if err == nil || !strings.Contains(err.Error(), `store "etcd" is not available`) {
-		t.Errorf("etcd store: %v", err)
+	_, err := provisiondtest.New(provisiondtest.WithStore("mongo"))
+	if err == nil || !strings.Contains(err.Error(), `unknown store "mongo"`) {
+		t.Errorf("unknown store: %v", err)
+	}
+
+	// An etcd nobody answers on: the error names it.
+	_, err = provisiondtest.New(provisiondtest.WithEtcd([]string{"http://127.0.0.1:1"}, ""),
+		provisiondtest.WithDaemonConfig(func(c *daemon.Config) { c.Etcd.DialTimeout = time.Second }))
+	if err == nil || !strings.Contains(err.Error(), "etcd http://127.0.0.1:1") {
+		t.Errorf("etcd not answering: %v", err)
 	}
 
 	// A data dir that is a file.
@@ -357,5 +364,32 @@ func TestLimitsAndClock(t *testing.T) {
 	}
 	if _, err := p.Life(ctx, client.Entities("machine-0", "machine-1", "machine-2", "machine-3")); !errors.Is(err, client.ErrQuotaLimitExceeded) {
 		t.Fatalf("4 items: %v", err)
+	}
+}
+
+// TestEtcdServers: a Server on its own embedded etcd works as on bbolt, a
+// second one joins its controller, and closing them leaves no goroutine.
+func TestEtcdServers(t *testing.T) {
+	a, err := provisiondtest.New(provisiondtest.WithStore(provisiondtest.StoreEtcd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := provisiondtest.New(provisiondtest.Join(a))
+	if err != nil {
+		a.Close()
+		t.Fatal(err)
+	}
+	if a.Credentials().ControllerUUID != b.Credentials().ControllerUUID {
+		t.Error("the joined Server runs another controller")
+	}
+	agent := b.MachineAgent(t, b.DefaultModel(), "0")
+	if _, err := client.NewProvisioner(agent).Life(context.Background(), params.Entities{Entities: []params.Entity{{Tag: "machine-0"}}}); err != nil {
+		t.Error(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Error(err)
+	}
+	if err := a.Close(); err != nil {
+		t.Error(err)
 	}
 }

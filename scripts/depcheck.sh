@@ -18,7 +18,7 @@
 #   internal/buildinfo (version, VCS revision) → nothing of ours; cmd, facades, internal/daemon
 #   size (the one size parser) → nothing of ours; storage, charm, state, facades and
 #   cmd/provisionctl import it
-#   provisiondtest (the test kit) → internal/daemon, rpc/client, rpc/params, credentials, watcher, watcher/watchertest
+#   provisiondtest (the test kit) → internal/daemon, internal/etcdtest (its embedded etcd), rpc/client, rpc/params, credentials, watcher, watcher/watchertest
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mod=github.com/provisiond/provisiond
@@ -41,7 +41,7 @@ while read -r pkg imports; do
       internal/agent*) case $dep in rpc/client|rpc/params|credentials) ok=1 ;; esac ;;
       cmd/*) ok=1 ;;
       internal/daemon*) [[ $dep != cmd/* ]] && ok=1 ;;
-      provisiondtest*) case $dep in internal/daemon|rpc/client|rpc/params|credentials|watcher|watcher/watchertest) ok=1 ;; esac ;;
+      provisiondtest*) case $dep in internal/daemon|internal/etcdtest|rpc/client|rpc/params|credentials|watcher|watcher/watchertest) ok=1 ;; esac ;;
       credentials*) ok=0 ;;
       internal/progress*) ok=0 ;;
       internal/buildinfo*) ok=0 ;;

@@ -91,17 +91,6 @@ func (st *State) UpdateControllerConfig(set map[string]any, unset []string) erro
 	})
 }
 
-// APIHostPorts returns the API server addresses, one slice per server. It
-// is empty until SetAPIHostPorts is called.
-func (st *State) APIHostPorts() ([][]HostPort, error) {
-	var d apiHostPortsDoc
-	err := st.view(func(r reader) error {
-		_, err := get(r, KindController, "", APIHostPortsID, &d)
-		return err
-	})
-	return d.Servers, err
-}
-
 // SetAPIHostPorts replaces the API server addresses. Setting the addresses
 // already stored writes nothing.
 func (st *State) SetAPIHostPorts(servers [][]HostPort) error {

@@ -27,6 +27,9 @@ type InitArgs struct {
 	AgentNonce    string
 
 	ControllerConfig map[string]any
+	// Identity, when set, is stored with the controller (several daemons
+	// on one store: see Identity); it must hold the passwords above.
+	Identity *Identity
 	// ModelConfig is the initial config of both the controller model and
 	// the default model.
 	ModelConfig map[string]any
@@ -80,6 +83,10 @@ func (st *State) Initialize(args InitArgs) (InitResult, error) {
 	if args.AgentNonce == "" {
 		return InitResult{}, errors.NotValidf("empty agent nonce")
 	}
+	if id := args.Identity; id != nil && (id.AdminPassword != args.AdminPassword ||
+		id.AgentPassword != args.AgentPassword || id.AgentNonce != args.AgentNonce) {
+		return InitResult{}, errors.NotValidf("controller identity whose passwords are not the controller's")
+	}
 	ctrlCfg, err := normalizeConfig(args.ControllerConfig)
 	if err != nil {
 		return InitResult{}, errors.Annotate(err, "controller config")
@@ -106,6 +113,9 @@ func (st *State) Initialize(args InitArgs) (InitResult, error) {
 			return errors.AlreadyExistsf("controller")
 		}
 		if err := tx.stampSchema(); err != nil {
+			return err
+		}
+		if err := tx.putIdentity(args.Identity); err != nil {
 			return err
 		}
 		ctrl := &controllerDoc{UUID: res.ControllerUUID, ModelUUID: res.ControllerModelUUID, Config: ctrlCfg}

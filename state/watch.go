@@ -175,12 +175,3 @@ func (st *State) WatchModelMachineStartTimes(model string, clock watcher.Clock, 
 	}
 	return w, initial, nil
 }
-
-// WatchAPIHostPorts fires when the stored API addresses change.
-func (st *State) WatchAPIHostPorts() (*watcher.Notify, error) {
-	w := watcher.NewNotify()
-	w.OnStop(st.hub.Subscribe(watcher.Filter{
-		Kind: KindController, ID: APIHostPortsID, Fields: []string{FieldAPIHostPorts},
-	}, w.Sink()))
-	return w, nil
-}

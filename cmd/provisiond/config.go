@@ -15,6 +15,7 @@ import (
 
 	"github.com/provisiond/provisiond/credentials"
 	"github.com/provisiond/provisiond/internal/daemon"
+	"github.com/provisiond/provisiond/state/store/etcdstore"
 )
 
 // options are the settings of `provisiond serve`. Each comes from, in order
@@ -28,6 +29,23 @@ type options struct {
 	CertFile  string `yaml:"cert-file"`
 	KeyFile   string `yaml:"key-file"`
 	CAFile    string `yaml:"ca-file"`
+
+	// The store: bbolt in the data dir, or an etcd cluster several
+	// daemons share (docs/scale-out.md).
+	Store                  string        `yaml:"store"`
+	EtcdEndpoints          string        `yaml:"etcd-endpoints"`
+	EtcdPrefix             string        `yaml:"etcd-prefix"`
+	EtcdCAFile             string        `yaml:"etcd-ca-file"`
+	EtcdCertFile           string        `yaml:"etcd-cert-file"`
+	EtcdKeyFile            string        `yaml:"etcd-key-file"`
+	EtcdUsername           string        `yaml:"etcd-username"`
+	EtcdPassword           string        `yaml:"etcd-password"`
+	EtcdDialTimeout        time.Duration `yaml:"etcd-dial-timeout"`
+	EtcdRequestTimeout     time.Duration `yaml:"etcd-request-timeout"`
+	EtcdLeaseTTL           time.Duration `yaml:"etcd-lease-ttl"`
+	EtcdCompactionInterval time.Duration `yaml:"etcd-compaction-interval"`
+	EtcdMaxTxnOps          int           `yaml:"etcd-max-txn-ops"`
+	EtcdMaxRequestBytes    int           `yaml:"etcd-max-request-bytes"`
 
 	ReadLimit       int64         `yaml:"read-limit"`
 	MaxRequests     int           `yaml:"max-requests"`
@@ -68,20 +86,28 @@ func defaultDataDir(getenv func(string) string) string {
 func defaultOptions(getenv func(string) string) options {
 	d := daemon.Default(defaultDataDir(getenv))
 	return options{
-		DataDir:         d.DataDir,
-		Addr:            d.Addr,
-		LogFormat:       "text",
-		LogLevel:        "info",
-		ReadLimit:       d.ReadLimit,
-		MaxRequests:     d.MaxRequests,
-		MaxConns:        d.MaxConns,
-		MaxWatchers:     d.MaxWatchers,
-		WriteTimeout:    d.WriteTimeout,
-		PingTimeout:     d.PingTimeout,
-		LoginTimeout:    d.LoginTimeout,
-		LoginRateMax:    d.LoginRateMax,
-		LoginRateRefill: d.LoginRateRefill,
-		LoginConcurrent: d.LoginConcurrent,
+		DataDir:                d.DataDir,
+		Addr:                   d.Addr,
+		LogFormat:              "text",
+		LogLevel:               "info",
+		Store:                  daemon.StoreBolt,
+		EtcdPrefix:             "/provisiond/",
+		EtcdDialTimeout:        5 * time.Second,
+		EtcdRequestTimeout:     5 * time.Second,
+		EtcdLeaseTTL:           etcdstore.DefaultLeaseTTL,
+		EtcdCompactionInterval: daemon.DefaultCompactionInterval,
+		EtcdMaxTxnOps:          etcdstore.DefaultMaxTxnOps,
+		EtcdMaxRequestBytes:    etcdstore.DefaultMaxRequestBytes,
+		ReadLimit:              d.ReadLimit,
+		MaxRequests:            d.MaxRequests,
+		MaxConns:               d.MaxConns,
+		MaxWatchers:            d.MaxWatchers,
+		WriteTimeout:           d.WriteTimeout,
+		PingTimeout:            d.PingTimeout,
+		LoginTimeout:           d.LoginTimeout,
+		LoginRateMax:           d.LoginRateMax,
+		LoginRateRefill:        d.LoginRateRefill,
+		LoginConcurrent:        d.LoginConcurrent,
 
 		PreLoginReadLimit: d.PreLoginReadLimit,
 		MaxBulkItems:      d.MaxBulkItems,
@@ -115,6 +141,20 @@ func (o *options) settings() []setting {
 		{"cert-file", "server certificate PEM (default: made by the daemon)", &o.CertFile},
 		{"key-file", "server key PEM, with --cert-file", &o.KeyFile},
 		{"ca-file", "CA certificate PEM the server certificate chains to", &o.CAFile},
+		{"store", "where the controller lives: bbolt (provisiond.db in the data dir) or etcd (shared by several daemons)", &o.Store},
+		{"etcd-endpoints", "etcd client URLs, comma-separated (https://h1:2379,https://h2:2379), with --store etcd", &o.EtcdEndpoints},
+		{"etcd-prefix", "etcd key prefix holding the controller", &o.EtcdPrefix},
+		{"etcd-ca-file", "CA certificate PEM etcd's certificate chains to", &o.EtcdCAFile},
+		{"etcd-cert-file", "client certificate PEM for etcd's --client-cert-auth", &o.EtcdCertFile},
+		{"etcd-key-file", "client key PEM, with --etcd-cert-file", &o.EtcdKeyFile},
+		{"etcd-username", "etcd auth user", &o.EtcdUsername},
+		{"etcd-password", "etcd auth password (prefer $PROVISIOND_ETCD_PASSWORD or the config file: a flag shows in ps)", &o.EtcdPassword},
+		{"etcd-dial-timeout", "how long to wait for etcd at start", &o.EtcdDialTimeout},
+		{"etcd-request-timeout", "how long a call waits for etcd before failing with code try again", &o.EtcdRequestTimeout},
+		{"etcd-lease-ttl", "how long a dead daemon stays listed among the API servers", &o.EtcdLeaseTTL},
+		{"etcd-compaction-interval", "how often the elected daemon compacts etcd's history (negative: never; run etcd's own)", &o.EtcdCompactionInterval},
+		{"etcd-max-txn-ops", "the cluster's --max-txn-ops", &o.EtcdMaxTxnOps},
+		{"etcd-max-request-bytes", "the cluster's --max-request-bytes", &o.EtcdMaxRequestBytes},
 		{"read-limit", "largest accepted message in bytes; larger closes the connection (1009)", &o.ReadLimit},
 		{"max-requests", "concurrent requests per connection", &o.MaxRequests},
 		{"max-connections", "open TCP connections, API and HTTP (default: sized to the file limit and memory)", &o.MaxConns},
@@ -253,11 +293,27 @@ func setValue(ptr any, v string) error {
 
 func (o *options) daemonConfig() daemon.Config {
 	return daemon.Config{
-		DataDir:         o.DataDir,
-		Addr:            o.Addr,
-		CertFile:        o.CertFile,
-		KeyFile:         o.KeyFile,
-		CAFile:          o.CAFile,
+		DataDir:  o.DataDir,
+		Addr:     o.Addr,
+		CertFile: o.CertFile,
+		KeyFile:  o.KeyFile,
+		CAFile:   o.CAFile,
+		Store:    o.Store,
+		Etcd: daemon.EtcdConfig{
+			Endpoints:          splitList(o.EtcdEndpoints),
+			Prefix:             o.EtcdPrefix,
+			CAFile:             o.EtcdCAFile,
+			CertFile:           o.EtcdCertFile,
+			KeyFile:            o.EtcdKeyFile,
+			Username:           o.EtcdUsername,
+			Password:           o.EtcdPassword,
+			DialTimeout:        o.EtcdDialTimeout,
+			RequestTimeout:     o.EtcdRequestTimeout,
+			LeaseTTL:           o.EtcdLeaseTTL,
+			CompactionInterval: o.EtcdCompactionInterval,
+			MaxTxnOps:          o.EtcdMaxTxnOps,
+			MaxRequestBytes:    o.EtcdMaxRequestBytes,
+		},
 		ReadLimit:       o.ReadLimit,
 		MaxRequests:     o.MaxRequests,
 		MaxConns:        o.MaxConns,
@@ -284,4 +340,15 @@ func (o *options) daemonConfig() daemon.Config {
 		MetricsAuth:      o.MetricsAuth,
 		MetricsTokenFile: o.MetricsTokenFile,
 	}
+}
+
+// splitList splits a comma-separated list, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
 }

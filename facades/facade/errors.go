@@ -41,6 +41,12 @@ var codeOf = []struct {
 	code   string
 }{
 	{state.ErrHasAssignedUnits, params.CodeHasAssignedUnits},
+	// The store's transient failures are worth a retry: Juju's clients
+	// and agents retry "try again".
+	{state.ErrStoreUnavailable, params.CodeTryAgain},
+	{state.ErrStoreContention, params.CodeTryAgain},
+	{state.ErrStoreClosed, params.CodeTryAgain},
+	{state.ErrStoreTooLarge, params.CodeQuotaLimitExceeded},
 	{state.ErrHasContainers, params.CodeHasContainers},
 	{errors.NotFound, params.CodeNotFound},
 	{errors.UserNotFound, params.CodeUserNotFound},

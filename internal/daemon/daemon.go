@@ -12,7 +12,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -42,6 +44,11 @@ const DBFile = "provisiond.db"
 type Config struct {
 	DataDir string
 	Addr    string
+	// Store is the engine the controller lives in: StoreBolt (the
+	// default: provisiond.db in DataDir) or StoreEtcd (Etcd: a cluster
+	// several daemons share; store.go, docs/scale-out.md).
+	Store string
+	Etcd  EtcdConfig
 	// CertFile, KeyFile and CAFile are operator-supplied TLS material; when
 	// empty the daemon makes and keeps its own CA and certificate.
 	CertFile, KeyFile, CAFile string
@@ -143,6 +150,8 @@ func (c *Config) Validate() error {
 		return errors.New("data dir is required")
 	case c.Addr == "":
 		return errors.New("listen address is required")
+	case c.validateStore() != nil:
+		return c.validateStore()
 	case (c.CertFile == "") != (c.KeyFile == ""):
 		return errors.New("--cert-file and --key-file go together")
 	case c.MetricsAuth != "" && c.MetricsAuth != MetricsAuthLocal && c.MetricsAuth != MetricsAuthAlways && c.MetricsAuth != MetricsAuthNone:
@@ -193,11 +202,18 @@ type Daemon struct {
 	health       healthProbe
 	backupSlot   chan struct{} // one backup at a time
 	tls          *pki.Material
+	credsMu      sync.Mutex // guards creds' api-addresses once serving (cluster.go)
 	creds        Credentials
-	metrics      *metrics
-	environ      *environ.Provider
-	done         chan struct{}
-	serveErr     error
+	// serverID names this daemon among the live API servers; hostPorts
+	// are its addresses; unregister removes its record (cluster.go).
+	serverID   string
+	hostPorts  []params.HostPort
+	unregister func()
+	cluster    *cluster // the shared-store goroutines; nil on bbolt
+	metrics    *metrics
+	environ    *environ.Provider
+	done       chan struct{}
+	serveErr   error
 }
 
 // Start opens (and on first start initialises) the data dir, listens on
@@ -215,7 +231,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
 	d = &Daemon{cfg: cfg, log: log, hub: watcher.NewHub(), environ: environ.New(), done: make(chan struct{}),
-		backupSlot: make(chan struct{}, 1)}
+		backupSlot: make(chan struct{}, 1), serverID: newServerID()}
 	d.health.d = d
 	removeStaleBackups(cfg.DataDir, log)
 	d.metrics = newMetrics(func() float64 { return float64(d.hub.Subscriptions()) },
@@ -226,12 +242,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 			return float64(d.state.Revision())
 		})
 
-	d.state, err = state.Open(state.Options{
-		Path:          filepath.Join(cfg.DataDir, DBFile),
-		Hub:           d.hub,
-		Logger:        log,
-		ObserveCommit: d.metrics.observeCommit,
-	})
+	d.state, err = state.Open(d.stateOptions())
 	if err != nil {
 		return nil, err
 	}
@@ -253,32 +264,42 @@ func Start(cfg Config) (d *Daemon, err error) {
 	}()
 	addrs := listenAddresses(ln.Addr().(*net.TCPAddr))
 
-	if cfg.CertFile != "" {
+	hosts := make([]string, 0, len(addrs))
+	for _, a := range addrs {
+		h, _, _ := net.SplitHostPort(a)
+		hosts = append(hosts, h)
+	}
+	switch {
+	case cfg.CertFile != "":
 		d.tls, err = pki.LoadFiles(cfg.CertFile, cfg.KeyFile, cfg.CAFile)
-	} else {
-		hosts := make([]string, 0, len(addrs))
-		for _, a := range addrs {
-			h, _, _ := net.SplitHostPort(a)
-			hosts = append(hosts, h)
-		}
+	case !cfg.shared():
 		d.tls, err = pki.LoadOrCreate(cfg.DataDir, hosts)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("tls: %w", err)
+	}
+	if cfg.shared() {
+		err = d.initialiseShared(addrs, hosts) // the TLS material is the controller's, from the store
+	} else {
+		err = d.initialise(addrs)
+	}
+	if err != nil {
+		return nil, err
 	}
 	tlsCfg, err := d.tls.TLSConfig()
 	if err != nil {
 		return nil, fmt.Errorf("tls: %w", err)
 	}
 
-	if err := d.initialise(addrs); err != nil {
+	d.hostPorts = hostPortsOf(addrs)
+	if err := d.register(d.hostPorts); err != nil {
 		return nil, err
 	}
-
-	hostPorts := hostPortsOf(addrs)
-	if err := d.state.SetAPIHostPorts(stateHostPorts(hostPorts)); err != nil {
-		return nil, fmt.Errorf("record API addresses: %w", err)
-	}
+	defer func() {
+		if err != nil {
+			d.unregister()
+		}
+	}()
 
 	d.throttle = d.newThrottle()
 	if d.metricsToken, err = readToken(cfg.MetricsTokenFile); err != nil {
@@ -296,7 +317,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 		Logger:        log,
 		Now:           time.Now,
 		ServerVersion: ServerVersion,
-		APIHostPorts:  func() [][]params.HostPort { return [][]params.HostPort{hostPorts} },
+		APIHostPorts:  d.apiHostPorts,
 		PingTimeout:   cfg.PingTimeout,
 		LoginTimeout:  cfg.LoginTimeout,
 		MaxWatchers:   cfg.MaxWatchers,
@@ -337,8 +358,11 @@ func Start(cfg Config) (d *Daemon, err error) {
 			log.Error("http server stopped", "err", err)
 		}
 	}()
+	if cfg.shared() {
+		d.startCluster()
+	}
 	log.Info("serving", "addr", ln.Addr().String(), "data-dir", cfg.DataDir,
-		"controller", d.creds.ControllerUUID)
+		"controller", d.creds.ControllerUUID, "store", d.state.Store().Info().Engine, "server-id", d.serverID)
 	return d, nil
 }
 
@@ -424,7 +448,16 @@ func (d *Daemon) initialise(addrs []string) error {
 func (d *Daemon) Addr() string { return d.ln.Addr().String() }
 
 // Credentials returns the daemon's credentials (as in credentials.yaml).
-func (d *Daemon) Credentials() Credentials { return d.creds }
+func (d *Daemon) Credentials() Credentials {
+	d.credsMu.Lock()
+	defer d.credsMu.Unlock()
+	c := d.creds
+	c.APIAddresses = slices.Clone(c.APIAddresses)
+	return c
+}
+
+// ServerID names this daemon among the controller's live API servers.
+func (d *Daemon) ServerID() string { return d.serverID }
 
 // State is the daemon's state, for in-process tests and tools.
 func (d *Daemon) State() *state.State { return d.state }
@@ -449,6 +482,8 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 	herr := d.http.Shutdown(ctx)
 	rerr := d.rpc.Shutdown(ctx)
 	<-d.done
+	d.cluster.stop()
+	d.unregister() // others see this daemon go at once, not when its lease expires
 	serr := d.state.Close()
 	return errors.Join(herr, rerr, serr)
 }

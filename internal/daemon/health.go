@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"sync"
@@ -15,7 +16,9 @@ import (
 // runs at a time and a result is reused for a second, so polling /health
 // costs the writer at most one empty transaction a second. A full disk is
 // not reported here: commits fail at once and writers get the error,
-// while the daemon goes on serving reads.
+// while the daemon goes on serving reads. The store's own Health is asked
+// too: on etcd it says whether etcd answers with a quorum (an empty write
+// never reaches etcd), so a daemon cut off from etcd is unhealthy.
 
 // DefaultHealthTimeout is how long /health waits for the store's writer.
 const DefaultHealthTimeout = 5 * time.Second
@@ -46,6 +49,9 @@ func (h *healthProbe) check() error {
 		h.running, h.started = done, time.Now()
 		go func() {
 			err := h.d.state.ProbeWrite()
+			if err == nil {
+				err = h.d.storeHealth(timeout)
+			}
 			h.mu.Lock()
 			h.err, h.at, h.running = err, time.Now(), nil
 			h.mu.Unlock()
@@ -77,4 +83,15 @@ func (d *Daemon) handleHealth(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	_, _ = w.Write([]byte("ok\n"))
+}
+
+// storeHealth asks the store whether it can commit (etcd: reachable, with
+// a quorum), within timeout.
+func (d *Daemon) storeHealth(timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := d.state.Store().Health(ctx); err != nil {
+		return fmt.Errorf("store unavailable: %w", err)
+	}
+	return nil
 }

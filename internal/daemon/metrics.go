@@ -18,6 +18,7 @@ type metrics struct {
 	latency     *prometheus.HistogramVec
 	commits     prometheus.Histogram
 	commitBatch prometheus.Histogram
+	compactions prometheus.Counter // etcd compactions made here (cluster.go); nil on bbolt
 }
 
 func newMetrics(watchers func() float64, revision func() float64) *metrics {

@@ -1,0 +1,369 @@
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	jujuerrors "github.com/juju/errors"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/provisiond/provisiond/pki"
+	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/state/store/etcdstore"
+	"github.com/provisiond/provisiond/watcher"
+)
+
+// This file holds what a daemon does as one of the API servers of a
+// controller: it registers its addresses while it serves (every daemon,
+// bbolt too: the list then holds one), and, on a store several daemons
+// share (etcd), it takes the controller's identity from the store, keeps
+// its credentials.yaml listing the live daemons, and runs the work that
+// must run once per controller under an election.
+
+// newServerID names this daemon process among the live API servers: the
+// host name and a random suffix, new at every start (a server's record
+// lives as long as its process).
+func newServerID() string {
+	host, _ := os.Hostname()
+	host = strings.Map(func(r rune) rune {
+		if r == '/' || r < ' ' {
+			return '-'
+		}
+		return r
+	}, host)
+	if host == "" {
+		host = "provisiond"
+	}
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return host + "-" + hex.EncodeToString(b)
+}
+
+// register records this daemon among the live API servers.
+func (d *Daemon) register(hostPorts []params.HostPort) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	release, err := d.state.RegisterAPIServer(ctx, state.APIServer{
+		ID:        d.serverID,
+		Addresses: stateHostPorts(hostPorts)[0],
+		Version:   ServerVersion,
+		Started:   time.Now().UTC().Round(time.Second),
+	})
+	if err != nil {
+		return fmt.Errorf("record API addresses: %w", err)
+	}
+	d.unregister = release
+	return nil
+}
+
+// apiHostPorts lists every live API server's addresses in wire form, this
+// daemon's first (agents try them in order), for LoginResult.servers.
+func (d *Daemon) apiHostPorts() [][]params.HostPort {
+	servers, err := d.state.APIServers()
+	if err != nil || len(servers) == 0 {
+		return [][]params.HostPort{d.hostPorts}
+	}
+	out := make([][]params.HostPort, 0, len(servers))
+	for _, s := range servers {
+		hps := make([]params.HostPort, len(s.Addresses))
+		for i, hp := range s.Addresses {
+			hps[i] = params.HostPort{Value: hp.Value, Type: hp.Type, Scope: hp.Scope, Port: hp.Port}
+		}
+		if s.ID == d.serverID {
+			out = append([][]params.HostPort{hps}, out...)
+			continue
+		}
+		out = append(out, hps)
+	}
+	return out
+}
+
+// liveAddresses lists the host:port of every live API server, this
+// daemon's first, without repeats: credentials.yaml's api-addresses.
+func (d *Daemon) liveAddresses() []string {
+	var out []string
+	for _, hps := range d.apiHostPorts() {
+		for _, hp := range hps {
+			a := net.JoinHostPort(hp.Value, strconv.Itoa(hp.Port))
+			if !slices.Contains(out, a) {
+				out = append(out, a)
+			}
+		}
+	}
+	return out
+}
+
+// initialiseShared is initialise on a store several daemons share: the
+// first daemon on an empty store makes the controller and its identity
+// (UUIDs, CA and server certificate, admin and controller-agent
+// passwords) in one transaction, so two starting at once make one
+// controller; the others take the identity from the store. Either way the
+// daemon then presents the controller's certificate and writes its own
+// credentials.yaml. hosts are the names and addresses the certificate
+// made here covers (juju-apiserver and the loopback ones are always in).
+func (d *Daemon) initialiseShared(addrs, hosts []string) error {
+	ok, err := d.state.Initialized()
+	if err != nil {
+		return err
+	}
+	if !ok {
+		if err := d.makeSharedController(addrs, hosts); err != nil {
+			return err
+		}
+	}
+	id, ok, err := d.state.Identity()
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return errors.New("the controller in the store has no identity record: it was not made by a daemon running on a shared store; see docs/scale-out.md, Moving between stores")
+	}
+	if d.cfg.CertFile == "" {
+		if len(id.CAKey) == 0 || len(id.ServerCert) == 0 {
+			return errors.New("the controller was made with operator-supplied certificates: give this daemon --cert-file, --key-file and --ca-file too")
+		}
+		d.tls = &pki.Material{CACertPEM: id.CACert, CAKeyPEM: id.CAKey, CertPEM: id.ServerCert, KeyPEM: id.ServerKey}
+	}
+	ctrl, err := d.state.Controller()
+	if err != nil {
+		return err
+	}
+	d.creds = Credentials{
+		ControllerUUID:      ctrl.UUID,
+		ControllerModelUUID: ctrl.ModelUUID,
+		AdminUser:           "admin",
+		AdminPassword:       id.AdminPassword,
+		ControllerAgent:     ControllerAgent{Tag: "machine-0", Password: id.AgentPassword, Nonce: id.AgentNonce},
+		CACert:              string(d.tls.CACertPEM),
+		APIAddresses:        addrs,
+	}
+	if m, err := d.state.ModelByName(state.DefaultModelName); err == nil {
+		d.creds.DefaultModelUUID = m.UUID
+	}
+	if err := d.state.UpdateControllerConfig(map[string]any{"ca-cert": d.creds.CACert}, nil); err != nil {
+		return fmt.Errorf("record CA certificate: %w", err)
+	}
+	return d.writeCredentials()
+}
+
+// makeSharedController makes the controller and its identity. Losing the
+// race to another daemon doing the same is not an error: its controller
+// is the one.
+func (d *Daemon) makeSharedController(addrs, hosts []string) error {
+	id := state.Identity{
+		AdminPassword: randomPassword(),
+		AgentPassword: randomPassword(),
+		AgentNonce:    "user-admin:bootstrap",
+	}
+	if d.cfg.CertFile == "" {
+		var err error
+		if id.CACert, id.CAKey, err = pki.NewCA("provisiond CA", pki.CAValidity); err != nil {
+			return fmt.Errorf("tls: %w", err)
+		}
+		if id.ServerCert, id.ServerKey, err = pki.NewServerCert(id.CACert, id.CAKey, hosts, pki.ServerValidity); err != nil {
+			return fmt.Errorf("tls: %w", err)
+		}
+	} else {
+		id.CACert = d.tls.CACertPEM
+		if len(id.CACert) == 0 {
+			id.CACert = d.tls.CertPEM
+		}
+	}
+	_, port, _ := net.SplitHostPort(addrs[0])
+	apiPort, _ := strconv.Atoi(port)
+	res, err := d.state.Initialize(state.InitArgs{
+		AdminPassword:    id.AdminPassword,
+		AgentPassword:    id.AgentPassword,
+		AgentNonce:       id.AgentNonce,
+		Identity:         &id,
+		ControllerConfig: map[string]any{"api-port": apiPort},
+		ModelConfig:      map[string]any{"agent-version": ServerVersion},
+	})
+	switch {
+	case jujuerrors.Is(err, jujuerrors.AlreadyExists):
+		d.log.Info("joined the controller another daemon made at the same time")
+		return nil
+	case err != nil:
+		return fmt.Errorf("initialise the controller in the store: %w", err)
+	}
+	d.log.Info("initialised the controller in the store", "controller", res.ControllerUUID)
+	return nil
+}
+
+// writeCredentials writes credentials.yaml unless it already says the same.
+func (d *Daemon) writeCredentials() error {
+	path := filepath.Join(d.cfg.DataDir, CredentialsFile)
+	if old, err := ReadCredentials(path); err == nil && credentialsEqual(old, &d.creds) {
+		return nil
+	}
+	if err := WriteCredentials(path, &d.creds); err != nil {
+		return fmt.Errorf("write credentials: %w", err)
+	}
+	return nil
+}
+
+func credentialsEqual(a, b *Credentials) bool { return reflect.DeepEqual(a, b) }
+
+// cluster runs the goroutines of a daemon on a shared store: keeping
+// credentials.yaml's api-addresses to the live daemons, and compacting
+// etcd under an election. Stopped and waited for by stop.
+type cluster struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func (c *cluster) stop() {
+	if c == nil {
+		return
+	}
+	c.cancel()
+	c.wg.Wait()
+}
+
+// startCluster starts the shared-store goroutines.
+func (d *Daemon) startCluster() {
+	ctx, cancel := context.WithCancel(context.Background())
+	d.cluster = &cluster{cancel: cancel}
+	d.cluster.wg.Add(1)
+	go func() {
+		defer d.cluster.wg.Done()
+		d.followServers(ctx)
+	}()
+	if every := d.cfg.Etcd.CompactionInterval; every >= 0 {
+		if every == 0 {
+			every = DefaultCompactionInterval
+		}
+		d.cluster.wg.Add(1)
+		go func() {
+			defer d.cluster.wg.Done()
+			d.compactUnderElection(ctx, every)
+		}()
+	}
+}
+
+// followServers rewrites credentials.yaml's api-addresses whenever the
+// set of live API servers changes, so clients reading it (provisionctl)
+// find every daemon.
+func (d *Daemon) followServers(ctx context.Context) {
+	w := watcher.NewNotify()
+	w.OnStop(d.hub.Subscribe(watcher.Filter{Kind: state.KindAPIServer}, w.Sink()))
+	defer w.Stop()
+	w.Trigger() // the servers registered before this daemon subscribed
+	for {
+		if err := w.Next(ctx); err != nil {
+			return
+		}
+		addrs := d.liveAddresses()
+		d.credsMu.Lock()
+		changed := !slices.Equal(addrs, d.creds.APIAddresses)
+		if changed {
+			d.creds.APIAddresses = addrs
+		}
+		err := error(nil)
+		if changed {
+			err = d.writeCredentials()
+		}
+		d.credsMu.Unlock()
+		if err != nil {
+			d.log.Warn("could not refresh credentials.yaml's api-addresses", "err", err)
+		} else if changed {
+			d.log.Info("API servers changed", "api-addresses", strings.Join(addrs, ","))
+		}
+	}
+}
+
+// compactor is what etcdstore offers for compaction.
+type compactor interface {
+	Compact(ctx context.Context, rev uint64) error
+}
+
+// compactUnderElection compacts etcd's history every interval while this
+// daemon leads the "compactor" election, to the revision it saw one
+// interval before: every daemon whose feed lags less than an interval
+// follows on; one further behind reloads and wakes its watchers (the
+// store's Feed.Reset). A daemon that loses the election stops; the next
+// leader starts over.
+func (d *Daemon) compactUnderElection(ctx context.Context, every time.Duration) {
+	st := d.state.Store()
+	c, ok := st.(compactor)
+	if !ok {
+		return
+	}
+	for ctx.Err() == nil {
+		leading, resign, err := st.Elect(ctx, "compactor")
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			d.log.Warn("compaction election", "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(every / 10):
+			}
+			continue
+		}
+		d.log.Info("leading etcd compaction", "every", every)
+		t := time.NewTicker(every)
+		var prev uint64
+	lead:
+		for {
+			select {
+			case <-leading.Done():
+				break lead
+			case <-t.C:
+				rev := st.Revision()
+				if prev > 0 {
+					if err := c.Compact(leading, prev); err != nil {
+						d.log.Warn("compacting etcd", "revision", prev, "err", err)
+					} else {
+						d.metrics.compactions.Inc()
+						d.log.Debug("compacted etcd", "revision", prev)
+					}
+				}
+				prev = rev
+			}
+		}
+		t.Stop()
+		resign()
+	}
+}
+
+// watchEtcd exports an etcd store's counters, and the compactions this
+// daemon made.
+func (m *metrics) watchEtcd(s *etcdstore.Store) {
+	m.compactions = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "provisiond_store_compactions_total", Help: "Compactions of etcd's history this daemon made while it led the compactor election.",
+	})
+	m.reg.MustRegister(m.compactions)
+	counter := func(name, help string, f func(etcdstore.Stats) uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
+			func() float64 { return float64(f(s.Stats())) })
+	}
+	m.reg.MustRegister(
+		counter("provisiond_store_feed_resets_total",
+			"Times this daemon's change feed fell behind etcd's compaction: it reloaded and woke every watcher.",
+			func(st etcdstore.Stats) uint64 { return st.Resets }),
+		counter("provisiond_store_watch_reconnects_total", "Times the etcd watch was started again after an error.",
+			func(st etcdstore.Stats) uint64 { return st.Reconnects }),
+		counter("provisiond_store_conflicts_total", "Transactions refused by etcd because what they read changed (the write was run again).",
+			func(st etcdstore.Stats) uint64 { return st.Conflicts }),
+		counter("provisiond_store_contentions_total", "Writes that gave up after too many conflicts (code try again).",
+			func(st etcdstore.Stats) uint64 { return st.Contentions }),
+		counter("provisiond_store_lease_losses_total", "Times the daemon's etcd lease expired before it was renewed.",
+			func(st etcdstore.Stats) uint64 { return st.LeaseLosses }),
+	)
+}

@@ -1,0 +1,134 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/state/store"
+	"github.com/provisiond/provisiond/state/store/etcdstore"
+)
+
+// Store engines (Config.Store).
+const (
+	// StoreBolt is the embedded default: one bbolt file in the data dir,
+	// one daemon.
+	StoreBolt = "bbolt"
+	// StoreEtcd keeps the controller in an etcd cluster that several
+	// daemons share (docs/scale-out.md).
+	StoreEtcd = "etcd"
+)
+
+// EtcdConfig is how a daemon reaches the etcd cluster of a shared
+// controller (Config.Store StoreEtcd).
+type EtcdConfig struct {
+	// Endpoints are etcd's client URLs.
+	Endpoints []string
+	// Prefix holds the controller's keys (default "/provisiond/").
+	Prefix string
+	// CAFile, CertFile and KeyFile are etcd's CA and this daemon's client
+	// certificate (etcd's --client-cert-auth).
+	CAFile, CertFile, KeyFile string
+	// Username and Password log in to etcd's auth.
+	Username, Password string
+	// DialTimeout bounds the first connection (default 5s); RequestTimeout
+	// every request (default 5s): how long a call takes to fail with
+	// `try again` while etcd cannot answer.
+	DialTimeout, RequestTimeout time.Duration
+	// LeaseTTL is how long a dead daemon stays listed among the API
+	// servers (default etcdstore.DefaultLeaseTTL).
+	LeaseTTL time.Duration
+	// CompactionInterval is how often the elected daemon compacts etcd's
+	// history, keeping at least one interval of it; 0 is the default
+	// (DefaultCompactionInterval), negative disables it (an operator who
+	// runs etcd's own --auto-compaction).
+	CompactionInterval time.Duration
+	// MaxTxnOps and MaxRequestBytes are the cluster's --max-txn-ops and
+	// --max-request-bytes (defaults: etcd's own).
+	MaxTxnOps, MaxRequestBytes int
+}
+
+// DefaultCompactionInterval is how often the elected daemon compacts etcd.
+const DefaultCompactionInterval = 5 * time.Minute
+
+// validateStore checks the store settings.
+func (c *Config) validateStore() error {
+	switch c.Store {
+	case "", StoreBolt:
+		if len(c.Etcd.Endpoints) > 0 {
+			return errors.New("--etcd-endpoints needs --store etcd")
+		}
+	case StoreEtcd:
+		if len(c.Etcd.Endpoints) == 0 {
+			return errors.New("--store etcd needs --etcd-endpoints")
+		}
+		for _, e := range c.Etcd.Endpoints {
+			if !strings.HasPrefix(e, "http://") && !strings.HasPrefix(e, "https://") {
+				return fmt.Errorf("--etcd-endpoints %q: want http:// or https:// URLs", e)
+			}
+		}
+		if p := c.Etcd.Prefix; p != "" && (!strings.HasPrefix(p, "/") || !strings.HasSuffix(p, "/")) {
+			return fmt.Errorf("--etcd-prefix %q: must start and end with /", p)
+		}
+		if (c.Etcd.CertFile == "") != (c.Etcd.KeyFile == "") {
+			return errors.New("--etcd-cert-file and --etcd-key-file go together")
+		}
+		if (c.Etcd.Username == "") != (c.Etcd.Password == "") {
+			return errors.New("--etcd-username and --etcd-password go together")
+		}
+		if c.Etcd.DialTimeout < 0 || c.Etcd.RequestTimeout < 0 || c.Etcd.LeaseTTL < 0 {
+			return errors.New("durations must not be negative")
+		}
+	default:
+		return fmt.Errorf("--store %q: want %s or %s", c.Store, StoreBolt, StoreEtcd)
+	}
+	return nil
+}
+
+// shared reports whether the daemon runs on a store other daemons share.
+func (c *Config) shared() bool { return c.Store == StoreEtcd }
+
+// stateOptions says how state opens the configured store.
+func (d *Daemon) stateOptions() state.Options {
+	opts := state.Options{Hub: d.hub, Logger: d.log}
+	if !d.cfg.shared() {
+		opts.Path = filepath.Join(d.cfg.DataDir, DBFile)
+		opts.ObserveCommit = d.metrics.observeCommit
+		return opts
+	}
+	e := d.cfg.Etcd
+	opts.OpenStore = func(feed store.Feed) (store.Store, error) {
+		dial := e.DialTimeout
+		if dial == 0 {
+			dial = 5 * time.Second
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), dial+e.RequestTimeout+5*time.Second)
+		defer cancel()
+		s, err := etcdstore.Open(ctx, etcdstore.Config{
+			Endpoints:       e.Endpoints,
+			Prefix:          e.Prefix,
+			CAFile:          e.CAFile,
+			CertFile:        e.CertFile,
+			KeyFile:         e.KeyFile,
+			Username:        e.Username,
+			Password:        e.Password,
+			DialTimeout:     dial,
+			RequestTimeout:  e.RequestTimeout,
+			LeaseTTL:        e.LeaseTTL,
+			MaxTxnOps:       e.MaxTxnOps,
+			MaxRequestBytes: e.MaxRequestBytes,
+			Feed:            feed,
+			Logger:          d.log,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("etcd %s: %w", strings.Join(e.Endpoints, ","), err)
+		}
+		d.metrics.watchEtcd(s)
+		return s, nil
+	}
+	return opts
+}
