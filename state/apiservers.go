@@ -109,13 +109,15 @@ func (st *State) APIHostPorts() ([][]HostPort, error) {
 	return servers, err
 }
 
-// WatchAPIHostPorts fires when the API addresses change: a server comes or
-// goes, or the stored addresses change.
+// WatchAPIHostPorts fires when the API addresses change after the call: a
+// server comes or goes, or the stored addresses change (the caller reads
+// them itself: what was committed before the call returned does not fire
+// it).
 func (st *State) WatchAPIHostPorts() (*watcher.Notify, error) {
 	w := watcher.NewNotify()
-	w.OnStop(st.hub.Subscribe(watcher.Filter{
-		Kind: KindController, ID: APIHostPortsID, Fields: []string{FieldAPIHostPorts},
-	}, w.Sink()))
-	w.OnStop(st.hub.Subscribe(watcher.Filter{Kind: KindAPIServer}, w.Sink()))
+	s := st.subscribeStamped(w, w.Sink(),
+		watcher.Filter{Kind: KindController, ID: APIHostPortsID, Fields: []string{FieldAPIHostPorts}},
+		watcher.Filter{Kind: KindAPIServer})
+	st.stampNow(s)
 	return w, nil
 }

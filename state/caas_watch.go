@@ -14,50 +14,40 @@ import (
 // initial ids are every application (any life); later, applications
 // added, whose life changed, or removed.
 func (st *State) WatchApplications(model string) (*watcher.Strings, []string, error) {
-	w := watcher.NewStrings()
-	l := &lifecycle{w: w, match: func(string) bool { return true }, known: map[string]bool{}}
-	w.OnStop(st.hub.Subscribe(watcher.Filter{
+	return st.watchLifecycle(watcher.Filter{
 		Kind:   KindApplication,
 		Model:  model,
 		Fields: []string{watcher.FieldCreated, watcher.FieldLife, watcher.FieldRemoved},
-	}, l.sink))
-	var apps []Application
-	err := st.view(func(r reader) error {
+	}, func(string) bool { return true }, func(r reader) ([]idLife, error) {
 		if _, err := getModel(r, model); err != nil {
-			return err
+			return nil, err
 		}
 		docs, err := list[applicationDoc](r, KindApplication, model)
-		for _, d := range docs {
-			apps = append(apps, d.Application)
+		items := make([]idLife, len(docs))
+		for i, d := range docs {
+			items[i] = idLife{d.Name, d.Life}
 		}
-		return err
+		return items, err
 	})
-	if err != nil {
-		_ = w.Stop()
-		return nil, nil, err
-	}
-	initial := []string{}
-	l.mu.Lock()
-	for _, a := range apps {
-		initial = append(initial, a.Name)
-		if a.Life != Dead {
-			l.known[a.Name] = true
-		}
-	}
-	l.mu.Unlock()
-	return w, initial, nil
 }
 
 // notifyOn subscribes a Notify to filter, then checks that the
-// application exists (when check is set).
+// application exists (when check is set) and stamps the watcher with the
+// revision the check read, or (no check) the revision this process has
+// applied.
 func (st *State) notifyOn(f watcher.Filter, model, app string, check bool) (*watcher.Notify, error) {
 	w := watcher.NewNotify()
-	w.OnStop(st.hub.Subscribe(f, w.Sink()))
-	if check {
-		if _, err := st.Application(model, app); err != nil {
-			_ = w.Stop()
-			return nil, err
-		}
+	s := st.subscribeStamped(w, w.Sink(), f)
+	if !check {
+		st.stampNow(s)
+		return w, nil
+	}
+	if err := st.viewStamped(s, func(r reader) error {
+		_, err := getApplication(r, model, app)
+		return err
+	}); err != nil {
+		_ = w.Stop()
+		return nil, err
 	}
 	return w, nil
 }
@@ -89,41 +79,41 @@ func (st *State) WatchApplicationTrustHash(model, app string) (*watcher.Strings,
 	var (
 		mu   sync.Mutex
 		last string
-		set  bool
-		seen []string // hashes seen before the initial read
 	)
-	w.OnStop(st.hub.Subscribe(watcher.Filter{Kind: KindApplicationConfig, Model: model, ID: app}, func(_ uint64, c watcher.Change) {
+	s := st.subscribeStamped(w, func(_ uint64, c watcher.Change) {
 		h, ok := hashField(c)
 		if !ok {
 			return
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		if !set {
-			seen = append(seen, h)
-			return
-		}
 		if h != last {
 			last = h
 			w.Replace(h)
 		}
-	}))
-	if _, err := st.Application(model, app); err != nil {
-		_ = w.Stop()
-		return nil, "", err
-	}
-	h, err := st.ApplicationConfigHash(model, app)
+	}, watcher.Filter{Kind: KindApplicationConfig, Model: model, ID: app})
+	var h string
+	err := st.viewStamped(s, func(r reader) error {
+		if _, err := getApplication(r, model, app); err != nil {
+			return err
+		}
+		var d appConfigDoc
+		ok, err := get(r, KindApplicationConfig, model, app, &d)
+		if err != nil {
+			return err
+		}
+		if ok {
+			h = configHash(app, d.Settings)
+		}
+		// Set before the stamp passes on the changes that came meanwhile.
+		mu.Lock()
+		last = h
+		mu.Unlock()
+		return nil
+	})
 	if err != nil {
 		_ = w.Stop()
 		return nil, "", err
 	}
-	mu.Lock()
-	last, set = h, true
-	// A change published between subscribing and reading is in the read
-	// or later: at worst a spurious event carrying the current hash.
-	if len(seen) > 0 {
-		w.Replace(h)
-	}
-	mu.Unlock()
 	return w, h, nil
 }

@@ -75,5 +75,9 @@
 //   - Expensive work (password hashing) is done outside transactions, so
 //     it never holds up the committer.
 //   - Watch methods subscribe to the Hub first and then read, so a change
-//     committed in between is seen at least once.
+//     committed in between is never missed; each watcher is stamped with
+//     the revision of its snapshot's view and drops the changes at or below
+//     it (the snapshot holds them), so such a change wakes it no more
+//     (watch_stamp.go). Changes that arrive before the stamp is known wait
+//     for it.
 package state

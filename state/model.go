@@ -205,13 +205,16 @@ func (st *State) UpdateModelConfig(uuid string, set map[string]any, unset []stri
 // watcher, so it is never missed).
 func (st *State) WatchModelConfig(uuid string) (*watcher.Notify, error) {
 	w := watcher.NewNotify()
-	w.OnStop(st.hub.Subscribe(watcher.Filter{
+	s := st.subscribeStamped(w, w.Sink(), watcher.Filter{
 		Kind:   KindModel,
 		Model:  uuid,
 		ID:     uuid,
 		Fields: []string{FieldConfig},
-	}, w.Sink()))
-	if _, err := st.Model(uuid); err != nil {
+	})
+	if err := st.viewStamped(s, func(r reader) error {
+		_, err := getModel(r, uuid)
+		return err
+	}); err != nil {
 		_ = w.Stop()
 		return nil, err
 	}
@@ -358,12 +361,15 @@ func ChangeID(kind watcher.Kind, id string) string { return string(kind) + "/" +
 // it reports what commits after the call.
 func (st *State) WatchModelChanges(uuid string) (*watcher.Strings, error) {
 	w := watcher.NewStrings()
-	sink := func(_ uint64, c watcher.Change) { w.Add(ChangeID(c.Kind, c.ID)) }
-	w.OnStop(st.hub.Subscribe(watcher.Filter{Kind: KindModel, Model: uuid, ID: uuid}, sink))
+	fs := []watcher.Filter{{Kind: KindModel, Model: uuid, ID: uuid}}
 	for _, k := range slices.Concat(ModelKinds, ModelRecordKinds) {
-		w.OnStop(st.hub.Subscribe(watcher.Filter{Kind: k, Model: uuid}, sink))
+		fs = append(fs, watcher.Filter{Kind: k, Model: uuid})
 	}
-	if _, err := st.Model(uuid); err != nil {
+	s := st.subscribeStamped(w, func(_ uint64, c watcher.Change) { w.Add(ChangeID(c.Kind, c.ID)) }, fs...)
+	if err := st.viewStamped(s, func(r reader) error {
+		_, err := getModel(r, uuid)
+		return err
+	}); err != nil {
 		_ = w.Stop()
 		return nil, err
 	}

@@ -136,6 +136,10 @@ type State struct {
 	cancel context.CancelFunc
 
 	machines *machineCache // decoded machine records, for Machine
+
+	// afterSubscribe, if set (internal tests only), runs in every Watch
+	// method between its subscription and its snapshot.
+	afterSubscribe func()
 }
 
 // Open opens the store (opts.Path or opts.OpenStore) and migrates state's

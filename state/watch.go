@@ -45,52 +45,76 @@ func (l *lifecycle) sink(_ uint64, c watcher.Change) {
 	}
 }
 
-// watchMachineLifecycle subscribes first, then reads the snapshot of the
-// matching machines: their ids (dead ones included) are the initial event.
-// snapshot reads the candidates (every machine of the model, or only a
-// subset that holds every match: a watcher on one machine's containers
-// must not decode the whole model, or a storm of agents reconnecting
-// costs the square of their number).
+// idLife is one entity of a lifecycle watcher's snapshot.
+type idLife struct {
+	id   string
+	life Life
+}
+
+// watchLifecycle subscribes a lifecycle sink to f first, then reads the
+// snapshot: its ids that match (dead ones included) are the initial event,
+// and the watcher is stamped with the snapshot's revision (watch_stamp.go).
+func (st *State) watchLifecycle(f watcher.Filter, match func(id string) bool, snapshot func(r reader) ([]idLife, error)) (*watcher.Strings, []string, error) {
+	w := watcher.NewStrings()
+	l := &lifecycle{w: w, match: match, known: map[string]bool{}}
+	s := st.subscribeStamped(w, l.sink, f)
+	initial := []string{}
+	err := st.viewStamped(s, func(r reader) error {
+		items, err := snapshot(r)
+		if err != nil {
+			return err
+		}
+		// known is filled before the stamp passes on what came meanwhile.
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		for _, it := range items {
+			if !match(it.id) {
+				continue
+			}
+			initial = append(initial, it.id)
+			if it.life != Dead {
+				l.known[it.id] = true
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		_ = w.Stop()
+		return nil, nil, err
+	}
+	return w, initial, nil
+}
+
+// watchMachineLifecycle watches the lifecycle of the machines of a model
+// that match. snapshot reads the candidates (every machine of the model, or
+// only a subset that holds every match: a watcher on one machine's
+// containers must not decode the whole model, or a storm of agents
+// reconnecting costs the square of their number).
 //
 // parent, when not empty, narrows the subscription to the changes of that
 // machine's containers (the hub indexes them by parent), so a new container
 // reaches its host's watchers only, not every lifecycle watcher of the
 // model.
 func (st *State) watchMachineLifecycle(model, parent string, match func(id string) bool, snapshot func(r reader) ([]Machine, error)) (*watcher.Strings, []string, error) {
-	w := watcher.NewStrings()
-	l := &lifecycle{w: w, match: match, known: map[string]bool{}}
-	w.OnStop(st.hub.Subscribe(watcher.Filter{
+	return st.watchLifecycle(watcher.Filter{
 		Kind:   KindMachine,
 		Model:  model,
 		Parent: parent,
 		Fields: []string{watcher.FieldCreated, watcher.FieldLife, watcher.FieldRemoved},
-	}, l.sink))
-	var ms []Machine
-	err := st.view(func(r reader) error {
+	}, match, func(r reader) ([]idLife, error) {
 		if _, err := getModel(r, model); err != nil {
-			return err
+			return nil, err
 		}
-		var err error
-		ms, err = snapshot(r)
-		return err
+		ms, err := snapshot(r)
+		if err != nil {
+			return nil, err
+		}
+		items := make([]idLife, len(ms))
+		for i, m := range ms {
+			items[i] = idLife{m.ID, m.Life}
+		}
+		return items, nil
 	})
-	if err != nil {
-		_ = w.Stop()
-		return nil, nil, err
-	}
-	initial := []string{}
-	l.mu.Lock()
-	for _, m := range ms {
-		if !match(m.ID) {
-			continue
-		}
-		initial = append(initial, m.ID)
-		if m.Life != Dead {
-			l.known[m.ID] = true
-		}
-	}
-	l.mu.Unlock()
-	return w, initial, nil
 }
 
 // WatchModelMachines watches the lifecycle of a model's top-level
@@ -135,11 +159,7 @@ func (st *State) WatchModelMachineStartTimes(model string, clock watcher.Clock, 
 		mu.Unlock()
 		w.Add(ids...)
 	}
-	cancel := st.hub.Subscribe(watcher.Filter{
-		Kind:   KindMachine,
-		Model:  model,
-		Fields: []string{watcher.FieldCreated, watcher.FieldLife, watcher.FieldRemoved, FieldAgentStartTime},
-	}, func(_ uint64, c watcher.Change) {
+	sink := func(_ uint64, c watcher.Change) {
 		if ParentID(c.ID) != "" {
 			return
 		}
@@ -152,9 +172,8 @@ func (st *State) WatchModelMachineStartTimes(model string, clock watcher.Clock, 
 		if timer == nil {
 			timer = clock.AfterFunc(quiesce, flush)
 		}
-	})
-	w.OnStop(func() {
-		cancel()
+	}
+	w.OnStop(func() { // after the subscription's cancel: OnStop functions run last first
 		mu.Lock()
 		stopped = true
 		if timer != nil {
@@ -162,16 +181,27 @@ func (st *State) WatchModelMachineStartTimes(model string, clock watcher.Clock, 
 		}
 		mu.Unlock()
 	})
-	ms, err := st.Machines(model)
+	s := st.subscribeStamped(w, sink, watcher.Filter{
+		Kind:   KindMachine,
+		Model:  model,
+		Fields: []string{watcher.FieldCreated, watcher.FieldLife, watcher.FieldRemoved, FieldAgentStartTime},
+	})
+	initial := []string{}
+	err := st.viewStamped(s, func(r reader) error {
+		if _, err := getModel(r, model); err != nil {
+			return err
+		}
+		ms, err := machines(r, model)
+		for _, m := range ms {
+			if !m.IsContainer() {
+				initial = append(initial, m.ID)
+			}
+		}
+		return err
+	})
 	if err != nil {
 		_ = w.Stop()
 		return nil, nil, err
-	}
-	initial := []string{}
-	for _, m := range ms {
-		if !m.IsContainer() {
-			initial = append(initial, m.ID)
-		}
 	}
 	return w, initial, nil
 }

@@ -1,0 +1,100 @@
+package state
+
+import (
+	"sync"
+
+	"github.com/provisiond/provisiond/watcher"
+)
+
+// A Watch method subscribes first and reads its initial snapshot second, so
+// that a change committed in between is never missed. Without more, such a
+// change reaches the new watcher although the snapshot already holds it: a
+// spurious wake-up (the agent's Next returns and it reads nothing new). So
+// each watcher is stamped with the revision of its snapshot's view, and its
+// sink ignores every change at or below it: those are in the snapshot.
+// Changes that arrive before the snapshot has been read are held until the
+// stamp is known, then passed on or dropped.
+
+// stamper is the sink of a stamped subscription.
+type stamper struct {
+	sink watcher.Sink
+
+	mu    sync.Mutex // guards the fields below; held while sink runs, so delivery stays in order
+	rev   uint64     // the snapshot's revision, once set
+	set   bool
+	early []stampedChange // changes that came before the stamp
+}
+
+type stampedChange struct {
+	rev uint64
+	c   watcher.Change
+}
+
+// stamp wraps sink: nothing reaches it until Stamp, and then only changes
+// after the stamped revision.
+func stamp(sink watcher.Sink) *stamper { return &stamper{sink: sink} }
+
+// Sink is the hub's sink of the subscription.
+func (s *stamper) Sink(rev uint64, c watcher.Change) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.set {
+		s.early = append(s.early, stampedChange{rev, c})
+		return
+	}
+	if rev > s.rev {
+		s.sink(rev, c)
+	}
+}
+
+// Stamp sets the snapshot's revision and passes on what came before it and
+// is newer.
+func (s *stamper) Stamp(rev uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rev, s.set = rev, true
+	for _, e := range s.early {
+		if e.rev > rev {
+			s.sink(e.rev, e.c)
+		}
+	}
+	s.early = nil
+}
+
+// subscribeStamped subscribes sink to every filter of fs through one
+// stamper, stopped with w.
+func (st *State) subscribeStamped(w interface{ OnStop(func()) }, sink watcher.Sink, fs ...watcher.Filter) *stamper {
+	s := stamp(sink)
+	for _, f := range fs {
+		w.OnStop(st.hub.Subscribe(f, s.Sink))
+	}
+	return s
+}
+
+// stampNow stamps a watcher that reads no snapshot itself (its caller
+// reads after the Watch call returns) with the revision this process has
+// applied: whatever is at or below it, any later read sees.
+func (st *State) stampNow(s *stamper) {
+	if st.afterSubscribe != nil {
+		st.afterSubscribe()
+	}
+	s.Stamp(st.store.Revision())
+}
+
+// viewStamped reads a watcher's snapshot in one view and stamps s with the
+// view's revision. afterSubscribe, if set (tests), runs first: the moment
+// between a watcher's subscription and its snapshot.
+func (st *State) viewStamped(s *stamper, fn func(r reader) error) error {
+	if st.afterSubscribe != nil {
+		st.afterSubscribe()
+	}
+	var rev uint64
+	err := st.view(func(r reader) error {
+		rev = r.Revision()
+		return fn(r)
+	})
+	if err == nil {
+		s.Stamp(rev)
+	}
+	return err
+}
