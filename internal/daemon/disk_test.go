@@ -112,11 +112,12 @@ func TestDiskFull(t *testing.T) {
 	if err := set("after", 10); err != nil {
 		t.Fatalf("write after freeing space: %v", err)
 	}
-	rev := d.State().Revision()
 	if err := d.Shutdown(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
 	stopped = true
+	rev := d.State().Revision() // after Shutdown: closing removes the daemon's API server record
+
 
 	st, err := state.Open(state.Options{Path: filepath.Join(dir, daemon.DBFile)})
 	if err != nil {
