@@ -118,7 +118,6 @@ func TestDiskFull(t *testing.T) {
 	stopped = true
 	rev := d.State().Revision() // after Shutdown: closing removes the daemon's API server record
 
-
 	st, err := state.Open(state.Options{Path: filepath.Join(dir, daemon.DBFile)})
 	if err != nil {
 		t.Fatal(err)
