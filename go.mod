@@ -3,6 +3,7 @@ module github.com/provisiond/provisiond
 go 1.26.8
 
 require (
+	filippo.io/age v1.3.2
 	github.com/google/btree v1.1.3
 	github.com/gorilla/websocket v1.5.3
 	github.com/juju/errors v1.0.0
@@ -24,6 +25,7 @@ require (
 )
 
 require (
+	filippo.io/hpke v0.4.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"filippo.io/age"
 	"github.com/spf13/cobra"
 
 	"github.com/provisiond/provisiond/internal/daemon"
@@ -18,18 +19,28 @@ import (
 
 func backupCommand(e sys) *cobra.Command {
 	var output, credsFile, dataDir string
+	var keys archiveKeys
 	cmd := &cobra.Command{
-		Use:   "backup --output FILE|- [--credentials FILE | --data-dir DIR]",
+		Use:   "backup --output FILE|- [--credentials FILE | --data-dir DIR] [--encrypt | --recipient KEY]",
 		Short: "Snapshot a running daemon into an archive",
 		Long: `Takes a consistent snapshot of a running daemon's database, with its
 credentials and TLS material, as a tar archive. The daemon is found through
 credentials.yaml: --credentials FILE, $PROVISIOND_CREDENTIALS, or the one in
 --data-dir ($PROVISIOND_DATA_DIR, else the default data dir). The archive
-is written to FILE.partial, synced, then renamed; "--output -" writes it
-to stdout (never to a terminal).`,
+is written to FILE.partial (mode 0600), synced, then renamed; "--output -"
+writes it to stdout (never to a terminal).
+
+The archive holds secrets in plain text: credentials.yaml (the admin's and
+the controller agent's passwords) and the CA's private key (ca.key). Keep
+it where only the operator can read it, or encrypt it (age): --encrypt asks
+for a passphrase (or reads --passphrase-file), --recipient age1... encrypts
+to a public key, so the host taking backups holds no secret. restore
+recognises an encrypted archive and decrypts it.`,
 		Example: `  provisiond backup --output provisiond-backup.tar
   provisiond backup --data-dir /var/lib/provisiond --output /srv/backups/provisiond.tar
-  provisiond backup --output - | ssh backup-host 'cat > provisiond.tar'`,
+  provisiond backup --output - | ssh backup-host 'cat > provisiond.tar'
+  provisiond backup --encrypt --passphrase-file /etc/provisiond/backup-passphrase --output provisiond.tar.age
+  provisiond backup --recipient age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p --output provisiond.tar.age`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output == "" {
@@ -39,9 +50,14 @@ to stdout (never to a terminal).`,
 			if path == "" {
 				path = filepath.Join(dataDir, daemon.CredentialsFile)
 			}
-			return backup(cmd.Context(), e, path, output)
+			recipients, err := keys.recipientsFor()
+			if err != nil {
+				return err
+			}
+			return backup(cmd.Context(), e, path, output, recipients)
 		},
 	}
+	keys.backupFlags(cmd.Flags(), e)
 	cmd.Flags().StringVar(&output, "output", "", `file to write the backup archive to, "-" for stdout (required)`)
 	cmd.Flags().StringVar(&credsFile, "credentials", e.getenv("PROVISIOND_CREDENTIALS"), "credentials.yaml of the daemon (default: the one in --data-dir)")
 	cmd.Flags().StringVar(&dataDir, "data-dir", dataDirFromEnv(e.getenv), "data dir of the running daemon, to find credentials.yaml ($PROVISIOND_DATA_DIR)")
@@ -57,7 +73,7 @@ func dataDirFromEnv(getenv func(string) string) string {
 	return defaultDataDir(getenv)
 }
 
-func backup(ctx context.Context, e sys, credsPath, output string) error {
+func backup(ctx context.Context, e sys, credsPath, output string, recipients []age.Recipient) error {
 	creds, err := daemon.ReadCredentials(credsPath)
 	if err != nil {
 		return err
@@ -72,20 +88,34 @@ func backup(ctx context.Context, e sys, credsPath, output string) error {
 		if progress.IsTerminal(e.stdout) {
 			return errors.New("refusing to write a tar archive to a terminal: redirect stdout, or give --output FILE")
 		}
-		if err := daemon.FetchBackup(ctx, creds, e.stdout, func(int64, int64) {}); err != nil {
+		w, err := encryptTo(e.stdout, recipients)
+		if err != nil {
+			return err
+		}
+		if err := daemon.FetchBackup(ctx, creds, w, func(int64, int64) {}); err != nil {
+			return err
+		}
+		if err := w.Close(); err != nil {
 			return err
 		}
 		fmt.Fprintln(e.stderr, "backup written to stdout")
 		return nil
 	}
 	tmp := output + ".partial"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	_ = os.Remove(tmp) // a leftover keeps its mode; a new file is 0600
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return err
 	}
 	bar := progress.New(e.stderr, "backup")
-	err = daemon.FetchBackup(ctx, creds, f, bar.Update)
+	w, err := encryptTo(f, recipients)
+	if err == nil {
+		err = daemon.FetchBackup(ctx, creds, w, bar.Update)
+	}
 	bar.Done()
+	if err == nil {
+		err = w.Close()
+	}
 	if err == nil {
 		err = f.Sync()
 	}
@@ -99,21 +129,30 @@ func backup(ctx context.Context, e sys, credsPath, output string) error {
 		os.Remove(tmp)
 		return err
 	}
-	fmt.Fprintf(e.stderr, "backup written to %s\n", output)
+	if len(recipients) > 0 {
+		fmt.Fprintf(e.stderr, "backup written to %s (encrypted)\n", output)
+		return nil
+	}
+	fmt.Fprintf(e.stderr, "backup written to %s (it holds the admin password and the CA key: keep it private, or use --encrypt)\n", output)
 	return nil
 }
 
 func restoreCommand(e sys) *cobra.Command {
 	var dataDir string
 	var force bool
+	var keys archiveKeys
 	cmd := &cobra.Command{
-		Use:   "restore FILE --data-dir DIR [--force]",
+		Use:   "restore FILE --data-dir DIR [--force] [--passphrase-file FILE | --identity FILE]",
 		Short: "Unpack a backup archive into a data dir",
 		Long: `Unpacks a backup into a data dir the daemon can start from. A data dir a daemon
 is running on is refused, and one that already holds a database unless
 --force. The archive is unpacked and its database checked in a temporary
-directory first; only then are the files moved into place.`,
-		Example: `  provisiond restore provisiond-2026-11-30.tar --data-dir /var/lib/provisiond`,
+directory first; only then are the files moved into place. An archive
+encrypted by backup (--encrypt or --recipient) is decrypted on the way:
+its passphrase from --passphrase-file or asked on the terminal, or its
+private key from --identity.`,
+		Example: `  provisiond restore provisiond-2026-11-30.tar --data-dir /var/lib/provisiond
+  provisiond restore provisiond.tar.age --passphrase-file /etc/provisiond/backup-passphrase --data-dir /var/lib/provisiond`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return usagef("restore needs one argument (the archive), got %d", len(args))
@@ -130,8 +169,12 @@ directory first; only then are the files moved into place.`,
 				return err
 			}
 			defer f.Close()
+			archive, err := keys.openArchive(f)
+			if err != nil {
+				return err
+			}
 			made := missingDirs(dataDir)
-			if err := daemon.Restore(f, dataDir, force); err != nil {
+			if err := daemon.Restore(archive, dataDir, force); err != nil {
 				// Leave no half-made data dir: remove the directories
 				// restore made (deepest first; os.Remove keeps any that
 				// are not empty).
@@ -146,6 +189,7 @@ directory first; only then are the files moved into place.`,
 	}
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "data dir to restore into (required; must not be in use)")
 	cmd.Flags().BoolVar(&force, "force", false, "replace a database already in the data dir (never a live one)")
+	keys.restoreFlags(cmd.Flags(), e)
 	return cmd
 }
 
