@@ -50,8 +50,8 @@ fuzz: ## run each fuzz target for FUZZTIME (their seed corpora run in every `mak
 		$(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 10s "$${t%%:*}"; \
 	done
 
-crash: ## crash-safety harness: CRASH_CYCLES (1000) SIGKILL/restart cycles under write load (CI runs 50)
-	CRASH_CYCLES=$(CRASH_CYCLES) $(GO) test -race -count=1 -timeout 3h -v -run '^(TestCrashRecovery|TestHarnessCatchesPlantedBug)$$' ./internal/crashtest/
+crash: ## crash-safety harness: CRASH_CYCLES (1000) SIGKILL/restart cycles under write load, on bbolt and on etcd (CI runs 50)
+	CRASH_CYCLES=$(CRASH_CYCLES) $(GO) test -race -count=1 -timeout 3h -v -run '^(TestCrashRecovery|TestCrashRecoveryEtcd|TestHarnessCatchesPlantedBug)$$' ./internal/crashtest/
 
 tidy-check: ## fail when go.mod/go.sum are not tidy
 	$(GO) mod tidy && git diff --exit-code go.mod go.sum

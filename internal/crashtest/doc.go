@@ -43,6 +43,12 @@
 // acknowledged by AddMachines must be there; a machine no register names
 // must be one of those the AddMachines call in flight asked for.
 //
+// In etcd mode (Config.Etcd) the daemon runs with --store etcd on a
+// cluster that outlives the kills; the checks after each kill read the
+// controller through a state opened on the prefix (there is no file to
+// check), and everything else is the same: the same workload, registers
+// and revision checks, the agents logging in again after each restart.
+//
 // Run returns a *Violation for a durability or consistency failure and an
 // ordinary error when the harness itself could not do its job. The
 // planted-bug test builds the daemon with -tags crashbug (see

@@ -53,6 +53,26 @@ type Config struct {
 	SetupEnv []string
 	// Logf, if set, gets a line per cycle.
 	Logf func(format string, args ...any)
+	// Etcd, if set, runs the daemon on an etcd cluster (--store etcd)
+	// instead of bbolt in DataDir, which then holds only its
+	// credentials.yaml. The cluster outlives the kills: only the daemon
+	// is killed.
+	Etcd *Etcd
+}
+
+// Etcd is where a Run in etcd mode keeps the controller.
+type Etcd struct {
+	// Endpoints and Prefix are the daemon's --etcd-endpoints and
+	// --etcd-prefix; the prefix should be empty.
+	Endpoints []string
+	Prefix    string
+	// OpenState opens the controller's state in the cluster, for the
+	// checks while the daemon is stopped (the caller's, since only
+	// internal/daemon and cmd import the store implementations: make
+	// depcheck). The harness closes what it returns.
+	OpenState func() (*state.State, error)
+	// Args are more flags for the daemon (--etcd-max-txn-ops, ...).
+	Args []string
 }
 
 // Result sums up a run.
@@ -99,6 +119,25 @@ type harness struct {
 
 func (h *harness) dbPath() string { return filepath.Join(h.cfg.DataDir, daemon.DBFile) }
 
+// openState opens the stopped daemon's state: the bbolt file read-only,
+// or the etcd prefix.
+func (h *harness) openState() (*state.State, error) {
+	if e := h.cfg.Etcd; e != nil {
+		return e.OpenState()
+	}
+	return state.OpenReadOnly(h.dbPath())
+}
+
+// start runs the daemon with env.
+func (h *harness) start(env []string) (*process, error) {
+	var args []string
+	if e := h.cfg.Etcd; e != nil {
+		args = append([]string{"--store", "etcd", "--etcd-endpoints", strings.Join(e.Endpoints, ","),
+			"--etcd-prefix", e.Prefix}, e.Args...)
+	}
+	return startProcess(h.cfg.Binary, h.cfg.DataDir, env, args...)
+}
+
 func (h *harness) logf(format string, args ...any) {
 	if h.cfg.Logf != nil {
 		h.cfg.Logf(format, args...)
@@ -142,6 +181,9 @@ func (h *harness) dial(ctx context.Context, addr string, admin bool, model strin
 func Run(ctx context.Context, cfg Config) (Result, error) {
 	if cfg.Binary == "" || cfg.DataDir == "" {
 		return Result{}, errors.New("crashtest: Binary and DataDir are required")
+	}
+	if e := cfg.Etcd; e != nil && (len(e.Endpoints) == 0 || e.OpenState == nil) {
+		return Result{}, errors.New("crashtest: Etcd needs Endpoints and OpenState")
 	}
 	if cfg.Cycles <= 0 {
 		cfg.Cycles = 50
@@ -203,7 +245,7 @@ func (h *harness) setup(ctx context.Context) error {
 	if h.cfg.SetupEnv != nil {
 		env = h.cfg.SetupEnv
 	}
-	p, err := startProcess(h.cfg.Binary, h.cfg.DataDir, env)
+	p, err := h.start(env)
 	if err != nil {
 		return err
 	}
@@ -223,7 +265,7 @@ func (h *harness) setup(ctx context.Context) error {
 		_ = p.kill()
 		return err
 	}
-	st, err := state.OpenReadOnly(h.dbPath())
+	st, err := h.openState()
 	if err != nil {
 		return err
 	}
@@ -333,7 +375,7 @@ func (h *harness) machineRegs() map[string]bool {
 // prepare runs while the daemon is stopped: it returns the revision on
 // disk and the controller model's top-level machine ids.
 func (h *harness) prepare() (uint64, []string, error) {
-	st, err := state.OpenReadOnly(h.dbPath())
+	st, err := h.openState()
 	if err != nil {
 		return 0, nil, err
 	}
@@ -359,7 +401,7 @@ func (h *harness) cycle(ctx context.Context, cycle int) (refusals []string, err 
 	if err != nil {
 		return nil, err
 	}
-	p, err := startProcess(h.cfg.Binary, h.cfg.DataDir, h.cfg.Env)
+	p, err := h.start(h.cfg.Env)
 	if err != nil {
 		return nil, err
 	}

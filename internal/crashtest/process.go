@@ -28,10 +28,11 @@ type process struct {
 	tail []string
 }
 
-// startProcess runs `bin serve` on dataDir and a free loopback port.
-func startProcess(bin, dataDir string, env []string) (*process, error) {
-	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--data-dir", dataDir,
-		"--log-format", "json", "--log-level", "info")
+// startProcess runs `bin serve` on dataDir and a free loopback port, with
+// more flags args.
+func startProcess(bin, dataDir string, env []string, args ...string) (*process, error) {
+	cmd := exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0", "--data-dir", dataDir,
+		"--log-format", "json", "--log-level", "info"}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
