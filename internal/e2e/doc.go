@@ -6,7 +6,7 @@
 // daemons with SIGKILL and etcd members as a crash would, and check that
 // nothing acknowledged is lost, that agents fail over to the daemons left
 // using the addresses the controller gave them, and that their watchers
-// see every later change.
+// see every later change. They also run scripts/etcd-cluster.sh.
 //
 // Recovery times the tests measure are logged (go test -v), never
 // asserted: docs/scale-out.md, "Failures and what they cost", quotes them.
