@@ -4,6 +4,7 @@
 //	provisiond backup --output FILE            snapshot a running daemon
 //	provisiond restore FILE --data-dir DIR     unpack a backup into a data dir
 //	provisiond check [--data-dir DIR]          check a stopped daemon's database
+//	provisiond repair [--data-dir DIR]         repair a damaged meta page of a stopped daemon's database
 //	provisiond version                         print the version
 //
 // The verbs are cobra commands (as provisionctl's), one file each; a new
@@ -106,6 +107,8 @@ Exit status: 0 on success, 1 on failure, 2 on a usage error.`,
 		restoreCommand,
 		checkCommand,
 		versionCommand,
+		repairCommand,
+		internalCheckCommand,
 	} {
 		root.AddCommand(newCmd(e))
 	}

@@ -60,6 +60,9 @@ database, exit 0.`,
 func serve(opts options, log *slog.Logger) error {
 	cfg := opts.daemonConfig()
 	cfg.Logger = log
+	if err := checkBeforeOpen(cfg, log); err != nil {
+		return err
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
