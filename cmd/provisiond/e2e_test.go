@@ -64,10 +64,11 @@ type proc struct {
 	exit chan error
 }
 
-// startDaemon runs the binary and waits for its "serving" log line.
-func startDaemon(t *testing.T, bin, dataDir string) *proc {
+// startDaemon runs the binary (serve, with extra flags) and waits for its
+// "serving" log line.
+func startDaemon(t *testing.T, bin, dataDir string, extra ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--data-dir", dataDir, "--log-format", "json")
+	cmd := exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0", "--data-dir", dataDir, "--log-format", "json"}, extra...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@
 //	provisiond restore FILE --data-dir DIR     unpack a backup into a data dir
 //	provisiond check [--data-dir DIR]          check a stopped daemon's database
 //	provisiond repair [--data-dir DIR]         repair a damaged meta page of a stopped daemon's database
+//	provisiond migrate --from-data-dir DIR --to etcd ...  copy a stopped controller to etcd, or back
 //	provisiond version                         print the version
 //
 // The verbs are cobra commands (as provisionctl's), one file each; a new
@@ -106,6 +107,7 @@ Exit status: 0 on success, 1 on failure, 2 on a usage error.`,
 		backupCommand,
 		restoreCommand,
 		checkCommand,
+		migrateCommand,
 		versionCommand,
 		repairCommand,
 		internalCheckCommand,

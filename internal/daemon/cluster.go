@@ -115,6 +115,13 @@ func (d *Daemon) liveAddresses() []string {
 // credentials.yaml. hosts are the names and addresses the certificate
 // made here covers (juju-apiserver and the loopback ones are always in).
 func (d *Daemon) initialiseShared(addrs, hosts []string) error {
+	// A prefix a migrate or restore is loading (or left half loaded)
+	// holds part of a controller: refuse it, before and (a load that
+	// began meanwhile puts its mark with the controller record) after
+	// finding the controller.
+	if err := checkLoaded(d.state); err != nil {
+		return err
+	}
 	ok, err := d.state.Initialized()
 	if err != nil {
 		return err
@@ -126,6 +133,9 @@ func (d *Daemon) initialiseShared(addrs, hosts []string) error {
 	}
 	id, ok, err := d.state.Identity()
 	if err != nil {
+		return err
+	}
+	if err := checkLoaded(d.state); err != nil {
 		return err
 	}
 	if !ok {

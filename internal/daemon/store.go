@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/provisiond/provisiond/state"
 	"github.com/provisiond/provisiond/state/store"
-	"github.com/provisiond/provisiond/state/store/etcdstore"
 )
 
 // Store engines (Config.Store).
@@ -102,30 +100,9 @@ func (d *Daemon) stateOptions() state.Options {
 	}
 	e := d.cfg.Etcd
 	opts.OpenStore = func(feed store.Feed) (store.Store, error) {
-		dial := e.DialTimeout
-		if dial == 0 {
-			dial = 5 * time.Second
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), dial+e.RequestTimeout+5*time.Second)
-		defer cancel()
-		s, err := etcdstore.Open(ctx, etcdstore.Config{
-			Endpoints:       e.Endpoints,
-			Prefix:          e.Prefix,
-			CAFile:          e.CAFile,
-			CertFile:        e.CertFile,
-			KeyFile:         e.KeyFile,
-			Username:        e.Username,
-			Password:        e.Password,
-			DialTimeout:     dial,
-			RequestTimeout:  e.RequestTimeout,
-			LeaseTTL:        e.LeaseTTL,
-			MaxTxnOps:       e.MaxTxnOps,
-			MaxRequestBytes: e.MaxRequestBytes,
-			Feed:            feed,
-			Logger:          d.log,
-		})
+		s, err := openEtcd(e, feed, d.log)
 		if err != nil {
-			return nil, fmt.Errorf("etcd %s: %w", strings.Join(e.Endpoints, ","), err)
+			return nil, err
 		}
 		d.metrics.watchEtcd(s)
 		return s, nil

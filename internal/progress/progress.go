@@ -1,7 +1,8 @@
 // Package progress draws a one-line progress bar on a terminal (and
 // nothing elsewhere) for the commands' long transfers: provisiond backup's
-// download, provisionctl add-agent-binaries' upload. A Bar belongs to the
-// goroutine that moves the data; it is not safe for concurrent use.
+// download, provisionctl add-agent-binaries' upload, provisiond migrate's
+// records (Count). A Bar belongs to the goroutine that moves the data; it
+// is not safe for concurrent use.
 package progress
 
 import (
@@ -36,16 +37,31 @@ func New(w io.Writer, label string) *Bar { return &Bar{w: w, label: label, tty: 
 // Update redraws the bar for done of total bytes (total <= 0: unknown), at
 // most every 100 ms and always at the end.
 func (p *Bar) Update(done, total int64) {
-	if !p.tty || (time.Since(p.last) < 100*time.Millisecond && done != total) {
+	if !p.tty || (p.since() && done != total) {
 		return
 	}
-	p.last = time.Now()
 	p.shown = true
 	if total <= 0 {
 		fmt.Fprintf(p.w, "\r%s %s", p.label, MiB(done))
 		return
 	}
+	fmt.Fprintf(p.w, "\r%s %s %s / %s", p.label, p.draw(done, total), MiB(done), MiB(total))
+}
+
+// since reports whether the bar was drawn less than 100 ms ago, and
+// otherwise notes that it is drawn now.
+func (p *Bar) since() bool {
+	if time.Since(p.last) < 100*time.Millisecond {
+		return true
+	}
+	p.last = time.Now()
+	return false
+}
+
+// draw is the bar and percentage of done of total (> 0).
+func (p *Bar) draw(done, total int64) string {
 	const width = 30
+	done = min(max(done, 0), total)
 	n := int(done * width / total)
 	bar := make([]byte, width)
 	for i := range bar {
@@ -54,7 +70,7 @@ func (p *Bar) Update(done, total int64) {
 			bar[i] = '='
 		}
 	}
-	fmt.Fprintf(p.w, "\r%s [%s] %3d%% %s / %s", p.label, bar, done*100/total, MiB(done), MiB(total))
+	return fmt.Sprintf("[%s] %3d%%", bar, done*100/total)
 }
 
 // Done ends the bar's line, if it drew one.

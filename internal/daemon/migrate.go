@@ -1,0 +1,701 @@
+package daemon
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/provisiond/provisiond/internal/blobstore"
+	"github.com/provisiond/provisiond/pki"
+	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/state/store"
+	"github.com/provisiond/provisiond/state/store/boltstore"
+	"github.com/provisiond/provisiond/state/store/etcdstore"
+)
+
+// Migrate copies a stopped controller from one store to another, empty
+// one (provisiond migrate; docs/scale-out.md, Moving between stores):
+// bbolt to etcd, or etcd to bbolt. What moves:
+//
+//   - every record, dumped at one revision and loaded into the target
+//     (etcd: in batches within the cluster's limits, under a load mark, the
+//     controller record in the first batch, so a daemon refuses a prefix
+//     whose load did not finish; bbolt: one revision);
+//   - the identity: a bbolt data dir keeps it in files (ca.crt, ca.key,
+//     server.crt, server.key, and the passwords in credentials.yaml), an
+//     etcd controller in its identity record; each becomes the other;
+//   - agent binaries: blobs in a data dir (agent-binaries/), copied
+//     between the data dirs given (on etcd each daemon serves those of its
+//     own data dir).
+//
+// It refuses a bbolt data dir a daemon holds (the database's lock), an
+// etcd source that daemons are serving, and any target that is not empty.
+// After the copy it reads the target back and compares the records (their
+// count and digest) with the source's.
+
+// MigrateEnd is one side of a migration.
+type MigrateEnd struct {
+	// Store is StoreBolt or StoreEtcd.
+	Store string
+	// DataDir is, for bbolt, the data dir holding the database; for etcd
+	// (optional) the data dir of one of its daemons, whose agent binaries
+	// move.
+	DataDir string
+	// Etcd is the cluster, for etcd.
+	Etcd EtcdConfig
+}
+
+// MigrateConfig says what to migrate.
+type MigrateConfig struct {
+	From, To MigrateEnd
+	// Progress, if set, is told how the copy goes: phase "counting",
+	// "copying" or "verifying", done of total records (total is the
+	// source's count; 0 while counting).
+	Progress func(phase string, done, total int)
+	// Logger defaults to discarding.
+	Logger *slog.Logger
+}
+
+// MigrateResult is what Migrate did.
+type MigrateResult struct {
+	Controller       string // its UUID
+	Records          int    // records loaded into the target
+	SourceRevision   uint64 // the revision the source was read at
+	TargetRevision   uint64 // the target's revision after the load
+	AgentBinaries    int    // blobs copied
+	AgentBinaryBytes int64
+	Copy, Verify     time.Duration // how long the copy and the verification took
+	// Notes are what the operator must know or do next.
+	Notes []string
+}
+
+// ErrNotEmpty is returned when a migration's or restore's target holds
+// anything.
+var ErrNotEmpty = errors.New("the target is not empty")
+
+// Migrate runs a migration (see above).
+func Migrate(ctx context.Context, cfg MigrateConfig) (res MigrateResult, err error) {
+	if err := cfg.Validate(); err != nil {
+		return res, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Progress == nil {
+		cfg.Progress = func(string, int, int) {}
+	}
+	src, id, err := openMigrateSource(ctx, cfg.From, cfg.Logger)
+	if err != nil {
+		return res, err
+	}
+	defer src.Close()
+	if cfg.To.Store == StoreEtcd {
+		err = migrateToEtcd(ctx, cfg, src, id, &res)
+	} else {
+		err = migrateToDataDir(ctx, cfg, src, id, &res)
+	}
+	return res, err
+}
+
+// Validate checks the configuration (Migrate does too), filling in the
+// default store (bbolt) of each side.
+func (c *MigrateConfig) Validate() error {
+	for _, e := range []struct {
+		end  *MigrateEnd
+		side string
+	}{{&c.From, "from"}, {&c.To, "to"}} {
+		switch e.end.Store {
+		case "", StoreBolt:
+			e.end.Store = StoreBolt
+			if e.end.DataDir == "" {
+				return fmt.Errorf("migrating %s bbolt needs --%s-data-dir", e.side, e.side)
+			}
+		case StoreEtcd:
+			cfg := Config{Store: StoreEtcd, Etcd: e.end.Etcd}
+			if err := cfg.validateStore(); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("--%s %q: want %s or %s", e.side, e.end.Store, StoreBolt, StoreEtcd)
+		}
+	}
+	switch {
+	case c.From.Store == c.To.Store && c.From.Store == StoreBolt:
+		return errors.New("migrate copies between bbolt and etcd; from one bbolt data dir to another, use provisiond backup and restore (or copy the stopped data dir)")
+	case c.From.Store == c.To.Store:
+		return errors.New("migrate copies between bbolt and etcd; from one etcd prefix to another, migrate to a bbolt data dir and back")
+	case c.From.DataDir != "" && filepath.Clean(c.From.DataDir) == filepath.Clean(c.To.DataDir):
+		return fmt.Errorf("--from-data-dir and --to-data-dir are both %s", c.From.DataDir)
+	}
+	return nil
+}
+
+// openEtcdState opens state on the etcd cluster e.
+func openEtcdState(e EtcdConfig, log *slog.Logger) (*state.State, error) {
+	return state.Open(state.Options{Logger: log, OpenStore: func(feed store.Feed) (store.Store, error) {
+		return openEtcd(e, feed, log)
+	}})
+}
+
+// openEtcd opens an etcd store with the daemon's settings.
+func openEtcd(e EtcdConfig, feed store.Feed, log *slog.Logger) (*etcdstore.Store, error) {
+	dial := e.DialTimeout
+	if dial == 0 {
+		dial = 5 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), dial+e.RequestTimeout+5*time.Second)
+	defer cancel()
+	s, err := etcdstore.Open(ctx, etcdstore.Config{
+		Endpoints:       e.Endpoints,
+		Prefix:          e.Prefix,
+		CAFile:          e.CAFile,
+		CertFile:        e.CertFile,
+		KeyFile:         e.KeyFile,
+		Username:        e.Username,
+		Password:        e.Password,
+		DialTimeout:     dial,
+		RequestTimeout:  e.RequestTimeout,
+		LeaseTTL:        e.LeaseTTL,
+		MaxTxnOps:       e.MaxTxnOps,
+		MaxRequestBytes: e.MaxRequestBytes,
+		Feed:            feed,
+		Logger:          log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("etcd %s: %w", strings.Join(e.Endpoints, ","), err)
+	}
+	return s, nil
+}
+
+// checkLoaded refuses an etcd store whose prefix holds an unfinished load
+// (a daemon must not serve part of a controller); other stores pass.
+func checkLoaded(st *state.State) error {
+	s, ok := st.Store().(*etcdstore.Store)
+	if !ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return s.CheckLoad(ctx)
+}
+
+// openMigrateSource opens the source's state and reads the controller's
+// identity from where that store keeps it.
+func openMigrateSource(ctx context.Context, from MigrateEnd, log *slog.Logger) (*state.State, state.Identity, error) {
+	var id state.Identity
+	var st *state.State
+	where := ""
+	if from.Store == StoreBolt {
+		where = from.DataDir
+		path := filepath.Join(from.DataDir, DBFile)
+		if _, err := os.Stat(path); err != nil {
+			return nil, id, fmt.Errorf("no database at %s: --from-data-dir must be a provisiond data dir", path)
+		}
+		var err error
+		st, err = state.Open(state.Options{Path: path, Logger: log})
+		if errors.Is(err, boltstore.ErrLocked) {
+			return nil, id, fmt.Errorf("%s is in use: a running provisiond holds its database's lock; stop it before migrating (%w)", from.DataDir, ErrDataDirInUse)
+		}
+		if err != nil {
+			return nil, id, err
+		}
+	} else {
+		where = "etcd prefix " + etcdPrefix(from.Etcd)
+		var err error
+		if st, err = openEtcdState(from.Etcd, log); err != nil {
+			return nil, id, err
+		}
+		if err := checkLoaded(st); err != nil {
+			st.Close()
+			return nil, id, err
+		}
+		servers, err := st.APIServers()
+		if err != nil {
+			st.Close()
+			return nil, id, err
+		}
+		if len(servers) > 0 {
+			ids := make([]string, len(servers))
+			for i, s := range servers {
+				ids[i] = s.ID
+			}
+			st.Close()
+			return nil, id, fmt.Errorf("%s is being served by %d daemon(s) (%s): stop every daemon of the controller before migrating (a write after the copy would be lost)",
+				where, len(servers), strings.Join(ids, ", "))
+		}
+	}
+	fail := func(err error) (*state.State, state.Identity, error) {
+		st.Close()
+		return nil, id, err
+	}
+	ok, err := st.Initialized()
+	if err != nil {
+		return fail(err)
+	}
+	if !ok {
+		return fail(fmt.Errorf("%s holds no controller (it was never initialised): nothing to migrate", where))
+	}
+	if from.Store == StoreBolt {
+		id, err = identityFromDataDir(from.DataDir, st)
+	} else {
+		var found bool
+		id, found, err = st.Identity()
+		if err == nil && !found {
+			err = fmt.Errorf("%s holds a controller without an identity record: it was not made by a daemon on etcd", where)
+		}
+	}
+	if err != nil {
+		return fail(err)
+	}
+	return st, id, nil
+}
+
+func etcdPrefix(e EtcdConfig) string {
+	if e.Prefix == "" {
+		return etcdstore.DefaultPrefix
+	}
+	return e.Prefix
+}
+
+// identityFromDataDir makes the identity a daemon on etcd reads from what
+// a bbolt daemon keeps in its data dir (see Start and initialise): the TLS
+// material pki.LoadOrCreate keeps there and the passwords of
+// credentials.yaml, which must be the controller's (the database's
+// password hashes must accept them).
+func identityFromDataDir(dir string, st *state.State) (state.Identity, error) {
+	var id state.Identity
+	credsPath := filepath.Join(dir, CredentialsFile)
+	creds, err := ReadCredentials(credsPath)
+	if errors.Is(err, fs.ErrNotExist) {
+		return id, fmt.Errorf("%s has no %s: the controller's admin and controller-agent passwords are in it, and a daemon on etcd needs them", dir, CredentialsFile)
+	}
+	if err != nil {
+		return id, err
+	}
+	if creds.AdminPassword == "" || creds.ControllerAgent.Password == "" || creds.ControllerAgent.Nonce == "" {
+		return id, fmt.Errorf("%s holds no admin or controller-agent password (it was rewritten without them): set the admin password again before migrating", credsPath)
+	}
+	ctrl, err := st.Controller()
+	if err != nil {
+		return id, err
+	}
+	if creds.ControllerUUID != ctrl.UUID {
+		return id, fmt.Errorf("%s is of controller %s, the database of controller %s", credsPath, creds.ControllerUUID, ctrl.UUID)
+	}
+	user := creds.AdminUser
+	if user == "" {
+		user = "admin"
+	}
+	if _, err := st.CheckUserPassword(user, creds.AdminPassword); err != nil {
+		return id, fmt.Errorf("%s: the database refuses its admin password (%v)", credsPath, err)
+	}
+	agentID := strings.TrimPrefix(creds.ControllerAgent.Tag, "machine-")
+	if _, err := st.AuthenticateMachine(ctrl.ModelUUID, agentID, creds.ControllerAgent.Password, creds.ControllerAgent.Nonce); err != nil {
+		return id, fmt.Errorf("%s: the database refuses its controller-agent login (%v)", credsPath, err)
+	}
+	id.AdminPassword = creds.AdminPassword
+	id.AgentPassword = creds.ControllerAgent.Password
+	id.AgentNonce = creds.ControllerAgent.Nonce
+
+	read := func(name string) ([]byte, error) {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+		return b, err
+	}
+	files := map[string]*[]byte{pki.CACertFile: &id.CACert, pki.CAKeyFile: &id.CAKey, pki.ServerCertFile: &id.ServerCert, pki.ServerKeyFile: &id.ServerKey}
+	for name, p := range files {
+		if *p, err = read(name); err != nil {
+			return id, err
+		}
+	}
+	switch {
+	case len(id.CACert) == 0 && len(id.CAKey) == 0:
+		// The daemon ran with --cert-file: its CA is the one clients
+		// were given.
+		if creds.CACert == "" {
+			return id, fmt.Errorf("%s has no CA (%s) and %s names none", dir, pki.CACertFile, credsPath)
+		}
+		id.CACert, id.ServerCert, id.ServerKey = []byte(creds.CACert), nil, nil
+	case len(id.CACert) == 0 || len(id.CAKey) == 0:
+		return id, fmt.Errorf("%s holds only one of %s and %s", dir, pki.CACertFile, pki.CAKeyFile)
+	case len(id.ServerCert) == 0 || len(id.ServerKey) == 0:
+		id.ServerCert, id.ServerKey, err = pki.NewServerCert(id.CACert, id.CAKey, nil, pki.ServerValidity)
+		if err != nil {
+			return id, fmt.Errorf("tls: %w", err)
+		}
+	}
+	return id, nil
+}
+
+// dataDirFiles are the files a bbolt daemon keeps its identity in, made
+// from an identity record (what identityFromDataDir reads): the TLS
+// material, unless the operator supplied it, and credentials.yaml, whose
+// api-addresses the daemon fills in when it starts.
+func dataDirFiles(id state.Identity, st *state.State) ([]tarEntry, error) {
+	ctrl, err := st.Controller()
+	if err != nil {
+		return nil, err
+	}
+	creds := Credentials{
+		ControllerUUID:      ctrl.UUID,
+		ControllerModelUUID: ctrl.ModelUUID,
+		AdminUser:           "admin",
+		AdminPassword:       id.AdminPassword,
+		ControllerAgent:     ControllerAgent{Tag: "machine-0", Password: id.AgentPassword, Nonce: id.AgentNonce},
+		CACert:              string(id.CACert),
+	}
+	if m, err := st.ModelByName(state.DefaultModelName); err == nil {
+		creds.DefaultModelUUID = m.UUID
+	}
+	b, err := yaml.Marshal(&creds)
+	if err != nil {
+		return nil, err
+	}
+	out := []tarEntry{{CredentialsFile, b}}
+	if len(id.CAKey) > 0 {
+		out = append(out, tarEntry{pki.CACertFile, id.CACert}, tarEntry{pki.CAKeyFile, id.CAKey},
+			tarEntry{pki.ServerCertFile, id.ServerCert}, tarEntry{pki.ServerKeyFile, id.ServerKey})
+	}
+	return out, nil
+}
+
+// migrateToEtcd loads the source into an empty etcd prefix, the identity
+// record with it, and copies the agent binaries to the data dir given.
+func migrateToEtcd(ctx context.Context, cfg MigrateConfig, src *state.State, id state.Identity, res *MigrateResult) error {
+	where := "etcd prefix " + etcdPrefix(cfg.To.Etcd)
+	if cfg.To.DataDir != "" {
+		if err := checkBlobTarget(cfg.To.DataDir); err != nil {
+			return err
+		}
+	}
+	dst, err := openEtcdState(cfg.To.Etcd, cfg.Logger)
+	if err != nil {
+		return err
+	}
+	defer dst.Close()
+	if err := checkLoaded(dst); err != nil {
+		return err
+	}
+	if ok, err := dst.Initialized(); err != nil {
+		return err
+	} else if ok {
+		ctrl, _ := dst.Controller()
+		return fmt.Errorf("%s already holds controller %s: %w (migrate only into an empty prefix)", where, ctrl.UUID, ErrNotEmpty)
+	}
+	idb, err := jsonIdentity(id)
+	if err != nil {
+		return err
+	}
+	if err := copyAndVerify(ctx, cfg, src, dst, []record{{identityKey, idb}}, res); err != nil {
+		if s, ok := dst.Store().(*etcdstore.Store); ok && res.Records > 0 {
+			actx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			switch undone, aerr := s.AbortLoad(actx); {
+			case aerr != nil:
+				err = fmt.Errorf("%w; and undoing the load failed: %v (remove the prefix with etcdctl del --prefix %s before trying again)", err, aerr, etcdPrefix(cfg.To.Etcd))
+			case undone:
+				err = fmt.Errorf("%w (the records loaded so far were removed again)", err)
+			default:
+				err = fmt.Errorf("%w (the prefix holds what was loaded: remove it with etcdctl del --prefix %s before trying again)", err, etcdPrefix(cfg.To.Etcd))
+			}
+			cancel()
+		}
+		return err
+	}
+	if _, ok, err := dst.Identity(); err != nil || !ok {
+		return fmt.Errorf("verifying %s: the controller's identity is not found after the load (%v)", where, err)
+	}
+	if cfg.From.DataDir != "" {
+		if cfg.To.DataDir != "" {
+			if err := copyAgentBinaries(ctx, cfg.From.DataDir, cfg.To.DataDir, res); err != nil {
+				return err
+			}
+		} else if n, size := countBlobs(cfg.From.DataDir); n > 0 {
+			res.Notes = append(res.Notes, fmt.Sprintf("%d agent binaries (%.1f MiB) stay in %s: each daemon on etcd serves the agent binaries of its own data dir; copy that directory into every daemon's data dir (or run migrate again with --to-data-dir)",
+				n, float64(size)/(1<<20), filepath.Join(cfg.From.DataDir, AgentBinariesDir)))
+		}
+	}
+	if len(id.CAKey) == 0 {
+		res.Notes = append(res.Notes, "the controller's certificates were supplied by the operator (--cert-file): give every daemon on etcd --cert-file, --key-file and --ca-file")
+	}
+	return nil
+}
+
+// jsonIdentity encodes id as state's identity record (state.Identity's
+// JSON, as SetIdentity stores it).
+func jsonIdentity(id state.Identity) ([]byte, error) { return json.Marshal(id) }
+
+// copyAndVerify counts the source, copies it into dst (first's records
+// first, the controller record next, the identity record of the source
+// never: the target's is in first or in files) and reads dst back.
+func copyAndVerify(ctx context.Context, cfg MigrateConfig, src, dst *state.State, first []record, res *MigrateResult) error {
+	dumper, loader, err := dumperLoader(src, dst)
+	if err != nil {
+		return err
+	}
+	ctrl, err := src.Controller()
+	if err != nil {
+		return err
+	}
+	res.Controller = ctrl.UUID
+	cfg.Progress("counting", 0, 0)
+	counted, rev, err := dumpDigest(ctx, dumper)
+	if err != nil {
+		return fmt.Errorf("reading the source: %w", err)
+	}
+	if counted.unordered {
+		return errors.New("the source's dump is not in key order: it is damaged (run provisiond check)")
+	}
+	var ctrlVal []byte
+	if err := src.Store().View(ctx, func(r store.Reader) error {
+		v, _, err := r.Get(controllerKey)
+		ctrlVal = v
+		return err
+	}); err != nil {
+		return err
+	}
+	first = append([]record{{controllerKey, ctrlVal}}, first...)
+	skip := func(key string) bool { return key == controllerKey || key == identityKey }
+	total := counted.n + len(first) - 1
+	start := time.Now()
+	cr, err := copyRecords(ctx, dumper, loader, first, skip, func(n int) { cfg.Progress("copying", n, total) })
+	res.Records = cr.loaded.n
+	res.SourceRevision = cr.rev
+	res.Copy = time.Since(start)
+	if err != nil {
+		return fmt.Errorf("copying the records: %w", err)
+	}
+	if !cr.source.same(&counted) || cr.rev != rev && src.Store().Info().Engine == StoreBolt {
+		return fmt.Errorf("the source changed during the copy (%d records at revision %d, then %d at %d): is a daemon running on it?",
+			counted.n, rev, cr.source.n, cr.rev)
+	}
+	start = time.Now()
+	cfg.Progress("verifying", 0, cr.loaded.n)
+	dumpT, ok := dst.Store().(store.Dumper)
+	if !ok {
+		return errors.New("the target cannot be read back")
+	}
+	got, trev, err := dumpDigest(ctx, dumpT)
+	res.TargetRevision = trev
+	res.Verify = time.Since(start)
+	switch {
+	case err != nil:
+		return fmt.Errorf("reading the target back: %w", err)
+	case got.unordered:
+		return errors.New("verifying: the target's records do not read back in key order")
+	case !got.same(&cr.loaded):
+		return fmt.Errorf("verifying: the target holds %d records, %d were loaded, and their digests differ", got.n, cr.loaded.n)
+	case trev < dst.Store().Revision() && dst.Store().Info().Engine == StoreBolt:
+		return fmt.Errorf("verifying: the target read back at revision %d, before the load's %d", trev, dst.Store().Revision())
+	}
+	cfg.Progress("verifying", got.n, got.n)
+	tctrl, err := dst.Controller()
+	if err != nil || tctrl.UUID != ctrl.UUID {
+		return fmt.Errorf("verifying: the target's controller is %q, want %s (%v)", tctrl.UUID, ctrl.UUID, err)
+	}
+	return nil
+}
+
+// migrateToDataDir loads the source into a new bbolt database and writes
+// the data dir files of its identity, all in a staging directory inside
+// the target, moved into place (the database last) once verified.
+func migrateToDataDir(ctx context.Context, cfg MigrateConfig, src *state.State, id state.Identity, res *MigrateResult) (err error) {
+	dir := cfg.To.DataDir
+	if err := checkDataDirTarget(dir); err != nil {
+		return err
+	}
+	made := missingDirs(dir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	stage, err := os.MkdirTemp(dir, ".migrate-")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		os.RemoveAll(stage)
+		if err != nil {
+			for _, d := range made {
+				_ = os.Remove(d)
+			}
+		}
+	}()
+	if err := stageDataDir(ctx, cfg, src, id, stage, res); err != nil {
+		return err
+	}
+	if cfg.From.DataDir != "" {
+		if err := copyAgentBinaries(ctx, cfg.From.DataDir, stage, res); err != nil {
+			return err
+		}
+	} else {
+		res.Notes = append(res.Notes, fmt.Sprintf("no agent binaries were copied (give --from-data-dir, the data dir of a daemon on etcd, to copy its %s)", AgentBinariesDir))
+	}
+	entries, err := os.ReadDir(stage)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.Name() == DBFile {
+			continue
+		}
+		if err := os.Rename(filepath.Join(stage, e.Name()), filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	if err := os.Rename(filepath.Join(stage, DBFile), filepath.Join(dir, DBFile)); err != nil {
+		return err
+	}
+	if len(id.CAKey) == 0 {
+		res.Notes = append(res.Notes, "the controller's certificates were supplied by the operator (--cert-file): start the daemon with --cert-file, --key-file and --ca-file")
+	}
+	return syncDir(dir)
+}
+
+// stageDataDir makes a bbolt data dir in the new directory stage from
+// src: the database, without the identity record, and the identity's
+// files.
+func stageDataDir(ctx context.Context, cfg MigrateConfig, src *state.State, id state.Identity, stage string, res *MigrateResult) error {
+	dst, err := state.Open(state.Options{Path: filepath.Join(stage, DBFile), Logger: cfg.Logger})
+	if err != nil {
+		return err
+	}
+	defer dst.Close()
+	if err := copyAndVerify(ctx, cfg, src, dst, nil, res); err != nil {
+		return err
+	}
+	if err := dst.Check(); err != nil {
+		return fmt.Errorf("verifying: the new database fails its consistency check: %w", err)
+	}
+	files, err := dataDirFiles(id, dst)
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		if err := writeFileSynced(filepath.Join(stage, f.name), strings.NewReader(string(f.data))); err != nil {
+			return err
+		}
+	}
+	return dst.Close()
+}
+
+// checkDataDirTarget refuses a data dir that holds any of what a bbolt
+// target gets.
+func checkDataDirTarget(dir string) error {
+	for _, name := range append([]string{DBFile}, backupFiles...) {
+		if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {
+			return fmt.Errorf("%s already holds %s: %w (migrate only into a new or empty data dir)", dir, name, ErrNotEmpty)
+		}
+	}
+	return checkBlobTarget(dir)
+}
+
+// checkBlobTarget refuses a data dir whose agent binaries directory holds
+// anything.
+func checkBlobTarget(dir string) error {
+	entries, err := os.ReadDir(filepath.Join(dir, AgentBinariesDir))
+	if err == nil && len(entries) > 0 {
+		return fmt.Errorf("%s already holds agent binaries: %w", filepath.Join(dir, AgentBinariesDir), ErrNotEmpty)
+	}
+	return nil
+}
+
+// countBlobs counts the agent binaries in a data dir.
+func countBlobs(dir string) (n int, size int64) {
+	entries, _ := os.ReadDir(filepath.Join(dir, AgentBinariesDir))
+	for _, e := range entries {
+		if !blobstore.ValidName(e.Name()) {
+			continue
+		}
+		if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() {
+			n++
+			size += fi.Size()
+		}
+	}
+	return n, size
+}
+
+// copyAgentBinaries copies the blobs of one data dir's agent binaries
+// store into another's, each checked against its SHA-256 (the end of its
+// name, VERSION.SHA256) as it is written.
+func copyAgentBinaries(ctx context.Context, fromDir, toDir string, res *MigrateResult) error {
+	entries, err := os.ReadDir(filepath.Join(fromDir, AgentBinariesDir))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("agent binaries: %w", err)
+	}
+	from, err := blobstore.NewFS(filepath.Join(fromDir, AgentBinariesDir))
+	if err != nil {
+		return fmt.Errorf("agent binaries: %w", err)
+	}
+	to, err := blobstore.NewFS(filepath.Join(toDir, AgentBinariesDir))
+	if err != nil {
+		return fmt.Errorf("agent binaries: %w", err)
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if !blobstore.ValidName(name) || !e.Type().IsRegular() {
+			continue
+		}
+		sum := name[strings.LastIndexByte(name, '.')+1:]
+		if len(sum) != 2*sha256.Size {
+			if sum, err = fileSHA256(filepath.Join(fromDir, AgentBinariesDir, name)); err != nil {
+				return fmt.Errorf("agent binaries: %w", err)
+			}
+		}
+		r, size, err := from.Open(ctx, name)
+		if err != nil {
+			return fmt.Errorf("agent binaries: %w", err)
+		}
+		err = to.Put(ctx, name, r, size, sum)
+		r.Close()
+		if err != nil {
+			return fmt.Errorf("agent binaries: copying %s: %w", name, err)
+		}
+		res.AgentBinaries++
+		res.AgentBinaryBytes += size
+	}
+	return nil
+}
+
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// missingDirs lists dir and those of its parents that do not exist,
+// deepest first.
+func missingDirs(dir string) []string {
+	var out []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); err == nil || !errors.Is(err, fs.ErrNotExist) {
+			return out
+		}
+		out = append(out, d)
+		if filepath.Dir(d) == d {
+			return out
+		}
+	}
+}
