@@ -84,7 +84,7 @@ func (a *API) application(tag string) (state.Application, error) {
 func applicationTag(tag string) (names.ApplicationTag, error) {
 	t, err := facade.ParseApplicationTag(tag)
 	if err != nil {
-		return names.ApplicationTag{}, fmt.Errorf("%s is not a valid application tag", facade.QuoteTag(tag))
+		return names.ApplicationTag{}, facade.ClientError(fmt.Errorf("%s is not a valid application tag", facade.QuoteTag(tag)))
 	}
 	return t, nil
 }

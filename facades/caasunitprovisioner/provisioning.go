@@ -54,7 +54,7 @@ func (a *API) provisioningInfo(m state.Model, tag string) (*params.KubernetesPro
 		return nil, err
 	}
 	if spec.Spec != "" && spec.RawSpec != "" {
-		return nil, errors.New("both k8s spec and raw k8s spec were set")
+		return nil, facade.ClientError(errors.New("both k8s spec and raw k8s spec were set"))
 	}
 	app, err := a.st.Application(a.model, t.Id())
 	if err != nil {

@@ -13,12 +13,15 @@ type ErrorSetter[R any] interface {
 }
 
 // Bulk runs fn for each item and returns one result per item, in the
-// order of the request, with fn's error mapped by ServerError into the
-// item's error. It is the one place a facade writes the per-item loop.
+// order of the request, with fn's error mapped by the error table into the
+// item's error (an internal error is logged with the call ctx belongs to,
+// see Context.ServerError). It is the one place a facade writes the
+// per-item loop.
 // ctx is the call's: once it is done (the client has gone) the remaining
 // items are not worked on; each gets the error ErrCallCancelled, which no
 // client will read.
 func Bulk[A any, R any, PR ErrorSetter[R]](ctx context.Context, items []A, fn func(A) (R, error)) []R {
+	c := ContextOf(ctx)
 	out := make([]R, len(items))
 	for i, a := range items {
 		if ctx.Err() != nil {
@@ -29,7 +32,7 @@ func Bulk[A any, R any, PR ErrorSetter[R]](ctx context.Context, items []A, fn fu
 		}
 		r, err := fn(a)
 		if err != nil {
-			PR(&r).SetError(ServerError(err))
+			PR(&r).SetError(c.ServerError(err))
 		}
 		out[i] = r
 	}
@@ -41,7 +44,7 @@ func Bulk[A any, R any, PR ErrorSetter[R]](ctx context.Context, items []A, fn fu
 var ErrCallCancelled = &params.Error{Message: "connection is shut down"}
 
 // BulkErrors runs fn for each entity and returns one ErrorResult per
-// entity, in order, with each error mapped by ServerError.
+// entity, in order, with each error mapped as Bulk does.
 func BulkErrors(ctx context.Context, args params.Entities, fn func(ctx context.Context, tag string) error) params.ErrorResults {
 	return params.ErrorResults{Results: Bulk(ctx, args.Entities, func(e params.Entity) (params.ErrorResult, error) {
 		return params.ErrorResult{}, fn(ctx, e.Tag)

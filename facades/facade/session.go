@@ -25,6 +25,7 @@ type Session struct {
 	model          state.Model
 	controllerOnly bool
 	modelErr       error
+	remote         string // the client's address, for logs
 	resources      *watcher.Resources
 
 	mu         sync.Mutex // guards the fields below
@@ -41,7 +42,7 @@ type Session struct {
 // connection, with the model of the URL resolved once.
 func NewRootFunc(deps *Deps) func(rpc.ConnInfo, *rpc.Conn) rpc.Root {
 	return func(info rpc.ConnInfo, c *rpc.Conn) rpc.Root {
-		s := &Session{deps: deps, conn: c, resources: watcher.NewResources(deps.MaxWatchers)}
+		s := &Session{deps: deps, conn: c, remote: info.RemoteAddr, resources: watcher.NewResources(deps.MaxWatchers)}
 		if d := deps.LoginTimeout; d > 0 {
 			s.loginTimer = time.AfterFunc(d, func() {
 				deps.Logger.Debug("closing connection: no login", "timeout", d, "remote", info.RemoteAddr)
@@ -53,7 +54,7 @@ func NewRootFunc(deps *Deps) func(rpc.ConnInfo, *rpc.Conn) rpc.Root {
 			s.controllerOnly = true
 			ctrl, err := deps.State.Controller()
 			if err != nil {
-				s.modelErr = ServerError(fmt.Errorf("cannot read controller: %w", err))
+				s.modelErr = s.setupError(fmt.Errorf("cannot read controller: %w", err))
 				return s
 			}
 			uuid = ctrl.ModelUUID
@@ -63,12 +64,22 @@ func NewRootFunc(deps *Deps) func(rpc.ConnInfo, *rpc.Conn) rpc.Root {
 		case errors.Is(err, errors.NotFound):
 			s.modelErr = &params.Error{Message: fmt.Sprintf("unknown model: %q", info.ModelUUID), Code: params.CodeModelNotFound}
 		case err != nil:
-			s.modelErr = ServerError(err)
+			s.modelErr = s.setupError(err)
 		default:
 			s.model = m
 		}
 		return s
 	}
+}
+
+// setupError maps an error of the connection's set-up through the error
+// table, logging it as the table says with the connection's address.
+func (s *Session) setupError(err error) *params.Error {
+	pe, level := toWire(err)
+	if level != logNone {
+		s.deps.Logger.Log(context.Background(), level, "connection set-up failed", "remote", s.remote, "err", err)
+	}
+	return boundMessage(pe)
 }
 
 // FindMethod implements rpc.Root: the one lookup of a call. It decides
@@ -117,22 +128,51 @@ func (s *Session) FindMethod(req rpc.Request) (rpc.Caller, error) {
 	}, nil
 }
 
-// call is one resolved request: the method and the Context its facade is
-// built from (one allocation per call).
+// call is one resolved request: the method, the Context its facade is
+// built from, and the context.Context its method runs with (one
+// allocation per call for the three).
 type call struct {
 	Context
 	method *rpc.Method[*Context]
+	ctx    callContext
+}
+
+// callContext is the context.Context a facade method gets: rpc's, through
+// which ContextOf finds the call's Context (Bulk logs internal errors with
+// it).
+type callContext struct {
+	context.Context
+	c *Context
+}
+
+// contextKey finds the call's Context among a context's values.
+type contextKey struct{}
+
+// Value implements context.Context.
+func (cc *callContext) Value(key any) any {
+	if key == (contextKey{}) {
+		return cc.c
+	}
+	return cc.Context.Value(key)
+}
+
+// ContextOf returns the Context of the call ctx was given to, or nil for
+// a context that is no call's (in-process callers, tests).
+func ContextOf(ctx context.Context) *Context {
+	c, _ := ctx.Value(contextKey{}).(*Context)
+	return c
 }
 
 // Call implements rpc.Caller: the one call of a request. The method's
 // error, or that of a Later reply, goes through the error table.
 func (k *call) Call(ctx context.Context, raw json.RawMessage) (any, error) {
-	res, err := k.method.Call(ctx, &k.Context, raw)
+	k.ctx = callContext{Context: ctx, c: &k.Context}
+	res, err := k.method.Call(&k.ctx, &k.Context, raw)
 	if err != nil {
-		return nil, ServerError(err)
+		return nil, k.ServerError(err)
 	}
 	if l, ok := res.(*rpc.Later); ok {
-		return l.MapErr(func(err error) error { return ServerError(err) }), nil
+		return l.MapErr(func(err error) error { return k.ServerError(err) }), nil
 	}
 	return res, nil
 }

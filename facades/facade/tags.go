@@ -15,8 +15,8 @@ import (
 // that overflow an int (NewControllerAgentTag), which every Parse*Tag
 // reaches through ParseTag. These wrappers turn any such panic into the
 // parse error juju/names gives for an invalid tag, so bad input is an
-// error, never a panic. Facades parse client-supplied tags only through
-// them.
+// error, never a panic; every parse error is a *TagError. Facades parse
+// client-supplied tags only through them.
 //
 // A tag longer than MaxTagLength is refused before any parsing (a 3 MB
 // auth tag cost 1.7 s of regular expressions), and its error and log lines
@@ -81,15 +81,18 @@ func ParseVolumeTag(s string) (names.VolumeTag, error) {
 
 func parseSafely[T any](s, kind string, parse func(string) (T, error)) (t T, err error) {
 	if len(s) > MaxTagLength {
-		return t, invalidTag(s, kind)
+		return t, &TagError{Err: invalidTag(s, kind)}
 	}
 	defer func() {
 		if recover() != nil {
 			var zero T
-			t, err = zero, invalidTag(s, kind)
+			t, err = zero, &TagError{Err: invalidTag(s, kind)}
 		}
 	}()
-	return parse(s)
+	if t, err = parse(s); err != nil {
+		return t, &TagError{Err: err}
+	}
+	return t, nil
 }
 
 // QuoteTag quotes a client's tag for an error message, as %q does; a tag
@@ -109,3 +112,17 @@ func invalidTag(s, kind string) error {
 	}
 	return fmt.Errorf("%s is not a valid %s tag", q, kind)
 }
+
+// TagError is a tag from the wire that does not parse. Its text is
+// juju/names' ("%q is not a valid tag", "%q is not a valid machine tag"),
+// which the specs give with no code; it is a wire error as it is (see the
+// error table).
+type TagError struct{ Err error }
+
+func (e *TagError) Error() string { return e.Err.Error() }
+
+// Unwrap returns juju/names' error.
+func (e *TagError) Unwrap() error { return e.Err }
+
+// ErrorCode implements the wire coder: the parse error has no code.
+func (e *TagError) ErrorCode() string { return "" }

@@ -296,7 +296,7 @@ func (p *Provisioner) setInstanceInfo(a params.InstanceInfo) error {
 		for _, v := range a.Volumes {
 			vt, err := facade.ParseVolumeTag(v.VolumeTag)
 			if err != nil {
-				return errors.New(err.Error())
+				return err
 			}
 			info.Volumes[vt.Id()] = state.VolumeInfo{VolumeID: v.Info.VolumeId, HardwareID: v.Info.HardwareId,
 				WWN: v.Info.WWN, Size: v.Info.Size, Persistent: v.Info.Persistent, Pool: v.Info.Pool}
@@ -307,7 +307,7 @@ func (p *Provisioner) setInstanceInfo(a params.InstanceInfo) error {
 		for tag, ai := range a.VolumeAttachments {
 			vt, err := facade.ParseVolumeTag(tag)
 			if err != nil {
-				return errors.New(err.Error())
+				return err
 			}
 			info.VolumeAttachments[vt.Id()] = state.VolumeAttachmentInfo{DeviceName: ai.DeviceName,
 				DeviceLink: ai.DeviceLink, BusAddress: ai.BusAddress, ReadOnly: ai.ReadOnly}
@@ -375,7 +375,7 @@ func (p *Provisioner) SetHostMachineNetworkConfig(_ context.Context, args params
 func (p *Provisioner) setNetworkConfig(args params.SetMachineNetworkConfig) error {
 	t, err := facade.ParseMachineTag(args.Tag)
 	if err != nil {
-		return errors.New(err.Error())
+		return err
 	}
 	if !p.ctx.IsOwner(t) {
 		return facade.ErrPerm

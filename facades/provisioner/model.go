@@ -146,7 +146,7 @@ func (p *Provisioner) ControllerAPIInfoForModels(ctx context.Context, args param
 	return params.ControllerAPIInfoResults{Results: facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.ControllerAPIInfoResult, error) {
 		t, err := facade.ParseModelTag(e.Tag)
 		if err != nil {
-			return params.ControllerAPIInfoResult{}, errors.New(err.Error())
+			return params.ControllerAPIInfoResult{}, err
 		}
 		if _, err := p.st.Model(t.Id()); err != nil {
 			return params.ControllerAPIInfoResult{}, err

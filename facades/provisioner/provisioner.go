@@ -155,7 +155,7 @@ func (p *Provisioner) machineID(tag string) (string, error) {
 func (p *Provisioner) machineParsed(tag string) (state.Machine, error) {
 	t, err := facade.ParseMachineTag(tag)
 	if err != nil {
-		return state.Machine{}, errors.New(err.Error())
+		return state.Machine{}, err
 	}
 	return p.accessible(t)
 }
@@ -173,7 +173,7 @@ func (p *Provisioner) accessible(t names.MachineTag) (state.Machine, error) {
 func (p *Provisioner) entityMachine(tag string) (state.Machine, error) {
 	t, err := facade.ParseTag(tag)
 	if err != nil {
-		return state.Machine{}, errors.New(err.Error())
+		return state.Machine{}, err
 	}
 	if !p.ctx.CanAccessMachine(t) {
 		return state.Machine{}, facade.ErrPerm

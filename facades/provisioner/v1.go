@@ -471,7 +471,7 @@ func (v *V1) SetInstanceInfo(_ context.Context, args params.V1InstancesInfo) (pa
 	return params.V1ErrorResults{Results: v1Bulk(args.Machines, func(a params.V1InstanceInfo) (params.V1ErrorResult, error) {
 		for _, n := range a.Networks {
 			if name, ok := strings.CutPrefix(n.Tag, "network-"); !ok || name == "" {
-				return params.V1ErrorResult{}, errors.Errorf("%s is not a valid network tag", facade.QuoteTag(n.Tag))
+				return params.V1ErrorResult{}, &facade.TagError{Err: errors.Errorf("%s is not a valid network tag", facade.QuoteTag(n.Tag))}
 			}
 		}
 		return params.V1ErrorResult{}, v.p.setInstanceInfo(v1InstanceInfo(a))

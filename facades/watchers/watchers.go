@@ -4,7 +4,8 @@
 //
 // Next replies once the watcher has a change since the previous Next (or
 // since the Watch call, which consumed the first event), the watcher is
-// stopped (code "stopped"), or the connection ends. A waiting Next holds
+// stopped (code "stopped"), or the connection ends (the error table makes
+// that "stopped" too: the watcher is being stopped with the connection). A waiting Next holds
 // no goroutine: it is registered with rpc.HandleLater and the watcher
 // completes it from the goroutine that publishes the change (the hub's
 // publisher, a timer) through watcher NextAsync.
@@ -82,7 +83,7 @@ func newStrings(c *facade.Context) (*StringsWatcher, error) {
 
 // Next replies with the next change.
 func (n *NotifyWatcher) Next(ctx context.Context, reply func(error)) {
-	n.w.NextAsync(ctx, func(err error) { reply(nextErr(ctx, err)) })
+	n.w.NextAsync(ctx, reply)
 }
 
 // Stop stops the watcher and forgets its id.
@@ -94,7 +95,7 @@ func (n *NotifyWatcher) Stop(context.Context) error {
 func (s *StringsWatcher) Next(ctx context.Context, reply func(params.StringsWatchResult, error)) {
 	s.w.NextAsync(ctx, func(ids []string, err error) {
 		if err != nil {
-			reply(params.StringsWatchResult{}, nextErr(ctx, err))
+			reply(params.StringsWatchResult{}, err)
 			return
 		}
 		reply(params.StringsWatchResult{Changes: ids}, nil)
@@ -104,13 +105,4 @@ func (s *StringsWatcher) Next(ctx context.Context, reply func(params.StringsWatc
 // Stop stops the watcher and forgets its id.
 func (s *StringsWatcher) Stop(context.Context) error {
 	return s.ctx.Resources.Stop(s.ctx.ID)
-}
-
-// nextErr reports a Next ended by the connection closing as a stopped
-// watcher, which is what the watcher is about to be.
-func nextErr(ctx context.Context, err error) error {
-	if err != nil && ctx.Err() != nil {
-		return facade.ErrStopped
-	}
-	return err
 }
