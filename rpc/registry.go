@@ -217,6 +217,10 @@ func LaterFunc(start func(ctx context.Context, reply func(any, error))) *Later {
 	return &Later{start: start}
 }
 
+// Start runs the call outside a connection (tests, in-process callers):
+// reply is called exactly once, from any goroutine, and must not block.
+func (l *Later) Start(ctx context.Context, reply func(any, error)) { l.start(ctx, reply) }
+
 // MapErr returns a Later whose error, if any, passes through f first (the
 // facade layer's mapping of errors to wire codes).
 func (l *Later) MapErr(f func(error) error) *Later {
