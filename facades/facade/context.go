@@ -19,12 +19,12 @@ type Registry = rpc.Registry[*Context]
 // Deps are the long-lived dependencies every facade may use; cmd builds
 // them once and shares them between connections.
 type Deps struct {
-	State    *state.State
+	State *state.State
+	// Hub is the state's watcher hub, for watches that are not state's
+	// Watch* methods (Session.WatchCredentials).
 	Hub      *watcher.Hub
 	Registry *Registry
 	Logger   *slog.Logger
-	// Now is the clock; tests may replace it.
-	Now func() time.Time
 	// ServerVersion is the Juju API level reported at login ("3.3.0").
 	ServerVersion string
 	// APIHostPorts lists the addresses reported in LoginResult.servers.

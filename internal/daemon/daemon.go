@@ -315,7 +315,6 @@ func Start(cfg Config) (d *Daemon, err error) {
 		Hub:           d.hub,
 		Registry:      reg,
 		Logger:        log,
-		Now:           time.Now,
 		ServerVersion: ServerVersion,
 		APIHostPorts:  d.apiHostPorts,
 		PingTimeout:   cfg.PingTimeout,
