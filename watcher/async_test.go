@@ -5,6 +5,7 @@ import (
 	"errors"
 	"reflect"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -117,12 +118,91 @@ func TestStringsNextAsync(t *testing.T) {
 }
 
 // Under concurrent Trigger, Stop and cancellation every call completes
-// exactly once, and no event is lost: each Trigger either completes a
-// waiting call or is pending for the next.
+// exactly once, and no event is lost: each Trigger either completes the
+// oldest waiting call or leaves an event pending. So once the triggers are
+// done, some event survives (a call got one, or one is pending), no more
+// are delivered than were triggered, and an event is never pending while
+// a call still waits (that call would have missed it).
 func TestNextAsyncExactlyOnce(t *testing.T) {
 	for round := 0; round < 50; round++ {
 		w := watcher.NewNotify()
-		const calls = 100
+		const calls, triggers = 100, 50
+		var completions [calls]atomic.Int32
+		var delivered atomic.Int32
+		var wg sync.WaitGroup
+		ctx, cancel := context.WithCancel(context.Background())
+		cancelled := round%2 == 0
+		wg.Add(3)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < calls; i++ {
+				w.NextAsync(ctx, func(err error) {
+					if err == nil {
+						delivered.Add(1)
+					}
+					completions[i].Add(1)
+				})
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			for i := 0; i < triggers; i++ {
+				w.Trigger()
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			if cancelled {
+				cancel()
+			}
+		}()
+		wg.Wait()
+		if cancelled {
+			// Cancelled calls complete from their context's callback, which
+			// may still be running: wait for them, so nothing but this
+			// goroutine acts on w.
+			waitAll(t, completions[:])
+		}
+		waiting := 0
+		for i := range completions {
+			if completions[i].Load() == 0 {
+				waiting++
+			}
+		}
+		// A call made now completes at once if and only if an event is
+		// pending.
+		var probe []error
+		w.NextAsync(context.Background(), func(err error) { probe = append(probe, err) })
+		pending := len(probe) == 1 && probe[0] == nil
+		switch d := int(delivered.Load()); {
+		case d > triggers:
+			t.Fatalf("round %d: %d events delivered for %d triggers", round, d, triggers)
+		case d == 0 && !pending:
+			t.Fatalf("round %d: %d triggers, yet no call got an event and none is pending: events lost", round, triggers)
+		case pending && waiting > 0:
+			t.Fatalf("round %d: an event is pending while %d calls still wait: they missed it", round, waiting)
+		}
+		w.Stop()
+		cancel()
+		// Every completion happens at the latest in Stop or in the
+		// context's callback, which may still be running: wait for the
+		// callbacks by a bounded poll.
+		waitAll(t, completions[:])
+		if len(probe) != 1 {
+			t.Fatalf("round %d: the probe completed %d times", round, len(probe))
+		}
+	}
+}
+
+// The same for Strings, exactly: every id added is delivered to exactly one
+// call or is still pending at the end, under concurrent adds, calls and
+// cancellation.
+func TestStringsNextAsyncLosesNothing(t *testing.T) {
+	for round := 0; round < 50; round++ {
+		w := watcher.NewStrings()
+		const calls, adds = 100, 200
+		var mu sync.Mutex
+		got := map[string]int{}
 		var completions [calls]atomic.Int32
 		var wg sync.WaitGroup
 		ctx, cancel := context.WithCancel(context.Background())
@@ -130,13 +210,20 @@ func TestNextAsyncExactlyOnce(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < calls; i++ {
-				w.NextAsync(ctx, func(error) { completions[i].Add(1) })
+				w.NextAsync(ctx, func(ids []string, err error) {
+					mu.Lock()
+					for _, id := range ids {
+						got[id]++
+					}
+					mu.Unlock()
+					completions[i].Add(1)
+				})
 			}
 		}()
 		go func() {
 			defer wg.Done()
-			for i := 0; i < calls/2; i++ {
-				w.Trigger()
+			for i := 0; i < adds; i++ {
+				w.Add(strconv.Itoa(i))
 			}
 		}()
 		go func() {
@@ -146,12 +233,25 @@ func TestNextAsyncExactlyOnce(t *testing.T) {
 			}
 		}()
 		wg.Wait()
-		w.Stop()
 		cancel()
-		// Every completion happens at the latest in Stop or in the
-		// context's callback, which may still be running: wait for the
-		// callbacks by a bounded poll.
+		waitAll(t, completions[:]) // all cancelled: each has completed, with ids or from its context
+		// What no call got is pending: one call now takes it all.
+		w.NextAsync(context.Background(), func(ids []string, err error) {
+			mu.Lock()
+			for _, id := range ids {
+				got[id]++
+			}
+			mu.Unlock()
+		})
+		w.Stop()
 		waitAll(t, completions[:])
+		mu.Lock()
+		for i := 0; i < adds; i++ {
+			if n := got[strconv.Itoa(i)]; n != 1 {
+				t.Fatalf("round %d: id %d delivered %d times; want exactly once", round, i, n)
+			}
+		}
+		mu.Unlock()
 	}
 }
 
