@@ -296,13 +296,50 @@ func FuzzDecodeHeader(f *testing.F) {
 		if err != nil {
 			return
 		}
-		out, err := encodeReply(&h, nil, &params.Error{Message: "x", Code: "y"})
-		if err != nil {
-			t.Fatalf("encodeReply: %v", err)
+		// The oracle: the request id as encoding/json reads the message,
+		// V1's "request-id" first, then V0's RequestId when that is 0
+		// (specs/rpc.md §1.2), keys matched without regard to case.
+		var v1 struct {
+			RequestID uint64 `json:"request-id"`
 		}
-		var back map[string]any
-		if err := json.Unmarshal(out, &back); err != nil {
-			t.Fatalf("reply is not JSON: %v: %q", err, out)
+		var v0 struct{ RequestId uint64 }
+		_ = json.NewDecoder(bytes.NewReader(bytes.TrimSpace(data))).Decode(&v1)
+		want, wantV0 := v1.RequestID, false
+		if want == 0 {
+			_ = json.NewDecoder(bytes.NewReader(bytes.TrimSpace(data))).Decode(&v0)
+			want, wantV0 = v0.RequestId, true
+		}
+		if h.RequestID != want || h.v0 != wantV0 {
+			t.Fatalf("decodeHeader(%q): request id %d (V0 %v); encoding/json reads %d (V0 %v)", data, h.RequestID, h.v0, want, wantV0)
+		}
+		// Both replies, error and success, carry the same request id back,
+		// in the request's own framing.
+		for _, tc := range []struct {
+			body json.RawMessage
+			err  error
+		}{{nil, &params.Error{Message: "x", Code: "y"}}, {json.RawMessage(`{"a":[1,"b"]}`), nil}} {
+			out, err := encodeReply(&h, tc.body, tc.err)
+			if err != nil {
+				t.Fatalf("encodeReply: %v", err)
+			}
+			var back struct {
+				RequestID *uint64 `json:"request-id"`
+				RequestId *uint64
+				Response  json.RawMessage
+			}
+			if err := json.Unmarshal(out, &back); err != nil {
+				t.Fatalf("reply is not JSON: %v: %q", err, out)
+			}
+			id := back.RequestID
+			if h.v0 {
+				id = back.RequestId
+			}
+			if id == nil || *id != h.RequestID {
+				t.Fatalf("reply %q to request id %d (V0 %v) does not carry it back", out, h.RequestID, h.v0)
+			}
+			if len(back.Response) == 0 && !h.v0 {
+				t.Fatalf("V1 reply %q has no response", out)
+			}
 		}
 	})
 }
