@@ -15,7 +15,11 @@ completions: build ## provisionctl shell completion scripts (bash, zsh, fish) in
 	mkdir -p bin/completion
 	for sh in bash zsh fish; do bin/provisionctl completion $$sh > bin/completion/provisionctl.$$sh; done
 
+# The shared Juju facade schema the conformance tests read (internal/schematest).
+SCHEMA ?= $(or $(PROVISIOND_SCHEMA),../shared/protocol/facades-schema.json)
+
 test: lint depcheck ## lint, depcheck, then every test with the race detector (what CI runs)
+	@[ -f "$(SCHEMA)" ] || echo "NOTE: no Juju facade schema at $(SCHEMA): the schema conformance tests will be skipped (set PROVISIOND_SCHEMA; with CI=true they fail instead)"
 	$(GO) test $(TESTFLAGS) $(PKGS)
 
 test-short: ## quick tests without the race detector
@@ -59,7 +63,11 @@ tidy-check: ## fail when go.mod/go.sum are not tidy
 clean: ## remove build output
 	rm -rf bin/
 
-help: ## list the targets
+help: ## list the targets and where the docs are
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} {printf "  %-12s %s\n", $$1, $$2}'
+	@echo
+	@echo "Docs: README.md (running, operating, testing against it), docs/architecture.md (start here:"
+	@echo "packages, a request's path, goroutines, errors), docs/reliability.md, docs/performance.md,"
+	@echo "docs/benchmarks.md, docs/provisioner.md, docs/caasunitprovisioner.md."
 
 .PHONY: build completions test test-short lint depcheck bench fuzz crash tidy-check clean help

@@ -4,7 +4,8 @@
 //
 // The schema is read in place and never copied into the module. It is found
 // at ../shared/protocol/facades-schema.json relative to the module root, or
-// wherever $PROVISIOND_SCHEMA points; Open skips the test when it is absent.
+// wherever $PROVISIOND_SCHEMA points; Open skips the test when it is absent,
+// or fails it in CI (CI=true).
 package schematest
 
 import (
@@ -108,8 +109,11 @@ func Path() (string, error) {
 	}
 }
 
-// Open loads the schema for a test, skipping the test when the file is
-// absent and failing it when the file cannot be read or parsed.
+// Open loads the schema for a test, failing it when the file cannot be
+// read or parsed. When the file is absent the test fails in CI (the
+// environment variable CI is "true", as .ci/run sets it: conformance must
+// not go unchecked there) and is skipped elsewhere, saying why (go test
+// -v shows it; make test prints a note before the run).
 func Open(t testing.TB) *Schema {
 	t.Helper()
 	path, err := Path()
@@ -118,7 +122,12 @@ func Open(t testing.TB) *Schema {
 	}
 	s, err := Load(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		t.Skipf("Juju facade schema not found at %s (set %s to its path to run this test)", path, EnvPath)
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("Juju facade schema not found at %s, and CI=true: the schema conformance tests must run in CI "+
+				"(check out the shared specs next to the repository, or set %s)", path, EnvPath)
+		}
+		t.Skipf("SKIP: Juju facade schema not found at %s, so the schema conformance tests do not run "+
+			"(set %s to its path; in CI, CI=true makes this a failure)", path, EnvPath)
 	}
 	if err != nil {
 		t.Fatal(err)
