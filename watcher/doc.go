@@ -15,6 +15,11 @@
 //     context ends, on whichever goroutine brought that about, so a waiting
 //     agent's Next holds no goroutine in the daemon. Next is the blocking
 //     form, for tests and tools.
+//   - Timer blocks (timers.go), on a Clock and stopped with their watcher:
+//     Batch delivers ids to a Strings watcher in batches after a quiet
+//     period (the start-times watcher); NewTimerNotify is a notify watcher
+//     that fires a delay after each event it delivers (the machine error
+//     retry watcher).
 //   - Resources: the per-connection registry of watchers (and anything else
 //     with a Stop method), handing out ids "1", "2", ... that are never reused
 //     on that connection, and stopping everything when the connection ends.

@@ -2,7 +2,6 @@ package provisioner
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/juju/errors"
@@ -95,37 +94,6 @@ func (p *Provisioner) WatchMachineErrorRetry(context.Context) (params.NotifyWatc
 	if !p.isManager() {
 		return params.NotifyWatchResult{}, facade.ErrPerm
 	}
-	w := newErrorRetryWatcher(p.ctx.Deps.WatcherClock(), ErrorRetryWaitDelay)
+	w := watcher.NewTimerNotify(p.ctx.Deps.WatcherClock(), ErrorRetryWaitDelay)
 	return p.ctx.NotifyResult(w)
-}
-
-func newErrorRetryWatcher(clock watcher.Clock, delay time.Duration) *watcher.Notify {
-	w := watcher.NewNotify()
-	var (
-		mu      sync.Mutex
-		timer   watcher.Timer
-		stopped bool
-	)
-	arm := func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if stopped {
-			return
-		}
-		if timer != nil {
-			timer.Stop()
-		}
-		timer = clock.AfterFunc(delay, w.Trigger)
-	}
-	w.OnDeliver(arm)
-	w.OnStop(func() {
-		mu.Lock()
-		defer mu.Unlock()
-		stopped = true
-		if timer != nil {
-			timer.Stop()
-		}
-	})
-	arm()
-	return w
 }
