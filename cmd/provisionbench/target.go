@@ -1,35 +1,25 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
-	"runtime"
-	"runtime/debug"
-	"runtime/pprof"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
-	"github.com/provisiond/provisiond/charm"
 	"github.com/provisiond/provisiond/credentials"
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
-	"github.com/provisiond/provisiond/state"
 )
 
 // How the daemon under test runs.
@@ -39,17 +29,6 @@ const (
 	modeBin      = "bin"      // --daemon-bin: a provisiond binary, "serve"
 	modeExternal = "external" // --credentials: a daemon someone else runs
 )
-
-// childDaemonCmd is the hidden command that runs the daemon in a child
-// process; childEchoCmd runs the baseline echo server.
-const (
-	childDaemonCmd = "internal-daemon"
-	childEchoCmd   = "internal-echo"
-)
-
-// caasModelName is the CAAS model a self-started daemon is seeded with,
-// holding applications bench-w0 ... for the write workload.
-const caasModelName = "bench-k8s"
 
 // target is the daemon under test.
 type target struct {
@@ -328,206 +307,4 @@ func (t *target) close() {
 	if t.ownsDir {
 		os.RemoveAll(t.dataDir)
 	}
-}
-
-// rss returns the daemon's resident memory in bytes: from
-// /proc/<pid>/status when the pid is known, else from the daemon's own
-// /metrics (process_resident_memory_bytes).
-func (t *target) rss() (int64, error) {
-	if t.pid != 0 {
-		return procRSS(t.pid)
-	}
-	v, err := t.scrape("process_resident_memory_bytes")
-	return int64(v), err
-}
-
-// settle asks a child daemon to collect garbage and return freed memory
-// to the OS (SIGUSR1), so RSS readings hold live memory only.
-func (t *target) settle() {
-	if t.cmd != nil && t.mode == modeChild {
-		_ = t.cmd.Process.Signal(syscall.SIGUSR1)
-	}
-	if t.inproc != nil {
-		runtime.GC()
-		debug.FreeOSMemory()
-	}
-	time.Sleep(300 * time.Millisecond)
-}
-
-// scrape returns the sum of the samples of metric name in /metrics.
-func (t *target) scrape(name string) (float64, error) {
-	resp, err := t.httpc.Get("https://" + t.addr + "/metrics")
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	return scrapeMetric(resp.Body, name)
-}
-
-// scrapeHist reads histogram metric name (see scrapeHistogram) from
-// /metrics.
-func (t *target) scrapeHist(name string, want ...string) (histogram, error) {
-	resp, err := t.httpc.Get("https://" + t.addr + "/metrics")
-	if err != nil {
-		return histogram{}, err
-	}
-	defer resp.Body.Close()
-	return scrapeHistogram(resp.Body, name, want...)
-}
-
-func scrapeMetric(r io.Reader, name string) (float64, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	var sum float64
-	found := false
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, name) {
-			continue
-		}
-		rest := line[len(name):]
-		if rest == "" || (rest[0] != ' ' && rest[0] != '{') {
-			continue
-		}
-		f := strings.Fields(rest[strings.LastIndexByte(rest, '}')+1:])
-		if len(f) == 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(f[0], 64)
-		if err != nil {
-			continue
-		}
-		sum += v
-		found = true
-	}
-	if !found {
-		return 0, fmt.Errorf("metric %s not found", name)
-	}
-	return sum, sc.Err()
-}
-
-func procRSS(pid int) (int64, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			f := strings.Fields(v)
-			kb, err := strconv.ParseInt(f[0], 10, 64)
-			return kb << 10, err
-		}
-	}
-	return 0, errors.New("no VmRSS in /proc status")
-}
-
-// benchApp is the name of seeded application i (Juju's application names
-// need a letter in each hyphenated part).
-func benchApp(i int) string { return "bench-w" + strconv.Itoa(i) }
-
-// seedCAAS makes the CAAS model and its applications benchApp(0) ... benchApp(n-1)
-// (those missing), for UpdateApplicationsUnits writers.
-func seedCAAS(st *state.State, n int) (string, error) {
-	m, err := st.ModelByName(caasModelName)
-	if err != nil {
-		m, err = st.AddModel(caasModelName, state.ModelTypeCAAS,
-			map[string]any{"agent-version": daemon.ServerVersion, "workload-storage": "kubernetes"})
-		if err != nil {
-			return "", fmt.Errorf("seed CAAS model: %w", err)
-		}
-	}
-	for i := range n {
-		name := benchApp(i)
-		if _, err := st.Application(m.UUID, name); err == nil {
-			continue
-		}
-		_, err := st.AddCAASApplication(m.UUID, state.CAASApplicationParams{
-			Name:  name,
-			Charm: state.Charm{URL: "ch:bench-1", Revision: 1, Meta: &charm.Meta{Name: "bench"}},
-			Scale: 1,
-		})
-		if err != nil {
-			return "", fmt.Errorf("seed application %s: %w", name, err)
-		}
-	}
-	return m.UUID, nil
-}
-
-// writeHeapProfile writes the heap profile (in use after the GC that
-// settle asked for) to path.
-func writeHeapProfile(path string, stderr io.Writer) {
-	f, err := os.Create(path)
-	if err == nil {
-		err = pprof.Lookup("heap").WriteTo(f, 0)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-	}
-	if err != nil {
-		fmt.Fprintln(stderr, "provisionbench daemon: heap profile:", err)
-	}
-}
-
-// childDaemon is the hidden command that serves the daemon in a child
-// process: daemon.Start with the defaults (login rate limiting on), the
-// CAAS seed, SIGTERM for a graceful shutdown, SIGUSR1 to collect garbage.
-func childDaemon(args []string, stderr io.Writer) int {
-	fs := flag.NewFlagSet(childDaemonCmd, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	dataDir := fs.String("data-dir", "", "")
-	addr := fs.String("addr", "", "")
-	apps := fs.Int("caas-apps", 0, "")
-	cpuProfile := fs.String("cpuprofile", "", "")
-	memProfile := fs.String("memprofile", "", "")
-	cfg := daemon.Default("")
-	fs.IntVar(&cfg.LoginRateMax, "login-rate-max", cfg.LoginRateMax, "")
-	fs.DurationVar(&cfg.LoginRateRefill, "login-rate-refill", cfg.LoginRateRefill, "")
-	fs.IntVar(&cfg.LoginConcurrent, "login-concurrent", cfg.LoginConcurrent, "")
-	fs.IntVar(&cfg.MaxWatchers, "max-watchers", cfg.MaxWatchers, "")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	cfg.DataDir, cfg.Addr = *dataDir, *addr
-	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			fmt.Fprintln(stderr, "provisionbench daemon:", err)
-			return 1
-		}
-		defer f.Close()
-		_ = pprof.StartCPUProfile(f)
-		defer pprof.StopCPUProfile()
-	}
-	d, err := daemon.Start(cfg)
-	if err != nil {
-		fmt.Fprintln(stderr, "provisionbench daemon:", err)
-		return 1
-	}
-	if *apps > 0 {
-		if _, err := seedCAAS(d.State(), *apps); err != nil {
-			fmt.Fprintln(stderr, "provisionbench daemon:", err)
-			return 1
-		}
-	}
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1)
-	for sig := range sigs {
-		if sig == syscall.SIGUSR1 {
-			runtime.GC()
-			debug.FreeOSMemory()
-			if *memProfile != "" {
-				writeHeapProfile(*memProfile, stderr)
-			}
-			continue
-		}
-		break
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := d.Shutdown(ctx); err != nil {
-		fmt.Fprintln(stderr, "provisionbench daemon: shutdown:", err)
-		return 1
-	}
-	return 0
 }

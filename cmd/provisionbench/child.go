@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
+	"syscall"
+	"time"
+
+	"github.com/provisiond/provisiond/internal/daemon"
+)
+
+// The hidden commands the tool re-executes itself with: the daemon under
+// test in a child process (and, in echo.go, the baseline echo server).
+
+// childDaemonCmd is the hidden command that runs the daemon in a child
+// process; childEchoCmd runs the baseline echo server.
+const (
+	childDaemonCmd = "internal-daemon"
+	childEchoCmd   = "internal-echo"
+)
+
+// writeHeapProfile writes the heap profile (in use after the GC that
+// settle asked for) to path.
+func writeHeapProfile(path string, stderr io.Writer) {
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.Lookup("heap").WriteTo(f, 0)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "provisionbench daemon: heap profile:", err)
+	}
+}
+
+// childDaemon is the hidden command that serves the daemon in a child
+// process: daemon.Start with the defaults (login rate limiting on), the
+// CAAS seed, SIGTERM for a graceful shutdown, SIGUSR1 to collect garbage.
+func childDaemon(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet(childDaemonCmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dataDir := fs.String("data-dir", "", "")
+	addr := fs.String("addr", "", "")
+	apps := fs.Int("caas-apps", 0, "")
+	cpuProfile := fs.String("cpuprofile", "", "")
+	memProfile := fs.String("memprofile", "", "")
+	cfg := daemon.Default("")
+	fs.IntVar(&cfg.LoginRateMax, "login-rate-max", cfg.LoginRateMax, "")
+	fs.DurationVar(&cfg.LoginRateRefill, "login-rate-refill", cfg.LoginRateRefill, "")
+	fs.IntVar(&cfg.LoginConcurrent, "login-concurrent", cfg.LoginConcurrent, "")
+	fs.IntVar(&cfg.MaxWatchers, "max-watchers", cfg.MaxWatchers, "")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	cfg.DataDir, cfg.Addr = *dataDir, *addr
+	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(stderr, "provisionbench daemon:", err)
+			return 1
+		}
+		defer f.Close()
+		_ = pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
+	d, err := daemon.Start(cfg)
+	if err != nil {
+		fmt.Fprintln(stderr, "provisionbench daemon:", err)
+		return 1
+	}
+	if *apps > 0 {
+		if _, err := seedCAAS(d.State(), *apps); err != nil {
+			fmt.Fprintln(stderr, "provisionbench daemon:", err)
+			return 1
+		}
+	}
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1)
+	for sig := range sigs {
+		if sig == syscall.SIGUSR1 {
+			runtime.GC()
+			debug.FreeOSMemory()
+			if *memProfile != "" {
+				writeHeapProfile(*memProfile, stderr)
+			}
+			continue
+		}
+		break
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := d.Shutdown(ctx); err != nil {
+		fmt.Fprintln(stderr, "provisionbench daemon: shutdown:", err)
+		return 1
+	}
+	return 0
+}
