@@ -235,12 +235,12 @@ func boundMessage(pe *params.Error) *params.Error {
 func (c *Context) logError(level slog.Level, err error) {
 	const msg = "call failed"
 	if c == nil || c.Deps == nil || c.Deps.Logger == nil {
-		slog.Log(context.Background(), level, msg, "err", err)
+		slog.Log(context.Background(), level, msg, "err", err.Error())
 		return
 	}
 	r := c.Request
 	c.Deps.Logger.Log(context.Background(), level, msg, "facade", r.Facade, "version", r.Version,
-		"method", r.Method, "request-id", r.RequestID, "err", err)
+		"method", r.Method, "request-id", r.RequestID, "err", err.Error())
 }
 
 // ServerError is Context.ServerError for code that has no call's Context

@@ -77,7 +77,7 @@ func NewRootFunc(deps *Deps) func(rpc.ConnInfo, *rpc.Conn) rpc.Root {
 func (s *Session) setupError(err error) *params.Error {
 	pe, level := toWire(err)
 	if level != logNone {
-		s.deps.Logger.Log(context.Background(), level, "connection set-up failed", "remote", s.remote, "err", err)
+		s.deps.Logger.Log(context.Background(), level, "connection set-up failed", "remote", s.remote, "err", err.Error())
 	}
 	return boundMessage(pe)
 }
