@@ -255,8 +255,8 @@ func (a *API) ApplicationsConfig(ctx context.Context, args params.Entities) (par
 // provisiond models no unit agents, so its units go with it
 // (state.RemoveApplication).
 func (a *API) ClearApplicationsResources(ctx context.Context, args params.Entities) (params.ErrorResults, error) {
-	return facade.BulkErrors(ctx, args, func(_ context.Context, tag string) error {
-		app, err := a.application(tag)
+	return params.ErrorResults{Results: facade.Bulk(ctx, args.Entities, facade.ErrorOnly(func(e params.Entity) error {
+		app, err := a.application(e.Tag)
 		if err != nil {
 			return err
 		}
@@ -264,7 +264,7 @@ func (a *API) ClearApplicationsResources(ctx context.Context, args params.Entiti
 			return err
 		}
 		return a.st.RemoveApplication(a.model, app.Name)
-	}), nil
+	}))}, nil
 }
 
 // SetOperatorStatus sets the operator status of applications.

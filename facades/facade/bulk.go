@@ -43,10 +43,8 @@ func Bulk[A any, R any, PR ErrorSetter[R]](ctx context.Context, items []A, fn fu
 // call's connection ended.
 var ErrCallCancelled = &params.Error{Message: "connection is shut down"}
 
-// BulkErrors runs fn for each entity and returns one ErrorResult per
-// entity, in order, with each error mapped as Bulk does.
-func BulkErrors(ctx context.Context, args params.Entities, fn func(ctx context.Context, tag string) error) params.ErrorResults {
-	return params.ErrorResults{Results: Bulk(ctx, args.Entities, func(e params.Entity) (params.ErrorResult, error) {
-		return params.ErrorResult{}, fn(ctx, e.Tag)
-	})}
+// ErrorOnly adapts fn, a per-item function that only reports an error, to
+// Bulk: params.ErrorResults{Results: Bulk(ctx, items, ErrorOnly(fn))}.
+func ErrorOnly[A any](fn func(A) error) func(A) (params.ErrorResult, error) {
+	return func(a A) (params.ErrorResult, error) { return params.ErrorResult{}, fn(a) }
 }

@@ -14,7 +14,7 @@ import (
 // Life returns the life of each machine.
 func (p *Provisioner) Life(ctx context.Context, args params.Entities) (params.LifeResults, error) {
 	return params.LifeResults{Results: facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.LifeResult, error) {
-		m, err := p.machine(e.Tag)
+		m, err := p.machine(e.Tag, machineTags)
 		if err != nil {
 			return params.LifeResult{}, err
 		}
@@ -24,8 +24,8 @@ func (p *Provisioner) Life(ctx context.Context, args params.Entities) (params.Li
 
 // Remove removes each dead machine.
 func (p *Provisioner) Remove(ctx context.Context, args params.Entities) (params.ErrorResults, error) {
-	return p.bulkErrors(ctx, args.Entities, func(e params.Entity) error {
-		m, err := p.machine(e.Tag)
+	return params.ErrorResults{Results: facade.Bulk(ctx, args.Entities, facade.ErrorOnly(func(e params.Entity) error {
+		m, err := p.machine(e.Tag, machineTags)
 		if err != nil {
 			return err
 		}
@@ -38,24 +38,24 @@ func (p *Provisioner) Remove(ctx context.Context, args params.Entities) (params.
 		}
 		p.releaseAtProvider(m, released)
 		return nil
-	}), nil
+	}))}, nil
 }
 
 // EnsureDead makes each machine dead.
 func (p *Provisioner) EnsureDead(ctx context.Context, args params.Entities) (params.ErrorResults, error) {
-	return p.bulkErrors(ctx, args.Entities, func(e params.Entity) error {
-		m, err := p.machine(e.Tag)
+	return params.ErrorResults{Results: facade.Bulk(ctx, args.Entities, facade.ErrorOnly(func(e params.Entity) error {
+		m, err := p.machine(e.Tag, machineTags)
 		if err != nil {
 			return err
 		}
 		return p.st.EnsureMachineDead(p.model, m.ID)
-	}), nil
+	}))}, nil
 }
 
 // SetPasswords sets each machine's agent password.
 func (p *Provisioner) SetPasswords(ctx context.Context, args params.EntityPasswords) (params.ErrorResults, error) {
 	return params.ErrorResults{Results: facade.Bulk(ctx, args.Changes, func(c params.EntityPassword) (params.ErrorResult, error) {
-		m, err := p.machine(c.Tag)
+		m, err := p.machine(c.Tag, machineTags)
 		if err != nil {
 			return params.ErrorResult{}, err
 		}
@@ -66,7 +66,7 @@ func (p *Provisioner) SetPasswords(ctx context.Context, args params.EntityPasswo
 // InstanceId returns each machine's instance id.
 func (p *Provisioner) InstanceId(ctx context.Context, args params.Entities) (params.StringResults, error) {
 	return params.StringResults{Results: facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.StringResult, error) {
-		m, err := p.machine(e.Tag)
+		m, err := p.machine(e.Tag, machineTags)
 		if err != nil {
 			return params.StringResult{}, err
 		}
@@ -81,7 +81,7 @@ func (p *Provisioner) InstanceId(ctx context.Context, args params.Entities) (par
 // hardware names none).
 func (p *Provisioner) AvailabilityZone(ctx context.Context, args params.Entities) (params.StringResults, error) {
 	return params.StringResults{Results: facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.StringResult, error) {
-		m, err := p.machine(e.Tag)
+		m, err := p.machine(e.Tag, machineTags)
 		if err != nil {
 			return params.StringResult{}, err
 		}
@@ -95,7 +95,7 @@ func (p *Provisioner) AvailabilityZone(ctx context.Context, args params.Entities
 // KeepInstance returns each machine's keep-instance flag.
 func (p *Provisioner) KeepInstance(ctx context.Context, args params.Entities) (params.BoolResults, error) {
 	return params.BoolResults{Results: facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.BoolResult, error) {
-		m, err := p.machine(e.Tag)
+		m, err := p.machine(e.Tag, machineTags)
 		if err != nil {
 			return params.BoolResult{}, err
 		}
@@ -106,7 +106,7 @@ func (p *Provisioner) KeepInstance(ctx context.Context, args params.Entities) (p
 // Constraints returns each machine's constraints.
 func (p *Provisioner) Constraints(ctx context.Context, args params.Entities) (params.ConstraintsResults, error) {
 	return params.ConstraintsResults{Results: facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.ConstraintsResult, error) {
-		m, err := p.machine(e.Tag)
+		m, err := p.machine(e.Tag, machineTags)
 		if err != nil {
 			return params.ConstraintsResult{}, err
 		}
@@ -126,7 +126,7 @@ func toValue(c state.Constraints) params.Value {
 // Status returns each machine's agent status.
 func (p *Provisioner) Status(ctx context.Context, args params.Entities) (params.StatusResults, error) {
 	return params.StatusResults{Results: facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.StatusResult, error) {
-		m, err := p.entityMachine(e.Tag)
+		m, err := p.machine(e.Tag, entityTags)
 		if err != nil {
 			return params.StatusResult{}, err
 		}
@@ -139,7 +139,7 @@ func (p *Provisioner) Status(ctx context.Context, args params.Entities) (params.
 // InstanceStatus returns each machine's instance status.
 func (p *Provisioner) InstanceStatus(ctx context.Context, args params.Entities) (params.StatusResults, error) {
 	return params.StatusResults{Results: facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.StatusResult, error) {
-		m, err := p.machine(e.Tag)
+		m, err := p.machine(e.Tag, machineTags)
 		if err != nil {
 			return params.StatusResult{}, err
 		}
@@ -152,7 +152,7 @@ func (p *Provisioner) InstanceStatus(ctx context.Context, args params.Entities) 
 // SetStatus sets each machine's agent status.
 func (p *Provisioner) SetStatus(ctx context.Context, args params.SetStatus) (params.ErrorResults, error) {
 	return params.ErrorResults{Results: facade.Bulk(ctx, args.Entities, func(a params.EntityStatusArgs) (params.ErrorResult, error) {
-		m, err := p.entityMachine(a.Tag)
+		m, err := p.machine(a.Tag, entityTags)
 		if err != nil {
 			return params.ErrorResult{}, err
 		}
@@ -165,7 +165,7 @@ func (p *Provisioner) SetStatus(ctx context.Context, args params.SetStatus) (par
 // "provisioning error" set the agent status to error as well.
 func (p *Provisioner) SetInstanceStatus(ctx context.Context, args params.SetStatus) (params.ErrorResults, error) {
 	return params.ErrorResults{Results: facade.Bulk(ctx, args.Entities, func(a params.EntityStatusArgs) (params.ErrorResult, error) {
-		id, err := p.machineID(a.Tag)
+		id, err := p.machineID(a.Tag, machineTags)
 		if err != nil {
 			return params.ErrorResult{}, err
 		}
@@ -187,7 +187,7 @@ func (p *Provisioner) SetInstanceStatus(ctx context.Context, args params.SetStat
 // SetModificationStatus sets each machine's modification status.
 func (p *Provisioner) SetModificationStatus(ctx context.Context, args params.SetStatus) (params.ErrorResults, error) {
 	return params.ErrorResults{Results: facade.Bulk(ctx, args.Entities, func(a params.EntityStatusArgs) (params.ErrorResult, error) {
-		id, err := p.machineID(a.Tag)
+		id, err := p.machineID(a.Tag, machineTags)
 		if err != nil {
 			return params.ErrorResult{}, err
 		}
@@ -229,7 +229,7 @@ func (p *Provisioner) MachinesWithTransientErrors(context.Context) (params.Statu
 // supports.
 func (p *Provisioner) SetSupportedContainers(ctx context.Context, args params.MachineContainersParams) (params.ErrorResults, error) {
 	return params.ErrorResults{Results: facade.Bulk(ctx, args.Params, func(a params.MachineContainers) (params.ErrorResult, error) {
-		m, err := p.machine(a.MachineTag)
+		m, err := p.machine(a.MachineTag, machineTags)
 		if err != nil {
 			return params.ErrorResult{}, err
 		}
@@ -240,7 +240,7 @@ func (p *Provisioner) SetSupportedContainers(ctx context.Context, args params.Ma
 // SupportedContainers returns the container types each machine supports.
 func (p *Provisioner) SupportedContainers(ctx context.Context, args params.Entities) (params.MachineContainerResults, error) {
 	return params.MachineContainerResults{Results: facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.MachineContainerResult, error) {
-		m, err := p.machine(e.Tag)
+		m, err := p.machine(e.Tag, machineTags)
 		if err != nil {
 			return params.MachineContainerResult{ContainerTypes: []string{}}, err
 		}
@@ -251,19 +251,19 @@ func (p *Provisioner) SupportedContainers(ctx context.Context, args params.Entit
 
 // MarkMachinesForRemoval marks each dead machine for removal.
 func (p *Provisioner) MarkMachinesForRemoval(ctx context.Context, args params.Entities) (params.ErrorResults, error) {
-	return p.bulkErrors(ctx, args.Entities, func(e params.Entity) error {
-		m, err := p.machineParsed(e.Tag)
+	return params.ErrorResults{Results: facade.Bulk(ctx, args.Entities, facade.ErrorOnly(func(e params.Entity) error {
+		m, err := p.machine(e.Tag, machineTagsParseErrors)
 		if err != nil {
 			return err
 		}
 		return p.st.MarkMachineForRemoval(p.model, m.ID)
-	}), nil
+	}))}, nil
 }
 
 // SetCharmProfiles records the LXD profiles applied to each machine.
 func (p *Provisioner) SetCharmProfiles(ctx context.Context, args params.SetProfileArgs) (params.ErrorResults, error) {
 	return params.ErrorResults{Results: facade.Bulk(ctx, args.Args, func(a params.SetProfileArg) (params.ErrorResult, error) {
-		m, err := p.machineParsed(a.Entity.Tag)
+		m, err := p.machine(a.Entity.Tag, machineTagsParseErrors)
 		if err != nil {
 			return params.ErrorResult{}, err
 		}
@@ -280,7 +280,7 @@ func (p *Provisioner) SetInstanceInfo(ctx context.Context, args params.Instances
 }
 
 func (p *Provisioner) setInstanceInfo(a params.InstanceInfo) error {
-	m, err := p.machine(a.Tag)
+	m, err := p.machine(a.Tag, machineTags)
 	if err != nil {
 		return err
 	}
@@ -396,7 +396,7 @@ func (p *Provisioner) setNetworkConfig(args params.SetMachineNetworkConfig) erro
 // machines in its distribution group (sorted).
 func (p *Provisioner) DistributionGroup(ctx context.Context, args params.Entities) (params.DistributionGroupResults, error) {
 	return params.DistributionGroupResults{Results: facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.DistributionGroupResult, error) {
-		m, err := p.machine(e.Tag)
+		m, err := p.machine(e.Tag, machineTags)
 		if err != nil {
 			return params.DistributionGroupResult{}, err
 		}
@@ -419,7 +419,7 @@ func (p *Provisioner) DistributionGroup(ctx context.Context, args params.Entitie
 // other machines in its distribution group (sorted).
 func (p *Provisioner) DistributionGroupByMachineId(ctx context.Context, args params.Entities) (params.StringsResults, error) {
 	return params.StringsResults{Results: facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.StringsResult, error) {
-		m, err := p.machine(e.Tag)
+		m, err := p.machine(e.Tag, machineTags)
 		if err != nil {
 			return params.StringsResult{}, err
 		}
@@ -472,11 +472,4 @@ func (p *Provisioner) distributionGroup(m state.Machine) ([]state.Machine, error
 		}
 	}
 	return out, nil
-}
-
-// bulkErrors is facade.Bulk for methods that only report errors.
-func (p *Provisioner) bulkErrors(ctx context.Context, es []params.Entity, fn func(params.Entity) error) params.ErrorResults {
-	return params.ErrorResults{Results: facade.Bulk(ctx, es, func(e params.Entity) (params.ErrorResult, error) {
-		return params.ErrorResult{}, fn(e)
-	})}
 }

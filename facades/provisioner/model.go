@@ -357,13 +357,13 @@ func (p *Provisioner) FindTools(_ context.Context, args params.FindToolsParams) 
 	if args.Number != "" {
 		n, err := environ.ParseNumber(args.Number)
 		if err != nil {
-			return params.FindToolsResult{List: []params.Tools{}, Error: facade.ServerError(errors.NewNotValid(nil, err.Error()))}, nil
+			return params.FindToolsResult{List: []params.Tools{}, Error: p.ctx.ServerError(errors.NewNotValid(nil, err.Error()))}, nil
 		}
 		f.Number = n
 	}
 	found, err := p.findTools(f)
 	if err != nil {
-		return params.FindToolsResult{List: []params.Tools{}, Error: facade.ServerError(err)}, nil
+		return params.FindToolsResult{List: []params.Tools{}, Error: p.ctx.ServerError(err)}, nil
 	}
 	return params.FindToolsResult{List: p.wireTools(found, "")}, nil
 }

@@ -72,7 +72,7 @@ func (p *Provisioner) hostNetwork(what string) (*hostNetwork, error) {
 // container is the per-item check of the container networking methods: the
 // tag's parse error text, the accessor checks, and "not a container".
 func (p *Provisioner) container(tag, notContainer string) (state.Machine, error) {
-	c, err := p.machineParsed(tag)
+	c, err := p.machine(tag, machineTagsParseErrors)
 	if err != nil {
 		return state.Machine{}, err
 	}
@@ -228,8 +228,8 @@ func baseConfig(hn *hostNetwork) params.NetworkConfig {
 
 // ReleaseContainerAddresses frees the addresses of each container.
 func (p *Provisioner) ReleaseContainerAddresses(ctx context.Context, args params.Entities) (params.ErrorResults, error) {
-	return p.bulkErrors(ctx, args.Entities, func(e params.Entity) error {
-		c, err := p.machine(e.Tag)
+	return params.ErrorResults{Results: facade.Bulk(ctx, args.Entities, facade.ErrorOnly(func(e params.Entity) error {
+		c, err := p.machine(e.Tag, machineTags)
 		if err != nil {
 			return err
 		}
@@ -242,7 +242,7 @@ func (p *Provisioner) ReleaseContainerAddresses(ctx context.Context, args params
 		}
 		p.releaseAtProvider(c, released)
 		return nil
-	}), nil
+	}))}, nil
 }
 
 // releaseAtProvider tells the provider a removed machine's addresses are

@@ -122,67 +122,62 @@ func newProvisioner(c *facade.Context, v1 bool) (*Provisioner, error) {
 // isManager reports whether the caller is the controller agent.
 func (p *Provisioner) isManager() bool { return p.ctx.Auth.Controller }
 
-// machine is the machine accessor of most per-entity methods: the tag must
-// parse as a machine tag and be reachable (else permission denied), and
-// the machine must exist (else "machine N not found").
-func (p *Provisioner) machine(tag string) (state.Machine, error) {
-	t, err := facade.ParseMachineTag(tag)
-	if err != nil {
-		return state.Machine{}, facade.ErrPerm
-	}
-	return p.accessible(t)
-}
+// tagRule is how a per-entity method takes its tags (specs/provisioner.md
+// §1.2-1.3).
+type tagRule int
 
-// machineID is machine for methods that only write the machine: the same
-// checks in the same order, but the existence check is left to the write,
-// which reads the record in its own transaction and fails with the same
-// "machine N not found". A durable write is then one read of the record,
-// not two (a read transaction and a JSON decode fewer per call).
-func (p *Provisioner) machineID(tag string) (string, error) {
-	t, err := facade.ParseMachineTag(tag)
-	if err != nil {
+const (
+	// machineTags: a machine tag; a string that does not parse as one is
+	// permission denied, so callers learn nothing about what exists (most
+	// methods).
+	machineTags tagRule = iota
+	// machineTagsParseErrors: a machine tag; a string that does not parse
+	// gives its parse error text, code "" (the exceptions of §1.3).
+	machineTagsParseErrors
+	// entityTags: any entity tag parses (StatusSetter, StatusGetter); a bad
+	// one gives its parse error text, a reachable non-machine one (there is
+	// none) or an unreachable one permission denied.
+	entityTags
+)
+
+// machineID is the one check of a per-entity method's tag, in the spec's
+// order: it parses by rule, then the caller must reach the machine
+// (Context.CanAccessMachine), else permission denied. Existence is not
+// checked: a write reads the record in its own transaction and fails with
+// "machine N not found" (one read of the record per write, not two).
+func (p *Provisioner) machineID(tag string, rule tagRule) (string, error) {
+	var t names.Tag
+	var err error
+	if rule == entityTags {
+		t, err = facade.ParseTag(tag)
+	} else {
+		var mt names.MachineTag
+		mt, err = facade.ParseMachineTag(tag)
+		t = mt
+	}
+	switch {
+	case err != nil && rule == machineTags:
 		return "", facade.ErrPerm
-	}
-	if !p.ctx.CanAccessMachine(t) {
+	case err != nil:
+		return "", err
+	case !p.ctx.CanAccessMachine(t):
 		return "", facade.ErrPerm
-	}
-	return t.Id(), nil
-}
-
-// machineParsed is machine, but a tag that does not parse as a machine
-// tag gives its parse error text (code ""): the methods listed in spec
-// §1.3 as exceptions.
-func (p *Provisioner) machineParsed(tag string) (state.Machine, error) {
-	t, err := facade.ParseMachineTag(tag)
-	if err != nil {
-		return state.Machine{}, err
-	}
-	return p.accessible(t)
-}
-
-func (p *Provisioner) accessible(t names.MachineTag) (state.Machine, error) {
-	if !p.ctx.CanAccessMachine(t) {
-		return state.Machine{}, facade.ErrPerm
-	}
-	return p.st.Machine(p.model, t.Id())
-}
-
-// entityMachine parses any tag (StatusSetter/StatusGetter): a bad tag gives
-// its parse error text, an application or any other unreachable tag
-// permission denied.
-func (p *Provisioner) entityMachine(tag string) (state.Machine, error) {
-	t, err := facade.ParseTag(tag)
-	if err != nil {
-		return state.Machine{}, err
-	}
-	if !p.ctx.CanAccessMachine(t) {
-		return state.Machine{}, facade.ErrPerm
 	}
 	mt, ok := t.(names.MachineTag)
 	if !ok {
-		return state.Machine{}, facade.ErrPerm
+		return "", facade.ErrPerm
 	}
-	return p.st.Machine(p.model, mt.Id())
+	return mt.Id(), nil
+}
+
+// machine is machineID and then the machine's record ("machine N not
+// found" if there is none).
+func (p *Provisioner) machine(tag string, rule tagRule) (state.Machine, error) {
+	id, err := p.machineID(tag, rule)
+	if err != nil {
+		return state.Machine{}, err
+	}
+	return p.st.Machine(p.model, id)
 }
 
 // notProvisioned is the error for a machine without an instance id:

@@ -20,7 +20,7 @@ import (
 // machine's instance.
 func (p *Provisioner) ProvisioningInfo(ctx context.Context, args params.Entities) (params.ProvisioningInfoResults, error) {
 	return params.ProvisioningInfoResults{Results: facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.ProvisioningInfoResult, error) {
-		m, err := p.machine(e.Tag)
+		m, err := p.machine(e.Tag, machineTags)
 		if err != nil {
 			return params.ProvisioningInfoResult{}, err
 		}

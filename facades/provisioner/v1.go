@@ -231,13 +231,13 @@ func (v *V1) FindTools(ctx context.Context, args params.V1FindToolsParams) (para
 	if args.Number != "" && args.Number != "0.0.0" {
 		n, err := environ.ParseNumber(args.Number)
 		if err != nil {
-			return params.V1FindToolsResult{Error: v1Err(facade.ServerError(errors.NewNotValid(nil, err.Error())))}, nil
+			return params.V1FindToolsResult{Error: v1Err(v.p.ctx.ServerError(errors.NewNotValid(nil, err.Error())))}, nil
 		}
 		f.Number = n
 	}
 	found, err := v.p.findTools(f)
 	if err != nil {
-		return params.V1FindToolsResult{Error: v1Err(facade.ServerError(err))}, nil
+		return params.V1FindToolsResult{Error: v1Err(v.p.ctx.ServerError(err))}, nil
 	}
 	return params.V1FindToolsResult{List: v1Tools(v.p.wireTools(found, args.Series))}, nil
 }
@@ -308,9 +308,9 @@ func (v *V1) MachinesWithTransientErrors(ctx context.Context) (params.V1StatusRe
 	return out, err
 }
 
-func (v *V1) ProvisioningInfo(_ context.Context, args params.V1Entities) (params.V1ProvisioningInfoResults, error) {
-	return params.V1ProvisioningInfoResults{Results: v1Bulk(args.Entities, func(e params.V1Entity) (params.V1ProvisioningInfoResult, error) {
-		m, err := v.p.machine(e.Tag)
+func (v *V1) ProvisioningInfo(ctx context.Context, args params.V1Entities) (params.V1ProvisioningInfoResults, error) {
+	return params.V1ProvisioningInfoResults{Results: facade.Bulk(ctx, args.Entities, func(e params.V1Entity) (params.V1ProvisioningInfoResult, error) {
+		m, err := v.p.machine(e.Tag, machineTags)
 		if err != nil {
 			return params.V1ProvisioningInfoResult{}, err
 		}
@@ -319,7 +319,7 @@ func (v *V1) ProvisioningInfo(_ context.Context, args params.V1Entities) (params
 			return params.V1ProvisioningInfoResult{}, err
 		}
 		return params.V1ProvisioningInfoResult{Result: info}, nil
-	}, func(r *params.V1ProvisioningInfoResult, e *params.V1Error) { r.Error = e })}, nil
+	})}, nil
 }
 
 func (v *V1) provisioningInfo(m state.Machine) (*params.V1ProvisioningInfo, error) {
@@ -399,19 +399,6 @@ func derefStrings(s *[]string) []string {
 	return *s
 }
 
-// v1Bulk is facade.Bulk for the 2015 result types.
-func v1Bulk[A, R any](items []A, fn func(A) (R, error), setErr func(*R, *params.V1Error)) []R {
-	out := make([]R, len(items))
-	for i, a := range items {
-		r, err := fn(a)
-		if err != nil {
-			setErr(&r, v1Err(facade.ServerError(err)))
-		}
-		out[i] = r
-	}
-	return out
-}
-
 func (v *V1) ReleaseContainerAddresses(ctx context.Context, args params.V1Entities) (params.V1ErrorResults, error) {
 	r, err := v.p.ReleaseContainerAddresses(ctx, entities(args))
 	return v1Errors(r), err
@@ -422,24 +409,24 @@ func (v *V1) Remove(ctx context.Context, args params.V1Entities) (params.V1Error
 	return v1Errors(r), err
 }
 
-func (v *V1) RequestedNetworks(_ context.Context, args params.V1Entities) (params.V1RequestedNetworksResults, error) {
-	return params.V1RequestedNetworksResults{Results: v1Bulk(args.Entities, func(e params.V1Entity) (params.V1RequestedNetworkResult, error) {
-		m, err := v.p.machine(e.Tag)
+func (v *V1) RequestedNetworks(ctx context.Context, args params.V1Entities) (params.V1RequestedNetworksResults, error) {
+	return params.V1RequestedNetworksResults{Results: facade.Bulk(ctx, args.Entities, func(e params.V1Entity) (params.V1RequestedNetworkResult, error) {
+		m, err := v.p.machine(e.Tag, machineTags)
 		if err != nil {
 			return params.V1RequestedNetworkResult{}, err
 		}
 		return params.V1RequestedNetworkResult{Networks: cloneStrings(m.RequestedNetworks)}, nil
-	}, func(r *params.V1RequestedNetworkResult, e *params.V1Error) { r.Error = e })}, nil
+	})}, nil
 }
 
-func (v *V1) Series(_ context.Context, args params.V1Entities) (params.V1StringResults, error) {
-	return params.V1StringResults{Results: v1Bulk(args.Entities, func(e params.V1Entity) (params.V1StringResult, error) {
-		m, err := v.p.machine(e.Tag)
+func (v *V1) Series(ctx context.Context, args params.V1Entities) (params.V1StringResults, error) {
+	return params.V1StringResults{Results: facade.Bulk(ctx, args.Entities, func(e params.V1Entity) (params.V1StringResult, error) {
+		m, err := v.p.machine(e.Tag, machineTags)
 		if err != nil {
 			return params.V1StringResult{}, err
 		}
 		return params.V1StringResult{Result: v.p.machineSeries(m)}, nil
-	}, func(r *params.V1StringResult, e *params.V1Error) { r.Error = e })}, nil
+	})}, nil
 }
 
 func v1InstanceInfo(a params.V1InstanceInfo) params.InstanceInfo {
@@ -467,15 +454,15 @@ func v1InstanceInfo(a params.V1InstanceInfo) params.InstanceInfo {
 	return out
 }
 
-func (v *V1) SetInstanceInfo(_ context.Context, args params.V1InstancesInfo) (params.V1ErrorResults, error) {
-	return params.V1ErrorResults{Results: v1Bulk(args.Machines, func(a params.V1InstanceInfo) (params.V1ErrorResult, error) {
+func (v *V1) SetInstanceInfo(ctx context.Context, args params.V1InstancesInfo) (params.V1ErrorResults, error) {
+	return params.V1ErrorResults{Results: facade.Bulk(ctx, args.Machines, func(a params.V1InstanceInfo) (params.V1ErrorResult, error) {
 		for _, n := range a.Networks {
 			if name, ok := strings.CutPrefix(n.Tag, "network-"); !ok || name == "" {
 				return params.V1ErrorResult{}, &facade.TagError{Err: errors.Errorf("%s is not a valid network tag", facade.QuoteTag(n.Tag))}
 			}
 		}
 		return params.V1ErrorResult{}, v.p.setInstanceInfo(v1InstanceInfo(a))
-	}, func(r *params.V1ErrorResult, e *params.V1Error) { r.Error = e })}, nil
+	})}, nil
 }
 
 func (v *V1) SetPasswords(ctx context.Context, args params.V1EntityPasswords) (params.V1ErrorResults, error) {
@@ -487,15 +474,15 @@ func (v *V1) SetPasswords(ctx context.Context, args params.V1EntityPasswords) (p
 	return v1Errors(r), err
 }
 
-func (v *V1) SetProvisioned(_ context.Context, args params.V1SetProvisioned) (params.V1ErrorResults, error) {
-	return params.V1ErrorResults{Results: v1Bulk(args.Machines, func(a params.V1MachineSetProvisioned) (params.V1ErrorResult, error) {
-		m, err := v.p.machine(a.Tag)
+func (v *V1) SetProvisioned(ctx context.Context, args params.V1SetProvisioned) (params.V1ErrorResults, error) {
+	return params.V1ErrorResults{Results: facade.Bulk(ctx, args.Machines, func(a params.V1MachineSetProvisioned) (params.V1ErrorResult, error) {
+		m, err := v.p.machine(a.Tag, machineTags)
 		if err != nil {
 			return params.V1ErrorResult{}, err
 		}
 		return params.V1ErrorResult{}, v.p.st.SetInstanceInfo(v.p.model, m.ID, state.InstanceInfo{
 			InstanceID: a.InstanceId, Nonce: a.Nonce, Hardware: fromHardware(v1Hardware(a.Characteristics))})
-	}, func(r *params.V1ErrorResult, e *params.V1Error) { r.Error = e })}, nil
+	})}, nil
 }
 
 func setStatusArgs(args params.V1SetStatus) params.SetStatus {
@@ -512,14 +499,14 @@ func (v *V1) SetStatus(ctx context.Context, args params.V1SetStatus) (params.V1E
 }
 
 // UpdateStatus merges data into each machine's agent status data.
-func (v *V1) UpdateStatus(_ context.Context, args params.V1SetStatus) (params.V1ErrorResults, error) {
-	return params.V1ErrorResults{Results: v1Bulk(args.Entities, func(a params.V1EntityStatusArgs) (params.V1ErrorResult, error) {
-		m, err := v.p.machine(a.Tag)
+func (v *V1) UpdateStatus(ctx context.Context, args params.V1SetStatus) (params.V1ErrorResults, error) {
+	return params.V1ErrorResults{Results: facade.Bulk(ctx, args.Entities, func(a params.V1EntityStatusArgs) (params.V1ErrorResult, error) {
+		m, err := v.p.machine(a.Tag, machineTags)
 		if err != nil {
 			return params.V1ErrorResult{}, err
 		}
 		return params.V1ErrorResult{}, v.p.st.UpdateMachineStatusData(v.p.model, m.ID, a.Data)
-	}, func(r *params.V1ErrorResult, e *params.V1Error) { r.Error = e })}, nil
+	})}, nil
 }
 
 func (v *V1) SetSupportedContainers(ctx context.Context, args params.V1MachineContainersParams) (params.V1ErrorResults, error) {

@@ -52,7 +52,7 @@ func (p *Provisioner) WatchModelMachineStartTimes(context.Context) (params.Strin
 // type (any type when the type is empty).
 func (p *Provisioner) WatchContainers(ctx context.Context, args params.WatchContainers) (params.StringsWatchResults, error) {
 	return params.StringsWatchResults{Results: facade.Bulk(ctx, args.Params, func(a params.WatchContainer) (params.StringsWatchResult, error) {
-		m, err := p.machine(a.MachineTag)
+		m, err := p.machine(a.MachineTag, machineTags)
 		if err != nil {
 			return params.StringsWatchResult{}, err
 		}
