@@ -46,6 +46,10 @@ type Deps struct {
 	// Clock drives timer watchers (machine error retry, start-time
 	// batching); tests use a fake one. nil: watcher.WallClock.
 	Clock watcher.Clock
+	// Agents, if set, counts the connections logged in as machine agents
+	// (the controller agent's included): +1 when a login succeeds, -1
+	// when that connection's session ends. For metrics.
+	Agents func(delta int)
 }
 
 // WatcherClock returns d.Clock, or the wall clock.

@@ -36,6 +36,8 @@ type Session struct {
 	loginTimer *time.Timer
 	killed     bool
 	onKill     []func() // run by Kill, after the resources stop (session_auth.go)
+	// agentCounted: this session counts in Deps.Agents.
+	agentCounted bool
 }
 
 // NewRootFunc returns the rpc.Config.NewRoot of provisiond: a Session per
@@ -181,6 +183,10 @@ func (k *call) Call(ctx context.Context, raw json.RawMessage) (any, error) {
 func (s *Session) Kill() {
 	s.mu.Lock()
 	s.killed = true
+	if s.agentCounted {
+		s.agentCounted = false
+		s.deps.Agents(-1)
+	}
 	if s.pingTimer != nil {
 		s.pingTimer.Stop()
 	}
@@ -218,6 +224,10 @@ func (s *Session) EndLogin(auth *Auth) {
 	if auth != nil {
 		s.loggedIn = true
 		s.auth = *auth
+		if auth.Machine != nil && s.deps.Agents != nil && !s.killed {
+			s.agentCounted = true
+			s.deps.Agents(1)
+		}
 		if s.loginTimer != nil {
 			s.loginTimer.Stop()
 		}

@@ -27,6 +27,11 @@ func (a *ModelAdmin) Status(_ context.Context, args params.ModelArgs) (params.Mo
 	if err != nil {
 		return params.ModelStatus{}, err
 	}
+	return a.modelStatus(m)
+}
+
+// modelStatus is Status of a resolved model.
+func (a *ModelAdmin) modelStatus(m state.Model) (params.ModelStatus, error) {
 	out := params.ModelStatus{Model: m.Name, UUID: m.UUID, Type: string(m.Type), Life: string(m.Life),
 		Machines: []params.MachineStatus{}}
 	machines, err := a.st.Machines(m.UUID)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/provisiond/provisiond/rpc"
 	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/state"
 	"github.com/provisiond/provisiond/storage"
 )
 
@@ -51,6 +52,11 @@ func (a *ModelAdmin) StoragePools(_ context.Context, args params.ModelArgs) (par
 	if err != nil {
 		return params.StoragePoolsResult{}, err
 	}
+	return a.storagePools(m)
+}
+
+// storagePools is StoragePools of a resolved model.
+func (a *ModelAdmin) storagePools(m state.Model) (params.StoragePoolsResult, error) {
 	mgr, err := a.st.StorageManager(m.UUID)
 	if err != nil {
 		return params.StoragePoolsResult{}, err

@@ -1,0 +1,19 @@
+package modeladmin
+
+import (
+	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/state"
+)
+
+// StatusOf is what Status reports of model m, for readers in the daemon's
+// own process that are not API clients (the dashboard): the same view as
+// provisionctl status, read from st. It only reads.
+func StatusOf(st *state.State, m state.Model) (params.ModelStatus, error) {
+	return (&ModelAdmin{st: st}).modelStatus(m)
+}
+
+// StoragePoolsOf is what StoragePools reports of model m; see StatusOf.
+func StoragePoolsOf(st *state.State, m state.Model) ([]params.StoragePoolInfo, error) {
+	res, err := (&ModelAdmin{st: st}).storagePools(m)
+	return res.Pools, err
+}
