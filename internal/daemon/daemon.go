@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/provisiond/provisiond/environ"
@@ -27,6 +28,7 @@ import (
 	"github.com/provisiond/provisiond/facades/pinger"
 	"github.com/provisiond/provisiond/facades/provisioner"
 	"github.com/provisiond/provisiond/facades/watchers"
+	"github.com/provisiond/provisiond/internal/dashboard"
 	"github.com/provisiond/provisiond/pki"
 	"github.com/provisiond/provisiond/rpc"
 	"github.com/provisiond/provisiond/rpc/params"
@@ -212,6 +214,8 @@ type Daemon struct {
 	cluster    *cluster // the shared-store goroutines; nil on bbolt
 	metrics    *metrics
 	environ    *environ.Provider
+	dash       *dashboard.Dashboard
+	agents     prometheus.Gauge
 	done       chan struct{}
 	serveErr   error
 }
@@ -323,6 +327,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 		Entities:      facade.NewEntityLimits(cfg.MaxConnsPerEntity, cfg.MaxWatchersPerEntity),
 		Environ:       d.environ,
 		Clock:         cfg.Clock,
+		Agents:        d.agentCounter(),
 	}
 	d.rpc, err = rpc.NewServer(rpc.Config{
 		NewRoot:           facade.NewRootFunc(deps),
@@ -349,6 +354,9 @@ func Start(cfg Config) (d *Daemon, err error) {
 	}
 	mux.Handle("/", d.rpc)
 	d.http = d.newHTTPServer(mux, tlsCfg)
+	if err := d.serveDashboard(mux); err != nil {
+		return nil, err
+	}
 	d.ln = d.listen(ln, tlsCfg)
 	go func() {
 		defer close(d.done)

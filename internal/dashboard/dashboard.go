@@ -1,0 +1,166 @@
+package dashboard
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/watcher"
+)
+
+// Prefix is the path the dashboard is served under.
+const Prefix = "/dashboard/"
+
+// Reader is what the dashboard reads of the state: these methods and no
+// others, so it cannot change anything. The daemon passes its state.
+type Reader interface {
+	Controller() (state.Controller, error)
+	Models() ([]state.Model, error)
+	Model(uuid string) (state.Model, error)
+	ModelByName(name string) (state.Model, error)
+	User(name string) (state.User, error)
+	CheckUserPassword(name, password string) (state.User, error)
+	Revision() uint64
+}
+
+// Throttle slows down password guessing: the daemon's failed-login
+// throttle, shared with the API's user logins. A nil Throttle throttles
+// nothing.
+type Throttle interface {
+	// Wait is how long a login by user from remote (host:port) must wait
+	// before its password is checked (0: at once).
+	Wait(user, remote string) time.Duration
+	// Failed records a failed login, Succeeded a good one.
+	Failed(user, remote string)
+	Succeeded(user, remote string)
+}
+
+// Counters are the daemon's own running totals, read from its metrics for
+// the chart: the sampler turns them into rates.
+type Counters struct {
+	Requests float64 // API requests answered (provisiond_requests_total)
+	Logins   float64 // Admin.Login calls (provisiond_logins_total)
+	Agents   float64 // connections logged in as machine agents now
+	// CommitSeconds and Commits are the sum and count of the commit
+	// duration histogram (provisiond_commit_duration_seconds).
+	CommitSeconds float64
+	Commits       float64
+}
+
+// Config is what New needs. State, Hub, Status and Pools are required.
+type Config struct {
+	State Reader
+	Hub   *watcher.Hub
+	// Status and Pools read a model as provisionctl status shows it
+	// (modeladmin.StatusOf, modeladmin.StoragePoolsOf).
+	Status func(state.Model) (params.ModelStatus, error)
+	Pools  func(state.Model) ([]params.StoragePoolInfo, error)
+	// Counters reads the daemon's metrics (nil: the chart stays empty).
+	Counters func() Counters
+	// Throttle is the failed-login throttle (nil: none).
+	Throttle Throttle
+	Logger   *slog.Logger
+	// Now is the clock of sessions (nil: time.Now); tests move it.
+	Now func() time.Time
+	// WriteTimeout bounds each write of a stream (the daemon's
+	// --write-timeout); 0: DefaultWriteTimeout.
+	WriteTimeout time.Duration
+
+	// Bounds; zero values take the defaults below.
+	SessionLifetime      time.Duration // a session ends this long after its login
+	SessionIdle          time.Duration // ... or after this long without a request or an open stream
+	MaxSessions          int           // sessions in all
+	MaxSessionsPerUser   int           // sessions of one user (a new login ends the oldest)
+	MaxStreamsPerSession int           // event streams of one session (a new one ends the oldest)
+	SnapshotInterval     time.Duration // a stream sends at most one model snapshot per interval
+}
+
+// Defaults.
+const (
+	DefaultSessionLifetime      = 8 * time.Hour
+	DefaultSessionIdle          = time.Hour
+	DefaultMaxSessions          = 256
+	DefaultMaxSessionsPerUser   = 8
+	DefaultMaxStreamsPerSession = 4
+	DefaultSnapshotInterval     = 200 * time.Millisecond
+	DefaultWriteTimeout         = 30 * time.Second
+)
+
+func (c *Config) setDefaults() {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = DefaultWriteTimeout
+	}
+	if c.SessionLifetime <= 0 {
+		c.SessionLifetime = DefaultSessionLifetime
+	}
+	if c.SessionIdle <= 0 {
+		c.SessionIdle = DefaultSessionIdle
+	}
+	if c.MaxSessions <= 0 {
+		c.MaxSessions = DefaultMaxSessions
+	}
+	if c.MaxSessionsPerUser <= 0 {
+		c.MaxSessionsPerUser = DefaultMaxSessionsPerUser
+	}
+	if c.MaxStreamsPerSession <= 0 {
+		c.MaxStreamsPerSession = DefaultMaxStreamsPerSession
+	}
+	if c.SnapshotInterval <= 0 {
+		c.SnapshotInterval = DefaultSnapshotInterval
+	}
+}
+
+// Dashboard is the status page. Handler serves it; Close ends every
+// session and stream.
+type Dashboard struct {
+	cfg      Config
+	log      *slog.Logger
+	sessions *sessions
+	feed     *feed
+	sampler  *sampler
+	csrf     *http.CrossOriginProtection
+	mux      *http.ServeMux
+
+	// closing is cancelled by Close: every stream returns.
+	closing context.Context
+	close   context.CancelFunc
+	once    sync.Once
+}
+
+// New returns a dashboard reading cfg.State and following cfg.Hub. Its hub
+// subscriptions last until Close.
+func New(cfg Config) (*Dashboard, error) {
+	if cfg.State == nil || cfg.Hub == nil || cfg.Status == nil || cfg.Pools == nil {
+		return nil, errors.New("dashboard: State, Hub, Status and Pools are required")
+	}
+	cfg.setDefaults()
+	d := &Dashboard{cfg: cfg, log: cfg.Logger, csrf: http.NewCrossOriginProtection()}
+	d.closing, d.close = context.WithCancel(context.Background())
+	d.sessions = newSessions(&d.cfg)
+	d.feed = newFeed(cfg.Hub, cfg.Now, d.sessions.credentialsChanged)
+	d.sampler = newSampler(cfg.Counters, time.Now)
+	d.routes()
+	return d, nil
+}
+
+// Close ends every session (their streams say "shutdown" and return) and
+// cancels the hub subscriptions. It does not wait for the streams: the
+// HTTP server's Shutdown does. Idempotent.
+func (d *Dashboard) Close() {
+	d.once.Do(func() {
+		d.close()
+		d.feed.close()
+		d.sessions.closeAll(reasonShutdown)
+	})
+}

@@ -1,0 +1,214 @@
+package dashboard
+
+import (
+	"fmt"
+	"time"
+
+	jujuerrors "github.com/juju/errors"
+
+	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/state"
+)
+
+// modelInfo is an entry of the model list.
+type modelInfo struct {
+	UUID         string `json:"uuid"`
+	Name         string `json:"name"`
+	Type         string `json:"type"`
+	Life         string `json:"life"`
+	IsController bool   `json:"isController,omitempty"`
+}
+
+// Attention levels.
+const (
+	levelError = "error"
+	levelWarn  = "warn"
+)
+
+// alert is something of a model in an error or stuck state.
+type alert struct {
+	Level   string `json:"level"` // levelError or levelWarn
+	Kind    string `json:"kind"`  // "machine", "unit", "application", "volume", ...
+	ID      string `json:"id"`
+	Status  string `json:"status"` // the status or life that stands out
+	Message string `json:"message,omitempty"`
+	Since   string `json:"since,omitempty"` // RFC 3339
+}
+
+// snapshot is what a stream sends of its model.
+type snapshot struct {
+	Now    time.Time                `json:"now"` // the server's clock, for "since" durations
+	Rev    uint64                   `json:"rev"`
+	Model  modelInfo                `json:"model"`
+	Status *params.ModelStatus      `json:"status,omitempty"`
+	Pools  []params.StoragePoolInfo `json:"pools"`
+	Alerts []alert                  `json:"alerts"`
+	// Error says why there is no status (the model was removed).
+	Error string `json:"error,omitempty"`
+}
+
+// models lists the models a user may see: every model for a superuser,
+// none for other users (they have no model access records yet; the API
+// refuses them on model endpoints too).
+func (d *Dashboard) models(u state.User) ([]modelInfo, error) {
+	if u.Access != state.AccessSuperuser {
+		return []modelInfo{}, nil
+	}
+	ms, err := d.cfg.State.Models()
+	if err != nil {
+		return nil, err
+	}
+	ctrl, err := d.cfg.State.Controller()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]modelInfo, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, modelInfo{UUID: m.UUID, Name: m.Name, Type: string(m.Type), Life: string(m.Life),
+			IsController: m.UUID == ctrl.ModelUUID})
+	}
+	return out, nil
+}
+
+// resolveModel finds a model by UUID or name; "" is the default model.
+func (d *Dashboard) resolveModel(name string) (state.Model, error) {
+	if name == "" {
+		name = state.DefaultModelName
+	}
+	if state.IsValidUUID(name) {
+		m, err := d.cfg.State.Model(name)
+		if !jujuerrors.Is(err, jujuerrors.NotFound) {
+			return m, err
+		}
+	}
+	if state.ValidateModelName(name) != nil {
+		return state.Model{}, jujuerrors.NotFoundf("model %q", name)
+	}
+	return d.cfg.State.ModelByName(name)
+}
+
+// snapshot reads model uuid as provisionctl status shows it, with its pools
+// and what needs attention.
+func (d *Dashboard) snapshot(uuid string) snapshot {
+	out := snapshot{Now: d.cfg.Now().UTC(), Rev: d.cfg.State.Revision(), Pools: []params.StoragePoolInfo{}, Alerts: []alert{}}
+	m, err := d.cfg.State.Model(uuid)
+	if err == nil {
+		out.Model = modelInfo{UUID: m.UUID, Name: m.Name, Type: string(m.Type), Life: string(m.Life)}
+		var st params.ModelStatus
+		if st, err = d.cfg.Status(m); err == nil {
+			out.Status = &st
+			out.Pools, err = d.cfg.Pools(m)
+		}
+	}
+	switch {
+	case jujuerrors.Is(err, jujuerrors.NotFound):
+		out.Model.UUID = uuid
+		out.Error = "this model has been removed"
+		out.Status = nil
+	case err != nil:
+		d.log.Error("dashboard: reading a model failed", "model", uuid, "err", err)
+		out.Error = "the model could not be read (see the daemon's log)"
+		out.Status = nil
+	}
+	if out.Pools == nil {
+		out.Pools = []params.StoragePoolInfo{}
+	}
+	if out.Status != nil {
+		out.Alerts = alerts(out.Status)
+	}
+	return out
+}
+
+// Status values that stand out. Anything else (started, running, active,
+// attached, ...) is fine, or in progress without being stuck.
+var (
+	errorStatuses = map[string]bool{
+		"error": true, "provisioning error": true, "down": true, "lost": true, "failed": true,
+		"blocked": true, "terminated": true,
+	}
+	warnStatuses = map[string]bool{
+		"pending": true, "allocating": true, "waiting": true, "provisioning": true,
+		"attaching": true, "detaching": true, "unknown": true,
+	}
+)
+
+func statusLevel(s string) string {
+	switch {
+	case errorStatuses[s]:
+		return levelError
+	case warnStatuses[s]:
+		return levelWarn
+	}
+	return ""
+}
+
+// alerts lists what of st is in an error or stuck state: a status that
+// stands out (the worst of an entity's statuses, errors first) or a life
+// other than alive.
+func alerts(st *params.ModelStatus) []alert {
+	out := []alert{}
+	var errs, warns []alert
+	add := func(kind, id, life string, statuses ...params.StatusInfo) {
+		var best *alert
+		for _, s := range statuses {
+			lv := statusLevel(s.Status)
+			if lv == "" || (best != nil && (best.Level == levelError || lv == levelWarn)) {
+				continue
+			}
+			best = &alert{Level: lv, Kind: kind, ID: id, Status: s.Status, Message: s.Message, Since: s.Since}
+		}
+		if best == nil && (life == "dying" || life == "dead") {
+			best = &alert{Level: levelWarn, Kind: kind, ID: id, Status: life}
+		}
+		if best == nil {
+			return
+		}
+		if best.Level == levelError {
+			errs = append(errs, *best)
+		} else {
+			warns = append(warns, *best)
+		}
+	}
+	if st.Life == "dying" || st.Life == "dead" {
+		add("model", st.Model, st.Life)
+	}
+	var machine func(m params.MachineStatus)
+	machine = func(m params.MachineStatus) {
+		add("machine", m.ID, m.Life, m.AgentStatus, m.InstanceStatus, m.ModificationStatus)
+		for _, c := range m.Containers {
+			machine(c)
+		}
+	}
+	for _, m := range st.Machines {
+		machine(m)
+	}
+	for _, a := range st.Applications {
+		add("application", a.Name, a.Life, a.OperatorStatus)
+		for _, u := range a.Units {
+			add("unit", u.Name, u.Life, u.AgentStatus, u.WorkloadStatus, u.ContainerStatus)
+		}
+	}
+	for _, f := range st.Storage.Filesystems {
+		add("filesystem", f.ID, f.Life, f.Status)
+	}
+	for _, v := range st.Storage.Volumes {
+		add("volume", v.ID, v.Life, v.Status)
+	}
+	for _, s := range st.Storage.Instances {
+		add("storage", s.ID, s.Life)
+	}
+	for _, s := range st.Subnets {
+		add("subnet", s.CIDR, s.Life)
+	}
+	out = append(out, errs...)
+	return append(out, warns...)
+}
+
+// String is an alert as one line (the log, tests).
+func (a alert) String() string {
+	s := fmt.Sprintf("%s %s %s: %s", a.Level, a.Kind, a.ID, a.Status)
+	if a.Message != "" {
+		s += ": " + a.Message
+	}
+	return s
+}

@@ -1,0 +1,198 @@
+package dashboard
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/provisiond/provisiond/state"
+)
+
+// A stream is a text/event-stream of these events, each data line one
+// JSON document:
+//
+//	hello     {"user", "superuser", "controller", "model", "now"}: first
+//	models    [modelInfo...]: at the start and when the model list changes
+//	status    snapshot: at the start and after the model's changes
+//	activity  {"changes": [change...], "lost": bool}: the model's changes
+//	          (at the start, the last ones the feed holds)
+//	metrics   [sample...]: at the start the last two minutes, then each second
+//	bye       {"reason"}: the stream ends (logout, expired, credentials
+//	          changed, replaced by a newer session or stream, shutdown)
+//
+// There is no reconnection state: a page that reconnects gets everything
+// again.
+
+// streamTick is how often a stream sends a metrics sample and checks its
+// session; it doubles as the stream's keep-alive.
+const streamTick = time.Second
+
+type streamWriter struct {
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	d   *Dashboard
+	buf bytes.Buffer
+	err error
+}
+
+// send writes one event and flushes it, within the write timeout.
+func (s *streamWriter) send(event string, v any) {
+	if s.err != nil {
+		return
+	}
+	s.buf.Reset()
+	fmt.Fprintf(&s.buf, "event: %s\ndata: ", event)
+	if err := json.NewEncoder(&s.buf).Encode(v); err != nil { // Encode ends the line
+		s.err = err
+		return
+	}
+	s.buf.WriteByte('\n')
+	s.write(s.buf.Bytes())
+}
+
+// keepAlive writes a comment, which the browser ignores: a connection that
+// has gone is found out, and proxies see traffic.
+func (s *streamWriter) keepAlive() { s.write([]byte(": keep-alive\n\n")) }
+
+func (s *streamWriter) write(p []byte) {
+	if s.err != nil {
+		return
+	}
+	_ = s.rc.SetWriteDeadline(time.Now().Add(s.d.cfg.WriteTimeout))
+	if _, err := s.w.Write(p); err != nil {
+		s.err = err
+		return
+	}
+	s.err = s.rc.Flush()
+}
+
+// events serves GET /dashboard/events?model=UUID-or-name.
+func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) {
+	sess, ok := d.sessions.fromRequest(r)
+	if !ok {
+		http.Error(w, "no session: log in at "+Prefix+"login", http.StatusUnauthorized)
+		return
+	}
+	superuser := sess.user.Access == state.AccessSuperuser
+	var model state.Model
+	if superuser {
+		var err error
+		if model, err = d.resolveModel(r.URL.Query().Get("model")); err != nil {
+			http.Error(w, "no such model", http.StatusNotFound)
+			return
+		}
+	}
+	slot, release, ok := d.sessions.openStream(sess)
+	if !ok {
+		http.Error(w, "no session: log in at "+Prefix+"login", http.StatusUnauthorized)
+		return
+	}
+	defer release()
+	l, cancel := d.feed.listen(model.UUID)
+	defer cancel()
+
+	ctrl, _ := d.cfg.State.Controller()
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	sw := &streamWriter{w: w, rc: http.NewResponseController(w), d: d}
+	// The client sends nothing more: the server's whole-request read
+	// deadline must not end the stream (a closed connection still does).
+	_ = sw.rc.SetReadDeadline(time.Time{})
+	sw.write([]byte("retry: 2000\n\n"))
+
+	sw.send("hello", map[string]any{"user": sess.user.Name, "superuser": superuser, "controller": ctrl.UUID,
+		"model": model.UUID, "now": d.cfg.Now().UTC()})
+	sendModels := func() {
+		ms, err := d.models(sess.user)
+		if err != nil {
+			d.log.Error("dashboard: listing models failed", "err", err)
+			return
+		}
+		sw.send("models", ms)
+	}
+	sendModels()
+
+	var seq uint64
+	var lastSample int64
+	sendActivity := func() (modelsChanged, changed bool) {
+		changes, next, lost, models := d.feed.since(l, seq)
+		seq = next
+		if len(changes) > 0 || lost {
+			sw.send("activity", map[string]any{"changes": changes, "lost": lost})
+		}
+		return models, len(changes) > 0
+	}
+	sendMetrics := func() bool {
+		ss := d.sampler.latest(lastSample)
+		if len(ss) == 0 {
+			return false
+		}
+		lastSample = ss[len(ss)-1].T
+		sw.send("metrics", ss)
+		return true
+	}
+	if superuser {
+		sw.send("status", d.snapshot(model.UUID))
+		sendActivity()
+	}
+	sendMetrics()
+
+	tick := time.NewTicker(streamTick)
+	defer tick.Stop()
+	// Snapshots are sent at most once per SnapshotInterval: a change in
+	// the interval arms the timer, and one snapshot follows it.
+	var lastSnap time.Time
+	delay := time.NewTimer(0)
+	if !delay.Stop() {
+		<-delay.C
+	}
+	pending := false
+	bye := func(reason string) { sw.send("bye", map[string]string{"reason": reason}) }
+	for sw.err == nil {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-d.closing.Done():
+			bye(reasonShutdown)
+			return
+		case <-sess.done:
+			bye(sess.reason)
+			return
+		case <-slot.done:
+			bye(slot.reason)
+			return
+		case <-l.wake:
+			modelsChanged, changed := sendActivity()
+			if modelsChanged {
+				sendModels()
+			}
+			if changed && superuser && !pending {
+				if wait := d.cfg.SnapshotInterval - time.Since(lastSnap); wait > 0 {
+					pending = true
+					delay.Reset(wait)
+					continue
+				}
+				lastSnap = time.Now()
+				sw.send("status", d.snapshot(model.UUID))
+			}
+		case <-delay.C:
+			pending = false
+			lastSnap = time.Now()
+			sw.send("status", d.snapshot(model.UUID))
+		case <-tick.C:
+			if !d.sessions.check(sess) {
+				continue // sess.done is closed: the next round says bye
+			}
+			if !sendMetrics() {
+				sw.keepAlive()
+			}
+		}
+	}
+	if sw.err != nil {
+		d.log.Debug("dashboard: stream ended", "user", sess.user.Name, "err", sw.err)
+	}
+}
