@@ -107,7 +107,7 @@
       for (const c of r.cells) tr.append(c instanceof Node ? c : el('td', {text: c === '' || c == null ? '-' : c}));
       tbody.append(tr);
     }
-    box.append(el('table', {}, el('caption', {text: caption}), thead, tbody));
+    box.append(el('table', {}, el('caption', {class: 'sr-only', text: caption}), thead, tbody));
   }
 
   function alertLevel(kind, id) {
@@ -140,7 +140,7 @@
       for (const c of m.containers || []) walk(c, depth + 1);
     };
     for (const m of st.machines || []) walk(m, 0);
-    table('machines', 'Machines, containers under their host', ['Machine', 'Life', 'Agent', 'Instance ID', 'Instance', 'Base', 'Addresses', 'Message'], rows,
+    table('machines', 'Machines, with containers under their host', ['Machine', 'Life', 'Agent', 'Instance ID', 'Instance', 'Base', 'Addresses', 'Message'], rows,
       st.type === 'caas' ? 'A Kubernetes model has no machines.' : 'No machines.');
   }
 
@@ -181,8 +181,11 @@
           el('td', {class: 'mono', text: x['provider-id'] || '-'}), statusCell(x.status), where || '-'],
       };
     });
+    const volMachine = new Map();
+    const walk = (m) => { for (const v of m.volumes || []) volMachine.set(v.id, m.id); for (const c of m.containers || []) walk(c); };
+    for (const m of st.machines || []) walk(m);
     for (const v of (s.volumes || []).filter((v) => !v['storage-id'])) {
-      const m = (v.attached || []).map((a) => a.machine).filter(Boolean).join(', ');
+      const m = (v.attached || []).map((a) => a.machine).filter(Boolean).join(', ') || volMachine.get(v.id) || '';
       rows.push({
         key: 'volume/' + v.id, level: alertLevel('volume', v.id), sig: v,
         cells: ['volume ' + v.id, 'block', m ? 'machine ' + m : '-', el('td', {}, badge(v.life)), v.pool || '-', v.size ? v.size + ' MiB' : '-',
@@ -264,7 +267,8 @@
     const f = c.fields || [];
     if (f.includes('created')) return 'added';
     if (f.includes('removed')) return 'removed';
-    return f.length ? f.join(', ') : 'changed';
+    // A field may carry a value ("hash:…"): its name is enough here.
+    return f.length ? f.map((x) => x.split(':')[0]).join(', ') : 'changed';
   }
 
   function renderActivity() {
@@ -312,7 +316,7 @@
       }).join(' '));
       svg.append(line);
       box.append(el('div', {class: 'metric ' + c.cls}, el('h3', {text: c.title}),
-        el('div', {class: 'value', text: last === null ? '-' : c.fmt(last)}), svg));
+        el('div', {class: 'value', text: last === null ? (c.key === 'commitMs' ? 'no commits' : '-') : c.fmt(last)}), svg));
     }
   }
 
