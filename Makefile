@@ -60,6 +60,11 @@ crash: ## crash-safety harness: CRASH_CYCLES (1000) SIGKILL/restart cycles under
 tidy-check: ## fail when go.mod/go.sum are not tidy
 	$(GO) mod tidy && git diff --exit-code go.mod go.sum
 
+screenshots: ## the dashboard's browser test, keeping its screenshots in bin/screenshots/ (needs chromium)
+	rm -rf bin/screenshots && mkdir -p bin/screenshots
+	$(GO) test -count=1 -run '^TestBrowser' -artifacts -outputdir $(CURDIR)/bin/screenshots ./internal/dashboard/
+	find bin/screenshots -name '*.png'
+
 clean: ## remove build output
 	rm -rf bin/
 
@@ -70,4 +75,4 @@ help: ## list the targets and where the docs are
 	@echo "packages, a request's path, goroutines, errors), docs/reliability.md, docs/performance.md,"
 	@echo "docs/benchmarks.md, docs/provisioner.md, docs/caasunitprovisioner.md."
 
-.PHONY: build completions test test-short lint depcheck bench fuzz crash tidy-check clean help
+.PHONY: screenshots build completions test test-short lint depcheck bench fuzz crash tidy-check clean help
