@@ -18,6 +18,7 @@ import (
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/provisiondtest"
 	"github.com/provisiond/provisiond/rpc/client"
+	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/watcher/watchertest"
 )
 
@@ -121,13 +122,45 @@ func TestDashboardFollowsTheDaemon(t *testing.T) {
 	if got := c.login("admin", srv.Credentials().AdminPassword); got != http.StatusSeeOther {
 		t.Fatalf("login: %d", got)
 	}
+	lines, next := c.stream("")
+	next("event: status")
+
+	// An agent logs in: the chart's agents count it (and /metrics does).
+	srv.ControllerAgent(t, srv.DefaultModel())
+	for {
+		next("event: metrics")
+		if l := next("data: "); strings.Contains(l, `"agents":1`) {
+			break
+		}
+	}
+
+	// The daemon shuts down with the stream open: the stream says so and
+	// ends, and the shutdown does not wait for the client.
+	start := time.Now()
+	if err := srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("shutdown with an open stream took %v", time.Since(start).Round(time.Millisecond))
+	next("event: bye")
+	if l := next("data: "); !strings.Contains(l, `"shutdown"`) {
+		t.Errorf("bye %s, want shutdown", l)
+	}
+	for range lines {
+	}
+}
+
+// stream opens the event stream of model (a name; "" the default) and
+// returns its lines and a bounded wait for the next line with a prefix.
+func (c *dashClient) stream(model string) (<-chan string, func(prefix string) string) {
+	t := c.t
+	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	resp := c.do(ctx, http.MethodGet, "/dashboard/events", nil)
+	t.Cleanup(cancel)
+	resp := c.do(ctx, http.MethodGet, "/dashboard/events?model="+url.QueryEscape(model), nil)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("stream: %s", resp.Status)
 	}
-	defer resp.Body.Close()
+	t.Cleanup(func() { resp.Body.Close() })
 	lines := make(chan string, 256)
 	go func() { // ends with the body
 		defer close(lines)
@@ -154,28 +187,42 @@ func TestDashboardFollowsTheDaemon(t *testing.T) {
 			}
 		}
 	}
+	return lines, next
+}
+
+// In etcd mode every daemon of the controller serves the same page: a
+// change made through one daemon reaches another's dashboard, which reads
+// only its own state and hub. Sessions are each daemon's own.
+func TestDashboardOnEveryDaemonOfAnEtcdController(t *testing.T) {
+	a := provisiondtest.Start(t, provisiondtest.WithStore(provisiondtest.StoreEtcd))
+	b := provisiondtest.Start(t, provisiondtest.Join(a))
+	password := a.Credentials().AdminPassword
+	cb := newDashClient(t, b)
+	if got := cb.login("admin", password); got != http.StatusSeeOther {
+		t.Fatalf("login on the second daemon: %d", got)
+	}
+	_, next := cb.stream("default")
 	next("event: status")
 
-	// An agent logs in: the chart's agents count it (and /metrics does).
-	srv.ControllerAgent(t, srv.DefaultModel())
-	for {
-		next("event: metrics")
-		if l := next("data: "); strings.Contains(l, `"agents":1`) {
-			break
-		}
-	}
-
-	// The daemon shuts down with the stream open: the stream says so and
-	// ends, and the shutdown does not wait for the client.
-	start := time.Now()
-	if err := srv.Close(); err != nil {
+	added, err := client.NewModelAdmin(a.Admin(t, a.DefaultModel())).AddMachines(t.Context(), params.AddMachinesArgs{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("shutdown with an open stream took %v", time.Since(start).Round(time.Millisecond))
-	next("event: bye")
-	if l := next("data: "); !strings.Contains(l, `"shutdown"`) {
-		t.Errorf("bye %s, want shutdown", l)
+	next("event: activity")
+	if l := next("data: "); !strings.Contains(l, `"kind":"machine","id":"`+added.Machines[0]+`"`) {
+		t.Errorf("the second daemon's feed: %s", l)
 	}
-	for range lines {
+	next("event: status")
+	if l := next("data: "); !strings.Contains(l, `"id":"`+added.Machines[0]+`"`) {
+		t.Errorf("the second daemon's status: %.300s", l)
+	}
+
+	// b's session cookie opens nothing on a.
+	ca := newDashClient(t, a)
+	u, _ := url.Parse(ca.base)
+	ub, _ := url.Parse(cb.base)
+	ca.hc.Jar.SetCookies(u, cb.hc.Jar.Cookies(ub))
+	if resp := ca.do(t.Context(), http.MethodGet, "/dashboard/", nil); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("the second daemon's session on the first: %s, want 303 to the form", resp.Status)
 	}
 }
