@@ -1,7 +1,6 @@
 package dashboard
 
 import (
-	"cmp"
 	"slices"
 	"sync"
 	"time"
@@ -23,10 +22,30 @@ type change struct {
 	Fields []string  `json:"fields,omitempty"`
 }
 
-// ring is the last feedSize changes of one model.
+// ring is the last feedSize changes of one model, a circular buffer (no
+// copying on the publisher's path).
 type ring struct {
-	entries []change // oldest first, at most feedSize
-	seq     uint64   // of the last entry
+	entries [feedSize]change
+	n       int    // entries held, at most feedSize
+	seq     uint64 // of the last entry
+}
+
+func (r *ring) add(c change) {
+	r.seq++
+	c.Seq = r.seq
+	r.entries[(r.seq-1)%feedSize] = c
+	r.n = min(r.n+1, feedSize)
+}
+
+// after returns the entries after seq, oldest first.
+func (r *ring) after(seq uint64) []change {
+	first := r.seq - uint64(r.n) + 1 // seq of the oldest entry held
+	from := max(seq+1, first)
+	out := make([]change, 0, r.seq+1-min(from, r.seq+1))
+	for s := from; s <= r.seq; s++ {
+		out = append(out, r.entries[(s-1)%feedSize])
+	}
+	return out
 }
 
 // listener is a stream's wake-up: signalled (without blocking) when its
@@ -83,12 +102,7 @@ func (f *feed) sink(rev uint64, c watcher.Change) {
 		r = &ring{}
 		f.rings[c.Model] = r
 	}
-	r.seq++
-	if len(r.entries) == feedSize {
-		r.entries = slices.Delete(r.entries, 0, 1)
-	}
-	r.entries = append(r.entries, change{Seq: r.seq, Time: f.now(), Rev: rev, Kind: string(c.Kind), ID: c.ID,
-		Fields: slices.Clone(c.Fields)})
+	r.add(change{Time: f.now(), Rev: rev, Kind: string(c.Kind), ID: c.ID, Fields: slices.Clone(c.Fields)})
 	isModel := c.Kind == state.KindModel
 	for l := range f.listeners {
 		switch {
@@ -132,9 +146,8 @@ func (f *feed) since(l *listener, seq uint64) (out []change, next uint64, lost, 
 	if seq > r.seq { // the ring started over (the model was removed)
 		seq = 0
 	}
-	i, _ := slices.BinarySearchFunc(r.entries, seq+1, func(c change, s uint64) int { return cmp.Compare(c.Seq, s) })
-	out = slices.Clone(r.entries[i:])
-	lost = seq != 0 && len(r.entries) > 0 && r.entries[0].Seq > seq+1
+	out = r.after(seq)
+	lost = seq != 0 && len(out) > 0 && out[0].Seq > seq+1
 	return out, r.seq, lost, models
 }
 
