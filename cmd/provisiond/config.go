@@ -68,6 +68,10 @@ type options struct {
 	// Agent runs the reference agent in the daemon's process: "sim".
 	Agent string `yaml:"agent"`
 
+	// Reinitialise is --reinitialise, a flag only: it is meant once, so
+	// neither the environment nor the config file may set it.
+	Reinitialise bool `yaml:"-"`
+
 	MaxConnsPerEntity    int `yaml:"max-connections-per-entity"`
 	MaxWatchersPerEntity int `yaml:"max-watchers-per-entity"`
 
@@ -339,6 +343,7 @@ func (o *options) daemonConfig() daemon.Config {
 		LoginBackoffMax:  o.LoginBackoffMax,
 		MetricsAuth:      o.MetricsAuth,
 		MetricsTokenFile: o.MetricsTokenFile,
+		Reinitialise:     o.Reinitialise,
 	}
 }
 

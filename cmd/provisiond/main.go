@@ -43,6 +43,10 @@ const (
 	exitOK    = 0
 	exitError = 1
 	exitUsage = 2
+	// exitDataDir: serve refused a data dir that holds an earlier
+	// controller's files but no database (daemon.ErrEarlierController);
+	// restarting will not help (systemd: RestartPreventExitStatus=3).
+	exitDataDir = 3
 )
 
 // sys is what a command reads from its environment.
@@ -108,6 +112,7 @@ Exit status: 0 on success, 1 on failure, 2 on a usage error.`,
 		restoreCommand,
 		checkCommand,
 		migrateCommand,
+		resetAdminPasswordCommand,
 		versionCommand,
 		repairCommand,
 		internalCheckCommand,

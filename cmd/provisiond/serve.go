@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -38,11 +39,14 @@ database, exit 0.`,
 		},
 	}
 	sf := bindServeFlags(cmd.Flags(), e.getenv)
+	reinitialise := cmd.Flags().Bool("reinitialise", false, "make a new controller in a data dir that holds an earlier one's credentials.yaml or CA but no database\n"+
+		"(its credentials.yaml is kept aside; its passwords are lost). A flag only, meant once")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		opts, err := sf.resolve(cmd.Flags(), e.getenv)
 		if err != nil {
 			return usageError{err}
 		}
+		opts.Reinitialise = *reinitialise
 		log, err := newLogger(e.stderr, opts.LogFormat, opts.LogLevel)
 		if err != nil {
 			return usageError{err}
@@ -70,6 +74,9 @@ func serve(opts options, log *slog.Logger) error {
 	d, err := daemon.Start(cfg)
 	if err != nil {
 		log.Error("cannot start", "err", err)
+		if errors.Is(err, daemon.ErrEarlierController) {
+			return exitCode(exitDataDir)
+		}
 		return exitCode(exitError)
 	}
 	stopAgent, agentErr := startAgent(d, cfg.DataDir, opts.Agent, log)

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -85,6 +84,11 @@ type Config struct {
 	// holds a bearer token that also opens it.
 	MetricsAuth      string
 	MetricsTokenFile string
+
+	// Reinitialise lets Start make a new controller in a data dir that
+	// holds an earlier one's files but no initialised database (else
+	// ErrEarlierController); the earlier credentials.yaml is kept aside.
+	Reinitialise bool
 
 	// HealthTimeout is how long /health waits for the store's writer
 	// before it reports the daemon unhealthy.
@@ -203,6 +207,7 @@ type Daemon struct {
 	metricsToken string
 	health       healthProbe
 	backupSlot   chan struct{} // one backup at a time
+	earlier      bool          // the data dir held an earlier controller's files at start
 	tls          *pki.Material
 	credsMu      sync.Mutex // guards creds' api-addresses once serving (cluster.go)
 	creds        Credentials
@@ -231,11 +236,19 @@ func Start(cfg Config) (d *Daemon, err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("create data dir: %w", err)
+	if err := prepareDataDir(cfg.DataDir, log); err != nil {
+		return nil, err
+	}
+	// Before anything makes files (the database, the CA): does the data
+	// dir show an earlier controller?
+	earlier := earlierController(cfg.DataDir)
+	if earlier && !cfg.shared() && dbMissing(cfg.DataDir) { // an etcd store keeps no database here
+		if err := refuseNewController(cfg.DataDir, "no database (provisiond.db is missing or empty)", cfg.Reinitialise, log); err != nil {
+			return nil, err
+		}
 	}
 	d = &Daemon{cfg: cfg, log: log, hub: watcher.NewHub(), environ: environ.New(), done: make(chan struct{}),
-		backupSlot: make(chan struct{}, 1), serverID: newServerID()}
+		backupSlot: make(chan struct{}, 1), serverID: newServerID(), earlier: earlier}
 	d.health.d = d
 	removeStaleBackups(cfg.DataDir, log)
 	d.metrics = newMetrics(func() float64 { return float64(d.hub.Subscriptions()) },
@@ -394,7 +407,16 @@ func (d *Daemon) initialise(addrs []string) error {
 	if err != nil {
 		return err
 	}
+	// fresh: what is written now is new (a new controller, or a missing
+	// credentials.yaml) and must be written; otherwise only the addresses
+	// are refreshed, and failing to is a warning (a full disk at start).
+	fresh := !ok
 	if !ok {
+		if d.earlier {
+			if err := refuseNewController(d.cfg.DataDir, "a database that was never initialised", d.cfg.Reinitialise, d.log); err != nil {
+				return err
+			}
+		}
 		creds := Credentials{
 			AdminUser:     "admin",
 			AdminPassword: randomPassword(),
@@ -422,7 +444,8 @@ func (d *Daemon) initialise(addrs []string) error {
 		old, err := ReadCredentials(credsPath)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
-			d.log.Warn("credentials.yaml is missing; rewriting it without passwords", "path", credsPath)
+			d.log.Warn("credentials.yaml is missing; rewriting it without passwords (provisiond reset-admin-password makes new ones)", "path", credsPath)
+			fresh = true
 			ctrl, err := d.state.Controller()
 			if err != nil {
 				return err
@@ -442,11 +465,25 @@ func (d *Daemon) initialise(addrs []string) error {
 	// api-port is the port the daemon listens on now (--addr :0 picks one).
 	_, port, _ := net.SplitHostPort(addrs[0])
 	apiPort, _ := strconv.Atoi(port)
+	ctrl, err := d.state.Controller()
+	if err != nil {
+		return err
+	}
+	newCA := ctrl.Config["ca-cert"] != d.creds.CACert
 	if err := d.state.UpdateControllerConfig(map[string]any{"ca-cert": d.creds.CACert, "api-port": apiPort}, nil); err != nil {
-		return fmt.Errorf("record CA certificate and API port: %w", err)
+		if fresh || newCA {
+			return fmt.Errorf("record CA certificate and API port: %w", err)
+		}
+		d.log.Warn("cannot record the API port; serving anyway", "err", err)
+	}
+	if credentialsUnchanged(credsPath, &d.creds) {
+		return nil
 	}
 	if err := WriteCredentials(credsPath, &d.creds); err != nil {
-		return fmt.Errorf("write credentials: %w", err)
+		if fresh || newCA {
+			return fmt.Errorf("write credentials: %w", err)
+		}
+		d.log.Warn("cannot refresh the api-addresses of credentials.yaml; serving anyway", "path", credsPath, "err", err)
 	}
 	return nil
 }
