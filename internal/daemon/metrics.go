@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,6 +17,7 @@ type metrics struct {
 	logins      *prometheus.CounterVec
 	requests    *prometheus.CounterVec
 	latency     *prometheus.HistogramVec
+	nextWait    *prometheus.HistogramVec
 	commits     prometheus.Histogram
 	commitBatch prometheus.Histogram
 	compactions prometheus.Counter // etcd compactions made here (cluster.go); nil on bbolt
@@ -34,13 +36,18 @@ func newMetrics(watchers func() float64, revision func() float64) *metrics {
 			Name: "provisiond_logins_total", Help: "Admin.Login calls by outcome (ok, or the error code).",
 		}, []string{"outcome"}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "provisiond_requests_total", Help: "API requests by facade, method and error code (\"\" on success).",
+			Name: "provisiond_requests_total", Help: "API requests by facade, method and outcome (code: \"ok\", or the error code; \"error\" for an error without one).",
 		}, []string{"facade", "method", "code"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "provisiond_request_duration_seconds",
-			Help:    "API request latency by facade and method (watcher Next includes its wait).",
+			Help:    "API request latency by facade and method; watcher Next calls are in provisiond_watcher_next_wait_seconds instead.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
 		}, []string{"facade", "method"}),
+		nextWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "provisiond_watcher_next_wait_seconds",
+			Help:    "Time from a watcher Next call to its reply, mostly waiting for a change, by watcher facade.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 12),
+		}, []string{"facade"}),
 		commits: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "provisiond_commit_duration_seconds",
 			Help:    "Duration of state commits, fsync included.",
@@ -52,7 +59,7 @@ func newMetrics(watchers func() float64, revision func() float64) *metrics {
 			Buckets: prometheus.ExponentialBuckets(1, 2, 10),
 		}),
 	}
-	m.reg.MustRegister(m.conns, m.connsTotal, m.logins, m.requests, m.latency, m.commits, m.commitBatch,
+	m.reg.MustRegister(m.conns, m.connsTotal, m.logins, m.requests, m.latency, m.nextWait, m.commits, m.commitBatch,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "provisiond_watchers", Help: "Active watcher subscriptions.",
 		}, watchers),
@@ -68,17 +75,24 @@ func newMetrics(watchers func() float64, revision func() float64) *metrics {
 func (m *metrics) ConnOpened() { m.conns.Inc(); m.connsTotal.Inc() }
 func (m *metrics) ConnClosed() { m.conns.Dec() }
 
+// RequestDone counts a request by outcome: code is "" on success, which
+// the metrics show as "ok". The time a watcher's Next spends waiting for a
+// change is not request latency: it goes to its own histogram.
 func (m *metrics) RequestDone(facade string, _ int, method, code string, d time.Duration) {
 	if facade == "" {
 		facade, method = "unknown", "unknown"
 	}
-	m.requests.WithLabelValues(facade, method, code).Inc()
-	m.latency.WithLabelValues(facade, method).Observe(d.Seconds())
+	outcome := code
+	if outcome == "" {
+		outcome = "ok"
+	}
+	m.requests.WithLabelValues(facade, method, outcome).Inc()
+	if method == "Next" && strings.HasSuffix(facade, "Watcher") {
+		m.nextWait.WithLabelValues(facade).Observe(d.Seconds())
+	} else {
+		m.latency.WithLabelValues(facade, method).Observe(d.Seconds())
+	}
 	if facade == "Admin" && method == "Login" {
-		outcome := code
-		if outcome == "" {
-			outcome = "ok"
-		}
 		m.logins.WithLabelValues(outcome).Inc()
 	}
 }
