@@ -361,8 +361,11 @@ func (c *Conn) await(h *header, l *Later, start time.Time) {
 func (c *Conn) call(h *header, call Caller) (res any, err error) {
 	defer func() {
 		if r := recover(); r != nil {
+			// Operators get the panic, not Go source locations; the
+			// stack is for developers, at debug level.
 			c.log.Error("panic in request handler", "facade", h.Type, "version", h.Version,
-				"method", h.Request, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+				"method", h.Request, "panic", fmt.Sprint(r))
+			c.log.Debug("panic in request handler: stack", "method", h.Request, "stack", string(debug.Stack()))
 			res, err = nil, PanicError(r)
 		}
 	}()

@@ -9,15 +9,15 @@ import (
 // Refill) and a cap on logins running at once. It never waits; a refused
 // login gets "try again" and the agent backs off. Safe for concurrent use.
 type Limiter struct {
-	max        float64
-	perToken   time.Duration
 	concurrent chan struct{}
 	now        func() time.Time
 	throttle   *Throttle
 
-	mu     sync.Mutex // guards the fields below
-	tokens float64
-	last   time.Time
+	mu       sync.Mutex // guards the fields below
+	max      float64
+	perToken time.Duration
+	tokens   float64
+	last     time.Time
 }
 
 // LimiterConfig configures a Limiter. Zero or negative values disable that
@@ -65,8 +65,8 @@ func (l *Limiter) Acquire() (release func(), ok bool) {
 	if l == nil {
 		return func() {}, true
 	}
+	l.mu.Lock()
 	if l.max > 0 && l.perToken > 0 {
-		l.mu.Lock()
 		now := l.now()
 		l.tokens += float64(now.Sub(l.last)) / float64(l.perToken)
 		if l.tokens > l.max {
@@ -78,8 +78,8 @@ func (l *Limiter) Acquire() (release func(), ok bool) {
 			return nil, false
 		}
 		l.tokens--
-		l.mu.Unlock()
 	}
+	l.mu.Unlock()
 	if l.concurrent == nil {
 		return func() {}, true
 	}
