@@ -105,6 +105,12 @@ type Config struct {
 	// MaxAgentBinarySize bounds an agent binaries upload in bytes (0:
 	// DefaultMaxAgentBinarySize).
 	MaxAgentBinarySize int64
+
+	// MetricsAddr, when set, is a loopback address where /metrics is also
+	// served over plain HTTP (service.go). AuditLog, when set, is a file
+	// the audit trail is appended to as JSON lines (audit.go).
+	MetricsAddr string
+	AuditLog    string
 }
 
 // Defaults.
@@ -223,6 +229,12 @@ type Daemon struct {
 	agents     prometheus.Gauge
 	done       chan struct{}
 	serveErr   error
+	limiter    *admin.Limiter
+	audit      *auditor
+	svc        service
+
+	mu       sync.Mutex // guards stopping (and the expiry timer's re-arming)
+	stopping bool
 }
 
 // Start opens (and on first start initialises) the data dir, listens on
@@ -258,6 +270,17 @@ func Start(cfg Config) (d *Daemon, err error) {
 			}
 			return float64(d.state.Revision())
 		})
+
+	d.registerServiceMetrics()
+	if d.audit, err = newAuditor(log, cfg.AuditLog); err != nil {
+		return nil, err
+	}
+	started := d // a failed Start returns a nil d
+	defer func() {
+		if err != nil {
+			_ = started.stopService(context.Background())
+		}
+	}()
 
 	d.state, err = state.Open(d.stateOptions())
 	if err != nil {
@@ -307,6 +330,9 @@ func Start(cfg Config) (d *Daemon, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("tls: %w", err)
 	}
+	if tlsCfg, err = d.liveTLS(tlsCfg, hosts); err != nil {
+		return nil, err
+	}
 
 	d.hostPorts = hostPortsOf(addrs)
 	if err := d.register(d.hostPorts); err != nil {
@@ -322,10 +348,11 @@ func Start(cfg Config) (d *Daemon, err error) {
 	if d.metricsToken, err = readToken(cfg.MetricsTokenFile); err != nil {
 		return nil, err
 	}
-	reg := NewRegistry(admin.NewLimiter(admin.LimiterConfig{
+	d.limiter = admin.NewLimiter(admin.LimiterConfig{
 		Max: cfg.LoginRateMax, Refill: cfg.LoginRateRefill, Concurrent: cfg.LoginConcurrent,
 		Throttle: d.throttle,
-	}))
+	})
+	reg := NewRegistry(d.limiter)
 
 	deps := &facade.Deps{
 		State:         d.state,
@@ -343,7 +370,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 		Agents:        d.agentCounter(),
 	}
 	d.rpc, err = rpc.NewServer(rpc.Config{
-		NewRoot:           facade.NewRootFunc(deps),
+		NewRoot:           d.audit.audited(facade.NewRootFunc(deps)),
 		Logger:            log,
 		ReadLimit:         cfg.ReadLimit,
 		PreLoginReadLimit: cfg.PreLoginReadLimit,
@@ -371,6 +398,9 @@ func Start(cfg Config) (d *Daemon, err error) {
 		return nil, err
 	}
 	d.ln = d.listen(ln, tlsCfg)
+	if err := d.serveMetrics(); err != nil {
+		return nil, err
+	}
 	go func() {
 		defer close(d.done)
 		if err := d.http.Serve(d.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -383,6 +413,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 	}
 	log.Info("serving", "addr", ln.Addr().String(), "data-dir", cfg.DataDir,
 		"controller", d.creds.ControllerUUID, "store", d.state.Store().Info().Engine, "server-id", d.serverID)
+	d.startExpiryChecks()
 	return d, nil
 }
 
@@ -529,7 +560,8 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 	d.cluster.stop()
 	d.unregister() // others see this daemon go at once, not when its lease expires
 	serr := d.state.Close()
-	return errors.Join(herr, rerr, serr)
+	verr := d.stopService(ctx)
+	return errors.Join(herr, rerr, serr, verr)
 }
 
 func randomPassword() string {
