@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/provisiond/provisiond/internal/buildinfo"
 )
 
 type cliResult struct {
@@ -55,9 +57,9 @@ func TestCommandLine(t *testing.T) {
 		{name: "serve -help", args: []string{"serve", "-help"}, code: 0, stdout: "--data-dir"},
 		{name: "typo", args: []string{"serv"}, code: 2, stderr: "Did you mean this?\n\tserve", noStdout: true},
 		{name: "typo backup", args: []string{"bakup"}, code: 2, stderr: "backup"},
-		{name: "version", args: []string{"version"}, code: 0, stdout: "provisiond " + version + " (Juju API"},
-		{name: "--version", args: []string{"--version"}, code: 0, stdout: "(Juju API"},
-		{name: "-version", args: []string{"-version"}, code: 0, stdout: "(Juju API"},
+		{name: "version", args: []string{"version"}, code: 0, stdout: "provisiond " + buildinfo.Version + " ("},
+		{name: "--version", args: []string{"--version"}, code: 0, stdout: ", Juju API 3.3.0\n"},
+		{name: "-version", args: []string{"-version"}, code: 0, stdout: ", Juju API 3.3.0\n"},
 		{name: "version with args", args: []string{"version", "x"}, code: 2, stderr: "takes no arguments"},
 		{name: "unknown flag", args: []string{"serve", "--adr", "x"}, code: 2, stderr: "unknown flag: --adr"},
 		{name: "flag without value", args: []string{"serve", "--addr"}, code: 2, stderr: "needs an argument"},

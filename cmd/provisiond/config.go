@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -79,6 +80,10 @@ type options struct {
 	LoginBackoffMax  time.Duration `yaml:"login-backoff-max"`
 	MetricsAuth      string        `yaml:"metrics-auth"`
 	MetricsTokenFile string        `yaml:"metrics-token-file"`
+
+	// The daemon as a service (README, As a system service).
+	MetricsAddr string `yaml:"metrics-addr"`
+	AuditLog    string `yaml:"audit-log"`
 }
 
 // defaultDataDir is $XDG_DATA_HOME/provisiond, or ~/.local/share/provisiond
@@ -182,6 +187,8 @@ func (o *options) settings() []setting {
 		{"login-backoff-max", "the longest a login waits after failures (the wait doubles from 1s)", &o.LoginBackoffMax},
 		{"metrics-auth", "who reads /metrics: local (loopback open, others authenticate), always, none", &o.MetricsAuth},
 		{"metrics-token-file", "file holding a bearer token that opens /metrics", &o.MetricsTokenFile},
+		{"metrics-addr", "also serve /metrics over plain HTTP here, on loopback only (127.0.0.1:9100)", &o.MetricsAddr},
+		{"audit-log", "append the audit trail (every mutation, refused logins) to this file as JSON lines", &o.AuditLog},
 	}
 }
 
@@ -211,15 +218,19 @@ func bindServeFlags(fs *pflag.FlagSet, getenv func(string) string) *serveFlags {
 // then the flags given in fs.
 func (sf *serveFlags) resolve(fs *pflag.FlagSet, getenv func(string) string) (options, error) {
 	o := defaultOptions(getenv)
-	if sf.configFile != "" {
-		data, err := os.ReadFile(sf.configFile)
+	file := sf.configFile
+	if file == "" {
+		file = systemdConfigFile(getenv)
+	}
+	if file != "" {
+		data, err := os.ReadFile(file)
 		if err != nil {
 			return o, fmt.Errorf("config file: %w", err)
 		}
 		dec := yaml.NewDecoder(bytes.NewReader(data))
 		dec.KnownFields(true)
 		if err := dec.Decode(&o); err != nil && !errors.Is(err, io.EOF) {
-			return o, fmt.Errorf("config file %s: %w", sf.configFile, err)
+			return o, fmt.Errorf("config file %s: %w", file, err)
 		}
 	}
 	for _, s := range o.settings() {
@@ -237,6 +248,25 @@ func (sf *serveFlags) resolve(fs *pflag.FlagSet, getenv func(string) string) (op
 		}
 	}
 	return o, nil
+}
+
+// ConfigFileName is the config file serve reads from systemd's
+// ConfigurationDirectory= ($CONFIGURATION_DIRECTORY, /etc/provisiond in
+// the shipped unit) when neither --config nor $PROVISIOND_CONFIG names one.
+const ConfigFileName = "provisiond.yaml"
+
+// systemdConfigFile is $CONFIGURATION_DIRECTORY/provisiond.yaml (the
+// first directory of the list) when that file exists, else "".
+func systemdConfigFile(getenv func(string) string) string {
+	dir, _, _ := strings.Cut(getenv("CONFIGURATION_DIRECTORY"), ":")
+	if dir == "" {
+		return ""
+	}
+	path := filepath.Join(dir, ConfigFileName)
+	if _, err := os.Stat(path); err != nil {
+		return ""
+	}
+	return path
 }
 
 // loadOptions parses serve's arguments and resolves the options, as the
@@ -344,6 +374,8 @@ func (o *options) daemonConfig() daemon.Config {
 		MetricsAuth:      o.MetricsAuth,
 		MetricsTokenFile: o.MetricsTokenFile,
 		Reinitialise:     o.Reinitialise,
+		MetricsAddr:      o.MetricsAddr,
+		AuditLog:         o.AuditLog,
 	}
 }
 
@@ -356,4 +388,10 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// live are the settings a reload (SIGHUP) applies while serving; every
+// other change needs a restart.
+func (o *options) live() daemon.Live {
+	return daemon.Live{LoginRateMax: o.LoginRateMax, LoginRateRefill: o.LoginRateRefill}
 }

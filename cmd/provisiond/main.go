@@ -28,11 +28,9 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/provisiond/provisiond/internal/buildinfo"
 	"github.com/provisiond/provisiond/internal/daemon"
 )
-
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "0.1.0-dev"
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -113,6 +111,7 @@ Exit status: 0 on success, 1 on failure, 2 on a usage error.`,
 		checkCommand,
 		migrateCommand,
 		resetAdminPasswordCommand,
+		rotateCertCommand,
 		versionCommand,
 		repairCommand,
 		internalCheckCommand,
@@ -140,7 +139,7 @@ func versionCommand(e sys) *cobra.Command {
 		Example: "  provisiond version",
 		Args:    noArgs,
 		RunE: func(*cobra.Command, []string) error {
-			fmt.Fprintf(e.stdout, "provisiond %s (Juju API %s)\n", version, daemon.ServerVersion)
+			fmt.Fprintf(e.stdout, "provisiond %s, Juju API %s\n", buildinfo.Get(), daemon.ServerVersion)
 			return nil
 		},
 	}

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -26,8 +28,19 @@ Each flag NAME may also be set as $` + envName("NAME") + ` (upper case, "-" as "
 key NAME in the YAML file of --config (or $PROVISIOND_CONFIG); flags win over
 the environment, which wins over the file.
 
+Without --config or $PROVISIOND_CONFIG, the file provisiond.yaml of
+$CONFIGURATION_DIRECTORY (systemd's ConfigurationDirectory=, /etc/provisiond
+in the shipped unit) is read when it exists.
+
 SIGINT or SIGTERM: stop accepting, close every connection, close the
-database, exit 0.`,
+database, exit 0. SIGHUP: read the settings again and apply what can change
+while serving (log-level, login-rate-max, login-rate-refill, the TLS
+certificate from its files, the audit log reopened), logging what changed
+and which other changes wait for a restart.
+
+Under systemd (Type=notify) it reports READY=1 once serving, RELOADING=1
+and READY=1 around a reload, STOPPING=1, and pings the watchdog
+(WatchdogSec=) every half period while healthy.`,
 		Example: `  provisiond serve
   provisiond serve --addr 0.0.0.0:17070 --data-dir /var/lib/provisiond --log-format json
   PROVISIOND_LOG_LEVEL=debug provisiond serve --config /etc/provisiond/provisiond.yaml`,
@@ -47,21 +60,48 @@ database, exit 0.`,
 			return usageError{err}
 		}
 		opts.Reinitialise = *reinitialise
-		log, err := newLogger(e.stderr, opts.LogFormat, opts.LogLevel)
+		level := new(slog.LevelVar)
+		log, err := newLevelLogger(e.stderr, opts.LogFormat, opts.LogLevel, level)
 		if err != nil {
 			return usageError{err}
 		}
 		if err := checkAgent(opts.Agent); err != nil {
 			return usageError{err}
 		}
-		return serve(opts, log)
+		svc := &service{
+			log:      log,
+			level:    level,
+			sd:       newNotifier(e.getenv),
+			watchdog: watchdogInterval(e.getenv),
+			reread:   func() (options, error) { return sf.resolve(cmd.Flags(), e.getenv) },
+		}
+		return serve(opts, svc)
 	}
 	return cmd
 }
 
-// serve runs the daemon until SIGINT or SIGTERM. What goes wrong is
-// logged; the error returned only sets the exit status.
-func serve(opts options, log *slog.Logger) error {
+// service is what serve needs beside the options: the logger and its
+// level, the service manager's notification socket and watchdog period,
+// and how to read the settings again on SIGHUP.
+type service struct {
+	log      *slog.Logger
+	level    *slog.LevelVar
+	sd       *notifier
+	watchdog time.Duration
+	reread   func() (options, error)
+}
+
+// notify tells systemd, logging (not failing) when it cannot.
+func (s *service) notify(msg string) {
+	if err := s.sd.notify(msg); err != nil {
+		s.log.Warn("cannot notify the service manager", "err", err)
+	}
+}
+
+// serve runs the daemon until SIGINT or SIGTERM, reloading on SIGHUP.
+// What goes wrong is logged; the error returned only sets the exit status.
+func serve(opts options, s *service) error {
+	log := s.log
 	cfg := opts.daemonConfig()
 	cfg.Logger = log
 	if err := checkBeforeOpen(cfg, log); err != nil {
@@ -70,6 +110,9 @@ func serve(opts options, log *slog.Logger) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 
 	d, err := daemon.Start(cfg)
 	if err != nil {
@@ -83,14 +126,25 @@ func serve(opts options, log *slog.Logger) error {
 	if agentErr != nil {
 		log.Error("cannot start the agent", "err", agentErr)
 	} else {
-		select {
-		case <-ctx.Done():
-			log.Info("shutting down")
-		case <-d.Done():
-			log.Error("server stopped unexpectedly")
+		s.notify("READY=1\nSTATUS=serving on " + d.Addr())
+		stopWatchdog := s.startWatchdog(d)
+	loop:
+		for {
+			select {
+			case <-ctx.Done():
+				log.Info("shutting down")
+				break loop
+			case <-d.Done():
+				log.Error("server stopped unexpectedly")
+				break loop
+			case <-hup:
+				opts = s.reload(d, opts)
+			}
 		}
+		stopWatchdog()
 		stopAgent()
 	}
+	s.notify("STOPPING=1\nSTATUS=shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := d.Shutdown(sctx); err != nil {
@@ -104,12 +158,112 @@ func serve(opts options, log *slog.Logger) error {
 	return nil
 }
 
+// startWatchdog pings systemd's watchdog every half period while the
+// daemon is healthy; the function returned stops it and waits.
+func (s *service) startWatchdog(d *daemon.Daemon) (stop func()) {
+	if s.watchdog <= 0 || s.sd == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		t := time.NewTicker(s.watchdog)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if err := d.Healthy(); err != nil {
+					s.log.Warn("unhealthy: not pinging the watchdog", "err", err)
+					continue
+				}
+				s.notify("WATCHDOG=1")
+			}
+		}
+	}()
+	s.log.Info("pinging the service manager's watchdog", "every", s.watchdog.String())
+	return func() { close(done); <-exited }
+}
+
+// liveSettings change on a reload; the others wait for a restart.
+var liveSettings = map[string]bool{"log-level": true, "login-rate-max": true, "login-rate-refill": true}
+
+// reload reads the settings again (flags, environment and config file, as
+// at start), applies those that can change while serving and logs what it
+// did. It returns the options now in force.
+func (s *service) reload(d *daemon.Daemon, cur options) options {
+	s.notify("RELOADING=1\nSTATUS=reloading")
+	defer s.notify("READY=1\nSTATUS=serving on " + d.Addr())
+	next, err := s.reread()
+	if err != nil {
+		s.log.Error("reload: the settings do not read; nothing changed", "err", err)
+		return cur
+	}
+	var did []string
+	if next.LogLevel != cur.LogLevel {
+		var lvl slog.Level
+		if err := lvl.UnmarshalText([]byte(next.LogLevel)); err != nil {
+			s.log.Error("reload: --log-level: want debug, info, warn or error; nothing changed", "log-level", next.LogLevel)
+			return cur
+		}
+		s.level.Set(lvl)
+		did = append(did, fmt.Sprintf("log-level %s -> %s", cur.LogLevel, next.LogLevel))
+		cur.LogLevel = next.LogLevel
+	}
+	changes, err := d.Reload(next.live())
+	did = append(did, changes...)
+	if err != nil {
+		s.log.Error("reload", "err", err)
+	} else {
+		cur.LoginRateMax, cur.LoginRateRefill = next.LoginRateMax, next.LoginRateRefill
+	}
+	var later []string
+	nexts := next.settings()
+	for i, st := range cur.settings() {
+		if !liveSettings[st.name] && fmt.Sprint(derefSetting(st.ptr)) != fmt.Sprint(derefSetting(nexts[i].ptr)) {
+			later = append(later, st.name)
+		}
+	}
+	if len(later) > 0 {
+		s.log.Warn("reload: these changes take effect at the next start", "settings", strings.Join(later, ", "))
+	}
+	if len(did) == 0 {
+		s.log.Info("reloaded: nothing to change")
+	} else {
+		s.log.Info("reloaded", "changed", strings.Join(did, "; "))
+	}
+	return cur
+}
+
+func derefSetting(p any) any {
+	switch p := p.(type) {
+	case *string:
+		return *p
+	case *int:
+		return *p
+	case *int64:
+		return *p
+	case *time.Duration:
+		return *p
+	}
+	return p
+}
+
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	return newLevelLogger(w, format, level, new(slog.LevelVar))
+}
+
+// newLevelLogger is the daemon's logger, its level held by lv (so that a
+// reload can change it).
+func newLevelLogger(w io.Writer, format, level string, lv *slog.LevelVar) (*slog.Logger, error) {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
 	}
-	hopts := &slog.HandlerOptions{Level: lvl}
+	lv.Set(lvl)
+	hopts := &slog.HandlerOptions{Level: lv}
 	switch format {
 	case "text":
 		return slog.New(slog.NewTextHandler(w, hopts)), nil

@@ -52,8 +52,19 @@ func TestSystemdUnit(t *testing.T) {
 		keys["ReadWritePaths"][0] != "/var/lib/provisiond" {
 		t.Errorf("the data dir is not the state directory: env %v, keys %v", env, keys)
 	}
+	// The daemon as a service: readiness and watchdog (sd_notify), reload
+	// by SIGHUP, the config file in the ConfigurationDirectory, the audit
+	// log in the LogsDirectory.
+	if keys["ConfigurationDirectory"][0] != "provisiond" || keys["LogsDirectory"][0] != "provisiond" ||
+		!strings.HasPrefix(env["PROVISIOND_AUDIT_LOG"], "/var/log/provisiond/") {
+		t.Errorf("configuration and logs directories: env %v, keys %v", env, keys)
+	}
+	if ConfigFileName != "provisiond.yaml" {
+		t.Errorf("ConfigFileName = %q", ConfigFileName)
+	}
 	for _, k := range []string{"NoNewPrivileges=yes", "ProtectSystem=strict", "ProtectHome=yes", "PrivateTmp=yes",
-		"CapabilityBoundingSet=", "KillSignal=SIGTERM"} {
+		"CapabilityBoundingSet=", "KillSignal=SIGTERM", "Type=notify", "NotifyAccess=main", "WatchdogSec=30s",
+		"ExecReload=/bin/kill -HUP $MAINPID"} {
 		name, val, _ := strings.Cut(k, "=")
 		if v := keys[name]; len(v) != 1 || v[0] != val {
 			t.Errorf("%s: got %q", k, v)
