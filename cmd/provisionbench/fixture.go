@@ -8,6 +8,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -251,4 +254,78 @@ func (e *env) connectAgent(ctx context.Context, i int, m machineCred, st *connec
 			return nil, err
 		}
 	}
+}
+
+// cleanupTimeout bounds removing the run's machines at the end.
+const cleanupTimeout = time.Minute
+
+// cleanup leaves a daemon the tool did not start (--credentials) as it
+// found it: it removes the machines the run added, and with them the
+// containers the workloads put on them (remove-machine --force --no-wait:
+// no agent runs for them). With --keep-machines, or when the removal
+// fails, it says which machines it leaves behind and how to remove them.
+// A daemon the tool started is thrown away whole; nothing to do.
+func (f *fixture) cleanup() {
+	if f.t.mode != modeExternal || len(f.machines) == 0 {
+		return
+	}
+	ids := make([]string, len(f.machines))
+	for i, m := range f.machines {
+		ids[i] = m.ID
+	}
+	leave := func(why string) {
+		fmt.Fprintf(f.o.stderr, "provisionbench: %s: left behind in model %s: machines %s (and the containers on them); remove them with\n"+
+			"  provisionctl --credentials %s remove-machine -m %s --force --no-wait %s\n",
+			why, f.model, compactIDs(ids), f.o.credentials, f.model, strings.Join(ids, " "))
+	}
+	if f.o.keepMachines {
+		leave("--keep-machines")
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	if err := f.conns(ctx); err != nil {
+		leave(fmt.Sprintf("cannot remove them (%v)", err))
+		return
+	}
+	removed := 0
+	for chunk := range slices.Chunk(ids, 100) {
+		var res params.RemoveMachinesResult
+		err := f.admin.Call(ctx, "ModelAdmin", 1, "", "RemoveMachines",
+			params.RemoveMachinesArgs{Model: f.model, Machines: chunk, Force: true, NoWait: true}, &res)
+		if err != nil {
+			leave(fmt.Sprintf("cannot remove them (%v; %d removed)", err, removed))
+			return
+		}
+		removed += len(chunk)
+	}
+	fmt.Fprintf(f.o.stderr, "provisionbench: removed the %d machines this run added to model %s (%s) and the containers on them\n",
+		len(ids), f.model, compactIDs(ids))
+	f.machines = nil
+}
+
+// compactIDs shows machine ids with runs of consecutive numbers as
+// ranges: "3-102, 110".
+func compactIDs(ids []string) string {
+	var out []string
+	for i := 0; i < len(ids); {
+		a, err := strconv.Atoi(ids[i])
+		j := i + 1
+		if err == nil {
+			for j < len(ids) {
+				n, err := strconv.Atoi(ids[j])
+				if err != nil || n != a+(j-i) {
+					break
+				}
+				j++
+			}
+		}
+		if j-i > 2 {
+			out = append(out, ids[i]+"-"+ids[j-1])
+		} else {
+			out = append(out, ids[i:j]...)
+		}
+		i = j
+	}
+	return strings.Join(out, ", ")
 }

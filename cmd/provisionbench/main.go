@@ -19,7 +19,9 @@
 // By default the tool starts a daemon itself, on a temporary data dir, as a
 // child process (this binary re-executed, so the daemon's memory is its
 // own); --daemon inproc runs it in this process, --daemon-bin runs a
-// provisiond binary's "serve", and --credentials drives a running daemon.
+// provisiond binary's "serve", and --credentials drives a running daemon:
+// the machines a run adds to it (and the containers on them) are removed
+// at the end, or, with --keep-machines, listed as left behind.
 // See docs/performance.md.
 package main
 
@@ -113,14 +115,16 @@ type options struct {
 	bufferSize int
 
 	credentials string
-	daemonPID   int
-	daemonMode  string
-	daemonBin   string
-	dataDir     string
-	cpuProfile  string
-	genProfile  string
-	memProfile  string
-	caasApps    int
+	// keepMachines leaves the machines a --credentials run adds.
+	keepMachines bool
+	daemonPID    int
+	daemonMode   string
+	daemonBin    string
+	dataDir      string
+	cpuProfile   string
+	genProfile   string
+	memProfile   string
+	caasApps     int
 
 	loginRateMax    int
 	loginRateRefill time.Duration
@@ -169,6 +173,7 @@ func parseOptions(name string, args []string, stdout, stderr io.Writer) (*option
 	fs.DurationVar(&o.settle, "settle", 2*time.Second, "wait before reading memory, and for late watcher events")
 	fs.IntVar(&o.bufferSize, "buffer", 4096, "websocket read and write buffer size of each simulated agent, bytes")
 	fs.StringVar(&o.credentials, "credentials", "", "drive the running daemon of this credentials.yaml instead of starting one")
+	fs.BoolVar(&o.keepMachines, "keep-machines", false, "with --credentials: leave the machines the run adds (they are listed at the end) instead of removing them")
 	fs.IntVar(&o.daemonPID, "daemon-pid", 0, "pid of the --credentials daemon, to read its memory from /proc (else its /metrics)")
 	fs.StringVar(&o.daemonMode, "daemon", modeChild, "how to start the daemon: child (a child process) or inproc (in this process)")
 	fs.StringVar(&o.daemonBin, "daemon-bin", "", "start this provisiond binary (\"serve\") as the daemon")
@@ -298,6 +303,7 @@ func runWorkload(ctx context.Context, w *workload, o *options) error {
 	defer t.close()
 	e := &env{o: o, t: t, fix: newFixture(t, o)}
 	defer e.fix.close()
+	defer e.fix.cleanup() // before close: it uses the fixture's connections
 	defer func() {
 		if e.echoSrv != nil {
 			e.echoSrv.close()

@@ -6,9 +6,13 @@ import (
 	"encoding/json"
 	"math"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/provisiond/provisiond/credentials"
+	"github.com/provisiond/provisiond/internal/daemon"
 )
 
 // TestMain lets the test binary serve as the child daemon and echo server
@@ -218,5 +222,71 @@ d_bucket{method="A",other="x",le="+Inf"} 0
 	}
 	if _, err := scrapeHistogram(strings.NewReader("x 1\n"), "d"); err == nil {
 		t.Error("missing histogram: want an error")
+	}
+}
+
+// Against a daemon it did not start, the tool removes the machines it
+// added at the end, or lists them with --keep-machines.
+func TestCredentialsLeavesNoMachines(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts daemons")
+	}
+	cfg := daemon.Default(t.TempDir())
+	cfg.Addr = "127.0.0.1:0"
+	d, err := daemon.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = d.Shutdown(ctx)
+	})
+	credsPath := filepath.Join(cfg.DataDir, credentials.File)
+	model := d.Credentials().DefaultModelUUID
+	bench := func(extra ...string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		var stdout, stderr bytes.Buffer
+		args := append([]string{"rpc", "-n", "3", "--duration", "200ms", "--credentials", credsPath, "--json"}, extra...)
+		if code := run(ctx, args, &stdout, &stderr); code != 0 {
+			t.Fatalf("provisionbench %v: exit %d\n%s", args, code, stderr.String())
+		}
+		return stderr.String()
+	}
+	out := bench()
+	if ms, err := d.State().Machines(model); err != nil || len(ms) != 0 {
+		t.Errorf("machines left after a --credentials run: %v %v", ms, err)
+	}
+	if !strings.Contains(out, "provisionbench: removed the 3 machines this run added to model "+model+" (0-2)") {
+		t.Errorf("stderr:\n%s", out)
+	}
+	out = bench("--keep-machines")
+	ms, err := d.State().Machines(model)
+	if err != nil || len(ms) != 3 {
+		t.Fatalf("machines after --keep-machines: %v %v", ms, err)
+	}
+	want := "provisionbench: --keep-machines: left behind in model " + model + ": machines 3-5 (and the containers on them); remove them with\n" +
+		"  provisionctl --credentials " + credsPath + " remove-machine -m " + model + " --force --no-wait 3 4 5\n"
+	if !strings.Contains(out, want) {
+		t.Errorf("stderr:\n%s\nwant:\n%s", out, want)
+	}
+}
+
+func TestCompactIDs(t *testing.T) {
+	for _, tc := range []struct {
+		ids  []string
+		want string
+	}{
+		{nil, ""},
+		{[]string{"7"}, "7"},
+		{[]string{"1", "2"}, "1, 2"},
+		{[]string{"1", "2", "3", "5", "6", "9", "10", "11", "12"}, "1-3, 5, 6, 9-12"},
+		{[]string{"0/lxd/0", "1", "2", "3"}, "0/lxd/0, 1-3"},
+	} {
+		if got := compactIDs(tc.ids); got != tc.want {
+			t.Errorf("compactIDs(%q) = %q, want %q", tc.ids, got, tc.want)
+		}
 	}
 }
