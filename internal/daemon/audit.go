@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/provisiond/provisiond/facades/facade"
 	"github.com/provisiond/provisiond/rpc"
 	"github.com/provisiond/provisiond/rpc/params"
 )
@@ -190,8 +191,8 @@ func (r *auditRoot) FindMethod(req rpc.Request) (rpc.Caller, error) {
 	if err != nil {
 		return call, err
 	}
-	facade, version, method := req.Facade, req.Version, req.Method
-	login := facade == "Admin" && method == "Login"
+	fac, version, method := req.Facade, req.Version, req.Method
+	login := fac == "Admin" && method == "Login"
 	if !login && !IsMutation(method) || !r.a.enabled(login) {
 		return call, nil
 	}
@@ -202,7 +203,7 @@ func (r *auditRoot) FindMethod(req rpc.Request) (rpc.Caller, error) {
 			return res, err
 		}
 		rec := auditRecord{Time: start.UTC().Format(time.RFC3339Nano), Event: "mutation", Remote: r.info.RemoteAddr,
-			Facade: facade, Version: version, Method: method, Outcome: "ok",
+			Facade: fac, Version: version, Method: method, Outcome: "ok",
 			DurationMS: float64(time.Since(start).Microseconds()) / 1000}
 		if s, ok := r.Root.(sessionInfo); ok {
 			rec.Who, rec.Model = s.AuthTag(), s.ModelUUID()
@@ -220,7 +221,7 @@ func (r *auditRoot) FindMethod(req rpc.Request) (rpc.Caller, error) {
 				AuthTag string `json:"auth-tag"`
 			}
 			_ = json.Unmarshal(raw, &req)
-			rec.Who = req.AuthTag
+			rec.Who = facade.Bounded(req.AuthTag) // anyone may send a huge tag
 		} else {
 			rec.Params = redact(raw)
 		}
