@@ -133,10 +133,10 @@ func (a *Admin) throttleKeys(tag names.Tag) LoginKeys {
 // refused logs a refused login; the tag is the client's, so only its
 // first bytes are logged.
 func (a *Admin) refused(tag string, err error) {
-	// At debug: the daemon's audit trail logs every refused login at warn,
-	// with the remote address this facade does not know
-	// (internal/daemon/audit.go).
-	a.ctx.Deps.Logger.Debug("login refused", "tag", facade.Bounded(tag), "code", params.ErrCode(facade.ServerError(err)))
+	// The daemon's audit trail logs every refused login ("login refused",
+	// at warn) with the remote address this facade does not know
+	// (internal/daemon/audit.go); this is the facade's detail, at debug.
+	a.ctx.Deps.Logger.Debug("login not admitted", "tag", facade.Bounded(tag), "code", params.ErrCode(facade.ServerError(err)))
 }
 
 func (a *Admin) loginUser(t names.UserTag, password string) (*facade.Auth, params.LoginResult, error) {
