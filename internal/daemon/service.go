@@ -153,18 +153,15 @@ func (d *Daemon) startExpiryChecks() {
 }
 
 // Healthy reports whether the daemon serves: its HTTP server runs and the
-// state answers a read. A watchdog pings the service manager only while
-// it is healthy.
+// store commits (the check of /health, health.go). A watchdog pings the
+// service manager only while it is healthy.
 func (d *Daemon) Healthy() error {
 	select {
 	case <-d.done:
 		return errors.New("the API server has stopped")
 	default:
 	}
-	if _, err := d.state.Controller(); err != nil {
-		return fmt.Errorf("state: %w", err)
-	}
-	return nil
+	return d.health.check()
 }
 
 // Live are the settings Reload changes while the daemon serves.
