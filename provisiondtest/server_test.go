@@ -237,7 +237,7 @@ func TestFailingStartReportsWhy(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = provisiondtest.New(provisiondtest.WithDataDir(file))
-	if err == nil || !strings.Contains(err.Error(), "create data dir") {
+	if err == nil || !strings.Contains(err.Error(), "is not a directory") {
 		t.Errorf("data dir on a file: %v", err)
 	}
 }

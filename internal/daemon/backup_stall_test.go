@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/provisiond/provisiond/internal/daemon"
-	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/state/store"
 )
 
 // A backup client that stops reading (issue 17 item 4) holds no read
@@ -149,45 +149,38 @@ func httpGetAuth(t *testing.T, d *daemon.Daemon, path, user, password string) (i
 // says ok again.
 func TestHealthReportsAStoreThatCannotCommit(t *testing.T) {
 	d := start(t, func(c *daemon.Config) { c.HealthTimeout = 20 * time.Millisecond })
-	m, err := d.State().AddModel("k8s", state.ModelTypeCAAS, map[string]any{"agent-version": "3.3.0", "workload-storage": "standard"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &caasEnv{t: t, d: d, st: d.State(), model: m.UUID, c: loginController(t, d, m.UUID)}
-	e.deploy("gitlab", gitlabMeta, 1, nil)
 	if code, body := httpGet(t, d, "/health"); code != http.StatusOK {
 		t.Fatalf("/health before: %d %s", code, body)
 	}
-	units := make([]params.ApplicationUnitParams, 300)
-	for i := range units {
-		units[i] = params.ApplicationUnitParams{ProviderId: fmt.Sprintf("pod-%d", i), Status: "running"}
-	}
+	// A commit that does not come back: its function holds the store's
+	// writer until released, so every later write (the probe's too) queues
+	// behind it, as behind a disk that stopped answering.
+	release := make(chan struct{})
+	held := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		var res params.UpdateApplicationUnitResults
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		done <- e.c.Call(ctx, "CAASUnitProvisioner", 2, "", "UpdateApplicationsUnits",
-			params.UpdateApplicationUnitArgs{Args: []params.UpdateApplicationUnits{{ApplicationTag: "application-gitlab", Units: units}}}, &res)
+		_, err := d.State().Store().Update(context.Background(), func(store.Txn) error {
+			close(held)
+			<-release
+			return nil
+		})
+		done <- err
 	}()
+	<-held
 	unhealthy := ""
-	for finished := false; !finished; {
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatal(err)
-			}
-			finished = true
-		default:
-			if code, body := httpGet(t, d, "/health"); code == http.StatusServiceUnavailable {
-				unhealthy = body
-			}
-		}
+	waitFor(t, "/health to say 503 while the writer is held", func() bool {
+		code, body := httpGet(t, d, "/health")
+		unhealthy = body
+		return code == http.StatusServiceUnavailable
+	})
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 	if !strings.HasPrefix(unhealthy, "store cannot commit: a write has waited ") {
-		t.Fatalf("/health during a long commit: %q; want 503 store cannot commit", unhealthy)
+		t.Fatalf("/health while the writer is held: %q; want 503 store cannot commit", unhealthy)
 	}
-	t.Logf("/health during a long commit: %s", strings.TrimSpace(unhealthy))
+	t.Logf("/health while the writer is held: %s", strings.TrimSpace(unhealthy))
 	waitFor(t, "/health to say ok again", func() bool {
 		code, _ := httpGet(t, d, "/health")
 		return code == http.StatusOK

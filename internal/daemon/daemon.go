@@ -338,9 +338,10 @@ func Start(cfg Config) (d *Daemon, err error) {
 	if err := d.register(d.hostPorts); err != nil {
 		return nil, err
 	}
+	unregister := d.unregister // a failed Start returns a nil d
 	defer func() {
 		if err != nil {
-			d.unregister()
+			unregister()
 		}
 	}()
 
