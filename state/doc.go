@@ -80,4 +80,8 @@
 //     it (the snapshot holds them), so such a change wakes it no more
 //     (watch_stamp.go). Changes that arrive before the stamp is known wait
 //     for it.
+//   - When the store cannot follow its feed (etcd compacted past it) it
+//     calls Feed.Reset; state resets every watcher through the hub
+//     (watcher.Hub.Reset): a notify watcher fires, a strings watcher fails
+//     with watcher.ErrReset so its client watches again.
 package state

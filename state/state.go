@@ -195,10 +195,14 @@ func newState(opts Options) *State {
 func (st *State) publish(cs watcher.ChangeSet) { st.hub.Publish(cs) }
 
 // reset is the store's Feed.Reset: the store could not follow its feed
-// (etcd compacted past it). Waking every watcher is the etcd work's
-// (issue 11); for now it is logged.
+// (etcd compacted past it) and reloaded its view at rev. Every watcher
+// whose snapshot is older may have missed changes: the hub resets them
+// all (watch_stamp.go says what that does to each).
 func (st *State) reset(rev uint64) {
-	st.logger.Error("state: the store's change feed was reset; watchers may have missed changes", "revision", rev)
+	n := st.hub.Subscriptions()
+	st.logger.Warn("state: the store's change feed was reset; waking every watcher (strings watchers fail: their clients watch again)",
+		"revision", rev, "subscriptions", n)
+	st.hub.Reset(rev)
 }
 
 // Close waits for writes in progress to commit and closes the store.

@@ -14,10 +14,18 @@ import (
 // sink ignores every change at or below it: those are in the snapshot.
 // Changes that arrive before the snapshot has been read are held until the
 // stamp is known, then passed on or dropped.
+//
+// A reset (the store could not follow its feed: watcher.Hub.Reset) is
+// stamped like a change: a watcher whose snapshot is at or after the
+// reset's revision missed nothing. Otherwise it does not reach the
+// watcher's own sink, which expects one entity's change, but resets the
+// watcher (watcher.Resetter: a notify watcher triggers, a strings
+// watcher fails with watcher.ErrReset and its client watches again).
 
 // stamper is the sink of a stamped subscription.
 type stamper struct {
-	sink watcher.Sink
+	sink  watcher.Sink
+	reset func()
 
 	mu    sync.Mutex // guards the fields below; held while sink runs, so delivery stays in order
 	rev   uint64     // the snapshot's revision, once set
@@ -31,8 +39,17 @@ type stampedChange struct {
 }
 
 // stamp wraps sink: nothing reaches it until Stamp, and then only changes
-// after the stamped revision.
-func stamp(sink watcher.Sink) *stamper { return &stamper{sink: sink} }
+// after the stamped revision; a reset after it calls reset instead.
+func stamp(sink watcher.Sink, reset func()) *stamper { return &stamper{sink: sink, reset: reset} }
+
+// deliver passes c on to the sink, or a reset to reset; s.mu is held.
+func (s *stamper) deliver(rev uint64, c watcher.Change) {
+	if c.IsReset() {
+		s.reset()
+		return
+	}
+	s.sink(rev, c)
+}
 
 // Sink is the hub's sink of the subscription.
 func (s *stamper) Sink(rev uint64, c watcher.Change) {
@@ -43,7 +60,7 @@ func (s *stamper) Sink(rev uint64, c watcher.Change) {
 		return
 	}
 	if rev > s.rev {
-		s.sink(rev, c)
+		s.deliver(rev, c)
 	}
 }
 
@@ -55,16 +72,16 @@ func (s *stamper) Stamp(rev uint64) {
 	s.rev, s.set = rev, true
 	for _, e := range s.early {
 		if e.rev > rev {
-			s.sink(e.rev, e.c)
+			s.deliver(e.rev, e.c)
 		}
 	}
 	s.early = nil
 }
 
 // subscribeStamped subscribes sink to every filter of fs through one
-// stamper, stopped with w.
-func (st *State) subscribeStamped(w interface{ OnStop(func()) }, sink watcher.Sink, fs ...watcher.Filter) *stamper {
-	s := stamp(sink)
+// stamper, stopped with w and reset through it.
+func (st *State) subscribeStamped(w watcher.Resetter, sink watcher.Sink, fs ...watcher.Filter) *stamper {
+	s := stamp(sink, w.Reset)
 	for _, f := range fs {
 		w.OnStop(st.hub.Subscribe(f, s.Sink))
 	}

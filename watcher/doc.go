@@ -28,7 +28,11 @@
 //
 // A watch subscribes first and then reads its initial snapshot, so a change
 // that commits in between is seen at least once: a spurious wake-up is
-// allowed, a missed change is a bug. Changes are delivered to a sink in
+// allowed, a missed change is a bug. When the publisher itself may have
+// missed changes (state's store could not follow its feed), Hub.Reset
+// reaches every subscription: a Notify fires; a Strings, which cannot say
+// which ids it missed, fails every Next with ErrReset and its client
+// watches again. Changes are delivered to a sink in
 // commit order. Sinks run with the hub's read lock held: they may take their
 // own small mutex, never a lock that a publisher could be waiting on.
 //

@@ -1,6 +1,7 @@
 package watcher
 
 import (
+	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -38,7 +39,20 @@ const (
 	FieldCreated = "created"
 	FieldRemoved = "removed"
 	FieldLife    = "life"
+	// FieldReset marks the change Hub.Reset delivers: not one entity's
+	// change but "anything the subscription selects may have changed".
+	FieldReset = "reset"
 )
+
+// IsReset reports whether c is Hub.Reset's change rather than one
+// entity's.
+func (c Change) IsReset() bool { return len(c.Fields) == 1 && c.Fields[0] == FieldReset }
+
+// ErrReset is what Next returns on a watcher that cannot say what a
+// reset changed (a Strings watcher: which ids?): its client must watch
+// again, reading a new initial snapshot. Juju's workers do exactly that
+// when a watcher fails: they restart. It carries no error code.
+var ErrReset = errors.New("watcher reset: the controller may have missed changes it was to report (its change feed fell behind the store); watch again")
 
 // Filter selects changes: Kind and Model must match; ID matches any id when
 // empty; Parent, when not empty, matches only changes with that Parent;
@@ -247,6 +261,37 @@ func (h *Hub) Publish(cs ChangeSet) {
 			for _, s := range parents[c.Parent] {
 				if s.filter.match(c) {
 					s.sink(cs.Rev, c)
+				}
+			}
+		}
+	}
+}
+
+// Reset tells every subscription that it may have missed changes up to
+// rev (the store could not follow its change feed and reloaded its view
+// at rev): each sink is called once with rev and a change of its filter's
+// kind, model, id and parent whose only field is FieldReset (IsReset),
+// whatever its filter's fields. A sink that cannot tell what changed
+// wakes its watcher or fails it with ErrReset; a spurious event is
+// allowed, a missed one never. Callers call Reset in revision order with
+// Publish.
+func (h *Hub) Reset(rev uint64) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	each := func(s *subscription) {
+		f := s.filter
+		s.sink(rev, Change{Kind: f.Kind, Model: f.Model, ID: f.ID, Parent: f.Parent, Fields: []string{FieldReset}})
+	}
+	for _, m := range h.subs {
+		for _, s := range m {
+			each(s)
+		}
+	}
+	for _, index := range []map[subKey]map[string]map[uint64]*subscription{h.byID, h.byParent} {
+		for _, keys := range index {
+			for _, m := range keys {
+				for _, s := range m {
+					each(s)
 				}
 			}
 		}

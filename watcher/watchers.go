@@ -249,8 +249,19 @@ func (w *Notify) Trigger() {
 	}
 }
 
-// Sink returns a hub sink that triggers w.
+// Sink returns a hub sink that triggers w (on a reset too: Hub.Reset).
 func (w *Notify) Sink() Sink { return func(uint64, Change) { w.Trigger() } }
+
+// Reset is what a reset (Hub.Reset) does to a notify watcher: it
+// triggers (whatever it missed, its client reads the state again).
+func (w *Notify) Reset() { w.Trigger() }
+
+// Resetter is a watcher a reset reaches (Notify and Strings): the stop
+// hook its subscriptions are cancelled with, and what a reset does.
+type Resetter interface {
+	OnStop(f func())
+	Reset()
+}
 
 // NextAsync consumes the next event without blocking: done(nil) is called
 // once an event is pending (at once if one already is), done(stop error)
@@ -286,6 +297,7 @@ type Strings struct {
 	q waitQueue[[]string]
 
 	pending map[string]struct{} // guarded by q.mu
+	reset   bool                // guarded by q.mu: Reset was called
 }
 
 // NewStrings returns a running strings watcher with nothing pending.
@@ -346,8 +358,46 @@ func (w *Strings) takeLocked() ([]string, func(), bool) {
 	return ids, nil, true
 }
 
-// Sink returns a hub sink that adds the changed entity's id to w.
-func (w *Strings) Sink() Sink { return func(_ uint64, c Change) { w.Add(c.ID) } }
+// Sink returns a hub sink that adds the changed entity's id to w, or
+// resets w on a reset (Hub.Reset).
+func (w *Strings) Sink() Sink {
+	return func(_ uint64, c Change) {
+		if c.IsReset() {
+			w.Reset()
+			return
+		}
+		w.Add(c.ID)
+	}
+}
+
+// Reset is what a reset (Hub.Reset) does to a strings watcher, which
+// cannot say which ids it missed: every waiting and later Next fails
+// with ErrReset, so its client watches again and reads a new initial
+// snapshot. The watcher keeps its subscriptions until it is stopped (its
+// client stops it, or its connection ends), delivering nothing more. It
+// never blocks and may be called from a sink.
+func (w *Strings) Reset() {
+	w.q.mu.Lock()
+	if w.q.closed {
+		w.q.mu.Unlock()
+		return
+	}
+	w.reset = true
+	w.q.mu.Unlock()
+	w.q.fail(ErrReset)
+}
+
+// stopErr is what Next returns once the queue is closed: ErrReset after a
+// reset, else why the watcher stopped.
+func (w *Strings) stopErr() error {
+	w.q.mu.Lock()
+	reset := w.reset
+	w.q.mu.Unlock()
+	if reset {
+		return ErrReset
+	}
+	return w.Err()
+}
 
 // NextAsync takes the pending ids without blocking: done(ids, nil) is
 // called once ids are pending (at once if some already are), sorted and
@@ -357,7 +407,7 @@ func (w *Strings) Sink() Sink { return func(_ uint64, c Change) { w.Add(c.ID) } 
 // stopped or cancelled; it must not block. No goroutine waits on behalf of
 // the call.
 func (w *Strings) NextAsync(ctx context.Context, done func([]string, error)) {
-	w.q.next(ctx, w.Err, w.takeLocked, done)
+	w.q.next(ctx, w.stopErr, w.takeLocked, done)
 }
 
 // Next blocks until ids are pending, then returns them sorted and clears

@@ -47,14 +47,20 @@ func CredentialFilters(kind watcher.Kind, model, id string) watcher.Filter {
 }
 
 // WatchCredentials closes the connection when a change f selects commits
-// (see CredentialFilters). Admin.Login subscribes before it checks the
+// (see CredentialFilters), or a reset (watcher.Hub.Reset) says one may
+// have been missed. Admin.Login subscribes before it checks the
 // password, so a change committed after that check is never missed; it
 // cancels the watches of the entities it did not log in as. The watch ends
 // with the connection.
 func (s *Session) WatchCredentials(f watcher.Filter) (cancel func()) {
 	stop := s.deps.Hub.Subscribe(f, func(_ uint64, c watcher.Change) {
-		s.deps.Logger.Info("closing connection: its entity's credentials changed",
-			"kind", c.Kind, "model", c.Model, "id", c.ID, "remote", s.RemoteAddr())
+		why := "closing connection: its entity's credentials changed"
+		if c.IsReset() {
+			// The feed fell behind the store: a change of the credentials
+			// may have been missed, so the login cannot stand.
+			why = "closing connection: the change feed was reset, its entity's credentials may have changed"
+		}
+		s.deps.Logger.Info(why, "kind", c.Kind, "model", c.Model, "id", c.ID, "remote", s.RemoteAddr())
 		if s.conn != nil {
 			s.conn.Close(websocket.ClosePolicyViolation)
 		}

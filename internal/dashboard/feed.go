@@ -89,7 +89,13 @@ func newFeed(hub *watcher.Hub, now func() time.Time, userChanged func(name strin
 	}
 	f.cancels = append(f.cancels, hub.Subscribe(watcher.Filter{
 		Kind: state.KindUser, Fields: []string{state.FieldPassword, watcher.FieldRemoved},
-	}, func(_ uint64, c watcher.Change) { userChanged(c.ID) }))
+	}, func(_ uint64, c watcher.Change) {
+		if c.IsReset() {
+			userChanged("") // a password change may have been missed: every user's sessions end
+			return
+		}
+		userChanged(c.ID)
+	}))
 	return f
 }
 
@@ -97,6 +103,16 @@ func newFeed(hub *watcher.Hub, now func() time.Time, userChanged func(name strin
 func (f *feed) sink(rev uint64, c watcher.Change) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if c.IsReset() {
+		// The store's feed was reset (watcher.Hub.Reset): changes were
+		// missed. No entry says what they were; every stream reads its
+		// page and the model list again.
+		for l := range f.listeners {
+			l.models = true
+			l.signal()
+		}
+		return
+	}
 	r := f.rings[c.Model]
 	if r == nil {
 		r = &ring{}

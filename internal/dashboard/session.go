@@ -223,6 +223,15 @@ func (s *sessions) sweepLocked(now time.Time) {
 func (s *sessions) credentialsChanged(user string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if user == "" { // every user's (a reset of the change feed)
+		for name := range s.byUser {
+			s.gen[name]++
+		}
+		for _, sess := range s.byKey {
+			s.endLocked(sess, reasonCredentials)
+		}
+		return
+	}
 	s.gen[user]++
 	for _, sess := range slices.Clone(s.byUser[user]) {
 		s.endLocked(sess, reasonCredentials)
