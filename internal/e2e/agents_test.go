@@ -142,7 +142,7 @@ type writer struct {
 }
 
 // run writes until ctx ends (nil) or the connection fails (its error).
-// Error answers are recorded and writing goes on.
+// Error answers are recorded and writing goes on after 10ms.
 func (w *writer) run(ctx context.Context, c *client.Conn) error {
 	for i := 0; ctx.Err() == nil; i++ {
 		r := w.regs[i%len(w.regs)]
@@ -172,6 +172,12 @@ func (w *writer) run(ctx context.Context, c *client.Conn) error {
 				w.first[perr.Code] = perr.Error()
 			}
 			w.mu.Unlock()
+			// As an agent would, not at once again (etcd down
+			// answers in a millisecond).
+			select {
+			case <-ctx.Done():
+			case <-time.After(10 * time.Millisecond):
+			}
 		default:
 			return fmt.Errorf("%s: %w", w.name, err)
 		}
