@@ -138,11 +138,12 @@ func backup(ctx context.Context, e sys, credsPath, output string, recipients []a
 }
 
 func restoreCommand(e sys) *cobra.Command {
-	var dataDir string
+	var dataDir, to string
 	var force bool
 	var keys archiveKeys
+	var ef etcdFlags
 	cmd := &cobra.Command{
-		Use:   "restore FILE --data-dir DIR [--force] [--passphrase-file FILE | --identity FILE]",
+		Use:   "restore FILE --data-dir DIR [--force] [--passphrase-file FILE | --identity FILE] | FILE --to etcd --etcd-endpoints URLS",
 		Short: "Unpack a backup archive into a data dir",
 		Long: `Unpacks a backup into a data dir the daemon can start from. A data dir a daemon
 is running on is refused, and one that already holds a database unless
@@ -150,8 +151,13 @@ is running on is refused, and one that already holds a database unless
 directory first; only then are the files moved into place. An archive
 encrypted by backup (--encrypt or --recipient) is decrypted on the way:
 its passphrase from --passphrase-file or asked on the terminal, or its
-private key from --identity.`,
+private key from --identity.
+
+With --to etcd the archive (of a daemon on either store) is loaded into an
+empty etcd prefix instead, as provisiond migrate loads a data dir (the
+etcd flags are migrate's); daemons started there serve the controller.`,
 		Example: `  provisiond restore provisiond-2026-11-30.tar --data-dir /var/lib/provisiond
+  provisiond restore provisiond.tar --to etcd --etcd-endpoints https://h1:2379,https://h2:2379,https://h3:2379
   provisiond restore provisiond.tar.age --passphrase-file /etc/provisiond/backup-passphrase --data-dir /var/lib/provisiond`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
@@ -159,8 +165,17 @@ private key from --identity.`,
 			}
 			return nil
 		},
-		RunE: func(_ *cobra.Command, args []string) error {
-			if dataDir == "" {
+		RunE: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case to != daemon.StoreBolt && to != daemon.StoreEtcd:
+				return usagef("--to %q: want %s or %s", to, daemon.StoreBolt, daemon.StoreEtcd)
+			case to == daemon.StoreEtcd && (dataDir != "" || force):
+				return usagef("restore --to etcd loads an empty etcd prefix: --data-dir and --force are for a data dir")
+			case to == daemon.StoreEtcd && ef.endpoints == "":
+				return usagef("restore --to etcd needs --etcd-endpoints")
+			case to == daemon.StoreBolt && cmd.Flags().Changed("etcd-endpoints"):
+				return usagef("--etcd-endpoints needs --to etcd")
+			case to == daemon.StoreBolt && dataDir == "":
 				return usagef("restore needs --data-dir DIR")
 			}
 			file := args[0]
@@ -172,6 +187,9 @@ private key from --identity.`,
 			archive, err := keys.openArchive(f)
 			if err != nil {
 				return err
+			}
+			if to == daemon.StoreEtcd {
+				return restoreToEtcd(cmd.Context(), e, archive, file, &ef)
 			}
 			made := missingDirs(dataDir)
 			if err := daemon.Restore(archive, dataDir, force); err != nil {
@@ -189,6 +207,8 @@ private key from --identity.`,
 	}
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "data dir to restore into (required; must not be in use)")
 	cmd.Flags().BoolVar(&force, "force", false, "replace a database already in the data dir (never a live one)")
+	cmd.Flags().StringVar(&to, "to", daemon.StoreBolt, "restore into: bbolt (--data-dir) or etcd (an empty prefix)")
+	ef.bind(cmd.Flags(), e.getenv)
 	keys.restoreFlags(cmd.Flags(), e)
 	return cmd
 }

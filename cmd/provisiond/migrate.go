@@ -225,3 +225,28 @@ func migrateProgress(w io.Writer) func(phase string, done, total int) {
 		}
 	}
 }
+
+// restoreToEtcd loads the archive into the empty etcd prefix of ef
+// (provisiond restore --to etcd), unpacked in $TMPDIR first.
+func restoreToEtcd(ctx context.Context, e sys, archive io.Reader, file string, ef *etcdFlags) error {
+	ecfg, err := ef.config()
+	if err != nil {
+		return usageError{err}
+	}
+	if len(ecfg.Endpoints) == 0 {
+		return usagef("restore --to etcd needs --etcd-endpoints")
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	res, err := daemon.RestoreToEtcd(ctx, archive, ecfg, "", migrateProgress(e.stderr))
+	if err != nil {
+		return err
+	}
+	end := daemon.MigrateEnd{Store: daemon.StoreEtcd, Etcd: ecfg}
+	fmt.Fprintf(e.stderr, "restored %s (controller %s, %d records) into %s; start its daemons with: %s --data-dir DIR\n",
+		file, res.Controller, res.Records, describeEnd(end), serveLine(end))
+	return nil
+}

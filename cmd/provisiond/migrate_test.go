@@ -55,6 +55,21 @@ func TestMigrateBinary(t *testing.T) {
 	if onEtcd.ControllerUUID != creds.ControllerUUID || onEtcd.CACert != creds.CACert || onEtcd.AdminPassword != creds.AdminPassword {
 		t.Fatal("the daemon on etcd has other credentials")
 	}
+	// backup of the daemon on etcd, restored into another prefix.
+	archive := filepath.Join(t.TempDir(), "etcd-backup.tar")
+	if r := runBin(t, nil, "backup", "--data-dir", etcdDir, "--output", archive); r.code != 0 {
+		t.Fatalf("backup on etcd: %+v", r)
+	}
+	r = runBin(t, []string{"TMPDIR=" + t.TempDir()}, "restore", archive, "--to", "etcd", "--etcd-endpoints", endpoints, "--etcd-prefix", "/restored/")
+	if r.code != 0 || !strings.Contains(r.stderr, "restored "+archive+" (controller "+creds.ControllerUUID) {
+		t.Fatalf("restore --to etcd: %+v", r)
+	}
+	if r := runBin(t, nil, "restore", archive, "--to", "etcd", "--etcd-endpoints", endpoints, "--etcd-prefix", "/restored/"); r.code != 1 || !strings.Contains(r.stderr, "not empty") {
+		t.Fatalf("restore --to etcd into a full prefix: %+v", r)
+	}
+	p.stop(t)
+	p = startDaemon(t, bin, filepath.Join(t.TempDir(), "restored"), "--store", "etcd", "--etcd-endpoints", endpoints, "--etcd-prefix", "/restored/")
+	loginBoth(t, creds, p.addr)
 	p.stop(t)
 
 	back := filepath.Join(t.TempDir(), "back")
@@ -76,6 +91,9 @@ func TestMigrateBinary(t *testing.T) {
 		{"migrate", "--from-data-dir", dataDir, "--to", "etcd"},
 		{"migrate", "--from-data-dir", dataDir, "--to", "etcd", "--etcd-endpoints", endpoints, "--etcd-max-txn-ops", "2"},
 		{"migrate", "--from-data-dir", dataDir, "--to-data-dir", back, "--etcd-endpoints", endpoints},
+		{"restore", archive, "--to", "etcd"},
+		{"restore", archive, "--to", "etcd", "--etcd-endpoints", endpoints, "--data-dir", back},
+		{"restore", archive, "--to", "mongo"},
 	} {
 		if r := runBin(t, nil, args...); r.code != 2 {
 			t.Errorf("%q: %+v, want exit 2", args, r)

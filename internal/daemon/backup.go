@@ -63,20 +63,17 @@ func (d *Daemon) handleBackup(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "another backup is being taken; try again", http.StatusServiceUnavailable)
 		return
 	}
-	var small []tarEntry
-	for _, name := range backupFiles {
-		data, err := os.ReadFile(filepath.Join(d.cfg.DataDir, name))
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			d.log.Error("backup: cannot read data dir file", "file", name, "err", err)
-			http.Error(w, "cannot read "+name, http.StatusInternalServerError)
-			return
-		}
-		small = append(small, tarEntry{name, data})
+	var (
+		small  []tarEntry
+		snap   *os.File
+		dbSize int64
+		err    error
+	)
+	if d.cfg.shared() {
+		small, snap, dbSize, err = d.sharedSnapshotToTemp()
+	} else if small, err = d.backupSmallFiles(); err == nil {
+		snap, dbSize, err = d.snapshotToTemp()
 	}
-	snap, dbSize, err := d.snapshotToTemp()
 	if err != nil {
 		d.log.Error("backup: snapshot failed", "err", err)
 		http.Error(w, "cannot take a snapshot: "+err.Error(), http.StatusInternalServerError)
@@ -121,6 +118,22 @@ func (d *Daemon) handleBackup(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d.log.Info("backup taken", "user", u.Name, "bytes", total)
+}
+
+// backupSmallFiles reads the data dir files a backup carries.
+func (d *Daemon) backupSmallFiles() ([]tarEntry, error) {
+	var small []tarEntry
+	for _, name := range backupFiles {
+		data, err := os.ReadFile(filepath.Join(d.cfg.DataDir, name))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("cannot read %s: %w", name, err)
+		}
+		small = append(small, tarEntry{name, data})
+	}
+	return small, nil
 }
 
 // snapshotToTemp copies a consistent snapshot of the database into a new

@@ -400,7 +400,8 @@ func migrateToEtcd(ctx context.Context, cfg MigrateConfig, src *state.State, id 
 	if err != nil {
 		return err
 	}
-	if err := copyAndVerify(ctx, cfg, src, dst, []record{{identityKey, idb}}, res); err != nil {
+	opts := copyOptions{count: true, controllerFirst: true, first: []record{{identityKey, idb}}}
+	if err := copyAndVerify(ctx, cfg, src, dst, opts, res); err != nil {
 		if s, ok := dst.Store().(*etcdstore.Store); ok && res.Records > 0 {
 			actx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			switch undone, aerr := s.AbortLoad(actx); {
@@ -438,10 +439,27 @@ func migrateToEtcd(ctx context.Context, cfg MigrateConfig, src *state.State, id 
 // JSON, as SetIdentity stores it).
 func jsonIdentity(id state.Identity) ([]byte, error) { return json.Marshal(id) }
 
-// copyAndVerify counts the source, copies it into dst (first's records
-// first, the controller record next, the identity record of the source
-// never: the target's is in first or in files) and reads dst back.
-func copyAndVerify(ctx context.Context, cfg MigrateConfig, src, dst *state.State, first []record, res *MigrateResult) error {
+// copyOptions say how copyAndVerify copies.
+type copyOptions struct {
+	// count reads the source twice, first to count it (the progress
+	// bar's total) and then to copy it, and refuses a source that changed
+	// in between: a stopped controller. A live one (a backup) is read
+	// once, at one revision.
+	count bool
+	// controllerFirst loads the controller record first (an etcd target:
+	// with the load's mark, so a daemon meeting the half-loaded prefix
+	// finds both and refuses it). It needs a stopped source: the record
+	// is read apart from the dump.
+	controllerFirst bool
+	// first are records loaded before the dump's (the identity record of
+	// an etcd target).
+	first []record
+}
+
+// copyAndVerify copies src into dst (empty): the dump of src but its
+// identity record (the target's is in opts.first, or in files), then
+// reads dst back and compares.
+func copyAndVerify(ctx context.Context, cfg MigrateConfig, src, dst *state.State, opts copyOptions, res *MigrateResult) error {
 	dumper, loader, err := dumperLoader(src, dst)
 	if err != nil {
 		return err
@@ -451,34 +469,47 @@ func copyAndVerify(ctx context.Context, cfg MigrateConfig, src, dst *state.State
 		return err
 	}
 	res.Controller = ctrl.UUID
-	cfg.Progress("counting", 0, 0)
-	counted, rev, err := dumpDigest(ctx, dumper)
-	if err != nil {
-		return fmt.Errorf("reading the source: %w", err)
+	var counted digest
+	var rev uint64
+	if opts.count {
+		cfg.Progress("counting", 0, 0)
+		if counted, rev, err = dumpDigest(ctx, dumper); err != nil {
+			return fmt.Errorf("reading the source: %w", err)
+		}
+		if counted.unordered {
+			return errors.New("the source's dump is not in key order: it is damaged (run provisiond check)")
+		}
 	}
-	if counted.unordered {
-		return errors.New("the source's dump is not in key order: it is damaged (run provisiond check)")
+	first := opts.first
+	skip := func(key string) bool { return key == identityKey }
+	if opts.controllerFirst {
+		var ctrlVal []byte
+		if err := src.Store().View(ctx, func(r store.Reader) error {
+			v, _, err := r.Get(controllerKey)
+			ctrlVal = v
+			return err
+		}); err != nil {
+			return err
+		}
+		first = append([]record{{controllerKey, ctrlVal}}, first...)
+		skip = func(key string) bool { return key == controllerKey || key == identityKey }
 	}
-	var ctrlVal []byte
-	if err := src.Store().View(ctx, func(r store.Reader) error {
-		v, _, err := r.Get(controllerKey)
-		ctrlVal = v
-		return err
-	}); err != nil {
-		return err
+	total := 0
+	if opts.count {
+		total = counted.n + len(opts.first)
 	}
-	first = append([]record{{controllerKey, ctrlVal}}, first...)
-	skip := func(key string) bool { return key == controllerKey || key == identityKey }
-	total := counted.n + len(first) - 1
 	start := time.Now()
-	cr, err := copyRecords(ctx, dumper, loader, first, skip, func(n int) { cfg.Progress("copying", n, total) })
+	cr, err := copyRecords(ctx, dumper, loader, first, skip, func(n int) { cfg.Progress("copying", n, max(n, total)) })
 	res.Records = cr.loaded.n
 	res.SourceRevision = cr.rev
 	res.Copy = time.Since(start)
 	if err != nil {
 		return fmt.Errorf("copying the records: %w", err)
 	}
-	if !cr.source.same(&counted) || cr.rev != rev && src.Store().Info().Engine == StoreBolt {
+	if cr.source.unordered {
+		return errors.New("the source's dump is not in key order: it is damaged (run provisiond check)")
+	}
+	if opts.count && (!cr.source.same(&counted) || cr.rev != rev && src.Store().Info().Engine == StoreBolt) {
 		return fmt.Errorf("the source changed during the copy (%d records at revision %d, then %d at %d): is a daemon running on it?",
 			counted.n, rev, cr.source.n, cr.rev)
 	}
@@ -498,7 +529,7 @@ func copyAndVerify(ctx context.Context, cfg MigrateConfig, src, dst *state.State
 		return errors.New("verifying: the target's records do not read back in key order")
 	case !got.same(&cr.loaded):
 		return fmt.Errorf("verifying: the target holds %d records, %d were loaded, and their digests differ", got.n, cr.loaded.n)
-	case trev < dst.Store().Revision() && dst.Store().Info().Engine == StoreBolt:
+	case trev < dst.Store().Revision():
 		return fmt.Errorf("verifying: the target read back at revision %d, before the load's %d", trev, dst.Store().Revision())
 	}
 	cfg.Progress("verifying", got.n, got.n)
@@ -533,7 +564,7 @@ func migrateToDataDir(ctx context.Context, cfg MigrateConfig, src *state.State, 
 			}
 		}
 	}()
-	if err := stageDataDir(ctx, cfg, src, id, stage, res); err != nil {
+	if err := stageDataDir(ctx, cfg, src, id, stage, copyOptions{count: true}, res); err != nil {
 		return err
 	}
 	if cfg.From.DataDir != "" {
@@ -567,19 +598,8 @@ func migrateToDataDir(ctx context.Context, cfg MigrateConfig, src *state.State, 
 // stageDataDir makes a bbolt data dir in the new directory stage from
 // src: the database, without the identity record, and the identity's
 // files.
-func stageDataDir(ctx context.Context, cfg MigrateConfig, src *state.State, id state.Identity, stage string, res *MigrateResult) error {
-	dst, err := state.Open(state.Options{Path: filepath.Join(stage, DBFile), Logger: cfg.Logger})
-	if err != nil {
-		return err
-	}
-	defer dst.Close()
-	if err := copyAndVerify(ctx, cfg, src, dst, nil, res); err != nil {
-		return err
-	}
-	if err := dst.Check(); err != nil {
-		return fmt.Errorf("verifying: the new database fails its consistency check: %w", err)
-	}
-	files, err := dataDirFiles(id, dst)
+func stageDataDir(ctx context.Context, cfg MigrateConfig, src *state.State, id state.Identity, stage string, opts copyOptions, res *MigrateResult) error {
+	files, err := stageDatabase(ctx, cfg, src, id, filepath.Join(stage, DBFile), nil, opts, res)
 	if err != nil {
 		return err
 	}
@@ -588,7 +608,35 @@ func stageDataDir(ctx context.Context, cfg MigrateConfig, src *state.State, id s
 			return err
 		}
 	}
-	return dst.Close()
+	return nil
+}
+
+// stageDatabase makes a new bbolt database at path from src, without the
+// identity record, checks it, and returns the data dir files of id. With
+// snapshot, it also writes a snapshot of the database there (as /backup
+// takes one: its pages in use, not the file's preallocated size).
+func stageDatabase(ctx context.Context, cfg MigrateConfig, src *state.State, id state.Identity, path string, snapshot io.Writer, opts copyOptions, res *MigrateResult) ([]tarEntry, error) {
+	dst, err := state.Open(state.Options{Path: path, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	defer dst.Close()
+	if err := copyAndVerify(ctx, cfg, src, dst, opts, res); err != nil {
+		return nil, err
+	}
+	if err := dst.Check(); err != nil {
+		return nil, fmt.Errorf("verifying: the new database fails its consistency check: %w", err)
+	}
+	files, err := dataDirFiles(id, dst)
+	if err != nil {
+		return nil, err
+	}
+	if snapshot != nil {
+		if _, err := dst.Snapshot(snapshot, nil); err != nil {
+			return nil, err
+		}
+	}
+	return files, dst.Close()
 }
 
 // checkDataDirTarget refuses a data dir that holds any of what a bbolt
