@@ -88,6 +88,9 @@ func newBrowser(t *testing.T, chrome, spki string) (context.Context, func() []st
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chrome),
 		chromedp.UserDataDir(t.TempDir()),
+		// Its singleton socket and other temporary files go under the
+		// test's own directory: a killed chromium leaves them behind.
+		chromedp.Env("TMPDIR="+t.TempDir()),
 		chromedp.NoSandbox, // CI runs as root
 		chromedp.DisableGPU,
 		chromedp.Flag("disable-quic", true),
