@@ -146,7 +146,7 @@ type Server struct {
 
 	etcdEndpoints []string
 	etcdPrefix    string
-	ownDir        bool // New made dataDir: Close removes it
+	tempDir       string // New's temp dir (the data dir, or etcd's and the daemon's): Close removes it
 	log           *logBuffer
 
 	provMu sync.Mutex // serialises ProvisionMachine
@@ -192,7 +192,7 @@ func New(opts ...Option) (*Server, error) {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
-	s.ownDir = true
+	s.tempDir = dir
 	return s, nil
 }
 
@@ -305,8 +305,8 @@ func (s *Server) Close() error {
 		if s.etcd != nil {
 			s.etcd.Close()
 		}
-		if s.ownDir {
-			err = errors.Join(err, os.RemoveAll(s.dataDir))
+		if s.tempDir != "" {
+			err = errors.Join(err, os.RemoveAll(s.tempDir))
 		}
 		s.closeErr = err
 	})

@@ -110,6 +110,23 @@ func TestStartStopLeavesNothing(t *testing.T) {
 	if left := listDir(t, tmp); len(left) != 0 {
 		t.Errorf("$TMPDIR holds %v", left)
 	}
+
+	// A data dir given with WithDataDir is the caller's: Close keeps it,
+	// and removes the temp dir New made.
+	given := filepath.Join(t.TempDir(), "data")
+	srv, err := provisiondtest.New(provisiondtest.WithDataDir(given))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Close(); err != nil {
+		t.Error(err)
+	}
+	if _, err := os.Stat(filepath.Join(given, daemon.CredentialsFile)); err != nil {
+		t.Errorf("Close removed the data dir given with WithDataDir: %v", err)
+	}
+	if left := listDir(t, tmp); len(left) != 0 {
+		t.Errorf("$TMPDIR holds %v after New with WithDataDir", left)
+	}
 	if after := listDir(t, cwd); !slices.Equal(before, after) {
 		t.Errorf("the package dir changed: %v, then %v", before, after)
 	}
@@ -368,8 +385,12 @@ func TestLimitsAndClock(t *testing.T) {
 }
 
 // TestEtcdServers: a Server on its own embedded etcd works as on bbolt, a
-// second one joins its controller, and closing them leaves no goroutine.
+// second one joins its controller, and closing them leaves no goroutine
+// and nothing in $TMPDIR (New's temp dir holds etcd's and the daemon's
+// directories: Close removes all of it, not only the daemon's).
 func TestEtcdServers(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
 	a, err := provisiondtest.New(provisiondtest.WithStore(provisiondtest.StoreEtcd))
 	if err != nil {
 		t.Fatal(err)
@@ -391,5 +412,8 @@ func TestEtcdServers(t *testing.T) {
 	}
 	if err := a.Close(); err != nil {
 		t.Error(err)
+	}
+	if left := listDir(t, tmp); len(left) != 0 {
+		t.Errorf("$TMPDIR holds %v after Close", left)
 	}
 }
