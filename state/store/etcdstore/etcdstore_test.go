@@ -110,3 +110,44 @@ func suite() storetest.Suite {
 }
 
 func TestConformance(t *testing.T) { suite().Run(t) }
+
+// TestConflictAfterAnotherPrefixWrites: an Update that conflicts when the
+// cluster's latest revision is another prefix's (another controller on the
+// same etcd) runs again and commits. It used to wait for that revision,
+// which the watch of its own prefix never brings, and failed after
+// RequestTimeout with "waiting for revision N".
+func TestConflictAfterAnotherPrefixWrites(t *testing.T) {
+	t.Parallel()
+	prefix := newPrefix()
+	a := open(t, config(shared, prefix, store.Feed{}))
+	peer := open(t, config(shared, prefix, store.Feed{}))
+	other := open(t, config(shared, newPrefix(), store.Feed{}))
+	ctx := context.Background()
+	if _, err := a.Update(ctx, func(tx store.Txn) error { return tx.Put("k/x", []byte("0")) }); err != nil {
+		t.Fatal(err)
+	}
+	runs := 0
+	_, err := a.Update(ctx, func(tx store.Txn) error {
+		runs++
+		if _, _, err := tx.Get("k/x"); err != nil {
+			return err
+		}
+		if runs == 1 {
+			// What a read changes under it, and then a write elsewhere
+			// moves the cluster's revision past it.
+			if _, err := peer.Update(ctx, func(tx store.Txn) error { return tx.Put("k/x", []byte("1")) }); err != nil {
+				return err
+			}
+			if _, err := other.Update(ctx, func(tx store.Txn) error { return tx.Put("k/y", []byte("1")) }); err != nil {
+				return err
+			}
+		}
+		return tx.Put("k/x", []byte("2"))
+	})
+	if err != nil {
+		t.Fatalf("conflicting Update: %v (after %d runs)", err, runs)
+	}
+	if runs != 2 {
+		t.Errorf("%d runs, want 2", runs)
+	}
+}

@@ -363,7 +363,12 @@ func (s *Store) Update(ctx context.Context, fn func(store.Txn) error) (uint64, e
 			return uint64(snap.rev), nil
 		}
 		rctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
-		resp, err := s.cli.Txn(rctx).If(cmps...).Then(ops...).Commit()
+		// On a conflict, the Else reads the feed key: the revision to
+		// wait for is that of our latest commit, not the cluster's
+		// revision, which writes outside the prefix move too (other
+		// controllers on the same etcd) and which this process's watch
+		// of the prefix may never reach.
+		resp, err := s.cli.Txn(rctx).If(cmps...).Then(ops...).Else(clientv3.OpGet(s.feedK, clientv3.WithKeysOnly())).Commit()
 		cancel()
 		if err != nil {
 			return 0, s.fail(ctx, "commit", err)
@@ -383,7 +388,11 @@ func (s *Store) Update(ctx context.Context, fn func(store.Txn) error) (uint64, e
 			s.stats.contentions.Add(1)
 			return 0, fmt.Errorf("etcdstore: %w: %d attempts conflicted with other writers", store.ErrContention, attempt)
 		}
-		// Run again once the replica has what the compare saw.
+		// Run again once the replica has what the compare saw: our
+		// latest commit, and in any case a revision of the prefix after
+		// the snapshot (what conflicted may be a lease's expiry, which
+		// writes no feed key; its deletion is in the prefix and comes).
+		rev = conflictRevision(resp, snap.rev)
 		if err := s.waitLocal(ctx, rev); err != nil {
 			return 0, fmt.Errorf("etcdstore: %w: waiting for revision %d: %w", store.ErrUnavailable, rev, err)
 		}
@@ -400,6 +409,21 @@ func (s *Store) Update(ctx context.Context, fn func(store.Txn) error) (uint64, e
 			}
 		}
 	}
+}
+
+// conflictRevision is the revision a refused commit waits for before its
+// function runs again: the feed key's mod revision that the Else of the
+// commit read, and at least the revision after the snapshot's.
+func conflictRevision(resp *clientv3.TxnResponse, snapRev int64) int64 {
+	rev := snapRev + 1
+	for _, r := range resp.Responses {
+		if rr := r.GetResponseRange(); rr != nil {
+			for _, kv := range rr.Kvs {
+				rev = max(rev, kv.ModRevision)
+			}
+		}
+	}
+	return rev
 }
 
 // waitLocal waits, at most RequestTimeout and regardless of ctx's
