@@ -160,15 +160,16 @@ type CAASApplicationParams struct {
 func OperatorStatusKey(app string) string { return "a#" + app + "#operator" }
 
 // AddCAASApplication deploys a Kubernetes application in an alive CAAS
-// model: its charm (stored once per URL), the application with its scale,
+// model: its charm (stored once per URL; with no URL, a local charm whose
+// URL the transaction picks: see deployCharm), the application with its scale,
 // constraints, storage and device constraints, its config and, when
 // given, its pod spec.
 func (st *State) AddCAASApplication(model string, p CAASApplicationParams) (Application, error) {
 	if !validApplicationName.MatchString(p.Name) {
 		return Application{}, errors.NotValidf("application name %q", p.Name)
 	}
-	if p.Charm.Meta == nil || p.Charm.URL == "" {
-		return Application{}, errors.NotValidf("application %q without charm URL or metadata", p.Name)
+	if p.Charm.Meta == nil {
+		return Application{}, errors.NotValidf("application %q without charm metadata", p.Name)
 	}
 	if p.Scale < 0 {
 		return Application{}, errors.NotValidf("application scale %d", p.Scale)
@@ -226,13 +227,11 @@ func (st *State) AddCAASApplication(model string, p CAASApplicationParams) (Appl
 				return errors.Annotatef(err, "storage %q", name)
 			}
 		}
-		if ok, err := exists(tx, KindCharm, model, p.Charm.URL); err != nil {
+		ch, err := tx.deployCharm(m, p.Charm)
+		if err != nil {
 			return err
-		} else if !ok {
-			if err := tx.put(KindCharm, model, p.Charm.URL, &charmDoc{Model: model, Charm: p.Charm}, watcher.FieldCreated); err != nil {
-				return err
-			}
 		}
+		a.CharmURL, a.CharmRevision = ch.URL, ch.Revision
 		if err := tx.put(KindApplicationConfig, model, p.Name, &appConfigDoc{Settings: cfg},
 			FieldConfig, fieldHashPrefix+configHash(p.Name, cfg)); err != nil {
 			return err

@@ -98,7 +98,7 @@ devices:
 		err  string
 	}{
 		{"bad name", state.CAASApplicationParams{Name: "Db", Charm: ch}, `application name "Db" not valid`},
-		{"no charm", state.CAASApplicationParams{Name: "db"}, `application "db" without charm URL or metadata not valid`},
+		{"no charm", state.CAASApplicationParams{Name: "db"}, `application "db" without charm metadata not valid`},
 		{"negative scale", state.CAASApplicationParams{Name: "db", Charm: ch, Scale: -1}, `application scale -1 not valid`},
 		{"unknown storage", state.CAASApplicationParams{Name: "db", Charm: ch, Storage: map[string]storage.Constraints{"nope": {}}},
 			`storage "nope" (charm "db" has no such storage) not valid`},

@@ -195,7 +195,8 @@ type unitsRun struct {
 
 // UpdateCAASUnits brings an application's units in line with the pods
 // the unit provisioner reports (specs/caasunitprovisioner.md §4.2-4.5), in
-// one transaction: the operator status, unit adds, updates and removals,
+// one transaction: the check of the pods' storage against the charm, the
+// operator status, unit adds, updates and removals,
 // storage info and statuses, orphaned filesystem cleanup and, last, the
 // scale. An error leaves everything unchanged, except that a refused scale
 // change (SetScale's errors) is returned with the unit info while the rest
@@ -212,6 +213,9 @@ func (st *State) UpdateCAASUnits(model, app string, u UnitsUpdate) ([]UnitInfo, 
 		info, scaleErr = nil, nil
 		a, err := getApplication(tx, model, app)
 		if err != nil {
+			return err
+		}
+		if err := checkPodStorage(tx, a, u.Pods); err != nil {
 			return err
 		}
 		if u.OperatorStatus != nil {
@@ -249,6 +253,28 @@ func (st *State) UpdateCAASUnits(model, app string, u UnitsUpdate) ([]UnitInfo, 
 		return nil, err
 	}
 	return info, scaleErr
+}
+
+// checkPodStorage refuses filesystems of pods that name storage the
+// application's charm does not have. The charm is read in the update's
+// transaction, so the check holds for what commits.
+func checkPodStorage(r reader, a applicationDoc, pods []Pod) error {
+	var ch *charmDoc
+	for _, p := range pods {
+		for _, f := range p.Filesystems {
+			if ch == nil {
+				ch = &charmDoc{}
+				if _, err := get(r, KindCharm, a.Model, a.CharmURL, ch); err != nil {
+					return err
+				}
+			}
+			if ch.Meta == nil || ch.Meta.Storage[f.StorageName].Name == "" {
+				return errors.NewNotValid(nil, fmt.Sprintf("filesystem info of pod %q names storage %q that charm %q does not have",
+					p.ProviderID, f.StorageName, a.CharmURL))
+			}
+		}
+	}
+	return nil
 }
 
 // unitInfo names the units whose pods were reported, in the order of the

@@ -56,6 +56,16 @@
 //     answered, one per revision, in revision order. So publish order ==
 //     commit order, and when a write method returns, every watcher it
 //     affects has already been triggered.
+//   - Decisions that must hold across daemons sharing a store are taken
+//     inside the write's transaction, from what it reads there: machine
+//     ids and unit numbers (per-model sequences, nextSequence), a local
+//     charm's URL (deployCharm), AddUnits' units and machines (all or
+//     none), the CAAS storage checks of UpdateCAASUnits. No process-local
+//     lock or counter decides anything another process could contradict.
+//   - Bulk writes (SetMachineStatuses, ...) apply their items in one
+//     transaction (bulk.go), each item in a part of its own (Txn.Nest):
+//     an item that fails has its writes undone and keeps its error, the
+//     others commit together.
 //   - Reads run in read views of the store on the caller's goroutine
 //     (bbolt: a read-only transaction). They see the last revision this
 //     process applied and do not block writers (bbolt's memory map is

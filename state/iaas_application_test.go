@@ -33,7 +33,7 @@ func TestAddIAASApplication(t *testing.T) {
 		msg  string
 	}{
 		{"bad name", state.IAASApplicationParams{Name: "DB", Charm: ch}, jujuerrors.NotValid, `application name "DB" not valid`},
-		{"no charm", state.IAASApplicationParams{Name: "db"}, jujuerrors.NotValid, `application "db" without charm URL or metadata not valid`},
+		{"no charm", state.IAASApplicationParams{Name: "db"}, jujuerrors.NotValid, `application "db" without charm metadata not valid`},
 		{"trust not bool", state.IAASApplicationParams{Name: "db", Charm: ch, Config: map[string]any{"trust": "yes"}}, jujuerrors.NotValid, "trust yes (want a bool) not valid"},
 		{"undeclared storage", state.IAASApplicationParams{Name: "db", Charm: ch, Storage: map[string]storage.Constraints{"x": {}}},
 			jujuerrors.NotValid, `storage "x" (charm "db" has no such storage) not valid`},

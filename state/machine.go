@@ -265,105 +265,130 @@ func validateAgentPassword(password string) error {
 // with the next free id of that model ("0", "1", ...), or, with ParentID
 // and ContainerType, a container of an alive machine ("1/lxd/0").
 func (st *State) AddMachine(model string, p MachineParams) (Machine, error) {
-	jobs := slices.Clone(p.Jobs)
-	if len(jobs) == 0 {
-		jobs = []string{JobHostUnits}
-	}
-	if err := validateJobs(jobs); err != nil {
+	np, err := newMachineParams(p)
+	if err != nil {
 		return Machine{}, err
 	}
-	if (p.ParentID == "") != (p.ContainerType == "") {
-		return Machine{}, errors.NotValidf("container without both parent and container type")
-	}
-	if p.ContainerType != "" {
-		if err := ValidateContainerType(p.ContainerType); err != nil {
-			return Machine{}, err
-		}
-	}
-	if (p.Nonce == "") != (p.InstanceID == "") {
-		return Machine{}, errors.NotValidf("nonce without instance id")
-	}
-	for _, v := range p.Volumes {
-		if v.Size == 0 {
-			return Machine{}, errors.NotValidf("volume of size 0")
-		}
-	}
-	p.Base, p.Series = seriesAsBase(p.Base, p.Series)
-	var hash string
-	if p.Password != "" {
-		if err := validateAgentPassword(p.Password); err != nil {
-			return Machine{}, err
-		}
-		hash = agentPasswordHash(p.Password)
-	}
 	var d machineDoc
-	err := st.update(func(tx *txn) error {
-		m, err := getModel(tx, model)
-		if err != nil {
-			return err
-		}
-		if m.Life != Alive {
-			return errors.NotValidf("adding a machine to %s model %q", m.Life, m.Name)
-		}
-		var id string
-		if p.ParentID != "" {
-			parent, err := getMachine(tx, model, p.ParentID)
-			if err != nil {
-				return err
-			}
-			if parent.Life != Alive {
-				return errors.NotValidf("adding a container to %s machine %s", parent.Life, parent.ID)
-			}
-			// Supported container types are reported by the machine
-			// agent; until it has, any type is accepted (the report
-			// marks pending containers of other types with an error).
-			if parent.SupportedContainersKnown && !slices.Contains(parent.SupportedContainers, p.ContainerType) {
-				return errors.NewNotSupported(nil, fmt.Sprintf("machine %s cannot host %s containers", parent.ID, p.ContainerType))
-			}
-			seq, err := tx.nextSequence(model, "container/"+p.ParentID+"/"+p.ContainerType)
-			if err != nil {
-				return err
-			}
-			id = fmt.Sprintf("%s/%s/%d", p.ParentID, p.ContainerType, seq)
-		} else {
-			seq, err := tx.nextSequence(model, string(KindMachine))
-			if err != nil {
-				return err
-			}
-			id = strconv.Itoa(seq)
-		}
-		d = machineDoc{
-			Machine: Machine{
-				Model:             model,
-				ID:                id,
-				Life:              Alive,
-				Jobs:              jobs,
-				Nonce:             p.Nonce,
-				InstanceID:        p.InstanceID,
-				Series:            p.Series,
-				Base:              p.Base,
-				Constraints:       p.Constraints,
-				Placement:         p.Placement,
-				RequestedNetworks: slices.Clone(p.RequestedNetworks),
-				Status:            Status{Status: "pending", Since: tx.now},
-				InstanceStatus:    Status{Status: "pending", Since: tx.now},
-			},
-			PasswordHash: hash,
-		}
-		if err := tx.addMachine(&d); err != nil {
-			return err
-		}
-		for _, v := range p.Volumes {
-			if _, err := tx.addVolume(model, id, v); err != nil {
-				return err
-			}
-		}
-		return nil
+	err = st.update(func(tx *txn) error {
+		var err error
+		d, err = tx.newMachine(model, np)
+		return err
 	})
 	if err != nil {
 		return Machine{}, err
 	}
 	return d.machine(), nil
+}
+
+// machineParams are MachineParams checked, with what a transaction must
+// not compute itself done before it: the jobs defaulted, the base from
+// the series, the password hashed.
+type machineParams struct {
+	MachineParams
+	hash string
+}
+
+func newMachineParams(p MachineParams) (machineParams, error) {
+	p.Jobs = slices.Clone(p.Jobs)
+	if len(p.Jobs) == 0 {
+		p.Jobs = []string{JobHostUnits}
+	}
+	if err := validateJobs(p.Jobs); err != nil {
+		return machineParams{}, err
+	}
+	if (p.ParentID == "") != (p.ContainerType == "") {
+		return machineParams{}, errors.NotValidf("container without both parent and container type")
+	}
+	if p.ContainerType != "" {
+		if err := ValidateContainerType(p.ContainerType); err != nil {
+			return machineParams{}, err
+		}
+	}
+	if (p.Nonce == "") != (p.InstanceID == "") {
+		return machineParams{}, errors.NotValidf("nonce without instance id")
+	}
+	for _, v := range p.Volumes {
+		if v.Size == 0 {
+			return machineParams{}, errors.NotValidf("volume of size 0")
+		}
+	}
+	p.Base, p.Series = seriesAsBase(p.Base, p.Series)
+	np := machineParams{MachineParams: p}
+	if p.Password != "" {
+		if err := validateAgentPassword(p.Password); err != nil {
+			return machineParams{}, err
+		}
+		np.hash = agentPasswordHash(p.Password)
+	}
+	return np, nil
+}
+
+// newMachine adds a machine (AddMachine) in the transaction: its id is the
+// next of the model's (or the parent's) sequence, read and written here,
+// so machines added through any daemons never share an id.
+func (tx *txn) newMachine(model string, p machineParams) (machineDoc, error) {
+	m, err := getModel(tx, model)
+	if err != nil {
+		return machineDoc{}, err
+	}
+	if m.Life != Alive {
+		return machineDoc{}, errors.NotValidf("adding a machine to %s model %q", m.Life, m.Name)
+	}
+	var id string
+	if p.ParentID != "" {
+		parent, err := getMachine(tx, model, p.ParentID)
+		if err != nil {
+			return machineDoc{}, err
+		}
+		if parent.Life != Alive {
+			return machineDoc{}, errors.NotValidf("adding a container to %s machine %s", parent.Life, parent.ID)
+		}
+		// Supported container types are reported by the machine
+		// agent; until it has, any type is accepted (the report
+		// marks pending containers of other types with an error).
+		if parent.SupportedContainersKnown && !slices.Contains(parent.SupportedContainers, p.ContainerType) {
+			return machineDoc{}, errors.NewNotSupported(nil, fmt.Sprintf("machine %s cannot host %s containers", parent.ID, p.ContainerType))
+		}
+		seq, err := tx.nextSequence(model, "container/"+p.ParentID+"/"+p.ContainerType)
+		if err != nil {
+			return machineDoc{}, err
+		}
+		id = fmt.Sprintf("%s/%s/%d", p.ParentID, p.ContainerType, seq)
+	} else {
+		seq, err := tx.nextSequence(model, string(KindMachine))
+		if err != nil {
+			return machineDoc{}, err
+		}
+		id = strconv.Itoa(seq)
+	}
+	d := machineDoc{
+		Machine: Machine{
+			Model:             model,
+			ID:                id,
+			Life:              Alive,
+			Jobs:              slices.Clone(p.Jobs),
+			Nonce:             p.Nonce,
+			InstanceID:        p.InstanceID,
+			Series:            p.Series,
+			Base:              p.Base,
+			Constraints:       p.Constraints,
+			Placement:         p.Placement,
+			RequestedNetworks: slices.Clone(p.RequestedNetworks),
+			Status:            Status{Status: "pending", Since: tx.now},
+			InstanceStatus:    Status{Status: "pending", Since: tx.now},
+		},
+		PasswordHash: p.hash,
+	}
+	if err := tx.addMachine(&d); err != nil {
+		return machineDoc{}, err
+	}
+	for _, v := range p.Volumes {
+		if _, err := tx.addVolume(model, id, v); err != nil {
+			return machineDoc{}, err
+		}
+	}
+	return d, nil
 }
 
 func (tx *txn) addMachine(d *machineDoc) error {

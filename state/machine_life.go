@@ -218,27 +218,60 @@ func validateStatus(kind StatusKind, m Machine, s Status) error {
 }
 
 // SetMachineStatus sets one status record of a machine. Since is the
-// state's clock; nil data is stored as empty.
+// state's clock; nil data is stored as empty. An instance status of
+// "error" or "provisioning error" sets the agent status to "error" as
+// well (its message the status's, or the status itself), in the same
+// transaction, as Juju's provisioner does.
 func (st *State) SetMachineStatus(model, id string, kind StatusKind, s Status) error {
-	return st.updateMachine(model, id, func(tx *txn, d *machineDoc) ([]string, error) {
-		if err := validateStatus(kind, d.Machine, s); err != nil {
-			return nil, err
-		}
-		s.Since = tx.now
-		if s.Data == nil {
-			s.Data = map[string]any{}
-		}
-		s.Data = normalizeData(s.Data)
-		switch kind {
-		case AgentStatus:
-			d.Status = s
-		case InstanceStatus:
-			d.InstanceStatus = s
-		case ModificationStatus:
-			d.ModificationStatus = s
-		}
-		return []string{FieldStatus}, nil
+	return st.update(func(tx *txn) error { return tx.setMachineStatus(model, id, kind, s) })
+}
+
+// MachineStatusArg is one item of SetMachineStatuses.
+type MachineStatusArg struct {
+	ID     string
+	Kind   StatusKind
+	Status Status
+}
+
+// SetMachineStatuses sets each item's status as SetMachineStatus does, in
+// one transaction (see bulk): the items that fail are left out, each with
+// its error, and the others commit together.
+func (st *State) SetMachineStatuses(model string, args []MachineStatusArg) []error {
+	return st.bulk(len(args), func(tx *txn, i int) error {
+		return tx.setMachineStatus(model, args[i].ID, args[i].Kind, args[i].Status)
 	})
+}
+
+func (tx *txn) setMachineStatus(model, id string, kind StatusKind, s Status) error {
+	d, err := getMachine(tx, model, id)
+	if err != nil {
+		return err
+	}
+	if err := validateStatus(kind, d.Machine, s); err != nil {
+		return err
+	}
+	s.Since = tx.now
+	if s.Data == nil {
+		s.Data = map[string]any{}
+	}
+	s.Data = normalizeData(s.Data)
+	switch kind {
+	case AgentStatus:
+		d.Status = s
+	case InstanceStatus:
+		d.InstanceStatus = s
+		if s.Status == "error" || s.Status == "provisioning error" {
+			as := s
+			as.Status = "error"
+			if as.Message == "" {
+				as.Message = s.Status
+			}
+			d.Status = as
+		}
+	case ModificationStatus:
+		d.ModificationStatus = s
+	}
+	return tx.put(KindMachine, model, id, &d, FieldStatus)
 }
 
 // UpdateMachineStatusData merges data into the agent status data (2015

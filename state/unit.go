@@ -38,45 +38,105 @@ func (u Unit) IsPrincipal() bool { return u.Principal == "" }
 func (st *State) AddUnit(model, app, machine, principal string) (Unit, error) {
 	var u Unit
 	err := st.update(func(tx *txn) error {
-		a, err := getApplication(tx, model, app)
-		if err != nil {
-			return err
-		}
-		if a.Life != Alive {
-			return errors.NotValidf("adding a unit to %s application %q", a.Life, app)
-		}
-		if a.Subordinate != (principal != "") {
-			return errors.NotValidf("subordinate unit without principal, or principal for a principal unit")
-		}
-		if principal != "" {
-			var p unitDoc
-			ok, err := get(tx, KindUnit, model, principal, &p)
-			if err != nil {
-				return err
-			}
-			if !ok {
-				return errors.NotFoundf("unit %q", principal)
-			}
-			machine = p.MachineID
-		}
-		if machine != "" {
-			m, err := getMachine(tx, model, machine)
-			if err != nil {
-				return err
-			}
-			if m.Life != Alive {
-				return errors.NotValidf("assigning a unit to %s machine %s", m.Life, machine)
-			}
-		}
-		seq, err := tx.nextSequence(model, "unit/"+app)
-		if err != nil {
-			return err
-		}
-		u = Unit{Model: model, Name: fmt.Sprintf("%s/%d", app, seq), Application: app, Life: Alive,
-			MachineID: machine, Principal: principal}
-		return tx.put(KindUnit, model, u.Name, &unitDoc{Unit: u}, watcher.FieldCreated, FieldAssignment)
+		var err error
+		u, err = tx.addUnit(model, app, machine, principal)
+		return err
 	})
 	return u, err
+}
+
+// AddUnitsParams describe the units of AddUnits.
+type AddUnitsParams struct {
+	// Count is the number of units (at least 1, and at least len(To)).
+	Count int
+	// To are the (alive) machines of the first len(To) units, in order.
+	To []string
+	// NewMachine makes the machine of each unit beyond To.
+	NewMachine MachineParams
+}
+
+// AddUnits adds Count units of an alive principal application in one
+// transaction: the first on the machines of To, each of the others on a new
+// machine made with NewMachine. Either every unit and machine is added or
+// none is; the units' numbers and the machines' ids are read and written in
+// that transaction, so units added through any daemons never share a name.
+// It returns the names of the units and the ids of the machines made.
+func (st *State) AddUnits(model, app string, p AddUnitsParams) (units, machines []string, err error) {
+	if p.Count < 1 || p.Count < len(p.To) {
+		return nil, nil, errors.NotValidf("%d units on %d machines", p.Count, len(p.To))
+	}
+	np, err := newMachineParams(p.NewMachine)
+	if err != nil {
+		return nil, nil, err
+	}
+	err = st.update(func(tx *txn) error {
+		units, machines = nil, nil
+		for i := range p.Count {
+			machine := ""
+			if i < len(p.To) {
+				machine = p.To[i]
+			} else {
+				d, err := tx.newMachine(model, np)
+				if err != nil {
+					return err
+				}
+				machine = d.ID
+				machines = append(machines, d.ID)
+			}
+			u, err := tx.addUnit(model, app, machine, "")
+			if err != nil {
+				return err
+			}
+			units = append(units, u.Name)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return units, machines, nil
+}
+
+// addUnit adds a unit (AddUnit) in the transaction: its number is the next
+// of the application's sequence, read and written here.
+func (tx *txn) addUnit(model, app, machine, principal string) (Unit, error) {
+	a, err := getApplication(tx, model, app)
+	if err != nil {
+		return Unit{}, err
+	}
+	if a.Life != Alive {
+		return Unit{}, errors.NotValidf("adding a unit to %s application %q", a.Life, app)
+	}
+	if a.Subordinate != (principal != "") {
+		return Unit{}, errors.NotValidf("subordinate unit without principal, or principal for a principal unit")
+	}
+	if principal != "" {
+		var p unitDoc
+		ok, err := get(tx, KindUnit, model, principal, &p)
+		if err != nil {
+			return Unit{}, err
+		}
+		if !ok {
+			return Unit{}, errors.NotFoundf("unit %q", principal)
+		}
+		machine = p.MachineID
+	}
+	if machine != "" {
+		m, err := getMachine(tx, model, machine)
+		if err != nil {
+			return Unit{}, err
+		}
+		if m.Life != Alive {
+			return Unit{}, errors.NotValidf("assigning a unit to %s machine %s", m.Life, machine)
+		}
+	}
+	seq, err := tx.nextSequence(model, "unit/"+app)
+	if err != nil {
+		return Unit{}, err
+	}
+	u := Unit{Model: model, Name: fmt.Sprintf("%s/%d", app, seq), Application: app, Life: Alive,
+		MachineID: machine, Principal: principal}
+	return u, tx.put(KindUnit, model, u.Name, &unitDoc{Unit: u}, watcher.FieldCreated, FieldAssignment)
 }
 
 // Units returns every unit of a model, sorted by name.

@@ -34,10 +34,6 @@ func (a *API) updateUnits(arg params.UpdateApplicationUnits) ([]params.Applicati
 	if err != nil {
 		return nil, err
 	}
-	ch, err := a.st.Charm(a.model, app.CharmURL)
-	if err != nil {
-		return nil, err
-	}
 	up := state.UnitsUpdate{Scale: arg.Scale}
 	if arg.Generation != nil {
 		up.Generation = *arg.Generation
@@ -59,11 +55,9 @@ func (a *API) updateUnits(arg params.UpdateApplicationUnits) ([]params.Applicati
 			}
 			pod.Unit = t.Id()
 		}
+		// Storage the charm does not have is refused by state, in the
+		// update's transaction.
 		for _, f := range p.FilesystemInfo {
-			if ch.Meta == nil || ch.Meta.Storage[f.StorageName].Name == "" {
-				return nil, errors.NewNotValid(nil, fmt.Sprintf("filesystem info of pod %q names storage %q that charm %q does not have",
-					p.ProviderId, f.StorageName, app.CharmURL))
-			}
 			pf := state.PodFilesystem{
 				StorageName: f.StorageName, Pool: f.Pool, Size: f.Size, FilesystemID: f.FilesystemId,
 				Status: f.Status, Info: f.Info, Data: f.Data, MountPoint: f.MountPoint, ReadOnly: f.ReadOnly,

@@ -1,15 +1,12 @@
 package modeladmin
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/juju/errors"
 	"github.com/juju/names/v5"
@@ -36,24 +33,18 @@ func registerApplications(m *methods) {
 	rpc.Handle(m, "RemoveApplication", (*ModelAdmin).RemoveApplication)
 }
 
-// Bounds of the application methods.
-const (
-	MaxAddUnits     = 100  // units per AddUnits call
-	MaxCharmRevs    = 1000 // local charm revisions of one charm name in a model
-	LocalCharmProto = "local:"
-)
-
-// deployMu serialises the choice of a charm URL and the deploy that stores
-// it, so two concurrent deploys of different metadata under one charm name
-// never share a URL.
-var deployMu sync.Mutex
+// MaxAddUnits bounds the units of one AddUnits call. (The local charm
+// revisions of one charm name in a model are bounded by
+// state.MaxLocalCharmRevisions.)
+const MaxAddUnits = 100
 
 // Deploy deploys an application from a charm's metadata.yaml (sent as
 // text, parsed here: errors name the line). In a CAAS model the
 // application gets Scale units (default 1) from the unit provisioner; in
 // an IAAS model it gets none (AddUnits places them), and Scale and Devices
 // are refused. The charm is stored as "local:NAME-REV": the lowest
-// revision whose stored metadata is the same, or the first free one.
+// revision whose stored metadata is the same, or the first free one, chosen
+// in the deploy's transaction (so daemons sharing a store agree).
 // Everything is checked before anything is written, in one transaction.
 func (a *ModelAdmin) Deploy(_ context.Context, args params.DeployArgs) (params.ApplicationStatus, error) {
 	m, err := a.model(args.Model)
@@ -109,12 +100,8 @@ func (a *ModelAdmin) Deploy(_ context.Context, args params.DeployArgs) (params.A
 		return params.ApplicationStatus{}, err
 	}
 
-	deployMu.Lock()
-	defer deployMu.Unlock()
-	ch, err := a.localCharm(m, meta)
-	if err != nil {
-		return params.ApplicationStatus{}, err
-	}
+	// No URL: state picks the local charm's in the deploy's transaction.
+	ch := state.Charm{Meta: meta}
 	if caas {
 		_, err = a.st.AddCAASApplication(m.UUID, state.CAASApplicationParams{Name: args.Application, Charm: ch,
 			Scale: scale, Config: args.Config, Trust: args.Trust, Constraints: cons, Storage: stor, Devices: devices})
@@ -126,30 +113,6 @@ func (a *ModelAdmin) Deploy(_ context.Context, args params.DeployArgs) (params.A
 		return params.ApplicationStatus{}, err
 	}
 	return a.applicationStatus(m, args.Application)
-}
-
-// localCharm picks the URL of deployed metadata: "local:NAME-REV" with the
-// lowest revision that is free or holds the same metadata.
-func (a *ModelAdmin) localCharm(m state.Model, meta *charm.Meta) (state.Charm, error) {
-	want, err := json.Marshal(meta)
-	if err != nil {
-		return state.Charm{}, err
-	}
-	for rev := range MaxCharmRevs {
-		url := fmt.Sprintf("%s%s-%d", LocalCharmProto, meta.Name, rev)
-		ch, err := a.st.Charm(m.UUID, url)
-		if errors.Is(err, errors.NotFound) {
-			return state.Charm{URL: url, Revision: rev, Meta: meta}, nil
-		}
-		if err != nil {
-			return state.Charm{}, err
-		}
-		if got, err := json.Marshal(ch.Meta); err == nil && bytes.Equal(got, want) {
-			return ch, nil
-		}
-	}
-	return state.Charm{}, errors.NewQuotaLimitExceeded(nil,
-		fmt.Sprintf("charm %q has %d revisions in model %q", meta.Name, MaxCharmRevs, m.Name))
 }
 
 // applicationConstraints parses constraints and checks that the spaces
@@ -249,8 +212,8 @@ func (a *ModelAdmin) Application(_ context.Context, args params.ApplicationArgs)
 // To in order; each unit beyond them gets a new machine with the
 // application's constraints and, for its block storage, volumes (as Juju
 // does for a unit deployed without placement). Everything is checked
-// first; the units are then added one commit each, and an error after the
-// first names what was added.
+// first; the units and machines are then added in one transaction (state's
+// AddUnits), all or none.
 func (a *ModelAdmin) AddUnits(_ context.Context, args params.AddUnitsArgs) (params.AddUnitsResult, error) {
 	m, app, err := a.app(args.Model, args.Application)
 	if err != nil {
@@ -293,34 +256,15 @@ func (a *ModelAdmin) AddUnits(_ context.Context, args params.AddUnitsArgs) (para
 	if err != nil {
 		return params.AddUnitsResult{}, err
 	}
-	out := params.AddUnitsResult{Units: []string{}, Machines: []string{}}
-	for i := range count {
-		u, err := a.addUnit(m, app, args.To, i, newMachine, &out)
-		if err != nil {
-			if len(out.Units) > 0 || len(out.Machines) > 0 {
-				return params.AddUnitsResult{}, errors.Annotatef(err, "added units [%s] and machines [%s], then",
-					strings.Join(out.Units, ", "), strings.Join(out.Machines, ", "))
-			}
-			return params.AddUnitsResult{}, err
-		}
-		out.Units = append(out.Units, u.Name)
+	units, machines, err := a.st.AddUnits(m.UUID, app.Name, state.AddUnitsParams{Count: count, To: args.To, NewMachine: newMachine})
+	if err != nil {
+		return params.AddUnitsResult{}, err
+	}
+	out := params.AddUnitsResult{Units: units, Machines: machines}
+	if out.Machines == nil {
+		out.Machines = []string{}
 	}
 	return out, nil
-}
-
-func (a *ModelAdmin) addUnit(m state.Model, app state.Application, to []string, i int, p state.MachineParams, out *params.AddUnitsResult) (state.Unit, error) {
-	machine := ""
-	if i < len(to) {
-		machine = to[i]
-	} else {
-		mc, err := a.st.AddMachine(m.UUID, p)
-		if err != nil {
-			return state.Unit{}, err
-		}
-		out.Machines = append(out.Machines, mc.ID)
-		machine = mc.ID
-	}
-	return a.st.AddUnit(m.UUID, app.Name, machine, "")
 }
 
 // unitMachineParams are the params of a machine made for a unit: the

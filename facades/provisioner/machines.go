@@ -149,51 +149,32 @@ func (p *Provisioner) InstanceStatus(ctx context.Context, args params.Entities) 
 	})}, nil
 }
 
-// SetStatus sets each machine's agent status.
+// SetStatus sets each machine's agent status, the valid items in one
+// transaction.
 func (p *Provisioner) SetStatus(ctx context.Context, args params.SetStatus) (params.ErrorResults, error) {
-	return params.ErrorResults{Results: facade.Bulk(ctx, args.Entities, func(a params.EntityStatusArgs) (params.ErrorResult, error) {
-		m, err := p.machine(a.Tag, entityTags)
-		if err != nil {
-			return params.ErrorResult{}, err
-		}
-		return params.ErrorResult{}, p.st.SetMachineStatus(p.model, m.ID, state.AgentStatus,
-			state.Status{Status: a.Status, Message: a.Info, Data: a.Data})
-	})}, nil
+	return p.setStatuses(ctx, args.Entities, state.AgentStatus, entityTags), nil
 }
 
 // SetInstanceStatus sets each machine's instance status; "error" and
-// "provisioning error" set the agent status to error as well.
+// "provisioning error" set the agent status to error as well, in the same
+// transaction (state's SetMachineStatus).
 func (p *Provisioner) SetInstanceStatus(ctx context.Context, args params.SetStatus) (params.ErrorResults, error) {
-	return params.ErrorResults{Results: facade.Bulk(ctx, args.Entities, func(a params.EntityStatusArgs) (params.ErrorResult, error) {
-		id, err := p.machineID(a.Tag, machineTags)
-		if err != nil {
-			return params.ErrorResult{}, err
-		}
-		s := state.Status{Status: a.Status, Message: a.Info, Data: a.Data}
-		if err := p.st.SetMachineStatus(p.model, id, state.InstanceStatus, s); err != nil {
-			return params.ErrorResult{}, err
-		}
-		if a.Status == "error" || a.Status == "provisioning error" {
-			s.Status = "error"
-			if s.Message == "" {
-				s.Message = a.Status
-			}
-			return params.ErrorResult{}, p.st.SetMachineStatus(p.model, id, state.AgentStatus, s)
-		}
-		return params.ErrorResult{}, nil
-	})}, nil
+	return p.setStatuses(ctx, args.Entities, state.InstanceStatus, machineTags), nil
 }
 
 // SetModificationStatus sets each machine's modification status.
 func (p *Provisioner) SetModificationStatus(ctx context.Context, args params.SetStatus) (params.ErrorResults, error) {
-	return params.ErrorResults{Results: facade.Bulk(ctx, args.Entities, func(a params.EntityStatusArgs) (params.ErrorResult, error) {
-		id, err := p.machineID(a.Tag, machineTags)
-		if err != nil {
-			return params.ErrorResult{}, err
-		}
-		return params.ErrorResult{}, p.st.SetMachineStatus(p.model, id, state.ModificationStatus,
-			state.Status{Status: a.Status, Message: a.Info, Data: a.Data})
-	})}, nil
+	return p.setStatuses(ctx, args.Entities, state.ModificationStatus, machineTags), nil
+}
+
+// setStatuses sets one kind of status of each machine (its tag taken by
+// rule; the write checks that the machine exists): the valid items in one
+// transaction.
+func (p *Provisioner) setStatuses(ctx context.Context, items []params.EntityStatusArgs, kind state.StatusKind, rule tagRule) params.ErrorResults {
+	return bulkWrite(ctx, items, func(a params.EntityStatusArgs) (state.MachineStatusArg, error) {
+		id, err := p.machineID(a.Tag, rule)
+		return state.MachineStatusArg{ID: id, Kind: kind, Status: state.Status{Status: a.Status, Message: a.Info, Data: a.Data}}, err
+	}, func(ws []state.MachineStatusArg) []error { return p.st.SetMachineStatuses(p.model, ws) })
 }
 
 // MachinesWithTransientErrors lists the reachable, unprovisioned machines

@@ -1,6 +1,9 @@
 // Package statetest opens real, initialized state databases for tests and
 // builds fixtures in them. There are no mocks: every test gets its own
-// bbolt file in t.TempDir(), closed by t.Cleanup.
+// bbolt file in t.TempDir(), or, when a test binary sets Store, its own
+// store of another engine (the state package's tests run on etcd that way:
+// one embedded etcd per binary, a prefix per test); either is closed by
+// t.Cleanup.
 package statetest
 
 import (
@@ -9,8 +12,15 @@ import (
 	"time"
 
 	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/state/store"
 	"github.com/provisiond/provisiond/watcher"
 )
+
+// Store, when set, opens the store of each state New makes instead of a
+// bbolt file in t.TempDir(): it returns the state.Options.OpenStore of a
+// new, empty store for the test t. A TestMain sets it before the tests run
+// and never changes it while they do.
+var Store func(t testing.TB) func(store.Feed) (store.Store, error)
 
 // What New initializes the controller with. The UUIDs are fixed so golden
 // files can name them.
@@ -49,11 +59,13 @@ func New(t testing.TB) *state.State {
 // NewWithOptions is New with options.
 func NewWithOptions(t testing.TB, opts Options) *state.State {
 	t.Helper()
-	st, err := state.Open(state.Options{
-		Path: filepath.Join(t.TempDir(), "state.db"),
-		Hub:  opts.Hub,
-		Now:  opts.Now,
-	})
+	so := state.Options{Hub: opts.Hub, Now: opts.Now}
+	if Store != nil {
+		so.OpenStore = Store(t)
+	} else {
+		so.Path = filepath.Join(t.TempDir(), "state.db")
+	}
+	st, err := state.Open(so)
 	if err != nil {
 		t.Fatalf("statetest: opening state: %v", err)
 	}
