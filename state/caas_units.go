@@ -210,49 +210,88 @@ func (st *State) UpdateCAASUnits(model, app string, u UnitsUpdate) ([]UnitInfo, 
 		scaleErr error
 	)
 	err := st.update(func(tx *txn) error {
-		info, scaleErr = nil, nil
-		a, err := getApplication(tx, model, app)
-		if err != nil {
-			return err
-		}
-		if err := checkPodStorage(tx, a, u.Pods); err != nil {
-			return err
-		}
-		if u.OperatorStatus != nil {
-			if err := tx.setOperatorStatus(a, *u.OperatorStatus); err != nil {
-				return err
-			}
-		}
-		if u.Scale != nil && *u.Scale > 0 && len(u.Pods) == 0 {
-			return nil // an empty event says nothing of the workload
-		}
-		run := &unitsRun{tx: tx, model: model, app: a,
-			fsUpdates: map[string]fsUpdate{}, fsStatus: map[string]Status{},
-			volUpdates: map[string]volUpdate{}, volStatus: map[string]Status{},
-			fsByTag: map[string]string{}, volByTag: map[string]string{}}
-		if err := run.units(u); err != nil {
-			return err
-		}
-		if info, err = unitInfo(tx, model, u.Pods); err != nil {
-			return err
-		}
-		if u.Scale == nil || a.Scale == *u.Scale {
-			return nil
-		}
-		a, err = getApplication(tx, model, app)
-		if err != nil {
-			return err
-		}
-		if err := tx.checkScale(a, *u.Scale, u.Generation, false); err != nil {
-			scaleErr = err
-			return nil
-		}
-		return tx.setScale(a, *u.Scale, u.Generation, false)
+		var err error
+		info, scaleErr, err = tx.updateCAASUnits(model, app, u)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	return info, scaleErr
+}
+
+// ApplicationUnitsUpdate is one item of UpdateCAASApplicationsUnits.
+type ApplicationUnitsUpdate struct {
+	Application string
+	Update      UnitsUpdate
+}
+
+// UpdateCAASApplicationsUnits is UpdateCAASUnits of each item, the items in
+// one transaction (bulk): an item that fails leaves nothing of its own
+// written and keeps its error; infos[i] is what UpdateCAASUnits returns
+// with it (a refused scale change: the unit info and the scale's error,
+// the rest of the item committed).
+func (st *State) UpdateCAASApplicationsUnits(model string, items []ApplicationUnitsUpdate) (infos [][]UnitInfo, errs []error) {
+	infos = make([][]UnitInfo, len(items))
+	scaleErrs := make([]error, len(items))
+	errs = st.bulk(len(items), func(tx *txn, i int) error {
+		u := items[i].Update
+		if u.Scale != nil && *u.Scale < 0 {
+			return errors.NotValidf("application scale %d", *u.Scale)
+		}
+		var err error
+		infos[i], scaleErrs[i], err = tx.updateCAASUnits(model, items[i].Application, u)
+		return err
+	})
+	for i, err := range errs {
+		if err != nil {
+			infos[i] = nil
+		} else {
+			errs[i] = scaleErrs[i]
+		}
+	}
+	return infos, errs
+}
+
+// updateCAASUnits is UpdateCAASUnits in a transaction: a refused scale
+// change is scaleErr, with the rest written; err writes nothing.
+func (tx *txn) updateCAASUnits(model, app string, u UnitsUpdate) (info []UnitInfo, scaleErr, err error) {
+	a, err := getApplication(tx, model, app)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkPodStorage(tx, a, u.Pods); err != nil {
+		return nil, nil, err
+	}
+	if u.OperatorStatus != nil {
+		if err := tx.setOperatorStatus(a, *u.OperatorStatus); err != nil {
+			return nil, nil, err
+		}
+	}
+	if u.Scale != nil && *u.Scale > 0 && len(u.Pods) == 0 {
+		return nil, nil, nil // an empty event says nothing of the workload
+	}
+	run := &unitsRun{tx: tx, model: model, app: a,
+		fsUpdates: map[string]fsUpdate{}, fsStatus: map[string]Status{},
+		volUpdates: map[string]volUpdate{}, volStatus: map[string]Status{},
+		fsByTag: map[string]string{}, volByTag: map[string]string{}}
+	if err := run.units(u); err != nil {
+		return nil, nil, err
+	}
+	if info, err = unitInfo(tx, model, u.Pods); err != nil {
+		return nil, nil, err
+	}
+	if u.Scale == nil || a.Scale == *u.Scale {
+		return info, nil, nil
+	}
+	a, err = getApplication(tx, model, app)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := tx.checkScale(a, *u.Scale, u.Generation, false); err != nil {
+		return info, err, nil
+	}
+	return info, nil, tx.setScale(a, *u.Scale, u.Generation, false)
 }
 
 // checkPodStorage refuses filesystems of pods that name storage the

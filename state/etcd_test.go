@@ -87,6 +87,12 @@ func newPrefix() string { return fmt.Sprintf("/state-test-%d/", prefixes.Add(1))
 // etcdStore is the state.Options.OpenStore of a store on c under prefix,
 // closed (if state has not closed it) when the test ends.
 func etcdStore(t testing.TB, c *etcdtest.Cluster, prefix string) func(store.Feed) (store.Store, error) {
+	return etcdStoreOps(t, c, prefix, c.MaxTxnOps())
+}
+
+// etcdStoreOps is etcdStore with a store told that etcd allows maxOps
+// operations per transaction.
+func etcdStoreOps(t testing.TB, c *etcdtest.Cluster, prefix string, maxOps int) func(store.Feed) (store.Store, error) {
 	return func(feed store.Feed) (store.Store, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -94,7 +100,7 @@ func etcdStore(t testing.TB, c *etcdtest.Cluster, prefix string) func(store.Feed
 			Endpoints:       c.Endpoints(),
 			Prefix:          prefix,
 			Feed:            feed,
-			MaxTxnOps:       c.MaxTxnOps(),
+			MaxTxnOps:       maxOps,
 			MaxRequestBytes: c.MaxRequestBytes(),
 			RequestTimeout:  10 * time.Second,
 			LeaseTTL:        2 * time.Second,

@@ -541,14 +541,41 @@ func (st *State) SetMachinePassword(model, id, password string) error {
 	if err := validateAgentPassword(password); err != nil {
 		return err
 	}
-	hash := agentPasswordHash(password)
-	return st.updateMachine(model, id, func(tx *txn, d *machineDoc) ([]string, error) {
+	return st.updateMachine(model, id, setPasswordHash(agentPasswordHash(password)))
+}
+
+// MachinePassword is one item of SetMachinePasswords.
+type MachinePassword struct {
+	ID       string
+	Password string
+}
+
+// SetMachinePasswords sets each item's password as SetMachinePassword
+// does, the valid items in one transaction (bulk); each item keeps its
+// error. The passwords are hashed before the transaction.
+func (st *State) SetMachinePasswords(model string, items []MachinePassword) []error {
+	hashes, refused := make([]string, len(items)), make([]error, len(items))
+	for i, it := range items {
+		if refused[i] = validateAgentPassword(it.Password); refused[i] == nil {
+			hashes[i] = agentPasswordHash(it.Password)
+		}
+	}
+	return st.bulk(len(items), func(tx *txn, i int) error {
+		if refused[i] != nil {
+			return refused[i]
+		}
+		return tx.updateMachine(model, items[i].ID, setPasswordHash(hashes[i]))
+	})
+}
+
+func setPasswordHash(hash string) machineOp {
+	return func(tx *txn, d *machineDoc) ([]string, error) {
 		if d.PasswordHash == hash {
 			return nil, errNoChange
 		}
 		d.PasswordHash = hash
 		return []string{FieldPassword}, nil
-	})
+	}
 }
 
 // MachinePasswordValid reports whether password is machine id's agent
@@ -574,18 +601,31 @@ func (st *State) machineDoc(model, id string) (machineDoc, error) {
 // updateMachine reads machine id in a write transaction, lets fn change it
 // and stores it with the fields fn returns. fn returning errNoChange
 // writes nothing.
-func (st *State) updateMachine(model, id string, fn func(tx *txn, d *machineDoc) ([]string, error)) error {
-	return st.update(func(tx *txn) error {
-		d, err := getMachine(tx, model, id)
-		if err != nil {
-			return err
-		}
-		fields, err := fn(tx, &d)
-		if err != nil {
-			return err
-		}
-		return tx.put(KindMachine, model, id, &d, fields...)
-	})
+func (st *State) updateMachine(model, id string, fn machineOp) error {
+	return st.update(func(tx *txn) error { return tx.updateMachine(model, id, fn) })
+}
+
+// machineOp changes a machine's record in a transaction and returns the
+// fields of the change (errNoChange: nothing to write).
+type machineOp func(tx *txn, d *machineDoc) ([]string, error)
+
+// updateMachine is State.updateMachine in a transaction.
+func (tx *txn) updateMachine(model, id string, fn machineOp) error {
+	d, err := getMachine(tx, model, id)
+	if err != nil {
+		return err
+	}
+	fields, err := fn(tx, &d)
+	if err != nil {
+		return err
+	}
+	return tx.put(KindMachine, model, id, &d, fields...)
+}
+
+// updateMachines applies op(i) to machine ids[i] for each i, the items in
+// one transaction (bulk).
+func (st *State) updateMachines(model string, ids []string, op func(i int) machineOp) []error {
+	return st.bulk(len(ids), func(tx *txn, i int) error { return tx.updateMachine(model, ids[i], op(i)) })
 }
 
 // validMachineID is names.IsValidMachine, without its regular expression

@@ -56,34 +56,42 @@ func (st *State) SetMachineDying(model, id string) error {
 // EnsureMachineDead moves a machine to dead (idempotent). It refuses a
 // controller machine, one with units assigned, and one hosting containers.
 func (st *State) EnsureMachineDead(model, id string) error {
-	return st.updateMachine(model, id, func(tx *txn, d *machineDoc) ([]string, error) {
-		if d.Life == Dead {
-			return nil, errNoChange
+	return st.updateMachine(model, id, ensureMachineDead)
+}
+
+// EnsureMachinesDead is EnsureMachineDead of each machine, the items in one
+// transaction (bulk); each keeps its error.
+func (st *State) EnsureMachinesDead(model string, ids []string) []error {
+	return st.updateMachines(model, ids, func(int) machineOp { return ensureMachineDead })
+}
+
+func ensureMachineDead(tx *txn, d *machineDoc) ([]string, error) {
+	if d.Life == Dead {
+		return nil, errNoChange
+	}
+	if IsController(d.Machine) {
+		return nil, errors.Errorf("machine %s is required by the model", d.ID)
+	}
+	units, err := unitsOnMachine(tx, d.Model, d.ID)
+	if err != nil {
+		return nil, err
+	}
+	if len(units) > 0 {
+		return nil, &kindError{fmt.Sprintf("machine %s has unit %q assigned", d.ID, units[0].Name), ErrHasAssignedUnits}
+	}
+	cs, err := containers(tx, d.Model, d.ID)
+	if err != nil {
+		return nil, err
+	}
+	if len(cs) > 0 {
+		ids := make([]string, len(cs))
+		for i, c := range cs {
+			ids[i] = c.ID
 		}
-		if IsController(d.Machine) {
-			return nil, errors.Errorf("machine %s is required by the model", id)
-		}
-		units, err := unitsOnMachine(tx, model, id)
-		if err != nil {
-			return nil, err
-		}
-		if len(units) > 0 {
-			return nil, &kindError{fmt.Sprintf("machine %s has unit %q assigned", id, units[0].Name), ErrHasAssignedUnits}
-		}
-		cs, err := containers(tx, model, id)
-		if err != nil {
-			return nil, err
-		}
-		if len(cs) > 0 {
-			ids := make([]string, len(cs))
-			for i, c := range cs {
-				ids[i] = c.ID
-			}
-			return nil, &kindError{fmt.Sprintf("machine %s is hosting containers %q", id, strings.Join(ids, ",")), ErrHasContainers}
-		}
-		d.Life = Dead
-		return lifeFields(Dead), nil
-	})
+		return nil, &kindError{fmt.Sprintf("machine %s is hosting containers %q", d.ID, strings.Join(ids, ",")), ErrHasContainers}
+	}
+	d.Life = Dead
+	return lifeFields(Dead), nil
 }
 
 // RemoveMachine removes a dead machine, releasing its IP addresses in the
@@ -91,30 +99,55 @@ func (st *State) EnsureMachineDead(model, id string) error {
 func (st *State) RemoveMachine(model, id string) ([]IPAddress, error) {
 	var released []IPAddress
 	err := st.update(func(tx *txn) error {
-		released = nil
-		d, err := getMachine(tx, model, id)
-		if err != nil {
-			return err
-		}
-		if d.Life != Dead {
-			return errors.Errorf("cannot remove machine %s: machine is not dead", id)
-		}
-		addrs, err := machineAddresses(tx, model, id)
-		if err != nil {
-			return err
-		}
-		for _, a := range addrs {
-			if err := tx.remove(KindIPAddress, model, a.Value); err != nil {
-				return err
-			}
-		}
-		released = addrs
-		if err := tx.detachVolumes(model, id); err != nil {
-			return err
-		}
-		return tx.remove(KindMachine, model, id)
+		var err error
+		released, err = tx.removeMachine(model, id)
+		return err
 	})
 	return released, err
+}
+
+// RemoveMachines is RemoveMachine of each machine, the items in one
+// transaction (bulk): released[i] are the addresses machine ids[i] released
+// (none when errs[i] is not nil).
+func (st *State) RemoveMachines(model string, ids []string) (released [][]IPAddress, errs []error) {
+	released = make([][]IPAddress, len(ids))
+	errs = st.bulk(len(ids), func(tx *txn, i int) error {
+		var err error
+		released[i], err = tx.removeMachine(model, ids[i])
+		return err
+	})
+	for i, err := range errs {
+		if err != nil {
+			released[i] = nil
+		}
+	}
+	return released, errs
+}
+
+func (tx *txn) removeMachine(model, id string) ([]IPAddress, error) {
+	d, err := getMachine(tx, model, id)
+	if err != nil {
+		return nil, err
+	}
+	if d.Life != Dead {
+		return nil, errors.Errorf("cannot remove machine %s: machine is not dead", id)
+	}
+	addrs, err := machineAddresses(tx, model, id)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range addrs {
+		if err := tx.remove(KindIPAddress, model, a.Value); err != nil {
+			return nil, err
+		}
+	}
+	if err := tx.detachVolumes(model, id); err != nil {
+		return nil, err
+	}
+	if err := tx.remove(KindMachine, model, id); err != nil {
+		return nil, err
+	}
+	return addrs, nil
 }
 
 // InstanceInfo is what SetInstanceInfo records.
@@ -134,11 +167,43 @@ type InstanceInfo struct {
 // SetInstanceInfo records a machine's provisioning: instance id and
 // nonce (once), hardware, and the volumes made with the instance.
 func (st *State) SetInstanceInfo(model, id string, info InstanceInfo) error {
-	prefix := fmt.Sprintf("cannot set instance data for machine %q", id)
-	if info.InstanceID == "" || info.Nonce == "" {
-		return errors.NewNotValid(nil, prefix+": instance id and nonce cannot be empty")
+	if err := checkInstanceInfo(id, info); err != nil {
+		return err
 	}
-	return st.updateMachine(model, id, func(tx *txn, d *machineDoc) ([]string, error) {
+	return st.updateMachine(model, id, setInstanceInfo(model, id, info))
+}
+
+// MachineInstanceInfo is one item of SetInstanceInfos.
+type MachineInstanceInfo struct {
+	ID   string
+	Info InstanceInfo
+}
+
+// SetInstanceInfos is SetInstanceInfo of each item, the valid items in one
+// transaction (bulk); each keeps its error.
+func (st *State) SetInstanceInfos(model string, items []MachineInstanceInfo) []error {
+	return st.bulk(len(items), func(tx *txn, i int) error {
+		if err := checkInstanceInfo(items[i].ID, items[i].Info); err != nil {
+			return err
+		}
+		return tx.updateMachine(model, items[i].ID, setInstanceInfo(model, items[i].ID, items[i].Info))
+	})
+}
+
+func instanceInfoPrefix(id string) string {
+	return fmt.Sprintf("cannot set instance data for machine %q", id)
+}
+
+func checkInstanceInfo(id string, info InstanceInfo) error {
+	if info.InstanceID == "" || info.Nonce == "" {
+		return errors.NewNotValid(nil, instanceInfoPrefix(id)+": instance id and nonce cannot be empty")
+	}
+	return nil
+}
+
+func setInstanceInfo(model, id string, info InstanceInfo) machineOp {
+	prefix := instanceInfoPrefix(id)
+	return func(tx *txn, d *machineDoc) ([]string, error) {
 		if d.Life != Alive {
 			return nil, errors.NewNotFound(nil, prefix+": not found or not alive")
 		}
@@ -166,7 +231,7 @@ func (st *State) SetInstanceInfo(model, id string, info InstanceInfo) error {
 			}
 		}
 		return []string{FieldInstance}, nil
-	})
+	}
 }
 
 // StatusKind names one of a machine's status records.
@@ -303,6 +368,24 @@ func normalizeData(m map[string]any) map[string]any {
 // (empty: none), and marks its pending containers of other types with an
 // error status.
 func (st *State) SetSupportedContainers(model, id string, types []string) error {
+	return st.update(func(tx *txn) error { return tx.setSupportedContainers(model, id, types) })
+}
+
+// MachineContainers is one item of SetMachinesSupportedContainers.
+type MachineContainers struct {
+	ID    string
+	Types []string
+}
+
+// SetMachinesSupportedContainers is SetSupportedContainers of each item,
+// the valid items in one transaction (bulk); each keeps its error.
+func (st *State) SetMachinesSupportedContainers(model string, items []MachineContainers) []error {
+	return st.bulk(len(items), func(tx *txn, i int) error {
+		return tx.setSupportedContainers(model, items[i].ID, items[i].Types)
+	})
+}
+
+func (tx *txn) setSupportedContainers(model, id string, types []string) error {
 	for _, t := range types {
 		if err := ValidateContainerType(t); err != nil {
 			return err
@@ -312,58 +395,84 @@ func (st *State) SetSupportedContainers(model, id string, types []string) error 
 	if types == nil {
 		types = []string{}
 	}
-	return st.update(func(tx *txn) error {
-		d, err := getMachine(tx, model, id)
+	d, err := getMachine(tx, model, id)
+	if err != nil {
+		return err
+	}
+	d.SupportedContainers = types
+	d.SupportedContainersKnown = true
+	if err := tx.put(KindMachine, model, id, &d, FieldSupportedContainers); err != nil {
+		return err
+	}
+	cs, err := containers(tx, model, id)
+	if err != nil {
+		return err
+	}
+	for _, c := range cs {
+		if c.InstanceID != "" || slices.Contains(types, c.ContainerType()) {
+			continue
+		}
+		cd, err := getMachine(tx, model, c.ID)
 		if err != nil {
 			return err
 		}
-		d.SupportedContainers = types
-		d.SupportedContainersKnown = true
-		if err := tx.put(KindMachine, model, id, &d, FieldSupportedContainers); err != nil {
+		cd.Status = Status{Status: "error", Message: "unsupported container",
+			Data: map[string]any{"type": c.ContainerType()}, Since: tx.now}
+		if err := tx.put(KindMachine, model, c.ID, &cd, FieldStatus); err != nil {
 			return err
 		}
-		cs, err := containers(tx, model, id)
-		if err != nil {
-			return err
-		}
-		for _, c := range cs {
-			if c.InstanceID != "" || slices.Contains(types, c.ContainerType()) {
-				continue
-			}
-			cd, err := getMachine(tx, model, c.ID)
-			if err != nil {
-				return err
-			}
-			cd.Status = Status{Status: "error", Message: "unsupported container",
-				Data: map[string]any{"type": c.ContainerType()}, Since: tx.now}
-			if err := tx.put(KindMachine, model, c.ID, &cd, FieldStatus); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	}
+	return nil
 }
 
 // SetCharmProfiles records the LXD profiles applied to a machine.
 func (st *State) SetCharmProfiles(model, id string, profiles []string) error {
-	return st.updateMachine(model, id, func(tx *txn, d *machineDoc) ([]string, error) {
+	return st.updateMachine(model, id, setCharmProfiles(profiles))
+}
+
+// MachineCharmProfiles is one item of SetMachinesCharmProfiles.
+type MachineCharmProfiles struct {
+	ID       string
+	Profiles []string
+}
+
+// SetMachinesCharmProfiles is SetCharmProfiles of each item, the items in
+// one transaction (bulk); each keeps its error.
+func (st *State) SetMachinesCharmProfiles(model string, items []MachineCharmProfiles) []error {
+	ids := make([]string, len(items))
+	for i, it := range items {
+		ids[i] = it.ID
+	}
+	return st.updateMachines(model, ids, func(i int) machineOp { return setCharmProfiles(items[i].Profiles) })
+}
+
+func setCharmProfiles(profiles []string) machineOp {
+	return func(tx *txn, d *machineDoc) ([]string, error) {
 		d.CharmProfiles = slices.Clone(profiles)
 		return []string{FieldCharmProfiles}, nil
-	})
+	}
 }
 
 // MarkMachineForRemoval marks a dead machine for removal by the provider.
 func (st *State) MarkMachineForRemoval(model, id string) error {
-	return st.updateMachine(model, id, func(tx *txn, d *machineDoc) ([]string, error) {
-		if d.Life != Dead {
-			return nil, errors.Errorf("cannot remove machine %s: machine is not dead", id)
-		}
-		if d.MarkedForRemoval {
-			return nil, errNoChange
-		}
-		d.MarkedForRemoval = true
-		return []string{FieldRemovalMark}, nil
-	})
+	return st.updateMachine(model, id, markForRemoval)
+}
+
+// MarkMachinesForRemoval is MarkMachineForRemoval of each machine, the
+// items in one transaction (bulk); each keeps its error.
+func (st *State) MarkMachinesForRemoval(model string, ids []string) []error {
+	return st.updateMachines(model, ids, func(int) machineOp { return markForRemoval })
+}
+
+func markForRemoval(tx *txn, d *machineDoc) ([]string, error) {
+	if d.Life != Dead {
+		return nil, errors.Errorf("cannot remove machine %s: machine is not dead", d.ID)
+	}
+	if d.MarkedForRemoval {
+		return nil, errNoChange
+	}
+	d.MarkedForRemoval = true
+	return []string{FieldRemovalMark}, nil
 }
 
 // MachineRemovals lists the ids of machines marked for removal.

@@ -13,26 +13,55 @@ import (
 )
 
 // UpdateApplicationsUnits brings applications' units in line with their
-// pods (specs/caasunitprovisioner.md §4). Each application's update is
-// one state transaction.
+// pods (specs/caasunitprovisioner.md §4). The valid items are one state
+// transaction (state's UpdateCAASApplicationsUnits), each application's
+// update a part of it that fails alone.
 func (a *API) UpdateApplicationsUnits(ctx context.Context, args params.UpdateApplicationUnitArgs) (params.UpdateApplicationUnitResults, error) {
+	out := make([]params.UpdateApplicationUnitResult, len(args.Args))
+	var (
+		ups []state.ApplicationUnitsUpdate
+		idx []int
+	)
+	for i, arg := range args.Args {
+		if ctx.Err() != nil {
+			for j := range out {
+				out[j] = params.UpdateApplicationUnitResult{Error: facade.ErrCallCancelled}
+			}
+			return params.UpdateApplicationUnitResults{Results: out}, nil
+		}
+		up, err := a.unitsUpdate(arg)
+		if err != nil {
+			out[i].Error = facade.ServerError(err)
+			continue
+		}
+		ups, idx = append(ups, up), append(idx, i)
+	}
+	if len(ups) == 0 {
+		return params.UpdateApplicationUnitResults{Results: out}, nil
+	}
 	// A refused scale change comes back with the unit info of the update
 	// that committed, so a result may carry both.
-	return params.UpdateApplicationUnitResults{Results: facade.Bulk(ctx, args.Args,
-		func(arg params.UpdateApplicationUnits) (params.UpdateApplicationUnitResult, error) {
-			info, err := a.updateUnits(arg)
-			var res params.UpdateApplicationUnitResult
-			if len(info) > 0 {
-				res.Info = &params.UpdateApplicationUnitsInfo{Units: info}
+	infos, errs := a.st.UpdateCAASApplicationsUnits(a.model, ups)
+	for k, i := range idx {
+		if len(infos[k]) > 0 {
+			units := make([]params.ApplicationUnitInfo, len(infos[k]))
+			for j, u := range infos[k] {
+				units[j] = params.ApplicationUnitInfo{ProviderId: u.ProviderID, UnitTag: names.NewUnitTag(u.Unit).String()}
 			}
-			return res, err
-		})}, nil
+			out[i].Info = &params.UpdateApplicationUnitsInfo{Units: units}
+		}
+		if errs[k] != nil {
+			out[i].Error = facade.ServerError(errs[k])
+		}
+	}
+	return params.UpdateApplicationUnitResults{Results: out}, nil
 }
 
-func (a *API) updateUnits(arg params.UpdateApplicationUnits) ([]params.ApplicationUnitInfo, error) {
+// unitsUpdate checks one application's update and converts it.
+func (a *API) unitsUpdate(arg params.UpdateApplicationUnits) (state.ApplicationUnitsUpdate, error) {
 	app, err := a.application(arg.ApplicationTag)
 	if err != nil {
-		return nil, err
+		return state.ApplicationUnitsUpdate{}, err
 	}
 	up := state.UnitsUpdate{Scale: arg.Scale}
 	if arg.Generation != nil {
@@ -47,10 +76,10 @@ func (a *API) updateUnits(arg params.UpdateApplicationUnits) ([]params.Applicati
 		if p.UnitTag != "" {
 			t, err := facade.ParseUnitTag(p.UnitTag)
 			if err != nil {
-				return nil, err
+				return state.ApplicationUnitsUpdate{}, err
 			}
 			if name, _ := names.UnitApplication(t.Id()); name != app.Name {
-				return nil, errors.NewNotValid(nil, fmt.Sprintf("unit %q of pod %q is not a unit of application %q",
+				return state.ApplicationUnitsUpdate{}, errors.NewNotValid(nil, fmt.Sprintf("unit %q of pod %q is not a unit of application %q",
 					t.Id(), p.ProviderId, app.Name))
 			}
 			pod.Unit = t.Id()
@@ -71,10 +100,5 @@ func (a *API) updateUnits(arg params.UpdateApplicationUnits) ([]params.Applicati
 		}
 		up.Pods = append(up.Pods, pod)
 	}
-	units, err := a.st.UpdateCAASUnits(a.model, app.Name, up)
-	var info []params.ApplicationUnitInfo
-	for _, u := range units {
-		info = append(info, params.ApplicationUnitInfo{ProviderId: u.ProviderID, UnitTag: names.NewUnitTag(u.Unit).String()})
-	}
-	return info, err
+	return state.ApplicationUnitsUpdate{Application: app.Name, Update: up}, nil
 }

@@ -15,7 +15,18 @@ import (
 // ctx is done (the client has gone) nothing is written: each item gets
 // facade.ErrCallCancelled, as facade.Bulk does.
 func bulkWrite[A, W any](ctx context.Context, items []A, resolve func(A) (W, error), write func([]W) []error) params.ErrorResults {
+	errs := bulkWriteErrors(ctx, items, resolve, write)
 	out := make([]params.ErrorResult, len(items))
+	for i, e := range errs {
+		out[i].Error = e
+	}
+	return params.ErrorResults{Results: out}
+}
+
+// bulkWriteErrors is bulkWrite, returning each item's wire error (nil for
+// an item written).
+func bulkWriteErrors[A, W any](ctx context.Context, items []A, resolve func(A) (W, error), write func([]W) []error) []*params.Error {
+	out := make([]*params.Error, len(items))
 	var (
 		ws  []W
 		idx []int
@@ -23,13 +34,13 @@ func bulkWrite[A, W any](ctx context.Context, items []A, resolve func(A) (W, err
 	for i, a := range items {
 		if ctx.Err() != nil {
 			for j := range out {
-				out[j].Error = facade.ErrCallCancelled
+				out[j] = facade.ErrCallCancelled
 			}
-			return params.ErrorResults{Results: out}
+			return out
 		}
 		w, err := resolve(a)
 		if err != nil {
-			out[i].Error = facade.ServerError(err)
+			out[i] = facade.ServerError(err)
 			continue
 		}
 		ws, idx = append(ws, w), append(idx, i)
@@ -37,9 +48,9 @@ func bulkWrite[A, W any](ctx context.Context, items []A, resolve func(A) (W, err
 	if len(ws) > 0 {
 		for k, err := range write(ws) {
 			if err != nil {
-				out[idx[k]].Error = facade.ServerError(err)
+				out[idx[k]] = facade.ServerError(err)
 			}
 		}
 	}
-	return params.ErrorResults{Results: out}
+	return out
 }

@@ -22,45 +22,45 @@ func (p *Provisioner) Life(ctx context.Context, args params.Entities) (params.Li
 	})}, nil
 }
 
-// Remove removes each dead machine.
+// Remove removes each dead machine, the valid items in one transaction.
 func (p *Provisioner) Remove(ctx context.Context, args params.Entities) (params.ErrorResults, error) {
-	return params.ErrorResults{Results: facade.Bulk(ctx, args.Entities, facade.ErrorOnly(func(e params.Entity) error {
+	var ms []state.Machine
+	return bulkWrite(ctx, args.Entities, func(e params.Entity) (string, error) {
 		m, err := p.machine(e.Tag, machineTags)
 		if err != nil {
-			return err
+			return "", err
 		}
 		if m.Life == state.Alive {
-			return errors.Errorf("cannot remove entity %q: still alive", e.Tag)
+			return "", errors.Errorf("cannot remove entity %q: still alive", e.Tag)
 		}
-		released, err := p.st.RemoveMachine(p.model, m.ID)
-		if err != nil {
-			return err
+		ms = append(ms, m)
+		return m.ID, nil
+	}, func(ids []string) []error {
+		released, errs := p.st.RemoveMachines(p.model, ids)
+		for i, err := range errs {
+			if err == nil {
+				p.releaseAtProvider(ms[i], released[i])
+			}
 		}
-		p.releaseAtProvider(m, released)
-		return nil
-	}))}, nil
+		return errs
+	}), nil
 }
 
-// EnsureDead makes each machine dead.
+// EnsureDead makes each machine dead, the valid items in one transaction.
 func (p *Provisioner) EnsureDead(ctx context.Context, args params.Entities) (params.ErrorResults, error) {
-	return params.ErrorResults{Results: facade.Bulk(ctx, args.Entities, facade.ErrorOnly(func(e params.Entity) error {
+	return bulkWrite(ctx, args.Entities, func(e params.Entity) (string, error) {
 		m, err := p.machine(e.Tag, machineTags)
-		if err != nil {
-			return err
-		}
-		return p.st.EnsureMachineDead(p.model, m.ID)
-	}))}, nil
+		return m.ID, err
+	}, func(ids []string) []error { return p.st.EnsureMachinesDead(p.model, ids) }), nil
 }
 
-// SetPasswords sets each machine's agent password.
+// SetPasswords sets each machine's agent password, the valid items in one
+// transaction.
 func (p *Provisioner) SetPasswords(ctx context.Context, args params.EntityPasswords) (params.ErrorResults, error) {
-	return params.ErrorResults{Results: facade.Bulk(ctx, args.Changes, func(c params.EntityPassword) (params.ErrorResult, error) {
+	return bulkWrite(ctx, args.Changes, func(c params.EntityPassword) (state.MachinePassword, error) {
 		m, err := p.machine(c.Tag, machineTags)
-		if err != nil {
-			return params.ErrorResult{}, err
-		}
-		return params.ErrorResult{}, p.st.SetMachinePassword(p.model, m.ID, c.Password)
-	})}, nil
+		return state.MachinePassword{ID: m.ID, Password: c.Password}, err
+	}, func(ws []state.MachinePassword) []error { return p.st.SetMachinePasswords(p.model, ws) }), nil
 }
 
 // InstanceId returns each machine's instance id.
@@ -207,15 +207,12 @@ func (p *Provisioner) MachinesWithTransientErrors(context.Context) (params.Statu
 }
 
 // SetSupportedContainers records the container types each machine
-// supports.
+// supports, the valid items in one transaction.
 func (p *Provisioner) SetSupportedContainers(ctx context.Context, args params.MachineContainersParams) (params.ErrorResults, error) {
-	return params.ErrorResults{Results: facade.Bulk(ctx, args.Params, func(a params.MachineContainers) (params.ErrorResult, error) {
+	return bulkWrite(ctx, args.Params, func(a params.MachineContainers) (state.MachineContainers, error) {
 		m, err := p.machine(a.MachineTag, machineTags)
-		if err != nil {
-			return params.ErrorResult{}, err
-		}
-		return params.ErrorResult{}, p.st.SetSupportedContainers(p.model, m.ID, a.ContainerTypes)
-	})}, nil
+		return state.MachineContainers{ID: m.ID, Types: a.ContainerTypes}, err
+	}, func(ws []state.MachineContainers) []error { return p.st.SetMachinesSupportedContainers(p.model, ws) }), nil
 }
 
 // SupportedContainers returns the container types each machine supports.
@@ -230,40 +227,49 @@ func (p *Provisioner) SupportedContainers(ctx context.Context, args params.Entit
 	})}, nil
 }
 
-// MarkMachinesForRemoval marks each dead machine for removal.
+// MarkMachinesForRemoval marks each dead machine for removal, the valid
+// items in one transaction.
 func (p *Provisioner) MarkMachinesForRemoval(ctx context.Context, args params.Entities) (params.ErrorResults, error) {
-	return params.ErrorResults{Results: facade.Bulk(ctx, args.Entities, facade.ErrorOnly(func(e params.Entity) error {
+	return bulkWrite(ctx, args.Entities, func(e params.Entity) (string, error) {
 		m, err := p.machine(e.Tag, machineTagsParseErrors)
-		if err != nil {
-			return err
-		}
-		return p.st.MarkMachineForRemoval(p.model, m.ID)
-	}))}, nil
+		return m.ID, err
+	}, func(ids []string) []error { return p.st.MarkMachinesForRemoval(p.model, ids) }), nil
 }
 
-// SetCharmProfiles records the LXD profiles applied to each machine.
+// SetCharmProfiles records the LXD profiles applied to each machine, the
+// valid items in one transaction.
 func (p *Provisioner) SetCharmProfiles(ctx context.Context, args params.SetProfileArgs) (params.ErrorResults, error) {
-	return params.ErrorResults{Results: facade.Bulk(ctx, args.Args, func(a params.SetProfileArg) (params.ErrorResult, error) {
+	return bulkWrite(ctx, args.Args, func(a params.SetProfileArg) (state.MachineCharmProfiles, error) {
 		m, err := p.machine(a.Entity.Tag, machineTagsParseErrors)
-		if err != nil {
-			return params.ErrorResult{}, err
-		}
-		return params.ErrorResult{}, p.st.SetCharmProfiles(p.model, m.ID, a.Profiles)
-	})}, nil
+		return state.MachineCharmProfiles{ID: m.ID, Profiles: a.Profiles}, err
+	}, func(ws []state.MachineCharmProfiles) []error { return p.st.SetMachinesCharmProfiles(p.model, ws) }), nil
 }
 
 // SetInstanceInfo records each machine's provisioning: instance id and
-// nonce (once), hardware, volumes, network config and profiles.
+// nonce (once), hardware, volumes, network config and profiles; the valid
+// items in one transaction.
 func (p *Provisioner) SetInstanceInfo(ctx context.Context, args params.InstancesInfo) (params.ErrorResults, error) {
-	return params.ErrorResults{Results: facade.Bulk(ctx, args.Machines, func(a params.InstanceInfo) (params.ErrorResult, error) {
-		return params.ErrorResult{}, p.setInstanceInfo(a)
-	})}, nil
+	return bulkWrite(ctx, args.Machines, p.instanceInfo, p.setInstanceInfos), nil
 }
 
-func (p *Provisioner) setInstanceInfo(a params.InstanceInfo) error {
+// setInstanceInfos records instance infos (one bulk of state), each error
+// naming the instance.
+func (p *Provisioner) setInstanceInfos(ws []state.MachineInstanceInfo) []error {
+	errs := p.st.SetInstanceInfos(p.model, ws)
+	for i, err := range errs {
+		if err != nil {
+			errs[i] = errors.Annotatef(err, "cannot record provisioning info for %q", ws[i].Info.InstanceID)
+		}
+	}
+	return errs
+}
+
+// instanceInfo checks the machine and the volume tags of one instance
+// info and converts it.
+func (p *Provisioner) instanceInfo(a params.InstanceInfo) (state.MachineInstanceInfo, error) {
 	m, err := p.machine(a.Tag, machineTags)
 	if err != nil {
-		return err
+		return state.MachineInstanceInfo{}, err
 	}
 	info := state.InstanceInfo{
 		InstanceID:    a.InstanceId,
@@ -277,7 +283,7 @@ func (p *Provisioner) setInstanceInfo(a params.InstanceInfo) error {
 		for _, v := range a.Volumes {
 			vt, err := facade.ParseVolumeTag(v.VolumeTag)
 			if err != nil {
-				return err
+				return state.MachineInstanceInfo{}, err
 			}
 			info.Volumes[vt.Id()] = state.VolumeInfo{VolumeID: v.Info.VolumeId, HardwareID: v.Info.HardwareId,
 				WWN: v.Info.WWN, Size: v.Info.Size, Persistent: v.Info.Persistent, Pool: v.Info.Pool}
@@ -288,7 +294,7 @@ func (p *Provisioner) setInstanceInfo(a params.InstanceInfo) error {
 		for tag, ai := range a.VolumeAttachments {
 			vt, err := facade.ParseVolumeTag(tag)
 			if err != nil {
-				return err
+				return state.MachineInstanceInfo{}, err
 			}
 			info.VolumeAttachments[vt.Id()] = state.VolumeAttachmentInfo{DeviceName: ai.DeviceName,
 				DeviceLink: ai.DeviceLink, BusAddress: ai.BusAddress, ReadOnly: ai.ReadOnly}
@@ -297,10 +303,7 @@ func (p *Provisioner) setInstanceInfo(a params.InstanceInfo) error {
 	if len(a.NetworkConfig) > 0 {
 		info.LinkLayerDevices = linkLayerDevices(a.NetworkConfig)
 	}
-	if err := p.st.SetInstanceInfo(p.model, m.ID, info); err != nil {
-		return errors.Annotatef(err, "cannot record provisioning info for %q", a.InstanceId)
-	}
-	return nil
+	return state.MachineInstanceInfo{ID: m.ID, Info: info}, nil
 }
 
 func fromHardware(h *params.HardwareCharacteristics) *state.HardwareCharacteristics {

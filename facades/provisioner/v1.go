@@ -455,14 +455,19 @@ func v1InstanceInfo(a params.V1InstanceInfo) params.InstanceInfo {
 }
 
 func (v *V1) SetInstanceInfo(ctx context.Context, args params.V1InstancesInfo) (params.V1ErrorResults, error) {
-	return params.V1ErrorResults{Results: facade.Bulk(ctx, args.Machines, func(a params.V1InstanceInfo) (params.V1ErrorResult, error) {
+	errs := bulkWriteErrors(ctx, args.Machines, func(a params.V1InstanceInfo) (state.MachineInstanceInfo, error) {
 		for _, n := range a.Networks {
 			if name, ok := strings.CutPrefix(n.Tag, "network-"); !ok || name == "" {
-				return params.V1ErrorResult{}, &facade.TagError{Err: errors.Errorf("%s is not a valid network tag", facade.QuoteTag(n.Tag))}
+				return state.MachineInstanceInfo{}, &facade.TagError{Err: errors.Errorf("%s is not a valid network tag", facade.QuoteTag(n.Tag))}
 			}
 		}
-		return params.V1ErrorResult{}, v.p.setInstanceInfo(v1InstanceInfo(a))
-	})}, nil
+		return v.p.instanceInfo(v1InstanceInfo(a))
+	}, v.p.setInstanceInfos)
+	out := params.V1ErrorResults{Results: make([]params.V1ErrorResult, len(errs))}
+	for i, e := range errs {
+		out.Results[i].Error = v1Err(e)
+	}
+	return out, nil
 }
 
 func (v *V1) SetPasswords(ctx context.Context, args params.V1EntityPasswords) (params.V1ErrorResults, error) {
