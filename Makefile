@@ -18,9 +18,13 @@ completions: build ## provisionctl shell completion scripts (bash, zsh, fish) in
 # The shared Juju facade schema the conformance tests read (internal/schematest).
 SCHEMA ?= $(or $(PROVISIOND_SCHEMA),../shared/protocol/facades-schema.json)
 
-test: lint depcheck ## lint, depcheck, then every test with the race detector (what CI runs)
+test: lint depcheck ## lint, depcheck, then every test with the race detector, and state's again on etcd (what CI runs)
 	@[ -f "$(SCHEMA)" ] || echo "NOTE: no Juju facade schema at $(SCHEMA): the schema conformance tests will be skipped (set PROVISIOND_SCHEMA; with CI=true they fail instead)"
 	$(GO) test $(TESTFLAGS) $(PKGS)
+	$(MAKE) --no-print-directory test-state-etcd
+
+test-state-etcd: ## the state tests again on a one-member embedded etcd instead of bbolt: one conformance suite of both stores
+	PROVISIOND_TEST_STORE=etcd $(GO) test $(TESTFLAGS) ./state/
 
 test-short: ## quick tests without the race detector
 	$(GO) test -short -count=1 $(PKGS)
@@ -75,4 +79,4 @@ help: ## list the targets and where the docs are
 	@echo "packages, a request's path, goroutines, errors), docs/reliability.md, docs/performance.md,"
 	@echo "docs/benchmarks.md, docs/provisioner.md, docs/caasunitprovisioner.md."
 
-.PHONY: screenshots build completions test test-short lint depcheck bench fuzz crash tidy-check clean help
+.PHONY: screenshots build completions test test-state-etcd test-short lint depcheck bench fuzz crash tidy-check clean help
