@@ -1,7 +1,9 @@
 package state
 
 import (
+	"encoding/json"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -271,4 +273,60 @@ func (b Base) String() string {
 		return ""
 	}
 	return b.Name + "@" + strings.TrimSuffix(b.Channel, "/stable")
+}
+
+type modelConstraintsDoc struct {
+	Constraints Constraints `json:"constraints"`
+}
+
+// ModelConstraints returns a model's constraints (zero if none).
+func (st *State) ModelConstraints(model string) (Constraints, error) {
+	var d modelConstraintsDoc
+	err := st.view(func(r reader) error {
+		if _, err := getModel(r, model); err != nil {
+			return err
+		}
+		_, err := get(r, KindModelConstraints, model, model, &d)
+		return err
+	})
+	return d.Constraints, err
+}
+
+// SetModelConstraints replaces a model's constraints.
+func (st *State) SetModelConstraints(model string, cons Constraints) error {
+	return st.update(func(tx *txn) error {
+		if _, err := getModel(tx, model); err != nil {
+			return err
+		}
+		return tx.put(KindModelConstraints, model, model, &modelConstraintsDoc{Constraints: cons}, FieldConstraints)
+	})
+}
+
+// ResolveConstraints merges the model's constraints under cons: each
+// attribute cons leaves unset comes from the model.
+func (st *State) ResolveConstraints(model string, cons Constraints) (Constraints, error) {
+	mc, err := st.ModelConstraints(model)
+	if err != nil {
+		return Constraints{}, err
+	}
+	return mergeConstraints(mc, cons), nil
+}
+
+// mergeConstraints returns over with each nil pointer field taken from
+// under (JSON round trip of two pointer-only structs).
+func mergeConstraints(under, over Constraints) Constraints {
+	var m map[string]json.RawMessage
+	b, _ := json.Marshal(under)
+	_ = json.Unmarshal(b, &m)
+	var o map[string]json.RawMessage
+	b, _ = json.Marshal(over)
+	_ = json.Unmarshal(b, &o)
+	if m == nil {
+		m = map[string]json.RawMessage{}
+	}
+	maps.Copy(m, o)
+	var out Constraints
+	b, _ = json.Marshal(m)
+	_ = json.Unmarshal(b, &out)
+	return out
 }

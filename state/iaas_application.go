@@ -1,9 +1,6 @@
 package state
 
 import (
-	"bytes"
-	"encoding/json"
-	"fmt"
 	"maps"
 	"slices"
 
@@ -124,53 +121,4 @@ func validateIAASPool(mgr *storage.Manager, pool, kind string) error {
 		return errors.NotValidf("pool %q (provider %s) for %s storage", pool, cfg.Provider, k)
 	}
 	return nil
-}
-
-// Local charms: a deploy that gives metadata without a charm URL stores
-// its charm as "local:NAME-REV".
-const (
-	LocalCharmPrefix = "local:"
-	// MaxLocalCharmRevisions bounds the local charm revisions of one
-	// charm name in a model.
-	MaxLocalCharmRevisions = 1000
-)
-
-// deployCharm stores the charm of a deploy in model m, unless a charm is
-// stored under its URL already (a URL names one charm), and returns it
-// with its URL. A charm without a URL is a local charm: its URL is
-// "local:NAME-REV" with the lowest revision that holds the same metadata or
-// is free. The choice is read and written in the deploy's transaction, so
-// two deploys of different metadata under one name, through any daemons,
-// never share a URL (the transaction of the later one re-runs and sees the
-// revision taken).
-func (tx *txn) deployCharm(m modelDoc, ch Charm) (Charm, error) {
-	if ch.URL == "" {
-		want, err := json.Marshal(ch.Meta)
-		if err != nil {
-			return Charm{}, errors.Trace(err)
-		}
-		for rev := range MaxLocalCharmRevisions {
-			url := fmt.Sprintf("%s%s-%d", LocalCharmPrefix, ch.Meta.Name, rev)
-			var d charmDoc
-			ok, err := get(tx, KindCharm, m.UUID, url, &d)
-			if err != nil {
-				return Charm{}, err
-			}
-			if !ok {
-				ch.URL, ch.Revision = url, rev
-				break
-			}
-			if got, err := json.Marshal(d.Meta); err == nil && bytes.Equal(got, want) {
-				return d.Charm, nil
-			}
-		}
-		if ch.URL == "" {
-			return Charm{}, errors.NewQuotaLimitExceeded(nil,
-				fmt.Sprintf("charm %q has %d revisions in model %q", ch.Meta.Name, MaxLocalCharmRevisions, m.Name))
-		}
-	}
-	if ok, err := exists(tx, KindCharm, m.UUID, ch.URL); err != nil || ok {
-		return ch, err
-	}
-	return ch, tx.put(KindCharm, m.UUID, ch.URL, &charmDoc{Model: m.UUID, Charm: ch}, watcher.FieldCreated)
 }

@@ -1,0 +1,121 @@
+package state
+
+import (
+	"encoding/json"
+	"slices"
+
+	"github.com/juju/errors"
+)
+
+// Address is an address of a cloud service.
+type Address struct {
+	Value     string `json:"value"`
+	Type      string `json:"type,omitempty"`
+	Scope     string `json:"scope,omitempty"`
+	CIDR      string `json:"cidr,omitempty"`
+	SpaceName string `json:"space-name,omitempty"`
+}
+
+// CloudService is the Kubernetes service of an application.
+type CloudService struct {
+	ProviderID            string    `json:"provider-id,omitempty"`
+	Addresses             []Address `json:"addresses,omitempty"`
+	Generation            int64     `json:"generation,omitempty"`
+	DesiredScaleProtected bool      `json:"desired-scale-protected,omitempty"`
+}
+
+type cloudServiceDoc struct {
+	CloudService
+}
+
+type statusDoc struct {
+	Status
+}
+
+// OperatorStatusKey is the global key of an application's operator status.
+func OperatorStatusKey(app string) string { return "a#" + app + "#operator" }
+
+// CloudService returns an application's cloud service (zero if none).
+func (st *State) CloudService(model, app string) (CloudService, error) {
+	var d cloudServiceDoc
+	err := st.view(func(r reader) error {
+		if _, err := getApplication(r, model, app); err != nil {
+			return err
+		}
+		_, err := get(r, KindCloudService, model, app, &d)
+		return err
+	})
+	return d.CloudService, err
+}
+
+// UpdateCloudService records an application's Kubernetes service: the
+// provider id when not empty, the addresses when not empty. A named space
+// must exist (NotFound `space with name "x" not found`).
+func (st *State) UpdateCloudService(model, app, providerID string, addrs []Address) error {
+	return st.update(func(tx *txn) error {
+		if _, err := getApplication(tx, model, app); err != nil {
+			return err
+		}
+		for _, a := range addrs {
+			if a.SpaceName == "" {
+				continue
+			}
+			if _, err := getSpace(tx, model, a.SpaceName); err != nil {
+				return errors.NotFoundf("space with name %q", a.SpaceName)
+			}
+		}
+		var d cloudServiceDoc
+		ok, err := get(tx, KindCloudService, model, app, &d)
+		if err != nil {
+			return err
+		}
+		before, _ := json.Marshal(d.CloudService)
+		if providerID != "" {
+			d.ProviderID = providerID
+		}
+		if len(addrs) > 0 {
+			d.Addresses = slices.Clone(addrs)
+		}
+		after, _ := json.Marshal(d.CloudService)
+		if ok && string(before) == string(after) {
+			return errNoChange
+		}
+		return tx.put(KindCloudService, model, app, &d, FieldAddresses)
+	})
+}
+
+// OperatorStatus returns an application's operator status (zero if none).
+func (st *State) OperatorStatus(model, app string) (Status, error) {
+	var d statusDoc
+	err := st.view(func(r reader) error {
+		_, err := get(r, KindStatus, model, OperatorStatusKey(app), &d)
+		return err
+	})
+	return d.Status, err
+}
+
+// SetOperatorStatus sets an application's operator status (Since is the
+// state's clock when zero). The model must be a CAAS model.
+func (st *State) SetOperatorStatus(model, app string, s Status) error {
+	return st.update(func(tx *txn) error {
+		a, err := getApplication(tx, model, app)
+		if err != nil {
+			return err
+		}
+		return tx.setOperatorStatus(a, s)
+	})
+}
+
+func (tx *txn) setOperatorStatus(a applicationDoc, s Status) error {
+	m, err := getModel(tx, a.Model)
+	if err != nil {
+		return err
+	}
+	if m.Type != ModelTypeCAAS {
+		return errors.NotSupportedf("caas operation on non-caas model")
+	}
+	if s.Since.IsZero() {
+		s.Since = tx.now
+	}
+	return tx.put(KindStatus, a.Model, OperatorStatusKey(a.Name), &statusDoc{Status: s}, FieldStatus)
+}
