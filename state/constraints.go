@@ -330,3 +330,49 @@ func mergeConstraints(under, over Constraints) Constraints {
 	_ = json.Unmarshal(b, &out)
 	return out
 }
+
+// Constraints are a machine's constraints (Juju's constraints.Value).
+type Constraints struct {
+	Arch             *string   `json:"arch,omitempty"`
+	Container        *string   `json:"container,omitempty"`
+	Cores            *uint64   `json:"cores,omitempty"`
+	CpuPower         *uint64   `json:"cpu-power,omitempty"`
+	Mem              *uint64   `json:"mem,omitempty"`
+	RootDisk         *uint64   `json:"root-disk,omitempty"`
+	RootDiskSource   *string   `json:"root-disk-source,omitempty"`
+	Tags             *[]string `json:"tags,omitempty"`
+	InstanceRole     *string   `json:"instance-role,omitempty"`
+	InstanceType     *string   `json:"instance-type,omitempty"`
+	Spaces           *[]string `json:"spaces,omitempty"`
+	VirtType         *string   `json:"virt-type,omitempty"`
+	Zones            *[]string `json:"zones,omitempty"`
+	AllocatePublicIP *bool     `json:"allocate-public-ip,omitempty"`
+	ImageID          *string   `json:"image-id,omitempty"`
+	Networks         *[]string `json:"networks,omitempty"` // 2015
+}
+
+// PositiveSpaces returns the spaces not prefixed with "^".
+func (c Constraints) PositiveSpaces() []string {
+	var out []string
+	if c.Spaces != nil {
+		for _, s := range *c.Spaces {
+			if !strings.HasPrefix(s, "^") {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// NegativeSpaces returns the spaces prefixed with "^", without it.
+func (c Constraints) NegativeSpaces() []string {
+	var out []string
+	if c.Spaces != nil {
+		for _, s := range *c.Spaces {
+			if n, ok := strings.CutPrefix(s, "^"); ok {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}

@@ -32,58 +32,6 @@ func ValidateContainerType(t string) error {
 	return nil
 }
 
-// Base is the OS a machine runs (v11).
-type Base struct {
-	Name    string `json:"name"`
-	Channel string `json:"channel"`
-}
-
-// Constraints are a machine's constraints (Juju's constraints.Value).
-type Constraints struct {
-	Arch             *string   `json:"arch,omitempty"`
-	Container        *string   `json:"container,omitempty"`
-	Cores            *uint64   `json:"cores,omitempty"`
-	CpuPower         *uint64   `json:"cpu-power,omitempty"`
-	Mem              *uint64   `json:"mem,omitempty"`
-	RootDisk         *uint64   `json:"root-disk,omitempty"`
-	RootDiskSource   *string   `json:"root-disk-source,omitempty"`
-	Tags             *[]string `json:"tags,omitempty"`
-	InstanceRole     *string   `json:"instance-role,omitempty"`
-	InstanceType     *string   `json:"instance-type,omitempty"`
-	Spaces           *[]string `json:"spaces,omitempty"`
-	VirtType         *string   `json:"virt-type,omitempty"`
-	Zones            *[]string `json:"zones,omitempty"`
-	AllocatePublicIP *bool     `json:"allocate-public-ip,omitempty"`
-	ImageID          *string   `json:"image-id,omitempty"`
-	Networks         *[]string `json:"networks,omitempty"` // 2015
-}
-
-// PositiveSpaces returns the spaces not prefixed with "^".
-func (c Constraints) PositiveSpaces() []string {
-	var out []string
-	if c.Spaces != nil {
-		for _, s := range *c.Spaces {
-			if !strings.HasPrefix(s, "^") {
-				out = append(out, s)
-			}
-		}
-	}
-	return out
-}
-
-// NegativeSpaces returns the spaces prefixed with "^", without it.
-func (c Constraints) NegativeSpaces() []string {
-	var out []string
-	if c.Spaces != nil {
-		for _, s := range *c.Spaces {
-			if n, ok := strings.CutPrefix(s, "^"); ok {
-				out = append(out, n)
-			}
-		}
-	}
-	return out
-}
-
 // HardwareCharacteristics describe a provisioned instance.
 type HardwareCharacteristics struct {
 	Arch             *string   `json:"arch,omitempty"`
@@ -95,14 +43,6 @@ type HardwareCharacteristics struct {
 	Tags             *[]string `json:"tags,omitempty"`
 	AvailabilityZone *string   `json:"availability-zone,omitempty"`
 	VirtType         *string   `json:"virt-type,omitempty"`
-}
-
-// Status is one status record of an entity.
-type Status struct {
-	Status  string         `json:"status,omitempty"`
-	Message string         `json:"message,omitempty"`
-	Data    map[string]any `json:"data"`
-	Since   time.Time      `json:"since,omitzero"`
 }
 
 // LinkLayerDevice is a network device a machine reported

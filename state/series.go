@@ -15,3 +15,9 @@ func seriesAsBase(b Base, series string) (Base, string) {
 	}
 	return b, series
 }
+
+// Base is the OS a machine runs (v11).
+type Base struct {
+	Name    string `json:"name"`
+	Channel string `json:"channel"`
+}
