@@ -323,3 +323,19 @@ func (st *State) ReleaseMachineAddresses(model, machine string) ([]IPAddress, er
 	})
 	return out, err
 }
+
+// Spaces returns the spaces of a model, sorted by name.
+func (st *State) Spaces(model string) ([]Space, error) {
+	var out []Space
+	err := st.view(func(r reader) error {
+		if _, err := getModel(r, model); err != nil {
+			return err
+		}
+		docs, err := list[spaceDoc](r, KindSpace, model)
+		for _, d := range docs {
+			out = append(out, d.Space)
+		}
+		return err
+	})
+	return out, err
+}
