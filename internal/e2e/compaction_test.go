@@ -155,4 +155,3 @@ func metric(t *testing.T, creds *credentials.Credentials, d *daemonProc, name st
 	t.Fatalf("/metrics of %s has no %s", d.name, name)
 	return 0
 }
-
