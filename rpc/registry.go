@@ -171,23 +171,7 @@ func HandleNoArgs[C, F, R any](m *Methods[C, F], name string, fn func(F, context
 // HandleNoResult registers a method taking params A that returns only an
 // error; its reply is "response": {}.
 func HandleNoResult[C, F, A any](m *Methods[C, F], name string, fn func(F, context.Context, A) error) {
-	newF, decode, count := m.newF, decoder[A](), itemCounter(reflect.TypeFor[A]())
-	m.add(name, reflect.TypeFor[A](), func(ctx context.Context, c C, raw json.RawMessage) (any, error) {
-		f, err := newF(c)
-		if err != nil {
-			return nil, err
-		}
-		var a A
-		if err := decode(raw, &a); err != nil {
-			return nil, err
-		}
-		if count != nil {
-			if err := takeItems(ctx, count(&a)); err != nil {
-				return nil, err
-			}
-		}
-		return nil, fn(f, ctx, a)
-	})
+	Handle(m, name, func(f F, ctx context.Context, a A) (any, error) { return nil, fn(f, ctx, a) })
 }
 
 // HandleNone registers a method with neither params nor result.
