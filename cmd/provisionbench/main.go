@@ -270,22 +270,20 @@ type env struct {
 
 func runWorkload(ctx context.Context, w *workload, o *options) error {
 	raiseFileLimit(o)
+	// One CPU profile of this process: the in-process daemon's
+	// (--cpuprofile) or the load generator's (--loadgen-cpuprofile).
+	profile := ""
 	if o.cpuProfile != "" && o.daemonMode == modeInproc && o.credentials == "" && o.daemonBin == "" {
-		f, err := os.Create(o.cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+		profile = o.cpuProfile
 	}
 	if o.genProfile != "" {
 		if o.cpuProfile != "" && o.daemonMode == modeInproc {
 			return fmt.Errorf("--daemon inproc: --cpuprofile already profiles this process; drop --loadgen-cpuprofile")
 		}
-		f, err := os.Create(o.genProfile)
+		profile = o.genProfile
+	}
+	if profile != "" {
+		f, err := os.Create(profile)
 		if err != nil {
 			return err
 		}
