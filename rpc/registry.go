@@ -244,15 +244,8 @@ func HandleLater[C, F, R any](m *Methods[C, F], name string, fn func(F, context.
 // HandleLaterNone is HandleLater for a method with neither params nor
 // result: its reply is "response": {} or the error.
 func HandleLaterNone[C, F any](m *Methods[C, F], name string, fn func(F, context.Context, func(error))) {
-	newF := m.newF
-	m.add(name, nil, func(_ context.Context, c C, _ json.RawMessage) (any, error) {
-		f, err := newF(c)
-		if err != nil {
-			return nil, err
-		}
-		return &Later{start: func(ctx context.Context, reply func(any, error)) {
-			fn(f, ctx, func(err error) { reply(nil, err) })
-		}}, nil
+	HandleLater(m, name, func(f F, ctx context.Context, reply func(any, error)) {
+		fn(f, ctx, func(err error) { reply(nil, err) })
 	})
 }
 
