@@ -37,6 +37,8 @@ type Store interface {
 	Open(ctx context.Context, name string) (io.ReadCloser, int64, error)
 	// Remove deletes the blob.
 	Remove(ctx context.Context, name string) error
+	// List returns the names of the blobs held.
+	List(ctx context.Context) ([]string, error)
 }
 
 // ValidName reports whether name can name a blob: 1 to 128 characters of

@@ -148,3 +148,18 @@ func (c ctxReader) Read(p []byte) (int, error) {
 	}
 	return c.r.Read(p)
 }
+
+// List returns the names of the blobs held (not Put's temporary files).
+func (s *FS) List(context.Context) ([]string, error) {
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, e := range entries {
+		if e.Type().IsRegular() && ValidName(e.Name()) {
+			names = append(names, e.Name())
+		}
+	}
+	return names, nil
+}

@@ -70,6 +70,13 @@ type agentBinaries struct {
 
 	mu       sync.Mutex
 	fetching map[string]*sync.Mutex // per version: one fetch at a time
+	busy     map[string]int         // blobs being stored, not to be removed (agentbinaries_peers.go)
+
+	// On a shared store (agentbinaries_peers.go): the client of the other
+	// daemons; follow's stop.
+	peers      *http.Client
+	stopFollow context.CancelFunc
+	followWG   sync.WaitGroup
 }
 
 // serveAgentBinaries opens the blob store under the data dir and adds the
@@ -80,7 +87,7 @@ func (d *Daemon) serveAgentBinaries(mux *http.ServeMux) error {
 		return fmt.Errorf("agent binaries store: %w", err)
 	}
 	a := &agentBinaries{d: d, store: store, max: d.cfg.MaxAgentBinarySize,
-		fetch: &http.Client{Timeout: fetchTimeout}, fetching: map[string]*sync.Mutex{}}
+		fetch: &http.Client{Timeout: fetchTimeout}, fetching: map[string]*sync.Mutex{}, busy: map[string]int{}}
 	if a.max <= 0 {
 		a.max = DefaultMaxAgentBinarySize
 	}
@@ -90,6 +97,7 @@ func (d *Daemon) serveAgentBinaries(mux *http.ServeMux) error {
 	for _, p := range []string{"/tools", "/model/{uuid}/tools"} {
 		mux.HandleFunc("POST "+p, a.upload)
 	}
+	d.binaries = a
 	return nil
 }
 
@@ -145,14 +153,28 @@ func (a *agentBinaries) download(w http.ResponseWriter, r *http.Request) {
 	if !a.modelOK(w, r) {
 		return
 	}
+	peer := r.Header.Get(peerHeader) != "" // another daemon: only what this one holds
 	b, err := a.entry(r.PathValue("version"))
 	if err == nil && !b.Stored {
-		b, err = a.fetchEntry(r.Context(), b)
+		if peer {
+			err = jujuerrors.NotFoundf("agent binaries %s on this daemon", b.Version)
+		} else {
+			b, err = a.fetchEntry(r.Context(), b)
+		}
 	}
 	var f io.ReadCloser
 	var size int64
 	if err == nil {
 		f, size, err = a.store.Open(r.Context(), blobName(b))
+		if errors.Is(err, blobstore.ErrNotFound) && a.peers != nil && !peer {
+			// Not copied here yet (agentbinaries_peers.go): from a peer now.
+			if err = a.fetchFromPeers(r.Context(), b); err == nil {
+				f, size, err = a.store.Open(r.Context(), blobName(b))
+			} else {
+				a.d.log.Warn("agent binaries download: not on this daemon, and no peer gave them", "version", b.Version, "err", err)
+				err = blobstore.ErrNotFound
+			}
+		}
 		if errors.Is(err, blobstore.ErrNotFound) {
 			err = jujuerrors.NotFoundf("agent binaries %s in the controller's store", b.Version)
 		}
@@ -185,15 +207,8 @@ func (a *agentBinaries) fetchEntry(ctx context.Context, b state.AgentBinary) (st
 	if b.URL == "" {
 		return b, jujuerrors.NotFoundf("agent binaries %s in the controller's store", b.Version)
 	}
-	a.mu.Lock()
-	m := a.fetching[b.Version]
-	if m == nil {
-		m = &sync.Mutex{}
-		a.fetching[b.Version] = m
-	}
-	a.mu.Unlock()
-	m.Lock()
-	defer m.Unlock()
+	unlock := a.versionLock(b.Version)
+	defer unlock()
 	if cur, err := a.d.state.AgentBinaryRecord(b.Version); err == nil && cur.Stored {
 		return cur, nil // fetched while this one waited
 	}
@@ -210,6 +225,8 @@ func (a *agentBinaries) fetchEntry(ctx context.Context, b state.AgentBinary) (st
 	if resp.StatusCode != http.StatusOK {
 		return b, fmt.Errorf("fetching agent binaries %s from %s: %s", b.Version, b.URL, resp.Status)
 	}
+	done := a.markBusy(blobName(b))
+	defer done()
 	if err := a.store.Put(ctx, blobName(b), resp.Body, b.Size, b.SHA256); err != nil {
 		return b, fmt.Errorf("fetching agent binaries %s from %s: %w", b.Version, b.URL, err)
 	}
@@ -268,6 +285,8 @@ func (a *agentBinaries) upload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body := movingReader(w, http.MaxBytesReader(w, r.Body, a.max))
+	done := a.markBusy(blobName(b))
+	defer done()
 	if err := a.store.Put(r.Context(), blobName(b), body, b.Size, b.SHA256); err != nil {
 		if errors.Is(err, blobstore.ErrMismatch) {
 			bad("agent binaries %s: %v", b.Version, err)

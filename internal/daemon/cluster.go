@@ -235,12 +235,37 @@ type cluster struct {
 	wg     sync.WaitGroup
 }
 
-func (c *cluster) stop() {
+// stop cancels the shared-store goroutines and waits for them, at most
+// for wait: an election campaign cut short resigns through etcd's client
+// with no deadline of its own (etcd's concurrency package), so with etcd
+// unreachable it returns only once the store closes. It reports whether
+// they all stopped; if not, the caller closes the state and then calls
+// wait.
+func (c *cluster) stop(wait time.Duration) bool {
 	if c == nil {
-		return
+		return true
 	}
 	c.cancel()
-	c.wg.Wait()
+	done := make(chan struct{})
+	go func() {
+		c.wg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// wait waits for the shared-store goroutines (after stop).
+func (c *cluster) wait() {
+	if c != nil {
+		c.wg.Wait()
+	}
 }
 
 // startCluster starts the shared-store goroutines.

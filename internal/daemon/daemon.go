@@ -223,6 +223,7 @@ type Daemon struct {
 	hostPorts  []params.HostPort
 	unregister func()
 	cluster    *cluster // the shared-store goroutines; nil on bbolt
+	binaries   *agentBinaries
 	metrics    *metrics
 	environ    *environ.Provider
 	dash       *dashboard.Dashboard
@@ -412,6 +413,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 	if cfg.shared() {
 		d.startCluster()
 	}
+	d.binaries.startFollowing()
 	log.Info("serving", "addr", ln.Addr().String(), "data-dir", cfg.DataDir,
 		"controller", d.creds.ControllerUUID, "store", d.state.Store().Info().Engine, "server-id", d.serverID)
 	d.startExpiryChecks()
@@ -552,15 +554,23 @@ func (d *Daemon) Done() <-chan struct{} { return d.done }
 
 // Shutdown stops accepting, closes every connection, waits for them and
 // closes the state. It returns once everything has stopped or ctx ends.
+// clusterStopWait is how long Shutdown waits for the shared-store
+// goroutines before closing the store under them (cluster.stop).
+const clusterStopWait = 5 * time.Second
+
 func (d *Daemon) Shutdown(ctx context.Context) error {
 	// Stop accepting first; http.Server.Shutdown does not wait for
 	// hijacked (websocket) connections, rpc.Server.Shutdown does.
 	herr := d.http.Shutdown(ctx)
 	rerr := d.rpc.Shutdown(ctx)
 	<-d.done
-	d.cluster.stop()
+	clusterStopped := d.cluster.stop(clusterStopWait)
+	d.binaries.stopFollowing()
 	d.unregister() // others see this daemon go at once, not when its lease expires
 	serr := d.state.Close()
+	if !clusterStopped {
+		d.cluster.wait() // the store's close ends what etcd's client held
+	}
 	verr := d.stopService(ctx)
 	return errors.Join(herr, rerr, serr, verr)
 }
