@@ -51,6 +51,11 @@ func fillController(t *testing.T, s *provisiondtest.Server) provisiondtest.Agent
 	}
 	blob := []byte("a stand-in agent tarball")
 	sum := sha256.Sum256(blob)
+	// Its catalog entry first: the daemon removes blobs no entry names.
+	if err := st.AddStoredAgentBinary(state.AgentBinary{Version: "3.3.0-ubuntu-amd64", SHA256: hex.EncodeToString(sum[:]),
+		Size: int64(len(blob)), Stored: true}); err != nil {
+		t.Fatal(err)
+	}
 	fs, err := blobstore.NewFS(filepath.Join(s.DataDir(), daemon.AgentBinariesDir))
 	if err != nil {
 		t.Fatal(err)
