@@ -66,6 +66,8 @@ type options struct {
 	MaxHeaderBytes    int           `yaml:"max-header-bytes"`
 	IdleTimeout       time.Duration `yaml:"idle-timeout"`
 
+	MaxAgentBinarySize int64 `yaml:"max-agent-binary-size"`
+
 	// Agent runs the reference agent in the daemon's process: "sim".
 	Agent string `yaml:"agent"`
 
@@ -125,6 +127,8 @@ func defaultOptions(getenv func(string) string) options {
 		MaxHeaderBytes:    d.MaxHeaderBytes,
 		IdleTimeout:       d.IdleTimeout,
 
+		MaxAgentBinarySize: daemon.DefaultMaxAgentBinarySize,
+
 		MaxConnsPerEntity:    d.MaxConnsPerEntity,
 		MaxWatchersPerEntity: d.MaxWatchersPerEntity,
 
@@ -180,6 +184,7 @@ func (o *options) settings() []setting {
 		{"max-unsent", "bytes of replies one connection may have waiting to be written", &o.MaxUnsent},
 		{"max-header-bytes", "largest HTTP request header in bytes", &o.MaxHeaderBytes},
 		{"idle-timeout", "close HTTP keep-alive connections idle for this long", &o.IdleTimeout},
+		{"max-agent-binary-size", "largest agent binaries upload in bytes", &o.MaxAgentBinarySize},
 		{"agent", "run the reference agent in this process on its simulated cloud: sim (a demo; see provisionagent)", &o.Agent},
 		{"max-connections-per-entity", "connections of one machine agent or non-superuser user (0: unlimited)", &o.MaxConnsPerEntity},
 		{"max-watchers-per-entity", "watchers of one machine agent or non-superuser user across its connections (0: unlimited)", &o.MaxWatchersPerEntity},
@@ -359,12 +364,13 @@ func (o *options) daemonConfig() daemon.Config {
 		LoginRateRefill: o.LoginRateRefill,
 		LoginConcurrent: o.LoginConcurrent,
 
-		PreLoginReadLimit: o.PreLoginReadLimit,
-		MaxBulkItems:      o.MaxBulkItems,
-		MaxReplySize:      o.MaxReplySize,
-		MaxUnsent:         o.MaxUnsent,
-		MaxHeaderBytes:    o.MaxHeaderBytes,
-		IdleTimeout:       o.IdleTimeout,
+		PreLoginReadLimit:  o.PreLoginReadLimit,
+		MaxBulkItems:       o.MaxBulkItems,
+		MaxReplySize:       o.MaxReplySize,
+		MaxUnsent:          o.MaxUnsent,
+		MaxHeaderBytes:     o.MaxHeaderBytes,
+		MaxAgentBinarySize: o.MaxAgentBinarySize,
+		IdleTimeout:        o.IdleTimeout,
 
 		MaxConnsPerEntity:    o.MaxConnsPerEntity,
 		MaxWatchersPerEntity: o.MaxWatchersPerEntity,
