@@ -127,7 +127,7 @@ func TestDamagedDatabaseIsReportedNotCrashedOn(t *testing.T) {
 	}
 }
 
-// serve refuses a damaged database with a clear message and exit 1, and
+// serve refuses a damaged database with a clear message and exit 3, and
 // starts on one whose only damage is a meta page copy (rewriting it).
 func TestServeRefusesADamagedDatabase(t *testing.T) {
 	bin := buildDaemon(t)
@@ -144,7 +144,7 @@ func TestServeRefusesADamagedDatabase(t *testing.T) {
 	}
 	to := damagedCopy(t, dir, flipped(db, bad, 0))
 	r := runBin(t, nil, "serve", "--data-dir", to, "--addr", "127.0.0.1:0")
-	if r.code != 1 || !strings.Contains(r.stderr, "cannot start: the database is damaged; it was not opened") ||
+	if r.code != exitDataDir || !strings.Contains(r.stderr, "cannot start: the database is damaged; it was not opened") ||
 		!strings.Contains(r.stderr, "provisiond repair --data-dir") || crashed(r.stderr) {
 		t.Fatalf("serve of a damaged database: %+v", r)
 	}

@@ -42,8 +42,9 @@ const (
 	exitError = 1
 	exitUsage = 2
 	// exitDataDir: serve refused a data dir that holds an earlier
-	// controller's files but no database (daemon.ErrEarlierController);
-	// restarting will not help (systemd: RestartPreventExitStatus=3).
+	// controller's files but no database (daemon.ErrEarlierController),
+	// or a damaged database (repair.go); restarting will not help
+	// (systemd: RestartPreventExitStatus=3).
 	exitDataDir = 3
 )
 

@@ -88,7 +88,7 @@ func copyFile(src, dst string) error {
 // every other page sound is only a warning: bbolt opens with the other
 // copy and the open's first commit writes it again. What is not damage
 // (a database locked by a running daemon, a newer schema) is left to
-// daemon.Start to report.
+// daemon.Start to report. A refusal exits with exitDataDir.
 func checkBeforeOpen(cfg daemon.Config, log *slog.Logger) error {
 	if cfg.Store != "" && cfg.Store != daemon.StoreBolt {
 		return nil
@@ -107,5 +107,5 @@ func checkBeforeOpen(cfg daemon.Config, log *slog.Logger) error {
 	}
 	log.Error("cannot start: the database is damaged; it was not opened", "path", path, "err", rep.Error,
 		"next", fmt.Sprintf("provisiond check --data-dir %s says more; provisiond repair --data-dir %s repairs a damaged meta page; other damage needs the last backup restored (provisiond restore)", cfg.DataDir, cfg.DataDir))
-	return exitCode(exitError)
+	return exitCode(exitDataDir) // restarting will not help
 }
