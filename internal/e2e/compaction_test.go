@@ -97,8 +97,8 @@ func TestFeedCompactedPastWakesWatchers(t *testing.T) {
 	if machines.Err() == nil {
 		t.Fatal("the strings watch on a ended without an error")
 	}
-	t.Logf("m0 restarted: a's notify watcher woken after %s, its strings watcher failed after %s (%v)",
-		woken.Round(time.Millisecond), ended.Round(time.Millisecond), machines.Err())
+	t.Logf("m0 restarted: a's notify watcher woken after %s, its strings watcher failed after %s (%v); the agent's connection closed: %v",
+		woken.Round(time.Millisecond), ended.Round(time.Millisecond), machines.Err(), conn.Err() != nil)
 	if n := metric(t, creds, a, "provisiond_store_feed_resets_total"); n < 1 {
 		t.Errorf("a's provisiond_store_feed_resets_total is %v after the reset", n)
 	}
