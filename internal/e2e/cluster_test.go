@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/provisiond/provisiond/credentials"
@@ -101,4 +102,62 @@ func TestBuiltDaemonsOneController(t *testing.T) {
 		defer conn.Close()
 		return slices.Equal(sorted(hostPorts(conn.LoginResult().Servers)), addrsOf(a, b))
 	})
+}
+
+// TestBuiltDaemonsStartingAtOnce: three built daemons started at the same
+// moment on an empty prefix make one controller (under the store's
+// compare, the losers join the winner's): one identity, one controller
+// model and one default model, and each lists the three.
+func TestBuiltDaemonsStartingAtOnce(t *testing.T) {
+	t.Parallel()
+	cluster := etcdtest.New(t)
+	var ds []*daemonProc
+	for _, name := range []string{"a", "b", "c"} {
+		ds = append(ds, spawnDaemon(t, name, cluster.Endpoints(), "/race/"))
+	}
+	errs := make([]error, len(ds))
+	var wg sync.WaitGroup
+	for i, d := range ds {
+		wg.Go(func() { errs[i] = d.waitServing() })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	creds := ds[0].credentials(t)
+	made := 0
+	for _, d := range ds {
+		c := d.credentials(t)
+		if c.ControllerUUID != creds.ControllerUUID || c.AdminPassword != creds.AdminPassword ||
+			c.CACert != creds.CACert || c.ControllerAgent != creds.ControllerAgent {
+			t.Fatalf("daemon %s made controller %s; daemon a %s", d.name, c.ControllerUUID, creds.ControllerUUID)
+		}
+		if d.logged("initialised the controller in the store") {
+			made++
+		}
+	}
+	if made != 1 {
+		t.Errorf("%d daemons say they initialised the controller; want 1", made)
+	}
+	all := addrsOf(ds...)
+	for _, d := range ds {
+		conn := mustDial(t, creds, d.addr, false, "")
+		models, err := client.NewModelAdmin(conn).ListModels(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(models.Models) != 2 {
+			t.Errorf("models through %s: %+v; want the controller model and default", d.name, models.Models)
+		}
+		waitFor(t, "login at "+d.name+" listing the three daemons", func() bool {
+			c, err := dial(t.Context(), creds, d.addr, false, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			return slices.Equal(sorted(hostPorts(c.LoginResult().Servers)), all)
+		})
+	}
 }

@@ -77,7 +77,8 @@ type daemonProc struct {
 	dataDir string
 	addr    string // host:port it serves on
 	cmd     *exec.Cmd
-	exit    chan error // cmd.Wait's result once its log is drained
+	exit    chan error  // cmd.Wait's result once its log is drained
+	ready   chan string // the "serving" line's address
 
 	mu   sync.Mutex
 	tail []string // the last lines of its log
@@ -89,7 +90,18 @@ type daemonProc struct {
 // its log tail is printed if the test failed.
 func startDaemon(t *testing.T, name string, endpoints []string, prefix string, extra ...string) *daemonProc {
 	t.Helper()
-	p := &daemonProc{name: name, dataDir: filepath.Join(t.TempDir(), name), exit: make(chan error, 1)}
+	p := spawnDaemon(t, name, endpoints, prefix, extra...)
+	if err := p.waitServing(); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// spawnDaemon starts the daemon as startDaemon does without waiting for
+// it (waitServing does; it may run on another goroutine).
+func spawnDaemon(t *testing.T, name string, endpoints []string, prefix string, extra ...string) *daemonProc {
+	t.Helper()
+	p := &daemonProc{name: name, dataDir: filepath.Join(t.TempDir(), name), exit: make(chan error, 1), ready: make(chan string, 1)}
 	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--data-dir", p.dataDir,
 		"--log-format", "json", "--log-level", "info",
 		"--store", "etcd", "--etcd-endpoints", strings.Join(endpoints, ","), "--etcd-prefix", prefix,
@@ -103,8 +115,7 @@ func startDaemon(t *testing.T, name string, endpoints []string, prefix string, e
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	ready := make(chan string, 1)
-	go p.read(stderr, ready)
+	go p.read(stderr, p.ready)
 	t.Cleanup(func() {
 		if !p.exited() {
 			_ = p.cmd.Process.Signal(syscall.SIGKILL)
@@ -114,15 +125,21 @@ func startDaemon(t *testing.T, name string, endpoints []string, prefix string, e
 			t.Logf("daemon %s log (tail):\n%s", p.name, p.logTail())
 		}
 	})
+	return p
+}
+
+// waitServing waits for the daemon's "serving" line and records its
+// address.
+func (p *daemonProc) waitServing() error {
 	select {
-	case p.addr = <-ready:
+	case p.addr = <-p.ready:
+		return nil
 	case err := <-p.exit:
 		p.exit <- err
-		t.Fatalf("daemon %s exited before serving: %v\n%s", name, err, p.logTail())
+		return fmt.Errorf("daemon %s exited before serving: %v\n%s", p.name, err, p.logTail())
 	case <-time.After(startTimeout):
-		t.Fatalf("daemon %s did not serve within %s\n%s", name, startTimeout, p.logTail())
+		return fmt.Errorf("daemon %s did not serve within %s\n%s", p.name, startTimeout, p.logTail())
 	}
-	return p
 }
 
 // read keeps the log's tail and reports the "serving" line's address.
