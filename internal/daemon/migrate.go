@@ -77,6 +77,9 @@ type MigrateResult struct {
 	AgentBinaries    int    // blobs copied
 	AgentBinaryBytes int64
 	Copy, Verify     time.Duration // how long the copy and the verification took
+	// Loaded says the load went through whole (what failed, if anything,
+	// came after: the verification).
+	Loaded bool
 	// Notes are what the operator must know or do next.
 	Notes []string
 }
@@ -396,23 +399,33 @@ func migrateToEtcd(ctx context.Context, cfg MigrateConfig, src *state.State, id 
 		ctrl, _ := dst.Controller()
 		return fmt.Errorf("%s already holds controller %s: %w (migrate only into an empty prefix)", where, ctrl.UUID, ErrNotEmpty)
 	}
+	es, ok := dst.Store().(*etcdstore.Store)
+	if !ok {
+		return errors.New("the target is not an etcd store")
+	}
+	if n, err := es.KeyCount(ctx); err != nil {
+		return fmt.Errorf("%s: %w", where, err)
+	} else if n > 0 {
+		return fmt.Errorf("%s holds no controller but is not empty (%d keys): %w (migrate only into an empty prefix)", where, n, ErrNotEmpty)
+	}
 	idb, err := jsonIdentity(id)
 	if err != nil {
 		return err
 	}
 	opts := copyOptions{count: true, controllerFirst: true, first: []record{{identityKey, idb}}}
 	if err := copyAndVerify(ctx, cfg, src, dst, opts, res); err != nil {
-		if s, ok := dst.Store().(*etcdstore.Store); ok && res.Records > 0 {
-			actx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			switch undone, aerr := s.AbortLoad(actx); {
-			case aerr != nil:
-				err = fmt.Errorf("%w; and undoing the load failed: %v (remove the prefix with etcdctl del --prefix %s before trying again)", err, aerr, etcdPrefix(cfg.To.Etcd))
-			case undone:
-				err = fmt.Errorf("%w (the records loaded so far were removed again)", err)
-			default:
-				err = fmt.Errorf("%w (the prefix holds what was loaded: remove it with etcdctl del --prefix %s before trying again)", err, etcdPrefix(cfg.To.Etcd))
-			}
-			cancel()
+		if res.Records == 0 {
+			return err
+		}
+		actx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		switch undone, aerr := es.AbortLoad(actx); {
+		case undone:
+			return fmt.Errorf("%w (the records loaded so far were removed again)", err)
+		case res.Loaded:
+			return fmt.Errorf("%w (the prefix holds the records loaded: remove them with etcdctl del --prefix %s before trying again)", err, es.Prefix())
+		case aerr != nil:
+			return fmt.Errorf("%w; and undoing the load failed: %v (if the prefix holds the load's mark, remove it with etcdctl del --prefix %s before trying again)", err, aerr, es.Prefix())
 		}
 		return err
 	}
@@ -513,6 +526,7 @@ func copyAndVerify(ctx context.Context, cfg MigrateConfig, src, dst *state.State
 		return fmt.Errorf("the source changed during the copy (%d records at revision %d, then %d at %d): is a daemon running on it?",
 			counted.n, rev, cr.source.n, cr.rev)
 	}
+	res.Loaded = true
 	start = time.Now()
 	cfg.Progress("verifying", 0, cr.loaded.n)
 	dumpT, ok := dst.Store().(store.Dumper)

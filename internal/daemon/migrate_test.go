@@ -362,6 +362,20 @@ func TestMigrateLoadIsAllOrNothing(t *testing.T) {
 
 	// An interrupted load: records and the mark, as a killed migrate
 	// leaves them.
+	if _, err := cli.Put(ctx, "/stray/x/y", "z"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = daemon.Migrate(ctx, daemon.MigrateConfig{
+		From: daemon.MigrateEnd{DataDir: old.DataDir()},
+		To:   daemon.MigrateEnd{Store: daemon.StoreEtcd, Etcd: migrateEtcd(etcd.Endpoints(), "/stray/")},
+	})
+	if !errors.Is(err, daemon.ErrNotEmpty) || !strings.Contains(err.Error(), "is not empty (1 keys)") {
+		t.Fatalf("migrate into a prefix with a stray key: %v", err)
+	}
+	if resp, err := cli.Get(ctx, "/stray/", clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || resp.Count != 1 {
+		t.Fatalf("the stray prefix after a refused migrate: %v keys (%v)", resp.Count, err)
+	}
+
 	if _, err := cli.Put(ctx, "/interrupted/meta/load", "someone"); err != nil {
 		t.Fatal(err)
 	}

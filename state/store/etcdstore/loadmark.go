@@ -55,3 +55,19 @@ func (s *Store) AbortLoad(ctx context.Context) (bool, error) {
 	}
 	return resp.Succeeded, nil
 }
+
+// KeyCount counts every key under the prefix (the store's own and
+// ephemeral ones too), from a quorum: a load's target must have none.
+func (s *Store) KeyCount(ctx context.Context) (int64, error) {
+	if err := s.enter(); err != nil {
+		return 0, err
+	}
+	defer s.leave()
+	rctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	resp, err := s.cli.Get(rctx, s.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	cancel()
+	if err != nil {
+		return 0, s.fail(ctx, "counting the prefix's keys", err)
+	}
+	return resp.Count, nil
+}
