@@ -37,8 +37,8 @@ import (
 //     server.crt, server.key, and the passwords in credentials.yaml), an
 //     etcd controller in its identity record; each becomes the other;
 //   - agent binaries: blobs in a data dir (agent-binaries/), copied
-//     between the data dirs given (on etcd each daemon serves those of its
-//     own data dir).
+//     between the data dirs given (on etcd the other daemons copy them
+//     from the daemon that has them).
 //
 // It refuses a bbolt data dir a daemon holds (the database's lock), an
 // etcd source that daemons are serving, and any target that is not empty.
@@ -438,7 +438,7 @@ func migrateToEtcd(ctx context.Context, cfg MigrateConfig, src *state.State, id 
 				return err
 			}
 		} else if n, size := countBlobs(cfg.From.DataDir); n > 0 {
-			res.Notes = append(res.Notes, fmt.Sprintf("%d agent binaries (%.1f MiB) stay in %s: each daemon on etcd serves the agent binaries of its own data dir; copy that directory into every daemon's data dir (or run migrate again with --to-data-dir)",
+			res.Notes = append(res.Notes, fmt.Sprintf("%d agent binaries (%.1f MiB) stay in %s: no daemon on etcd has them (it would copy them from a peer that has); copy that directory into the data dir of the first daemon to start on etcd",
 				n, float64(size)/(1<<20), filepath.Join(cfg.From.DataDir, AgentBinariesDir)))
 		}
 	}
