@@ -17,62 +17,64 @@ import (
 // application refuses (`application "x" is alive`). The transaction that
 // removes a dying model's last entity removes the model too.
 func (st *State) RemoveApplication(model, app string) error {
-	return st.update(func(tx *txn) error {
-		a, err := getApplication(tx, model, app)
+	return st.update(func(tx *txn) error { return tx.removeApplication(model, app) })
+}
+
+func (tx *txn) removeApplication(model, app string) error {
+	a, err := getApplication(tx, model, app)
+	if err != nil {
+		return err
+	}
+	if a.Life == Alive {
+		return errors.Errorf("application %q is alive", app)
+	}
+	units, err := appUnits(tx, model, app)
+	if err != nil {
+		return err
+	}
+	for _, u := range units {
+		// As when the unit provisioner reports a pod gone: the
+		// unit's filesystems are detached.
+		sis, err := unitStorage(tx, model, u.Name)
 		if err != nil {
 			return err
 		}
-		if a.Life == Alive {
-			return errors.Errorf("application %q is alive", app)
+		for _, si := range sis {
+			fs, err := instanceFilesystem(tx, model, si.ID)
+			if errors.Is(err, errors.NotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			fs.Status = Status{Status: "detached", Since: tx.now}
+			if err := tx.put(KindFilesystem, model, fs.ID, &fs, FieldStatus); err != nil {
+				return err
+			}
 		}
-		units, err := appUnits(tx, model, app)
+		if err := tx.detachUnitStorage(model, u.Name); err != nil {
+			return err
+		}
+		if err := tx.remove(KindUnit, model, u.Name); err != nil {
+			return err
+		}
+	}
+	for _, rec := range []struct {
+		kind watcher.Kind
+		id   string
+	}{
+		{KindApplicationConfig, app}, {KindPodSpec, app}, {KindCloudService, app}, {KindStatus, OperatorStatusKey(app)},
+	} {
+		var raw json.RawMessage
+		ok, err := get(tx, rec.kind, model, rec.id, &raw)
 		if err != nil {
 			return err
 		}
-		for _, u := range units {
-			// As when the unit provisioner reports a pod gone: the
-			// unit's filesystems are detached.
-			sis, err := unitStorage(tx, model, u.Name)
-			if err != nil {
-				return err
-			}
-			for _, si := range sis {
-				fs, err := instanceFilesystem(tx, model, si.ID)
-				if errors.Is(err, errors.NotFound) {
-					continue
-				}
-				if err != nil {
-					return err
-				}
-				fs.Status = Status{Status: "detached", Since: tx.now}
-				if err := tx.put(KindFilesystem, model, fs.ID, &fs, FieldStatus); err != nil {
-					return err
-				}
-			}
-			if err := tx.detachUnitStorage(model, u.Name); err != nil {
-				return err
-			}
-			if err := tx.remove(KindUnit, model, u.Name); err != nil {
+		if ok {
+			if err := tx.remove(rec.kind, model, rec.id); err != nil {
 				return err
 			}
 		}
-		for _, rec := range []struct {
-			kind watcher.Kind
-			id   string
-		}{
-			{KindApplicationConfig, app}, {KindPodSpec, app}, {KindCloudService, app}, {KindStatus, OperatorStatusKey(app)},
-		} {
-			var raw json.RawMessage
-			ok, err := get(tx, rec.kind, model, rec.id, &raw)
-			if err != nil {
-				return err
-			}
-			if ok {
-				if err := tx.remove(rec.kind, model, rec.id); err != nil {
-					return err
-				}
-			}
-		}
-		return tx.remove(KindApplication, model, app)
-	})
+	}
+	return tx.remove(KindApplication, model, app)
 }

@@ -273,3 +273,44 @@ func TestBulkCAASUnits(t *testing.T) {
 		t.Errorf("api's scale %d after a refused report, want 3", a.Scale)
 	}
 }
+
+// TestBulkApplications: SetOperatorStatuses and ClearAndRemoveApplications
+// commit their valid items together; an alive application is refused alone
+// and is neither cleared nor removed.
+func TestBulkApplications(t *testing.T) {
+	t.Parallel()
+	st, model := caasModel(t)
+	meta, _ := charm.ParseMeta([]byte("name: web\n"))
+	for _, name := range []string{"a", "b", "c"} {
+		if _, err := st.AddCAASApplication(model, state.CAASApplicationParams{Name: name, Charm: state.Charm{Meta: meta}, Scale: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rev := st.Revision()
+	checkErrs(t, "SetOperatorStatuses", st.SetOperatorStatuses(model, []state.OperatorStatusArg{
+		{Application: "a", Status: state.Status{Status: "active"}},
+		{Application: "nope", Status: state.Status{Status: "active"}},
+		{Application: "b", Status: state.Status{Status: "waiting"}},
+	}), "", `application "nope" not found`, "")
+	if !revisionsAfter(st, rev, 1) {
+		t.Errorf("SetOperatorStatuses: revision %d -> %d, want one commit", rev, st.Revision())
+	}
+	if s, _ := st.OperatorStatus(model, "b"); s.Status != "waiting" {
+		t.Errorf("b's operator status %+v", s)
+	}
+	for _, name := range []string{"a", "b"} {
+		if err := st.DestroyApplication(model, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rev = st.Revision()
+	checkErrs(t, "ClearAndRemoveApplications", st.ClearAndRemoveApplications(model, []string{"a", "c", "b"}),
+		"", `application "c" is alive`, "")
+	if !revisionsAfter(st, rev, 1) {
+		t.Errorf("ClearAndRemoveApplications: revision %d -> %d, want one commit", rev, st.Revision())
+	}
+	apps, err := st.Applications(model)
+	if err != nil || len(apps) != 1 || apps[0].Name != "c" || !apps[0].HasResources {
+		t.Errorf("applications left: %+v, %v", apps, err)
+	}
+}

@@ -266,20 +266,36 @@ func (st *State) DestroyApplication(model, app string) error {
 // application that is no longer alive (`application "x" is alive`
 // otherwise).
 func (st *State) ClearApplicationResources(model, app string) error {
-	return st.update(func(tx *txn) error {
-		a, err := getApplication(tx, model, app)
-		if err != nil {
+	return st.update(func(tx *txn) error { return tx.clearApplicationResources(model, app) })
+}
+
+// ClearAndRemoveApplications clears the resources flag of each
+// application (ClearApplicationResources) and removes it
+// (RemoveApplication), each application in one part of one transaction
+// (bulk): an application is never left cleared but not removed, and each
+// keeps its error.
+func (st *State) ClearAndRemoveApplications(model string, apps []string) []error {
+	return st.bulk(len(apps), func(tx *txn, i int) error {
+		if err := tx.clearApplicationResources(model, apps[i]); err != nil && !errors.Is(err, errNoChange) {
 			return err
 		}
-		if a.Life == Alive {
-			return errors.Errorf("application %q is alive", app)
-		}
-		if !a.HasResources {
-			return errNoChange
-		}
-		a.HasResources = false
-		return tx.put(KindApplication, model, app, &a, FieldHasResources)
+		return tx.removeApplication(model, apps[i])
 	})
+}
+
+func (tx *txn) clearApplicationResources(model, app string) error {
+	a, err := getApplication(tx, model, app)
+	if err != nil {
+		return err
+	}
+	if a.Life == Alive {
+		return errors.Errorf("application %q is alive", app)
+	}
+	if !a.HasResources {
+		return errNoChange
+	}
+	a.HasResources = false
+	return tx.put(KindApplication, model, app, &a, FieldHasResources)
 }
 
 // SetApplicationConstraints replaces an application's constraints.

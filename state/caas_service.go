@@ -106,6 +106,24 @@ func (st *State) SetOperatorStatus(model, app string, s Status) error {
 	})
 }
 
+// OperatorStatusArg is one item of SetOperatorStatuses.
+type OperatorStatusArg struct {
+	Application string
+	Status      Status
+}
+
+// SetOperatorStatuses is SetOperatorStatus of each item, the valid items
+// in one transaction (bulk); each keeps its error.
+func (st *State) SetOperatorStatuses(model string, items []OperatorStatusArg) []error {
+	return st.bulk(len(items), func(tx *txn, i int) error {
+		a, err := getApplication(tx, model, items[i].Application)
+		if err != nil {
+			return err
+		}
+		return tx.setOperatorStatus(a, items[i].Status)
+	})
+}
+
 func (tx *txn) setOperatorStatus(a applicationDoc, s Status) error {
 	m, err := getModel(tx, a.Model)
 	if err != nil {

@@ -253,29 +253,22 @@ func (a *API) ApplicationsConfig(ctx context.Context, args params.Entities) (par
 // that are no longer alive, and removes them: Juju schedules the
 // application's cleanup here, which removes it once its units are gone;
 // provisiond models no unit agents, so its units go with it
-// (state.RemoveApplication).
+// (state.RemoveApplication). Each application is cleared and removed in one
+// part of one transaction (state.ClearAndRemoveApplications).
 func (a *API) ClearApplicationsResources(ctx context.Context, args params.Entities) (params.ErrorResults, error) {
-	return params.ErrorResults{Results: facade.Bulk(ctx, args.Entities, facade.ErrorOnly(func(e params.Entity) error {
+	return facade.BulkWrite(ctx, args.Entities, func(e params.Entity) (string, error) {
 		app, err := a.application(e.Tag)
-		if err != nil {
-			return err
-		}
-		if err := a.st.ClearApplicationResources(a.model, app.Name); err != nil {
-			return err
-		}
-		return a.st.RemoveApplication(a.model, app.Name)
-	}))}, nil
+		return app.Name, err
+	}, func(apps []string) []error { return a.st.ClearAndRemoveApplications(a.model, apps) }), nil
 }
 
-// SetOperatorStatus sets the operator status of applications.
+// SetOperatorStatus sets the operator status of applications, the valid
+// items in one transaction.
 func (a *API) SetOperatorStatus(ctx context.Context, args params.SetStatus) (params.ErrorResults, error) {
-	return params.ErrorResults{Results: facade.Bulk(ctx, args.Entities, func(e params.EntityStatusArgs) (params.ErrorResult, error) {
+	return facade.BulkWrite(ctx, args.Entities, func(e params.EntityStatusArgs) (state.OperatorStatusArg, error) {
 		app, err := a.application(e.Tag)
-		if err != nil {
-			return params.ErrorResult{}, err
-		}
-		return params.ErrorResult{}, a.st.SetOperatorStatus(a.model, app.Name, state.Status{Status: e.Status, Message: e.Info, Data: e.Data})
-	})}, nil
+		return state.OperatorStatusArg{Application: app.Name, Status: state.Status{Status: e.Status, Message: e.Info, Data: e.Data}}, err
+	}, func(ws []state.OperatorStatusArg) []error { return a.st.SetOperatorStatuses(a.model, ws) }), nil
 }
 
 // UpdateApplicationsService records applications' Kubernetes services.

@@ -25,7 +25,7 @@ func (p *Provisioner) Life(ctx context.Context, args params.Entities) (params.Li
 // Remove removes each dead machine, the valid items in one transaction.
 func (p *Provisioner) Remove(ctx context.Context, args params.Entities) (params.ErrorResults, error) {
 	var ms []state.Machine
-	return bulkWrite(ctx, args.Entities, func(e params.Entity) (string, error) {
+	return facade.BulkWrite(ctx, args.Entities, func(e params.Entity) (string, error) {
 		m, err := p.machine(e.Tag, machineTags)
 		if err != nil {
 			return "", err
@@ -48,7 +48,7 @@ func (p *Provisioner) Remove(ctx context.Context, args params.Entities) (params.
 
 // EnsureDead makes each machine dead, the valid items in one transaction.
 func (p *Provisioner) EnsureDead(ctx context.Context, args params.Entities) (params.ErrorResults, error) {
-	return bulkWrite(ctx, args.Entities, func(e params.Entity) (string, error) {
+	return facade.BulkWrite(ctx, args.Entities, func(e params.Entity) (string, error) {
 		m, err := p.machine(e.Tag, machineTags)
 		return m.ID, err
 	}, func(ids []string) []error { return p.st.EnsureMachinesDead(p.model, ids) }), nil
@@ -57,7 +57,7 @@ func (p *Provisioner) EnsureDead(ctx context.Context, args params.Entities) (par
 // SetPasswords sets each machine's agent password, the valid items in one
 // transaction.
 func (p *Provisioner) SetPasswords(ctx context.Context, args params.EntityPasswords) (params.ErrorResults, error) {
-	return bulkWrite(ctx, args.Changes, func(c params.EntityPassword) (state.MachinePassword, error) {
+	return facade.BulkWrite(ctx, args.Changes, func(c params.EntityPassword) (state.MachinePassword, error) {
 		m, err := p.machine(c.Tag, machineTags)
 		return state.MachinePassword{ID: m.ID, Password: c.Password}, err
 	}, func(ws []state.MachinePassword) []error { return p.st.SetMachinePasswords(p.model, ws) }), nil
@@ -171,7 +171,7 @@ func (p *Provisioner) SetModificationStatus(ctx context.Context, args params.Set
 // rule; the write checks that the machine exists): the valid items in one
 // transaction.
 func (p *Provisioner) setStatuses(ctx context.Context, items []params.EntityStatusArgs, kind state.StatusKind, rule tagRule) params.ErrorResults {
-	return bulkWrite(ctx, items, func(a params.EntityStatusArgs) (state.MachineStatusArg, error) {
+	return facade.BulkWrite(ctx, items, func(a params.EntityStatusArgs) (state.MachineStatusArg, error) {
 		id, err := p.machineID(a.Tag, rule)
 		return state.MachineStatusArg{ID: id, Kind: kind, Status: state.Status{Status: a.Status, Message: a.Info, Data: a.Data}}, err
 	}, func(ws []state.MachineStatusArg) []error { return p.st.SetMachineStatuses(p.model, ws) })
@@ -209,7 +209,7 @@ func (p *Provisioner) MachinesWithTransientErrors(context.Context) (params.Statu
 // SetSupportedContainers records the container types each machine
 // supports, the valid items in one transaction.
 func (p *Provisioner) SetSupportedContainers(ctx context.Context, args params.MachineContainersParams) (params.ErrorResults, error) {
-	return bulkWrite(ctx, args.Params, func(a params.MachineContainers) (state.MachineContainers, error) {
+	return facade.BulkWrite(ctx, args.Params, func(a params.MachineContainers) (state.MachineContainers, error) {
 		m, err := p.machine(a.MachineTag, machineTags)
 		return state.MachineContainers{ID: m.ID, Types: a.ContainerTypes}, err
 	}, func(ws []state.MachineContainers) []error { return p.st.SetMachinesSupportedContainers(p.model, ws) }), nil
@@ -230,7 +230,7 @@ func (p *Provisioner) SupportedContainers(ctx context.Context, args params.Entit
 // MarkMachinesForRemoval marks each dead machine for removal, the valid
 // items in one transaction.
 func (p *Provisioner) MarkMachinesForRemoval(ctx context.Context, args params.Entities) (params.ErrorResults, error) {
-	return bulkWrite(ctx, args.Entities, func(e params.Entity) (string, error) {
+	return facade.BulkWrite(ctx, args.Entities, func(e params.Entity) (string, error) {
 		m, err := p.machine(e.Tag, machineTagsParseErrors)
 		return m.ID, err
 	}, func(ids []string) []error { return p.st.MarkMachinesForRemoval(p.model, ids) }), nil
@@ -239,7 +239,7 @@ func (p *Provisioner) MarkMachinesForRemoval(ctx context.Context, args params.En
 // SetCharmProfiles records the LXD profiles applied to each machine, the
 // valid items in one transaction.
 func (p *Provisioner) SetCharmProfiles(ctx context.Context, args params.SetProfileArgs) (params.ErrorResults, error) {
-	return bulkWrite(ctx, args.Args, func(a params.SetProfileArg) (state.MachineCharmProfiles, error) {
+	return facade.BulkWrite(ctx, args.Args, func(a params.SetProfileArg) (state.MachineCharmProfiles, error) {
 		m, err := p.machine(a.Entity.Tag, machineTagsParseErrors)
 		return state.MachineCharmProfiles{ID: m.ID, Profiles: a.Profiles}, err
 	}, func(ws []state.MachineCharmProfiles) []error { return p.st.SetMachinesCharmProfiles(p.model, ws) }), nil
@@ -249,7 +249,7 @@ func (p *Provisioner) SetCharmProfiles(ctx context.Context, args params.SetProfi
 // nonce (once), hardware, volumes, network config and profiles; the valid
 // items in one transaction.
 func (p *Provisioner) SetInstanceInfo(ctx context.Context, args params.InstancesInfo) (params.ErrorResults, error) {
-	return bulkWrite(ctx, args.Machines, p.instanceInfo, p.setInstanceInfos), nil
+	return facade.BulkWrite(ctx, args.Machines, p.instanceInfo, p.setInstanceInfos), nil
 }
 
 // setInstanceInfos records instance infos (one bulk of state), each error

@@ -455,7 +455,7 @@ func v1InstanceInfo(a params.V1InstanceInfo) params.InstanceInfo {
 }
 
 func (v *V1) SetInstanceInfo(ctx context.Context, args params.V1InstancesInfo) (params.V1ErrorResults, error) {
-	errs := bulkWriteErrors(ctx, args.Machines, func(a params.V1InstanceInfo) (state.MachineInstanceInfo, error) {
+	errs := facade.BulkWriteErrors(ctx, args.Machines, func(a params.V1InstanceInfo) (state.MachineInstanceInfo, error) {
 		for _, n := range a.Networks {
 			if name, ok := strings.CutPrefix(n.Tag, "network-"); !ok || name == "" {
 				return state.MachineInstanceInfo{}, &facade.TagError{Err: errors.Errorf("%s is not a valid network tag", facade.QuoteTag(n.Tag))}

@@ -1,21 +1,20 @@
-package provisioner
+package facade
 
 import (
 	"context"
 
-	"github.com/provisiond/provisiond/facades/facade"
 	"github.com/provisiond/provisiond/rpc/params"
 )
 
-// bulkWrite is a bulk call whose writes commit in one state transaction
+// BulkWrite is a bulk call whose writes commit in one state transaction
 // (the "bulk calls apply their valid items in one transaction"):
 // resolve checks each item and turns it into its write (an item it refuses
 // keeps its error and is left out), and write applies the resolved ones
 // with one bulk call of state, which returns their errors in order. Once
 // ctx is done (the client has gone) nothing is written: each item gets
-// facade.ErrCallCancelled, as facade.Bulk does.
-func bulkWrite[A, W any](ctx context.Context, items []A, resolve func(A) (W, error), write func([]W) []error) params.ErrorResults {
-	errs := bulkWriteErrors(ctx, items, resolve, write)
+// ErrCallCancelled, as Bulk does.
+func BulkWrite[A, W any](ctx context.Context, items []A, resolve func(A) (W, error), write func([]W) []error) params.ErrorResults {
+	errs := BulkWriteErrors(ctx, items, resolve, write)
 	out := make([]params.ErrorResult, len(items))
 	for i, e := range errs {
 		out[i].Error = e
@@ -23,9 +22,9 @@ func bulkWrite[A, W any](ctx context.Context, items []A, resolve func(A) (W, err
 	return params.ErrorResults{Results: out}
 }
 
-// bulkWriteErrors is bulkWrite, returning each item's wire error (nil for
+// BulkWriteErrors is BulkWrite, returning each item's wire error (nil for
 // an item written).
-func bulkWriteErrors[A, W any](ctx context.Context, items []A, resolve func(A) (W, error), write func([]W) []error) []*params.Error {
+func BulkWriteErrors[A, W any](ctx context.Context, items []A, resolve func(A) (W, error), write func([]W) []error) []*params.Error {
 	out := make([]*params.Error, len(items))
 	var (
 		ws  []W
@@ -34,13 +33,13 @@ func bulkWriteErrors[A, W any](ctx context.Context, items []A, resolve func(A) (
 	for i, a := range items {
 		if ctx.Err() != nil {
 			for j := range out {
-				out[j] = facade.ErrCallCancelled
+				out[j] = ErrCallCancelled
 			}
 			return out
 		}
 		w, err := resolve(a)
 		if err != nil {
-			out[i] = facade.ServerError(err)
+			out[i] = ServerError(err)
 			continue
 		}
 		ws, idx = append(ws, w), append(idx, i)
@@ -48,7 +47,7 @@ func bulkWriteErrors[A, W any](ctx context.Context, items []A, resolve func(A) (
 	if len(ws) > 0 {
 		for k, err := range write(ws) {
 			if err != nil {
-				out[idx[k]] = facade.ServerError(err)
+				out[idx[k]] = ServerError(err)
 			}
 		}
 	}
