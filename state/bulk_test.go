@@ -314,3 +314,35 @@ func TestBulkApplications(t *testing.T) {
 		t.Errorf("applications left: %+v, %v", apps, err)
 	}
 }
+
+// TestRemoveUnitsAllOrNone: RemoveUnits removes every unit in one commit,
+// or none when one is unknown.
+func TestRemoveUnitsAllOrNone(t *testing.T) {
+	t.Parallel()
+	st := statetest.New(t)
+	model := statetest.DefaultModelUUID
+	meta, _ := charm.ParseMeta([]byte("name: web\n"))
+	if _, err := st.AddIAASApplication(model, state.IAASApplicationParams{Name: "web", Charm: state.Charm{Meta: meta}}); err != nil {
+		t.Fatal(err)
+	}
+	units, machines, err := st.AddUnits(model, "web", state.AddUnitsParams{Count: 3})
+	if err != nil || len(units) != 3 || len(machines) != 3 {
+		t.Fatalf("AddUnits = %v, %v, %v", units, machines, err)
+	}
+	rev := st.Revision()
+	if err := st.RemoveUnits(model, []string{units[0], "web/9", units[1]}); err == nil || err.Error() != `unit "web/9" not found` {
+		t.Errorf("RemoveUnits with an unknown unit: %v", err)
+	}
+	if st.Revision() != rev {
+		t.Errorf("a refused RemoveUnits wrote")
+	}
+	if err := st.RemoveUnits(model, units[:2]); err != nil {
+		t.Fatal(err)
+	}
+	if !revisionsAfter(st, rev, 1) {
+		t.Errorf("revision %d -> %d, want one commit", rev, st.Revision())
+	}
+	if us, _ := st.Units(model); len(us) != 1 || us[0].Name != units[2] {
+		t.Errorf("units left: %+v", us)
+	}
+}

@@ -301,7 +301,8 @@ func (a *ModelAdmin) unitMachineParams(m state.Model, app state.Application) (st
 }
 
 // RemoveUnits removes units of IAAS applications, all or none checked
-// first (each must exist), then one commit each. provisiond models no unit
+// first (each must exist), then all in one transaction (state's
+// RemoveUnits: all or none). provisiond models no unit
 // agent that would finish a dying unit's removal, so a unit is removed at
 // once; its machine stays. CAAS units follow their application's scale
 // and are refused.
@@ -330,17 +331,10 @@ func (a *ModelAdmin) RemoveUnits(_ context.Context, args params.RemoveUnitsArgs)
 		}
 		todo = append(todo, name)
 	}
-	out := params.RemoveUnitsResult{Removed: []string{}}
-	for _, name := range todo {
-		if err := a.st.RemoveUnit(m.UUID, name); err != nil {
-			if len(out.Removed) > 0 {
-				return params.RemoveUnitsResult{}, errors.Annotatef(err, "removed units %s, then", strings.Join(out.Removed, ", "))
-			}
-			return params.RemoveUnitsResult{}, err
-		}
-		out.Removed = append(out.Removed, name)
+	if err := a.st.RemoveUnits(m.UUID, todo); err != nil {
+		return params.RemoveUnitsResult{}, err
 	}
-	return out, nil
+	return params.RemoveUnitsResult{Removed: todo}, nil
 }
 
 // ScaleApplication sets the desired scale of a CAAS application (Juju's
