@@ -32,7 +32,7 @@ func NewEntityLimits(maxConns, maxWatchers int) *EntityLimits {
 	return &EntityLimits{maxConns: maxConns, maxWatchers: maxWatchers, m: make(map[string]*entityCount)}
 }
 
-// ErrTooManyConns refuses a login over the entity's connection limit.
+// tooManyConns refuses a login over the entity's connection limit.
 func tooManyConns(name string, limit int) error {
 	return &params.Error{
 		Message: fmt.Sprintf("too many connections for %s (limit %d)", name, limit),
