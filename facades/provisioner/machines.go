@@ -125,28 +125,26 @@ func toValue(c state.Constraints) params.Value {
 
 // Status returns each machine's agent status.
 func (p *Provisioner) Status(ctx context.Context, args params.Entities) (params.StatusResults, error) {
-	return params.StatusResults{Results: facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.StatusResult, error) {
-		m, err := p.machine(e.Tag, entityTags)
-		if err != nil {
-			return params.StatusResult{}, err
-		}
-		r := statusResult(m, m.Status)
-		r.Id, r.Life = "", ""
-		return r, nil
-	})}, nil
+	return p.statuses(ctx, args, entityTags, func(m state.Machine) state.Status { return m.Status }), nil
 }
 
 // InstanceStatus returns each machine's instance status.
 func (p *Provisioner) InstanceStatus(ctx context.Context, args params.Entities) (params.StatusResults, error) {
+	return p.statuses(ctx, args, machineTags, func(m state.Machine) state.Status { return m.InstanceStatus }), nil
+}
+
+// statuses returns one kind of status of each machine (its tag taken by
+// rule), without the id and life StatusResult also carries.
+func (p *Provisioner) statuses(ctx context.Context, args params.Entities, rule tagRule, status func(state.Machine) state.Status) params.StatusResults {
 	return params.StatusResults{Results: facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.StatusResult, error) {
-		m, err := p.machine(e.Tag, machineTags)
+		m, err := p.machine(e.Tag, rule)
 		if err != nil {
 			return params.StatusResult{}, err
 		}
-		r := statusResult(m, m.InstanceStatus)
+		r := statusResult(m, status(m))
 		r.Id, r.Life = "", ""
 		return r, nil
-	})}, nil
+	})}
 }
 
 // SetStatus sets each machine's agent status, the valid items in one
