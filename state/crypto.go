@@ -23,6 +23,7 @@ const (
 
 // userPasswordHash is Juju's UserPasswordHash: PBKDF2-HMAC-SHA512 of the
 // password with the (base64 text) salt, 8192 iterations, 18 bytes, base64.
+// Only records hashed before argon2id (userhash.go) are checked with it.
 func userPasswordHash(password, salt string) string {
 	key, err := pbkdf2.Key(sha512.New, password, []byte(salt), userHashIterations, userHashKeyLen)
 	if err != nil {

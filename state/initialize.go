@@ -95,13 +95,13 @@ func (st *State) Initialize(args InitArgs) (InitResult, error) {
 	if err != nil {
 		return InitResult{}, errors.Annotate(err, "model config")
 	}
-	salt := newSalt()
+	hash, salt := newUserPasswordHash(args.AdminPassword)
 	admin := &userDoc{
 		Name:         AdminUser,
 		DisplayName:  AdminUser,
 		Access:       AccessSuperuser,
 		PasswordSalt: salt,
-		PasswordHash: userPasswordHash(args.AdminPassword, salt),
+		PasswordHash: hash,
 		CreatedAt:    st.now().UTC().Round(0),
 	}
 	agentHash := agentPasswordHash(args.AgentPassword)

@@ -40,10 +40,6 @@ func (d *userDoc) user() User {
 	return User{Name: d.Name, DisplayName: d.DisplayName, Access: d.Access, CreatedAt: d.CreatedAt}
 }
 
-// dummySalt is hashed against for unknown users, so that a failed login
-// takes as long whether or not the user exists.
-var dummySalt = newSalt()
-
 // userName turns a user name or tag into the local user name the record is
 // kept under: "admin", "admin@local" and "user-admin@local" are all
 // "admin". Strings starting "user-" are read as tags, which is why AddUser
@@ -95,13 +91,13 @@ func (st *State) AddUser(name, displayName, password, access string) (User, erro
 	if password == "" {
 		return User{}, errors.NotValidf("empty password")
 	}
-	salt := newSalt()
+	hash, salt := newUserPasswordHash(password) // outside the txn: it is slow
 	d := &userDoc{
 		Name:         name,
 		DisplayName:  displayName,
 		Access:       access,
 		PasswordSalt: salt,
-		PasswordHash: userPasswordHash(password, salt), // outside the txn: it is slow
+		PasswordHash: hash,
 		CreatedAt:    st.now().UTC().Round(0),
 	}
 	if err := st.update(func(tx *txn) error { return tx.addUser(d) }); err != nil {
@@ -171,13 +167,16 @@ func (st *State) CheckUserPassword(name, password string) (User, error) {
 			return User{}, err
 		}
 	}
-	salt, want := dummySalt, ""
+	hash, salt := dummyUserHash(), ""
 	if found {
-		salt, want = d.PasswordSalt, d.PasswordHash
+		hash, salt = d.PasswordHash, d.PasswordSalt
 	}
-	got := userPasswordHash(password, salt)
-	if !hashEqual(got, want) || !found {
+	ok, old := checkUserPasswordHash(password, hash, salt)
+	if !ok || !found {
 		return User{}, ErrBadCredentials
+	}
+	if old {
+		_ = st.upgradeUserPasswordHash(d.Name, d.PasswordHash, password) // see userhash.go
 	}
 	return d.user(), nil
 }
@@ -191,8 +190,7 @@ func (st *State) SetUserPassword(name, password string) error {
 	if password == "" {
 		return errors.NotValidf("empty password")
 	}
-	salt := newSalt()
-	hash := userPasswordHash(password, salt)
+	hash, salt := newUserPasswordHash(password)
 	return st.update(func(tx *txn) error {
 		d, err := getUser(tx, name)
 		if err != nil {

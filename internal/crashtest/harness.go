@@ -449,12 +449,24 @@ func (h *harness) cycle(ctx context.Context, cycle int) (refusals []string, err 
 	h.spare = nil
 	var sc scraper
 	var wg sync.WaitGroup
+	// The kill comes a random delay after every writer has logged in (or
+	// failed to): a login writes nothing, and a user's login costs an
+	// argon2id hash (tens of ms), which would leave the admin writers
+	// nothing of the window. Bounded, in case a login hangs.
+	var logins sync.WaitGroup
+	logins.Add(len(h.writers))
 	ends := make([]writerEnd, len(h.writers))
 	for i, w := range h.writers {
 		rng := rand.New(rand.NewPCG(h.cfg.Seed, uint64(cycle)<<8|uint64(i)))
-		wg.Go(func() { ends[i] = w.run(wctx, h, addr, rng) })
+		wg.Go(func() { ends[i] = w.run(wctx, h, addr, rng, logins.Done) })
 	}
 	wg.Go(func() { sc.run(wctx, addr, []byte(h.creds.CACert)) })
+	loggedIn := make(chan struct{})
+	go func() { logins.Wait(); close(loggedIn) }()
+	select {
+	case <-loggedIn:
+	case <-time.After(30 * time.Second):
+	}
 	delay := h.cfg.MinKill + time.Duration(h.rng.Int64N(int64(h.cfg.MaxKill-h.cfg.MinKill)+1))
 	time.Sleep(delay)
 	killed := time.Now()
@@ -484,7 +496,7 @@ func (h *harness) cycle(ctx context.Context, cycle int) (refusals []string, err 
 		return refusals, err
 	}
 	h.res.Acked += acked
-	h.logf("cycle %d: killed %s after the writers started; %d writes acknowledged; revision %d; %s",
+	h.logf("cycle %d: killed %s after the writers logged in; %d writes acknowledged; revision %d; %s",
 		cycle, delay.Round(time.Millisecond), acked, h.res.Revision, time.Since(t0).Round(time.Millisecond))
 	return refusals, nil
 }

@@ -112,13 +112,15 @@ type writerEnd struct {
 	at  time.Time
 }
 
-// run writes until ctx ends or the connection breaks.
-func (w *writer) run(ctx context.Context, h *harness, addr string, rng *rand.Rand) (end writerEnd) {
+// run writes until ctx ends or the connection breaks. It calls loggedIn
+// once its login has succeeded or failed.
+func (w *writer) run(ctx context.Context, h *harness, addr string, rng *rand.Rand, loggedIn func()) (end writerEnd) {
 	fail := func(err error) writerEnd {
 		end.err, end.at = fmt.Errorf("%s: %w", w.name, err), time.Now()
 		return end
 	}
 	conn, err := h.dial(ctx, addr, w.admin, w.model)
+	loggedIn()
 	if err != nil {
 		return fail(err)
 	}
