@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
+	"strings"
 	"syscall"
 	"time"
 
@@ -58,8 +59,16 @@ func childDaemon(args []string, stderr io.Writer) int {
 	fs.DurationVar(&cfg.LoginRateRefill, "login-rate-refill", cfg.LoginRateRefill, "")
 	fs.IntVar(&cfg.LoginConcurrent, "login-concurrent", cfg.LoginConcurrent, "")
 	fs.IntVar(&cfg.MaxWatchers, "max-watchers", cfg.MaxWatchers, "")
+	fs.StringVar(&cfg.Store, "store", "", "")
+	endpoints := fs.String("etcd-endpoints", "", "")
+	fs.StringVar(&cfg.Etcd.Prefix, "etcd-prefix", "", "")
+	fs.IntVar(&cfg.Etcd.MaxTxnOps, "etcd-max-txn-ops", 0, "")
+	fs.IntVar(&cfg.Etcd.MaxRequestBytes, "etcd-max-request-bytes", 0, "")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *endpoints != "" {
+		cfg.Etcd.Endpoints = strings.Split(*endpoints, ",")
 	}
 	cfg.DataDir, cfg.Addr = *dataDir, *addr
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))

@@ -202,6 +202,7 @@ func (s *connectStats) other(err error) {
 // thousands of agents do not exhaust one address's ephemeral ports.
 func (e *env) agentConfig(model string, i int) client.Config {
 	cfg := e.t.clientConfig(model)
+	cfg.Addr = e.agentTarget(i).addr // the CA and logins are every daemon's
 	cfg.ReadBufferSize, cfg.WriteBufferSize = e.o.bufferSize, e.o.bufferSize
 	if host, _, err := net.SplitHostPort(e.t.addr); err == nil && host == "127.0.0.1" {
 		cfg.LocalAddr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(2+(i/agentsPerSourceIP)%250))}

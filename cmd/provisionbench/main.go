@@ -15,13 +15,17 @@
 //	storm   N agents with watchers; the daemon restarts; time until all are back
 //	churn   the reference agent provisions while machines, containers and pods are added and
 //	        removed at a rate: start, removal and scale latencies, teardown
+//	failover  N agents on each of D daemons on one etcd (--store etcd --daemons D); one daemon
+//	        is killed (SIGKILL); time until its agents are back on the others with their watchers
 //
 // By default the tool starts a daemon itself, on a temporary data dir, as a
 // child process (this binary re-executed, so the daemon's memory is its
 // own); --daemon inproc runs it in this process, --daemon-bin runs a
 // provisiond binary's "serve", and --credentials drives a running daemon:
 // the machines a run adds to it (and the containers on them) are removed
-// at the end, or, with --keep-machines, listed as left behind.
+// at the end, or, with --keep-machines, listed as left behind. --store etcd
+// runs the self-started daemons on etcd (one member the tool starts, or
+// --etcd-endpoints), --daemons N of them on one prefix (etcd.go).
 // See docs/performance.md.
 package main
 
@@ -35,6 +39,7 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -59,6 +64,8 @@ workloads:
   conns   N idle logged-in agents with 2 watchers each: daemon memory per connection
   storm   N agents with watchers; the daemon restarts; time until all are back
   churn   the reference agent under machines, containers and pods added and removed at R/s
+  failover  N agents on each of D daemons on one etcd; one daemon is killed; time until its
+          agents are logged in with their watchers on the others
 
 Run "provisionbench WORKLOAD -h" for the flags.
 `
@@ -73,6 +80,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return childDaemon(args[1:], stderr)
 	case childEchoCmd:
 		return childEcho(args[1:], stdout, stderr)
+	case childEtcdCmd:
+		return childEtcd(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usageText)
 		return 0
@@ -81,6 +90,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		fmt.Fprintf(stderr, "provisionbench: unknown workload %q\n%s", args[0], usageText)
 		return 2
+	}
+	if _, ok := stderr.(*os.File); !ok {
+		// Child processes (daemons, etcd) copy their output to it
+		// concurrently; a file takes that, a buffer needs a lock.
+		stderr = &lockedWriter{w: stderr}
 	}
 	o, err := parseOptions(args[0], args[1:], stdout, stderr)
 	if err == flag.ErrHelp {
@@ -95,6 +109,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// lockedWriter serialises writes to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // options are the flags of every workload.
@@ -126,6 +152,14 @@ type options struct {
 	memProfile   string
 	caasApps     int
 
+	// The store of self-started daemons (etcd.go): bbolt, or etcd at
+	// etcdEndpoints (none: the tool starts one member) under etcdPrefix,
+	// shared by daemons daemons.
+	store         string
+	etcdEndpoints []string
+	etcdPrefix    string
+	daemons       int
+
 	loginRateMax    int
 	loginRateRefill time.Duration
 	loginConcurrent int
@@ -145,6 +179,7 @@ type workload struct {
 	run      func(ctx context.Context, e *env, size int) (*values, error)
 	baseline func(ctx context.Context, e *env, size int) (*values, error)
 	ratios   []ratio
+	diffs    []ratio // figures that are the difference of two medians
 	notes    func(o *options) []string
 }
 
@@ -155,6 +190,8 @@ var workloads = map[string]*workload{
 	"conns": connsWorkload,
 	"storm": stormWorkload,
 	"churn": churnWorkload,
+
+	"failover": failoverWorkload,
 }
 
 func parseOptions(name string, args []string, stdout, stderr io.Writer) (*options, error) {
@@ -181,6 +218,10 @@ func parseOptions(name string, args []string, stdout, stderr io.Writer) (*option
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write the daemon's CPU profile (inproc: this whole process) to this file")
 	fs.StringVar(&o.genProfile, "loadgen-cpuprofile", "", "write this process's CPU profile (the load generator: the agents and the driver) to this file")
 	fs.StringVar(&o.memProfile, "memprofile", "", "child daemon: write its heap profile to this file at each memory reading (conns)")
+	fs.StringVar(&o.store, "store", daemon.StoreBolt, "store of the self-started daemons: bbolt or etcd")
+	endpoints := fs.String("etcd-endpoints", "", "with --store etcd: etcd client URLs, comma-separated (default: the tool starts one etcd member)")
+	fs.StringVar(&o.etcdPrefix, "etcd-prefix", "", "with --store etcd: key prefix of the controller (default: a new one per run, deleted at the end)")
+	fs.IntVar(&o.daemons, "daemons", 1, "with --store etcd: daemons serving the one controller; agents spread over them")
 	d := daemon.Default("")
 	fs.IntVar(&o.loginRateMax, "login-rate-max", d.LoginRateMax, "self-started daemon: agent login token bucket size")
 	fs.DurationVar(&o.loginRateRefill, "login-rate-refill", d.LoginRateRefill, "self-started daemon: time to earn one login token")
@@ -217,6 +258,14 @@ func parseOptions(name string, args []string, stdout, stderr io.Writer) (*option
 		return nil, fmt.Errorf("--op must be status, units or mixed")
 	case o.bufferSize < 256:
 		return nil, fmt.Errorf("--buffer must be at least 256")
+	}
+	if *endpoints != "" {
+		for _, ep := range strings.Split(*endpoints, ",") {
+			o.etcdEndpoints = append(o.etcdEndpoints, strings.TrimSpace(ep))
+		}
+	}
+	if err := o.checkStore(); err != nil {
+		return nil, err
 	}
 	if name == "write" && o.op != "status" {
 		o.caasApps = maxInt(o.sizes)
@@ -263,9 +312,14 @@ type machineInfo struct {
 // env is what a workload runs with.
 type env struct {
 	o       *options
-	t       *target
+	t       *target // the first daemon: the fixture's, the driver's
 	fix     *fixture
 	echoSrv *echoServer
+
+	cl       *cluster
+	targets  []*target // every daemon (--daemons)
+	agentsOn []*target // the daemons agents spread over (nil: every one)
+	bolt     *env      // rpc's bbolt baseline in etcd mode
 }
 
 func runWorkload(ctx context.Context, w *workload, o *options) error {
@@ -294,19 +348,16 @@ func runWorkload(ctx context.Context, w *workload, o *options) error {
 		defer pprof.StopCPUProfile()
 	}
 	o.progress.set("starting the daemon")
-	t, err := startTarget(ctx, o)
+	cl, err := startCluster(ctx, o)
 	if err != nil {
 		return err
 	}
-	defer t.close()
-	e := &env{o: o, t: t, fix: newFixture(t, o)}
+	defer cl.close()
+	t := cl.targets[0]
+	e := &env{o: o, t: t, fix: newFixture(t, o), cl: cl, targets: cl.targets}
 	defer e.fix.close()
 	defer e.fix.cleanup() // before close: it uses the fixture's connections
-	defer func() {
-		if e.echoSrv != nil {
-			e.echoSrv.close()
-		}
-	}()
+	defer e.closeBaselines()
 	rep := &Report{
 		Workload: o.workload, Started: time.Now().UTC(), Daemon: t.describe(), Repeat: o.repeat,
 		SizeName: w.sizeName, Parameters: w.describe(o),
@@ -335,7 +386,7 @@ func runWorkload(ctx context.Context, w *workload, o *options) error {
 				bases = append(bases, b)
 			}
 		}
-		rep.Sizes = append(rep.Sizes, collect(size, runs, bases, w.ratios))
+		rep.Sizes = append(rep.Sizes, collect(size, runs, bases, w.ratios, w.diffs))
 	}
 	if w.notes != nil {
 		rep.Notes = w.notes(o)
@@ -349,6 +400,13 @@ func runWorkload(ctx context.Context, w *workload, o *options) error {
 }
 
 func (t *target) describe() string {
+	if t.etcd != nil {
+		return t.describeMode() + ", etcd store"
+	}
+	return t.describeMode()
+}
+
+func (t *target) describeMode() string {
 	switch t.mode {
 	case modeExternal:
 		return "external " + t.addr

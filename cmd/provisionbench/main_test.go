@@ -18,7 +18,7 @@ import (
 // TestMain lets the test binary serve as the child daemon and echo server
 // (the tool re-executes itself for them).
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && (os.Args[1] == childDaemonCmd || os.Args[1] == childEchoCmd) {
+	if len(os.Args) > 1 && (os.Args[1] == childDaemonCmd || os.Args[1] == childEchoCmd || os.Args[1] == childEtcdCmd) {
 		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
@@ -152,7 +152,12 @@ func TestStorm(t *testing.T) {
 }
 
 func TestBadFlags(t *testing.T) {
-	for _, args := range [][]string{{}, {"nope"}, {"rpc", "-n", "0"}, {"write", "--op", "x"}, {"rpc", "extra"}} {
+	for _, args := range [][]string{{}, {"nope"}, {"rpc", "-n", "0"}, {"write", "--op", "x"}, {"rpc", "extra"},
+		{"rpc", "--store", "mongo"}, {"rpc", "--daemons", "2"}, {"rpc", "--etcd-endpoints", "http://127.0.0.1:2379"},
+		{"rpc", "--store", "etcd", "--etcd-prefix", "nope"}, {"rpc", "--store", "etcd", "--etcd-endpoints", "127.0.0.1:2379"},
+		{"rpc", "--store", "etcd", "--daemons", "0"}, {"rpc", "--store", "etcd", "--credentials", "x.yaml"},
+		{"conns", "--store", "etcd", "--daemons", "2"}, {"storm", "--store", "etcd", "--daemons", "2"},
+		{"failover"}, {"failover", "--store", "etcd"}, {"failover", "--store", "etcd", "--daemons", "3", "--daemon", "inproc"}} {
 		var out, errb bytes.Buffer
 		if code := run(context.Background(), args, &out, &errb); code != 2 {
 			t.Errorf("%q: exit %d, want 2 (%s)", args, code, errb.String())
@@ -288,5 +293,75 @@ func TestCompactIDs(t *testing.T) {
 		if got := compactIDs(tc.ids); got != tc.want {
 			t.Errorf("compactIDs(%q) = %q, want %q", tc.ids, got, tc.want)
 		}
+	}
+}
+
+// Etcd mode (etcd.go): the tool starts one etcd member and the daemons on
+// it; the baselines are etcd's own client and, for rpc, a bbolt daemon.
+
+func TestEtcdWrite(t *testing.T) {
+	rep := runJSON(t, "write", "-n", "1,3", "--duration", "300ms", "--baseline", "--daemon", "inproc",
+		"--store", "etcd", "--daemons", "2")
+	for _, n := range []int{1, 3} {
+		if figure(t, rep, n, "writes/s") <= 0 || figure(t, rep, n, "raw etcd txn/s") <= 0 {
+			t.Errorf("no writes at %d writers", n)
+		}
+		if e := figure(t, rep, n, "errors"); e != 0 {
+			t.Errorf("%v errors at %d writers", e, n)
+		}
+		figure(t, rep, n, "writes/s vs raw etcd txn")
+	}
+	figure(t, rep, 1, "writes/s vs raw etcd txn + echo")
+	if !strings.Contains(rep.Daemon, "etcd") {
+		t.Errorf("daemon %q does not say etcd", rep.Daemon)
+	}
+}
+
+func TestEtcdRPC(t *testing.T) {
+	rep := runJSON(t, "rpc", "-n", "3", "--duration", "300ms", "--baseline", "--daemon", "inproc",
+		"--store", "etcd", "--daemons", "2")
+	if figure(t, rep, 3, "calls/s") <= 0 || figure(t, rep, 3, "bbolt calls/s") <= 0 {
+		t.Error("no calls")
+	}
+	for _, name := range []string{"errors", "bbolt errors"} {
+		if e := figure(t, rep, 3, name); e != 0 {
+			t.Errorf("%s: %v", name, e)
+		}
+	}
+	figure(t, rep, 3, "calls/s vs bbolt")
+}
+
+// Writes through the last daemon reach watchers on the first; etcd's own
+// watch is the baseline. Child processes: the daemons, the etcd member.
+func TestEtcdWatchAcrossDaemons(t *testing.T) {
+	rep := runJSON(t, "watch", "-n", "4", "--watchers", "2", "--rate", "20", "--duration", "1s", "--baseline",
+		"--store", "etcd", "--daemons", "2")
+	if d := figure(t, rep, 4, "deliveries"); d <= 0 {
+		t.Error("no deliveries")
+	}
+	for _, name := range []string{"lost", "failed writes", "duplicates", "etcd lost"} {
+		if v := figure(t, rep, 4, name); v != 0 {
+			t.Errorf("%s = %v", name, v)
+		}
+	}
+	figure(t, rep, 4, "etcd p99 latency")
+	figure(t, rep, 4, "p99 over etcd p99")
+	figure(t, rep, 4, "daemon CPU per change")
+}
+
+// Three child daemons; the last is killed twice (it is started again
+// between the runs); its agents come back on the others.
+func TestFailover(t *testing.T) {
+	rep := runJSON(t, "failover", "-n", "3", "--repeat", "2", "--store", "etcd", "--daemons", "3")
+	if v := figure(t, rep, 3, "agents moved"); v != 3 {
+		t.Errorf("agents moved = %v, want 3", v)
+	}
+	for _, name := range []string{"other errors", "survivors dropped"} {
+		if v := figure(t, rep, 3, name); v != 0 {
+			t.Errorf("%s = %v", name, v)
+		}
+	}
+	if figure(t, rep, 3, "all back") <= 0 {
+		t.Error("no failover time")
 	}
 }

@@ -94,6 +94,8 @@ type Metric struct {
 	// provisiond; Ratio marks a ratio of two medians.
 	Baseline bool `json:"baseline,omitempty"`
 	Ratio    bool `json:"ratio,omitempty"`
+	// Difference marks a difference of two medians.
+	Difference bool `json:"difference,omitempty"`
 }
 
 // SizeResult is a workload's figures at one size (agents or writers).
@@ -117,8 +119,8 @@ type ratio struct {
 }
 
 // collect turns the runs of one size into metrics: medians of every
-// figure, then the ratios whose two figures exist.
-func collect(size int, runs []*values, baseRuns []*values, ratios []ratio) SizeResult {
+// figure, then the ratios (and differences) whose two figures exist.
+func collect(size int, runs []*values, baseRuns []*values, ratios, diffs []ratio) SizeResult {
 	res := SizeResult{Size: size}
 	add := func(rs []*values, baseline bool) {
 		if len(rs) == 0 {
@@ -143,6 +145,13 @@ func collect(size int, runs []*values, baseRuns []*values, ratios []ratio) SizeR
 			continue
 		}
 		res.Metrics = append(res.Metrics, &Metric{Name: r.name, Median: n.Median / d.Median, Ratio: true})
+	}
+	for _, r := range diffs {
+		n, d := res.metric(r.num), res.metric(r.den)
+		if n == nil || d == nil {
+			continue
+		}
+		res.Metrics = append(res.Metrics, &Metric{Name: r.name, Unit: n.Unit, Median: n.Median - d.Median, Difference: true})
 	}
 	return res
 }
@@ -204,6 +213,8 @@ func (r *Report) writeTable(w io.Writer) {
 					label = "baseline: " + label
 				case m.Ratio:
 					label = "ratio: " + label
+				case m.Difference:
+					label = "difference: " + label
 				}
 				if m.Unit != "" {
 					label += " (" + m.Unit + ")"

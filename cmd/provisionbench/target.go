@@ -51,11 +51,36 @@ type target struct {
 	waitErr    error         // its exit status, once exited is closed
 	httpc      *http.Client
 	logw       io.Writer
+	etcd       *etcdTarget // nil: bbolt
+}
+
+// targetSpec says how to start one self-started daemon.
+type targetSpec struct {
+	index      int    // its place among --daemons (0: the first, which seeds)
+	dataDir    string // "": a new temporary dir
+	caasApps   int
+	cpuProfile string
+	memProfile string
+	etcd       *etcdTarget // nil: bbolt
+}
+
+// etcdTarget is the etcd a daemon runs on.
+type etcdTarget struct {
+	endpoints []string
+	prefix    string
+	// maxTxnOps and maxRequestBytes are the cluster's limits (0: etcd's
+	// defaults, which the daemon assumes too).
+	maxTxnOps, maxRequestBytes int
+}
+
+// mainSpec is the spec of the one daemon of a run without --daemons.
+func (o *options) mainSpec() targetSpec {
+	return targetSpec{dataDir: o.dataDir, caasApps: o.caasApps, cpuProfile: o.cpuProfile, memProfile: o.memProfile}
 }
 
 // startTarget starts (or, with --credentials, finds) the daemon.
-func startTarget(ctx context.Context, o *options) (*target, error) {
-	t := &target{caasApps: o.caasApps, cpuProfile: o.cpuProfile, logw: o.stderr}
+func startTarget(ctx context.Context, o *options, spec targetSpec) (*target, error) {
+	t := &target{caasApps: spec.caasApps, cpuProfile: spec.cpuProfile, logw: o.stderr, etcd: spec.etcd}
 	switch {
 	case o.credentials != "":
 		t.mode = modeExternal
@@ -74,7 +99,7 @@ func startTarget(ctx context.Context, o *options) (*target, error) {
 	default:
 		t.mode = o.daemonMode
 	}
-	t.dataDir = o.dataDir
+	t.dataDir = spec.dataDir
 	if t.dataDir == "" {
 		dir, err := os.MkdirTemp("", "provisionbench-")
 		if err != nil {
@@ -92,6 +117,10 @@ func startTarget(ctx context.Context, o *options) (*target, error) {
 		cfg := daemon.Default(t.dataDir)
 		cfg.Addr = t.addr
 		o.daemonConfig(&cfg)
+		if et := spec.etcd; et != nil {
+			cfg.Store = daemon.StoreEtcd
+			cfg.Etcd = daemon.EtcdConfig{Endpoints: et.endpoints, Prefix: et.prefix, MaxTxnOps: et.maxTxnOps, MaxRequestBytes: et.maxRequestBytes}
+		}
 		t.inprocCfg = cfg
 	case modeChild:
 		self, err := os.Executable()
@@ -99,11 +128,13 @@ func startTarget(ctx context.Context, o *options) (*target, error) {
 			return nil, err
 		}
 		t.cmdArgs = append([]string{self, childDaemonCmd, "--data-dir", t.dataDir, "--addr", t.addr,
-			"--caas-apps", strconv.Itoa(t.caasApps), "--cpuprofile", o.cpuProfile, "--memprofile", o.memProfile}, o.daemonFlags()...)
+			"--caas-apps", strconv.Itoa(t.caasApps), "--cpuprofile", spec.cpuProfile, "--memprofile", spec.memProfile}, o.daemonFlags()...)
+		t.cmdArgs = append(t.cmdArgs, spec.etcd.flags()...)
 	case modeBin:
 		t.caasApps = 0 // the API cannot deploy applications yet
 		t.cmdArgs = append([]string{o.daemonBin, "serve", "--data-dir", t.dataDir, "--addr", t.addr,
 			"--log-level", "warn"}, o.daemonFlags()...)
+		t.cmdArgs = append(t.cmdArgs, spec.etcd.flags()...)
 	default:
 		return nil, fmt.Errorf("unknown --daemon %q (want child or inproc)", t.mode)
 	}
@@ -285,6 +316,20 @@ func (t *target) stop() error {
 		t.cmd = nil
 		return t.waitErr
 	}
+	return nil
+}
+
+// kill kills a child daemon with SIGKILL, as a crash of its machine
+// would, and waits for it to be gone.
+func (t *target) kill() error {
+	if t.cmd == nil {
+		return errors.New("only a daemon in a child process can be killed")
+	}
+	if err := t.cmd.Process.Kill(); err != nil {
+		return err
+	}
+	<-t.exited
+	t.cmd = nil
 	return nil
 }
 

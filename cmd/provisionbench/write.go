@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state/store/boltstore/rawbolt"
@@ -30,14 +31,29 @@ var writeWorkload = &workload{
 		}
 		return nil
 	},
-	run:      runWrite,
-	baseline: runWriteBaseline,
+	run: runWrite,
+	baseline: func(ctx context.Context, e *env, n int) (*values, error) {
+		if e.etcdMode() {
+			return runWriteEtcdBaseline(ctx, e, n)
+		}
+		return runWriteBaseline(ctx, e, n)
+	},
 	ratios: []ratio{
 		{"writes/s vs raw serial", "writes/s", "raw serial commits/s"},
 		{"writes/s vs raw Batch", "writes/s", "raw Batch commits/s"},
 		{"writes/s vs raw serial + echo", "writes/s", "raw serial + echo writes/s"},
+		{"writes/s vs raw etcd txn", "writes/s", "raw etcd txn/s"},
+		{"writes/s vs raw etcd txn + echo", "writes/s", "raw etcd txn + echo writes/s"},
 	},
-	notes: func(*options) []string {
+	notes: func(o *options) []string {
+		if o.store == daemon.StoreEtcd {
+			return []string{
+				"every write is answered after its etcd transaction is committed (on a quorum, fsync) and the daemon's replica has applied it; writers spread over the daemons",
+				"baseline: etcd's own client, the same number of writers, each one transaction at a time on a key of its own (one compare of its mod revision, one 512-byte put), through as many clients as there are daemons",
+				"baseline, 1 writer: the echo server answering the same SetInstanceStatus message, one at a time; raw etcd txn + echo = 1 / (1/raw etcd txn + 1/echo)",
+				"targets (issue 11): 64 and 256 writers >= 0.8 of raw etcd txn; 1 writer >= 0.8 of raw etcd txn + echo",
+			}
+		}
 		return []string{
 			"every write is answered after its commit is on disk (fsync); commits and writes/commit from the daemon's /metrics",
 			"baseline: raw bbolt on the same file system, one put per transaction: serial Update (1 writer), Batch with the same number of writers",
@@ -90,7 +106,7 @@ func (e *env) writers(ctx context.Context, n int) ([]writer, error) {
 			}}
 			return nil
 		}
-		c, err := e.t.dialController(ctx, e.t.caasModel)
+		c, err := e.agentTarget(i).dialController(ctx, e.t.caasModel)
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,222 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/provisiond/provisiond/rpc/client"
+	"github.com/provisiond/provisiond/rpc/params"
+)
+
+// The failover workload: agents spread over --daemons daemons on one
+// etcd, each with its two watchers (as conns and storm hold them); the
+// last daemon is killed with SIGKILL; its agents log in again at the
+// other addresses their login listed and watch again. The figure is the
+// time from the kill until every one of them is back.
+var failoverWorkload = &workload{
+	sizeName: "agents per daemon",
+	sizes:    "100,1000,3000",
+	describe: func(o *options) map[string]any {
+		return map[string]any{"daemons": o.daemons, "watchers-per-agent": 2, "kill": "SIGKILL of the last daemon",
+			"reconnect":  "the addresses of the agent's login (LoginResult.servers), from its own place in the list; full jitter backoff on try again",
+			"login-rate": fmt.Sprintf("%d burst, 1 per %s, per daemon", o.loginRateMax, o.loginRateRefill)}
+	},
+	prepare: func(ctx context.Context, e *env, n int) error {
+		_, err := e.fix.ensureMachines(ctx, n*len(e.targets))
+		return err
+	},
+	run: runFailover,
+	notes: func(*options) []string {
+		return []string{
+			"all back: from the SIGKILL until every agent of the killed daemon is logged in again on another daemon with both its watchers (target, issue 11: 3,000 agents per daemon, 3 daemons, within 10 s)",
+			"the agents of the other daemons must not notice: survivors dropped must be 0; other errors are errors but try again and connections refused",
+			"between runs the killed daemon is started again on its data dir (it joins the controller) and every agent reconnects afresh",
+		}
+	},
+}
+
+func runFailover(ctx context.Context, e *env, n int) (*values, error) {
+	d := len(e.targets)
+	ms, err := e.fix.ensureMachines(ctx, n*d)
+	if err != nil {
+		return nil, err
+	}
+	// The last daemon dies: the first holds the fixture's connections.
+	last := d - 1
+	victim := e.targets[last]
+	if victim.cmd == nil { // killed in the previous run
+		e.o.progress.set("failover: starting the killed daemon again")
+		if err := victim.start(ctx); err != nil {
+			return nil, fmt.Errorf("restart the killed daemon: %w", err)
+		}
+	}
+	var first connectStats
+	ss, err := e.connectSessions(ctx, ms, &first) // agent i on daemon i mod d
+	if err != nil {
+		return nil, err
+	}
+	var (
+		mu      sync.Mutex
+		current = ss
+	)
+	defer func() {
+		mu.Lock()
+		closeSessions(current)
+		mu.Unlock()
+	}()
+	servers := make([][]string, len(ss))
+	for i, s := range ss {
+		servers[i] = loginServers(s.c.LoginResult())
+		if i%d == last && len(servers[i]) < 2 {
+			return nil, fmt.Errorf("agent %d: its login lists %v: no other daemon to go to", i, servers[i])
+		}
+	}
+
+	actx, cancel := context.WithCancel(ctx)
+	var (
+		killedAt atomic.Pointer[time.Time]
+		back     atomic.Int64
+		dropped  atomic.Int64
+		lat      latencies
+		st       connectStats
+		wg       sync.WaitGroup
+	)
+	defer func() { cancel(); wg.Wait() }() // before the sessions close
+	victims := 0
+	for i := range ss {
+		if i%d != last {
+			wg.Add(1)
+			go func() { // a survivor: its connection must stay up
+				defer wg.Done()
+				select {
+				case <-ss[i].c.Done():
+					if actx.Err() == nil {
+						dropped.Add(1)
+					}
+				case <-actx.Done():
+				}
+			}()
+			continue
+		}
+		victims++
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case <-ss[i].c.Done():
+			case <-actx.Done():
+				return
+			}
+			ns, err := e.failOver(actx, i, ms[i], servers[i], &st)
+			if err != nil {
+				return // cancelled
+			}
+			if t0 := killedAt.Load(); t0 != nil {
+				lat.add(time.Since(*t0))
+			}
+			mu.Lock()
+			current[i] = ns
+			mu.Unlock()
+			back.Add(1)
+		}()
+	}
+	e.o.progress.setWith(fmt.Sprintf("failover: killing daemon %d of %d under %d agents each", d, d, n), func() string {
+		return fmt.Sprintf("back %d/%d (try again %d, connection errors %d, other %d)",
+			back.Load(), victims, st.tryAgain.Load(), st.dialErr.Load(), st.otherErr.Load())
+	})
+	t0 := time.Now()
+	killedAt.Store(&t0)
+	if err := victim.kill(); err != nil {
+		return nil, err
+	}
+	timeout := time.After(10 * time.Minute)
+	for back.Load() < int64(victims) {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-timeout:
+			return nil, fmt.Errorf("only %d of %d agents back after 10 minutes", back.Load(), victims)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	all := time.Since(t0)
+	ds := lat.snapshot()
+	v := newValues()
+	v.set("agents moved", "", float64(victims))
+	v.set("all back", "s", all.Seconds())
+	v.set("agent back p50", "s", percentile(ds, 50).Seconds())
+	v.set("agent back p99", "s", percentile(ds, 99).Seconds())
+	v.set("logins/s", "", float64(victims)/max(all, time.Millisecond).Seconds())
+	v.set("try again", "", float64(st.tryAgain.Load()))
+	v.set("connection errors", "", float64(st.dialErr.Load()))
+	v.set("other errors", "", float64(st.otherErr.Load()))
+	v.set("survivors dropped", "", float64(dropped.Load()))
+	return v, nil
+}
+
+// loginServers are the API addresses a login listed (this daemon first).
+func loginServers(r *params.LoginResult) []string {
+	var out []string
+	if r == nil {
+		return nil
+	}
+	for _, hps := range r.Servers {
+		for _, hp := range hps {
+			out = append(out, net.JoinHostPort(hp.Value, strconv.Itoa(hp.Port)))
+		}
+	}
+	return out
+}
+
+// failOver logs agent i in again at one of servers and starts its
+// watchers. The first server is the one it was on: it tries the others
+// first, from its own place among them (so the agents spread over them),
+// going on to the next at a refused connection and after a backoff at
+// "try again".
+func (e *env) failOver(ctx context.Context, i int, m machineCred, servers []string, st *connectStats) (*session, error) {
+	place := 1 + (i/len(e.targets))%(len(servers)-1)
+	for attempt := 0; ; attempt++ {
+		addr := servers[(place+attempt)%len(servers)]
+		cfg := e.agentConfig(e.fix.model, i)
+		cfg.Addr = addr
+		c, err := client.Dial(ctx, cfg)
+		if err == nil {
+			if _, err = c.LoginAgent(ctx, m.Tag, m.Password, m.Nonce); err != nil {
+				c.Close()
+			}
+		} else {
+			err = &dialError{err}
+		}
+		if err == nil {
+			s, serr := startSession(ctx, c, m)
+			if serr == nil {
+				return s, nil
+			}
+			c.Close()
+			err = serr
+		}
+		var de *dialError
+		switch {
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case errors.As(err, &de), errors.Is(err, client.ErrConnClosed):
+			st.dialErr.Add(1)
+			if (attempt+1)%len(servers) != 0 {
+				continue // the next address at once
+			}
+		case client.IsCode(err, params.CodeTryAgain):
+			st.tryAgain.Add(1)
+		default:
+			st.other(err)
+		}
+		if err := sleepCtx(ctx, backoff(attempt)); err != nil {
+			return nil, err
+		}
+	}
+}

@@ -1,0 +1,59 @@
+package rawetcd_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/provisiond/provisiond/internal/etcdtest"
+	"github.com/provisiond/provisiond/state/store/etcdstore/rawetcd"
+)
+
+// The baselines run on a real etcd, count what they did, and leave
+// nothing behind under the prefix. No timing is asserted.
+func TestBaselines(t *testing.T) {
+	c := etcdtest.New(t)
+	ctx := context.Background()
+	const prefix = "/bench/"
+	r, err := rawetcd.TxnBench(ctx, c.Endpoints(), prefix, 4, 2, 100, 50*time.Millisecond, 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Commits == 0 || len(r.Latencies) != r.Commits || r.PerSecond() <= 0 {
+		t.Errorf("TxnBench: %d commits, %d latencies", r.Commits, len(r.Latencies))
+	}
+	w, err := rawetcd.WatchBench(ctx, c.Endpoints(), prefix, 3, 2, 2, 50, 300*time.Millisecond, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Puts == 0 || w.Lost != 0 || w.Deliveries != 2*w.Puts || len(w.Latencies) != w.Deliveries {
+		t.Errorf("WatchBench: %d puts, %d deliveries, %d lost, %d latencies", w.Puts, w.Deliveries, w.Lost, len(w.Latencies))
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	count := func() int64 {
+		resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Count
+	}
+	if n := count(); n != 0 {
+		t.Errorf("the benchmarks left %d keys under %s", n, prefix)
+	}
+	if _, err := cli.Put(ctx, prefix+"x", "y"); err != nil {
+		t.Fatal(err)
+	}
+	if err := rawetcd.DeletePrefix(ctx, c.Endpoints(), prefix); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(); n != 0 {
+		t.Errorf("DeletePrefix left %d keys under %s", n, prefix)
+	}
+}
