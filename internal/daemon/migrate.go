@@ -509,7 +509,18 @@ func copyAndVerify(ctx context.Context, cfg MigrateConfig, src, dst *state.State
 	}
 	total := 0
 	if opts.count {
+		// What the load takes: the source's records but its identity
+		// record, and first's.
 		total = counted.n + len(opts.first)
+		if err := src.Store().View(ctx, func(r store.Reader) error {
+			ok, err := r.GetFunc(identityKey, func([]byte) {})
+			if ok {
+				total--
+			}
+			return err
+		}); err != nil {
+			return err
+		}
 	}
 	start := time.Now()
 	cr, err := copyRecords(ctx, dumper, loader, first, skip, func(n int) { cfg.Progress("copying", n, max(n, total)) })

@@ -213,9 +213,18 @@ func TestMigrateBoltToEtcdAndBack(t *testing.T) {
 	if err := onEtcd.Close(); err != nil {
 		t.Fatal(err)
 	}
+	last := [2]int{}
+	back.Progress = func(phase string, done, total int) {
+		if phase == "copying" {
+			last = [2]int{done, total}
+		}
+	}
 	res, err = daemon.Migrate(ctx, back)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if last[0] != last[1] || last[0] != res.Records {
+		t.Errorf("the copy's progress ended at %d of %d, having copied %d records", last[0], last[1], res.Records)
 	}
 	if res.AgentBinaries != 1 {
 		t.Errorf("migrate back: %+v", res)
