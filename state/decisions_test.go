@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -50,14 +51,22 @@ func race(t *testing.T, sts []*state.State, fn func(st *state.State, g, r int) e
 	syncStates(t, sts)
 }
 
-// syncStates waits until each of sts has applied the latest revision any
-// of them has (bounded).
+// syncs numbers syncStates' marker commits.
+var syncs atomic.Int64
+
+// syncStates waits until each of sts has applied every commit any of them
+// made before the call (bounded).
 func syncStates(t *testing.T, sts []*state.State) {
 	t.Helper()
-	var rev uint64
-	for _, st := range sts {
-		rev = max(rev, st.Revision())
+	// A commit of the first state marks the point to reach: every commit
+	// of the prefix before it has a lower revision. The states' own
+	// Revision will not do: a state opened on a shared etcd starts at the
+	// cluster's revision, which writes under other prefixes (other tests)
+	// move and the other states' watches of this prefix never reach.
+	if err := sts[0].UpdateModelConfig(statetest.ControllerModelUUID, map[string]any{"test-sync": syncs.Add(1)}, nil); err != nil {
+		t.Fatalf("syncing states: %v", err)
 	}
+	rev := sts[0].Revision()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for i, st := range sts {
