@@ -61,6 +61,7 @@ func TestServerError(t *testing.T) {
 		{"timeout", jujuerrors.Timeoutf("x"), "x timeout", params.CodeDeadlineExceeded},
 		{"the store retried too often", fmt.Errorf("update: %w", state.ErrStoreContention), ErrContention.Message, params.CodeTryAgain},
 		{"the store cannot commit", fmt.Errorf("boltstore: commit: %w: %w", state.ErrStoreUnavailable, errors.New("bbolt said so")), ErrUnavailable.Message, params.CodeTryAgain},
+		{"the store committed but did not apply in time", fmt.Errorf("etcdstore: %w: committed at revision 7 but not applied by this process: %w", state.ErrStoreUnavailable, context.DeadlineExceeded), ErrUnavailable.Message, params.CodeTryAgain},
 		{"the store is closing", fmt.Errorf("view: %w", state.ErrStoreClosed), ErrClosing.Message, params.CodeTryAgain},
 		{"a write over the store's limits", fmt.Errorf("etcdstore: %w: 130 operations", state.ErrStoreTooLarge), ErrTooLarge.Message, params.CodeQuotaLimitExceeded},
 		{"a full disk says so, without the path", fmt.Errorf("db: commit: %w", &fs.PathError{Op: "write", Path: "/var/lib/provisiond/provisiond.db", Err: syscall.ENOSPC}), ErrDiskFull.Message, ""},

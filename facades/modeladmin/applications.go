@@ -483,5 +483,12 @@ func (a *ModelAdmin) RemoveApplication(_ context.Context, args params.Applicatio
 	if err := a.st.DestroyApplication(m.UUID, args.Application); err != nil {
 		return params.ApplicationStatus{}, err
 	}
-	return a.applicationStatus(m, args.Application)
+	st, err := a.applicationStatus(m, args.Application)
+	if errors.Is(err, errors.NotFound) {
+		// Its agents removed it already (a Kubernetes application
+		// without pods goes at once): the answer is what this call
+		// left it, dying.
+		return params.ApplicationStatus{Name: args.Application, Life: string(state.Dying), Units: []params.UnitStatus{}}, nil
+	}
+	return st, err
 }
