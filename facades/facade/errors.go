@@ -113,18 +113,19 @@ var errorTable = []struct {
 	// wait on it are watchers' Next, whose watchers are being stopped with
 	// the connection; agents treat code "stopped" as a clean end.
 	{"a call ended by its connection's end", is(context.Canceled), fixed(ErrStopped), logNone},
+	{"an unknown watcher id", is(watcher.ErrUnknownResource), fixed(ErrUnknownWatcher), logNone},
+	{"too many watchers", asType[*watcher.TooManyError], withCode(params.CodeQuotaLimitExceeded), logNone},
+	{"a full disk", isAny(syscall.ENOSPC, syscall.EDQUOT), fixed(ErrDiskFull), slog.LevelError},
 	// The store's transient failures are worth a retry: Juju's clients
-	// and agents retry "try again". Before the deadline row: a store
-	// error may wrap a deadline (a commit etcd made that this daemon did
+	// and agents retry "try again". After the full disk (a commit that
+	// failed on it wraps both) and before the deadline: a store error may
+	// wrap a deadline (a commit etcd made that this daemon did
 	// not apply in time), and it is the store's code that is meant.
 	{"the store retried too often", is(state.ErrStoreContention), fixed(ErrContention), slog.LevelWarn},
 	{"the store cannot commit now", is(state.ErrStoreUnavailable), fixed(ErrUnavailable), slog.LevelError},
 	{"the store is closing (the daemon stops)", is(state.ErrStoreClosed), fixed(ErrClosing), slog.LevelWarn},
 	{"a write over the store's limits", is(state.ErrStoreTooLarge), fixed(ErrTooLarge), slog.LevelWarn},
 	{"a deadline", is(context.DeadlineExceeded), withCode(params.CodeDeadlineExceeded), logNone},
-	{"an unknown watcher id", is(watcher.ErrUnknownResource), fixed(ErrUnknownWatcher), logNone},
-	{"too many watchers", asType[*watcher.TooManyError], withCode(params.CodeQuotaLimitExceeded), logNone},
-	{"a full disk", isAny(syscall.ENOSPC, syscall.EDQUOT), fixed(ErrDiskFull), slog.LevelError},
 	{"a file system or system call error", isIOError, fixed(ErrInternal), slog.LevelError},
 	{"a machine with units", is(state.ErrHasAssignedUnits), withCode(params.CodeHasAssignedUnits), logNone},
 	{"a machine with containers", is(state.ErrHasContainers), withCode(params.CodeHasContainers), logNone},
