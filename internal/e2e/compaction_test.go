@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,6 +30,14 @@ import (
 // acknowledged meanwhile reads back through a, and later changes reach
 // the new watcher. Measured (logged): m0's restart to a's watchers woken.
 func TestFeedCompactedPastWakesWatchers(t *testing.T) {
+	if os.Getenv("PROVISIOND_TEST_E2E_COMPACTION") == "" {
+		// It waits without a bound for the strings watcher to end, and
+		// whether the compaction passes daemon a's revision depends on
+		// timing: it hung a clean-clone CI run (session 3's closing note).
+		// state's TestWatchersWokenWhenTheFeedIsCompactedPast covers the
+		// behaviour deterministically.
+		t.Skip("timing-dependent and unbounded; set PROVISIOND_TEST_E2E_COMPACTION=1 to run it")
+	}
 	t.Parallel()
 	cluster := etcdtest.NewCluster(t, 3)
 	m := cluster.Members()
