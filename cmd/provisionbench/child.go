@@ -59,6 +59,7 @@ func childDaemon(args []string, stderr io.Writer) int {
 	fs.DurationVar(&cfg.LoginRateRefill, "login-rate-refill", cfg.LoginRateRefill, "")
 	fs.IntVar(&cfg.LoginConcurrent, "login-concurrent", cfg.LoginConcurrent, "")
 	fs.IntVar(&cfg.MaxWatchers, "max-watchers", cfg.MaxWatchers, "")
+	fs.IntVar(&cfg.MaxConns, "max-connections", cfg.MaxConns, "")
 	fs.StringVar(&cfg.Store, "store", "", "")
 	endpoints := fs.String("etcd-endpoints", "", "")
 	fs.StringVar(&cfg.Etcd.Prefix, "etcd-prefix", "", "")

@@ -15,7 +15,7 @@ var connsWorkload = &workload{
 	sizeName: "agents",
 	sizes:    "100,1000,10000",
 	describe: func(o *options) map[string]any {
-		return map[string]any{"watchers-per-agent": 2, "watches": "WatchContainers(self), WatchForModelConfigChanges",
+		return map[string]any{"watchers-per-agent": o.connsWatchers(), "watches": "WatchContainers(self), WatchForModelConfigChanges, alternately",
 			"agent-buffers": o.bufferSize}
 	},
 	prepare: func(ctx context.Context, e *env, n int) error {
@@ -26,79 +26,131 @@ var connsWorkload = &workload{
 	baseline: runConnsBaseline,
 	ratios: []ratio{
 		{"KiB/agent vs idle conn", "daemon KiB/agent", "idle conn KiB/conn"},
+		{"KiB/agent vs target", "daemon KiB/agent", "target KiB/agent"},
 	},
 	notes: func(o *options) []string {
 		return []string{
-			"memory: the daemon's own RSS (/proc/<pid>/status, or its /metrics) after a GC, after the agents connected minus before, over agents",
-			"each agent: logged in, 2 watchers, a Next blocked on each, pinging every minute; target: at most 40 KiB per connection + 1 KiB per watcher = 42 KiB/agent",
+			"memory: the daemon's own RSS (/proc/<pid>/status, or its /metrics) after a forced GC (SIGUSR1: runtime.GC, debug.FreeOSMemory), read before the agents connect, once they are logged in, and once their watchers are open",
+			fmt.Sprintf("KiB/agent logged in = (logged in - before) / agents; KiB/watcher = (watching - logged in) / (agents x %d); daemon KiB/agent = (watching - before) / agents", o.connsWatchers()),
+			fmt.Sprintf("each agent: logged in, %d watchers, a Next pending on each, pinging every minute; target (issue 16): at most 16 KiB per agent + 0.5 KiB per watcher = %.1f KiB/agent", o.connsWatchers(), connsTarget(o.connsWatchers())),
 			"baseline: the echo server (same TLS websocket transport) holding the same number of idle connections",
 		}
 	},
 }
 
-// session is a connected agent with its two watchers and a Next blocked
-// on each.
-type session struct {
-	c  *client.Conn
-	wg sync.WaitGroup
+// connsWatchers is the watchers per agent of conns and storm: 2 (what a
+// Juju machine agent holds at least) unless --watchers says otherwise.
+func (o *options) connsWatchers() int {
+	if o.setFlags["watchers"] {
+		return o.watchers
+	}
+	return 2
 }
 
-// startSession watches on c: the agent's containers and the model config,
-// each with a Next loop, until the connection ends.
-func startSession(ctx context.Context, c *client.Conn, m machineCred) (*session, error) {
-	var sres params.StringsWatchResults
-	err := c.Call(ctx, "Provisioner", 11, "", "WatchContainers",
-		params.WatchContainers{Params: []params.WatchContainer{{MachineTag: m.Tag}}}, &sres)
-	if err != nil {
-		return nil, err
-	}
-	if len(sres.Results) != 1 || sres.Results[0].Error != nil {
-		return nil, fmt.Errorf("WatchContainers: %+v", sres.Results)
-	}
-	var nres params.NotifyWatchResult
-	if err := c.Call(ctx, "Provisioner", 11, "", "WatchForModelConfigChanges", nil, &nres); err != nil {
-		return nil, err
-	}
-	if nres.Error != nil {
-		return nil, nres.Error
-	}
+// connsTarget is issue 16's memory target per agent with k watchers, KiB.
+func connsTarget(k int) float64 { return 16 + 0.5*float64(k) }
+
+// session is a connected agent with its watchers, each with a Next
+// always pending. The Nexts are chained on the connection's reader
+// (client.Conn.Go), so a session holds no goroutine of the tool's per
+// watcher: 100,000 agents x 2 watchers would otherwise be 200,000 parked
+// goroutines and their stacks in the load generator.
+type session struct {
+	c  *client.Conn
+	wg sync.WaitGroup // one per watcher, done when its Next fails
+}
+
+// startSession watches on c (watch) and starts its pinger.
+func startSession(ctx context.Context, c *client.Conn, m machineCred, watchers int) (*session, error) {
 	s := &session{c: c}
-	sw := client.NewStringsWatcher(c, sres.Results[0].StringsWatcherId)
-	nw := client.NewNotifyWatcher(c, nres.NotifyWatcherId)
-	s.wg.Add(2)
-	go func() {
-		defer s.wg.Done()
-		for {
-			if _, err := sw.Next(context.Background()); err != nil {
-				return
-			}
-		}
-	}()
-	go func() {
-		defer s.wg.Done()
-		for {
-			if err := nw.Next(context.Background()); err != nil {
-				return
-			}
-		}
-	}()
+	if err := s.watch(ctx, m, watchers); err != nil {
+		return nil, err
+	}
 	c.StartPinger(time.Minute)
 	return s, nil
 }
 
-// connectSessions connects n agents with their watchers, 64 at a time.
-func (e *env) connectSessions(ctx context.Context, ms []machineCred, st *connectStats) ([]*session, error) {
+// watch opens k watchers: WatchContainers on the agent's own machine and
+// WatchForModelConfigChanges, alternately (the containers watchers in one
+// bulk call), each with a Next loop until the connection ends.
+func (s *session) watch(ctx context.Context, m machineCred, k int) error {
+	c := s.c
+	if nc := (k + 1) / 2; nc > 0 {
+		args := params.WatchContainers{Params: make([]params.WatchContainer, nc)}
+		for i := range args.Params {
+			args.Params[i] = params.WatchContainer{MachineTag: m.Tag}
+		}
+		var sres params.StringsWatchResults
+		if err := c.Call(ctx, "Provisioner", 11, "", "WatchContainers", args, &sres); err != nil {
+			return err
+		}
+		if len(sres.Results) != nc {
+			return fmt.Errorf("WatchContainers: %d results for %d", len(sres.Results), nc)
+		}
+		for _, r := range sres.Results {
+			if r.Error != nil {
+				return fmt.Errorf("WatchContainers: %w", r.Error)
+			}
+		}
+		for _, r := range sres.Results {
+			s.wg.Add(1)
+			s.loopStrings(client.NewStringsWatcher(c, r.StringsWatcherId))
+		}
+	}
+	for range k / 2 {
+		var nres params.NotifyWatchResult
+		if err := c.Call(ctx, "Provisioner", 11, "", "WatchForModelConfigChanges", nil, &nres); err != nil {
+			return err
+		}
+		if nres.Error != nil {
+			return nres.Error
+		}
+		s.wg.Add(1)
+		s.loopNotify(nres.NotifyWatcherId)
+	}
+	return nil
+}
+
+// loopStrings keeps a Next pending on w until one fails.
+func (s *session) loopStrings(w *client.StringsWatcher) {
+	w.GoNext(func(_ []string, err error) {
+		if err != nil {
+			s.wg.Done()
+			return
+		}
+		s.loopStrings(w)
+	})
+}
+
+// loopNotify keeps a Next pending on notify watcher id until one fails.
+func (s *session) loopNotify(id string) {
+	s.c.Go("NotifyWatcher", 1, id, "Next", nil, nil, func(err error) {
+		if err != nil {
+			s.wg.Done()
+			return
+		}
+		s.loopNotify(id)
+	})
+}
+
+// connectSessions connects the agents of ms, 64 at a time, each with
+// watchers watchers (0: logged in only, pinging).
+func (e *env) connectSessions(ctx context.Context, ms []machineCred, st *connectStats, watchers int) ([]*session, error) {
 	ss := make([]*session, len(ms))
 	var done atomic.Int64
-	e.o.progress.setWith(fmt.Sprintf("connecting %d agents with 2 watchers each", len(ms)), func() string {
-		return fmt.Sprintf("%d/%d (try again: %d)", done.Load(), len(ms), st.tryAgain.Load())
+	phase := fmt.Sprintf("connecting %d agents with %d watchers each", len(ms), watchers)
+	if watchers == 0 {
+		phase = fmt.Sprintf("connecting and logging in %d agents", len(ms))
+	}
+	e.o.progress.count(phase, &done, int64(len(ms)), func() string {
+		return fmt.Sprintf("(try again %d, connection errors %d)", st.tryAgain.Load(), st.dialErr.Load())
 	})
 	err := parallel(ctx, len(ms), 64, func(ctx context.Context, i int) error {
 		c, err := e.connectAgent(ctx, i, ms[i], st)
 		if err != nil {
 			return err
 		}
-		s, err := startSession(ctx, c, ms[i])
+		s, err := startSession(ctx, c, ms[i], watchers)
 		if err != nil {
 			c.Close()
 			return err
@@ -129,46 +181,85 @@ func closeSessions(ss []*session) {
 	}
 }
 
+// memReading is the daemon's memory at one point of a conns run.
+type memReading struct {
+	rss int64
+	rt  map[string]float64
+}
+
+func (e *env) readMem() (memReading, error) {
+	e.t.settle()
+	rss, err := e.t.rss()
+	if err != nil {
+		return memReading{}, fmt.Errorf("daemon memory: %w", err)
+	}
+	return memReading{rss: rss, rt: e.t.runtimeMem()}, nil
+}
+
 func runConns(ctx context.Context, e *env, n int) (*values, error) {
+	k := e.o.connsWatchers()
 	ms, err := e.fix.ensureMachines(ctx, n)
 	if err != nil {
 		return nil, err
 	}
 	e.o.progress.set("conns: reading the daemon's memory")
-	e.t.settle()
-	before, err := e.t.rss()
+	before, err := e.readMem()
 	if err != nil {
-		return nil, fmt.Errorf("daemon memory: %w", err)
+		return nil, err
 	}
-	rtBefore := e.t.runtimeMem()
 	var st connectStats
 	start := time.Now()
-	ss, err := e.connectSessions(ctx, ms, &st)
+	ss, err := e.connectSessions(ctx, ms, &st, 0)
 	if err != nil {
 		return nil, err
 	}
 	took := time.Since(start)
 	defer closeSessions(ss)
-	e.o.progress.set(fmt.Sprintf("conns: %d agents connected; settling", n))
+	e.o.progress.set(fmt.Sprintf("conns: %d agents logged in; settling", n))
 	if err := sleepCtx(ctx, e.o.settle); err != nil {
 		return nil, err
 	}
-	e.t.settle()
-	after, err := e.t.rss()
+	loggedIn, err := e.readMem()
 	if err != nil {
-		return nil, fmt.Errorf("daemon memory: %w", err)
+		return nil, err
+	}
+	var watching atomic.Int64
+	e.o.progress.count(fmt.Sprintf("conns: opening %d watchers on each of %d agents", k, n), &watching, int64(n), nil)
+	wstart := time.Now()
+	err = parallel(ctx, n, 64, func(ctx context.Context, i int) error {
+		if err := ss[i].watch(ctx, ms[i], k); err != nil {
+			return fmt.Errorf("agent %d: %w", i, err)
+		}
+		watching.Add(1)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	wtook := time.Since(wstart)
+	e.o.progress.set(fmt.Sprintf("conns: %d agents x %d watchers; settling", n, k))
+	if err := sleepCtx(ctx, e.o.settle); err != nil {
+		return nil, err
+	}
+	after, err := e.readMem()
+	if err != nil {
+		return nil, err
 	}
 	v := newValues()
 	v.set("connect time", "s", took.Seconds())
 	v.set("agents connected/s", "", float64(n)/took.Seconds())
+	v.set("watchers opened/s", "", float64(n*k)/wtook.Seconds())
 	v.set("login try again", "", float64(st.tryAgain.Load()))
-	v.set("daemon RSS before", "MiB", float64(before)/(1<<20))
-	v.set("daemon RSS after", "MiB", float64(after)/(1<<20))
-	v.set("daemon KiB/agent", "KiB", float64(after-before)/1024/float64(n))
-	rtAfter := e.t.runtimeMem()
+	v.set("daemon RSS before", "MiB", float64(before.rss)/(1<<20))
+	v.set("daemon RSS logged in", "MiB", float64(loggedIn.rss)/(1<<20))
+	v.set("daemon RSS after", "MiB", float64(after.rss)/(1<<20))
+	v.set("daemon KiB/agent logged in", "KiB", float64(loggedIn.rss-before.rss)/1024/float64(n))
+	v.set("daemon KiB/watcher", "KiB", float64(after.rss-loggedIn.rss)/1024/float64(n*k))
+	v.set("daemon KiB/agent", "KiB", float64(after.rss-before.rss)/1024/float64(n))
+	v.set("target KiB/agent", "KiB", connsTarget(k))
 	for _, m := range runtimeMemMetrics {
-		b, okb := rtBefore[m.metric]
-		a, oka := rtAfter[m.metric]
+		b, okb := before.rt[m.metric]
+		a, oka := after.rt[m.metric]
 		if okb && oka {
 			v.set(m.row, m.unit, (a-b)/m.div/float64(n))
 		}

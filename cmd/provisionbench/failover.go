@@ -57,7 +57,7 @@ func runFailover(ctx context.Context, e *env, n int) (*values, error) {
 		}
 	}
 	var first connectStats
-	ss, err := e.connectSessions(ctx, ms, &first) // agent i on daemon i mod d
+	ss, err := e.connectSessions(ctx, ms, &first, 2) // agent i on daemon i mod d
 	if err != nil {
 		return nil, err
 	}
@@ -194,7 +194,7 @@ func (e *env) failOver(ctx context.Context, i int, m machineCred, servers []stri
 			err = &dialError{err}
 		}
 		if err == nil {
-			s, serr := startSession(ctx, c, m)
+			s, serr := startSession(ctx, c, m, 2)
 			if serr == nil {
 				return s, nil
 			}

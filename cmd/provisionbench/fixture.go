@@ -198,21 +198,30 @@ func (s *connectStats) other(err error) {
 }
 
 // agentConfig is the client config of agent i: small buffers, and a
-// source address among 127.0.0.2... when the daemon is on 127.0.0.1, so
-// thousands of agents do not exhaust one address's ephemeral ports.
+// source address among 127.0.0.2... (limits.go) when the daemon is on a
+// loopback address, so thousands of agents do not exhaust one address's
+// ephemeral ports.
 func (e *env) agentConfig(model string, i int) client.Config {
 	cfg := e.t.clientConfig(model)
 	cfg.Addr = e.agentTarget(i).addr // the CA and logins are every daemon's
 	cfg.ReadBufferSize, cfg.WriteBufferSize = e.o.bufferSize, e.o.bufferSize
-	if host, _, err := net.SplitHostPort(e.t.addr); err == nil && host == "127.0.0.1" {
-		cfg.LocalAddr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(2+(i/agentsPerSourceIP)%250))}
-	}
+	cfg.LocalAddr = e.o.localAddr(cfg.Addr, i)
 	return cfg
 }
 
-// agentsPerSourceIP keeps each loopback source address well inside the
-// default ephemeral port range (32768-60999), with room for TIME_WAIT.
-const agentsPerSourceIP = 5000
+// localAddr is the address agent i binds to when dialling addr: its
+// loopback source address if addr is on IPv4 loopback (127.0.0.0/8
+// reaches every address of it), else none (the kernel's choice).
+func (o *options) localAddr(addr string, i int) *net.TCPAddr {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.To4() == nil || !ip.IsLoopback() {
+		return nil
+	}
+	return &net.TCPAddr{IP: o.sources.sourceAddr(i)}
+}
 
 // dialAgent connects machine agent m (index i) and logs it in once.
 func (e *env) dialAgent(ctx context.Context, i int, m machineCred) (*client.Conn, error) {

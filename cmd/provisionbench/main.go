@@ -166,6 +166,7 @@ type options struct {
 	setFlags        map[string]bool
 
 	progress *progress
+	sources  sourcePlan // the agents' loopback source addresses (limits.go)
 }
 
 // workload is one of the workloads: its default sizes, and run, which
@@ -270,6 +271,10 @@ func parseOptions(name string, args []string, stdout, stderr io.Writer) (*option
 	if name == "write" && o.op != "status" {
 		o.caasApps = maxInt(o.sizes)
 	}
+	var err error
+	if o.sources, err = newSourcePlan(maxInt(o.sizes)); err != nil {
+		return nil, err
+	}
 	o.progress = newProgress(stderr)
 	return o, nil
 }
@@ -285,10 +290,14 @@ func maxInt(xs []int) int {
 // daemonConfig applies the login limiter flags to an in-process daemon.
 func (o *options) daemonConfig(c *daemon.Config) {
 	c.LoginRateMax, c.LoginRateRefill, c.LoginConcurrent = o.loginRateMax, o.loginRateRefill, o.loginConcurrent
+	if n := o.maxConnsFlag(); n > 0 {
+		c.MaxConns = n
+	}
 }
 
 // daemonFlags are the limiter flags of a child daemon (only those given,
-// so a provisiond binary keeps its own defaults).
+// so a provisiond binary keeps its own defaults), and its connection cap
+// where the default is below the run's agents (limits.go).
 func (o *options) daemonFlags() []string {
 	var out []string
 	if o.setFlags["login-rate-max"] {
@@ -299,6 +308,9 @@ func (o *options) daemonFlags() []string {
 	}
 	if o.setFlags["login-concurrent"] {
 		out = append(out, "--login-concurrent", strconv.Itoa(o.loginConcurrent))
+	}
+	if n := o.maxConnsFlag(); n > 0 {
+		out = append(out, "--max-connections", strconv.Itoa(n))
 	}
 	return out
 }
@@ -323,7 +335,13 @@ type env struct {
 }
 
 func runWorkload(ctx context.Context, w *workload, o *options) error {
-	raiseFileLimit(o)
+	files, err := setFileLimit(o)
+	if err != nil {
+		return err
+	}
+	if err := checkDaemonFileLimit(o); err != nil {
+		return err
+	}
 	// One CPU profile of this process: the in-process daemon's
 	// (--cpuprofile) or the load generator's (--loadgen-cpuprofile).
 	profile := ""
@@ -362,6 +380,13 @@ func runWorkload(ctx context.Context, w *workload, o *options) error {
 		Workload: o.workload, Started: time.Now().UTC(), Daemon: t.describe(), Repeat: o.repeat,
 		SizeName: w.sizeName, Parameters: w.describe(o),
 		Machine: machineInfo{Cores: runtime.NumCPU(), GoVersion: runtime.Version(), OS: runtime.GOOS + "/" + runtime.GOARCH},
+	}
+	rep.Parameters["open-file-limit"] = files
+	if o.localAddr(t.addr, 0) != nil {
+		rep.Parameters["agent-source-addresses"] = o.sources.describe()
+	}
+	if n := o.maxConnsFlag(); n > 0 && t.mode != modeExternal {
+		rep.Parameters["daemon-max-connections"] = n
 	}
 	if w.prepare != nil {
 		if err := w.prepare(ctx, e, maxInt(o.sizes)); err != nil {
@@ -416,23 +441,6 @@ func (t *target) describeMode() string {
 		return "in this process"
 	default:
 		return "child process"
-	}
-}
-
-// raiseFileLimit raises RLIMIT_NOFILE to its hard limit: every simulated
-// agent is a socket in this process (and in an in-process daemon).
-func raiseFileLimit(o *options) {
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-		return
-	}
-	if lim.Cur < lim.Max {
-		lim.Cur = lim.Max
-		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
-	}
-	need := uint64(maxInt(o.sizes))*2 + 1024
-	if lim.Cur < need {
-		fmt.Fprintf(o.stderr, "provisionbench: warning: open file limit %d is below the %d this run may need (raise the hard limit: ulimit -Hn)\n", lim.Cur, need)
 	}
 }
 

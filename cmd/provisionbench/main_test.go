@@ -131,12 +131,19 @@ func TestWrite(t *testing.T) {
 // TestConns runs the daemon and the echo server as child processes (this
 // test binary, see TestMain), as the tool does by default.
 func TestConns(t *testing.T) {
-	rep := runJSON(t, "conns", "-n", "4", "--settle", "100ms", "--baseline")
-	if figure(t, rep, 4, "daemon RSS after") <= 0 {
+	rep := runJSON(t, "conns", "-n", "4", "--settle", "100ms", "--baseline", "--watchers", "3")
+	if figure(t, rep, 4, "daemon RSS after") <= 0 || figure(t, rep, 4, "daemon RSS logged in") <= 0 {
 		t.Error("no daemon memory")
 	}
-	figure(t, rep, 4, "daemon KiB/agent")
-	figure(t, rep, 4, "idle conn KiB/conn")
+	for _, name := range []string{"daemon KiB/agent", "daemon KiB/agent logged in", "daemon KiB/watcher", "idle conn KiB/conn", "KiB/agent vs target"} {
+		figure(t, rep, 4, name)
+	}
+	if v := figure(t, rep, 4, "target KiB/agent"); v != 17.5 {
+		t.Errorf("target with 3 watchers: %v KiB/agent, want 17.5", v)
+	}
+	if rep.Parameters["watchers-per-agent"] != 3.0 || rep.Parameters["agent-source-addresses"] == nil || rep.Parameters["open-file-limit"] == nil {
+		t.Errorf("parameters %v", rep.Parameters)
+	}
 }
 
 func TestStorm(t *testing.T) {
@@ -145,8 +152,15 @@ func TestStorm(t *testing.T) {
 		if v := figure(t, rep, 4, "other errors"); v != 0 {
 			t.Errorf("%s: %v errors other than try again", mode, v)
 		}
-		if figure(t, rep, 4, "all back") <= 0 {
+		if figure(t, rep, 4, "all back") <= 0 || figure(t, rep, 4, "10,000 back") <= 0 {
 			t.Errorf("%s: no reconnection time", mode)
+		}
+		if figure(t, rep, 4, "/health after listening") <= 0 || figure(t, rep, 4, "listening after") <= 0 {
+			t.Errorf("%s: no /health figures", mode)
+		}
+		figure(t, rep, 4, "/health slowest during the storm")
+		if v := figure(t, rep, 4, "/health probes failed"); v != 0 {
+			t.Errorf("%s: %v /health probes failed", mode, v)
 		}
 	}
 }

@@ -3,14 +3,18 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	pbar "github.com/provisiond/provisiond/internal/progress"
 )
 
 // progress shows one status line on a terminal (stderr), redrawn in
-// place; on anything else it prints nothing.
+// place every 250 ms by its own goroutine (stopped by done); on anything
+// else it prints nothing. A counted phase (count: connecting 100,000
+// agents takes minutes) shows a bar, the rate and the time left.
 type progress struct {
 	w     io.Writer
 	tty   bool
@@ -19,15 +23,15 @@ type progress struct {
 	extra func() string
 	last  int
 	stop  chan struct{}
+
+	// A counted phase: done of total since started.
+	counted *atomic.Int64
+	total   int64
+	started time.Time
 }
 
 func newProgress(w io.Writer) *progress {
-	p := &progress{w: w}
-	if f, ok := w.(*os.File); ok {
-		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
-			p.tty = true
-		}
-	}
+	p := &progress{w: w, tty: pbar.IsTerminal(w)}
 	if p.tty {
 		p.stop = make(chan struct{})
 		go p.loop()
@@ -44,8 +48,39 @@ func (p *progress) setWith(phase string, extra func() string) {
 		return
 	}
 	p.mu.Lock()
-	p.phase, p.extra = phase, extra
+	p.phase, p.extra, p.counted = phase, extra, nil
 	p.mu.Unlock()
+}
+
+// count shows phase with a bar of done out of total, the rate since now
+// and the time left, followed by what extra returns (nil: nothing).
+func (p *progress) count(phase string, done *atomic.Int64, total int64, extra func() string) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	p.phase, p.extra, p.counted, p.total, p.started = phase, extra, done, total, time.Now()
+	p.mu.Unlock()
+}
+
+// countLine is a counted phase's figures: "[====      ]  40% 40000/100000
+// 1234/s, 48s left".
+func countLine(done, total int64, elapsed time.Duration) string {
+	const width = 20
+	if total <= 0 {
+		return fmt.Sprint(done)
+	}
+	d := min(max(done, 0), total)
+	bar := strings.Repeat("=", int(d*width/total)) + strings.Repeat(" ", width-int(d*width/total))
+	line := fmt.Sprintf("[%s] %3d%% %d/%d", bar, d*100/total, done, total)
+	if secs := elapsed.Seconds(); secs >= 1 && d > 0 {
+		rate := float64(d) / secs
+		line += fmt.Sprintf(" %.0f/s", rate)
+		if d < total {
+			line += fmt.Sprintf(", %s left", (time.Duration(float64(total-d)/rate) * time.Second).Round(time.Second))
+		}
+	}
+	return line
 }
 
 func (p *progress) loop() {
@@ -65,6 +100,9 @@ func (p *progress) draw() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	line := p.phase
+	if p.counted != nil {
+		line += " " + countLine(p.counted.Load(), p.total, time.Since(p.started))
+	}
 	if p.extra != nil {
 		line += " " + p.extra()
 	}
