@@ -158,3 +158,31 @@ func TestCountLine(t *testing.T) {
 		}
 	}
 }
+
+// The storm's health watch sees a port listen from /proc/net/tcp.
+func TestListeningOn(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	c, err := net.Dial("tcp", ln.Addr().String()) // an established socket too
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	l, known := listeningOn(port)
+	if !known {
+		t.Skip("no /proc/net/tcp")
+	}
+	if !l {
+		t.Errorf("port %d listens: not seen", port)
+	}
+	ln.Close()
+	if l, _ := listeningOn(port); l {
+		t.Errorf("port %d closed: still seen listening", port)
+	}
+	if l, _ := listeningOn(c.LocalAddr().(*net.TCPAddr).Port); l {
+		t.Error("a connected socket's port seen listening")
+	}
+}

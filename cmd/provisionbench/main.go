@@ -82,6 +82,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return childEcho(args[1:], stdout, stderr)
 	case childEtcdCmd:
 		return childEtcd(args[1:], stdout, stderr)
+	case childHealthCmd:
+		return childHealth(args[1:], os.Stdin, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usageText)
 		return 0

@@ -18,7 +18,7 @@ import (
 // TestMain lets the test binary serve as the child daemon and echo server
 // (the tool re-executes itself for them).
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && (os.Args[1] == childDaemonCmd || os.Args[1] == childEchoCmd || os.Args[1] == childEtcdCmd) {
+	if len(os.Args) > 1 && (os.Args[1] == childDaemonCmd || os.Args[1] == childEchoCmd || os.Args[1] == childEtcdCmd || os.Args[1] == childHealthCmd) {
 		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())

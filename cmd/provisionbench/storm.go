@@ -120,9 +120,16 @@ func runStorm(ctx context.Context, e *env, n int) (*values, error) {
 		fmt.Fprintf(e.o.stderr, "provisionbench: daemon stop: %v\n", err)
 	}
 	e.t.lastStop = time.Since(t0)
-	hctx, hstop := context.WithCancel(ctx)
-	hw := e.t.watchHealth(hctx)
-	defer func() { hstop(); <-hw.done }()
+	hw, err := e.t.watchHealth(ctx)
+	if err != nil {
+		return nil, err
+	}
+	finished := false
+	defer func() {
+		if !finished {
+			_, _ = hw.finish()
+		}
+	}()
 	if err := e.t.start(ctx); err != nil {
 		return nil, err
 	}
@@ -138,9 +145,11 @@ func runStorm(ctx context.Context, e *env, n int) (*values, error) {
 		}
 	}
 	all := time.Since(t0)
-	hf := hw.waitFirstOK(ctx, healthProbeTimeout)
-	hstop()
-	<-hw.done
+	finished = true
+	hf, err := hw.finish()
+	if err != nil {
+		return nil, err
+	}
 	ds := lat.snapshot()
 	slices.Sort(ds)
 	tenK := ds[min(len(ds), stormFirst)-1]
