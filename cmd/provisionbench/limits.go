@@ -20,8 +20,9 @@ import (
 //
 //   - Open files (RLIMIT_NOFILE): every agent is a socket in this process
 //     and one in the daemon (both here with --daemon inproc). The tool
-//     raises its soft limit to what the run needs; as root it raises the
-//     hard limit too (up to fs.nr_open). A child daemon and the echo server
+//     raises its soft limit to what the run needs; with CAP_SYS_RESOURCE
+//     (root, unless a container drops it) it raises the hard limit too (up
+//     to fs.nr_open). A child daemon and the echo server
 //     inherit the limit: Go's runtime leaves a limit the program set itself
 //     to its children.
 //   - The child daemon's connection cap (--max-connections): its default is
@@ -55,7 +56,10 @@ type fileLimitPlan struct {
 	max    uint64 // the hard limit now
 	need   uint64
 	nrOpen uint64 // fs.nr_open: the most a hard limit can be (0: unknown)
-	root   bool
+	// canRaise: the process has CAP_SYS_RESOURCE, which raising a hard
+	// limit takes (root has it, unless a container drops it).
+	canRaise bool
+	root     bool
 }
 
 // limit returns the limit to set, or an error that names the limit, what
@@ -64,12 +68,15 @@ func (p fileLimitPlan) limit(agents int) (syscall.Rlimit, error) {
 	if p.need <= p.max {
 		return syscall.Rlimit{Cur: p.max, Max: p.max}, nil // the soft limit up to the hard one
 	}
-	if !p.root {
+	if !p.canRaise {
+		why := "only root can raise it; run the tool as root (it raises the limit itself), or raise it first"
+		if p.root {
+			why = "this process cannot raise it: it runs as root without CAP_SYS_RESOURCE (a container that drops it); raise it where the container is made"
+		}
 		return syscall.Rlimit{}, fmt.Errorf("open file limit (RLIMIT_NOFILE): %d agents need %d open files in this process and in the daemon, "+
-			"but the hard limit is %d and only root can raise it; run the tool as root (it raises the limit itself), "+
-			"or raise it first: `ulimit -Hn %d && ulimit -n %d` in a root shell, `prlimit --pid %d --nofile=%d:%d`, "+
-			"or LimitNOFILE=%d in a systemd unit",
-			agents, p.need, p.max, p.need, p.need, os.Getpid(), p.need, p.need, p.need)
+			"but the hard limit is %d and %s: `ulimit -Hn %d && ulimit -n %d` in a shell that may, `prlimit --pid %d --nofile=%d:%d` from one, "+
+			"`docker run --ulimit nofile=%d:%d`, or LimitNOFILE=%d in a systemd unit",
+			agents, p.need, p.max, why, p.need, p.need, os.Getpid(), p.need, p.need, p.need, p.need, p.need)
 	}
 	if p.nrOpen != 0 && p.need > p.nrOpen {
 		return syscall.Rlimit{}, fmt.Errorf("open file limit (RLIMIT_NOFILE): %d agents need %d open files per process, above the kernel's "+
@@ -77,6 +84,25 @@ func (p fileLimitPlan) limit(agents int) (syscall.Rlimit, error) {
 			agents, p.need, p.nrOpen, p.need)
 	}
 	return syscall.Rlimit{Cur: p.need, Max: p.need}, nil
+}
+
+// capSysResource is CAP_SYS_RESOURCE's bit in /proc/self/status CapEff.
+const capSysResource = 24
+
+// hasCapability reports whether this process has capability bit c in
+// effect (false where /proc does not say).
+func hasCapability(c uint) bool {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			caps, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return err == nil && caps&(1<<c) != 0
+		}
+	}
+	return false
 }
 
 // setFileLimit raises this process's RLIMIT_NOFILE to what the run needs
@@ -88,7 +114,8 @@ func setFileLimit(o *options) (uint64, error) {
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
 		return 0, fmt.Errorf("open file limit: %w", err)
 	}
-	p := fileLimitPlan{max: lim.Max, need: o.filesNeeded(), nrOpen: readSysctl("fs/nr_open"), root: os.Geteuid() == 0}
+	p := fileLimitPlan{max: lim.Max, need: o.filesNeeded(), nrOpen: readSysctl("fs/nr_open"),
+		canRaise: hasCapability(capSysResource), root: os.Geteuid() == 0}
 	want, err := p.limit(o.agentsMax())
 	if err != nil {
 		return 0, err
@@ -127,7 +154,7 @@ func checkDaemonFileLimit(o *options) error {
 	if lim.Cur >= need {
 		return nil
 	}
-	if os.Geteuid() != 0 {
+	if !hasCapability(capSysResource) {
 		return fmt.Errorf("the daemon (pid %d) has an open file limit (RLIMIT_NOFILE) of %d; %d agents need %d: "+
 			"`prlimit --pid %d --nofile=%d:%d` as root (and restart it with --max-connections %d: its connection cap was sized at its start)",
 			o.daemonPID, lim.Cur, o.agentsMax(), need, o.daemonPID, need, max(need, lim.Max), o.agentsMax()+fileMargin)
