@@ -74,6 +74,7 @@ type ConnInfo struct {
 type Conn struct {
 	srv  *Server
 	ws   *websocket.Conn
+	wire *wireConn // the connection under ws, whose writes the drain corks
 	info ConnInfo
 	root Root
 	log  *slog.Logger
@@ -90,6 +91,10 @@ type Conn struct {
 	pending int64      // bytes of the requests not yet answered
 	calls   int        // requests not yet answered
 	bclosed bool       // Close was called: the reader stops waiting
+
+	rmu       sync.Mutex   // guards ready and answering
+	ready     []laterReply // Later replies given and not yet queued
+	answering bool         // a worker is queuing the ready replies
 
 	wmu     sync.Mutex // guards the write fields below
 	wcond   sync.Cond  // on wmu: the queue shrank or the drain stopped
@@ -295,6 +300,11 @@ func (c *Conn) run(h *header, call Caller) {
 // and its request's bytes.
 func (c *Conn) finish(h *header, res any, err error, start time.Time) {
 	c.reply(h, true, res, err, time.Since(start))
+	c.release(h)
+}
+
+// release gives back what the call of h held once its reply is queued.
+func (c *Conn) release(h *header) {
 	if h.cc.items > 0 {
 		c.items.Release(h.cc.items)
 	}
@@ -318,9 +328,9 @@ type pendingCall struct {
 
 // await starts l and returns without waiting for its reply. A reply given
 // while l starts (an event already pending) is sent from this goroutine;
-// a later one is handed to a worker, since it comes from whichever
-// goroutine completed the call (the hub's publisher, a timer) and must
-// not block it.
+// a later one joins the connection's ready replies (answerLater), since
+// it comes from whichever goroutine completed the call (the hub's
+// publisher, a timer) and must not block it.
 func (c *Conn) await(h *header, l *Later, start time.Time) {
 	p := &pendingCall{starting: true}
 	reply := func(res any, err error) {
@@ -337,7 +347,7 @@ func (c *Conn) await(h *header, l *Later, start time.Time) {
 			return
 		}
 		p.mu.Unlock()
-		c.srv.workers.run(func() { c.finish(h, res, err, start) })
+		c.answerLater(laterReply{h: h, res: res, err: err, start: start})
 	}
 	_, perr := c.call(h, CallerFunc(func(ctx context.Context, _ json.RawMessage) (any, error) {
 		l.start(ctx, reply)
@@ -354,6 +364,56 @@ func (c *Conn) await(h *header, l *Later, start time.Time) {
 	p.mu.Unlock()
 	if replied {
 		c.finish(h, res, err, start)
+	}
+}
+
+// laterReply is the reply of a Later call, given and not yet queued.
+type laterReply struct {
+	h     *header
+	res   any
+	err   error
+	start time.Time
+}
+
+// answerLater queues r's reply from a worker, without blocking. One
+// worker at a time answers the connection's ready replies (answerReady),
+// so the replies given together (one commit waking several watchers of
+// the connection) are queued together and written as one batch.
+func (c *Conn) answerLater(r laterReply) {
+	c.rmu.Lock()
+	c.ready = append(c.ready, r)
+	start := !c.answering
+	c.answering = true
+	c.rmu.Unlock()
+	if start {
+		c.srv.workers.run(c.answerReady)
+	}
+}
+
+// answerReady encodes and queues the ready replies, writing them itself
+// when no drain runs, until none is left; then it gives back what their
+// calls held.
+func (c *Conn) answerReady() {
+	var msgs [][]byte
+	for {
+		c.rmu.Lock()
+		batch := c.ready
+		c.ready = nil
+		if len(batch) == 0 {
+			c.answering = false
+			c.rmu.Unlock()
+			return
+		}
+		c.rmu.Unlock()
+		msgs = msgs[:0]
+		for _, r := range batch {
+			msgs = append(msgs, c.encode(r.h, true, r.res, r.err, time.Since(r.start)))
+		}
+		c.enqueue(msgs, true)
+		clear(msgs)
+		for _, r := range batch {
+			c.release(r.h)
+		}
 	}
 }
 
@@ -376,13 +436,13 @@ func (c *Conn) call(h *header, call Caller) (res any, err error) {
 // method, no free request slot); a drain it starts runs on a worker, so
 // the reader goes on reading.
 func (c *Conn) replyFromReader(h *header, resolved bool, res any, err error) {
-	c.enqueue(c.encode(h, resolved, res, err, 0), false)
+	c.enqueue([][]byte{c.encode(h, resolved, res, err, 0)}, false)
 }
 
 // reply encodes and queues the reply to h from a worker goroutine, which
 // writes it itself if no drain is running (saving a hand-off).
 func (c *Conn) reply(h *header, resolved bool, res any, err error, d time.Duration) {
-	c.enqueue(c.encode(h, resolved, res, err, d), true)
+	c.enqueue([][]byte{c.encode(h, resolved, res, err, d)}, true)
 }
 
 // encode makes the reply frame to h. resolved says whether h named a
@@ -426,42 +486,55 @@ func (c *Conn) encode(h *header, resolved bool, res any, err error, d time.Durat
 	return msg
 }
 
-// enqueue queues msg for writing, waiting while maxQueued replies are
+// enqueue queues msgs for writing, waiting while maxQueued replies are
 // queued or the unsent replies would go over Config.MaxUnsent bytes (a
 // reply alone may be larger), and starts a drain if none runs: on this
-// goroutine if inline, else on a worker. A reply to a connection whose
-// writes failed is dropped.
-func (c *Conn) enqueue(msg []byte, inline bool) {
-	size, limit := int64(len(msg)), c.srv.cfg.MaxUnsent
-	c.wmu.Lock()
-	for (len(c.queue) >= maxQueued || (c.unsent > 0 && c.unsent+size > limit)) && !c.wdead {
-		c.wcond.Wait()
-	}
-	if c.wdead {
+// goroutine if inline, else on a worker. The goroutine that starts a
+// drain queues what fits first, so replies queued together are written
+// together. Replies to a connection whose writes failed are dropped.
+func (c *Conn) enqueue(msgs [][]byte, inline bool) {
+	limit := c.srv.cfg.MaxUnsent
+	for len(msgs) > 0 {
+		drainer := false
+		c.wmu.Lock()
+		for len(msgs) > 0 && !c.wdead {
+			size := int64(len(msgs[0]))
+			if len(c.queue) >= maxQueued || (c.unsent > 0 && c.unsent+size > limit) {
+				if drainer {
+					break // the drain this goroutine starts makes room
+				}
+				c.wcond.Wait()
+				continue
+			}
+			c.unsent += size
+			c.queue = append(c.queue, msgs[0])
+			msgs = msgs[1:]
+			if !c.writing {
+				c.writing = true
+				drainer = true
+			}
+		}
+		dead := c.wdead
 		c.wmu.Unlock()
-		return
+		if drainer {
+			if inline {
+				c.drain()
+			} else {
+				c.srv.workers.run(c.drain)
+			}
+		}
+		if dead {
+			return
+		}
 	}
-	c.unsent += size
-	c.queue = append(c.queue, msg)
-	if c.writing {
-		c.wmu.Unlock()
-		return
-	}
-	c.writing = true
-	c.wmu.Unlock()
-	if inline {
-		c.drain()
-		return
-	}
-	c.srv.workers.run(c.drain)
 }
 
 // drain writes queued replies until the queue is empty, then stops. Only
 // one drain runs at a time (Conn.writing), so it is the connection's only
-// writer of data frames. On a write error it closes the socket, so the
+// writer of data frames. It takes the whole queue at once and writes it
+// corked (writeBatch). On a write error it closes the socket, so the
 // reader ends the connection, and drops what is queued.
 func (c *Conn) drain() {
-	timeout := c.srv.cfg.WriteTimeout
 	for {
 		c.wmu.Lock()
 		batch := c.queue
@@ -474,27 +547,57 @@ func (c *Conn) drain() {
 		}
 		c.wcond.Broadcast()
 		c.wmu.Unlock()
+		err := c.writeBatch(batch)
+		var n int64
 		for i, msg := range batch {
-			_ = c.ws.SetWriteDeadline(time.Now().Add(timeout))
-			if err := c.ws.WriteMessage(websocket.TextMessage, msg); err != nil {
-				c.log.Debug("write failed; closing connection", "err", err)
-				c.fail()
-				c.wmu.Lock()
-				c.wdead = true
-				c.queue = nil
-				c.unsent = 0
-				c.writing = false
-				c.wcond.Broadcast()
-				c.wmu.Unlock()
-				return
-			}
+			n += int64(len(msg))
 			batch[i] = nil // let the written reply go
-			c.wmu.Lock()
-			c.unsent -= int64(len(msg))
-			c.wcond.Broadcast()
-			c.wmu.Unlock()
+		}
+		if err != nil {
+			c.log.Debug("write failed; closing connection", "err", err)
+			c.fail()
+		}
+		c.wmu.Lock()
+		if err != nil {
+			c.wdead = true
+			c.queue = nil
+			c.unsent = 0
+			c.writing = false
+		} else {
+			c.unsent -= n
+		}
+		c.wcond.Broadcast()
+		c.wmu.Unlock()
+		if err != nil {
+			return
 		}
 	}
+}
+
+// writeBatch writes msgs as websocket text messages, in order. Several
+// are written corked: gorilla frames each, and the frames go to the TLS
+// connection in one write (of up to corkMax bytes each), so one TLS
+// record and one syscall carry them all.
+func (c *Conn) writeBatch(msgs [][]byte) error {
+	timeout := c.srv.cfg.WriteTimeout
+	if len(msgs) == 1 {
+		_ = c.ws.SetWriteDeadline(time.Now().Add(timeout))
+		return c.ws.WriteMessage(websocket.TextMessage, msgs[0])
+	}
+	c.wire.cork()
+	var err error
+	for _, msg := range msgs {
+		_ = c.ws.SetWriteDeadline(time.Now().Add(timeout))
+		if err = c.ws.WriteMessage(websocket.TextMessage, msg); err != nil {
+			break
+		}
+	}
+	// What was gathered goes out even after an error: it may end in a
+	// close frame gorilla wrote meanwhile.
+	if ferr := c.wire.uncork(time.Now().Add(timeout)); err == nil {
+		err = ferr
+	}
+	return err
 }
 
 // sendPing sends a websocket ping (WriteControl may run alongside the

@@ -112,6 +112,13 @@ type testServer struct {
 
 func startServer(t *testing.T, mod func(*rpc.Config)) *testServer {
 	t.Helper()
+	return startServerOn(t, mod, nil)
+}
+
+// startServerOn is startServer with the server's TCP listener wrapped by
+// wrap (nil: as it is), under TLS.
+func startServerOn(t *testing.T, mod func(*rpc.Config), wrap func(net.Listener) net.Listener) *testServer {
+	t.Helper()
 	mat, err := pki.LoadOrCreate(t.TempDir(), []string{"127.0.0.1"})
 	if err != nil {
 		t.Fatal(err)
@@ -135,6 +142,9 @@ func startServer(t *testing.T, mod func(*rpc.Config)) *testServer {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if wrap != nil {
+		ln = wrap(ln)
 	}
 	hs := &http.Server{Handler: ts.srv}
 	done := make(chan struct{})

@@ -18,6 +18,9 @@
 //     worker pool handlers run on.
 //   - limits.go: what one connection may make the server hold (request
 //     bytes, list items, reply sizes, unsent bytes, pre-login limits).
+//   - wire.go: the transport under gorilla: the small read buffer, and
+//     the connection whose writes the drain corks so that a batch of
+//     replies is one TLS record and one syscall.
 //
 // # Dispatch: one lookup, one call
 //
@@ -59,13 +62,19 @@
 //     deadline ends the connection). It must not wait for an outside event:
 //     such a call returns a Later (HandleLater), holds its slot but no
 //     goroutine, and is answered when something calls its reply function,
-//     which never blocks (the reply is handed to a worker). Teardown waits
+//     which never blocks: the reply joins the connection's ready replies,
+//     which one worker at a time encodes and queues together, so replies
+//     given together (one commit waking several of the connection's
+//     watchers) are written together, in the order given (a reply given
+//     while its call starts, an event already pending, is queued by the
+//     handler when the start returns). Teardown waits
 //     for every call to be answered, so whatever a call waits for must end
 //     when Root.Kill runs or the context ends.
 //   - The reply drain. A reply is encoded on the handler's goroutine and
 //     queued. If no drain is running, the goroutine that queued becomes the
 //     drain: it writes queued replies until the queue is empty, under the
-//     write deadline, then returns to its pool (a reply the reader queues
+//     write deadline, taking the whole queue each time and writing it as
+//     one write of the TLS connection (wire.go), then returns to its pool (a reply the reader queues
 //     starts its drain on a worker, so the reader goes on reading). One
 //     drain at a time is the connection's only writer of data frames; a
 //     write error closes the socket, which ends the reader, and later

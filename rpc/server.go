@@ -142,9 +142,10 @@ func NewServer(cfg Config) (*Server, error) {
 	return &Server{
 		cfg: cfg,
 		upgrader: websocket.Upgrader{
-			// ReadBufferSize 0: gorilla reuses net/http's 4 KiB bufio.Reader of the
-			// hijacked connection instead of allocating a second one.
-			ReadBufferSize:  0,
+			// A small read buffer of gorilla's own, held for the life of
+			// the connection (wire.go); net/http's 4 KiB reader of the
+			// hijacked connection is let go with its request.
+			ReadBufferSize:  readBufferSize,
 			WriteBufferSize: 4096,
 			// A pool keeps idle connections from each pinning a write buffer.
 			WriteBufferPool:   &sync.Pool{},
@@ -202,7 +203,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.wg.Done()
 	}
 
-	ws, err := s.upgrader.Upgrade(w, r, nil)
+	hj := &hijacker{ResponseWriter: w}
+	ws, err := s.upgrader.Upgrade(hj, r, nil)
 	if err != nil {
 		release()
 		return // the upgrader has answered the client
@@ -211,6 +213,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c := &Conn{
 		srv:    s,
 		ws:     ws,
+		wire:   hj.wire,
 		info:   ConnInfo{ModelUUID: modelUUID, RemoteAddr: r.RemoteAddr},
 		log:    s.cfg.Logger.With("remote", r.RemoteAddr),
 		ctx:    ctx,
