@@ -1,6 +1,7 @@
 package rpc_test
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/provisiond/provisiond/rpc"
+	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
 )
 
@@ -295,3 +297,42 @@ func TestBatchWriteTimeout(t *testing.T) {
 	}
 }
 
+// Our client keeps the TLS sessions the server's tickets give it: the
+// second connection to a server resumes the first one's session, a
+// connection with another cache (or none) makes a full handshake.
+func TestClientResumesTLSSession(t *testing.T) {
+	ts := startServer(t, nil)
+	dial := func(cfg client.Config) *client.Conn {
+		t.Helper()
+		cfg.Addr, cfg.CACert = ts.addr, ts.ca
+		c, err := client.Dial(ctxT(t), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		// A call's round trip: the ticket, sent after the handshake,
+		// has been read by then.
+		if err := c.Call(ctxT(t), "T", 1, "", "Nothing", nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	cache := tls.NewLRUClientSessionCache(4)
+	if dial(client.Config{SessionCache: cache}).ConnectionState().DidResume {
+		t.Fatal("the first connection resumed a session")
+	}
+	if !dial(client.Config{SessionCache: cache}).ConnectionState().DidResume {
+		t.Fatal("the second connection with the same cache did not resume the first one's session")
+	}
+	if dial(client.Config{SessionCache: tls.NewLRUClientSessionCache(4)}).ConnectionState().DidResume {
+		t.Fatal("a connection with a new cache resumed a session")
+	}
+	if dial(client.Config{SessionCache: cache, NoSessionCache: true}).ConnectionState().DidResume {
+		t.Fatal("a connection with NoSessionCache resumed a session")
+	}
+	// The default cache, shared by the process.
+	dial(client.Config{})
+	if !dial(client.Config{}).ConnectionState().DidResume {
+		t.Fatal("the second connection with the default cache did not resume")
+	}
+}

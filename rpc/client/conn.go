@@ -3,8 +3,10 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -75,6 +77,19 @@ type Config struct {
 	// to (for example another loopback address, so that many connections
 	// to one server do not exhaust one address's ephemeral ports).
 	LocalAddr *net.TCPAddr
+	// SessionCache keeps TLS sessions for resumption: a new connection
+	// to a server that gave this process a session ticket resumes it, an
+	// abbreviated handshake without the certificate's signature and
+	// check. Nil uses one cache shared by the process; each Config's
+	// sessions are kept apart by address and CA certificate, so a session
+	// is offered only to the server address and CA it was made with.
+	// Resumption needs the server to offer tickets (provisiond does;
+	// docs/performance.md, "Issue 16: per-connection costs"); without
+	// them every connection makes a full handshake, as it does with
+	// NoSessionCache.
+	SessionCache tls.ClientSessionCache
+	// NoSessionCache makes every connection a full handshake.
+	NoSessionCache bool
 	// Trace, if set, is called with every message the connection sends
 	// (sent true, just before it is written) and receives (just after it
 	// is read, before it is parsed), for debugging and wire tests. It runs
@@ -226,9 +241,10 @@ func dial(ctx context.Context, cfg Config) (*websocket.Conn, error) {
 	}
 	d := websocket.Dialer{
 		TLSClientConfig: &tls.Config{
-			RootCAs:    pool,
-			ServerName: cfg.ServerName,
-			MinVersion: minTLS,
+			RootCAs:            pool,
+			ServerName:         cfg.ServerName,
+			MinVersion:         minTLS,
+			ClientSessionCache: sessionCache(cfg),
 		},
 		HandshakeTimeout: cfg.DialTimeout,
 		ReadBufferSize:   cfg.ReadBufferSize,
@@ -252,6 +268,49 @@ func dial(ctx context.Context, cfg Config) (*websocket.Conn, error) {
 		ws.SetReadLimit(cfg.ReadLimit)
 	}
 	return ws, nil
+}
+
+// defaultSessions is the session cache of Configs without their own:
+// room for the sessions of a few hundred servers (one per address and
+// CA, about 1 KiB each).
+var defaultSessions = tls.NewLRUClientSessionCache(256)
+
+// sessionCache is cfg's session cache, keyed apart by address and CA; nil
+// with NoSessionCache.
+func sessionCache(cfg Config) tls.ClientSessionCache {
+	if cfg.NoSessionCache {
+		return nil
+	}
+	c := cfg.SessionCache
+	if c == nil {
+		c = defaultSessions
+	}
+	sum := sha256.Sum256(cfg.CACert)
+	return &keyedSessions{prefix: cfg.Addr + " " + hex.EncodeToString(sum[:8]) + " ", c: c}
+}
+
+// keyedSessions keeps the sessions of one address and CA apart in a
+// shared cache: crypto/tls keys sessions by server name alone, and every
+// Juju controller's is juju-apiserver; a resumed session is not checked
+// against RootCAs again.
+type keyedSessions struct {
+	prefix string
+	c      tls.ClientSessionCache
+}
+
+func (k *keyedSessions) Get(key string) (*tls.ClientSessionState, bool) {
+	return k.c.Get(k.prefix + key)
+}
+
+func (k *keyedSessions) Put(key string, cs *tls.ClientSessionState) { k.c.Put(k.prefix+key, cs) }
+
+// ConnectionState is the TLS state of the connection (DidResume says
+// whether its handshake resumed a session).
+func (c *Conn) ConnectionState() tls.ConnectionState {
+	if tc, ok := c.ws.NetConn().(*tls.Conn); ok {
+		return tc.ConnectionState()
+	}
+	return tls.ConnectionState{}
 }
 
 // Call invokes facade.method (facade version, object id) with args as
