@@ -334,6 +334,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 	if tlsCfg, err = d.liveTLS(tlsCfg, hosts); err != nil {
 		return nil, err
 	}
+	apiTLS(tlsCfg)
 
 	d.hostPorts = hostPortsOf(addrs)
 	if err := d.register(d.hostPorts); err != nil {
