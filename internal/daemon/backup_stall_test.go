@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -10,7 +11,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -18,77 +18,170 @@ import (
 	"time"
 
 	"github.com/provisiond/provisiond/internal/daemon"
-	"github.com/provisiond/provisiond/state"
 	"github.com/provisiond/provisiond/state/store"
+	"github.com/provisiond/provisiond/state/store/boltstore"
 )
 
 // A backup client that stops reading (issue 17 item 4) holds no read
 // transaction while it stalls: the snapshot was copied to a temporary
-// file first. So writes that overwrite the same records reuse the pages
-// they free and the database file does not grow; writes, logins and
-// /health go on; the client is dropped after --write-timeout; the
-// temporary file is removed.
+// file first. So no read transaction is open while the client stalls
+// (bbolt's count of them), writes that overwrite the same record reuse
+// the pages they free and the database does not grow; logins and /health
+// go on; when the client goes, the temporary file is removed. (The write
+// timeout dropping a stalled client is TestBackupStalledClientDropped's;
+// here it is longer than the test, so every overwrite runs while the
+// client stalls however slow the machine.)
+//
+// The growth is bbolt's own size (its high-water page, tx.Size), not the
+// file's: bbolt grows the file 16 MiB (its AllocSize) past the high-water
+// page whenever that page passes the end of the file, so the file's size
+// jumps by 16-19 MiB or not at all for the same few pages of growth (what
+// made this test fail at random before, with no reader held). The
+// high-water page moves a little without any backup too: a commit that
+// overlaps a reader cannot reuse the pages the commit before it freed.
+// The overwritten value and the filler are each alone in a bucket of
+// their own: in a shared leaf (bbolt does not split a leaf of four keys or
+// fewer, whatever their size) each overwrite would rewrite the megabytes
+// of its neighbours too. The growth alone would not show a held reader
+// for sure: bbolt 1.4 also reuses the pages of versions written and freed
+// after a reader began (the same overwrites with a reader held grew the
+// database by 0-7.8 MiB), hence the count of readers.
 func TestBackupStalledClient(t *testing.T) {
-	if os.Getenv("PROVISIOND_TEST_BACKUP_GROWTH") == "" {
-		// Known open bug (session 3's closing note): the file sometimes
-		// grows by 17-19 MiB, what a held read transaction would cost,
-		// and sometimes not at all, on the same build; a bisection
-		// found no commit. Until its cause is found this test runs only
-		// when asked for (PROVISIOND_TEST_BACKUP_GROWTH=1).
-		t.Skip("the database growth check is flaky with an unknown cause; set PROVISIOND_TEST_BACKUP_GROWTH=1 to run it")
-	}
-	const writeTimeout = 2 * time.Second
-	d := start(t, func(c *daemon.Config) { c.WriteTimeout = writeTimeout })
+	const (
+		overwrites = 200
+		valueSize  = 64 << 10
+		// Measured on a loaded machine: 0-76 KiB while a backup client
+		// stalls.
+		maxGrowth = 1 << 20
+	)
+	d := start(t, func(c *daemon.Config) { c.WriteTimeout = time.Hour })
 	creds := d.Credentials()
-	st := d.State()
-	// About 8 MiB of database, more than the sockets buffer.
-	big := strings.Repeat("x", 250<<10)
-	for i := 0; i < 8; i++ {
-		if _, err := st.AddModel(fmt.Sprintf("filler-%d", i), state.ModelTypeIAAS,
-			map[string]any{"a": big, "b": big, "c": big, "d": big}); err != nil {
-			t.Fatal(err)
+	bs := boltStore(t, d)
+	fillBackup(t, bs)
+	value := bytes.Repeat([]byte("y"), valueSize)
+	overwrite := func() {
+		t.Helper()
+		for i := 0; i < overwrites; i++ {
+			value[0] = byte(i)
+			if _, err := bs.Update(context.Background(), func(tx store.Txn) error {
+				return tx.Put("backupchurn/x", value)
+			}); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
-	dbPath := filepath.Join(d.DataDir(), daemon.DBFile)
+	boltSize := func() int64 {
+		t.Helper()
+		s, err := bs.Stats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Size
+	}
+	// The measure sees a reader.
+	held, release := make(chan struct{}), make(chan struct{})
+	viewDone := make(chan error, 1)
+	go func() {
+		viewDone <- bs.View(context.Background(), func(store.Reader) error {
+			close(held)
+			<-release
+			return nil
+		})
+	}()
+	<-held
+	if n := bs.OpenReaders(); n < 1 {
+		t.Fatalf("%d read transactions open while one is held", n)
+	}
+	close(release)
+	if err := <-viewDone; err != nil {
+		t.Fatal(err)
+	}
+	overwrite() // the value in place, its freed pages on the freelist
 
 	// A client that reads the response's first bytes, then nothing.
 	conn := stalledBackup(t, d)
 	defer conn.Close()
-	fileBefore := fileSize(t, dbPath)
-	value := strings.Repeat("y", 64<<10)
-	for i := 0; i < 200; i++ {
-		if err := st.UpdateModelConfig(creds.DefaultModelUUID, map[string]any{"churn": fmt.Sprint(i, value)}, nil); err != nil {
-			t.Fatal(err)
-		}
+	// Nothing else reads here but for moments (a login, a probe): a
+	// reader held for the stall never lets the count reach 0.
+	waitFor(t, "no read transaction open while the backup client stalls", func() bool { return bs.OpenReaders() == 0 })
+	before := boltSize()
+	overwrite()
+	grown := boltSize() - before
+	t.Logf("%d overwrites of a %d KiB value while a backup client stalls: database +%d KiB", overwrites, valueSize>>10, grown>>10)
+	if grown > maxGrowth {
+		t.Errorf("the database grew by %d KiB while a backup client stalled: a read transaction is held", grown>>10)
 	}
-	grown := fileSize(t, dbPath) - fileBefore
-	t.Logf("200 overwrites of a 64 KiB value while a backup client stalls: database file +%d KiB", grown>>10)
-	if grown > 4<<20 {
-		t.Errorf("the database file grew by %d KiB while a backup client stalled: a read transaction is held", grown>>10)
+	if m, _ := filepath.Glob(filepath.Join(d.DataDir(), ".backup-*")); len(m) != 1 {
+		t.Fatalf("temporary snapshots while the client stalls: %v; want one", m)
 	}
 	loginAdmin(t, d, creds.DefaultModelUUID)
 	if code, body := httpGet(t, d, "/health"); code != http.StatusOK {
 		t.Errorf("/health while a backup client stalls: %d %s", code, body)
 	}
-	// The stalled client is dropped after the write timeout: the handler
-	// gives up and removes the snapshot's temporary file; what the client
-	// then reads ends short of the archive.
+	// The client goes: the handler's write fails, and it removes the
+	// snapshot's temporary file.
+	conn.Close()
+	waitFor(t, "the snapshot's temporary file to go", func() bool {
+		m, _ := filepath.Glob(filepath.Join(d.DataDir(), ".backup-*"))
+		return len(m) == 0
+	})
+}
+
+// A backup client that stops reading is dropped after --write-timeout:
+// the handler gives up and removes the snapshot's temporary file; what the
+// client then reads ends short of the archive; the next backup works.
+func TestBackupStalledClientDropped(t *testing.T) {
+	const writeTimeout = 2 * time.Second
+	d := start(t, func(c *daemon.Config) { c.WriteTimeout = writeTimeout })
+	creds := d.Credentials()
+	fillBackup(t, boltStore(t, d))
+	conn := stalledBackup(t, d)
+	defer conn.Close()
 	stalled := time.Now()
 	waitFor(t, "the snapshot's temporary file to go", func() bool {
 		m, _ := filepath.Glob(filepath.Join(d.DataDir(), ".backup-*"))
 		return len(m) == 0
 	})
-	if el := time.Since(stalled); el > writeTimeout+15*time.Second {
-		t.Errorf("the stalled client was dropped after %v (write timeout %v)", el, writeTimeout)
-	}
+	t.Logf("the stalled client was dropped %v after its first 4 KiB (write timeout %v)", time.Since(stalled).Round(time.Millisecond), writeTimeout)
 	_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second))
-	if n, _ := io.Copy(io.Discard, conn); n >= fileBefore {
+	if n, _ := io.Copy(io.Discard, conn); n >= fillerSize {
 		t.Errorf("the stalled client read %d more bytes after the write timeout: the whole archive", n)
 	}
-	// The next backup works.
 	if code, _ := httpGetAuth(t, d, "/backup", "admin", creds.AdminPassword); code != http.StatusOK {
 		t.Fatalf("a backup after the stalled one: %d", code)
 	}
+}
+
+// fillerSize is what fillBackup adds to the database.
+const fillerSize = 8 << 20
+
+// fillBackup adds 8 MiB to the database, more than the socket buffers:
+// a 1 MiB value in each of 8 kinds of their own, so no commit rewrites
+// another's (writing them to one bucket would rewrite the leaf holding
+// the others, and leave megabytes of free pages behind).
+func fillBackup(t *testing.T, bs *boltstore.Store) {
+	t.Helper()
+	big := bytes.Repeat([]byte("x"), fillerSize/8)
+	if _, err := bs.Update(context.Background(), func(tx store.Txn) error {
+		for i := 0; i < 8; i++ {
+			if err := tx.Put(fmt.Sprintf("backupfiller%d/x", i), big); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// boltStore returns d's store, which must be bbolt.
+func boltStore(t *testing.T, d *daemon.Daemon) *boltstore.Store {
+	t.Helper()
+	bs, ok := d.State().Store().(*boltstore.Store)
+	if !ok {
+		t.Fatalf("the daemon's store is a %T, not bbolt", d.State().Store())
+	}
+	return bs
 }
 
 // stalledBackup sends GET /backup and reads its status line and 4 KiB of
@@ -118,15 +211,6 @@ func stalledBackup(t *testing.T, d *daemon.Daemon) *tls.Conn {
 		t.Fatal(err)
 	}
 	return conn
-}
-
-func fileSize(t *testing.T, path string) int64 {
-	t.Helper()
-	fi, err := os.Stat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fi.Size()
 }
 
 func httpGet(t *testing.T, d *daemon.Daemon, path string) (int, string) {
