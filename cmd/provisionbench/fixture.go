@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/provisiond/provisiond/rpc/client"
@@ -185,10 +186,25 @@ func backoff(attempt int) time.Duration {
 
 // connectStats counts what agents met while connecting.
 type connectStats struct {
-	tryAgain  atomic.Int64 // logins refused with "try again"
-	dialErr   atomic.Int64 // dial failures and connections cut (the daemon is down)
-	otherErr  atomic.Int64 // any other error
-	lastOther atomic.Pointer[string]
+	tryAgain atomic.Int64 // logins refused with "try again"
+	dialErr  atomic.Int64 // dial failures and connections cut (the daemon is down)
+	// Of dialErr: connections refused (nothing listens), and binds that
+	// found no free port on the agent's source address (must stay 0: the
+	// source addresses are spread for that, limits.go).
+	refused, noPort atomic.Int64
+	otherErr        atomic.Int64 // any other error
+	lastOther       atomic.Pointer[string]
+}
+
+// connErr counts a dial that failed or a connection cut.
+func (s *connectStats) connErr(err error) {
+	s.dialErr.Add(1)
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		s.refused.Add(1)
+	case errors.Is(err, syscall.EADDRINUSE), errors.Is(err, syscall.EADDRNOTAVAIL):
+		s.noPort.Add(1)
+	}
 }
 
 func (s *connectStats) other(err error) {
@@ -256,7 +272,7 @@ func (e *env) connectAgent(ctx context.Context, i int, m machineCred, st *connec
 		case client.IsCode(err, params.CodeTryAgain):
 			st.tryAgain.Add(1)
 		case errors.As(err, &de), errors.Is(err, client.ErrConnClosed):
-			st.dialErr.Add(1)
+			st.connErr(err)
 		default:
 			st.other(err)
 		}

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/provisiond/provisiond/pki"
+	"github.com/provisiond/provisiond/rpc/client"
 )
 
 func TestFileLimitPlan(t *testing.T) {
@@ -188,5 +191,31 @@ func TestListeningOn(t *testing.T) {
 	}
 	if l, _ := listeningOn(c.LocalAddr().(*net.TCPAddr).Port); l {
 		t.Error("a connected socket's port seen listening")
+	}
+}
+
+// A dial to a port nothing listens on counts as refused, through the
+// client's wrapping.
+func TestConnErrRefused(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	mat, err := pki.LoadOrCreate(t.TempDir(), []string{"127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = client.Dial(ctx, client.Config{Addr: addr, CACert: mat.CACertPEM, LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}})
+	if err == nil {
+		t.Fatal("dial of a closed port succeeded")
+	}
+	var st connectStats
+	st.connErr(err)
+	if st.dialErr.Load() != 1 || st.refused.Load() != 1 || st.noPort.Load() != 0 {
+		t.Errorf("%v: counted %d/%d/%d", err, st.dialErr.Load(), st.refused.Load(), st.noPort.Load())
 	}
 }

@@ -159,6 +159,10 @@ func TestStorm(t *testing.T) {
 			t.Errorf("%s: no /health figures", mode)
 		}
 		figure(t, rep, 4, "/health slowest during the storm")
+		figure(t, rep, 4, "  of which cut or timed out")
+		if v := figure(t, rep, 4, "  of which no free source port"); v != 0 {
+			t.Errorf("%s: %v binds found no free source port", mode, v)
+		}
 		if v := figure(t, rep, 4, "/health probes failed"); v != 0 {
 			t.Errorf("%s: %v /health probes failed", mode, v)
 		}

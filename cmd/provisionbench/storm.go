@@ -27,7 +27,8 @@ var stormWorkload = &workload{
 	notes: func(*options) []string {
 		return []string{
 			"all back: from the restart beginning until every agent is logged in again with its watchers; 10,000 back: until the 10,000th is (all of them below 10,000 agents); targets (issue 16): 100,000 agents all back within 60 s, 10,000 within 10 s, no error but try again",
-			"listening: the first TCP connect to the new daemon that succeeds (probed every 2 ms); /health after listening: from then until the first 200 from /health (asked in a loop, one at a time, a new TLS connection each from 127.0.0.1; target: 1 s); /health slowest: the longest of the probes after that one until all are back",
+			"listening: when a socket listens on the daemon's port (/proc/net/tcp, read every 1 ms); /health after listening: from then until the first 200 from /health (asked in a loop, one at a time, a new TLS connection each from 127.0.0.1; target: 1 s); /health slowest: the longest of the probes after that one until all are back; both watched from a process of their own (internal-health), not behind the agents' goroutines",
+			"daemon restart: until the tool's own /health poll (in the agents' process, 5 s timeout each) got an answer: the load generator's scheduling is in it",
 			"connection errors are dials refused or cut while the daemon is down; other errors must be 0",
 		}
 	},
@@ -175,6 +176,9 @@ func runStorm(ctx context.Context, e *env, n int) (*values, error) {
 	v.set("logins/s after ready", "", float64(n)/max(all-ready, time.Millisecond).Seconds())
 	v.set("try again", "", float64(st.tryAgain.Load()))
 	v.set("connection errors", "", float64(st.dialErr.Load()))
+	v.set("  of which refused (not listening)", "", float64(st.refused.Load()))
+	v.set("  of which no free source port", "", float64(st.noPort.Load()))
+	v.set("  of which cut or timed out", "", float64(st.dialErr.Load()-st.refused.Load()-st.noPort.Load()))
 	v.set("other errors", "", float64(st.otherErr.Load()))
 	if p := st.lastOther.Load(); p != nil {
 		fmt.Fprintf(e.o.stderr, "provisionbench: storm: last other error: %s\n", *p)
