@@ -155,7 +155,13 @@ func freePort() (int, error) {
 }
 
 // start starts a self-started daemon and waits until it serves.
-func (t *target) start(ctx context.Context) error {
+func (t *target) start(ctx context.Context) error { return t.startWaiting(ctx, true) }
+
+// startWaiting starts a self-started daemon; with wait, it returns once
+// the daemon serves (its /health says ok), else once a child process has
+// started (the storm: its agents and its health watch tell when it
+// serves; the tool's own poll of /health would wait behind the agents).
+func (t *target) startWaiting(ctx context.Context, wait bool) error {
 	switch t.mode {
 	case modeInproc:
 		d, err := daemon.Start(t.inprocCfg)
@@ -185,6 +191,9 @@ func (t *target) start(ctx context.Context) error {
 		exited := make(chan struct{})
 		t.exited = exited
 		go func() { t.waitErr = cmd.Wait(); close(exited) }()
+		if !wait {
+			return nil
+		}
 		return t.waitReady(ctx, exited)
 	}
 }
