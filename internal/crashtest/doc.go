@@ -46,8 +46,10 @@
 // In etcd mode (Config.Etcd) the daemon runs with --store etcd on a
 // cluster that outlives the kills; the checks after each kill read the
 // controller through a state opened on the prefix (there is no file to
-// check), and everything else is the same: the same workload, registers
-// and revision checks, the agents logging in again after each restart.
+// check), once etcd has decided what the dead daemon had sent it
+// (Etcd.Settle: a write in flight may be applied after the kill), and
+// everything else is the same: the same workload, registers and revision
+// checks, the agents logging in again after each restart.
 //
 // Run returns a *Violation for a durability or consistency failure and an
 // ordinary error when the harness itself could not do its job. The

@@ -73,6 +73,16 @@ type Etcd struct {
 	OpenState func() (*state.State, error)
 	// Args are more flags for the daemon (--etcd-max-txn-ops, ...).
 	Args []string
+	// Settle is called after each kill, before the checks read the
+	// controller, and returns once etcd has decided every request the
+	// killed daemon sent it: each is applied or never will be (required).
+	// A write the daemon had sent when it died is not decided by its
+	// death: etcd may apply it after, so a check that read the prefix
+	// before it landed would take its absence for the truth and find it
+	// present after the restart (the in-flight write is either outcome;
+	// its outcome is what etcd holds once it is decided). The caller's,
+	// since only internal/etcdtest and the store import etcd.
+	Settle func(ctx context.Context) error
 }
 
 // Result sums up a run.
@@ -182,8 +192,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if cfg.Binary == "" || cfg.DataDir == "" {
 		return Result{}, errors.New("crashtest: Binary and DataDir are required")
 	}
-	if e := cfg.Etcd; e != nil && (len(e.Endpoints) == 0 || e.OpenState == nil) {
-		return Result{}, errors.New("crashtest: Etcd needs Endpoints and OpenState")
+	if e := cfg.Etcd; e != nil && (len(e.Endpoints) == 0 || e.OpenState == nil || e.Settle == nil) {
+		return Result{}, errors.New("crashtest: Etcd needs Endpoints, OpenState and Settle")
 	}
 	if cfg.Cycles <= 0 {
 		cfg.Cycles = 50

@@ -231,7 +231,16 @@ func (r *register) candidates() []string {
 // the least and greatest revision a client saw on /metrics (0: none).
 func (h *harness) verify(ctx context.Context, cycle int, baseline uint64, acked int, sawMin, sawMax uint64) error {
 	var rep checkReport
-	if h.cfg.Etcd == nil { // etcd keeps its own consistency; there is no file to check
+	if e := h.cfg.Etcd; e != nil {
+		// etcd keeps its own consistency; there is no file to check. The
+		// writes in flight at the kill are decided first.
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := e.Settle(sctx)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("cycle %d: etcd did not settle the killed daemon's requests: %w", cycle, err)
+		}
+	} else {
 		var err error
 		if rep, err = h.checkFile(ctx); err != nil {
 			return err
