@@ -400,5 +400,9 @@ func (m *metrics) watchEtcd(s *etcdstore.Store) {
 			func(st etcdstore.Stats) uint64 { return st.Contentions }),
 		counter("provisiond_store_lease_losses_total", "Times the daemon's etcd lease expired before it was renewed.",
 			func(st etcdstore.Stats) uint64 { return st.LeaseLosses }),
+		counter("provisiond_store_group_commits_total", "etcd transactions that carried the writes of several calls at once (group commit).",
+			func(st etcdstore.Stats) uint64 { return st.Groups }),
+		counter("provisiond_store_grouped_writes_total", "Writes sent in group commits.",
+			func(st etcdstore.Stats) uint64 { return st.Grouped }),
 	)
 }

@@ -44,12 +44,17 @@
 // simply left out, it re-runs nobody and spends no revision. Functions of
 // one batch run one after another, each seeing the writes of those
 // committed before it, so on bbolt a function never conflicts. On etcd,
-// the reads are validated at commit by comparing each key's mod revision.
+// the reads are validated at commit by comparing each key's mod revision,
+// and concurrent Updates of one process that neither read nor write what
+// the others write may share one etcd transaction (group commit): they
+// commit, or not, each on its own, and those that do share its revision
+// and its change set.
 //
 // # Revisions and the change feed
 //
 // The revision is the engine's: bbolt's counter (one per committed
-// function), etcd's cluster revision. Records do not carry revisions. Every
+// function), etcd's cluster revision (one per etcd transaction, which may
+// carry several functions). Records do not carry revisions. Every
 // commit persists its change set (the watcher.Changes its function
 // recorded) in the same transaction as its writes. Each process applies
 // the feed of committed change sets in revision order, starting after the

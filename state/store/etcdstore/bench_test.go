@@ -169,6 +169,40 @@ func BenchmarkUpdate(b *testing.B) {
 	}
 }
 
+// BenchmarkUpdateInFlight is BenchmarkUpdate's 64 and 256 writers with
+// several bounds of the etcd transactions in flight (Config.
+// CommitsInFlight): the fewer, the larger the groups.
+func BenchmarkUpdateInFlight(b *testing.B) {
+	c := benchCluster(b)
+	for _, inflight := range []int{1, 2, 4, 8, 16} {
+		for _, n := range benchClients[1:] {
+			b.Run(fmt.Sprintf("inflight=%d/clients=%d", inflight, n), func(b *testing.B) {
+				cfg := benchConfig(c, newPrefix(), store.Feed{Apply: func(watcher.ChangeSet) {}})
+				cfg.CommitsInFlight = inflight
+				s := open(b, cfg)
+				val := make([]byte, 200)
+				parallel(b, n, func(g int) {
+					key := "machine/" + strconv.Itoa(g)
+					_, err := s.Update(context.Background(), func(tx store.Txn) error {
+						if _, _, err := tx.Get(key); err != nil {
+							return err
+						}
+						tx.Record(watcher.Change{Kind: "machine", Model: "m", ID: strconv.Itoa(g), Fields: []string{"status"}})
+						return tx.Put(key, val)
+					})
+					if err != nil {
+						b.Error(err)
+					}
+				})
+				st := s.Stats()
+				if st.Groups > 0 {
+					b.ReportMetric(float64(st.Grouped)/float64(st.Groups), "updates/group")
+				}
+			})
+		}
+	}
+}
+
 func benchConfig(c *etcdtest.Cluster, prefix string, feed store.Feed) etcdstore.Config {
 	cfg := config(c, prefix, feed)
 	cfg.RequestTimeout = 30 * time.Second // a loaded 2-core box

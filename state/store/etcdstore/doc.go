@@ -57,6 +57,40 @@
 // those reasons: the message names etcd's --max-txn-ops and
 // --max-request-bytes).
 //
+// # Writes: group commit
+//
+// At most Config.CommitsInFlight (default 4) etcd transactions of Updates
+// are in flight. An Update that finds fewer sends its commit at once,
+// alone, as above: a lone writer never waits for company. The others
+// queue; when a transaction returns, the Update that sent it hands the
+// queue on to the first queued one, which sends it with every queued
+// commit that can share its transaction, as nested transactions of one
+// etcd transaction with no compares of its own:
+//
+//	Then( Txn(If(compares of 1) Then(writes of 1) Else(read the feed key)),
+//	      Txn(If(compares of 2) Then(writes of 2) Else(read the feed key)), ...
+//	      put of the feed key: each member's change set with its witness )
+//
+// Each member commits or not on its own; those that do share the
+// revision. etcd evaluates every compare of a transaction before applying
+// any of its writes, so members must not depend on each other: a commit
+// that writes what a member writes waits for a later transaction, and one
+// that read or scanned what a member writes is not sent at all but run
+// again once the group has committed (its compares would fail). A commit
+// under the guard compare, or one that puts nothing, goes alone. The
+// group stays within MaxTxnOps as etcd counts nested transactions (each
+// may have MaxTxnOps less the outer's count) and within MaxRequestBytes;
+// if etcd refuses it for its shape anyway, each member is sent alone. The
+// group's context is the store's, not one member's, bounded by
+// RequestTimeout. The feed value names for each member its witness, the
+// least key it puts: a member's change set belongs to the revision only if
+// the revision put its witness (a failed member wrote nothing).
+//
+// Under load this cuts etcd's work per write (one raft entry, one apply
+// transaction, one watch response for a whole group): see BenchmarkUpdate
+// and BenchmarkUpdateInFlight against BenchmarkRawTxn. Stats.Groups and
+// Stats.Grouped count it.
+//
 // Other failures of a commit are store.ErrUnavailable and are not retried:
 // a commit whose answer was lost may have happened, and running the
 // function again could apply it twice. A caller that retries must make its
@@ -101,7 +135,9 @@
 //   - View never blocks: it reads the latest published snapshot on the
 //     caller's goroutine. Values it returns are never modified (the tree
 //     keeps each one until it is replaced by a new slice).
-//   - Update blocks on its etcd round trip (bounded by RequestTimeout),
+//   - Update blocks on its etcd round trip (bounded by RequestTimeout;
+//     queued behind at most the transactions in flight, each so bounded,
+//     when CommitsInFlight are),
 //     then on the watch goroutine applying its revision (bounded by
 //     RequestTimeout); on a conflict, on the replica reaching the
 //     conflicting revision and a random pause. Its function runs on the

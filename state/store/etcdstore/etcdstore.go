@@ -74,6 +74,12 @@ type Config struct {
 	MaxTxnOps       int
 	MaxRequestBytes int
 
+	// CommitsInFlight bounds the etcd transactions of Updates in flight;
+	// Updates that find them all busy queue and go together, in one
+	// transaction, when one returns (group commit). Default
+	// DefaultCommitsInFlight.
+	CommitsInFlight int
+
 	// Feed receives the change feed.
 	Feed store.Feed
 
@@ -89,6 +95,8 @@ type Stats struct {
 	Conflicts   uint64 // Update commits refused by a compare (the function re-run)
 	Contentions uint64 // Updates that gave up with store.ErrContention
 	LeaseLosses uint64 // the lease expired before the store could renew it
+	Groups      uint64 // etcd transactions that carried several Updates' commits
+	Grouped     uint64 // Update commits sent in those
 }
 
 // Store is a store.Store on etcd. See the package documentation.
@@ -112,7 +120,10 @@ type Store struct {
 
 	stats struct {
 		resets, reconnects, conflicts, contentions, leaseLosses atomic.Uint64
+		groups, grouped                                         atomic.Uint64
 	}
+
+	group committer // group commit of Updates
 
 	ctx    context.Context // cancelled by Close, after Updates drained
 	cancel context.CancelFunc
@@ -182,6 +193,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	if cfg.MaxTxnOps < 8 {
 		return nil, fmt.Errorf("etcdstore: MaxTxnOps %d is below 8", cfg.MaxTxnOps)
+	}
+	if cfg.CommitsInFlight <= 0 {
+		cfg.CommitsInFlight = DefaultCommitsInFlight
 	}
 	if cfg.MaxRequestBytes <= 0 {
 		cfg.MaxRequestBytes = DefaultMaxRequestBytes
@@ -294,6 +308,8 @@ func (s *Store) Stats() Stats {
 		Conflicts:   s.stats.conflicts.Load(),
 		Contentions: s.stats.contentions.Load(),
 		LeaseLosses: s.stats.leaseLosses.Load(),
+		Groups:      s.stats.groups.Load(),
+		Grouped:     s.stats.grouped.Load(),
 	}
 }
 

@@ -217,6 +217,7 @@ type revChanges struct {
 	derived  []watcher.Change // the changes of its events, for a revision without one
 	hasFeed  bool             // the revision carries a change set of ours
 	bad      bool             // ... which would not decode
+	group    []byte           // a group commit's feed value, decoded at the revision's end
 }
 
 // apply applies the events of one watch response (whole revisions, in
@@ -244,6 +245,10 @@ func (s *Store) apply(work **btree.BTreeG[item], snapp **snapshot, evs []*client
 	for _, ev := range evs {
 		rev := ev.Kv.ModRevision
 		if len(revs) == 0 || revs[len(revs)-1].rev != rev {
+			if len(revs) > 0 && revs[len(revs)-1].group != nil {
+				// The revision's keys are all applied, none of a later one.
+				s.groupChanges(t, &revs[len(revs)-1])
+			}
 			revs = append(revs, revChanges{rev: rev})
 		}
 		rc := &revs[len(revs)-1]
@@ -252,6 +257,10 @@ func (s *Store) apply(work **btree.BTreeG[item], snapp **snapshot, evs []*client
 			if key == feedKey && ev.Type == mvccpb.PUT {
 				feedMod = rev
 				rc.hasFeed = true
+				if len(ev.Kv.Value) > 0 && ev.Kv.Value[0] == groupVersion {
+					rc.group = ev.Kv.Value // decoded once the revision's keys are applied
+					continue
+				}
 				cs, err := decodeChanges(ev.Kv.Value)
 				if err != nil {
 					rc.bad = true
@@ -269,6 +278,9 @@ func (s *Store) apply(work **btree.BTreeG[item], snapp **snapshot, evs []*client
 		if !rc.hasFeed {
 			rc.derived = append(rc.derived, derived(key, ev))
 		}
+	}
+	if rc := &revs[len(revs)-1]; rc.group != nil {
+		s.groupChanges(t, rc)
 	}
 	last := max(revs[len(revs)-1].rev, hdrRev)
 	*work = t
@@ -298,6 +310,31 @@ func (s *Store) apply(work **btree.BTreeG[item], snapp **snapshot, evs []*client
 		s.setApplied(rc.rev)
 	}
 	s.setApplied(last)
+}
+
+// groupChanges sets rc.recorded from a group commit's feed value: the
+// change sets of the members whose witness the revision put (t has the
+// revision's keys applied). The others' nested transactions failed their
+// compares and wrote nothing.
+func (s *Store) groupChanges(t *btree.BTreeG[item], rc *revChanges) {
+	ms, err := decodeGroup(rc.group)
+	if err != nil {
+		rc.bad = true
+		s.log.Error("undecodable group change set in the feed", "rev", rc.rev, "err", err)
+		return
+	}
+	for _, m := range ms {
+		if it, ok := t.Get(item{key: m.witness}); !ok || it.mod != rc.rev {
+			continue
+		}
+		cs, err := decodeChanges(m.cs)
+		if err != nil {
+			rc.bad = true
+			s.log.Error("undecodable change set in the feed", "rev", rc.rev, "err", err)
+			return
+		}
+		rc.recorded = append(rc.recorded, cs...)
+	}
 }
 
 // derived is the change an event makes to a key outside a change set of

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
@@ -285,36 +286,40 @@ func (t *txn) Nest(fn func() error) error {
 	return err
 }
 
-// commit builds the etcd transaction of t: the compares of its read set
-// (or the one guard compare, when they would exceed MaxTxnOps) and its
-// writes with the change set. ops is nil when t writes nothing.
-func (t *txn) commit() (cmps []clientv3.Cmp, ops []clientv3.Op, err error) {
+// commit builds the proposal of t: the compares of its read set (or the
+// one guard compare, when they would exceed MaxTxnOps) and its writes with
+// the change set. It is nil when t writes nothing.
+func (t *txn) commit() (*proposal, error) {
 	s := t.s
-	size := 0
+	p := &proposal{snapRev: t.snap.rev}
 	for k, w := range t.writes {
 		if w.del {
 			if !t.snap.tree.Has(item{key: k}) {
 				continue // removing what is not there writes nothing
 			}
-			ops = append(ops, clientv3.OpDelete(s.prefix+k))
-			size += len(s.prefix) + len(k) + 16
+			p.ops = append(p.ops, clientv3.OpDelete(s.prefix+k))
+			p.writes = append(p.writes, s.prefix+k)
+			p.size += len(s.prefix) + len(k) + 16
 			continue
 		}
-		ops = append(ops, clientv3.OpPut(s.prefix+k, string(w.val)))
-		size += len(s.prefix) + len(k) + len(w.val) + 16
+		p.ops = append(p.ops, clientv3.OpPut(s.prefix+k, string(w.val)))
+		p.writes = append(p.writes, s.prefix+k)
+		p.size += len(s.prefix) + len(k) + len(w.val) + 16
+		if p.witness == "" || k < p.witness {
+			p.witness = k
+		}
 	}
-	if len(ops) == 0 {
-		return nil, nil, nil
+	if len(p.ops) == 0 {
+		return nil, nil
 	}
-	cs := encodeChanges(t.changes)
-	ops = append(ops, clientv3.OpPut(s.feedK, string(cs)))
-	size += len(s.feedK) + len(cs) + 16
-	if len(ops) > s.cfg.MaxTxnOps {
-		return nil, nil, fmt.Errorf("etcdstore: %w: %d writes, etcd allows %d operations per transaction (MaxTxnOps; etcd's --max-txn-ops)",
-			store.ErrTooLarge, len(ops)-1, s.cfg.MaxTxnOps)
+	p.cs = encodeChanges(t.changes)
+	size := p.size + len(s.feedK) + len(p.cs) + 16
+	if len(p.ops)+1 > s.cfg.MaxTxnOps {
+		return nil, fmt.Errorf("etcdstore: %w: %d writes, etcd allows %d operations per transaction (MaxTxnOps; etcd's --max-txn-ops)",
+			store.ErrTooLarge, len(p.ops), s.cfg.MaxTxnOps)
 	}
 	if size > s.cfg.MaxRequestBytes {
-		return nil, nil, fmt.Errorf("etcdstore: %w: %d bytes of writes, etcd allows requests of %d (MaxRequestBytes; etcd's --max-request-bytes)",
+		return nil, fmt.Errorf("etcdstore: %w: %d bytes of writes, etcd allows requests of %d (MaxRequestBytes; etcd's --max-request-bytes)",
 			store.ErrTooLarge, size, s.cfg.MaxRequestBytes)
 	}
 	if len(t.reads)+len(t.ranges) > s.cfg.MaxTxnOps {
@@ -323,16 +328,24 @@ func (t *txn) commit() (cmps []clientv3.Cmp, ops []clientv3.Op, err error) {
 		// committed since the snapshot (a false conflict when it touched
 		// nothing we read, which costs a re-run); only a removal by lease
 		// expiry of an ephemeral key read escapes it.
-		return []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(s.feedK), "=", t.snap.feedMod)}, ops, nil
+		p.guard = true
+		p.cmps = []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(s.feedK), "=", t.snap.feedMod)}
+		p.size += len(s.feedK) + 16
+		return p, nil
 	}
-	cmps = make([]clientv3.Cmp, 0, len(t.reads)+len(t.ranges))
+	p.cmps = make([]clientv3.Cmp, 0, len(t.reads)+len(t.ranges))
+	p.reads = make([]string, 0, len(t.reads))
 	for k, mod := range t.reads {
-		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(s.prefix+k), "=", mod))
+		p.cmps = append(p.cmps, clientv3.Compare(clientv3.ModRevision(s.prefix+k), "=", mod))
+		p.reads = append(p.reads, s.prefix+k)
+		p.size += len(s.prefix) + len(k) + 16
 	}
 	for _, r := range t.ranges {
-		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(r[0]), "<", t.snap.rev+1).WithRange(r[1]))
+		p.cmps = append(p.cmps, clientv3.Compare(clientv3.ModRevision(r[0]), "<", t.snap.rev+1).WithRange(r[1]))
+		p.size += len(r[0]) + len(r[1]) + 16
 	}
-	return cmps, ops, nil
+	p.ranges = t.ranges
+	return p, nil
 }
 
 // Update implements store.Store (see the package documentation).
@@ -355,33 +368,25 @@ func (s *Store) Update(ctx context.Context, fn func(store.Txn) error) (uint64, e
 		if err != nil {
 			return 0, err
 		}
-		cmps, ops, err := t.commit()
-		if err != nil || ops == nil {
-			if err != nil {
-				return 0, err
-			}
+		p, err := t.commit()
+		if err != nil {
+			return 0, err
+		}
+		if p == nil {
 			return uint64(snap.rev), nil
 		}
-		rctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
-		// On a conflict, the Else reads the feed key: the revision to
-		// wait for is that of our latest commit, not the cluster's
-		// revision, which writes outside the prefix move too (other
-		// controllers on the same etcd) and which this process's watch
-		// of the prefix may never reach.
-		resp, err := s.cli.Txn(rctx).If(cmps...).Then(ops...).Else(clientv3.OpGet(s.feedK, clientv3.WithKeysOnly())).Commit()
-		cancel()
-		if err != nil {
-			return 0, s.fail(ctx, "commit", err)
+		o := s.propose(ctx, p)
+		if o.err != nil {
+			return 0, s.fail(ctx, "commit", o.err)
 		}
-		rev := resp.Header.Revision
-		if resp.Succeeded {
+		if o.ok {
 			// Durable (a quorum has it); return once this process has
 			// applied it, whatever the caller's context says now.
-			if err := s.waitLocal(ctx, rev); err != nil {
+			if err := s.waitLocal(ctx, o.rev); err != nil {
 				return 0, fmt.Errorf("etcdstore: %w: committed at revision %d but not applied by this process: %w",
-					store.ErrUnavailable, rev, err)
+					store.ErrUnavailable, o.rev, err)
 			}
-			return uint64(rev), nil
+			return uint64(o.rev), nil
 		}
 		s.stats.conflicts.Add(1)
 		if attempt == maxAttempts {
@@ -392,9 +397,8 @@ func (s *Store) Update(ctx context.Context, fn func(store.Txn) error) (uint64, e
 		// latest commit, and in any case a revision of the prefix after
 		// the snapshot (what conflicted may be a lease's expiry, which
 		// writes no feed key; its deletion is in the prefix and comes).
-		rev = conflictRevision(resp, snap.rev)
-		if err := s.waitLocal(ctx, rev); err != nil {
-			return 0, fmt.Errorf("etcdstore: %w: waiting for revision %d: %w", store.ErrUnavailable, rev, err)
+		if err := s.waitLocal(ctx, o.rev); err != nil {
+			return 0, fmt.Errorf("etcdstore: %w: waiting for revision %d: %w", store.ErrUnavailable, o.rev, err)
 		}
 		if attempt > 1 {
 			// Writers that keep colliding spread out: a random pause of
@@ -414,9 +418,9 @@ func (s *Store) Update(ctx context.Context, fn func(store.Txn) error) (uint64, e
 // conflictRevision is the revision a refused commit waits for before its
 // function runs again: the feed key's mod revision that the Else of the
 // commit read, and at least the revision after the snapshot's.
-func conflictRevision(resp *clientv3.TxnResponse, snapRev int64) int64 {
+func conflictRevision(resps []*etcdserverpb.ResponseOp, snapRev int64) int64 {
 	rev := snapRev + 1
-	for _, r := range resp.Responses {
+	for _, r := range resps {
 		if rr := r.GetResponseRange(); rr != nil {
 			for _, kv := range rr.Kvs {
 				rev = max(rev, kv.ModRevision)
