@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -139,6 +140,19 @@ func TestBinaryProvisionsAndStops(t *testing.T) {
 		}
 	}
 
+	// The agent logs "machine agent started" once the answer to its
+	// SetStatus arrives, which may be after Status shows it: wait for
+	// the line before stopping the agent.
+	var seen []string
+	for !slices.Contains(seen, "machine agent started") {
+		select {
+		case m := <-msgs:
+			seen = append(seen, m)
+		case <-ctx.Done():
+			t.Fatalf("no \"machine agent started\" in the log: %q", seen)
+		}
+	}
+
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +164,6 @@ func TestBinaryProvisionsAndStops(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("agent did not stop on SIGTERM")
 	}
-	var seen []string
 	for len(msgs) > 0 {
 		seen = append(seen, <-msgs)
 	}
