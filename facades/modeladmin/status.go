@@ -20,8 +20,8 @@ func registerStatus(m *methods) {
 // volumes and units; its spaces; its subnets with the addresses in use;
 // its applications with their units (status_applications.go); its storage
 // instances, filesystems and volumes.
-// The reads are not one snapshot: a change committed while Status runs may
-// show in one part and not yet in another.
+// Every part is read from one view of the state (state.OneView): a change
+// committed while Status runs shows in all of them or in none.
 func (a *ModelAdmin) Status(_ context.Context, args params.ModelArgs) (params.ModelStatus, error) {
 	m, err := a.model(args.Model)
 	if err != nil {
@@ -30,8 +30,20 @@ func (a *ModelAdmin) Status(_ context.Context, args params.ModelArgs) (params.Mo
 	return a.modelStatus(m)
 }
 
-// modelStatus is Status of a resolved model.
+// modelStatus is Status of a resolved model, read in one view.
 func (a *ModelAdmin) modelStatus(m state.Model) (params.ModelStatus, error) {
+	var out params.ModelStatus
+	err := a.st.OneView(func(st *state.State) error {
+		v := *a
+		v.st = st
+		var err error
+		out, err = v.modelStatusIn(m)
+		return err
+	})
+	return out, err
+}
+
+func (a *ModelAdmin) modelStatusIn(m state.Model) (params.ModelStatus, error) {
 	out := params.ModelStatus{Model: m.Name, UUID: m.UUID, Type: string(m.Type), Life: string(m.Life),
 		Machines: []params.MachineStatus{}}
 	machines, err := a.st.Machines(m.UUID)

@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/juju/errors"
-
 	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state"
 )
@@ -57,12 +55,6 @@ func (a *ModelAdmin) applicationsStatus(m state.Model) ([]params.ApplicationStat
 	for _, app := range apps {
 		s, err := a.appStatus(m, app, r)
 		if err != nil {
-			// Status reads the model in several transactions: an
-			// application removed after the list was read is gone,
-			// not an error of the status.
-			if _, gerr := a.st.Application(m.UUID, app.Name); errors.Is(gerr, errors.NotFound) {
-				continue
-			}
 			return nil, err
 		}
 		out = append(out, s)

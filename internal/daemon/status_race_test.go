@@ -8,10 +8,9 @@ import (
 	"github.com/provisiond/provisiond/rpc/params"
 )
 
-// Status reads a model in several transactions. An application removed
-// between the listing and the reading of its details is gone, not an
-// error: Status called while applications are deployed and removed never
-// fails (it failed with `application "x" not found`, which the dashboard
+// Status reads a model in one view of the state. An application removed
+// while it runs is either all there or gone, never an error: Status called
+// while applications are deployed and removed never fails (it failed with `application "x" not found`, which the dashboard
 // shows as a model that could not be read, and which made the reference
 // agent's TestKubernetesApplication flaky).
 func TestStatusWhileApplicationsComeAndGo(t *testing.T) {
