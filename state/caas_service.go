@@ -52,36 +52,90 @@ func (st *State) CloudService(model, app string) (CloudService, error) {
 // provider id when not empty, the addresses when not empty. A named space
 // must exist (NotFound `space with name "x" not found`).
 func (st *State) UpdateCloudService(model, app, providerID string, addrs []Address) error {
-	return st.update(func(tx *txn) error {
-		if _, err := getApplication(tx, model, app); err != nil {
-			return err
+	return st.update(func(tx *txn) error { return tx.updateCloudService(model, app, providerID, addrs) })
+}
+
+func (tx *txn) updateCloudService(model, app, providerID string, addrs []Address) error {
+	if _, err := getApplication(tx, model, app); err != nil {
+		return err
+	}
+	for _, a := range addrs {
+		if a.SpaceName == "" {
+			continue
 		}
-		for _, a := range addrs {
-			if a.SpaceName == "" {
-				continue
+		if _, err := getSpace(tx, model, a.SpaceName); err != nil {
+			return errors.NotFoundf("space with name %q", a.SpaceName)
+		}
+	}
+	var d cloudServiceDoc
+	ok, err := get(tx, KindCloudService, model, app, &d)
+	if err != nil {
+		return err
+	}
+	before, _ := json.Marshal(d.CloudService)
+	if providerID != "" {
+		d.ProviderID = providerID
+	}
+	if len(addrs) > 0 {
+		d.Addresses = slices.Clone(addrs)
+	}
+	after, _ := json.Marshal(d.CloudService)
+	if ok && string(before) == string(after) {
+		return errNoChange
+	}
+	return tx.put(KindCloudService, model, app, &d, FieldAddresses)
+}
+
+// ServiceUpdate is one item of UpdateApplicationsServices: an
+// application's cloud service and, if Scale is set, its scale.
+type ServiceUpdate struct {
+	Application string
+	ProviderID  string
+	Addresses   []Address
+	Scale       *int
+	Generation  int64
+}
+
+// UpdateApplicationsServices applies each item as UpdateCloudService and
+// then SetScale (without force) would, all items in one transaction (see
+// bulk). As in Juju, a failed service update does not stop the item's
+// scale update, and the later error is the one reported: an item's part
+// that fails is left out, the other commits.
+func (st *State) UpdateApplicationsServices(model string, items []ServiceUpdate) []error {
+	reported := make([]error, len(items))
+	errs := st.bulk(len(items), func(tx *txn, i int) error {
+		it := items[i]
+		err := tx.Nest(func() error { return tx.updateCloudService(model, it.Application, it.ProviderID, it.Addresses) })
+		if errors.Is(err, errNoChange) {
+			err = nil
+		}
+		if it.Scale != nil {
+			serr := tx.Nest(func() error {
+				if *it.Scale < 0 {
+					return errors.NotValidf("application scale %d", *it.Scale)
+				}
+				a, err := getApplication(tx, model, it.Application)
+				if err != nil {
+					return err
+				}
+				if err := tx.checkScale(a, *it.Scale, it.Generation, false); err != nil {
+					return err
+				}
+				return tx.setScale(a, *it.Scale, it.Generation, false)
+			})
+			if serr != nil && !errors.Is(serr, errNoChange) {
+				err = serr
 			}
-			if _, err := getSpace(tx, model, a.SpaceName); err != nil {
-				return errors.NotFoundf("space with name %q", a.SpaceName)
-			}
 		}
-		var d cloudServiceDoc
-		ok, err := get(tx, KindCloudService, model, app, &d)
-		if err != nil {
-			return err
-		}
-		before, _ := json.Marshal(d.CloudService)
-		if providerID != "" {
-			d.ProviderID = providerID
-		}
-		if len(addrs) > 0 {
-			d.Addresses = slices.Clone(addrs)
-		}
-		after, _ := json.Marshal(d.CloudService)
-		if ok && string(before) == string(after) {
-			return errNoChange
-		}
-		return tx.put(KindCloudService, model, app, &d, FieldAddresses)
+		reported[i] = err // set anew if the function runs again
+		return nil
 	})
+	for i, err := range errs {
+		if err != nil { // the commit itself failed
+			reported[i] = err
+		}
+	}
+	return reported
 }
 
 // OperatorStatus returns an application's operator status (zero if none).

@@ -271,31 +271,26 @@ func (a *API) SetOperatorStatus(ctx context.Context, args params.SetStatus) (par
 	}, func(ws []state.OperatorStatusArg) []error { return a.st.SetOperatorStatuses(a.model, ws) }), nil
 }
 
-// UpdateApplicationsService records applications' Kubernetes services.
+// UpdateApplicationsService records applications' Kubernetes services
+// and scales, the valid items in one transaction. As in Juju, a failed
+// service update does not stop the scale update, and the later error is
+// the one reported (state.UpdateApplicationsServices).
 func (a *API) UpdateApplicationsService(ctx context.Context, args params.UpdateApplicationServiceArgs) (params.ErrorResults, error) {
-	return params.ErrorResults{Results: facade.Bulk(ctx, args.Args, func(arg params.UpdateApplicationServiceArg) (params.ErrorResult, error) {
+	return facade.BulkWrite(ctx, args.Args, func(arg params.UpdateApplicationServiceArg) (state.ServiceUpdate, error) {
 		app, err := a.application(arg.ApplicationTag)
 		if err != nil {
-			return params.ErrorResult{}, err
+			return state.ServiceUpdate{}, err
 		}
 		addrs, err := a.addresses(arg.Addresses)
 		if err != nil {
-			return params.ErrorResult{}, err
+			return state.ServiceUpdate{}, err
 		}
-		// As in Juju, a failed service update does not stop the scale
-		// update, and the later error is the one reported.
-		err = a.st.UpdateCloudService(a.model, app.Name, arg.ProviderId, addrs)
-		if arg.Scale != nil {
-			var gen int64
-			if arg.Generation != nil {
-				gen = *arg.Generation
-			}
-			if serr := a.st.SetScale(a.model, app.Name, *arg.Scale, gen, false); serr != nil {
-				err = serr
-			}
+		u := state.ServiceUpdate{Application: app.Name, ProviderID: arg.ProviderId, Addresses: addrs, Scale: arg.Scale}
+		if arg.Generation != nil {
+			u.Generation = *arg.Generation
 		}
-		return params.ErrorResult{}, err
-	})}, nil
+		return u, nil
+	}, func(us []state.ServiceUpdate) []error { return a.st.UpdateApplicationsServices(a.model, us) }), nil
 }
 
 func (a *API) addresses(in []params.Address) ([]state.Address, error) {
