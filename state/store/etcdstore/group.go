@@ -121,7 +121,9 @@ func (s *Store) lead(ctx context.Context, group, doomed []*proposal, self *propo
 		case outs[0].err != nil:
 			d.res <- outcome{err: outs[0].err}
 		default:
-			d.res <- outcome{rev: d.snapRev + 1}
+			// Nothing of the group committed: nothing to wait for, the
+			// doomed run again at once (and may commit this time).
+			d.res <- outcome{rev: d.snapRev}
 		}
 	}
 	return mine
