@@ -94,9 +94,7 @@ func (f *fixture) ensureMachines(ctx context.Context, n int) ([]machineCred, err
 	}
 	need := n - len(f.machines)
 	var done atomic.Int64
-	f.o.progress.setWith(fmt.Sprintf("making %d machines", need), func() string {
-		return fmt.Sprintf("%d/%d", done.Load(), need)
-	})
+	f.o.progress.count(fmt.Sprintf("making %d machines", need), &done, int64(need), nil)
 	const chunk = 100
 	var (
 		mu    sync.Mutex
