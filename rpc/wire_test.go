@@ -62,33 +62,57 @@ type tapConn struct {
 	net.Conn
 
 	mu      sync.Mutex
-	sizes   []int // of each write
-	records int   // TLS records begun
-	hdr     []byte
-	body    int // bytes of the current record still to come
+	sizes   []int         // of each write
+	out, in recordCounter // TLS records written, read
 	hold    chan struct{}
 	held    chan struct{}
+}
+
+// recordCounter counts the TLS records in a byte stream.
+type recordCounter struct {
+	records int
+	hdr     []byte
+	body    int // bytes of the current record still to come
+}
+
+func (r *recordCounter) add(p []byte) {
+	for len(p) > 0 {
+		if r.body > 0 {
+			n := min(r.body, len(p))
+			r.body -= n
+			p = p[n:]
+			continue
+		}
+		n := min(5-len(r.hdr), len(p))
+		r.hdr = append(r.hdr, p[:n]...)
+		p = p[n:]
+		if len(r.hdr) == 5 {
+			r.records++
+			r.body = int(r.hdr[3])<<8 | int(r.hdr[4])
+			r.hdr = r.hdr[:0]
+		}
+	}
+}
+
+func (c *tapConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.mu.Lock()
+	c.in.add(p[:n])
+	c.mu.Unlock()
+	return n, err
+}
+
+// recordsRead is how many TLS records the server has read.
+func (c *tapConn) recordsRead() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.in.records
 }
 
 func (c *tapConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	c.sizes = append(c.sizes, len(p))
-	for rest := p; len(rest) > 0; {
-		if c.body > 0 {
-			n := min(c.body, len(rest))
-			c.body -= n
-			rest = rest[n:]
-			continue
-		}
-		n := min(5-len(c.hdr), len(rest))
-		c.hdr = append(c.hdr, rest[:n]...)
-		rest = rest[n:]
-		if len(c.hdr) == 5 {
-			c.records++
-			c.body = int(c.hdr[3])<<8 | int(c.hdr[4])
-			c.hdr = c.hdr[:0]
-		}
-	}
+	c.out.add(p)
 	hold, held := c.hold, c.held
 	c.mu.Unlock()
 	if hold != nil {
@@ -132,7 +156,7 @@ func (c *tapConn) release() {
 func (c *tapConn) counts() (sizes []int, records int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return append([]int(nil), c.sizes...), c.records
+	return append([]int(nil), c.sizes...), c.out.records
 }
 
 // takeAll removes and returns the waiting Later replies, oldest first,
@@ -334,5 +358,56 @@ func TestClientResumesTLSSession(t *testing.T) {
 	dial(client.Config{})
 	if !dial(client.Config{}).ConnectionState().DidResume {
 		t.Fatal("the second connection with the default cache did not resume")
+	}
+}
+
+// Our client gathers the calls it sends while it dispatches the replies of
+// one read (a watcher's next Next, sent from the reply's completion): the
+// server reads them as one TLS record.
+func TestClientGathersCallsSentFromCompletions(t *testing.T) {
+	const n = 10
+	tap := newTap()
+	ts := startServerOn(t, nil, tap.wrap)
+	c := ts.dial(t)
+	sc := tap.conn(t)
+	// n Later calls whose completions each send one Nothing call.
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*n)
+	for range n {
+		wg.Add(1)
+		c.Go("T", 1, "", "Later", nil, nil, func(err error) {
+			if err != nil {
+				errs <- err
+				wg.Done()
+				return
+			}
+			c.Go("T", 1, "", "Nothing", nil, nil, func(err error) {
+				if err != nil {
+					errs <- err
+				}
+				wg.Done()
+			})
+		})
+	}
+	reps := ts.root.later.takeAll(t, n)
+	waitConnGoroutines(t, 1)
+	sc.holdWrites()
+	reps[0](params.StringResult{Result: "first"}, nil) // its write waits
+	sc.waitHeld(t)
+	for _, r := range reps[1:] {
+		r(params.StringResult{Result: "later"}, nil)
+	}
+	before := sc.recordsRead()
+	sc.release()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	// The first reply came alone, its Nothing call in a record of its
+	// own; the other n-1 replies came in one record, their n-1 calls
+	// leave in one.
+	if got := sc.recordsRead() - before; got != 2 {
+		t.Fatalf("the server read the %d calls sent from the completions in %d TLS records; want 2 (1 + %d)", n, got, n-1)
 	}
 }

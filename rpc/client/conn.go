@@ -239,21 +239,20 @@ func dial(ctx context.Context, cfg Config) (*websocket.Conn, error) {
 		ctx, cancel = context.WithTimeout(ctx, cfg.DialTimeout)
 		defer cancel()
 	}
+	tlsCfg := &tls.Config{
+		RootCAs:            pool,
+		ServerName:         cfg.ServerName,
+		MinVersion:         minTLS,
+		ClientSessionCache: sessionCache(cfg),
+	}
 	d := websocket.Dialer{
-		TLSClientConfig: &tls.Config{
-			RootCAs:            pool,
-			ServerName:         cfg.ServerName,
-			MinVersion:         minTLS,
-			ClientSessionCache: sessionCache(cfg),
+		NetDialTLSContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
+			return dialTLS(ctx, addr, cfg.LocalAddr, tlsCfg)
 		},
 		HandshakeTimeout: cfg.DialTimeout,
 		ReadBufferSize:   cfg.ReadBufferSize,
 		WriteBufferSize:  cfg.WriteBufferSize,
 		// Proxy is deliberately nil: the daemon is dialled directly.
-	}
-	if cfg.LocalAddr != nil {
-		nd := &net.Dialer{LocalAddr: cfg.LocalAddr}
-		d.NetDialContext = nd.DialContext
 	}
 	hdr := http.Header{"Origin": []string{origin}}
 	u := cfg.URL()
@@ -307,8 +306,8 @@ func (k *keyedSessions) Put(key string, cs *tls.ClientSessionState) { k.c.Put(k.
 // ConnectionState is the TLS state of the connection (DidResume says
 // whether its handshake resumed a session).
 func (c *Conn) ConnectionState() tls.ConnectionState {
-	if tc, ok := c.ws.NetConn().(*tls.Conn); ok {
-		return tc.ConnectionState()
+	if w, ok := c.ws.NetConn().(*wireConn); ok {
+		return w.ConnectionState()
 	}
 	return tls.ConnectionState{}
 }
@@ -464,6 +463,11 @@ func (c *Conn) readLoop() {
 		}
 		if c.cfg.Trace != nil {
 			c.cfg.Trace(false, data)
+		}
+		// What the completions write goes out when the reader next
+		// reads (wireConn).
+		if w, ok := c.ws.NetConn().(*wireConn); ok {
+			w.cork()
 		}
 		if err := c.dispatch(data); err != nil {
 			c.abort(err, websocket.CloseProtocolError, badMsgReason)

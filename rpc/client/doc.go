@@ -42,7 +42,9 @@
 // above):
 //   - exactly one reader, started by Dial, which reads every message, matches
 //     replies to pending calls by request-id and records why the connection
-//     ended;
+//     ended. While it dispatches what one read brought, the calls sent
+//     (from Go completions, or by other goroutines) are gathered and leave
+//     in one write when it next reads (wire.go);
 //   - optionally one pinger, started by [Conn.StartPinger], which calls
 //     Pinger.Ping periodically and closes the connection when a ping fails or
 //     blocks longer than 30 s.
