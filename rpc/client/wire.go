@@ -24,41 +24,56 @@ var corkPool = sync.Pool{New: func() any { b := make([]byte, 0, corkMax); return
 // are gathered. So the calls sent in answer to the replies of one read
 // leave in one write, one TLS record, instead of one each. A write from
 // another goroutine while the reader dispatches waits with them, for at
-// most the dispatch (done functions must be quick). Its methods are safe
-// for concurrent use.
+// most the dispatch (done functions must be quick).
+//
+// The reader never waits for a write: if one is under way when it reads
+// (a peer slow to read), that writer writes what was gathered before its
+// own bytes, so the stream keeps its order and the reader goes on reading
+// (which is what unblocks a peer that waits for its replies to be read).
+// gorilla makes one Write at a time; the reader's flush runs beside it.
 type wireConn struct {
 	*tls.Conn
 
-	mu     sync.Mutex // guards the fields below and the connection's writes
+	wmu sync.Mutex // held while writing to the TLS connection
+
+	mu     sync.Mutex // guards corked and buf
 	corked bool
-	buf    *[]byte // gathered writes, from corkPool
+	buf    *[]byte // gathered writes, from corkPool; nil when none
 }
 
 func (w *wireConn) Write(p []byte) (int, error) {
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.corked {
-		return w.Conn.Write(p)
-	}
-	if w.buf == nil {
-		w.buf = corkPool.Get().(*[]byte)
-	}
-	if len(*w.buf)+len(p) > corkMax {
-		if err := w.flushLocked(); err != nil {
-			return 0, err
+	if w.corked && (w.buf == nil || len(*w.buf)+len(p) <= corkMax) && len(p) < corkMax {
+		if w.buf == nil {
+			w.buf = corkPool.Get().(*[]byte)
 		}
-		if len(p) >= corkMax {
-			return w.Conn.Write(p)
-		}
+		*w.buf = append(*w.buf, p...)
+		w.mu.Unlock()
+		return len(p), nil
 	}
-	*w.buf = append(*w.buf, p...)
-	return len(p), nil
+	w.mu.Unlock()
+	w.wmu.Lock()
+	defer w.wmu.Unlock()
+	if err := w.flushLocked(); err != nil {
+		return 0, err
+	}
+	return w.Conn.Write(p)
 }
 
-// Read writes what was gathered, then reads.
+// Read stops gathering and writes what was gathered (unless a writer is
+// under way, which writes it first), then reads.
 func (w *wireConn) Read(p []byte) (int, error) {
-	if err := w.uncork(); err != nil {
-		return 0, fmt.Errorf("write: %w", err)
+	w.mu.Lock()
+	w.corked = false
+	pending := w.buf != nil
+	w.mu.Unlock()
+	if pending && w.wmu.TryLock() {
+		_ = w.Conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+		err := w.flushLocked()
+		w.wmu.Unlock()
+		if err != nil {
+			return 0, fmt.Errorf("write: %w", err)
+		}
 	}
 	return w.Conn.Read(p)
 }
@@ -70,27 +85,18 @@ func (w *wireConn) cork() {
 	w.mu.Unlock()
 }
 
-func (w *wireConn) uncork() error {
+// flushLocked writes what was gathered; w.wmu is held.
+func (w *wireConn) flushLocked() error {
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.corked = false
-	if w.buf == nil {
+	b := w.buf
+	w.buf = nil
+	w.mu.Unlock()
+	if b == nil {
 		return nil
 	}
-	var err error
-	if len(*w.buf) > 0 {
-		_ = w.Conn.SetWriteDeadline(time.Now().Add(writeTimeout))
-		err = w.flushLocked()
-	}
-	*w.buf = (*w.buf)[:0]
-	corkPool.Put(w.buf)
-	w.buf = nil
-	return err
-}
-
-func (w *wireConn) flushLocked() error {
-	_, err := w.Conn.Write(*w.buf)
-	*w.buf = (*w.buf)[:0]
+	_, err := w.Conn.Write(*b)
+	*b = (*b)[:0]
+	corkPool.Put(b)
 	return err
 }
 
