@@ -223,3 +223,75 @@ func metric(t *testing.T, creds *credentials.Credentials, d *daemonProc, name st
 	t.Fatalf("/metrics of %s has no %s", d.name, name)
 	return 0
 }
+
+// TestCompactorCompactsHistory: two daemons on one prefix with
+// --etcd-compaction-interval 1s. The one that leads the compactor
+// election compacts etcd's history (provisiond_store_compactions_total),
+// never past what it has applied: etcd's compact revision (the watch from
+// revision 1 is told it) is below that daemon's provisiond_state_revision,
+// read after it. Writes and logins go on through both.
+func TestCompactorCompactsHistory(t *testing.T) {
+	t.Parallel()
+	cluster := etcdtest.New(t)
+	flags := []string{"--etcd-compaction-interval", "1s"}
+	a := startDaemon(t, "a", cluster.Endpoints(), "/compactor/", flags...)
+	b := startDaemon(t, "b", cluster.Endpoints(), "/compactor/", flags...)
+	creds := a.credentials(t)
+	config := configWriter("a", 2)
+	ctx := ctxT(t)
+	wctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var werr error
+	aAdmin := mustDial(t, creds, a.addr, false, "")
+	wg.Go(func() { werr = config.run(wctx, aAdmin) })
+	var leader *daemonProc
+	waitFor(t, "a daemon to compact etcd twice", func() bool {
+		for _, d := range []*daemonProc{a, b} {
+			if metric(t, creds, d, "provisiond_store_compactions_total") >= 2 {
+				leader = d
+				return true
+			}
+		}
+		return false
+	})
+	stop()
+	wg.Wait()
+	if werr != nil {
+		t.Fatal(werr)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: cluster.Endpoints(), DialTimeout: callTimeout, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	compacted := compactRevision(t, cli)
+	applied := metric(t, creds, leader, "provisiond_state_revision")
+	t.Logf("%s compacted etcd to revision %d; it had applied %v; %d config writes acknowledged meanwhile",
+		leader.name, compacted, applied, config.acked.Load())
+	if compacted <= 1 {
+		t.Fatalf("etcd's compact revision is %d after %s's compactions", compacted, leader.name)
+	}
+	if float64(compacted) > applied {
+		t.Fatalf("etcd compacted to revision %d, past the %v %s had applied", compacted, applied, leader.name)
+	}
+	addMachines(t, mustDial(t, creds, b.addr, false, ""), 1)
+	checkConfig(t, creds, b, config)
+}
+
+// compactRevision returns etcd's compact revision: what a watch from
+// revision 1 is told. It fails when etcd says none within callTimeout.
+func compactRevision(t *testing.T, cli *clientv3.Client) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), callTimeout)
+	defer cancel()
+	for resp := range cli.Watch(ctx, "/e2e-compact-probe", clientv3.WithRev(1)) {
+		if resp.CompactRevision != 0 {
+			return resp.CompactRevision
+		}
+		if err := resp.Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Fatalf("etcd's compact revision: none within %v (%v)", callTimeout, ctx.Err())
+	return 0
+}
