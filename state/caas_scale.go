@@ -20,16 +20,19 @@ func (st *State) SetScale(model, app string, scale int, generation int64, force 
 	if scale < 0 {
 		return errors.NotValidf("application scale %d", scale)
 	}
-	return st.update(func(tx *txn) error {
-		a, err := getApplication(tx, model, app)
-		if err != nil {
-			return err
-		}
-		if err := tx.checkScale(a, scale, generation, force); err != nil {
-			return err
-		}
-		return tx.setScale(a, scale, generation, force)
-	})
+	return st.update(func(tx *txn) error { return tx.scaleApplication(model, app, scale, generation, force) })
+}
+
+// scaleApplication is SetScale inside a transaction.
+func (tx *txn) scaleApplication(model, app string, scale int, generation int64, force bool) error {
+	a, err := getApplication(tx, model, app)
+	if err != nil {
+		return err
+	}
+	if err := tx.checkScale(a, scale, generation, force); err != nil {
+		return err
+	}
+	return tx.setScale(a, scale, generation, force)
 }
 
 func (tx *txn) checkScale(a applicationDoc, scale int, generation int64, force bool) error {

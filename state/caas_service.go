@@ -110,19 +110,7 @@ func (st *State) UpdateApplicationsServices(model string, items []ServiceUpdate)
 			err = nil
 		}
 		if it.Scale != nil {
-			serr := tx.Nest(func() error {
-				if *it.Scale < 0 {
-					return errors.NotValidf("application scale %d", *it.Scale)
-				}
-				a, err := getApplication(tx, model, it.Application)
-				if err != nil {
-					return err
-				}
-				if err := tx.checkScale(a, *it.Scale, it.Generation, false); err != nil {
-					return err
-				}
-				return tx.setScale(a, *it.Scale, it.Generation, false)
-			})
+			serr := tx.Nest(func() error { return tx.scaleApplication(model, it.Application, *it.Scale, it.Generation, false) })
 			if serr != nil && !errors.Is(serr, errNoChange) {
 				err = serr
 			}

@@ -149,21 +149,7 @@ func BenchmarkUpdate(b *testing.B) {
 	c := benchCluster(b)
 	for _, n := range benchClients {
 		b.Run(fmt.Sprintf("clients=%d", n), func(b *testing.B) {
-			s := open(b, benchConfig(c, newPrefix(), store.Feed{Apply: func(watcher.ChangeSet) {}}))
-			val := make([]byte, 200)
-			parallel(b, n, func(g int) {
-				key := "machine/" + strconv.Itoa(g)
-				_, err := s.Update(context.Background(), func(tx store.Txn) error {
-					if _, _, err := tx.Get(key); err != nil {
-						return err
-					}
-					tx.Record(watcher.Change{Kind: "machine", Model: "m", ID: strconv.Itoa(g), Fields: []string{"status"}})
-					return tx.Put(key, val)
-				})
-				if err != nil {
-					b.Error(err)
-				}
-			})
+			s := benchUpdates(b, c, n, 0)
 			b.ReportMetric(float64(s.Stats().Conflicts)/float64(b.N), "conflicts/op")
 		})
 	}
@@ -177,30 +163,37 @@ func BenchmarkUpdateInFlight(b *testing.B) {
 	for _, inflight := range []int{1, 2, 4, 8, 16} {
 		for _, n := range benchClients[1:] {
 			b.Run(fmt.Sprintf("inflight=%d/clients=%d", inflight, n), func(b *testing.B) {
-				cfg := benchConfig(c, newPrefix(), store.Feed{Apply: func(watcher.ChangeSet) {}})
-				cfg.CommitsInFlight = inflight
-				s := open(b, cfg)
-				val := make([]byte, 200)
-				parallel(b, n, func(g int) {
-					key := "machine/" + strconv.Itoa(g)
-					_, err := s.Update(context.Background(), func(tx store.Txn) error {
-						if _, _, err := tx.Get(key); err != nil {
-							return err
-						}
-						tx.Record(watcher.Change{Kind: "machine", Model: "m", ID: strconv.Itoa(g), Fields: []string{"status"}})
-						return tx.Put(key, val)
-					})
-					if err != nil {
-						b.Error(err)
-					}
-				})
-				st := s.Stats()
+				st := benchUpdates(b, c, n, inflight).Stats()
 				if st.Groups > 0 {
 					b.ReportMetric(float64(st.Grouped)/float64(st.Groups), "updates/group")
 				}
 			})
 		}
 	}
+}
+
+// benchUpdates runs b.N Updates over n writers, each reading and writing
+// a key of its own, through a new store (CommitsInFlight inflight; 0: the
+// default), and returns the store.
+func benchUpdates(b *testing.B, c *etcdtest.Cluster, n, inflight int) *etcdstore.Store {
+	cfg := benchConfig(c, newPrefix(), store.Feed{Apply: func(watcher.ChangeSet) {}})
+	cfg.CommitsInFlight = inflight
+	s := open(b, cfg)
+	val := make([]byte, 200)
+	parallel(b, n, func(g int) {
+		key := "machine/" + strconv.Itoa(g)
+		_, err := s.Update(context.Background(), func(tx store.Txn) error {
+			if _, _, err := tx.Get(key); err != nil {
+				return err
+			}
+			tx.Record(watcher.Change{Kind: "machine", Model: "m", ID: strconv.Itoa(g), Fields: []string{"status"}})
+			return tx.Put(key, val)
+		})
+		if err != nil {
+			b.Error(err)
+		}
+	})
+	return s
 }
 
 func benchConfig(c *etcdtest.Cluster, prefix string, feed store.Feed) etcdstore.Config {
