@@ -220,7 +220,7 @@ func parseOptions(name string, args []string, stdout, stderr io.Writer) (*option
 	fs.StringVar(&o.dataDir, "data-dir", "", "data dir of a self-started daemon (default: a new temporary dir)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write the daemon's CPU profile (inproc: this whole process) to this file")
 	fs.StringVar(&o.genProfile, "loadgen-cpuprofile", "", "write this process's CPU profile (the load generator: the agents and the driver) to this file")
-	fs.StringVar(&o.memProfile, "memprofile", "", "child daemon: write its heap profile to this file at each memory reading (conns)")
+	fs.StringVar(&o.memProfile, "memprofile", "", "child daemon: write its heap profile to this file (and FILE.1, FILE.2, ...) at each memory reading (conns); the echo server of --baseline to FILE.echo")
 	fs.StringVar(&o.store, "store", daemon.StoreBolt, "store of the self-started daemons: bbolt or etcd")
 	endpoints := fs.String("etcd-endpoints", "", "with --store etcd: etcd client URLs, comma-separated (default: the tool starts one etcd member)")
 	fs.StringVar(&o.etcdPrefix, "etcd-prefix", "", "with --store etcd: key prefix of the controller (default: a new one per run, deleted at the end)")

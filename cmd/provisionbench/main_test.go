@@ -131,7 +131,15 @@ func TestWrite(t *testing.T) {
 // TestConns runs the daemon and the echo server as child processes (this
 // test binary, see TestMain), as the tool does by default.
 func TestConns(t *testing.T) {
-	rep := runJSON(t, "conns", "-n", "4", "--settle", "100ms", "--baseline", "--watchers", "3")
+	heap := filepath.Join(t.TempDir(), "heap")
+	rep := runJSON(t, "conns", "-n", "4", "--settle", "100ms", "--baseline", "--watchers", "3", "--memprofile", heap)
+	// The daemon's heap profile at each of its three readings (before,
+	// logged in, watching), and the last one under the name given.
+	for _, f := range []string{heap, heap + ".1", heap + ".2", heap + ".3"} {
+		if st, err := os.Stat(f); err != nil || st.Size() == 0 {
+			t.Errorf("heap profile %s: %v", f, err)
+		}
+	}
 	if figure(t, rep, 4, "daemon RSS after") <= 0 || figure(t, rep, 4, "daemon RSS logged in") <= 0 {
 		t.Error("no daemon memory")
 	}
