@@ -145,8 +145,8 @@ func NewServer(cfg Config) (*Server, error) {
 			// A small read buffer of gorilla's own, held for the life of
 			// the connection (wire.go); net/http's 4 KiB reader of the
 			// hijacked connection is let go with its request.
-			ReadBufferSize:  readBufferSize,
-			WriteBufferSize: 4096,
+			ReadBufferSize:  ReadBufferSize,
+			WriteBufferSize: WriteBufferSize,
 			// A pool keeps idle connections from each pinning a write buffer.
 			WriteBufferPool:   &sync.Pool{},
 			CheckOrigin:       func(*http.Request) bool { return true },

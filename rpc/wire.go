@@ -11,7 +11,7 @@ import (
 // What one connection holds and writes at the transport (issue 16;
 // docs/performance.md, "Issue 16: per-connection costs").
 //
-//   - Reading: gorilla reads through a bufio.Reader of readBufferSize
+//   - Reading: gorilla reads through a bufio.Reader of ReadBufferSize
 //     bytes that it keeps for the life of the connection (its Conn has no
 //     way to lend it back), so the buffer is as small as gorilla allows
 //     and still holds a frame header and a control frame; a message
@@ -27,10 +27,16 @@ import (
 //     record received, usually the client's hello) and the two AEAD
 //     states; its output buffer is pooled.
 
-// readBufferSize is the websocket read buffer of a connection: room for
+// ReadBufferSize is the websocket read buffer of a connection: room for
 // a frame header (at most 14 bytes) and a control frame's 125-byte
-// payload, which gorilla reads from the buffer in one piece.
-const readBufferSize = 256
+// payload, which gorilla reads from the buffer in one piece. WriteBufferSize
+// is gorilla's write buffer, taken from a pool only while a message is
+// written. They are exported for the transport baseline (internal/echo),
+// which must hold what a connection of this server holds.
+const (
+	ReadBufferSize  = 256
+	WriteBufferSize = 4096
+)
 
 // corkMax is the most a corked wireConn gathers before it writes: the
 // plaintext of one TLS record.

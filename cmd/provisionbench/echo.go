@@ -7,8 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -32,34 +30,38 @@ type echoServer struct {
 	ca   []byte
 	pid  int
 
-	hs   *http.Server // in process
+	srv  *echo.Server // in process
 	cmd  *exec.Cmd    // child process
 	dir  string
 	stop func()
 }
 
-func serveEcho(dir string) (*http.Server, net.Listener, []byte, error) { return echo.Serve(dir) }
-
 // startEcho starts the echo server the way the daemon runs: in a child
 // process unless the daemon is in this process.
-func startEcho(ctx context.Context, inproc bool) (*echoServer, error) {
+// memProfile, if set, is where the child echo server writes its heap
+// profile at each reading (the daemon's --memprofile with ".echo").
+func startEcho(ctx context.Context, inproc bool, memProfile string) (*echoServer, error) {
 	dir, err := os.MkdirTemp("", "provisionbench-echo-")
 	if err != nil {
 		return nil, err
 	}
 	if inproc {
-		hs, ln, ca, err := serveEcho(dir)
+		srv, err := echo.Serve(dir)
 		if err != nil {
 			os.RemoveAll(dir)
 			return nil, err
 		}
-		return &echoServer{addr: ln.Addr().String(), ca: ca, pid: os.Getpid(), hs: hs, dir: dir}, nil
+		return &echoServer{addr: srv.Addr, ca: srv.CACert, pid: os.Getpid(), srv: srv, dir: dir}, nil
 	}
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(self, childEchoCmd, "--dir", dir)
+	args := []string{childEchoCmd, "--dir", dir}
+	if memProfile != "" {
+		args = append(args, "--memprofile", memProfile+".echo")
+	}
+	cmd := exec.Command(self, args...)
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.StdoutPipe()
@@ -119,8 +121,8 @@ func (es *echoServer) settle() {
 }
 
 func (es *echoServer) close() {
-	if es.hs != nil {
-		es.hs.Close()
+	if es.srv != nil {
+		_ = es.srv.Close()
 	}
 	if es.cmd != nil {
 		_ = es.cmd.Process.Signal(syscall.SIGTERM)
@@ -142,25 +144,34 @@ func childEcho(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet(childEchoCmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dir := fs.String("dir", "", "")
+	memProfile := fs.String("memprofile", "", "")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	hs, ln, _, err := serveEcho(*dir)
+	if *memProfile != "" {
+		runtime.MemProfileRate = heapProfileRate
+	}
+	srv, err := echo.Serve(*dir)
 	if err != nil {
 		fmt.Fprintln(stderr, "provisionbench echo:", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "listening %s\n", ln.Addr())
+	fmt.Fprintf(stdout, "listening %s\n", srv.Addr)
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1)
+	profiles := 0
 	for sig := range sigs {
 		if sig == syscall.SIGUSR1 {
 			runtime.GC()
 			debug.FreeOSMemory()
+			if *memProfile != "" {
+				profiles++
+				writeHeapProfile(*memProfile, profiles, stderr)
+			}
 			continue
 		}
 		break
 	}
-	hs.Close()
+	_ = srv.Close()
 	return 0
 }

@@ -230,7 +230,7 @@ func (e *env) echo(ctx context.Context) (*echoServer, error) {
 	if e.echoSrv != nil {
 		return e.echoSrv, nil
 	}
-	es, err := startEcho(ctx, e.t.mode == modeInproc)
+	es, err := startEcho(ctx, e.t.mode == modeInproc, e.o.memProfile)
 	if err != nil {
 		return nil, err
 	}

@@ -269,15 +269,10 @@ func benchAgents(b *testing.B, d *daemon.Daemon, n int) []*benchAgent {
 
 // startEcho serves the echo baseline (package echo) for the benchmark.
 func startEcho(b *testing.B) (addr string, ca []byte) {
-	hs, ln, ca, err := echo.Serve(b.TempDir())
+	srv, err := echo.Serve(b.TempDir())
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = hs.Shutdown(ctx)
-		hs.Close()
-	})
-	return ln.Addr().String(), ca
+	b.Cleanup(func() { _ = srv.Close() })
+	return srv.Addr, srv.CACert
 }
