@@ -98,6 +98,12 @@ type Config struct {
 	LoginRateRefill time.Duration
 	LoginConcurrent int
 
+	// HandshakeSlots bounds the TLS handshakes of the API listener doing
+	// their work at once (0: two per GOMAXPROCS); HandshakeWait is how
+	// long one may wait for a slot (0: DefaultHandshakeWait). handshake.go.
+	HandshakeSlots int
+	HandshakeWait  time.Duration
+
 	// Clock drives timer watchers; nil is the wall clock (tests inject a
 	// fake one).
 	Clock watcher.Clock
@@ -208,6 +214,7 @@ type Daemon struct {
 	http     *http.Server
 	ln       net.Listener
 	tcp      *limitListener
+	gate     *handshakeGate
 	throttle *admin.Throttle
 	// metricsToken opens /metrics as a bearer token; empty: none.
 	metricsToken string

@@ -61,8 +61,8 @@ func (d *Daemon) newHTTPServer(handler http.Handler, tlsCfg *tls.Config) *http.S
 	}
 }
 
-// listen wraps ln in the connection cap and TLS, and registers the cap's
-// metrics.
+// listen wraps ln in the connection cap, TLS and the handshake gate
+// (handshake.go), and registers their metrics. d.http must be made.
 func (d *Daemon) listen(ln net.Listener, tlsCfg *tls.Config) net.Listener {
 	refused := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "provisiond_connections_refused_total",
@@ -72,11 +72,25 @@ func (d *Daemon) listen(ln net.Listener, tlsCfg *tls.Config) net.Listener {
 		refused.Inc()
 		d.log.Debug("connection refused: too many open", "limit", d.cfg.MaxConns)
 	})
-	d.metrics.reg.MustRegister(refused, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	dropped := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "provisiond_tls_handshakes_dropped_total",
+		Help: "TLS handshakes refused unstarted: they waited too long for a handshake slot, or their client had gone (handshake.go).",
+	})
+	d.gate = newHandshakeGate(d.cfg.HandshakeSlots, d.cfg.HandshakeWait, dropped.Inc)
+	d.http.RegisterOnShutdown(d.gate.close)
+	d.http.ConnState = func(c net.Conn, s http.ConnState) {
+		if s != http.StateNew {
+			releaseHandshakeSlot(c) // served (or closed) without VerifyConnection
+		}
+	}
+	d.metrics.reg.MustRegister(refused, dropped, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "provisiond_tcp_connections",
 		Help: "Open TCP connections (API and HTTP), which --max-connections caps.",
-	}, func() float64 { return float64(d.tcp.Open()) }))
-	return tls.NewListener(d.tcp, tlsCfg)
+	}, func() float64 { return float64(d.tcp.Open()) }), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "provisiond_tls_handshakes_waiting",
+		Help: "TLS handshakes waiting for one of the handshake slots (handshake.go).",
+	}, func() float64 { return float64(d.gate.waiting()) }))
+	return tls.NewListener(d.tcp, gateTLS(tlsCfg, d.gate))
 }
 
 // newThrottle is the failed-login throttle of every path that checks a

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // The connection cap (--max-connections) counts accepted TCP connections:
@@ -54,7 +55,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			l.refused()
 			continue
 		}
-		return &limitConn{Conn: c, l: l}, nil
+		return &limitConn{Conn: c, l: l, accepted: time.Now()}, nil
 	}
 }
 
@@ -63,13 +64,18 @@ func (l *limitListener) Open() int { return int(l.open.Load()) }
 
 type limitConn struct {
 	net.Conn
-	l    *limitListener
-	once sync.Once
+	l        *limitListener
+	once     sync.Once
+	accepted time.Time // when Accept returned it (the handshake gate's wait starts)
+
+	slotMu sync.Mutex     // guards slot
+	slot   *handshakeGate // whose slot the handshake holds; nil: none (handshake.go)
 }
 
 func (c *limitConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(func() { c.l.open.Add(-1) })
+	c.releaseSlot()
 	return err
 }
 

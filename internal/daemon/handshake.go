@@ -1,0 +1,298 @@
+package daemon
+
+import (
+	"container/list"
+	"crypto/tls"
+	"errors"
+	"net"
+	"runtime"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// The handshake gate (issue 16; docs/performance.md, "Issue 16: storm").
+//
+// Without it every accepted connection did its TLS handshake at once, in
+// its own net/http goroutine: when thousands of agents reconnect after a
+// restart, thousands of key exchanges share the CPU, each takes seconds,
+// many pass the 10 s bound on the handshake and headers and are cut with
+// their work thrown away, and a /health request waits as long as any of
+// them. The gate lets at most slots handshakes do their work at once:
+//
+//   - A handshake takes a slot once its ClientHello has arrived
+//     (tls.Config.GetConfigForClient, before the key exchange), and gives
+//     it back once the server's flight is written (VerifyConnection, which
+//     crypto/tls calls before it waits for the client's Finished), or its
+//     connection closes or is served, whichever comes first. So a slot is
+//     held for the server's own CPU work (key exchange, signature), never
+//     while a client is slow to send: no client can hold one.
+//   - The others wait, each in its own net/http goroutine (parked; the
+//     connection is already counted by --max-connections, which bounds
+//     how many can wait), and are served newest first. Under overload the
+//     oldest waiters are those whose clients are the most likely to have
+//     given up already, and a fresh retry or a /health probe would
+//     otherwise queue behind all of them; under no overload the order
+//     does not matter.
+//   - A handshake that has waited maxWait since its connection was
+//     accepted is refused (the connection reset, no TLS work done): a
+//     client waits no longer for its whole dial (ours 30 s; the
+//     daemon's own bound on the handshake and headers is 10 s), and it
+//     retries with its backoff. provisiond_tls_handshakes_dropped_total
+//     counts them.
+//   - A waiter granted a slot first checks that its client is still
+//     there (a peek at the socket: a client that gave up has closed it),
+//     so no key exchange is spent on it.
+//
+// Shutdown closes the gate (http.Server.RegisterOnShutdown): the waiters
+// are refused at once and their connections closed by net/http.
+const (
+	// handshakesPerCore is the gate's slots per GOMAXPROCS: two, so a
+	// core whose handshake is writing its flight has another to run.
+	handshakesPerCore = 2
+	// DefaultHandshakeWait is how long a handshake may wait for a slot,
+	// from its connection's accept.
+	DefaultHandshakeWait = 5 * time.Second
+)
+
+var (
+	errHandshakeWait   = errors.New("tls handshake waited too long for a slot")
+	errHandshakeClosed = errors.New("server shutting down")
+	errClientGone      = errors.New("client closed the connection while its handshake waited")
+)
+
+// handshakeGate bounds the TLS handshakes doing their work at once. Safe
+// for concurrent use.
+type handshakeGate struct {
+	slots   int
+	maxWait time.Duration
+	closing chan struct{}
+	// dropped is called for each handshake refused after waiting too
+	// long, or found with its client gone.
+	dropped func()
+
+	mu      sync.Mutex // guards the fields below
+	busy    int        // slots held
+	waiters list.List  // of *hsWaiter, newest first
+	closed  bool
+	peak    int // the most slots held at once (tests)
+	// trace, when set (tests), is called with g.mu held as c starts to
+	// wait ("wait") and as a waiter c is given a slot ("grant").
+	trace func(event string, c *limitConn)
+}
+
+type hsWaiter struct {
+	c     *limitConn
+	grant chan struct{} // receives the slot
+	elem  *list.Element // nil once granted or removed
+}
+
+func newHandshakeGate(slots int, maxWait time.Duration, dropped func()) *handshakeGate {
+	if slots <= 0 {
+		slots = handshakesPerCore * runtime.GOMAXPROCS(0)
+	}
+	if maxWait <= 0 {
+		maxWait = DefaultHandshakeWait
+	}
+	if dropped == nil {
+		dropped = func() {}
+	}
+	return &handshakeGate{slots: slots, maxWait: maxWait, closing: make(chan struct{}), dropped: dropped}
+}
+
+// acquire takes a slot for the handshake of c, waiting newest first
+// until c has waited maxWait since it was accepted, done is closed or the
+// gate closes. On a nil error the caller holds the slot.
+func (g *handshakeGate) acquire(c *limitConn, done <-chan struct{}) error {
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return errHandshakeClosed
+	}
+	if g.busy < g.slots {
+		g.take()
+		g.mu.Unlock()
+		return nil
+	}
+	left := g.maxWait - time.Since(c.accepted)
+	if left <= 0 {
+		g.mu.Unlock()
+		g.dropped()
+		return errHandshakeWait
+	}
+	w := &hsWaiter{c: c, grant: make(chan struct{}, 1)}
+	w.elem = g.waiters.PushFront(w)
+	if g.trace != nil {
+		g.trace("wait", c)
+	}
+	g.mu.Unlock()
+
+	t := time.NewTimer(left)
+	defer t.Stop()
+	var err error
+	select {
+	case <-w.grant:
+		if c.peerClosed() {
+			g.release()
+			g.dropped()
+			return errClientGone
+		}
+		return nil
+	case <-t.C:
+		err = errHandshakeWait
+	case <-done:
+		err = errHandshakeClosed
+	case <-g.closing:
+		err = errHandshakeClosed
+	}
+	g.mu.Lock()
+	if w.elem == nil { // granted as the wait ended: pass it on
+		g.mu.Unlock()
+		<-w.grant
+		g.release()
+	} else {
+		g.waiters.Remove(w.elem)
+		w.elem = nil
+		g.mu.Unlock()
+	}
+	if err == errHandshakeWait {
+		g.dropped()
+	}
+	return err
+}
+
+// take counts a slot taken; g.mu is held.
+func (g *handshakeGate) take() {
+	g.busy++
+	g.peak = max(g.peak, g.busy)
+}
+
+// release gives a slot back: to the newest waiter, if any.
+func (g *handshakeGate) release() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if e := g.waiters.Front(); e != nil {
+		w := g.waiters.Remove(e).(*hsWaiter)
+		w.elem = nil
+		if g.trace != nil {
+			g.trace("grant", w.c)
+		}
+		w.grant <- struct{}{}
+		return
+	}
+	g.busy--
+}
+
+// close refuses every waiting and later handshake.
+func (g *handshakeGate) close() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.closed {
+		g.closed = true
+		close(g.closing)
+	}
+}
+
+// waiting is the number of handshakes waiting for a slot.
+func (g *handshakeGate) waiting() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.waiters.Len()
+}
+
+// held is the number of slots held, and the most held at once so far.
+func (g *handshakeGate) held() (now, peak int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.busy, g.peak
+}
+
+// gateTLS returns the listener's TLS config: base, whose handshakes take
+// a slot of g first. Each handshake runs on a clone of base that gives the
+// slot back when the server's flight is written; base's session ticket
+// keys stay the ones used (crypto/tls keeps the listener config's keys
+// for a config GetConfigForClient returns without keys of its own).
+func gateTLS(base *tls.Config, g *handshakeGate) *tls.Config {
+	cfg := base.Clone()
+	cfg.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+		c, ok := hello.Conn.(*limitConn)
+		if !ok {
+			return nil, nil // not the API listener's: no gate
+		}
+		if err := g.acquire(c, hello.Context().Done()); err != nil {
+			c.reset()
+			return nil, err
+		}
+		c.holdSlot(g)
+		per := base.Clone()
+		verify := base.VerifyConnection
+		per.VerifyConnection = func(cs tls.ConnectionState) error {
+			c.releaseSlot()
+			if verify != nil {
+				return verify(cs)
+			}
+			return nil
+		}
+		return per, nil
+	}
+	return cfg
+}
+
+// releaseHandshakeSlot gives back the slot c's handshake holds, if it
+// still does (http.Server.ConnState once c is served: a handshake that
+// ended without VerifyConnection, e.g. a TLS 1.2 resumption).
+func releaseHandshakeSlot(c net.Conn) {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	if lc, ok := c.(*limitConn); ok {
+		lc.releaseSlot()
+	}
+}
+
+// holdSlot records that c's handshake holds a slot of g.
+func (c *limitConn) holdSlot(g *handshakeGate) {
+	c.slotMu.Lock()
+	c.slot = g
+	c.slotMu.Unlock()
+}
+
+// releaseSlot gives back c's slot if it holds one; idempotent.
+func (c *limitConn) releaseSlot() {
+	c.slotMu.Lock()
+	g := c.slot
+	c.slot = nil
+	c.slotMu.Unlock()
+	if g != nil {
+		g.release()
+	}
+}
+
+// reset makes c's close a reset: nothing is kept for a connection whose
+// handshake was refused.
+func (c *limitConn) reset() {
+	if tc, ok := c.Conn.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+}
+
+// peerClosed reports whether c's client has closed its side (a peek at
+// the socket reads end of file); false when unknown or data waits.
+func (c *limitConn) peerClosed() bool {
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	closed := false
+	var b [1]byte
+	_ = rc.Read(func(fd uintptr) bool {
+		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		closed = (n == 0 && err == nil) || err == syscall.ECONNRESET
+		return true // never wait
+	})
+	return closed
+}

@@ -1,0 +1,322 @@
+package daemon
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/provisiond/provisiond/rpc/client"
+)
+
+// startGated starts a daemon on loopback whose API listener's handshake
+// gate has slots slots and lets a handshake wait wait.
+func startGated(t *testing.T, slots int, wait time.Duration) *Daemon {
+	t.Helper()
+	cfg := Default(t.TempDir())
+	cfg.Addr = "127.0.0.1:0"
+	cfg.HandshakeSlots, cfg.HandshakeWait = slots, wait
+	d, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = d.Shutdown(ctx)
+	})
+	return d
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// hold takes one of g's slots as a handshake would; the returned func
+// gives it back.
+func (g *handshakeGate) hold() func() {
+	g.mu.Lock()
+	g.take()
+	g.mu.Unlock()
+	return g.release
+}
+
+// waitFor polls cond until it holds, failing the test after a bound.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// traceGate records the gate's events as "wait"/"grant" of the remote
+// address (the client's local address).
+type traceGate struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (tr *traceGate) install(g *handshakeGate) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.trace = func(ev string, c *limitConn) {
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		tr.events = append(tr.events, ev+" "+c.RemoteAddr().String())
+	}
+}
+
+func (tr *traceGate) of(ev string) []string {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	var out []string
+	for _, e := range tr.events {
+		if len(e) > len(ev) && e[:len(ev)+1] == ev+" " {
+			out = append(out, e[len(ev)+1:])
+		}
+	}
+	return out
+}
+
+func healthClient(d *Daemon, local chan<- string) *http.Client {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM([]byte(d.Credentials().CACert))
+	return &http.Client{Transport: &http.Transport{
+		TLSClientConfig:   &tls.Config{RootCAs: pool, ServerName: client.DefaultServerName},
+		DisableKeepAlives: true,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+			if err == nil {
+				local <- c.LocalAddr().String()
+			}
+			return c, err
+		},
+	}}
+}
+
+// With the one slot held, agents' handshakes wait; a /health probe that
+// comes after them is served first, then the agents newest first, and
+// every one of them logs in: the gate orders the waiters and loses none.
+func TestHandshakeGateServesNewestFirst(t *testing.T) {
+	d := startGated(t, 1, time.Minute)
+	var tr traceGate
+	tr.install(d.gate)
+	creds := d.Credentials()
+	release := d.gate.hold()
+
+	const agents = 5
+	errs := make(chan error, agents)
+	for i := range agents {
+		go func() {
+			c, err := client.Dial(testCtx(t), client.Config{Addr: d.Addr(), CACert: []byte(creds.CACert)})
+			if err == nil {
+				_, err = c.LoginUser(testCtx(t), "admin", creds.AdminPassword)
+				c.Close()
+			}
+			errs <- err
+		}()
+		waitFor(t, "the agent's handshake to wait", func() bool { return d.gate.waiting() == i+1 })
+	}
+	local := make(chan string, 1)
+	health := make(chan error, 1)
+	go func() {
+		resp, err := healthClient(d, local).Get("https://" + d.Addr() + "/health")
+		if err == nil {
+			_, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err == nil && resp.StatusCode != http.StatusOK {
+				err = &httpStatusError{resp.StatusCode}
+			}
+		}
+		health <- err
+	}()
+	probe := <-local
+	waitFor(t, "the probe's handshake to wait", func() bool { return d.gate.waiting() == agents+1 })
+	release()
+
+	if err := <-health; err != nil {
+		t.Fatalf("/health: %v", err)
+	}
+	for range agents {
+		if err := <-errs; err != nil {
+			t.Fatalf("agent: %v", err)
+		}
+	}
+	waited, granted := tr.of("wait"), tr.of("grant")
+	if len(waited) != agents+1 || waited[agents] != probe {
+		t.Fatalf("waited %q; want %d agents then the probe %s", waited, agents, probe)
+	}
+	slices.Reverse(waited)
+	if !slices.Equal(granted, waited) {
+		t.Fatalf("granted %q; want the newest first: %q", granted, waited)
+	}
+	if now, peak := d.gate.held(); now != 0 || peak != 1 {
+		t.Fatalf("slots held %d (peak %d) after every handshake; want 0 (peak 1)", now, peak)
+	}
+}
+
+type httpStatusError struct{ code int }
+
+func (e *httpStatusError) Error() string { return http.StatusText(e.code) }
+
+// Many clients at once through two slots: every one logs in, at most two
+// handshakes held a slot at once, and none is left held.
+func TestHandshakeGateBoundsHandshakes(t *testing.T) {
+	d := startGated(t, 2, time.Minute)
+	creds := d.Credentials()
+	const clients = 40
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := client.Dial(testCtx(t), client.Config{Addr: d.Addr(), CACert: []byte(creds.CACert)})
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer c.Close()
+			if _, err := c.LoginUser(testCtx(t), "admin", creds.AdminPassword); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if now, peak := d.gate.held(); now != 0 || peak > 2 {
+		t.Fatalf("slots held %d, at most %d at once; want 0, at most 2", now, peak)
+	}
+}
+
+// A handshake that waits longer than HandshakeWait is refused unstarted
+// and counted, keeps no slot, and the next client is served.
+func TestHandshakeGateDropsStaleWaiters(t *testing.T) {
+	d := startGated(t, 1, 300*time.Millisecond)
+	creds := d.Credentials()
+	release := d.gate.hold()
+	_, err := client.Dial(testCtx(t), client.Config{Addr: d.Addr(), CACert: []byte(creds.CACert)})
+	if err == nil {
+		t.Fatal("a handshake that waited past HandshakeWait was served")
+	}
+	if n := droppedHandshakes(t, d); n != 1 {
+		t.Fatalf("dropped %v handshakes; want 1", n)
+	}
+	release()
+	if now, _ := d.gate.held(); now != 0 {
+		t.Fatalf("%d slots held after the dropped handshake", now)
+	}
+	c, err := client.Dial(testCtx(t), client.Config{Addr: d.Addr(), CACert: []byte(creds.CACert)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+}
+
+// A handshake whose client sent its hello and closed the connection
+// while it waited is refused when its turn comes, without a key exchange
+// (counted as dropped: HandshakeWait is an hour here), and keeps no slot.
+func TestHandshakeGateDropsGoneClients(t *testing.T) {
+	d := startGated(t, 1, time.Hour)
+	release := d.gate.hold()
+	raw, err := net.Dial("tcp", d.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = tls.Client(raw, &tls.Config{ServerName: client.DefaultServerName, InsecureSkipVerify: true}).Handshake()
+	}()
+	waitFor(t, "the handshake to wait", func() bool { return d.gate.waiting() == 1 })
+	raw.Close()
+	<-done
+	release()
+	waitFor(t, "the gone client's handshake to be dropped", func() bool { return droppedHandshakes(t, d) == 1 })
+	waitFor(t, "its slot to be given back", func() bool { now, _ := d.gate.held(); return now == 0 })
+	creds := d.Credentials()
+	c, err := client.Dial(testCtx(t), client.Config{Addr: d.Addr(), CACert: []byte(creds.CACert)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+}
+
+// A client that closes in the middle of its handshake, after its
+// ClientHello, gives its slot back.
+func TestHandshakeGateSlotFreedOnFailedHandshake(t *testing.T) {
+	d := startGated(t, 1, time.Minute)
+	for range 3 {
+		raw, err := net.Dial("tcp", d.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		// No CA: the client rejects the server's certificate and closes
+		// after the server's flight.
+		err = tls.Client(raw, &tls.Config{ServerName: client.DefaultServerName}).Handshake()
+		raw.Close()
+		if err == nil {
+			t.Fatal("handshake without the CA succeeded")
+		}
+	}
+	waitFor(t, "the slot to be given back", func() bool { now, _ := d.gate.held(); return now == 0 })
+	creds := d.Credentials()
+	c, err := client.Dial(testCtx(t), client.Config{Addr: d.Addr(), CACert: []byte(creds.CACert)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+}
+
+// Shutdown refuses the handshakes waiting for a slot at once.
+func TestHandshakeGateShutdownRefusesWaiters(t *testing.T) {
+	d := startGated(t, 1, time.Hour)
+	creds := d.Credentials()
+	d.gate.hold() // never given back
+	errs := make(chan error, 1)
+	go func() {
+		_, err := client.Dial(testCtx(t), client.Config{Addr: d.Addr(), CACert: []byte(creds.CACert)})
+		errs <- err
+	}()
+	waitFor(t, "the handshake to wait", func() bool { return d.gate.waiting() == 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := d.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errs; err == nil {
+		t.Fatal("a handshake waiting at shutdown was served")
+	}
+	if n := d.gate.waiting(); n != 0 {
+		t.Fatalf("%d handshakes still waiting after Shutdown", n)
+	}
+}
+
+func droppedHandshakes(t *testing.T, d *Daemon) float64 {
+	t.Helper()
+	mfs, err := d.metrics.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "provisiond_tls_handshakes_dropped_total" {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatal("no provisiond_tls_handshakes_dropped_total")
+	return 0
+}
