@@ -12,21 +12,27 @@ import (
 var ErrStopped = errors.New("watcher has been stopped")
 
 // lifecycle is what Notify and Strings share: the stop machinery and the
-// functions (hub cancels, timers) to run when stopping.
+// functions (hub cancels, timers) to run when stopping. Its done channel
+// is made only if someone asks for it (Done): an agent's watcher is
+// stopped through Resources, and nobody waits on its channel.
 type lifecycle struct {
 	stopOnce sync.Once
-	done     chan struct{}
-	// afterStop runs once after done is closed (the watcher types fail
-	// their waiting Next calls in it).
-	afterStop func()
 
 	mu      sync.Mutex // guards the fields below
 	err     error
 	onStop  []func()
-	stopped bool
+	stopped bool          // kill began: OnStop runs its function at once
+	closed  bool          // kill ended: the OnStop functions have run
+	done    chan struct{} // made by Done; closed when closed is set
 }
 
-func newLifecycle() lifecycle { return lifecycle{done: make(chan struct{})} }
+// closedChan is the Done channel of a watcher asked for it only after it
+// stopped.
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
 
 // OnStop registers f to run once when the watcher stops (for example the
 // cancel function of a hub subscription). If the watcher is already
@@ -42,9 +48,11 @@ func (l *lifecycle) OnStop(f func()) {
 	l.mu.Unlock()
 }
 
-// Kill stops the watcher with err: a blocked or later Next returns err
-// instead of ErrStopped. A nil err is the same as Stop.
-func (l *lifecycle) Kill(err error) {
+// kill stops the watcher with err once: it runs the OnStop functions,
+// newest first, marks the watcher stopped (Done, Err) and then runs after
+// (the watcher types fail their waiting Next calls in it). A concurrent
+// second kill waits for the first to end.
+func (l *lifecycle) kill(err error, after func()) {
 	l.stopOnce.Do(func() {
 		l.mu.Lock()
 		l.stopped = true
@@ -55,34 +63,39 @@ func (l *lifecycle) Kill(err error) {
 		for i := len(fs) - 1; i >= 0; i-- {
 			fs[i]()
 		}
-		close(l.done)
-		if l.afterStop != nil {
-			l.afterStop()
+		l.mu.Lock()
+		l.closed = true
+		done := l.done
+		l.mu.Unlock()
+		if done != nil {
+			close(done)
 		}
+		after()
 	})
 }
 
-// Stop stops the watcher: its subscriptions are cancelled and any blocked
-// Next returns ErrStopped. Stop is idempotent and always returns nil.
-func (l *lifecycle) Stop() error {
-	l.Kill(nil)
-	return nil
-}
-
 // Done is closed when the watcher has stopped.
-func (l *lifecycle) Done() <-chan struct{} { return l.done }
+func (l *lifecycle) Done() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.done == nil {
+		if l.closed {
+			return closedChan
+		}
+		l.done = make(chan struct{})
+	}
+	return l.done
+}
 
 // Err returns why the watcher stopped: ErrStopped after Stop, the error
 // given to Kill, or nil while it runs.
 func (l *lifecycle) Err() error {
-	select {
-	case <-l.done:
-	default:
-		return nil
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.err != nil {
+	switch {
+	case !l.closed:
+		return nil
+	case l.err != nil:
 		return l.err
 	}
 	return ErrStopped
@@ -91,24 +104,32 @@ func (l *lifecycle) Err() error {
 // waiter is one NextAsync call waiting for an event. Whoever removes it
 // from its queue, under the queue's mutex, completes it: exactly once.
 type waiter[T any] struct {
-	done      func(T, error)
-	cancelCtx func() bool // stops the context.AfterFunc; set before queueing
+	done func(T, error)
+	// cancelCtx stops the context.AfterFunc; nil for a context that never
+	// ends. It is set before the waiter is queued.
+	cancelCtx func() bool
+	seq       uint64 // tells the waiters of one queue apart
 }
 
 // complete ends w with v, err, first stopping its context callback.
-func (w *waiter[T]) complete(v T, err error) {
-	w.cancelCtx()
+func (w waiter[T]) complete(v T, err error) {
+	if w.cancelCtx != nil {
+		w.cancelCtx()
+	}
 	w.done(v, err)
 }
 
 // waitQueue is the NextAsync machinery Notify and Strings share: the FIFO
 // of waiting calls (a client may, unusually, have more than one Next
 // pending on a watcher; each event goes to the oldest) and the stopped
-// flag, under mu, which also guards the watcher's pending state.
+// flag, under mu, which also guards the watcher's pending state. The
+// waiters are kept by value and the queue's array is reused, so a Next
+// that waits allocates nothing here once the watcher has waited before.
 type waitQueue[T any] struct {
 	mu      sync.Mutex
 	closed  bool // stopped: waiters have been failed, later ones fail at once
-	waiting []*waiter[T]
+	seq     uint64
+	waiting []waiter[T]
 }
 
 // take is a watcher's way of consuming its pending state, called with
@@ -118,19 +139,27 @@ type take[T any] func() (v T, after func(), ok bool)
 
 // next is NextAsync: it completes done at once if the watcher is stopped
 // (with stopErr), ctx has ended or take finds something pending, else it
-// queues done until the watcher delivers, stops or ctx ends.
+// queues done until the watcher delivers, stops or ctx ends. A ctx that
+// can never end (Done returns nil) registers nothing: the rpc facade's
+// waiting Next ends when its watcher is stopped with the connection.
 func (q *waitQueue[T]) next(ctx context.Context, stopErr func() error, take take[T], done func(T, error)) {
 	q.mu.Lock()
 	if q.readyLocked(ctx, stopErr, take, done) {
 		return
 	}
+	q.seq++
+	seq := q.seq
+	if ctx.Done() == nil {
+		q.waiting = append(q.waiting, waiter[T]{done: done, seq: seq})
+		q.mu.Unlock()
+		return
+	}
 	q.mu.Unlock()
 	// Wait: register the context callback first so that the waiter is
 	// queued only with its cancel function set, then look again.
-	wt := &waiter[T]{done: done}
-	wt.cancelCtx = context.AfterFunc(ctx, func() {
+	cancel := context.AfterFunc(ctx, func() {
 		q.mu.Lock()
-		i := slices.Index(q.waiting, wt)
+		i := slices.IndexFunc(q.waiting, func(w waiter[T]) bool { return w.seq == seq })
 		if i >= 0 {
 			q.waiting = slices.Delete(q.waiting, i, i+1)
 		}
@@ -142,10 +171,10 @@ func (q *waitQueue[T]) next(ctx context.Context, stopErr func() error, take take
 	})
 	q.mu.Lock()
 	if q.readyLocked(ctx, stopErr, take, done) {
-		wt.cancelCtx()
+		cancel()
 		return
 	}
-	q.waiting = append(q.waiting, wt)
+	q.waiting = append(q.waiting, waiter[T]{done: done, cancelCtx: cancel, seq: seq})
 	q.mu.Unlock()
 }
 
@@ -175,14 +204,13 @@ func (q *waitQueue[T]) readyLocked(ctx context.Context, stopErr func() error, ta
 }
 
 // popLocked removes the oldest waiter, if any; q.mu must be held.
-func (q *waitQueue[T]) popLocked() *waiter[T] {
+func (q *waitQueue[T]) popLocked() (waiter[T], bool) {
 	if len(q.waiting) == 0 {
-		return nil
+		return waiter[T]{}, false
 	}
 	wt := q.waiting[0]
-	q.waiting[0] = nil
-	q.waiting = q.waiting[1:]
-	return wt
+	q.waiting = slices.Delete(q.waiting, 0, 1)
+	return wt, true
 }
 
 // fail marks the queue stopped and completes every waiter with err.
@@ -222,10 +250,21 @@ func (w *Notify) OnDeliver(f func()) {
 
 // NewNotify returns a running notify watcher with no pending event.
 func NewNotify() *Notify {
-	w := &Notify{lifecycle: newLifecycle()}
-	w.afterStop = func() { w.q.fail(w.Err()) }
-	return w
+	return &Notify{}
 }
+
+// Kill stops the watcher with err: a blocked or later Next returns err
+// instead of ErrStopped. A nil err is the same as Stop.
+func (w *Notify) Kill(err error) { w.kill(err, w.failWaiters) }
+
+// Stop stops the watcher: its subscriptions are cancelled and any blocked
+// Next returns ErrStopped. Stop is idempotent and always returns nil.
+func (w *Notify) Stop() error {
+	w.Kill(nil)
+	return nil
+}
+
+func (w *Notify) failWaiters() { w.q.fail(w.Err()) }
 
 // Trigger records a pending event, or hands it to the oldest waiting
 // Next. It never blocks (a waiting NextAsync's done must not block).
@@ -235,8 +274,8 @@ func (w *Notify) Trigger() {
 		w.q.mu.Unlock()
 		return
 	}
-	wt := w.q.popLocked()
-	if wt == nil {
+	wt, ok := w.q.popLocked()
+	if !ok {
 		w.pending = true
 		w.q.mu.Unlock()
 		return
@@ -296,16 +335,27 @@ type Strings struct {
 	lifecycle
 	q waitQueue[[]string]
 
-	pending map[string]struct{} // guarded by q.mu
+	pending map[string]struct{} // guarded by q.mu; made by the first id
 	reset   bool                // guarded by q.mu: Reset was called
 }
 
 // NewStrings returns a running strings watcher with nothing pending.
 func NewStrings() *Strings {
-	w := &Strings{lifecycle: newLifecycle(), pending: make(map[string]struct{})}
-	w.afterStop = func() { w.q.fail(w.Err()) }
-	return w
+	return &Strings{}
 }
+
+// Kill stops the watcher with err: a blocked or later Next returns err
+// instead of ErrStopped. A nil err is the same as Stop.
+func (w *Strings) Kill(err error) { w.kill(err, w.failWaiters) }
+
+// Stop stops the watcher: its subscriptions are cancelled and any blocked
+// Next returns ErrStopped. Stop is idempotent and always returns nil.
+func (w *Strings) Stop() error {
+	w.Kill(nil)
+	return nil
+}
+
+func (w *Strings) failWaiters() { w.q.fail(w.Err()) }
 
 // Add records ids as changed, handing them to the oldest waiting Next if
 // there is one. It never blocks. Adding no ids does nothing.
@@ -331,6 +381,9 @@ func (w *Strings) update(replace bool, ids []string) {
 	if replace {
 		clear(w.pending)
 	}
+	if w.pending == nil && len(ids) > 0 {
+		w.pending = make(map[string]struct{}, len(ids))
+	}
 	for _, id := range ids {
 		w.pending[id] = struct{}{}
 	}
@@ -338,7 +391,7 @@ func (w *Strings) update(replace bool, ids []string) {
 		w.q.mu.Unlock()
 		return
 	}
-	wt := w.q.popLocked()
+	wt, _ := w.q.popLocked()
 	got, _, _ := w.takeLocked()
 	w.q.mu.Unlock()
 	wt.complete(got, nil)
