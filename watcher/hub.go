@@ -98,18 +98,27 @@ func (f Filter) match(c Change) bool {
 // into the hub.
 type Sink func(rev uint64, c Change)
 
+// subKey is where a subscription is listed: its kind, its model (or
+// allModels) and, in the byID and byParent indexes, its id or parent.
 type subKey struct {
 	kind  Kind
 	model string
+	key   string
 }
 
 // allModels is the model of the subKey of AllModels subscriptions (no
 // model UUID starts with a NUL).
 const allModels = "\x00all"
 
+// subscription is one Subscribe: its filter and sink, and its place in the
+// list of its index entry (each entry of an index is the head of a doubly
+// linked list, so adding and cancelling cost O(1) and an entry with one
+// subscription costs one map slot, not a map of its own).
 type subscription struct {
-	filter Filter
-	sink   Sink
+	filter     Filter
+	sink       Sink
+	prev, next *subscription
+	cancelled  bool // guarded by the hub's mu
 }
 
 // Hub fans committed changes out to subscriptions. The zero value is not
@@ -117,117 +126,81 @@ type subscription struct {
 type Hub struct {
 	count atomic.Int64
 
-	mu     sync.RWMutex // guards the fields below
-	nextID uint64
-	// subs is indexed by (kind, model) and then by subscription id; the
-	// per-id filtering is done per change. byID narrows further for
-	// subscriptions on one entity so entity watchers stay cheap when many
-	// watch the same kind; byParent likewise for subscriptions on one
-	// parent's children (10,000 container watchers over 1,000 machines:
-	// a new container reaches its host's watchers, not all 10,000).
-	subs     map[subKey]map[uint64]*subscription
-	byID     map[subKey]map[string]map[uint64]*subscription
-	byParent map[subKey]map[string]map[uint64]*subscription
+	mu sync.RWMutex // guards the indexes and the subscriptions' links
+	// subs is indexed by (kind, model); the per-subscription filtering is
+	// done per change. byID narrows further for subscriptions on one
+	// entity so entity watchers stay cheap when many watch the same kind;
+	// byParent likewise for subscriptions on one parent's children
+	// (10,000 container watchers over 1,000 machines: a new container
+	// reaches its host's watchers, not all 10,000). Each value is the
+	// newest subscription of its list.
+	subs     map[subKey]*subscription
+	byID     map[subKey]*subscription
+	byParent map[subKey]*subscription
 }
 
 // NewHub returns an empty hub.
 func NewHub() *Hub {
 	return &Hub{
-		subs:     make(map[subKey]map[uint64]*subscription),
-		byID:     make(map[subKey]map[string]map[uint64]*subscription),
-		byParent: make(map[subKey]map[string]map[uint64]*subscription),
+		subs:     make(map[subKey]*subscription),
+		byID:     make(map[subKey]*subscription),
+		byParent: make(map[subKey]*subscription),
 	}
 }
 
-// addKeyed adds s under (k, key) of index.
-func addKeyed(index map[subKey]map[string]map[uint64]*subscription, k subKey, key string, id uint64, s *subscription) {
-	keys := index[k]
-	if keys == nil {
-		keys = make(map[string]map[uint64]*subscription)
-		index[k] = keys
+// index returns the index and the key f's subscriptions are listed under.
+func (h *Hub) index(f *Filter) (map[subKey]*subscription, subKey) {
+	switch {
+	case f.AllModels:
+		return h.subs, subKey{kind: f.Kind, model: allModels}
+	case f.ID != "":
+		return h.byID, subKey{f.Kind, f.Model, f.ID}
+	case f.Parent != "":
+		return h.byParent, subKey{f.Kind, f.Model, f.Parent}
 	}
-	m := keys[key]
-	if m == nil {
-		m = make(map[uint64]*subscription)
-		keys[key] = m
-	}
-	m[id] = s
-}
-
-// removeKeyed removes subscription id from (k, key) of index, and the maps
-// it leaves empty.
-func removeKeyed(index map[subKey]map[string]map[uint64]*subscription, k subKey, key string, id uint64) {
-	keys := index[k]
-	delete(keys[key], id)
-	if len(keys[key]) == 0 {
-		delete(keys, key)
-	}
-	if len(keys) == 0 {
-		delete(index, k)
-	}
-}
-
-// addSub adds s under k of index.
-func addSub(index map[subKey]map[uint64]*subscription, k subKey, id uint64, s *subscription) {
-	m := index[k]
-	if m == nil {
-		m = make(map[uint64]*subscription)
-		index[k] = m
-	}
-	m[id] = s
-}
-
-// removeSub removes subscription id from k of index, and the map it
-// leaves empty.
-func removeSub(index map[subKey]map[uint64]*subscription, k subKey, id uint64) {
-	delete(index[k], id)
-	if len(index[k]) == 0 {
-		delete(index, k)
-	}
+	return h.subs, subKey{kind: f.Kind, model: f.Model}
 }
 
 // Subscribe registers sink for the changes matching f and returns the
 // function that cancels the subscription. Cancel is idempotent; after it
 // returns the sink is never called again.
 func (h *Hub) Subscribe(f Filter, sink Sink) (cancel func()) {
-	k := subKey{f.Kind, f.Model}
-	if f.AllModels {
-		k.model = allModels
-	}
 	s := &subscription{filter: f, sink: sink}
+	index, k := h.index(&s.filter)
 	h.mu.Lock()
-	h.nextID++
-	id := h.nextID
-	switch {
-	case f.AllModels:
-		addSub(h.subs, k, id, s)
-	case f.ID != "":
-		addKeyed(h.byID, k, f.ID, id, s)
-	case f.Parent != "":
-		addKeyed(h.byParent, k, f.Parent, id, s)
-	default:
-		addSub(h.subs, k, id, s)
+	if head := index[k]; head != nil {
+		head.prev = s
+		s.next = head
 	}
+	index[k] = s
 	h.mu.Unlock()
 	h.count.Add(1)
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			h.mu.Lock()
-			switch {
-			case f.AllModels:
-				removeSub(h.subs, k, id)
-			case f.ID != "":
-				removeKeyed(h.byID, k, f.ID, id)
-			case f.Parent != "":
-				removeKeyed(h.byParent, k, f.Parent, id)
-			default:
-				removeSub(h.subs, k, id)
-			}
-			h.mu.Unlock()
-			h.count.Add(-1)
-		})
+	return func() { h.cancel(s) }
+}
+
+// cancel unlinks s from its list, once.
+func (h *Hub) cancel(s *subscription) {
+	index, k := h.index(&s.filter)
+	h.mu.Lock()
+	if s.cancelled {
+		h.mu.Unlock()
+		return
 	}
+	s.cancelled = true
+	switch {
+	case s.prev != nil:
+		s.prev.next = s.next
+	case s.next != nil:
+		index[k] = s.next
+	default:
+		delete(index, k)
+	}
+	if s.next != nil {
+		s.next.prev = s.prev
+	}
+	s.prev, s.next = nil, nil
+	h.mu.Unlock()
+	h.count.Add(-1)
 }
 
 // Publish delivers cs to every matching subscription. Callers publish in
@@ -235,34 +208,21 @@ func (h *Hub) Subscribe(f Filter, sink Sink) (cancel func()) {
 func (h *Hub) Publish(cs ChangeSet) {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
+	deliver := func(s *subscription, c Change) {
+		for ; s != nil; s = s.next {
+			if s.filter.match(c) {
+				s.sink(cs.Rev, c)
+			}
+		}
+	}
 	for _, c := range cs.Changes {
-		k := subKey{c.Kind, c.Model}
-		for _, s := range h.subs[k] {
-			if s.filter.match(c) {
-				s.sink(cs.Rev, c)
-			}
+		deliver(h.subs[subKey{kind: c.Kind, model: c.Model}], c)
+		deliver(h.subs[subKey{kind: c.Kind, model: allModels}], c)
+		if c.ID != "" {
+			deliver(h.byID[subKey{c.Kind, c.Model, c.ID}], c)
 		}
-		for _, s := range h.subs[subKey{c.Kind, allModels}] {
-			if s.filter.match(c) {
-				s.sink(cs.Rev, c)
-			}
-		}
-		if ids := h.byID[k]; ids != nil {
-			for _, s := range ids[c.ID] {
-				if s.filter.match(c) {
-					s.sink(cs.Rev, c)
-				}
-			}
-		}
-		if c.Parent == "" {
-			continue
-		}
-		if parents := h.byParent[k]; parents != nil {
-			for _, s := range parents[c.Parent] {
-				if s.filter.match(c) {
-					s.sink(cs.Rev, c)
-				}
-			}
+		if c.Parent != "" {
+			deliver(h.byParent[subKey{c.Kind, c.Model, c.Parent}], c)
 		}
 	}
 }
@@ -278,21 +238,11 @@ func (h *Hub) Publish(cs ChangeSet) {
 func (h *Hub) Reset(rev uint64) {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
-	each := func(s *subscription) {
-		f := s.filter
-		s.sink(rev, Change{Kind: f.Kind, Model: f.Model, ID: f.ID, Parent: f.Parent, Fields: []string{FieldReset}})
-	}
-	for _, m := range h.subs {
-		for _, s := range m {
-			each(s)
-		}
-	}
-	for _, index := range []map[subKey]map[string]map[uint64]*subscription{h.byID, h.byParent} {
-		for _, keys := range index {
-			for _, m := range keys {
-				for _, s := range m {
-					each(s)
-				}
+	for _, index := range []map[subKey]*subscription{h.subs, h.byID, h.byParent} {
+		for _, head := range index {
+			for s := head; s != nil; s = s.next {
+				f := &s.filter
+				s.sink(rev, Change{Kind: f.Kind, Model: f.Model, ID: f.ID, Parent: f.Parent, Fields: []string{FieldReset}})
 			}
 		}
 	}
