@@ -1,6 +1,7 @@
 package watcher
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -78,14 +79,27 @@ func (q *Quota) give(n int) {
 
 // Resources is one connection's registry of resources, with ids "1", "2",
 // ... that are never reused. It is safe for concurrent use.
+//
+// The resources are kept in a slice in id order (ids only grow, so a new
+// one is appended), found by binary search: an agent's few watchers cost
+// a few words each, not a map. A stopped resource leaves a hole that is
+// compacted away once holes are half the slice, so stopping any number
+// costs amortised O(1).
 type Resources struct {
 	max int
 
 	mu      sync.Mutex // guards the fields below
 	next    uint64
-	m       map[string]Stopper
+	held    []resource // in id order; a nil s is a stopped one's hole
+	live    int        // non-nil entries of held
 	stopped bool
 	shared  *Quota // nil: none
+}
+
+// resource is one entry of Resources.held.
+type resource struct {
+	id uint64
+	s  Stopper
 }
 
 // Share makes the resources registered from now on count against q too
@@ -99,7 +113,7 @@ func (r *Resources) Share(q *Quota) {
 // NewResources returns an empty registry holding at most max resources
 // (max <= 0: no limit).
 func NewResources(max int) *Resources {
-	return &Resources{max: max, m: make(map[string]Stopper)}
+	return &Resources{max: max}
 }
 
 // Register adds s and returns its id. After StopAll, or over the limit, it
@@ -111,7 +125,7 @@ func (r *Resources) Register(s Stopper) (string, error) {
 		_ = s.Stop()
 		return "", ErrResourcesClosed
 	}
-	if r.max > 0 && len(r.m) >= r.max {
+	if r.max > 0 && r.live >= r.max {
 		r.mu.Unlock()
 		_ = s.Stop()
 		return "", &TooManyError{Max: r.max}
@@ -122,38 +136,60 @@ func (r *Resources) Register(s Stopper) (string, error) {
 		return "", &TooManyError{Max: q.max, Scope: q.scope}
 	}
 	r.next++
-	id := strconv.FormatUint(r.next, 10)
-	r.m[id] = s
+	r.held = append(r.held, resource{id: r.next, s: s})
+	r.live++
+	id := r.next
 	r.mu.Unlock()
-	return id, nil
+	return strconv.FormatUint(id, 10), nil
+}
+
+// findLocked returns the index in held of the live resource with id, or
+// -1. An id is only ever written as Register wrote it: "01" is unknown.
+func (r *Resources) findLocked(id string) int {
+	if id == "" || id[0] == '0' {
+		return -1
+	}
+	n, err := strconv.ParseUint(id, 10, 64)
+	if err != nil {
+		return -1
+	}
+	i, ok := slices.BinarySearchFunc(r.held, n, func(e resource, n uint64) int { return cmp.Compare(e.id, n) })
+	if !ok || r.held[i].s == nil {
+		return -1
+	}
+	return i
 }
 
 // Get returns the resource with id, or ErrUnknownResource.
 func (r *Resources) Get(id string) (Stopper, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	s, ok := r.m[id]
-	if !ok {
+	i := r.findLocked(id)
+	if i < 0 {
 		return nil, ErrUnknownResource
 	}
-	return s, nil
+	return r.held[i].s, nil
 }
 
 // Stop stops and removes the resource with id; an unknown id gives
 // ErrUnknownResource.
 func (r *Resources) Stop(id string) error {
 	r.mu.Lock()
-	s, ok := r.m[id]
-	if ok {
-		delete(r.m, id)
-		if r.shared != nil {
-			r.shared.give(1)
-		}
-	}
-	r.mu.Unlock()
-	if !ok {
+	i := r.findLocked(id)
+	if i < 0 {
+		r.mu.Unlock()
 		return ErrUnknownResource
 	}
+	s := r.held[i].s
+	r.held[i].s = nil
+	r.live--
+	if r.live <= len(r.held)/2 {
+		r.held = slices.DeleteFunc(r.held, func(e resource) bool { return e.s == nil })
+	}
+	if r.shared != nil {
+		r.shared.give(1)
+	}
+	r.mu.Unlock()
 	return s.Stop()
 }
 
@@ -161,7 +197,7 @@ func (r *Resources) Stop(id string) error {
 func (r *Resources) Len() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.m)
+	return r.live
 }
 
 // StopAll stops every resource, newest first, and refuses later
@@ -169,22 +205,21 @@ func (r *Resources) Len() int {
 func (r *Resources) StopAll() {
 	r.mu.Lock()
 	r.stopped = true
-	ids := make([]uint64, 0, len(r.m))
-	for id := range r.m {
-		n, _ := strconv.ParseUint(id, 10, 64)
-		ids = append(ids, n)
-	}
-	slices.Sort(ids)
-	all := make([]Stopper, 0, len(ids))
-	for i := len(ids) - 1; i >= 0; i-- {
-		all = append(all, r.m[strconv.FormatUint(ids[i], 10)])
-	}
-	r.m = make(map[string]Stopper)
+	held := r.held
+	r.held, r.live = nil, 0
 	if r.shared != nil {
-		r.shared.give(len(all))
+		n := 0
+		for _, e := range held {
+			if e.s != nil {
+				n++
+			}
+		}
+		r.shared.give(n)
 	}
 	r.mu.Unlock()
-	for _, s := range all {
-		_ = s.Stop()
+	for i := len(held) - 1; i >= 0; i-- {
+		if s := held[i].s; s != nil {
+			_ = s.Stop()
+		}
 	}
 }

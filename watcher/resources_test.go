@@ -106,7 +106,7 @@ func TestResourcesUnknownID(t *testing.T) {
 	if err := r.Stop("2"); err != nil {
 		t.Fatalf("Stop(2): %v", err)
 	}
-	for _, id := range []string{"", "0", "2", "3", "01", " 1", "x", "-1"} {
+	for _, id := range []string{"", "0", "2", "3", "01", " 1", "+1", "1 ", "x", "-1", "18446744073709551616"} {
 		t.Run("Get("+strconv.Quote(id)+")", func(t *testing.T) {
 			if s, err := r.Get(id); !errors.Is(err, watcher.ErrUnknownResource) || s != nil {
 				t.Errorf("Get(%q) = %v, %v; want nil, %v", id, s, err, watcher.ErrUnknownResource)
@@ -122,6 +122,68 @@ func TestResourcesUnknownID(t *testing.T) {
 	gone.assertStops(t, 1)
 	if got := r.Len(); got != 1 {
 		t.Errorf("Len() = %d, want 1", got)
+	}
+}
+
+// TestResourcesStopMany: stopping resources in any order leaves the others
+// found by their ids (the registry compacts the holes stopped ones leave)
+// and StopAll stops the rest newest first.
+func TestResourcesStopMany(t *testing.T) {
+	t.Parallel()
+	r := watcher.NewResources(0)
+	log := &stopLog{}
+	const n = 100
+	ss := make([]*fakeStopper, n+1)
+	for i := 1; i <= n; i++ {
+		ss[i] = &fakeStopper{name: strconv.Itoa(i), log: log}
+		register(t, r, ss[i], strconv.Itoa(i))
+	}
+	// The odd ones, from the middle outwards.
+	for d := 0; d < n/2; d++ {
+		i := n/2 + 1 + d
+		if d%2 == 1 {
+			i = n/2 + 1 - d
+		}
+		if i < 1 || i > n || i%2 == 0 {
+			continue
+		}
+		if err := r.Stop(strconv.Itoa(i)); err != nil {
+			t.Fatalf("Stop(%d): %v", i, err)
+		}
+	}
+	for i := 1; i <= n; i += 2 {
+		if ss[i].stops.Load() == 0 {
+			if err := r.Stop(strconv.Itoa(i)); err != nil {
+				t.Fatalf("Stop(%d): %v", i, err)
+			}
+		}
+	}
+	if got := r.Len(); got != n/2 {
+		t.Fatalf("Len() = %d, want %d", got, n/2)
+	}
+	for i := 1; i <= n; i++ {
+		s, err := r.Get(strconv.Itoa(i))
+		if i%2 == 1 {
+			if !errors.Is(err, watcher.ErrUnknownResource) {
+				t.Errorf("Get(%d) of a stopped one = %v, %v", i, s, err)
+			}
+			continue
+		}
+		if err != nil || s != ss[i] {
+			t.Errorf("Get(%d) = %v, %v; want %v", i, s, err, ss[i])
+		}
+	}
+	before := len(log.get())
+	r.StopAll()
+	var want []string
+	for i := n; i >= 2; i -= 2 {
+		want = append(want, strconv.Itoa(i))
+	}
+	if got := log.get()[before:]; !slices.Equal(got, want) {
+		t.Errorf("StopAll stopped %v, want %v", got, want)
+	}
+	for i := 1; i <= n; i++ {
+		ss[i].assertStops(t, 1)
 	}
 }
 
