@@ -15,8 +15,16 @@ type lifecycle struct {
 	w     *watcher.Strings
 	match func(id string) bool
 
-	mu    sync.Mutex // guards known
-	known map[string]bool
+	mu    sync.Mutex      // guards known
+	known map[string]bool // made by the first id known (most agents' container watchers have none)
+}
+
+// know records id as known (reported, not yet dead); l.mu is held.
+func (l *lifecycle) know(id string) {
+	if l.known == nil {
+		l.known = make(map[string]bool)
+	}
+	l.known[id] = true
 }
 
 func (l *lifecycle) sink(_ uint64, c watcher.Change) {
@@ -32,7 +40,7 @@ func (l *lifecycle) sink(_ uint64, c watcher.Change) {
 			l.w.Add(c.ID)
 		}
 	case c.Has(watcher.FieldCreated):
-		l.known[c.ID] = true
+		l.know(c.ID)
 		l.w.Add(c.ID)
 	case c.Has(watcher.FieldLife):
 		if !l.known[c.ID] {
@@ -56,7 +64,7 @@ type idLife struct {
 // and the watcher is stamped with the snapshot's revision (watch_stamp.go).
 func (st *State) watchLifecycle(f watcher.Filter, match func(id string) bool, snapshot func(r reader) ([]idLife, error)) (*watcher.Strings, []string, error) {
 	w := watcher.NewStrings()
-	l := &lifecycle{w: w, match: match, known: map[string]bool{}}
+	l := &lifecycle{w: w, match: match}
 	s := st.subscribeStamped(w, l.sink, f)
 	initial := []string{}
 	err := st.viewStamped(s, func(r reader) error {
@@ -73,7 +81,7 @@ func (st *State) watchLifecycle(f watcher.Filter, match func(id string) bool, sn
 			}
 			initial = append(initial, it.id)
 			if it.life != Dead {
-				l.known[it.id] = true
+				l.know(it.id)
 			}
 		}
 		return nil
@@ -84,6 +92,10 @@ func (st *State) watchLifecycle(f watcher.Filter, match func(id string) bool, sn
 	}
 	return w, initial, nil
 }
+
+// lifecycleFields are the fields of a lifecycle watcher's filter, shared
+// by every one (the hub only reads them).
+var lifecycleFields = []string{watcher.FieldCreated, watcher.FieldLife, watcher.FieldRemoved}
 
 // watchMachineLifecycle watches the lifecycle of the machines of a model
 // that match. snapshot reads the candidates (every machine of the model, or
@@ -100,7 +112,7 @@ func (st *State) watchMachineLifecycle(model, parent string, match func(id strin
 		Kind:   KindMachine,
 		Model:  model,
 		Parent: parent,
-		Fields: []string{watcher.FieldCreated, watcher.FieldLife, watcher.FieldRemoved},
+		Fields: lifecycleFields,
 	}, match, func(r reader) ([]idLife, error) {
 		if _, err := getModel(r, model); err != nil {
 			return nil, err

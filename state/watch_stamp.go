@@ -25,7 +25,7 @@ import (
 // stamper is the sink of a stamped subscription.
 type stamper struct {
 	sink  watcher.Sink
-	reset func()
+	reset interface{ Reset() } // the watcher itself: no closure per watcher
 
 	mu    sync.Mutex // guards the fields below; held while sink runs, so delivery stays in order
 	rev   uint64     // the snapshot's revision, once set
@@ -39,13 +39,16 @@ type stampedChange struct {
 }
 
 // stamp wraps sink: nothing reaches it until Stamp, and then only changes
-// after the stamped revision; a reset after it calls reset instead.
-func stamp(sink watcher.Sink, reset func()) *stamper { return &stamper{sink: sink, reset: reset} }
+// after the stamped revision; a reset after it calls reset's Reset
+// instead.
+func stamp(sink watcher.Sink, reset interface{ Reset() }) *stamper {
+	return &stamper{sink: sink, reset: reset}
+}
 
 // deliver passes c on to the sink, or a reset to reset; s.mu is held.
 func (s *stamper) deliver(rev uint64, c watcher.Change) {
 	if c.IsReset() {
-		s.reset()
+		s.reset.Reset()
 		return
 	}
 	s.sink(rev, c)
@@ -81,7 +84,7 @@ func (s *stamper) Stamp(rev uint64) {
 // subscribeStamped subscribes sink to every filter of fs through one
 // stamper, stopped with w and reset through it.
 func (st *State) subscribeStamped(w watcher.Resetter, sink watcher.Sink, fs ...watcher.Filter) *stamper {
-	s := stamp(sink, w.Reset)
+	s := stamp(sink, w)
 	for _, f := range fs {
 		w.OnStop(st.hub.Subscribe(f, s.Sink))
 	}

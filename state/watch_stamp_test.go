@@ -196,7 +196,7 @@ func TestWatchersIgnoreWhatTheirSnapshotHolds(t *testing.T) {
 func TestStamper(t *testing.T) {
 	t.Parallel()
 	var got []uint64
-	s := stamp(func(rev uint64, _ watcher.Change) { got = append(got, rev) }, func() { t.Fatal("reset") })
+	s := stamp(func(rev uint64, _ watcher.Change) { got = append(got, rev) }, resetFunc(func() { t.Fatal("reset") }))
 	s.Sink(3, watcher.Change{})
 	s.Sink(5, watcher.Change{})
 	if len(got) != 0 {
@@ -209,3 +209,8 @@ func TestStamper(t *testing.T) {
 		t.Errorf("delivered %v, want [5 6]", got)
 	}
 }
+
+// resetFunc is a func as stamp's reset.
+type resetFunc func()
+
+func (f resetFunc) Reset() { f() }
