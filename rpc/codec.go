@@ -31,6 +31,11 @@ type header struct {
 	cc   callCtx
 }
 
+// request is what routes h's call.
+func (h *header) request() Request {
+	return Request{RequestID: h.RequestID, Facade: h.Type, Version: h.Version, ID: h.ID, Method: h.Request}
+}
+
 // headerV0 is the legacy framing: Go field names, matched without case.
 type headerV0 struct {
 	RequestId uint64

@@ -254,7 +254,7 @@ func (c *Conn) waitIdle() bool {
 // waits for some of them to be answered; it reports false if the
 // connection closes meanwhile.
 func (c *Conn) dispatch(h *header, size int64) bool {
-	call, err := c.root.FindMethod(Request{RequestID: h.RequestID, Facade: h.Type, Version: h.Version, ID: h.ID, Method: h.Request})
+	call, err := c.root.FindMethod(h.request())
 	if err != nil {
 		c.replyFromReader(h, false, nil, err)
 		return true
@@ -333,7 +333,11 @@ type pendingCall struct {
 // publisher, a timer) and must not block it.
 func (c *Conn) await(h *header, l *Later, start time.Time) {
 	p := &pendingCall{starting: true}
+	mapErr := l.mapErr
 	reply := func(res any, err error) {
+		if err != nil && mapErr != nil {
+			err = mapErr(h.request(), err)
+		}
 		p.mu.Lock()
 		if p.replied {
 			p.mu.Unlock()

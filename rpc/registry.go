@@ -192,6 +192,8 @@ func HandleNone[C, F any](m *Methods[C, F], name string, fn func(F, context.Cont
 // the call's MaxRequests slot until the reply is sent.
 type Later struct {
 	start func(ctx context.Context, reply func(any, error))
+	// mapErr, if set, maps the reply's error (MapErr).
+	mapErr func(req Request, err error) error
 }
 
 // LaterFunc makes a Later for a Root that resolves methods without the
@@ -203,19 +205,32 @@ func LaterFunc(start func(ctx context.Context, reply func(any, error))) *Later {
 
 // Start runs the call outside a connection (tests, in-process callers):
 // reply is called exactly once, from any goroutine, and must not block.
-func (l *Later) Start(ctx context.Context, reply func(any, error)) { l.start(ctx, reply) }
+// Its error has been through MapErr's function, with a zero Request.
+func (l *Later) Start(ctx context.Context, reply func(any, error)) {
+	if l.mapErr == nil {
+		l.start(ctx, reply)
+		return
+	}
+	l.start(ctx, func(res any, err error) {
+		if err != nil {
+			err = l.mapErr(Request{}, err)
+		}
+		reply(res, err)
+	})
+}
 
-// MapErr returns a Later whose error, if any, passes through f first (the
-// facade layer's mapping of errors to wire codes).
-func (l *Later) MapErr(f func(error) error) *Later {
-	return &Later{start: func(ctx context.Context, reply func(any, error)) {
-		l.start(ctx, func(res any, err error) {
-			if err != nil {
-				err = f(err)
-			}
-			reply(res, err)
-		})
-	}}
+// MapErr makes l's error, if any, pass through f (the facade layer's
+// mapping of errors to wire codes), after any function an earlier MapErr
+// gave, and returns l. f gets the request the call answers: the
+// connection applies it when the reply comes, so nothing of the call's
+// own state need be kept while it waits.
+func (l *Later) MapErr(f func(req Request, err error) error) *Later {
+	if prev := l.mapErr; prev != nil {
+		l.mapErr = func(req Request, err error) error { return f(req, prev(req, err)) }
+	} else {
+		l.mapErr = f
+	}
+	return l
 }
 
 // HandleLater registers a method without params whose result R comes

@@ -174,9 +174,18 @@ func (k *call) Call(ctx context.Context, raw json.RawMessage) (any, error) {
 		return nil, k.ServerError(err)
 	}
 	if l, ok := res.(*rpc.Later); ok {
-		return l.MapErr(func(err error) error { return k.ServerError(err) }), nil
+		return l.MapErr(k.Session.laterError), nil
 	}
 	return res, nil
+}
+
+// laterError maps the error of a Later call's reply (a watcher's Next) as
+// the call's Context.ServerError does, logged with the call's request: the
+// call itself (its Context, the facade instance) is not kept while it
+// waits, which for an agent's watcher was a fifth of what it held.
+func (s *Session) laterError(req rpc.Request, err error) error {
+	c := Context{Deps: s.deps, Session: s, Request: req}
+	return c.ServerError(err)
 }
 
 // Kill implements rpc.Root: it stops every resource and the ping timer.
