@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -77,7 +78,6 @@ type Conn struct {
 	wire *wireConn // the connection under ws, whose writes the drain corks
 	info ConnInfo
 	root Root
-	log  *slog.Logger
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -106,11 +106,16 @@ type Conn struct {
 	ping    *time.Timer
 
 	stopOnce  sync.Once
-	stopc     chan struct{} // closed to ask the reader to stop
-	mu        sync.Mutex    // guards closeCode
-	closeCode int           // close frame the server sends; 0: none
-	overLimit bool          // the reader stopped at a message over the read limit
+	stopping  atomic.Bool // set to ask the reader to stop
+	mu        sync.Mutex  // guards closeCode
+	closeCode int         // close frame the server sends; 0: none
+	overLimit bool        // the reader stopped at a message over the read limit
 }
+
+// log returns the connection's logger: the server's, with the client's
+// address. It is made when something is logged (rarely: errors, debug),
+// not kept with each connection.
+func (c *Conn) log() *slog.Logger { return c.srv.cfg.Logger.With("remote", c.info.RemoteAddr) }
 
 // maxQueued bounds the replies waiting to be written on one connection;
 // the reader and handlers wait for room, so a client that stops reading
@@ -133,7 +138,7 @@ func (c *Conn) Close(code int) {
 			c.closeCode = code
 		}
 		c.mu.Unlock()
-		close(c.stopc)
+		c.stopping.Store(true)
 		_ = c.ws.SetReadDeadline(time.Now().Add(-time.Second))
 		c.bmu.Lock()
 		c.bclosed = true
@@ -209,23 +214,21 @@ func (c *Conn) readLoop() {
 		if err := c.ws.SetReadDeadline(time.Now().Add(cfg.PongWait)); err != nil {
 			return
 		}
-		select {
-		case <-c.stopc:
+		if c.stopping.Load() {
 			return
-		default:
 		}
 		_, data, err := c.ws.ReadMessage()
 		if err != nil {
 			if errors.Is(err, websocket.ErrReadLimit) {
 				// gorilla has already sent close code 1009.
-				c.log.Debug("message over the read limit", "limit", limit)
+				c.log().Debug("message over the read limit", "limit", limit)
 				c.overLimit = true
 			}
 			return
 		}
 		h, err := decodeHeader(data)
 		if err != nil {
-			c.log.Debug("closing connection on a malformed message", "err", err)
+			c.log().Debug("closing connection on a malformed message", "err", err)
 			c.setCloseCode(websocket.CloseNormalClosure)
 			return
 		}
@@ -341,7 +344,7 @@ func (c *Conn) await(h *header, l *Later, start time.Time) {
 		p.mu.Lock()
 		if p.replied {
 			p.mu.Unlock()
-			c.log.Error("a call replied twice; second reply dropped", "facade", h.Type, "method", h.Request)
+			c.log().Error("a call replied twice; second reply dropped", "facade", h.Type, "method", h.Request)
 			return
 		}
 		p.replied = true
@@ -427,9 +430,9 @@ func (c *Conn) call(h *header, call Caller) (res any, err error) {
 		if r := recover(); r != nil {
 			// Operators get the panic, not Go source locations; the
 			// stack is for developers, at debug level.
-			c.log.Error("panic in request handler", "facade", h.Type, "version", h.Version,
+			c.log().Error("panic in request handler", "facade", h.Type, "version", h.Version,
 				"method", h.Request, "panic", fmt.Sprint(r))
-			c.log.Debug("panic in request handler: stack", "method", h.Request, "stack", string(debug.Stack()))
+			c.log().Debug("panic in request handler: stack", "method", h.Request, "stack", string(debug.Stack()))
 			res, err = nil, PanicError(r)
 		}
 	}()
@@ -458,10 +461,10 @@ func (c *Conn) encode(h *header, resolved bool, res any, err error, d time.Durat
 		b, merr := json.Marshal(res)
 		switch limit := c.srv.cfg.MaxReplySize; {
 		case merr != nil:
-			c.log.Error("cannot encode reply", "facade", h.Type, "method", h.Request, "err", merr)
+			c.log().Error("cannot encode reply", "facade", h.Type, "method", h.Request, "err", merr)
 			err = &params.Error{Message: "cannot encode reply: " + merr.Error()}
 		case int64(len(b)) > limit:
-			c.log.Warn("reply over the size limit not sent", "facade", h.Type, "method", h.Request,
+			c.log().Warn("reply over the size limit not sent", "facade", h.Type, "method", h.Request,
 				"size", len(b), "limit", limit)
 			err = ReplyTooLargeError(int64(len(b)), limit)
 		default:
@@ -484,7 +487,7 @@ func (c *Conn) encode(h *header, resolved bool, res any, err error, d time.Durat
 	}
 	msg, merr := encodeReply(h, body, err)
 	if merr != nil {
-		c.log.Error("cannot encode reply frame", "err", merr)
+		c.log().Error("cannot encode reply frame", "err", merr)
 		msg, _ = encodeReply(h, nil, &params.Error{Message: "cannot encode reply"})
 	}
 	return msg
@@ -558,7 +561,7 @@ func (c *Conn) drain() {
 			batch[i] = nil // let the written reply go
 		}
 		if err != nil {
-			c.log.Debug("write failed; closing connection", "err", err)
+			c.log().Debug("write failed; closing connection", "err", err)
 			c.fail()
 		}
 		c.wmu.Lock()

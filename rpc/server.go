@@ -215,12 +215,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ws:     ws,
 		wire:   hj.wire,
 		info:   ConnInfo{ModelUUID: modelUUID, RemoteAddr: r.RemoteAddr},
-		log:    s.cfg.Logger.With("remote", r.RemoteAddr),
 		ctx:    ctx,
 		cancel: cancel,
 		sem:    make(chan struct{}, s.cfg.MaxRequests),
 		items:  newItemBudget(s.cfg.MaxBulkItems),
-		stopc:  make(chan struct{}),
 	}
 	c.wcond.L = &c.wmu
 	c.bcond.L = &c.bmu

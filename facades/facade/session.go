@@ -239,6 +239,7 @@ func (s *Session) EndLogin(auth *Auth) {
 		}
 		if s.loginTimer != nil {
 			s.loginTimer.Stop()
+			s.loginTimer = nil // the timer and its closure go (issue 16: memory per agent)
 		}
 	}
 }
