@@ -175,6 +175,12 @@ func start(opts Options, attempt int) (*Cluster, error) {
 		cfg.MaxRequestBytes = opts.MaxRequestBytes
 		cfg.UnsafeNoFsync = opts.NoFsync
 		cfg.Metrics = "basic"
+		// embed.NewConfig leaves the unary request warning threshold at 0
+		// (etcd's own command line gives it 300 ms), so every request
+		// took "too long": etcd formatted each one as text for a warning
+		// the logger then dropped, 12% of its CPU under provisionbench's
+		// grouped writes.
+		cfg.WarningUnaryRequestDuration = embed.DefaultWarningUnaryRequestDuration
 		// bcrypt's minimum cost: etcd hashes a password at every
 		// authentication, and the default cost takes tens of
 		// milliseconds of CPU on this 2-core box (more under -race).
