@@ -1,6 +1,7 @@
 package state
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -308,6 +309,98 @@ func (st *State) SetMachineStatuses(model string, args []MachineStatusArg) []err
 }
 
 func (tx *txn) setMachineStatus(model, id string, kind StatusKind, s Status) error {
+	s.Since = tx.now
+	if s.Data == nil {
+		s.Data = map[string]any{}
+	}
+	s.Data = normalizeData(s.Data)
+	var agent *Status // the agent status an instance error sets too
+	if kind == InstanceStatus && (s.Status == "error" || s.Status == "provisioning error") {
+		as := s
+		as.Status = "error"
+		if as.Message == "" {
+			as.Message = s.Status
+		}
+		agent = &as
+	}
+	// The patch needs nothing of the record but that it is there, except
+	// for an agent's "pending", which depends on its instance id; and the
+	// machine records have no index to move (index.go).
+	if kind == AgentStatus && s.Status == "pending" {
+		return tx.setMachineStatusWhole(model, id, kind, s, agent)
+	}
+	if _, indexed := indexes[KindMachine]; indexed {
+		return tx.setMachineStatusWhole(model, id, kind, s, agent)
+	}
+	if !validMachineID(id) {
+		return errors.NotValidf("machine id %q", id)
+	}
+	// The errors come in the whole path's order: the machine's, then the
+	// status's, then the encoding's.
+	set, setErr := machineStatusMembers(kind, s, agent)
+	key := entityKey(KindMachine, model, id)
+	var out []byte
+	var patched bool
+	found, err := tx.GetFunc(key, func(raw []byte) {
+		if setErr == nil {
+			out, patched = patchRecord(raw, set)
+		}
+	})
+	if err != nil {
+		return errors.Trace(err)
+	}
+	if !found {
+		return errors.NotFoundf("machine %s", id)
+	}
+	if err := validateStatus(kind, Machine{}, s); err != nil {
+		return err
+	}
+	if setErr != nil {
+		return setErr
+	}
+	if !patched {
+		return tx.setMachineStatusWhole(model, id, kind, s, agent)
+	}
+	if err := tx.Put(key, out); err != nil {
+		return errors.Trace(err)
+	}
+	tx.Record(change(KindMachine, model, id, FieldStatus))
+	return nil
+}
+
+// machineStatusMembers returns the members of a machine's record that
+// setting s (and agent, if not nil) as its kind of status writes, encoded
+// as the record's encoding writes them.
+func machineStatusMembers(kind StatusKind, s Status, agent *Status) ([]patchMember, error) {
+	var key string
+	switch kind {
+	case AgentStatus:
+		key = "status"
+	case InstanceStatus:
+		key = "instance-status"
+	case ModificationStatus:
+		key = "modification-status"
+	default:
+		return nil, errors.NotValidf("status kind %q", kind)
+	}
+	b, err := json.Marshal(&s)
+	if err != nil {
+		return nil, errors.Annotatef(err, "encoding machine status")
+	}
+	set := []patchMember{{key: key, val: b}}
+	if agent != nil {
+		ab, err := json.Marshal(agent)
+		if err != nil {
+			return nil, errors.Annotatef(err, "encoding machine status")
+		}
+		set = append(set, patchMember{key: "status", val: ab})
+	}
+	return set, nil
+}
+
+// setMachineStatusWhole is setMachineStatus by decoding the machine's
+// record and encoding it again, where patching it is not enough.
+func (tx *txn) setMachineStatusWhole(model, id string, kind StatusKind, s Status, agent *Status) error {
 	d, err := getMachine(tx, model, id)
 	if err != nil {
 		return err
@@ -315,26 +408,16 @@ func (tx *txn) setMachineStatus(model, id string, kind StatusKind, s Status) err
 	if err := validateStatus(kind, d.Machine, s); err != nil {
 		return err
 	}
-	s.Since = tx.now
-	if s.Data == nil {
-		s.Data = map[string]any{}
-	}
-	s.Data = normalizeData(s.Data)
 	switch kind {
 	case AgentStatus:
 		d.Status = s
 	case InstanceStatus:
 		d.InstanceStatus = s
-		if s.Status == "error" || s.Status == "provisioning error" {
-			as := s
-			as.Status = "error"
-			if as.Message == "" {
-				as.Message = s.Status
-			}
-			d.Status = as
-		}
 	case ModificationStatus:
 		d.ModificationStatus = s
+	}
+	if agent != nil {
+		d.Status = *agent
 	}
 	return tx.put(KindMachine, model, id, &d, FieldStatus)
 }
