@@ -121,11 +121,11 @@ func startCluster(ctx context.Context, o *options) (*cluster, error) {
 	et := &etcdTarget{endpoints: o.etcdEndpoints, prefix: o.etcdPrefix}
 	if len(et.endpoints) == 0 {
 		o.progress.set("starting etcd")
-		eps, stop, err := startEtcd(ctx, o)
+		eps, pid, stop, err := startEtcd(ctx, o)
 		if err != nil {
 			return nil, err
 		}
-		et.endpoints, cl.stopEtcd = eps, stop
+		et.endpoints, et.pid, cl.stopEtcd = eps, pid, stop
 		et.maxTxnOps, et.maxRequestBytes = etcdtest.MaxTxnOps, etcdtest.MaxRequestBytes
 	}
 	if et.prefix == "" {
@@ -173,33 +173,34 @@ func (cl *cluster) close() {
 }
 
 // startEtcd starts one etcd member (fsync on, etcd's default) on loopback:
-// in this process when the daemon is, else as a child process.
-func startEtcd(ctx context.Context, o *options) ([]string, func(), error) {
+// in this process when the daemon is, else as a child process (whose pid
+// it returns; 0 in this process).
+func startEtcd(ctx context.Context, o *options) ([]string, int, func(), error) {
 	dir, err := os.MkdirTemp("", "provisionbench-etcd-")
 	if err != nil {
-		return nil, nil, err
+		return nil, 0, nil, err
 	}
 	if o.daemonMode == modeInproc && o.daemonBin == "" {
 		c, err := etcdtest.Start(etcdtest.Options{Dir: dir})
 		if err != nil {
 			os.RemoveAll(dir)
-			return nil, nil, err
+			return nil, 0, nil, err
 		}
-		return c.Endpoints(), func() { c.Close(); os.RemoveAll(dir) }, nil
+		return c.Endpoints(), 0, func() { c.Close(); os.RemoveAll(dir) }, nil
 	}
 	self, err := os.Executable()
 	if err != nil {
-		return nil, nil, err
+		return nil, 0, nil, err
 	}
 	cmd := exec.Command(self, childEtcdCmd, "--dir", dir)
 	cmd.Stderr = o.stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, nil, err
+		return nil, 0, nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, nil, err
+		return nil, 0, nil, err
 	}
 	stop := func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
@@ -216,14 +217,14 @@ func startEtcd(ctx context.Context, o *options) ([]string, func(), error) {
 	line, err := readLine(ctx, out)
 	if err != nil {
 		stop()
-		return nil, nil, fmt.Errorf("etcd: %w", err)
+		return nil, 0, nil, fmt.Errorf("etcd: %w", err)
 	}
 	eps, ok := strings.CutPrefix(line, "listening ")
 	if !ok {
 		stop()
-		return nil, nil, fmt.Errorf("etcd said %q", line)
+		return nil, 0, nil, fmt.Errorf("etcd said %q", line)
 	}
-	return strings.Split(eps, ","), stop, nil
+	return strings.Split(eps, ","), cmd.Process.Pid, stop, nil
 }
 
 // childEtcd is the hidden command that runs the tool's etcd member; it
@@ -330,7 +331,8 @@ func (v *values) prefixed(p string) *values {
 func runWriteEtcdBaseline(ctx context.Context, e *env, n int) (*values, error) {
 	et := e.cl.etcd
 	const valueSize = 512 // about a machine status record, as raw bbolt's
-	r, err := rawetcd.TxnBench(ctx, et.endpoints, et.rawPrefix(), n, len(e.targets), valueSize, warmup(e.o.duration), e.o.duration)
+	cpu := newCPUWindow(nil, et)
+	r, err := rawetcd.TxnBench(ctx, et.endpoints, et.rawPrefix(), n, len(e.targets), valueSize, warmup(e.o.duration), e.o.duration, cpu.mark)
 	if err != nil {
 		return nil, fmt.Errorf("raw etcd: %w", err)
 	}
@@ -338,6 +340,7 @@ func runWriteEtcdBaseline(ctx context.Context, e *env, n int) (*values, error) {
 	v.set("raw etcd txn/s", "", r.PerSecond())
 	v.set("raw etcd txn p50", "ms", ms(percentile(r.Latencies, 50)))
 	v.set("raw etcd txn p99", "ms", ms(percentile(r.Latencies, 99)))
+	cpu.set(v, "raw etcd txn: ", "txn", r.Commits)
 	if n == 1 && r.PerSecond() > 0 {
 		echo, err := echoRoundTrips(ctx, e)
 		if err != nil {

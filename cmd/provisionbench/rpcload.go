@@ -98,7 +98,7 @@ type loopResult struct {
 
 // closedLoop runs call on every connection, one call at a time each, for
 // warm (not counted) and then d (counted).
-func closedLoop(ctx context.Context, n int, warm, d time.Duration, call func(ctx context.Context, i, k int) error) loopResult {
+func closedLoop(ctx context.Context, n int, warm, d time.Duration, window func(start bool), call func(ctx context.Context, i, k int) error) loopResult {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -130,11 +130,17 @@ func closedLoop(ctx context.Context, n int, warm, d time.Duration, call func(ctx
 		}()
 	}
 	_ = sleepCtx(ctx, warm)
+	if window != nil {
+		window(true)
+	}
 	counting.Store(true)
 	start := time.Now()
 	_ = sleepCtx(ctx, d)
 	stop.Store(true)
 	elapsed := time.Since(start)
+	if window != nil {
+		window(false)
+	}
 	wg.Wait()
 	ds := lat.snapshot()
 	return loopResult{calls: len(ds), errors: int(errs.Load()), elapsed: elapsed, lat: ds}
@@ -165,7 +171,7 @@ func runRPC(ctx context.Context, e *env, n int) (*values, error) {
 	for i, m := range ms {
 		args[i] = params.Entities{Entities: []params.Entity{{Tag: m.Tag}}}
 	}
-	r := closedLoop(ctx, n, warmup(e.o.duration), e.o.duration, func(ctx context.Context, i, k int) error {
+	r := closedLoop(ctx, n, warmup(e.o.duration), e.o.duration, nil, func(ctx context.Context, i, k int) error {
 		if k%2 == 0 {
 			var res params.LifeResults
 			if err := conns[i].Call(ctx, "Provisioner", 11, "", "Life", args[i], &res); err != nil {
@@ -209,7 +215,7 @@ func runRPCBaseline(ctx context.Context, e *env, n int) (*values, error) {
 	for i := range n {
 		args[i] = params.Entities{Entities: []params.Entity{{Tag: fmt.Sprintf("machine-%d", i)}}}
 	}
-	r := closedLoop(ctx, n, warmup(e.o.duration), e.o.duration, func(ctx context.Context, i, k int) error {
+	r := closedLoop(ctx, n, warmup(e.o.duration), e.o.duration, nil, func(ctx context.Context, i, k int) error {
 		method := "Life"
 		if k%2 == 1 {
 			method = "InstanceId"

@@ -71,6 +71,9 @@ type etcdTarget struct {
 	// maxTxnOps and maxRequestBytes are the cluster's limits (0: etcd's
 	// defaults, which the daemon assumes too).
 	maxTxnOps, maxRequestBytes int
+	// pid is the tool's etcd member's process when it is a child of
+	// this one; 0 otherwise (given endpoints, or in this process).
+	pid int
 }
 
 // mainSpec is the spec of the one daemon of a run without --daemons.

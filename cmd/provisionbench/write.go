@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -164,7 +165,12 @@ func runWrite(ctx context.Context, e *env, n int) (*values, error) {
 	e.o.progress.set(fmt.Sprintf("write: %d writers", n))
 	commits0, _ := e.t.scrape("provisiond_commit_duration_seconds_count")
 	fns0, _ := e.t.scrape("provisiond_commit_batch_size_sum")
-	r := closedLoop(ctx, n, warmup(e.o.duration), e.o.duration, func(ctx context.Context, i, k int) error {
+	var et *etcdTarget
+	if e.etcdMode() {
+		et = e.cl.etcd
+	}
+	cpu := newCPUWindow(e.daemonPIDs(), et)
+	r := closedLoop(ctx, n, warmup(e.o.duration), e.o.duration, cpu.mark, func(ctx context.Context, i, k int) error {
 		return ws[i].write(ctx, k)
 	})
 	if ctx.Err() != nil {
@@ -177,6 +183,7 @@ func runWrite(ctx context.Context, e *env, n int) (*values, error) {
 	v.set("p50 latency", "ms", ms(percentile(r.lat, 50)))
 	v.set("p99 latency", "ms", ms(percentile(r.lat, 99)))
 	v.set("errors", "", float64(r.errors))
+	cpu.set(v, "", "write", r.calls)
 	if err1 == nil && err2 == nil && commits1 > commits0 {
 		// Over warm-up and measurement both: the shape, not the rate.
 		v.set("writes per commit", "", (fns1-fns0)/(commits1-commits0))
@@ -237,7 +244,7 @@ func echoRoundTrips(ctx context.Context, e *env) (float64, error) {
 		return 0, err
 	}
 	defer closeAll(conns)
-	r := closedLoop(ctx, 1, warmup(e.o.duration), e.o.duration, func(ctx context.Context, _, k int) error {
+	r := closedLoop(ctx, 1, warmup(e.o.duration), e.o.duration, nil, func(ctx context.Context, _, k int) error {
 		args := params.SetStatus{Entities: []params.EntityStatusArgs{{
 			Tag: "machine-0", Status: "running", Info: "bench " + strconv.Itoa(k),
 		}}}
@@ -254,4 +261,63 @@ func echoRoundTrips(ctx context.Context, e *env) (float64, error) {
 		return 0, nil
 	}
 	return float64(r.calls) / r.elapsed.Seconds(), nil
+}
+
+// cpuWindow reads the CPU time (/proc) the daemons, the tool's etcd member
+// and this process (the writers, or a baseline's clients) use over a
+// closed loop's measuring time: mark is its window callback.
+type cpuWindow struct {
+	names [3]string
+	pids  [3][]int // none: not measured (not known, or in this process)
+	t0    [3]time.Duration
+	used  [3]time.Duration
+	ok    [3]bool
+}
+
+// newCPUWindow measures the daemons (none: not measured), et's member
+// when it is a child of this process, and this process.
+func newCPUWindow(daemons []int, et *etcdTarget) *cpuWindow {
+	w := &cpuWindow{names: [3]string{"daemon", "etcd", "load generator"}}
+	self := os.Getpid()
+	w.pids[2] = []int{self}
+	switch {
+	case slices.Contains(daemons, self):
+		w.names[2] = "daemon + load generator" // one process
+	case len(daemons) > 0:
+		w.pids[0] = daemons
+	}
+	if et != nil && et.pid != 0 {
+		w.pids[1] = []int{et.pid}
+	}
+	return w
+}
+
+func (w *cpuWindow) mark(start bool) {
+	for i, pids := range w.pids {
+		if len(pids) == 0 {
+			continue
+		}
+		d, err := sumCPU(pids)
+		switch {
+		case start:
+			w.t0[i], w.ok[i] = d, err == nil
+		case w.ok[i] && err == nil:
+			w.used[i] = d - w.t0[i]
+		default:
+			w.ok[i] = false
+		}
+	}
+}
+
+// set adds "<prefix><process> CPU per <op>" in µs for what was measured
+// over ops operations.
+func (w *cpuWindow) set(v *values, prefix, op string, ops int) {
+	if ops <= 0 {
+		return
+	}
+	for i := range w.pids {
+		if w.ok[i] {
+			v.set(prefix+w.names[i]+" CPU per "+op, "µs", float64(w.used[i].Microseconds())/float64(ops))
+		}
+	}
 }

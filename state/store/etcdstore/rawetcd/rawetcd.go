@@ -85,8 +85,10 @@ func (r TxnResult) PerSecond() float64 {
 // spread over clients etcd clients, each committing for d one transaction
 // at a time on a key of its own: one compare (the key's mod revision, as
 // the store's optimistic transactions do) and one put of valueSize bytes.
-// Warm (not counted) runs first.
-func TxnBench(ctx context.Context, endpoints []string, prefix string, writers, clients, valueSize int, warm, d time.Duration) (TxnResult, error) {
+// Warm (not counted) runs first. window, if not nil, is called as the
+// measuring starts (true) and as it ends (false), so a caller can read
+// what the processes used over the same time.
+func TxnBench(ctx context.Context, endpoints []string, prefix string, writers, clients, valueSize int, warm, d time.Duration, window func(start bool)) (TxnResult, error) {
 	if writers < 1 || clients < 1 {
 		return TxnResult{}, errors.New("rawetcd: TxnBench needs a writer and a client")
 	}
@@ -137,11 +139,17 @@ func TxnBench(ctx context.Context, endpoints []string, prefix string, writers, c
 		}()
 	}
 	sleep(ctx, warm)
+	if window != nil {
+		window(true)
+	}
 	counting.Store(true)
 	start := time.Now()
 	sleep(ctx, d)
 	stop.Store(true)
 	elapsed := time.Since(start)
+	if window != nil {
+		window(false)
+	}
 	wg.Wait()
 	res := TxnResult{Commits: len(lats), Elapsed: elapsed, Latencies: lats}
 	if p := firstErr.Load(); p != nil {

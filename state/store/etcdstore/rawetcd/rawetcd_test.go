@@ -23,7 +23,7 @@ func TestBaselines(t *testing.T) {
 	var r rawetcd.TxnResult
 	for d := 200 * time.Millisecond; d <= 10*time.Second && r.Commits == 0; d *= 5 {
 		var err error
-		if r, err = rawetcd.TxnBench(ctx, c.Endpoints(), prefix, 4, 2, 100, 50*time.Millisecond, d); err != nil {
+		if r, err = rawetcd.TxnBench(ctx, c.Endpoints(), prefix, 4, 2, 100, 50*time.Millisecond, d, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
