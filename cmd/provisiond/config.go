@@ -47,6 +47,7 @@ type options struct {
 	EtcdCompactionInterval time.Duration `yaml:"etcd-compaction-interval"`
 	EtcdMaxTxnOps          int           `yaml:"etcd-max-txn-ops"`
 	EtcdMaxRequestBytes    int           `yaml:"etcd-max-request-bytes"`
+	EtcdCommitsInFlight    int           `yaml:"etcd-commits-in-flight"`
 
 	ReadLimit       int64         `yaml:"read-limit"`
 	MaxRequests     int           `yaml:"max-requests"`
@@ -109,6 +110,7 @@ func defaultOptions(getenv func(string) string) options {
 		EtcdCompactionInterval: daemon.DefaultCompactionInterval,
 		EtcdMaxTxnOps:          etcdstore.DefaultMaxTxnOps,
 		EtcdMaxRequestBytes:    etcdstore.DefaultMaxRequestBytes,
+		EtcdCommitsInFlight:    etcdstore.DefaultCommitsInFlight,
 		ReadLimit:              d.ReadLimit,
 		MaxRequests:            d.MaxRequests,
 		MaxConns:               d.MaxConns,
@@ -168,6 +170,7 @@ func (o *options) settings() []setting {
 		{"etcd-compaction-interval", "how often the elected daemon compacts etcd's history (negative: never; run etcd's own)", &o.EtcdCompactionInterval},
 		{"etcd-max-txn-ops", "the cluster's --max-txn-ops", &o.EtcdMaxTxnOps},
 		{"etcd-max-request-bytes", "the cluster's --max-request-bytes", &o.EtcdMaxRequestBytes},
+		{"etcd-commits-in-flight", "etcd transactions of writes this daemon has in flight at once; writes waiting meanwhile go together in the next", &o.EtcdCommitsInFlight},
 		{"read-limit", "largest accepted message in bytes; larger closes the connection (1009)", &o.ReadLimit},
 		{"max-requests", "concurrent requests per connection", &o.MaxRequests},
 		{"max-connections", "open TCP connections, API and HTTP (default: sized to the file limit and memory)", &o.MaxConns},
@@ -352,6 +355,7 @@ func (o *options) daemonConfig() daemon.Config {
 			CompactionInterval: o.EtcdCompactionInterval,
 			MaxTxnOps:          o.EtcdMaxTxnOps,
 			MaxRequestBytes:    o.EtcdMaxRequestBytes,
+			CommitsInFlight:    o.EtcdCommitsInFlight,
 		},
 		ReadLimit:       o.ReadLimit,
 		MaxRequests:     o.MaxRequests,

@@ -173,6 +173,7 @@ func openEtcd(e EtcdConfig, feed store.Feed, log *slog.Logger) (*etcdstore.Store
 		LeaseTTL:        e.LeaseTTL,
 		MaxTxnOps:       e.MaxTxnOps,
 		MaxRequestBytes: e.MaxRequestBytes,
+		CommitsInFlight: e.CommitsInFlight,
 		Feed:            feed,
 		Logger:          log,
 	})

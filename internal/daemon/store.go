@@ -48,6 +48,10 @@ type EtcdConfig struct {
 	// MaxTxnOps and MaxRequestBytes are the cluster's --max-txn-ops and
 	// --max-request-bytes (defaults: etcd's own).
 	MaxTxnOps, MaxRequestBytes int
+	// CommitsInFlight bounds the etcd transactions of writes in flight
+	// (default etcdstore.DefaultCommitsInFlight); the writes that wait
+	// meanwhile go together in the next (group commit).
+	CommitsInFlight int
 }
 
 // DefaultCompactionInterval is how often the elected daemon compacts etcd.
@@ -80,6 +84,9 @@ func (c *Config) validateStore() error {
 		}
 		if c.Etcd.DialTimeout < 0 || c.Etcd.RequestTimeout < 0 || c.Etcd.LeaseTTL < 0 {
 			return errors.New("durations must not be negative")
+		}
+		if c.Etcd.CommitsInFlight < 0 {
+			return fmt.Errorf("--etcd-commits-in-flight %d: must be at least 1 (0: the default)", c.Etcd.CommitsInFlight)
 		}
 	default:
 		return fmt.Errorf("--store %q: want %s or %s", c.Store, StoreBolt, StoreEtcd)
