@@ -1,7 +1,6 @@
 package state
 
 import (
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -383,13 +382,13 @@ func machineStatusMembers(kind StatusKind, s Status, agent *Status) ([]patchMemb
 	default:
 		return nil, errors.NotValidf("status kind %q", kind)
 	}
-	b, err := json.Marshal(&s)
+	b, err := appendStatusJSON(nil, &s)
 	if err != nil {
 		return nil, errors.Annotatef(err, "encoding machine status")
 	}
 	set := []patchMember{{key: key, val: b}}
 	if agent != nil {
-		ab, err := json.Marshal(agent)
+		ab, err := appendStatusJSON(nil, agent)
 		if err != nil {
 			return nil, errors.Annotatef(err, "encoding machine status")
 		}

@@ -163,3 +163,43 @@ func FuzzPatchRecord(f *testing.F) {
 		}
 	})
 }
+
+// appendStatusJSON writes what json.Marshal writes.
+func TestAppendStatusJSON(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 1, 19, 30, 0, 123456789, time.UTC)
+	for _, s := range []Status{
+		{},
+		{Status: "running"},
+		{Status: "error", Message: "<b>&\"\\\n\t\r\x00\x1f\x7f ☃ \u2028\u2029 \xff\xfe end", Data: map[string]any{}, Since: now},
+		{Message: "m", Data: map[string]any{"a": 1.0, "b": []any{"x", nil}, "<": "&"}, Since: now.In(time.FixedZone("x", 3600))},
+	} {
+		want, err := json.Marshal(&s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := appendStatusJSON(nil, &s)
+		if err != nil || string(got) != string(want) {
+			t.Errorf("appendStatusJSON(%+v) = %s, %v; json.Marshal %s", s, got, err, want)
+		}
+	}
+}
+
+func FuzzAppendStatusJSON(f *testing.F) {
+	f.Add("running", "bench 1", int64(1796150000), "k", "v")
+	f.Add("", "\xff<\u2028", int64(0), "", "")
+	f.Fuzz(func(t *testing.T, status, message string, unix int64, k, v string) {
+		s := Status{Status: status, Message: message}
+		if unix != 0 {
+			s.Since = time.Unix(unix%(1<<34), unix%1e9).UTC()
+		}
+		if k != "" {
+			s.Data = map[string]any{k: v}
+		}
+		want, werr := json.Marshal(&s)
+		got, gerr := appendStatusJSON(nil, &s)
+		if (werr == nil) != (gerr == nil) || string(got) != string(want) {
+			t.Fatalf("appendStatusJSON(%+v) = %s, %v; json.Marshal %s, %v", s, got, gerr, want, werr)
+		}
+	})
+}
