@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"os"
 	"os/exec"
 	"strconv"
@@ -53,6 +54,9 @@ type healthWatch struct {
 type healthProbe struct {
 	took time.Duration
 	ok   bool
+	// The probe's phases: TCP connect, TLS handshake, and from the
+	// request written to the first byte of the answer.
+	connect, handshake, answer time.Duration
 }
 
 const (
@@ -107,8 +111,12 @@ type healthReport struct {
 	Listening int64 `json:"listening"`
 	FirstOK   int64 `json:"first-ok"`
 	MaxProbe  int64 `json:"max-probe"`
-	Probes    int   `json:"probes"`
-	Failed    int   `json:"failed"`
+	// The slowest probe's phases (nanoseconds).
+	MaxConnect   int64 `json:"max-connect"`
+	MaxHandshake int64 `json:"max-handshake"`
+	MaxAnswer    int64 `json:"max-answer"`
+	Probes       int   `json:"probes"`
+	Failed       int   `json:"failed"`
 }
 
 // childHealthCmd is the hidden command of the health watch process: it
@@ -136,7 +144,8 @@ func childHealth(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	cancel()
 	<-h.done
-	rep := healthReport{MaxProbe: int64(f.maxProbe), Probes: f.probes, Failed: f.failed}
+	rep := healthReport{MaxProbe: int64(f.maxProbe), Probes: f.probes, Failed: f.failed,
+		MaxConnect: int64(f.slowest.connect), MaxHandshake: int64(f.slowest.handshake), MaxAnswer: int64(f.slowest.answer)}
 	if !f.listening.IsZero() {
 		rep.Listening = f.listening.UnixNano()
 	}
@@ -207,7 +216,8 @@ func (hp *healthProc) finish() (healthFigures, error) {
 	if err := json.Unmarshal(data, &r); err != nil {
 		return healthFigures{}, fmt.Errorf("health watch said %q (%v): %w", data, rerr, err)
 	}
-	f := healthFigures{maxProbe: time.Duration(r.MaxProbe), probes: r.Probes, failed: r.Failed}
+	f := healthFigures{maxProbe: time.Duration(r.MaxProbe), probes: r.Probes, failed: r.Failed,
+		slowest: healthProbe{connect: time.Duration(r.MaxConnect), handshake: time.Duration(r.MaxHandshake), answer: time.Duration(r.MaxAnswer)}}
 	if r.Listening != 0 {
 		f.listening = time.Unix(0, r.Listening)
 	}
@@ -240,12 +250,14 @@ func (h *healthWatch) run(ctx context.Context) {
 	h.mu.Unlock()
 	for ctx.Err() == nil {
 		t0 := time.Now()
-		ok := h.probe(ctx)
+		p := h.probe(ctx)
+		ok := p.ok
 		now := time.Now()
+		p.took = now.Sub(t0)
 		h.mu.Lock()
 		switch {
 		case !h.firstOK.IsZero():
-			h.probes = append(h.probes, healthProbe{took: now.Sub(t0), ok: ok})
+			h.probes = append(h.probes, p)
 			if !ok && ctx.Err() == nil {
 				h.failed++
 			}
@@ -259,24 +271,44 @@ func (h *healthWatch) run(ctx context.Context) {
 	}
 }
 
-// probe asks /health once and reports whether it said 200.
-func (h *healthWatch) probe(ctx context.Context) bool {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+h.addr+"/health", nil)
-	if err != nil {
-		return false
+// probe asks /health once and reports whether it said 200, and how long
+// its phases took. (The trace's callbacks may run on the transport's dial
+// goroutine after Do has returned: they take mu.)
+func (h *healthWatch) probe(ctx context.Context) healthProbe {
+	var (
+		mu                        sync.Mutex
+		p                         healthProbe
+		connStart, tlsStart, sent time.Time
+	)
+	at := func(f func()) { mu.Lock(); f(); mu.Unlock() }
+	trace := &httptrace.ClientTrace{
+		ConnectStart:         func(string, string) { at(func() { connStart = time.Now() }) },
+		ConnectDone:          func(string, string, error) { at(func() { p.connect = time.Since(connStart) }) },
+		TLSHandshakeStart:    func() { at(func() { tlsStart = time.Now() }) },
+		TLSHandshakeDone:     func(tls.ConnectionState, error) { at(func() { p.handshake = time.Since(tlsStart) }) },
+		WroteRequest:         func(httptrace.WroteRequestInfo) { at(func() { sent = time.Now() }) },
+		GotFirstResponseByte: func() { at(func() { p.answer = time.Since(sent) }) },
 	}
-	resp, err := h.httpc.Do(req)
-	if err != nil {
-		return false
+	ok := false
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodGet, "https://"+h.addr+"/health", nil)
+	if err == nil {
+		var resp *http.Response
+		if resp, err = h.httpc.Do(req); err == nil {
+			resp.Body.Close()
+			ok = resp.StatusCode == http.StatusOK
+		}
 	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+	mu.Lock()
+	defer mu.Unlock()
+	p.ok = ok
+	return p
 }
 
 // healthFigures is what a healthWatch saw.
 type healthFigures struct {
 	listening, firstOK time.Time // zero: not seen
 	maxProbe           time.Duration
+	slowest            healthProbe // the phases of the slowest probe
 	probes, failed     int
 }
 
@@ -286,7 +318,9 @@ func (h *healthWatch) figures() healthFigures {
 	defer h.mu.Unlock()
 	f := healthFigures{listening: h.listening, firstOK: h.firstOK, probes: len(h.probes), failed: h.failed}
 	for _, p := range h.probes {
-		f.maxProbe = max(f.maxProbe, p.took)
+		if p.took > f.maxProbe {
+			f.maxProbe, f.slowest = p.took, p
+		}
 	}
 	return f
 }

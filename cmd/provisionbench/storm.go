@@ -172,6 +172,9 @@ func runStorm(ctx context.Context, e *env, n int) (*values, error) {
 		v.set("all back after listening", "s", (all - listening).Seconds())
 	}
 	v.set("/health slowest during the storm", "s", hf.maxProbe.Seconds())
+	v.set("  its TCP connect", "s", hf.slowest.connect.Seconds())
+	v.set("  its TLS handshake", "s", hf.slowest.handshake.Seconds())
+	v.set("  its answer after the request", "s", hf.slowest.answer.Seconds())
 	v.set("/health probes failed", "", float64(hf.failed))
 	v.set("10,000 back", "s", tenK.Seconds())
 	v.set("all back", "s", all.Seconds())

@@ -57,7 +57,7 @@ func (a *Admin) Login(ctx context.Context, req params.LoginRequest) (params.Logi
 	}
 	isUser := strings.HasPrefix(req.AuthTag, names.UserTagKind+"-")
 	if !isUser {
-		release, ok := a.limiter.Acquire()
+		release, ok := a.limiter.Acquire(ctx)
 		if !ok {
 			return params.LoginResult{}, facade.ErrTryAgain
 		}

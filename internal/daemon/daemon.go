@@ -125,7 +125,7 @@ const (
 	DefaultPingTimeout     = 3 * time.Minute
 	DefaultLoginTimeout    = time.Minute
 	DefaultMaxWatchers     = 1000
-	DefaultLoginRateMax    = 500
+	DefaultLoginRateMax    = 0 // no rate limit: limits.go, loginWait
 	DefaultLoginRateRefill = 2 * time.Millisecond
 	DefaultLoginConcurrent = 64
 )
@@ -359,7 +359,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 		return nil, err
 	}
 	d.limiter = admin.NewLimiter(admin.LimiterConfig{
-		Max: cfg.LoginRateMax, Refill: cfg.LoginRateRefill, Concurrent: cfg.LoginConcurrent,
+		Max: cfg.LoginRateMax, Refill: cfg.LoginRateRefill, Concurrent: cfg.LoginConcurrent, Wait: loginWait,
 		Throttle: d.throttle,
 	})
 	reg := NewRegistry(d.limiter)

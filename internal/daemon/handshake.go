@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
+	"net/netip"
 	"runtime"
 	"sync"
 	"syscall"
@@ -34,12 +35,27 @@ import (
 //     given up already, and a fresh retry or a /health probe would
 //     otherwise queue behind all of them; under no overload the order
 //     does not matter.
+//   - Waiters that arrived while another handshake from the same client
+//     address was waiting ("crowded") go after those that did not
+//     ("lone"), each class newest first. Newest first alone does not
+//     bound a waiter's wait under sustained overload: arrivals after it
+//     go first. One address's flood of retries (a host's or a NAT's
+//     agents all reconnecting) then cannot bury a handshake from another
+//     address, such as a monitor's /health probe or an operator's client;
+//     agents on addresses of their own are all lone and simply served
+//     newest first. (A source address is the peer's claim, but a TCP
+//     handshake has confirmed it.)
 //   - A handshake that has waited maxWait since its connection was
-//     accepted is refused (the connection reset, no TLS work done): a
-//     client waits no longer for its whole dial (ours 30 s; the
-//     daemon's own bound on the handshake and headers is 10 s), and it
-//     retries with its backoff. provisiond_tls_handshakes_dropped_total
-//     counts them.
+//     accepted is refused (the connection reset, no TLS work done), and
+//     its client retries with its backoff;
+//     provisiond_tls_handshakes_dropped_total counts them. One admitted
+//     after a wait gets the daemon's bound on the handshake and headers
+//     (10 s) again from then: the wait is the daemon's, not the client's.
+//     A refused waiter comes back as a new arrival, ahead of everyone
+//     under newest first; a longer wait keeps it queued instead, which
+//     costs a parked goroutine and no TLS work, so maxWait is long (15 s,
+//     half our client's 30 s dial timeout); a client that gives up
+//     sooner is found gone by the peek below.
 //   - A waiter granted a slot first checks that its client is still
 //     there (a peek at the socket: a client that gave up has closed it),
 //     so no key exchange is spent on it.
@@ -52,7 +68,7 @@ const (
 	handshakesPerCore = 2
 	// DefaultHandshakeWait is how long a handshake may wait for a slot,
 	// from its connection's accept.
-	DefaultHandshakeWait = 5 * time.Second
+	DefaultHandshakeWait = 15 * time.Second
 )
 
 var (
@@ -66,16 +82,23 @@ var (
 type handshakeGate struct {
 	slots   int
 	maxWait time.Duration
+	// bound is the time a handshake admitted after a wait is given from
+	// then, for its reads and writes (net/http's deadline ran from the
+	// accept).
+	bound   time.Duration
 	closing chan struct{}
 	// dropped is called for each handshake refused after waiting too
 	// long, or found with its client gone.
 	dropped func()
 
-	mu      sync.Mutex // guards the fields below
-	busy    int        // slots held
-	waiters list.List  // of *hsWaiter, newest first
-	closed  bool
-	peak    int // the most slots held at once (tests)
+	mu   sync.Mutex // guards the fields below
+	busy int        // slots held
+	// lone and crowded are the waiters (*hsWaiter), newest first: lone
+	// ones arrived while no other handshake from their address waited.
+	lone, crowded list.List
+	perAddr       map[netip.Addr]int // waiters by client address
+	closed        bool
+	peak          int // the most slots held at once (tests)
 	// trace, when set (tests), is called with g.mu held as c starts to
 	// wait ("wait") and as a waiter c is given a slot ("grant").
 	trace func(event string, c *limitConn)
@@ -83,11 +106,13 @@ type handshakeGate struct {
 
 type hsWaiter struct {
 	c     *limitConn
+	addr  netip.Addr
 	grant chan struct{} // receives the slot
-	elem  *list.Element // nil once granted or removed
+	in    *list.List    // lone or crowded; nil once granted or removed
+	elem  *list.Element
 }
 
-func newHandshakeGate(slots int, maxWait time.Duration, dropped func()) *handshakeGate {
+func newHandshakeGate(slots int, maxWait, bound time.Duration, dropped func()) *handshakeGate {
 	if slots <= 0 {
 		slots = handshakesPerCore * runtime.GOMAXPROCS(0)
 	}
@@ -97,7 +122,8 @@ func newHandshakeGate(slots int, maxWait time.Duration, dropped func()) *handsha
 	if dropped == nil {
 		dropped = func() {}
 	}
-	return &handshakeGate{slots: slots, maxWait: maxWait, closing: make(chan struct{}), dropped: dropped}
+	return &handshakeGate{slots: slots, maxWait: maxWait, bound: bound, closing: make(chan struct{}), dropped: dropped,
+		perAddr: map[netip.Addr]int{}}
 }
 
 // acquire takes a slot for the handshake of c, waiting newest first
@@ -120,8 +146,13 @@ func (g *handshakeGate) acquire(c *limitConn, done <-chan struct{}) error {
 		g.dropped()
 		return errHandshakeWait
 	}
-	w := &hsWaiter{c: c, grant: make(chan struct{}, 1)}
-	w.elem = g.waiters.PushFront(w)
+	w := &hsWaiter{c: c, addr: c.remoteAddr(), grant: make(chan struct{}, 1)}
+	w.in = &g.lone
+	if g.perAddr[w.addr] > 0 {
+		w.in = &g.crowded
+	}
+	g.perAddr[w.addr]++
+	w.elem = w.in.PushFront(w)
 	if g.trace != nil {
 		g.trace("wait", c)
 	}
@@ -137,6 +168,9 @@ func (g *handshakeGate) acquire(c *limitConn, done <-chan struct{}) error {
 			g.dropped()
 			return errClientGone
 		}
+		if g.bound > 0 {
+			_ = c.Conn.SetDeadline(time.Now().Add(g.bound))
+		}
 		return nil
 	case <-t.C:
 		err = errHandshakeWait
@@ -146,13 +180,12 @@ func (g *handshakeGate) acquire(c *limitConn, done <-chan struct{}) error {
 		err = errHandshakeClosed
 	}
 	g.mu.Lock()
-	if w.elem == nil { // granted as the wait ended: pass it on
+	if w.in == nil { // granted as the wait ended: pass it on
 		g.mu.Unlock()
 		<-w.grant
 		g.release()
 	} else {
-		g.waiters.Remove(w.elem)
-		w.elem = nil
+		g.remove(w)
 		g.mu.Unlock()
 	}
 	if err == errHandshakeWait {
@@ -167,20 +200,34 @@ func (g *handshakeGate) take() {
 	g.peak = max(g.peak, g.busy)
 }
 
-// release gives a slot back: to the newest waiter, if any.
+// remove takes w off its list; g.mu is held.
+func (g *handshakeGate) remove(w *hsWaiter) {
+	w.in.Remove(w.elem)
+	w.in, w.elem = nil, nil
+	if g.perAddr[w.addr]--; g.perAddr[w.addr] <= 0 {
+		delete(g.perAddr, w.addr)
+	}
+}
+
+// release gives a slot back: to the newest lone waiter, else the newest
+// crowded one, if any.
 func (g *handshakeGate) release() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if e := g.waiters.Front(); e != nil {
-		w := g.waiters.Remove(e).(*hsWaiter)
-		w.elem = nil
-		if g.trace != nil {
-			g.trace("grant", w.c)
-		}
-		w.grant <- struct{}{}
+	e := g.lone.Front()
+	if e == nil {
+		e = g.crowded.Front()
+	}
+	if e == nil {
+		g.busy--
 		return
 	}
-	g.busy--
+	w := e.Value.(*hsWaiter)
+	g.remove(w)
+	if g.trace != nil {
+		g.trace("grant", w.c)
+	}
+	w.grant <- struct{}{}
 }
 
 // close refuses every waiting and later handshake.
@@ -197,7 +244,7 @@ func (g *handshakeGate) close() {
 func (g *handshakeGate) waiting() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.waiters.Len()
+	return g.lone.Len() + g.crowded.Len()
 }
 
 // held is the number of slots held, and the most held at once so far.
@@ -266,6 +313,15 @@ func (c *limitConn) releaseSlot() {
 	if g != nil {
 		g.release()
 	}
+}
+
+// remoteAddr is c's client address (the zero Addr if unknown).
+func (c *limitConn) remoteAddr() netip.Addr {
+	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		ip, _ := netip.AddrFromSlice(a.IP)
+		return ip.Unmap()
+	}
+	return netip.Addr{}
 }
 
 // reset makes c's close a reset: nothing is kept for a connection whose

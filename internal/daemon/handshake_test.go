@@ -105,9 +105,11 @@ func healthClient(d *Daemon, local chan<- string) *http.Client {
 	}}
 }
 
-// With the one slot held, agents' handshakes wait; a /health probe that
-// comes after them is served first, then the agents newest first, and
-// every one of them logs in: the gate orders the waiters and loses none.
+// With the one slot held, agents' handshakes from one address (127.0.0.2)
+// wait; a /health probe from another (127.0.0.1) that comes after them is
+// served first, then the agent that came while none of its address
+// waited, then the others newest first; every one of them logs in: the
+// gate orders the waiters and loses none.
 func TestHandshakeGateServesNewestFirst(t *testing.T) {
 	d := startGated(t, 1, time.Minute)
 	var tr traceGate
@@ -119,7 +121,8 @@ func TestHandshakeGateServesNewestFirst(t *testing.T) {
 	errs := make(chan error, agents)
 	for i := range agents {
 		go func() {
-			c, err := client.Dial(testCtx(t), client.Config{Addr: d.Addr(), CACert: []byte(creds.CACert)})
+			c, err := client.Dial(testCtx(t), client.Config{Addr: d.Addr(), CACert: []byte(creds.CACert),
+				LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}})
 			if err == nil {
 				_, err = c.LoginUser(testCtx(t), "admin", creds.AdminPassword)
 				c.Close()
@@ -157,9 +160,11 @@ func TestHandshakeGateServesNewestFirst(t *testing.T) {
 	if len(waited) != agents+1 || waited[agents] != probe {
 		t.Fatalf("waited %q; want %d agents then the probe %s", waited, agents, probe)
 	}
-	slices.Reverse(waited)
-	if !slices.Equal(granted, waited) {
-		t.Fatalf("granted %q; want the newest first: %q", granted, waited)
+	crowded := slices.Clone(waited[1:agents])
+	slices.Reverse(crowded)
+	want := append([]string{probe, waited[0]}, crowded...)
+	if !slices.Equal(granted, want) {
+		t.Fatalf("granted %q; want the lone newest first, then the crowded: %q", granted, want)
 	}
 	if now, peak := d.gate.held(); now != 0 || peak != 1 {
 		t.Fatalf("slots held %d (peak %d) after every handshake; want 0 (peak 1)", now, peak)

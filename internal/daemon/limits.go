@@ -36,6 +36,12 @@ const (
 	httpReadTimeout = time.Minute
 )
 
+// loginWait is how long an agent's login waits for one of the
+// --login-concurrent slots before it gets "try again" (admin.Limiter):
+// refusing it would throw away its TLS handshake, done already, and cost
+// another on its retry. Well under a client's call timeout.
+const loginWait = 2 * time.Second
+
 // Limits per entity (facade.EntityLimits): a machine agent, or a user who
 // is not a superuser, across all its connections. A Juju machine agent
 // holds one connection (a second while a dead one times out) and a few
@@ -76,7 +82,7 @@ func (d *Daemon) listen(ln net.Listener, tlsCfg *tls.Config) net.Listener {
 		Name: "provisiond_tls_handshakes_dropped_total",
 		Help: "TLS handshakes refused unstarted: they waited too long for a handshake slot, or their client had gone (handshake.go).",
 	})
-	d.gate = newHandshakeGate(d.cfg.HandshakeSlots, d.cfg.HandshakeWait, dropped.Inc)
+	d.gate = newHandshakeGate(d.cfg.HandshakeSlots, d.cfg.HandshakeWait, httpReadHeaderTimeout, dropped.Inc)
 	d.http.RegisterOnShutdown(d.gate.close)
 	d.http.ConnState = func(c net.Conn, s http.ConnState) {
 		if s != http.StateNew {
