@@ -106,3 +106,19 @@ func TestLimiterRefusedLoginFreesSlot(t *testing.T) {
 		t.Fatal("the refused login kept its slot")
 	}
 }
+
+// Turning the rate limit on while serving starts with a full bucket.
+func TestLimiterSetRateFromOff(t *testing.T) {
+	now := time.Unix(0, 0)
+	l := NewLimiter(LimiterConfig{Now: func() time.Time { return now }})
+	now = now.Add(time.Minute)
+	l.SetRate(2, time.Hour)
+	for i := range 2 {
+		if _, ok := l.Acquire(context.Background()); !ok {
+			t.Fatalf("login %d after turning the limit on refused", i)
+		}
+	}
+	if _, ok := l.Acquire(context.Background()); ok {
+		t.Fatal("bucket exceeded its size")
+	}
+}

@@ -420,7 +420,7 @@ func TestRotateCertificateAndReload(t *testing.T) {
 	if !d.CertificateNotAfter().Equal(notAfter) {
 		t.Errorf("CertificateNotAfter = %v, want %v", d.CertificateNotAfter(), notAfter)
 	}
-	want := []string{"login-rate-max 500 -> 1, login-rate-refill 2ms -> 1h0m0s",
+	want := []string{"login-rate-max 0 -> 1, login-rate-refill 2ms -> 1h0m0s",
 		fmt.Sprintf("serving a new certificate (serial %s, expires %s)", after.SerialNumber.Text(16), notAfter.UTC().Format(time.RFC3339))}
 	if !slices.Equal(did, want) {
 		t.Errorf("Reload did %q\nwant %q", did, want)
