@@ -23,11 +23,14 @@ import (
 //
 //   - A handshake takes a slot once its ClientHello has arrived
 //     (tls.Config.GetConfigForClient, before the key exchange), and gives
-//     it back once the server's flight is written (VerifyConnection, which
-//     crypto/tls calls before it waits for the client's Finished), or its
-//     connection closes or is served, whichever comes first. So a slot is
-//     held for the server's own CPU work (key exchange, signature), never
-//     while a client is slow to send: no client can hold one.
+//     it back at its connection's first read after the server's flight
+//     was written (the wait for the client's Finished, or for its
+//     ClientHello after a HelloRetryRequest), or when its connection
+//     closes or is served, whichever comes first. So a slot is held for
+//     the server's own CPU work (key exchange, signature), never while a
+//     client is slow to send: no client can hold one. (Not
+//     VerifyConnection: a per-connection tls.Config for its closure would
+//     stay with the connection for its life, 464 bytes.)
 //   - The others wait, each in its own net/http goroutine (parked; the
 //     connection is already counted by --max-connections, which bounds
 //     how many can wait), and are served newest first. Under overload the
@@ -255,10 +258,7 @@ func (g *handshakeGate) held() (now, peak int) {
 }
 
 // gateTLS returns the listener's TLS config: base, whose handshakes take
-// a slot of g first. Each handshake runs on a clone of base that gives the
-// slot back when the server's flight is written; base's session ticket
-// keys stay the ones used (crypto/tls keeps the listener config's keys
-// for a config GetConfigForClient returns without keys of its own).
+// a slot of g first.
 func gateTLS(base *tls.Config, g *handshakeGate) *tls.Config {
 	cfg := base.Clone()
 	cfg.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
@@ -270,24 +270,14 @@ func gateTLS(base *tls.Config, g *handshakeGate) *tls.Config {
 			c.reset()
 			return nil, err
 		}
-		c.holdSlot(g)
-		per := base.Clone()
-		verify := base.VerifyConnection
-		per.VerifyConnection = func(cs tls.ConnectionState) error {
-			c.releaseSlot()
-			if verify != nil {
-				return verify(cs)
-			}
-			return nil
-		}
-		return per, nil
+		c.slot.Store(g)
+		return nil, nil // the listener's config
 	}
 	return cfg
 }
 
 // releaseHandshakeSlot gives back the slot c's handshake holds, if it
-// still does (http.Server.ConnState once c is served: a handshake that
-// ended without VerifyConnection, e.g. a TLS 1.2 resumption).
+// still does (http.Server.ConnState once c is served).
 func releaseHandshakeSlot(c net.Conn) {
 	if tc, ok := c.(*tls.Conn); ok {
 		c = tc.NetConn()
@@ -297,20 +287,27 @@ func releaseHandshakeSlot(c net.Conn) {
 	}
 }
 
-// holdSlot records that c's handshake holds a slot of g.
-func (c *limitConn) holdSlot(g *handshakeGate) {
-	c.slotMu.Lock()
-	c.slot = g
-	c.slotMu.Unlock()
+// Read gives back the handshake's slot at the first read after the
+// server's flight was written.
+func (c *limitConn) Read(b []byte) (int, error) {
+	if c.slot.Load() != nil && c.wrote.Load() {
+		c.releaseSlot()
+	}
+	return c.Conn.Read(b)
+}
+
+// Write notes that the server's flight is being written while the
+// handshake holds a slot.
+func (c *limitConn) Write(b []byte) (int, error) {
+	if c.slot.Load() != nil {
+		c.wrote.Store(true)
+	}
+	return c.Conn.Write(b)
 }
 
 // releaseSlot gives back c's slot if it holds one; idempotent.
 func (c *limitConn) releaseSlot() {
-	c.slotMu.Lock()
-	g := c.slot
-	c.slot = nil
-	c.slotMu.Unlock()
-	if g != nil {
+	if g := c.slot.Swap(nil); g != nil {
 		g.release()
 	}
 }

@@ -325,3 +325,48 @@ func droppedHandshakes(t *testing.T, d *Daemon) float64 {
 	t.Fatal("no provisiond_tls_handshakes_dropped_total")
 	return 0
 }
+
+// stallConn writes its first write (the ClientHello) and blocks every
+// later one until unblock is closed: a client that stops after the
+// server's flight.
+type stallConn struct {
+	net.Conn
+	writes  int
+	unblock chan struct{}
+}
+
+func (c *stallConn) Write(b []byte) (int, error) {
+	if c.writes++; c.writes > 1 {
+		<-c.unblock
+	}
+	return c.Conn.Write(b)
+}
+
+// A client that sends its ClientHello, reads the server's flight and
+// never answers holds no slot while the server waits for its Finished.
+func TestHandshakeGateStalledClientHoldsNoSlot(t *testing.T) {
+	d := startGated(t, 1, time.Minute)
+	raw, err := net.Dial("tcp", d.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := &stallConn{Conn: raw, unblock: make(chan struct{})}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = tls.Client(sc, &tls.Config{ServerName: client.DefaultServerName, InsecureSkipVerify: true}).Handshake()
+	}()
+	waitFor(t, "the server's flight to be written and the slot given back", func() bool {
+		now, peak := d.gate.held()
+		return peak == 1 && now == 0
+	})
+	creds := d.Credentials()
+	c, err := client.Dial(testCtx(t), client.Config{Addr: d.Addr(), CACert: []byte(creds.CACert)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	close(sc.unblock)
+	raw.Close()
+	<-done
+}

@@ -68,8 +68,10 @@ type limitConn struct {
 	once     sync.Once
 	accepted time.Time // when Accept returned it (the handshake gate's wait starts)
 
-	slotMu sync.Mutex     // guards slot
-	slot   *handshakeGate // whose slot the handshake holds; nil: none (handshake.go)
+	// slot is the gate whose slot the handshake holds (nil: none), wrote
+	// whether the server's flight has been written since (handshake.go).
+	slot  atomic.Pointer[handshakeGate]
+	wrote atomic.Bool
 }
 
 func (c *limitConn) Close() error {
