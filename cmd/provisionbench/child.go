@@ -67,6 +67,7 @@ func childDaemon(args []string, stderr io.Writer) int {
 	apps := fs.Int("caas-apps", 0, "")
 	cpuProfile := fs.String("cpuprofile", "", "")
 	memProfile := fs.String("memprofile", "", "")
+	settled := fs.String("settled", "", "")
 	cfg := daemon.Default("")
 	fs.IntVar(&cfg.LoginRateMax, "login-rate-max", cfg.LoginRateMax, "")
 	fs.DurationVar(&cfg.LoginRateRefill, "login-rate-refill", cfg.LoginRateRefill, "")
@@ -117,10 +118,11 @@ func childDaemon(args []string, stderr io.Writer) int {
 		if sig == syscall.SIGUSR1 {
 			runtime.GC()
 			debug.FreeOSMemory()
+			profiles++
 			if *memProfile != "" {
-				profiles++
 				writeHeapProfile(*memProfile, profiles, stderr)
 			}
+			childSettled(*settled, profiles)
 			continue
 		}
 		break

@@ -260,9 +260,17 @@ func runConns(ctx context.Context, e *env, n int) (*values, error) {
 	for _, m := range runtimeMemMetrics {
 		b, okb := before.rt[m.metric]
 		a, oka := after.rt[m.metric]
-		if okb && oka {
+		if okb && oka && m.row != "" {
 			v.set(m.row, m.unit, (a-b)/m.div/float64(n))
 		}
+	}
+	// The heap's free pages not (yet) returned to the OS: idle less
+	// released. After a settle that returned everything, about 0.
+	if rt := [2]map[string]float64{before.rt, after.rt}; len(rt[0]) > 0 && len(rt[1]) > 0 {
+		free := func(m map[string]float64) float64 {
+			return m["go_memstats_heap_idle_bytes"] - m["go_memstats_heap_released_bytes"]
+		}
+		v.set("  heap free, not returned KiB/agent", "KiB", (free(after.rt)-free(before.rt))/1024/float64(n))
 	}
 	return v, nil
 }
@@ -301,13 +309,22 @@ func runConnsBaseline(ctx context.Context, e *env, n int) (*values, error) {
 }
 
 // runtimeMemMetrics break the daemon's per-agent memory down, from its Go
-// runtime metrics in /metrics (heap in use, goroutine stacks, goroutines).
+// runtime metrics in /metrics: the heap's spans in use and, within them,
+// the live objects (after the forced GC; the rest is free slots of spans
+// that also hold live objects), goroutine stacks, the heap's free pages
+// not yet returned to the OS (idle less released), the runtime's own
+// metadata, goroutines. A metric without a row is read for a derived one.
 var runtimeMemMetrics = []struct {
 	metric, row, unit string
 	div               float64
 }{
 	{"go_memstats_heap_inuse_bytes", "  of which heap KiB/agent", "KiB", 1024},
+	{"go_memstats_heap_alloc_bytes", "    of which live objects KiB/agent", "KiB", 1024},
 	{"go_memstats_stack_inuse_bytes", "  of which stacks KiB/agent", "KiB", 1024},
+	{"go_memstats_heap_idle_bytes", "", "KiB", 1024}, // with heap_released: "heap free, not returned"
+	{"go_memstats_heap_released_bytes", "", "KiB", 1024},
+	{"go_memstats_mspan_inuse_bytes", "  runtime span metadata KiB/agent", "KiB", 1024},
+	{"go_memstats_gc_sys_bytes", "  runtime GC metadata KiB/agent", "KiB", 1024},
 	{"go_goroutines", "daemon goroutines/agent", "", 1},
 }
 

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -57,7 +58,7 @@ func startEcho(ctx context.Context, inproc bool, memProfile string) (*echoServer
 	if err != nil {
 		return nil, err
 	}
-	args := []string{childEchoCmd, "--dir", dir}
+	args := []string{childEchoCmd, "--dir", dir, "--settled", filepath.Join(dir, "settled")}
 	if memProfile != "" {
 		args = append(args, "--memprofile", memProfile+".echo")
 	}
@@ -112,11 +113,11 @@ func readLine(ctx context.Context, r io.Reader) (string, error) {
 // settle asks the echo server to collect garbage (see target.settle).
 func (es *echoServer) settle() {
 	if es.cmd != nil {
-		_ = es.cmd.Process.Signal(syscall.SIGUSR1)
-	} else {
-		runtime.GC()
-		debug.FreeOSMemory()
+		settleSignal(es.cmd.Process, filepath.Join(es.dir, "settled"))
+		return
 	}
+	runtime.GC()
+	debug.FreeOSMemory()
 	time.Sleep(300 * time.Millisecond)
 }
 
@@ -145,6 +146,7 @@ func childEcho(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	dir := fs.String("dir", "", "")
 	memProfile := fs.String("memprofile", "", "")
+	settled := fs.String("settled", "", "")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -164,10 +166,11 @@ func childEcho(args []string, stdout, stderr io.Writer) int {
 		if sig == syscall.SIGUSR1 {
 			runtime.GC()
 			debug.FreeOSMemory()
+			profiles++
 			if *memProfile != "" {
-				profiles++
 				writeHeapProfile(*memProfile, profiles, stderr)
 			}
+			childSettled(*settled, profiles)
 			continue
 		}
 		break

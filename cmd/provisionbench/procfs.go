@@ -27,16 +27,56 @@ func (t *target) rss() (int64, error) {
 }
 
 // settle asks a child daemon to collect garbage and return freed memory
-// to the OS (SIGUSR1), so RSS readings hold live memory only.
+// to the OS (SIGUSR1), so RSS readings hold live memory only, and waits
+// until it says it has (settleSignal).
 func (t *target) settle() {
 	if t.cmd != nil && t.mode == modeChild {
-		_ = t.cmd.Process.Signal(syscall.SIGUSR1)
+		settleSignal(t.cmd.Process, t.settledFile)
+		return
 	}
 	if t.inproc != nil {
 		runtime.GC()
 		debug.FreeOSMemory()
 	}
 	time.Sleep(300 * time.Millisecond)
+}
+
+// settleWait bounds how long settleSignal waits for a child's answer.
+const settleWait = time.Minute
+
+// settleSignal sends SIGUSR1 to a child of this tool (the daemon, the echo
+// server) and waits until it has collected garbage and returned the freed
+// memory: the child writes "PID N" to file after its Nth (childSettled).
+// A fixed pause was not enough: at 10,000 agents on a loaded box the
+// child's two collections and scavenge outlasted 300 ms, and readings
+// caught a heap not yet returned (5 KiB per agent of idle pages).
+func settleSignal(p *os.Process, file string) {
+	before, _ := os.ReadFile(file)
+	_ = p.Signal(syscall.SIGUSR1)
+	if file == "" {
+		time.Sleep(300 * time.Millisecond)
+		return
+	}
+	deadline := time.Now().Add(settleWait)
+	for time.Now().Before(deadline) {
+		if now, err := os.ReadFile(file); err == nil && len(now) > 0 && string(now) != string(before) {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// childSettled is the child's side of settleSignal: after its nth
+// collection it writes "PID n" to file (a new process's "1" differs from
+// an old one's by its pid).
+func childSettled(file string, n int) {
+	if file == "" {
+		return
+	}
+	tmp := file + ".tmp"
+	if os.WriteFile(tmp, []byte(fmt.Sprintf("%d %d", os.Getpid(), n)), 0o600) == nil {
+		_ = os.Rename(tmp, file)
+	}
 }
 
 func procRSS(pid int) (int64, error) {

@@ -47,11 +47,13 @@ type target struct {
 	cmd        *exec.Cmd
 	cmdArgs    []string
 	cpuProfile string
-	exited     chan struct{} // closed when the child has exited
-	waitErr    error         // its exit status, once exited is closed
-	httpc      *http.Client
-	logw       io.Writer
-	etcd       *etcdTarget // nil: bbolt
+	// settledFile is where a child daemon says it has settled (settle).
+	settledFile string
+	exited      chan struct{} // closed when the child has exited
+	waitErr     error         // its exit status, once exited is closed
+	httpc       *http.Client
+	logw        io.Writer
+	etcd        *etcdTarget // nil: bbolt
 }
 
 // targetSpec says how to start one self-started daemon.
@@ -130,8 +132,10 @@ func startTarget(ctx context.Context, o *options, spec targetSpec) (*target, err
 		if err != nil {
 			return nil, err
 		}
+		t.settledFile = t.dataDir + ".settled"
 		t.cmdArgs = append([]string{self, childDaemonCmd, "--data-dir", t.dataDir, "--addr", t.addr,
-			"--caas-apps", strconv.Itoa(t.caasApps), "--cpuprofile", spec.cpuProfile, "--memprofile", spec.memProfile}, o.daemonFlags()...)
+			"--caas-apps", strconv.Itoa(t.caasApps), "--cpuprofile", spec.cpuProfile, "--memprofile", spec.memProfile,
+			"--settled", t.settledFile}, o.daemonFlags()...)
 		t.cmdArgs = append(t.cmdArgs, spec.etcd.flags()...)
 	case modeBin:
 		t.caasApps = 0 // the API cannot deploy applications yet
@@ -363,5 +367,8 @@ func (t *target) close() {
 	_ = t.stop()
 	if t.ownsDir {
 		os.RemoveAll(t.dataDir)
+	}
+	if t.settledFile != "" {
+		os.Remove(t.settledFile)
 	}
 }
