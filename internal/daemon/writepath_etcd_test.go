@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"context"
+	"log/slog"
 	"strconv"
 	"testing"
 	"time"
@@ -29,8 +30,11 @@ import (
 //
 // It reports each layer's median in µs and raw/rpc, (raw+echo)/rpc: the
 // ratios provisionbench write -n 1 --store etcd is judged by.
+//
+// The daemon logs at warn, as provisionbench's does: no audit record per
+// write (at info, the default, each SetInstanceStatus is one).
 func BenchmarkWritePathEtcd(b *testing.B) {
-	srv := provisiondtest.Start(b, provisiondtest.WithStore(provisiondtest.StoreEtcd))
+	srv := provisiondtest.Start(b, provisiondtest.WithStore(provisiondtest.StoreEtcd), provisiondtest.WithLogLevel(slog.LevelWarn))
 	d := srv.Daemon()
 	st := d.State()
 	model := d.Credentials().DefaultModelUUID
@@ -106,7 +110,7 @@ func BenchmarkWritePathEtcd(b *testing.B) {
 // BenchmarkSetInstanceStatusEtcd is the rpc part of BenchmarkWritePathEtcd
 // alone (for profiles of the daemon's write path in etcd mode).
 func BenchmarkSetInstanceStatusEtcd(b *testing.B) {
-	srv := provisiondtest.Start(b, provisiondtest.WithStore(provisiondtest.StoreEtcd))
+	srv := provisiondtest.Start(b, provisiondtest.WithStore(provisiondtest.StoreEtcd), provisiondtest.WithLogLevel(slog.LevelWarn))
 	d := srv.Daemon()
 	agent, tag := loginNewMachine(b, d, d.Credentials().DefaultModelUUID)
 	ctx := context.Background()
