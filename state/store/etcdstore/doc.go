@@ -59,7 +59,7 @@
 //
 // # Writes: group commit
 //
-// At most Config.CommitsInFlight (default 1) etcd transactions of Updates
+// At most Config.CommitsInFlight (default 4) etcd transactions of Updates
 // are in flight. An Update that finds fewer sends its commit at once,
 // alone, as above: a lone writer never waits for company. The others
 // queue; when a transaction returns, the Update that sent it hands the

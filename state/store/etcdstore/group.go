@@ -18,17 +18,17 @@ import (
 // that can share its transaction, as one etcd transaction of nested ones.
 // No goroutine of its own: the Updates waiting anyway take the turns.
 
-// DefaultCommitsInFlight is Config.CommitsInFlight's default. One: each
-// etcd transaction costs etcd and the daemon a share of CPU whatever it
-// carries, and on a box where the daemons, etcd and the agents share the
-// cores (provisionbench write, 64 and 256 writers through the daemon) one
-// in flight gave the largest groups and the least CPU per write: etcd's
-// 20-40% and the daemon's 10-30% below four in flight. The store alone
-// (BenchmarkUpdateInFlight, where the CPU is not short) does about the
-// same with 1 to 4. More in flight overlap a cluster's round trips when
-// etcd is across a network and the writers few: the setting is
-// --etcd-commits-in-flight.
-const DefaultCommitsInFlight = 1
+// DefaultCommitsInFlight is Config.CommitsInFlight's default. Four keep
+// etcd's raft pipeline busy (its proposals of one moment share a log
+// append and an fsync) while groups under load grow large enough to cut
+// etcd's work per write. Measured through the daemon (provisionbench
+// write --store etcd, 64 and 256 writers, alternated runs): on an idle
+// box four did 15% more writes at 64 writers than one and the same at
+// 256; on a loaded box one cost less CPU per write (larger groups), but a
+// lone transaction in flight makes every write that comes meanwhile wait
+// for it, which a watcher sees as latency. --etcd-commits-in-flight sets
+// it (docs/scale-out.md).
+const DefaultCommitsInFlight = 4
 
 // proposal is the commit of one run of an Update function.
 type proposal struct {
