@@ -407,6 +407,13 @@ func (tx *txn) setMachineStatusWhole(model, id string, kind StatusKind, s Status
 	if err := validateStatus(kind, d.Machine, s); err != nil {
 		return err
 	}
+	d.setStatus(kind, s, agent)
+	return tx.put(KindMachine, model, id, &d, FieldStatus)
+}
+
+// setStatus sets s as the machine's kind of status, and agent (if not
+// nil) as its agent status.
+func (d *machineDoc) setStatus(kind StatusKind, s Status, agent *Status) {
 	switch kind {
 	case AgentStatus:
 		d.Status = s
@@ -418,7 +425,6 @@ func (tx *txn) setMachineStatusWhole(model, id string, kind StatusKind, s Status
 	if agent != nil {
 		d.Status = *agent
 	}
-	return tx.put(KindMachine, model, id, &d, FieldStatus)
 }
 
 // UpdateMachineStatusData merges data into the agent status data (2015

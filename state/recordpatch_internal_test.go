@@ -29,17 +29,7 @@ func patchedMachine(t *testing.T, raw []byte, kind StatusKind, s Status, agent *
 	if err := json.Unmarshal(raw, &d); err != nil {
 		t.Fatal(err)
 	}
-	switch kind {
-	case AgentStatus:
-		d.Status = s
-	case InstanceStatus:
-		d.InstanceStatus = s
-	case ModificationStatus:
-		d.ModificationStatus = s
-	}
-	if agent != nil {
-		d.Status = *agent
-	}
+	d.setStatus(kind, s, agent)
 	b, err := json.Marshal(&d)
 	if err != nil {
 		t.Fatal(err)

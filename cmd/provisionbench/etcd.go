@@ -340,7 +340,7 @@ func runWriteEtcdBaseline(ctx context.Context, e *env, n int) (*values, error) {
 	v.set("raw etcd txn/s", "", r.PerSecond())
 	v.set("raw etcd txn p50", "ms", ms(percentile(r.Latencies, 50)))
 	v.set("raw etcd txn p99", "ms", ms(percentile(r.Latencies, 99)))
-	cpu.set(v, "raw etcd txn: ", "txn", r.Commits)
+	cpu.set(v, "raw etcd txn: ", "txn", float64(r.Commits), "µs")
 	if n == 1 && r.PerSecond() > 0 {
 		echo, err := echoRoundTrips(ctx, e)
 		if err != nil {

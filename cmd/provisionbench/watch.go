@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"os"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -210,7 +208,8 @@ func runWatch(ctx context.Context, e *env, n int) (*values, error) {
 		return fmt.Sprintf("issued %d, delivered %d", issuedN.Load(), run.deliveries.Load())
 	})
 	daemonSide := startDaemonSide(driverT)
-	cpu := startCPU(e.daemonPIDs()...)
+	cpu := newCPUWindow(e.daemonPIDs(), nil)
+	cpu.mark(true)
 	start := time.Now()
 	next := 0
 	for i := 0; ; i++ {
@@ -273,7 +272,7 @@ func runWatch(ctx context.Context, e *env, n int) (*values, error) {
 	for run.deliveries.Load() < expected && time.Now().Before(deadline) && ctx.Err() == nil {
 		time.Sleep(20 * time.Millisecond)
 	}
-	daemonCPU, genCPU := cpu.used()
+	cpu.mark(false)
 	daemonSide.stop()
 	stopping.Store(true)
 	closeAll(conns) // ends the pending Next calls
@@ -303,78 +302,12 @@ func runWatch(ctx context.Context, e *env, n int) (*values, error) {
 	v.set("write p50 latency", "ms", ms(percentile(ws, 50)))
 	v.set("write p99 latency", "ms", ms(percentile(ws, 99)))
 	daemonSide.set(v)
-	if changes > 0 {
-		switch {
-		case cpu.inProcess():
-			v.set("daemon + load generator CPU per change", "ms", ms(genCPU)/changes)
-		default:
-			if daemonCPU >= 0 {
-				v.set("daemon CPU per change", "ms", ms(daemonCPU)/changes)
-			}
-			if genCPU >= 0 {
-				v.set("load generator CPU per change", "ms", ms(genCPU)/changes)
-			}
-		}
-	}
+	cpu.set(v, "", "change", changes, "ms")
 	v.set("lost", "", float64(lost))
 	v.set("spurious wake-ups", "", float64(run.spurious.Load()))
 	v.set("duplicates", "", float64(run.duplicates.Load()))
 	v.set("failed writes", "", float64(failed.Load()))
 	return v, nil
-}
-
-// cpuMeter measures the CPU time the daemons and this process (the load
-// generator) use from its start on.
-type cpuMeter struct {
-	daemonPIDs []int // none: unknown; os.Getpid(): in this process
-	d0, g0     time.Duration
-	dOK, gOK   bool
-}
-
-func startCPU(daemonPIDs ...int) *cpuMeter {
-	m := &cpuMeter{daemonPIDs: daemonPIDs}
-	self := os.Getpid()
-	var err error
-	m.g0, err = procCPU(self)
-	m.gOK = err == nil
-	if len(daemonPIDs) > 0 {
-		m.d0, err = sumCPU(daemonPIDs)
-		m.dOK = err == nil
-	}
-	return m
-}
-
-func sumCPU(pids []int) (time.Duration, error) {
-	var sum time.Duration
-	for _, pid := range pids {
-		d, err := procCPU(pid)
-		if err != nil {
-			return 0, err
-		}
-		sum += d
-	}
-	return sum, nil
-}
-
-// inProcess reports whether the daemon runs in this process: used then
-// gives one figure for both, as the generator's.
-func (m *cpuMeter) inProcess() bool { return slices.Contains(m.daemonPIDs, os.Getpid()) }
-
-// used returns the CPU time the daemons and the load generator used since
-// startCPU, -1 for what is not known.
-func (m *cpuMeter) used() (daemon, generator time.Duration) {
-	daemon, generator = -1, -1
-	if m.gOK {
-		if g, err := procCPU(os.Getpid()); err == nil {
-			generator = g - m.g0
-		}
-	}
-	if m.dOK && !m.inProcess() {
-		if d, err := sumCPU(m.daemonPIDs); err == nil {
-			daemon = d - m.d0
-		}
-	}
-	return daemon, generator
 }
 
 // daemonSide reads the daemon's own view of the run from its /metrics:

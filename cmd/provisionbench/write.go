@@ -183,7 +183,7 @@ func runWrite(ctx context.Context, e *env, n int) (*values, error) {
 	v.set("p50 latency", "ms", ms(percentile(r.lat, 50)))
 	v.set("p99 latency", "ms", ms(percentile(r.lat, 99)))
 	v.set("errors", "", float64(r.errors))
-	cpu.set(v, "", "write", r.calls)
+	cpu.set(v, "", "write", float64(r.calls), "µs")
 	if err1 == nil && err2 == nil && commits1 > commits0 {
 		// Over warm-up and measurement both: the shape, not the rate.
 		v.set("writes per commit", "", (fns1-fns0)/(commits1-commits0))
@@ -264,8 +264,8 @@ func echoRoundTrips(ctx context.Context, e *env) (float64, error) {
 }
 
 // cpuWindow reads the CPU time (/proc) the daemons, the tool's etcd member
-// and this process (the writers, or a baseline's clients) use over a
-// closed loop's measuring time: mark is its window callback.
+// and this process (the agents, the writers or a baseline's clients) use
+// between mark(true) and mark(false) (a closed loop's window callback).
 type cpuWindow struct {
 	names [3]string
 	pids  [3][]int // none: not measured (not known, or in this process)
@@ -309,15 +309,32 @@ func (w *cpuWindow) mark(start bool) {
 	}
 }
 
-// set adds "<prefix><process> CPU per <op>" in µs for what was measured
-// over ops operations.
-func (w *cpuWindow) set(v *values, prefix, op string, ops int) {
+// set adds "<prefix><process> CPU per <op>" in unit ("ms" or "µs") for
+// what was measured over ops operations.
+func (w *cpuWindow) set(v *values, prefix, op string, ops float64, unit string) {
 	if ops <= 0 {
 		return
 	}
+	scale := 1.0 // µs
+	if unit == "ms" {
+		scale = 1e-3
+	}
 	for i := range w.pids {
 		if w.ok[i] {
-			v.set(prefix+w.names[i]+" CPU per "+op, "µs", float64(w.used[i].Microseconds())/float64(ops))
+			v.set(prefix+w.names[i]+" CPU per "+op, unit, float64(w.used[i].Microseconds())*scale/ops)
 		}
 	}
+}
+
+// sumCPU is the CPU time the processes pids have used.
+func sumCPU(pids []int) (time.Duration, error) {
+	var sum time.Duration
+	for _, pid := range pids {
+		d, err := procCPU(pid)
+		if err != nil {
+			return 0, err
+		}
+		sum += d
+	}
+	return sum, nil
 }

@@ -225,11 +225,7 @@ func TestHandshakeGateDropsStaleWaiters(t *testing.T) {
 	if now, _ := d.gate.held(); now != 0 {
 		t.Fatalf("%d slots held after the dropped handshake", now)
 	}
-	c, err := client.Dial(testCtx(t), client.Config{Addr: d.Addr(), CACert: []byte(creds.CACert)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.Close()
+	dialAndClose(t, d)
 }
 
 // A handshake whose client sent its hello and closed the connection
@@ -253,12 +249,7 @@ func TestHandshakeGateDropsGoneClients(t *testing.T) {
 	release()
 	waitFor(t, "the gone client's handshake to be dropped", func() bool { return droppedHandshakes(t, d) == 1 })
 	waitFor(t, "its slot to be given back", func() bool { now, _ := d.gate.held(); return now == 0 })
-	creds := d.Credentials()
-	c, err := client.Dial(testCtx(t), client.Config{Addr: d.Addr(), CACert: []byte(creds.CACert)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.Close()
+	dialAndClose(t, d)
 }
 
 // A client that closes in the middle of its handshake, after its
@@ -279,12 +270,7 @@ func TestHandshakeGateSlotFreedOnFailedHandshake(t *testing.T) {
 		}
 	}
 	waitFor(t, "the slot to be given back", func() bool { now, _ := d.gate.held(); return now == 0 })
-	creds := d.Credentials()
-	c, err := client.Dial(testCtx(t), client.Config{Addr: d.Addr(), CACert: []byte(creds.CACert)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.Close()
+	dialAndClose(t, d)
 }
 
 // Shutdown refuses the handshakes waiting for a slot at once.
@@ -360,13 +346,19 @@ func TestHandshakeGateStalledClientHoldsNoSlot(t *testing.T) {
 		now, peak := d.gate.held()
 		return peak == 1 && now == 0
 	})
-	creds := d.Credentials()
-	c, err := client.Dial(testCtx(t), client.Config{Addr: d.Addr(), CACert: []byte(creds.CACert)})
+	dialAndClose(t, d)
+	close(sc.unblock)
+	raw.Close()
+	<-done
+}
+
+// dialAndClose connects to d's API with its CA (a handshake that must be
+// admitted) and closes the connection.
+func dialAndClose(t *testing.T, d *Daemon) {
+	t.Helper()
+	c, err := client.Dial(testCtx(t), client.Config{Addr: d.Addr(), CACert: []byte(d.Credentials().CACert)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.Close()
-	close(sc.unblock)
-	raw.Close()
-	<-done
 }

@@ -2,8 +2,8 @@ package daemon_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
-	"strconv"
 	"testing"
 	"time"
 
@@ -11,7 +11,6 @@ import (
 
 	"github.com/provisiond/provisiond/provisiondtest"
 	"github.com/provisiond/provisiond/rpc/client"
-	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state"
 )
 
@@ -58,53 +57,20 @@ func BenchmarkWritePathEtcd(b *testing.B) {
 	defer echoConn.Close()
 
 	ctx := context.Background()
-	val := make([]byte, 512)
+	val := string(make([]byte, 512))
 	var rawRev int64
-	var lRaw, lState, lRPC, lEcho []time.Duration
-	i := 0
-	b.ReportAllocs()
-	for b.Loop() {
-		i++
-		info := "bench " + strconv.Itoa(i)
-
-		t0 := time.Now()
-		val[0] = byte(i)
+	writePath(b, func(int) error {
 		resp, err := raw.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(rawKey), "=", rawRev)).
-			Then(clientv3.OpPut(rawKey, string(val))).Commit()
-		if err != nil || !resp.Succeeded {
-			b.Fatalf("raw txn: %v, %v", err, resp)
+			Then(clientv3.OpPut(rawKey, val)).Commit()
+		if err != nil {
+			return err
+		}
+		if !resp.Succeeded {
+			return errors.New("raw txn: the compare of a key only this loop writes failed")
 		}
 		rawRev = resp.Header.Revision
-		t1 := time.Now()
-		if err := st.SetMachineStatus(model, direct.ID, state.InstanceStatus, state.Status{Status: "running", Message: info}); err != nil {
-			b.Fatal(err)
-		}
-		t2 := time.Now()
-		var res params.ErrorResults
-		args := params.SetStatus{Entities: []params.EntityStatusArgs{{Tag: tag, Status: "running", Info: info}}}
-		if err := agent.Call(ctx, "Provisioner", 11, "", "SetInstanceStatus", args, &res); err != nil {
-			b.Fatal(err)
-		}
-		if len(res.Results) != 1 || res.Results[0].Error != nil {
-			b.Fatalf("SetInstanceStatus: %+v", res.Results)
-		}
-		t3 := time.Now()
-		if err := echoConn.Call(ctx, "Pinger", 1, "", "Ping", nil, nil); err != nil {
-			b.Fatal(err)
-		}
-		t4 := time.Now()
-		lRaw = append(lRaw, t1.Sub(t0))
-		lState = append(lState, t2.Sub(t1))
-		lRPC = append(lRPC, t3.Sub(t2))
-		lEcho = append(lEcho, t4.Sub(t3))
-	}
-	mRaw, mState, mRPC, mEcho := median(lRaw), median(lState), median(lRPC), median(lEcho)
-	b.ReportMetric(mRaw, "µs-raw")
-	b.ReportMetric(mState, "µs-state")
-	b.ReportMetric(mRPC, "µs-rpc")
-	b.ReportMetric(mEcho, "µs-echo")
-	b.ReportMetric(mRaw/mRPC, "raw/rpc")
-	b.ReportMetric((mRaw+mEcho)/mRPC, "raw+echo/rpc")
+		return nil
+	}, st, model, direct.ID, agent, tag, echoConn)
 }
 
 // BenchmarkSetInstanceStatusEtcd is the rpc part of BenchmarkWritePathEtcd
@@ -113,18 +79,5 @@ func BenchmarkSetInstanceStatusEtcd(b *testing.B) {
 	srv := provisiondtest.Start(b, provisiondtest.WithStore(provisiondtest.StoreEtcd), provisiondtest.WithLogLevel(slog.LevelWarn))
 	d := srv.Daemon()
 	agent, tag := loginNewMachine(b, d, d.Credentials().DefaultModelUUID)
-	ctx := context.Background()
-	i := 0
-	b.ReportAllocs()
-	for b.Loop() {
-		i++
-		var res params.ErrorResults
-		args := params.SetStatus{Entities: []params.EntityStatusArgs{{Tag: tag, Status: "running", Info: "bench " + strconv.Itoa(i)}}}
-		if err := agent.Call(ctx, "Provisioner", 11, "", "SetInstanceStatus", args, &res); err != nil {
-			b.Fatal(err)
-		}
-		if len(res.Results) != 1 || res.Results[0].Error != nil {
-			b.Fatalf("SetInstanceStatus: %+v", res.Results)
-		}
-	}
+	setInstanceStatusLoop(b, agent, tag)
 }

@@ -50,8 +50,19 @@ func BenchmarkWritePath(b *testing.B) {
 	}
 	defer echoConn.Close()
 
-	ctx := context.Background()
 	val := make([]byte, 512)
+	writePath(b, func(i int) error {
+		val[0] = byte(i)
+		return raw.Put([]byte("k"), val)
+	}, st, model, direct.ID, agent, tag, echoConn)
+}
+
+// writePath is the loop of BenchmarkWritePath and BenchmarkWritePathEtcd:
+// each iteration times raw (the baseline's commit), a state write to
+// machine id, the agent's SetInstanceStatus and an echo round trip, and
+// the medians and ratios are reported.
+func writePath(b *testing.B, raw func(i int) error, st *state.State, model, id string, agent *client.Conn, tag string, echoConn *client.Conn) {
+	ctx := context.Background()
 	var lRaw, lState, lRPC, lEcho []time.Duration
 	i := 0
 	b.ReportAllocs()
@@ -60,12 +71,11 @@ func BenchmarkWritePath(b *testing.B) {
 		info := "bench " + strconv.Itoa(i)
 
 		t0 := time.Now()
-		val[0] = byte(i)
-		if err := raw.Put([]byte("k"), val); err != nil {
+		if err := raw(i); err != nil {
 			b.Fatal(err)
 		}
 		t1 := time.Now()
-		if err := st.SetMachineStatus(model, direct.ID, state.InstanceStatus, state.Status{Status: "running", Message: info}); err != nil {
+		if err := st.SetMachineStatus(model, id, state.InstanceStatus, state.Status{Status: "running", Message: info}); err != nil {
 			b.Fatal(err)
 		}
 		t2 := time.Now()
@@ -131,6 +141,12 @@ func loginNewMachine(b testing.TB, d *daemon.Daemon, model string) (*client.Conn
 func BenchmarkSetInstanceStatus(b *testing.B) {
 	d := start(b, nil)
 	agent, tag := loginNewMachine(b, d, d.Credentials().DefaultModelUUID)
+	setInstanceStatusLoop(b, agent, tag)
+}
+
+// setInstanceStatusLoop calls SetInstanceStatus on tag's machine once per
+// iteration.
+func setInstanceStatusLoop(b *testing.B, agent *client.Conn, tag string) {
 	ctx := context.Background()
 	i := 0
 	b.ReportAllocs()
