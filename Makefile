@@ -45,6 +45,7 @@ bench: ## Go benchmarks: Ping vs echo baseline, the rpc read path, hub, state re
 FUZZ_TARGETS := \
 	./rpc/:FuzzDecodeHeader \
 	./rpc/params/:FuzzDecodeEntities \
+	./rpc/params/:FuzzDecodeSetStatus \
 	./facades/facade/:FuzzTags \
 	./internal/daemon/:FuzzMethodParams \
 	./charm/:FuzzParseMeta \

@@ -90,7 +90,8 @@ func (m *Methods[C, F]) add(name string, params reflect.Type, call func(context.
 // leaving the value untouched, for any other form; encoding/json then
 // decodes it, so it alone defines the behaviour and the error texts. What
 // DecodeFast accepts, encoding/json must decode to the same value.
-// params.Entities, the argument of most bulk calls, implements it.
+// params.Entities, the argument of most bulk calls, and params.SetStatus,
+// of the status writes, implement it.
 type FastDecoder interface {
 	DecodeFast(data []byte) bool
 }

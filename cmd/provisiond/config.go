@@ -69,6 +69,9 @@ type options struct {
 
 	MaxAgentBinarySize int64 `yaml:"max-agent-binary-size"`
 
+	// GCHeapFloor is the heap goal's floor in bytes (internal/gcfloor).
+	GCHeapFloor int64 `yaml:"gc-heap-floor"`
+
 	// Agent runs the reference agent in the daemon's process: "sim".
 	Agent string `yaml:"agent"`
 
@@ -130,6 +133,7 @@ func defaultOptions(getenv func(string) string) options {
 		IdleTimeout:       d.IdleTimeout,
 
 		MaxAgentBinarySize: daemon.DefaultMaxAgentBinarySize,
+		GCHeapFloor:        DefaultGCHeapFloor,
 
 		MaxConnsPerEntity:    d.MaxConnsPerEntity,
 		MaxWatchersPerEntity: d.MaxWatchersPerEntity,
@@ -188,6 +192,7 @@ func (o *options) settings() []setting {
 		{"max-header-bytes", "largest HTTP request header in bytes", &o.MaxHeaderBytes},
 		{"idle-timeout", "close HTTP keep-alive connections idle for this long", &o.IdleTimeout},
 		{"max-agent-binary-size", "largest agent binaries upload in bytes", &o.MaxAgentBinarySize},
+		{"gc-heap-floor", "the Go heap may grow to this many bytes before the garbage collector runs (0: GOGC alone; ignored when $GOGC is set)", &o.GCHeapFloor},
 		{"agent", "run the reference agent in this process on its simulated cloud: sim (a demo; see provisionagent)", &o.Agent},
 		{"max-connections-per-entity", "connections of one machine agent or non-superuser user (0: unlimited)", &o.MaxConnsPerEntity},
 		{"max-watchers-per-entity", "watchers of one machine agent or non-superuser user across its connections (0: unlimited)", &o.MaxWatchersPerEntity},

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/provisiond/provisiond/internal/daemon"
+	"github.com/provisiond/provisiond/internal/gcfloor"
 )
 
 func serveCommand(e sys) *cobra.Command {
@@ -68,6 +69,9 @@ and READY=1 around a reload, STOPPING=1, and pings the watchdog
 		if err := checkAgent(opts.Agent); err != nil {
 			return usageError{err}
 		}
+		if opts.GCHeapFloor < 0 {
+			return usageError{fmt.Errorf("--gc-heap-floor %d: must be 0 (off) or a size in bytes", opts.GCHeapFloor)}
+		}
 		svc := &service{
 			log:      log,
 			level:    level,
@@ -114,6 +118,8 @@ func serve(opts options, s *service) error {
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 
+	defer startGCFloor(opts.GCHeapFloor, log).Stop()
+
 	d, err := daemon.Start(cfg)
 	if err != nil {
 		log.Error("cannot start", "err", err)
@@ -156,6 +162,25 @@ func serve(opts options, s *service) error {
 		return exitCode(exitError)
 	}
 	return nil
+}
+
+// DefaultGCHeapFloor is --gc-heap-floor's default: 128 MiB. Below it the
+// collector does not run while the daemon's writes allocate (docs/performance.md,
+// "The heap floor"); above it GOGC decides as usual.
+const DefaultGCHeapFloor = 128 << 20
+
+// startGCFloor starts the heap floor of floor bytes, unless floor is 0 or
+// the operator set GOGC, which then decides alone (the runtime reads it
+// from the process's own environment).
+func startGCFloor(floor int64, log *slog.Logger) *gcfloor.Floor {
+	if floor == 0 {
+		return nil
+	}
+	if v, ok := os.LookupEnv("GOGC"); ok && v != "" {
+		log.Info("GOGC is set: no heap floor", "GOGC", v)
+		return nil
+	}
+	return gcfloor.Start(uint64(floor))
 }
 
 // startWatchdog pings systemd's watchdog every half period while the

@@ -150,13 +150,25 @@ func (a *auditor) write(r auditRecord) {
 	}
 }
 
-// mutationRE matches the names of methods that may change state: a verb
-// of change as the first word (DeploymentMode is a read).
-var mutationRE = regexp.MustCompile(`^(Add|Set|Remove|Update|Deploy|Create|Scale|Destroy|Ensure|Mark|Release|Prepare|Clear|Allocate|Assign|Unassign|Upgrade|Rotate|Reset|Repair|Import|Restore|Open|Close|Expose|Unexpose|Trust)([A-Z]|$)`)
+// mutationVerbs are the verbs of change: a method whose first word is one
+// of them may change state (DeploymentMode is a read).
+var mutationVerbs = []string{"Add", "Set", "Remove", "Update", "Deploy", "Create", "Scale", "Destroy",
+	"Ensure", "Mark", "Release", "Prepare", "Clear", "Allocate", "Assign", "Unassign", "Upgrade",
+	"Rotate", "Reset", "Repair", "Import", "Restore", "Open", "Close", "Expose", "Unexpose", "Trust"}
 
 // IsMutation reports whether a method may change state: the calls the
-// audit trail records.
-func IsMutation(method string) bool { return mutationRE.MatchString(method) }
+// audit trail records. Its first word is a verb of change: the verb, then
+// the end of the name or an upper-case letter. (It runs for every call: a
+// prefix test, not a regular expression, which was 1% of the daemon's CPU
+// at 64 writers.)
+func IsMutation(method string) bool {
+	for _, v := range mutationVerbs {
+		if strings.HasPrefix(method, v) && (len(method) == len(v) || method[len(v)] >= 'A' && method[len(v)] <= 'Z') {
+			return true
+		}
+	}
+	return false
+}
 
 // audited wraps NewRoot so that every connection's mutations and logins
 // reach the audit trail.

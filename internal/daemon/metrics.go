@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,6 +22,22 @@ type metrics struct {
 	commits     prometheus.Histogram
 	commitBatch prometheus.Histogram
 	compactions prometheus.Counter // etcd compactions made here (cluster.go); nil on bbolt
+
+	// perRequest caches, by facade, method and code, the series a request
+	// updates (requestSeries): resolving them by label values hashes and
+	// looks up each label set twice per request. The key space is bounded
+	// as the labels are: registered methods (others are "unknown") and
+	// the error codes.
+	perRequest sync.Map // requestKey → *requestSeries
+}
+
+type requestKey struct{ facade, method, code string }
+
+// requestSeries are the series one kind of request updates.
+type requestSeries struct {
+	count   prometheus.Counter
+	latency prometheus.Observer // provisiond_watcher_next_wait_seconds for a watcher's Next
+	login   prometheus.Counter  // nil unless Admin.Login
 }
 
 func newMetrics(watchers func() float64, revision func() float64) *metrics {
@@ -79,6 +96,20 @@ func (m *metrics) ConnClosed() { m.conns.Dec() }
 // the metrics show as "ok". The time a watcher's Next spends waiting for a
 // change is not request latency: it goes to its own histogram.
 func (m *metrics) RequestDone(facade string, _ int, method, code string, d time.Duration) {
+	s := m.series(facade, method, code)
+	s.count.Inc()
+	s.latency.Observe(d.Seconds())
+	if s.login != nil {
+		s.login.Inc()
+	}
+}
+
+// series returns the series of a request, resolving them on first use.
+func (m *metrics) series(facade, method, code string) *requestSeries {
+	k := requestKey{facade, method, code}
+	if s, ok := m.perRequest.Load(k); ok {
+		return s.(*requestSeries)
+	}
 	if facade == "" {
 		facade, method = "unknown", "unknown"
 	}
@@ -86,15 +117,17 @@ func (m *metrics) RequestDone(facade string, _ int, method, code string, d time.
 	if outcome == "" {
 		outcome = "ok"
 	}
-	m.requests.WithLabelValues(facade, method, outcome).Inc()
+	s := &requestSeries{count: m.requests.WithLabelValues(facade, method, outcome)}
 	if method == "Next" && strings.HasSuffix(facade, "Watcher") {
-		m.nextWait.WithLabelValues(facade).Observe(d.Seconds())
+		s.latency = m.nextWait.WithLabelValues(facade)
 	} else {
-		m.latency.WithLabelValues(facade, method).Observe(d.Seconds())
+		s.latency = m.latency.WithLabelValues(facade, method)
 	}
 	if facade == "Admin" && method == "Login" {
-		m.logins.WithLabelValues(outcome).Inc()
+		s.login = m.logins.WithLabelValues(outcome)
 	}
+	got, _ := m.perRequest.LoadOrStore(k, s)
+	return got.(*requestSeries)
 }
 
 func (m *metrics) observeCommit(d time.Duration, n int) {

@@ -290,7 +290,7 @@ func TestAuditClassification(t *testing.T) {
 			t.Errorf("%s is not a mutation", m)
 		}
 	}
-	for _, m := range []string{"Life", "InstanceId", "ProvisioningInfo", "WatchModelMachines", "Next", "Stop", "Status", "ListModels", "ModelEntities"} {
+	for _, m := range []string{"Life", "InstanceId", "ProvisioningInfo", "WatchModelMachines", "Next", "Stop", "Status", "ListModels", "ModelEntities", "DeploymentMode", "Settings", "Openness", ""} {
 		if daemon.IsMutation(m) {
 			t.Errorf("%s is a mutation", m)
 		}

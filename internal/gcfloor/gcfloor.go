@@ -1,0 +1,149 @@
+// Package gcfloor keeps the Go garbage collector from running while the
+// heap is small.
+//
+// With GOGC=100 the collector runs each time the heap has grown by as much
+// as survived the last collection. A daemon whose live heap is 20 MB and
+// whose writes allocate 150 MB a second collects seven times a second, and
+// on a two-core box that was 15-18% of the daemon's CPU at 64 writers
+// (docs/performance.md). A floor sets the heap goal to at least Floor
+// bytes: after each collection the GC percent is set so that the next goal
+// is max(Floor, live × (1 + base/100)), where base is the GC percent the
+// process started with. A heap above the floor is collected as base says;
+// one below it grows to the floor first, so a small daemon may hold up to
+// Floor bytes of heap, garbage included. GOMEMLIMIT, when set, still
+// bounds it: the runtime collects earlier as the limit nears.
+//
+// An operator's GOGC is left alone: the caller does not start a floor
+// when GOGC is set (cmd/provisiond), and a base of off (-1) is never
+// tuned.
+//
+// # Concurrency contract
+//
+// Start and Stop may be called from any goroutine. The tuning runs in a
+// runtime cleanup (runtime.AddCleanup) of an object dropped at once, so
+// once per collection, on the runtime's cleanup goroutine; it has no
+// goroutine of its own and takes a mutex, as cleanups may run at once.
+// After Stop, no cleanup changes the GC percent again and the next one
+// arms no other.
+package gcfloor
+
+import (
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"sync"
+)
+
+// maxPercent bounds the GC percent a floor sets (a floor of 128 MiB over a
+// live heap of 1 MiB is 12,700%).
+const maxPercent = 1 << 20
+
+// Floor is a running floor under the heap goal.
+type Floor struct {
+	floor uint64
+	base  int
+
+	mu      sync.Mutex
+	stopped bool
+	cur     int // the GC percent last set
+	samples []metrics.Sample
+}
+
+// Start keeps the heap goal at least floor bytes until Stop. It returns
+// nil (and changes nothing) if floor is 0 or the collector is off.
+func Start(floor uint64) *Floor {
+	if floor == 0 {
+		return nil
+	}
+	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 || s[0].Value.Uint64() > maxPercent {
+		return nil // off reads as -1
+	}
+	base := int(s[0].Value.Uint64())
+	f := &Floor{
+		floor:   floor,
+		base:    base,
+		cur:     base,
+		samples: []metrics.Sample{{Name: "/gc/heap/live:bytes"}},
+	}
+	f.mu.Lock()
+	f.tuneLocked()
+	f.mu.Unlock()
+	f.arm()
+	return f
+}
+
+// Stop ends the floor and restores the GC percent it started with.
+func (f *Floor) Stop() {
+	if f == nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stopped {
+		return
+	}
+	f.stopped = true
+	if f.cur != f.base {
+		debug.SetGCPercent(f.base)
+		f.cur = f.base
+	}
+}
+
+// Percent is the GC percent the floor set last (its base before the
+// first collection or after Stop).
+func (f *Floor) Percent() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.cur
+}
+
+// sentinel is the object whose collection runs the next tuning: large
+// enough not to share a tiny block with other allocations, which would
+// delay its cleanup behind theirs.
+type sentinel struct{ _ [32]byte }
+
+// arm attaches the next tuning to a new object nothing keeps: the next
+// collection finds it unreachable and runs the cleanup.
+func (f *Floor) arm() {
+	runtime.AddCleanup(new(sentinel), (*Floor).tune, f)
+}
+
+// tune runs after each collection: it sets the GC percent for the live
+// heap the collection found and arms the next tuning.
+func (f *Floor) tune() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stopped {
+		return
+	}
+	f.tuneLocked()
+	f.arm()
+}
+
+func (f *Floor) tuneLocked() {
+	metrics.Read(f.samples)
+	want := Percent(f.floor, f.samples[0].Value.Uint64(), f.base)
+	// Small moves are not worth the runtime's lock: within 1/16 of the
+	// current setting, it stays.
+	if d := want - f.cur; want == f.base && f.cur != f.base || d > f.cur/16 || -d > f.cur/16 {
+		debug.SetGCPercent(want)
+		f.cur = want
+	}
+}
+
+// Percent is the GC percent that makes the heap goal after a collection
+// that left live bytes max(floor, live × (1 + base/100)).
+func Percent(floor, live uint64, base int) int {
+	if live == 0 {
+		live = 1
+	}
+	if live >= floor || live*uint64(100+base)/100 >= floor {
+		return base
+	}
+	if floor/live >= maxPercent/100 {
+		return maxPercent
+	}
+	return int(floor/live*100 + (floor%live)*100/live - 100)
+}
