@@ -16,7 +16,7 @@
 #   environ (the built-in provider) → nothing of ours; state and facades import it
 #   charm (metadata.yaml) → nothing of ours; state, facades and cmd import it
 #   internal/buildinfo (version, VCS revision) → nothing of ours; cmd, facades, internal/daemon
-#   internal/gcfloor (the heap floor under the GC) → nothing of ours; cmd/provisiond
+#   internal/gcfloor (the heap floor under the GC) → nothing of ours; cmd/provisiond and cmd/provisionbench
 #   size (the one size parser) → nothing of ours; storage, charm, state, facades and
 #   cmd/provisionctl import it
 #   internal/dashboard (the status page) → state, watcher, rpc/params: it reads state and the

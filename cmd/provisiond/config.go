@@ -16,6 +16,7 @@ import (
 
 	"github.com/provisiond/provisiond/credentials"
 	"github.com/provisiond/provisiond/internal/daemon"
+	"github.com/provisiond/provisiond/internal/gcfloor"
 	"github.com/provisiond/provisiond/state/store/etcdstore"
 )
 
@@ -133,7 +134,7 @@ func defaultOptions(getenv func(string) string) options {
 		IdleTimeout:       d.IdleTimeout,
 
 		MaxAgentBinarySize: daemon.DefaultMaxAgentBinarySize,
-		GCHeapFloor:        DefaultGCHeapFloor,
+		GCHeapFloor:        gcfloor.Default,
 
 		MaxConnsPerEntity:    d.MaxConnsPerEntity,
 		MaxWatchersPerEntity: d.MaxWatchersPerEntity,

@@ -164,23 +164,17 @@ func serve(opts options, s *service) error {
 	return nil
 }
 
-// DefaultGCHeapFloor is --gc-heap-floor's default: 128 MiB. Below it the
-// collector does not run while the daemon's writes allocate (docs/performance.md,
-// "The heap floor"); above it GOGC decides as usual.
-const DefaultGCHeapFloor = 128 << 20
-
 // startGCFloor starts the heap floor of floor bytes, unless floor is 0 or
-// the operator set GOGC, which then decides alone (the runtime reads it
-// from the process's own environment).
+// the operator set GOGC, which then decides alone.
 func startGCFloor(floor int64, log *slog.Logger) *gcfloor.Floor {
 	if floor == 0 {
 		return nil
 	}
-	if v, ok := os.LookupEnv("GOGC"); ok && v != "" {
-		log.Info("GOGC is set: no heap floor", "GOGC", v)
-		return nil
+	f, gogc := gcfloor.FromEnvironment(uint64(floor))
+	if gogc != "" {
+		log.Info("GOGC is set: no heap floor", "GOGC", gogc)
 	}
-	return gcfloor.Start(uint64(floor))
+	return f
 }
 
 // startWatchdog pings systemd's watchdog every half period while the

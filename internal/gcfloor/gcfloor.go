@@ -28,11 +28,26 @@
 package gcfloor
 
 import (
+	"os"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"sync"
 )
+
+// Default is provisiond serve's floor (--gc-heap-floor): 128 MiB.
+const Default = 128 << 20
+
+// FromEnvironment starts a floor of floor bytes, unless floor is 0 or the
+// process's environment sets GOGC (which the runtime has read): the
+// operator's choice then stands alone. It returns nil when it starts
+// none, with the GOGC it found.
+func FromEnvironment(floor uint64) (f *Floor, gogc string) {
+	if v, ok := os.LookupEnv("GOGC"); ok && v != "" {
+		return nil, v
+	}
+	return Start(floor), ""
+}
 
 // maxPercent bounds the GC percent a floor sets (a floor of 128 MiB over a
 // live heap of 1 MiB is 12,700%).
