@@ -78,6 +78,11 @@ func childDaemon(args []string, stderr io.Writer) int {
 	fs.StringVar(&cfg.Store, "store", "", "")
 	endpoints := fs.String("etcd-endpoints", "", "")
 	fs.StringVar(&cfg.Etcd.Prefix, "etcd-prefix", "", "")
+	fs.StringVar(&cfg.Etcd.CAFile, "etcd-ca-file", "", "")
+	fs.StringVar(&cfg.Etcd.CertFile, "etcd-cert-file", "", "")
+	fs.StringVar(&cfg.Etcd.KeyFile, "etcd-key-file", "", "")
+	fs.StringVar(&cfg.Etcd.Username, "etcd-username", "", "")
+	cfg.Etcd.Password = os.Getenv(etcdPasswordEnv)
 	fs.IntVar(&cfg.Etcd.MaxTxnOps, "etcd-max-txn-ops", 0, "")
 	fs.IntVar(&cfg.Etcd.MaxRequestBytes, "etcd-max-request-bytes", 0, "")
 	if err := fs.Parse(args); err != nil {

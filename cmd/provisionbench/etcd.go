@@ -18,6 +18,7 @@ import (
 
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/internal/etcdtest"
+	"github.com/provisiond/provisiond/state/store/etcdstore"
 	"github.com/provisiond/provisiond/state/store/etcdstore/rawetcd"
 )
 
@@ -55,6 +56,15 @@ func (o *options) checkStore() error {
 	case o.etcdPrefix != "" && (!strings.HasPrefix(o.etcdPrefix, "/") || !strings.HasSuffix(o.etcdPrefix, "/")):
 		return fmt.Errorf("--etcd-prefix %q: must start and end with /", o.etcdPrefix)
 	}
+	secured := o.etcdCAFile != "" || o.etcdCertFile != "" || o.etcdKeyFile != "" || o.etcdUsername != ""
+	switch {
+	case secured && len(o.etcdEndpoints) == 0:
+		return errors.New("--etcd-ca-file, --etcd-cert-file, --etcd-key-file and --etcd-username need --etcd-endpoints: the etcd member the tool starts has neither TLS nor auth")
+	case (o.etcdCertFile == "") != (o.etcdKeyFile == ""):
+		return errors.New("--etcd-cert-file and --etcd-key-file go together")
+	case o.etcdUsername == "" && o.setFlags["etcd-password"]:
+		return errors.New("--etcd-password needs --etcd-username")
+	}
 	for _, ep := range o.etcdEndpoints {
 		if !strings.HasPrefix(ep, "http://") && !strings.HasPrefix(ep, "https://") {
 			return fmt.Errorf("--etcd-endpoints %q: want http:// or https:// URLs", ep)
@@ -78,12 +88,23 @@ func (o *options) checkStore() error {
 	return nil
 }
 
-// flags are a child daemon's (or provisiond serve's) store flags.
+// etcdPasswordEnv holds the etcd password: the tool's default for
+// --etcd-password, and how a child daemon (or provisiond serve) is given
+// it, out of sight of ps.
+const etcdPasswordEnv = "PROVISIOND_ETCD_PASSWORD"
+
+// flags are a child daemon's (or provisiond serve's) store flags; the
+// password goes in its environment (env).
 func (et *etcdTarget) flags() []string {
 	if et == nil {
 		return nil
 	}
 	out := []string{"--store", daemon.StoreEtcd, "--etcd-endpoints", strings.Join(et.endpoints, ","), "--etcd-prefix", et.prefix}
+	for _, f := range [][2]string{{"--etcd-ca-file", et.caFile}, {"--etcd-cert-file", et.certFile}, {"--etcd-key-file", et.keyFile}, {"--etcd-username", et.username}} {
+		if f[1] != "" {
+			out = append(out, f[0], f[1])
+		}
+	}
 	if et.maxTxnOps > 0 {
 		out = append(out, "--etcd-max-txn-ops", strconv.Itoa(et.maxTxnOps))
 	}
@@ -91,6 +112,21 @@ func (et *etcdTarget) flags() []string {
 		out = append(out, "--etcd-max-request-bytes", strconv.Itoa(et.maxRequestBytes))
 	}
 	return out
+}
+
+// env is a child daemon's environment: this process's, with the etcd
+// password if there is one.
+func (et *etcdTarget) env() []string {
+	if et == nil || et.password == "" {
+		return nil
+	}
+	return append(os.Environ(), etcdPasswordEnv+"="+et.password)
+}
+
+// conn is how the tool's own clients (the baselines, the clean-up) reach
+// the cluster: as the daemons do.
+func (et *etcdTarget) conn() rawetcd.Conn {
+	return rawetcd.Conn{Endpoints: et.endpoints, TLS: et.tls, Username: et.username, Password: et.password}
 }
 
 // rawPrefix is where the raw etcd baselines write: beside the daemons'
@@ -118,7 +154,15 @@ func startCluster(ctx context.Context, o *options) (*cluster, error) {
 		cl.targets = []*target{t}
 		return cl, nil
 	}
-	et := &etcdTarget{endpoints: o.etcdEndpoints, prefix: o.etcdPrefix}
+	et := &etcdTarget{endpoints: o.etcdEndpoints, prefix: o.etcdPrefix,
+		caFile: o.etcdCAFile, certFile: o.etcdCertFile, keyFile: o.etcdKeyFile, username: o.etcdUsername, password: o.etcdPassword}
+	if et.caFile != "" || et.certFile != "" {
+		tc, err := etcdstore.ClientTLS(et.caFile, et.certFile, et.keyFile)
+		if err != nil {
+			return nil, err
+		}
+		et.tls = tc
+	}
 	if len(et.endpoints) == 0 {
 		o.progress.set("starting etcd")
 		eps, pid, stop, err := startEtcd(ctx, o)
@@ -165,7 +209,7 @@ func (cl *cluster) close() {
 	if cl.ownPrefix {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		_ = rawetcd.DeletePrefix(ctx, cl.etcd.endpoints, cl.etcd.prefix)
+		_ = rawetcd.DeletePrefix(ctx, cl.etcd.conn(), cl.etcd.prefix)
 	}
 	if cl.stopEtcd != nil {
 		cl.stopEtcd()
@@ -332,7 +376,7 @@ func runWriteEtcdBaseline(ctx context.Context, e *env, n int) (*values, error) {
 	et := e.cl.etcd
 	const valueSize = 512 // about a machine status record, as raw bbolt's
 	cpu := newCPUWindow(nil, et)
-	r, err := rawetcd.TxnBench(ctx, et.endpoints, et.rawPrefix(), n, len(e.targets), valueSize, warmup(e.o.duration), e.o.duration, cpu.mark)
+	r, err := rawetcd.TxnBench(ctx, et.conn(), et.rawPrefix(), n, len(e.targets), valueSize, warmup(e.o.duration), e.o.duration, cpu.mark)
 	if err != nil {
 		return nil, fmt.Errorf("raw etcd: %w", err)
 	}
@@ -359,7 +403,7 @@ func runWriteEtcdBaseline(ctx context.Context, e *env, n int) (*values, error) {
 // 64 clients), one more client putting at --rate.
 func runWatchEtcdBaseline(ctx context.Context, e *env, n int) (*values, error) {
 	et := e.cl.etcd
-	r, err := rawetcd.WatchBench(ctx, et.endpoints, et.rawPrefix(), n, e.o.watchers, min(n, 64), e.o.rate, e.o.duration, e.o.settle)
+	r, err := rawetcd.WatchBench(ctx, et.conn(), et.rawPrefix(), n, e.o.watchers, min(n, 64), e.o.rate, e.o.duration, e.o.settle)
 	if err != nil {
 		return nil, fmt.Errorf("raw etcd watch: %w", err)
 	}

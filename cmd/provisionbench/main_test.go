@@ -11,8 +11,12 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/provisiond/provisiond/credentials"
 	"github.com/provisiond/provisiond/internal/daemon"
+	"github.com/provisiond/provisiond/internal/etcdtest"
+	"github.com/provisiond/provisiond/state/store/etcdstore"
 )
 
 // TestMain lets the test binary serve as the child daemon and echo server
@@ -183,7 +187,10 @@ func TestBadFlags(t *testing.T) {
 		{"rpc", "--store", "etcd", "--etcd-prefix", "nope"}, {"rpc", "--store", "etcd", "--etcd-endpoints", "127.0.0.1:2379"},
 		{"rpc", "--store", "etcd", "--daemons", "0"}, {"rpc", "--store", "etcd", "--credentials", "x.yaml"},
 		{"conns", "--store", "etcd", "--daemons", "2"}, {"storm", "--store", "etcd", "--daemons", "2"},
-		{"failover"}, {"failover", "--store", "etcd"}, {"failover", "--store", "etcd", "--daemons", "3", "--daemon", "inproc"}} {
+		{"failover"}, {"failover", "--store", "etcd"}, {"failover", "--store", "etcd", "--daemons", "3", "--daemon", "inproc"},
+		{"write", "--store", "etcd", "--etcd-ca-file", "ca.pem"}, {"write", "--store", "etcd", "--etcd-username", "root"},
+		{"write", "--store", "etcd", "--etcd-endpoints", "https://127.0.0.1:2379", "--etcd-cert-file", "c.pem"},
+		{"write", "--store", "etcd", "--etcd-endpoints", "https://127.0.0.1:2379", "--etcd-password", "x"}} {
 		var out, errb bytes.Buffer
 		if code := run(context.Background(), args, &out, &errb); code != 2 {
 			t.Errorf("%q: exit %d, want 2 (%s)", args, code, errb.String())
@@ -389,5 +396,65 @@ func TestFailover(t *testing.T) {
 	}
 	if figure(t, rep, 3, "all back") <= 0 {
 		t.Error("no failover time")
+	}
+}
+
+// TestEtcdSecured: on a given cluster with TLS (client certificates) and
+// auth, the daemons (child processes: flags, and the password in their
+// environment) and the raw baseline reach it as told; without the
+// password the run fails with a message, not a hang.
+func TestEtcdSecured(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts etcd and daemons")
+	}
+	files, err := etcdtest.NewTLS(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := etcdtest.Start(etcdtest.Options{Dir: t.TempDir(), NoFsync: true, TLS: files, Logger: etcdtest.TestLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	tc, err := etcdstore.ClientTLS(files.CAFile, files.ClientCert, files.ClientKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), TLS: tc, DialTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := cli.UserAdd(ctx, "root", "bench-secret"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.UserGrantRole(ctx, "root", "root"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.AuthEnable(ctx); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"write", "-n", "1", "--duration", "300ms", "--baseline", "--op", "status", "--store", "etcd",
+		"--etcd-endpoints", strings.Join(c.Endpoints(), ","), "--etcd-ca-file", files.CAFile,
+		"--etcd-cert-file", files.ClientCert, "--etcd-key-file", files.ClientKey, "--etcd-username", "root"}
+
+	t.Setenv(etcdPasswordEnv, "bench-secret")
+	rep := runJSON(t, args...)
+	if figure(t, rep, 1, "writes/s") <= 0 || figure(t, rep, 1, "raw etcd txn/s") <= 0 {
+		t.Error("no writes")
+	}
+	if e := figure(t, rep, 1, "errors"); e != 0 {
+		t.Errorf("%v errors", e)
+	}
+
+	t.Setenv(etcdPasswordEnv, "")
+	var stdout, stderr bytes.Buffer
+	if code := run(ctx, append(args, "--etcd-password", "wrong"), &stdout, &stderr); code == 0 {
+		t.Fatalf("a wrong etcd password: exit 0\n%s", stdout.String())
+	}
+	if !strings.Contains(stderr.String(), "authentication failed") {
+		t.Errorf("a wrong etcd password: %s", stderr.String())
 	}
 }

@@ -76,6 +76,11 @@ type etcdTarget struct {
 	// pid is the tool's etcd member's process when it is a child of
 	// this one; 0 otherwise (given endpoints, or in this process).
 	pid int
+	// The given cluster's security (--etcd-ca-file and the others); tls
+	// is made from the files, for the tool's own clients.
+	caFile, certFile, keyFile string
+	username, password        string
+	tls                       *tls.Config
 }
 
 // mainSpec is the spec of the one daemon of a run without --daemons.
@@ -124,7 +129,8 @@ func startTarget(ctx context.Context, o *options, spec targetSpec) (*target, err
 		o.daemonConfig(&cfg)
 		if et := spec.etcd; et != nil {
 			cfg.Store = daemon.StoreEtcd
-			cfg.Etcd = daemon.EtcdConfig{Endpoints: et.endpoints, Prefix: et.prefix, MaxTxnOps: et.maxTxnOps, MaxRequestBytes: et.maxRequestBytes}
+			cfg.Etcd = daemon.EtcdConfig{Endpoints: et.endpoints, Prefix: et.prefix, MaxTxnOps: et.maxTxnOps, MaxRequestBytes: et.maxRequestBytes,
+				CAFile: et.caFile, CertFile: et.certFile, KeyFile: et.keyFile, Username: et.username, Password: et.password}
 		}
 		t.inprocCfg = cfg
 	case modeChild:
@@ -191,6 +197,7 @@ func (t *target) startWaiting(ctx context.Context, wait bool) error {
 		cmd := exec.Command(t.cmdArgs[0], t.cmdArgs[1:]...)
 		cmd.Stdout, cmd.Stderr = t.logw, t.logw
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		cmd.Env = t.etcd.env()
 		if err := cmd.Start(); err != nil {
 			return fmt.Errorf("start daemon: %w", err)
 		}

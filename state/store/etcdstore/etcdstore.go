@@ -216,7 +216,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		Context:              ctx,
 	}
 	if cfg.CAFile != "" || cfg.CertFile != "" || cfg.KeyFile != "" {
-		tc, err := tlsConfig(cfg)
+		tc, err := ClientTLS(cfg.CAFile, cfg.CertFile, cfg.KeyFile)
 		if err != nil {
 			return nil, err
 		}
@@ -267,24 +267,28 @@ const (
 	loadKey     = store.MetaKind + "/load"    // a Load in progress
 )
 
-func tlsConfig(cfg Config) (*tls.Config, error) {
+// ClientTLS is the TLS configuration of an etcd client: etcd's CA from
+// caFile (none: the system's roots), and the client certificate of
+// certFile and keyFile (etcd's --client-cert-auth; both or neither).
+// provisionbench's own etcd clients use it as the store does.
+func ClientTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
 	tc := &tls.Config{MinVersion: tls.VersionTLS12}
-	if cfg.CAFile != "" {
-		pem, err := os.ReadFile(cfg.CAFile)
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
 		if err != nil {
 			return nil, fmt.Errorf("etcdstore: CA file: %w", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("etcdstore: CA file %s holds no PEM certificate", cfg.CAFile)
+			return nil, fmt.Errorf("etcdstore: CA file %s holds no PEM certificate", caFile)
 		}
 		tc.RootCAs = pool
 	}
-	if (cfg.CertFile == "") != (cfg.KeyFile == "") {
+	if (certFile == "") != (keyFile == "") {
 		return nil, errors.New("etcdstore: a client certificate needs both a cert file and a key file")
 	}
-	if cfg.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(cfg.CertFile, cfg.KeyFile)
+	if certFile != "" {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 		if err != nil {
 			return nil, fmt.Errorf("etcdstore: client certificate: %w", err)
 		}

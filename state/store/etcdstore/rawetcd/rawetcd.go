@@ -12,6 +12,7 @@ package rawetcd
 import (
 	"context"
 	crand "crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -24,11 +25,23 @@ import (
 	"go.uber.org/zap"
 )
 
-// dial opens n clients of endpoints.
-func dial(endpoints []string, n int) ([]*clientv3.Client, error) {
+// Conn is how the baselines reach etcd: its client URLs, and the
+// cluster's security as the daemons are given it.
+type Conn struct {
+	Endpoints []string
+	// TLS, if set, is the client's TLS configuration (etcd's CA, the
+	// client certificate of --client-cert-auth).
+	TLS *tls.Config
+	// Username and Password log in to etcd's auth.
+	Username, Password string
+}
+
+// dial opens n clients of c.
+func dial(c Conn, n int) ([]*clientv3.Client, error) {
 	clis := make([]*clientv3.Client, 0, n)
 	for range n {
-		cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+		cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints, TLS: c.TLS, Username: c.Username, Password: c.Password,
+			DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 		if err != nil {
 			closeAll(clis)
 			return nil, fmt.Errorf("rawetcd: %w", err)
@@ -52,11 +65,11 @@ func subPrefix(prefix string) string {
 }
 
 // DeletePrefix deletes every key under prefix.
-func DeletePrefix(ctx context.Context, endpoints []string, prefix string) error {
+func DeletePrefix(ctx context.Context, c Conn, prefix string) error {
 	if prefix == "" {
 		return errors.New("rawetcd: DeletePrefix needs a prefix")
 	}
-	clis, err := dial(endpoints, 1)
+	clis, err := dial(c, 1)
 	if err != nil {
 		return err
 	}
@@ -88,11 +101,11 @@ func (r TxnResult) PerSecond() float64 {
 // Warm (not counted) runs first. window, if not nil, is called as the
 // measuring starts (true) and as it ends (false), so a caller can read
 // what the processes used over the same time.
-func TxnBench(ctx context.Context, endpoints []string, prefix string, writers, clients, valueSize int, warm, d time.Duration, window func(start bool)) (TxnResult, error) {
+func TxnBench(ctx context.Context, c Conn, prefix string, writers, clients, valueSize int, warm, d time.Duration, window func(start bool)) (TxnResult, error) {
 	if writers < 1 || clients < 1 {
 		return TxnResult{}, errors.New("rawetcd: TxnBench needs a writer and a client")
 	}
-	clis, err := dial(endpoints, min(clients, writers))
+	clis, err := dial(c, min(clients, writers))
 	if err != nil {
 		return TxnResult{}, err
 	}
@@ -183,11 +196,11 @@ type WatchResult struct {
 // put in flight per key. Latency is from a put being issued to a watcher
 // receiving its event; after the run (and up to settle for late events)
 // every watcher is checked to have seen every put of its key.
-func WatchBench(ctx context.Context, endpoints []string, prefix string, keys, perKey, clients int, rate float64, d, settle time.Duration) (WatchResult, error) {
+func WatchBench(ctx context.Context, c Conn, prefix string, keys, perKey, clients int, rate float64, d, settle time.Duration) (WatchResult, error) {
 	if keys < 1 || perKey < 1 || clients < 1 || rate <= 0 {
 		return WatchResult{}, errors.New("rawetcd: WatchBench needs keys, watchers, clients and a rate")
 	}
-	clis, err := dial(endpoints, min(clients, keys)+1)
+	clis, err := dial(c, min(clients, keys)+1)
 	if err != nil {
 		return WatchResult{}, err
 	}

@@ -23,14 +23,14 @@ func TestBaselines(t *testing.T) {
 	var r rawetcd.TxnResult
 	for d := 200 * time.Millisecond; d <= 10*time.Second && r.Commits == 0; d *= 5 {
 		var err error
-		if r, err = rawetcd.TxnBench(ctx, c.Endpoints(), prefix, 4, 2, 100, 50*time.Millisecond, d, nil); err != nil {
+		if r, err = rawetcd.TxnBench(ctx, rawetcd.Conn{Endpoints: c.Endpoints()}, prefix, 4, 2, 100, 50*time.Millisecond, d, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if r.Commits == 0 || len(r.Latencies) != r.Commits || r.PerSecond() <= 0 {
 		t.Errorf("TxnBench: %d commits, %d latencies", r.Commits, len(r.Latencies))
 	}
-	w, err := rawetcd.WatchBench(ctx, c.Endpoints(), prefix, 3, 2, 2, 50, 300*time.Millisecond, 5*time.Second)
+	w, err := rawetcd.WatchBench(ctx, rawetcd.Conn{Endpoints: c.Endpoints()}, prefix, 3, 2, 2, 50, 300*time.Millisecond, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestBaselines(t *testing.T) {
 	if _, err := cli.Put(ctx, prefix+"x", "y"); err != nil {
 		t.Fatal(err)
 	}
-	if err := rawetcd.DeletePrefix(ctx, c.Endpoints(), prefix); err != nil {
+	if err := rawetcd.DeletePrefix(ctx, rawetcd.Conn{Endpoints: c.Endpoints()}, prefix); err != nil {
 		t.Fatal(err)
 	}
 	if n := count(); n != 0 {
