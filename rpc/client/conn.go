@@ -230,9 +230,9 @@ func dial(ctx context.Context, cfg Config) (*websocket.Conn, error) {
 	if cfg.Addr == "" {
 		return nil, errors.New("client: no address")
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(cfg.CACert) {
-		return nil, errors.New("client: no CA certificate found in Config.CACert")
+	pool, err := caPool(cfg.CACert)
+	if err != nil {
+		return nil, err
 	}
 	if cfg.DialTimeout > 0 {
 		var cancel context.CancelFunc
@@ -267,6 +267,40 @@ func dial(ctx context.Context, cfg Config) (*websocket.Conn, error) {
 		ws.SetReadLimit(cfg.ReadLimit)
 	}
 	return ws, nil
+}
+
+// caPools holds the CA pools of the CA certificates dialled so far (up to
+// maxCAPools of them), so that a process dialling many connections (an
+// agent reconnecting, provisionbench's thousands of agents) parses its CA
+// once, not per dial. A CertPool is safe for concurrent use once made.
+var caPools struct {
+	sync.Mutex
+	m map[string]*x509.CertPool
+}
+
+const maxCAPools = 16
+
+// caPool returns the pool of the PEM certificates in pem.
+func caPool(pem []byte) (*x509.CertPool, error) {
+	caPools.Lock()
+	pool, ok := caPools.m[string(pem)]
+	caPools.Unlock()
+	if ok {
+		return pool, nil
+	}
+	pool = x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, errors.New("client: no CA certificate found in Config.CACert")
+	}
+	caPools.Lock()
+	if caPools.m == nil {
+		caPools.m = map[string]*x509.CertPool{}
+	}
+	if len(caPools.m) < maxCAPools {
+		caPools.m[string(pem)] = pool
+	}
+	caPools.Unlock()
+	return pool, nil
 }
 
 // defaultSessions is the session cache of Configs without their own:
