@@ -191,7 +191,7 @@ func (a *Admin) loginMachine(t names.MachineTag, password, nonce string) (*facad
 	if err != nil {
 		return nil, params.LoginResult{}, loginError(err)
 	}
-	auth := &facade.Auth{Tag: t, Machine: &m, Controller: controller}
+	auth := &facade.Auth{Tag: t, Machine: &facade.AgentMachine{Model: m.Model, ID: m.ID}, Controller: controller}
 	res := a.result()
 	// The controller agent visiting another model gets no ping timeout
 	// (Juju does the same); every other agent must ping.

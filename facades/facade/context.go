@@ -67,10 +67,18 @@ type Auth struct {
 	User *state.User
 	// Machine is set for machine agent logins: the machine in the
 	// connection's model, or the controller machine of the controller model.
-	Machine *state.Machine
+	Machine *AgentMachine
 	// Controller is true for the controller agent (a machine with
 	// JobManageModel in the controller model).
 	Controller bool
+}
+
+// AgentMachine is the machine a machine agent logged in as: what
+// authorization needs of it, held for the connection's life (not the
+// whole record, which the facades read from state).
+type AgentMachine struct {
+	Model string // its model's UUID
+	ID    string
 }
 
 // IsUser reports a user login.
@@ -89,7 +97,9 @@ type Context struct {
 	// Auth is the connection's login; zero for Admin calls before login.
 	Auth Auth
 	// Model is the connection's model: the model of the URL, or the
-	// controller model for a controller-only (/api) connection.
+	// controller model for a controller-only (/api) connection. It is its
+	// identity (UUID, name, type, life) as it was when the connection was
+	// made, without Config: read the model from state for that.
 	Model state.Model
 	// ControllerOnly is true on /api and / connections.
 	ControllerOnly bool

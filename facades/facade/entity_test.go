@@ -127,7 +127,7 @@ func TestEntityLimitsConcurrent(t *testing.T) {
 func TestEntityKey(t *testing.T) {
 	super := &state.User{Name: "admin", Access: state.AccessSuperuser}
 	bob := &state.User{Name: "bob", Access: state.AccessLogin}
-	m := &state.Machine{Model: "uuid", ID: "3"}
+	m := &AgentMachine{Model: "uuid", ID: "3"}
 	for _, tc := range []struct {
 		auth    Auth
 		key     string

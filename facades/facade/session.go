@@ -68,7 +68,10 @@ func NewRootFunc(deps *Deps) func(rpc.ConnInfo, *rpc.Conn) rpc.Root {
 		case err != nil:
 			s.modelErr = s.setupError(err)
 		default:
-			s.model = m
+			// Its identity only: the config (maps, half a KiB per
+			// connection with the same model decoded for each) is read
+			// from state by those that need it.
+			s.model = state.Model{UUID: m.UUID, Name: m.Name, Type: m.Type, Life: m.Life}
 		}
 		return s
 	}

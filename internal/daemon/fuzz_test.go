@@ -74,7 +74,7 @@ func FuzzMethodParams(f *testing.F) {
 	must(err)
 	admin, err := st.User("admin")
 	must(err)
-	controller := facade.Auth{Tag: names.NewMachineTag("0"), Machine: &cm, Controller: true}
+	controller := facade.Auth{Tag: names.NewMachineTag("0"), Machine: &facade.AgentMachine{Model: cm.Model, ID: cm.ID}, Controller: true}
 	callers := map[string]struct {
 		model state.Model
 		auth  facade.Auth
