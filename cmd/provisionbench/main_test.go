@@ -407,15 +407,7 @@ func TestEtcdSecured(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts etcd and daemons")
 	}
-	files, err := etcdtest.NewTLS(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := etcdtest.Start(etcdtest.Options{Dir: t.TempDir(), NoFsync: true, TLS: files, Logger: etcdtest.TestLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c, files := etcdtest.NewTLS(t)
 	tc, err := etcdstore.ClientTLS(files.CAFile, files.ClientCert, files.ClientKey)
 	if err != nil {
 		t.Fatal(err)

@@ -363,6 +363,22 @@ func NewCluster(tb testing.TB, n int) *Cluster {
 	return c
 }
 
+// NewTLS is New with TLS: https client URLs requiring client certificates
+// signed by the CA of the files it returns (written in tb.TempDir()).
+func NewTLS(tb testing.TB) (*Cluster, *TLSFiles) {
+	tb.Helper()
+	files, err := WriteTLS(tb.TempDir())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	c, err := Start(Options{Dir: tb.TempDir(), NoFsync: true, TLS: files, Logger: TestLogger(tb)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(c.Close)
+	return c, files
+}
+
 // TestLogger returns a zap logger that writes errors to tb's log while the
 // test runs, and drops what etcd's goroutines log after it ended.
 func TestLogger(tb testing.TB) *zap.Logger {

@@ -23,9 +23,9 @@ type TLSFiles struct {
 	ClientCert, ClientKey string
 }
 
-// NewTLS writes a new CA and certificates (ECDSA P-256, valid for a day)
+// WriteTLS writes a new CA and certificates (ECDSA P-256, valid for a day)
 // into dir.
-func NewTLS(dir string) (*TLSFiles, error) {
+func WriteTLS(dir string) (*TLSFiles, error) {
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err

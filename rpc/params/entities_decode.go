@@ -11,61 +11,87 @@ import "github.com/provisiond/provisiond/rpc/internal/jsonscan"
 // rpc.FastDecoder. TestDecodeFastAgreesWithJSON and FuzzDecodeEntities
 // check that what it accepts encoding/json decodes to the same value.
 func (e *Entities) DecodeFast(data []byte) bool {
+	list, ok := decodeEntityList(data, func(data []byte, i int) (Entity, int, bool) {
+		skip := jsonscan.SkipSpace
+		if i >= len(data) || data[i] != '{' {
+			return Entity{}, 0, false
+		}
+		key, j, ok := objectKey(data, skip(data, i+1))
+		if !ok || string(key) != "tag" {
+			return Entity{}, 0, false
+		}
+		tag, j, ok := jsonscan.PlainString(data, j)
+		if !ok {
+			return Entity{}, 0, false
+		}
+		if j = skip(data, j); j >= len(data) || data[j] != '}' {
+			return Entity{}, 0, false
+		}
+		return Entity{Tag: string(tag)}, j + 1, true
+	})
+	if ok {
+		e.Entities = list
+	}
+	return ok
+}
+
+// decodeEntityList decodes the usual envelope of the bulk params,
+// {"entities":[...]}, alone in data (JSON whitespace around its tokens),
+// with elem decoding each element at data[i] and returning the index
+// after it. The list of an empty array is empty, not nil, as
+// encoding/json makes it.
+func decodeEntityList[T any](data []byte, elem func(data []byte, i int) (T, int, bool)) ([]T, bool) {
 	skip := jsonscan.SkipSpace
 	i := skip(data, 0)
 	if i >= len(data) || data[i] != '{' {
-		return false
+		return nil, false
 	}
-	key, i, ok := jsonscan.PlainString(data, skip(data, i+1))
+	key, i, ok := objectKey(data, skip(data, i+1))
 	if !ok || string(key) != "entities" {
-		return false
+		return nil, false
 	}
-	if i = skip(data, i); i >= len(data) || data[i] != ':' {
-		return false
+	if i >= len(data) || data[i] != '[' {
+		return nil, false
 	}
-	if i = skip(data, i+1); i >= len(data) || data[i] != '[' {
-		return false
-	}
-	list := make([]Entity, 0, 1)
+	list := make([]T, 0, 1)
 	i = skip(data, i+1)
 	if i < len(data) && data[i] == ']' {
 		i++
 	} else {
 		for {
-			if i >= len(data) || data[i] != '{' {
-				return false
-			}
-			key, j, ok := jsonscan.PlainString(data, skip(data, i+1))
-			if !ok || string(key) != "tag" {
-				return false
-			}
-			if j = skip(data, j); j >= len(data) || data[j] != ':' {
-				return false
-			}
-			tag, j, ok := jsonscan.PlainString(data, skip(data, j+1))
+			v, j, ok := elem(data, i)
 			if !ok {
-				return false
+				return nil, false
 			}
-			if j = skip(data, j); j >= len(data) || data[j] != '}' {
-				return false
-			}
-			list = append(list, Entity{Tag: string(tag)})
-			if i = skip(data, j+1); i < len(data) && data[i] == ']' {
+			list = append(list, v)
+			if i = skip(data, j); i < len(data) && data[i] == ']' {
 				i++
 				break
 			}
 			if i >= len(data) || data[i] != ',' {
-				return false
+				return nil, false
 			}
 			i = skip(data, i+1)
 		}
 	}
 	if i = skip(data, i); i >= len(data) || data[i] != '}' {
-		return false
+		return nil, false
 	}
 	if skip(data, i+1) != len(data) {
-		return false
+		return nil, false
 	}
-	e.Entities = list
-	return true
+	return list, true
+}
+
+// objectKey reads a member's key at data[i], a plain string, and the
+// colon after it; it returns the key and the index of the value.
+func objectKey(data []byte, i int) ([]byte, int, bool) {
+	key, j, ok := jsonscan.PlainString(data, i)
+	if !ok {
+		return nil, 0, false
+	}
+	if j = jsonscan.SkipSpace(data, j); j >= len(data) || data[j] != ':' {
+		return nil, 0, false
+	}
+	return key, jsonscan.SkipSpace(data, j+1), true
 }

@@ -2,7 +2,6 @@ package params_test
 
 import (
 	"encoding/json"
-	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
@@ -11,10 +10,7 @@ import (
 )
 
 func TestEntitiesDecodeFast(t *testing.T) {
-	for _, tt := range []struct {
-		in   string
-		fast bool
-	}{
+	checkFastCases(t, []fastCase{
 		{`{"entities":[{"tag":"machine-0"}]}`, true},
 		{`{"entities":[{"tag":"machine-0"},{"tag":"machine-1/lxd/0"},{"tag":""}]}`, true},
 		{` { "entities" : [ ] } `, true},
@@ -30,39 +26,20 @@ func TestEntitiesDecodeFast(t *testing.T) {
 		{`{"entities":[],"entities":[]}`, false},
 		{`{}`, false},
 		{`null`, false},
-	} {
-		var e params.Entities
-		ok := e.DecodeFast([]byte(tt.in))
-		if ok != tt.fast {
-			t.Errorf("DecodeFast(%s) = %v, want %v", tt.in, ok, tt.fast)
-		}
-		if ok {
-			checkSameEntities(t, []byte(tt.in), e)
-		} else if e.Entities != nil {
-			t.Errorf("DecodeFast(%s) refused but filled %v", tt.in, e)
-		}
-	}
+	}, checkSameEntities, func(e params.Entities) bool { return e.Entities != nil })
 }
 
 // TestDecodeFastAgreesWithJSON builds many near-misses of the form
 // DecodeFast takes and checks that whatever it accepts,
 // encoding/json decodes to the same value.
 func TestDecodeFastAgreesWithJSON(t *testing.T) {
-	rng := rand.New(rand.NewPCG(3, 4))
-	pick := func(xs ...string) string { return xs[rng.IntN(len(xs))] }
-	good := func(n int, xs ...string) string { // mostly from the first n
-		if rng.IntN(10) < 8 {
-			return xs[rng.IntN(n)]
-		}
-		return pick(xs...)
-	}
-	space := func() string { return pick("", "", "", " ", "\n ", "\t", "\r\n", "\u00a0") }
-	accepted := 0
-	for range 100000 {
+	g := newNearMiss(3)
+	good, space := g.good, g.space
+	g.agree(t, func() string {
 		var b strings.Builder
 		b.WriteString(space() + "{" + space() + `"` + good(1, "entities", "Entities", "entitie", "ENTITIES") + `"` + space() + ":" + space())
 		b.WriteString(good(1, "[", "null", "{", `"x"`) + space())
-		for k := range rng.IntN(4) {
+		for k := range g.rng.IntN(4) {
 			if k > 0 {
 				b.WriteString(space() + good(1, ",", ",,", ";") + space())
 			}
@@ -71,20 +48,15 @@ func TestDecodeFastAgreesWithJSON(t *testing.T) {
 			b.WriteString(space() + good(1, "}", `, "x": 1}`, `, "tag": "other"}`, "]") + space())
 		}
 		b.WriteString(good(1, "]", "", "}") + space() + good(1, "}", `, "x": 1}`, `, "entities": []}`, "]") + space() + good(1, "", "x", "{}"))
-		data := []byte(b.String())
-		if rng.IntN(10) == 0 {
-			data = data[:rng.IntN(len(data)+1)]
-		}
+		return b.String()
+	}, func(data []byte) bool {
 		var e params.Entities
-		if e.DecodeFast(data) {
-			accepted++
+		ok := e.DecodeFast(data)
+		if ok {
 			checkSameEntities(t, data, e)
 		}
-	}
-	t.Logf("%d of 100,000 took the fast path", accepted)
-	if accepted < 1000 {
-		t.Errorf("only %d took the fast path: the generator no longer exercises it", accepted)
-	}
+		return ok
+	})
 }
 
 // FuzzDecodeEntities: what DecodeFast accepts, encoding/json

@@ -20,55 +20,17 @@ import "github.com/provisiond/provisiond/rpc/internal/jsonscan"
 // FuzzDecodeSetStatus check that what it accepts encoding/json decodes to
 // the same value.
 func (s *SetStatus) DecodeFast(data []byte) bool {
-	skip := jsonscan.SkipSpace
-	i := skip(data, 0)
-	if i >= len(data) || data[i] != '{' {
-		return false
+	list, ok := decodeEntityList(data, decodeEntityStatus)
+	if ok {
+		s.Entities = list
 	}
-	key, i, ok := jsonscan.PlainString(data, skip(data, i+1))
-	if !ok || string(key) != "entities" {
-		return false
-	}
-	if i = skip(data, i); i >= len(data) || data[i] != ':' {
-		return false
-	}
-	if i = skip(data, i+1); i >= len(data) || data[i] != '[' {
-		return false
-	}
-	list := make([]EntityStatusArgs, 0, 1)
-	i = skip(data, i+1)
-	if i < len(data) && data[i] == ']' {
-		i++
-	} else {
-		for {
-			var e EntityStatusArgs
-			if i, ok = decodeEntityStatus(data, i, &e); !ok {
-				return false
-			}
-			list = append(list, e)
-			if i = skip(data, i); i < len(data) && data[i] == ']' {
-				i++
-				break
-			}
-			if i >= len(data) || data[i] != ',' {
-				return false
-			}
-			i = skip(data, i+1)
-		}
-	}
-	if i = skip(data, i); i >= len(data) || data[i] != '}' {
-		return false
-	}
-	if skip(data, i+1) != len(data) {
-		return false
-	}
-	s.Entities = list
-	return true
+	return ok
 }
 
-// decodeEntityStatus decodes the object at data[i] into e (see
+// decodeEntityStatus decodes the object at data[i] (see
 // SetStatus.DecodeFast) and returns the index after it.
-func decodeEntityStatus(data []byte, i int, e *EntityStatusArgs) (int, bool) {
+func decodeEntityStatus(data []byte, i int) (EntityStatusArgs, int, bool) {
+	var e EntityStatusArgs
 	const (
 		seenTag = 1 << iota
 		seenStatus
@@ -77,21 +39,17 @@ func decodeEntityStatus(data []byte, i int, e *EntityStatusArgs) (int, bool) {
 	)
 	skip := jsonscan.SkipSpace
 	if i >= len(data) || data[i] != '{' {
-		return 0, false
+		return e, 0, false
 	}
 	if i = skip(data, i+1); i < len(data) && data[i] == '}' {
-		return i + 1, true
+		return e, i + 1, true
 	}
 	seen := 0
 	for {
-		key, j, ok := jsonscan.PlainString(data, i)
+		key, j, ok := objectKey(data, i)
 		if !ok {
-			return 0, false
+			return e, 0, false
 		}
-		if j = skip(data, j); j >= len(data) || data[j] != ':' {
-			return 0, false
-		}
-		j = skip(data, j+1)
 		var bit int
 		var str []byte
 		switch string(key) {
@@ -115,14 +73,14 @@ func decodeEntityStatus(data []byte, i int, e *EntityStatusArgs) (int, bool) {
 			j, ok = decodeStatusData(data, j, &e.Data)
 		}
 		if bit == 0 || !ok || seen&bit != 0 {
-			return 0, false
+			return e, 0, false
 		}
 		seen |= bit
 		if i = skip(data, j); i < len(data) && data[i] == '}' {
-			return i + 1, true
+			return e, i + 1, true
 		}
 		if i >= len(data) || data[i] != ',' {
-			return 0, false
+			return e, 0, false
 		}
 		i = skip(data, i+1)
 	}
@@ -144,15 +102,8 @@ func decodeStatusData(data []byte, i int, m *map[string]any) (int, bool) {
 		return i + 1, true
 	}
 	for {
-		key, j, ok := jsonscan.PlainString(data, i)
-		if !ok {
-			return 0, false
-		}
-		if j = skip(data, j); j >= len(data) || data[j] != ':' {
-			return 0, false
-		}
-		j = skip(data, j+1)
-		if j >= len(data) {
+		key, j, ok := objectKey(data, i)
+		if !ok || j >= len(data) {
 			return 0, false
 		}
 		switch data[j] {

@@ -2,7 +2,6 @@ package params_test
 
 import (
 	"encoding/json"
-	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
@@ -11,10 +10,7 @@ import (
 )
 
 func TestSetStatusDecodeFast(t *testing.T) {
-	for _, tt := range []struct {
-		in   string
-		fast bool
-	}{
+	checkFastCases(t, []fastCase{
 		{`{"entities":[{"tag":"machine-0","status":"running","info":"","data":{}}]}`, true},
 		{`{"entities":[{"tag":"machine-0","status":"running","info":"up","data":null}]}`, true},
 		{`{"entities":[{"data":{"a":"b","c":true,"d":false,"e":null,"a":"again"},"info":"x","status":"error","tag":"machine-1/lxd/0"},{"tag":"machine-2"}]}`, true},
@@ -43,41 +39,22 @@ func TestSetStatusDecodeFast(t *testing.T) {
 		{`{}`, false},
 		{`null`, false},
 		{`{"entities":[{"tag":"machine-0","data":{`, false},
-	} {
-		var s params.SetStatus
-		ok := s.DecodeFast([]byte(tt.in))
-		if ok != tt.fast {
-			t.Errorf("DecodeFast(%s) = %v, want %v", tt.in, ok, tt.fast)
-		}
-		if ok {
-			checkSameSetStatus(t, []byte(tt.in), s)
-		} else if s.Entities != nil {
-			t.Errorf("DecodeFast(%s) refused but filled %v", tt.in, s)
-		}
-	}
+	}, checkSameSetStatus, func(s params.SetStatus) bool { return s.Entities != nil })
 }
 
 // TestSetStatusDecodeFastAgreesWithJSON builds many near-misses of the
 // form DecodeFast takes and checks that whatever it accepts, encoding/json
 // decodes to the same value.
 func TestSetStatusDecodeFastAgreesWithJSON(t *testing.T) {
-	rng := rand.New(rand.NewPCG(5, 6))
-	pick := func(xs ...string) string { return xs[rng.IntN(len(xs))] }
-	good := func(n int, xs ...string) string { // mostly from the first n
-		if rng.IntN(10) < 8 {
-			return xs[rng.IntN(n)]
-		}
-		return pick(xs...)
-	}
-	space := func() string { return pick("", "", "", " ", "\n ", "\t", "\r\n", "\u00a0") }
+	g := newNearMiss(5)
+	good, space, rng := g.good, g.space, g.rng
 	str := func() string {
 		return good(4, `"machine-0"`, `""`, `"a b/c"`, `"running"`, "\"\x7f\"", `"x\"y"`, `"\u0041"`, `"é"`, "\"\x01\"", `null`, `1`, `"unterminated`, `[]`)
 	}
 	value := func() string {
 		return good(5, `"v"`, `true`, `false`, `null`, `""`, `1`, `1.5`, `{}`, `[]`, `tru`, `nul`, `"\n"`, `{"a":"b"}`)
 	}
-	accepted := 0
-	for range 100000 {
+	g.agree(t, func() string {
 		var b strings.Builder
 		b.WriteString(space() + "{" + space() + `"` + good(1, "entities", "Entities", "entitie") + `"` + space() + ":" + space())
 		b.WriteString(good(1, "[", "null", "{", `"x"`) + space())
@@ -112,20 +89,15 @@ func TestSetStatusDecodeFastAgreesWithJSON(t *testing.T) {
 			b.WriteString(space() + good(1, "}", `, }`, "]") + space())
 		}
 		b.WriteString(good(1, "]", "", "}") + space() + good(1, "}", `, "x": 1}`, `, "entities": []}`, "]") + space() + good(1, "", "x", "{}"))
-		data := []byte(b.String())
-		if rng.IntN(10) == 0 {
-			data = data[:rng.IntN(len(data)+1)]
-		}
+		return b.String()
+	}, func(data []byte) bool {
 		var s params.SetStatus
-		if s.DecodeFast(data) {
-			accepted++
+		ok := s.DecodeFast(data)
+		if ok {
 			checkSameSetStatus(t, data, s)
 		}
-	}
-	t.Logf("%d of 100,000 took the fast path", accepted)
-	if accepted < 1000 {
-		t.Errorf("only %d took the fast path: the generator no longer exercises it", accepted)
-	}
+		return ok
+	})
 }
 
 // FuzzDecodeSetStatus: what DecodeFast accepts, encoding/json decodes to

@@ -15,15 +15,7 @@ import (
 // with the CA, cert and key files; without its certificate, or trusting
 // another CA, it fails with ErrUnavailable.
 func TestTLS(t *testing.T) {
-	files, err := etcdtest.NewTLS(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := etcdtest.Start(etcdtest.Options{Dir: t.TempDir(), NoFsync: true, TLS: files, Logger: etcdtest.TestLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c, files := etcdtest.NewTLS(t)
 	ctx := bounded(t, time.Minute)
 	cfg := config(c, "/tls/", store.Feed{})
 	cfg.CAFile, cfg.CertFile, cfg.KeyFile = files.CAFile, files.ClientCert, files.ClientKey
@@ -38,7 +30,7 @@ func TestTLS(t *testing.T) {
 	short.RequestTimeout, short.DialTimeout = 500*time.Millisecond, 500*time.Millisecond
 	noCert := short
 	noCert.CertFile, noCert.KeyFile = "", ""
-	other, err := etcdtest.NewTLS(t.TempDir())
+	other, err := etcdtest.WriteTLS(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
