@@ -330,6 +330,30 @@ type machineInfo struct {
 	Cores     int    `json:"cores"`
 	GoVersion string `json:"go-version"`
 	OS        string `json:"os"`
+	// LoadStart and LoadEnd are the one-minute load average before the
+	// run started anything and when it ended (-1: unknown, not Linux):
+	// what else shared the cores, which the figures depend on. The end
+	// counts the run's own processes too.
+	LoadStart float64 `json:"load-start"`
+	LoadEnd   float64 `json:"load-end"`
+}
+
+// loadAverage is the one-minute load average (/proc/loadavg), -1 if it
+// cannot be read.
+func loadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return -1
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return -1
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return -1
+	}
+	return v
 }
 
 // env is what a workload runs with.
@@ -346,6 +370,7 @@ type env struct {
 }
 
 func runWorkload(ctx context.Context, w *workload, o *options) error {
+	load := loadAverage() // before anything of the run's starts
 	files, err := setFileLimit(o)
 	if err != nil {
 		return err
@@ -390,7 +415,7 @@ func runWorkload(ctx context.Context, w *workload, o *options) error {
 	rep := &Report{
 		Workload: o.workload, Started: time.Now().UTC(), Daemon: t.describe(), Repeat: o.repeat,
 		SizeName: w.sizeName, Parameters: w.describe(o),
-		Machine: machineInfo{Cores: runtime.NumCPU(), GoVersion: runtime.Version(), OS: runtime.GOOS + "/" + runtime.GOARCH},
+		Machine: machineInfo{Cores: runtime.NumCPU(), GoVersion: runtime.Version(), OS: runtime.GOOS + "/" + runtime.GOARCH, LoadStart: load},
 	}
 	rep.Parameters["open-file-limit"] = files
 	if o.localAddr(t.addr, 0) != nil {
@@ -428,6 +453,7 @@ func runWorkload(ctx context.Context, w *workload, o *options) error {
 		rep.Notes = w.notes(o)
 	}
 	o.progress.done()
+	rep.Machine.LoadEnd = loadAverage()
 	if o.json {
 		return rep.writeJSON(o.stdout)
 	}

@@ -81,6 +81,9 @@ func TestRPC(t *testing.T) {
 	if rep.Repeat != 2 || len(rep.Sizes[0].Metrics[0].Runs) != 2 {
 		t.Errorf("repeat: %+v", rep.Sizes[0].Metrics[0])
 	}
+	if rep.Machine.LoadStart < 0 || rep.Machine.LoadEnd < 0 {
+		t.Errorf("load average not read: %+v", rep.Machine)
+	}
 }
 
 func TestWatch(t *testing.T) {

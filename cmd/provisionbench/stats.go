@@ -197,8 +197,13 @@ func sanitize(r *Report) *Report {
 // writeTable prints the report as a table: one row per figure, one column
 // per size, medians of the runs.
 func (r *Report) writeTable(w io.Writer) {
-	fmt.Fprintf(w, "%s: %s; daemon %s; median of %d run(s); %d cores, %s\n",
+	fmt.Fprintf(w, "%s: %s; daemon %s; median of %d run(s); %d cores, %s",
 		r.Workload, describeParams(r.Parameters), r.Daemon, r.Repeat, r.Machine.Cores, r.Machine.GoVersion)
+	if r.Machine.LoadStart >= 0 {
+		fmt.Fprintf(w, "; load average %.2f at the start, %.2f at the end (the run's own processes included)",
+			r.Machine.LoadStart, r.Machine.LoadEnd)
+	}
+	fmt.Fprintln(w)
 	var names []string
 	seen := map[string]bool{}
 	labels := map[string]string{}
