@@ -89,6 +89,10 @@ func (tr *traceGate) of(ev string) []string {
 	return out
 }
 
+// healthClient is an HTTP client of d's API port that dials a new
+// connection for each request and, if local is not nil, sends each
+// connection's local address on it (the send blocks: a caller that gives a
+// channel reads it once per request).
 func healthClient(d *Daemon, local chan<- string) *http.Client {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM([]byte(d.Credentials().CACert))
@@ -97,7 +101,7 @@ func healthClient(d *Daemon, local chan<- string) *http.Client {
 		DisableKeepAlives: true,
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-			if err == nil {
+			if err == nil && local != nil {
 				local <- c.LocalAddr().String()
 			}
 			return c, err

@@ -22,7 +22,11 @@ func TestHealthAnswersWhileAProbeRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = d.Shutdown(context.Background()) })
-	hc := healthClient(d, make(chan string, 100))
+	// It polls /health until a probe starts, which takes up to healthReuse
+	// (one second) of requests, each on a new connection: no channel of
+	// their addresses (one of 100 filled up and blocked the dial, hanging
+	// the test until the package's timeout).
+	hc := healthClient(d, nil)
 	get := func() int {
 		t.Helper()
 		resp, err := hc.Get("https://" + d.Addr() + "/health")
