@@ -220,6 +220,7 @@ func TestBadInputEverywhere(t *testing.T) {
 					if err != nil {
 						t.Fatalf("%s %s: %v", name, bc.class, err)
 					}
+					r.decodeItems() // for outcome and oracle
 					out := outcome(r)
 					outcomes[bc.class] = out
 					fmt.Fprintf(&golden, "%s %s: %s\n", name, bc.class, w.normalise(out))
@@ -300,7 +301,7 @@ func oracle(t *testing.T, facadeName, name string, pt reflect.Type, bc badCase, 
 			}
 			return
 		}
-		errs, ok := itemErrors(r.response)
+		errs, ok := r.itemErrors()
 		if !ok {
 			return
 		}
@@ -343,7 +344,7 @@ func outcome(r rawReply) string {
 		}
 		return fmt.Sprintf("error %q (%s)", msg, r.err.Code)
 	}
-	errs, ok := itemErrors(r.response)
+	errs, ok := r.itemErrors()
 	if !ok {
 		return "ok"
 	}

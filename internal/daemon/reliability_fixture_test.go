@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -137,6 +138,27 @@ type rawReply struct {
 	raw      []byte
 	err      *params.Error // call-level error, nil on success
 	response json.RawMessage
+	items    *decodedItems // itemErrors of response, if decodeItems ran
+}
+
+type decodedItems struct {
+	errs []*params.Error
+	ok   bool
+}
+
+// decodeItems decodes r's item errors once, for the callers of its
+// itemErrors (a huge reply takes a while to decode).
+func (r *rawReply) decodeItems() {
+	errs, ok := itemErrors(r.response)
+	r.items = &decodedItems{errs, ok}
+}
+
+// itemErrors is itemErrors(r.response).
+func (r rawReply) itemErrors() ([]*params.Error, bool) {
+	if r.items != nil {
+		return r.items.errs, r.items.ok
+	}
+	return itemErrors(r.response)
 }
 
 // send writes one request; params nil leaves the key out.
@@ -236,21 +258,21 @@ func itemErrors(resp json.RawMessage) (errs []*params.Error, ok bool) {
 	if json.Unmarshal(resp, &obj) != nil {
 		return nil, false
 	}
-	for _, k := range slices.Sorted(func(yield func(string) bool) {
-		for k := range obj {
-			if !yield(k) {
-				return
-			}
+	for _, k := range slices.Sorted(maps.Keys(obj)) {
+		// Each item's error under either spelling, and nothing else of
+		// it: no map per item (the bad-input test's huge replies have
+		// thousands of items, decoded under the race detector).
+		var items []struct {
+			Lower json.RawMessage `json:"error"`
+			Upper json.RawMessage `json:"Error"`
 		}
-	}) {
-		var items []map[string]json.RawMessage
 		if json.Unmarshal(obj[k], &items) != nil || items == nil {
 			continue
 		}
 		for _, it := range items {
-			e := it["error"]
+			e := it.Lower
 			if e == nil {
-				e = it["Error"]
+				e = it.Upper
 			}
 			var pe *params.Error
 			if len(e) > 0 && string(e) != "null" {
