@@ -62,6 +62,7 @@ type watchRun struct {
 	issued   map[string]time.Time // container id -> when its add was issued
 	inflight map[string]time.Time // machine id -> when its in-flight add was issued
 	added    map[string][]string  // machine id -> containers added (acknowledged)
+	failures map[string]int       // a failed write's error -> how many failed so
 
 	lat        latencies
 	writeLat   latencies // the driver's AddMachines round trips
@@ -146,7 +147,8 @@ func runWatch(ctx context.Context, e *env, n int) (*values, error) {
 		return nil, err
 	}
 
-	run := &watchRun{issued: map[string]time.Time{}, inflight: map[string]time.Time{}, added: map[string][]string{}}
+	run := &watchRun{issued: map[string]time.Time{}, inflight: map[string]time.Time{}, added: map[string][]string{},
+		failures: map[string]int{}}
 	// Each watcher keeps one Next pending: the reply's completion (run by
 	// the connection's reader, see client.Conn.Go) records it and starts
 	// the next Next. No goroutine per watcher: the load generator shares
@@ -252,6 +254,11 @@ func runWatch(ctx context.Context, e *env, n int) (*values, error) {
 			delete(run.inflight, m)
 			if err != nil || len(res.Machines) != 1 {
 				failed.Add(1)
+				msg := fmt.Sprintf("%d machines in the reply", len(res.Machines))
+				if err != nil {
+					msg = err.Error()
+				}
+				run.failures[msg]++
 				return
 			}
 			id := res.Machines[0]
@@ -289,6 +296,9 @@ func runWatch(ctx context.Context, e *env, n int) (*values, error) {
 				}
 			}
 		}
+	}
+	for msg, count := range run.failures {
+		fmt.Fprintf(e.o.stderr, "watch: %d agents: %d writes failed: %s\n", n, count, msg)
 	}
 	ds, ws := run.lat.snapshot(), run.writeLat.snapshot()
 	changes := float64(issuedN.Load() - failed.Load())
