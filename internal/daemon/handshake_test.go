@@ -96,7 +96,9 @@ func (tr *traceGate) of(ev string) []string {
 func healthClient(d *Daemon, local chan<- string) *http.Client {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM([]byte(d.Credentials().CACert))
-	return &http.Client{Transport: &http.Transport{
+	// Bounded: a probe that the daemon never answers fails its test
+	// within a minute instead of holding the package to its timeout.
+	return &http.Client{Timeout: time.Minute, Transport: &http.Transport{
 		TLSClientConfig:   &tls.Config{RootCAs: pool, ServerName: client.DefaultServerName},
 		DisableKeepAlives: true,
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
