@@ -28,9 +28,14 @@ func openEtcdState(t *testing.T, c *etcdtest.Cluster, endpoints []string) *state
 			Feed:            feed,
 			MaxTxnOps:       c.MaxTxnOps(),
 			MaxRequestBytes: c.MaxRequestBytes(),
-			RequestTimeout:  2 * time.Second,
-			StaleAfter:      time.Second,
-			LeaseTTL:        2 * time.Second,
+			// Generous: while one member of three is stopped (and
+			// restarted) the others may elect a leader, and a loaded box
+			// can keep the watch quiet for over a second meanwhile; a
+			// StaleAfter of 1 s failed an AddMachine through the other
+			// daemon so ("no word from etcd's watch for 1.335s").
+			RequestTimeout: 5 * time.Second,
+			StaleAfter:     5 * time.Second,
+			LeaseTTL:       2 * time.Second,
 		})
 	}})
 	if err != nil {
