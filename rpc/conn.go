@@ -281,23 +281,15 @@ func readMessage(r io.Reader) ([]byte, error) {
 	default:
 		return nil, err
 	}
-	data := append(make([]byte, 0, 2*n), (*bp)[:n]...)
-	for {
-		if len(data) == cap(data) {
-			data = append(data, 0)[:len(data)]
-		}
-		m, err := r.Read(data[len(data):cap(data)])
-		data = data[:len(data)+m]
-		if err == io.EOF {
-			// At its size, as ReadAll's: a call holds its request's
-			// bytes until it is answered, and the read limit bounds
-			// them as bytes of messages, not of the buffers grown.
-			return bytes.Clone(data), nil
-		}
-		if err != nil {
-			return nil, err
-		}
+	// Larger than the pooled buffer: the rest as ReadAll reads it, and the
+	// whole at its size (a call holds its request's bytes until it is
+	// answered, and the read limit bounds them as bytes of messages, not
+	// of the buffers grown).
+	rest, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
 	}
+	return append(append(make([]byte, 0, n+len(rest)), (*bp)[:n]...), rest...), nil
 }
 
 // waitIdle waits on the reader's goroutine until every request read so far

@@ -56,13 +56,12 @@ func (o *options) checkStore() error {
 	case o.etcdPrefix != "" && (!strings.HasPrefix(o.etcdPrefix, "/") || !strings.HasSuffix(o.etcdPrefix, "/")):
 		return fmt.Errorf("--etcd-prefix %q: must start and end with /", o.etcdPrefix)
 	}
-	secured := o.etcdCAFile != "" || o.etcdCertFile != "" || o.etcdKeyFile != "" || o.etcdUsername != ""
-	switch {
-	case secured && len(o.etcdEndpoints) == 0:
+	switch sec := o.etcdSec; {
+	case sec.secured() && len(o.etcdEndpoints) == 0:
 		return errors.New("--etcd-ca-file, --etcd-cert-file, --etcd-key-file and --etcd-username need --etcd-endpoints: the etcd member the tool starts has neither TLS nor auth")
-	case (o.etcdCertFile == "") != (o.etcdKeyFile == ""):
+	case (sec.certFile == "") != (sec.keyFile == ""):
 		return errors.New("--etcd-cert-file and --etcd-key-file go together")
-	case o.etcdUsername == "" && o.setFlags["etcd-password"]:
+	case sec.username == "" && o.setFlags["etcd-password"]:
 		return errors.New("--etcd-password needs --etcd-username")
 	}
 	for _, ep := range o.etcdEndpoints {
@@ -154,8 +153,7 @@ func startCluster(ctx context.Context, o *options) (*cluster, error) {
 		cl.targets = []*target{t}
 		return cl, nil
 	}
-	et := &etcdTarget{endpoints: o.etcdEndpoints, prefix: o.etcdPrefix,
-		caFile: o.etcdCAFile, certFile: o.etcdCertFile, keyFile: o.etcdKeyFile, username: o.etcdUsername, password: o.etcdPassword}
+	et := &etcdTarget{endpoints: o.etcdEndpoints, prefix: o.etcdPrefix, etcdSecurity: o.etcdSec}
 	if et.caFile != "" || et.certFile != "" {
 		tc, err := etcdstore.ClientTLS(et.caFile, et.certFile, et.keyFile)
 		if err != nil {

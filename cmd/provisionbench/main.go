@@ -162,9 +162,8 @@ type options struct {
 	etcdPrefix    string
 	daemons       int
 	// The given cluster's security (with etcdEndpoints), for the daemons
-	// and the baselines alike: TLS files and etcd's auth user.
-	etcdCAFile, etcdCertFile, etcdKeyFile string
-	etcdUsername, etcdPassword            string
+	// and the baselines alike.
+	etcdSec etcdSecurity
 
 	loginRateMax    int
 	loginRateRefill time.Duration
@@ -228,11 +227,11 @@ func parseOptions(name string, args []string, stdout, stderr io.Writer) (*option
 	fs.StringVar(&o.store, "store", daemon.StoreBolt, "store of the self-started daemons: bbolt or etcd")
 	endpoints := fs.String("etcd-endpoints", "", "with --store etcd: etcd client URLs, comma-separated (default: the tool starts one etcd member)")
 	fs.StringVar(&o.etcdPrefix, "etcd-prefix", "", "with --store etcd: key prefix of the controller (default: a new one per run, deleted at the end)")
-	fs.StringVar(&o.etcdCAFile, "etcd-ca-file", "", "with --etcd-endpoints: CA certificate PEM etcd's certificate chains to")
-	fs.StringVar(&o.etcdCertFile, "etcd-cert-file", "", "with --etcd-endpoints: client certificate PEM for etcd's --client-cert-auth (daemons and baselines)")
-	fs.StringVar(&o.etcdKeyFile, "etcd-key-file", "", "with --etcd-endpoints: client key PEM, with --etcd-cert-file")
-	fs.StringVar(&o.etcdUsername, "etcd-username", "", "with --etcd-endpoints: etcd auth user (daemons and baselines)")
-	fs.StringVar(&o.etcdPassword, "etcd-password", os.Getenv(etcdPasswordEnv), "with --etcd-username: its password (default $"+etcdPasswordEnv+", which ps does not show)")
+	fs.StringVar(&o.etcdSec.caFile, "etcd-ca-file", "", "with --etcd-endpoints: CA certificate PEM etcd's certificate chains to")
+	fs.StringVar(&o.etcdSec.certFile, "etcd-cert-file", "", "with --etcd-endpoints: client certificate PEM for etcd's --client-cert-auth (daemons and baselines)")
+	fs.StringVar(&o.etcdSec.keyFile, "etcd-key-file", "", "with --etcd-endpoints: client key PEM, with --etcd-cert-file")
+	fs.StringVar(&o.etcdSec.username, "etcd-username", "", "with --etcd-endpoints: etcd auth user (daemons and baselines)")
+	fs.StringVar(&o.etcdSec.password, "etcd-password", os.Getenv(etcdPasswordEnv), "with --etcd-username: its password (default $"+etcdPasswordEnv+", which ps does not show)")
 	fs.IntVar(&o.daemons, "daemons", 1, "with --store etcd: daemons serving the one controller; agents spread over them")
 	d := daemon.Default("")
 	fs.IntVar(&o.loginRateMax, "login-rate-max", d.LoginRateMax, "self-started daemon: agent login token bucket size")

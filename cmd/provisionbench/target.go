@@ -78,9 +78,20 @@ type etcdTarget struct {
 	pid int
 	// The given cluster's security (--etcd-ca-file and the others); tls
 	// is made from the files, for the tool's own clients.
+	etcdSecurity
+	tls *tls.Config
+}
+
+// etcdSecurity is a given etcd cluster's TLS files (https, client
+// certificates) and auth user.
+type etcdSecurity struct {
 	caFile, certFile, keyFile string
 	username, password        string
-	tls                       *tls.Config
+}
+
+// secured reports whether any of it is set.
+func (s etcdSecurity) secured() bool {
+	return s.caFile != "" || s.certFile != "" || s.keyFile != "" || s.username != ""
 }
 
 // mainSpec is the spec of the one daemon of a run without --daemons.

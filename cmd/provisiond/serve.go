@@ -167,9 +167,6 @@ func serve(opts options, s *service) error {
 // startGCFloor starts the heap floor of floor bytes, unless floor is 0 or
 // the operator set GOGC, which then decides alone.
 func startGCFloor(floor int64, log *slog.Logger) *gcfloor.Floor {
-	if floor == 0 {
-		return nil
-	}
 	f, gogc := gcfloor.FromEnvironment(uint64(floor))
 	if gogc != "" {
 		log.Info("GOGC is set: no heap floor", "GOGC", gogc)

@@ -41,8 +41,11 @@ const Default = 128 << 20
 // FromEnvironment starts a floor of floor bytes, unless floor is 0 or the
 // process's environment sets GOGC (which the runtime has read): the
 // operator's choice then stands alone. It returns nil when it starts
-// none, with the GOGC it found.
+// none, with the GOGC it found if that is why.
 func FromEnvironment(floor uint64) (f *Floor, gogc string) {
+	if floor == 0 {
+		return nil, ""
+	}
 	if v, ok := os.LookupEnv("GOGC"); ok && v != "" {
 		return nil, v
 	}
