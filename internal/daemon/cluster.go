@@ -404,5 +404,8 @@ func (m *metrics) watchEtcd(s *etcdstore.Store) {
 			func(st etcdstore.Stats) uint64 { return st.Groups }),
 		counter("provisiond_store_grouped_writes_total", "Writes sent in group commits.",
 			func(st etcdstore.Stats) uint64 { return st.Grouped }),
+		counter("provisiond_store_own_applied_total",
+			"Commits this daemon applied to its replica as it sent them, being the revision after the latest it had (the others come with the etcd watch).",
+			func(st etcdstore.Stats) uint64 { return st.OwnApplied }),
 	)
 }

@@ -104,7 +104,16 @@
 // process expiring; a write by another tool) reach Feed.Apply as changes
 // derived from their keys: removed, created, or no fields for an
 // overwrite. Update returns once the local replica has applied its
-// revision and Feed.Apply has returned for it. If the watch reports its
+// revision and Feed.Apply has returned for it. When a commit's revision is
+// the one after the latest the replica applied, the Update that sent it
+// applies it itself, from what it sent (an etcd revision is one
+// transaction, so the replica with its writes is the prefix at that
+// revision), without waiting for the watch to deliver it: etcd sends the
+// event as it answers, but on the watch's stream, and the watch
+// goroutine's wake-up follows. The watch skips revisions applied already.
+// A commit with a revision between (another daemon's, a lease's expiry, a
+// write outside the prefix) waits for the watch, as before.
+// Stats.OwnApplied counts them. If the watch reports its
 // start revision compacted (the process fell behind etcd's compaction,
 // say while cut off), the store reloads the replica at the current
 // revision, calls Feed.Reset, logs it and counts it (Stats.Resets).
@@ -121,8 +130,11 @@
 // # Concurrency contract
 //
 //   - Store is safe for concurrent use. Open starts the watch goroutine,
-//     which alone writes the replica and calls Feed.Apply and Feed.Reset,
-//     one at a time, in revision order; Close stops it and waits for it.
+//     which writes the replica and calls Feed.Apply and Feed.Reset, one at
+//     a time, in revision order; Close stops it and waits for it. An
+//     Update that applies its own commit does the same on its goroutine,
+//     under the same mutex (applyMu), so Feed's calls never overlap and
+//     stay in revision order, each revision once.
 //     While a watch runs, its probe goroutine reads the feed key after
 //     each StaleAfter/4 of silence; it ends with the watch.
 //   - The store's lease (Ephemeral keys, elections) is granted on first

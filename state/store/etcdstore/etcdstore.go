@@ -97,6 +97,7 @@ type Stats struct {
 	LeaseLosses uint64 // the lease expired before the store could renew it
 	Groups      uint64 // etcd transactions that carried several Updates' commits
 	Grouped     uint64 // Update commits sent in those
+	OwnApplied  uint64 // revisions an Update applied to the replica itself (the watch skipped them)
 }
 
 // Store is a store.Store on etcd. See the package documentation.
@@ -110,6 +111,14 @@ type Store struct {
 
 	snap atomic.Pointer[snapshot] // the replica's latest snapshot
 
+	// applyMu is held while a revision is applied to the replica: by the
+	// watch goroutine, or by the Update whose commit is the revision
+	// after the latest applied (applyOwn). It guards work, the tree the
+	// published snapshots are copy-on-write clones of, and serialises
+	// publish, Feed.Apply, Feed.Reset and the advance of applied.
+	applyMu sync.Mutex
+	work    *btree.BTreeG[item]
+
 	// applied is the latest revision the feed has handed to Feed.Apply
 	// (or Reset); waiters wait for it.
 	applied atomic.Int64
@@ -120,7 +129,7 @@ type Store struct {
 
 	stats struct {
 		resets, reconnects, conflicts, contentions, leaseLosses atomic.Uint64
-		groups, grouped                                         atomic.Uint64
+		groups, grouped, ownApplied                             atomic.Uint64
 	}
 
 	group committer // group commit of Updates
@@ -250,12 +259,12 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		cli.Close()
 		return nil, err
 	}
-	work := snap.tree.Clone() // before readers see snap.tree: Clone writes to it
+	s.work = snap.tree.Clone() // before readers see snap.tree: Clone writes to it
 	s.publish(snap)
 	s.applied.Store(snap.rev)
 	s.heard.Store(time.Now().UnixNano())
 	s.wg.Add(1)
-	go s.follow(snap, work)
+	go s.follow()
 	return s, nil
 }
 
@@ -314,6 +323,7 @@ func (s *Store) Stats() Stats {
 		LeaseLosses: s.stats.leaseLosses.Load(),
 		Groups:      s.stats.groups.Load(),
 		Grouped:     s.stats.grouped.Load(),
+		OwnApplied:  s.stats.ownApplied.Load(),
 	}
 }
 

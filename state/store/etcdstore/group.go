@@ -105,6 +105,7 @@ func (s *Store) lead(ctx context.Context, group, doomed []*proposal, self *propo
 		c.inflight--
 		c.mu.Unlock()
 	}
+	s.applyOwnOutcomes(group, outs)
 	var mine outcome
 	rev := int64(0)
 	for i, m := range group {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/btree"
@@ -72,12 +73,14 @@ var errCompacted = errors.New("etcdstore: watch revision compacted")
 // follow is the watch goroutine: it applies every revision of the prefix
 // to the replica, hands the change sets to the feed, and starts the watch
 // again after an error (reloading when history was compacted meanwhile).
-func (s *Store) follow(snap *snapshot, work *btree.BTreeG[item]) {
+// Each watch starts after the latest revision applied, by it or by an
+// Update that applied its own commit (applyOwn).
+func (s *Store) follow() {
 	defer s.wg.Done()
 	backoff := 50 * time.Millisecond
 	for {
-		watched := snap.rev
-		err := s.watch(&work, &snap)
+		watched := s.applied.Load()
+		err := s.watch(watched)
 		if s.ctx.Err() != nil {
 			return
 		}
@@ -92,21 +95,25 @@ func (s *Store) follow(snap *snapshot, work *btree.BTreeG[item]) {
 			}
 			s.stats.resets.Add(1)
 			s.log.Warn("the change feed fell behind etcd's compaction: replica reloaded, every watcher woken",
-				"from", snap.rev, "to", loaded.rev)
-			snap = loaded
-			work = snap.tree.Clone()
+				"from", watched, "to", loaded.rev)
+			s.applyMu.Lock()
+			// No Update applied its own commit meanwhile: that needs
+			// the revision before it applied, which the compacted watch
+			// never reached.
+			s.work = loaded.tree.Clone()
 			s.heard.Store(time.Now().UnixNano())
-			s.publish(snap)
+			s.publish(loaded)
 			if s.cfg.Feed.Reset != nil {
-				s.cfg.Feed.Reset(uint64(snap.rev))
+				s.cfg.Feed.Reset(uint64(loaded.rev))
 			}
-			s.setApplied(snap.rev)
+			s.setApplied(loaded.rev)
+			s.applyMu.Unlock()
 			backoff = 50 * time.Millisecond
 			continue
 		}
 		s.stats.reconnects.Add(1)
-		s.log.Warn("etcd watch ended; starting again", "from", snap.rev+1, "err", err)
-		if snap.rev > watched {
+		s.log.Warn("etcd watch ended; starting again", "from", s.applied.Load()+1, "err", err)
+		if s.applied.Load() > watched {
 			backoff = 50 * time.Millisecond // it made progress: not a failing loop
 		}
 		if !s.pause(&backoff) {
@@ -128,20 +135,20 @@ func (s *Store) pause(backoff *time.Duration) bool {
 	}
 }
 
-// watch follows one watch from snap's revision + 1 until it fails, with
-// a probe that keeps an idle replica known current.
-func (s *Store) watch(work **btree.BTreeG[item], snapp **snapshot) error {
+// watch follows one watch from revision from + 1 until it fails, with a
+// probe that keeps an idle replica known current.
+func (s *Store) watch(from int64) error {
 	// WithRequireLeader: a member that loses its quorum ends the watch
 	// (rather than serving a stream that no longer moves).
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(s.ctx))
 	defer cancel()
-	wch := s.cli.Watch(wctx, s.prefix, clientv3.WithPrefix(), clientv3.WithRev((*snapp).rev+1))
+	wch := s.cli.Watch(wctx, s.prefix, clientv3.WithPrefix(), clientv3.WithRev(from+1))
 	probeDone := make(chan struct{})
 	go s.probe(wctx, probeDone)
 	defer func() { cancel(); <-probeDone }()
 	for resp := range wch {
 		if resp.CompactRevision != 0 {
-			return fmt.Errorf("%w (at %d, needed %d)", errCompacted, resp.CompactRevision, (*snapp).rev+1)
+			return fmt.Errorf("%w (at %d, needed %d)", errCompacted, resp.CompactRevision, from+1)
 		}
 		if err := resp.Err(); err != nil {
 			if errors.Is(err, rpctypes.ErrCompacted) {
@@ -153,7 +160,7 @@ func (s *Store) watch(work **btree.BTreeG[item], snapp **snapshot) error {
 			return errors.New("etcdstore: watch cancelled by etcd")
 		}
 		s.hear(time.Now().UnixNano())
-		s.apply(work, snapp, resp.Events, resp.Header.Revision)
+		s.apply(resp.Events, resp.Header.Revision)
 	}
 	if err := s.ctx.Err(); err != nil {
 		return err
@@ -228,20 +235,25 @@ type revChanges struct {
 // published before Apply: a watcher that subscribes in between reads the
 // new state and then sees a change at or below its snapshot's revision,
 // which it ignores; the other order would lose the change for it.
-func (s *Store) apply(work **btree.BTreeG[item], snapp **snapshot, evs []*clientv3.Event, hdrRev int64) {
-	snap := *snapp
+// Revisions an Update applied already (applyOwn) are skipped.
+func (s *Store) apply(evs []*clientv3.Event, hdrRev int64) {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	done := s.applied.Load()
+	for len(evs) > 0 && evs[0].Kv.ModRevision <= done {
+		evs = evs[1:]
+	}
+	snap := s.snap.Load()
 	if len(evs) == 0 {
 		if hdrRev > snap.rev {
-			snap = &snapshot{tree: snap.tree, rev: hdrRev, feedMod: snap.feedMod}
-			*snapp = snap
-			s.publish(snap)
+			s.publish(&snapshot{tree: snap.tree, rev: hdrRev, feedMod: snap.feedMod})
 			s.setApplied(hdrRev)
 		}
 		return
 	}
 	var revs []revChanges
 	feedMod := snap.feedMod
-	t := *work
+	t := s.work
 	for _, ev := range evs {
 		rev := ev.Kv.ModRevision
 		if len(revs) == 0 || revs[len(revs)-1].rev != rev {
@@ -283,10 +295,8 @@ func (s *Store) apply(work **btree.BTreeG[item], snapp **snapshot, evs []*client
 		s.groupChanges(t, rc)
 	}
 	last := max(revs[len(revs)-1].rev, hdrRev)
-	*work = t
-	snap = &snapshot{tree: t.Clone(), rev: last, feedMod: feedMod}
-	*snapp = snap
-	s.publish(snap)
+	s.work = t
+	s.publish(&snapshot{tree: t.Clone(), rev: last, feedMod: feedMod})
 	for i := range revs {
 		rc := &revs[i]
 		switch {
@@ -310,6 +320,82 @@ func (s *Store) apply(work **btree.BTreeG[item], snapp **snapshot, evs []*client
 		s.setApplied(rc.rev)
 	}
 	s.setApplied(last)
+}
+
+// applyOwnOutcomes applies what of group committed (outs[i] is group[i]'s
+// outcome), revision by revision, as applyOwn can: one revision when the
+// group went as one transaction, one per member when etcd refused the
+// group's shape and each went alone.
+func (s *Store) applyOwnOutcomes(group []*proposal, outs []outcome) {
+	if len(group) == 1 {
+		if outs[0].ok {
+			s.applyOwn(outs[0].rev, group)
+		}
+		return
+	}
+	var revs []int64
+	for _, o := range outs {
+		if o.ok && !slices.Contains(revs, o.rev) {
+			revs = append(revs, o.rev)
+		}
+	}
+	slices.Sort(revs)
+	for _, rev := range revs {
+		var members []*proposal
+		for i, o := range outs {
+			if o.ok && o.rev == rev {
+				members = append(members, group[i])
+			}
+		}
+		s.applyOwn(rev, members)
+	}
+}
+
+// applyOwn applies the commit of members, the proposals that committed at
+// rev (in their transaction's order), to the replica without waiting for
+// the watch to deliver it, when rev is the revision after the latest
+// applied. An etcd revision is one transaction, so the replica at rev-1
+// with the members' writes is the prefix at rev, and the members' change
+// sets are what the watch would hand the feed for it. Otherwise (a
+// revision between is not applied yet: another daemon's commit, a lease's
+// expiry, a write outside the prefix) the watch brings rev as it brings
+// every other. It saves a write the watch's delivery: etcd sends the
+// event on the watch stream as it answers the transaction, and the watch
+// goroutine's wake-up comes after it. The watch then skips rev (apply).
+func (s *Store) applyOwn(rev int64, members []*proposal) {
+	if s.applied.Load() != rev-1 {
+		return
+	}
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	if s.applied.Load() != rev-1 {
+		return
+	}
+	var changes []watcher.Change
+	for _, p := range members {
+		cs, err := decodeChanges(p.cs)
+		if err != nil {
+			return // cannot happen (we encoded it); the watch will say so
+		}
+		changes = append(changes, cs...)
+	}
+	t := s.work
+	for _, p := range members {
+		for _, op := range p.ops {
+			key := string(op.KeyBytes()[len(s.prefix):])
+			if op.IsDelete() {
+				t.Delete(item{key: key})
+			} else {
+				t.ReplaceOrInsert(item{key: key, val: op.ValueBytes(), mod: rev})
+			}
+		}
+	}
+	s.publish(&snapshot{tree: t.Clone(), rev: rev, feedMod: rev})
+	if s.cfg.Feed.Apply != nil {
+		s.cfg.Feed.Apply(watcher.ChangeSet{Rev: uint64(rev), Changes: changes})
+	}
+	s.stats.ownApplied.Add(1)
+	s.setApplied(rev)
 }
 
 // groupChanges sets rc.recorded from a group commit's feed value: the
