@@ -181,12 +181,16 @@ type Txn interface {
 	Nest(fn func() error) error
 }
 
-// Feed receives the change feed of a store, in revision order, on one
-// goroutine at a time: calls never overlap.
+// Feed receives the change feed of a store, in revision order, one call
+// at a time: calls never overlap. A call may run on the store's own
+// goroutine or on the goroutine of an Update that committed the revision
+// (bbolt's lone writer, etcd's own commit), with the store's apply lock
+// held.
 type Feed struct {
 	// Apply is called once for every revision with a change set, after it
 	// is durable and before any Update of this process that committed it
-	// returns. It must not call Update and should return quickly.
+	// returns. It must not call the store, nor wait for anything an
+	// Update's caller may hold, and should return quickly.
 	Apply func(cs watcher.ChangeSet)
 
 	// Reset is called when the process could not follow the feed up to

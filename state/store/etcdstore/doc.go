@@ -15,17 +15,24 @@
 // one revision R when it opens, then a watch from R+1. The watch goroutine
 // applies each watch response to a working B-tree (github.com/google/btree)
 // and publishes a copy-on-write Clone of it (O(1); later writes copy only
-// the nodes they touch) as the snapshot readers use, swapped atomically. So
-// View costs no round trip: an atomic load and tree lookups. A revision is
-// never split across responses: etcd's watchable store sends the events of
-// one revision in one response, its catch-up batches end at revision
-// boundaries, and the store does not ask for fragmented responses.
+// the nodes they touch) as the snapshot readers use, swapped atomically;
+// an Update applies its own commit the same way when it can (see "The
+// change feed"). So View costs no round trip: an atomic load and tree
+// lookups. A revision is never split across responses: etcd's watchable
+// store sends the events of one revision in one response, its catch-up
+// batches end at revision boundaries, and the store does not ask for
+// fragmented responses. A catch-up batch (at most 1,000 revisions) carries
+// etcd's current revision in its header while more batches are to come,
+// so the replica takes a response's last event, not its header, for what
+// it has; only an empty response (a progress notification, sent to a watch
+// that has caught up) moves it to its header's revision.
 //
 // The replica is known current when, within StaleAfter, the watch
 // delivered a response, or a probe found it current: after StaleAfter/4
 // of silence the store reads the feed key (a linearizable read, which
-// needs a quorum) and, if no commit of ours is newer than what the
-// replica applied, it was current as of that read. Otherwise (etcd
+// needs a quorum) and, if no commit of ours is newer than what the watch
+// has delivered (the Updates' own applies do not count: the probe vouches
+// for the watch), it was current as of that read. Otherwise (etcd
 // unreachable, no quorum: the watch also requires a leader, so a member
 // cut off from its cluster ends it; or a commit seen by the probe that
 // the watch has not delivered) View, Update, Ephemeral and Health fail
@@ -150,11 +157,12 @@
 //   - Update blocks on its etcd round trip (bounded by RequestTimeout;
 //     queued behind at most the transactions in flight, each so bounded,
 //     when CommitsInFlight are),
-//     then on the watch goroutine applying its revision (bounded by
-//     RequestTimeout); on a conflict, on the replica reaching the
+//     then on its revision being applied, by itself or by the watch
+//     goroutine (bounded by RequestTimeout); on a conflict, on the replica reaching the
 //     conflicting revision and a random pause. Its function runs on the
 //     caller's goroutine and must not call the store.
-//   - Close waits for Updates in progress (each bounded as above), ends
-//     waits and campaigns with store.ErrClosed, and does not wait for
-//     functions passed to Feed.
+//   - Close waits for Updates in progress (each bounded as above, and so
+//     for a Feed.Apply one of them runs), ends waits and campaigns with
+//     store.ErrClosed, and waits for the watch goroutine (and so for a
+//     Feed call it makes).
 package etcdstore

@@ -118,6 +118,11 @@ type Store struct {
 	// publish, Feed.Apply, Feed.Reset and the advance of applied.
 	applyMu sync.Mutex
 	work    *btree.BTreeG[item]
+	// delivered is the latest revision the watch itself has delivered
+	// (applied by it, or found applied by an Update already): the probe
+	// vouches for the watch, not for what Updates applied. Written under
+	// applyMu.
+	delivered atomic.Int64
 
 	// applied is the latest revision the feed has handed to Feed.Apply
 	// (or Reset); waiters wait for it.
@@ -156,7 +161,7 @@ type Store struct {
 }
 
 // snapshot is one revision of the replica: an immutable tree (a
-// copy-on-write clone of the watch goroutine's working tree) and the
+// copy-on-write clone of the working tree, Store.work) and the
 // revision it holds.
 type snapshot struct {
 	tree    *btree.BTreeG[item]

@@ -80,6 +80,9 @@ func (s *Store) follow() {
 	backoff := 50 * time.Millisecond
 	for {
 		watched := s.applied.Load()
+		s.applyMu.Lock()
+		s.deliver(watched) // the new watch starts after it
+		s.applyMu.Unlock()
 		err := s.watch(watched)
 		if s.ctx.Err() != nil {
 			return
@@ -97,10 +100,11 @@ func (s *Store) follow() {
 			s.log.Warn("the change feed fell behind etcd's compaction: replica reloaded, every watcher woken",
 				"from", watched, "to", loaded.rev)
 			s.applyMu.Lock()
-			// No Update applied its own commit meanwhile: that needs
-			// the revision before it applied, which the compacted watch
-			// never reached.
+			// An Update may have applied its own commit meanwhile (one
+			// at the revision after the latest applied): below the
+			// compaction, and so below loaded.rev, whose snapshot has it.
 			s.work = loaded.tree.Clone()
+			s.deliver(loaded.rev)
 			s.heard.Store(time.Now().UnixNano())
 			s.publish(loaded)
 			if s.cfg.Feed.Reset != nil {
@@ -113,7 +117,7 @@ func (s *Store) follow() {
 		}
 		s.stats.reconnects.Add(1)
 		s.log.Warn("etcd watch ended; starting again", "from", s.applied.Load()+1, "err", err)
-		if s.applied.Load() > watched {
+		if s.delivered.Load() > watched {
 			backoff = 50 * time.Millisecond // it made progress: not a failing loop
 		}
 		if !s.pause(&backoff) {
@@ -201,9 +205,17 @@ func (s *Store) probe(ctx context.Context, done chan<- struct{}) {
 		if len(resp.Kvs) > 0 {
 			mod = resp.Kvs[0].ModRevision
 		}
-		if mod <= s.applied.Load() {
+		if mod <= s.delivered.Load() {
 			s.hear(asked)
 		}
+	}
+}
+
+// deliver records that the watch has delivered every revision of the
+// prefix up to rev (whether apply applied it or found it applied already).
+func (s *Store) deliver(rev int64) {
+	if rev > s.delivered.Load() {
+		s.delivered.Store(rev) // only the watch goroutine, under applyMu
 	}
 }
 
@@ -239,13 +251,24 @@ type revChanges struct {
 func (s *Store) apply(evs []*clientv3.Event, hdrRev int64) {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
+	// A response's header revision is etcd's current revision, not what
+	// the watch has sent: a catch-up batch (at most 1,000 revisions)
+	// carries it while more batches are to come. Only an empty response
+	// (a progress notification, which etcd sends only to a watch that is
+	// caught up) vouches for it.
+	progress := len(evs) == 0
+	if progress {
+		s.deliver(hdrRev)
+	} else {
+		s.deliver(evs[len(evs)-1].Kv.ModRevision)
+	}
 	done := s.applied.Load()
 	for len(evs) > 0 && evs[0].Kv.ModRevision <= done {
 		evs = evs[1:]
 	}
 	snap := s.snap.Load()
 	if len(evs) == 0 {
-		if hdrRev > snap.rev {
+		if progress && hdrRev > snap.rev {
 			s.publish(&snapshot{tree: snap.tree, rev: hdrRev, feedMod: snap.feedMod})
 			s.setApplied(hdrRev)
 		}
@@ -294,7 +317,7 @@ func (s *Store) apply(evs []*clientv3.Event, hdrRev int64) {
 	if rc := &revs[len(revs)-1]; rc.group != nil {
 		s.groupChanges(t, rc)
 	}
-	last := max(revs[len(revs)-1].rev, hdrRev)
+	last := revs[len(revs)-1].rev
 	s.work = t
 	s.publish(&snapshot{tree: t.Clone(), rev: last, feedMod: feedMod})
 	for i := range revs {
@@ -327,6 +350,14 @@ func (s *Store) apply(evs []*clientv3.Event, hdrRev int64) {
 // group went as one transaction, one per member when etcd refused the
 // group's shape and each went alone.
 func (s *Store) applyOwnOutcomes(group []*proposal, outs []outcome) {
+	for _, o := range outs {
+		if o.err != nil {
+			// What became of a member is not known (its answer lost, or
+			// missing from the group's): its transaction's revision may
+			// hold its writes. The watch brings what happened.
+			return
+		}
+	}
 	if len(group) == 1 {
 		if outs[0].ok {
 			s.applyOwn(outs[0].rev, group)
