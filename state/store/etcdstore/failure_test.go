@@ -1,6 +1,7 @@
 package etcdstore_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -578,4 +579,32 @@ func get(t *testing.T, ctx context.Context, s store.Store, key string) ([]byte, 
 		t.Fatal(err)
 	}
 	return v, ok
+}
+
+// TestLargeRevisionReachesOtherStores: a commit near etcd's request limit
+// (6 MiB of 8) reaches another store's replica through its watch, whose
+// responses then exceed gRPC's default 4 MiB for a received message.
+func TestLargeRevisionReachesOtherStores(t *testing.T) {
+	prefix := newPrefix()
+	a := open(t, config(shared, prefix, store.Feed{}))
+	rec := storetest.NewRecorder()
+	b := open(t, config(shared, prefix, rec.Feed()))
+	ctx := bounded(t, time.Minute)
+	big := bytes.Repeat([]byte("v"), 6<<20)
+	rev, err := a.Update(ctx, func(tx store.Txn) error {
+		tx.Record(watcher.Change{Kind: "machine", ID: "big"})
+		return tx.Put("machine/big", big)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.WaitApplied(ctx, rev); err != nil {
+		t.Fatalf("the other store never applied the large revision: %v (stats %+v)", err, b.Stats())
+	}
+	if v, _ := get(t, ctx, b, "machine/big"); len(v) != len(big) {
+		t.Errorf("the other store holds %d bytes, want %d", len(v), len(big))
+	}
+	if _, ok := rec.Set(rev); !ok {
+		t.Errorf("revision %d missing from the other store's feed", rev)
+	}
 }
