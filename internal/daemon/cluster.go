@@ -392,7 +392,7 @@ func (m *metrics) watchEtcd(s *etcdstore.Store) {
 		counter("provisiond_store_feed_resets_total",
 			"Times this daemon's change feed fell behind etcd's compaction: it reloaded and woke every watcher.",
 			func(st etcdstore.Stats) uint64 { return st.Resets }),
-		counter("provisiond_store_watch_reconnects_total", "Times the etcd watch was started again after an error.",
+		counter("provisiond_store_watch_reconnects_total", "Times the etcd watch was started again after its stream ended or failed (a member restarting, a connection cut).",
 			func(st etcdstore.Stats) uint64 { return st.Reconnects }),
 		counter("provisiond_store_conflicts_total", "Transactions refused by etcd because what they read changed (the write was run again).",
 			func(st etcdstore.Stats) uint64 { return st.Conflicts }),

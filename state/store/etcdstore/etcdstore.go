@@ -91,7 +91,7 @@ type Config struct {
 // Stats are the store's counters, for /metrics.
 type Stats struct {
 	Resets      uint64 // the feed fell behind etcd's compaction: reloaded, Feed.Reset called
-	Reconnects  uint64 // the watch was started again after an error
+	Reconnects  uint64 // the watch was started again after its stream ended (a member restarting, a connection cut) or failed
 	Conflicts   uint64 // Update commits refused by a compare (the function re-run)
 	Contentions uint64 // Updates that gave up with store.ErrContention
 	LeaseLosses uint64 // the lease expired before the store could renew it

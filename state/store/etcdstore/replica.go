@@ -86,7 +86,7 @@ func (s *Store) follow() {
 		s.applyMu.Lock()
 		s.deliver(watched) // the new watch starts after it
 		s.applyMu.Unlock()
-		err := s.watch(watched)
+		established, err := s.watch(watched)
 		if s.ctx.Err() != nil {
 			return
 		}
@@ -119,9 +119,17 @@ func (s *Store) follow() {
 			continue
 		}
 		s.stats.reconnects.Add(1)
-		s.log.Warn("etcd watch ended; starting again", "from", s.applied.Load()+1, "err", err)
-		if s.delivered.Load() > watched {
-			backoff = 50 * time.Millisecond // it made progress: not a failing loop
+		if established {
+			// A stream etcd had accepted broke (a member restarting,
+			// a connection cut): start again at once, as clientv3's
+			// own watch would, not after a grown backoff.
+			s.log.Info("etcd watch stream ended; starting again", "from", s.applied.Load()+1, "err", err)
+			backoff = 50 * time.Millisecond
+		} else {
+			s.log.Warn("etcd watch failed; starting again", "from", s.applied.Load()+1, "err", err)
+			if s.delivered.Load() > watched {
+				backoff = 50 * time.Millisecond // it made progress: not a failing loop
+			}
 		}
 		if !s.pause(&backoff) {
 			return
@@ -150,8 +158,9 @@ func (s *Store) pause(backoff *time.Duration) bool {
 // cost the daemon 47 µs of CPU per write for revisions it had applied
 // already (docs/scale-out.md, session 7). What clientv3 would add, the
 // store does: starting again after an error (follow), from the revision
-// after the latest applied.
-func (s *Store) watch(from int64) error {
+// after the latest applied. established says whether etcd had accepted
+// the watch (its created response came) before it ended.
+func (s *Store) watch(from int64) (established bool, err error) {
 	// WithRequireLeader: a member that loses its quorum ends the watch
 	// (rather than serving a stream that no longer moves).
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(s.ctx))
@@ -165,7 +174,7 @@ func (s *Store) watch(from int64) error {
 	stream, err := etcdserverpb.NewWatchClient(s.cli.ActiveConnection()).Watch(wctx,
 		grpc.WaitForReady(true), grpc.MaxCallRecvMsgSize(math.MaxInt32))
 	if err != nil {
-		return err
+		return false, err
 	}
 	err = stream.Send(&etcdserverpb.WatchRequest{RequestUnion: &etcdserverpb.WatchRequest_CreateRequest{
 		CreateRequest: &etcdserverpb.WatchCreateRequest{
@@ -174,32 +183,38 @@ func (s *Store) watch(from int64) error {
 			StartRevision: from + 1,
 		}}})
 	if err != nil {
-		return err
+		// The stream's own error (a Send after the stream ended says
+		// only io.EOF) comes with Recv.
+		if _, rerr := stream.Recv(); rerr != nil {
+			err = rerr
+		}
+		return false, err
 	}
 	for {
 		resp, err := stream.Recv()
 		if err != nil {
 			if cerr := s.ctx.Err(); cerr != nil {
-				return cerr
+				return established, cerr
 			}
 			if errors.Is(rpctypes.Error(err), rpctypes.ErrCompacted) {
-				return errCompacted
+				return established, errCompacted
 			}
-			return err
+			return established, err
 		}
 		if resp.CompactRevision != 0 {
-			return fmt.Errorf("%w (at %d, needed %d)", errCompacted, resp.CompactRevision, from+1)
+			return established, fmt.Errorf("%w (at %d, needed %d)", errCompacted, resp.CompactRevision, from+1)
 		}
 		if resp.Canceled {
-			return fmt.Errorf("etcdstore: watch cancelled by etcd: %s", resp.CancelReason)
+			return established, fmt.Errorf("etcdstore: watch cancelled by etcd: %s", resp.CancelReason)
 		}
 		if resp.Created {
 			// Its header is etcd's current revision: the catch-up from
 			// from+1, if any, is still to come.
+			established = true
 			continue
 		}
 		s.hear(time.Now().UnixNano())
-		s.apply(resp.Events, resp.Header.Revision)
+		s.apply(resp.Events, resp.GetHeader().GetRevision())
 	}
 }
 

@@ -64,11 +64,22 @@ func TestAuth(t *testing.T) {
 	cfg := config(c, "/auth/", store.Feed{})
 	cfg.Username, cfg.Password = "root", "secret-password"
 	s := open(t, cfg)
-	if _, err := s.Update(ctx, incr("counter/x", "x")); err != nil {
+	// A second store's replica follows the first's commits through its
+	// watch stream, which must carry the token too (the first store
+	// applies its own commits without it).
+	other := open(t, cfg)
+	rev, err := s.Update(ctx, incr("counter/x", "x"))
+	if err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Health(ctx); err != nil {
 		t.Errorf("Health: %v", err)
+	}
+	if err := other.WaitApplied(ctx, rev); err != nil {
+		t.Errorf("the other store's watch never brought revision %d: %v (stats %+v)", rev, err, other.Stats())
+	}
+	if n := counter(t, ctx, other, "counter/x"); n != 1 {
+		t.Errorf("the other store reads counter %d, want 1", n)
 	}
 	for name, pw := range map[string]string{"no credentials": "", "wrong password": "wrong"} {
 		bad := config(c, "/auth/", store.Feed{})
