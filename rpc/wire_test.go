@@ -12,6 +12,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/provisiond/provisiond/internal/tlsrecord"
 	"github.com/provisiond/provisiond/rpc"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
@@ -62,42 +63,16 @@ type tapConn struct {
 	net.Conn
 
 	mu      sync.Mutex
-	sizes   []int         // of each write
-	out, in recordCounter // TLS records written, read
+	sizes   []int             // of each write
+	out, in tlsrecord.Counter // TLS records written, read
 	hold    chan struct{}
 	held    chan struct{}
-}
-
-// recordCounter counts the TLS records in a byte stream.
-type recordCounter struct {
-	records int
-	hdr     []byte
-	body    int // bytes of the current record still to come
-}
-
-func (r *recordCounter) add(p []byte) {
-	for len(p) > 0 {
-		if r.body > 0 {
-			n := min(r.body, len(p))
-			r.body -= n
-			p = p[n:]
-			continue
-		}
-		n := min(5-len(r.hdr), len(p))
-		r.hdr = append(r.hdr, p[:n]...)
-		p = p[n:]
-		if len(r.hdr) == 5 {
-			r.records++
-			r.body = int(r.hdr[3])<<8 | int(r.hdr[4])
-			r.hdr = r.hdr[:0]
-		}
-	}
 }
 
 func (c *tapConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	c.mu.Lock()
-	c.in.add(p[:n])
+	c.in.Add(p[:n])
 	c.mu.Unlock()
 	return n, err
 }
@@ -106,13 +81,13 @@ func (c *tapConn) Read(p []byte) (int, error) {
 func (c *tapConn) recordsRead() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.in.records
+	return c.in.Records()
 }
 
 func (c *tapConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	c.sizes = append(c.sizes, len(p))
-	c.out.add(p)
+	c.out.Add(p)
 	hold, held := c.hold, c.held
 	c.mu.Unlock()
 	if hold != nil {
@@ -156,7 +131,7 @@ func (c *tapConn) release() {
 func (c *tapConn) counts() (sizes []int, records int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return append([]int(nil), c.sizes...), c.out.records
+	return append([]int(nil), c.sizes...), c.out.Records()
 }
 
 // takeAll removes and returns the waiting Later replies, oldest first,

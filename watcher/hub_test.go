@@ -558,24 +558,6 @@ func TestHubConcurrent(t *testing.T) {
 	}
 }
 
-// deferLog records, in order, the sinks called and the deferred work run.
-type deferLog struct {
-	mu  sync.Mutex
-	log []string
-}
-
-func (l *deferLog) add(s string) {
-	l.mu.Lock()
-	l.log = append(l.log, s)
-	l.mu.Unlock()
-}
-
-func (l *deferLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Join(l.log, " ")
-}
-
 type deferredFunc func()
 
 func (f deferredFunc) AfterPublish() { f() }
@@ -585,7 +567,7 @@ func (f deferredFunc) AfterPublish() { f() }
 // and the caller does the work itself.
 func TestDeferRunsAfterEverySink(t *testing.T) {
 	h := watcher.NewHub()
-	l := &deferLog{}
+	l := &orderLog{}
 	for i := range 3 {
 		name := fmt.Sprint("s", i)
 		h.Subscribe(watcher.Filter{Kind: "machine", Model: "m"}, func(uint64, watcher.Change) {
@@ -600,16 +582,16 @@ func TestDeferRunsAfterEverySink(t *testing.T) {
 	}})
 	// Subscriptions are called newest first.
 	want := "s2 s1 s0 s2 s1 s0 after-s2 after-s1 after-s0 after-s2 after-s1 after-s0"
-	if got := l.String(); got != want {
+	if got := strings.Join(l.get(), " "); got != want {
 		t.Fatalf("order %q, want %q", got, want)
 	}
 	if h.Defer(deferredFunc(func() { t.Error("deferred outside a publish ran") })) {
 		t.Fatal("Defer accepted work outside a publish")
 	}
 	// A second publish starts afresh: nothing of the first runs again.
-	*l = deferLog{}
+	*l = orderLog{}
 	h.Publish(watcher.ChangeSet{Rev: 2, Changes: []watcher.Change{{Kind: "machine", Model: "m", ID: "3"}}})
-	if got, want := l.String(), "s2 s1 s0 after-s2 after-s1 after-s0"; got != want {
+	if got, want := strings.Join(l.get(), " "), "s2 s1 s0 after-s2 after-s1 after-s0"; got != want {
 		t.Fatalf("second publish: %q, want %q", got, want)
 	}
 }
@@ -617,7 +599,7 @@ func TestDeferRunsAfterEverySink(t *testing.T) {
 // Reset defers as Publish does: every sink first, then the deferred work.
 func TestDeferDuringReset(t *testing.T) {
 	h := watcher.NewHub()
-	var l deferLog
+	var l orderLog
 	for _, id := range []string{"a", "b"} {
 		h.Subscribe(watcher.Filter{Kind: "machine", Model: "m", ID: id}, func(uint64, watcher.Change) {
 			l.add(id)
@@ -625,7 +607,7 @@ func TestDeferDuringReset(t *testing.T) {
 		})
 	}
 	h.Reset(7)
-	got := l.String()
+	got := strings.Join(l.get(), " ")
 	if got != "a b after-a after-b" && got != "b a after-b after-a" {
 		t.Fatalf("order %q: want both sinks before the deferred work, in the order given", got)
 	}

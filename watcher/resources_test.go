@@ -12,19 +12,20 @@ import (
 	"github.com/provisiond/provisiond/watcher/watchertest"
 )
 
-// stopLog records the order in which fakeStoppers stop.
-type stopLog struct {
+// orderLog records names in the order they come: fakeStoppers stopping,
+// sinks called and deferred work run (hub_test.go).
+type orderLog struct {
 	mu    sync.Mutex
 	names []string
 }
 
-func (l *stopLog) add(name string) {
+func (l *orderLog) add(name string) {
 	l.mu.Lock()
 	l.names = append(l.names, name)
 	l.mu.Unlock()
 }
 
-func (l *stopLog) get() []string {
+func (l *orderLog) get() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return slices.Clone(l.names)
@@ -33,7 +34,7 @@ func (l *stopLog) get() []string {
 // fakeStopper is a Stopper that counts its stops.
 type fakeStopper struct {
 	name  string
-	log   *stopLog // may be nil
+	log   *orderLog // may be nil
 	err   error
 	stops atomic.Int32
 }
@@ -131,7 +132,7 @@ func TestResourcesUnknownID(t *testing.T) {
 func TestResourcesStopMany(t *testing.T) {
 	t.Parallel()
 	r := watcher.NewResources(0)
-	log := &stopLog{}
+	log := &orderLog{}
 	const n = 100
 	ss := make([]*fakeStopper, n+1)
 	for i := 1; i <= n; i++ {
@@ -248,7 +249,7 @@ func TestResourcesNoLimit(t *testing.T) {
 
 func TestResourcesStopAll(t *testing.T) {
 	t.Parallel()
-	var log stopLog
+	var log orderLog
 	r := watcher.NewResources(0)
 	stoppers := make(map[string]*fakeStopper)
 	for i := 1; i <= 12; i++ {

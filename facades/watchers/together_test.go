@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/provisiond/provisiond/internal/tlsrecord"
 	"github.com/provisiond/provisiond/provisiondtest"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
@@ -25,9 +26,7 @@ type recordProxy struct {
 	wg sync.WaitGroup
 
 	mu      sync.Mutex
-	records int
-	hdr     []byte
-	body    int
+	records tlsrecord.Counter
 	conns   []net.Conn
 }
 
@@ -96,29 +95,14 @@ func (p *recordProxy) serve(target string) {
 // count adds the TLS records that start in b.
 func (p *recordProxy) count(b []byte) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	for len(b) > 0 {
-		if p.body > 0 {
-			n := min(p.body, len(b))
-			p.body -= n
-			b = b[n:]
-			continue
-		}
-		n := min(5-len(p.hdr), len(b))
-		p.hdr = append(p.hdr, b[:n]...)
-		b = b[n:]
-		if len(p.hdr) == 5 {
-			p.records++
-			p.body = int(p.hdr[3])<<8 | int(p.hdr[4])
-			p.hdr = p.hdr[:0]
-		}
-	}
+	p.records.Add(b)
+	p.mu.Unlock()
 }
 
 func (p *recordProxy) recordCount() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.records
+	return p.records.Records()
 }
 
 // waitWorkersIdle waits (bounded) until every worker goroutine of the

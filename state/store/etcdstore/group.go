@@ -7,6 +7,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/provisiond/provisiond/watcher"
 )
 
 // Group commit (see "Writes: group commit" in the package documentation).
@@ -33,15 +35,16 @@ const DefaultCommitsInFlight = 4
 // proposal is the commit of one run of an Update function.
 type proposal struct {
 	cmps    []clientv3.Cmp
-	ops     []clientv3.Op // the writes, without the feed key
-	cs      []byte        // the encoded change set
-	size    int           // bytes of compares and writes, about
-	guard   bool          // cmps is the one guard compare of the feed key
-	writes  []string      // etcd keys written
-	reads   []string      // etcd keys compared
-	ranges  [][2]string   // etcd key ranges compared
-	witness string        // store key of the least put: proves the proposal's part applied
-	snapRev int64         // revision of the function's snapshot
+	ops     []clientv3.Op    // the writes, without the feed key
+	cs      []byte           // the encoded change set
+	changes []watcher.Change // ... as the function recorded it (applyOwn)
+	size    int              // bytes of compares and writes, about
+	guard   bool             // cmps is the one guard compare of the feed key
+	writes  []string         // etcd keys written
+	reads   []string         // etcd keys compared
+	ranges  [][2]string      // etcd key ranges compared
+	witness string           // store key of the least put: proves the proposal's part applied
+	snapRev int64            // revision of the function's snapshot
 
 	res chan outcome // while queued: its turn to send (lead) or its outcome
 }

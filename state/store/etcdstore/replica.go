@@ -433,7 +433,8 @@ func (s *Store) applyOwnOutcomes(group []*proposal, outs []outcome) {
 // the watch to deliver it, when rev is the revision after the latest
 // applied. An etcd revision is one transaction, so the replica at rev-1
 // with the members' writes is the prefix at rev, and the members' change
-// sets are what the watch would hand the feed for it. Otherwise (a
+// sets (as their functions recorded them, not decoded again from the feed
+// value) are what the watch would hand the feed for it. Otherwise (a
 // revision between is not applied yet: another daemon's commit, a lease's
 // expiry, a write outside the prefix) the watch brings rev as it brings
 // every other. It saves a write the watch's delivery: etcd sends the
@@ -448,13 +449,12 @@ func (s *Store) applyOwn(rev int64, members []*proposal) {
 	if s.applied.Load() != rev-1 {
 		return
 	}
-	var changes []watcher.Change
-	for _, p := range members {
-		cs, err := decodeChanges(p.cs)
-		if err != nil {
-			return // cannot happen (we encoded it); the watch will say so
+	changes := members[0].changes
+	if len(members) > 1 {
+		changes = nil
+		for _, p := range members {
+			changes = append(changes, p.changes...)
 		}
-		changes = append(changes, cs...)
 	}
 	t := s.work
 	for _, p := range members {

@@ -312,7 +312,7 @@ func (t *txn) commit() (*proposal, error) {
 	if len(p.ops) == 0 {
 		return nil, nil
 	}
-	p.cs = encodeChanges(t.changes)
+	p.cs, p.changes = encodeChanges(t.changes), t.changes
 	size := p.size + len(s.feedK) + len(p.cs) + 16
 	if len(p.ops)+1 > s.cfg.MaxTxnOps {
 		return nil, fmt.Errorf("etcdstore: %w: %d writes, etcd allows %d operations per transaction (MaxTxnOps; etcd's --max-txn-ops)",
