@@ -16,6 +16,7 @@ import (
 	"github.com/google/btree"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/provisiond/provisiond/state/store"
 )
@@ -28,6 +29,19 @@ const (
 	DefaultLeaseTTL        = 10 * time.Second
 	DefaultMaxTxnOps       = 128        // etcd's --max-txn-ops default
 	DefaultMaxRequestBytes = 1536 << 10 // etcd's --max-request-bytes default
+)
+
+// The gRPC flow-control windows of the store's connection to etcd, fixed
+// rather than grown by gRPC's estimator. The estimator sends etcd a PING
+// for every DATA frame that arrives while none is outstanding: at one
+// commit at a time that is a ping (a write here, a read and a write on etcd,
+// a read here again) for each Txn reply and for each watch response, for
+// nothing, since a window this size is never the limit on loopback or a LAN.
+// The windows are credit, not buffers: gRPC holds what arrived only until
+// the replica reads it, and the replica reads as fast as it applies.
+const (
+	streamWindow = 8 << 20
+	connWindow   = 16 << 20
 )
 
 // Config configures Open. Endpoints and Feed are needed; the rest has
@@ -228,6 +242,10 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		Logger:               zap.NewNop(),
 		MaxCallSendMsgSize:   cfg.MaxRequestBytes + 64<<10,
 		Context:              ctx,
+		DialOptions: []grpc.DialOption{
+			grpc.WithStaticStreamWindowSize(streamWindow),
+			grpc.WithStaticConnWindowSize(connWindow),
+		},
 	}
 	if cfg.CAFile != "" || cfg.CertFile != "" || cfg.KeyFile != "" {
 		tc, err := ClientTLS(cfg.CAFile, cfg.CertFile, cfg.KeyFile)
