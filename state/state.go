@@ -113,7 +113,8 @@ type Options struct {
 	// Now defaults to time.Now.
 	Now func() time.Time
 	// ObserveCommit, if set, is told how long each commit took and how many
-	// writes it grouped (bbolt; a store opened by OpenStore reports its own).
+	// writes it grouped (bbolt; a store opened by OpenStore reports its own,
+	// as etcdstore.Config.ObserveCommit).
 	ObserveCommit func(d time.Duration, writes int)
 }
 

@@ -57,6 +57,49 @@ func writeHeapProfileFile(path string, stderr io.Writer) {
 	}
 }
 
+// windowProfiler is a child daemon's --window-cpuprofile: SIGUSR2 starts
+// a CPU profile to path.N (N counting windows from 1), the next SIGUSR2
+// stops it. Used by the signal loop's goroutine only.
+type windowProfiler struct {
+	path   string
+	stderr io.Writer
+	n      int
+	f      *os.File // the profile being written; nil: none
+}
+
+func (w *windowProfiler) toggle() {
+	if w.path == "" {
+		return
+	}
+	if w.f != nil {
+		w.stop()
+		return
+	}
+	w.n++
+	f, err := os.Create(fmt.Sprintf("%s.%d", w.path, w.n))
+	if err == nil {
+		if err = pprof.StartCPUProfile(f); err != nil {
+			_ = f.Close()
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(w.stderr, "provisionbench daemon: window CPU profile:", err)
+		return
+	}
+	w.f = f
+}
+
+func (w *windowProfiler) stop() {
+	if w.f == nil {
+		return
+	}
+	pprof.StopCPUProfile()
+	if err := w.f.Close(); err != nil {
+		fmt.Fprintln(w.stderr, "provisionbench daemon: window CPU profile:", err)
+	}
+	w.f = nil
+}
+
 // childDaemon is the hidden command that serves the daemon in a child
 // process: daemon.Start with the defaults (login rate limiting on), the
 // CAAS seed, SIGTERM for a graceful shutdown, SIGUSR1 to collect garbage.
@@ -68,6 +111,7 @@ func childDaemon(args []string, stderr io.Writer) int {
 	apps := fs.Int("caas-apps", 0, "")
 	cpuProfile := fs.String("cpuprofile", "", "")
 	memProfile := fs.String("memprofile", "", "")
+	windowProfile := fs.String("window-cpuprofile", "", "")
 	settled := fs.String("settled", "", "")
 	cfg := daemon.Default("")
 	fs.IntVar(&cfg.LoginRateMax, "login-rate-max", cfg.LoginRateMax, "")
@@ -122,9 +166,15 @@ func childDaemon(args []string, stderr io.Writer) int {
 		}
 	}
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1, syscall.SIGUSR2)
 	profiles := 0
+	window := &windowProfiler{path: *windowProfile, stderr: stderr}
+	defer window.stop()
 	for sig := range sigs {
+		if sig == syscall.SIGUSR2 {
+			window.toggle()
+			continue
+		}
 		if sig == syscall.SIGUSR1 {
 			runtime.GC()
 			debug.FreeOSMemory()

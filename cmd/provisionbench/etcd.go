@@ -183,8 +183,13 @@ func startCluster(ctx context.Context, o *options) (*cluster, error) {
 		if k == 0 {
 			spec = o.mainSpec()
 			spec.etcd = et
-		} else if o.cpuProfile != "" {
-			spec.cpuProfile = fmt.Sprintf("%s.d%d", o.cpuProfile, k)
+		} else {
+			if o.cpuProfile != "" {
+				spec.cpuProfile = fmt.Sprintf("%s.d%d", o.cpuProfile, k)
+			}
+			if o.windowProf != "" {
+				spec.windowProfile = fmt.Sprintf("%s.d%d", o.windowProf, k)
+			}
 		}
 		if o.dataDir != "" && o.daemons > 1 {
 			spec.dataDir = filepath.Join(o.dataDir, fmt.Sprintf("daemon-%d", k))

@@ -150,6 +150,7 @@ type options struct {
 	daemonBin    string
 	dataDir      string
 	cpuProfile   string
+	windowProf   string
 	genProfile   string
 	memProfile   string
 	caasApps     int
@@ -222,6 +223,7 @@ func parseOptions(name string, args []string, stdout, stderr io.Writer) (*option
 	fs.StringVar(&o.daemonBin, "daemon-bin", "", "start this provisiond binary (\"serve\") as the daemon")
 	fs.StringVar(&o.dataDir, "data-dir", "", "data dir of a self-started daemon (default: a new temporary dir)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write the daemon's CPU profile (inproc: this whole process) to this file")
+	fs.StringVar(&o.windowProf, "window-cpuprofile", "", "child daemons: a CPU profile of each measuring window of write and watch, to FILE.1, FILE.2, ... (with --daemons, daemon K's to FILE.dK.1, ...)")
 	fs.StringVar(&o.genProfile, "loadgen-cpuprofile", "", "write this process's CPU profile (the load generator: the agents and the driver) to this file")
 	fs.StringVar(&o.memProfile, "memprofile", "", "child daemon: write its heap profile to this file (and FILE.1, FILE.2, ...) at each memory reading (conns); the echo server of --baseline to FILE.echo")
 	fs.StringVar(&o.store, "store", daemon.StoreBolt, "store of the self-started daemons: bbolt or etcd")
@@ -376,6 +378,12 @@ func runWorkload(ctx context.Context, w *workload, o *options) error {
 	}
 	if err := checkDaemonFileLimit(o); err != nil {
 		return err
+	}
+	if o.windowProf != "" && (o.daemonMode != modeChild || o.credentials != "" || o.daemonBin != "") {
+		return fmt.Errorf("--window-cpuprofile profiles the tool's own child daemons: drop --daemon inproc, --credentials and --daemon-bin")
+	}
+	if o.windowProf != "" && o.cpuProfile != "" {
+		return fmt.Errorf("--window-cpuprofile and --cpuprofile: a process has one CPU profile at a time; choose one")
 	}
 	// One CPU profile of this process: the in-process daemon's
 	// (--cpuprofile) or the load generator's (--loadgen-cpuprofile).

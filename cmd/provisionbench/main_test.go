@@ -135,6 +135,22 @@ func TestWrite(t *testing.T) {
 	}
 }
 
+// TestWindowCPUProfile: with --window-cpuprofile the child daemon writes
+// one CPU profile per measuring window, and only then.
+func TestWindowCPUProfile(t *testing.T) {
+	prof := filepath.Join(t.TempDir(), "window")
+	runJSON(t, "write", "-n", "1", "--duration", "300ms", "--repeat", "2", "--window-cpuprofile", prof)
+	for _, f := range []string{prof + ".1", prof + ".2"} {
+		b, err := os.ReadFile(f)
+		if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b { // pprof's gzip
+			t.Errorf("window profile %s: %v, %d bytes, not a gzipped profile", f, err, len(b))
+		}
+	}
+	if _, err := os.Stat(prof + ".3"); err == nil {
+		t.Errorf("a third profile %s.3 for two windows", prof)
+	}
+}
+
 // TestConns runs the daemon and the echo server as child processes (this
 // test binary, see TestMain), as the tool does by default.
 func TestConns(t *testing.T) {

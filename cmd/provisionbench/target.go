@@ -63,7 +63,10 @@ type targetSpec struct {
 	caasApps   int
 	cpuProfile string
 	memProfile string
-	etcd       *etcdTarget // nil: bbolt
+	// windowProfile is where a child daemon writes the CPU profile of
+	// each measuring window (windowProfile.1, .2, ...).
+	windowProfile string
+	etcd          *etcdTarget // nil: bbolt
 }
 
 // etcdTarget is the etcd a daemon runs on.
@@ -96,7 +99,8 @@ func (s etcdSecurity) secured() bool {
 
 // mainSpec is the spec of the one daemon of a run without --daemons.
 func (o *options) mainSpec() targetSpec {
-	return targetSpec{dataDir: o.dataDir, caasApps: o.caasApps, cpuProfile: o.cpuProfile, memProfile: o.memProfile}
+	return targetSpec{dataDir: o.dataDir, caasApps: o.caasApps, cpuProfile: o.cpuProfile, memProfile: o.memProfile,
+		windowProfile: o.windowProf}
 }
 
 // startTarget starts (or, with --credentials, finds) the daemon.
@@ -152,7 +156,7 @@ func startTarget(ctx context.Context, o *options, spec targetSpec) (*target, err
 		t.settledFile = t.dataDir + ".settled"
 		t.cmdArgs = append([]string{self, childDaemonCmd, "--data-dir", t.dataDir, "--addr", t.addr,
 			"--caas-apps", strconv.Itoa(t.caasApps), "--cpuprofile", spec.cpuProfile, "--memprofile", spec.memProfile,
-			"--settled", t.settledFile}, o.daemonFlags()...)
+			"--window-cpuprofile", spec.windowProfile, "--settled", t.settledFile}, o.daemonFlags()...)
 		t.cmdArgs = append(t.cmdArgs, spec.etcd.flags()...)
 	case modeBin:
 		t.caasApps = 0 // the API cannot deploy applications yet

@@ -211,6 +211,7 @@ func runWatch(ctx context.Context, e *env, n int) (*values, error) {
 	})
 	daemonSide := startDaemonSide(driverT)
 	cpu := newCPUWindow(e.daemonPIDs(), nil)
+	cpu.profile = e.o.windowProf != ""
 	cpu.mark(true)
 	start := time.Now()
 	next := 0

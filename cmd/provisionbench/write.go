@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/provisiond/provisiond/internal/daemon"
@@ -170,6 +171,7 @@ func runWrite(ctx context.Context, e *env, n int) (*values, error) {
 		et = e.cl.etcd
 	}
 	cpu := newCPUWindow(e.daemonPIDs(), et)
+	cpu.profile = e.o.windowProf != ""
 	r := closedLoop(ctx, n, warmup(e.o.duration), e.o.duration, cpu.mark, func(ctx context.Context, i, k int) error {
 		return ws[i].write(ctx, k)
 	})
@@ -272,6 +274,10 @@ type cpuWindow struct {
 	t0    [3]time.Duration
 	used  [3]time.Duration
 	ok    [3]bool
+	// profile: the daemons (child processes started with
+	// --window-cpuprofile) profile the window: mark signals them
+	// (SIGUSR2) just before its start reading and just after its end one.
+	profile bool
 }
 
 // newCPUWindow measures the daemons (none: not measured), et's member
@@ -293,6 +299,11 @@ func newCPUWindow(daemons []int, et *etcdTarget) *cpuWindow {
 }
 
 func (w *cpuWindow) mark(start bool) {
+	if start {
+		w.signalProfile()
+	} else {
+		defer w.signalProfile()
+	}
 	for i, pids := range w.pids {
 		if len(pids) == 0 {
 			continue
@@ -306,6 +317,16 @@ func (w *cpuWindow) mark(start bool) {
 		default:
 			w.ok[i] = false
 		}
+	}
+}
+
+// signalProfile starts or stops the daemons' window CPU profiles.
+func (w *cpuWindow) signalProfile() {
+	if !w.profile {
+		return
+	}
+	for _, pid := range w.pids[0] {
+		_ = syscall.Kill(pid, syscall.SIGUSR2)
 	}
 }
 

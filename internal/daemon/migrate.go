@@ -148,12 +148,13 @@ func (c *MigrateConfig) Validate() error {
 // openEtcdState opens state on the etcd cluster e.
 func openEtcdState(e EtcdConfig, log *slog.Logger) (*state.State, error) {
 	return state.Open(state.Options{Logger: log, OpenStore: func(feed store.Feed) (store.Store, error) {
-		return openEtcd(e, feed, log)
+		return openEtcd(e, feed, log, nil)
 	}})
 }
 
-// openEtcd opens an etcd store with the daemon's settings.
-func openEtcd(e EtcdConfig, feed store.Feed, log *slog.Logger) (*etcdstore.Store, error) {
+// openEtcd opens an etcd store with the daemon's settings; observe, if not
+// nil, is told of each commit (etcdstore.Config.ObserveCommit).
+func openEtcd(e EtcdConfig, feed store.Feed, log *slog.Logger, observe func(time.Duration, int)) (*etcdstore.Store, error) {
 	dial := e.DialTimeout
 	if dial == 0 {
 		dial = 5 * time.Second
@@ -176,6 +177,7 @@ func openEtcd(e EtcdConfig, feed store.Feed, log *slog.Logger) (*etcdstore.Store
 		CommitsInFlight: e.CommitsInFlight,
 		Feed:            feed,
 		Logger:          log,
+		ObserveCommit:   observe,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("etcd %s: %w", strings.Join(e.Endpoints, ","), err)

@@ -107,7 +107,7 @@ func (d *Daemon) stateOptions() state.Options {
 	}
 	e := d.cfg.Etcd
 	opts.OpenStore = func(feed store.Feed) (store.Store, error) {
-		s, err := openEtcd(e, feed, d.log)
+		s, err := openEtcd(e, feed, d.log, d.metrics.observeCommit)
 		if err != nil {
 			return nil, err
 		}

@@ -100,6 +100,14 @@ type Config struct {
 	// Logger logs reconnections, compactions and lease losses; nil
 	// discards.
 	Logger *slog.Logger
+
+	// ObserveCommit, if set, is told of each etcd transaction that
+	// committed writes of Updates: how long it took, from sending it to
+	// etcd's answer (a quorum's fsync included, the replica's apply not),
+	// and how many Updates' writes it committed (more than one when they
+	// went together, as a group). It runs on the committing goroutine and
+	// must not block.
+	ObserveCommit func(d time.Duration, writes int)
 }
 
 // Stats are the store's counters, for /metrics.

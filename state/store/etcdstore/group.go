@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -247,11 +248,13 @@ func (s *Store) sendOne(ctx context.Context, p *proposal) outcome {
 	// writes outside the prefix move too (other controllers on the same
 	// etcd) and which this process's watch of the prefix may never reach.
 	ops := append(p.ops[:len(p.ops):len(p.ops)], clientv3.OpPut(s.feedK, string(p.cs)))
+	start := time.Now()
 	resp, err := s.cli.Txn(rctx).If(p.cmps...).Then(ops...).Else(clientv3.OpGet(s.feedK, clientv3.WithKeysOnly())).Commit()
 	if err != nil {
 		return outcome{err: err}
 	}
 	if resp.Succeeded {
+		s.observeCommit(start, 1)
 		return outcome{ok: true, rev: resp.Header.Revision}
 	}
 	return outcome{rev: conflictRevision(resp.Responses, p.snapRev)}
@@ -270,6 +273,7 @@ func (s *Store) sendGroup(group []*proposal) []outcome {
 	}
 	then = append(then, clientv3.OpPut(s.feedK, string(encodeGroup(group))))
 	rctx, cancel := context.WithTimeout(s.ctx, s.cfg.RequestTimeout)
+	start := time.Now()
 	resp, err := s.cli.Txn(rctx).Then(then...).Commit()
 	cancel()
 	outs := make([]outcome, len(group))
@@ -289,6 +293,8 @@ func (s *Store) sendGroup(group []*proposal) []outcome {
 	}
 	s.stats.groups.Add(1)
 	s.stats.grouped.Add(uint64(len(group)))
+	committed := 0
+	defer func() { s.observeCommit(start, committed) }()
 	for i, p := range group {
 		var nested *clientv3.TxnResponse
 		if i < len(resp.Responses) {
@@ -301,11 +307,20 @@ func (s *Store) sendGroup(group []*proposal) []outcome {
 			outs[i] = outcome{err: errors.New("etcdstore: group commit answered without the member's response")}
 		case nested.Succeeded:
 			outs[i] = outcome{ok: true, rev: resp.Header.Revision}
+			committed++
 		default:
 			outs[i] = outcome{rev: conflictRevision(nested.Responses, p.snapRev)}
 		}
 	}
 	return outs
+}
+
+// observeCommit tells Config.ObserveCommit of a transaction sent at start
+// that committed the writes of n Updates (none: nothing to tell).
+func (s *Store) observeCommit(start time.Time, n int) {
+	if s.cfg.ObserveCommit != nil && n > 0 {
+		s.cfg.ObserveCommit(time.Since(start), n)
+	}
 }
 
 // refusedUnapplied says whether etcd refused a transaction for its shape

@@ -59,11 +59,26 @@ func changeIDs(t *testing.T, sets []watcher.ChangeSet, acked map[string]uint64) 
 
 // TestGroupCommit: writers of keys of their own through one store share
 // etcd transactions, and each write's change reaches the feed once, at the
-// revision its Update returned.
+// revision its Update returned. ObserveCommit is told of every transaction
+// and of the Updates each committed.
 func TestGroupCommit(t *testing.T) {
 	ctx := bounded(t, 2*time.Minute)
 	rec := storetest.NewRecorder()
-	s := open(t, groupConfig(newPrefix(), rec.Feed()))
+	cfg := groupConfig(newPrefix(), rec.Feed())
+	var observed struct {
+		sync.Mutex
+		txns, writes, most int
+		zero               bool
+	}
+	cfg.ObserveCommit = func(d time.Duration, n int) {
+		observed.Lock()
+		defer observed.Unlock()
+		observed.txns++
+		observed.writes += n
+		observed.most = max(observed.most, n)
+		observed.zero = observed.zero || d <= 0 || n <= 0
+	}
+	s := open(t, cfg)
 	const writers, each = 64, 10
 	var mu sync.Mutex
 	acked := map[string]uint64{}
@@ -100,6 +115,16 @@ func TestGroupCommit(t *testing.T) {
 		t.Errorf("%d changes in the feed, want %d", len(seen), writers*each)
 	}
 	rec.Check(t)
+	observed.Lock()
+	if observed.writes != writers*each || observed.most < 2 || observed.zero {
+		t.Errorf("ObserveCommit told of %d transactions, %d writes (want %d), at most %d in one (want more than 1), a zero duration or count: %v",
+			observed.txns, observed.writes, writers*each, observed.most, observed.zero)
+	}
+	if lone := uint64(observed.txns) - st.Groups; lone+st.Grouped != uint64(writers*each) {
+		t.Errorf("ObserveCommit's %d transactions are %d lone commits and %d groups of %d Updates, want %d Updates",
+			observed.txns, lone, st.Groups, st.Grouped, writers*each)
+	}
+	observed.Unlock()
 	t.Logf("%d Updates, %d transactions carried %d of them", writers*each, st.Groups, st.Grouped)
 }
 
