@@ -59,7 +59,7 @@ func (st *State) AddApplication(model string, p ApplicationParams) (Application,
 		CharmRevision: p.CharmRevision, Subordinate: p.Subordinate,
 		EndpointBindings: p.EndpointBindings, LXDProfile: p.LXDProfile}
 	err := st.update(func(tx *txn) error {
-		m, err := getModel(tx, model)
+		m, err := getModelHead(tx, model)
 		if err != nil {
 			return err
 		}

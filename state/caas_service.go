@@ -167,7 +167,7 @@ func (st *State) SetOperatorStatuses(model string, items []OperatorStatusArg) []
 }
 
 func (tx *txn) setOperatorStatus(a applicationDoc, s Status) error {
-	m, err := getModel(tx, a.Model)
+	m, err := getModelHead(tx, a.Model)
 	if err != nil {
 		return err
 	}

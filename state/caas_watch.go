@@ -19,7 +19,7 @@ func (st *State) WatchApplications(model string) (*watcher.Strings, []string, er
 		Model:  model,
 		Fields: []string{watcher.FieldCreated, watcher.FieldLife, watcher.FieldRemoved},
 	}, func(string) bool { return true }, func(r reader) ([]idLife, error) {
-		if _, err := getModel(r, model); err != nil {
+		if _, err := getModelHead(r, model); err != nil {
 			return nil, err
 		}
 		docs, err := list[applicationDoc](r, KindApplication, model)

@@ -283,7 +283,7 @@ type modelConstraintsDoc struct {
 func (st *State) ModelConstraints(model string) (Constraints, error) {
 	var d modelConstraintsDoc
 	err := st.view(func(r reader) error {
-		if _, err := getModel(r, model); err != nil {
+		if _, err := getModelHead(r, model); err != nil {
 			return err
 		}
 		_, err := get(r, KindModelConstraints, model, model, &d)
@@ -295,7 +295,7 @@ func (st *State) ModelConstraints(model string) (Constraints, error) {
 // SetModelConstraints replaces a model's constraints.
 func (st *State) SetModelConstraints(model string, cons Constraints) error {
 	return st.update(func(tx *txn) error {
-		if _, err := getModel(tx, model); err != nil {
+		if _, err := getModelHead(tx, model); err != nil {
 			return err
 		}
 		return tx.put(KindModelConstraints, model, model, &modelConstraintsDoc{Constraints: cons}, FieldConstraints)

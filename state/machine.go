@@ -268,7 +268,7 @@ func newMachineParams(p MachineParams) (machineParams, error) {
 // next of the model's (or the parent's) sequence, read and written here,
 // so machines added through any daemons never share an id.
 func (tx *txn) newMachine(model string, p machineParams) (machineDoc, error) {
-	m, err := getModel(tx, model)
+	m, err := getModelHead(tx, model)
 	if err != nil {
 		return machineDoc{}, err
 	}
@@ -277,7 +277,7 @@ func (tx *txn) newMachine(model string, p machineParams) (machineDoc, error) {
 	}
 	var id string
 	if p.ParentID != "" {
-		parent, err := getMachine(tx, model, p.ParentID)
+		parent, err := getMachineHead(tx, model, p.ParentID)
 		if err != nil {
 			return machineDoc{}, err
 		}
@@ -401,7 +401,7 @@ var machineReads = sync.Pool{New: func() any {
 func (st *State) Machines(model string) ([]Machine, error) {
 	var ms []Machine
 	err := st.view(func(r reader) error {
-		if _, err := getModel(r, model); err != nil {
+		if _, err := getModelHead(r, model); err != nil {
 			return err
 		}
 		var err error
@@ -588,6 +588,32 @@ func IsTopLevelMachineID(id string) bool {
 		}
 	}
 	return true
+}
+
+// machineHead is what adding a container checks of its host: decoding
+// it skips the rest of the record (hardware, addresses, statuses).
+type machineHead struct {
+	ID                       string   `json:"id"`
+	Life                     Life     `json:"life"`
+	SupportedContainers      []string `json:"supported-containers,omitempty"`
+	SupportedContainersKnown bool     `json:"supported-containers-known,omitempty"`
+}
+
+// getMachineHead reads machine id's record as far as machineHead goes;
+// errors.NotFound if there is none.
+func getMachineHead(r reader, model, id string) (machineHead, error) {
+	if !validMachineID(id) {
+		return machineHead{}, errors.NotValidf("machine id %q", id)
+	}
+	var h machineHead
+	ok, err := get(r, KindMachine, model, id, &h)
+	if err != nil {
+		return machineHead{}, err
+	}
+	if !ok {
+		return machineHead{}, errors.NotFoundf("machine %s", id)
+	}
+	return h, nil
 }
 
 func getMachine(r reader, model, id string) (machineDoc, error) {

@@ -32,7 +32,7 @@ func (st *State) DestroyMachines(model string, ids []string, force bool) ([]stri
 	err := st.update(func(tx *txn) error {
 		changed = nil
 		wrote := false
-		if _, err := getModel(tx, model); err != nil {
+		if _, err := getModelHead(tx, model); err != nil {
 			return err
 		}
 		dying := map[string]bool{}

@@ -212,7 +212,7 @@ func (st *State) WatchModelConfig(uuid string) (*watcher.Notify, error) {
 		Fields: []string{FieldConfig},
 	})
 	if err := st.viewStamped(s, func(r reader) error {
-		_, err := getModel(r, uuid)
+		_, err := getModelHead(r, uuid)
 		return err
 	}); err != nil {
 		_ = w.Stop()
@@ -221,6 +221,35 @@ func (st *State) WatchModelConfig(uuid string) (*watcher.Notify, error) {
 	return w, nil
 }
 
+// modelHead is a model's record without its config: what most reads and
+// writes check of a model (that it exists, its life, its type). Decoding
+// it skips the config's value, the larger part of the record and almost
+// all of its decoding's allocations (a map of interfaces): in the watch
+// workload at 10,000 agents getModel's decoding was 6% of the daemon's CPU
+// in AddMachines alone.
+type modelHead struct {
+	UUID string    `json:"uuid"`
+	Name string    `json:"name"`
+	Type ModelType `json:"type"`
+	Life Life      `json:"life"`
+}
+
+// getModelHead reads model uuid's record without its config (getModel
+// reads it whole); errors.NotFound if there is none.
+func getModelHead(r reader, uuid string) (modelHead, error) {
+	var h modelHead
+	ok, err := get(r, KindModel, uuid, uuid, &h)
+	if err != nil {
+		return modelHead{}, err
+	}
+	if !ok {
+		return modelHead{}, errors.NotFoundf("model %q", uuid)
+	}
+	return h, nil
+}
+
+// getModel reads model uuid's whole record; errors.NotFound if there is
+// none.
 func getModel(r reader, uuid string) (modelDoc, error) {
 	var d modelDoc
 	ok, err := get(r, KindModel, uuid, uuid, &d)
@@ -367,7 +396,7 @@ func (st *State) WatchModelChanges(uuid string) (*watcher.Strings, error) {
 	}
 	s := st.subscribeStamped(w, func(_ uint64, c watcher.Change) { w.Add(ChangeID(c.Kind, c.ID)) }, fs...)
 	if err := st.viewStamped(s, func(r reader) error {
-		_, err := getModel(r, uuid)
+		_, err := getModelHead(r, uuid)
 		return err
 	}); err != nil {
 		_ = w.Stop()

@@ -85,7 +85,7 @@ func (st *State) AddSpace(model, name, providerID string) (Space, error) {
 	}
 	s := Space{Model: model, Name: name, ProviderID: providerID}
 	err := st.update(func(tx *txn) error {
-		if _, err := getModel(tx, model); err != nil {
+		if _, err := getModelHead(tx, model); err != nil {
 			return err
 		}
 		if ok, err := exists(tx, KindSpace, model, name); err != nil {
@@ -138,7 +138,7 @@ func (st *State) AddSubnet(model string, s Subnet) (Subnet, error) {
 	s.Life = Alive
 	s.Zones = slices.Clone(s.Zones)
 	err = st.update(func(tx *txn) error {
-		if _, err := getModel(tx, model); err != nil {
+		if _, err := getModelHead(tx, model); err != nil {
 			return err
 		}
 		if s.SpaceName != "" {
@@ -328,7 +328,7 @@ func (st *State) ReleaseMachineAddresses(model, machine string) ([]IPAddress, er
 func (st *State) Spaces(model string) ([]Space, error) {
 	var out []Space
 	err := st.view(func(r reader) error {
-		if _, err := getModel(r, model); err != nil {
+		if _, err := getModelHead(r, model); err != nil {
 			return err
 		}
 		docs, err := list[spaceDoc](r, KindSpace, model)

@@ -97,7 +97,7 @@ func (s poolStore) PutPool(cfg storage.Config, replace bool) error {
 		return err
 	}
 	return s.st.update(func(tx *txn) error {
-		if _, err := getModel(tx, s.model); err != nil {
+		if _, err := getModelHead(tx, s.model); err != nil {
 			return err
 		}
 		exists, err := exists(tx, KindStoragePool, s.model, cfg.Name)

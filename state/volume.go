@@ -156,7 +156,7 @@ func (st *State) AddStoragePool(model, name, provider string, attrs map[string]a
 		return err
 	}
 	return st.update(func(tx *txn) error {
-		if _, err := getModel(tx, model); err != nil {
+		if _, err := getModelHead(tx, model); err != nil {
 			return err
 		}
 		if ok, err := exists(tx, KindStoragePool, model, name); err != nil {

@@ -114,7 +114,7 @@ func (st *State) watchMachineLifecycle(model, parent string, match func(id strin
 		Parent: parent,
 		Fields: lifecycleFields,
 	}, match, func(r reader) ([]idLife, error) {
-		if _, err := getModel(r, model); err != nil {
+		if _, err := getModelHead(r, model); err != nil {
 			return nil, err
 		}
 		ms, err := snapshot(r)
@@ -200,7 +200,7 @@ func (st *State) WatchModelMachineStartTimes(model string, clock watcher.Clock, 
 	})
 	initial := []string{}
 	err := st.viewStamped(s, func(r reader) error {
-		if _, err := getModel(r, model); err != nil {
+		if _, err := getModelHead(r, model); err != nil {
 			return err
 		}
 		ms, err := machines(r, model)

@@ -59,7 +59,8 @@ func writeHeapProfileFile(path string, stderr io.Writer) {
 
 // windowProfiler is a child daemon's --window-cpuprofile: SIGUSR2 starts
 // a CPU profile to path.N (N counting windows from 1), the next SIGUSR2
-// stops it. Used by the signal loop's goroutine only.
+// stops it and writes the heap profile to path.N.heap. Used by the signal
+// loop's goroutine only.
 type windowProfiler struct {
 	path   string
 	stderr io.Writer
@@ -89,6 +90,9 @@ func (w *windowProfiler) toggle() {
 	w.f = f
 }
 
+// stop ends the window's CPU profile and writes the heap profile as the
+// window closes (path.N.heap: what the last collection found live, and
+// what the window allocated, at the runtime's sampling rate).
 func (w *windowProfiler) stop() {
 	if w.f == nil {
 		return
@@ -98,6 +102,7 @@ func (w *windowProfiler) stop() {
 		fmt.Fprintln(w.stderr, "provisionbench daemon: window CPU profile:", err)
 	}
 	w.f = nil
+	writeHeapProfileFile(fmt.Sprintf("%s.%d.heap", w.path, w.n), w.stderr)
 }
 
 // childDaemon is the hidden command that serves the daemon in a child

@@ -140,7 +140,7 @@ func TestWrite(t *testing.T) {
 func TestWindowCPUProfile(t *testing.T) {
 	prof := filepath.Join(t.TempDir(), "window")
 	runJSON(t, "write", "-n", "1", "--duration", "300ms", "--repeat", "2", "--window-cpuprofile", prof)
-	for _, f := range []string{prof + ".1", prof + ".2"} {
+	for _, f := range []string{prof + ".1", prof + ".2", prof + ".1.heap", prof + ".2.heap"} {
 		b, err := os.ReadFile(f)
 		if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b { // pprof's gzip
 			t.Errorf("window profile %s: %v, %d bytes, not a gzipped profile", f, err, len(b))
