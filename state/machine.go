@@ -591,7 +591,8 @@ func IsTopLevelMachineID(id string) bool {
 }
 
 // machineHead is what adding a container checks of its host: decoding
-// it skips the rest of the record (hardware, addresses, statuses).
+// it scans the rest of the record (hardware, addresses, statuses) but
+// builds nothing of it.
 type machineHead struct {
 	ID                       string   `json:"id"`
 	Life                     Life     `json:"life"`

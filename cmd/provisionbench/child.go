@@ -91,8 +91,11 @@ func (w *windowProfiler) toggle() {
 }
 
 // stop ends the window's CPU profile and writes the heap profile as the
-// window closes (path.N.heap: what the last collection found live, and
-// what the window allocated, at the runtime's sampling rate).
+// window closes (path.N.heap), after a collection, so that its in-use
+// figures are the heap live then; its allocation figures count from the
+// process's start, set-up included (pprof -diff_base against an earlier
+// window's subtracts that). The collection comes after the tool's end
+// reading of the window's CPU.
 func (w *windowProfiler) stop() {
 	if w.f == nil {
 		return
@@ -102,6 +105,7 @@ func (w *windowProfiler) stop() {
 		fmt.Fprintln(w.stderr, "provisionbench daemon: window CPU profile:", err)
 	}
 	w.f = nil
+	runtime.GC()
 	writeHeapProfileFile(fmt.Sprintf("%s.%d.heap", w.path, w.n), w.stderr)
 }
 

@@ -188,6 +188,9 @@ type workload struct {
 	ratios   []ratio
 	diffs    []ratio // figures that are the difference of two medians
 	notes    func(o *options) []string
+	// windows: each run has one measuring window the daemons'
+	// --window-cpuprofile covers.
+	windows bool
 }
 
 var workloads = map[string]*workload{
@@ -279,6 +282,15 @@ func parseOptions(name string, args []string, stdout, stderr io.Writer) (*option
 	}
 	if err := o.checkStore(); err != nil {
 		return nil, err
+	}
+	if o.windowProf != "" && (o.daemonMode != modeChild || o.credentials != "" || o.daemonBin != "") {
+		return nil, fmt.Errorf("--window-cpuprofile profiles the tool's own child daemons: drop --daemon inproc, --credentials and --daemon-bin")
+	}
+	if o.windowProf != "" && !w.windows {
+		return nil, fmt.Errorf("--window-cpuprofile: %s has no measuring window to profile (write and watch have)", name)
+	}
+	if o.windowProf != "" && o.cpuProfile != "" {
+		return nil, fmt.Errorf("--window-cpuprofile and --cpuprofile: a process has one CPU profile at a time; choose one")
 	}
 	if name == "write" && o.op != "status" {
 		o.caasApps = maxInt(o.sizes)
@@ -378,12 +390,6 @@ func runWorkload(ctx context.Context, w *workload, o *options) error {
 	}
 	if err := checkDaemonFileLimit(o); err != nil {
 		return err
-	}
-	if o.windowProf != "" && (o.daemonMode != modeChild || o.credentials != "" || o.daemonBin != "") {
-		return fmt.Errorf("--window-cpuprofile profiles the tool's own child daemons: drop --daemon inproc, --credentials and --daemon-bin")
-	}
-	if o.windowProf != "" && o.cpuProfile != "" {
-		return fmt.Errorf("--window-cpuprofile and --cpuprofile: a process has one CPU profile at a time; choose one")
 	}
 	// One CPU profile of this process: the in-process daemon's
 	// (--cpuprofile) or the load generator's (--loadgen-cpuprofile).

@@ -209,7 +209,9 @@ func TestBadFlags(t *testing.T) {
 		{"failover"}, {"failover", "--store", "etcd"}, {"failover", "--store", "etcd", "--daemons", "3", "--daemon", "inproc"},
 		{"write", "--store", "etcd", "--etcd-ca-file", "ca.pem"}, {"write", "--store", "etcd", "--etcd-username", "root"},
 		{"write", "--store", "etcd", "--etcd-endpoints", "https://127.0.0.1:2379", "--etcd-cert-file", "c.pem"},
-		{"write", "--store", "etcd", "--etcd-endpoints", "https://127.0.0.1:2379", "--etcd-password", "x"}} {
+		{"write", "--store", "etcd", "--etcd-endpoints", "https://127.0.0.1:2379", "--etcd-password", "x"},
+		{"rpc", "--window-cpuprofile", "w"}, {"write", "--window-cpuprofile", "w", "--daemon", "inproc"},
+		{"watch", "--window-cpuprofile", "w", "--cpuprofile", "c"}, {"write", "--window-cpuprofile", "w", "--daemon-bin", "provisiond"}} {
 		var out, errb bytes.Buffer
 		if code := run(context.Background(), args, &out, &errb); code != 2 {
 			t.Errorf("%q: exit %d, want 2 (%s)", args, code, errb.String())

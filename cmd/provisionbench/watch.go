@@ -15,6 +15,7 @@ import (
 )
 
 var watchWorkload = &workload{
+	windows:  true,
 	sizeName: "agents",
 	sizes:    "10,100,1000",
 	describe: func(o *options) map[string]any {

@@ -17,6 +17,7 @@ import (
 )
 
 var writeWorkload = &workload{
+	windows:  true,
 	sizeName: "writers",
 	sizes:    "1,64,256",
 	describe: func(o *options) map[string]any {
@@ -54,6 +55,7 @@ var writeWorkload = &workload{
 				"baseline: etcd's own client, the same number of writers, each one transaction at a time on a key of its own (one compare of its mod revision, one 512-byte put), through as many clients as there are daemons",
 				"baseline, 1 writer: the echo server answering the same SetInstanceStatus message, one at a time; raw etcd txn + echo = 1 / (1/raw etcd txn + 1/echo)",
 				"targets (issue 11): 64 and 256 writers >= 0.8 of raw etcd txn; 1 writer >= 0.8 of raw etcd txn + echo",
+				"writes per commit: Updates per etcd transaction (grouped when commits are in flight), from the first daemon's /metrics",
 			}
 		}
 		return []string{

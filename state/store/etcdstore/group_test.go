@@ -120,7 +120,7 @@ func TestGroupCommit(t *testing.T) {
 		t.Errorf("ObserveCommit told of %d transactions, %d writes (want %d), at most %d in one (want more than 1), a zero duration or count: %v",
 			observed.txns, observed.writes, writers*each, observed.most, observed.zero)
 	}
-	if lone := uint64(observed.txns) - st.Groups; lone+st.Grouped != uint64(writers*each) {
+	if lone := observed.txns - int(st.Groups); lone+int(st.Grouped) != writers*each {
 		t.Errorf("ObserveCommit's %d transactions are %d lone commits and %d groups of %d Updates, want %d Updates",
 			observed.txns, lone, st.Groups, st.Grouped, writers*each)
 	}
