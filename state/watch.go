@@ -15,17 +15,12 @@ type lifecycle struct {
 	w     *watcher.Strings
 	match func(id string) bool
 
-	mu    sync.Mutex      // guards known
-	known map[string]bool // made by the first id known (most agents' container watchers have none)
+	mu    sync.Mutex    // guards known
+	known watcher.IDSet // the ids reported, not yet dead (most agents' container watchers have none)
 }
 
 // know records id as known (reported, not yet dead); l.mu is held.
-func (l *lifecycle) know(id string) {
-	if l.known == nil {
-		l.known = make(map[string]bool)
-	}
-	l.known[id] = true
-}
+func (l *lifecycle) know(id string) { l.known.Add(id) }
 
 func (l *lifecycle) sink(_ uint64, c watcher.Change) {
 	if !l.match(c.ID) {
@@ -35,19 +30,18 @@ func (l *lifecycle) sink(_ uint64, c watcher.Change) {
 	defer l.mu.Unlock()
 	switch {
 	case c.Has(watcher.FieldRemoved):
-		if l.known[c.ID] {
-			delete(l.known, c.ID)
+		if l.known.Remove(c.ID) {
 			l.w.Add(c.ID)
 		}
 	case c.Has(watcher.FieldCreated):
 		l.know(c.ID)
 		l.w.Add(c.ID)
 	case c.Has(watcher.FieldLife):
-		if !l.known[c.ID] {
+		if !l.known.Has(c.ID) {
 			return
 		}
 		if c.Has(FieldDead) {
-			delete(l.known, c.ID)
+			l.known.Remove(c.ID)
 		}
 		l.w.Add(c.ID)
 	}

@@ -50,7 +50,7 @@ func TestWatchersIgnoreWhatTheirSnapshotHolds(t *testing.T) {
 	t.Run("unstamped, as before", func(t *testing.T) {
 		w := watcher.NewStrings()
 		defer w.Stop()
-		l := &lifecycle{w: w, match: func(id string) bool { return ParentID(id) == "" }, known: map[string]bool{}}
+		l := &lifecycle{w: w, match: func(id string) bool { return ParentID(id) == "" }}
 		w.OnStop(st.hub.Subscribe(watcher.Filter{Kind: KindMachine, Model: model,
 			Fields: []string{watcher.FieldCreated, watcher.FieldLife, watcher.FieldRemoved}}, l.sink))
 		m := must[Machine](t)(st.AddMachine(model, MachineParams{})) // between subscription and snapshot

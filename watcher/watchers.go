@@ -335,8 +335,8 @@ type Strings struct {
 	lifecycle
 	q waitQueue[[]string]
 
-	pending map[string]struct{} // guarded by q.mu; made by the first id
-	reset   bool                // guarded by q.mu: Reset was called
+	pending IDSet // guarded by q.mu
+	reset   bool  // guarded by q.mu: Reset was called
 }
 
 // NewStrings returns a running strings watcher with nothing pending.
@@ -379,15 +379,12 @@ func (w *Strings) update(replace bool, ids []string) {
 		return
 	}
 	if replace {
-		clear(w.pending)
-	}
-	if w.pending == nil && len(ids) > 0 {
-		w.pending = make(map[string]struct{}, len(ids))
+		w.pending.Clear()
 	}
 	for _, id := range ids {
-		w.pending[id] = struct{}{}
+		w.pending.Add(id)
 	}
-	if len(w.pending) == 0 || len(w.q.waiting) == 0 {
+	if w.pending.Len() == 0 || len(w.q.waiting) == 0 {
 		w.q.mu.Unlock()
 		return
 	}
@@ -399,15 +396,12 @@ func (w *Strings) update(replace bool, ids []string) {
 
 // takeLocked takes the pending ids, sorted, if there are any.
 func (w *Strings) takeLocked() ([]string, func(), bool) {
-	if len(w.pending) == 0 {
+	n := w.pending.Len()
+	if n == 0 {
 		return nil, nil, false
 	}
-	ids := make([]string, 0, len(w.pending))
-	for id := range w.pending {
-		ids = append(ids, id)
-	}
-	clear(w.pending)
-	slices.Sort(ids)
+	ids := w.pending.AppendSorted(make([]string, 0, n))
+	w.pending.Clear()
 	return ids, nil, true
 }
 
