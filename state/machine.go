@@ -601,33 +601,30 @@ type machineHead struct {
 }
 
 // getMachineHead reads machine id's record as far as machineHead goes;
-// errors.NotFound if there is none.
+// getMachine reads it whole. Both report errors.NotValid for a bad id and
+// errors.NotFound if there is no such machine.
 func getMachineHead(r reader, model, id string) (machineHead, error) {
-	if !validMachineID(id) {
-		return machineHead{}, errors.NotValidf("machine id %q", id)
-	}
-	var h machineHead
-	ok, err := get(r, KindMachine, model, id, &h)
-	if err != nil {
-		return machineHead{}, err
-	}
-	if !ok {
-		return machineHead{}, errors.NotFoundf("machine %s", id)
-	}
-	return h, nil
+	return getMachineAs[machineHead](r, model, id)
 }
 
 func getMachine(r reader, model, id string) (machineDoc, error) {
+	return getMachineAs[machineDoc](r, model, id)
+}
+
+// getMachineAs decodes machine id's record into a T (machineDoc or
+// machineHead).
+func getMachineAs[T any](r reader, model, id string) (T, error) {
+	var d T
 	if !validMachineID(id) {
-		return machineDoc{}, errors.NotValidf("machine id %q", id)
+		return d, errors.NotValidf("machine id %q", id)
 	}
-	var d machineDoc
 	ok, err := get(r, KindMachine, model, id, &d)
-	if err != nil {
-		return machineDoc{}, err
-	}
-	if !ok {
-		return machineDoc{}, errors.NotFoundf("machine %s", id)
+	switch {
+	case err != nil:
+		var zero T
+		return zero, err
+	case !ok:
+		return d, errors.NotFoundf("machine %s", id)
 	}
 	return d, nil
 }

@@ -235,30 +235,22 @@ type modelHead struct {
 	Life Life      `json:"life"`
 }
 
-// getModelHead reads model uuid's record without its config (getModel
-// reads it whole); errors.NotFound if there is none.
-func getModelHead(r reader, uuid string) (modelHead, error) {
-	var h modelHead
-	ok, err := get(r, KindModel, uuid, uuid, &h)
-	if err != nil {
-		return modelHead{}, err
-	}
-	if !ok {
-		return modelHead{}, errors.NotFoundf("model %q", uuid)
-	}
-	return h, nil
-}
+// getModelHead reads model uuid's record without its config; getModel
+// reads it whole. Both report errors.NotFound if there is none.
+func getModelHead(r reader, uuid string) (modelHead, error) { return getModelAs[modelHead](r, uuid) }
 
-// getModel reads model uuid's whole record; errors.NotFound if there is
-// none.
-func getModel(r reader, uuid string) (modelDoc, error) {
-	var d modelDoc
+func getModel(r reader, uuid string) (modelDoc, error) { return getModelAs[modelDoc](r, uuid) }
+
+// getModelAs decodes model uuid's record into a T (modelDoc or modelHead).
+func getModelAs[T any](r reader, uuid string) (T, error) {
+	var d T
 	ok, err := get(r, KindModel, uuid, uuid, &d)
-	if err != nil {
-		return modelDoc{}, err
-	}
-	if !ok {
-		return modelDoc{}, errors.NotFoundf("model %q", uuid)
+	switch {
+	case err != nil:
+		var zero T
+		return zero, err
+	case !ok:
+		return d, errors.NotFoundf("model %q", uuid)
 	}
 	return d, nil
 }

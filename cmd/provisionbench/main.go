@@ -283,14 +283,15 @@ func parseOptions(name string, args []string, stdout, stderr io.Writer) (*option
 	if err := o.checkStore(); err != nil {
 		return nil, err
 	}
-	if o.windowProf != "" && (o.daemonMode != modeChild || o.credentials != "" || o.daemonBin != "") {
-		return nil, fmt.Errorf("--window-cpuprofile profiles the tool's own child daemons: drop --daemon inproc, --credentials and --daemon-bin")
-	}
-	if o.windowProf != "" && !w.windows {
-		return nil, fmt.Errorf("--window-cpuprofile: %s has no measuring window to profile (write and watch have)", name)
-	}
-	if o.windowProf != "" && o.cpuProfile != "" {
-		return nil, fmt.Errorf("--window-cpuprofile and --cpuprofile: a process has one CPU profile at a time; choose one")
+	if o.windowProf != "" {
+		switch {
+		case o.daemonMode != modeChild || o.credentials != "" || o.daemonBin != "":
+			return nil, fmt.Errorf("--window-cpuprofile profiles the tool's own child daemons: drop --daemon inproc, --credentials and --daemon-bin")
+		case !w.windows:
+			return nil, fmt.Errorf("--window-cpuprofile: %s has no measuring window to profile (write and watch have)", name)
+		case o.cpuProfile != "":
+			return nil, fmt.Errorf("--window-cpuprofile and --cpuprofile: a process has one CPU profile at a time; choose one")
+		}
 	}
 	if name == "write" && o.op != "status" {
 		o.caasApps = maxInt(o.sizes)
