@@ -112,6 +112,9 @@ type Conn struct {
 	mu        sync.Mutex  // guards closeCode
 	closeCode int         // close frame the server sends; 0: none
 	overLimit bool        // the reader stopped at a message over the read limit
+	nread     uint64      // messages read whole (the reader's)
+	readLimit int64       // the read limit of the next message (the reader's)
+	ended     func()      // called by the reader once the connection has ended
 }
 
 // log returns the connection's logger: the server's, with the client's
@@ -160,14 +163,35 @@ func (c *Conn) setCloseCode(code int) {
 	c.mu.Unlock()
 }
 
-// serve runs the connection until it ends; it is the reader.
-func (c *Conn) serve() {
+// serve runs the connection until it ends, then calls ended; it is the
+// reader (see read).
+func (c *Conn) serve(ended func()) {
+	c.ended = ended
 	c.ping = time.AfterFunc(c.srv.cfg.PingPeriod, c.sendPing)
-	c.readLoop()
+	pongWait := c.srv.cfg.PongWait
+	c.ws.SetPongHandler(func(string) error {
+		return c.ws.SetReadDeadline(time.Now().Add(pongWait))
+	})
+	c.read(false)
+}
 
-	// Teardown, in this order: no more requests; cancel waiting calls and
-	// stop resources; wait for every call to reply; let the queue drain
-	// and send the close frame; close the socket.
+// read is the connection's reader: it reads requests until reading ends,
+// then tears the connection down, unless it hands its wait for the next
+// request to a new goroutine (idle.go), which goes on as the reader with
+// resumed set.
+func (c *Conn) read(resumed bool) {
+	if c.readLoop(resumed) {
+		return
+	}
+	c.teardown()
+	c.ended()
+}
+
+// teardown ends the connection, on the reader, once reading has ended.
+func (c *Conn) teardown() {
+	// In this order: no more requests; cancel waiting calls and stop
+	// resources; wait for every call to reply; let the queue drain and
+	// send the close frame; close the socket.
 	c.cancel()
 	c.root.Kill()
 	c.handlers.Wait()
@@ -194,57 +218,88 @@ func (c *Conn) serve() {
 	_ = c.ws.Close()
 }
 
-func (c *Conn) readLoop() {
-	cfg := &c.srv.cfg
-	auth, _ := c.root.(Authenticator)
-	c.ws.SetPongHandler(func(string) error {
-		return c.ws.SetReadDeadline(time.Now().Add(cfg.PongWait))
-	})
+// readLoop reads and dispatches requests until reading ends (false) or it
+// has handed the reader's wait to a new goroutine (true). Between
+// requests it waits in wireConn.await, whose frames are the only ones
+// above the poller's: its own frame is kept small, and the work of a
+// request is in readRequest and beforeRead, not inlined here.
+func (c *Conn) readLoop(resumed bool) bool {
 	for {
-		// Before login: one request at a time, and a small read limit.
-		limit := cfg.ReadLimit
-		if auth != nil && !auth.Authenticated() {
-			limit = cfg.PreLoginReadLimit
-			if !c.waitIdle() {
-				return
+		var handover time.Time
+		if !resumed {
+			if !c.beforeRead() {
+				return false
 			}
-			if auth.Authenticated() {
-				limit = cfg.ReadLimit
-			}
+			handover = time.Now().Add(handoverAfter)
 		}
-		c.ws.SetReadLimit(limit)
-		if err := c.ws.SetReadDeadline(time.Now().Add(cfg.PongWait)); err != nil {
-			return
+		if c.wire.await(c.nread, c.srv.cfg.PongWait, handover, resumed) == waitedHandover {
+			go c.read(true)
+			return true
 		}
-		if c.stopping.Load() {
-			return
-		}
-		var data []byte
-		_, r, err := c.ws.NextReader()
-		if err == nil {
-			data, err = readMessage(r)
-		}
-		if err != nil {
-			if errors.Is(err, websocket.ErrReadLimit) {
-				// gorilla has already sent close code 1009.
-				c.log().Debug("message over the read limit", "limit", limit)
-				c.overLimit = true
-			}
-			return
-		}
-		h, err := decodeHeader(data)
-		if err != nil {
-			c.log().Debug("closing connection on a malformed message", "err", err)
-			c.setCloseCode(websocket.CloseNormalClosure)
-			return
-		}
-		if !h.isRequest() {
-			continue // a reply to a call the server never made
-		}
-		if !c.dispatch(&h, int64(len(data))) {
-			return
+		resumed = false
+		if !c.readRequest() {
+			return false
 		}
 	}
+}
+
+// beforeRead readies the reader for the next request: before login it
+// waits until the previous request is answered and keeps the small read
+// limit; it sets the read deadline. It reports false if the connection is
+// closing.
+//
+//go:noinline
+func (c *Conn) beforeRead() bool {
+	cfg := &c.srv.cfg
+	auth, _ := c.root.(Authenticator)
+	// Before login: one request at a time, and a small read limit.
+	limit := cfg.ReadLimit
+	if auth != nil && !auth.Authenticated() {
+		limit = cfg.PreLoginReadLimit
+		if !c.waitIdle() {
+			return false
+		}
+		if auth.Authenticated() {
+			limit = cfg.ReadLimit
+		}
+	}
+	c.readLimit = limit
+	c.ws.SetReadLimit(limit)
+	if err := c.ws.SetReadDeadline(time.Now().Add(cfg.PongWait)); err != nil {
+		return false
+	}
+	return !c.stopping.Load()
+}
+
+// readRequest reads one message and dispatches its request; it reports
+// false when reading ends.
+//
+//go:noinline
+func (c *Conn) readRequest() bool {
+	var data []byte
+	_, r, err := c.ws.NextReader()
+	if err == nil {
+		data, err = readMessage(r)
+	}
+	if err != nil {
+		if errors.Is(err, websocket.ErrReadLimit) {
+			// gorilla has already sent close code 1009.
+			c.log().Debug("message over the read limit", "limit", c.readLimit)
+			c.overLimit = true
+		}
+		return false
+	}
+	c.nread++
+	h, err := decodeHeader(data)
+	if err != nil {
+		c.log().Debug("closing connection on a malformed message", "err", err)
+		c.setCloseCode(websocket.CloseNormalClosure)
+		return false
+	}
+	if !h.isRequest() {
+		return true // a reply to a call the server never made
+	}
+	return c.dispatch(&h, int64(len(data)))
 }
 
 // readPoolSize is the size of the buffers a message is first read into:

@@ -21,6 +21,10 @@
 //   - wire.go: the transport under gorilla: the small read buffer, and
 //     the connection whose writes the drain corks so that a batch of
 //     replies is one TLS record and one syscall.
+//   - idle.go: how the reader waits between requests: on the socket, with
+//     only its own few frames on its stack, once nothing is left unread
+//     in gorilla or crypto/tls; pongs taken there; the wait handed to a
+//     new goroutine with a small stack once idle.
 //
 // # Dispatch: one lookup, one call
 //
@@ -41,7 +45,9 @@
 //     state. That goroutine is the connection's reader: it alone reads the
 //     socket, decodes headers and dispatches, and it tears the connection
 //     down when reading ends. The Server tracks it (Shutdown waits for it).
-//     An idle connection has no other goroutine.
+//     An idle connection has no other goroutine. An idle reader hands its
+//     wait to a new goroutine and ends (idle.go): the reader is then that
+//     goroutine, and never more than one goroutine is the reader.
 //   - Dispatch happens on the reader, in read order. Root.FindMethod runs
 //     there and must not block. A request it refuses, or one over
 //     Config.MaxRequests, is answered from the reader, so such replies keep

@@ -236,17 +236,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// returns: net/http then lets go of its per-request state (its 4 KiB
 	// write buffer, the request) and of the handler goroutine, whose stack
 	// the TLS handshake grew to 16 KiB. A hijacked connection stays open.
-	go func() {
-		defer release()
-		if obs := s.cfg.Observer; obs != nil {
-			obs.ConnOpened()
-			defer obs.ConnClosed()
-		}
-		c.serve()
+	obs := s.cfg.Observer
+	if obs != nil {
+		obs.ConnOpened()
+	}
+	go c.serve(func() {
 		s.mu.Lock()
 		delete(s.conns, c)
 		s.mu.Unlock()
-	}()
+		if obs != nil {
+			obs.ConnClosed()
+		}
+		release()
+	})
 }
 
 // Conns returns the number of open connections.

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -53,12 +54,22 @@ var corkPool = sync.Pool{New: func() any { b := make([]byte, 0, corkMax); return
 // other time Write goes straight through. A control frame gorilla
 // writes while the drain is corked (a ping, a pong, a close) joins the
 // batch in its place in the stream. Its methods are safe for concurrent
-// use; Read is the TLS connection's.
+// use, but Read and await (idle.go), which the reader alone calls.
 type wireConn struct {
 	net.Conn
 
 	mu  sync.Mutex // guards buf and the writes of the connection
 	buf *[]byte    // non-nil while corked
+
+	// The reader's (idle.go).
+	raw    syscall.RawConn // the socket, to wait on; nil: the reader waits in Read
+	stash  *[]byte         // what the reader read for gorilla, not yet taken; pooled
+	off    int             // of stash, taken
+	one    [1]byte         // what a wait reads into
+	frames frameTracker    // of what gorilla was given
+
+	dmu      sync.Mutex // guards deadline and orders the deadlines set
+	deadline time.Time  // the read deadline asked for
 }
 
 func (w *wireConn) Write(p []byte) (int, error) {
@@ -125,6 +136,6 @@ func (h *hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	h.wire = &wireConn{Conn: nc}
+	h.wire = &wireConn{Conn: nc, raw: rawConn(nc)}
 	return h.wire, brw, nil
 }

@@ -3,6 +3,7 @@ package daemon
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"net"
 	"os"
 	"strconv"
@@ -72,6 +73,16 @@ type limitConn struct {
 	// whether the server's flight has been written since (handshake.go).
 	slot  atomic.Pointer[handshakeGate]
 	wrote atomic.Bool
+}
+
+// SyscallConn is the socket's: the rpc reader waits on it for the next
+// request without reading (rpc/idle.go).
+func (c *limitConn) SyscallConn() (syscall.RawConn, error) {
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return nil, errors.ErrUnsupported
+	}
+	return sc.SyscallConn()
 }
 
 func (c *limitConn) Close() error {

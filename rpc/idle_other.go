@@ -1,0 +1,7 @@
+//go:build !linux
+
+package rpc
+
+const canPeek = false
+
+func peekReadable(uintptr) bool { return true }

@@ -1,0 +1,339 @@
+package rpc_test
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/provisiond/provisiond/internal/leaktest"
+	"github.com/provisiond/provisiond/rpc"
+	"github.com/provisiond/provisiond/rpc/client"
+)
+
+// The idle reader (rpc/idle.go) waits on the socket only once nothing is
+// left unread above it. These tests send what can be left there: several
+// requests in one TLS record, several records in one TCP segment, pongs
+// among requests, and check every request is answered with nothing more
+// sent.
+
+// corkConn is the client's TCP connection: while corked, what is written
+// is gathered and written in one go at flush.
+type corkConn struct {
+	net.Conn
+	mu     sync.Mutex
+	corked bool
+	buf    []byte
+}
+
+func (c *corkConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.corked {
+		c.buf = append(c.buf, p...)
+		return len(p), nil
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *corkConn) cork() {
+	c.mu.Lock()
+	c.corked = true
+	c.mu.Unlock()
+}
+
+func (c *corkConn) flush(t *testing.T) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.corked = false
+	if _, err := c.Conn.Write(c.buf); err != nil {
+		t.Fatal(err)
+	}
+	c.buf = nil
+}
+
+// dialCorked dials ts with gorilla over a TLS connection over a corkConn,
+// and returns the three.
+func dialCorked(t *testing.T, ts *testServer) (*websocket.Conn, *tls.Conn, *corkConn) {
+	t.Helper()
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ts.ca) {
+		t.Fatal("bad CA")
+	}
+	var tc *tls.Conn
+	var cc *corkConn
+	d := websocket.Dialer{
+		NetDialTLSContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			nc, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			cc = &corkConn{Conn: nc}
+			tc = tls.Client(cc, &tls.Config{RootCAs: pool, ServerName: client.DefaultServerName})
+			return tc, tc.HandshakeContext(ctx)
+		},
+	}
+	cfg := client.Config{Addr: ts.addr}
+	ws, _, err := d.DialContext(ctxT(t), cfg.URL(), http.Header{"Origin": {"http://localhost/"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ws.Close() })
+	return ws, tc, cc
+}
+
+// clientFrame is a masked client frame of opcode op (final) carrying payload.
+func clientFrame(op byte, payload []byte) []byte {
+	b := []byte{0x80 | op}
+	switch n := len(payload); {
+	case n < 126:
+		b = append(b, 0x80|byte(n))
+	case n <= 0xffff:
+		b = append(b, 0x80|126, byte(n>>8), byte(n))
+	default:
+		b = append(b, 0x80|127)
+		b = binary.BigEndian.AppendUint64(b, uint64(n))
+	}
+	key := [4]byte{7, 1, 8, 2}
+	b = append(b, key[:]...)
+	for i, c := range payload {
+		b = append(b, c^key[i%4])
+	}
+	return b
+}
+
+// echoRequest is an Echo request with id whose message is about size bytes.
+func echoRequest(id, size int) []byte {
+	tag := strings.Repeat("m", max(size-80, 1))
+	return []byte(fmt.Sprintf(`{"request-id":%d,"type":"T","version":1,"request":"Echo","params":{"entities":[{"tag":"%s"}]}}`, id, tag))
+}
+
+// readReplyIDs reads n replies and fails unless they answer ids from..from+n-1.
+func readReplyIDs(t *testing.T, ws *websocket.Conn, from, n int) {
+	t.Helper()
+	seen := map[int]bool{}
+	for range n {
+		m := readRaw(t, ws)
+		id, _ := m["request-id"].(float64)
+		if m["error"] != nil || int(id) < from || int(id) >= from+n || seen[int(id)] {
+			t.Fatalf("reply %v; want one to each of %d..%d", m, from, from+n-1)
+		}
+		seen[int(id)] = true
+	}
+}
+
+func TestRequestsLeftAboveTheSocketAreServed(t *testing.T) {
+	ts := startServer(t, nil)
+	ws, tc, cc := dialCorked(t, ts)
+	pong := clientFrame(websocket.PongMessage, []byte("p"))
+	id := 1
+	// A pong split over two TLS records, then a request.
+	t.Run("a pong split over records", func(t *testing.T) {
+		for _, part := range [][]byte{pong[:1], pong[1:3], pong[3:], clientFrame(websocket.TextMessage, echoRequest(id, 100))} {
+			if _, err := tc.Write(part); err != nil {
+				t.Fatal(err)
+			}
+		}
+		id++
+		readReplyIDs(t, ws, id-1, 1)
+	})
+	for _, tc2 := range []struct {
+		name  string
+		sizes []int // of the requests
+		pongs bool  // a pong before each request
+		split bool  // one TLS record per frame, in one TCP write
+	}{
+		{name: "small requests in one record", sizes: []int{100, 100, 100}},
+		{name: "a request past gorilla's buffer in the record", sizes: []int{200, 900}},
+		{name: "large requests in one record", sizes: []int{3000, 5000, 100}},
+		{name: "requests past a record's size", sizes: []int{20000, 100}},
+		{name: "pongs among requests", sizes: []int{100, 2000, 100}, pongs: true},
+		{name: "records in one segment", sizes: []int{100, 100, 3000, 100}, split: true},
+		{name: "records with pongs in one segment", sizes: []int{100, 100}, pongs: true, split: true},
+	} {
+		t.Run(tc2.name, func(t *testing.T) {
+			var all []byte
+			if tc2.split {
+				cc.cork()
+			}
+			for _, size := range tc2.sizes {
+				var b []byte
+				if tc2.pongs {
+					b = append(b, pong...)
+				}
+				b = append(b, clientFrame(websocket.TextMessage, echoRequest(id, size))...)
+				id++
+				if tc2.split {
+					if _, err := tc.Write(b); err != nil {
+						t.Fatal(err)
+					}
+					continue
+				}
+				all = append(all, b...)
+			}
+			if tc2.split {
+				cc.flush(t)
+			} else if _, err := tc.Write(all); err != nil {
+				t.Fatal(err)
+			}
+			readReplyIDs(t, ws, id-len(tc2.sizes), len(tc2.sizes))
+		})
+	}
+}
+
+// readerStacks returns the stacks of the connections' readers.
+func readerStacks() []string {
+	return leaktest.Stacks("provisiond/rpc.(*Conn).read(")
+}
+
+// waitHandedOver waits (bounded) until n readers run on goroutines a
+// reader started: they have handed their waits over.
+func waitHandedOver(t *testing.T, n int) []string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var over []string
+		for _, g := range readerStacks() {
+			if strings.Contains(g, "created by github.com/provisiond/provisiond/rpc.(*Conn).readLoop") {
+				over = append(over, g)
+			}
+		}
+		if len(over) >= n {
+			return over
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d readers handed over after 10s, want %d:\n%s", len(over), n, strings.Join(readerStacks(), "\n\n"))
+		}
+		time.Sleep(10 * time.Millisecond) // polling a bounded condition
+	}
+}
+
+// An idle connection's reader hands its wait over to a new goroutine,
+// which waits on the poller with none of gorilla's or crypto/tls's frames
+// above it; pings and their pongs keep the connection up through many
+// pong waits without waking it into gorilla, and it serves the next call.
+func TestIdleReaderWaitsShallow(t *testing.T) {
+	ts := startServer(t, func(c *rpc.Config) { c.PingPeriod = 20 * time.Millisecond; c.PongWait = 200 * time.Millisecond })
+	ws := ts.dialRaw(t)
+	pings := make(chan struct{}, 1000)
+	ws.SetPingHandler(func(data string) error {
+		pings <- struct{}{}
+		return ws.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(time.Second))
+	})
+	read := make(chan map[string]any, 1)
+	go func() {
+		// The client's reader: runs the ping handler, and returns the reply.
+		for {
+			_, data, err := ws.ReadMessage()
+			if err != nil {
+				close(read)
+				return
+			}
+			read <- map[string]any{"data": string(data)}
+		}
+	}()
+	send(t, ws, `{"request-id":1,"type":"T","version":1,"request":"Nothing"}`)
+	if _, ok := <-read; !ok {
+		t.Fatal("no reply")
+	}
+
+	shallow := func(stacks []string) {
+		t.Helper()
+		for _, g := range stacks {
+			for _, deep := range []string{"gorilla/websocket", "crypto/tls", "rpc.(*Conn).readRequest"} {
+				if strings.Contains(g, deep) {
+					t.Fatalf("the idle reader waits under %s:\n%s", deep, g)
+				}
+			}
+		}
+	}
+	shallow(waitHandedOver(t, 1))
+	// Twenty pings (400ms, two pong waits) answered, still up.
+	timeout := time.After(10 * time.Second)
+	for range 20 {
+		select {
+		case <-pings:
+		case <-timeout:
+			t.Fatal("pings stopped")
+		}
+	}
+	shallow(readerStacks()) // the pongs were taken above gorilla
+	if err := ws.WriteMessage(websocket.TextMessage, []byte(`{"request-id":2,"type":"T","version":1,"request":"Nothing"}`)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m, ok := <-read:
+		if !ok || !strings.Contains(m["data"].(string), `"request-id":2`) {
+			t.Fatalf("reply %v %v after the pongs", m, ok)
+		}
+	case <-timeout:
+		t.Fatal("no reply after the pongs")
+	}
+	if n := connGoroutines(); n > 2 {
+		t.Fatalf("%d goroutines in rpc.Conn", n)
+	}
+}
+
+// A client that stops answering pings is dropped after the pong wait,
+// however its reader waits.
+func TestIdleReaderDropsASilentClient(t *testing.T) {
+	ts := startServer(t, func(c *rpc.Config) { c.PingPeriod = 20 * time.Millisecond; c.PongWait = 300 * time.Millisecond })
+	ws := ts.dialRaw(t)
+	ws.SetPingHandler(func(string) error { return nil }) // no pongs
+	send(t, ws, `{"request-id":1,"type":"T","version":1,"request":"Nothing"}`)
+	_ = ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, _, err := ws.ReadMessage(); err != nil {
+		t.Fatal(err)
+	}
+	// The server closes the connection: the client's read ends.
+	if _, _, err := ws.ReadMessage(); err == nil {
+		t.Fatal("read a message, want the connection's end")
+	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatal("the server kept a silent client for 10s")
+	}
+	waitConns(t, ts, 0)
+}
+
+// waitConns waits (bounded) until the server has n connections.
+func waitConns(t *testing.T, ts *testServer, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for ts.srv.Conns() != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections after 10s, want %d", ts.srv.Conns(), n)
+		}
+		time.Sleep(5 * time.Millisecond) // polling a bounded condition
+	}
+}
+
+// Connections whose readers have handed over end with the client's close
+// and with the server's shutdown.
+func TestHandedOverReadersEnd(t *testing.T) {
+	ts := startServer(t, nil)
+	a, b := ts.dial(t), ts.dial(t)
+	for _, c := range []*client.Conn{a, b} {
+		if err := c.Call(ctxT(t), "T", 1, "", "Nothing", nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitHandedOver(t, 2)
+	a.Close()
+	waitConns(t, ts, 1)
+	if err := ts.srv.Shutdown(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	waitConns(t, ts, 0)
+	leaktest.WaitAtMost(t, 0, "provisiond/rpc.(*Conn).")
+	runtime.GC()
+}
