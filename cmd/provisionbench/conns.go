@@ -29,8 +29,12 @@ var connsWorkload = &workload{
 		{"KiB/agent vs target", "daemon KiB/agent", "target KiB/agent"},
 	},
 	notes: func(o *options) []string {
+		mem := "memory: the daemon's own RSS (/proc/<pid>/status, or its /metrics) after a forced GC (SIGUSR1: runtime.GC, debug.FreeOSMemory), read before the agents connect, once they are logged in, and once their watchers are open"
+		if o.daemonBin != "" || o.credentials != "" {
+			mem = "memory: the daemon's RSS (/proc/<pid>/status, or its /metrics), read before the agents connect, once they are logged in, and once their watchers are open, WITHOUT a forced GC (only the tool's own daemon can be asked for one): the readings hold whatever garbage the daemon has not collected and the per-agent figures move with it; for memory figures use --daemon child or inproc"
+		}
 		return []string{
-			"memory: the daemon's own RSS (/proc/<pid>/status, or its /metrics) after a forced GC (SIGUSR1: runtime.GC, debug.FreeOSMemory), read before the agents connect, once they are logged in, and once their watchers are open",
+			mem,
 			fmt.Sprintf("KiB/agent logged in = (logged in - before) / agents; KiB/watcher = (watching - logged in) / (agents x %d); daemon KiB/agent = (watching - before) / agents", o.connsWatchers()),
 			fmt.Sprintf("each agent: logged in, %d watchers, a Next pending on each, pinging every minute; target (issue 16): at most 16 KiB per agent + 0.5 KiB per watcher = %.1f KiB/agent", o.connsWatchers(), connsTarget(o.connsWatchers())),
 			"baseline: the echo server (same TLS websocket transport) holding the same number of idle connections",
