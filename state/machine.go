@@ -600,6 +600,30 @@ type machineHead struct {
 	SupportedContainersKnown bool     `json:"supported-containers-known,omitempty"`
 }
 
+// MachineHost is what adding a container checks of its host machine.
+type MachineHost struct {
+	Life                     Life
+	SupportedContainers      []string
+	SupportedContainersKnown bool
+}
+
+// MachineHost reads what adding a container checks of machine id of
+// model, decoding nothing else of its record (AddMachine checks the same
+// again in its transaction). It reports errors.NotValid for a bad id and
+// errors.NotFound if there is no such machine.
+func (st *State) MachineHost(model, id string) (MachineHost, error) {
+	var h machineHead
+	err := st.view(func(r reader) error {
+		var err error
+		h, err = getMachineHead(r, model, id)
+		return err
+	})
+	if err != nil {
+		return MachineHost{}, err
+	}
+	return MachineHost{Life: h.Life, SupportedContainers: h.SupportedContainers, SupportedContainersKnown: h.SupportedContainersKnown}, nil
+}
+
 // getMachineHead reads machine id's record as far as machineHead goes;
 // getMachine reads it whole. Both report errors.NotValid for a bad id and
 // errors.NotFound if there is no such machine.

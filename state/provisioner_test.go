@@ -450,3 +450,33 @@ func TestControllerMachines(t *testing.T) {
 		t.Errorf("ControllerMachines = %+v", ms)
 	}
 }
+
+// MachineHost reads what adding a container checks of its host, as the
+// machine's record has it.
+func TestMachineHost(t *testing.T) {
+	t.Parallel()
+	st := statetest.New(t)
+	m := addMachine(t, st, state.MachineParams{})
+	h, err := st.MachineHost(model, m.ID)
+	must(t, err)
+	if h.Life != state.Alive || h.SupportedContainersKnown || len(h.SupportedContainers) != 0 {
+		t.Errorf("new machine's host view %+v", h)
+	}
+	must(t, st.SetSupportedContainers(model, m.ID, []string{"lxd"}))
+	if _, err := st.DestroyMachines(model, []string{m.ID}, false); err != nil {
+		t.Fatal(err)
+	}
+	full, err := st.Machine(model, m.ID)
+	must(t, err)
+	h, err = st.MachineHost(model, m.ID)
+	must(t, err)
+	if h.Life != full.Life || h.Life == state.Alive || !h.SupportedContainersKnown || !slices.Equal(h.SupportedContainers, []string{"lxd"}) {
+		t.Errorf("host view %+v of machine %+v", h, full)
+	}
+	if _, err := st.MachineHost(model, "99"); !errors.Is(err, errors.NotFound) {
+		t.Errorf("no such machine: %v", err)
+	}
+	if _, err := st.MachineHost(model, "x/y"); !errors.Is(err, errors.NotValid) {
+		t.Errorf("bad id: %v", err)
+	}
+}

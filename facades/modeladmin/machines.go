@@ -162,7 +162,7 @@ func (a *ModelAdmin) placement(m state.Model, s string, zones []string, p *state
 		if !names.IsValidMachine(id) {
 			return bad(fmt.Sprintf("%q is not a machine id", id))
 		}
-		host, err := a.st.Machine(m.UUID, id)
+		host, err := a.st.MachineHost(m.UUID, id)
 		if err != nil {
 			return err
 		}
