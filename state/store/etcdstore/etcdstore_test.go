@@ -52,6 +52,13 @@ var prefixes atomic.Int64
 func newPrefix() string { return fmt.Sprintf("/test-%d/", prefixes.Add(1)) }
 
 // config is a store's configuration for the cluster c under prefix.
+// largeRequestTimeout is the request timeout of the tests that send
+// requests of several MiB: under the race detector on a loaded box they
+// can outlast config's 5 s (TestEtcdRefusesLarge and
+// TestLargeRevisionReachesOtherStores each failed so in a full run); they
+// test sizes, not speed.
+const largeRequestTimeout = 40 * time.Second
+
 func config(c *etcdtest.Cluster, prefix string, feed store.Feed) etcdstore.Config {
 	return etcdstore.Config{
 		Endpoints:       c.Endpoints(),

@@ -387,6 +387,7 @@ func TestEtcdRefusesLarge(t *testing.T) {
 	cfg := config(shared, newPrefix(), store.Feed{})
 	cfg.MaxTxnOps = 4 * shared.MaxTxnOps()
 	cfg.MaxRequestBytes = 4 * shared.MaxRequestBytes()
+	cfg.RequestTimeout = largeRequestTimeout
 	s := open(t, cfg)
 	ctx := bounded(t, time.Minute)
 	_, err := s.Update(ctx, func(tx store.Txn) error {
@@ -586,10 +587,7 @@ func get(t *testing.T, ctx context.Context, s store.Store, key string) ([]byte, 
 // responses then exceed gRPC's default 4 MiB for a received message.
 func TestLargeRevisionReachesOtherStores(t *testing.T) {
 	prefix := newPrefix()
-	// Writing and watching 6 MiB under the race detector on a loaded box
-	// can outlast the suite's 5 s request timeout; the size is what is
-	// tested here, not the speed.
-	slow := func(cfg etcdstore.Config) etcdstore.Config { cfg.RequestTimeout = 40 * time.Second; return cfg }
+	slow := func(cfg etcdstore.Config) etcdstore.Config { cfg.RequestTimeout = largeRequestTimeout; return cfg }
 	a := open(t, slow(config(shared, prefix, store.Feed{})))
 	rec := storetest.NewRecorder()
 	b := open(t, slow(config(shared, prefix, rec.Feed())))
