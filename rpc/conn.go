@@ -113,7 +113,6 @@ type Conn struct {
 	closeCode int         // close frame the server sends; 0: none
 	overLimit bool        // the reader stopped at a message over the read limit
 	nread     uint64      // messages read whole (the reader's)
-	readLimit int64       // the read limit of the next message (the reader's)
 	ended     func()      // called by the reader once the connection has ended
 }
 
@@ -250,25 +249,31 @@ func (c *Conn) readLoop(resumed bool) bool {
 //
 //go:noinline
 func (c *Conn) beforeRead() bool {
-	cfg := &c.srv.cfg
-	auth, _ := c.root.(Authenticator)
 	// Before login: one request at a time, and a small read limit.
-	limit := cfg.ReadLimit
-	if auth != nil && !auth.Authenticated() {
-		limit = cfg.PreLoginReadLimit
-		if !c.waitIdle() {
-			return false
-		}
-		if auth.Authenticated() {
-			limit = cfg.ReadLimit
-		}
+	if c.preLogin() && !c.waitIdle() {
+		return false
 	}
-	c.readLimit = limit
-	c.ws.SetReadLimit(limit)
-	if err := c.ws.SetReadDeadline(time.Now().Add(cfg.PongWait)); err != nil {
+	c.ws.SetReadLimit(c.readLimit())
+	if err := c.ws.SetReadDeadline(time.Now().Add(c.srv.cfg.PongWait)); err != nil {
 		return false
 	}
 	return !c.stopping.Load()
+}
+
+// preLogin reports whether the connection's root asks for a login it has
+// not had yet.
+func (c *Conn) preLogin() bool {
+	auth, _ := c.root.(Authenticator)
+	return auth != nil && !auth.Authenticated()
+}
+
+// readLimit is the read limit of the next message: the small one before
+// login.
+func (c *Conn) readLimit() int64 {
+	if c.preLogin() {
+		return c.srv.cfg.PreLoginReadLimit
+	}
+	return c.srv.cfg.ReadLimit
 }
 
 // readRequest reads one message and dispatches its request; it reports
@@ -284,7 +289,7 @@ func (c *Conn) readRequest() bool {
 	if err != nil {
 		if errors.Is(err, websocket.ErrReadLimit) {
 			// gorilla has already sent close code 1009.
-			c.log().Debug("message over the read limit", "limit", c.readLimit)
+			c.log().Debug("message over the read limit", "limit", c.readLimit())
 			c.overLimit = true
 		}
 		return false

@@ -167,7 +167,7 @@ func (w *wireConn) dropStash() {
 }
 
 // SetReadDeadline sets the connection's read deadline and remembers it:
-// a probe and a wait with a deadline of their own put it back.
+// a read with an earlier deadline of its own (readBefore) puts it back.
 func (w *wireConn) SetReadDeadline(t time.Time) error {
 	w.dmu.Lock()
 	defer w.dmu.Unlock()
@@ -224,78 +224,78 @@ func (w *wireConn) await(read uint64, pongWait time.Duration, handover time.Time
 			return waitedRead
 		case got:
 			pongs = true // only pongs: what else crypto/tls holds, then hand over
-		case err == errHandover:
-			return waitedHandover
-		case pongs && errors.Is(err, os.ErrDeadlineExceeded):
-			return waitedHandover // the probe's own timeout: crypto/tls holds nothing
+		case err == errCut:
+			return waitedHandover // handover came, or crypto/tls holds nothing after pongs
 		case err != nil:
 			return waitedRead // the deadline or the connection's end: the read meets it again
 		}
 	}
 }
 
-// errHandover is readUntil's report that handover came first.
-var errHandover = errors.New("rpc: idle reader hands over")
+// errCut is readBefore's report that its own, earlier deadline passed.
+var errCut = errors.New("rpc: read cut short")
 
-// readUntil reads one byte of the connection into the stash (crypto/tls
-// keeps the rest of its record), waiting until the read deadline or, when
-// it is earlier and not zero, until handover (errHandover). crypto/tls
-// does not keep a timeout: a read after it goes on where this one stopped.
-func (w *wireConn) readUntil(handover time.Time) (bool, error) {
+// readBefore reads the connection into p with the read deadline moved to
+// t while t is not zero and earlier than the deadline asked for, which it
+// then puts back; a timeout of t's own is errCut. crypto/tls does not
+// keep a timeout: a read after it goes on where this one stopped.
+func (w *wireConn) readBefore(t time.Time, p []byte) (int, error) {
 	w.dmu.Lock()
-	short := !handover.IsZero() && (w.deadline.IsZero() || handover.Before(w.deadline))
-	if short {
-		_ = w.Conn.SetReadDeadline(handover)
+	early := !t.IsZero() && (w.deadline.IsZero() || t.Before(w.deadline))
+	if early {
+		_ = w.Conn.SetReadDeadline(t)
 	}
 	w.dmu.Unlock()
-	n, err := w.Conn.Read(w.one[:])
-	if n == 1 {
-		w.stashByte(w.one[0])
-	}
-	if !short {
-		return n == 1, err
+	n, err := w.Conn.Read(p)
+	if !early {
+		return n, err
 	}
 	w.dmu.Lock()
 	d := w.deadline
 	_ = w.Conn.SetReadDeadline(d)
 	w.dmu.Unlock()
 	if n == 0 && errors.Is(err, os.ErrDeadlineExceeded) && (d.IsZero() || time.Now().Before(d)) {
-		return false, errHandover
+		return 0, errCut
+	}
+	return n, err
+}
+
+// readUntil reads one byte of the connection into the stash (crypto/tls
+// keeps the rest of its record), waiting until the read deadline or, when
+// it is earlier and not zero, until handover (errCut).
+func (w *wireConn) readUntil(handover time.Time) (bool, error) {
+	n, err := w.readBefore(handover, w.one[:])
+	if n == 1 {
+		s := w.stashBuf()
+		*s = append(*s, w.one[0])
 	}
 	return n == 1, err
 }
 
-// stashByte appends c to the stash, taking a buffer if there is none.
-func (w *wireConn) stashByte(c byte) {
-	if w.stash == nil {
-		w.stash, w.off = stashPool.Get().(*[]byte), 0
+// probe adds to the stash what crypto/tls holds for the reader, without
+// reading the socket: with its read deadline passed, the read returns
+// what crypto/tls holds, or errCut. got reports bytes added.
+func (w *wireConn) probe() (got bool, err error) {
+	s := w.stashBuf()
+	b := *s
+	n, err := w.readBefore(aLongTimeAgo, b[len(b):cap(b)])
+	*s = b[:len(b)+n]
+	if len(*s) == 0 {
+		w.dropStash()
 	}
-	*w.stash = append(*w.stash, c)
+	return n > 0, err
 }
 
-// probe adds to the stash what crypto/tls holds for the reader, without
-// reading the socket: its read deadline has passed, so the read returns
-// what crypto/tls holds, or the timeout. got reports bytes added.
-func (w *wireConn) probe() (got bool, err error) {
+// stashBuf returns the stash, taking a buffer for it if there is none,
+// with what gorilla has not taken moved to its front.
+func (w *wireConn) stashBuf() *[]byte {
 	if w.stash == nil {
 		w.stash, w.off = stashPool.Get().(*[]byte), 0
 	} else if w.off > 0 {
 		n := copy(*w.stash, (*w.stash)[w.off:])
 		*w.stash, w.off = (*w.stash)[:n], 0
 	}
-	b := *w.stash
-	w.dmu.Lock()
-	_ = w.Conn.SetReadDeadline(aLongTimeAgo)
-	w.dmu.Unlock()
-	n, err := w.Conn.Read(b[len(b):cap(b)])
-	w.dmu.Lock()
-	_ = w.Conn.SetReadDeadline(w.deadline)
-	w.dmu.Unlock()
-	*w.stash = b[:len(b)+n]
-	if len(*w.stash) == 0 {
-		w.dropStash()
-	}
-	return n > 0, err
+	return w.stash
 }
 
 // takePongs takes the whole pong frames at the front of the stash as

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -335,5 +334,4 @@ func TestHandedOverReadersEnd(t *testing.T) {
 	}
 	waitConns(t, ts, 0)
 	leaktest.WaitAtMost(t, 0, "provisiond/rpc.(*Conn).")
-	runtime.GC()
 }

@@ -27,7 +27,7 @@ func TestHeadsDecodeTheirRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var h machineHead
+	var h MachineHost
 	if err := json.Unmarshal(raw, &h); err != nil {
 		t.Fatal(err)
 	}

@@ -590,21 +590,14 @@ func IsTopLevelMachineID(id string) bool {
 	return true
 }
 
-// machineHead is what adding a container checks of its host: decoding
-// it scans the rest of the record (hardware, addresses, statuses) but
-// builds nothing of it.
-type machineHead struct {
+// MachineHost is what adding a container checks of its host machine
+// (the head of its record): decoding it scans the rest of the record
+// (hardware, addresses, statuses) but builds nothing of it.
+type MachineHost struct {
 	ID                       string   `json:"id"`
 	Life                     Life     `json:"life"`
 	SupportedContainers      []string `json:"supported-containers,omitempty"`
 	SupportedContainersKnown bool     `json:"supported-containers-known,omitempty"`
-}
-
-// MachineHost is what adding a container checks of its host machine.
-type MachineHost struct {
-	Life                     Life
-	SupportedContainers      []string
-	SupportedContainersKnown bool
 }
 
 // MachineHost reads what adding a container checks of machine id of
@@ -612,23 +605,20 @@ type MachineHost struct {
 // again in its transaction). It reports errors.NotValid for a bad id and
 // errors.NotFound if there is no such machine.
 func (st *State) MachineHost(model, id string) (MachineHost, error) {
-	var h machineHead
+	var h MachineHost
 	err := st.view(func(r reader) error {
 		var err error
 		h, err = getMachineHead(r, model, id)
 		return err
 	})
-	if err != nil {
-		return MachineHost{}, err
-	}
-	return MachineHost{Life: h.Life, SupportedContainers: h.SupportedContainers, SupportedContainersKnown: h.SupportedContainersKnown}, nil
+	return h, err
 }
 
-// getMachineHead reads machine id's record as far as machineHead goes;
+// getMachineHead reads machine id's record as far as MachineHost goes;
 // getMachine reads it whole. Both report errors.NotValid for a bad id and
 // errors.NotFound if there is no such machine.
-func getMachineHead(r reader, model, id string) (machineHead, error) {
-	return getMachineAs[machineHead](r, model, id)
+func getMachineHead(r reader, model, id string) (MachineHost, error) {
+	return getMachineAs[MachineHost](r, model, id)
 }
 
 func getMachine(r reader, model, id string) (machineDoc, error) {
@@ -636,7 +626,7 @@ func getMachine(r reader, model, id string) (machineDoc, error) {
 }
 
 // getMachineAs decodes machine id's record into a T (machineDoc or
-// machineHead).
+// MachineHost).
 func getMachineAs[T any](r reader, model, id string) (T, error) {
 	var d T
 	if !validMachineID(id) {

@@ -51,7 +51,6 @@ var prefixes atomic.Int64
 // newPrefix returns a prefix no other test of this binary uses.
 func newPrefix() string { return fmt.Sprintf("/test-%d/", prefixes.Add(1)) }
 
-// config is a store's configuration for the cluster c under prefix.
 // largeRequestTimeout is the request timeout of the tests that send
 // requests of several MiB: under the race detector on a loaded box they
 // can outlast config's 5 s (TestEtcdRefusesLarge and
@@ -59,6 +58,7 @@ func newPrefix() string { return fmt.Sprintf("/test-%d/", prefixes.Add(1)) }
 // test sizes, not speed.
 const largeRequestTimeout = 40 * time.Second
 
+// config is a store's configuration for the cluster c under prefix.
 func config(c *etcdtest.Cluster, prefix string, feed store.Feed) etcdstore.Config {
 	return etcdstore.Config{
 		Endpoints:       c.Endpoints(),
