@@ -2,6 +2,7 @@ package state_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	jujuerrors "github.com/juju/errors"
@@ -224,5 +225,67 @@ func TestUpdateCAASUnitsInfoIsModelWide(t *testing.T) {
 	// No provider id reported: no info.
 	if got := update("c"); got != nil {
 		t.Errorf("c without pods: info = %+v", got)
+	}
+}
+
+// Units and applications are decoded through caches of decoded records
+// (record_cache.go). What a read returns must still be what the database
+// holds at the read, and each caller's own copy, through every path that
+// reads them: Unit, CAASUnits, Application and the updates' own reads.
+func TestUnitAndApplicationReadsAreCurrentAndPrivate(t *testing.T) {
+	st, model := caasModel(t)
+	meta, err := charm.ParseMeta([]byte("name: web\ndevices:\n  gpu:\n    type: nvidia.com/gpu\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.AddCAASApplication(model, state.CAASApplicationParams{Name: "web",
+		Charm: state.Charm{URL: "local:web-0", Meta: meta}, Scale: 1,
+		Devices: map[string]state.DeviceConstraints{"gpu": {Type: "nvidia.com/gpu", Count: 1, Attributes: map[string]string{"a": "b"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	one := 1
+	report := func(info string, data map[string]any) {
+		t.Helper()
+		if _, err := st.UpdateCAASUnits(model, "web", state.UnitsUpdate{Scale: &one, Pods: []state.Pod{
+			{ProviderID: "p-0", Address: "10.0.0.1", Ports: []string{"80/tcp"}, Status: "running", Info: info, Data: data}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 { // the records are kept from their second read on
+		report(fmt.Sprint("up ", i), map[string]any{"n": float64(i), "deep": map[string]any{"k": "v"}})
+	}
+	for range 3 {
+		u, err := st.Unit(model, "web/0")
+		if err != nil || u.ContainerStatus.Message != "up 2" || u.ContainerStatus.Data["deep"].(map[string]any)["k"] != "v" ||
+			u.Container.Ports[0] != "80/tcp" {
+			t.Fatalf("Unit = %+v, %v", u, err)
+		}
+		u.Container.Ports[0] = "scribbled"
+		u.ContainerStatus.Data["deep"].(map[string]any)["k"] = "scribbled"
+		us, err := st.CAASUnits(model, "web")
+		if err != nil || len(us) != 1 || us[0].Container.Ports[0] != "80/tcp" || us[0].ContainerStatus.Data["deep"].(map[string]any)["k"] != "v" {
+			t.Fatalf("CAASUnits = %+v, %v", us, err)
+		}
+		us[0].Container.Address = "scribbled"
+		a, err := st.Application(model, "web")
+		if err != nil || a.Scale != 1 || a.DeviceConstraints["gpu"].Attributes["a"] != "b" {
+			t.Fatalf("Application = %+v, %v", a, err)
+		}
+		a.DeviceConstraints["gpu"].Attributes["a"] = "scribbled"
+		a.Scale = 7
+	}
+	// Every write is seen by the next read, the updates' own included.
+	report("up 3", nil)
+	if u, _ := st.Unit(model, "web/0"); u.ContainerStatus.Message != "up 3" || u.ContainerStatus.Data != nil || u.Container.Address != "10.0.0.1" {
+		t.Errorf("after a fourth report: %+v", u.CAASUnit)
+	}
+	if err := st.SetApplicationScale(model, "web", 2); err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := st.Application(model, "web"); a.Scale != 2 || a.DeviceConstraints["gpu"].Attributes["a"] != "b" {
+		t.Errorf("after SetApplicationScale: %+v", a.CAASApplication)
+	}
+	if us, _ := st.CAASUnits(model, "web"); len(us) != 1 || us[0].ContainerStatus.Message != "up 3" {
+		t.Errorf("CAASUnits after the writes: %+v", us)
 	}
 }

@@ -101,14 +101,20 @@ func (st *State) CAASUnits(model, app string) ([]Unit, error) {
 	return out, err
 }
 
+// appUnits decodes through the unit cache: a CAAS unit update reads the
+// application's units, then each unit it updates again.
 func appUnits(r reader, model, app string) ([]Unit, error) {
-	docs, err := listPrefix[unitDoc](r, KindUnit, model, app+"/")
-	out := make([]Unit, 0, len(docs))
-	for _, d := range docs {
-		if d.Application == app {
-			out = append(out, d.Unit)
+	out := []Unit{}
+	err := scan(r, kindPrefix(KindUnit, model)+app+"/", func(key string, b []byte) error {
+		u, err := unitRecords.get(key, b)
+		if err != nil {
+			return errors.Annotatef(err, "decoding %s %q", KindUnit, key)
 		}
-	}
+		if u.Application == app {
+			out = append(out, u)
+		}
+		return nil
+	})
 	slices.SortFunc(out, func(a, b Unit) int { return cmp.Compare(seqOf(a.Name), seqOf(b.Name)) })
 	return out, err
 }

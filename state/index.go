@@ -55,7 +55,7 @@ var (
 // encoded; it must agree with values (TestIndexValuesAgree).
 type kindIndexes struct {
 	indexes  []*index
-	values   func(raw []byte) ([]string, error)
+	values   func(key string, raw []byte) ([]string, error) // key: where raw is stored, or "" (not stored yet)
 	valuesOf func(d any) ([]string, bool)
 }
 
@@ -82,7 +82,16 @@ func modelIndexValuesOf(d any) ([]string, bool) {
 	return []string{m.Name}, true
 }
 
-func unitIndexValues(raw []byte) ([]string, error) {
+// unitIndexValues reads a stored unit (key not "") through the unit cache:
+// a CAAS unit update has just read the record it rewrites.
+func unitIndexValues(key string, raw []byte) ([]string, error) {
+	if key != "" {
+		u, _, err := unitRecords.getShared(key, raw)
+		if err != nil {
+			return nil, err
+		}
+		return []string{u.ProviderID(), u.MachineID}, nil
+	}
 	var d struct {
 		MachineID string `json:"machine-id"`
 		Container *struct {
@@ -99,7 +108,7 @@ func unitIndexValues(raw []byte) ([]string, error) {
 	return []string{provider, d.MachineID}, nil
 }
 
-func modelIndexValues(raw []byte) ([]string, error) {
+func modelIndexValues(_ string, raw []byte) ([]string, error) {
 	var d struct {
 		Name string `json:"name"`
 	}
@@ -140,7 +149,8 @@ func (ix *index) lookup(r reader, model, value string) ([]string, error) {
 func (tx *txn) reindex(ix kindIndexes, kind watcher.Kind, model, id string, doc any, next []byte) error {
 	var old []string
 	var decErr error
-	if _, err := tx.GetFunc(entityKey(kind, model, id), func(raw []byte) { old, decErr = ix.values(raw) }); err != nil {
+	key := entityKey(kind, model, id)
+	if _, err := tx.GetFunc(key, func(raw []byte) { old, decErr = ix.values(key, raw) }); err != nil {
 		return errors.Trace(err)
 	}
 	if decErr != nil {
@@ -151,7 +161,7 @@ func (tx *txn) reindex(ix kindIndexes, kind watcher.Kind, model, id string, doc 
 		var ok bool
 		if vals, ok = ix.valuesOf(doc); !ok {
 			var err error
-			if vals, err = ix.values(next); err != nil {
+			if vals, err = ix.values("", next); err != nil {
 				return errors.Annotatef(err, "indexing %s %q", kind, id)
 			}
 		}
@@ -218,7 +228,7 @@ func buildIndexes(tx *txn, oldKinds ...string) error {
 					return errors.Errorf("%s key %q has no model", kind, key)
 				}
 			}
-			vals, err := ix.values(raw)
+			vals, err := ix.values("", raw)
 			if err != nil {
 				return errors.Annotatef(err, "indexing %s %q", kind, key)
 			}

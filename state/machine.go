@@ -392,7 +392,7 @@ var machineReads = sync.Pool{New: func() any {
 		mr.found, err = r.GetFunc(mr.key, mr.decode)
 		return err
 	}
-	mr.decode = func(raw []byte) { mr.m, mr.shared, mr.decErr = mr.st.machines.decodeShared(mr.key, raw) }
+	mr.decode = func(raw []byte) { mr.m, mr.shared, mr.decErr = mr.st.machines.getShared(mr.key, raw) }
 	return mr
 }}
 

@@ -136,7 +136,7 @@ type State struct {
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
 
-	machines *machineCache // decoded machine records, for Machine
+	machines *recordCache[Machine] // decoded machine records, for Machine
 
 	// afterSubscribe, if set (internal tests only), runs in every Watch
 	// method between its subscription and its snapshot.
@@ -379,7 +379,8 @@ func exists(r reader, kind watcher.Kind, model, id string) (bool, error) {
 // exists.
 func get(r reader, kind watcher.Kind, model, id string, d any) (bool, error) {
 	var decErr error
-	ok, err := r.GetFunc(entityKey(kind, model, id), func(b []byte) { decErr = json.Unmarshal(b, d) })
+	key := entityKey(kind, model, id)
+	ok, err := r.GetFunc(key, func(b []byte) { decErr = decodeRecord(key, b, d) })
 	if err != nil {
 		return false, errors.Trace(err)
 	}
@@ -387,6 +388,23 @@ func get(r reader, kind watcher.Kind, model, id string, d any) (bool, error) {
 		return false, errors.Annotatef(decErr, "decoding %s %q", kind, id)
 	}
 	return ok, nil
+}
+
+// decodeRecord decodes record b, stored under key, into d, which is zero:
+// units and applications through their caches (record_cache.go), which
+// the CAAS unit updates read again and again, anything else with
+// encoding/json.
+func decodeRecord(key string, b []byte, d any) error {
+	var err error
+	switch d := d.(type) {
+	case *unitDoc:
+		d.Unit, err = unitRecords.get(key, b)
+	case *applicationDoc:
+		d.Application, err = applicationRecords.get(key, b)
+	default:
+		err = json.Unmarshal(b, d)
+	}
+	return err
 }
 
 // scan calls fn for every key starting with prefix (which names a kind),

@@ -10,19 +10,27 @@ import (
 	"github.com/juju/names/v5"
 )
 
-// TestMachineCloneSharesNothing fills every field of a Machine, at every
-// depth, and checks that clone gives an equal value that shares no memory
-// with it: so a field added to Machine without a line in clone fails here.
-func TestMachineCloneSharesNothing(t *testing.T) {
+// TestRecordClonesShareNothing fills every field of each cached record
+// type, at every depth, and checks that its clone gives an equal value
+// that shares no memory with it: so a field added without a line in its
+// clone fails here.
+func TestRecordClonesShareNothing(t *testing.T) {
 	t.Parallel()
-	var m Machine
-	fillAll(reflect.ValueOf(&m).Elem(), 0)
-	c := m.clone()
-	if !reflect.DeepEqual(m, c) {
-		t.Fatalf("clone differs:\n%+v\n%+v", m, c)
+	t.Run("Machine", func(t *testing.T) { checkCloneSharesNothing(t, (*Machine).clone) })
+	t.Run("Unit", func(t *testing.T) { checkCloneSharesNothing(t, (*Unit).clone) })
+	t.Run("Application", func(t *testing.T) { checkCloneSharesNothing(t, (*Application).clone) })
+}
+
+func checkCloneSharesNothing[T any](t *testing.T, clone func(*T) T) {
+	t.Parallel()
+	var v T
+	fillAll(reflect.ValueOf(&v).Elem(), 0)
+	c := clone(&v)
+	if !reflect.DeepEqual(v, c) {
+		t.Fatalf("clone differs:\n%+v\n%+v", v, c)
 	}
 	orig := map[uintptr]string{}
-	addrs(reflect.ValueOf(m), "m", orig)
+	addrs(reflect.ValueOf(v), "v", orig)
 	copies := map[uintptr]string{}
 	addrs(reflect.ValueOf(c), "c", copies)
 	if len(orig) == 0 {
@@ -46,7 +54,7 @@ func fillAll(v reflect.Value, depth int) {
 		v.SetString("s")
 	case reflect.Bool:
 		v.SetBool(true)
-	case reflect.Int, reflect.Int64:
+	case reflect.Int, reflect.Int64, reflect.Int32:
 		v.SetInt(1)
 	case reflect.Uint64:
 		v.SetUint(1)
@@ -63,8 +71,18 @@ func fillAll(v reflect.Value, depth int) {
 		}
 		v.Set(s)
 	case reflect.Map:
-		if v.Type() != reflect.TypeFor[map[string]any]() {
+		if v.Type().Key().Kind() != reflect.String {
 			panic("fillAll: unexpected map type " + v.Type().String())
+		}
+		if v.Type() != reflect.TypeFor[map[string]any]() {
+			m := reflect.MakeMap(v.Type())
+			for _, k := range []string{"k1", "k2"} {
+				e := reflect.New(v.Type().Elem()).Elem()
+				fillAll(e, depth+1)
+				m.SetMapIndex(reflect.ValueOf(k), e)
+			}
+			v.Set(m)
+			return
 		}
 		v.Set(reflect.ValueOf(map[string]any{
 			"str": "s", "num": 1.5, "bool": true, "null": nil,
@@ -163,7 +181,7 @@ func TestMachineCacheKeepsFromSecondRead(t *testing.T) {
 	}
 	read := func(raw []byte, want Life) {
 		t.Helper()
-		m, err := c.decode("m/7", raw)
+		m, err := c.get("m/7", raw)
 		if err != nil || m.Life != want || m.Jobs[0] != JobHostUnits {
 			t.Fatalf("decode = %+v, %v", m, err)
 		}
