@@ -77,11 +77,13 @@
 //     callers' contexts are not threaded through State's API yet (the
 //     facades' calls have none to give): follow-up work.
 //   - Machine decodes through a cache of decoded machine records shared by
-//     all readers (lock-free; machines read more than once, at most 1,024
-//     of them, about 1 MB). An entry is used only when the record's stored
-//     bytes are equal to the ones it was decoded from, so a read still
-//     returns exactly what its view holds, and each caller gets its own
-//     deep copy.
+//     all readers, and every read of a unit or an application (get,
+//     CAASUnits, the CAAS unit updates' reads in their write transactions)
+//     through the package's caches of those (record_cache.go: lock-free;
+//     records read more than once, at most 1,024 of each kind, about 1 MB
+//     each). An entry is used only when the record's stored bytes are equal
+//     to the ones it was decoded from, so a read still returns exactly what
+//     its view or transaction holds, and each caller gets its own deep copy.
 //   - Expensive work (password hashing) is done outside transactions, so
 //     it never holds up the committer.
 //   - Watch methods subscribe to the Hub first and then read, so a change
