@@ -58,29 +58,27 @@ func newRecordCache[T any](decode func([]byte) (T, error), clone func(*T) T) *re
 	return &recordCache[T]{seed: maphash.MakeSeed(), decode: decode, clone: clone}
 }
 
+// decodeDoc returns a decoder of records stored as D: what out takes of
+// the decoded D.
+func decodeDoc[D, T any](out func(*D) T) func([]byte) (T, error) {
+	return func(raw []byte) (T, error) {
+		var d D
+		err := json.Unmarshal(raw, &d)
+		return out(&d), err
+	}
+}
+
 // newMachineCache is the cache of State.Machine: machine records, their
 // password hash left out.
 func newMachineCache() *recordCache[Machine] {
-	return newRecordCache(func(raw []byte) (Machine, error) {
-		var d machineDoc
-		err := json.Unmarshal(raw, &d)
-		return d.Machine, err
-	}, (*Machine).clone)
+	return newRecordCache(decodeDoc((*machineDoc).machine), (*Machine).clone)
 }
 
 // unitRecords and applicationRecords are the caches of get's unit and
 // application records (decodeRecord) and of appUnits.
 var (
-	unitRecords = newRecordCache(func(raw []byte) (Unit, error) {
-		var d unitDoc
-		err := json.Unmarshal(raw, &d)
-		return d.Unit, err
-	}, (*Unit).clone)
-	applicationRecords = newRecordCache(func(raw []byte) (Application, error) {
-		var d applicationDoc
-		err := json.Unmarshal(raw, &d)
-		return d.Application, err
-	}, (*Application).clone)
+	unitRecords        = newRecordCache(decodeDoc(func(d *unitDoc) Unit { return d.Unit }), (*Unit).clone)
+	applicationRecords = newRecordCache(decodeDoc(func(d *applicationDoc) Application { return d.Application }), (*Application).clone)
 )
 
 // get returns the value of record raw, stored under key: a copy the
