@@ -77,8 +77,9 @@
 //     callers' contexts are not threaded through State's API yet (the
 //     facades' calls have none to give): follow-up work.
 //   - Machine decodes through a cache of decoded machine records shared by
-//     all readers, and every read of a unit or an application (get,
-//     CAASUnits, the CAAS unit updates' reads in their write transactions)
+//     all readers, and every read of a unit, an application or a model
+//     (get, CAASUnits, the CAAS unit updates' reads in their write
+//     transactions, Model and the model reads of nearly every write)
 //     through the package's caches of those (record_cache.go: lock-free;
 //     records read more than once, at most 1,024 of each kind, about 1 MB
 //     each). An entry is used only when the record's stored bytes are equal

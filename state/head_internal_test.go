@@ -21,6 +21,24 @@ func TestHeadsDecodeTheirRecords(t *testing.T) {
 	if want := (modelHead{UUID: "u", Name: "n", Type: ModelTypeCAAS, Life: Dying}); mh != want {
 		t.Errorf("model head %+v, want %+v", mh, want)
 	}
+	// Through the model cache (decodeRecord): the same head, first read,
+	// cached and from the cache; and the head of a record whose config is
+	// not a map, which the whole record cannot hold.
+	for i := range 3 {
+		var ch modelHead
+		if err := decodeRecord("model/head-test", raw, &ch); err != nil || ch != mh {
+			t.Errorf("read %d: decodeRecord head %+v, %v; want %+v", i, ch, err, mh)
+		}
+	}
+	bad := []byte(`{"uuid":"u","name":"n","type":"caas","life":"dying","config":5}`)
+	var bh modelHead
+	if err := decodeRecord("model/head-test-bad", bad, &bh); err != nil || bh != mh {
+		t.Errorf("head of a record with a bad config: %+v, %v", bh, err)
+	}
+	var bd modelDoc
+	if err := decodeRecord("model/head-test-bad", bad, &bd); err == nil {
+		t.Errorf("whole record with a bad config decoded: %+v", bd)
+	}
 
 	d := machineDoc{Machine: Machine{ID: "3", Life: Dying, SupportedContainers: []string{"lxd"}, SupportedContainersKnown: true}}
 	raw, err = json.Marshal(d)

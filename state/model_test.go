@@ -1,6 +1,7 @@
 package state_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/juju/errors"
@@ -167,5 +168,44 @@ func TestRemoveModelTakesItsRecords(t *testing.T) {
 	}
 	if _, err := st.AddSpace(m2.UUID, "db", "prov-db"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Model records are decoded through a cache (record_cache.go): every read
+// sees the last write, and a caller's changes to the config it got are
+// never seen by the next reader.
+func TestModelReadsAreCurrentAndPrivate(t *testing.T) {
+	t.Parallel()
+	st := statetest.New(t)
+	m, err := st.AddModel("prod", state.ModelTypeIAAS, map[string]any{"k": "v0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 { // a record is kept from its second read on
+		want := fmt.Sprint("v", i)
+		if i > 0 {
+			if err := st.UpdateModelConfig(m.UUID, map[string]any{"k": want}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range 3 {
+			got, err := st.Model(m.UUID)
+			if err != nil || got.Config["k"] != want || got.Name != "prod" || got.Life != state.Alive {
+				t.Fatalf("Model after setting k=%s: %+v, %v", want, got, err)
+			}
+			got.Config["k"] = "scribbled"
+			got.Config["new"] = "scribbled"
+			byName, err := st.ModelByName("prod")
+			if err != nil || byName.Config["k"] != want || byName.Config["new"] != nil {
+				t.Fatalf("ModelByName after a caller's changes: %+v, %v", byName, err)
+			}
+		}
+	}
+	// The head (life) of a write the cache saw whole.
+	if _, _, err := st.RemoveModel(m.UUID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Model(m.UUID); !errors.Is(err, errors.NotFound) {
+		t.Errorf("Model after removal: %v", err)
 	}
 }

@@ -75,10 +75,14 @@ func newMachineCache() *recordCache[Machine] {
 }
 
 // unitRecords and applicationRecords are the caches of get's unit and
-// application records (decodeRecord) and of appUnits.
+// application records (decodeRecord) and of appUnits; modelRecords that of
+// get's model records, whole (modelDoc) or their head (modelHead), which
+// nearly every write reads (AddMachines: the model with its config, then
+// its head, each a decode of the whole record with its config map).
 var (
 	unitRecords        = newRecordCache(decodeDoc(func(d *unitDoc) Unit { return d.Unit }), (*Unit).clone)
 	applicationRecords = newRecordCache(decodeDoc(func(d *applicationDoc) Application { return d.Application }), (*Application).clone)
+	modelRecords       = newRecordCache(decodeDoc(func(d *modelDoc) modelDoc { return *d }), (*modelDoc).clone)
 )
 
 // get returns the value of record raw, stored under key: a copy the
@@ -263,6 +267,12 @@ func cloneSlicePtr(p *[]string) *[]string {
 	}
 	s := slices.Clone(*p)
 	return &s
+}
+
+func (d *modelDoc) clone() modelDoc {
+	c := *d
+	c.Config = cloneJSONMap(d.Config)
+	return c
 }
 
 // cloneJSONMap deep-copies a map decoded from JSON: its values are nil,

@@ -19,6 +19,7 @@ func TestRecordClonesShareNothing(t *testing.T) {
 	t.Run("Machine", func(t *testing.T) { checkCloneSharesNothing(t, (*Machine).clone) })
 	t.Run("Unit", func(t *testing.T) { checkCloneSharesNothing(t, (*Unit).clone) })
 	t.Run("Application", func(t *testing.T) { checkCloneSharesNothing(t, (*Application).clone) })
+	t.Run("Model", func(t *testing.T) { checkCloneSharesNothing(t, (*modelDoc).clone) })
 }
 
 func checkCloneSharesNothing[T any](t *testing.T, clone func(*T) T) {

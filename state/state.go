@@ -392,11 +392,21 @@ func get(r reader, kind watcher.Kind, model, id string, d any) (bool, error) {
 
 // decodeRecord decodes record b, stored under key, into d, which is zero:
 // units and applications through their caches (record_cache.go), which
-// the CAAS unit updates read again and again, anything else with
-// encoding/json.
+// the CAAS unit updates read again and again, models through theirs,
+// anything else with encoding/json.
 func decodeRecord(key string, b []byte, d any) error {
 	var err error
 	switch d := d.(type) {
+	case *modelDoc:
+		*d, err = modelRecords.get(key, b)
+	case *modelHead:
+		m, _, merr := modelRecords.getShared(key, b)
+		if merr != nil {
+			// A config the whole record cannot hold does not hide the
+			// head: decode it alone, as before the cache.
+			return json.Unmarshal(b, d)
+		}
+		*d = modelHead{UUID: m.UUID, Name: m.Name, Type: m.Type, Life: m.Life}
 	case *unitDoc:
 		d.Unit, err = unitRecords.get(key, b)
 	case *applicationDoc:

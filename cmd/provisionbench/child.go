@@ -57,10 +57,12 @@ func writeHeapProfileFile(path string, stderr io.Writer) {
 	}
 }
 
-// windowProfiler is a child daemon's --window-cpuprofile: SIGUSR2 starts
-// a CPU profile to path.N (N counting windows from 1), the next SIGUSR2
-// stops it and writes the heap profile to path.N.heap. Used by the signal
-// loop's goroutine only.
+// windowProfiler is a child daemon's --window-cpuprofile: SIGUSR2 writes
+// the heap profile to path.N.start.heap and starts a CPU profile to path.N
+// (N counting windows from 1), the next SIGUSR2 stops it and writes the
+// heap profile to path.N.heap; pprof -base path.N.start.heap path.N.heap
+// shows what the window allocated. Used by the signal loop's goroutine
+// only.
 type windowProfiler struct {
 	path   string
 	stderr io.Writer
@@ -77,6 +79,11 @@ func (w *windowProfiler) toggle() {
 		return
 	}
 	w.n++
+	// A heap profile's allocation figures are as of the last collection:
+	// one now makes them the window's start (its marking falls in the
+	// window's first moments, before the CPU profile starts).
+	runtime.GC()
+	writeHeapProfileFile(fmt.Sprintf("%s.%d.start.heap", w.path, w.n), w.stderr)
 	f, err := os.Create(fmt.Sprintf("%s.%d", w.path, w.n))
 	if err == nil {
 		if err = pprof.StartCPUProfile(f); err != nil {
@@ -93,8 +100,8 @@ func (w *windowProfiler) toggle() {
 // stop ends the window's CPU profile and writes the heap profile as the
 // window closes (path.N.heap), after a collection, so that its in-use
 // figures are the heap live then; its allocation figures count from the
-// process's start, set-up included (pprof -diff_base against an earlier
-// window's subtracts that). The collection comes after the tool's end
+// process's start, set-up included (-base against the window's
+// start.heap subtracts that). The collection comes after the tool's end
 // reading of the window's CPU.
 func (w *windowProfiler) stop() {
 	if w.f == nil {

@@ -226,7 +226,7 @@ func parseOptions(name string, args []string, stdout, stderr io.Writer) (*option
 	fs.StringVar(&o.daemonBin, "daemon-bin", "", "start this provisiond binary (\"serve\") as the daemon")
 	fs.StringVar(&o.dataDir, "data-dir", "", "data dir of a self-started daemon (default: a new temporary dir)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write the daemon's CPU profile (inproc: this whole process) to this file")
-	fs.StringVar(&o.windowProf, "window-cpuprofile", "", "child daemons: a CPU profile of each measuring window of write and watch, to FILE.1, FILE.2, ..., and the heap profile as it closes, to FILE.1.heap, ... (with --daemons, daemon K's to FILE.dK.1, ...)")
+	fs.StringVar(&o.windowProf, "window-cpuprofile", "", "child daemons: a CPU profile of each measuring window of write and watch, to FILE.1, FILE.2, ..., and the heap profiles as it opens and closes, to FILE.1.start.heap and FILE.1.heap, ... (with --daemons, daemon K's to FILE.dK.1, ...)")
 	fs.StringVar(&o.genProfile, "loadgen-cpuprofile", "", "write this process's CPU profile (the load generator: the agents and the driver) to this file")
 	fs.StringVar(&o.memProfile, "memprofile", "", "child daemon: write its heap profile to this file (and FILE.1, FILE.2, ...) at each memory reading (conns); the echo server of --baseline to FILE.echo")
 	fs.StringVar(&o.store, "store", daemon.StoreBolt, "store of the self-started daemons: bbolt or etcd")

@@ -136,11 +136,12 @@ func TestWrite(t *testing.T) {
 }
 
 // TestWindowCPUProfile: with --window-cpuprofile the child daemon writes
-// one CPU profile per measuring window, and only then.
+// one CPU profile per measuring window, and only then, and the heap
+// profiles as each window opens and closes.
 func TestWindowCPUProfile(t *testing.T) {
 	prof := filepath.Join(t.TempDir(), "window")
 	runJSON(t, "write", "-n", "1", "--duration", "300ms", "--repeat", "2", "--window-cpuprofile", prof)
-	for _, f := range []string{prof + ".1", prof + ".2", prof + ".1.heap", prof + ".2.heap"} {
+	for _, f := range []string{prof + ".1", prof + ".2", prof + ".1.heap", prof + ".2.heap", prof + ".1.start.heap", prof + ".2.start.heap"} {
 		b, err := os.ReadFile(f)
 		if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b { // pprof's gzip
 			t.Errorf("window profile %s: %v, %d bytes, not a gzipped profile", f, err, len(b))
