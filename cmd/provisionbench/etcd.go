@@ -378,7 +378,7 @@ func (v *values) prefixed(p string) *values {
 func runWriteEtcdBaseline(ctx context.Context, e *env, n int) (*values, error) {
 	et := e.cl.etcd
 	const valueSize = 512 // about a machine status record, as raw bbolt's
-	cpu := newCPUWindow(nil, et)
+	cpu := newCPUWindow(nil, et, e.o.newToolWindow())
 	r, err := rawetcd.TxnBench(ctx, et.conn(), et.rawPrefix(), n, len(e.targets), valueSize, warmup(e.o.duration), e.o.duration, cpu.mark)
 	if err != nil {
 		return nil, fmt.Errorf("raw etcd: %w", err)
@@ -406,7 +406,10 @@ func runWriteEtcdBaseline(ctx context.Context, e *env, n int) (*values, error) {
 // 64 clients), one more client putting at --rate.
 func runWatchEtcdBaseline(ctx context.Context, e *env, n int) (*values, error) {
 	et := e.cl.etcd
+	win := e.o.newToolWindow() // its clients run in this process: the run is one window
+	win.mark(true)
 	r, err := rawetcd.WatchBench(ctx, et.conn(), et.rawPrefix(), n, e.o.watchers, min(n, 64), e.o.rate, e.o.duration, e.o.settle)
+	win.mark(false)
 	if err != nil {
 		return nil, fmt.Errorf("raw etcd watch: %w", err)
 	}

@@ -45,7 +45,7 @@ func (o *options) agentsMax() int { return maxInt(o.sizes) }
 // filesNeeded is the open file limit each process of the run needs.
 func (o *options) filesNeeded() uint64 {
 	n := uint64(o.agentsMax())
-	if o.daemonMode == modeInproc && o.credentials == "" && o.daemonBin == "" {
+	if o.daemonInProcess() {
 		return 2*n + fileMargin // both ends of every connection
 	}
 	return n + fileMargin

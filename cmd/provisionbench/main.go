@@ -153,6 +153,7 @@ type options struct {
 	windowProf   string
 	genProfile   string
 	memProfile   string
+	loadgenGC    string // loadgenGCQuiet or loadgenGCGo (loadgengc.go)
 	caasApps     int
 
 	// The store of self-started daemons (etcd.go): bbolt, or etcd at
@@ -228,6 +229,7 @@ func parseOptions(name string, args []string, stdout, stderr io.Writer) (*option
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write the daemon's CPU profile (inproc: this whole process) to this file")
 	fs.StringVar(&o.windowProf, "window-cpuprofile", "", "child daemons: a CPU profile of each measuring window of write and watch, to FILE.1, FILE.2, ..., and the heap profiles as it opens and closes, to FILE.1.start.heap and FILE.1.heap, ... (with --daemons, daemon K's to FILE.dK.1, ...)")
 	fs.StringVar(&o.genProfile, "loadgen-cpuprofile", "", "write this process's CPU profile (the load generator: the agents and the driver) to this file")
+	fs.StringVar(&o.loadgenGC, "loadgen-gc", loadgenGCQuiet, "this process's garbage collector in the measuring windows: quiet (collect before each window, none in it unless it allocates more than min(4 GiB, a quarter of the memory available); not with --daemon inproc) or go (as $GOGC and $GOMEMLIMIT set it)")
 	fs.StringVar(&o.memProfile, "memprofile", "", "child daemon: write its heap profile to this file (and FILE.1, FILE.2, ...) at each memory reading (conns); the echo server of --baseline to FILE.echo")
 	fs.StringVar(&o.store, "store", daemon.StoreBolt, "store of the self-started daemons: bbolt or etcd")
 	endpoints := fs.String("etcd-endpoints", "", "with --store etcd: etcd client URLs, comma-separated (default: the tool starts one etcd member)")
@@ -274,6 +276,8 @@ func parseOptions(name string, args []string, stdout, stderr io.Writer) (*option
 		return nil, fmt.Errorf("--op must be status, units or mixed")
 	case o.bufferSize < 256:
 		return nil, fmt.Errorf("--buffer must be at least 256")
+	case o.loadgenGC != loadgenGCQuiet && o.loadgenGC != loadgenGCGo:
+		return nil, fmt.Errorf("--loadgen-gc must be %s or %s", loadgenGCQuiet, loadgenGCGo)
 	}
 	if *endpoints != "" {
 		for _, ep := range strings.Split(*endpoints, ",") {
@@ -302,6 +306,13 @@ func parseOptions(name string, args []string, stdout, stderr io.Writer) (*option
 	}
 	o.progress = newProgress(stderr)
 	return o, nil
+}
+
+// daemonInProcess reports whether the daemon under test runs in this
+// process (--daemon inproc, not overridden by --daemon-bin or
+// --credentials).
+func (o *options) daemonInProcess() bool {
+	return o.daemonMode == modeInproc && o.credentials == "" && o.daemonBin == ""
 }
 
 func maxInt(xs []int) int {
@@ -395,7 +406,7 @@ func runWorkload(ctx context.Context, w *workload, o *options) error {
 	// One CPU profile of this process: the in-process daemon's
 	// (--cpuprofile) or the load generator's (--loadgen-cpuprofile).
 	profile := ""
-	if o.cpuProfile != "" && o.daemonMode == modeInproc && o.credentials == "" && o.daemonBin == "" {
+	if o.cpuProfile != "" && o.daemonInProcess() {
 		profile = o.cpuProfile
 	}
 	if o.genProfile != "" {

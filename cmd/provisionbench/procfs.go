@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -92,4 +93,53 @@ func procRSS(pid int) (int64, error) {
 		}
 	}
 	return 0, errors.New("no VmRSS in /proc status")
+}
+
+// cpuTicks is the machine's CPU time from /proc/stat's first line, in
+// clock ticks: all of it, and the part the hypervisor gave to others
+// while this machine had work to run (steal).
+type cpuTicks struct {
+	total, steal uint64
+	ok           bool
+}
+
+func readCPUTicks() cpuTicks {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return cpuTicks{}
+	}
+	return parseCPUTicks(string(b))
+}
+
+// parseCPUTicks reads the "cpu" line of /proc/stat: user nice system idle
+// iowait irq softirq steal guest guest_nice (guest time is already in
+// user and nice, so it is not added again).
+func parseCPUTicks(stat string) cpuTicks {
+	line, _, _ := strings.Cut(stat, "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return cpuTicks{}
+	}
+	var t cpuTicks
+	for i := 1; i <= 8; i++ {
+		v, err := strconv.ParseUint(f[i], 10, 64)
+		if err != nil {
+			return cpuTicks{}
+		}
+		t.total += v
+		if i == 8 {
+			t.steal = v
+		}
+	}
+	t.ok = true
+	return t
+}
+
+// stolenSince is the percentage of the CPU time since earlier that was
+// stolen (NaN when either reading failed or no time passed).
+func (t cpuTicks) stolenSince(earlier cpuTicks) float64 {
+	if !t.ok || !earlier.ok || t.total <= earlier.total {
+		return math.NaN()
+	}
+	return 100 * float64(t.steal-earlier.steal) / float64(t.total-earlier.total)
 }

@@ -171,7 +171,8 @@ func runRPC(ctx context.Context, e *env, n int) (*values, error) {
 	for i, m := range ms {
 		args[i] = params.Entities{Entities: []params.Entity{{Tag: m.Tag}}}
 	}
-	r := closedLoop(ctx, n, warmup(e.o.duration), e.o.duration, nil, func(ctx context.Context, i, k int) error {
+	win := e.o.newToolWindow()
+	r := closedLoop(ctx, n, warmup(e.o.duration), e.o.duration, win.mark, func(ctx context.Context, i, k int) error {
 		if k%2 == 0 {
 			var res params.LifeResults
 			if err := conns[i].Call(ctx, "Provisioner", 11, "", "Life", args[i], &res); err != nil {
@@ -196,6 +197,7 @@ func runRPC(ctx context.Context, e *env, n int) (*values, error) {
 	}
 	v := newValues()
 	r.set(v, "")
+	win.set(v, "")
 	return v, nil
 }
 
@@ -215,7 +217,8 @@ func runRPCBaseline(ctx context.Context, e *env, n int) (*values, error) {
 	for i := range n {
 		args[i] = params.Entities{Entities: []params.Entity{{Tag: fmt.Sprintf("machine-%d", i)}}}
 	}
-	r := closedLoop(ctx, n, warmup(e.o.duration), e.o.duration, nil, func(ctx context.Context, i, k int) error {
+	win := e.o.newToolWindow()
+	r := closedLoop(ctx, n, warmup(e.o.duration), e.o.duration, win.mark, func(ctx context.Context, i, k int) error {
 		method := "Life"
 		if k%2 == 1 {
 			method = "InstanceId"
@@ -228,6 +231,7 @@ func runRPCBaseline(ctx context.Context, e *env, n int) (*values, error) {
 	}
 	v := newValues()
 	r.set(v, "echo ")
+	win.set(v, "echo ")
 	return v, nil
 }
 

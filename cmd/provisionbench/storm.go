@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -113,6 +114,7 @@ func runStorm(ctx context.Context, e *env, n int) (*values, error) {
 			st.tryAgain.Load(), st.dialErr.Load(), st.otherErr.Load())
 	})
 	t0 := time.Now()
+	ticks0 := readCPUTicks()
 	restartAt.Store(&t0)
 	if e.t.mode == modeExternal {
 		return nil, fmt.Errorf("cannot restart a daemon given by --credentials; let the tool start one")
@@ -147,6 +149,7 @@ func runStorm(ctx context.Context, e *env, n int) (*values, error) {
 		}
 	}
 	all := time.Since(t0)
+	stolen := readCPUTicks().stolenSince(ticks0)
 	finished = true
 	hf, err := hw.finish()
 	if err != nil {
@@ -188,6 +191,9 @@ func runStorm(ctx context.Context, e *env, n int) (*values, error) {
 	v.set("  of which no free source port", "", float64(st.noPort.Load()))
 	v.set("  of which cut or timed out", "", float64(st.dialErr.Load()-st.refused.Load()-st.noPort.Load()))
 	v.set("other errors", "", float64(st.otherErr.Load()))
+	if !math.IsNaN(stolen) {
+		v.set("CPU stolen by the host", "%", stolen) // from the restart to all back
+	}
 	if p := st.lastOther.Load(); p != nil {
 		fmt.Fprintf(e.o.stderr, "provisionbench: storm: last other error: %s\n", *p)
 	}

@@ -212,7 +212,7 @@ func runWatch(ctx context.Context, e *env, n int) (*values, error) {
 		return fmt.Sprintf("issued %d, delivered %d", issuedN.Load(), run.deliveries.Load())
 	})
 	daemonSide := startDaemonSide(driverT)
-	cpu := newCPUWindow(e.daemonPIDs(), nil)
+	cpu := newCPUWindow(e.daemonPIDs(), nil, e.o.newToolWindow())
 	cpu.profile = e.o.windowProf != ""
 	cpu.mark(true)
 	start := time.Now()
@@ -335,6 +335,8 @@ type daemonSide struct {
 	commit0        histogram
 	commit1        histogram
 	ok             bool
+	gc0, gc1       float64 // the daemon's collections so far (go_gc_duration_seconds_count)
+	gcOK           bool
 }
 
 var addMachinesLabels = []string{`facade="ModelAdmin"`, `method="AddMachines"`}
@@ -345,10 +347,18 @@ func startDaemonSide(t *target) *daemonSide {
 	d.commit0, err1 = t.scrapeHist("provisiond_commit_duration_seconds")
 	d.write0, err2 = t.scrapeHist("provisiond_request_duration_seconds", addMachinesLabels...)
 	d.ok = err1 == nil && err2 == nil
+	var err3 error
+	d.gc0, err3 = t.scrape("go_gc_duration_seconds_count")
+	d.gcOK = err3 == nil
 	return d
 }
 
 func (d *daemonSide) stop() {
+	if d.gcOK {
+		var err error
+		d.gc1, err = d.t.scrape("go_gc_duration_seconds_count")
+		d.gcOK = err == nil
+	}
 	if !d.ok {
 		return
 	}
@@ -359,6 +369,9 @@ func (d *daemonSide) stop() {
 }
 
 func (d *daemonSide) set(v *values) {
+	if d.gcOK {
+		v.set("daemon GC cycles", "", d.gc1-d.gc0)
+	}
 	if !d.ok {
 		return
 	}

@@ -172,7 +172,7 @@ func runWrite(ctx context.Context, e *env, n int) (*values, error) {
 	if e.etcdMode() {
 		et = e.cl.etcd
 	}
-	cpu := newCPUWindow(e.daemonPIDs(), et)
+	cpu := newCPUWindow(e.daemonPIDs(), et, e.o.newToolWindow())
 	cpu.profile = e.o.windowProf != ""
 	r := closedLoop(ctx, n, warmup(e.o.duration), e.o.duration, cpu.mark, func(ctx context.Context, i, k int) error {
 		return ws[i].write(ctx, k)
@@ -208,14 +208,19 @@ func runWriteBaseline(ctx context.Context, e *env, n int) (*values, error) {
 	}
 	defer os.RemoveAll(dir)
 	v := newValues()
-	const valueSize = 512 // about a machine status record
+	const valueSize = 512      // about a machine status record
+	win := e.o.newToolWindow() // raw bbolt runs in this process: each bench is a window
+	win.mark(true)
 	serial, err := rawbolt.RawCommitBench(filepath.Join(dir, "serial.db"), 1, false, valueSize, e.o.duration)
+	win.mark(false)
 	if err != nil {
 		return nil, err
 	}
 	v.set("raw serial commits/s", "", serial.PerSecond())
 	v.set("raw serial p50", "ms", ms(percentile(serial.Latencies, 50)))
+	win.mark(true)
 	batch, err := rawbolt.RawCommitBench(filepath.Join(dir, "batch.db"), n, true, valueSize, e.o.duration)
+	win.mark(false)
 	if err != nil {
 		return nil, err
 	}
@@ -248,7 +253,7 @@ func echoRoundTrips(ctx context.Context, e *env) (float64, error) {
 		return 0, err
 	}
 	defer closeAll(conns)
-	r := closedLoop(ctx, 1, warmup(e.o.duration), e.o.duration, nil, func(ctx context.Context, _, k int) error {
+	r := closedLoop(ctx, 1, warmup(e.o.duration), e.o.duration, e.o.newToolWindow().mark, func(ctx context.Context, _, k int) error {
 		args := params.SetStatus{Entities: []params.EntityStatusArgs{{
 			Tag: "machine-0", Status: "running", Info: "bench " + strconv.Itoa(k),
 		}}}
@@ -280,12 +285,17 @@ type cpuWindow struct {
 	// --window-cpuprofile) profile the window: mark signals them
 	// (SIGUSR2) just before its start reading and just after its end one.
 	profile bool
+	// tool keeps this process's collector out of the window and reads
+	// the CPU the host took (loadgengc.go); its collection as the window
+	// opens comes before the start readings.
+	tool *toolWindow
 }
 
 // newCPUWindow measures the daemons (none: not measured), et's member
-// when it is a child of this process, and this process.
-func newCPUWindow(daemons []int, et *etcdTarget) *cpuWindow {
-	w := &cpuWindow{names: [3]string{"daemon", "etcd", "load generator"}}
+// when it is a child of this process, and this process, in the window tool
+// keeps this process's collector out of.
+func newCPUWindow(daemons []int, et *etcdTarget, tool *toolWindow) *cpuWindow {
+	w := &cpuWindow{names: [3]string{"daemon", "etcd", "load generator"}, tool: tool}
 	self := os.Getpid()
 	w.pids[2] = []int{self}
 	switch {
@@ -302,8 +312,10 @@ func newCPUWindow(daemons []int, et *etcdTarget) *cpuWindow {
 
 func (w *cpuWindow) mark(start bool) {
 	if start {
+		w.tool.mark(true)
 		w.signalProfile()
 	} else {
+		defer w.tool.mark(false)
 		defer w.signalProfile()
 	}
 	for i, pids := range w.pids {
@@ -347,6 +359,7 @@ func (w *cpuWindow) set(v *values, prefix, op string, ops float64, unit string) 
 			v.set(prefix+w.names[i]+" CPU per "+op, unit, float64(w.used[i].Microseconds())*scale/ops)
 		}
 	}
+	w.tool.set(v, prefix)
 }
 
 // sumCPU is the CPU time the processes pids have used.
