@@ -52,9 +52,19 @@ func FromEnvironment(floor uint64) (f *Floor, gogc string) {
 	return Start(floor), ""
 }
 
-// maxPercent bounds the GC percent a floor sets (a floor of 128 MiB over a
-// live heap of 1 MiB is 12,700%).
+// maxPercent bounds the GC percent a floor sets (a floor of 1 TiB is
+// 2,621,400% by heapMinimum).
 const maxPercent = 1 << 20
+
+// heapMinimum is the runtime's smallest heap goal at GC percent 100
+// (defaultHeapMinimum in runtime/mgcpacer.go). The runtime scales it with
+// the GC percent: whatever the live heap, the goal is at least
+// heapMinimum × percent / 100. A floor that ignored it set 12,700% over a
+// live heap of 1 MiB (a goal of 508 MiB for a floor of 128 MiB), and
+// 1,048,576% before the first collection, when no live heap is known: a
+// goal of 41 GiB, so a daemon that started its floor before the runtime's
+// first collection never collected at all (issue 16, found in session 11).
+const heapMinimum = 4 << 20
 
 // Floor is a running floor under the heap goal.
 type Floor struct {
@@ -83,7 +93,7 @@ func Start(floor uint64) *Floor {
 		floor:   floor,
 		base:    base,
 		cur:     base,
-		samples: []metrics.Sample{{Name: "/gc/heap/live:bytes"}},
+		samples: []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/scan/stack:bytes"}, {Name: "/gc/scan/globals:bytes"}},
 	}
 	f.mu.Lock()
 	f.tuneLocked()
@@ -142,7 +152,13 @@ func (f *Floor) tune() {
 
 func (f *Floor) tuneLocked() {
 	metrics.Read(f.samples)
-	want := Percent(f.floor, f.samples[0].Value.Uint64(), f.base)
+	var v [3]uint64
+	for i, s := range f.samples {
+		if s.Value.Kind() == metrics.KindUint64 {
+			v[i] = s.Value.Uint64()
+		}
+	}
+	want := Percent(f.floor, v[0], v[1]+v[2], f.base)
 	// Small moves are not worth the runtime's lock: within 1/16 of the
 	// current setting, it stays.
 	if d := want - f.cur; want == f.base && f.cur != f.base || d > f.cur/16 || -d > f.cur/16 {
@@ -152,16 +168,30 @@ func (f *Floor) tuneLocked() {
 }
 
 // Percent is the GC percent that makes the heap goal after a collection
-// that left live bytes max(floor, live × (1 + base/100)).
-func Percent(floor, live uint64, base int) int {
-	if live == 0 {
-		live = 1
+// max(floor, the goal at base), for a collection that left live bytes of
+// heap and roots bytes of stacks and globals to scan (zero before the
+// first collection: nothing is known yet). The runtime's goal at percent
+// p is the larger of live + (live + roots) × p / 100 and heapMinimum × p /
+// 100, so p is the smaller of the two percents that each bring one of
+// them to the floor; before the first collection only the second is
+// known, and it alone keeps the first goal at the floor.
+func Percent(floor, live, roots uint64, base int) int {
+	scan := live + roots
+	if live >= floor || live+scan/100*uint64(base)+scan%100*uint64(base)/100 >= floor {
+		return base // the goal at base reaches the floor
 	}
-	if live >= floor || live*uint64(100+base)/100 >= floor {
-		return base
+	p := scaled(floor, heapMinimum)
+	if scan > 0 {
+		p = min(p, scaled(floor-live, scan))
 	}
-	if floor/live >= maxPercent/100 {
+	return max(int(min(p, maxPercent)), base)
+}
+
+// scaled is a × 100 / b, rounded down, without overflow for any a.
+func scaled(a, b uint64) uint64 {
+	q := a / b
+	if q >= maxPercent {
 		return maxPercent
 	}
-	return int(floor/live*100 + (floor%live)*100/live - 100)
+	return q*100 + (a%b)*100/b
 }
