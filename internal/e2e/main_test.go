@@ -101,12 +101,31 @@ func startDaemon(t *testing.T, name string, endpoints []string, prefix string, e
 // it (waitServing does; it may run on another goroutine).
 func spawnDaemon(t *testing.T, name string, endpoints []string, prefix string, extra ...string) *daemonProc {
 	t.Helper()
-	p := &daemonProc{name: name, dataDir: filepath.Join(t.TempDir(), name), exit: make(chan error, 1), ready: make(chan string, 1)}
-	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--data-dir", p.dataDir,
-		"--log-format", "json", "--log-level", "info",
+	return spawnServe(t, name, append([]string{
 		"--store", "etcd", "--etcd-endpoints", strings.Join(endpoints, ","), "--etcd-prefix", prefix,
 		"--etcd-lease-ttl", leaseTTL.String(), "--etcd-request-timeout", "2s",
-		"--etcd-max-txn-ops", "1024", "--etcd-max-request-bytes", "8388608"}, extra...)
+		"--etcd-max-txn-ops", "1024", "--etcd-max-request-bytes", "8388608"}, extra...)...)
+}
+
+// startBoltDaemon runs `provisiond serve` on its embedded default store
+// (bbolt) in a data dir of its own, with more flags extra, and waits for
+// it to serve.
+func startBoltDaemon(t *testing.T, name string, extra ...string) *daemonProc {
+	t.Helper()
+	p := spawnServe(t, name, extra...)
+	if err := p.waitServing(); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// spawnServe starts `provisiond serve` on a free loopback port in a data
+// dir of its own, logging JSON at info, with more flags extra.
+func spawnServe(t *testing.T, name string, extra ...string) *daemonProc {
+	t.Helper()
+	p := &daemonProc{name: name, dataDir: filepath.Join(t.TempDir(), name), exit: make(chan error, 1), ready: make(chan string, 1)}
+	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--data-dir", p.dataDir,
+		"--log-format", "json", "--log-level", "info"}, extra...)
 	p.cmd = exec.Command(bin(t, "provisiond"), args...)
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
@@ -172,6 +191,24 @@ func (p *daemonProc) logTail() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return strings.Join(p.tail, "\n")
+}
+
+// loggedAddr returns the addr field of the last line of the log's tail
+// whose message is msg ("" if none).
+func (p *daemonProc) loggedAddr(msg string) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	addr := ""
+	for _, line := range p.tail {
+		var rec struct {
+			Msg  string `json:"msg"`
+			Addr string `json:"addr"`
+		}
+		if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == msg {
+			addr = rec.Addr
+		}
+	}
+	return addr
 }
 
 // logged reports whether a line of the log's tail has msg as its message.
