@@ -90,7 +90,8 @@ func (w *toolWindow) mark(start bool) {
 func (w *toolWindow) open() {
 	if w.quiet {
 		runtime.GC()
-		held := readRuntimeMetric("/memory/classes/total:bytes")
+		// What the memory limit counts: mapped and not returned.
+		held := readRuntimeMetric("/memory/classes/total:bytes") - readRuntimeMetric("/memory/classes/heap/released:bytes")
 		w.percent = debug.SetGCPercent(-1)
 		w.limit = debug.SetMemoryLimit(int64(held) + gcHeadroom())
 	}
