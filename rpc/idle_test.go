@@ -247,14 +247,39 @@ func TestIdleReaderWaitsShallow(t *testing.T) {
 		t.Fatal("no reply")
 	}
 
+	// shallow checks the readers' stacks while they wait: none under
+	// gorilla or reading a request, and none waiting under crypto/tls. A
+	// reader woken by a pong (every 20ms here) reads its record through
+	// crypto/tls before it waits again, so crypto/tls is looked for only
+	// in a snapshot where every reader is parked (bounded retries).
 	shallow := func(stacks []string) {
 		t.Helper()
-		for _, g := range stacks {
-			for _, deep := range []string{"gorilla/websocket", "crypto/tls", "rpc.(*Conn).readRequest"} {
-				if strings.Contains(g, deep) {
-					t.Fatalf("the idle reader waits under %s:\n%s", deep, g)
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			parked := true
+			for _, g := range stacks {
+				for _, deep := range []string{"gorilla/websocket", "rpc.(*Conn).readRequest"} {
+					if strings.Contains(g, deep) {
+						t.Fatalf("the idle reader runs under %s:\n%s", deep, g)
+					}
 				}
+				header, _, _ := strings.Cut(g, "\n")
+				parked = parked && !strings.Contains(header, "[runnable") && !strings.Contains(header, "[running") &&
+					!strings.Contains(header, "[syscall")
 			}
+			if parked {
+				for _, g := range stacks {
+					if strings.Contains(g, "crypto/tls") {
+						t.Fatalf("the idle reader waits under crypto/tls:\n%s", g)
+					}
+				}
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no snapshot with every reader parked in 10s:\n%s", strings.Join(stacks, "\n\n"))
+			}
+			time.Sleep(time.Millisecond) // polling a bounded condition
+			stacks = readerStacks()
 		}
 	}
 	shallow(waitHandedOver(t, 1))
