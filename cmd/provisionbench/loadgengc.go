@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"math"
-	"os"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
-	"strconv"
-	"strings"
+
+	"github.com/provisiond/provisiond/internal/daemon"
 )
 
 // The load generator's own garbage collector (issue 16).
@@ -17,13 +15,13 @@ import (
 // heap is hundreds of MiB of small objects (connections, TLS states,
 // pending calls), and a collection of it marks for hundreds of
 // milliseconds, with a mark worker on every P that would otherwise idle:
-// for that time the tool takes both cores from the daemon it shares them
+// for that time the tool takes cores from the daemon it shares them
 // with, and its own goroutines, which read the replies and take the
-// latencies, wait for the marker. The figures were the tool's collector:
-// at 10,000 agents x 10 watchers the watch p99 was 154 ms with it and
-// 2.9 ms without it, the daemon's own AddMachines p99 102 ms against 6.4
-// (docs/performance.md, "Session 11"). Real agents are separate
-// processes, each with a heap of its own, on other machines.
+// latencies, wait for the marker. At 10,000 agents x 10 watchers, with
+// the daemon's own collector off, the watch p99 was 4.44 ms with the
+// tool's collector and 2.63 ms without it (docs/performance.md, "Session
+// 11"). Real agents are separate processes, each with a heap of its own,
+// on other machines.
 //
 // So by default (--loadgen-gc quiet) the tool collects its garbage just
 // before each measuring window and turns its collector off inside it,
@@ -47,8 +45,8 @@ const (
 )
 
 // gcHeadroomMax bounds what a window may allocate before the collector
-// runs in it: at most this, and at most a quarter of the memory available
-// when the window opens.
+// runs in it: at most this, and at most an eighth of the memory a process
+// here may use (daemon.MemoryLimit: MemTotal or the cgroup's limit).
 const gcHeadroomMax = 4 << 30
 
 // toolWindow is what the tool does and reads at the edges of one
@@ -124,32 +122,10 @@ func (w *toolWindow) set(v *values, prefix string) {
 // gcHeadroom is how much a quiet window may allocate before the
 // collector runs in it.
 func gcHeadroom() int64 {
-	if avail := memAvailable(); avail > 0 {
-		return min(gcHeadroomMax, avail/4)
+	if limit := daemon.MemoryLimit(); limit > 0 {
+		return min(gcHeadroomMax, limit/8)
 	}
 	return 1 << 30
-}
-
-// memAvailable is /proc/meminfo's MemAvailable in bytes (0: not known).
-func memAvailable() int64 {
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		rest, ok := strings.CutPrefix(sc.Text(), "MemAvailable:")
-		if !ok {
-			continue
-		}
-		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-		if err != nil {
-			return 0
-		}
-		return kb << 10
-	}
-	return 0
 }
 
 // readRuntimeMetric reads one uint64 metric of the runtime (0 if it is

@@ -229,7 +229,7 @@ func parseOptions(name string, args []string, stdout, stderr io.Writer) (*option
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write the daemon's CPU profile (inproc: this whole process) to this file")
 	fs.StringVar(&o.windowProf, "window-cpuprofile", "", "child daemons: a CPU profile of each measuring window of write and watch, to FILE.1, FILE.2, ..., and the heap profiles as it opens and closes, to FILE.1.start.heap and FILE.1.heap, ... (with --daemons, daemon K's to FILE.dK.1, ...)")
 	fs.StringVar(&o.genProfile, "loadgen-cpuprofile", "", "write this process's CPU profile (the load generator: the agents and the driver) to this file")
-	fs.StringVar(&o.loadgenGC, "loadgen-gc", loadgenGCQuiet, "this process's garbage collector in the measuring windows: quiet (collect before each window, none in it unless it allocates more than min(4 GiB, a quarter of the memory available); not with --daemon inproc) or go (as $GOGC and $GOMEMLIMIT set it)")
+	fs.StringVar(&o.loadgenGC, "loadgen-gc", loadgenGCQuiet, "this process's garbage collector in the measuring windows: quiet (collect before each window, none in it unless it allocates more than min(4 GiB, an eighth of the box's memory); not with --daemon inproc) or go (as $GOGC and $GOMEMLIMIT set it)")
 	fs.StringVar(&o.memProfile, "memprofile", "", "child daemon: write its heap profile to this file (and FILE.1, FILE.2, ...) at each memory reading (conns); the echo server of --baseline to FILE.echo")
 	fs.StringVar(&o.store, "store", daemon.StoreBolt, "store of the self-started daemons: bbolt or etcd")
 	endpoints := fs.String("etcd-endpoints", "", "with --store etcd: etcd client URLs, comma-separated (default: the tool starts one etcd member)")

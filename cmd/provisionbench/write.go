@@ -208,8 +208,9 @@ func runWriteBaseline(ctx context.Context, e *env, n int) (*values, error) {
 	}
 	defer os.RemoveAll(dir)
 	v := newValues()
-	const valueSize = 512      // about a machine status record
-	win := e.o.newToolWindow() // raw bbolt runs in this process: each bench is a window
+	const valueSize = 512 // about a machine status record
+	// Raw bbolt runs in this process: each bench is a window.
+	win := e.o.newToolWindow()
 	win.mark(true)
 	serial, err := rawbolt.RawCommitBench(filepath.Join(dir, "serial.db"), 1, false, valueSize, e.o.duration)
 	win.mark(false)

@@ -119,7 +119,7 @@ const (
 // usual 1,024-file limit that is 896; on a box with 1 GiB and a high file
 // limit, 1,638.
 func DefaultMaxConns() int {
-	return defaultMaxConns(fileLimit(), memoryLimit())
+	return defaultMaxConns(fileLimit(), MemoryLimit())
 }
 
 func defaultMaxConns(files, memory int64) int {
@@ -146,10 +146,10 @@ func fileLimit() int64 {
 	return int64(rl.Cur)
 }
 
-// memoryLimit is the memory the daemon may use: the smaller of the box's
-// MemTotal and its cgroup's limit (v2 memory.max or v1
+// MemoryLimit is the memory a process here may use: the smaller of the
+// box's MemTotal and its cgroup's limit (v2 memory.max or v1
 // memory.limit_in_bytes), or 0 if neither is known.
-func memoryLimit() int64 {
+func MemoryLimit() int64 {
 	var limit int64
 	take := func(n int64) {
 		if n > 0 && (limit == 0 || n < limit) {

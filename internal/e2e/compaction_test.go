@@ -207,20 +207,27 @@ func metric(t *testing.T, creds *credentials.Credentials, d *daemonProc, name st
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
+	return metricIn(t, "/metrics of "+d.name, resp, name)
+}
+
+// metricIn reads one unlabelled counter or gauge from a /metrics
+// response (what names it in failures), failing t if it is not there.
+func metricIn(t *testing.T, what string, resp *http.Response, name string) float64 {
+	t.Helper()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("/metrics of %s: %d %v", d.name, resp.StatusCode, err)
+		t.Fatalf("%s: %d %v", what, resp.StatusCode, err)
 	}
 	for line := range strings.Lines(string(body)) {
 		if v, ok := strings.CutPrefix(line, name+" "); ok {
 			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 			if err != nil {
-				t.Fatalf("/metrics of %s: %q", d.name, line)
+				t.Fatalf("%s: %q", what, line)
 			}
 			return f
 		}
 	}
-	t.Fatalf("/metrics of %s has no %s", d.name, name)
+	t.Fatalf("%s has no %s", what, name)
 	return 0
 }
 

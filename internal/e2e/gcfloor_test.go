@@ -1,10 +1,7 @@
 package e2e
 
 import (
-	"io"
 	"net/http"
-	"strconv"
-	"strings"
 	"testing"
 )
 
@@ -28,21 +25,7 @@ func TestBuiltDaemonHeapGoalIsTheFloor(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("/metrics: %d %v", resp.StatusCode, err)
-	}
-	goal := -1.0
-	for line := range strings.Lines(string(body)) {
-		if v, ok := strings.CutPrefix(line, "go_memstats_next_gc_bytes "); ok {
-			if goal, err = strconv.ParseFloat(strings.TrimSpace(v), 64); err != nil {
-				t.Fatalf("/metrics: %q", line)
-			}
-		}
-	}
-	if goal < 0 {
-		t.Fatal("/metrics has no go_memstats_next_gc_bytes")
-	}
+	goal := metricIn(t, "/metrics", resp, "go_memstats_next_gc_bytes")
 	if goal > floor*1.02 || goal < floor/2 {
 		t.Errorf("the daemon's heap goal is %.0f MiB, want the floor, %d MiB", goal/(1<<20), floor>>20)
 	}

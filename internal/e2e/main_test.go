@@ -193,37 +193,34 @@ func (p *daemonProc) logTail() string {
 	return strings.Join(p.tail, "\n")
 }
 
-// loggedAddr returns the addr field of the last line of the log's tail
-// whose message is msg ("" if none).
-func (p *daemonProc) loggedAddr(msg string) string {
+// lastLogged finds the last line of the log's tail whose message is msg:
+// its addr field (empty when it has none), and whether there is one.
+func (p *daemonProc) lastLogged(msg string) (addr string, found bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	addr := ""
 	for _, line := range p.tail {
 		var rec struct {
 			Msg  string `json:"msg"`
 			Addr string `json:"addr"`
 		}
 		if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == msg {
-			addr = rec.Addr
+			addr, found = rec.Addr, true
 		}
 	}
+	return addr, found
+}
+
+// loggedAddr returns the addr field of the last line of the log's tail
+// whose message is msg ("" if none).
+func (p *daemonProc) loggedAddr(msg string) string {
+	addr, _ := p.lastLogged(msg)
 	return addr
 }
 
 // logged reports whether a line of the log's tail has msg as its message.
 func (p *daemonProc) logged(msg string) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, line := range p.tail {
-		var rec struct {
-			Msg string `json:"msg"`
-		}
-		if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == msg {
-			return true
-		}
-	}
-	return false
+	_, found := p.lastLogged(msg)
+	return found
 }
 
 func (p *daemonProc) exited() bool {

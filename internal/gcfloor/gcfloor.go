@@ -52,8 +52,9 @@ func FromEnvironment(floor uint64) (f *Floor, gogc string) {
 	return Start(floor), ""
 }
 
-// maxPercent bounds the GC percent a floor sets (a floor of 1 TiB is
-// 2,621,400% by heapMinimum).
+// maxPercent bounds the GC percent a floor sets: 1,048,576%, which is
+// already a goal of 40 GiB by heapMinimum alone (a larger floor is held
+// there).
 const maxPercent = 1 << 20
 
 // heapMinimum is the runtime's smallest heap goal at GC percent 100
