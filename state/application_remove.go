@@ -332,13 +332,9 @@ func (st *State) RemoveUnit(model, name string) error {
 // then its host machine if no principal unit is left on it (dying), and
 // its application if it was dying and this was its last unit.
 func (tx *txn) removeUnit(model, name string, destroyStorage bool, out *removal) error {
-	var d unitDoc
-	ok, err := get(tx, KindUnit, model, name, &d)
+	d, err := getUnit(tx, model, name)
 	if err != nil {
 		return err
-	}
-	if !ok {
-		return errors.NotFoundf("unit %q", name)
 	}
 	if d.IsPrincipal() && d.MachineID != "" {
 		onMachine, err := unitsOnMachine(tx, model, d.MachineID)

@@ -325,9 +325,11 @@ func getStorageInstance(r reader, model, id string) (storageInstanceDoc, error) 
 // when that takes the unit below the charm's minimum count of the storage
 // (Juju's validateRemoveOwnerStorageInstanceOps).
 func (tx *txn) checkDetach(model string, si storageInstanceDoc) error {
-	var u unitDoc
-	ok, err := get(tx, KindUnit, model, si.Unit, &u)
-	if err != nil || !ok || u.Life != Alive {
+	u, err := getUnit(tx, model, si.Unit)
+	if errors.Is(err, errors.NotFound) {
+		return nil
+	}
+	if err != nil || u.Life != Alive {
 		return err
 	}
 	a, err := getApplication(tx, model, u.Application)

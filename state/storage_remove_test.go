@@ -18,8 +18,7 @@ import (
 // singular (no "multiple"), which Juju never detaches from an alive unit.
 func optionalStorageApp(t *testing.T) (*state.State, string) {
 	t.Helper()
-	st, model := caasModel(t)
-	meta, err := charm.ParseMeta([]byte(`name: db
+	st, model := storageAppOf(t, `name: db
 storage:
   data:
     type: filesystem
@@ -30,12 +29,7 @@ storage:
     type: filesystem
     multiple:
       range: 0-2
-`))
-	must(t, err)
-	if _, err := st.AddCAASApplication(model, state.CAASApplicationParams{Name: "db", Charm: state.Charm{Meta: meta}, Scale: 2,
-		Storage: map[string]storage.Constraints{"data": {Count: 1, Size: 1024}, "logs": {Count: 1, Size: 64, Pool: "tmpfs"}}}); err != nil {
-		t.Fatal(err)
-	}
+`)
 	storagePods(t, st, model)
 	return st, model
 }

@@ -204,13 +204,9 @@ func (st *State) SetUnitDying(model, name string) error {
 
 func (st *State) setUnitLife(model, name string, l Life) error {
 	return st.update(func(tx *txn) error {
-		var d unitDoc
-		ok, err := get(tx, KindUnit, model, name, &d)
+		d, err := getUnit(tx, model, name)
 		if err != nil {
 			return err
-		}
-		if !ok {
-			return errors.NotFoundf("unit %q", name)
 		}
 		if lifeOrder(d.Life) >= lifeOrder(l) {
 			return errNoChange

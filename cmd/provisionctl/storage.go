@@ -159,27 +159,18 @@ const (
 	orphanedWord = "(orphaned)"
 )
 
-// orphanedStorage lists the filesystems and volumes of s that belong to no
-// storage instance and are attached to nothing; a volume backing one of
-// those filesystems is listed with it, not on its own.
+// orphanedStorage lists the filesystems and volumes of s that the daemon
+// marks orphaned: attached to nothing, belonging to no storage instance.
 func orphanedStorage(s params.StorageStatus) ([]params.FilesystemStatus, []params.ModelVolumeStatus) {
-	instances := map[string]bool{}
-	for _, si := range s.Instances {
-		instances[si.ID] = true
-	}
-	backing := map[string]bool{}
 	var fss []params.FilesystemStatus
 	for _, f := range s.Filesystems {
-		if f.VolumeID != "" {
-			backing[f.VolumeID] = true
-		}
-		if f.Attachment == nil && !instances[f.StorageID] {
+		if f.Orphaned {
 			fss = append(fss, f)
 		}
 	}
 	var vols []params.ModelVolumeStatus
 	for _, v := range s.Volumes {
-		if len(v.Attached) == 0 && !backing[v.ID] && !instances[v.StorageID] {
+		if v.Orphaned {
 			vols = append(vols, v)
 		}
 	}
@@ -305,12 +296,11 @@ func storageTable(s params.StorageStatus) *table {
 // (detached or orphaned otherwise), its storage instance and volume.
 func filesystemsTable(s params.StorageStatus) *table {
 	t := &table{header: []string{"FILESYSTEM", "UNIT", "STORAGE", "VOLUME", "PROVIDER-ID", "MOUNTPOINT", "SIZE", "STATUS", "LIFE"}}
-	orphans, _ := orphanedStorage(s)
 	for _, f := range s.Filesystems {
 		unit, mount := detachedWord, "-"
 		if f.Attachment != nil {
 			unit, mount = f.Attachment.Unit, orDash(f.Attachment.MountPoint)
-		} else if slices.ContainsFunc(orphans, func(o params.FilesystemStatus) bool { return o.ID == f.ID }) {
+		} else if f.Orphaned {
 			unit = orphanedWord
 		}
 		t.add(f.ID, unit, orDash(f.StorageID), volumeProviderID(s, f.VolumeID), orDash(f.ProviderID), mount, sizeOrDash(f.Size),
@@ -323,7 +313,6 @@ func filesystemsTable(s params.StorageStatus) *table {
 // (detached or orphaned otherwise) and its storage instance.
 func volumesTable(s params.StorageStatus) *table {
 	t := &table{header: []string{"VOLUME", "ATTACHED", "STORAGE", "PROVIDER-ID", "DEVICE", "SIZE", "STATUS", "LIFE"}}
-	_, orphans := orphanedStorage(s)
 	for _, v := range s.Volumes {
 		var to, devices []string
 		for _, at := range v.Attached {
@@ -339,7 +328,7 @@ func volumesTable(s params.StorageStatus) *table {
 		attached := strings.Join(to, ",")
 		switch {
 		case attached != "":
-		case slices.ContainsFunc(orphans, func(o params.ModelVolumeStatus) bool { return o.ID == v.ID }):
+		case v.Orphaned:
 			attached = orphanedWord
 		default:
 			attached = detachedWord

@@ -279,6 +279,9 @@ type FilesystemStatus struct {
 	ProviderID string                      `json:"provider-id,omitempty"`
 	Status     StatusInfo                  `json:"status,omitzero"`
 	Attachment *FilesystemAttachmentStatus `json:"attachment,omitempty"`
+	// Orphaned marks a filesystem attached to nothing that belongs to no
+	// storage instance: it stays until the model goes.
+	Orphaned bool `json:"orphaned,omitempty"`
 }
 
 // VolumeAttachmentStatus attaches a volume to a machine or a unit.
@@ -300,6 +303,10 @@ type ModelVolumeStatus struct {
 	Persistent bool                     `json:"persistent,omitempty"`
 	Status     StatusInfo               `json:"status,omitzero"`
 	Attached   []VolumeAttachmentStatus `json:"attachments,omitempty"`
+	// Orphaned marks a volume attached to nothing that belongs to no
+	// storage instance and backs no filesystem (an iaas volume whose
+	// machine went): it stays until the model goes.
+	Orphaned bool `json:"orphaned,omitempty"`
 }
 
 // StorageStatus is a model's storage: instances, filesystems, volumes.
