@@ -145,7 +145,7 @@ func TestRemoveCAASApplication(t *testing.T) {
 			if clr.Results[0].Error != nil {
 				t.Fatal(clr.Results[0].Error)
 			}
-			if l := e.life("db"); l != params.CodeNotFound {
+			if l := e.life("db"); l != "error: "+params.CodeNotFound {
 				t.Errorf("Life after clearing = %s", l)
 			}
 			if got := nextApps(t, apps, 200*time.Millisecond); got != nil {

@@ -90,8 +90,9 @@ type RemoveApplicationResult struct {
 	// DyingMachines are the machines left without a principal unit, which
 	// became dying.
 	DyingMachines []string `json:"dying-machines"`
-	// Storage is the storage destroyed with the units.
-	Storage []RemovedStorage `json:"storage"`
+	// Storage is the storage destroyed with the units (its key is not
+	// "storage": the application's storage constraints have that one).
+	Storage []RemovedStorage `json:"removed-storage"`
 }
 
 // RemoveStorageArgs is the argument of RemoveStorage.
