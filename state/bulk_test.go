@@ -299,7 +299,7 @@ func TestBulkApplications(t *testing.T) {
 		t.Errorf("b's operator status %+v", s)
 	}
 	for _, name := range []string{"a", "b"} {
-		if err := st.DestroyApplication(model, name); err != nil {
+		if _, err := st.DestroyApplication(model, name, false); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -330,13 +330,13 @@ func TestRemoveUnitsAllOrNone(t *testing.T) {
 		t.Fatalf("AddUnits = %v, %v, %v", units, machines, err)
 	}
 	rev := st.Revision()
-	if err := st.RemoveUnits(model, []string{units[0], "web/9", units[1]}); err == nil || err.Error() != `unit "web/9" not found` {
+	if _, err := st.RemoveUnits(model, []string{units[0], "web/9", units[1]}); err == nil || err.Error() != `unit "web/9" not found` {
 		t.Errorf("RemoveUnits with an unknown unit: %v", err)
 	}
 	if st.Revision() != rev {
 		t.Errorf("a refused RemoveUnits wrote")
 	}
-	if err := st.RemoveUnits(model, units[:2]); err != nil {
+	if _, err := st.RemoveUnits(model, units[:2]); err != nil {
 		t.Fatal(err)
 	}
 	if !revisionsAfter(st, rev, 1) {

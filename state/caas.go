@@ -247,57 +247,6 @@ func (st *State) Applications(model string) ([]Application, error) {
 	return out, err
 }
 
-// DestroyApplication moves an alive application to dying.
-func (st *State) DestroyApplication(model, app string) error {
-	return st.update(func(tx *txn) error {
-		a, err := getApplication(tx, model, app)
-		if err != nil {
-			return err
-		}
-		if a.Life != Alive {
-			return errNoChange
-		}
-		a.Life = Dying
-		return tx.put(KindApplication, model, app, &a, watcher.FieldLife)
-	})
-}
-
-// ClearApplicationResources clears the has-resources flag of an
-// application that is no longer alive (`application "x" is alive`
-// otherwise).
-func (st *State) ClearApplicationResources(model, app string) error {
-	return st.update(func(tx *txn) error { return tx.clearApplicationResources(model, app) })
-}
-
-// ClearAndRemoveApplications clears the resources flag of each
-// application (ClearApplicationResources) and removes it
-// (RemoveApplication), each application in one part of one transaction
-// (bulk): an application is never left cleared but not removed, and each
-// keeps its error.
-func (st *State) ClearAndRemoveApplications(model string, apps []string) []error {
-	return st.bulk(len(apps), func(tx *txn, i int) error {
-		if err := tx.clearApplicationResources(model, apps[i]); err != nil && !errors.Is(err, errNoChange) {
-			return err
-		}
-		return tx.removeApplication(model, apps[i])
-	})
-}
-
-func (tx *txn) clearApplicationResources(model, app string) error {
-	a, err := getApplication(tx, model, app)
-	if err != nil {
-		return err
-	}
-	if a.Life == Alive {
-		return errors.Errorf("application %q is alive", app)
-	}
-	if !a.HasResources {
-		return errNoChange
-	}
-	a.HasResources = false
-	return tx.put(KindApplication, model, app, &a, FieldHasResources)
-}
-
 // SetApplicationConstraints replaces an application's constraints.
 func (st *State) SetApplicationConstraints(model, app string, cons Constraints) error {
 	return st.update(func(tx *txn) error {

@@ -251,39 +251,16 @@ func (tx *txn) addUnitStorage(a applicationDoc, unit string) error {
 	return nil
 }
 
-// detachUnitStorage releases the storage of a removed unit: the
-// instances lose their owner and attachment, the filesystems and volumes
-// their attachments. The storage itself is kept (detached).
+// detachUnitStorage detaches the storage of a removed unit
+// (detachStorageInstance): the storage itself is kept. The filesystems'
+// status is left to the caller.
 func (tx *txn) detachUnitStorage(model, unit string) error {
 	sis, err := unitStorage(tx, model, unit)
 	if err != nil {
 		return err
 	}
 	for _, si := range sis {
-		si.Unit, si.Owner = "", ""
-		if err := tx.put(KindStorageInstance, model, si.ID, &si, "attachment"); err != nil {
-			return err
-		}
-		fs, err := instanceFilesystem(tx, model, si.ID)
-		if errors.Is(err, errors.NotFound) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		fs.Attachment = nil
-		if err := tx.put(KindFilesystem, model, fs.ID, &fs, "attachment"); err != nil {
-			return err
-		}
-		if fs.VolumeID == "" {
-			continue
-		}
-		v, err := getVolume(tx, model, fs.VolumeID)
-		if err != nil {
-			return err
-		}
-		v.Attachments = slices.DeleteFunc(v.Attachments, func(a VolumeAttachment) bool { return a.Unit == unit })
-		if err := tx.put(KindVolume, model, v.ID, &v, "attachment"); err != nil {
+		if err := tx.detachStorageInstance(model, si, false); err != nil {
 			return err
 		}
 	}

@@ -20,15 +20,22 @@ import (
 // tmpfs (no volume), scale 2.
 func storageApp(t *testing.T) (*state.State, string) {
 	t.Helper()
-	st, model := caasModel(t)
-	meta, err := charm.ParseMeta([]byte(`name: db
+	return storageAppOf(t, `name: db
 storage:
   data:
     type: filesystem
     location: /data
   logs:
     type: filesystem
-`))
+`)
+}
+
+// storageAppOf is storageApp with db's charm metadata given (its storage
+// must be "data" and "logs").
+func storageAppOf(t *testing.T, metadata string) (*state.State, string) {
+	t.Helper()
+	st, model := caasModel(t)
+	meta, err := charm.ParseMeta([]byte(metadata))
 	if err != nil {
 		t.Fatal(err)
 	}

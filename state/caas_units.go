@@ -123,13 +123,21 @@ func appUnits(r reader, model, app string) ([]Unit, error) {
 func (st *State) Unit(model, name string) (Unit, error) {
 	var d unitDoc
 	err := st.view(func(r reader) error {
-		ok, err := get(r, KindUnit, model, name, &d)
-		if err == nil && !ok {
-			err = errors.NotFoundf("unit %q", name)
-		}
+		var err error
+		d, err = getUnit(r, model, name)
 		return err
 	})
 	return d.Unit, err
+}
+
+// getUnit reads a unit's record (`unit "x" not found` if none).
+func getUnit(r reader, model, name string) (unitDoc, error) {
+	var d unitDoc
+	ok, err := get(r, KindUnit, model, name, &d)
+	if err == nil && !ok {
+		err = errors.NotFoundf("unit %q", name)
+	}
+	return d, err
 }
 
 // unitOp is one unit update of updateStateUnits.
@@ -548,13 +556,9 @@ func (run *unitsRun) addUnitNamed(props podProps) (string, error) {
 }
 
 func (run *unitsRun) updateUnit(name string, props podProps) error {
-	var d unitDoc
-	ok, err := get(run.tx, KindUnit, run.model, name, &d)
+	d, err := getUnit(run.tx, run.model, name)
 	if err != nil {
 		return err
-	}
-	if !ok {
-		return errors.NotFoundf("unit %q", name)
 	}
 	if props.container != nil {
 		c := *props.container

@@ -50,6 +50,10 @@ type modelDoc struct {
 	Type   ModelType      `json:"type"`
 	Life   Life           `json:"life"`
 	Config map[string]any `json:"config,omitempty"`
+	// DestroyStorage is what DestroyModel was told to do with the
+	// model's persistent storage: destroy it (true) or release it
+	// (false); nil until told (model_destroy.go).
+	DestroyStorage *bool `json:"destroy-storage,omitempty"`
 }
 
 func (d *modelDoc) model() Model {
@@ -255,56 +259,10 @@ func getModelAs[T any](r reader, uuid string) (T, error) {
 	return d, nil
 }
 
-// RemoveModel starts the removal of a model: an alive model becomes dying
-// (it accepts no new entities), and a dying model that holds no entity is
-// removed at once, with its name (which may then be reused) and its
-// sequences. A dying model that still holds entities is removed in the
-// transaction that removes its last entity (see txn.remove). RemoveModel
-// on a dying model is a no-op that reports it again. The controller model
-// cannot be removed (errors.Forbidden). removed reports whether the model
-// is gone; m is the model as it was last stored (Life dying, or dead when
-// removed).
+// RemoveModel starts the removal of a model: DestroyModel's first step
+// (beginDestroyModel) with no decision about storage.
 func (st *State) RemoveModel(uuid string) (m Model, removed bool, err error) {
-	err = st.update(func(tx *txn) error {
-		removed = false
-		ctrl, err := getController(tx)
-		if err != nil {
-			return err
-		}
-		d, err := getModel(tx, uuid)
-		if err != nil {
-			return err
-		}
-		if uuid == ctrl.ModelUUID {
-			return errors.Forbiddenf("cannot remove the controller model")
-		}
-		changed := false
-		if d.Life == Alive {
-			d.Life = Dying
-			if err := tx.put(KindModel, uuid, uuid, &d, watcher.FieldLife); err != nil {
-				return err
-			}
-			changed = true
-		}
-		m = d.model()
-		empty, err := tx.modelEmpty(uuid)
-		if err != nil {
-			return err
-		}
-		if empty {
-			removed = true
-			m.Life = Dead
-			return tx.removeModel(&d)
-		}
-		if !changed {
-			return errNoChange
-		}
-		return nil
-	})
-	if err != nil {
-		return Model{}, false, err
-	}
-	return m, removed, nil
+	return st.beginDestroyModel(uuid, nil)
 }
 
 // modelEmpty reports whether no per-model entity of model is left.

@@ -1,6 +1,8 @@
 package state_test
 
 import (
+	"maps"
+	"slices"
 	"testing"
 
 	"github.com/juju/errors"
@@ -10,6 +12,8 @@ import (
 	"github.com/provisiond/provisiond/state/statetest"
 	"github.com/provisiond/provisiond/storage"
 )
+
+func ptr[T any](v T) *T { return &v }
 
 // DestroyModel: an IAAS model's units go at once, its machines (and what
 // they host) become dying, its applications go; the model goes with its
@@ -33,9 +37,9 @@ func TestDestroyModelIAAS(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	got, removed, err := st.DestroyModel(m.UUID)
-	if err != nil || removed || got.Life != state.Dying {
-		t.Fatalf("DestroyModel = %+v, %v, %v", got, removed, err)
+	got, err := st.DestroyModel(m.UUID, state.DestroyModelParams{})
+	if err != nil || got.Removed || got.Model.Life != state.Dying || len(got.Storage) != 0 {
+		t.Fatalf("DestroyModel = %+v, %v", got, err)
 	}
 	ms, err := st.Machines(m.UUID)
 	if err != nil || len(ms) != 2 || ms[0].Life != state.Dying || ms[1].Life != state.Dying {
@@ -48,8 +52,8 @@ func TestDestroyModelIAAS(t *testing.T) {
 		t.Errorf("applications = %+v, %v", apps, err)
 	}
 	// Again: nothing left to do, still dying.
-	if _, removed, err := st.DestroyModel(m.UUID); err != nil || removed {
-		t.Fatalf("second DestroyModel = %v, %v", removed, err)
+	if got, err := st.DestroyModel(m.UUID, state.DestroyModelParams{}); err != nil || got.Removed {
+		t.Fatalf("second DestroyModel = %+v, %v", got, err)
 	}
 	// The agents finish: the container, then its host.
 	for _, id := range []string{m0.ID + "/lxd/0", m0.ID} {
@@ -65,55 +69,153 @@ func TestDestroyModelIAAS(t *testing.T) {
 	}
 }
 
-// RemoveApplication takes a dying Kubernetes application with its units;
-// their storage stays, detached (and keeps a dying model).
-func TestRemoveApplication(t *testing.T) {
+// TestDestroyModelStorage: what becomes of a Kubernetes model's storage
+// with each decision. storageApp's "data" storage is in the kubernetes
+// provider (environ-scoped and dynamic: persistent, Juju's "detachable",
+// backed by a volume), "logs" on tmpfs (bound to its pod). The expected
+// values follow Juju's state/model.go destroyOps
+// (checkModelEntityRefsNoPersistentStorage: only detachable volumes and
+// filesystems count; refused with "model contains persistent storage",
+// code "controller/model has persistent storage" in
+// apiserver/errors/errors.go), its cleanupStorageForDyingModel
+// (state/cleanup.go: destroy or release each storage instance) and
+// cmd/juju/model/destroy.go (the counts, volumes first).
+func TestDestroyModelStorage(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		decision *bool
+		refused  string
+		released map[string]bool // by kind/id: released (true) or destroyed (false)
+	}{{
+		name:    "no decision",
+		refused: "model contains persistent storage: 2 volumes and 2 filesystems",
+	}, {
+		name:     "destroy-storage",
+		decision: ptr(true),
+		released: map[string]bool{
+			"storage/data/0": false, "filesystem/db/0/0": false, "volume/0": false,
+			"storage/logs/0": false, "filesystem/db/0/1": false,
+			"storage/data/1": false, "filesystem/db/1/0": false, "volume/1": false,
+			"storage/logs/1": false, "filesystem/db/1/1": false,
+		},
+	}, {
+		name:     "release-storage",
+		decision: ptr(false),
+		// tmpfs cannot be released: it goes with its pod (Juju releases
+		// only detachable storage).
+		released: map[string]bool{
+			"storage/data/0": true, "filesystem/db/0/0": true, "volume/0": true,
+			"storage/logs/0": false, "filesystem/db/0/1": false,
+			"storage/data/1": true, "filesystem/db/1/0": true, "volume/1": true,
+			"storage/logs/1": false, "filesystem/db/1/1": false,
+		},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			st, model := storageApp(t)
+			if _, err := st.UpdateCAASUnits(model, "db", state.UnitsUpdate{Scale: scale(2), Pods: []state.Pod{
+				pod("db-0", "pvc-0", "pv-0"), pod("db-1", "pvc-1", "pv-1")}}); err != nil {
+				t.Fatal(err)
+			}
+			rev := st.Revision()
+			got, err := st.DestroyModel(model, state.DestroyModelParams{DestroyStorage: tc.decision})
+			if tc.refused != "" {
+				if !errors.Is(err, state.ErrPersistentStorage) || err.Error() != tc.refused {
+					t.Fatalf("DestroyModel = %+v, %v; want %q", got, err, tc.refused)
+				}
+				if st.Revision() != rev {
+					t.Errorf("a refused DestroyModel wrote")
+				}
+				if m, err := st.Model(model); err != nil || m.Life != state.Alive {
+					t.Errorf("model after refusal: %+v, %v", m, err)
+				}
+				return
+			}
+			if err != nil || got.Removed || got.Model.Life != state.Dying {
+				t.Fatalf("DestroyModel = %+v, %v", got, err)
+			}
+			gotReleased := map[string]bool{}
+			for _, d := range got.Storage {
+				gotReleased[d.Kind+"/"+d.ID] = d.Released
+				if d.Kind == "volume" && d.ProviderID != "pv-"+d.ID {
+					t.Errorf("volume %s provider id %q", d.ID, d.ProviderID)
+				}
+			}
+			if !maps.Equal(gotReleased, tc.released) {
+				t.Errorf("storage taken out = %v\nwant %v", gotReleased, tc.released)
+			}
+			if a, err := st.Application(model, "db"); err != nil || a.Life != state.Dead {
+				t.Fatalf("application = %+v, %v; want dead, waiting for its unit provisioner", a, err)
+			}
+			for _, n := range []int{len(mustStorage(t, st, model)), len(mustFilesystems(t, st, model)), len(mustVolumes(t, st, model))} {
+				if n != 0 {
+					t.Errorf("storage left: %d", n)
+				}
+			}
+			// The unit provisioner clears the dead application: the
+			// model goes with it.
+			if errs := st.ClearAndRemoveApplications(model, []string{"db"}); errs[0] != nil {
+				t.Fatal(errs[0])
+			}
+			if _, err := st.Model(model); !errors.Is(err, errors.NotFound) {
+				t.Errorf("model after its last application: %v", err)
+			}
+		})
+	}
+}
+
+// No decision is needed when a model holds only storage bound to its hosts:
+// tmpfs filesystems go with the model unasked (Juju's destroyOps counts
+// only detachable storage).
+func TestDestroyModelHostBoundStorage(t *testing.T) {
 	t.Parallel()
 	st, model := caasModel(t)
-	meta, err := charm.ParseMeta([]byte("name: db\nstorage:\n  data:\n    type: filesystem\n"))
+	meta, err := charm.ParseMeta([]byte("name: cache\nstorage:\n  scratch:\n    type: filesystem\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.AddCAASApplication(model, state.CAASApplicationParams{Name: "db", Charm: state.Charm{URL: "local:db-0", Meta: meta},
-		Storage: map[string]storage.Constraints{"data": {Pool: "kubernetes"}}}); err != nil {
+	if _, err := st.AddCAASApplication(model, state.CAASApplicationParams{Name: "cache", Charm: state.Charm{Meta: meta},
+		Storage: map[string]storage.Constraints{"scratch": {Pool: "tmpfs", Count: 1, Size: 64}}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.SetPodSpec(model, "db", "containers: []"); err != nil {
+	if _, err := st.AddCAASUnit(model, "cache", state.CAASUnitParams{ProviderID: "cache-0"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.AddCAASUnit(model, "db", state.CAASUnitParams{ProviderID: "db-0"}); err != nil {
-		t.Fatal(err)
+	got, err := st.DestroyModel(model, state.DestroyModelParams{})
+	if err != nil || got.Removed {
+		t.Fatalf("DestroyModel = %+v, %v", got, err)
 	}
-	if err := st.RemoveApplication(model, "db"); err == nil || err.Error() != `application "db" is alive` {
-		t.Fatalf("alive: %v", err)
+	var kinds []string
+	for _, d := range got.Storage {
+		if d.Released {
+			t.Errorf("released %+v", d)
+		}
+		kinds = append(kinds, d.Kind+"/"+d.ID)
 	}
-	if _, removed, err := st.DestroyModel(model); err != nil || removed {
-		t.Fatalf("DestroyModel = %v, %v", removed, err)
+	if want := []string{"storage/scratch/0", "filesystem/cache/0/0"}; !slices.Equal(kinds, want) {
+		t.Errorf("storage taken out = %v, want %v", kinds, want)
 	}
-	if a, err := st.Application(model, "db"); err != nil || a.Life != state.Dying {
-		t.Fatalf("a Kubernetes application waits for its unit provisioner: %+v, %v", a, err)
+	// Again, on the dying model: nothing to do, no decision needed.
+	if got, err := st.DestroyModel(model, state.DestroyModelParams{}); err != nil || got.Removed || len(got.Storage) != 0 {
+		t.Errorf("second DestroyModel = %+v, %v", got, err)
 	}
-	if err := st.RemoveApplication(model, "db"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.Application(model, "db"); !errors.Is(err, errors.NotFound) {
-		t.Errorf("application after removal: %v", err)
-	}
-	if units, err := st.CAASUnits(model, "db"); err != nil || len(units) != 0 {
-		t.Errorf("units = %+v, %v", units, err)
-	}
-	if _, err := st.K8sSpec(model, "db"); !errors.Is(err, errors.NotFound) {
-		t.Errorf("pod spec: %v", err)
-	}
-	sis, err := st.StorageInstances(model)
-	if err != nil || len(sis) != 1 || sis[0].Unit != "" || sis[0].Owner != "" {
-		t.Errorf("storage = %+v, %v", sis, err)
-	}
+}
+
+func mustFilesystems(t *testing.T, st *state.State, model string) []state.Filesystem {
+	t.Helper()
 	fss, err := st.Filesystems(model)
-	if err != nil || len(fss) != 1 || fss[0].Attachment != nil || fss[0].Status.Status != "detached" {
-		t.Errorf("filesystems = %+v, %v", fss, err)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if m, err := st.Model(model); err != nil || m.Life != state.Dying {
-		t.Errorf("the storage keeps the model dying: %+v, %v", m, err)
+	return fss
+}
+
+func mustVolumes(t *testing.T, st *state.State, model string) []state.Volume {
+	t.Helper()
+	vs, err := st.Volumes(model)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return vs
 }

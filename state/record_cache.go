@@ -272,6 +272,7 @@ func cloneSlicePtr(p *[]string) *[]string {
 func (d *modelDoc) clone() modelDoc {
 	c := *d
 	c.Config = cloneJSONMap(d.Config)
+	c.DestroyStorage = clonePtr(d.DestroyStorage)
 	return c
 }
 

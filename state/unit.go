@@ -202,46 +202,11 @@ func (st *State) SetUnitDying(model, name string) error {
 	return st.setUnitLife(model, name, Dying)
 }
 
-// RemoveUnit removes a unit (whatever its life: the unit agent is not
-// modelled), unassigning it from its machine.
-func (st *State) RemoveUnit(model, name string) error {
-	return st.update(func(tx *txn) error {
-		if ok, err := exists(tx, KindUnit, model, name); err != nil {
-			return err
-		} else if !ok {
-			return errors.NotFoundf("unit %q", name)
-		}
-		return tx.remove(KindUnit, model, name)
-	})
-}
-
-// RemoveUnits removes units as RemoveUnit does, all in one transaction:
-// all or none (an unknown unit refuses them all).
-func (st *State) RemoveUnits(model string, names []string) error {
-	return st.update(func(tx *txn) error {
-		for _, name := range names {
-			if ok, err := exists(tx, KindUnit, model, name); err != nil {
-				return err
-			} else if !ok {
-				return errors.NotFoundf("unit %q", name)
-			}
-			if err := tx.remove(KindUnit, model, name); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-}
-
 func (st *State) setUnitLife(model, name string, l Life) error {
 	return st.update(func(tx *txn) error {
-		var d unitDoc
-		ok, err := get(tx, KindUnit, model, name, &d)
+		d, err := getUnit(tx, model, name)
 		if err != nil {
 			return err
-		}
-		if !ok {
-			return errors.NotFoundf("unit %q", name)
 		}
 		if lifeOrder(d.Life) >= lifeOrder(l) {
 			return errNoChange

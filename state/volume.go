@@ -182,20 +182,45 @@ func (st *State) StoragePool(model, name string) (StoragePool, error) {
 	return d.StoragePool, err
 }
 
-// detachVolumes drops the attachments of volumes to a removed machine
-// (the volumes themselves stay, as Juju keeps them).
+// detachVolumes drops the attachments of volumes to a removed machine.
+// A volume left attached to nothing goes with the machine when it is bound
+// to it (its provider is machine-scoped or static: storage.Detachable), as
+// Juju destroys a dying machine's non-detachable storage; in a dying model
+// told what to do with its storage, persistent volumes go as decided
+// (model_destroy.go); any other is kept, detached.
 func (tx *txn) detachVolumes(model, machine string) error {
 	docs, err := list[volumeDoc](tx, KindVolume, model)
 	if err != nil {
 		return err
 	}
+	var kinds *storageKinds
+	var md modelDoc
 	for _, d := range docs {
 		n := len(d.Attachments)
 		d.Attachments = slices.DeleteFunc(d.Attachments, func(a VolumeAttachment) bool { return a.Machine == machine })
-		if len(d.Attachments) != n {
-			if err := tx.put(KindVolume, model, d.ID, &d, "attachment"); err != nil {
-				return err
+		if len(d.Attachments) == n {
+			continue
+		}
+		if len(d.Attachments) == 0 && d.StorageID == "" {
+			if kinds == nil {
+				k, err := newStorageKinds(tx, model)
+				if err != nil {
+					return err
+				}
+				if md, err = getModel(tx, model); err != nil {
+					return err
+				}
+				kinds = &k
 			}
+			if dispose, release := kinds.disposal(md, d.Pool); dispose {
+				if err := tx.disposeVolume(model, d, release, &removal{}); err != nil {
+					return err
+				}
+				continue
+			}
+		}
+		if err := tx.put(KindVolume, model, d.ID, &d, "attachment"); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -23,6 +23,11 @@ type Provider interface {
 	// with the instance, so the machine provisioner asks for it in
 	// ProvisioningInfo.
 	Dynamic() bool
+	// Releasable reports whether the provider's storage can be released
+	// from a model (left in the cloud, no longer managed) rather than
+	// destroyed, as Juju's destroy-model --release-storage and
+	// remove-storage --no-destroy do.
+	Releasable() bool
 	// Supports reports whether the provider makes storage of kind k.
 	Supports(k Kind) bool
 	// ValidateConfig checks the provider-specific attributes of a pool.
@@ -69,6 +74,14 @@ type Params struct {
 	// Medium is the emptyDir medium: StorageMediumMemory for tmpfs unless
 	// the pool's storage-medium says otherwise; "" (node disk) for rootfs.
 	Medium string
+}
+
+// Detachable reports whether storage of provider p outlives the machine
+// or unit it is attached to (Juju's detachable, "persistent" storage: its
+// volumes and filesystems have no host): the provider is environ-scoped
+// and dynamic. Other storage is bound to its host and destroyed with it.
+func Detachable(p Provider) bool {
+	return p.Scope() == ScopeEnviron && p.Dynamic()
 }
 
 // Registry is a fixed set of providers, looked up by type. It is not

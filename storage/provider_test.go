@@ -73,20 +73,25 @@ func TestNewRegistryErrors(t *testing.T) {
 	}
 }
 
+// The properties are Juju's providers' (caas/kubernetes/provider/storage.go,
+// storage/provider/{rootfs,tmpfs,loop}.go): detachable is state's
+// isDetachableVolumePool / isDetachableFilesystemPool (environ-scoped and
+// dynamic), releasable the providers' Releasable.
 func TestProviderProperties(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		p         storage.Provider
-		typ       storage.ProviderType
-		scope     storage.Scope
-		dynamic   bool
-		block, fs bool
+		p                      storage.Provider
+		typ                    storage.ProviderType
+		scope                  storage.Scope
+		dynamic                bool
+		block, fs              bool
+		detachable, releasable bool
 	}{
-		{storage.KubernetesProvider{}, "kubernetes", storage.ScopeEnviron, true, true, true},
-		{storage.RootfsProvider{}, "rootfs", storage.ScopeMachine, true, false, true},
-		{storage.TmpfsProvider{}, "tmpfs", storage.ScopeMachine, true, false, true},
-		{storage.LoopProvider{}, "loop", storage.ScopeMachine, true, true, false},
-		{storage.BasicProvider{ProviderType: "static", ProviderScope: storage.ScopeEnviron, Kinds: []storage.Kind{storage.KindFilesystem}}, "static", storage.ScopeEnviron, false, false, true},
+		{storage.KubernetesProvider{}, "kubernetes", storage.ScopeEnviron, true, true, true, true, true},
+		{storage.RootfsProvider{}, "rootfs", storage.ScopeMachine, true, false, true, false, false},
+		{storage.TmpfsProvider{}, "tmpfs", storage.ScopeMachine, true, false, true, false, false},
+		{storage.LoopProvider{}, "loop", storage.ScopeMachine, true, true, false, false, false},
+		{storage.BasicProvider{ProviderType: "static", ProviderScope: storage.ScopeEnviron, Kinds: []storage.Kind{storage.KindFilesystem}}, "static", storage.ScopeEnviron, false, false, true, false, false},
 	}
 	for _, tc := range tests {
 		t.Run(string(tc.typ), func(t *testing.T) {
@@ -99,6 +104,9 @@ func TestProviderProperties(t *testing.T) {
 			}
 			if p.Supports("object") {
 				t.Fatalf("%s supports an unknown kind", tc.typ)
+			}
+			if storage.Detachable(p) != tc.detachable || p.Releasable() != tc.releasable {
+				t.Fatalf("%s: detachable %v releasable %v", tc.typ, storage.Detachable(p), p.Releasable())
 			}
 			if len(p.DefaultPools()) != 0 {
 				t.Fatalf("%s has default pools %v", tc.typ, p.DefaultPools())

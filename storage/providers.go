@@ -23,6 +23,7 @@ type KubernetesProvider struct{}
 func (KubernetesProvider) Type() ProviderType     { return ProviderKubernetes }
 func (KubernetesProvider) Scope() Scope           { return ScopeEnviron }
 func (KubernetesProvider) Dynamic() bool          { return true }
+func (KubernetesProvider) Releasable() bool       { return true }
 func (KubernetesProvider) Supports(k Kind) bool   { return k == KindFilesystem || k == KindBlock }
 func (KubernetesProvider) DefaultPools() []Config { return nil }
 
@@ -104,6 +105,7 @@ type RootfsProvider struct{}
 func (RootfsProvider) Type() ProviderType                  { return ProviderRootfs }
 func (RootfsProvider) Scope() Scope                        { return ScopeMachine }
 func (RootfsProvider) Dynamic() bool                       { return true }
+func (RootfsProvider) Releasable() bool                    { return false }
 func (RootfsProvider) Supports(k Kind) bool                { return k == KindFilesystem }
 func (RootfsProvider) DefaultPools() []Config              { return nil }
 func (RootfsProvider) ValidateConfig(map[string]any) error { return nil }
@@ -121,6 +123,7 @@ type TmpfsProvider struct{}
 func (TmpfsProvider) Type() ProviderType                  { return ProviderTmpfs }
 func (TmpfsProvider) Scope() Scope                        { return ScopeMachine }
 func (TmpfsProvider) Dynamic() bool                       { return true }
+func (TmpfsProvider) Releasable() bool                    { return false }
 func (TmpfsProvider) Supports(k Kind) bool                { return k == KindFilesystem }
 func (TmpfsProvider) DefaultPools() []Config              { return nil }
 func (TmpfsProvider) ValidateConfig(map[string]any) error { return nil }
@@ -141,6 +144,7 @@ type LoopProvider struct{}
 func (LoopProvider) Type() ProviderType                  { return ProviderLoop }
 func (LoopProvider) Scope() Scope                        { return ScopeMachine }
 func (LoopProvider) Dynamic() bool                       { return true }
+func (LoopProvider) Releasable() bool                    { return false }
 func (LoopProvider) Supports(k Kind) bool                { return k == KindBlock }
 func (LoopProvider) DefaultPools() []Config              { return nil }
 func (LoopProvider) ValidateConfig(map[string]any) error { return nil }
@@ -158,6 +162,7 @@ type BasicProvider struct {
 	ProviderType  ProviderType
 	ProviderScope Scope
 	IsDynamic     bool
+	IsReleasable  bool
 	Kinds         []Kind
 	Pools         []Config
 }
@@ -165,6 +170,7 @@ type BasicProvider struct {
 func (p BasicProvider) Type() ProviderType                  { return p.ProviderType }
 func (p BasicProvider) Scope() Scope                        { return p.ProviderScope }
 func (p BasicProvider) Dynamic() bool                       { return p.IsDynamic }
+func (p BasicProvider) Releasable() bool                    { return p.IsReleasable }
 func (p BasicProvider) Supports(k Kind) bool                { return slices.Contains(p.Kinds, k) }
 func (p BasicProvider) ValidateConfig(map[string]any) error { return nil }
 

@@ -189,12 +189,15 @@ func (a *app) removeUnitCommand() *cobra.Command {
 		GroupID: "applications",
 		Short:   "Remove units of iaas applications",
 		Long: `Remove units of iaas applications. All are checked first (each must
-exist), then removed at once: provisiond models no unit agent that would
-finish a dying unit. Their machines stay (remove-machine removes them).
-Units of caas applications follow the application's scale: use scale.
+exist), then removed at once, as Juju removes a unit whose agent never ran:
+provisiond models no unit agent that would finish a dying unit. Their
+subordinates go with them. A machine left without a unit, hosting no
+container, becomes dying (as Juju's remove-unit) and its agents take it
+down. Units of caas applications follow the application's scale: use
+scale.
 
-json/yaml: what changed (removed.units); the table format prints a message
-on stderr.`,
+json/yaml: what changed (removed.units, dying.machines); the table format
+prints a message on stderr.`,
 		Example: `  provisionctl remove-unit db/1
   provisionctl remove-unit db/1 db/2 --format json`,
 		Args:              minArgs(1, "UNIT..."),
@@ -204,12 +207,14 @@ on stderr.`,
 			if err := a.call(cmd.Context(), "RemoveUnits", params.RemoveUnitsArgs{Model: model, Units: units}, &res); err != nil {
 				return err
 			}
-			return a.writeMutation(cmd.Context(), format, model, newMutation().removed("units", res.Removed...), func() {
+			m := newMutation().removed("units", res.Removed...).dying("machines", res.DyingMachines...)
+			return a.writeMutation(cmd.Context(), format, model, m, func() {
 				if len(res.Removed) == 1 {
 					a.infof("Removed unit %s.", res.Removed[0])
 				} else {
 					a.infof("Removed units %s.", strings.Join(res.Removed, ", "))
 				}
+				a.machinesDyingMessage(res.DyingMachines)
 			})
 		},
 	}
@@ -471,41 +476,80 @@ json/yaml: what changed (changed.applications) with {"application",
 
 func (a *app) removeApplicationCommand() *cobra.Command {
 	var (
-		format formatFlag
-		model  string
+		format         formatFlag
+		model          string
+		destroyStorage bool
 	)
 	cmd := &cobra.Command{
-		Use:     "remove-application APP",
+		Use:     "remove-application APP [--destroy-storage]",
 		GroupID: "applications",
-		Short:   "Make an application dying",
-		Long: `Make an application dying: its agents (the caas unit provisioner and
-operator) take it from there. One already dying is left as it is. No
-prompt.
+		Short:   "Remove an application",
+		Long: `Remove an application, as Juju's remove-application: its units are removed
+at once (provisiond models no unit agent that would finish them), with
+their subordinates; their storage is detached and kept, or destroyed with
+--destroy-storage; a machine left without a unit, hosting no container,
+becomes dying and its agents take it down. An iaas application is then
+gone. A caas application is dead until its unit provisioner has deleted its
+service and pods: it then clears the application's cluster resources and
+the application goes. No prompt.
 
 It prints a message, or with --format json or yaml what changed
-(dying.applications) with the application as show-application prints it.`,
+(removed.applications, or dying.applications for a caas application
+waiting for its unit provisioner; removed.units, dying.machines,
+removed.storage, removed.filesystems, removed.volumes) with the
+application as show-application prints it.`,
 		Example: `  provisionctl remove-application gitlab -m k8s
+  provisionctl remove-application gitlab --destroy-storage -m k8s
   provisionctl remove-application db --format json`,
 		Args:              exactArgs("APP"),
 		ValidArgsFunction: firstArg(a.completer(a.applicationNames)),
 		RunE: func(cmd *cobra.Command, pos []string) error {
-			var res params.ApplicationStatus
+			var res params.RemoveApplicationResult
 			if err := a.call(cmd.Context(), "RemoveApplication",
-				params.ApplicationArgs{Model: model, Application: pos[0]}, &res); err != nil {
+				params.RemoveApplicationArgs{Model: model, Application: pos[0], DestroyStorage: destroyStorage}, &res); err != nil {
 				return err
 			}
-			m, err := a.applicationMutation(cmd.Context(), format, model, res)
+			m, err := a.applicationMutation(cmd.Context(), format, model, res.ApplicationStatus)
 			if err != nil {
 				return err
 			}
-			return a.writeMutation(cmd.Context(), format, model, m.dying("applications", res.Name), func() {
-				a.infof("Application %q is %s.", res.Name, res.Life)
+			m.removed("applications").dying("applications").removed("units", res.RemovedUnits...).dying("machines", res.DyingMachines...)
+			if res.Removed {
+				m.removed("applications", res.Name)
+			} else {
+				m.dying("applications", res.Name)
+			}
+			removedStorageMutation(m, res.Storage)
+			return a.writeMutation(cmd.Context(), format, model, m, func() {
+				if len(res.RemovedUnits) > 0 {
+					a.infof("Removed %s %s.", plural(len(res.RemovedUnits), "unit"), strings.Join(res.RemovedUnits, ", "))
+				}
+				a.storageMessage(res.Storage)
+				a.machinesDyingMessage(res.DyingMachines)
+				if res.Removed {
+					a.infof("Removed application %q.", res.Name)
+				} else {
+					a.infof("Application %q is %s; it goes once its unit provisioner has deleted its pods.", res.Name, res.Life)
+				}
 			})
 		},
 	}
+	cmd.Flags().BoolVar(&destroyStorage, "destroy-storage", false, "destroy the storage of the application's units instead of detaching it")
 	a.addModelFlag(cmd, &model)
 	addFormatFlag(cmd, &format)
 	return cmd
+}
+
+// machinesDyingMessage says which machines a removal left without a unit,
+// now dying.
+func (a *app) machinesDyingMessage(ids []string) {
+	switch len(ids) {
+	case 0:
+	case 1:
+		a.infof("Machine %s, left without a unit, is dying.", ids[0])
+	default:
+		a.infof("Machines %s, left without a unit, are dying.", strings.Join(ids, ", "))
+	}
 }
 
 // applicationMutation starts the mutation of a verb that returns an

@@ -265,7 +265,7 @@ func TestApplicationsWalkthrough(t *testing.T) {
 		t.Errorf("remove-storage-pool:\n%s", r)
 	}
 
-	if r := e.ok(t, nil, "remove-application", "gitlab", "-m", "k8s"); !strings.Contains(r.stderr, `Application "gitlab" is dying.`) {
+	if r := e.ok(t, nil, "remove-application", "gitlab", "-m", "k8s"); !strings.Contains(r.stderr, `Application "gitlab" is dead; it goes once its unit provisioner has deleted its pods.`) {
 		t.Errorf("remove-application:\n%s", r)
 	}
 

@@ -296,7 +296,7 @@ func TestRemoveModelConfirmation(t *testing.T) {
 	}
 	r = answer("prod", "n")
 	if r.code != 1 || !strings.Contains(r.stderr, `Remove iaas model "prod" (uuid `) ||
-		!strings.Contains(r.stderr, "it holds 2 machines, which become dying.\nThis cannot be undone. Continue? [y/N]: ") ||
+		!strings.Contains(r.stderr, "it holds 2 machines, which go with it.\nThis cannot be undone. Continue? [y/N]: ") ||
 		!strings.Contains(r.stderr, `ERROR aborted: model "prod" not removed`) || !exists("prod") {
 		t.Errorf("remove-model answered n:\n%s", r)
 	}

@@ -79,6 +79,15 @@ func (a *app) unitNames(cmd *cobra.Command, model string) ([]string, error) {
 	return out, err
 }
 
+func (a *app) storageIDs(cmd *cobra.Command, model string) ([]string, error) {
+	st, err := a.status(cmd, model)
+	var out []string
+	for _, si := range st.Storage.Instances {
+		out = append(out, si.ID)
+	}
+	return out, err
+}
+
 func (a *app) poolNames(cmd *cobra.Command, model string) ([]string, error) {
 	var res params.StoragePoolsResult
 	err := a.call(cmd.Context(), "StoragePools", params.ModelArgs{Model: model}, &res)

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -112,35 +113,56 @@ on stderr.`,
 
 func (a *app) removeModelCommand() *cobra.Command {
 	var (
-		format formatFlag
-		yes    bool
+		format                         formatFlag
+		yes, destroyStorage, releaseSt bool
 	)
 	cmd := &cobra.Command{
-		Use:     "remove-model NAME [-y]",
+		Use:     "remove-model NAME [-y] [--destroy-storage | --release-storage]",
 		GroupID: "models",
 		Short:   "Remove a model",
-		Long: `Remove a model, named by name or UUID. An empty model is removed at once and
-its name can be used again. A model that still holds entities (machines,
-applications...) becomes dying: it accepts no new entities and is removed
-when its last entity is. The controller model cannot be removed.
+		Long: `Remove a model, named by name or UUID, as Juju's destroy-model. An empty
+model is removed at once and its name can be used again. A model that still
+holds entities becomes dying: it accepts no new entities, its applications
+are destroyed (their units removed; a caas application is dead until its
+unit provisioner has deleted its pods, an iaas one goes), its machines
+become dying with what they host, and it is removed with its last entity.
+The controller model cannot be removed.
+
+A model holding persistent storage (storage that outlives its unit or
+machine: Kubernetes persistent volumes) is refused unless you say what
+becomes of it: --destroy-storage destroys it with the model;
+--release-storage takes it out of the model without destroying it (it is
+left in the cloud, no longer managed; the message lists its provider ids).
+Storage bound to its host (tmpfs, rootfs, loop) goes with the model either
+way.
 
 It asks for confirmation on a terminal, showing what the model holds; -y
 (--yes) removes without asking. Without a terminal (a script, a pipe) it
 refuses unless -y is given.
 
 With --format json or yaml it prints what changed (removed.models when the
-model is gone, dying.models when it is dying) with the model as result.`,
+model is gone, dying.models when it is dying; removed.storage,
+removed.filesystems and removed.volumes for the storage taken out) with the
+model as result.`,
 		Example: `  provisionctl remove-model prod
-  provisionctl remove-model k8s -y --format json`,
+  provisionctl remove-model k8s -y --destroy-storage
+  provisionctl remove-model k8s -y --release-storage --format json`,
 		Args:              exactArgs("NAME"),
 		ValidArgsFunction: a.completeModelArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
+			if destroyStorage && releaseSt {
+				return usagef("--destroy-storage and --release-storage cannot both be specified")
+			}
+			var decision *bool
+			if destroyStorage || releaseSt {
+				decision = &destroyStorage
+			}
 			if !yes {
 				if !isTerminal(a.stdin) {
 					return usagef("remove-model asks for confirmation and stdin is not a terminal: pass -y to remove model %q without asking", name)
 				}
-				ok, err := a.confirmRemoveModel(cmd.Context(), name)
+				ok, err := a.confirmRemoveModel(cmd.Context(), name, decision)
 				if err != nil {
 					return err
 				}
@@ -149,8 +171,8 @@ model is gone, dying.models when it is dying) with the model as result.`,
 				}
 			}
 			var res params.RemoveModelResult
-			if err := a.call(cmd.Context(), "RemoveModel", params.RemoveModelArgs{Model: name}, &res); err != nil {
-				return err
+			if err := a.call(cmd.Context(), "RemoveModel", params.RemoveModelArgs{Model: name, DestroyStorage: decision}, &res); err != nil {
+				return persistentStorageError(name, err)
 			}
 			m := newMutation().removed("models").dying("models").result(res.ModelSummary)
 			m.Model, m.ModelUUID = res.Name, res.UUID
@@ -159,23 +181,51 @@ model is gone, dying.models when it is dying) with the model as result.`,
 			} else {
 				m.dying("models", res.Name)
 			}
+			removedStorageMutation(m, res.Storage)
 			return a.writeMutation(cmd.Context(), format, "", m, func() {
 				if res.Removed {
 					a.infof("Removed model %q.", res.Name)
 				} else {
 					a.infof("Model %q is dying; it is removed when its last entity is.", res.Name)
 				}
+				a.storageMessage(res.Storage)
 			})
 		},
 	}
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "remove without asking for confirmation")
+	cmd.Flags().BoolVar(&destroyStorage, "destroy-storage", false, "destroy the model's persistent storage")
+	cmd.Flags().BoolVar(&releaseSt, "release-storage", false, "release the model's persistent storage: take it out of the model, leave it in the cloud")
 	addFormatFlag(cmd, &format)
 	return cmd
 }
 
+// persistentStorageError explains a remove-model refused for the model's
+// persistent storage, as Juju's destroy-model does; other errors pass.
+func persistentStorageError(model string, err error) error {
+	var pe *params.Error
+	if !errors.As(err, &pe) || pe.Code != params.CodeHasPersistentStorage {
+		return err
+	}
+	what := "persistent storage"
+	if _, counts, ok := strings.Cut(pe.Message, ": "); ok {
+		what = counts
+	}
+	return fmt.Errorf(`cannot remove model %q
+
+The model has persistent storage remaining:
+    %s
+
+To destroy the storage, run the remove-model
+command again with the "--destroy-storage" option.
+
+To release the storage from the model's management
+without destroying it, use the "--release-storage"
+option instead: it is left in the cloud`, model, what)
+}
+
 // confirmRemoveModel shows what a model holds and asks on the terminal
 // whether to remove it.
-func (a *app) confirmRemoveModel(ctx context.Context, name string) (bool, error) {
+func (a *app) confirmRemoveModel(ctx context.Context, name string, decision *bool) (bool, error) {
 	var st params.ModelStatus
 	if err := a.call(ctx, "Status", params.ModelArgs{Model: name}, &st); err != nil {
 		return false, err
@@ -195,9 +245,18 @@ func (a *app) confirmRemoveModel(ctx context.Context, name string) (bool, error)
 	count(units, "unit")
 	count(len(st.Spaces), "space")
 	count(len(st.Subnets), "subnet")
+	count(len(st.Storage.Filesystems), "filesystem")
+	count(len(st.Storage.Volumes), "volume")
 	what := "it is empty"
 	if len(holds) > 0 {
-		what = "it holds " + strings.Join(holds, ", ") + ", which become dying"
+		what = "it holds " + strings.Join(holds, ", ") + ", which go with it"
+	}
+	switch {
+	case decision == nil:
+	case *decision:
+		what += "; its persistent storage is destroyed"
+	default:
+		what += "; its persistent storage is released (left in the cloud)"
 	}
 	fmt.Fprintf(a.stderr, "Remove %s model %q (uuid %s)? %s.\nThis cannot be undone. Continue? [y/N]: ", st.Type, st.Model, st.UUID, what)
 	line, err := bufio.NewReader(a.stdin).ReadString('\n')

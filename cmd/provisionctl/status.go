@@ -38,6 +38,11 @@ its applications (life, charm, scale, units, service address, operator
 status), their units (machine, or pod provider id and address, workload
 and container status) and the storage attached to them (instance, unit,
 pool, size, filesystem and volume provider ids, status, mount point).
+Storage left by a unit that went is listed with unit (detached), and a
+filesystem or volume attached to nothing that belongs to no storage
+instance (an iaas volume whose machine went) by its tag, with unit
+(orphaned): both stay until remove-storage or remove-model
+--destroy-storage / --release-storage takes them out.
 
 json and yaml are shaped like "juju status --format yaml": maps keyed by
 id (machines, containers, applications, units, storage, filesystems,
@@ -175,7 +180,8 @@ func statusTables(w io.Writer, s params.ModelStatus) error {
 }
 
 // applicationTables are the status sections of applications, units and
-// the storage attached to units; empty ones are left out.
+// storage: the storage instances of units (detached ones too), then the
+// orphaned filesystems and volumes (storage.go); empty ones are left out.
 func applicationTables(s params.ModelStatus) []*table {
 	var out []*table
 	apps := &table{header: []string{"APP", "LIFE", "CHARM", "SCALE", "UNITS", "ADDRESS", "STATUS"}, cutLast: true}
@@ -227,9 +233,19 @@ func applicationTables(s params.ModelStatus) []*table {
 		}
 		unit := si.Unit
 		if unit == "" {
-			unit = "(detached)"
+			unit = detachedWord
 		}
 		stor.add(si.ID, unit, pool, sz, fsID, volID, status, location)
+	}
+	// What belongs to no storage instance and is attached to nothing.
+	fss, vols := orphanedStorage(s.Storage)
+	for _, f := range fss {
+		stor.add(storageTag("filesystem", f.ID), orphanedWord, orDash(f.Pool), sizeOrDash(f.Size), orDash(f.ProviderID),
+			volumeProviderID(s.Storage, f.VolumeID), orDash(f.Status.Status), "")
+	}
+	for _, v := range vols {
+		stor.add(storageTag("volume", v.ID), orphanedWord, orDash(v.Pool), sizeOrDash(v.Size), "-", orDash(v.ProviderID),
+			orDash(v.Status.Status), "")
 	}
 	if len(stor.rows) > 0 {
 		out = append(out, stor)

@@ -249,12 +249,13 @@ func (a *API) ApplicationsConfig(ctx context.Context, args params.Entities) (par
 	})}, nil
 }
 
-// ClearApplicationsResources clears the resources flag of applications
-// that are no longer alive, and removes them: Juju schedules the
-// application's cleanup here, which removes it once its units are gone;
-// provisiond models no unit agents, so its units go with it
-// (state.RemoveApplication). Each application is cleared and removed in one
-// part of one transaction (state.ClearAndRemoveApplications).
+// ClearApplicationsResources is called by the unit provisioner once a dead
+// application's cluster resources are gone: it clears the resources flag
+// and removes the application (its config, pod spec, cloud service and
+// operator status with it), as Juju's ClearResources and the cleanup it
+// schedules. An alive application refuses (`application "x" is alive`).
+// Each application is cleared and removed in one part of one transaction
+// (state.ClearAndRemoveApplications).
 func (a *API) ClearApplicationsResources(ctx context.Context, args params.Entities) (params.ErrorResults, error) {
 	return facade.BulkWrite(ctx, args.Entities, func(e params.Entity) (string, error) {
 		app, err := a.application(e.Tag)

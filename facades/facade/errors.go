@@ -129,6 +129,8 @@ var errorTable = []struct {
 	{"a file system or system call error", isIOError, fixed(ErrInternal), slog.LevelError},
 	{"a machine with units", is(state.ErrHasAssignedUnits), withCode(params.CodeHasAssignedUnits), logNone},
 	{"a machine with containers", is(state.ErrHasContainers), withCode(params.CodeHasContainers), logNone},
+	{"attached storage", is(state.ErrStorageAttached), withCode(params.CodeStorageAttached), logNone},
+	{"a model with persistent storage", is(state.ErrPersistentStorage), withCode(params.CodeHasPersistentStorage), logNone},
 	{"juju/errors NotFound", is(errors.NotFound), withCode(params.CodeNotFound), logNone},
 	{"juju/errors UserNotFound", is(errors.UserNotFound), withCode(params.CodeUserNotFound), logNone},
 	{"juju/errors Unauthorized", is(errors.Unauthorized), withCode(params.CodeUnauthorized), logNone},

@@ -302,10 +302,11 @@ func (a *ModelAdmin) unitMachineParams(m state.Model, app state.Application) (st
 
 // RemoveUnits removes units of IAAS applications, all or none checked
 // first (each must exist), then all in one transaction (state's
-// RemoveUnits: all or none). provisiond models no unit
-// agent that would finish a dying unit's removal, so a unit is removed at
-// once; its machine stays. CAAS units follow their application's scale
-// and are refused.
+// RemoveUnits: all or none). provisiond models no unit agent that would
+// finish a dying unit's removal, so a unit is removed at once, as Juju
+// removes a unit whose agent never ran, with its subordinates; a machine
+// left without a principal unit and hosting no container becomes dying, as
+// in Juju. CAAS units follow their application's scale and are refused.
 func (a *ModelAdmin) RemoveUnits(_ context.Context, args params.RemoveUnitsArgs) (params.RemoveUnitsResult, error) {
 	m, err := a.model(args.Model)
 	if err != nil {
@@ -331,10 +332,20 @@ func (a *ModelAdmin) RemoveUnits(_ context.Context, args params.RemoveUnitsArgs)
 		}
 		todo = append(todo, name)
 	}
-	if err := a.st.RemoveUnits(m.UUID, todo); err != nil {
+	res, err := a.st.RemoveUnits(m.UUID, todo)
+	if err != nil {
 		return params.RemoveUnitsResult{}, err
 	}
-	return params.RemoveUnitsResult{Removed: todo}, nil
+	return params.RemoveUnitsResult{Removed: orEmpty(res.Units), DyingMachines: orEmpty(res.DyingMachines)}, nil
+}
+
+// orEmpty is s, or an empty list for nil (lists on the wire are never
+// null).
+func orEmpty[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }
 
 // ScaleApplication sets the desired scale of a CAAS application (Juju's
@@ -473,22 +484,36 @@ func checkSpec(what, spec string) error {
 	return nil
 }
 
-// RemoveApplication makes an application dying (its agents take it from
-// there); one already dying is left as it is.
-func (a *ModelAdmin) RemoveApplication(_ context.Context, args params.ApplicationArgs) (params.ApplicationStatus, error) {
+// RemoveApplication destroys an application as Juju's remove-application
+// (state's DestroyApplication, one transaction): its units are removed at
+// once (no unit agents are modelled), their storage detached and kept, or
+// destroyed with destroy-storage; a machine left without a principal unit
+// becomes dying. A Kubernetes application is then dead: its unit
+// provisioner deletes its service and pods and calls
+// ClearApplicationsResources, which removes it. An IAAS application is
+// removed. A dying application carries on the same way; a dead one is left
+// as it is.
+func (a *ModelAdmin) RemoveApplication(_ context.Context, args params.RemoveApplicationArgs) (params.RemoveApplicationResult, error) {
 	m, _, err := a.app(args.Model, args.Application)
 	if err != nil {
-		return params.ApplicationStatus{}, err
+		return params.RemoveApplicationResult{}, err
 	}
-	if err := a.st.DestroyApplication(m.UUID, args.Application); err != nil {
-		return params.ApplicationStatus{}, err
+	res, err := a.st.DestroyApplication(m.UUID, args.Application, args.DestroyStorage)
+	if err != nil {
+		return params.RemoveApplicationResult{}, err
 	}
+	out := params.RemoveApplicationResult{Removed: res.Removed, RemovedUnits: orEmpty(res.Units),
+		DyingMachines: orEmpty(res.DyingMachines), Storage: removedStorage(res.Storage)}
 	st, err := a.applicationStatus(m, args.Application)
-	if errors.Is(err, errors.NotFound) {
-		// Its agents removed it already (a Kubernetes application
-		// without pods goes at once): the answer is what this call
-		// left it, dying.
-		return params.ApplicationStatus{Name: args.Application, Life: string(state.Dying), Units: []params.UnitStatus{}}, nil
+	switch {
+	case errors.Is(err, errors.NotFound):
+		// Removed (here, or by its unit provisioner since).
+		out.ApplicationStatus = params.ApplicationStatus{Name: args.Application, Life: string(state.Dead), Units: []params.UnitStatus{}}
+		out.Removed = true
+	case err != nil:
+		return params.RemoveApplicationResult{}, err
+	default:
+		out.ApplicationStatus = st
 	}
-	return st, err
+	return out, nil
 }

@@ -60,6 +60,7 @@ func Register(r *facade.Registry) {
 		registerStatus(m)
 		registerApplications(m)
 		registerStorage(m)
+		registerStorageRemoval(m)
 		registerController(m)
 		registerRemovals(m)
 		registerEntities(m)

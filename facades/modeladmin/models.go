@@ -76,8 +76,11 @@ func withAgentVersion(cfg map[string]any, version string) map[string]any {
 	return out
 }
 
-// RemoveModel starts removing a model: it becomes dying at once and is
-// removed when it holds no entity (at once when it is empty). The
+// RemoveModel starts removing a model, as Juju's destroy-model (state's
+// DestroyModel): it becomes dying at once and is removed when it holds no
+// entity (at once when it is empty). A model holding persistent storage is
+// refused (code "controller/model has persistent storage") unless
+// destroy-storage says to destroy (true) or release (false) it. The
 // controller model cannot be removed (code "forbidden").
 func (a *ModelAdmin) RemoveModel(_ context.Context, args params.RemoveModelArgs) (params.RemoveModelResult, error) {
 	if err := requireName(args.Model); err != nil {
@@ -87,9 +90,10 @@ func (a *ModelAdmin) RemoveModel(_ context.Context, args params.RemoveModelArgs)
 	if err != nil {
 		return params.RemoveModelResult{}, err
 	}
-	m, removed, err := a.st.DestroyModel(m.UUID)
+	res, err := a.st.DestroyModel(m.UUID, state.DestroyModelParams{DestroyStorage: args.DestroyStorage})
 	if err != nil {
 		return params.RemoveModelResult{}, err
 	}
-	return params.RemoveModelResult{ModelSummary: summary(m, ""), Removed: removed}, nil
+	return params.RemoveModelResult{ModelSummary: summary(res.Model, ""), Removed: res.Removed,
+		Storage: removedStorage(res.Storage)}, nil
 }

@@ -194,5 +194,26 @@ func (a *ModelAdmin) storageStatus(m state.Model) (params.StorageStatus, error) 
 		}
 		out.Volumes = append(out.Volumes, vs)
 	}
+	markOrphaned(&out)
 	return out, nil
+}
+
+// markOrphaned marks the filesystems and volumes attached to nothing that
+// belong to no storage instance (a volume backing a filesystem goes with
+// it and is not marked).
+func markOrphaned(s *params.StorageStatus) {
+	instances := map[string]bool{}
+	for _, si := range s.Instances {
+		instances[si.ID] = true
+	}
+	backing := map[string]bool{}
+	for i, f := range s.Filesystems {
+		if f.VolumeID != "" {
+			backing[f.VolumeID] = true
+		}
+		s.Filesystems[i].Orphaned = f.Attachment == nil && !instances[f.StorageID]
+	}
+	for i, v := range s.Volumes {
+		s.Volumes[i].Orphaned = len(v.Attached) == 0 && !backing[v.ID] && !instances[v.StorageID]
+	}
 }

@@ -13,10 +13,11 @@ import (
 )
 
 // unitProvisioner is the controller agent's CAAS unit provisioner of one
-// Kubernetes model, as Juju's: it follows the model's applications and
-// runs one application worker for each alive one; a dying or dead
-// application has its pods and service deleted and its cluster resources
-// cleared.
+// Kubernetes model, as Juju's (worker/caasunitprovisioner): it follows the
+// model's applications and runs one application worker for each that is
+// not dead; a dead application has its service and pods deleted and, once
+// they are gone, its cluster resources cleared (ClearApplicationsResources,
+// which removes it); a removed one has its service deleted.
 type unitProvisioner struct {
 	a     *Agent
 	model string
@@ -83,13 +84,15 @@ func (p *unitProvisioner) run(ctx context.Context, connected func()) error {
 				p.log.Warn("cannot read application", "application", app, "err", r.Error)
 				continue
 			}
-			if r.Error == nil && r.Life == "alive" {
+			if r.Error == nil && r.Life != "dead" {
+				// Alive, or dying: Juju's worker acts only on a dead
+				// or removed application.
 				if _, ok := p.apps[app]; !ok {
 					start(app)
 				}
 				continue
 			}
-			// Gone, dying or dead: its pods go.
+			// Dead or removed: its service and pods go.
 			if aw := p.apps[app]; aw != nil {
 				aw.cancel()
 				<-aw.done

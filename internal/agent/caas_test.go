@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/provisiond/provisiond/internal/agent"
+	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
 )
 
@@ -96,9 +97,15 @@ func TestKubernetesApplication(t *testing.T) {
 		t.Errorf("storage after scale 1: %+v", s.Storage.Instances)
 	}
 
-	// Removing the application: its pods are deleted and, its cluster
-	// resources cleared, it goes with its units; its storage stays.
-	op.call("RemoveApplication", params.ApplicationArgs{Model: "k8s", Application: "gitlab"}, nil)
+	// Removing the application: its units go at once (their storage
+	// detached) and it is dead; the unit provisioner deletes its service
+	// and pods, then clears its cluster resources, which removes it. Its
+	// storage stays.
+	var removed params.RemoveApplicationResult
+	op.call("RemoveApplication", params.RemoveApplicationArgs{Model: "k8s", Application: "gitlab"}, &removed)
+	if removed.Life != "dead" || removed.Removed || len(removed.RemovedUnits) != 1 {
+		t.Errorf("RemoveApplication = %+v", removed)
+	}
 	s = op.waitStatus("k8s", "gitlab gone", func(s params.ModelStatus) bool { return len(s.Applications) == 0 })
 	if cloud.Pods() != 0 {
 		t.Errorf("cloud still runs %d pods", cloud.Pods())
@@ -106,4 +113,18 @@ func TestKubernetesApplication(t *testing.T) {
 	if len(s.Storage.Instances) != 3 {
 		t.Errorf("storage after removal: %+v", s.Storage.Instances)
 	}
+
+	// The model: refused while it holds persistent storage and nothing is
+	// said of it; with --release-storage it goes at once, its storage
+	// released.
+	err := op.try("RemoveModel", params.RemoveModelArgs{Model: "k8s"}, nil)
+	if !client.IsCode(err, params.CodeHasPersistentStorage) {
+		t.Fatalf("RemoveModel without a storage decision: %v", err)
+	}
+	var gone params.RemoveModelResult
+	op.call("RemoveModel", params.RemoveModelArgs{Model: "k8s", DestroyStorage: ptr(false)}, &gone)
+	if !gone.Removed || len(gone.Storage) != 9 {
+		t.Errorf("RemoveModel --release-storage = %+v", gone)
+	}
+	op.waitModelGone("k8s")
 }

@@ -25,8 +25,9 @@
 //     DeploymentMode, ProvisioningInfo, ApplicationsTrust,
 //     ApplicationsConfig, then UpdateApplicationsService and
 //     UpdateApplicationsUnits with the pods and their filesystems and
-//     volumes); a dying application has its pods deleted and its cluster
-//     resources cleared (ClearApplicationsResources).
+//     volumes); as Juju's worker, it acts only on a dead (or removed)
+//     application: its service and pods are deleted and its cluster
+//     resources cleared (ClearApplicationsResources, which removes it).
 //
 // Each machine agent logs in as its machine with the password and nonce its
 // provisioner set, reports itself started (SetStatus), the containers it

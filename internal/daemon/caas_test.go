@@ -564,19 +564,26 @@ func TestCAASScaleRules(t *testing.T) {
 	if errCode(clr.Results[0].Error) != `application "gitlab" is alive ()` {
 		t.Errorf("clear alive = %+v", clr)
 	}
-	if err := e.st.DestroyApplication(e.model, "gitlab"); err != nil {
-		t.Fatal(err)
+	// Destroyed, its units go at once (no unit agents are modelled) and it
+	// is dead, waiting for its cluster resources to be deleted.
+	if res, err := e.st.DestroyApplication(e.model, "gitlab", false); err != nil || res.Life != state.Dead || len(res.Units) == 0 {
+		t.Fatalf("DestroyApplication = %+v, %v", res, err)
 	}
-	// Updates of a dying application are ignored; its scale refused.
+	// Updates of a dead application are ignored; its scale refused.
 	res = e.update(params.UpdateApplicationUnits{ApplicationTag: "application-gitlab", Scale: intp(7), Generation: i64p(9), Units: pods})
 	if errCode(res.Error) != `cannot set scale for application "gitlab" to 7: application "gitlab" is not alive ()` {
-		t.Errorf("dying = %s", errCode(res.Error))
+		t.Errorf("dead = %s", errCode(res.Error))
 	}
-	// Clearing a dying application's cluster resources removes it, and its
-	// units (no unit agents are modelled); their storage stays, detached.
+	var life params.LifeResults
+	e.mustCall("Life", entities("application-gitlab"), &life)
+	if life.Results[0].Life != "dead" {
+		t.Errorf("Life = %+v", life)
+	}
+	// Clearing a dead application's cluster resources removes it; its
+	// units' storage stays, detached.
 	e.mustCall("ClearApplicationsResources", entities("application-gitlab"), &clr)
 	if _, err := e.st.Application(e.model, "gitlab"); clr.Results[0].Error != nil || !jujuerrors.Is(err, jujuerrors.NotFound) {
-		t.Errorf("clear dying = %+v; application: %v", clr, err)
+		t.Errorf("clear dead = %+v; application: %v", clr, err)
 	}
 	if units, err := e.st.CAASUnits(e.model, "gitlab"); err != nil || len(units) != 0 {
 		t.Errorf("units after clearing = %v, %v", units, err)
@@ -814,7 +821,7 @@ func TestCAASWatchers(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(got, []string{"other"}) {
 		t.Errorf("applications Next = %v, %v", got, err)
 	}
-	if err := e.st.DestroyApplication(e.model, "gitlab"); err != nil {
+	if _, err := e.st.DestroyApplication(e.model, "gitlab", false); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel = context.WithTimeout(ctxT(t), 5*time.Second)

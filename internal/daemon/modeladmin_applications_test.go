@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	jujuerrors "github.com/juju/errors"
+
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state"
@@ -192,10 +194,13 @@ func TestModelAdminCAASApplications(t *testing.T) {
 		t.Errorf("RemoveStoragePool = %+v", p)
 	}
 
-	// remove-application: dying, and the lifecycle watcher sees it.
-	app = adminCall[params.ApplicationStatus](t, c, "RemoveApplication", params.ApplicationArgs{Model: "k8s", Application: "web"})
-	if app.Life != "dying" {
-		t.Errorf("RemoveApplication = %+v", app)
+	// remove-application: its unit goes at once, its storage detached
+	// (Juju's remove-application without --destroy-storage), and it is
+	// dead, waiting for its unit provisioner; the lifecycle watcher sees
+	// it.
+	rm := adminCall[params.RemoveApplicationResult](t, c, "RemoveApplication", params.RemoveApplicationArgs{Model: "k8s", Application: "web"})
+	if rm.Life != "dead" || rm.Removed || !slices.Equal(rm.RemovedUnits, []string{"web/0"}) || len(rm.Units) != 0 || len(rm.Storage) != 0 {
+		t.Errorf("RemoveApplication = %+v", rm)
 	}
 	for {
 		ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
@@ -208,9 +213,15 @@ func TestModelAdminCAASApplications(t *testing.T) {
 			break
 		}
 	}
-	app = adminCall[params.ApplicationStatus](t, c, "RemoveApplication", params.ApplicationArgs{Model: "k8s", Application: "web"})
-	if app.Life != "dying" {
-		t.Errorf("RemoveApplication again = %+v", app)
+	rm = adminCall[params.RemoveApplicationResult](t, c, "RemoveApplication", params.RemoveApplicationArgs{Model: "k8s", Application: "web"})
+	if rm.Life != "dead" || len(rm.RemovedUnits) != 0 {
+		t.Errorf("RemoveApplication again = %+v", rm)
+	}
+	st = adminCall[params.ModelStatus](t, c, "Status", params.ModelArgs{Model: "k8s"})
+	for _, si := range st.Storage.Instances {
+		if si.Unit != "" || si.Owner != "" {
+			t.Errorf("storage after remove-application: %+v", si)
+		}
 	}
 }
 
@@ -258,8 +269,10 @@ func TestModelAdminIAASApplications(t *testing.T) {
 		t.Errorf("Status volumes = %+v", status.Storage.Volumes)
 	}
 
+	// db/3 was machine 2's only unit: the machine becomes dying (Juju's
+	// destroyHostOps); machine 0 keeps db/0.
 	rm := adminCall[params.RemoveUnitsResult](t, c, "RemoveUnits", params.RemoveUnitsArgs{Units: []string{"db/1", "db/3", "db/1"}})
-	if !slices.Equal(rm.Removed, []string{"db/1", "db/3"}) {
+	if !slices.Equal(rm.Removed, []string{"db/1", "db/3"}) || !slices.Equal(rm.DyingMachines, []string{"2"}) {
 		t.Errorf("RemoveUnits = %+v", rm)
 	}
 	if us, _ := st.UnitsOnMachine(model, "0"); len(us) != 1 || us[0].Name != "db/0" {
@@ -269,9 +282,15 @@ func TestModelAdminIAASApplications(t *testing.T) {
 	if !reflect.DeepEqual(cfg.Config, map[string]any{"trust": true}) {
 		t.Errorf("ApplicationConfig = %+v", cfg)
 	}
-	app = adminCall[params.ApplicationStatus](t, c, "RemoveApplication", params.ApplicationArgs{Application: "db"})
-	if app.Life != "dying" || len(app.Units) != 2 {
-		t.Errorf("RemoveApplication = %+v", app)
+	// An IAAS application goes at once, with its units; their machines,
+	// left without a unit, become dying.
+	ra := adminCall[params.RemoveApplicationResult](t, c, "RemoveApplication", params.RemoveApplicationArgs{Application: "db"})
+	if ra.Life != "dead" || !ra.Removed || !slices.Equal(ra.RemovedUnits, []string{"db/0", "db/2"}) ||
+		!slices.Equal(ra.DyingMachines, []string{"0", "1"}) {
+		t.Errorf("RemoveApplication = %+v", ra)
+	}
+	if _, err := st.Application(model, "db"); !jujuerrors.Is(err, jujuerrors.NotFound) {
+		t.Errorf("application after removal: %v", err)
 	}
 }
 
@@ -286,8 +305,8 @@ func TestModelAdminApplicationsBadInput(t *testing.T) {
 		Storage: []string{"data=fast"}})
 	adminCall[params.ApplicationStatus](t, c, "Deploy", params.DeployArgs{Application: "db", CharmMetadata: dbMeta})
 	adminCall[params.ApplicationStatus](t, c, "Deploy", params.DeployArgs{Application: "sub", CharmMetadata: "name: sub\nsubordinate: true\n"})
-	adminCall[params.ApplicationStatus](t, c, "Deploy", params.DeployArgs{Application: "gone", CharmMetadata: "name: gone\n"})
-	adminCall[params.ApplicationStatus](t, c, "RemoveApplication", params.ApplicationArgs{Application: "gone"})
+	adminCall[params.ApplicationStatus](t, c, "Deploy", params.DeployArgs{Model: "k8s", Application: "gone", CharmMetadata: "name: gone\n"})
+	adminCall[params.RemoveApplicationResult](t, c, "RemoveApplication", params.RemoveApplicationArgs{Model: "k8s", Application: "gone"})
 	adminCall[params.AddMachinesResult](t, c, "AddMachines", params.AddMachinesArgs{Count: 2})
 	adminCall[params.AddUnitsResult](t, c, "AddUnits", params.AddUnitsArgs{Application: "db", To: []string{"0"}})
 	adminCall[params.RemoveMachinesResult](t, c, "RemoveMachines", params.RemoveMachinesArgs{Machines: []string{"1"}})
@@ -327,7 +346,8 @@ func TestModelAdminApplicationsBadInput(t *testing.T) {
 		{"deploy unknown model", "Deploy", params.DeployArgs{Model: "nope", Application: "x", CharmMetadata: "name: x"}, `model "nope" not found`, nf},
 		{"deploy invalid name", "Deploy", k8s(params.DeployArgs{Application: "Web_1"}), `application name "Web_1" not valid`, nv},
 		{"deploy duplicate", "Deploy", k8s(params.DeployArgs{Application: "web"}), `application "web" already exists`, ae},
-		{"deploy duplicate iaas", "Deploy", iaas(params.DeployArgs{Application: "gone"}), `application "gone" already exists`, ae},
+		{"deploy duplicate iaas", "Deploy", iaas(params.DeployArgs{Application: "db"}), `application "db" already exists`, ae},
+		{"deploy duplicate dead", "Deploy", k8s(params.DeployArgs{Application: "gone"}), `application "gone" already exists`, ae},
 		{"deploy empty metadata", "Deploy", params.DeployArgs{Model: "k8s", Application: "x", CharmMetadata: " \n"}, "charm metadata is empty", nv},
 		{"deploy bad yaml", "Deploy", k8s(params.DeployArgs{CharmMetadata: "name: x\nsummary: [a\n"}), "metadata.yaml line", nv},
 		{"deploy bad storage type", "Deploy", k8s(params.DeployArgs{CharmMetadata: "name: x\nstorage:\n  data:\n    type: tape\n"}),
@@ -365,7 +385,6 @@ func TestModelAdminApplicationsBadInput(t *testing.T) {
 		{"add-unit negative count", "AddUnits", params.AddUnitsArgs{Application: "db", Count: -1}, "count -1: want 1 to 100", nv},
 		{"add-unit placements", "AddUnits", params.AddUnitsArgs{Application: "db", To: []string{"0", "0"}, Count: 1}, "2 placements for 1 units", nv},
 		{"add-unit subordinate", "AddUnits", params.AddUnitsArgs{Application: "sub"}, "its units come with its principals", ns},
-		{"add-unit dying app", "AddUnits", params.AddUnitsArgs{Application: "gone"}, `application "gone" is dying`, nv},
 		// RemoveUnits
 		{"remove-unit none", "RemoveUnits", params.RemoveUnitsArgs{}, "no units given", nv},
 		{"remove-unit bad name", "RemoveUnits", params.RemoveUnitsArgs{Units: []string{"db"}}, `unit name "db" not valid`, nv},

@@ -47,7 +47,7 @@ func TestStatusWhileApplicationsComeAndGo(t *testing.T) {
 			wg.Wait()
 			t.Fatalf("Deploy %s: %v", name, err)
 		}
-		// remove-application makes it dying; its cluster resources
+		// remove-application makes it dead; its cluster resources
 		// cleared by the unit provisioner, it goes.
 		var clr params.ErrorResults
 		if err := modelAdmin(t, writer, "RemoveApplication", params.ApplicationArgs{Model: "k8s", Application: name}, &app); err != nil {

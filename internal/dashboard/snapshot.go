@@ -188,13 +188,32 @@ func alerts(st *params.ModelStatus) []alert {
 			add("unit", u.Name, u.Life, u.AgentStatus, u.WorkloadStatus, u.ContainerStatus)
 		}
 	}
+	// Storage left behind is flagged until an operator takes it out
+	// (remove-storage, remove-model --destroy-storage/--release-storage):
+	// an instance attached to no unit, a filesystem or volume attached to
+	// nothing that belongs to no instance.
+	left := func(kind, id, what, msg string) {
+		warns = append(warns, alert{Level: levelWarn, Kind: kind, ID: id, Status: what, Message: msg})
+	}
 	for _, f := range st.Storage.Filesystems {
+		if f.Orphaned {
+			left("filesystem", f.ID, "orphaned", "attached to nothing, of no storage instance")
+			continue
+		}
 		add("filesystem", f.ID, f.Life, f.Status)
 	}
 	for _, v := range st.Storage.Volumes {
+		if v.Orphaned {
+			left("volume", v.ID, "orphaned", "attached to nothing, of no storage instance")
+			continue
+		}
 		add("volume", v.ID, v.Life, v.Status)
 	}
 	for _, s := range st.Storage.Instances {
+		if s.Unit == "" && s.Life == "alive" {
+			left("storage", s.ID, "detached", "attached to no unit")
+			continue
+		}
 		add("storage", s.ID, s.Life)
 	}
 	for _, s := range st.Subnets {

@@ -42,3 +42,29 @@ func TestAlertsCallOutErrorsAndStuckStates(t *testing.T) {
 		t.Errorf("a quiet model's alerts: %#v, want an empty list", a)
 	}
 }
+
+// Storage left behind is called out: an instance attached to no unit
+// (detached), a filesystem or volume the daemon marks orphaned; storage
+// in use is not.
+func TestAlertsCallOutStorageLeftBehind(t *testing.T) {
+	st := &params.ModelStatus{Model: "k8s", Life: "alive", Storage: params.StorageStatus{
+		Instances: []params.StorageInstanceStatus{{ID: "data/0", Life: "alive", Unit: "db/0"}, {ID: "data/1", Life: "alive"}},
+		Filesystems: []params.FilesystemStatus{
+			{ID: "db/0/0", StorageID: "data/0", Life: "alive", Status: params.StatusInfo{Status: "attached"}},
+			{ID: "db/2/0", Life: "dying", Status: params.StatusInfo{Status: "detached"}, Orphaned: true},
+		},
+		Volumes: []params.ModelVolumeStatus{{ID: "3", Life: "alive", Status: params.StatusInfo{Status: "detached"}, Orphaned: true}},
+	}}
+	var got []string
+	for _, a := range alerts(st) {
+		got = append(got, a.String())
+	}
+	want := []string{
+		"warn filesystem db/2/0: orphaned: attached to nothing, of no storage instance",
+		"warn volume 3: orphaned: attached to nothing, of no storage instance",
+		"warn storage data/1: detached: attached to no unit",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("alerts:\n%q\nwant\n%q", got, want)
+	}
+}

@@ -110,9 +110,10 @@ func (a *ModelAdmin) ModelConfig(ctx context.Context, args params.ModelArgs) (pa
 	return adminCall[params.ModelConfigInfo](ctx, a, "ModelConfig", args)
 }
 
-// RemoveApplication makes an application dying.
-func (a *ModelAdmin) RemoveApplication(ctx context.Context, args params.ApplicationArgs) (params.ApplicationStatus, error) {
-	return adminCall[params.ApplicationStatus](ctx, a, "RemoveApplication", args)
+// RemoveApplication destroys an application: its units go at once, and it
+// is removed (IAAS) or dead until its cluster resources are cleared (CAAS).
+func (a *ModelAdmin) RemoveApplication(ctx context.Context, args params.RemoveApplicationArgs) (params.RemoveApplicationResult, error) {
+	return adminCall[params.RemoveApplicationResult](ctx, a, "RemoveApplication", args)
 }
 
 // RemoveMachines makes machines dying (with Force, their containers and units too).
@@ -120,9 +121,19 @@ func (a *ModelAdmin) RemoveMachines(ctx context.Context, args params.RemoveMachi
 	return adminCall[params.RemoveMachinesResult](ctx, a, "RemoveMachines", args)
 }
 
-// RemoveModel makes a model dying; it is removed with its last entity (at once when empty).
+// RemoveModel makes a model dying, its storage destroyed or released as told; it is removed with its last entity (at once when empty).
 func (a *ModelAdmin) RemoveModel(ctx context.Context, args params.RemoveModelArgs) (params.RemoveModelResult, error) {
 	return adminCall[params.RemoveModelResult](ctx, a, "RemoveModel", args)
+}
+
+// RemoveStorage takes storage instances out of a model, destroyed or released.
+func (a *ModelAdmin) RemoveStorage(ctx context.Context, args params.RemoveStorageArgs) (params.RemoveStorageResult, error) {
+	return adminCall[params.RemoveStorageResult](ctx, a, "RemoveStorage", args)
+}
+
+// DetachStorage detaches storage instances from their units.
+func (a *ModelAdmin) DetachStorage(ctx context.Context, args params.DetachStorageArgs) (params.DetachStorageResult, error) {
+	return adminCall[params.DetachStorageResult](ctx, a, "DetachStorage", args)
 }
 
 // RemoveStoragePool removes a storage pool that nothing uses.
@@ -130,7 +141,7 @@ func (a *ModelAdmin) RemoveStoragePool(ctx context.Context, args params.RemoveSt
 	return adminCall[params.StoragePoolInfo](ctx, a, "RemoveStoragePool", args)
 }
 
-// RemoveUnits removes IAAS units at once.
+// RemoveUnits removes IAAS units at once (their machines, left without a unit, become dying).
 func (a *ModelAdmin) RemoveUnits(ctx context.Context, args params.RemoveUnitsArgs) (params.RemoveUnitsResult, error) {
 	return adminCall[params.RemoveUnitsResult](ctx, a, "RemoveUnits", args)
 }

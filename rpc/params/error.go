@@ -39,6 +39,9 @@ const (
 	CodeExcessiveContention = "excessive contention"
 	CodeNotAssigned         = "not assigned"
 	CodeModelNotEmpty       = "model not empty"
+	// CodeHasPersistentStorage is Juju's code for a model (or
+	// controller) destroy refused for its persistent storage.
+	CodeHasPersistentStorage = "controller/model has persistent storage"
 )
 
 // Error is Juju's params.Error: the error of one item of a bulk result, and

@@ -41,6 +41,12 @@ type AddModelArgs struct {
 // there is no default.
 type RemoveModelArgs struct {
 	Model string `json:"model"`
+	// DestroyStorage says what becomes of the model's persistent storage,
+	// as Juju's destroy-model (its key): true destroys it, false releases
+	// it (left in the cloud, no longer managed). Left out, a model that
+	// holds persistent storage is refused (code "controller/model has
+	// persistent storage").
+	DestroyStorage *bool `json:"destroy-storage,omitempty"`
 }
 
 // RemoveModelResult is the result of RemoveModel.
@@ -49,6 +55,23 @@ type RemoveModelResult struct {
 	// Removed is true when the model is gone; false when it is dying and
 	// will be removed with its last entity.
 	Removed bool `json:"removed"`
+	// Storage is the storage the call took out of the model, destroyed or
+	// released.
+	Storage []RemovedStorage `json:"storage"`
+}
+
+// RemovedStorage is a storage instance, filesystem or volume taken out of
+// a model.
+type RemovedStorage struct {
+	// Kind is "storage", "filesystem" or "volume".
+	Kind string `json:"kind"`
+	// ID is the storage id ("data/0"), filesystem id or volume id.
+	ID string `json:"id"`
+	// ProviderID is the cloud's id, once provisioned.
+	ProviderID string `json:"provider-id,omitempty"`
+	// Released is true when the storage was released (left in the cloud,
+	// no longer managed); false when it was destroyed.
+	Released bool `json:"released"`
 }
 
 // ModelConfigInfo is a model's stored config (ModelConfig, SetModelConfig).

@@ -59,9 +59,71 @@ type RemoveUnitsArgs struct {
 	Units []string `json:"units"`
 }
 
-// RemoveUnitsResult lists the units removed.
+// RemoveUnitsResult lists the units removed (the subordinates of those
+// named with them) and the machines left without a principal unit, which
+// became dying.
 type RemoveUnitsResult struct {
-	Removed []string `json:"removed"`
+	Removed       []string `json:"removed"`
+	DyingMachines []string `json:"dying-machines"`
+}
+
+// RemoveApplicationArgs is the argument of RemoveApplication.
+type RemoveApplicationArgs struct {
+	Model       string `json:"model,omitempty"`
+	Application string `json:"application"`
+	// DestroyStorage destroys the storage of the application's units
+	// instead of detaching it (Juju's remove-application
+	// --destroy-storage).
+	DestroyStorage bool `json:"destroy-storage,omitempty"`
+}
+
+// RemoveApplicationResult is the application as the removal left it (life
+// dead; no units), with what the removal took.
+type RemoveApplicationResult struct {
+	ApplicationStatus
+	// Removed is true when the application is gone (an IAAS one); a
+	// Kubernetes application stays dead until its unit provisioner has
+	// deleted its cluster resources.
+	Removed bool `json:"removed"`
+	// RemovedUnits are the units removed, subordinates included.
+	RemovedUnits []string `json:"removed-units"`
+	// DyingMachines are the machines left without a principal unit, which
+	// became dying.
+	DyingMachines []string `json:"dying-machines"`
+	// Storage is the storage destroyed with the units (its key is not
+	// "storage": the application's storage constraints have that one).
+	Storage []RemovedStorage `json:"removed-storage"`
+}
+
+// RemoveStorageArgs is the argument of RemoveStorage.
+type RemoveStorageArgs struct {
+	Model string `json:"model,omitempty"`
+	// Storage are storage ids ("data/0").
+	Storage []string `json:"storage"`
+	// Force removes storage attached to a unit, detaching it first.
+	Force bool `json:"force,omitempty"`
+	// NoDestroy releases the storage (left in the cloud, no longer
+	// managed) instead of destroying it.
+	NoDestroy bool `json:"no-destroy,omitempty"`
+}
+
+// RemoveStorageResult lists what RemoveStorage took out of the model: the
+// storage instances with their filesystems and volumes.
+type RemoveStorageResult struct {
+	Removed []RemovedStorage `json:"removed"`
+}
+
+// DetachStorageArgs is the argument of DetachStorage.
+type DetachStorageArgs struct {
+	Model string `json:"model,omitempty"`
+	// Storage are storage ids ("data/0").
+	Storage []string `json:"storage"`
+}
+
+// DetachStorageResult lists the storage instances detached (those already
+// detached are left out).
+type DetachStorageResult struct {
+	Detached []string `json:"detached"`
 }
 
 // ScaleArgs is the argument of ScaleApplication.
@@ -218,6 +280,9 @@ type FilesystemStatus struct {
 	ProviderID string                      `json:"provider-id,omitempty"`
 	Status     StatusInfo                  `json:"status,omitzero"`
 	Attachment *FilesystemAttachmentStatus `json:"attachment,omitempty"`
+	// Orphaned marks a filesystem attached to nothing that belongs to no
+	// storage instance: it stays until the model goes.
+	Orphaned bool `json:"orphaned,omitempty"`
 }
 
 // VolumeAttachmentStatus attaches a volume to a machine or a unit.
@@ -239,6 +304,10 @@ type ModelVolumeStatus struct {
 	Persistent bool                     `json:"persistent,omitempty"`
 	Status     StatusInfo               `json:"status,omitzero"`
 	Attached   []VolumeAttachmentStatus `json:"attachments,omitempty"`
+	// Orphaned marks a volume attached to nothing that belongs to no
+	// storage instance and backs no filesystem (an iaas volume whose
+	// machine went): it stays until the model goes.
+	Orphaned bool `json:"orphaned,omitempty"`
 }
 
 // StorageStatus is a model's storage: instances, filesystems, volumes.

@@ -71,7 +71,7 @@
 
   function level(s) {
     if (errorStatuses.has(s)) return 'error';
-    if (warnStatuses.has(s) || s === 'dying' || s === 'dead') return 'warn';
+    if (warnStatuses.has(s) || s === 'dying' || s === 'dead' || s === 'detached' || s === 'orphaned') return 'warn';
     if (okStatuses.has(s)) return 'ok';
     return '';
   }
@@ -171,24 +171,40 @@
     const s = st.storage || {};
     const fsBy = new Map((s.filesystems || []).map((f) => [f['storage-id'], f]));
     const volBy = new Map((s.volumes || []).filter((v) => v['storage-id']).map((v) => [v['storage-id'], v]));
+    const volByID = new Map((s.volumes || []).map((v) => [v.id, v]));
+    // A storage instance attached to no unit is "detached"; a filesystem
+    // or volume that belongs to no storage instance and is attached to
+    // nothing is "orphaned" (the daemon marks it): both stay until
+    // remove-storage or remove-model takes them out.
+    const owner = (who, flag) => who ? who : el('span', {}, badge(flag));
     const rows = (s.instances || []).map((i) => {
       const f = fsBy.get(i.id), v = volBy.get(i.id);
       const x = f || v || {};
       const where = f && f.attachment ? f.attachment['mount-point'] : v && v.attached && v.attached[0] ? v.attached[0]['device-name'] : '';
       return {
         key: 'storage/' + i.id, level: alertLevel('storage', i.id) || (f && alertLevel('filesystem', f.id)) || (v && alertLevel('volume', v.id)), sig: [i, f, v],
-        cells: [i.id, i.kind, i.unit || i.owner || '-', el('td', {}, badge(i.life)), x.pool || '-', x.size ? x.size + ' MiB' : '-',
+        cells: [i.id, i.kind, el('td', {}, owner(i.unit, 'detached')), el('td', {}, badge(i.life)), x.pool || '-', x.size ? x.size + ' MiB' : '-',
           el('td', {class: 'mono', text: x['provider-id'] || '-'}), statusCell(x.status), where || '-'],
       };
     });
+    for (const f of (s.filesystems || []).filter((f) => f.orphaned)) {
+      const v = volByID.get(f.volume);
+      rows.push({
+        key: 'filesystem/' + f.id, level: alertLevel('filesystem', f.id), sig: [f, v],
+        cells: ['filesystem ' + f.id, 'filesystem', el('td', {}, owner('', 'orphaned')), el('td', {}, badge(f.life)), f.pool || '-',
+          f.size ? f.size + ' MiB' : '-', el('td', {class: 'mono', text: [f['provider-id'], v && v['provider-id']].filter(Boolean).join(', ') || '-'}),
+          statusCell(f.status), '-'],
+      });
+    }
     const volMachine = new Map();
     const walk = (m) => { for (const v of m.volumes || []) volMachine.set(v.id, m.id); for (const c of m.containers || []) walk(c); };
     for (const m of st.machines || []) walk(m);
-    for (const v of (s.volumes || []).filter((v) => !v['storage-id'])) {
+    for (const v of (s.volumes || []).filter((v) => !v['storage-id'] || v.orphaned)) {
       const m = (v.attached || []).map((a) => a.machine).filter(Boolean).join(', ') || volMachine.get(v.id) || '';
       rows.push({
         key: 'volume/' + v.id, level: alertLevel('volume', v.id), sig: v,
-        cells: ['volume ' + v.id, 'block', m ? 'machine ' + m : '-', el('td', {}, badge(v.life)), v.pool || '-', v.size ? v.size + ' MiB' : '-',
+        cells: ['volume ' + v.id, 'block', el('td', {}, m ? 'machine ' + m : owner('', v.orphaned ? 'orphaned' : 'detached')), el('td', {}, badge(v.life)),
+          v.pool || '-', v.size ? v.size + ' MiB' : '-',
           el('td', {class: 'mono', text: v['provider-id'] || '-'}), statusCell(v.status), (v.attached || []).map((a) => a['device-name']).filter(Boolean).join(', ') || '-'],
       });
     }
