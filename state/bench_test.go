@@ -64,3 +64,18 @@ func BenchmarkMachineParallel(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkModel is State.Model of the default model: what every
+// Provisioner call that reads the model config (ModelConfig,
+// ContainerConfig, ProvisioningInfo, Tools) reads, its config cloned from
+// the record cache.
+func BenchmarkModel(b *testing.B) {
+	st := statetest.New(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		m, err := st.Model(statetest.DefaultModelUUID)
+		if err != nil || m.Name != "default" {
+			b.Fatal(m, err)
+		}
+	}
+}

@@ -31,7 +31,7 @@ type InitArgs struct {
 	// on one store: see Identity); it must hold the passwords above.
 	Identity *Identity
 	// ModelConfig is the initial config of both the controller model and
-	// the default model.
+	// the default model, over Juju's defaults (as AddModel).
 	ModelConfig map[string]any
 }
 
@@ -91,7 +91,7 @@ func (st *State) Initialize(args InitArgs) (InitResult, error) {
 	if err != nil {
 		return InitResult{}, errors.Annotate(err, "controller config")
 	}
-	modelCfg, err := normalizeConfig(args.ModelConfig)
+	modelCfg, err := newModelConfig(ModelTypeIAAS, args.ModelConfig)
 	if err != nil {
 		return InitResult{}, errors.Annotate(err, "model config")
 	}

@@ -26,7 +26,10 @@ import (
 //	   units by provider id and by machine, models by name, as
 //	   "idx-<index>/..." (the kinds "unit-provider-id" and "model-name" of
 //	   versions 1 and 2 are gone)
-const SchemaVersion = 3
+//	4  every model's config holds Juju's model config defaults for its
+//	   type (ModelConfigDefaults): the migration fills in the keys a model
+//	   lacks and leaves every value already set as it is
+const SchemaVersion = 4
 
 // schemaKey holds SchemaVersion, as decimal text.
 var schemaKey = store.Key(kindSchema, "state")
@@ -40,6 +43,29 @@ var migrations = []func(tx *txn) error{
 	// 2 → 3: every index of the registry, built once from the records;
 	// the kinds of the older indexes deleted.
 	func(tx *txn) error { return buildIndexes(tx, "unit-provider-id", "model-name") },
+	// 3 → 4: Juju's model config defaults in every model.
+	fillModelConfigDefaults,
+}
+
+// fillModelConfigDefaults adds to every model's config the defaults of its
+// type that it lacks; a value an operator set, of any type, stays.
+func fillModelConfigDefaults(tx *txn) error {
+	docs, err := list[modelDoc](tx, KindModel, "")
+	if err != nil {
+		return err
+	}
+	for i := range docs {
+		d := &docs[i]
+		cfg, added := withConfigDefaults(d.Type, d.Config)
+		if !added {
+			continue
+		}
+		d.Config = cfg
+		if err := tx.put(KindModel, d.UUID, d.UUID, d, FieldConfig); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ErrNewerSchema is returned by Open for a store written by a newer

@@ -135,7 +135,9 @@ func (st *State) Models() ([]Model, error) {
 	return models, nil
 }
 
-// AddModel adds an alive model with a new UUID.
+// AddModel adds an alive model with a new UUID. Its config is Juju's
+// defaults for its type (ModelConfigDefaults) with cfg over them; the
+// known keys of cfg are typed and checked as Juju's schema does.
 func (st *State) AddModel(name string, typ ModelType, cfg map[string]any) (Model, error) {
 	if err := ValidateModelName(name); err != nil {
 		return Model{}, err
@@ -143,7 +145,7 @@ func (st *State) AddModel(name string, typ ModelType, cfg map[string]any) (Model
 	if err := validateModelType(typ); err != nil {
 		return Model{}, err
 	}
-	cfg, err := normalizeConfig(cfg)
+	cfg, err := newModelConfig(typ, cfg)
 	if err != nil {
 		return Model{}, err
 	}
@@ -171,10 +173,17 @@ func (tx *txn) addModel(d *modelDoc) error {
 	return tx.put(KindModel, d.UUID, d.UUID, d, watcher.FieldCreated)
 }
 
-// UpdateModelConfig sets and removes keys of a model's config. A call that
-// changes nothing writes nothing, so it triggers no watcher.
+// UpdateModelConfig sets and removes keys of a model's config. The known
+// keys of set are typed and checked as Juju's schema does; an unset key
+// that has a default (ModelConfigDefaults) takes it back, as Juju's
+// --reset does, and other unset keys are removed. A call that changes
+// nothing writes nothing, so it triggers no watcher.
 func (st *State) UpdateModelConfig(uuid string, set map[string]any, unset []string) error {
-	set, err := normalizeConfig(set)
+	set, err := coerceModelConfig(set)
+	if err != nil {
+		return err
+	}
+	set, err = normalizeConfig(set)
 	if err != nil {
 		return err
 	}
@@ -183,7 +192,7 @@ func (st *State) UpdateModelConfig(uuid string, set map[string]any, unset []stri
 	if err != nil {
 		return err
 	}
-	if _, changed := applyConfig(m.Config, set, unset); !changed {
+	if _, changed := applyModelConfig(m.Type, m.Config, set, unset); !changed {
 		return nil
 	}
 	return st.update(func(tx *txn) error {
@@ -191,9 +200,12 @@ func (st *State) UpdateModelConfig(uuid string, set map[string]any, unset []stri
 		if err != nil {
 			return err
 		}
-		next, changed := applyConfig(d.Config, set, unset)
+		next, changed := applyModelConfig(d.Type, d.Config, set, unset)
 		if !changed {
 			return errNoChange
+		}
+		if err := checkModelConfigChange(d.Config, next); err != nil {
+			return err
 		}
 		if err := checkConfigTotal(next); err != nil {
 			return err

@@ -277,11 +277,15 @@ func (d *modelDoc) clone() modelDoc {
 }
 
 // cloneJSONMap deep-copies a map decoded from JSON: its values are nil,
-// bool, float64, string, []any or map[string]any.
+// bool, float64, string, []any or map[string]any. Only the lists and
+// maps in it are copied again (a model's config is some 70 scalars).
 func cloneJSONMap(m map[string]any) map[string]any {
 	c := maps.Clone(m)
 	for k, v := range c {
-		c[k] = cloneJSONValue(v)
+		switch v.(type) {
+		case map[string]any, []any:
+			c[k] = cloneJSONValue(v)
+		}
 	}
 	return c
 }

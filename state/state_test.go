@@ -545,6 +545,9 @@ func TestWatchModelConfig(t *testing.T) {
 		{"change the value", model, map[string]any{"foo": "two"}, nil, true},
 		{"two keys at once", model, map[string]any{"a": true, "b": []any{"x"}}, nil, true},
 		{"unset a key", model, nil, []string{"foo"}, true},
+		{"set a key with a default", model, map[string]any{"num-provision-workers": 8}, nil, true},
+		{"reset it to the default", model, nil, []string{"num-provision-workers"}, true},
+		{"reset a key at its default", model, nil, []string{"num-provision-workers"}, false},
 	}
 	for _, s := range steps {
 		rev := st.Revision()
@@ -568,7 +571,9 @@ func TestWatchModelConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(m.Config) != 3 || m.Config["a"] != true || m.Config["logging-config"] != "<root>=INFO" {
+	defaults := state.ModelConfigDefaults(state.ModelTypeIAAS)
+	if len(m.Config) != len(defaults)+2 || m.Config["a"] != true || m.Config["logging-config"] != "<root>=INFO" ||
+		m.Config["num-provision-workers"] != 16.0 {
 		t.Errorf("final config %v", m.Config)
 	}
 	if err := st.UpdateModelConfig("nope", map[string]any{"a": 1}, nil); !errors.Is(err, errors.NotFound) {

@@ -301,7 +301,7 @@ format.`,
 				if err := a.call(cmd.Context(), "ApplicationConfig", params.ApplicationArgs{Model: model, Application: app}, &res); err != nil {
 					return err
 				}
-				return a.writeConfig(format, fmt.Sprintf("application %q", res.Application), res.Config, res, mode.get)
+				return a.writeConfig(format, fmt.Sprintf("application %q", res.Application), res.Config, nil, res, mode.get)
 			}
 			err = a.call(cmd.Context(), "SetApplicationConfig",
 				params.SetApplicationConfigArgs{Model: model, Application: app, Config: mode.set, Unset: mode.reset}, &res)

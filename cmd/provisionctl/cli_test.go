@@ -7,10 +7,12 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -216,19 +218,34 @@ func TestWalkthrough(t *testing.T) {
 		UUID   string
 		Config map[string]any
 	}
-	if mut, _ := e.mutate(t, &cfg, "model-config", "-m", "k8s", "x=1.5", "--reset", "n,s"); !slices.Equal(mut.Changed["models"], []string{"k8s"}) {
+	if mut, _ := e.mutate(t, &cfg, "model-config", "-m", "k8s", "x=1.5", "num-provision-workers=8", "--reset", "n,s"); !slices.Equal(mut.Changed["models"], []string{"k8s"}) {
 		t.Errorf("model-config set: %+v", mut)
 	}
-	if cfg.Model != "k8s" || cfg.UUID != m.UUID || !mapsEqual(cfg.Config, map[string]any{"agent-version": "3.3.0", "b": true, "q": "42", "x": 1.5}) {
+	// The model holds Juju's defaults (a CAAS model's), with its own keys
+	// over them; n and s, which have no default, are gone.
+	wantCfg := state.ModelConfigDefaults(state.ModelTypeCAAS)
+	maps.Copy(wantCfg, map[string]any{"agent-version": "3.3.0", "b": true, "q": "42", "x": 1.5, "num-provision-workers": 8.0})
+	if cfg.Model != "k8s" || cfg.UUID != m.UUID || !mapsEqual(cfg.Config, wantCfg) {
 		t.Errorf("model-config set printed %+v", cfg)
 	}
 	var one any
 	if e.ok(t, &one, "model-config", "--model", "k8s", "q", "--format", "json"); one != "42" {
 		t.Errorf("model-config KEY = %#v", one)
 	}
+	// The table says where each value comes from, as juju model-config.
 	r = e.ok(t, nil, "model-config", "--model", "k8s")
-	if want := "KEY            VALUE\nagent-version  3.3.0\nb              true\nq              \"42\"\nx              1.5\n"; r.stdout != want {
-		t.Errorf("model-config table:\n%s\nwant:\n%s", r.stdout, want)
+	for _, row := range []string{
+		`KEY +FROM +VALUE`, `agent-version +model +3\.3\.0`, `b +model +true`, `num-provision-workers +model +8`,
+		`q +model +"42"`, `resource-tags +default +""`, `update-status-hook-interval +default +5m`, `x +model +1\.5`,
+	} {
+		if !regexp.MustCompile(`(?m)^` + row + `$`).MatchString(r.stdout) {
+			t.Errorf("model-config table has no row %s:\n%s", row, r.stdout)
+		}
+	}
+	// --reset of a key with a default sets the default back.
+	e.ok(t, nil, "model-config", "-m", "k8s", "--reset", "num-provision-workers")
+	if r = e.ok(t, nil, "model-config", "-m", "k8s"); !regexp.MustCompile(`(?m)^num-provision-workers +default +16$`).MatchString(r.stdout) {
+		t.Errorf("model-config table after --reset:\n%s", r.stdout)
 	}
 	r = e.ok(t, nil, "model-config", "-m", "k8s", "--format", "yaml")
 	var y map[string]any
@@ -316,6 +333,9 @@ func TestBadInput(t *testing.T) {
 		{[]string{"model-config", "a=1", "b"}, 2, `ERROR bad KEY=VALUE "b": no "="`},
 		{[]string{"model-config", "a=1", "--reset", "a"}, 1, `ERROR config key "a" is both set and unset`},
 		{[]string{"model-config", "type=caas"}, 1, `ERROR config key "type" is read-only`},
+		{[]string{"model-config", "num-provision-workers=0"}, 1, `ERROR model config "num-provision-workers": 0 is out of range (1 to 100)`},
+		{[]string{"model-config", "update-status-hook-interval=5"}, 1, `ERROR model config "update-status-hook-interval": want a string, got the number 5`},
+		{[]string{"model-config", "firewall-mode=global"}, 1, `ERROR model config "firewall-mode" cannot change from the string "instance" to the string "global"`},
 		{[]string{"model-config", "never-set", "--format", "json"}, 1, `ERROR model "default" has no key "never-set"`},
 		{[]string{"controller-config", "ca-cert=x"}, 1, `ERROR config key "ca-cert" is read-only`},
 		{[]string{"controller-config", "--reset", "controller-uuid"}, 1, `ERROR config key "controller-uuid" is read-only`},

@@ -49,8 +49,10 @@ func parseConfigArgs(args, reset []string) (configMode, error) {
 	return configMode{set: set, reset: reset}, nil
 }
 
-// writeConfig shows a whole config, or one key of it.
-func (a *app) writeConfig(format formatFlag, what string, cfg map[string]any, all any, get string) error {
+// writeConfig shows a whole config, or one key of it. With defaults (a
+// model's), the table says where each value comes from, as Juju's
+// model-config does: "default" when it is the default, else "model".
+func (a *app) writeConfig(format formatFlag, what string, cfg, defaults map[string]any, all any, get string) error {
 	if get != "" {
 		v, ok := cfg[get]
 		if !ok {
@@ -67,8 +69,20 @@ func (a *app) writeConfig(format formatFlag, what string, cfg map[string]any, al
 			return nil
 		}
 		t := table{header: []string{"KEY", "VALUE"}, cutLast: true}
+		if defaults != nil {
+			t.header = []string{"KEY", "FROM", "VALUE"}
+		}
 		for _, k := range slices.Sorted(maps.Keys(cfg)) {
-			t.add(k, formatValue(cfg[k]))
+			v := formatValue(cfg[k])
+			if defaults == nil {
+				t.add(k, v)
+				continue
+			}
+			from := "model"
+			if d, ok := defaults[k]; ok && formatValue(d) == v {
+				from = "default"
+			}
+			t.add(k, from, v)
 		}
 		return t.write(w)
 	})
@@ -91,17 +105,27 @@ func (a *app) modelConfigCommand() *cobra.Command {
 		Use:     "model-config [KEY | KEY=VALUE...] [--reset KEY[,KEY...]]",
 		GroupID: "config",
 		Short:   "Show or change a model's config",
-		Long: `Without arguments, show the model's config (the keys operators and agents
-set; the model's name, uuid and type are shown by "models"). With one KEY,
-show its value. With KEY=VALUE arguments and/or --reset, set and unset keys
-in one change; agents watching the model's config see it at once.
+		Long: `Without arguments, show the model's config: every key of Juju's model config
+defaults, set when the model was created, and the keys operators set (the
+model's name, uuid and type are shown by "models"). FROM says whether a
+value is Juju's default or the model's own. With one KEY, show its value.
+With KEY=VALUE arguments and/or --reset, set and unset keys in one change;
+agents watching the model's config see it at once.
 
 ` + valueTyping + `
 
-name, uuid and type are read-only. Unsetting a key that is not set is not an
-error. A change prints, with --format json or yaml, what changed
-(changed.models) with the resulting config as result; a message on stderr
-with the table format.`,
+The keys Juju knows are checked as Juju checks them: their type (a number
+for num-provision-workers, a boolean for enable-os-upgrade, "16" and
+"true" are taken too), range (num-provision-workers 1 to 100,
+update-status-hook-interval 1m to 60m) and values (firewall-mode,
+provisioner-harvest-mode, mode, ...); firewall-mode and charmhub-url never
+change. Other keys take any string, number or boolean.
+
+--reset sets a key that has a Juju default back to it, as juju
+model-config --reset does, and removes any other. name, uuid and type are
+read-only. Unsetting a key that is not set is not an error. A change
+prints, with --format json or yaml, what changed (changed.models) with the
+resulting config as result; a message on stderr with the table format.`,
 		Example: `  provisionctl model-config
   provisionctl model-config logging-config
   provisionctl model-config -m k8s logging-config='<root>=DEBUG' automatically-retry-hooks=false
@@ -116,7 +140,7 @@ with the table format.`,
 				if err := a.call(cmd.Context(), "ModelConfig", params.ModelArgs{Model: model}, &res); err != nil {
 					return err
 				}
-				return a.writeConfig(format, fmt.Sprintf("model %q", res.Model), res.Config, res, mode.get)
+				return a.writeConfig(format, fmt.Sprintf("model %q", res.Model), res.Config, res.Defaults, res, mode.get)
 			}
 			err = a.call(cmd.Context(), "SetModelConfig",
 				params.SetModelConfigArgs{Model: model, Config: mode.set, Unset: mode.reset}, &res)
@@ -168,7 +192,7 @@ them whole.`,
 				if err := a.call(cmd.Context(), "ControllerConfig", nil, &res); err != nil {
 					return err
 				}
-				return a.writeConfig(format, "the controller", res.Config, res, mode.get)
+				return a.writeConfig(format, "the controller", res.Config, nil, res, mode.get)
 			}
 			err = a.call(cmd.Context(), "SetControllerConfig",
 				params.SetControllerConfigArgs{Config: mode.set, Unset: mode.reset}, &res)

@@ -21,7 +21,6 @@ const (
 	cfgOperatorImage   = "caas-operator-image-path" // deprecated
 	cfgAgentVersion    = "agent-version"
 	cfgWorkloadStorage = "workload-storage"
-	cfgResourceTags    = "resource-tags"
 
 	defaultImageRepo  = "docker.io/jujusolutions"
 	operatorImageName = "jujud-operator"
@@ -184,19 +183,7 @@ func operatorImagePath(ctrlCfg map[string]any, repo, version string) string {
 // resourceTags are the model's resource-tags ("k=v k=v" or a map) plus
 // juju-model-uuid and juju-controller-uuid, which win.
 func resourceTags(m state.Model, controllerUUID string) map[string]string {
-	tags := map[string]string{}
-	switch v := m.Config[cfgResourceTags].(type) {
-	case string:
-		for _, kv := range strings.Fields(v) {
-			if k, val, ok := strings.Cut(kv, "="); ok && k != "" {
-				tags[k] = val
-			}
-		}
-	case map[string]any:
-		for k, val := range v {
-			tags[k] = fmt.Sprint(val)
-		}
-	}
+	tags := state.ResourceTags(m.Config)
 	tags["juju-model-uuid"] = m.UUID
 	tags["juju-controller-uuid"] = controllerUUID
 	return tags

@@ -11,6 +11,7 @@ import (
 
 	"github.com/provisiond/provisiond/rpc"
 	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/state"
 )
 
 func registerConfig(m *methods) {
@@ -83,18 +84,21 @@ func jsonKind(v any) string {
 }
 
 // ModelConfig returns a model's stored config (the model's name, uuid and
-// type are not config: see ListModels).
+// type are not config: see ListModels) and Juju's defaults for its type.
 func (a *ModelAdmin) ModelConfig(_ context.Context, args params.ModelArgs) (params.ModelConfigInfo, error) {
 	m, err := a.model(args.Model)
 	if err != nil {
 		return params.ModelConfigInfo{}, err
 	}
-	return params.ModelConfigInfo{Model: m.Name, UUID: m.UUID, Config: m.Config}, nil
+	return params.ModelConfigInfo{Model: m.Name, UUID: m.UUID, Config: m.Config,
+		Defaults: state.ModelConfigDefaults(m.Type)}, nil
 }
 
 // SetModelConfig sets and unsets keys of a model's config in one commit and
-// returns the config after it. Unsetting a key that is not set is not an
-// error; an update that changes nothing commits nothing.
+// returns the config after it. The state types and checks the keys Juju's
+// schema knows; unsetting one that has a default sets it back to the
+// default; unsetting a key that is not set is not an error; an update that
+// changes nothing commits nothing.
 func (a *ModelAdmin) SetModelConfig(ctx context.Context, args params.SetModelConfigArgs) (params.ModelConfigInfo, error) {
 	if err := validateConfig(args.Config, args.Unset, modelReadOnly); err != nil {
 		return params.ModelConfigInfo{}, err

@@ -6,6 +6,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/juju/errors"
 
@@ -20,20 +21,29 @@ func (p *Provisioner) ModelUUID(context.Context) (params.StringResult, error) {
 	return params.StringResult{Result: p.model}, nil
 }
 
-// modelConfig returns the model's config with name, uuid and type.
+// modelConfig returns the model's config as Juju's controller answers it
+// (its config.Config's attributes): the stored config with name, uuid and
+// the provider type, and resource-tags as the map Juju's schema coerces
+// the stored string to.
 func (p *Provisioner) modelConfig() (state.Model, map[string]any, error) {
 	m, err := p.st.Model(p.model)
 	if err != nil {
 		return state.Model{}, nil, err
 	}
-	cfg := make(map[string]any, len(m.Config)+3)
-	for k, v := range m.Config {
-		cfg[k] = v
-	}
+	cfg := m.Config // the caller's own copy
 	cfg["name"] = m.Name
 	cfg["uuid"] = m.UUID
 	if _, ok := cfg["type"]; !ok {
-		cfg["type"] = environ.Type
+		cfg["type"] = m.Type.ProviderType()
+	}
+	if s, ok := cfg[state.ConfigResourceTags].(string); ok {
+		if tags, err := state.ParseResourceTags(s); err == nil {
+			wire := make(map[string]any, len(tags))
+			for k, v := range tags {
+				wire[k] = v
+			}
+			cfg[state.ConfigResourceTags] = wire
+		}
 	}
 	return m, cfg, nil
 }
@@ -187,6 +197,11 @@ func cfgBool(cfg map[string]any, key string, def bool) bool {
 	return def
 }
 
+// Proxy settings as Juju's config accessors derive them from the model
+// config (environs/config: LegacyProxySettings, JujuProxySettings,
+// AptProxySettings, SnapProxySettings). Juju's controller never fills
+// AutoNoProxy here: it is sent empty.
+
 func proxy(cfg map[string]any, prefix string) params.Settings {
 	return params.Settings{
 		Http:    cfgString(cfg, prefix+"http-proxy"),
@@ -196,19 +211,35 @@ func proxy(cfg map[string]any, prefix string) params.Settings {
 	}
 }
 
-// aptProxy is the apt-*-proxy keys, each defaulting to the general proxy.
-func aptProxy(cfg map[string]any, general params.Settings) params.Settings {
-	s := proxy(cfg, "apt-")
-	if s.Http == "" {
-		s.Http = general.Http
+// aptProxy is the apt-*-proxy keys, each falling back to the juju- key,
+// then the legacy one, with a scheme added when it has none; apt-no-proxy
+// falls back to no-proxy when a legacy proxy is set, else to
+// juju-no-proxy.
+func aptProxy(cfg map[string]any) params.Settings {
+	first := func(scheme, key string) string {
+		for _, k := range []string{"apt-" + key, "juju-" + key, key} {
+			if v := cfgString(cfg, k); v != "" {
+				if !strings.Contains(v, "://") {
+					v = scheme + "://" + v
+				}
+				return v
+			}
+		}
+		return ""
 	}
-	if s.Https == "" {
-		s.Https = general.Https
+	s := params.Settings{
+		Http:    first("http", "http-proxy"),
+		Https:   first("https", "https-proxy"),
+		Ftp:     first("ftp", "ftp-proxy"),
+		NoProxy: cfgString(cfg, "apt-no-proxy"),
 	}
-	if s.Ftp == "" {
-		s.Ftp = general.Ftp
+	if s.NoProxy == "" {
+		if state.HasLegacyProxy(cfg) {
+			s.NoProxy = cfgString(cfg, "no-proxy")
+		} else {
+			s.NoProxy = cfgString(cfg, "juju-no-proxy")
+		}
 	}
-	s.NoProxy = general.NoProxy
 	return s
 }
 
@@ -219,30 +250,26 @@ func (p *Provisioner) ContainerConfig(context.Context) (params.ContainerConfig, 
 	if err != nil {
 		return params.ContainerConfig{}, err
 	}
-	legacy := proxy(cfg, "")
-	res := params.ContainerConfig{
+	return params.ContainerConfig{
 		ProviderType:            cfgString(cfg, "type"),
 		AuthorizedKeys:          cfgString(cfg, "authorized-keys"),
 		SSLHostnameVerification: cfgBool(cfg, "ssl-hostname-verification", true),
-		LegacyProxy:             legacy,
+		LegacyProxy:             proxy(cfg, ""),
 		JujuProxy:               proxy(cfg, "juju-"),
-		AptProxy:                aptProxy(cfg, legacy),
+		AptProxy:                aptProxy(cfg),
 		AptMirror:               cfgString(cfg, "apt-mirror"),
 		SnapProxy: params.Settings{Http: cfgString(cfg, "snap-http-proxy"),
 			Https: cfgString(cfg, "snap-https-proxy")},
 		SnapStoreAssertions:        cfgString(cfg, "snap-store-assertions"),
 		SnapStoreProxyID:           cfgString(cfg, "snap-store-proxy"),
 		SnapStoreProxyURL:          cfgString(cfg, "snap-store-proxy-url"),
+		CloudInitUserData:          state.CloudInitUserData(cfg),
 		ContainerInheritProperties: cfgString(cfg, "container-inherit-properties"),
 		UpdateBehavior: &params.UpdateBehavior{ // embedded: flat on the wire
 			EnableOSRefreshUpdate: cfgBool(cfg, "enable-os-refresh-update", true),
 			EnableOSUpgrade:       cfgBool(cfg, "enable-os-upgrade", true),
 		},
-	}
-	if m, ok := cfg["cloudinit-userdata"].(map[string]any); ok {
-		res.CloudInitUserData = m
-	}
-	return res, nil
+	}, nil
 }
 
 // ContainerManagerConfig returns what the container manager of type

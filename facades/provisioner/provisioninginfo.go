@@ -62,25 +62,6 @@ func (p *Provisioner) placed(m state.Machine) (placed, error) {
 	return out, nil
 }
 
-// resourceTags reads the model config's resource-tags ("k=v k2=v2" or a
-// map).
-func resourceTags(cfg map[string]any) map[string]string {
-	out := map[string]string{}
-	switch v := cfg["resource-tags"].(type) {
-	case string:
-		for _, kv := range strings.Fields(v) {
-			if k, val, ok := strings.Cut(kv, "="); ok {
-				out[k] = val
-			}
-		}
-	case map[string]any:
-		for k, val := range v {
-			out[k] = fmt.Sprint(val)
-		}
-	}
-	return out
-}
-
 func (p *Provisioner) provisioningInfo(m state.Machine) (*params.ProvisioningInfo, error) {
 	model, cfg, err := p.modelConfig()
 	if err != nil {
@@ -103,11 +84,9 @@ func (p *Provisioner) provisioningInfo(m state.Machine) (*params.ProvisioningInf
 	info.ControllerConfig = map[string]any{}
 	maps.Copy(info.ControllerConfig, ctrl.Config)
 	info.ControllerConfig["controller-uuid"] = ctrl.UUID
-	if ud, ok := cfg["cloudinit-userdata"].(map[string]any); ok {
-		info.CloudInitUserData = ud
-	}
+	info.CloudInitUserData = state.CloudInitUserData(cfg)
 
-	tags := resourceTags(cfg)
+	tags := state.ResourceTags(cfg)
 	tags["juju-model-uuid"] = p.model
 	tags["juju-controller-uuid"] = ctrl.UUID
 	if state.IsController(m) {
@@ -153,7 +132,7 @@ func (p *Provisioner) provisioningInfo(m state.Machine) (*params.ProvisioningInf
 
 	// Volume tags: Juju's storage tags (resource-tags, model and
 	// controller uuid).
-	volTags := resourceTags(cfg)
+	volTags := state.ResourceTags(cfg)
 	volTags["juju-model-uuid"] = p.model
 	volTags["juju-controller-uuid"] = ctrl.UUID
 	vols, atts, err := p.volumeParams(mgr, m, cfg, volTags)

@@ -1,6 +1,7 @@
 package provisioner
 
 import (
+	"cmp"
 	"context"
 	"net"
 	"slices"
@@ -175,12 +176,23 @@ func (v *V1) ContainerConfig(ctx context.Context) (params.V1ContainerConfig, err
 		AuthorizedKeys:          r.AuthorizedKeys,
 		SSLHostnameVerification: r.SSLHostnameVerification,
 		Proxy:                   px(r.LegacyProxy),
-		AptProxy:                px(r.AptProxy),
+		AptProxy:                px(v1AptProxy(cfg, r.LegacyProxy)),
 		PreferIPv6:              cfgBool(cfg, "prefer-ipv6", false),
 		AllowLXCLoopMounts:      cfgBool(cfg, "allow-lxc-loop-mounts", false),
 		EnableOSRefreshUpdate:   r.EnableOSRefreshUpdate,
 		EnableOSUpgrade:         r.EnableOSUpgrade,
 	}, nil
+}
+
+// v1AptProxy is the 2015 AptProxy: the apt-*-proxy keys, each defaulting
+// to the general proxy, and the general no-proxy (specs/provisioner.md).
+func v1AptProxy(cfg map[string]any, general params.Settings) params.Settings {
+	s := proxy(cfg, "apt-")
+	s.Http = cmp.Or(s.Http, general.Http)
+	s.Https = cmp.Or(s.Https, general.Https)
+	s.Ftp = cmp.Or(s.Ftp, general.Ftp)
+	s.NoProxy = general.NoProxy
+	return s
 }
 
 func (v *V1) ContainerManagerConfig(ctx context.Context, args params.V1ContainerManagerConfigParams) (params.V1ContainerManagerConfig, error) {
@@ -341,7 +353,7 @@ func (v *V1) provisioningInfo(m state.Machine) (*params.V1ProvisioningInfo, erro
 		return nil, err
 	}
 	jobs := make([]string, len(m.Jobs))
-	tags := resourceTags(cfg)
+	tags := state.ResourceTags(cfg)
 	tags["juju-env-uuid"] = p.model
 	for i, j := range m.Jobs {
 		jobs[i] = j

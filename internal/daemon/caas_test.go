@@ -598,7 +598,15 @@ func TestCAASScaleRules(t *testing.T) {
 }
 
 func TestCAASProvisioningInfo(t *testing.T) {
-	e := newCAAS(t, map[string]any{"resource-tags": "owner=ops juju-model-uuid=spoof"})
+	e := newCAAS(t, map[string]any{"resource-tags": "owner=ops"})
+	// A reserved tag (refused when set since config is checked; an older
+	// store may hold one) loses to the controller's own.
+	model, err := e.st.Model(e.model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	model.Config["resource-tags"] = "owner=ops juju-model-uuid=spoof"
+	writeModelConfigs(t, e.d, map[string]map[string]any{e.model: model.Config}, "")
 	if err := e.st.UpdateControllerConfig(map[string]any{"caas-image-repo": `{"repository":"reg.example/juju","username":"u","password":"p","serveraddress":"reg.example"}`}, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -678,8 +678,9 @@ func TestConfigLimits(t *testing.T) {
 	if got := d.State().Revision(); got != rev {
 		t.Fatalf("revision %d -> %d: a refused config was written", rev, got)
 	}
-	// Values that fit one by one, until the whole would be over 1 MiB.
-	quarter := value(state.MaxConfigValue - 100)
+	// Values that fit one by one, until the whole would be over 1 MiB
+	// (4 KiB left for the model's own keys: Juju's defaults are 1.8 KB).
+	quarter := value(state.MaxConfigValue - 1024)
 	for i := 0; i < 4; i++ {
 		if err := set("SetModelConfig", params.SetModelConfigArgs{Model: "default", Config: map[string]any{fmt.Sprintf("k%d", i): quarter}}); err != nil {
 			t.Fatalf("value %d: %v", i, err)

@@ -234,6 +234,25 @@ func TestModelAdminConfig(t *testing.T) {
 		t.Fatalf("Provisioner.ModelConfig = %+v, %v", pcfg, err)
 	}
 
+	// Juju's keys are typed as Juju types them ("8" is the number 8);
+	// unsetting one sets its default back; the defaults come along.
+	cfg = params.ModelConfigInfo{}
+	if err := modelAdmin(t, api, "SetModelConfig", params.SetModelConfigArgs{
+		Config: map[string]any{"num-provision-workers": "8", "enable-os-upgrade": "false"}}, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Config["num-provision-workers"] != 8.0 || cfg.Config["enable-os-upgrade"] != false ||
+		cfg.Defaults["num-provision-workers"] != 16.0 || cfg.Defaults["enable-os-upgrade"] != true || cfg.Defaults["a"] != nil {
+		t.Fatalf("SetModelConfig typed = %v, defaults %v", cfg.Config, cfg.Defaults)
+	}
+	cfg = params.ModelConfigInfo{}
+	if err := modelAdmin(t, api, "SetModelConfig", params.SetModelConfigArgs{Unset: []string{"num-provision-workers", "enable-os-upgrade"}}, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Config["num-provision-workers"] != 16.0 || cfg.Config["enable-os-upgrade"] != true {
+		t.Fatalf("SetModelConfig reset = %v", cfg.Config)
+	}
+
 	rev := d.State().Revision()
 	for _, tc := range []struct {
 		name   string
@@ -248,6 +267,16 @@ func TestModelAdminConfig(t *testing.T) {
 		{"unset read-only", "SetModelConfig", params.SetModelConfigArgs{Unset: []string{"type"}}, `config key "type" is read-only`, params.CodeNotValid},
 		{"bad unset key", "SetModelConfig", params.SetModelConfigArgs{Unset: []string{""}}, `config key "" not valid`, params.CodeNotValid},
 		{"long key", "SetModelConfig", params.SetModelConfigArgs{Config: map[string]any{"a" + strings.Repeat("b", 128): 1}}, "", params.CodeNotValid},
+		{"Juju key out of range", "SetModelConfig", params.SetModelConfigArgs{Config: map[string]any{"num-container-provision-workers": 0}},
+			`model config "num-container-provision-workers": 0 is out of range (1 to 25)`, params.CodeNotValid},
+		{"Juju key of the wrong type", "SetModelConfig", params.SetModelConfigArgs{Config: map[string]any{"automatically-retry-hooks": "sometimes"}},
+			`model config "automatically-retry-hooks": want a boolean, got the string "sometimes"`, params.CodeNotValid},
+		{"Juju key not among its values", "SetModelConfig", params.SetModelConfigArgs{Config: map[string]any{"provisioner-harvest-mode": "everything"}},
+			`model config "provisioner-harvest-mode": "everything" is not one of "all", "none", "unknown", "destroyed"`, params.CodeNotValid},
+		{"immutable Juju key", "SetModelConfig", params.SetModelConfigArgs{Unset: []string{"charmhub-url"}, Config: map[string]any{"firewall-mode": "none"}},
+			`model config "firewall-mode" cannot change from the string "instance" to the string "none"`, params.CodeNotValid},
+		{"AddModel with a bad Juju key", "AddModel", params.AddModelArgs{Name: "bad", Config: map[string]any{"update-status-hook-interval": "1h1m"}},
+			`model config "update-status-hook-interval": 1h1m is out of range (1m to 60m)`, params.CodeNotValid},
 		{"read-only controller key", "SetControllerConfig", params.SetControllerConfigArgs{Config: map[string]any{"ca-cert": "x"}}, `config key "ca-cert" is read-only`, params.CodeNotValid},
 		{"controller-uuid", "SetControllerConfig", params.SetControllerConfigArgs{Unset: []string{"controller-uuid"}}, `config key "controller-uuid" is read-only`, params.CodeNotValid},
 		{"controller value", "SetControllerConfig", params.SetControllerConfigArgs{Config: map[string]any{"x": []any{}}}, `config value of "x": a list is not a string, number or boolean`, params.CodeNotValid},

@@ -26,6 +26,15 @@ var SchemaOnlyKeys = map[DefKey]string{
 		"challenge above, never sent without it (specs/rpc.md §3.6)",
 }
 
+// AlwaysSentKeys are omitempty keys of Juju's structs that encoding/json
+// sends all the same (omitempty does not leave out a struct value), so the
+// schema does not list them as required though Juju sends them empty,
+// with why. Omissions takes them as Juju sends them.
+var AlwaysSentKeys = map[DefKey]string{
+	{"KubernetesProvisioningInfo", "image-repo"}: "Juju's ImageRepo is a DockerImageInfo value " +
+		"(not a pointer) tagged omitempty: encoding/json sends it, {\"image-name\":\"\"} when empty",
+}
+
 // OpaqueKeys are keys present in both whose values are not checked, with
 // why.
 var OpaqueKeys = map[DefKey]string{
@@ -44,8 +53,10 @@ var OpaqueKeys = map[DefKey]string{
 //
 // Exact (the default) wants every wire key of a definition present: it is
 // for a Go value filled by Populated, where omitempty leaves nothing out.
-// Subset only refuses keys the schema does not have, and nulls nowhere: it
-// is for what a live server or client actually sent.
+// Subset refuses keys the schema does not have and wants only the keys
+// Juju always sends (its fields without omitempty: RequiredWireKeys, and
+// AlwaysSentKeys), nulls nowhere: it is for what a live server or client
+// actually sent.
 type KeyCheck struct {
 	T       testing.TB
 	S       *Schema
@@ -117,6 +128,12 @@ func (k KeyCheck) Def(path, name string, v any) {
 			}
 			t.Errorf("%s: schema %s key %q is missing", path, name, key)
 		}
+	} else {
+		for _, key := range k.alwaysSent(name) {
+			if _, ok := obj[key]; !ok {
+				t.Errorf("%s: schema %s key %q is missing; Juju always sends it (no omitempty)", path, name, key)
+			}
+		}
 	}
 	for _, key := range slices.Sorted(maps.Keys(obj)) {
 		if _, opaque := OpaqueKeys[DefKey{name, key}]; opaque {
@@ -126,6 +143,24 @@ func (k KeyCheck) Def(path, name string, v any) {
 			k.prop(path+"."+key, p, obj[key])
 		}
 	}
+}
+
+// alwaysSent lists the keys Juju sends for definition def whatever their
+// values: RequiredWireKeys and AlwaysSentKeys, less SchemaOnlyKeys.
+func (k KeyCheck) alwaysSent(def string) []string {
+	var out []string
+	for _, key := range k.S.RequiredWireKeys(k.Facade, k.Version, def) {
+		if _, ok := SchemaOnlyKeys[DefKey{def, key}]; !ok {
+			out = append(out, key)
+		}
+	}
+	for dk := range AlwaysSentKeys {
+		if dk.Def == def && !slices.Contains(out, dk.Key) {
+			out = append(out, dk.Key)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 func (k KeyCheck) prop(path string, p *Prop, v any) {

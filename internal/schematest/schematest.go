@@ -50,6 +50,9 @@ type method struct {
 
 type definition struct {
 	Properties map[string]*Prop `json:"properties"`
+	// Required are the keys Juju's struct has without omitempty: the
+	// schema generator lists every field that is always sent.
+	Required []string `json:"required"`
 }
 
 // Prop is the schema of one property of a definition: a plain Type, a Ref
@@ -274,19 +277,37 @@ func (s *Schema) DefinitionKeys(facade string, version int, defName string) []st
 // property keys, with each embedded property (Prop.Embedded) replaced by
 // the wire keys of the definition it refers to, recursively.
 func (s *Schema) WireKeys(facade string, version int, defName string) []string {
+	return s.flatKeys(facade, version, defName, false)
+}
+
+// RequiredWireKeys lists the keys Juju always sends for definition
+// defName, sorted: its required properties (those without omitempty),
+// each required embedded property replaced by the required wire keys of
+// the definition it refers to, recursively (WireKeys' flattening).
+func (s *Schema) RequiredWireKeys(facade string, version int, defName string) []string {
+	return s.flatKeys(facade, version, defName, true)
+}
+
+func (s *Schema) flatKeys(facade string, version int, defName string, required bool) []string {
 	f := s.facades[FacadeVersion{facade, version}]
 	if f == nil {
 		return nil
 	}
 	keys := map[string]bool{}
-	f.wireKeys(defName, keys, 0)
+	f.flatKeys(defName, keys, required, 0)
 	return slices.Sorted(maps.Keys(keys))
 }
 
-func (f *facade) wireKeys(defName string, keys map[string]bool, depth int) {
-	for key, p := range f.defs[defName].Properties {
+// flatKeys adds the keys of definition defName (its required ones only,
+// when required) to keys, embedded properties flattened.
+func (f *facade) flatKeys(defName string, keys map[string]bool, required bool, depth int) {
+	d := f.defs[defName]
+	for key, p := range d.Properties {
+		if required && !slices.Contains(d.Required, key) {
+			continue
+		}
 		if p.Embedded(key) && depth < 8 {
-			f.wireKeys(p.Ref, keys, depth+1)
+			f.flatKeys(p.Ref, keys, required, depth+1)
 			continue
 		}
 		keys[key] = true

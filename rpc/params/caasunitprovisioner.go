@@ -53,7 +53,7 @@ type CharmMeta struct {
 	PayloadClasses map[string]CharmPayloadClass `json:"payload-classes,omitempty"`
 	Resources      map[string]CharmResourceMeta `json:"resources,omitempty"`
 	Terms          []string                     `json:"terms,omitempty"`
-	MinJujuVersion string                       `json:"min-juju-version"` // always sent: "0.0.0" when unset
+	MinJujuVersion string                       `json:"min-juju-version,omitempty"` // as Juju's tag; always filled ("0.0.0" when unset), so always sent
 	Containers     map[string]CharmContainer    `json:"containers,omitempty"`
 	AssumesExpr    *ExpressionTree              `json:"assumes-expr,omitempty"`
 }
@@ -273,11 +273,13 @@ type KubernetesVolumeAttachmentParams struct {
 	ReadOnly bool   `json:"read-only,omitempty"`
 }
 
-// KubernetesDeviceParams ask for devices (keys capitalised).
+// KubernetesDeviceParams ask for devices. Juju's struct has bson tags
+// only, so encoding/json sends every field under its Go name, Attributes
+// too when it is nil (null).
 type KubernetesDeviceParams struct {
 	Type       string            `json:"Type"`
 	Count      int64             `json:"Count"`
-	Attributes map[string]string `json:"Attributes,omitempty"`
+	Attributes map[string]string `json:"Attributes"`
 }
 
 // DockerImageInfo is an image and the credentials of its registry.

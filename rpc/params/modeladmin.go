@@ -79,6 +79,10 @@ type ModelConfigInfo struct {
 	Model  string         `json:"model"`
 	UUID   string         `json:"uuid"`
 	Config map[string]any `json:"config"`
+	// Defaults are Juju's defaults for the model's type: the value each
+	// key with a default has when the model is created and takes back
+	// when it is unset.
+	Defaults map[string]any `json:"defaults,omitempty"`
 }
 
 // SetModelConfigArgs sets and unsets keys of a model's config in one

@@ -38,13 +38,14 @@ type ConstraintsResults struct {
 	Results []ConstraintsResult `json:"results"`
 }
 
-// Settings are proxy settings (keys as Juju's proxy.Settings).
+// Settings are proxy settings: Juju's proxy.Settings, whose fields are
+// untagged, so every key is its Go field name and always sent.
 type Settings struct {
 	Http        string `json:"Http"`
 	Https       string `json:"Https"`
 	Ftp         string `json:"Ftp"`
 	NoProxy     string `json:"NoProxy"`
-	AutoNoProxy string `json:"AutoNoProxy,omitempty"`
+	AutoNoProxy string `json:"AutoNoProxy"`
 }
 
 // UpdateBehavior says whether new machines update and upgrade their OS.

@@ -1,0 +1,43 @@
+package state
+
+import (
+	"encoding/json"
+	"strconv"
+)
+
+// RegressModelConfig writes model uuid's config as cfg, exactly (no
+// defaults, no checks), and marks the store as schema version v: what a
+// build of that version left (for the migration tests). The model's record
+// keeps its other fields.
+func RegressModelConfig(st *State, uuid string, cfg map[string]any, v int) error {
+	return st.update(func(tx *txn) error {
+		d, err := getModel(tx, uuid)
+		if err != nil {
+			return err
+		}
+		b, err := json.Marshal(cfg)
+		if err != nil {
+			return err
+		}
+		d.Config = nil
+		if err := json.Unmarshal(b, &d.Config); err != nil {
+			return err
+		}
+		if err := tx.put(KindModel, uuid, uuid, &d, FieldConfig); err != nil {
+			return err
+		}
+		return tx.Put(schemaKey, []byte(strconv.Itoa(v)))
+	})
+}
+
+// Migrate runs the schema migration as Open does.
+func Migrate(st *State) error { return st.migrate() }
+
+// StoredSchemaVersion reads the store's schema version.
+func StoredSchemaVersion(st *State) (v int, err error) {
+	err = st.view(func(r reader) error {
+		v, err = schemaVersion(r)
+		return err
+	})
+	return v, err
+}
