@@ -23,6 +23,7 @@ import (
 	"github.com/provisiond/provisiond/facades/admin"
 	"github.com/provisiond/provisiond/facades/caasunitprovisioner"
 	"github.com/provisiond/provisiond/facades/facade"
+	"github.com/provisiond/provisiond/facades/machineundertaker"
 	"github.com/provisiond/provisiond/facades/modeladmin"
 	"github.com/provisiond/provisiond/facades/pinger"
 	"github.com/provisiond/provisiond/facades/provisioner"
@@ -438,6 +439,7 @@ func NewRegistry(limiter *admin.Limiter) *facade.Registry {
 	provisioner.Register(reg)
 	modeladmin.Register(reg)
 	caasunitprovisioner.Register(reg)
+	machineundertaker.Register(reg)
 	return reg
 }
 
