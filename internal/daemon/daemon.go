@@ -29,6 +29,7 @@ import (
 	"github.com/provisiond/provisiond/facades/provisioner"
 	"github.com/provisiond/provisiond/facades/watchers"
 	"github.com/provisiond/provisiond/internal/dashboard"
+	"github.com/provisiond/provisiond/internal/singular"
 	"github.com/provisiond/provisiond/pki"
 	"github.com/provisiond/provisiond/rpc"
 	"github.com/provisiond/provisiond/rpc/params"
@@ -241,6 +242,7 @@ type Daemon struct {
 	limiter    *admin.Limiter
 	audit      *auditor
 	svc        service
+	singular   *singular.Runner // the controller's singular workers (singular.go)
 
 	mu       sync.Mutex // guards stopping (and the expiry timer's re-arming)
 	stopping bool
@@ -423,6 +425,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 		d.startCluster()
 	}
 	d.binaries.startFollowing()
+	d.startSingular()
 	log.Info("serving", "addr", ln.Addr().String(), "data-dir", cfg.DataDir,
 		"controller", d.creds.ControllerUUID, "store", d.state.Store().Info().Engine, "server-id", d.serverID)
 	d.startExpiryChecks()
@@ -574,12 +577,17 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 	herr := d.http.Shutdown(ctx)
 	rerr := d.rpc.Shutdown(ctx)
 	<-d.done
+	d.singular.Cancel() // waited for below, with the cluster's
 	clusterStopped := d.cluster.stop(clusterStopWait)
+	singularStopped := d.singular.Stop(clusterStopWait)
 	d.binaries.stopFollowing()
 	d.unregister() // others see this daemon go at once, not when its lease expires
 	serr := d.state.Close()
 	if !clusterStopped {
 		d.cluster.wait() // the store's close ends what etcd's client held
+	}
+	if !singularStopped {
+		d.singular.Wait()
 	}
 	verr := d.stopService(ctx)
 	return errors.Join(herr, rerr, serr, verr)
