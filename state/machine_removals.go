@@ -188,16 +188,7 @@ func (st *State) AllMachineRemovals() (map[string][]string, error) {
 // its client one AllMachineRemovals). The caller reads the removals
 // itself: what was committed before the call returned does not fire it.
 func (st *State) WatchMachineRemovals(model string) (*watcher.Notify, error) {
-	w := watcher.NewNotify()
-	s := st.subscribeStamped(w, w.Sink(), watcher.Filter{Kind: KindMachine, Model: model, Fields: removalFields})
-	if err := st.viewStamped(s, func(r reader) error {
-		_, err := getModelHead(r, model)
-		return err
-	}); err != nil {
-		_ = w.Stop()
-		return nil, err
-	}
-	return w, nil
+	return st.notifyInModel(model, watcher.Filter{Kind: KindMachine, Model: model, Fields: removalFields})
 }
 
 var removalFields = []string{FieldRemovalMark, watcher.FieldRemoved}

@@ -339,16 +339,7 @@ func TestTypedClientsRoundTrip(t *testing.T) {
 						continue // TestTypedClientsMatchTheSchema reports it
 					}
 					sig := signatureOf(t, m)
-					var calls [][]reflect.Value
-					if sig.params == nil {
-						calls = append(calls, nil)
-					} else {
-						calls = append(calls, []reflect.Value{schematest.PopulatedValue(sig.params)})
-						if real, ok := who.real[sig.params]; ok && !slices.Contains(destructive, name) {
-							calls = append(calls, []reflect.Value{reflect.ValueOf(real)})
-						}
-					}
-					for i, args := range calls {
+					for i, args := range callsOf(name, sig, who.real[sig.params]) {
 						out := m.Func.Call(append([]reflect.Value{typed, reflect.ValueOf(ctx)}, args...))
 						stopWatch(t, out[0])
 						if checkExchange(t, s, f.facade, f.version, name, log.last(t, f.facade, name), i == 0) {
@@ -441,16 +432,7 @@ func TestTypedClientsRoundTrip(t *testing.T) {
 					continue // TestOwnFacadeClientsMatchTheFacades reports it
 				}
 				sig := signatureOf(t, m)
-				var calls [][]reflect.Value
-				if sig.params == nil {
-					calls = append(calls, nil)
-				} else {
-					calls = append(calls, []reflect.Value{schematest.PopulatedValue(sig.params)})
-					if f.real != nil && !slices.Contains(destructive, name) {
-						calls = append(calls, []reflect.Value{reflect.ValueOf(f.real)})
-					}
-				}
-				for _, args := range calls {
+				for _, args := range callsOf(name, sig, f.real) {
 					out := m.Func.Call(append([]reflect.Value{typed, reflect.ValueOf(ctx)}, args...))
 					stopWatch(t, out[0])
 					x := log.last(t, f.facade, name)
@@ -464,6 +446,20 @@ func TestTypedClientsRoundTrip(t *testing.T) {
 			}
 		})
 	}
+}
+
+// callsOf returns the arguments a round trip calls method name with: none
+// when it takes no params; else its populated params and, unless the
+// method is destructive, real (params naming real entities) when not nil.
+func callsOf(name string, sig signature, real any) [][]reflect.Value {
+	if sig.params == nil {
+		return [][]reflect.Value{nil}
+	}
+	calls := [][]reflect.Value{{schematest.PopulatedValue(sig.params)}}
+	if real != nil && !slices.Contains(destructive, name) {
+		calls = append(calls, []reflect.Value{reflect.ValueOf(real)})
+	}
+	return calls
 }
 
 // checkExchange checks one call's params and response against the schema
