@@ -210,6 +210,25 @@ func (p *Provider) ReleaseAddress(instanceID, subnetCIDR, addr, mac string) erro
 	return nil
 }
 
+// Address is an address the provider routed to a host for one of its
+// containers: what releasing it names.
+type Address struct {
+	SubnetCIDR, Value, MAC string
+}
+
+// ReleaseAddresses gives addrs, routed to host instanceID, back to the
+// provider, each with ReleaseAddress; it goes on past a failure and
+// returns every failure joined.
+func (p *Provider) ReleaseAddresses(instanceID string, addrs []Address) error {
+	var errs []error
+	for _, a := range addrs {
+		if err := p.ReleaseAddress(instanceID, a.SubnetCIDR, a.Value, a.MAC); err != nil {
+			errs = append(errs, fmt.Errorf("releasing %s: %w", a.Value, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Released lists the last addresses released (at most 256; for tests and
 // debugging).
 func (p *Provider) Released() []string {

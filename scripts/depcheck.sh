@@ -23,6 +23,8 @@
 #   internal/dashboard (the status page) → state, watcher, rpc/params: it reads state and the
 #   hub as a facade does, through its Reader (read methods only); internal/daemon glues in
 #   modeladmin's status
+#   internal/singular (the controller's singular workers' runner) → nothing of ours
+#   internal/undertaker (the built-in machine undertaker) → state, environ, watcher
 #   provisiondtest (the test kit) → internal/daemon, internal/etcdtest (its embedded etcd), rpc/client, rpc/params, credentials, watcher, watcher/watchertest
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -47,6 +49,8 @@ while read -r pkg imports; do
       cmd/*) ok=1 ;;
       internal/daemon*) [[ $dep != cmd/* ]] && ok=1 ;;
       internal/dashboard*) case $dep in state|watcher|rpc/params) ok=1 ;; esac ;;
+      internal/singular*) ok=0 ;;
+      internal/undertaker*) case $dep in state|environ|watcher) ok=1 ;; esac ;;
       provisiondtest*) case $dep in internal/daemon|internal/etcdtest|rpc/client|rpc/params|credentials|watcher|watcher/watchertest) ok=1 ;; esac ;;
       credentials*) ok=0 ;;
       internal/progress*) ok=0 ;;

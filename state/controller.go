@@ -67,6 +67,9 @@ func (st *State) UpdateControllerConfig(set map[string]any, unset []string) erro
 	if err != nil {
 		return err
 	}
+	if err := checkControllerConfig(set); err != nil {
+		return err
+	}
 	c, err := st.Controller()
 	if err != nil {
 		return err

@@ -50,6 +50,7 @@ type HardwareCharacteristics struct {
 type LinkLayerDevice struct {
 	Name       string   `json:"name"`
 	MACAddress string   `json:"mac-address,omitempty"`
+	ProviderID string   `json:"provider-id,omitempty"` // the provider's id of the device, if it has one
 	Type       string   `json:"type,omitempty"`
 	ParentName string   `json:"parent-name,omitempty"`
 	Addresses  []string `json:"addresses,omitempty"` // CIDR-form addresses

@@ -95,7 +95,8 @@ func ensureMachineDead(tx *txn, d *machineDoc) ([]string, error) {
 }
 
 // RemoveMachine removes a dead machine, releasing its IP addresses in the
-// same transaction. It returns the released addresses.
+// same transaction (see CompleteMachineRemovals for what goes with it). It
+// returns the released addresses.
 func (st *State) RemoveMachine(model, id string) ([]IPAddress, error) {
 	var released []IPAddress
 	err := st.update(func(tx *txn) error {
@@ -142,6 +143,9 @@ func (tx *txn) removeMachine(model, id string) ([]IPAddress, error) {
 		}
 	}
 	if err := tx.detachVolumes(model, id); err != nil {
+		return nil, err
+	}
+	if err := tx.removeContainerSequences(model, id); err != nil {
 		return nil, err
 	}
 	if err := tx.remove(KindMachine, model, id); err != nil {
@@ -561,21 +565,6 @@ func markForRemoval(tx *txn, d *machineDoc) ([]string, error) {
 	}
 	d.MarkedForRemoval = true
 	return []string{FieldRemovalMark}, nil
-}
-
-// MachineRemovals lists the ids of machines marked for removal.
-func (st *State) MachineRemovals(model string) ([]string, error) {
-	ms, err := st.Machines(model)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, m := range ms {
-		if m.MarkedForRemoval {
-			out = append(out, m.ID)
-		}
-	}
-	return out, nil
 }
 
 // SetKeepInstance sets whether the instance outlives the machine.

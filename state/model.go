@@ -220,15 +220,16 @@ func (st *State) UpdateModelConfig(uuid string, set map[string]any, unset []stri
 // itself after the watcher is made (a change committed in between fires the
 // watcher, so it is never missed).
 func (st *State) WatchModelConfig(uuid string) (*watcher.Notify, error) {
+	return st.notifyInModel(uuid, watcher.Filter{Kind: KindModel, Model: uuid, ID: uuid, Fields: []string{FieldConfig}})
+}
+
+// notifyInModel returns a notify watcher of the changes f selects, stamped
+// with a view that finds model (NotFound when it does not).
+func (st *State) notifyInModel(model string, f watcher.Filter) (*watcher.Notify, error) {
 	w := watcher.NewNotify()
-	s := st.subscribeStamped(w, w.Sink(), watcher.Filter{
-		Kind:   KindModel,
-		Model:  uuid,
-		ID:     uuid,
-		Fields: []string{FieldConfig},
-	})
+	s := st.subscribeStamped(w, w.Sink(), f)
 	if err := st.viewStamped(s, func(r reader) error {
-		_, err := getModelHead(r, uuid)
+		_, err := getModelHead(r, model)
 		return err
 	}); err != nil {
 		_ = w.Stop()

@@ -76,6 +76,16 @@ type ipAddressDoc struct {
 	IPAddress
 }
 
+// EnvironAddresses returns addresses as the built-in provider names them
+// (to release them there).
+func EnvironAddresses(as []IPAddress) []environ.Address {
+	out := make([]environ.Address, len(as))
+	for i, a := range as {
+		out[i] = environ.Address{SubnetCIDR: a.SubnetCIDR, Value: a.Value, MAC: a.MACAddress}
+	}
+	return out
+}
+
 var validSpaceName = validApplicationName
 
 // AddSpace adds a space to a model.

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/provisiond/provisiond/state"
 )
@@ -321,5 +322,71 @@ func TestMachinesBadInput(t *testing.T) {
 	}
 	if st.Revision() != rev {
 		t.Errorf("bad input wrote: revision %d -> %d", rev, st.Revision())
+	}
+}
+
+// A machine marked for removal, as the operator sees it: dead and marked
+// in machines, show-machine and status (juju-status carries its life as
+// Juju's status does), while an external undertaker is to remove it
+// (controller-config machine-undertaker=external); with the built-in one
+// back, it is gone.
+func TestMachinesMarkedForRemoval(t *testing.T) {
+	e := startDaemon(t)
+	st := e.d.State()
+	model := e.d.Credentials().DefaultModelUUID
+	e.ok(t, nil, "controller-config", "machine-undertaker=external")
+	if r := e.run(t, "controller-config", "machine-undertaker=sometimes"); r.code != 1 ||
+		!strings.Contains(r.stderr, `machine-undertaker: sometimes: want "builtin" or "external"`) {
+		t.Errorf("controller-config machine-undertaker=sometimes:\n%s", r)
+	}
+	e.ok(t, nil, "add-machine", "-n", "2")
+	if err := st.EnsureMachineDead(model, "1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.MarkMachineForRemoval(model, "1"); err != nil {
+		t.Fatal(err)
+	}
+
+	r := e.ok(t, nil, "machines")
+	want := []string{
+		"MACHINE  LIFE   AGENT    INSTANCE-ID  INSTANCE  BASE  ADDRESSES  MESSAGE",
+		"0        alive  pending  -            pending   -     -",
+		"1        dead   pending  -            pending   -     -          marked for removal",
+	}
+	if got := strings.Split(strings.TrimRight(r.stdout, "\n"), "\n"); !slices.Equal(got, want) {
+		t.Errorf("machines:\n%s\nwant:\n%s", r.stdout, strings.Join(want, "\n"))
+	}
+	r = e.ok(t, nil, "show-machine", "1")
+	for _, s := range []string{"    juju-status:\n      current: pending\n", "      life: dead\n", "    life: dead\n", "    marked-for-removal: true\n"} {
+		if !strings.Contains(r.stdout, s) {
+			t.Errorf("show-machine 1 lacks %q:\n%s", s, r.stdout)
+		}
+	}
+	var s struct {
+		Machines map[string]struct {
+			Life             string
+			MarkedForRemoval bool                           `json:"marked-for-removal"`
+			JujuStatus       struct{ Current, Life string } `json:"juju-status"`
+		}
+	}
+	e.ok(t, &s, "status", "--format", "json")
+	if m := s.Machines["1"]; m.Life != "dead" || !m.MarkedForRemoval || m.JujuStatus.Life != "dead" {
+		t.Errorf("status machine 1 = %+v", m)
+	}
+	if m := s.Machines["0"]; m.Life != "alive" || m.MarkedForRemoval || m.JujuStatus.Life != "" {
+		t.Errorf("status machine 0 = %+v (an alive machine's juju-status has no life, as Juju's)", m)
+	}
+
+	e.ok(t, nil, "controller-config", "--reset", "machine-undertaker")
+	deadline := time.Now().Add(waitLimit)
+	for {
+		r = e.ok(t, nil, "machines", "--format", "json")
+		if !strings.Contains(r.stdout, `"1":`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("machine 1 still there %s after the built-in undertaker was back:\n%s", waitLimit, r.stdout)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

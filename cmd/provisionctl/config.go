@@ -176,8 +176,10 @@ Agents read it through the Provisioner facade.
 ` + valueTyping + `
 
 controller-uuid, ca-cert and api-port are read-only: the daemon records
-them. The table cuts long values (ca-cert) to one line; json and yaml show
-them whole.`,
+them. machine-undertaker is builtin (the default: the controller removes
+the machines marked for removal) or external (a controller agent running
+Juju's machine undertaker does). The table cuts long values (ca-cert) to
+one line; json and yaml show them whole.`,
 		Example: `  provisionctl controller-config
   provisionctl controller-config ca-cert --format json | jq -r .
   provisionctl controller-config max-agent-log-lines=1000 audit-log-enabled=true

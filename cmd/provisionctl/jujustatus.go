@@ -22,6 +22,10 @@ type statusDoc struct {
 	Since   string         `json:"since,omitempty"`
 	Version string         `json:"version,omitempty"`
 	Data    map[string]any `json:"data,omitempty"`
+
+	// Life is a machine's life when it is not alive, in its juju-status
+	// as Juju's status shows it.
+	Life string `json:"life,omitempty"`
 }
 
 func statusOf(s params.StatusInfo) statusDoc {
@@ -72,6 +76,10 @@ type machineDoc struct {
 	SupportedContainers *[]string                   `json:"supported-containers"`
 	Volumes             map[string]machineVolumeDoc `json:"volumes,omitempty"`
 	Units               []string                    `json:"units,omitempty"`
+
+	// MarkedForRemoval: the machine is dead and its instance gone; the
+	// machine undertaker removes it (provisiond's).
+	MarkedForRemoval bool `json:"marked-for-removal,omitempty"`
 }
 
 func machineDocOf(m params.MachineStatus) machineDoc {
@@ -93,6 +101,10 @@ func machineDocOf(m params.MachineStatus) machineDoc {
 		Units:               m.Units,
 	}
 	d.JujuStatus.Version = m.AgentVersion
+	if m.Life != "alive" {
+		d.JujuStatus.Life = m.Life
+	}
+	d.MarkedForRemoval = m.MarkedForRemoval
 	if len(m.Addresses) > 0 {
 		d.DNSName = m.Addresses[0]
 	}

@@ -44,12 +44,19 @@ type applicationsDoc struct {
 	Applications map[string]applicationDoc `json:"applications"`
 }
 
+// markedForRemoval is the message of a machine marked for removal in the
+// tables.
+const markedForRemoval = "marked for removal"
+
 func machinesTable(ms []params.MachineStatus) *table {
 	t := &table{header: []string{"MACHINE", "LIFE", "AGENT", "INSTANCE-ID", "INSTANCE", "BASE", "ADDRESSES", "MESSAGE"}, cutLast: true}
 	for _, m := range ms {
 		msg := m.InstanceStatus.Message
 		if m.AgentStatus.Message != "" {
 			msg = m.AgentStatus.Message
+		}
+		if m.MarkedForRemoval {
+			msg = markedForRemoval
 		}
 		t.add(m.ID, m.Life, orDash(m.AgentStatus.Status), orDash(m.InstanceID), orDash(m.InstanceStatus.Status),
 			orDash(m.Base), orDash(strings.Join(m.Addresses, ",")), msg)

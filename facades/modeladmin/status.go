@@ -131,7 +131,7 @@ func machineStatus(m state.Machine) params.MachineStatus {
 		Constraints: m.Constraints.String(), Placement: m.Placement, InstanceID: m.InstanceID,
 		DisplayName: m.DisplayName, Hardware: hardwareString(m.Hardware),
 		AgentStatus: statusInfo(m.Status), InstanceStatus: statusInfo(m.InstanceStatus),
-		AgentVersion: m.AgentVersion, Jobs: m.Jobs,
+		AgentVersion: m.AgentVersion, Jobs: m.Jobs, MarkedForRemoval: m.MarkedForRemoval,
 	}
 	if m.ModificationStatus.Status != "" {
 		ms.ModificationStatus = statusInfo(m.ModificationStatus)

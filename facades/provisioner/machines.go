@@ -319,7 +319,7 @@ func linkLayerDevices(cfg []params.NetworkConfig) []state.LinkLayerDevice {
 		i := slices.IndexFunc(devs, func(d state.LinkLayerDevice) bool { return d.Name == c.InterfaceName })
 		if i < 0 {
 			devs = append(devs, state.LinkLayerDevice{Name: c.InterfaceName, MACAddress: c.MACAddress,
-				Type: c.InterfaceType, ParentName: c.ParentInterfaceName})
+				ProviderID: c.ProviderId, Type: c.InterfaceType, ParentName: c.ParentInterfaceName})
 			i = len(devs) - 1
 		}
 		if c.Address != "" {

@@ -255,10 +255,8 @@ func (p *Provisioner) releaseAtProvider(m state.Machine, released []state.IPAddr
 	if parent, err := p.st.Machine(p.model, state.ParentID(m.ID)); err == nil {
 		instance = parent.InstanceID
 	}
-	for _, a := range released {
-		if err := p.env.ReleaseAddress(instance, a.SubnetCIDR, a.Value, a.MACAddress); err != nil {
-			p.ctx.Deps.Logger.Warn("cannot release address at the provider", "address", a.Value, "err", err)
-		}
+	if err := p.env.ReleaseAddresses(instance, state.EnvironAddresses(released)); err != nil {
+		p.ctx.Deps.Logger.Warn("cannot release addresses at the provider", "machine", m.ID, "err", err)
 	}
 }
 

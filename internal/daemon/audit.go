@@ -154,7 +154,8 @@ func (a *auditor) write(r auditRecord) {
 // of them may change state (DeploymentMode is a read).
 var mutationVerbs = []string{"Add", "Set", "Remove", "Update", "Deploy", "Create", "Scale", "Destroy",
 	"Ensure", "Mark", "Release", "Prepare", "Clear", "Allocate", "Assign", "Unassign", "Upgrade",
-	"Rotate", "Reset", "Repair", "Import", "Restore", "Open", "Close", "Expose", "Unexpose", "Trust", "Attach", "Detach"}
+	"Rotate", "Reset", "Repair", "Import", "Restore", "Open", "Close", "Expose", "Unexpose", "Trust", "Attach", "Detach",
+	"Complete"}
 
 // IsMutation reports whether a method may change state: the calls the
 // audit trail records. Its first word is a verb of change: the verb, then

@@ -115,6 +115,16 @@ func expectCall(id identity, facadeName string, version int, method string) stri
 			return perm
 		}
 		return ""
+	case "MachineUndertaker":
+		// Juju's facade: AuthController; its restricted root refuses it
+		// on container models (apiserver/restrict_caasmodel.go).
+		switch {
+		case !id.controller:
+			return perm
+		case id.caas:
+			return errString(&params.Error{Message: `facade "MachineUndertaker" not supported on container models`, Code: params.CodeNotSupported})
+		}
+		return ""
 	}
 	return "no rule for facade " + facadeName
 }
@@ -128,7 +138,8 @@ func refusal(e *params.Error) bool {
 	switch {
 	case e.Message == "permission denied" && e.Code == params.CodeUnauthorized,
 		e.Code == params.CodeNotImplemented,
-		e.Code == params.CodeNotSupported && (strings.Contains(e.Message, "not supported for") || strings.HasPrefix(e.Message, "CAASUnitProvisioner on")),
+		e.Code == params.CodeNotSupported && (strings.Contains(e.Message, "not supported for") || strings.Contains(e.Message, "not supported on container models") ||
+			strings.HasPrefix(e.Message, "CAASUnitProvisioner on")),
 		facadeErrs[errString(e)]:
 		return true
 	}

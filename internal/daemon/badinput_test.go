@@ -58,6 +58,7 @@ var badInputCaller = map[string]string{
 	"Provisioner":         "controller",
 	"CAASUnitProvisioner": "controller@k8s",
 	"ModelAdmin":          "admin",
+	"MachineUndertaker":   "controller",
 }
 
 // tagClasses are the bad strings sent in every string field of the params
@@ -81,7 +82,7 @@ var tagClasses = []struct{ name, value string }{
 // byTag lists the facades whose params name entities by tag; the others
 // (ModelAdmin names models and machines by name) get only malformed
 // strings, which are invalid in every field.
-var byTag = map[string]bool{"Admin": true, "Provisioner": true, "CAASUnitProvisioner": true}
+var byTag = map[string]bool{"Admin": true, "Provisioner": true, "CAASUnitProvisioner": true, "MachineUndertaker": true}
 
 // tagStillOK are (method, class) pairs where a bulk call legitimately
 // leaves an item without an error, with the spec's reason.

@@ -23,11 +23,13 @@ import (
 	"github.com/provisiond/provisiond/facades/admin"
 	"github.com/provisiond/provisiond/facades/caasunitprovisioner"
 	"github.com/provisiond/provisiond/facades/facade"
+	"github.com/provisiond/provisiond/facades/machineundertaker"
 	"github.com/provisiond/provisiond/facades/modeladmin"
 	"github.com/provisiond/provisiond/facades/pinger"
 	"github.com/provisiond/provisiond/facades/provisioner"
 	"github.com/provisiond/provisiond/facades/watchers"
 	"github.com/provisiond/provisiond/internal/dashboard"
+	"github.com/provisiond/provisiond/internal/singular"
 	"github.com/provisiond/provisiond/pki"
 	"github.com/provisiond/provisiond/rpc"
 	"github.com/provisiond/provisiond/rpc/params"
@@ -240,6 +242,7 @@ type Daemon struct {
 	limiter    *admin.Limiter
 	audit      *auditor
 	svc        service
+	singular   *singular.Runner // the controller's singular workers (singular.go)
 
 	mu       sync.Mutex // guards stopping (and the expiry timer's re-arming)
 	stopping bool
@@ -422,6 +425,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 		d.startCluster()
 	}
 	d.binaries.startFollowing()
+	d.startSingular()
 	log.Info("serving", "addr", ln.Addr().String(), "data-dir", cfg.DataDir,
 		"controller", d.creds.ControllerUUID, "store", d.state.Store().Info().Engine, "server-id", d.serverID)
 	d.startExpiryChecks()
@@ -438,6 +442,7 @@ func NewRegistry(limiter *admin.Limiter) *facade.Registry {
 	provisioner.Register(reg)
 	modeladmin.Register(reg)
 	caasunitprovisioner.Register(reg)
+	machineundertaker.Register(reg)
 	return reg
 }
 
@@ -572,12 +577,17 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 	herr := d.http.Shutdown(ctx)
 	rerr := d.rpc.Shutdown(ctx)
 	<-d.done
+	d.singular.Cancel() // waited for below, with the cluster's
 	clusterStopped := d.cluster.stop(clusterStopWait)
+	singularStopped := d.singular.Stop(clusterStopWait)
 	d.binaries.stopFollowing()
 	d.unregister() // others see this daemon go at once, not when its lease expires
 	serr := d.state.Close()
 	if !clusterStopped {
 		d.cluster.wait() // the store's close ends what etcd's client held
+	}
+	if !singularStopped {
+		d.singular.Wait()
 	}
 	verr := d.stopService(ctx)
 	return errors.Join(herr, rerr, serr, verr)

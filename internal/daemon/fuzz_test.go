@@ -86,6 +86,7 @@ func FuzzMethodParams(f *testing.F) {
 		"Provisioner":         {def, controller},
 		"CAASUnitProvisioner": {caas, controller},
 		"ModelAdmin":          {def, facade.Auth{Tag: names.NewUserTag("admin"), User: &admin}},
+		"MachineUndertaker":   {def, controller},
 	}
 
 	type method struct {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	jujuerrors "github.com/juju/errors"
+
 	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state"
 )
@@ -335,21 +337,15 @@ func TestProvisionerV11Methods(t *testing.T) {
 		}
 	})
 
-	t.Run("charm profiles, removal marks, keep-instance", func(t *testing.T) {
+	t.Run("charm profiles, keep-instance, removal marks", func(t *testing.T) {
 		m := addMachine(t, state.MachineParams{})
 		tag := "machine-" + m.ID
 		res := mustCall[params.ErrorResults](t, f.ctrl, 11, "SetCharmProfiles", params.SetProfileArgs{Args: []params.SetProfileArg{
 			{Entity: params.Entity{Tag: tag}, Profiles: []string{"juju-default-wordpress-3"}}}})
 		checkItem(t, "profiles", res.Results[0].Error, noErr)
-		mk := mustCall[params.ErrorResults](t, f.ctrl, 11, "MarkMachinesForRemoval", ents(tag))
-		checkItem(t, "alive", mk.Results[0].Error, itemErr{"cannot remove machine " + m.ID + ": machine is not dead", ""})
-		if err := st.EnsureMachineDead(model, m.ID); err != nil {
-			t.Fatal(err)
-		}
-		mk = mustCall[params.ErrorResults](t, f.ctrl, 11, "MarkMachinesForRemoval", ents(tag))
-		checkItem(t, "dead", mk.Results[0].Error, noErr)
-		if ids, _ := st.MachineRemovals(model); !slices.Contains(ids, m.ID) {
-			t.Errorf("removals = %v", ids)
+		got, _ := st.Machine(model, m.ID)
+		if !slices.Equal(got.CharmProfiles, []string{"juju-default-wordpress-3"}) {
+			t.Errorf("profiles = %v", got.CharmProfiles)
 		}
 		if err := st.SetKeepInstance(model, m.ID, true); err != nil {
 			t.Fatal(err)
@@ -358,10 +354,19 @@ func TestProvisionerV11Methods(t *testing.T) {
 		if !ki.Results[0].Result {
 			t.Errorf("KeepInstance = %+v", ki.Results[0])
 		}
-		got, _ := st.Machine(model, m.ID)
-		if !slices.Equal(got.CharmProfiles, []string{"juju-default-wordpress-3"}) {
-			t.Errorf("profiles = %v", got.CharmProfiles)
+		mk := mustCall[params.ErrorResults](t, f.ctrl, 11, "MarkMachinesForRemoval", ents(tag))
+		checkItem(t, "alive", mk.Results[0].Error, itemErr{"cannot remove machine " + m.ID + ": machine is not dead", ""})
+		if err := st.EnsureMachineDead(model, m.ID); err != nil {
+			t.Fatal(err)
 		}
+		mk = mustCall[params.ErrorResults](t, f.ctrl, 11, "MarkMachinesForRemoval", ents(tag))
+		checkItem(t, "dead", mk.Results[0].Error, noErr)
+		// The controller's machine undertaker removes it
+		// (machineundertaker_test.go).
+		waitFor(t, "the marked machine removed", func() bool {
+			_, err := st.Machine(model, m.ID)
+			return jujuerrors.Is(err, jujuerrors.NotFound)
+		})
 	})
 
 	t.Run("observed network config", func(t *testing.T) {

@@ -311,6 +311,7 @@ var pythonLibjujuKnown = map[string][]int{
 	"StringsWatcher":      nil,
 	"Provisioner":         nil,
 	"CAASUnitProvisioner": nil,
+	"MachineUndertaker":   nil,
 }
 
 // Issue 12, case 5: a python-libjuju connection, user or agent, logs no

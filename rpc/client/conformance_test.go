@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/provisiond/provisiond/facades/machineundertaker"
 	"github.com/provisiond/provisiond/facades/modeladmin"
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/internal/schematest"
@@ -134,39 +135,58 @@ func TestTypedClientsMatchTheSchema(t *testing.T) {
 	}
 }
 
-// ModelAdmin is provisiond's own: its typed client has exactly the
-// registered methods, with the facade's own params and result types.
-func TestModelAdminClientMatchesTheFacade(t *testing.T) {
+// ownFacades are the facades the schema does not have (ModelAdmin,
+// provisiond's own; MachineUndertaker, which the Juju 3.3 schema leaves
+// out), with the facade's implementation type.
+var ownFacades = []struct {
+	typedFacade
+	impl reflect.Type
+}{
+	{modelAdmin, reflect.TypeFor[*modeladmin.ModelAdmin]()},
+	{typedFacade{client.MachineUndertakerFacade, client.MachineUndertakerVersion, reflect.TypeFor[*client.MachineUndertaker](), []string{"Conn"}},
+		reflect.TypeFor[*machineundertaker.API]()},
+}
+
+// A facade without a schema: its typed client has exactly the registered
+// methods, with the facade's own params and result types.
+func TestOwnFacadeClientsMatchTheFacades(t *testing.T) {
 	reg := daemon.NewRegistry(nil)
-	want := reg.MethodNames(modelAdmin.facade, modelAdmin.version)
-	if len(want) == 0 {
-		t.Fatal("ModelAdmin is not registered")
-	}
-	facadeType := reflect.TypeFor[*modeladmin.ModelAdmin]()
-	for _, name := range want {
-		m, ok := modelAdmin.typ.MethodByName(name)
-		if !ok {
-			t.Errorf("%v has no method %s: add it to rpc/client/modeladmin.go", modelAdmin.typ, name)
-			continue
-		}
-		sig := signatureOf(t, m)
-		if got, want := sig.params, reg.ParamsType(modelAdmin.facade, modelAdmin.version, name); got != want {
-			t.Errorf("%s params: the typed method sends %v; the facade decodes %v", name, got, want)
-		}
-		fm, ok := facadeType.MethodByName(name)
-		if !ok {
-			t.Errorf("%v has no method %s", facadeType, name)
-			continue
-		}
-		if got, want := sig.result, fm.Type.Out(0); got != want {
-			t.Errorf("%s result: the typed method decodes %v; the facade returns %v", name, got, want)
-		}
-	}
-	for i := range modelAdmin.typ.NumMethod() {
-		name := modelAdmin.typ.Method(i).Name
-		if !slices.Contains(want, name) && !slices.Contains(modelAdmin.extra, name) {
-			t.Errorf("%v.%s is not a registered ModelAdmin method", modelAdmin.typ, name)
-		}
+	for _, f := range ownFacades {
+		t.Run(f.facade, func(t *testing.T) {
+			want := reg.MethodNames(f.facade, f.version)
+			if len(want) == 0 {
+				t.Fatalf("%s is not registered", f.facade)
+			}
+			for _, name := range want {
+				m, ok := f.typ.MethodByName(name)
+				if !ok {
+					t.Errorf("%v has no method %s: add it to rpc/client", f.typ, name)
+					continue
+				}
+				sig := signatureOf(t, m)
+				if got, want := sig.params, reg.ParamsType(f.facade, f.version, name); got != want {
+					t.Errorf("%s params: the typed method sends %v; the facade decodes %v", name, got, want)
+				}
+				fm, ok := f.impl.MethodByName(name)
+				if !ok {
+					t.Errorf("%v has no method %s", f.impl, name)
+					continue
+				}
+				var result reflect.Type // nil: the facade returns only an error
+				if fm.Type.NumOut() == 2 {
+					result = fm.Type.Out(0)
+				}
+				if sig.result != result {
+					t.Errorf("%s result: the typed method decodes %v; the facade returns %v", name, sig.result, result)
+				}
+			}
+			for i := range f.typ.NumMethod() {
+				name := f.typ.Method(i).Name
+				if !slices.Contains(want, name) && !slices.Contains(f.extra, name) {
+					t.Errorf("%v.%s is not a registered %s method", f.typ, name, f.facade)
+				}
+			}
+		})
 	}
 }
 
@@ -262,7 +282,8 @@ func traced(t *testing.T, srv *provisiondtest.Server, model string, login func(*
 
 // destructive methods are called with populated (invalid) params only,
 // not on the fixture's entities.
-var destructive = []string{"EnsureDead", "Remove", "MarkMachinesForRemoval", "ClearApplicationsResources", "ReleaseContainerAddresses"}
+var destructive = []string{"EnsureDead", "Remove", "MarkMachinesForRemoval", "ClearApplicationsResources", "ReleaseContainerAddresses",
+	"CompleteMachineRemovals"}
 
 func TestTypedClientsRoundTrip(t *testing.T) {
 	s := schematest.Open(t)
@@ -318,16 +339,7 @@ func TestTypedClientsRoundTrip(t *testing.T) {
 						continue // TestTypedClientsMatchTheSchema reports it
 					}
 					sig := signatureOf(t, m)
-					var calls [][]reflect.Value
-					if sig.params == nil {
-						calls = append(calls, nil)
-					} else {
-						calls = append(calls, []reflect.Value{schematest.PopulatedValue(sig.params)})
-						if real, ok := who.real[sig.params]; ok && !slices.Contains(destructive, name) {
-							calls = append(calls, []reflect.Value{reflect.ValueOf(real)})
-						}
-					}
-					for i, args := range calls {
+					for i, args := range callsOf(name, sig, who.real[sig.params]) {
 						out := m.Func.Call(append([]reflect.Value{typed, reflect.ValueOf(ctx)}, args...))
 						stopWatch(t, out[0])
 						if checkExchange(t, s, f.facade, f.version, name, log.last(t, f.facade, name), i == 0) {
@@ -392,36 +404,62 @@ func TestTypedClientsRoundTrip(t *testing.T) {
 		}
 	})
 
-	// ModelAdmin has no schema: what the typed client sends decodes into
-	// the facade's params type and what it receives into its result type,
-	// both without unknown keys.
-	t.Run("ModelAdmin", func(t *testing.T) {
-		c, log := traced(t, srv, "", func(c *client.Conn) error { _, err := c.LoginAdmin(ctx, creds); return err })
-		typed := reflect.ValueOf(client.NewModelAdmin(c))
-		reg := daemon.NewRegistry(nil)
-		for _, name := range reg.MethodNames(modelAdmin.facade, modelAdmin.version) {
-			m, ok := modelAdmin.typ.MethodByName(name)
-			if !ok {
-				continue // TestModelAdminClientMatchesTheFacade reports it
+	// The facades without a schema: what the typed client sends decodes
+	// into the facade's params type and what it receives into its result
+	// type, both without unknown keys. ModelAdmin's populated params name
+	// model "x", which does not exist, and MachineUndertaker's tags that
+	// parse as nothing: nothing is changed. MachineUndertaker is called
+	// with the model's tag too, so its results are read.
+	for _, f := range []struct {
+		typedFacade
+		model string
+		login func(*client.Conn) error
+		new   func(*client.Conn) any
+		real  any // params naming real entities, sent to every method but CompleteMachineRemovals
+	}{
+		{modelAdmin, "", func(c *client.Conn) error { _, err := c.LoginAdmin(ctx, creds); return err },
+			func(c *client.Conn) any { return client.NewModelAdmin(c) }, nil},
+		{ownFacades[1].typedFacade, model, asController,
+			func(c *client.Conn) any { return client.NewMachineUndertaker(c) }, client.Entities(client.ModelTag(model))},
+	} {
+		t.Run(f.facade, func(t *testing.T) {
+			c, log := traced(t, srv, f.model, f.login)
+			typed := reflect.ValueOf(f.new(c))
+			reg := daemon.NewRegistry(nil)
+			for _, name := range reg.MethodNames(f.facade, f.version) {
+				m, ok := f.typ.MethodByName(name)
+				if !ok {
+					continue // TestOwnFacadeClientsMatchTheFacades reports it
+				}
+				sig := signatureOf(t, m)
+				for _, args := range callsOf(name, sig, f.real) {
+					out := m.Func.Call(append([]reflect.Value{typed, reflect.ValueOf(ctx)}, args...))
+					stopWatch(t, out[0])
+					x := log.last(t, f.facade, name)
+					if sig.params != nil {
+						strictDecode(t, name+" sent", x.params, sig.params)
+					}
+					if x.err == "" && sig.result != nil {
+						strictDecode(t, name+" received", x.response, sig.result)
+					}
+				}
 			}
-			sig := signatureOf(t, m)
-			in := []reflect.Value{typed, reflect.ValueOf(ctx)}
-			if sig.params != nil {
-				// Populated params name model "x", which does not exist:
-				// nothing is changed.
-				in = append(in, schematest.PopulatedValue(sig.params))
-			}
-			out := m.Func.Call(in)
-			stopWatch(t, out[0])
-			x := log.last(t, modelAdmin.facade, name)
-			if sig.params != nil {
-				strictDecode(t, name+" sent", x.params, sig.params)
-			}
-			if x.err == "" && sig.result != nil {
-				strictDecode(t, name+" received", x.response, sig.result)
-			}
-		}
-	})
+		})
+	}
+}
+
+// callsOf returns the arguments a round trip calls method name with: none
+// when it takes no params; else its populated params and, unless the
+// method is destructive, real (params naming real entities) when not nil.
+func callsOf(name string, sig signature, real any) [][]reflect.Value {
+	if sig.params == nil {
+		return [][]reflect.Value{nil}
+	}
+	calls := [][]reflect.Value{{schematest.PopulatedValue(sig.params)}}
+	if real != nil && !slices.Contains(destructive, name) {
+		calls = append(calls, []reflect.Value{reflect.ValueOf(real)})
+	}
+	return calls
 }
 
 // checkExchange checks one call's params and response against the schema

@@ -26,6 +26,9 @@ func Entities(tags ...string) params.Entities {
 // "0/lxd/1" is "machine-0-lxd-1".
 func MachineTag(id string) string { return "machine-" + strings.ReplaceAll(id, "/", "-") }
 
+// ModelTag returns the tag of model uuid ("model-UUID").
+func ModelTag(uuid string) string { return "model-" + uuid }
+
 // ApplicationTag returns the tag of application name ("application-NAME").
 func ApplicationTag(name string) string { return "application-" + name }
 

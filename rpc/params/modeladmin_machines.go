@@ -181,6 +181,11 @@ type MachineStatus struct {
 	Volumes             []VolumeStatus  `json:"volumes,omitempty"`
 	Units               []string        `json:"units,omitempty"`
 	Containers          []MachineStatus `json:"containers,omitempty"`
+
+	// MarkedForRemoval is set on a dead machine whose instance is gone
+	// (its provisioner marked it for removal): the machine undertaker
+	// removes it.
+	MarkedForRemoval bool `json:"marked-for-removal,omitempty"`
 }
 
 // ModelStatus is what ModelAdmin.Status reports of a model.

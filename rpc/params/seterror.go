@@ -24,3 +24,5 @@ func (r *IntResult) SetError(e *Error)                        { r.Error = e }
 func (r *ConfigResult) SetError(e *Error)                     { r.Error = e }
 func (r *KubernetesProvisioningInfoResult) SetError(e *Error) { r.Error = e }
 func (r *UpdateApplicationUnitResult) SetError(e *Error)      { r.Error = e }
+func (r *EntitiesResult) SetError(e *Error)                   { r.Error = e }
+func (r *ProviderInterfaceInfoResult) SetError(e *Error)      { r.Error = e }

@@ -128,7 +128,7 @@
         cells: [
           el('td', {class: depth === 1 ? 'child' : depth > 1 ? 'grandchild' : null},
             el('span', {class: 'mono', text: (depth ? '↳ ' : '') + m.id})),
-          el('td', {}, badge(m.life)),
+          el('td', {}, badge(m.life), m['marked-for-removal'] ? el('span', {class: 'badge warn', text: 'marked for removal'}) : false),
           statusCell(m['agent-status']),
           el('td', {class: 'mono', text: m['instance-id'] || '-'}),
           statusCell(m['instance-status']),
