@@ -52,7 +52,7 @@ func (st *State) CompleteMachineRemovals(model string, ids []string) ([]MachineR
 		}
 	}
 	if len(invalid) > 0 {
-		return nil, errors.Errorf("Invalid machine id%s: %s", plural(len(invalid)), strings.Join(invalid, ", "))
+		return nil, errors.Errorf("Invalid machine id%s: %s", pluralS(len(invalid)), strings.Join(invalid, ", "))
 	}
 	var out []MachineRemoval
 	err := st.update(func(tx *txn) error {
@@ -88,7 +88,7 @@ func (st *State) CompleteMachineRemovals(model string, ids []string) ([]MachineR
 		if len(notMarked) > 0 {
 			SortMachineIDs(notMarked)
 			return errors.Errorf("cannot remove machine%s %s: not marked for removal",
-				plural(len(notMarked)), strings.Join(notMarked, ", "))
+				pluralS(len(notMarked)), strings.Join(notMarked, ", "))
 		}
 		if len(out) == 0 {
 			return errNoChange
@@ -101,7 +101,8 @@ func (st *State) CompleteMachineRemovals(model string, ids []string) ([]MachineR
 	return out, nil
 }
 
-func plural(n int) string {
+// pluralS is "s" unless n is 1.
+func pluralS(n int) string {
 	if n == 1 {
 		return ""
 	}
