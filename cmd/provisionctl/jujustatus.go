@@ -72,6 +72,8 @@ type machineDoc struct {
 	SupportedContainers *[]string                   `json:"supported-containers"`
 	Volumes             map[string]machineVolumeDoc `json:"volumes,omitempty"`
 	Units               []string                    `json:"units,omitempty"`
+	// AgentPresence is whether its agent is connected: alive or down.
+	AgentPresence *statusDoc `json:"agent-presence,omitempty"`
 }
 
 func machineDocOf(m params.MachineStatus) machineDoc {
@@ -91,6 +93,7 @@ func machineDocOf(m params.MachineStatus) machineDoc {
 
 		SupportedContainers: m.SupportedContainers,
 		Units:               m.Units,
+		AgentPresence:       presenceDocOf(m.AgentPresence),
 	}
 	d.JujuStatus.Version = m.AgentVersion
 	if len(m.Addresses) > 0 {
@@ -360,6 +363,18 @@ type modelDoc struct {
 	UUID        string    `json:"uuid"`
 	Life        string    `json:"life"`
 	ModelStatus statusDoc `json:"model-status"`
+
+	// provisiond's: whether the model's provisioner agent is connected.
+	ProvisionerAgent *statusDoc `json:"provisioner-agent,omitempty"`
+}
+
+// presenceDocOf shows an agent's presence as a status: current alive or
+// down, since when it went.
+func presenceDocOf(p *params.AgentPresence) *statusDoc {
+	if p == nil {
+		return nil
+	}
+	return &statusDoc{Current: p.Status, Since: p.Since}
 }
 
 type spaceDoc struct {
@@ -415,7 +430,7 @@ type jujuStatusDoc struct {
 func jujuStatusOf(s params.ModelStatus) jujuStatusDoc {
 	d := jujuStatusDoc{
 		Model: modelDoc{Name: s.Model, Type: s.Type, UUID: s.UUID, Life: s.Life,
-			ModelStatus: statusDoc{Current: modelStatusOf(s.Life)}},
+			ModelStatus: statusDoc{Current: modelStatusOf(s.Life)}, ProvisionerAgent: presenceDocOf(s.ProvisionerAgent)},
 		Machines:     map[string]machineDoc{},
 		Applications: map[string]applicationDoc{},
 		Storage:      storageDocOf(s.Storage),
