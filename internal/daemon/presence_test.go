@@ -114,6 +114,30 @@ func hasLabels(m *dto.Metric, want map[string]string) bool {
 	return n == len(want)
 }
 
+// startedMachine provisions machine 0 of s's default model through the
+// controller agent, which then records it started, as its agent would;
+// it returns the agent's login.
+func startedMachine(t *testing.T, s *provisiondtest.Server) provisiondtest.AgentLogin {
+	t.Helper()
+	model := s.DefaultModel()
+	login := s.ProvisionMachine(t, model, "0")
+	if err := client.NewProvisioner(s.ControllerAgent(t, model)).Machine(login.Tag).SetStatus(ctxT(t), "started", "", nil); err != nil {
+		t.Fatal(err)
+	}
+	return login
+}
+
+// agentAt logs in to s as the agent of login; the connection is closed
+// at cleanup.
+func agentAt(t *testing.T, s *provisiondtest.Server, login provisiondtest.AgentLogin) *client.Conn {
+	t.Helper()
+	c := s.Dial(t, login.Model)
+	if _, err := c.LoginAgent(ctxT(t), login.Tag, login.Password, login.Nonce); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 func TestAgentPresenceInStatus(t *testing.T) {
 	srv := provisiondtest.Start(t)
 	d := srv.Daemon()
@@ -220,14 +244,8 @@ func TestAgentPresenceAfterRestart(t *testing.T) {
 	dir := t.TempDir()
 	a := provisiondtest.Start(t, provisiondtest.WithDataDir(dir))
 	model := a.DefaultModel()
-	login := a.ProvisionMachine(t, model, "0")
-	if err := client.NewProvisioner(a.ControllerAgent(t, model)).Machine(login.Tag).SetStatus(ctxT(t), "started", "", nil); err != nil {
-		t.Fatal(err)
-	}
-	c := a.Dial(t, model)
-	if _, err := c.LoginAgent(ctxT(t), login.Tag, login.Password, login.Nonce); err != nil {
-		t.Fatal(err)
-	}
+	login := startedMachine(t, a)
+	agentAt(t, a, login)
 	st := modelStatus(t, a.Admin(t, model), model)
 	if m := machineOf(t, st, "0"); m.AgentStatus.Status != "started" || presenceOf(m.AgentPresence) != "alive" {
 		t.Fatalf("machine 0 with its agent logged in: %+v, %+v", m.AgentStatus, m.AgentPresence)
@@ -245,10 +263,7 @@ func TestAgentPresenceAfterRestart(t *testing.T) {
 		t.Fatalf("machine 0 after the restart: %+v, presence %+v; want down since %s (recorded), presence down with no time",
 			m.AgentStatus, m.AgentPresence, recorded)
 	}
-	c = b.Dial(t, model)
-	if _, err := c.LoginAgent(ctxT(t), login.Tag, login.Password, login.Nonce); err != nil {
-		t.Fatal(err)
-	}
+	agentAt(t, b, login)
 	if m := machineOf(t, modelStatus(t, admin, model), "0"); m.AgentStatus.Status != "started" || presenceOf(m.AgentPresence) != "alive" {
 		t.Fatalf("machine 0 with its agent back: %+v, %+v", m.AgentStatus, m.AgentPresence)
 	}
@@ -263,21 +278,11 @@ func TestAgentPresenceAcrossDaemons(t *testing.T) {
 	a := startEtcd(t) // its etcd outlives b
 	b := provisiondtest.Start(t, provisiondtest.Join(a))
 	model := a.DefaultModel()
-	login := a.ProvisionMachine(t, model, "0")
-	if err := client.NewProvisioner(a.ControllerAgent(t, model)).Machine(login.Tag).SetStatus(ctxT(t), "started", "", nil); err != nil {
-		t.Fatal(err)
-	}
+	login := startedMachine(t, a)
 	admin := a.Admin(t, model)
 	machine0 := func() params.MachineStatus { return machineOf(t, modelStatus(t, admin, model), "0") }
-	agentAt := func(s *provisiondtest.Server) *client.Conn {
-		c := s.Dial(t, model)
-		if _, err := c.LoginAgent(ctxT(t), login.Tag, login.Password, login.Nonce); err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
 
-	agent := agentAt(b)
+	agent := agentAt(t, b, login)
 	waitFor(t, "machine 0 alive at a", func() bool { return presenceOf(machine0().AgentPresence) == "alive" })
 	if m := machine0(); m.AgentStatus.Status != "started" {
 		t.Errorf("machine 0 alive: agent status %+v", m.AgentStatus)
@@ -292,7 +297,7 @@ func TestAgentPresenceAcrossDaemons(t *testing.T) {
 
 	// Back, at b, and the controller agent at b runs the provisioner of
 	// another model; then b stops.
-	agentAt(b)
+	agentAt(t, b, login)
 	other := a.AddModel(t, "other", "iaas", nil)
 	b.ControllerAgent(t, other)
 	provisioner := func() string { return presenceOf(modelStatus(t, admin, other).ProvisionerAgent) }

@@ -2,6 +2,7 @@ package presence_test
 
 import (
 	"reflect"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -186,5 +187,26 @@ func TestConcurrent(t *testing.T) {
 	r.SetRemote(nil)
 	if m, p := r.Counts(); m != 0 || p != 0 {
 		t.Errorf("counts %d, %d after every connection closed", m, p)
+	}
+}
+
+// BenchmarkConnectDisconnect is what presence adds to a login and to the
+// end of a connection: 10,000 agents of one model, a listener registered
+// (the dashboard's).
+func BenchmarkConnectDisconnect(b *testing.B) {
+	r := presence.New(nil, false)
+	defer r.OnChange(func(string) {})()
+	ids := make([]string, 10000)
+	for i := range ids {
+		ids[i] = strconv.Itoa(i)
+	}
+	conns := make([]*presence.Conn, len(ids))
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		k := i % len(ids)
+		if conns[k] != nil {
+			r.Disconnect(conns[k])
+		}
+		conns[k] = r.Connect(presence.Agent{Model: m1, Machine: ids[k]})
 	}
 }
