@@ -39,8 +39,8 @@ type Session struct {
 	onKill     []func() // run by Kill, after the resources stop (session_auth.go)
 	// agentCounted: this session counts in Deps.Agents.
 	agentCounted bool
-	// present is the session's agent in Deps.Presence (nil: none).
-	present *presence.Conn
+	// present: this session's agent is recorded in Deps.Presence.
+	present bool
 }
 
 // NewRootFunc returns the rpc.Config.NewRoot of provisiond: a Session per
@@ -203,7 +203,11 @@ func (s *Session) Kill() {
 		s.deps.Agents(-1)
 	}
 	present := s.present
-	s.present = nil
+	var agent presence.Agent
+	if present {
+		agent = s.presenceAgent(s.auth)
+		s.present = false
+	}
 	if s.pingTimer != nil {
 		s.pingTimer.Stop()
 	}
@@ -213,7 +217,9 @@ func (s *Session) Kill() {
 	onKill := s.onKill
 	s.onKill = nil
 	s.mu.Unlock()
-	s.deps.Presence.Disconnect(present)
+	if present {
+		s.deps.Presence.Disconnect(agent)
+	}
 	s.resources.StopAll()
 	for _, f := range onKill {
 		f()
@@ -247,7 +253,8 @@ func (s *Session) EndLogin(auth *Auth) {
 			s.deps.Agents(1)
 		}
 		if auth.Machine != nil && s.deps.Presence != nil && !s.killed {
-			s.present = s.deps.Presence.Connect(s.presenceAgent(*auth))
+			s.present = true
+			s.deps.Presence.Connect(s.presenceAgent(*auth))
 		}
 		if s.loginTimer != nil {
 			s.loginTimer.Stop()

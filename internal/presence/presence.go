@@ -21,6 +21,7 @@ import (
 	"cmp"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -65,12 +66,6 @@ type Entry struct {
 // provisioner (machine empty; machine ids are never empty).
 type key struct{ model, machine string }
 
-// Conn is one connection's hold on its agent (Connect).
-type Conn struct {
-	agent Agent
-	gone  bool // guarded by the Recorder's mu
-}
-
 // Recorder is the presence of every agent of the controller, as one daemon
 // knows it: its own connections, and the other daemons' published ones.
 type Recorder struct {
@@ -86,6 +81,9 @@ type Recorder struct {
 	// alive counts the agents alive, machine agents and provisioners.
 	aliveMachines, aliveProvisioners int
 	listeners                        map[*listener]struct{}
+	// notifyTo is listeners as a slice, replaced (never changed) when
+	// they change: notify reads it without a lock or an allocation.
+	notifyTo atomic.Pointer[[]*listener]
 }
 
 type listener struct{ f func(model string) }
@@ -107,33 +105,29 @@ func (a Agent) keys() (machine, provisioner key, hasMachine bool) {
 	return key{a.Model, a.Machine}, key{a.Model, ""}, a.Machine != ""
 }
 
-// Connect records a connection of agent a; Disconnect ends it.
-func (r *Recorder) Connect(a Agent) *Conn {
-	c := &Conn{agent: a}
+// Connect records a connection of agent a. The caller calls Disconnect
+// with the same Agent once, when the connection ends (a Session keeps a
+// flag: a connection costs the Recorder no allocation of its own).
+func (r *Recorder) Connect(a Agent) {
 	r.mu.Lock()
 	flipped := r.addLocked(a, 1)
 	r.mu.Unlock()
 	if flipped {
 		r.notify(a.Model)
 	}
-	return c
 }
 
-// Disconnect ends c; later calls do nothing, as does a nil c.
-func (r *Recorder) Disconnect(c *Conn) {
-	if r == nil || c == nil {
+// Disconnect ends a connection of agent a that Connect recorded. A nil
+// Recorder does nothing.
+func (r *Recorder) Disconnect(a Agent) {
+	if r == nil {
 		return
 	}
 	r.mu.Lock()
-	if c.gone {
-		r.mu.Unlock()
-		return
-	}
-	c.gone = true
-	flipped := r.addLocked(c.agent, -1)
+	flipped := r.addLocked(a, -1)
 	r.mu.Unlock()
 	if flipped {
-		r.notify(c.agent.Model)
+		r.notify(a.Model)
 	}
 }
 
@@ -332,26 +326,28 @@ func (r *Recorder) OnChange(f func(model string)) (cancel func()) {
 	l := &listener{f: f}
 	r.mu.Lock()
 	r.listeners[l] = struct{}{}
+	r.publishListenersLocked()
 	r.mu.Unlock()
 	return func() {
 		r.mu.Lock()
 		delete(r.listeners, l)
+		r.publishListenersLocked()
 		r.mu.Unlock()
 	}
 }
 
-func (r *Recorder) notify(model string) {
-	r.mu.Lock()
-	if len(r.listeners) == 0 {
-		r.mu.Unlock()
-		return
-	}
-	fs := make([]func(string), 0, len(r.listeners))
+func (r *Recorder) publishListenersLocked() {
+	ls := make([]*listener, 0, len(r.listeners))
 	for l := range r.listeners {
-		fs = append(fs, l.f)
+		ls = append(ls, l)
 	}
-	r.mu.Unlock()
-	for _, f := range fs {
-		f(model)
+	r.notifyTo.Store(&ls)
+}
+
+func (r *Recorder) notify(model string) {
+	if ls := r.notifyTo.Load(); ls != nil {
+		for _, l := range *ls {
+			l.f(model)
+		}
 	}
 }

@@ -38,19 +38,19 @@ func TestConnectDisconnect(t *testing.T) {
 	if got := r.Machine(m1, "0"); got != (presence.Status{}) {
 		t.Fatalf("an agent never seen: %+v, want down with no time", got)
 	}
-	a := r.Connect(presence.Agent{Model: m1, Machine: "0"})
-	b := r.Connect(presence.Agent{Model: m1, Machine: "0"}) // a second connection of the agent
+	agent := presence.Agent{Model: m1, Machine: "0"}
+	r.Connect(agent)
+	r.Connect(agent) // a second connection of the agent
 	if got := r.Machine(m1, "0"); !got.Alive {
 		t.Fatalf("connected agent: %+v", got)
 	}
 	c.set(t0.Add(time.Minute))
-	r.Disconnect(a)
-	r.Disconnect(a) // idempotent
+	r.Disconnect(agent)
 	if got := r.Machine(m1, "0"); !got.Alive {
 		t.Fatalf("agent with one connection left: %+v", got)
 	}
 	c.set(t0.Add(2 * time.Minute))
-	r.Disconnect(b)
+	r.Disconnect(agent)
 	if got := r.Machine(m1, "0"); got.Alive || !got.Since.Equal(t0.Add(2*time.Minute)) {
 		t.Fatalf("agent gone: %+v, want down since its last connection closed", got)
 	}
@@ -73,8 +73,10 @@ func TestConnectDisconnect(t *testing.T) {
 // Juju's presence records it as a controller agent there).
 func TestControllerAgent(t *testing.T) {
 	r := presence.New(nil, false)
-	visit := r.Connect(presence.Agent{Model: m2, Provisioner: true})
-	home := r.Connect(presence.Agent{Model: m1, Machine: "0", Provisioner: true})
+	visit := presence.Agent{Model: m2, Provisioner: true}
+	home := presence.Agent{Model: m1, Machine: "0", Provisioner: true}
+	r.Connect(visit)
+	r.Connect(home)
 	if !r.Provisioner(m2).Alive || !r.Provisioner(m1).Alive || !r.Machine(m1, "0").Alive {
 		t.Fatal("controller agent connections not recorded")
 	}
@@ -112,7 +114,8 @@ func TestRemote(t *testing.T) {
 			t.Fatalf("machine %s listed by a daemon is not alive", id)
 		}
 	}
-	local := r.Connect(presence.Agent{Model: m1, Machine: "1"})
+	local := presence.Agent{Model: m1, Machine: "1"}
+	r.Connect(local)
 	c.set(t0.Add(time.Minute))
 	r.SetRemote([]presence.Entry{{Model: m1, Machines: []string{"2"}}}) // the first daemon's lease expired
 	if !r.Machine(m1, "1").Alive {
@@ -139,7 +142,8 @@ func TestTake(t *testing.T) {
 	if got := r.Take(); got != nil {
 		t.Fatalf("Take with nothing changed: %+v", got)
 	}
-	a := r.Connect(presence.Agent{Model: m1, Machine: "10"})
+	a := presence.Agent{Model: m1, Machine: "10"}
+	r.Connect(a)
 	r.Connect(presence.Agent{Model: m1, Machine: "9"})
 	r.Connect(presence.Agent{Model: m2, Provisioner: true})
 	select {
@@ -171,9 +175,10 @@ func TestConcurrent(t *testing.T) {
 	for i := range 8 {
 		wg.Go(func() {
 			for range 200 {
-				c := r.Connect(presence.Agent{Model: m1, Machine: string(rune('0' + i))})
+				a := presence.Agent{Model: m1, Machine: string(rune('0' + i))}
+				r.Connect(a)
 				r.Machine(m1, "0")
-				r.Disconnect(c)
+				r.Disconnect(a)
 			}
 		})
 	}
@@ -191,8 +196,8 @@ func TestConcurrent(t *testing.T) {
 }
 
 // BenchmarkConnectDisconnect is what presence adds to a login and to the
-// end of a connection: 10,000 agents of one model, a listener registered
-// (the dashboard's).
+// end of a connection: agents of a model of 10,000 machines, a listener
+// registered (the dashboard's).
 func BenchmarkConnectDisconnect(b *testing.B) {
 	r := presence.New(nil, false)
 	defer r.OnChange(func(string) {})()
@@ -200,13 +205,10 @@ func BenchmarkConnectDisconnect(b *testing.B) {
 	for i := range ids {
 		ids[i] = strconv.Itoa(i)
 	}
-	conns := make([]*presence.Conn, len(ids))
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		k := i % len(ids)
-		if conns[k] != nil {
-			r.Disconnect(conns[k])
-		}
-		conns[k] = r.Connect(presence.Agent{Model: m1, Machine: ids[k]})
+		a := presence.Agent{Model: m1, Machine: ids[i%len(ids)]}
+		r.Connect(a)
+		r.Disconnect(a)
 	}
 }
