@@ -710,12 +710,13 @@ func TestStreamBannerFollowsPresence(t *testing.T) {
 	if st.Banner == nil || st.Banner.Message != want || st.Banner.Since != "" {
 		t.Fatalf("banner before any agent: %+v, want %q with no time", st.Banner, want)
 	}
-	conn := w.presence.Connect(presence.Agent{Model: model, Provisioner: true})
+	provisioner := presence.Agent{Model: model, Provisioner: true}
+	w.presence.Connect(provisioner)
 	if st := statusOf(t, s.next("status")); st.Banner != nil || st.Status.ProvisionerAgent == nil || st.Status.ProvisionerAgent.Status != "alive" {
 		t.Fatalf("after the provisioner connected: banner %+v, provisioner %+v", st.Banner, st.Status.ProvisionerAgent)
 	}
 	w.clock.add(time.Minute)
-	w.presence.Disconnect(conn)
+	w.presence.Disconnect(provisioner)
 	st = statusOf(t, s.next("status"))
 	if st.Banner == nil || st.Banner.Message != want || st.Banner.Since != "2026-01-02T15:05:05Z" {
 		t.Fatalf("after the provisioner went: banner %+v, want %q since it went", st.Banner, want)
