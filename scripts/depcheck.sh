@@ -18,6 +18,7 @@
 #   internal/buildinfo (version, VCS revision) → nothing of ours; cmd, facades, internal/daemon
 #   internal/gcfloor (the heap floor under the GC) → nothing of ours; cmd/provisiond and cmd/provisionbench
 #   internal/tlsrecord (a TLS record counter for tests) → nothing of ours
+#   internal/presence (which agents are connected) → nothing of ours; facades and internal/daemon import it
 #   size (the one size parser) → nothing of ours; storage, charm, state, facades and
 #   cmd/provisionctl import it
 #   internal/dashboard (the status page) → state, watcher, rpc/params: it reads state and the
@@ -55,8 +56,8 @@ while read -r pkg imports; do
       credentials*) ok=0 ;;
       internal/progress*) ok=0 ;;
       internal/buildinfo*) ok=0 ;;
-      facades/facade*) case $dep in state|state/statetest|watcher|storage|rpc|rpc/params|environ|charm|size) ok=1 ;; esac ;;
-      facades/*) case $dep in state|state/statetest|watcher|storage|rpc|rpc/params|facades/facade|pki|environ|charm|size|internal/buildinfo) ok=1 ;; esac ;;
+      facades/facade*) case $dep in state|state/statetest|watcher|storage|rpc|rpc/params|environ|charm|size|internal/presence) ok=1 ;; esac ;;
+      facades/*) case $dep in state|state/statetest|watcher|storage|rpc|rpc/params|facades/facade|pki|environ|charm|size|internal/buildinfo|internal/presence) ok=1 ;; esac ;;
       rpc/client*) case $dep in rpc/params|credentials) ok=1 ;; esac ;;
       rpc/params*) case $dep in rpc/internal/*) ok=1 ;; esac ;;
       rpc/internal/*) ok=0 ;;
@@ -70,6 +71,7 @@ while read -r pkg imports; do
       internal/etcdtest*) ok=0 ;;
       internal/gcfloor*) ok=0 ;;
       internal/tlsrecord*) ok=0 ;;
+      internal/presence*) ok=0 ;;
       environ*) ok=0 ;;
       charm*) case $dep in size) ok=1 ;; esac ;;
       storage*) case $dep in size) ok=1 ;; esac ;;

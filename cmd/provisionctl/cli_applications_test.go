@@ -184,6 +184,9 @@ func TestApplicationsWalkthrough(t *testing.T) {
 		"MODEL  TYPE  LIFE   UUID",
 		"k8s    caas  alive  " + k8s.UUID,
 		"",
+		"PROVISIONER-AGENT  SINCE  MESSAGE", // the test reports the pods itself: no agent runs
+		"down               -      no provisioner agent is connected to this model",
+		"",
 		"APP     LIFE   CHARM           SCALE  UNITS  ADDRESS  STATUS",
 		"gitlab  alive  local:gitlab-0  3      3      -",
 		"",

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/state"
 )
 
@@ -24,7 +25,8 @@ type machineStatus struct {
 		Pool string
 		Size uint64
 	}
-	Containers map[string]machineStatus
+	Containers    map[string]machineStatus
+	AgentPresence struct{ Current, Since string } `json:"agent-presence"`
 }
 
 // subnetStatus is a subnet as add-subnet prints it.
@@ -40,6 +42,7 @@ type subnetStatus struct {
 type modelStatus struct {
 	Model struct {
 		Name, Type, UUID string
+		ProvisionerAgent struct{ Current string } `json:"provisioner-agent"`
 	}
 	Machines map[string]machineStatus
 	Subnets  map[string]struct {
@@ -106,6 +109,20 @@ func TestMachinesWalkthrough(t *testing.T) {
 	if _, err := st.AllocateAddress(model, "10.0.0.0/24", "0/lxd/0", "eth0", "00:16:3e:00:00:01", 0); err != nil {
 		t.Fatal(err)
 	}
+	// Machine 0's agent logs in (it is alive; the others have no agent
+	// connected, and no provisioner agent is).
+	const agentPassword = "machine-0-agent-password-for-tests"
+	if err := st.SetMachinePassword(model, "0", agentPassword); err != nil {
+		t.Fatal(err)
+	}
+	agent, err := client.Dial(t.Context(), client.Config{Addr: e.d.Addr(), ModelUUID: model, CACert: []byte(e.d.Credentials().CACert)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer agent.Close()
+	if _, err := agent.LoginAgent(t.Context(), "machine-0", agentPassword, "n0"); err != nil {
+		t.Fatal(err)
+	}
 
 	// json: Juju's shape, maps keyed by id.
 	var s modelStatus
@@ -123,6 +140,10 @@ func TestMachinesWalkthrough(t *testing.T) {
 	}
 	if s.Machines["1"].SupportedContainers != nil || s.Machines["1"].MachineStatus.Current != "pending" {
 		t.Errorf("status machine 1 = %+v", s.Machines["1"])
+	}
+	if m0.AgentPresence.Current != "alive" || s.Machines["1"].AgentPresence.Current != "down" || s.Model.ProvisionerAgent.Current != "down" {
+		t.Errorf("presence: machine 0 %+v, machine 1 %+v, provisioner %+v; want alive, down, down",
+			m0.AgentPresence, s.Machines["1"].AgentPresence, s.Model.ProvisionerAgent)
 	}
 	if sn := s.Subnets["10.0.0.0/24"]; sn.Space != "db" || len(sn.Addresses) != 1 || sn.Addresses["10.0.0.10"].Machine != "0/lxd/0" {
 		t.Errorf("status subnets = %+v", s.Subnets)
@@ -142,6 +163,9 @@ func TestMachinesWalkthrough(t *testing.T) {
 		"MODEL    TYPE  LIFE   UUID",
 		"default  iaas  alive  " + model,
 		"",
+		"PROVISIONER-AGENT  SINCE  MESSAGE",
+		"down               -      no provisioner agent is connected to this model",
+		"",
 		"MACHINE  LIFE   AGENT    INSTANCE-ID  INSTANCE  BASE          ADDRESSES  MESSAGE",
 		"0        alive  started  i-0          running   ubuntu@22.04  -",
 		"0/lxd/0  alive  pending  -            pending   -             10.0.0.10",
@@ -157,6 +181,34 @@ func TestMachinesWalkthrough(t *testing.T) {
 	if got := strings.Split(strings.TrimRight(r.stdout, "\n"), "\n"); !slices.Equal(got, want) {
 		t.Errorf("status table:\n%s\nwant:\n%s", r.stdout, strings.Join(want, "\n"))
 	}
+
+	// Machine 0's agent goes: status and show-machine show it down, as
+	// Juju's status does (apiserver/common/machinestatus.go: agent status
+	// "down", "agent is not communicating with the server"), since when
+	// it went.
+	gone := time.Now()
+	agent.Close()
+	for deadline := time.Now().Add(waitLimit); ; time.Sleep(20 * time.Millisecond) {
+		e.ok(t, &s, "status", "--format", "json")
+		if s.Machines["0"].JujuStatus.Current == "down" || time.Now().After(deadline) {
+			break
+		}
+	}
+	if m := s.Machines["0"]; m.JujuStatus.Current != "down" || m.JujuStatus.Message != "agent is not communicating with the server" ||
+		m.AgentPresence.Current != "down" || m.AgentPresence.Since < gone.UTC().Truncate(time.Second).Format(time.RFC3339) {
+		t.Errorf("status machine 0 once its agent went: %+v, presence %+v", m.JujuStatus, m.AgentPresence)
+	}
+	r = e.ok(t, nil, "show-machine", "0")
+	for _, want := range []string{"    juju-status:\n      current: down\n      message: agent is not communicating with the server\n",
+		"    agent-presence:\n      current: down\n      since: "} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("show-machine 0 lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if r = e.ok(t, nil, "machines"); !strings.Contains(r.stdout, "\n0        alive  down     i-0          running   ubuntu@22.04  -          agent is not") {
+		t.Errorf("machines:\n%s", r.stdout)
+	}
+
 	r = e.ok(t, nil, "subnets")
 	if !strings.HasPrefix(r.stdout, "SUBNET ") || !strings.Contains(r.stdout, "10.0.0.0/24  db     zone-a,zone-b") {
 		t.Errorf("subnets:\n%s", r)

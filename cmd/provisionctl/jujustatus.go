@@ -80,6 +80,8 @@ type machineDoc struct {
 	// MarkedForRemoval: the machine is dead and its instance gone; the
 	// machine undertaker removes it (provisiond's).
 	MarkedForRemoval bool `json:"marked-for-removal,omitempty"`
+	// AgentPresence is whether its agent is connected: alive or down.
+	AgentPresence *statusDoc `json:"agent-presence,omitempty"`
 }
 
 func machineDocOf(m params.MachineStatus) machineDoc {
@@ -99,6 +101,7 @@ func machineDocOf(m params.MachineStatus) machineDoc {
 
 		SupportedContainers: m.SupportedContainers,
 		Units:               m.Units,
+		AgentPresence:       presenceDocOf(m.AgentPresence),
 	}
 	d.JujuStatus.Version = m.AgentVersion
 	if m.Life != "alive" {
@@ -372,6 +375,18 @@ type modelDoc struct {
 	UUID        string    `json:"uuid"`
 	Life        string    `json:"life"`
 	ModelStatus statusDoc `json:"model-status"`
+
+	// provisiond's: whether the model's provisioner agent is connected.
+	ProvisionerAgent *statusDoc `json:"provisioner-agent,omitempty"`
+}
+
+// presenceDocOf shows an agent's presence as a status: current alive or
+// down, since when it went.
+func presenceDocOf(p *params.AgentPresence) *statusDoc {
+	if p == nil {
+		return nil
+	}
+	return &statusDoc{Current: p.Status, Since: p.Since}
 }
 
 type spaceDoc struct {
@@ -427,7 +442,7 @@ type jujuStatusDoc struct {
 func jujuStatusOf(s params.ModelStatus) jujuStatusDoc {
 	d := jujuStatusDoc{
 		Model: modelDoc{Name: s.Model, Type: s.Type, UUID: s.UUID, Life: s.Life,
-			ModelStatus: statusDoc{Current: modelStatusOf(s.Life)}},
+			ModelStatus: statusDoc{Current: modelStatusOf(s.Life)}, ProvisionerAgent: presenceDocOf(s.ProvisionerAgent)},
 		Machines:     map[string]machineDoc{},
 		Applications: map[string]applicationDoc{},
 		Storage:      storageDocOf(s.Storage),

@@ -44,14 +44,22 @@ instance (an iaas volume whose machine went) by its tag, with unit
 (orphaned): both stay until remove-storage or remove-model
 --destroy-storage / --release-storage takes them out.
 
+A machine whose agent is not connected to the controller shows agent
+status "down" ("agent is not communicating with the server"), as Juju's
+status does, unless it is still pending, stopped or dead; json and yaml
+give every machine's agent-presence (alive or down, since when it went)
+and the model's provisioner-agent. When no provisioner agent (the
+controller agent at the model's endpoint) is connected, the table says so
+under the model.
+
 json and yaml are shaped like "juju status --format yaml": maps keyed by
 id (machines, containers, applications, units, storage, filesystems,
 volumes) with Juju's keys (juju-status, machine-status, instance-id,
 dns-name, ip-addresses, base, application-status, workload-status,
 charm-name, charm-rev, scale, provider-id, address), so scripts written
 for Juju port; provisiond's extra fields (life, supported-containers,
-volumes, trust, storage-constraints, spaces, subnets) have keys of their
-own. Sizes are MiB.
+volumes, trust, storage-constraints, agent-presence, provisioner-agent,
+spaces, subnets) have keys of their own. Sizes are MiB.
 
 --watch redraws the status every INTERVAL (default 2s; "--watch 5s" or
 "--watch=5s") until interrupted, as watch(1) would: on a terminal the
@@ -145,6 +153,11 @@ func (a *app) watchStatus(ctx context.Context, model string, format formatFlag, 
 // separated by blank lines; empty sections are left out.
 func statusTables(w io.Writer, s params.ModelStatus) error {
 	sections := []*table{{header: []string{"MODEL", "TYPE", "LIFE", "UUID"}, rows: [][]string{{s.Model, s.Type, s.Life, s.UUID}}}}
+	if p := s.ProvisionerAgent; p != nil && p.Status != "alive" {
+		// Only when it is down: nothing is provisioned meanwhile.
+		sections = append(sections, &table{header: []string{"PROVISIONER-AGENT", "SINCE", "MESSAGE"}, cutLast: true,
+			rows: [][]string{{p.Status, orDash(p.Since), "no provisioner agent is connected to this model"}}})
+	}
 
 	machines := machinesTable(allMachines(s.Machines))
 	if len(machines.rows) > 0 {

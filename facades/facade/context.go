@@ -7,6 +7,7 @@ import (
 	"github.com/juju/names/v5"
 
 	"github.com/provisiond/provisiond/environ"
+	"github.com/provisiond/provisiond/internal/presence"
 	"github.com/provisiond/provisiond/rpc"
 	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state"
@@ -50,6 +51,10 @@ type Deps struct {
 	// (the controller agent's included): +1 when a login succeeds, -1
 	// when that connection's session ends. For metrics.
 	Agents func(delta int)
+	// Presence, if set, records the agents logged in (machine agents and
+	// the controller agent): a connection is recorded when its login
+	// succeeds, until its session ends. ModelAdmin's Status reads it.
+	Presence *presence.Recorder
 }
 
 // WatcherClock returns d.Clock, or the wall clock.

@@ -10,6 +10,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/juju/errors"
 
+	"github.com/provisiond/provisiond/internal/presence"
 	"github.com/provisiond/provisiond/rpc"
 	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state"
@@ -38,6 +39,8 @@ type Session struct {
 	onKill     []func() // run by Kill, after the resources stop (session_auth.go)
 	// agentCounted: this session counts in Deps.Agents.
 	agentCounted bool
+	// present: this session's agent is recorded in Deps.Presence.
+	present bool
 }
 
 // NewRootFunc returns the rpc.Config.NewRoot of provisiond: a Session per
@@ -199,6 +202,12 @@ func (s *Session) Kill() {
 		s.agentCounted = false
 		s.deps.Agents(-1)
 	}
+	present := s.present
+	var agent presence.Agent
+	if present {
+		agent = s.presenceAgent(s.auth)
+		s.present = false
+	}
 	if s.pingTimer != nil {
 		s.pingTimer.Stop()
 	}
@@ -208,6 +217,9 @@ func (s *Session) Kill() {
 	onKill := s.onKill
 	s.onKill = nil
 	s.mu.Unlock()
+	if present {
+		s.deps.Presence.Disconnect(agent)
+	}
 	s.resources.StopAll()
 	for _, f := range onKill {
 		f()
@@ -240,11 +252,30 @@ func (s *Session) EndLogin(auth *Auth) {
 			s.agentCounted = true
 			s.deps.Agents(1)
 		}
+		if auth.Machine != nil && s.deps.Presence != nil && !s.killed {
+			s.present = true
+			s.deps.Presence.Connect(s.presenceAgent(*auth))
+		}
 		if s.loginTimer != nil {
 			s.loginTimer.Stop()
 			s.loginTimer = nil // the timer and its closure go (issue 16: memory per agent)
 		}
 	}
+}
+
+// presenceAgent is who a machine agent's login makes present: the agent
+// of its machine when it logged in to its own model (the controller agent
+// on the controller model's endpoint or on /api included), and the
+// model's provisioner for the controller agent on a model's endpoint.
+// The controller agent visiting another model is not that model's
+// machine (Juju records it as a controller agent, which AgentStatus
+// leaves out: core/presence).
+func (s *Session) presenceAgent(auth Auth) presence.Agent {
+	a := presence.Agent{Model: s.model.UUID, Provisioner: auth.Controller && !s.controllerOnly}
+	if auth.Machine.Model == s.model.UUID {
+		a.Machine = auth.Machine.ID
+	}
+	return a
 }
 
 // StartPingTimeout starts the agent ping timer: if Ping is not called

@@ -29,6 +29,7 @@ import (
 	"github.com/juju/errors"
 
 	"github.com/provisiond/provisiond/facades/facade"
+	"github.com/provisiond/provisiond/internal/presence"
 	"github.com/provisiond/provisiond/rpc"
 	"github.com/provisiond/provisiond/state"
 )
@@ -43,6 +44,8 @@ const (
 type ModelAdmin struct {
 	ctx *facade.Context
 	st  *state.State
+	// presence is who is connected, for Status (nil: not tracked).
+	presence *presence.Recorder
 }
 
 type methods = rpc.Methods[*facade.Context, *ModelAdmin]
@@ -72,7 +75,7 @@ func New(c *facade.Context) (*ModelAdmin, error) {
 	if err := c.RequireSuperuser(); err != nil {
 		return nil, err
 	}
-	return &ModelAdmin{ctx: c, st: c.Deps.State}, nil
+	return &ModelAdmin{ctx: c, st: c.Deps.State, presence: c.Deps.Presence}, nil
 }
 
 // model resolves a model from the params: a name or a UUID (as Juju's

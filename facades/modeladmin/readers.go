@@ -1,15 +1,17 @@
 package modeladmin
 
 import (
+	"github.com/provisiond/provisiond/internal/presence"
 	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state"
 )
 
 // StatusOf is what Status reports of model m, for readers in the daemon's
 // own process that are not API clients (the dashboard): the same view as
-// provisionctl status, read from st. It only reads.
-func StatusOf(st *state.State, m state.Model) (params.ModelStatus, error) {
-	return (&ModelAdmin{st: st}).modelStatus(m)
+// provisionctl status, read from st, with the agents' presence from pr
+// (nil: not shown). It only reads.
+func StatusOf(st *state.State, pr *presence.Recorder, m state.Model) (params.ModelStatus, error) {
+	return (&ModelAdmin{st: st, presence: pr}).modelStatus(m)
 }
 
 // StoragePoolsOf is what StoragePools reports of model m; see StatusOf.

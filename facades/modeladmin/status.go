@@ -40,6 +40,9 @@ func (a *ModelAdmin) modelStatus(m state.Model) (params.ModelStatus, error) {
 		out, err = v.modelStatusIn(m)
 		return err
 	})
+	if err == nil {
+		addPresence(a.presence, &out) // status_presence.go
+	}
 	return out, err
 }
 

@@ -277,6 +277,8 @@ func (d *Daemon) startCluster() {
 		defer d.cluster.wg.Done()
 		d.followServers(ctx)
 	}()
+	d.cluster.wg.Go(func() { d.publishPresence(ctx) }) // presence.go
+	d.cluster.wg.Go(func() { d.followPresence(ctx) })
 	if every := d.cfg.Etcd.CompactionInterval; every >= 0 {
 		if every == 0 {
 			every = DefaultCompactionInterval

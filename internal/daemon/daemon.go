@@ -29,6 +29,7 @@ import (
 	"github.com/provisiond/provisiond/facades/provisioner"
 	"github.com/provisiond/provisiond/facades/watchers"
 	"github.com/provisiond/provisiond/internal/dashboard"
+	"github.com/provisiond/provisiond/internal/presence"
 	"github.com/provisiond/provisiond/internal/singular"
 	"github.com/provisiond/provisiond/pki"
 	"github.com/provisiond/provisiond/rpc"
@@ -237,6 +238,7 @@ type Daemon struct {
 	environ    *environ.Provider
 	dash       *dashboard.Dashboard
 	agents     prometheus.Gauge
+	presence   *presence.Recorder // who is connected (presence.go)
 	done       chan struct{}
 	serveErr   error
 	limiter    *admin.Limiter
@@ -381,6 +383,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 		Environ:       d.environ,
 		Clock:         cfg.Clock,
 		Agents:        d.agentCounter(),
+		Presence:      d.startPresence(),
 	}
 	d.rpc, err = rpc.NewServer(rpc.Config{
 		NewRoot:           d.audit.audited(facade.NewRootFunc(deps)),

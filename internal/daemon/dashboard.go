@@ -27,11 +27,12 @@ func (d *Daemon) serveDashboard(mux *http.ServeMux) error {
 		State: d.state,
 		Hub:   d.hub,
 		Status: func(m state.Model) (params.ModelStatus, error) {
-			return modeladmin.StatusOf(d.state, m)
+			return modeladmin.StatusOf(d.state, d.presence, m)
 		},
 		Pools: func(m state.Model) ([]params.StoragePoolInfo, error) {
 			return modeladmin.StoragePoolsOf(d.state, m)
 		},
+		OnPresence:   d.presence.OnChange,
 		Counters:     d.dashboardCounters,
 		Throttle:     dashboardThrottle{d.throttle},
 		Logger:       d.log,

@@ -346,6 +346,15 @@ func TestModelAdminStatus(t *testing.T) {
 	if _, err := st.AllocateAddress(model, "10.0.0.0/24", "0/lxd/0", "eth0", "00:16:3e:00:00:01", 0); err != nil {
 		t.Fatal(err)
 	}
+	// Machine 0's agent is connected, so its recorded status shows
+	// (presence_test.go has the agents that are not).
+	const agentPassword = "machine-0-agent-password-for-tests"
+	if err := st.SetMachinePassword(model, "0", agentPassword); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dial(t, d, model).LoginAgent(ctxT(t), "machine-0", agentPassword, "n"); err != nil {
+		t.Fatal(err)
+	}
 
 	s := adminCall[params.ModelStatus](t, c, "Status", params.ModelArgs{})
 	if s.Model != "default" || s.UUID != model || s.Type != "iaas" || s.Life != "alive" || len(s.Machines) != 2 {

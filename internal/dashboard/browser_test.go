@@ -189,6 +189,22 @@ func TestBrowserLogInAndFollowTheModel(t *testing.T) {
 		chromedp.SendKeys(chromedp.ID("password"), creds.AdminPassword+"\r"),
 		chromedp.WaitVisible(chromedp.CSS(`#machines tr[data-key="machine/0"]`)))
 
+	// No provisioner agent is connected and machine 0 waits to be
+	// started: the banner says so. The controller agent logging in at the
+	// model's endpoint takes it away without a reload; its going brings
+	// it back.
+	do(t, ctx, "see the provisioner banner", chromedp.WaitVisible(chromedp.ID("provisioner-banner")))
+	if b := get(t, ctx, "read the banner", chromedp.Text(chromedp.ID("provisioner-banner"))); !strings.Contains(b, "No provisioner agent is connected") || !strings.Contains(b, "1 machine to start") {
+		t.Errorf("banner %q", b)
+	}
+	agent := srv.ControllerAgent(t, srv.DefaultModel())
+	do(t, ctx, "see the banner go", chromedp.WaitNotPresent(chromedp.ID("provisioner-banner")))
+	agent.Close()
+	do(t, ctx, "see the banner again", chromedp.WaitVisible(chromedp.ID("provisioner-banner")))
+	if b := get(t, ctx, "read the banner", chromedp.Text(chromedp.ID("provisioner-banner"))); !strings.Contains(b, "for ") {
+		t.Errorf("banner %q does not say how long the agent has been down", b)
+	}
+
 	// A machine added with provisionctl appears without a reload.
 	get(t, ctx, "mark the page", chromedp.Evaluate[int](`window.__sameDocument = 42`))
 	start := time.Now()

@@ -60,6 +60,11 @@ type Config struct {
 	// (modeladmin.StatusOf, modeladmin.StoragePoolsOf).
 	Status func(state.Model) (params.ModelStatus, error)
 	Pools  func(state.Model) ([]params.StoragePoolInfo, error)
+	// OnPresence, if set, calls its argument with a model's UUID whenever
+	// an agent of the model goes alive or down, until the returned cancel
+	// is called (the daemon's presence.Recorder.OnChange): the model's
+	// streams send a fresh snapshot. The function given must not block.
+	OnPresence func(func(model string)) (cancel func())
 	// Counters reads the daemon's metrics (nil: the chart stays empty).
 	Counters func() Counters
 	// Throttle is the failed-login throttle (nil: none).
@@ -149,6 +154,9 @@ func New(cfg Config) (*Dashboard, error) {
 	d.closing, d.close = context.WithCancel(context.Background())
 	d.sessions = newSessions(&d.cfg)
 	d.feed = newFeed(cfg.Hub, cfg.Now, d.sessions.credentialsChanged)
+	if cfg.OnPresence != nil {
+		d.feed.cancels = append(d.feed.cancels, cfg.OnPresence(d.feed.presenceChanged))
+	}
 	d.sampler = newSampler(cfg.Counters, time.Now)
 	d.routes()
 	return d, nil

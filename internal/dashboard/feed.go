@@ -54,6 +54,9 @@ type listener struct {
 	model  string
 	wake   chan struct{} // capacity 1
 	models bool          // the model list changed; guarded by feed.mu
+	// presence: an agent of the model went alive or down; guarded by
+	// feed.mu.
+	presence bool
 }
 
 func (l *listener) signal() {
@@ -132,6 +135,29 @@ func (f *feed) sink(rev uint64, c watcher.Change) {
 	if isModel && c.Has(watcher.FieldRemoved) {
 		delete(f.rings, c.Model) // a removed model's ring goes with it
 	}
+}
+
+// presenceChanged wakes the streams of model: an agent of it went alive
+// or down (Config.OnPresence). It runs on the goroutine that saw the
+// change, so it only takes f.mu.
+func (f *feed) presenceChanged(model string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for l := range f.listeners {
+		if l.model == model {
+			l.presence = true
+			l.signal()
+		}
+	}
+}
+
+// takePresence returns, and clears, l's presence flag.
+func (f *feed) takePresence(l *listener) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p := l.presence
+	l.presence = false
+	return p
 }
 
 // listen registers a listener for model's changes; cancel removes it.

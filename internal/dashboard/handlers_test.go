@@ -19,6 +19,7 @@ import (
 
 	"github.com/provisiond/provisiond/facades/modeladmin"
 	"github.com/provisiond/provisiond/internal/leaktest"
+	"github.com/provisiond/provisiond/internal/presence"
 	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state"
 	"github.com/provisiond/provisiond/watcher"
@@ -51,6 +52,8 @@ type world struct {
 	dash  *Dashboard
 	srv   *httptest.Server
 	clock *clock
+	// presence is who is connected, as the daemon's sessions record it.
+	presence *presence.Recorder
 }
 
 func newWorld(t *testing.T, tweak func(*Config)) *world {
@@ -67,12 +70,14 @@ func newWorld(t *testing.T, tweak func(*Config)) *world {
 		t.Fatal(err)
 	}
 	w := &world{t: t, st: st, init: res, clock: &clock{t: time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)}}
+	w.presence = presence.New(w.clock.now, false)
 	cfg := Config{
-		State:  st,
-		Hub:    hub,
-		Status: func(m state.Model) (params.ModelStatus, error) { return modeladmin.StatusOf(st, m) },
-		Pools:  func(m state.Model) ([]params.StoragePoolInfo, error) { return modeladmin.StoragePoolsOf(st, m) },
-		Now:    w.clock.now,
+		State:      st,
+		Hub:        hub,
+		Status:     func(m state.Model) (params.ModelStatus, error) { return modeladmin.StatusOf(st, w.presence, m) },
+		Pools:      func(m state.Model) ([]params.StoragePoolInfo, error) { return modeladmin.StoragePoolsOf(st, m) },
+		OnPresence: w.presence.OnChange,
+		Now:        w.clock.now,
 	}
 	if tweak != nil {
 		tweak(&cfg)
@@ -683,5 +688,37 @@ func TestUsersWithoutModelAccessSeeNoModels(t *testing.T) {
 			t.Errorf("bob got %s %s", ev.name, ev.data)
 		}
 	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+// TestStreamBannerFollowsPresence: a model with a machine waiting and no
+// provisioner agent connected shows the banner; the controller agent
+// connecting at the model's endpoint (as the daemon's sessions record
+// it) sends a fresh snapshot without it, its going one with it again,
+// down since it went.
+func TestStreamBannerFollowsPresence(t *testing.T) {
+	w := newWorld(t, nil)
+	model := w.init.DefaultModelUUID
+	if _, err := w.st.AddMachine(model, state.MachineParams{}); err != nil {
+		t.Fatal(err)
+	}
+	c := w.client()
+	c.mustLogin()
+	s := c.stream("")
+	st := statusOf(t, s.next("status"))
+	const want = "No provisioner agent is connected to this model, and it has work waiting: 1 machine to start."
+	if st.Banner == nil || st.Banner.Message != want || st.Banner.Since != "" {
+		t.Fatalf("banner before any agent: %+v, want %q with no time", st.Banner, want)
+	}
+	provisioner := presence.Agent{Model: model, Provisioner: true}
+	w.presence.Connect(provisioner)
+	if st := statusOf(t, s.next("status")); st.Banner != nil || st.Status.ProvisionerAgent == nil || st.Status.ProvisionerAgent.Status != "alive" {
+		t.Fatalf("after the provisioner connected: banner %+v, provisioner %+v", st.Banner, st.Status.ProvisionerAgent)
+	}
+	w.clock.add(time.Minute)
+	w.presence.Disconnect(provisioner)
+	st = statusOf(t, s.next("status"))
+	if st.Banner == nil || st.Banner.Message != want || st.Banner.Since != "2026-01-02T15:05:05Z" {
+		t.Fatalf("after the provisioner went: banner %+v, want %q since it went", st.Banner, want)
 	}
 }

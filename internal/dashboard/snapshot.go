@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	jujuerrors "github.com/juju/errors"
@@ -43,6 +44,10 @@ type snapshot struct {
 	Status *params.ModelStatus      `json:"status,omitempty"`
 	Pools  []params.StoragePoolInfo `json:"pools"`
 	Alerts []alert                  `json:"alerts"`
+	// Banner, when set, is the warning the page shows above the model:
+	// no provisioner agent is connected to it while it has work waiting
+	// for one.
+	Banner *banner `json:"banner,omitempty"`
 	// Error says why there is no status (the model was removed).
 	Error string `json:"error,omitempty"`
 }
@@ -115,8 +120,66 @@ func (d *Dashboard) snapshot(uuid string) snapshot {
 	}
 	if out.Status != nil {
 		out.Alerts = alerts(out.Status)
+		out.Banner = provisionerBanner(out.Status)
 	}
 	return out
+}
+
+// banner is a warning about the whole model.
+type banner struct {
+	Message string `json:"message"`
+	Since   string `json:"since,omitempty"` // RFC 3339: when the agent went, if known
+}
+
+// provisionerBanner warns when the model's provisioner agent is down
+// (params.ModelStatus.ProvisionerAgent) while the model has work waiting
+// for it: top-level machines to start (alive, no instance) or to stop
+// (dead), Kubernetes applications whose units do not match their scale,
+// or dying ones to remove. Containers are their host agent's work. nil
+// when there is nothing to warn about.
+func provisionerBanner(st *params.ModelStatus) *banner {
+	if st.ProvisionerAgent == nil || st.ProvisionerAgent.Status != "down" {
+		return nil
+	}
+	var start, stop, scale, remove int
+	for _, m := range st.Machines {
+		switch {
+		case m.Life == "alive" && m.InstanceID == "":
+			start++
+		case m.Life == "dead":
+			stop++
+		}
+	}
+	if st.Type == "caas" {
+		for _, a := range st.Applications {
+			switch {
+			case a.Life != "alive":
+				remove++
+			case len(a.Units) != a.Scale:
+				scale++
+			}
+		}
+	}
+	var work []string
+	count := func(n int, one, many string) {
+		switch {
+		case n == 1:
+			work = append(work, "1 "+one)
+		case n > 1:
+			work = append(work, fmt.Sprintf("%d %s", n, many))
+		}
+	}
+	count(start, "machine to start", "machines to start")
+	count(stop, "machine to stop", "machines to stop")
+	count(scale, "application to scale", "applications to scale")
+	count(remove, "application to remove", "applications to remove")
+	if len(work) == 0 {
+		return nil
+	}
+	return &banner{
+		Message: "No provisioner agent is connected to this model, and it has work waiting: " + strings.Join(work, ", ") + ".",
+		Since:   st.ProvisionerAgent.Since,
+	}
 }
 
 // Status values that stand out. Anything else (started, running, active,

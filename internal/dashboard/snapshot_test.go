@@ -68,3 +68,46 @@ func TestAlertsCallOutStorageLeftBehind(t *testing.T) {
 		t.Errorf("alerts:\n%q\nwant\n%q", got, want)
 	}
 }
+
+// TestProvisionerBanner: the banner shows only when the model's
+// provisioner agent is down and the model has work waiting for it, and
+// says what.
+func TestProvisionerBanner(t *testing.T) {
+	down := &params.AgentPresence{Status: "down", Since: "2026-01-02T15:04:05Z"}
+	iaas := func(p *params.AgentPresence) *params.ModelStatus {
+		return &params.ModelStatus{Type: "iaas", Life: "alive", ProvisionerAgent: p, Machines: []params.MachineStatus{
+			{ID: "0", Life: "alive", InstanceID: "i-0", Containers: []params.MachineStatus{{ID: "0/lxd/0", Life: "alive"}}},
+			{ID: "1", Life: "alive"},
+			{ID: "2", Life: "alive"},
+			{ID: "3", Life: "dead", InstanceID: "i-3"},
+		}}
+	}
+	caas := &params.ModelStatus{Type: "caas", Life: "alive", ProvisionerAgent: down, Applications: []params.ApplicationStatus{
+		{Name: "ok", Life: "alive", Scale: 1, Units: []params.UnitStatus{{Name: "ok/0"}}},
+		{Name: "up", Life: "alive", Scale: 2, Units: []params.UnitStatus{{Name: "up/0"}}},
+		{Name: "gone", Life: "dying"},
+	}}
+	for _, tt := range []struct {
+		name string
+		st   *params.ModelStatus
+		want string
+	}{
+		{"alive", iaas(&params.AgentPresence{Status: "alive"}), ""},
+		{"not tracked", iaas(nil), ""},
+		{"down with machines waiting", iaas(down), "No provisioner agent is connected to this model, and it has work waiting: 2 machines to start, 1 machine to stop."},
+		{"down with nothing waiting", &params.ModelStatus{Type: "iaas", ProvisionerAgent: down, Machines: []params.MachineStatus{{ID: "0", Life: "alive", InstanceID: "i-0"}}}, ""},
+		{"caas", caas, "No provisioner agent is connected to this model, and it has work waiting: 1 application to scale, 1 application to remove."},
+	} {
+		b := provisionerBanner(tt.st)
+		got := ""
+		if b != nil {
+			got = b.Message
+			if b.Since != down.Since {
+				t.Errorf("%s: since %q, want the agent's", tt.name, b.Since)
+			}
+		}
+		if got != tt.want {
+			t.Errorf("%s: banner %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}

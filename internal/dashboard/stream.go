@@ -167,6 +167,7 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-l.wake:
 			modelsChanged, changed := sendActivity()
+			changed = d.feed.takePresence(l) || changed
 			if modelsChanged {
 				sendModels()
 			}

@@ -186,6 +186,18 @@ type MachineStatus struct {
 	// (its provisioner marked it for removal): the machine undertaker
 	// removes it.
 	MarkedForRemoval bool `json:"marked-for-removal,omitempty"`
+	// AgentPresence is whether the machine's agent is connected to the
+	// controller now (nil when the daemon does not track presence).
+	AgentPresence *AgentPresence `json:"agent-presence,omitempty"`
+}
+
+// AgentPresence is whether an agent is connected to one of the
+// controller's API servers: Status "alive" or "down". Since, when down,
+// is when the controller saw it go (RFC 3339; "" when not known: it was
+// not connected since the daemon started).
+type AgentPresence struct {
+	Status string `json:"status"`
+	Since  string `json:"since,omitempty"`
 }
 
 // ModelStatus is what ModelAdmin.Status reports of a model.
@@ -205,4 +217,9 @@ type ModelStatus struct {
 	// Storage is the model's storage instances, filesystems and volumes
 	// (machine volumes too, with their attachments).
 	Storage StorageStatus `json:"storage"`
+	// ProvisionerAgent is whether the model's provisioner agent (the
+	// controller agent logged in at the model's endpoint, which runs its
+	// environ or CAAS unit provisioner) is connected (nil when the
+	// daemon does not track presence).
+	ProvisionerAgent *AgentPresence `json:"provisioner-agent,omitempty"`
 }

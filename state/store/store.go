@@ -106,7 +106,10 @@ type Store interface {
 	// until release or Close. Each put and removal (release, or the
 	// lease's expiry) reaches every process's feed as a Change of kind
 	// Kind(key) and id Rest(key), with watcher.FieldCreated or
-	// watcher.FieldRemoved. release is idempotent.
+	// watcher.FieldRemoved. release is idempotent. A later Ephemeral
+	// of a key this process holds takes it over: its value replaces the
+	// earlier one (a created change again) and the earlier release does
+	// nothing.
 	Ephemeral(ctx context.Context, key string, val []byte) (release func(), err error)
 
 	// Elect blocks until this process leads the named election (or ctx is

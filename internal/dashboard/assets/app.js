@@ -252,6 +252,12 @@
     head.append(el('h2', {text: m.name || 'Model'}), badge(m.type), badge(m.life), el('span', {class: 'mono muted', text: m.uuid}));
     document.title = (m.name ? m.name + ' · ' : '') + 'provisiond';
     if (snap.error) head.append(el('p', {class: 'notice', role: 'alert', text: snap.error}));
+    // No provisioner agent connected while the model has work waiting.
+    const b = snap.banner;
+    if (b) {
+      head.append(el('p', {class: 'banner', id: 'provisioner-banner', role: 'alert'},
+        el('strong', {text: 'Provisioner agent down. '}), b.message, b.since ? ' ' : '', since(b.since)));
+    }
   }
 
   function renderSnapshot(snap) {

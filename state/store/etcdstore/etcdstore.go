@@ -175,8 +175,12 @@ type Store struct {
 
 	leaseMu  sync.Mutex // guards lease, leaseGen, ephems; held while granting (never inside mu)
 	lease    clientv3.LeaseID
-	leaseGen chan struct{} // closed when the current lease is lost
-	ephems   map[*ephemeral]struct{}
+	leaseGen chan struct{}         // closed when the current lease is lost
+	ephems   map[string]*ephemeral // the live ephemeral keys, by key: the latest Ephemeral of each
+	// ephPut serialises Ephemeral's puts and releases, so the value a
+	// key holds in etcd is that of its latest Ephemeral (taken before
+	// leaseMu, never inside it).
+	ephPut sync.Mutex
 
 	closeOnce sync.Once
 	closeErr  error
@@ -278,7 +282,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		log:     cfg.Logger.With("store", "etcd", "prefix", cfg.Prefix),
 		id:      fmt.Sprintf("%s/%d/%x", host, os.Getpid(), time.Now().UnixNano()),
 		closing: make(chan struct{}),
-		ephems:  map[*ephemeral]struct{}{},
+		ephems:  map[string]*ephemeral{},
 		elects:  map[string]chan struct{}{},
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())

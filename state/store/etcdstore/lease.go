@@ -98,7 +98,7 @@ func (s *Store) keepLease(id clientv3.LeaseID, ka <-chan *clientv3.LeaseKeepAliv
 func (s *Store) reput() error {
 	s.leaseMu.Lock()
 	live := make([]*ephemeral, 0, len(s.ephems))
-	for e := range s.ephems {
+	for _, e := range s.ephems {
 		live = append(live, e)
 	}
 	s.leaseMu.Unlock()
@@ -139,7 +139,9 @@ func (s *Store) putEphemeral(ctx context.Context, e *ephemeral, lease clientv3.L
 
 // Ephemeral implements store.Store: val is put under the store's lease,
 // which the store keeps alive; if the lease is lost the store puts its
-// live ephemeral keys again under a new one as soon as it can.
+// live ephemeral keys again under a new one as soon as it can. A later
+// Ephemeral of the same key takes it over: its value replaces the
+// earlier one and the earlier release does nothing.
 func (s *Store) Ephemeral(ctx context.Context, key string, val []byte) (func(), error) {
 	if err := store.CheckKey(key); err != nil {
 		return nil, err
@@ -156,23 +158,41 @@ func (s *Store) Ephemeral(ctx context.Context, key string, val []byte) (func(), 
 		return nil, err
 	}
 	e := &ephemeral{key: key, val: bytes.Clone(val)}
+	s.ephPut.Lock()
+	defer s.ephPut.Unlock()
 	s.leaseMu.Lock()
-	s.ephems[e] = struct{}{} // before the put: a lease lost meanwhile puts it again
+	prev := s.ephems[key]
+	s.ephems[key] = e // before the put: a lease lost meanwhile puts it again
 	s.leaseMu.Unlock()
 	if _, err := s.putEphemeral(ctx, e, lease); err != nil {
 		s.leaseMu.Lock()
-		delete(s.ephems, e)
+		if s.ephems[key] == e {
+			if prev != nil {
+				s.ephems[key] = prev // the key keeps the value etcd has
+			} else {
+				delete(s.ephems, key)
+			}
+		}
 		s.leaseMu.Unlock()
 		return nil, err
 	}
 	return sync.OnceFunc(func() { s.release(e) }), nil
 }
 
-// release removes an ephemeral key, if it is still under this store's
-// lease, and waits for the removal to be applied.
+// release removes an ephemeral key, if e still holds it (no later
+// Ephemeral took it over) and it is still under this store's lease, and
+// waits for the removal to be applied.
 func (s *Store) release(e *ephemeral) {
+	// Held to the end: an Ephemeral of the key made meanwhile is put
+	// after this removal, not removed by it.
+	s.ephPut.Lock()
+	defer s.ephPut.Unlock()
 	s.leaseMu.Lock()
-	delete(s.ephems, e)
+	if s.ephems[e.key] != e {
+		s.leaseMu.Unlock()
+		return // taken over by a later Ephemeral of the key
+	}
+	delete(s.ephems, e.key)
 	lease := s.lease
 	s.leaseMu.Unlock()
 	if s.enter() != nil {

@@ -94,6 +94,7 @@ func (s Suite) Run(t *testing.T) {
 		{"FeedConcurrent", testFeedConcurrent},
 		{"WaitApplied", testWaitApplied},
 		{"Ephemeral", testEphemeral},
+		{"EphemeralTakeOver", testEphemeralTakeOver},
 		{"Elect", testElect},
 		{"Health", testHealth},
 		{"Close", testClose},
@@ -1423,6 +1424,49 @@ func testEphemeral(t *testing.T, s Suite) {
 	}
 	if got := records(t, ctx, st, "apiaddr/"); len(got) != 1 || got[0][0] != "apiaddr/a" {
 		t.Errorf("ephemeral keys: %q", got)
+	}
+}
+
+// testEphemeralTakeOver: a later Ephemeral of a key this process holds
+// replaces its value (a created change each); the earlier release is then
+// a no-op, the later one removes the key; a peer (where the engine has
+// peers) reads the latest value.
+func testEphemeralTakeOver(t *testing.T, s Suite) {
+	a, recA := s.open(t)
+	ctx := s.ctx(t)
+	r1, err := a.Ephemeral(ctx, "apiaddr/me", []byte("one"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := a.Ephemeral(ctx, "apiaddr/me", []byte("two"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := get(t, ctx, a, "apiaddr/me"); !ok || v != "two" {
+		t.Errorf("after the second Ephemeral the key reads %q, %v; want two", v, ok)
+	}
+	r1() // taken over: leaves the key alone
+	if v, ok := get(t, ctx, a, "apiaddr/me"); !ok || v != "two" {
+		t.Errorf("the earlier release removed the key taken over: it reads %q, %v", v, ok)
+	}
+	if s.Peer != nil {
+		b, _ := s.peer(t, a)
+		if err := b.WaitApplied(ctx, a.Revision()); err != nil {
+			t.Fatal(err)
+		}
+		if v, ok := get(t, ctx, b, "apiaddr/me"); !ok || v != "two" {
+			t.Errorf("peer reads %q, %v; want two", v, ok)
+		}
+	}
+	r2()
+	if err := recA.WaitFor(ctx, func(sets []watcher.ChangeSet, _ []uint64) bool {
+		_, ok := findChange(sets, "apiaddr", "me", watcher.FieldRemoved)
+		return ok
+	}); err != nil {
+		t.Fatalf("no removed change after the later release: %v", err)
+	}
+	if _, ok := get(t, ctx, a, "apiaddr/me"); ok {
+		t.Error("the key is still there after the later release")
 	}
 }
 
