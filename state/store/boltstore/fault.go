@@ -27,8 +27,8 @@ import (
 //     pages reach: before each commit and after it (a write is answered
 //     only if its commit went to the file a restart opens), at every
 //     Health, and every fileCheckEvery while idle (the committer's
-//     timer). A stat is about a microsecond; a commit with its fsync some
-//     hundreds.
+//     timer). A stat is a few microseconds; a commit with its fsync
+//     hundreds or thousands.
 //   - Every goroutine that reads the memory map does it with
 //     runtime/debug.SetPanicOnFault on (viewBolt: every read view,
 //     Snapshot, Dump, Stats; commitBatch: the committer or a lone writer;
