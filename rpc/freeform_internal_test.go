@@ -80,6 +80,14 @@ func TestValueChecker(t *testing.T) {
 			}
 		})
 	}
+	// Unexported fields are not the wire's: not walked.
+	var deep any
+	if err := json.Unmarshal([]byte(nested(MaxValueDepth+1)), &deep); err != nil {
+		t.Fatal(err)
+	}
+	if err := check(&args{private: deep}); err != nil {
+		t.Errorf("an unexported field was checked: %v", err)
+	}
 	for _, typ := range []reflect.Type{reflect.TypeFor[params.Entities](), reflect.TypeFor[struct{ B []byte }](),
 		reflect.TypeFor[struct{ S fmtStringer }]()} {
 		if valueChecker(typ) != nil {

@@ -1,11 +1,9 @@
 package daemon_test
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -20,20 +18,12 @@ import (
 	"github.com/provisiond/provisiond/state"
 )
 
-// tarNames lists an archive's entries.
+// tarNames lists an archive's entries, sorted.
 func tarNames(t *testing.T, archive []byte) []string {
 	t.Helper()
 	var names []string
-	tr := tar.NewReader(bytes.NewReader(archive))
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		names = append(names, h.Name)
+	for _, f := range untar(t, archive) {
+		names = append(names, f.name)
 	}
 	slices.Sort(names)
 	return names

@@ -1,7 +1,6 @@
 package daemon_test
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"errors"
@@ -125,14 +124,9 @@ func TestRestoreRejectsBadArchives(t *testing.T) {
 
 func tarOf(t *testing.T, files map[string]string) []byte {
 	t.Helper()
-	var b bytes.Buffer
-	tw := tar.NewWriter(&b)
+	var entries []tarFile
 	for name, body := range files {
-		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o600, Size: int64(len(body)), Typeflag: tar.TypeReg}); err != nil {
-			t.Fatal(err)
-		}
-		tw.Write([]byte(body))
+		entries = append(entries, tarFile{name, []byte(body)})
 	}
-	tw.Close()
-	return b.Bytes()
+	return retar(t, entries)
 }

@@ -138,9 +138,13 @@ func (s *Store) verifyFile() error {
 	return nil
 }
 
-// faultError describes a memory fault recovered from reading the file.
+// faultError describes a memory fault recovered from reading the file
+// at path ("": not known).
 func faultError(path string, addr uintptr) error {
-	return fmt.Errorf("reading the database file %s faulted (address %#x): it was truncated or its disk failed", path, addr)
+	if path != "" {
+		path = " " + path
+	}
+	return fmt.Errorf("reading the database file%s faulted (address %#x): it was truncated or its disk failed", path, addr)
 }
 
 // memoryFault returns the address of a memory fault that r, a recovered
@@ -153,29 +157,38 @@ func memoryFault(r any) (uintptr, bool) {
 	return f.Addr(), true
 }
 
+// faultAddr returns the address of the memory fault r reports, or panics
+// again with r when it is not one.
+func faultAddr(r any) uintptr {
+	addr, ok := memoryFault(r)
+	if !ok {
+		panic(r)
+	}
+	return addr
+}
+
+// faulted fails the store for a memory fault at addr and returns its
+// error (s nil: Open, before the store exists, or the rescue copy, while
+// it fails already: only the error).
+func (s *Store) faulted(addr uintptr) error {
+	if s == nil {
+		return fmt.Errorf("boltstore: %w: %w", ErrFailed, faultError("", addr))
+	}
+	return s.fail(faultError(s.path, addr), false)
+}
+
 // recoverFault is deferred, as
 //
 //	defer s.recoverFault(&err, debug.SetPanicOnFault(true))
 //
 // by a function that reads the memory map on its own goroutine: it puts
 // the goroutine's fault mode back and turns a memory fault into the
-// store's failure in *err (s may be nil: Open, before the store exists).
-// Any other panic goes on.
+// store's failure in *err (see faulted). Any other panic goes on.
 func (s *Store) recoverFault(err *error, old bool) {
 	debug.SetPanicOnFault(old)
-	r := recover()
-	if r == nil {
-		return
+	if r := recover(); r != nil {
+		*err = s.faulted(faultAddr(r))
 	}
-	addr, ok := memoryFault(r)
-	if !ok {
-		panic(r)
-	}
-	if s == nil {
-		*err = fmt.Errorf("boltstore: %w: %w", ErrFailed, faultError("", addr))
-		return
-	}
-	*err = s.fail(faultError(s.path, addr), false)
 }
 
 // rescue copies what the store holds (its last committed revision, read
@@ -195,7 +208,7 @@ func (s *Store) rescue() (string, error) {
 		return "", err
 	}
 	err = func() (err error) {
-		defer s.recoverCopyFault(&err, debug.SetPanicOnFault(true))
+		defer (*Store)(nil).recoverFault(&err, debug.SetPanicOnFault(true))
 		return bolt.Compact(dst, s.bolt, 64<<20)
 	}()
 	if cerr := dst.Close(); err == nil {
@@ -212,21 +225,6 @@ func (s *Store) rescue() (string, error) {
 		return "", err
 	}
 	return path, nil
-}
-
-// recoverCopyFault is recoverFault for the rescue copy, which runs while
-// the store is failing already.
-func (s *Store) recoverCopyFault(err *error, old bool) {
-	debug.SetPanicOnFault(old)
-	r := recover()
-	if r == nil {
-		return
-	}
-	addr, ok := memoryFault(r)
-	if !ok {
-		panic(r)
-	}
-	*err = faultError(s.path, addr)
 }
 
 func syncDir(dir string) error {
@@ -249,11 +247,7 @@ func (s *Store) recoverCommitFault(batch []*request, tx **bolt.Tx, n *int, old b
 	if r == nil {
 		return
 	}
-	addr, ok := memoryFault(r)
-	if !ok {
-		panic(r)
-	}
-	err := s.fail(faultError(s.path, addr), false)
+	err := s.faulted(faultAddr(r))
 	if *tx != nil {
 		s.txLeaked.Store(true)
 	}
