@@ -623,9 +623,15 @@ func (s *Store) commitBatch(batch []*request) (committedFns int) {
 	// only if it did: a file removed, replaced or truncated meanwhile
 	// fails the store (fault.go).
 	if err := s.verifyFile(); err != nil {
-		// Not rolled back: a rollback walks the pages of a file that
-		// may be truncated (see recoverCommitFault).
-		s.txLeaked.Store(true)
+		// A truncated file's transaction is not rolled back: the
+		// rollback walks its pages (see recoverCommitFault). A removed
+		// or replaced file's pages are whole. tx stays set until the
+		// rollback returns, so a fault in it leaves tx marked leaked.
+		if f := s.failed.Load(); f != nil && f.rescue {
+			_ = tx.Rollback()
+		} else {
+			s.txLeaked.Store(true)
+		}
 		tx = nil
 		return fail(err)
 	}
