@@ -18,6 +18,8 @@
 //     worker pool handlers run on.
 //   - limits.go: what one connection may make the server hold (request
 //     bytes, list items, reply sizes, unsent bytes, pre-login limits).
+//   - freeform.go: the bounds of free-form values (status data, config
+//     values: an `any` in the params), checked before the method runs.
 //   - wire.go: the transport under gorilla: the small read buffer, and
 //     the connection whose writes the drain corks so that a batch of
 //     replies is one TLS record and one syscall.
@@ -34,7 +36,8 @@
 // and returns a Caller bound to the call's context. The handler then makes
 // one call: Caller.Call runs the Method's composed function (facade
 // constructor, params decoding, the list-item count of limits.go, the
-// typed method) and maps its error to the wire. A params type may decode its usual form without encoding/json
+// free-form value check of freeform.go, the typed method) and maps its
+// error to the wire. A params type may decode its usual form without encoding/json
 // by implementing FastDecoder (params.Entities does).
 //
 // # Concurrency contract

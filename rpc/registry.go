@@ -17,9 +17,10 @@ import (
 // after that are read-only and safe for concurrent use. Each typed method is
 // composed once, at registration, into one function that builds the facade
 // instance, decodes the params, charges their list items to the
-// connection's budget and calls the method. A lookup allocates nothing;
-// per call, reflection only reads the lengths of the params' lists (see
-// itemCounter).
+// connection's budget, checks their free-form values and calls the
+// method. A lookup allocates nothing; per call, reflection only reads the
+// lengths of the params' lists (see itemCounter) and walks the parts that
+// can hold a free-form value (see valueChecker).
 type Registry[C any] struct {
 	facades map[string]map[int]*facadeDef[C]
 }
@@ -137,7 +138,8 @@ func decodeJSON[A any](raw json.RawMessage, a *A) error {
 
 // Handle registers a method taking params A and returning R.
 func Handle[C, F, A, R any](m *Methods[C, F], name string, fn func(F, context.Context, A) (R, error)) {
-	newF, decode, count := m.newF, decoder[A](), itemCounter(reflect.TypeFor[A]())
+	newF, decode := m.newF, decoder[A]()
+	count, values := itemCounter(reflect.TypeFor[A]()), valueChecker(reflect.TypeFor[A]())
 	m.add(name, reflect.TypeFor[A](), func(ctx context.Context, c C, raw json.RawMessage) (any, error) {
 		f, err := newF(c)
 		if err != nil {
@@ -149,6 +151,11 @@ func Handle[C, F, A, R any](m *Methods[C, F], name string, fn func(F, context.Co
 		}
 		if count != nil {
 			if err := takeItems(ctx, count(&a)); err != nil {
+				return nil, err
+			}
+		}
+		if values != nil {
+			if err := values(&a); err != nil {
 				return nil, err
 			}
 		}

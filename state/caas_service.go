@@ -167,6 +167,9 @@ func (st *State) SetOperatorStatuses(model string, items []OperatorStatusArg) []
 }
 
 func (tx *txn) setOperatorStatus(a applicationDoc, s Status) error {
+	if err := checkStatusSize("the operator of application "+a.Name, s.Message, s.Data); err != nil {
+		return err
+	}
 	m, err := getModelHead(tx, a.Model)
 	if err != nil {
 		return err

@@ -153,6 +153,27 @@ type podProps struct {
 	containerStatus *Status
 }
 
+// checkPodStatusSizes refuses pods whose statuses, or whose storage's, are
+// over the status limits (checkStatusSize).
+func checkPodStatusSizes(pods []Pod) error {
+	for _, p := range pods {
+		if err := checkStatusSize("pod "+quotePrefix(p.ProviderID), p.Info, p.Data); err != nil {
+			return err
+		}
+		for _, f := range p.Filesystems {
+			if err := checkStatusSize("filesystem "+quotePrefix(f.FilesystemID)+" of pod "+quotePrefix(p.ProviderID), f.Info, f.Data); err != nil {
+				return err
+			}
+			if v := f.Volume; v != nil {
+				if err := checkStatusSize("volume "+quotePrefix(v.VolumeID)+" of pod "+quotePrefix(p.ProviderID), v.Info, v.Data); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
 // propsOf maps a pod's status (specs/caasunitprovisioner.md §4.4).
 func propsOf(p Pod) podProps {
 	pp := podProps{container: &CloudContainer{ProviderID: p.ProviderID, Address: p.Address, Ports: slices.Clone(p.Ports)}}
@@ -275,6 +296,9 @@ func (tx *txn) updateCAASUnits(model, app string, u UnitsUpdate) (info []UnitInf
 		return nil, nil, err
 	}
 	if err := checkPodStorage(tx, a, u.Pods); err != nil {
+		return nil, nil, err
+	}
+	if err := checkPodStatusSizes(u.Pods); err != nil {
 		return nil, nil, err
 	}
 	if u.OperatorStatus != nil {

@@ -312,6 +312,9 @@ func (st *State) SetMachineStatuses(model string, args []MachineStatusArg) []err
 }
 
 func (tx *txn) setMachineStatus(model, id string, kind StatusKind, s Status) error {
+	if err := checkStatusSize("machine "+id, s.Message, s.Data); err != nil {
+		return err
+	}
 	s.Since = tx.now
 	if s.Data == nil {
 		s.Data = map[string]any{}
@@ -442,6 +445,9 @@ func (st *State) UpdateMachineStatusData(model, id string, data map[string]any) 
 		maps.Copy(merged, normalizeData(data))
 		if len(merged) > 0 && d.Status.Status != "error" {
 			return nil, errors.Errorf("machine %s is not in an error state", id)
+		}
+		if err := checkStatusSize("machine "+id, d.Status.Message, merged); err != nil {
+			return nil, err
 		}
 		d.Status.Data = merged
 		return []string{FieldStatus}, nil

@@ -116,6 +116,10 @@ type Options struct {
 	// writes it grouped (bbolt; a store opened by OpenStore reports its own,
 	// as etcdstore.Config.ObserveCommit).
 	ObserveCommit func(d time.Duration, writes int)
+	// StoreFailed, if set, is called once if the bbolt store fails for
+	// good: its file removed, replaced or truncated under it, or reading
+	// it faulted (boltstore.Options.Failed). It must not block.
+	StoreFailed func(error)
 }
 
 // writeTimeout bounds each write State makes on the store. The callers'
@@ -160,6 +164,7 @@ func Open(opts Options) (*State, error) {
 			Feed:            feed,
 			InitialMmapSize: boltstore.MmapSize,
 			ObserveCommit:   opts.ObserveCommit,
+			Failed:          opts.StoreFailed,
 		})
 	}
 	if err != nil {

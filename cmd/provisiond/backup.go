@@ -139,11 +139,11 @@ func backup(ctx context.Context, e sys, credsPath, output string, recipients []a
 
 func restoreCommand(e sys) *cobra.Command {
 	var dataDir, to string
-	var force bool
+	var force, allowUnverified bool
 	var keys archiveKeys
 	var ef etcdFlags
 	cmd := &cobra.Command{
-		Use:   "restore FILE --data-dir DIR [--force] [--passphrase-file FILE | --identity FILE] | FILE --to etcd --etcd-endpoints URLS",
+		Use:   "restore FILE --data-dir DIR [--force] [--allow-unverified] [--passphrase-file FILE | --identity FILE] | FILE --to etcd --etcd-endpoints URLS",
 		Short: "Unpack a backup archive into a data dir",
 		Long: `Unpacks a backup into a data dir the daemon can start from. A data dir a daemon
 is running on is refused, and one that already holds a database unless
@@ -152,6 +152,14 @@ directory first; only then are the files moved into place. An archive
 encrypted by backup (--encrypt or --recipient) is decrypted on the way:
 its passphrase from --passphrase-file or asked on the terminal, or its
 private key from --identity.
+
+Every archive carries a manifest: the SHA-256 of each of its files, the
+database's revision and record counts, and the manifest's own digest. Each
+is verified; an archive damaged or changed after it was made (a changed
+byte, a file missing or added, cut short) is refused, and nothing is
+restored. An archive without a manifest (made by an earlier provisiond) is
+refused unless --allow-unverified. provisiond check --archive verifies an
+archive without restoring it.
 
 With --to etcd the archive (of a daemon on either store) is loaded into an
 empty etcd prefix instead, as provisiond migrate loads a data dir (the
@@ -189,10 +197,10 @@ etcd flags are migrate's); daemons started there serve the controller.`,
 				return err
 			}
 			if to == daemon.StoreEtcd {
-				return restoreToEtcd(cmd.Context(), e, archive, file, &ef)
+				return restoreToEtcd(cmd.Context(), e, archive, file, &ef, allowUnverified)
 			}
 			made := missingDirs(dataDir)
-			if err := daemon.Restore(archive, dataDir, force); err != nil {
+			if err := daemon.Restore(archive, dataDir, daemon.RestoreOptions{Force: force, AllowUnverified: allowUnverified}); err != nil {
 				// Leave no half-made data dir: remove the directories
 				// restore made (deepest first; os.Remove keeps any that
 				// are not empty).
@@ -207,6 +215,7 @@ etcd flags are migrate's); daemons started there serve the controller.`,
 	}
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "data dir to restore into (required; must not be in use)")
 	cmd.Flags().BoolVar(&force, "force", false, "replace a database already in the data dir (never a live one)")
+	cmd.Flags().BoolVar(&allowUnverified, "allow-unverified", false, "restore an archive that carries no manifest (made by an earlier provisiond) without verifying it")
 	cmd.Flags().StringVar(&to, "to", daemon.StoreBolt, "restore into: bbolt (--data-dir) or etcd (an empty prefix)")
 	ef.bind(cmd.Flags(), e.getenv)
 	keys.restoreFlags(cmd.Flags(), e)

@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -62,6 +64,16 @@ type proc struct {
 	cmd  *exec.Cmd
 	addr string
 	exit chan error
+
+	mu     sync.Mutex
+	stderr strings.Builder // everything the daemon wrote to stderr
+}
+
+// log returns what the daemon wrote to stderr so far.
+func (p *proc) log() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stderr.String()
 }
 
 // startDaemon runs the binary (serve, with extra flags) and waits for its
@@ -80,7 +92,12 @@ func startDaemon(t *testing.T, bin, dataDir string, extra ...string) *proc {
 	ready := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 16<<20)
 		for sc.Scan() {
+			p.mu.Lock()
+			p.stderr.Write(sc.Bytes())
+			p.stderr.WriteByte('\n')
+			p.mu.Unlock()
 			var line struct {
 				Msg  string `json:"msg"`
 				Addr string `json:"addr"`

@@ -43,8 +43,9 @@ const (
 	exitUsage = 2
 	// exitDataDir: serve refused a data dir that holds an earlier
 	// controller's files but no database (daemon.ErrEarlierController),
-	// or a damaged database (repair.go); restarting will not help
-	// (systemd: RestartPreventExitStatus=3).
+	// or a damaged database (repair.go), or stopped because its database
+	// file was removed, replaced or truncated while it ran; restarting
+	// will not help (systemd: RestartPreventExitStatus=3).
 	exitDataDir = 3
 )
 

@@ -228,7 +228,7 @@ func migrateProgress(w io.Writer) func(phase string, done, total int) {
 
 // restoreToEtcd loads the archive into the empty etcd prefix of ef
 // (provisiond restore --to etcd), unpacked in $TMPDIR first.
-func restoreToEtcd(ctx context.Context, e sys, archive io.Reader, file string, ef *etcdFlags) error {
+func restoreToEtcd(ctx context.Context, e sys, archive io.Reader, file string, ef *etcdFlags, allowUnverified bool) error {
 	ecfg, err := ef.config()
 	if err != nil {
 		return usageError{err}
@@ -241,7 +241,7 @@ func restoreToEtcd(ctx context.Context, e sys, archive io.Reader, file string, e
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	res, err := daemon.RestoreToEtcd(ctx, archive, ecfg, "", migrateProgress(e.stderr))
+	res, err := daemon.RestoreToEtcd(ctx, archive, ecfg, "", allowUnverified, migrateProgress(e.stderr))
 	if err != nil {
 		return err
 	}

@@ -34,7 +34,10 @@ $CONFIGURATION_DIRECTORY (systemd's ConfigurationDirectory=, /etc/provisiond
 in the shipped unit) is read when it exists.
 
 SIGINT or SIGTERM: stop accepting, close every connection, close the
-database, exit 0. SIGHUP: read the settings again and apply what can change
+database, exit 0. If the database file is removed, replaced or truncated
+while the daemon runs, it refuses every request from then on, saves what it
+holds (provisiond.db.rescued, when the file was removed or replaced), stops
+and exits 3. SIGHUP: read the settings again and apply what can change
 while serving (log-level, login-rate-max, login-rate-refill, the TLS
 certificate from its files, the audit log reopened), logging what changed
 and which other changes wait for a restart.
@@ -129,6 +132,7 @@ func serve(opts options, s *service) error {
 		return exitCode(exitError)
 	}
 	stopAgent, agentErr := startAgent(d, cfg.DataDir, opts.Agent, log)
+	storeFailed := false
 	if agentErr != nil {
 		log.Error("cannot start the agent", "err", agentErr)
 	} else {
@@ -143,6 +147,11 @@ func serve(opts options, s *service) error {
 			case <-d.Done():
 				log.Error("server stopped unexpectedly")
 				break loop
+			case <-d.Failed():
+				// The store logged why; every request is refused.
+				storeFailed = true
+				s.notify("STATUS=the database cannot be used: " + d.Failure().Error())
+				break loop
 			case <-hup:
 				opts = s.reload(d, opts)
 			}
@@ -153,9 +162,16 @@ func serve(opts options, s *service) error {
 	s.notify("STOPPING=1\nSTATUS=shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := d.Shutdown(sctx); err != nil {
+	if err := d.Shutdown(sctx); err != nil && !storeFailed {
 		log.Error("shutdown", "err", err)
 		return exitCode(exitError)
+	}
+	if storeFailed {
+		// Restarting will not help until the operator acts: the
+		// database is gone (its copy, if made, is named above) or
+		// damaged.
+		log.Error("stopped: the database file was taken from under the daemon", "err", d.Failure())
+		return exitCode(exitDataDir)
 	}
 	log.Info("stopped")
 	if agentErr != nil {

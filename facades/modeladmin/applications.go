@@ -57,6 +57,10 @@ func (a *ModelAdmin) Deploy(_ context.Context, args params.DeployArgs) (params.A
 	if strings.TrimSpace(args.CharmMetadata) == "" {
 		return params.ApplicationStatus{}, errors.NewNotValid(nil, "charm metadata is empty")
 	}
+	if len(args.CharmMetadata) > MaxCharmMetadata {
+		return params.ApplicationStatus{}, errors.NewNotValid(nil,
+			fmt.Sprintf("charm metadata is longer than %d bytes", MaxCharmMetadata))
+	}
 	meta, err := charm.ParseMeta([]byte(args.CharmMetadata))
 	if err != nil {
 		return params.ApplicationStatus{}, errors.NewNotValid(err, "")
@@ -432,6 +436,10 @@ func (a *ModelAdmin) SetApplicationConstraints(_ context.Context, args params.Se
 // MaxSpecLen bounds a pod spec.
 const MaxSpecLen = 1 << 20
 
+// MaxCharmMetadata bounds the metadata.yaml of a deploy, as MaxSpecLen a
+// spec (a charm's is a few KiB).
+const MaxCharmMetadata = 1 << 20
+
 // SetPodSpec sets the pod spec (or, with Raw, the raw Kubernetes spec) of
 // an alive CAAS application. The spec must be a YAML mapping; the pod
 // spec watcher fires.
@@ -481,7 +489,29 @@ func checkSpec(what, spec string) error {
 	if len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
 		return errors.NewNotValid(nil, fmt.Sprintf("%s is not a YAML mapping", what))
 	}
+	if yamlDeeper(doc.Content[0], rpc.MaxValueDepth) {
+		return errors.NewNotValid(nil, fmt.Sprintf("%s is nested deeper than %d mappings and sequences (limit %d)",
+			what, rpc.MaxValueDepth, rpc.MaxValueDepth))
+	}
 	return nil
+}
+
+// yamlDeeper reports whether n nests more than limit mappings and
+// sequences (n itself one of them); aliases are not followed (what they
+// name was counted where it is).
+func yamlDeeper(n *yaml.Node, limit int) bool {
+	if n.Kind != yaml.MappingNode && n.Kind != yaml.SequenceNode {
+		return false
+	}
+	if limit == 0 {
+		return true
+	}
+	for _, c := range n.Content {
+		if yamlDeeper(c, limit-1) {
+			return true
+		}
+	}
+	return false
 }
 
 // RemoveApplication destroys an application as Juju's remove-application

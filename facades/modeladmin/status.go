@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/provisiond/provisiond/facades/facade"
 	"github.com/provisiond/provisiond/rpc"
 	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state"
@@ -147,7 +148,7 @@ func machineStatus(m state.Machine) params.MachineStatus {
 }
 
 func statusInfo(s state.Status) params.StatusInfo {
-	out := params.StatusInfo{Status: s.Status, Message: s.Message, Data: s.Data}
+	out := params.StatusInfo{Status: s.Status, Message: s.Message, Data: facade.StatusData(s.Data)}
 	if len(out.Data) == 0 {
 		out.Data = nil
 	}

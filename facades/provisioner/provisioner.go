@@ -188,7 +188,7 @@ func notProvisioned(id string) error { return errors.NotProvisionedf("machine %s
 func lifeString(l state.Life) string { return string(l) }
 
 func statusResult(m state.Machine, s state.Status) params.StatusResult {
-	data := s.Data
+	data := facade.StatusData(s.Data)
 	if data == nil {
 		data = map[string]any{}
 	}

@@ -23,9 +23,11 @@ import (
 
 // A backup is an uncompressed USTAR tar archive holding a consistent
 // snapshot of the database (DBFile) and the data dir's small files:
-// credentials.yaml and the TLS material, where present. The daemon serves
-// it at GET /backup to superusers (HTTP basic auth); Restore unpacks it
-// into a data dir the daemon starts from.
+// credentials.yaml and the TLS material, where present, between its
+// manifest (first) and the manifest's digest (last; backup_manifest.go).
+// The daemon serves it at GET /backup to superusers (HTTP basic auth);
+// Restore verifies it and unpacks it into a data dir the daemon starts
+// from.
 
 // backupFiles are the small files a backup carries besides the database.
 var backupFiles = []string{CredentialsFile, pki.CACertFile, pki.CAKeyFile, pki.ServerCertFile, pki.ServerKeyFile}
@@ -83,7 +85,15 @@ func (d *Daemon) handleBackup(w http.ResponseWriter, r *http.Request) {
 		snap.Close()
 		os.Remove(snap.Name())
 	}()
-	total := entrySize(dbSize) + 1024
+	manifest, err := d.backupManifest(small, snap, dbSize)
+	if err != nil {
+		d.log.Error("backup: manifest failed", "err", err)
+		http.Error(w, "cannot take a snapshot: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	small = append([]tarEntry{{ManifestFile, manifest}}, small...)
+	digest := tarEntry{ManifestDigestFile, manifestDigest(manifest)}
+	total := entrySize(dbSize) + entrySize(int64(len(digest.data))) + 1024
 	for _, e := range small {
 		total += entrySize(int64(len(e.data)))
 	}
@@ -108,6 +118,12 @@ func (d *Daemon) handleBackup(w http.ResponseWriter, r *http.Request) {
 			return err
 		}
 		if _, err := io.Copy(tw, snap); err != nil {
+			return err
+		}
+		if err := tw.WriteHeader(header(digest.name, int64(len(digest.data)))); err != nil {
+			return err
+		}
+		if _, err := tw.Write(digest.data); err != nil {
 			return err
 		}
 		return tw.Close()
@@ -232,12 +248,22 @@ func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
 // ErrDataDirInUse is returned by Restore when a daemon runs on the data dir.
 var ErrDataDirInUse = errors.New("data dir is in use by a running daemon")
 
+// RestoreOptions are how Restore treats the data dir and the archive.
+type RestoreOptions struct {
+	// Force replaces a database the data dir holds (never a live one).
+	Force bool
+	// AllowUnverified restores an archive without a manifest (made by an
+	// earlier provisiond) as it is (UnpackArchive).
+	AllowUnverified bool
+}
+
 // Restore unpacks a backup archive into dataDir. It refuses a data dir a
 // daemon is running on, and one that already holds a database unless
-// force is set. The archive is unpacked into a temporary directory beside
-// the data, the database is opened and checked there, and only then are
-// the files moved into place.
-func Restore(archive io.Reader, dataDir string, force bool) error {
+// opts.Force. The archive is unpacked into a temporary directory beside
+// the data and verified against its manifest (UnpackArchive), the
+// database is opened and checked there, and only then are the files
+// moved into place.
+func Restore(archive io.Reader, dataDir string, opts RestoreOptions) error {
 	dbPath := filepath.Join(dataDir, DBFile)
 	if _, err := os.Stat(dbPath); err == nil {
 		st, err := state.Open(state.Options{Path: dbPath})
@@ -247,7 +273,7 @@ func Restore(archive io.Reader, dataDir string, force bool) error {
 		if err == nil {
 			st.Close()
 		}
-		if !force {
+		if !opts.Force {
 			return fmt.Errorf("restore into %s: it already holds a database; pass --force to replace it", dataDir)
 		}
 	}
@@ -260,29 +286,17 @@ func Restore(archive io.Reader, dataDir string, force bool) error {
 	}
 	defer os.RemoveAll(tmp)
 
-	var names []string
-	tr := tar.NewReader(archive)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("restore: reading archive: %w", err)
-		}
-		if h.Typeflag != tar.TypeReg || (h.Name != DBFile && !slices.Contains(backupFiles, h.Name)) {
-			return fmt.Errorf("restore: archive holds %q, which is not part of a provisiond backup", h.Name)
-		}
-		if slices.Contains(names, h.Name) {
-			return fmt.Errorf("restore: archive holds %q twice", h.Name)
-		}
-		if err := writeFileSynced(filepath.Join(tmp, h.Name), tr); err != nil {
-			return fmt.Errorf("restore: %w", err)
-		}
-		names = append(names, h.Name)
+	m, names, err := UnpackArchive(archive, tmp, opts.AllowUnverified)
+	if err != nil {
+		return fmt.Errorf("restore: %w", err)
 	}
 	if !slices.Contains(names, DBFile) {
 		return fmt.Errorf("restore: archive holds no %s", DBFile)
+	}
+	if m != nil {
+		if err := checkArchivedStats(m, filepath.Join(tmp, DBFile)); err != nil {
+			return fmt.Errorf("restore: %w", err)
+		}
 	}
 	st, err := state.Open(state.Options{Path: filepath.Join(tmp, DBFile)})
 	if err != nil {
@@ -316,6 +330,24 @@ func Restore(archive io.Reader, dataDir string, force bool) error {
 		}
 	}
 	return syncDir(dataDir)
+}
+
+// checkArchivedStats opens the unpacked database at path read-only and
+// compares its schema version, revision and counts with the manifest's.
+func checkArchivedStats(m *Manifest, path string) error {
+	st, err := state.OpenReadOnly(path)
+	if err != nil {
+		return fmt.Errorf("the archived database does not open: %w", err)
+	}
+	stats, err := st.Stats()
+	st.Close()
+	if err != nil {
+		return fmt.Errorf("the archived database: %w", err)
+	}
+	if err := m.CheckStats(stats.SchemaVersion, stats.Revision, stats.Records); err != nil {
+		return fmt.Errorf("%w: %w", ErrTampered, err)
+	}
+	return nil
 }
 
 func writeFileSynced(path string, r io.Reader) error {

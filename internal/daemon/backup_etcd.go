@@ -70,12 +70,13 @@ func (d *Daemon) sharedSnapshotToTemp() ([]tarEntry, *os.File, int64, error) {
 }
 
 // RestoreToEtcd loads a backup archive (of either store) into the empty
-// etcd prefix of e: it is unpacked and checked as Restore does, in a
+// etcd prefix of e: it is verified, unpacked and checked as Restore does
+// (allowUnverified as RestoreOptions'), in a
 // temporary directory under tmpDir ("" for the system's), and migrated
 // from there as a stopped bbolt controller (Migrate: the identity from its
 // files, the records loaded under the load's mark, read back and
 // compared). progress is as MigrateConfig's.
-func RestoreToEtcd(ctx context.Context, archive io.Reader, e EtcdConfig, tmpDir string, progress func(phase string, done, total int)) (MigrateResult, error) {
+func RestoreToEtcd(ctx context.Context, archive io.Reader, e EtcdConfig, tmpDir string, allowUnverified bool, progress func(phase string, done, total int)) (MigrateResult, error) {
 	cfg := MigrateConfig{To: MigrateEnd{Store: StoreEtcd, Etcd: e}, From: MigrateEnd{Store: StoreBolt, DataDir: "archive"}, Progress: progress}
 	if err := cfg.Validate(); err != nil {
 		return MigrateResult{}, err
@@ -86,7 +87,7 @@ func RestoreToEtcd(ctx context.Context, archive io.Reader, e EtcdConfig, tmpDir 
 	}
 	defer os.RemoveAll(tmp)
 	dir := filepath.Join(tmp, "data")
-	if err := Restore(archive, dir, false); err != nil {
+	if err := Restore(archive, dir, RestoreOptions{AllowUnverified: allowUnverified}); err != nil {
 		return MigrateResult{}, err
 	}
 	cfg.From.DataDir = dir

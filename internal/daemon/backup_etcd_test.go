@@ -1,11 +1,9 @@
 package daemon_test
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -20,20 +18,12 @@ import (
 	"github.com/provisiond/provisiond/state"
 )
 
-// tarNames lists an archive's entries.
+// tarNames lists an archive's entries, sorted.
 func tarNames(t *testing.T, archive []byte) []string {
 	t.Helper()
 	var names []string
-	tr := tar.NewReader(bytes.NewReader(archive))
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		names = append(names, h.Name)
+	for _, f := range untar(t, archive) {
+		names = append(names, f.name)
 	}
 	slices.Sort(names)
 	return names
@@ -85,7 +75,7 @@ func TestBackupRestoreOnEtcd(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	t.Logf("archive of %d bytes", len(archive))
-	want := []string{daemon.CredentialsFile, "ca.crt", "ca.key", daemon.DBFile, "server.crt", "server.key"}
+	want := []string{daemon.CredentialsFile, "ca.crt", "ca.key", daemon.DBFile, "server.crt", "server.key", daemon.ManifestFile, daemon.ManifestDigestFile}
 	slices.Sort(want)
 	if got := tarNames(t, archive); !slices.Equal(got, want) {
 		t.Fatalf("archive holds %v, want %v", got, want)
@@ -94,14 +84,14 @@ func TestBackupRestoreOnEtcd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	ecfg := migrateEtcd(etcd.Endpoints(), "/restored/")
-	res, err := daemon.RestoreToEtcd(ctx, bytes.NewReader(archive), ecfg, t.TempDir(), nil)
+	res, err := daemon.RestoreToEtcd(ctx, bytes.NewReader(archive), ecfg, t.TempDir(), false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Controller != creds.ControllerUUID {
 		t.Fatalf("restored %+v", res)
 	}
-	if _, err := daemon.RestoreToEtcd(ctx, bytes.NewReader(archive), ecfg, t.TempDir(), nil); !errors.Is(err, daemon.ErrNotEmpty) {
+	if _, err := daemon.RestoreToEtcd(ctx, bytes.NewReader(archive), ecfg, t.TempDir(), false, nil); !errors.Is(err, daemon.ErrNotEmpty) {
 		t.Fatalf("restore into a full prefix: %v", err)
 	}
 	if err := a.Close(); err != nil {
@@ -115,7 +105,7 @@ func TestBackupRestoreOnEtcd(t *testing.T) {
 	consistentMachines(t, onEtcd.Daemon().State(), model)
 
 	dir := filepath.Join(t.TempDir(), "data")
-	if err := daemon.Restore(bytes.NewReader(archive), dir, false); err != nil {
+	if err := daemon.Restore(bytes.NewReader(archive), dir, daemon.RestoreOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	onBolt := provisiondtest.Start(t, provisiondtest.WithDataDir(dir))
@@ -169,7 +159,7 @@ func TestBoltBackupRestoresIntoEtcd(t *testing.T) {
 	archive := fetchBackup(t, b)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := daemon.RestoreToEtcd(ctx, bytes.NewReader(archive), migrateEtcd(etcd.Endpoints(), "/from-bolt/"), t.TempDir(), nil); err != nil {
+	if _, err := daemon.RestoreToEtcd(ctx, bytes.NewReader(archive), migrateEtcd(etcd.Endpoints(), "/from-bolt/"), t.TempDir(), false, nil); err != nil {
 		t.Fatal(err)
 	}
 	want := modelEntities(t, b.Daemon().State(), b.DefaultModel())
@@ -180,10 +170,10 @@ func TestBoltBackupRestoresIntoEtcd(t *testing.T) {
 		t.Fatalf("entities on etcd\n%v\nwant\n%v", got, want)
 	}
 	// A garbage archive is refused, and leaves the prefix empty.
-	if _, err := daemon.RestoreToEtcd(ctx, strings.NewReader("not a tar archive"), migrateEtcd(etcd.Endpoints(), "/garbage/"), t.TempDir(), nil); err == nil || !strings.Contains(err.Error(), "restore") {
+	if _, err := daemon.RestoreToEtcd(ctx, strings.NewReader("not a tar archive"), migrateEtcd(etcd.Endpoints(), "/garbage/"), t.TempDir(), false, nil); err == nil || !strings.Contains(err.Error(), "restore") {
 		t.Fatalf("restore of garbage: %v", err)
 	}
-	if _, err := daemon.RestoreToEtcd(ctx, bytes.NewReader(archive), migrateEtcd(etcd.Endpoints(), "/garbage/"), t.TempDir(), nil); err != nil {
+	if _, err := daemon.RestoreToEtcd(ctx, bytes.NewReader(archive), migrateEtcd(etcd.Endpoints(), "/garbage/"), t.TempDir(), false, nil); err != nil {
 		t.Fatalf("restore after a refused one: %v", err)
 	}
 }

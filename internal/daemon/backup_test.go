@@ -1,7 +1,6 @@
 package daemon_test
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"errors"
@@ -36,14 +35,14 @@ func TestBackupRestore(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	if err := daemon.Restore(bytes.NewReader(archive.Bytes()), dir, false); err != nil {
+	if err := daemon.Restore(bytes.NewReader(archive.Bytes()), dir, daemon.RestoreOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// Again without --force: refused; with it: fine.
-	if err := daemon.Restore(bytes.NewReader(archive.Bytes()), dir, false); err == nil || !strings.Contains(err.Error(), "--force") {
+	if err := daemon.Restore(bytes.NewReader(archive.Bytes()), dir, daemon.RestoreOptions{}); err == nil || !strings.Contains(err.Error(), "--force") {
 		t.Fatalf("second restore: %v", err)
 	}
-	if err := daemon.Restore(bytes.NewReader(archive.Bytes()), dir, true); err != nil {
+	if err := daemon.Restore(bytes.NewReader(archive.Bytes()), dir, daemon.RestoreOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -59,7 +58,7 @@ func TestBackupRestore(t *testing.T) {
 		d2.Shutdown(ctx)
 	}()
 	// A restored daemon on its data dir refuses another restore.
-	err = daemon.Restore(bytes.NewReader(archive.Bytes()), dir, true)
+	err = daemon.Restore(bytes.NewReader(archive.Bytes()), dir, daemon.RestoreOptions{Force: true})
 	if !errors.Is(err, daemon.ErrDataDirInUse) {
 		t.Fatalf("restore into a live data dir: %v", err)
 	}
@@ -109,8 +108,14 @@ func TestRestoreRejectsBadArchives(t *testing.T) {
 		"bad db":      tarOf(t, map[string]string{"provisiond.db": "not a bolt file"}),
 	} {
 		t.Run(name, func(t *testing.T) {
+			// Without a manifest, each is refused as unverified; allowed
+			// unverified, each is refused for what it is.
 			dir := t.TempDir()
-			if err := daemon.Restore(bytes.NewReader(data), dir, false); err == nil {
+			err := daemon.Restore(bytes.NewReader(data), dir, daemon.RestoreOptions{})
+			if err == nil || (name != "not a tar" && !errors.Is(err, daemon.ErrUnverified)) {
+				t.Errorf("restore: %v; want refused as unverified", err)
+			}
+			if err := daemon.Restore(bytes.NewReader(data), dir, daemon.RestoreOptions{AllowUnverified: true}); err == nil {
 				t.Fatal("restore succeeded")
 			}
 		})
@@ -119,14 +124,9 @@ func TestRestoreRejectsBadArchives(t *testing.T) {
 
 func tarOf(t *testing.T, files map[string]string) []byte {
 	t.Helper()
-	var b bytes.Buffer
-	tw := tar.NewWriter(&b)
+	var entries []tarFile
 	for name, body := range files {
-		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o600, Size: int64(len(body)), Typeflag: tar.TypeReg}); err != nil {
-			t.Fatal(err)
-		}
-		tw.Write([]byte(body))
+		entries = append(entries, tarFile{name, []byte(body)})
 	}
-	tw.Close()
-	return b.Bytes()
+	return retar(t, entries)
 }

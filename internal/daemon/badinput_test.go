@@ -15,6 +15,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/provisiond/provisiond/facades/facade"
+	"github.com/provisiond/provisiond/rpc"
 	"github.com/provisiond/provisiond/rpc/params"
 )
 
@@ -22,8 +23,10 @@ import (
 // the daemon registers gets null, missing and empty params, params of the
 // wrong JSON type (whole and field by field), malformed, unknown and
 // wrong-kind tags, tags of another model's entities, huge lists, deep
-// nesting and invalid UTF-8. The methods come from the registry, so a new
-// one cannot be missed. For every call:
+// nesting, invalid UTF-8, and free-form values (an `any` anywhere in the
+// params: status data, config values) nested too deep or too large. The
+// methods come from the registry, so a new one cannot be missed. For every
+// call:
 //
 //   - a reply comes, framed as specs/rpc.md §1.3 and valid UTF-8;
 //   - the connection still answers afterwards;
@@ -167,7 +170,50 @@ func badCases(facadeName string, pt reflect.Type) []badCase {
 	}
 	utf := bytes.ReplaceAll(mustJSON(filled(pt, utf8Mark, 1)), []byte(utf8Mark), []byte("bad\xff\xfe-\xc3"))
 	cases = append(cases, badCase{class: "utf8", params: utf})
+	// Free-form values (status data, config values, attributes: an `any`
+	// anywhere in the params) one level deeper than they may nest, and
+	// one byte larger than they may be: the call is refused as a whole
+	// (code not valid) whatever else it holds, so nothing can store a
+	// value that makes a later read fail. Before login the read limit
+	// (64 KiB) refuses a large one first.
+	if holdsFreeForm(pt, map[reflect.Type]bool{}) {
+		cases = append(cases, badCase{class: "value/deep", params: mustJSON(filledWith(pt, "not a tag!", 1, deepValue(rpc.MaxValueDepth+1)))})
+		if badInputCaller[facadeName] != "anonymous" {
+			cases = append(cases, badCase{class: "value/huge", params: mustJSON(filledWith(pt, "not a tag!", 1, strings.Repeat("x", rpc.MaxValueBytes)))})
+		}
+	}
 	return cases
+}
+
+// deepValue is a JSON object nested depth objects deep.
+func deepValue(depth int) any {
+	var v any = "bottom"
+	for range depth {
+		v = map[string]any{"a": v}
+	}
+	return v
+}
+
+// holdsFreeForm reports whether a value of type t can hold an `any` (the
+// test's own walk of the params types, not rpc's).
+func holdsFreeForm(t reflect.Type, seen map[reflect.Type]bool) bool {
+	if seen[t] {
+		return false
+	}
+	seen[t] = true
+	switch t.Kind() {
+	case reflect.Interface:
+		return t.NumMethod() == 0
+	case reflect.Pointer, reflect.Slice, reflect.Array, reflect.Map:
+		return holdsFreeForm(t.Elem(), seen)
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if f := t.Field(i); f.IsExported() && holdsFreeForm(f.Type, seen) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func TestBadInputEverywhere(t *testing.T) {
@@ -332,6 +378,15 @@ func oracle(t *testing.T, facadeName, name string, pt reflect.Type, bc badCase, 
 		badItems(bc.items)
 	case strings.HasPrefix(bc.class, "tag/"):
 		badItems(0) // the count is checked by huge: not every list in the params is one of items
+	case bc.class == "value/deep", bc.class == "value/huge":
+		// The whole call is refused, with the bound in the message.
+		want := fmt.Sprintf("nested deeper than %d objects and arrays", rpc.MaxValueDepth)
+		if bc.class == "value/huge" {
+			want = fmt.Sprintf("over %d bytes of JSON", rpc.MaxValueBytes)
+		}
+		if r.err == nil || r.err.Code != params.CodeNotValid || !strings.Contains(r.err.Message, want) {
+			t.Errorf("%s %s: %s; want the call refused: %q (not valid)", name, bc.class, outcome(r), want)
+		}
 	}
 }
 
@@ -506,12 +561,17 @@ func topSlices(t reflect.Type) int {
 // number to 1, every bool true; top-level slices get n elements, nested
 // ones 1; maps one entry keyed s.
 func filled(t reflect.Type, s string, n int) any {
+	return filledWith(t, s, n, nil)
+}
+
+// filledWith is filled with every `any` set to value (nil: to s).
+func filledWith(t reflect.Type, s string, n int, value any) any {
 	v := reflect.New(t).Elem()
-	fillWith(v, s, n, 0)
+	fillWith(v, s, n, 0, value)
 	return v.Interface()
 }
 
-func fillWith(v reflect.Value, s string, n, depth int) {
+func fillWith(v reflect.Value, s string, n, depth int, value any) {
 	if depth > 12 {
 		return
 	}
@@ -532,7 +592,7 @@ func fillWith(v reflect.Value, s string, n, depth int) {
 		v.SetFloat(1)
 	case reflect.Pointer:
 		p := reflect.New(v.Type().Elem())
-		fillWith(p.Elem(), s, 1, depth+1)
+		fillWith(p.Elem(), s, 1, depth+1, value)
 		v.Set(p)
 	case reflect.Slice:
 		if v.Type().Elem().Kind() == reflect.Uint8 {
@@ -544,7 +604,7 @@ func fillWith(v reflect.Value, s string, n, depth int) {
 			k = n
 		}
 		sl := reflect.MakeSlice(v.Type(), k, k)
-		fillWith(sl.Index(0), s, 1, depth+1)
+		fillWith(sl.Index(0), s, 1, depth+1, value)
 		for i := 1; i < k; i++ {
 			sl.Index(i).Set(sl.Index(0))
 		}
@@ -552,19 +612,23 @@ func fillWith(v reflect.Value, s string, n, depth int) {
 	case reflect.Map:
 		m := reflect.MakeMapWithSize(v.Type(), 1)
 		key := reflect.New(v.Type().Key()).Elem()
-		fillWith(key, s, 1, depth+1)
+		fillWith(key, s, 1, depth+1, value)
 		val := reflect.New(v.Type().Elem()).Elem()
-		fillWith(val, s, 1, depth+1)
+		fillWith(val, s, 1, depth+1, value)
 		m.SetMapIndex(key, val)
 		v.Set(m)
 	case reflect.Interface:
-		if v.NumMethod() == 0 {
+		switch {
+		case v.NumMethod() != 0:
+		case value != nil:
+			v.Set(reflect.ValueOf(value))
+		default:
 			v.Set(reflect.ValueOf(s))
 		}
 	case reflect.Struct:
 		for i := range v.NumField() {
 			if f := v.Field(i); f.CanSet() {
-				fillWith(f, s, n, depth+1)
+				fillWith(f, s, n, depth+1, value)
 			}
 		}
 	}

@@ -241,6 +241,7 @@ type Daemon struct {
 	presence   *presence.Recorder // who is connected (presence.go)
 	done       chan struct{}
 	serveErr   error
+	failure    *storeFailure // the store's failure (storefail.go)
 	limiter    *admin.Limiter
 	audit      *auditor
 	svc        service
@@ -272,7 +273,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 			return nil, err
 		}
 	}
-	d = &Daemon{cfg: cfg, log: log, hub: watcher.NewHub(), environ: environ.New(), done: make(chan struct{}),
+	d = &Daemon{cfg: cfg, log: log, hub: watcher.NewHub(), environ: environ.New(), done: make(chan struct{}), failure: newStoreFailure(),
 		backupSlot: make(chan struct{}, 1), serverID: newServerID(), earlier: earlier}
 	d.health.d = d
 	removeStaleBackups(cfg.DataDir, log)

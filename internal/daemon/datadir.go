@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/provisiond/provisiond/pki"
+	"github.com/provisiond/provisiond/state/store/boltstore"
 )
 
 // Checks of the data dir at start (issue 17 items 13, 15 and 17).
@@ -92,10 +93,15 @@ func dbMissing(dir string) bool {
 // which case the earlier credentials.yaml is kept aside and nil returned.
 func refuseNewController(dir, why string, reinitialise bool, log *slog.Logger) error {
 	if !reinitialise {
+		rescued := ""
+		if _, err := os.Stat(boltstore.RescuePath(filepath.Join(dir, DBFile))); err == nil {
+			rescued = fmt.Sprintf(" %s%s is the copy a daemon made of its database when the file was removed "+
+				"or replaced under it: move it to %s to start from it.", DBFile, boltstore.RescueSuffix, DBFile)
+		}
 		return fmt.Errorf("%w: %s in %s, beside its credentials.yaml or CA; refusing to make a new controller "+
-			"over them (its passwords would be lost). Restore a backup (provisiond restore), reset the admin "+
+			"over them (its passwords would be lost).%s Restore a backup (provisiond restore), reset the admin "+
 			"password of a database that is there (provisiond reset-admin-password), or pass --reinitialise "+
-			"to start a new controller", ErrEarlierController, why, dir)
+			"to start a new controller", ErrEarlierController, why, dir, rescued)
 	}
 	old := filepath.Join(dir, CredentialsFile)
 	if _, err := os.Stat(old); err == nil {

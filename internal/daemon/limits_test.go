@@ -659,21 +659,27 @@ func TestConfigLimits(t *testing.T) {
 		args         any
 		msg          string
 	}{
+		// A value is a free-form value: the wire's bound of one
+		// (rpc.MaxValueBytes, the same size) refuses it first.
 		{"model value", "SetModelConfig", params.SetModelConfigArgs{Model: "default", Config: map[string]any{"big": value(state.MaxConfigValue + 1)}},
-			`config value of "big": 262145 bytes (limit 262144) not valid`},
+			`config["big"]: over 262144 bytes of JSON (limit 262144)`},
 		{"controller value", "SetControllerConfig", params.SetControllerConfigArgs{Config: map[string]any{"big": value(state.MaxConfigValue + 1)}},
-			`config value of "big": 262145 bytes (limit 262144) not valid`},
+			`config["big"]: over 262144 bytes of JSON (limit 262144)`},
 		{"new model", "AddModel", params.AddModelArgs{Name: "m", Config: map[string]any{"big": value(state.MaxConfigValue + 1)}},
-			`config value of "big": 262145 bytes (limit 262144) not valid`},
+			`config["big"]: over 262144 bytes of JSON (limit 262144)`},
 	}
 	for _, tc := range cases {
 		wantErr(t, set(tc.method, tc.args), tc.msg, params.CodeNotValid)
 	}
-	// ModelAdmin refuses such a key by its own rules first; state holds
-	// the limit for every other way in.
+	// ModelAdmin refuses such a key by its own rules first, and the wire
+	// such a value; state holds the limits for every other way in.
 	err := d.State().UpdateModelConfig(d.Credentials().DefaultModelUUID, map[string]any{strings.Repeat("k", 257): 1}, nil)
 	if err == nil || err.Error() != `config key "`+strings.Repeat("k", 64)+`"...: 257 bytes (limit 256) not valid` {
 		t.Fatalf("a 257-byte key: %v", err)
+	}
+	err = d.State().UpdateModelConfig(d.Credentials().DefaultModelUUID, map[string]any{"big": value(state.MaxConfigValue + 1)}, nil)
+	if err == nil || err.Error() != `config value of "big": 262145 bytes (limit 262144) not valid` {
+		t.Fatalf("a value over the limit: %v", err)
 	}
 	if got := d.State().Revision(); got != rev {
 		t.Fatalf("revision %d -> %d: a refused config was written", rev, got)

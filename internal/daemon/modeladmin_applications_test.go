@@ -4,11 +4,14 @@ import (
 	"context"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	jujuerrors "github.com/juju/errors"
 
+	"github.com/provisiond/provisiond/facades/modeladmin"
+	"github.com/provisiond/provisiond/rpc"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state"
@@ -145,6 +148,12 @@ func TestModelAdminCAASApplications(t *testing.T) {
 		Spec: "kind: Deployment\n", Raw: true})
 	if spec, err := e.st.K8sSpec(e.model, "web"); ps.UpgradeCounter != 2 || err != nil || spec.RawSpec != "kind: Deployment\n" {
 		t.Errorf("raw spec: %+v; stored %+v, %v", ps, spec, err)
+	}
+	// A spec nested as deep as a spec may be (deepYAML(n) nests n+1).
+	ps = adminCall[params.PodSpecResult](t, c, "SetPodSpec", params.SetPodSpecArgs{Model: "k8s", Application: "web",
+		Spec: deepYAML(rpc.MaxValueDepth - 1), Raw: true})
+	if ps.UpgradeCounter != 3 {
+		t.Errorf("raw spec at the depth bound: %+v", ps)
 	}
 
 	// Status: the application's pods, addresses and storage once the
@@ -373,6 +382,8 @@ func TestModelAdminApplicationsBadInput(t *testing.T) {
 		{"deploy unknown space", "Deploy", k8s(params.DeployArgs{Constraints: "spaces=nope"}), `space "nope" not found`, nf},
 		{"deploy bad config key", "Deploy", k8s(params.DeployArgs{Config: map[string]any{"a b": 1.0}}), `config key "a b" not valid`, nv},
 		{"deploy trust not bool", "Deploy", k8s(params.DeployArgs{Config: map[string]any{"trust": "yes"}}), "trust yes (want a bool) not valid", nv},
+		{"deploy metadata too long", "Deploy", k8s(params.DeployArgs{CharmMetadata: "name: web\ndescription: " + strings.Repeat("x", modeladmin.MaxCharmMetadata)}),
+			"charm metadata is longer than 1048576 bytes", nv},
 		{"deploy dying model", "Deploy", params.DeployArgs{Model: "going", Application: "x", CharmMetadata: "name: x\n"}, `adding an application to dying model "going"`, nv},
 		// AddUnits
 		{"add-unit unknown app", "AddUnits", params.AddUnitsArgs{Application: "nope"}, `application "nope" not found`, nf},
@@ -412,6 +423,10 @@ func TestModelAdminApplicationsBadInput(t *testing.T) {
 		{"raw spec empty", "SetPodSpec", params.SetPodSpecArgs{Model: "k8s", Application: "web", Raw: true}, "raw k8s spec is empty", nv},
 		{"pod spec iaas", "SetPodSpec", params.SetPodSpecArgs{Application: "db", Spec: "a: b"}, "pod specs are for caas applications", ns},
 		{"pod spec unknown app", "SetPodSpec", params.SetPodSpecArgs{Model: "k8s", Application: "nope", Spec: "a: b"}, `application "nope" not found`, nf},
+		{"pod spec too deep", "SetPodSpec", params.SetPodSpecArgs{Model: "k8s", Application: "web", Spec: deepYAML(rpc.MaxValueDepth + 1)},
+			"pod spec is nested deeper than 64 mappings and sequences (limit 64)", nv},
+		{"raw spec too deep", "SetPodSpec", params.SetPodSpecArgs{Model: "k8s", Application: "web", Raw: true, Spec: "a: " + strings.Repeat("[", 100) + strings.Repeat("]", 100)},
+			"raw k8s spec is nested deeper than 64", nv},
 		// RemoveApplication
 		{"remove-application unknown", "RemoveApplication", params.ApplicationArgs{Application: "nope"}, `application "nope" not found`, nf},
 		{"remove-application bad name", "RemoveApplication", params.ApplicationArgs{Application: "db/0"}, `application name "db/0" not valid`, nv},

@@ -103,6 +103,7 @@ func (d *Daemon) stateOptions() state.Options {
 	if !d.cfg.shared() {
 		opts.Path = filepath.Join(d.cfg.DataDir, DBFile)
 		opts.ObserveCommit = d.metrics.observeCommit
+		opts.StoreFailed = d.storeFailed
 		return opts
 	}
 	e := d.cfg.Etcd

@@ -152,7 +152,7 @@ func TestDataDirFileModes(t *testing.T) {
 		t.Fatal(err)
 	}
 	restored := filepath.Join(t.TempDir(), "restored")
-	if err := daemon.Restore(bytes.NewReader(archive.Bytes()), restored, false); err != nil {
+	if err := daemon.Restore(bytes.NewReader(archive.Bytes()), restored, daemon.RestoreOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, root := range []string{dir, restored} {

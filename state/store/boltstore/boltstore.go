@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -78,6 +79,14 @@ type Options struct {
 	// the time the bbolt transaction took (including fsync) and the number
 	// of Update functions it committed (those that wrote something).
 	ObserveCommit func(d time.Duration, fns int)
+
+	// Failed, if set, is called once if the store fails for good (its file
+	// removed, replaced or truncated under it, or reading it faulted: see
+	// fault.go), with why and, when the file was removed or replaced,
+	// where what it held was copied (RescuePath). It is called on the
+	// goroutine that found the failure and must neither block nor call
+	// the store.
+	Failed func(error)
 }
 
 // Store is an open data file: a store.Store. It is safe for concurrent use.
@@ -118,6 +127,16 @@ type Store struct {
 
 	commitStart atomic.Int64          // UnixNano when the commit in progress began; 0 when none
 	lastErr     atomic.Pointer[error] // the last commit's error; nil after a success
+
+	// file is the file Open opened, and minSize how long it must be at
+	// least (where the pages of its last commit reach); failed is set,
+	// once, when the store fails for good (fault.go); txLeaked says a
+	// write transaction could not be rolled back after a fault, so
+	// bbolt's writer lock stays taken and Close must not wait for it.
+	file     os.FileInfo
+	minSize  atomic.Int64
+	failed   atomic.Pointer[failure]
+	txLeaked atomic.Bool
 
 	ephMu     sync.Mutex // guards ephemeral
 	ephemeral map[string]*ephemeralKey
@@ -163,9 +182,19 @@ type result struct {
 // Open opens (creating if needed) the data file at path, takes its lock,
 // checks or migrates its layout, removes the ephemeral keys a previous
 // process left and starts the committer.
+//
+// Opening reads every page (bbolt rebuilds its free list: NoFreelistSync),
+// so a file truncated since it was written faults: that is an error
+// wrapping ErrFailed, not a crash (fault.go); the file and its lock are
+// then held until the process exits.
 func Open(path string, opts Options) (*Store, error) {
 	bo := BoltOptions(opts.LockTimeout, opts.InitialMmapSize)
-	bdb, err := bolt.Open(path, 0o600, bo)
+	var bdb *bolt.DB
+	err := func() (err error) {
+		defer (*Store)(nil).recoverFault(&err, debug.SetPanicOnFault(true))
+		bdb, err = bolt.Open(path, 0o600, bo)
+		return err
+	}()
 	if errors.Is(err, berrors.ErrTimeout) {
 		return nil, fmt.Errorf("boltstore: open %s: %w (no file lock after %s; is another provisiond running on this data dir?)",
 			path, ErrLocked, bo.Timeout)
@@ -174,22 +203,33 @@ func Open(path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
 	}
 	var rev, oldest uint64
-	err = bdb.Update(func(tx *bolt.Tx) error {
-		var err error
-		if rev, err = initFile(tx, SchemaVersion, migrations); err != nil {
-			return err
-		}
-		if rev, err = dropEphemeral(tx, rev); err != nil {
-			return err
-		}
-		oldest = oldestChange(tx)
-		return nil
-	})
+	var size int64
+	err = func() (err error) {
+		defer (*Store)(nil).recoverFault(&err, debug.SetPanicOnFault(true))
+		return bdb.Update(func(tx *bolt.Tx) error {
+			var err error
+			if rev, err = initFile(tx, SchemaVersion, migrations); err != nil {
+				return err
+			}
+			if rev, err = dropEphemeral(tx, rev); err != nil {
+				return err
+			}
+			oldest = oldestChange(tx)
+			size = tx.Size()
+			return nil
+		})
+	}()
+	var fi os.FileInfo
+	if err == nil {
+		fi, err = os.Stat(path)
+	}
 	if err != nil {
-		_ = bdb.Close()
+		if !errors.Is(err, ErrFailed) { // after a fault bbolt's writer lock may be taken
+			_ = bdb.Close()
+		}
 		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
 	}
-	s := start(bdb, path, opts, rev)
+	s := start(bdb, path, opts, rev, false, fi, size)
 	s.oldestChange = oldest
 	return s, nil
 }
@@ -218,8 +258,9 @@ func BoltOptions(lockTimeout time.Duration, mmapSize int) *bolt.Options {
 	}
 }
 
-// start wraps an open bbolt file at revision rev and starts its committer.
-func start(bdb *bolt.DB, path string, opts Options, rev uint64) *Store {
+// start wraps an open bbolt file at revision rev, whose file is fi and
+// reaches size bytes, and starts its committer.
+func start(bdb *bolt.DB, path string, opts Options, rev uint64, readOnly bool, fi os.FileInfo, size int64) *Store {
 	if opts.Retention == 0 {
 		opts.Retention = DefaultRetention
 	}
@@ -230,6 +271,8 @@ func start(bdb *bolt.DB, path string, opts Options, rev uint64) *Store {
 		bolt:      bdb,
 		opts:      opts,
 		path:      path,
+		readOnly:  readOnly,
+		file:      fi,
 		commit:    (*bolt.Tx).Commit,
 		wake:      make(chan struct{}, 1),
 		stop:      make(chan struct{}),
@@ -241,6 +284,7 @@ func start(bdb *bolt.DB, path string, opts Options, rev uint64) *Store {
 	}
 	s.life, s.cancelLife = context.WithCancel(context.Background())
 	s.rev.Store(rev)
+	s.minSize.Store(size)
 	go s.run()
 	return s
 }
@@ -305,6 +349,9 @@ func (s *Store) update(ctx context.Context, fn func(*txn) error) (uint64, error)
 		return 0, ErrReadOnly
 	}
 	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	if err := s.usable(); err != nil {
 		return 0, err
 	}
 	req := &request{ctx: ctx, fn: fn}
@@ -391,7 +438,7 @@ func (s *Store) Close() error {
 	s.closing = true
 	s.mu.Unlock()
 	var errs []error
-	if err := s.releaseAllEphemeral(); err != nil {
+	if err := s.releaseAllEphemeral(); err != nil && s.usable() == nil {
 		errs = append(errs, err)
 	}
 	s.mu.Lock()
@@ -400,8 +447,12 @@ func (s *Store) Close() error {
 	close(s.stop)
 	<-s.done
 	s.cancelLife()
-	if err := s.bolt.Close(); err != nil {
-		errs = append(errs, err)
+	// After a fault bbolt's writer lock may still be taken (txLeaked):
+	// the file and its memory map then go with the process.
+	if !s.txLeaked.Load() {
+		if err := s.bolt.Close(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if len(errs) > 0 {
 		s.closeErr = fmt.Errorf("boltstore: close %s: %w", s.path, errors.Join(errs...))
@@ -414,6 +465,12 @@ func (s *Store) Close() error {
 func (s *Store) run() {
 	defer close(s.done)
 	stop := s.stop
+	var check <-chan time.Time // the idle check of the file (fault.go)
+	if !s.readOnly {
+		t := time.NewTicker(fileCheckEvery)
+		defer t.Stop()
+		check = t.C
+	}
 	for {
 		batch, busy := s.take()
 		if len(batch) > 0 {
@@ -430,6 +487,8 @@ func (s *Store) run() {
 		case <-s.wake:
 		case <-stop:
 			stop = nil // drain, then return
+		case <-check:
+			_ = s.verifyFile()
 		}
 	}
 }
@@ -474,7 +533,7 @@ type committed struct {
 // When beginning, applying or committing the bbolt transaction fails,
 // every caller of the batch gets that error (wrapping store.ErrUnavailable)
 // and nothing is committed.
-func (s *Store) commitBatch(batch []*request) int {
+func (s *Store) commitBatch(batch []*request) (committedFns int) {
 	start := time.Now()
 	s.commitStart.Store(start.UnixNano())
 	defer s.commitStart.Store(0)
@@ -485,8 +544,16 @@ func (s *Store) commitBatch(batch []*request) int {
 		}
 		return 0
 	}
+	if err := s.usable(); err != nil {
+		return fail(err)
+	}
+	// A fault reading the memory map (a truncated file) fails the
+	// store and every caller of the batch (fault.go).
+	var tx *bolt.Tx
+	defer s.recoverCommitFault(batch, &tx, &committedFns, debug.SetPanicOnFault(true))
 	tx, err := s.bolt.Begin(true)
 	if err != nil {
+		tx = nil
 		return fail(fmt.Errorf("boltstore: begin: %w: %w", store.ErrUnavailable, err))
 	}
 	rev := s.rev.Load()
@@ -509,6 +576,7 @@ func (s *Store) commitBatch(batch []*request) int {
 		wrote, meta, err := t.apply()
 		if err != nil {
 			_ = tx.Rollback()
+			tx = nil
 			return fail(err)
 		}
 		dirty = dirty || wrote || meta
@@ -519,6 +587,7 @@ func (s *Store) commitBatch(batch []*request) int {
 		rev++
 		if err := putChangeSet(tx, rev, t.changes); err != nil {
 			_ = tx.Rollback()
+			tx = nil
 			return fail(err)
 		}
 		if oldest == 0 {
@@ -529,6 +598,7 @@ func (s *Store) commitBatch(batch []*request) int {
 	}
 	if !dirty {
 		_ = tx.Rollback()
+		tx = nil
 		for i, req := range batch {
 			req.answer(res[i])
 		}
@@ -537,20 +607,44 @@ func (s *Store) commitBatch(batch []*request) int {
 	if len(done) > 0 {
 		if err := tx.Bucket(metaBucket).Put(keyRevision, u64(rev)); err != nil {
 			_ = tx.Rollback()
+			tx = nil
 			return fail(fmt.Errorf("boltstore: storing revision: %w: %w", store.ErrUnavailable, err))
 		}
 		if oldest, err = pruneChanges(tx, oldest, rev, s.opts.Retention); err != nil {
 			_ = tx.Rollback()
+			tx = nil
 			return fail(err)
 		}
 	}
 	if plantedBug { // a constant: false unless built with -tags crashbug
 		plantEarlyReply(batch, res, s.rev.Load()+1)
 	}
-	if err := s.commit(tx); err != nil {
-		// A failed Commit has already rolled back.
+	// The commit goes to the file at the store's path, and is answered
+	// only if it did: a file removed, replaced or truncated meanwhile
+	// fails the store (fault.go).
+	if err := s.verifyFile(); err != nil {
+		// A truncated file's transaction is not rolled back: the
+		// rollback walks its pages (see recoverCommitFault). A removed
+		// or replaced file's pages are whole. tx stays set until the
+		// rollback returns, so a fault in it leaves tx marked leaked.
+		if f := s.failed.Load(); f != nil && f.rescue {
+			_ = tx.Rollback()
+		} else {
+			s.txLeaked.Store(true)
+		}
+		tx = nil
+		return fail(err)
+	}
+	size := tx.Size()
+	err = s.commit(tx)
+	tx = nil // a failed Commit has already rolled back
+	if err != nil {
 		return fail(fmt.Errorf("boltstore: commit: %w: %w", store.ErrUnavailable, err))
 	}
+	if err := s.verifyFile(); err != nil {
+		return fail(err)
+	}
+	s.minSize.Store(size)
 	s.lastErr.Store(nil)
 	s.oldestChange = oldest
 	if s.opts.ObserveCommit != nil && len(done) > 0 {
@@ -613,6 +707,9 @@ func (e *PanicError) Error() string {
 func call(fn func(*txn) error, t *txn) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
+			if _, fault := memoryFault(r); fault {
+				panic(r) // the file's, not the function's: commitBatch fails the store
+			}
 			err = &PanicError{Value: r, Stack: debug.Stack()}
 		}
 	}()
@@ -634,6 +731,9 @@ func (s *Store) Health(ctx context.Context) error {
 	s.mu.Unlock()
 	if closed {
 		return errClosed
+	}
+	if err := s.verifyFile(); err != nil {
+		return err
 	}
 	if t := s.commitStart.Load(); t != 0 {
 		if d := time.Since(time.Unix(0, t)); d > s.opts.StuckAfter {

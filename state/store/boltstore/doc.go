@@ -83,6 +83,11 @@
 //     queue; Open removes those a process that died without closing left.
 //   - Elect takes a per-name token: the process leads at once, callers in
 //     it take turns. Leading contexts end with resign or Close.
+//   - A file removed, replaced or truncated under the store, or a memory
+//     fault reading it, fails the store for good (fault.go): no write is
+//     answered after it, everything is refused, Options.Failed is called
+//     once. The file is checked before and after each commit, at Health,
+//     and every few seconds on the committer's timer while idle.
 //
 // # Not on the production path
 //

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime/debug"
 	"slices"
 	"strings"
 
@@ -74,7 +75,7 @@ func (s *Store) Dump(ctx context.Context, fn func(key string, val []byte) error)
 // nothing else is being committed (it fails if a commit is in progress).
 // A failed Load leaves the batches it committed: the target must be
 // emptied (a new file) before trying again.
-func (s *Store) Load(ctx context.Context, next func() (key string, val []byte, err error)) (int, error) {
+func (s *Store) Load(ctx context.Context, next func() (key string, val []byte, err error)) (n int, err error) {
 	if s.readOnly {
 		return 0, ErrReadOnly
 	}
@@ -90,8 +91,8 @@ func (s *Store) Load(ctx context.Context, next func() (key string, val []byte, e
 	s.busy = true
 	s.mu.Unlock()
 	defer s.release(0)
+	defer s.recoverFault(&err, debug.SetPanicOnFault(true))
 
-	n := 0
 	empty := true
 	if err := s.bolt.View(func(tx *bolt.Tx) error {
 		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {

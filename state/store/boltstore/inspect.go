@@ -34,7 +34,9 @@ func OpenReadOnly(path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
 	}
 	var rev uint64
+	var size int64
 	err = bdb.View(func(tx *bolt.Tx) error {
+		size = tx.Size()
 		meta := tx.Bucket(metaBucket)
 		if meta == nil {
 			return errors.New("no meta bucket: not a provisiond data file")
@@ -52,9 +54,12 @@ func OpenReadOnly(path string, opts Options) (*Store, error) {
 		_ = bdb.Close()
 		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
 	}
-	s := start(bdb, path, opts, rev)
-	s.readOnly = true
-	return s, nil
+	fi, err := os.Stat(path)
+	if err != nil {
+		_ = bdb.Close()
+		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
+	}
+	return start(bdb, path, opts, rev, true, fi, size), nil
 }
 
 // Stats describes a data file: what provisiond check prints.
@@ -118,16 +123,27 @@ func (s *Store) Check() error {
 // committed revision, to w, and returns the bytes written. It runs in a
 // read transaction, so writers carry on meanwhile. size is called first
 // with the snapshot's exact size (for progress reporting); it may be nil.
+//
+// bbolt copies the pages from the file at the store's path, opened
+// again: the file is checked to be the store's before and after (a file
+// replaced meanwhile would give another file's pages under this one's
+// meta), and a file that is not fails the store (fault.go).
 func (s *Store) Snapshot(w io.Writer, size func(int64)) (int64, error) {
 	var n int64
-	err := s.viewBolt(func(tx *bolt.Tx) error {
-		if size != nil {
-			size(tx.Size())
-		}
-		var err error
-		n, err = tx.WriteTo(w)
-		return err
-	})
+	err := s.verifyFile()
+	if err == nil {
+		err = s.viewBolt(func(tx *bolt.Tx) error {
+			if size != nil {
+				size(tx.Size())
+			}
+			var err error
+			n, err = tx.WriteTo(w)
+			return err
+		})
+	}
+	if err == nil {
+		err = s.verifyFile()
+	}
 	if err != nil {
 		return n, fmt.Errorf("boltstore: snapshot %s: %w", s.path, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime/debug"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -345,15 +346,20 @@ func (s *Store) ChangeSets(after uint64, fn func(watcher.ChangeSet) error) error
 	})
 }
 
-// viewBolt runs fn in a bbolt read transaction.
-func (s *Store) viewBolt(fn func(tx *bolt.Tx) error) error {
+// viewBolt runs fn in a bbolt read transaction. A fault reading the
+// memory map (a truncated file) fails the store (fault.go).
+func (s *Store) viewBolt(fn func(tx *bolt.Tx) error) (err error) {
 	s.mu.Lock()
 	closed := s.closed
 	s.mu.Unlock()
 	if closed {
 		return errClosed
 	}
-	err := s.bolt.View(fn)
+	if err := s.usable(); err != nil {
+		return err
+	}
+	defer s.recoverFault(&err, debug.SetPanicOnFault(true))
+	err = s.bolt.View(fn)
 	if errors.Is(err, errDatabaseNotOpen) {
 		return errClosed
 	}
