@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -120,6 +121,9 @@ type Stats struct {
 	Groups      uint64 // etcd transactions that carried several Updates' commits
 	Grouped     uint64 // Update commits sent in those
 	OwnApplied  uint64 // revisions an Update applied to the replica itself (the watch skipped them)
+	// MemberExclusions counts the times the store moved its client off an
+	// etcd member that stopped answering (the member watch).
+	MemberExclusions uint64
 }
 
 // Store is a store.Store on etcd. See the package documentation.
@@ -160,6 +164,8 @@ type Store struct {
 	}
 
 	group committer // group commit of Updates
+
+	members *memberWatch // each etcd member's health, keeping the client on those that answer
 
 	ctx    context.Context // cancelled by Close, after Updates drained
 	cancel context.CancelFunc
@@ -265,6 +271,13 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	// The client's context must outlive Open's: it is the parent of every
 	// request the client makes on its own (keepalives).
 	ccfg.Context = context.Background()
+	// The member watch's clients are the store's without its dialer: the
+	// dialer keeps the store's client's connections, for the member
+	// watch to close (members.go).
+	base := ccfg
+	base.DialOptions = slices.Clone(ccfg.DialOptions)
+	conns := &connTracker{}
+	ccfg.DialOptions = append(ccfg.DialOptions, grpc.WithContextDialer(conns.dial))
 	cli, err := clientv3.New(ccfg)
 	if err != nil {
 		return nil, fmt.Errorf("etcdstore: connect to %s: %w", strings.Join(cfg.Endpoints, ","), unavailable(err))
@@ -281,6 +294,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		ephems:  map[*ephemeral]struct{}{},
 		elects:  map[string]chan struct{}{},
 	}
+	s.members = &memberWatch{s: s, base: base, conns: conns}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.closeCtx, s.closeCancel = context.WithCancel(context.Background())
 	snap, err := s.load(ctx)
@@ -296,6 +310,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	s.heard.Store(time.Now().UnixNano())
 	s.wg.Add(1)
 	go s.follow()
+	s.members.start()
 	return s, nil
 }
 
@@ -355,6 +370,8 @@ func (s *Store) Stats() Stats {
 		Groups:      s.stats.groups.Load(),
 		Grouped:     s.stats.grouped.Load(),
 		OwnApplied:  s.stats.ownApplied.Load(),
+
+		MemberExclusions: s.members.exclusions(),
 	}
 }
 
