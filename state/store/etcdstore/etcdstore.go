@@ -167,6 +167,12 @@ type Store struct {
 
 	members *memberWatch // each etcd member's health, keeping the client on those that answer
 
+	syncMu     sync.Mutex // guards the fields below (Sync)
+	syncSeq    uint64     // Sync's reads sent so far
+	syncCur    *syncRound // the read in flight, if any
+	syncErr    error      // the last read's error (nil: it succeeded)
+	syncFailed time.Time  // when it ended
+
 	ctx    context.Context // cancelled by Close, after Updates drained
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // every goroutine the store starts
