@@ -251,32 +251,10 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	ccfg := clientv3.Config{
-		Endpoints:            cfg.Endpoints,
-		DialTimeout:          cfg.DialTimeout,
-		DialKeepAliveTime:    cfg.RequestTimeout,
-		DialKeepAliveTimeout: cfg.RequestTimeout,
-		PermitWithoutStream:  true,
-		Username:             cfg.Username,
-		Password:             cfg.Password,
-		Logger:               zap.NewNop(),
-		MaxCallSendMsgSize:   cfg.MaxRequestBytes + 64<<10,
-		Context:              ctx,
-		DialOptions: []grpc.DialOption{
-			grpc.WithStaticStreamWindowSize(streamWindow),
-			grpc.WithStaticConnWindowSize(connWindow),
-		},
+	ccfg, err := clientConfig(cfg)
+	if err != nil {
+		return nil, err
 	}
-	if cfg.CAFile != "" || cfg.CertFile != "" || cfg.KeyFile != "" {
-		tc, err := ClientTLS(cfg.CAFile, cfg.CertFile, cfg.KeyFile)
-		if err != nil {
-			return nil, err
-		}
-		ccfg.TLS = tc
-	}
-	// The client's context must outlive Open's: it is the parent of every
-	// request the client makes on its own (keepalives).
-	ccfg.Context = context.Background()
 	// The member watch's clients are the store's without its dialer: the
 	// dialer keeps the store's client's connections, for the member
 	// watch to close (members.go).
@@ -318,6 +296,38 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	go s.follow()
 	s.members.start()
 	return s, nil
+}
+
+// clientConfig is the etcd client configuration of cfg (defaults
+// applied): its endpoints, TLS and auth, keepalives of RequestTimeout, and
+// the store's gRPC windows and message size. Its context outlives any
+// call's: it is the parent of every request the client makes on its own
+// (keepalives).
+func clientConfig(cfg Config) (clientv3.Config, error) {
+	ccfg := clientv3.Config{
+		Endpoints:            cfg.Endpoints,
+		DialTimeout:          cfg.DialTimeout,
+		DialKeepAliveTime:    cfg.RequestTimeout,
+		DialKeepAliveTimeout: cfg.RequestTimeout,
+		PermitWithoutStream:  true,
+		Username:             cfg.Username,
+		Password:             cfg.Password,
+		Logger:               zap.NewNop(),
+		MaxCallSendMsgSize:   cfg.MaxRequestBytes + 64<<10,
+		Context:              context.Background(),
+		DialOptions: []grpc.DialOption{
+			grpc.WithStaticStreamWindowSize(streamWindow),
+			grpc.WithStaticConnWindowSize(connWindow),
+		},
+	}
+	if cfg.CAFile != "" || cfg.CertFile != "" || cfg.KeyFile != "" {
+		tc, err := ClientTLS(cfg.CAFile, cfg.CertFile, cfg.KeyFile)
+		if err != nil {
+			return ccfg, err
+		}
+		ccfg.TLS = tc
+	}
+	return ccfg, nil
 }
 
 // The store's own keys, under the prefix (kind meta, which functions
@@ -442,7 +452,8 @@ func (s *Store) View(ctx context.Context, fn func(store.Reader) error) error {
 }
 
 // Health implements store.Store: a linearizable read (which needs a
-// quorum) and a current replica.
+// quorum), no alarm of etcd's (NOSPACE: store.ErrNoSpace; CORRUPT), and a
+// current replica.
 func (s *Store) Health(ctx context.Context) error {
 	if err := s.enter(); err != nil {
 		return err
@@ -452,6 +463,9 @@ func (s *Store) Health(ctx context.Context) error {
 	defer cancel()
 	if _, err := s.cli.Get(rctx, s.feedK, clientv3.WithCountOnly()); err != nil {
 		return s.fail(ctx, "health check", err)
+	}
+	if err := s.alarms(rctx); err != nil {
+		return err
 	}
 	return s.fresh()
 }
