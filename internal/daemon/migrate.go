@@ -152,8 +152,9 @@ func openEtcdState(e EtcdConfig, log *slog.Logger) (*state.State, error) {
 	}})
 }
 
-// openEtcd opens an etcd store with the daemon's settings; observe, if not
-// nil, is told of each commit (etcdstore.Config.ObserveCommit).
+// openEtcd opens an etcd store with the daemon's settings and registers
+// its prefix (etcdstore.ClaimPrefix); observe, if not nil, is told of each
+// commit (etcdstore.Config.ObserveCommit).
 func openEtcd(e EtcdConfig, feed store.Feed, log *slog.Logger, observe func(time.Duration, int)) (*etcdstore.Store, error) {
 	cfg := e.storeConfig()
 	cfg.Feed, cfg.Logger, cfg.ObserveCommit = feed, log, observe
@@ -162,6 +163,13 @@ func openEtcd(e EtcdConfig, feed store.Feed, log *slog.Logger, observe func(time
 	s, err := etcdstore.Open(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("etcd %s: %w", strings.Join(e.Endpoints, ","), err)
+	}
+	// A controller's prefix must neither contain nor be inside another's
+	// (whose records its replica would load): refused here for serve,
+	// migrate and restore alike.
+	if err := s.ClaimPrefix(ctx); err != nil {
+		s.Close()
+		return nil, err
 	}
 	return s, nil
 }

@@ -167,6 +167,8 @@ type Store struct {
 
 	members *memberWatch // each etcd member's health, keeping the client on those that answer
 
+	claimed atomic.Int64 // the revision at which ClaimPrefix registered the prefix (0: it did not)
+
 	syncMu     sync.Mutex // guards the fields below (Sync)
 	syncSeq    uint64     // Sync's reads sent so far
 	syncCur    *syncRound // the read in flight, if any
