@@ -6,6 +6,12 @@
 // etcd itself when given no endpoints: Start is the plain API, New and
 // NewCluster its testing.TB helpers, which clean up after the test.
 //
+// A fault a member of this process cannot suffer (SIGSTOP: a hung
+// machine, its sockets open and nothing answered) needs members that are
+// processes of their own: StartProcesses and NewProcesses run each member
+// as a program that calls MemberMain (cmd/etcdcluster, or the test binary
+// itself), with Pause, Resume and Stop of one member (process.go).
+//
 // # Limits
 //
 // A default etcd allows 128 operations (compares, and separately puts and

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -95,20 +96,24 @@ func (s *Store) ClaimPrefix(ctx context.Context) error {
 		}
 		return nil
 	}
+	var conflict *mvccpb.KeyValue
 	for _, r := range resp.Responses {
-		for _, kv := range r.GetResponseRange().GetKvs() {
-			other := strings.TrimPrefix(string(kv.Key), PrefixRegistry)
-			rel := "is inside"
-			if strings.HasPrefix(other, s.prefix) {
-				rel = "contains"
-			}
-			var reg registration
-			_ = json.Unmarshal(kv.Value, &reg)
-			return fmt.Errorf("etcdstore: %w: %s %s %s, another controller's (registered %s by %s): a controller's replica holds every key under its prefix, "+
-				"so one would load the other's records, secrets included; use a prefix that neither contains nor is contained in another's "+
-				"(etcdctl get --prefix --keys-only %s/ lists them); if the controller on %s is gone, remove its registration: etcdctl del %s",
-				ErrNestedPrefix, s.prefix, rel, other, reg.Since.Format(time.RFC3339), reg.By, PrefixRegistry, other, string(kv.Key))
+		if kvs := r.GetResponseRange().GetKvs(); conflict == nil && len(kvs) > 0 {
+			conflict = kvs[0]
 		}
+	}
+	if conflict != nil {
+		other := strings.TrimPrefix(string(conflict.Key), PrefixRegistry)
+		rel := "is inside"
+		if strings.HasPrefix(other, s.prefix) {
+			rel = "contains"
+		}
+		var reg registration
+		_ = json.Unmarshal(conflict.Value, &reg)
+		return fmt.Errorf("etcdstore: %w: %s %s %s, another controller's (registered %s by %s): a controller's replica holds every key under its prefix, "+
+			"so one would load the other's records, secrets included; use a prefix that neither contains nor is contained in another's "+
+			"(etcdctl get --prefix --keys-only %s/ lists them); if the controller on %s is gone, remove its registration: etcdctl del %s",
+			ErrNestedPrefix, s.prefix, rel, other, reg.Since.Format(time.RFC3339), reg.By, PrefixRegistry, other, string(conflict.Key))
 	}
 	// The conflicting registration went between the compare and the read.
 	return fmt.Errorf("etcdstore: %w: %s nests with a prefix registered under %s/ (etcdctl get --prefix --keys-only %s/)",
