@@ -27,11 +27,7 @@ import (
 func TestEtcdSpaceQuota(t *testing.T) {
 	t.Parallel()
 	const quota = 4 << 20
-	cluster, err := etcdtest.Start(etcdtest.Options{Dir: t.TempDir(), NoFsync: true, QuotaBackendBytes: quota, Logger: etcdtest.TestLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cluster.Close)
+	cluster := etcdtest.NewWith(t, etcdtest.Options{QuotaBackendBytes: quota})
 	eps := cluster.Endpoints()
 	d := startDaemon(t, "d", eps, "/space/")
 	creds := d.credentials(t)

@@ -429,9 +429,13 @@ func (c *Cluster) Close() {
 func New(tb testing.TB) *Cluster { return NewCluster(tb, 1) }
 
 // NewCluster is New with n members.
-func NewCluster(tb testing.TB, n int) *Cluster {
+func NewCluster(tb testing.TB, n int) *Cluster { return NewWith(tb, Options{Members: n}) }
+
+// NewWith is New with opts; its Dir, NoFsync and Logger are New's.
+func NewWith(tb testing.TB, opts Options) *Cluster {
 	tb.Helper()
-	c, err := Start(Options{Dir: tb.TempDir(), Members: n, NoFsync: true, Logger: TestLogger(tb)})
+	opts.Dir, opts.NoFsync, opts.Logger = tb.TempDir(), true, TestLogger(tb)
+	c, err := Start(opts)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -447,12 +451,7 @@ func NewTLS(tb testing.TB) (*Cluster, *TLSFiles) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	c, err := Start(Options{Dir: tb.TempDir(), NoFsync: true, TLS: files, Logger: TestLogger(tb)})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(c.Close)
-	return c, files
+	return NewWith(tb, Options{TLS: files}), files
 }
 
 // TestLogger returns a zap logger that writes errors to tb's log while the

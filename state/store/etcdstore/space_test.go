@@ -22,11 +22,7 @@ import (
 func TestSpaceQuota(t *testing.T) {
 	t.Parallel()
 	const quota = 2 << 20
-	c, err := etcdtest.Start(etcdtest.Options{Dir: t.TempDir(), NoFsync: true, QuotaBackendBytes: quota, Logger: etcdtest.TestLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c := etcdtest.NewWith(t, etcdtest.Options{QuotaBackendBytes: quota})
 	cfg := config(c, "/space/", store.Feed{})
 	s := open(t, cfg)
 	ctx := bounded(t, 2*time.Minute)
