@@ -127,7 +127,8 @@ func ReclaimSpace(ctx context.Context, cfg Config, log *slog.Logger) (SpaceRepor
 		return rep, err
 	}
 
-	resp, err := cli.Get(ctx, "provisiond-reclaim", clientv3.WithCountOnly())
+	// Any read's header gives the cluster's current revision.
+	resp, err := cli.Get(ctx, PrefixRegistry, clientv3.WithCountOnly())
 	if err != nil {
 		return rep, fmt.Errorf("etcdstore: reading etcd's revision: %w", err)
 	}
