@@ -57,6 +57,9 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // The limits the members started here allow (see the package documentation).
@@ -114,6 +117,7 @@ type Member struct {
 	quiet atomic.Bool // set while stopping: etcd logs its own shutdown as errors
 	mu    sync.Mutex
 	etcd  *embed.Etcd // nil while stopped
+	guard statusGuard
 }
 
 // Start starts a cluster and waits until every member is ready. Ports are
@@ -160,6 +164,7 @@ func start(opts Options, attempt int) (*Cluster, error) {
 		m.cfg = memberConfig(spec, opts.Logger.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
 			return &quietCore{Core: c, quiet: &m.quiet}
 		})))
+		m.cfg.GRPCAdditionalServerOptions = []grpc.ServerOption{grpc.ChainUnaryInterceptor(m.guard.intercept)}
 		c.members = append(c.members, m)
 	}
 	// Members of a cluster must start together: each waits for a quorum.
@@ -291,12 +296,46 @@ func (m *Member) start() error {
 	if m.etcd != nil {
 		return nil
 	}
+	m.guard.start()
 	e, err := startEmbed(m.cfg)
 	if err != nil {
 		return err
 	}
 	m.etcd = e
 	return nil
+}
+
+// statusGuard keeps etcd's maintenance Status off a member being stopped:
+// served once HardStop has closed the member's backend, and before Close
+// stops its gRPC servers, Status dereferences a nil transaction and
+// panics, taking the test's whole process with it (the stores' member
+// watch asks every member for its status often). stop waits for the
+// Status calls in progress (they read local state only) and refuses the
+// later ones.
+type statusGuard struct {
+	mu       sync.RWMutex
+	stopping bool
+}
+
+func (g *statusGuard) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if info.FullMethod != "/etcdserverpb.Maintenance/Status" {
+		return handler(ctx, req)
+	}
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	if g.stopping {
+		return nil, status.Error(codes.Unavailable, "etcdtest: the member is stopping")
+	}
+	return handler(ctx, req)
+}
+
+func (g *statusGuard) start() { g.set(false) }
+func (g *statusGuard) stop()  { g.set(true) }
+
+func (g *statusGuard) set(stopping bool) {
+	g.mu.Lock()
+	g.stopping = stopping
+	g.mu.Unlock()
 }
 
 // startEmbed starts a member with etcd's server and waits until it is
@@ -332,6 +371,7 @@ func (m *Member) stop() {
 	}
 	m.quiet.Store(true)
 	defer m.quiet.Store(false)
+	m.guard.stop()
 	m.etcd.Server.HardStop()
 	m.etcd.Close()
 	m.etcd = nil
