@@ -457,7 +457,7 @@ func containers(r reader, model, id string) ([]Machine, error) {
 func (st *State) AuthenticateMachine(model, id, password, nonce string) (Machine, error) {
 	got := agentPasswordHash(password)
 	var d machineDoc
-	err := st.view(func(r reader) error {
+	err := st.viewCurrent(func(r reader) error {
 		var err error
 		d, err = getMachine(r, model, id)
 		return err

@@ -17,4 +17,8 @@ var (
 	// ErrStoreTooLarge: one write exceeded the store's limits (etcd's
 	// --max-txn-ops or --max-request-bytes).
 	ErrStoreTooLarge = store.ErrTooLarge
+	// ErrStoreNoSpace: the store refuses writes until an operator frees
+	// space (etcd's space quota reached). Errors wrapping it wrap
+	// ErrStoreUnavailable too.
+	ErrStoreNoSpace = store.ErrNoSpace
 )

@@ -158,7 +158,7 @@ func (st *State) CheckUserPassword(name, password string) (User, error) {
 		found bool
 	)
 	if n, err := userName(name); err == nil {
-		err = st.view(func(r reader) error {
+		err = st.viewCurrent(func(r reader) error {
 			var err error
 			found, err = get(r, KindUser, "", n, &d)
 			return err

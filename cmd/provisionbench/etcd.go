@@ -213,6 +213,9 @@ func (cl *cluster) close() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		_ = rawetcd.DeletePrefix(ctx, cl.etcd.conn(), cl.etcd.prefix)
+		// and the prefix's registration (etcdstore.ClaimPrefix), which
+		// no registration can be under: it would nest.
+		_ = rawetcd.DeletePrefix(ctx, cl.etcd.conn(), etcdstore.RegistryKey(cl.etcd.prefix))
 	}
 	if cl.stopEtcd != nil {
 		cl.stopEtcd()

@@ -6,6 +6,7 @@
 //	provisiond check [--data-dir DIR]          check a stopped daemon's database
 //	provisiond repair [--data-dir DIR]         repair a damaged meta page of a stopped daemon's database
 //	provisiond migrate --from-data-dir DIR --to etcd ...  copy a stopped controller to etcd, or back
+//	provisiond reclaim-etcd-space --etcd-endpoints URLS  free etcd's space after its quota was reached
 //	provisiond version                         print the version
 //
 // The verbs are cobra commands (as provisionctl's), one file each; a new
@@ -112,6 +113,7 @@ Exit status: 0 on success, 1 on failure, 2 on a usage error.`,
 		restoreCommand,
 		checkCommand,
 		migrateCommand,
+		reclaimEtcdSpaceCommand,
 		resetAdminPasswordCommand,
 		rotateCertCommand,
 		versionCommand,

@@ -92,23 +92,32 @@ type etcdFlags struct {
 
 func (f *etcdFlags) bind(fs *pflag.FlagSet, getenv func(string) string) {
 	def := defaultOptions(getenv)
-	str := func(p *string, name, dflt, usage string) {
-		if v := getenv(envName(name)); v != "" {
-			dflt = v
-		}
-		fs.StringVar(p, name, dflt, usage)
-	}
-	str(&f.endpoints, "etcd-endpoints", "", "etcd client URLs, comma-separated")
-	str(&f.prefix, "etcd-prefix", def.EtcdPrefix, "etcd key prefix holding the controller")
-	str(&f.caFile, "etcd-ca-file", "", "CA certificate PEM etcd's certificate chains to")
-	str(&f.certFile, "etcd-cert-file", "", "client certificate PEM for etcd's --client-cert-auth")
-	str(&f.keyFile, "etcd-key-file", "", "client key PEM, with --etcd-cert-file")
-	str(&f.username, "etcd-username", "", "etcd auth user")
-	str(&f.password, "etcd-password", "", "etcd auth password (prefer $PROVISIOND_ETCD_PASSWORD: a flag shows in ps)")
-	fs.DurationVar(&f.dialTimeout, "etcd-dial-timeout", def.EtcdDialTimeout, "how long to wait for etcd")
+	f.bindCluster(fs, getenv)
+	envString(fs, getenv, &f.prefix, "etcd-prefix", def.EtcdPrefix, "etcd key prefix holding the controller")
 	fs.DurationVar(&f.requestTimeout, "etcd-request-timeout", 30*time.Second, "how long one request (a batch of the load) may take")
 	fs.IntVar(&f.maxTxnOps, "etcd-max-txn-ops", def.EtcdMaxTxnOps, "the cluster's --max-txn-ops: records per batch of the load")
 	fs.IntVar(&f.maxRequestBytes, "etcd-max-request-bytes", def.EtcdMaxRequestBytes, "the cluster's --max-request-bytes: a batch is at most half of it")
+}
+
+// bindCluster binds the flags that reach the cluster: its endpoints, TLS,
+// auth and dial timeout (reclaim-etcd-space needs no more).
+func (f *etcdFlags) bindCluster(fs *pflag.FlagSet, getenv func(string) string) {
+	def := defaultOptions(getenv)
+	envString(fs, getenv, &f.endpoints, "etcd-endpoints", "", "etcd client URLs, comma-separated")
+	envString(fs, getenv, &f.caFile, "etcd-ca-file", "", "CA certificate PEM etcd's certificate chains to")
+	envString(fs, getenv, &f.certFile, "etcd-cert-file", "", "client certificate PEM for etcd's --client-cert-auth")
+	envString(fs, getenv, &f.keyFile, "etcd-key-file", "", "client key PEM, with --etcd-cert-file")
+	envString(fs, getenv, &f.username, "etcd-username", "", "etcd auth user")
+	envString(fs, getenv, &f.password, "etcd-password", "", "etcd auth password (prefer $PROVISIOND_ETCD_PASSWORD: a flag shows in ps)")
+	fs.DurationVar(&f.dialTimeout, "etcd-dial-timeout", def.EtcdDialTimeout, "how long to wait for etcd")
+}
+
+// envString binds a string flag whose default $PROVISIOND_<NAME> overrides.
+func envString(fs *pflag.FlagSet, getenv func(string) string, p *string, name, dflt, usage string) {
+	if v := getenv(envName(name)); v != "" {
+		dflt = v
+	}
+	fs.StringVar(p, name, dflt, usage)
 }
 
 // config is the etcd configuration of the flags, with the environment's

@@ -54,6 +54,11 @@ var (
 	ErrContention = &params.Error{Message: "state changing too quickly; try again soon", Code: params.CodeTryAgain}
 	// ErrClosing is a call that reached the store as the daemon stops.
 	ErrClosing = &params.Error{Message: "the server is shutting down; try again", Code: params.CodeTryAgain}
+	// ErrStoreFull is a write the store refuses until an operator frees
+	// space (etcd's space quota reached, its NOSPACE alarm raised): no
+	// retry helps, so not "try again" (which Juju's agents retry for
+	// ever) but Juju's own quota code.
+	ErrStoreFull = &params.Error{Message: "the state store is out of space (etcd's space quota is reached); an operator must free space (see the server log)", Code: params.CodeQuotaLimitExceeded}
 	// ErrTooLarge is one write over the store's limits (etcd's operations
 	// per transaction or request size).
 	ErrTooLarge = &params.Error{Message: "the change is too large for the state store; make it in smaller calls", Code: params.CodeQuotaLimitExceeded}
@@ -122,6 +127,8 @@ var errorTable = []struct {
 	// wrap a deadline (a commit etcd made that this daemon did
 	// not apply in time), and it is the store's code that is meant.
 	{"the store retried too often", is(state.ErrStoreContention), fixed(ErrContention), slog.LevelWarn},
+	// Before "cannot commit now": it wraps that too.
+	{"the store is out of space (etcd's quota)", is(state.ErrStoreNoSpace), fixed(ErrStoreFull), slog.LevelError},
 	{"the store cannot commit now", is(state.ErrStoreUnavailable), fixed(ErrUnavailable), slog.LevelError},
 	{"the store is closing (the daemon stops)", is(state.ErrStoreClosed), fixed(ErrClosing), slog.LevelWarn},
 	{"a write over the store's limits", is(state.ErrStoreTooLarge), fixed(ErrTooLarge), slog.LevelWarn},

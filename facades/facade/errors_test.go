@@ -67,6 +67,7 @@ func TestServerError(t *testing.T) {
 		{"the store cannot commit", fmt.Errorf("boltstore: commit: %w: %w", state.ErrStoreUnavailable, errors.New("bbolt said so")), ErrUnavailable.Message, params.CodeTryAgain},
 		{"the store committed but did not apply in time", fmt.Errorf("etcdstore: %w: committed at revision 7 but not applied by this process: %w", state.ErrStoreUnavailable, context.DeadlineExceeded), ErrUnavailable.Message, params.CodeTryAgain},
 		{"the store is closing", fmt.Errorf("view: %w", state.ErrStoreClosed), ErrClosing.Message, params.CodeTryAgain},
+		{"the store is out of space", fmt.Errorf("etcdstore: commit: %w: %w: etcd's database reached its space quota", state.ErrStoreNoSpace, state.ErrStoreUnavailable), ErrStoreFull.Message, params.CodeQuotaLimitExceeded},
 		{"a write over the store's limits", fmt.Errorf("etcdstore: %w: 130 operations", state.ErrStoreTooLarge), ErrTooLarge.Message, params.CodeQuotaLimitExceeded},
 		{"a full disk says so, without the path", fmt.Errorf("db: commit: %w", &fs.PathError{Op: "write", Path: "/var/lib/provisiond/provisiond.db", Err: syscall.ENOSPC}), ErrDiskFull.Message, ""},
 		{"a file system error is internal", fmt.Errorf("db: commit: %w", &fs.PathError{Op: "write", Path: "/var/lib/provisiond/provisiond.db", Err: syscall.EROFS}), ErrInternal.Message, ""},

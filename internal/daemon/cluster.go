@@ -409,5 +409,56 @@ func (m *metrics) watchEtcd(s *etcdstore.Store) {
 		counter("provisiond_store_own_applied_total",
 			"Commits this daemon applied to its replica as it sent them, being the revision after the latest it had (the others come with the etcd watch).",
 			func(st etcdstore.Stats) uint64 { return st.OwnApplied }),
+		counter("provisiond_store_member_exclusions_total",
+			"Times this daemon moved its etcd client off a member that stopped answering (while another answered).",
+			func(st etcdstore.Stats) uint64 { return st.MemberExclusions }),
+		newMemberCollector(s),
 	)
+}
+
+// memberCollector exports what the store last learned of each etcd member
+// (etcdstore.MemberStatus), labelled by its endpoint: whether it answers,
+// and its database's size against etcd's space quota (past which etcd
+// refuses every write: alert well before, e.g. at 80%).
+type memberCollector struct {
+	s                      *etcdstore.Store
+	up, size, inUse, quota *prometheus.Desc
+}
+
+func newMemberCollector(s *etcdstore.Store) *memberCollector {
+	desc := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, []string{"endpoint"}, nil)
+	}
+	return &memberCollector{
+		s:     s,
+		up:    desc("provisiond_store_etcd_member_up", "1 while the etcd member answers this daemon's probes (its status and a linearizable read, with a leader), else 0."),
+		size:  desc("provisiond_store_etcd_db_size_bytes", "Size of the etcd member's database, as etcd compares it with its space quota."),
+		inUse: desc("provisiond_store_etcd_db_size_in_use_bytes", "Part of the etcd member's database that holds data (the rest is free pages a defragment gives back)."),
+		quota: desc("provisiond_store_etcd_db_quota_bytes", "The etcd member's space quota (--quota-backend-bytes): past it etcd raises NOSPACE and refuses writes."),
+	}
+}
+
+func (c *memberCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.up
+	ch <- c.size
+	ch <- c.inUse
+	ch <- c.quota
+}
+
+func (c *memberCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, m := range c.s.Members() {
+		up := 0.0
+		if m.Up {
+			up = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, up, m.Endpoint)
+		if m.At.IsZero() {
+			continue // no status answered yet
+		}
+		ch <- prometheus.MustNewConstMetric(c.size, prometheus.GaugeValue, float64(m.DBSize), m.Endpoint)
+		ch <- prometheus.MustNewConstMetric(c.inUse, prometheus.GaugeValue, float64(m.DBSizeInUse), m.Endpoint)
+		if m.DBQuota > 0 {
+			ch <- prometheus.MustNewConstMetric(c.quota, prometheus.GaugeValue, float64(m.DBQuota), m.Endpoint)
+		}
+	}
 }

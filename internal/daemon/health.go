@@ -2,10 +2,13 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/provisiond/provisiond/state"
 )
 
 // /health says "ok" only while the store commits (issue 17 item 4: it said
@@ -104,6 +107,9 @@ func (d *Daemon) storeHealth(timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	if err := d.state.Store().Health(ctx); err != nil {
+		if errors.Is(err, state.ErrStoreNoSpace) {
+			return fmt.Errorf("store out of space: %w", err)
+		}
 		return fmt.Errorf("store unavailable: %w", err)
 	}
 	return nil

@@ -152,16 +152,36 @@ func openEtcdState(e EtcdConfig, log *slog.Logger) (*state.State, error) {
 	}})
 }
 
-// openEtcd opens an etcd store with the daemon's settings; observe, if not
-// nil, is told of each commit (etcdstore.Config.ObserveCommit).
+// openEtcd opens an etcd store with the daemon's settings and registers
+// its prefix (etcdstore.ClaimPrefix); observe, if not nil, is told of each
+// commit (etcdstore.Config.ObserveCommit).
 func openEtcd(e EtcdConfig, feed store.Feed, log *slog.Logger, observe func(time.Duration, int)) (*etcdstore.Store, error) {
+	cfg := e.storeConfig()
+	cfg.Feed, cfg.Logger, cfg.ObserveCommit = feed, log, observe
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.DialTimeout+e.RequestTimeout+5*time.Second)
+	defer cancel()
+	s, err := etcdstore.Open(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("etcd %s: %w", strings.Join(e.Endpoints, ","), err)
+	}
+	// A controller's prefix must neither contain nor be inside another's
+	// (whose records its replica would load): refused here for serve,
+	// migrate and restore alike.
+	if err := s.ClaimPrefix(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// storeConfig is the etcd store's configuration of e (no feed, logger or
+// commit observer).
+func (e EtcdConfig) storeConfig() etcdstore.Config {
 	dial := e.DialTimeout
 	if dial == 0 {
 		dial = 5 * time.Second
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), dial+e.RequestTimeout+5*time.Second)
-	defer cancel()
-	s, err := etcdstore.Open(ctx, etcdstore.Config{
+	return etcdstore.Config{
 		Endpoints:       e.Endpoints,
 		Prefix:          e.Prefix,
 		CAFile:          e.CAFile,
@@ -175,14 +195,7 @@ func openEtcd(e EtcdConfig, feed store.Feed, log *slog.Logger, observe func(time
 		MaxTxnOps:       e.MaxTxnOps,
 		MaxRequestBytes: e.MaxRequestBytes,
 		CommitsInFlight: e.CommitsInFlight,
-		Feed:            feed,
-		Logger:          log,
-		ObserveCommit:   observe,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("etcd %s: %w", strings.Join(e.Endpoints, ","), err)
 	}
-	return s, nil
 }
 
 // checkLoaded refuses an etcd store whose prefix holds an unfinished load

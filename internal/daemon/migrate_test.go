@@ -24,6 +24,7 @@ import (
 	"github.com/provisiond/provisiond/provisiondtest"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/state/store/etcdstore"
 )
 
 // fillController gives a controller machines, applications and units in
@@ -367,6 +368,10 @@ func TestMigrateLoadIsAllOrNothing(t *testing.T) {
 	resp, err := cli.Get(ctx, "/partial/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil || resp.Count != 0 {
 		t.Fatalf("after a failed load the prefix holds %d keys (%v)", resp.Count, err)
+	}
+	// ... and is no longer registered: the migrate registered it.
+	if resp, err := cli.Get(ctx, etcdstore.RegistryKey("/partial/"), clientv3.WithCountOnly()); err != nil || resp.Count != 0 {
+		t.Fatalf("after a failed load the prefix is registered (%d, %v)", resp.Count, err)
 	}
 
 	// An interrupted load: records and the mark, as a killed migrate

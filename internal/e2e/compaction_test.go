@@ -197,6 +197,15 @@ func recvStrings(t *testing.T, what string, w *client.StringsWatch) []string {
 // metric reads one counter or gauge of d's /metrics (open on loopback).
 func metric(t *testing.T, creds *credentials.Credentials, d *daemonProc, name string) float64 {
 	t.Helper()
+	resp := getMetrics(t, creds, d)
+	defer resp.Body.Close()
+	return metricIn(t, "/metrics of "+d.name, resp, name)
+}
+
+// getMetrics gets d's /metrics (open on loopback); the caller closes the
+// body.
+func getMetrics(t *testing.T, creds *credentials.Credentials, d *daemonProc) *http.Response {
+	t.Helper()
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM([]byte(creds.CACert))
 	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: client.DefaultServerName}}
@@ -206,8 +215,7 @@ func metric(t *testing.T, creds *credentials.Credentials, d *daemonProc, name st
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	return metricIn(t, "/metrics of "+d.name, resp, name)
+	return resp
 }
 
 // metricIn reads one unlabelled counter or gauge from a /metrics

@@ -23,9 +23,41 @@ import (
 func TestEtcdMembersKilledDuringWrites(t *testing.T) {
 	t.Parallel()
 	cluster := etcdtest.NewCluster(t, 3)
-	eps := cluster.Endpoints()
-	a := startDaemon(t, "a", eps, "/members/")
-	b := startDaemon(t, "b", eps, "/members/")
+	writeThroughFaults(t, cluster.Endpoints(), "/members/", memberFault{
+		what:   "stopped",
+		leader: cluster.Leader,
+		strike: func(i int) error {
+			start := time.Now()
+			cluster.Stop(i)
+			t.Logf("stopping m%d took %s", i, time.Since(start).Round(time.Millisecond))
+			return nil
+		},
+		heal: cluster.Restart,
+	})
+}
+
+// memberFault is what befalls one etcd member, and its end: a crash and
+// a restart, or SIGSTOP and SIGCONT.
+type memberFault struct {
+	what   string // for the log: "stopped", "hung (SIGSTOP)"
+	leader func(ctx context.Context) (int, error)
+	strike func(i int) error
+	heal   func(i int) error
+}
+
+// writeThroughFaults runs two daemons (startDaemon's flags and extra) on
+// eps under prefix; four agents and the admin write through both, and an
+// agent on the first watches the machines, while f strikes a follower and
+// then the leader, each healed once the writes resumed and were checked.
+// Nothing acknowledged may be lost (read through both daemons, before and
+// after the healing), no client connection may drop, and the watcher must
+// see the machines added after. Measured (logged): each strike to each
+// writer's first acknowledged write after it and its longest pause; the
+// error answers meanwhile. It returns each role's longest pause.
+func writeThroughFaults(t *testing.T, eps []string, prefix string, f memberFault, extra ...string) map[string]time.Duration {
+	t.Helper()
+	a := startDaemon(t, "a", eps, prefix, extra...)
+	b := startDaemon(t, "b", eps, prefix, extra...)
 	creds := a.credentials(t)
 	model := creds.DefaultModelUUID
 	ctx := ctxT(t)
@@ -50,8 +82,7 @@ func TestEtcdMembersKilledDuringWrites(t *testing.T) {
 	watched := &seen{}
 	go watched.follow(w)
 
-	// A follower, then the leader; each started again once the writes
-	// resumed and were checked.
+	pauses := map[string]time.Duration{}
 	for _, role := range []string{"follower", "leader"} {
 		wctx, stop := context.WithCancel(ctx)
 		var wg sync.WaitGroup
@@ -64,24 +95,25 @@ func TestEtcdMembersKilledDuringWrites(t *testing.T) {
 			return !slices.ContainsFunc(all, func(w *writer) bool { return len(w.acksSince(started)) < 10 })
 		})
 		lctx, cancel := context.WithTimeout(ctx, waitTimeout)
-		member, err := cluster.Leader(lctx)
+		member, err := f.leader(lctx)
 		cancel()
 		if err != nil {
 			t.Fatal(err)
 		}
 		if role == "follower" {
-			member = (member + 1) % len(cluster.Members())
+			member = (member + 1) % len(eps)
 		}
-		stopping := time.Now()
-		cluster.Stop(member)
-		stopped := time.Since(stopping)
-		waitFor(t, "every writer to have 10 writes acknowledged after the "+role+" stopped", func() bool {
-			return !slices.ContainsFunc(all, func(w *writer) bool { return len(w.acksSince(stopping)) < 10 })
+		struck := time.Now()
+		if err := f.strike(member); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "every writer to have 10 writes acknowledged after the "+role+" was "+f.what, func() bool {
+			return !slices.ContainsFunc(all, func(w *writer) bool { return len(w.acksSince(struck)) < 10 })
 		})
 		var resumed, gaps []time.Duration
 		for _, w := range all {
-			resumed = append(resumed, w.acksSince(stopping)[0].Sub(stopping))
-			gaps = append(gaps, w.longestGap(stopping, 10))
+			resumed = append(resumed, w.acksSince(struck)[0].Sub(struck))
+			gaps = append(gaps, w.longestGap(struck, 10))
 		}
 		ids := addMachines(t, mustDial(t, creds, b.addr, false, ""), 2)
 		waitFor(t, "the watcher on a to see the machines added through b", func() bool { return len(watched.missing(ids)) == 0 })
@@ -89,16 +121,17 @@ func TestEtcdMembersKilledDuringWrites(t *testing.T) {
 		wg.Wait()
 		for i, err := range ends {
 			if err != nil {
-				t.Fatalf("writer %s: %v (a daemon must not drop its clients when an etcd member goes)", all[i].name, err)
+				t.Fatalf("writer %s: %v (a daemon must not drop its clients when an etcd member is %s)", all[i].name, err, f.what)
 			}
 		}
-		t.Logf("etcd %s m%d stopped (Stop took %s): first write acknowledged after %s (median over %d writers; longest %s); "+
+		t.Logf("etcd %s m%d %s: first write acknowledged after %s (median over %d writers; longest %s); "+
 			"longest pause between two acknowledged writes of a writer %s (median; longest %s)",
-			role, member, stopped.Round(time.Millisecond), median(resumed).Round(time.Millisecond), len(resumed),
+			role, member, f.what, median(resumed).Round(time.Millisecond), len(resumed),
 			slices.Max(resumed).Round(time.Millisecond), median(gaps).Round(time.Millisecond), slices.Max(gaps).Round(time.Millisecond))
 		for _, w := range all {
 			t.Logf("writer %s: error answers %s", w.name, w.errorCodes())
 		}
+		pauses[role] = slices.Max(gaps)
 
 		// Nothing acknowledged is lost, as both daemons see it, before
 		// and after the member is back.
@@ -106,11 +139,12 @@ func TestEtcdMembersKilledDuringWrites(t *testing.T) {
 			checkStatuses(t, creds, d, all[:4]...)
 			checkConfig(t, creds, d, config)
 		}
-		if err := cluster.Restart(member); err != nil {
+		if err := f.heal(member); err != nil {
 			t.Fatal(err)
 		}
 		ids = addMachines(t, mustDial(t, creds, a.addr, false, ""), 1)
 		waitFor(t, "the watcher on a to see the machine added through a", func() bool { return len(watched.missing(ids)) == 0 })
 		checkStatuses(t, creds, b, all[:4]...)
 	}
+	return pauses
 }

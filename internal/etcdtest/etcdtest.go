@@ -6,6 +6,12 @@
 // etcd itself when given no endpoints: Start is the plain API, New and
 // NewCluster its testing.TB helpers, which clean up after the test.
 //
+// A fault a member of this process cannot suffer (SIGSTOP: a hung
+// machine, its sockets open and nothing answered) needs members that are
+// processes of their own: StartProcesses and NewProcesses run each member
+// as a program that calls MemberMain (cmd/etcdcluster, or the test binary
+// itself), with Pause, Resume and Stop of one member (process.go).
+//
 // # Limits
 //
 // A default etcd allows 128 operations (compares, and separately puts and
@@ -36,6 +42,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"os"
@@ -50,6 +57,9 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // The limits the members started here allow (see the package documentation).
@@ -74,6 +84,11 @@ type Options struct {
 	// NoFsync skips fsync (etcd's --unsafe-no-fsync): for tests that do
 	// not measure nor crash the machine. Benchmarks leave it false.
 	NoFsync bool
+
+	// QuotaBackendBytes is etcd's --quota-backend-bytes: the size of its
+	// database past which it raises the NOSPACE alarm and refuses writes
+	// (0: etcd's default, 2 GiB).
+	QuotaBackendBytes int64
 
 	// Logger receives etcd's logs; nil logs errors to standard error.
 	Logger *zap.Logger
@@ -102,6 +117,7 @@ type Member struct {
 	quiet atomic.Bool // set while stopping: etcd logs its own shutdown as errors
 	mu    sync.Mutex
 	etcd  *embed.Etcd // nil while stopped
+	guard statusGuard
 }
 
 // Start starts a cluster and waits until every member is ready. Ports are
@@ -121,7 +137,7 @@ func Start(opts Options) (*Cluster, error) {
 		opts.MaxRequestBytes = MaxRequestBytes
 	}
 	if opts.Logger == nil {
-		opts.Logger = stderrLogger()
+		opts.Logger = ErrorLogger(os.Stderr)
 	}
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
@@ -139,67 +155,17 @@ func Start(opts Options) (*Cluster, error) {
 
 func start(opts Options, attempt int) (*Cluster, error) {
 	c := &Cluster{opts: opts}
-	scheme := "http"
-	if opts.TLS != nil {
-		scheme = "https"
+	specs, err := layout(opts, attempt)
+	if err != nil {
+		return nil, err
 	}
-	var initial []string
-	for i := 0; i < opts.Members; i++ {
-		ports, err := freePorts(2)
-		if err != nil {
-			return nil, err
-		}
-		m := &Member{
-			Name:      fmt.Sprintf("m%d", i),
-			Dir:       filepath.Join(opts.Dir, fmt.Sprintf("m%d.%d", i, attempt)),
-			ClientURL: fmt.Sprintf("%s://127.0.0.1:%d", scheme, ports[0]),
-			PeerURL:   fmt.Sprintf("http://127.0.0.1:%d", ports[1]),
-		}
+	for _, spec := range specs {
+		m := &Member{Name: spec.Name, Dir: spec.Dir, ClientURL: spec.ClientURL, PeerURL: spec.PeerURL}
+		m.cfg = memberConfig(spec, opts.Logger.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+			return &quietCore{Core: c, quiet: &m.quiet}
+		})))
+		m.cfg.GRPCAdditionalServerOptions = []grpc.ServerOption{grpc.ChainUnaryInterceptor(m.guard.intercept)}
 		c.members = append(c.members, m)
-		initial = append(initial, m.Name+"="+m.PeerURL)
-	}
-	for _, m := range c.members {
-		cfg := embed.NewConfig()
-		cfg.Name = m.Name
-		cfg.Dir = m.Dir
-		cu, _ := url.Parse(m.ClientURL)
-		pu, _ := url.Parse(m.PeerURL)
-		cfg.ListenClientUrls = []url.URL{*cu}
-		cfg.AdvertiseClientUrls = []url.URL{*cu}
-		cfg.ListenPeerUrls = []url.URL{*pu}
-		cfg.AdvertisePeerUrls = []url.URL{*pu}
-		cfg.InitialCluster = strings.Join(initial, ",")
-		cfg.InitialClusterToken = filepath.Base(opts.Dir) + fmt.Sprint(attempt)
-		cfg.ClusterState = embed.ClusterStateFlagNew
-		cfg.MaxTxnOps = opts.MaxTxnOps
-		cfg.MaxRequestBytes = opts.MaxRequestBytes
-		cfg.UnsafeNoFsync = opts.NoFsync
-		cfg.Metrics = "basic"
-		// embed.NewConfig leaves the unary request warning threshold at 0
-		// (etcd's own command line gives it 300 ms), so every request
-		// took "too long": etcd formatted each one as text for a warning
-		// the logger then dropped, 12% of its CPU under provisionbench's
-		// grouped writes.
-		cfg.WarningUnaryRequestDuration = embed.DefaultWarningUnaryRequestDuration
-		// bcrypt's minimum cost: etcd hashes a password at every
-		// authentication, and the default cost takes tens of
-		// milliseconds of CPU on this 2-core box (more under -race).
-		cfg.BcryptCost = 4
-		if t := opts.TLS; t != nil {
-			cfg.ClientTLSInfo = transport.TLSInfo{
-				CertFile: t.ServerCert, KeyFile: t.ServerKey,
-				TrustedCAFile: t.CAFile, ClientCertAuth: true,
-			}
-		}
-		// Faster elections than etcd's defaults (100 ms heartbeat, 1 s
-		// election): a test that kills the leader waits less. Loopback
-		// round trips are well under the heartbeat.
-		cfg.TickMs = 50
-		cfg.ElectionMs = 500
-		cfg.Logger = "zap"
-		lg := opts.Logger.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return &quietCore{Core: c, quiet: &m.quiet} }))
-		cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(lg.With(zap.String("member", m.Name)))
-		m.cfg = cfg
 	}
 	// Members of a cluster must start together: each waits for a quorum.
 	errs := make([]error, len(c.members))
@@ -219,6 +185,108 @@ func start(opts Options, attempt int) (*Cluster, error) {
 	return c, nil
 }
 
+// layout gives the members of a new cluster of opts their names, data
+// dirs (under opts.Dir, new at each attempt) and free loopback ports.
+func layout(opts Options, attempt int) ([]MemberSpec, error) {
+	scheme := "http"
+	if opts.TLS != nil {
+		scheme = "https"
+	}
+	specs := make([]MemberSpec, opts.Members)
+	var initial []string
+	for i := range specs {
+		ports, err := freePorts(2)
+		if err != nil {
+			return nil, err
+		}
+		specs[i] = MemberSpec{
+			Name:      fmt.Sprintf("m%d", i),
+			Dir:       filepath.Join(opts.Dir, fmt.Sprintf("m%d.%d", i, attempt)),
+			ClientURL: fmt.Sprintf("%s://127.0.0.1:%d", scheme, ports[0]),
+			PeerURL:   fmt.Sprintf("http://127.0.0.1:%d", ports[1]),
+			Token:     filepath.Base(opts.Dir) + fmt.Sprint(attempt),
+			MaxTxnOps: opts.MaxTxnOps, MaxRequestBytes: opts.MaxRequestBytes,
+			NoFsync: opts.NoFsync, QuotaBackendBytes: opts.QuotaBackendBytes, TLS: opts.TLS,
+		}
+		initial = append(initial, specs[i].Name+"="+specs[i].PeerURL)
+	}
+	for i := range specs {
+		specs[i].InitialCluster = strings.Join(initial, ",")
+	}
+	return specs, nil
+}
+
+// MemberSpec is one member of a cluster: where it listens and keeps its
+// data, the cluster it belongs to and its settings. Start makes one per
+// member; StartProcesses hands each to a process of its own (RunMember).
+type MemberSpec struct {
+	Name      string
+	Dir       string
+	ClientURL string
+	PeerURL   string
+	// InitialCluster is every member's name=peer URL, comma-separated;
+	// Token the cluster's. Existing joins the cluster from the data dir
+	// (a restart) instead of making it.
+	InitialCluster string
+	Token          string
+	Existing       bool
+
+	MaxTxnOps         uint
+	MaxRequestBytes   uint
+	NoFsync           bool
+	QuotaBackendBytes int64
+	TLS               *TLSFiles
+}
+
+// memberConfig is etcd's configuration of the member spec describes,
+// logging to lg.
+func memberConfig(spec MemberSpec, lg *zap.Logger) *embed.Config {
+	cfg := embed.NewConfig()
+	cfg.Name = spec.Name
+	cfg.Dir = spec.Dir
+	cu, _ := url.Parse(spec.ClientURL)
+	pu, _ := url.Parse(spec.PeerURL)
+	cfg.ListenClientUrls = []url.URL{*cu}
+	cfg.AdvertiseClientUrls = []url.URL{*cu}
+	cfg.ListenPeerUrls = []url.URL{*pu}
+	cfg.AdvertisePeerUrls = []url.URL{*pu}
+	cfg.InitialCluster = spec.InitialCluster
+	cfg.InitialClusterToken = spec.Token
+	cfg.ClusterState = embed.ClusterStateFlagNew
+	if spec.Existing {
+		cfg.ClusterState = embed.ClusterStateFlagExisting
+	}
+	cfg.MaxTxnOps = spec.MaxTxnOps
+	cfg.MaxRequestBytes = spec.MaxRequestBytes
+	cfg.UnsafeNoFsync = spec.NoFsync
+	cfg.QuotaBackendBytes = spec.QuotaBackendBytes
+	cfg.Metrics = "basic"
+	// embed.NewConfig leaves the unary request warning threshold at 0
+	// (etcd's own command line gives it 300 ms), so every request
+	// took "too long": etcd formatted each one as text for a warning
+	// the logger then dropped, 12% of its CPU under provisionbench's
+	// grouped writes.
+	cfg.WarningUnaryRequestDuration = embed.DefaultWarningUnaryRequestDuration
+	// bcrypt's minimum cost: etcd hashes a password at every
+	// authentication, and the default cost takes tens of
+	// milliseconds of CPU on this 2-core box (more under -race).
+	cfg.BcryptCost = 4
+	if t := spec.TLS; t != nil {
+		cfg.ClientTLSInfo = transport.TLSInfo{
+			CertFile: t.ServerCert, KeyFile: t.ServerKey,
+			TrustedCAFile: t.CAFile, ClientCertAuth: true,
+		}
+	}
+	// Faster elections than etcd's defaults (100 ms heartbeat, 1 s
+	// election): a test that kills the leader waits less. Loopback
+	// round trips are well under the heartbeat.
+	cfg.TickMs = 50
+	cfg.ElectionMs = 500
+	cfg.Logger = "zap"
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(lg.With(zap.String("member", spec.Name)))
+	return cfg
+}
+
 // readyTimeout bounds how long a member may take to be ready.
 const readyTimeout = 60 * time.Second
 
@@ -228,25 +296,69 @@ func (m *Member) start() error {
 	if m.etcd != nil {
 		return nil
 	}
-	if err := os.MkdirAll(m.Dir, 0o700); err != nil {
-		return err
-	}
-	e, err := embed.StartEtcd(m.cfg)
+	m.guard.start()
+	e, err := startEmbed(m.cfg)
 	if err != nil {
-		return fmt.Errorf("etcdtest: start %s: %w", m.Name, err)
-	}
-	select {
-	case <-e.Server.ReadyNotify():
-	case err := <-e.Err():
-		e.Close()
-		return fmt.Errorf("etcdtest: start %s: %w", m.Name, err)
-	case <-time.After(readyTimeout):
-		e.Server.HardStop()
-		e.Close()
-		return fmt.Errorf("etcdtest: start %s: not ready after %s", m.Name, readyTimeout)
+		return err
 	}
 	m.etcd = e
 	return nil
+}
+
+// statusGuard keeps etcd's maintenance Status off a member being stopped:
+// served once HardStop has closed the member's backend, and before Close
+// stops its gRPC servers, Status dereferences a nil transaction and
+// panics, taking the test's whole process with it (the stores' member
+// watch asks every member for its status often). stop waits for the
+// Status calls in progress (they read local state only) and refuses the
+// later ones.
+type statusGuard struct {
+	mu       sync.RWMutex
+	stopping bool
+}
+
+func (g *statusGuard) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if info.FullMethod != "/etcdserverpb.Maintenance/Status" {
+		return handler(ctx, req)
+	}
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	if g.stopping {
+		return nil, status.Error(codes.Unavailable, "etcdtest: the member is stopping")
+	}
+	return handler(ctx, req)
+}
+
+func (g *statusGuard) start() { g.set(false) }
+func (g *statusGuard) stop()  { g.set(true) }
+
+func (g *statusGuard) set(stopping bool) {
+	g.mu.Lock()
+	g.stopping = stopping
+	g.mu.Unlock()
+}
+
+// startEmbed starts a member with etcd's server and waits until it is
+// ready.
+func startEmbed(cfg *embed.Config) (*embed.Etcd, error) {
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, err
+	}
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("etcdtest: start %s: %w", cfg.Name, err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+		return e, nil
+	case err := <-e.Err():
+		e.Close()
+		return nil, fmt.Errorf("etcdtest: start %s: %w", cfg.Name, err)
+	case <-time.After(readyTimeout):
+		e.Server.HardStop()
+		e.Close()
+		return nil, fmt.Errorf("etcdtest: start %s: not ready after %s", cfg.Name, readyTimeout)
+	}
 }
 
 // stop stops the member without handing its leadership over first (as a
@@ -259,6 +371,7 @@ func (m *Member) stop() {
 	}
 	m.quiet.Store(true)
 	defer m.quiet.Store(false)
+	m.guard.stop()
 	m.etcd.Server.HardStop()
 	m.etcd.Close()
 	m.etcd = nil
@@ -297,6 +410,9 @@ func (c *Cluster) Stop(i int) {
 	defer c.mu.Unlock()
 	c.members[i].stop()
 }
+
+// Running reports whether member i runs.
+func (c *Cluster) Running(i int) bool { return c.members[i].Running() }
 
 // Restart starts a stopped member again, on its ports and data dir, and
 // waits until it is ready (which, in a cluster, needs a quorum).
@@ -353,9 +469,13 @@ func (c *Cluster) Close() {
 func New(tb testing.TB) *Cluster { return NewCluster(tb, 1) }
 
 // NewCluster is New with n members.
-func NewCluster(tb testing.TB, n int) *Cluster {
+func NewCluster(tb testing.TB, n int) *Cluster { return NewWith(tb, Options{Members: n}) }
+
+// NewWith is New with opts; its Dir, NoFsync and Logger are New's.
+func NewWith(tb testing.TB, opts Options) *Cluster {
 	tb.Helper()
-	c, err := Start(Options{Dir: tb.TempDir(), Members: n, NoFsync: true, Logger: TestLogger(tb)})
+	opts.Dir, opts.NoFsync, opts.Logger = tb.TempDir(), true, TestLogger(tb)
+	c, err := Start(opts)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -371,12 +491,7 @@ func NewTLS(tb testing.TB) (*Cluster, *TLSFiles) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	c, err := Start(Options{Dir: tb.TempDir(), NoFsync: true, TLS: files, Logger: TestLogger(tb)})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(c.Close)
-	return c, files
+	return NewWith(tb, Options{TLS: files}), files
 }
 
 // TestLogger returns a zap logger that writes errors to tb's log while the
@@ -427,9 +542,10 @@ func (c *quietCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.Ch
 	return c.Core.Check(e, ce)
 }
 
-func stderrLogger() *zap.Logger {
+// ErrorLogger is a zap logger that writes etcd's errors to w.
+func ErrorLogger(w io.Writer) *zap.Logger {
 	enc := zap.NewProductionEncoderConfig()
-	core := zapcore.NewCore(zapcore.NewConsoleEncoder(enc), zapcore.Lock(os.Stderr), zap.ErrorLevel)
+	core := zapcore.NewCore(zapcore.NewConsoleEncoder(enc), zapcore.Lock(zapcore.AddSync(w)), zap.ErrorLevel)
 	return zap.New(core)
 }
 

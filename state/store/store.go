@@ -235,6 +235,11 @@ var (
 	// operations per transaction or request size).
 	ErrTooLarge = errors.New("transaction too large for the store")
 
+	// ErrNoSpace: the engine refuses writes for want of space until an
+	// operator frees some (etcd's space quota reached: its NOSPACE
+	// alarm). Errors that wrap it wrap ErrUnavailable too.
+	ErrNoSpace = errors.New("store out of space")
+
 	// ErrBadKey: a key without a kind, or of the reserved meta kind.
 	ErrBadKey = errors.New("bad store key")
 )

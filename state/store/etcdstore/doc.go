@@ -41,6 +41,39 @@
 // not see removals by lease expiry (they do not touch the feed key): those
 // arrive with the watch.
 //
+// # Reads that must be current: Sync
+//
+// Sync makes the replica as current as a linearizable read made when it
+// is called (the feed key's mod revision, then a wait for the replica to
+// apply it), or fails with store.ErrUnavailable within RequestTimeout;
+// concurrent calls share reads (sync.go). state's credential checks read
+// after it, so a password changed through any daemon is refused by every
+// daemon once the change is acknowledged, and a daemon cut off from etcd
+// refuses logins instead of trusting its replica.
+//
+// # The members
+//
+// gRPC closes a connection to a member that hangs (SIGSTOP, a stalled
+// disk or VM) only after its keepalive, at least 10 s plus the timeout.
+// The member watch (members.go) probes each member on a connection of its
+// own every RequestTimeout/4 (its status and a linearizable read with a
+// leader, within RequestTimeout/2); while another member answers, the
+// store's client is kept off those that do not (SetEndpoints) and its
+// connections to them are closed at once (the store's dialer tracks
+// them), so the requests, the watch and the lease keepalive on them start
+// again elsewhere. The status gives each member's database size and
+// etcd's space quota (Members, for metrics) and its alarms.
+//
+// # Space, and the prefix registry
+//
+// etcd past its space quota refuses every write (NOSPACE): Update fails
+// with store.ErrNoSpace, Health reports the alarm (AlarmList), and
+// ReclaimSpace compacts, defragments and disarms (space.go). Controllers
+// sharing an etcd must not have nested prefixes (a replica would load the
+// other's records): ClaimPrefix registers the prefix under PrefixRegistry,
+// outside every prefix, in one transaction that refuses a registered
+// ancestor or descendant (claim.go).
+//
 // # Writes: one etcd transaction per Update
 //
 // Update runs its function on the latest snapshot (revision A), recording
@@ -144,6 +177,9 @@
 //     stay in revision order, each revision once.
 //     While a watch runs, its probe goroutine reads the feed key after
 //     each StaleAfter/4 of silence; it ends with the watch.
+//     Open also starts one member watch goroutine per endpoint (each
+//     with an etcd client of its own when there are several), which
+//     Close stops and waits for.
 //   - The store's lease (Ephemeral keys, elections) is granted on first
 //     use; a keepalive goroutine owned by the store drains its keepalive
 //     responses and, if the lease is lost, puts the live ephemeral keys

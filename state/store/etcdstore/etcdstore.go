@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -120,6 +121,9 @@ type Stats struct {
 	Groups      uint64 // etcd transactions that carried several Updates' commits
 	Grouped     uint64 // Update commits sent in those
 	OwnApplied  uint64 // revisions an Update applied to the replica itself (the watch skipped them)
+	// MemberExclusions counts the times the store moved its client off an
+	// etcd member that stopped answering (the member watch).
+	MemberExclusions uint64
 }
 
 // Store is a store.Store on etcd. See the package documentation.
@@ -160,6 +164,16 @@ type Store struct {
 	}
 
 	group committer // group commit of Updates
+
+	members *memberWatch // each etcd member's health, keeping the client on those that answer
+
+	claimed atomic.Int64 // the revision at which ClaimPrefix registered the prefix (0: it did not)
+
+	syncMu     sync.Mutex // guards the fields below (Sync)
+	syncSeq    uint64     // Sync's reads sent so far
+	syncCur    *syncRound // the read in flight, if any
+	syncErr    error      // the last read's error (nil: it succeeded)
+	syncFailed time.Time  // when it ended
 
 	ctx    context.Context // cancelled by Close, after Updates drained
 	cancel context.CancelFunc
@@ -243,32 +257,17 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	ccfg := clientv3.Config{
-		Endpoints:            cfg.Endpoints,
-		DialTimeout:          cfg.DialTimeout,
-		DialKeepAliveTime:    cfg.RequestTimeout,
-		DialKeepAliveTimeout: cfg.RequestTimeout,
-		PermitWithoutStream:  true,
-		Username:             cfg.Username,
-		Password:             cfg.Password,
-		Logger:               zap.NewNop(),
-		MaxCallSendMsgSize:   cfg.MaxRequestBytes + 64<<10,
-		Context:              ctx,
-		DialOptions: []grpc.DialOption{
-			grpc.WithStaticStreamWindowSize(streamWindow),
-			grpc.WithStaticConnWindowSize(connWindow),
-		},
+	ccfg, err := clientConfig(cfg)
+	if err != nil {
+		return nil, err
 	}
-	if cfg.CAFile != "" || cfg.CertFile != "" || cfg.KeyFile != "" {
-		tc, err := ClientTLS(cfg.CAFile, cfg.CertFile, cfg.KeyFile)
-		if err != nil {
-			return nil, err
-		}
-		ccfg.TLS = tc
-	}
-	// The client's context must outlive Open's: it is the parent of every
-	// request the client makes on its own (keepalives).
-	ccfg.Context = context.Background()
+	// The member watch's clients are the store's without its dialer: the
+	// dialer keeps the store's client's connections, for the member
+	// watch to close (members.go).
+	base := ccfg
+	base.DialOptions = slices.Clone(ccfg.DialOptions)
+	conns := &connTracker{}
+	ccfg.DialOptions = append(ccfg.DialOptions, grpc.WithContextDialer(conns.dial))
 	cli, err := clientv3.New(ccfg)
 	if err != nil {
 		return nil, fmt.Errorf("etcdstore: connect to %s: %w", strings.Join(cfg.Endpoints, ","), unavailable(err))
@@ -285,6 +284,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		ephems:  map[string]*ephemeral{},
 		elects:  map[string]chan struct{}{},
 	}
+	s.members = &memberWatch{s: s, base: base, conns: conns}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.closeCtx, s.closeCancel = context.WithCancel(context.Background())
 	snap, err := s.load(ctx)
@@ -300,7 +300,40 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	s.heard.Store(time.Now().UnixNano())
 	s.wg.Add(1)
 	go s.follow()
+	s.members.start()
 	return s, nil
+}
+
+// clientConfig is the etcd client configuration of cfg (defaults
+// applied): its endpoints, TLS and auth, keepalives of RequestTimeout, and
+// the store's gRPC windows and message size. Its context outlives any
+// call's: it is the parent of every request the client makes on its own
+// (keepalives).
+func clientConfig(cfg Config) (clientv3.Config, error) {
+	ccfg := clientv3.Config{
+		Endpoints:            cfg.Endpoints,
+		DialTimeout:          cfg.DialTimeout,
+		DialKeepAliveTime:    cfg.RequestTimeout,
+		DialKeepAliveTimeout: cfg.RequestTimeout,
+		PermitWithoutStream:  true,
+		Username:             cfg.Username,
+		Password:             cfg.Password,
+		Logger:               zap.NewNop(),
+		MaxCallSendMsgSize:   cfg.MaxRequestBytes + 64<<10,
+		Context:              context.Background(),
+		DialOptions: []grpc.DialOption{
+			grpc.WithStaticStreamWindowSize(streamWindow),
+			grpc.WithStaticConnWindowSize(connWindow),
+		},
+	}
+	if cfg.CAFile != "" || cfg.CertFile != "" || cfg.KeyFile != "" {
+		tc, err := ClientTLS(cfg.CAFile, cfg.CertFile, cfg.KeyFile)
+		if err != nil {
+			return ccfg, err
+		}
+		ccfg.TLS = tc
+	}
+	return ccfg, nil
 }
 
 // The store's own keys, under the prefix (kind meta, which functions
@@ -359,6 +392,8 @@ func (s *Store) Stats() Stats {
 		Groups:      s.stats.groups.Load(),
 		Grouped:     s.stats.grouped.Load(),
 		OwnApplied:  s.stats.ownApplied.Load(),
+
+		MemberExclusions: s.members.exclusions(),
 	}
 }
 
@@ -423,7 +458,8 @@ func (s *Store) View(ctx context.Context, fn func(store.Reader) error) error {
 }
 
 // Health implements store.Store: a linearizable read (which needs a
-// quorum) and a current replica.
+// quorum), no alarm of etcd's (NOSPACE: store.ErrNoSpace; CORRUPT), and a
+// current replica.
 func (s *Store) Health(ctx context.Context) error {
 	if err := s.enter(); err != nil {
 		return err
@@ -433,6 +469,9 @@ func (s *Store) Health(ctx context.Context) error {
 	defer cancel()
 	if _, err := s.cli.Get(rctx, s.feedK, clientv3.WithCountOnly()); err != nil {
 		return s.fail(ctx, "health check", err)
+	}
+	if err := s.alarms(rctx); err != nil {
+		return err
 	}
 	return s.fresh()
 }

@@ -21,6 +21,11 @@ import (
 var shared *etcdtest.Cluster
 
 func TestMain(m *testing.M) {
+	// This binary is also each member of the etcd clusters of processes
+	// (TestMemberHung).
+	if code, ok := etcdtest.MemberMain(os.Args[1:], os.Stderr); ok {
+		os.Exit(code)
+	}
 	dir, err := os.MkdirTemp("", "etcdstore-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -58,8 +63,16 @@ func newPrefix() string { return fmt.Sprintf("/test-%d/", prefixes.Add(1)) }
 // test sizes, not speed.
 const largeRequestTimeout = 40 * time.Second
 
+// cluster is an etcd cluster of the tests: members in this process or in
+// processes of their own.
+type cluster interface {
+	Endpoints() []string
+	MaxTxnOps() int
+	MaxRequestBytes() int
+}
+
 // config is a store's configuration for the cluster c under prefix.
-func config(c *etcdtest.Cluster, prefix string, feed store.Feed) etcdstore.Config {
+func config(c cluster, prefix string, feed store.Feed) etcdstore.Config {
 	return etcdstore.Config{
 		Endpoints:       c.Endpoints(),
 		Prefix:          prefix,

@@ -193,6 +193,9 @@ func TestEtcdDown(t *testing.T) {
 	if err := s.Health(ctx); !errors.Is(err, store.ErrUnavailable) {
 		t.Errorf("Health with etcd down: %v", err)
 	}
+	if err := s.Sync(ctx); !errors.Is(err, store.ErrUnavailable) {
+		t.Errorf("Sync with etcd down: %v", err)
+	}
 	waitFor(t, ctx, "reads to fail", func() bool {
 		err := s.View(ctx, func(store.Reader) error { return nil })
 		if err != nil && !errors.Is(err, store.ErrUnavailable) {
@@ -225,6 +228,9 @@ func TestEtcdDown(t *testing.T) {
 	}
 	if err := s.Health(ctx); err != nil {
 		t.Errorf("Health after restart: %v", err)
+	}
+	if err := s.Sync(ctx); err != nil {
+		t.Errorf("Sync after restart: %v", err)
 	}
 	if n := counter(t, ctx, s, "counter/x"); n != len(acked) {
 		t.Errorf("counter %d after %d acknowledged increments (the one tried while down did not commit)", n, len(acked))

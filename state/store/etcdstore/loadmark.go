@@ -37,8 +37,9 @@ func (s *Store) CheckLoad(ctx context.Context) error {
 
 // AbortLoad removes every key under the prefix if the prefix holds this
 // store's own load mark: it undoes a Load of this store that failed part
-// way. A prefix without the mark, or with another store's, is left alone
-// (it reports whether it removed anything).
+// way, and the prefix's registration if this store made it (ClaimPrefix).
+// A prefix without the mark, or with another store's, is left alone (it
+// reports whether it removed anything).
 func (s *Store) AbortLoad(ctx context.Context) (bool, error) {
 	if err := s.enter(); err != nil {
 		return false, err
@@ -47,7 +48,7 @@ func (s *Store) AbortLoad(ctx context.Context) (bool, error) {
 	rctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	resp, err := s.cli.Txn(rctx).
 		If(clientv3.Compare(clientv3.Value(s.prefix+loadKey), "=", s.id)).
-		Then(clientv3.OpDelete(s.prefix, clientv3.WithPrefix())).
+		Then(append([]clientv3.Op{clientv3.OpDelete(s.prefix, clientv3.WithPrefix())}, s.releaseClaim()...)...).
 		Commit()
 	cancel()
 	if err != nil {

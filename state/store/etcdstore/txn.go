@@ -443,11 +443,16 @@ func (s *Store) waitLocal(ctx context.Context, rev int64) error {
 
 // fail translates an error of the etcd client: the caller's own context
 // ending stays that; etcd's transaction limits are store.ErrTooLarge;
+// etcd's space quota reached is store.ErrNoSpace (and ErrUnavailable);
 // anything else (no leader, unreachable, timed out, auth) is
 // store.ErrUnavailable with the cause.
 func (s *Store) fail(ctx context.Context, what string, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("etcdstore: %s: %w", what, ctx.Err())
+	}
+	if errors.Is(err, rpctypes.ErrNoSpace) || errors.Is(err, rpctypes.ErrGRPCNoSpace) {
+		return noSpaceError{fmt.Sprintf("etcdstore: %s: etcd's database reached its space quota (its NOSPACE alarm is raised) and etcd refuses writes until space is freed: %s",
+			what, noSpaceRecovery)}
 	}
 	if errors.Is(err, rpctypes.ErrTooManyOps) || errors.Is(err, rpctypes.ErrGRPCTooManyOps) {
 		return fmt.Errorf("etcdstore: %s: %w: %v (raise etcd's --max-txn-ops, and the store's MaxTxnOps to match)",
