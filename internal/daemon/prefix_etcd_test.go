@@ -44,12 +44,12 @@ func TestNestedEtcdPrefixRefused(t *testing.T) {
 	if !errors.Is(err, etcdstore.ErrNestedPrefix) || !strings.Contains(err.Error(), "is inside /outer/") {
 		t.Errorf("migrate into /outer/migrated/: %v; want it refused", err)
 	}
-	_, err = daemon.RestoreToEtcd(ctx, bytes.NewReader(archive), migrateEtcd(eps, "/"), t.TempDir(), nil)
+	_, err = daemon.RestoreToEtcd(ctx, bytes.NewReader(archive), migrateEtcd(eps, "/"), t.TempDir(), false, nil)
 	if !errors.Is(err, etcdstore.ErrNestedPrefix) || !strings.Contains(err.Error(), "/ contains /outer/") {
 		t.Errorf("restore into /: %v; want it refused", err)
 	}
 
-	if _, err := daemon.RestoreToEtcd(ctx, bytes.NewReader(archive), migrateEtcd(eps, "/outer-restored/"), t.TempDir(), nil); err != nil {
+	if _, err := daemon.RestoreToEtcd(ctx, bytes.NewReader(archive), migrateEtcd(eps, "/outer-restored/"), t.TempDir(), false, nil); err != nil {
 		t.Fatalf("restore into a sibling prefix: %v", err)
 	}
 	provisiondtest.Start(t, provisiondtest.WithEtcd(eps, "/outer-restored/"))
