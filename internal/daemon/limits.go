@@ -145,8 +145,8 @@ func (d *Daemon) superuser(w http.ResponseWriter, r *http.Request, path, what st
 		return state.User{}, false
 	}
 	user = strings.TrimPrefix(user, "user-")
-	keys := admin.UserKeys(path, user, r.RemoteAddr)
-	if wait := d.throttle.Wait(keys); wait > 0 {
+	attempt, wait := d.throttle.Begin(d.throttle.UserKeys(path, user, r.RemoteAddr))
+	if wait > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
 		http.Error(w, admin.ThrottledError(wait).Error(), http.StatusTooManyRequests)
 		return state.User{}, false
@@ -154,13 +154,15 @@ func (d *Daemon) superuser(w http.ResponseWriter, r *http.Request, path, what st
 	u, err := d.state.CheckUserPassword(user, pass)
 	if err != nil {
 		if errors.Is(err, state.ErrBadCredentials) {
-			d.throttle.Failed(keys)
+			attempt.Failed()
+		} else {
+			attempt.Abandon()
 		}
 		w.Header().Set("WWW-Authenticate", `Basic realm="provisiond"`)
 		http.Error(w, "invalid entity name or password", http.StatusUnauthorized)
 		return state.User{}, false
 	}
-	d.throttle.Succeeded(keys)
+	attempt.Succeeded()
 	if u.Access != state.AccessSuperuser {
 		http.Error(w, "permission denied", http.StatusForbidden)
 		return state.User{}, false
