@@ -37,12 +37,12 @@ import (
 // are random and at least 18 bytes, and agents behind one address (a NAT)
 // must not slow each other down.
 //
-// Once a key has failed, attempts under way count as failures to come, so
-// a key beyond its free failures lets one attempt through at a time:
-// concurrent guesses cannot slip past the count (a key with no failure
-// yet holds nothing back, so logins with the right password go in
-// parallel; the first wave of guesses is what the connection bounds of
-// the listener allow). A key's failures are forgotten after
+// Attempts under way count as failures to come, so a key beyond its free
+// failures lets one attempt through at a time and concurrent guesses
+// cannot slip past the count. For a user from a client it is not familiar
+// at, from the first attempt; otherwise (agents, familiar clients, the
+// operator) once the key has failed: until then logins with the right
+// password go in parallel (the controller agent opens many at once). A key's failures are forgotten after
 // Forget without one; nothing waits longer than Max. Refusals are answers,
 // not sleeps: a throttled login holds no goroutine. Safe for concurrent
 // use; a nil Throttle throttles nothing.
@@ -250,11 +250,11 @@ func (t *Throttle) Begin(k LoginKeys) (*Attempt, time.Duration) {
 		pairFree = 0 // the client guesses at many names: no free failures for any
 	}
 	pair := t.entry(k.pairKey(), now)
-	wait := t.wait(pair, pairFree, now)
+	wait := t.wait(pair, pairFree, across, now)
 	var identity *failures
 	if across {
 		identity = t.entry(k.identityKey(), now)
-		wait = max(wait, t.wait(identity, t.cfg.IdentityFree, now))
+		wait = max(wait, t.wait(identity, t.cfg.IdentityFree, true, now))
 	}
 	if wait > 0 {
 		t.mu.Unlock()
@@ -358,13 +358,12 @@ func (t *Throttle) over(f *failures, free int, now time.Time) bool {
 }
 
 // wait is how long an attempt under f must wait given its free failures:
-// none within them; beyond them, each a backoff after the last failure,
-// and once f has failed, the attempts under way count as failures to
-// come (one at a time beyond the free ones). Attempts at a key without a
-// failure are not held back: logins with the right password go in
-// parallel. t.mu is held.
-func (t *Throttle) wait(f *failures, free int, now time.Time) time.Duration {
-	if f.inflight > 0 && f.n > 0 {
+// none within them; beyond them, each a backoff after the last failure.
+// The attempts under way count as failures to come (one at a time beyond
+// the free ones) once f has failed, or from the first if strict. t.mu is
+// held.
+func (t *Throttle) wait(f *failures, free int, strict bool, now time.Time) time.Duration {
+	if f.inflight > 0 && (f.n > 0 || strict) {
 		if f.n+f.inflight <= free {
 			return 0
 		}

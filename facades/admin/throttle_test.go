@@ -120,8 +120,8 @@ func TestThrottle(t *testing.T) {
 // Guesses at one name, or at names that do not exist, never keep a
 // different identity with the right credentials out: not from another
 // client, not from the guesser's own client (the operator's, or a NAT's).
-// Item 3 of the attack run: unknown-user logins to 127.0.0.1 at 5 a second
-// kept the admin out 18 times of 20 over 40 s.
+// In the attack run, unknown-user logins to 127.0.0.1 at 5 a second kept
+// the admin out 18 times of 20 over 40 s.
 func TestThrottleGuessesKeepNoOneElseOut(t *testing.T) {
 	for _, c := range []struct {
 		what           string
@@ -172,13 +172,13 @@ func TestThrottleGuessesKeepNoOneElseOut(t *testing.T) {
 }
 
 // The pair of one name at one client throttles however the client
-// rotates its address within what one host has (item 5: 150 guesses from
-// 150 addresses in 127.0.0.0/8 went unthrottled), and the identity
+// rotates its address within what one host has (in the attack run, 150
+// guesses from 150 addresses in 127.0.0.0/8 went unthrottled), and the identity
 // throttles across clients from where the user has not logged in; from a
 // client where it has, and from the local operator's, the user still gets
 // in with the right password.
 func TestThrottleAcrossAddresses(t *testing.T) {
-	th, advance := testThrottle(t, ThrottleConfig{})
+	th, _ := testThrottle(t, ThrottleConfig{})
 	checked := 0
 	for i := range 150 {
 		if try(th, th.UserKeys("api", "bob", fmt.Sprintf("127.0.%d.%d:1", i/200, i%200+1)), false) == 0 {
@@ -201,7 +201,7 @@ func TestThrottleAcrossAddresses(t *testing.T) {
 	}
 
 	// dave logs in from 192.0.2.1 (familiar), then 200 clients guess.
-	th, advance = testThrottle(t, ThrottleConfig{Client: func(remote string) Client {
+	th, advance := testThrottle(t, ThrottleConfig{Client: func(remote string) Client {
 		cl := ClientOfRemote(remote)
 		cl.Operator = cl.Key == "loopback"
 		return cl
@@ -265,34 +265,27 @@ func TestThrottleSprayingClient(t *testing.T) {
 	}
 }
 
-// Once a key has failed, attempts beyond its free failures go one at a
-// time: guesses sent at once cannot pass the count before their outcomes
-// are known. Attempts at a key that has not failed all go ahead (logins
-// with the right password in parallel).
+// Attempts under way count as failures to come: guesses sent at once
+// cannot pass the count before their outcomes are known. At a user from a
+// client it has not logged in from, from the first attempt (across
+// clients too); at an agent, or a user at a familiar client, once the
+// key has failed: until then logins with the right password go in
+// parallel.
 func TestThrottleConcurrentAttempts(t *testing.T) {
 	th, _ := testThrottle(t, ThrottleConfig{})
+	burst := func(k LoginKeys, n int) []*Attempt {
+		var out []*Attempt
+		for range n {
+			if a, w := th.Begin(k); w == 0 {
+				out = append(out, a)
+			}
+		}
+		return out
+	}
 	k := th.UserKeys("api", "bob", "192.0.2.1:1")
-	var attempts []*Attempt
-	for range 50 {
-		if a, w := th.Begin(k); w == 0 {
-			attempts = append(attempts, a)
-		}
-	}
-	if len(attempts) != 50 {
-		t.Fatalf("%d of 50 attempts at once let through before any failure", len(attempts))
-	}
-	for _, a := range attempts {
-		a.Succeeded()
-	}
-	try(th, k, false) // one failure known
-	attempts = attempts[:0]
-	for range 50 {
-		if a, w := th.Begin(k); w == 0 {
-			attempts = append(attempts, a)
-		}
-	}
-	if len(attempts) != 3 {
-		t.Fatalf("%d of 50 attempts at once let through after a failure; want 3 (the rest of the free ones and one more)", len(attempts))
+	attempts := burst(k, 50)
+	if len(attempts) != 4 {
+		t.Fatalf("%d of 50 attempts at once from a new client let through; want 4 (3 free and one more)", len(attempts))
 	}
 	for _, a := range attempts {
 		a.Failed()
@@ -300,9 +293,35 @@ func TestThrottleConcurrentAttempts(t *testing.T) {
 	if _, w := th.Begin(k); w != time.Second {
 		t.Fatalf("after 4 failures: wait %v; want 1s", w)
 	}
+	// Across clients: 13 at once (12 free and one more), whatever the
+	// clients.
+	n := 0
+	for i := range 50 {
+		if _, w := th.Begin(th.UserKeys("api", "carol", fmt.Sprintf("198.51.100.%d:1", i+1))); w == 0 {
+			n++
+		}
+	}
+	if n != 13 {
+		t.Fatalf("%d of 50 attempts at once from 50 clients let through; want 13", n)
+	}
+	// Familiar, or an agent: all at once until a failure.
+	fam := th.UserKeys("api", "dave", "192.0.2.9:1")
+	try(th, fam, true)
+	for _, k := range []LoginKeys{fam, th.AgentKeys("m", "machine-0", "192.0.2.9:1")} {
+		attempts := burst(k, 50)
+		if len(attempts) != 50 {
+			t.Fatalf("%+v: %d of 50 attempts at once let through before any failure", k, len(attempts))
+		}
+		for _, a := range attempts[1:] {
+			a.Succeeded()
+		}
+		attempts[0].Failed()
+		if got := len(burst(k, 50)); got != 3 {
+			t.Fatalf("%+v: %d of 50 let through after a failure; want 3", k, got)
+		}
+	}
 	// An abandoned attempt counts nothing.
-	k2 := th.UserKeys("api", "bob", "192.0.2.2:1")
-	try(th, k2, false)
+	k2 := th.UserKeys("api", "erin", "192.0.2.2:1")
 	for range 10 {
 		a, w := th.Begin(k2)
 		if w != 0 {
