@@ -18,6 +18,7 @@
 #   internal/buildinfo (version, VCS revision) → nothing of ours; cmd, facades, internal/daemon
 #   internal/gcfloor (the heap floor under the GC) → nothing of ours; cmd/provisiond and cmd/provisionbench
 #   internal/tlsrecord (a TLS record counter for tests) → nothing of ours
+#   internal/asuser (sockets opened as another local user, for tests) → nothing of ours
 #   size (the one size parser) → nothing of ours; storage, charm, state, facades and
 #   cmd/provisionctl import it
 #   internal/dashboard (the status page) → state, watcher, rpc/params: it reads state and the
@@ -66,6 +67,7 @@ while read -r pkg imports; do
       internal/etcdtest*) ok=0 ;;
       internal/gcfloor*) ok=0 ;;
       internal/tlsrecord*) ok=0 ;;
+      internal/asuser*) ok=0 ;;
       environ*) ok=0 ;;
       charm*) case $dep in size) ok=1 ;; esac ;;
       storage*) case $dep in size) ok=1 ;; esac ;;

@@ -99,7 +99,7 @@ func TestConnectionLimit(t *testing.T) {
 		c.Close()
 	}
 	waitFor(t, "the connections to end", func() bool { return d.TCPConns() == 0 })
-	if m := metricsText(t, d, nil); !strings.Contains(m, "provisiond_connections_refused_total "+strconv.Itoa(int(fails.Load()))) {
+	if m := metricsText(t, d, nil); !strings.Contains(m, `provisiond_connections_refused_total{listener="api",reason="cap"} `+strconv.Itoa(int(fails.Load()))) {
 		t.Errorf("/metrics does not count %d refused connections:\n%s", fails.Load(), grepLines(m, "refused"))
 	}
 }
