@@ -389,31 +389,38 @@ func (t *Throttle) fail(f *failures, now time.Time) {
 	f.last, f.seen = now, now
 }
 
-// evict drops the least recently seen of a few keys (and any forgotten
-// among them), never one with an attempt under way; t.mu is held. Go's
-// map iteration starts at a random place, so the few are a sample.
+// evict drops the least recently seen of a sample of keys, preferring
+// one with nothing to remember, never one with an attempt under way; t.mu
+// is held.
 func (t *Throttle) evict(now time.Time) {
+	key := sampleOldest(t.keys, func(f *failures) (time.Time, bool) {
+		if f.n == 0 || now.Sub(f.seen) > t.cfg.Forget {
+			return time.Time{}, f.inflight == 0 // nothing to remember
+		}
+		return f.seen, f.inflight == 0
+	})
+	if key != "" {
+		delete(t.keys, key)
+	}
+}
+
+// sampleOldest returns the key of the least recently seen of a few
+// entries of m ("" if none qualifies): Go's map iteration starts at a
+// random place, so the few are a sample. seen says when an entry was last
+// seen, and whether it may go.
+func sampleOldest[V any](m map[string]V, seen func(V) (time.Time, bool)) string {
 	var oldest string
 	var at time.Time
 	i := 0
-	for key, f := range t.keys {
+	for key, v := range m {
 		if i++; i > evictSample {
 			break
 		}
-		if f.inflight > 0 {
-			continue
-		}
-		if f.n == 0 || now.Sub(f.seen) > t.cfg.Forget {
-			delete(t.keys, key) // nothing to remember
-			continue
-		}
-		if oldest == "" || f.seen.Before(at) {
-			oldest, at = key, f.seen
+		if when, ok := seen(v); ok && (oldest == "" || when.Before(at)) {
+			oldest, at = key, when
 		}
 	}
-	if oldest != "" && len(t.keys) >= t.cfg.MaxKeys {
-		delete(t.keys, oldest)
-	}
+	return oldest
 }
 
 // isFamiliar reports whether k's identity logged in from k's client
@@ -428,18 +435,7 @@ func (t *Throttle) isFamiliar(k LoginKeys, now time.Time) bool {
 func (t *Throttle) makeFamiliar(k LoginKeys, now time.Time) {
 	key := k.familiarKey()
 	if _, ok := t.familiar[key]; !ok && len(t.familiar) >= maxFamiliar {
-		var oldest string
-		var at time.Time
-		i := 0
-		for key, seen := range t.familiar {
-			if i++; i > evictSample {
-				break
-			}
-			if oldest == "" || seen.Before(at) {
-				oldest, at = key, seen
-			}
-		}
-		delete(t.familiar, oldest)
+		delete(t.familiar, sampleOldest(t.familiar, func(at time.Time) (time.Time, bool) { return at, true }))
 	}
 	t.familiar[key] = now
 }
