@@ -80,8 +80,9 @@ type Config struct {
 	MaxPendingConns      int
 	MaxPendingPerAddress int
 
-	// LoginFailures failed logins of a user, an address or an agent are
-	// let through before logins of it back off, up to LoginBackoffMax.
+	// LoginFailures failed logins of a user or an agent from one client
+	// are let through before its logins from there back off, up to
+	// LoginBackoffMax (facades/admin/throttle.go).
 	LoginFailures   int
 	LoginBackoffMax time.Duration
 
