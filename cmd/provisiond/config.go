@@ -199,7 +199,7 @@ func (o *options) settings() []setting {
 		{"agent", "run the reference agent in this process on its simulated cloud: sim (a demo; see provisionagent)", &o.Agent},
 		{"max-connections-per-entity", "connections of one machine agent or non-superuser user (0: unlimited)", &o.MaxConnsPerEntity},
 		{"max-pending-connections", "connections that have not logged in, the local operator's aside (0: half of --max-connections)", &o.MaxPendingConns},
-		{"max-pending-per-address", "connections that have not logged in from one address, IPv6 /64 or local user (0: a sixteenth of --max-connections, at least 8)", &o.MaxPendingPerAddress},
+		{"max-pending-per-address", "connections that have not logged in from one address, IPv6 /64 or local user (0: a sixteenth of --max-connections, at least 8, at most a quarter of --max-pending-connections)", &o.MaxPendingPerAddress},
 		{"max-watchers-per-entity", "watchers of one machine agent or non-superuser user across its connections (0: unlimited)", &o.MaxWatchersPerEntity},
 		{"login-failures", "failed logins of a user or an agent from one client before its logins from there back off", &o.LoginFailures},
 		{"login-backoff-max", "the longest a login waits after failures (the wait doubles from 1s)", &o.LoginBackoffMax},

@@ -76,7 +76,8 @@ type Config struct {
 
 	// MaxPendingConns bounds the connections that have not logged in (0:
 	// half of MaxConns), MaxPendingPerAddress those of one client (0: a
-	// sixteenth of MaxConns, at least 8); listener.go.
+	// sixteenth of MaxConns, at least 8, at most a quarter of
+	// MaxPendingConns); listener.go.
 	MaxPendingConns      int
 	MaxPendingPerAddress int
 

@@ -68,7 +68,9 @@ type connLimits struct {
 
 // newConnLimits derives the bounds from the cap: the operator's share is
 // an eighth of it, at most 8; unless set, pending connections may hold
-// half of it, and one client a sixteenth (at least 8).
+// half of it, and one client a sixteenth (at least 8), but never more than
+// a quarter of what all may hold, so that at any cap one client leaves
+// room to others.
 func newConnLimits(maxConns, maxPending, perClient int) connLimits {
 	l := connLimits{max: maxConns, reserve: min(8, maxConns/8), maxPending: maxPending, perClient: perClient}
 	if l.maxPending <= 0 {
@@ -76,7 +78,7 @@ func newConnLimits(maxConns, maxPending, perClient int) connLimits {
 	}
 	l.maxPending = max(1, min(l.maxPending, maxConns-l.reserve))
 	if l.perClient <= 0 {
-		l.perClient = max(8, maxConns/16)
+		l.perClient = max(1, min(max(8, maxConns/16), l.maxPending/4))
 	}
 	l.perClient = min(l.perClient, l.maxPending)
 	return l

@@ -31,7 +31,8 @@ func TestDefaultMaxConns(t *testing.T) {
 
 // The bounds derived from the cap: the operator's eighth (at most 8),
 // half the cap for connections that have not logged in, a sixteenth (at
-// least 8) of it for one client; set bounds are kept within the cap.
+// least 8, at most a quarter of the half) of it for one client; set
+// bounds are kept within the cap.
 func TestConnLimits(t *testing.T) {
 	for _, tc := range []struct {
 		max, pending, perClient int
@@ -40,6 +41,7 @@ func TestConnLimits(t *testing.T) {
 		{300, 0, 0, connLimits{max: 300, reserve: 8, maxPending: 150, perClient: 18}},
 		{896, 0, 0, connLimits{max: 896, reserve: 8, maxPending: 448, perClient: 56}},
 		{64, 0, 0, connLimits{max: 64, reserve: 8, maxPending: 32, perClient: 8}},
+		{16, 0, 0, connLimits{max: 16, reserve: 2, maxPending: 8, perClient: 2}},
 		{3, 0, 0, connLimits{max: 3, reserve: 0, maxPending: 1, perClient: 1}},
 		{300, 1000, 500, connLimits{max: 300, reserve: 8, maxPending: 292, perClient: 292}},
 		{300, 100, 4, connLimits{max: 300, reserve: 8, maxPending: 100, perClient: 4}},
