@@ -39,13 +39,14 @@ import (
 //
 // Attempts under way count as failures to come, so a key beyond its free
 // failures lets one attempt through at a time and concurrent guesses
-// cannot slip past the count. For a user from a client it is not familiar
-// at, from the first attempt; otherwise (agents, familiar clients, the
-// operator) once the key has failed: until then logins with the right
-// password go in parallel (the controller agent opens many at once). A key's failures are forgotten after
-// Forget without one; nothing waits longer than Max. Refusals are answers,
-// not sleeps: a throttled login holds no goroutine. Safe for concurrent
-// use; a nil Throttle throttles nothing.
+// cannot slip past the count: for a user from a client it is not
+// familiar at, from the first attempt; otherwise (agents, familiar
+// clients, the operator) once the key has failed, so that until then
+// logins with the right password go in parallel (the controller agent
+// opens many at once). A key's failures are forgotten after Forget
+// without one; nothing waits longer than Max. Refusals are answers, not
+// sleeps: a throttled login holds no goroutine. Safe for concurrent use;
+// a nil Throttle throttles nothing.
 type Throttle struct {
 	cfg ThrottleConfig
 
@@ -60,7 +61,7 @@ type ThrottleConfig struct {
 	Base    time.Duration // the first wait; default 1 s
 	Max     time.Duration // the longest wait; default 1 min
 	Forget  time.Duration // a key without a failure this long is forgotten; default 15 min
-	MaxKeys int           // keys tracked at most (the least recently used go first); default 100,000
+	MaxKeys int           // keys tracked at most (the least recently seen of a sample go first); default 100,000
 	// IdentityFree and ClientFree are the failures of a user across
 	// clients, and of a client across users, before they back off;
 	// default 4 x Free each.
@@ -251,24 +252,23 @@ func (t *Throttle) Begin(k LoginKeys) (*Attempt, time.Duration) {
 	}
 	pair := t.entry(k.pairKey(), now)
 	wait := t.wait(pair, pairFree, across, now)
-	var identity *failures
+	pair.inflight++ // held from here, so the next entry cannot evict it
+	a := &Attempt{t: t, k: k, held: []*failures{pair}, across: across}
 	if across {
-		identity = t.entry(k.identityKey(), now)
+		identity := t.entry(k.identityKey(), now)
 		wait = max(wait, t.wait(identity, t.cfg.IdentityFree, true, now))
+		identity.inflight++
+		a.held = append(a.held, identity)
 	}
 	if wait > 0 {
+		for _, f := range a.held {
+			f.inflight--
+		}
 		t.mu.Unlock()
 		if t.cfg.Throttled != nil {
 			t.cfg.Throttled(k.path, k.kind)
 		}
 		return nil, wait
-	}
-	a := &Attempt{t: t, k: k, held: []*failures{pair}, across: across}
-	if identity != nil {
-		a.held = append(a.held, identity)
-	}
-	for _, f := range a.held {
-		f.inflight++
 	}
 	t.mu.Unlock()
 	return a, 0
@@ -286,14 +286,14 @@ func (a *Attempt) Failed() {
 	now := t.cfg.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if a.across && !a.k.waitOnly { // first: the held keys cannot be evicted yet
+		t.fail(t.entry(a.k.clientKey(), now), now)
+	}
 	for _, f := range a.held {
 		f.inflight--
 		if !a.k.waitOnly {
 			t.fail(f, now)
 		}
-	}
-	if a.across && !a.k.waitOnly {
-		t.fail(t.entry(a.k.clientKey(), now), now)
 	}
 }
 

@@ -352,3 +352,24 @@ func TestClientOf(t *testing.T) {
 		t.Errorf("ClientOfRemote = %+v", c)
 	}
 }
+
+// A full table never drops a key an attempt holds, the one Begin has
+// just made included: a failure is counted where the next attempt looks.
+func TestThrottleFullTableKeepsHeldKeys(t *testing.T) {
+	th, _ := testThrottle(t, ThrottleConfig{MaxKeys: 2})
+	// Attempts under way hold more keys than the table's size.
+	for i := range 2 {
+		if _, w := th.Begin(th.UserKeys("api", fmt.Sprintf("other%d", i), fmt.Sprintf("198.51.100.%d:1", i+1))); w != 0 {
+			t.Fatal(w)
+		}
+	}
+	k := th.UserKeys("api", "bob", "192.0.2.1:1")
+	for i := range 4 {
+		if w := try(th, k, false); w != 0 {
+			t.Fatalf("failure %d refused: %v", i, w)
+		}
+	}
+	if _, w := th.Begin(k); w == 0 {
+		t.Fatal("4 failures of a pair and not throttled: failures were lost with evicted keys")
+	}
+}
