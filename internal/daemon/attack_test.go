@@ -28,7 +28,8 @@ import (
 
 // guessLogin logs in on c (which may have failed logins before) as a user
 // or an agent, and sorts the outcome: checked (a wrong password or an
-// unknown entity), throttled ("too many failed logins"), or ok.
+// unknown entity), throttled ("too many failed logins"), ok, or closed
+// (the connection ended: --login-timeout ends one that never logs in).
 func guessLogin(t *testing.T, c *client.Conn, tag, password, nonce string) (outcome string) {
 	t.Helper()
 	var err error
@@ -44,9 +45,24 @@ func guessLogin(t *testing.T, c *client.Conn, tag, password, nonce string) (outc
 		return "checked"
 	case isCode(err, params.CodeTryAgain) && strings.HasPrefix(err.Error(), "too many failed logins; try again in "):
 		return "throttled"
+	case c.Err() != nil:
+		return "closed"
 	}
 	t.Fatalf("login as %s: %v", tag, err)
 	return ""
+}
+
+// guessOn is guessLogin on *c, which it replaces with a new connection to
+// model when the old one has ended (--login-timeout ends a connection that
+// never logs in, in real time): a guesser reconnects.
+func guessOn(t *testing.T, d *daemon.Daemon, c **client.Conn, model, tag, password, nonce string) string {
+	t.Helper()
+	got := guessLogin(t, *c, tag, password, nonce)
+	for got == "closed" {
+		*c = dial(t, d, model)
+		got = guessLogin(t, *c, tag, password, nonce)
+	}
+	return got
 }
 
 // Unknown-user logins on loopback at 5 a second do not keep the admin out
@@ -70,7 +86,7 @@ func TestLoginGuessesKeepOthersIn(t *testing.T) {
 			outcomes := map[string]int{}
 			refused := 0
 			for i := range c.guesses { // 5 a second of the daemon's clock
-				outcomes[guessLogin(t, guesser, "user-"+c.name(i), "guess", "")]++
+				outcomes[guessOn(t, f.d, &guesser, "", "user-"+c.name(i), "guess", "")]++
 				if i%5 == 0 { // the admin, every second
 					a := dial(t, f.d, f.model)
 					if got := guessLogin(t, a, "user-admin", creds.AdminPassword, ""); got != "ok" {
@@ -105,7 +121,7 @@ func TestControllerAgentNotLockedOutOfHostedModel(t *testing.T) {
 	outcomes := map[string]int{}
 	refused := 0
 	for i := range 200 {
-		outcomes[guessLogin(t, guesser, "machine-0", "wrong-password-0123456789", m0Nonce)]++
+		outcomes[guessOn(t, f.d, &guesser, f.model, "machine-0", "wrong-password-0123456789", m0Nonce)]++
 		if i%5 == 0 { // the controller agent, every second, at the hosted model and its own
 			for _, model := range []string{f.model, f.d.Credentials().ControllerModelUUID} {
 				c := dial(t, f.d, model)
@@ -226,7 +242,10 @@ func TestPendingConnectionsBounded(t *testing.T) {
 	if !asuser.Supported() {
 		t.Skip("local clients of other users need root (internal/asuser)")
 	}
-	d := start(t, func(c *daemon.Config) { c.MaxConns, c.MetricsAddr = 300, "127.0.0.1:0" })
+	d := start(t, func(c *daemon.Config) {
+		c.MaxConns, c.MetricsAddr = 300, "127.0.0.1:0"
+		c.LoginTimeout = 10 * time.Minute // the counts below hold however slow the box
+	})
 	creds := d.Credentials()
 	const attacker = 65534
 	flood := func(uid uint32, n int) (held []*client.Conn, refused int) {
