@@ -151,7 +151,7 @@ func (st *State) Users() ([]User, error) {
 
 // CheckUserPassword returns the user if password is theirs. An unknown
 // user, a malformed name and a wrong password all give ErrBadCredentials,
-// after the same amount of hashing.
+// after as long a time; only a user who exists costs a hash (userhash.go).
 func (st *State) CheckUserPassword(name, password string) (User, error) {
 	var (
 		d     userDoc
@@ -167,16 +167,23 @@ func (st *State) CheckUserPassword(name, password string) (User, error) {
 			return User{}, err
 		}
 	}
-	hash, salt := dummyUserHash(), ""
-	if found {
-		hash, salt = d.PasswordHash, d.PasswordSalt
+	if !found {
+		unknownUserWait()
+		return User{}, ErrBadCredentials
 	}
-	ok, old := checkUserPasswordHash(password, hash, salt)
-	if !ok || !found {
+	if verified.check(d.Name, d.PasswordHash, password) {
+		return d.user(), nil
+	}
+	start := time.Now()
+	ok, old := checkUserPasswordHash(password, d.PasswordHash, d.PasswordSalt)
+	verifyTimes.add(time.Since(start))
+	if !ok {
 		return User{}, ErrBadCredentials
 	}
 	if old {
 		_ = st.upgradeUserPasswordHash(d.Name, d.PasswordHash, password) // see userhash.go
+	} else {
+		verified.add(d.Name, d.PasswordHash, password)
 	}
 	return d.user(), nil
 }

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/juju/errors"
 
@@ -149,5 +150,74 @@ func TestCheckUserPasswordHashMalformed(t *testing.T) {
 	other := "$argon2id$v=19$m=64,t=1,p=1$" + b64.EncodeToString(s) + "$" + b64.EncodeToString(key)
 	if ok, old := checkUserPasswordHash("pw", other, ""); !ok || !old {
 		t.Errorf("hash with other parameters: ok=%v old=%v, want true true", ok, old)
+	}
+}
+
+// Logins without valid credentials cannot spend the hashing budget: a
+// login as a user who does not exist runs no hash (it waits as long as a
+// verification takes, on a timer), and a user's second login with the
+// same password is answered from the remembered verification; both
+// return while every hashing slot is taken. A wrong password, a changed
+// one and a first login still hash. Not parallel: it holds the
+// process's slots.
+func TestUserLoginsBoundHashing(t *testing.T) {
+	st, _ := openInitialized(t)
+	must[User](t)(st.AddUser("bob", "", "bob-password", ""))
+	if _, err := st.CheckUserPassword("bob", "bob-password"); err != nil { // remembered from here
+		t.Fatal(err)
+	}
+	check := func(name, pw string) <-chan error {
+		done := make(chan error, 1)
+		go func() {
+			_, err := st.CheckUserPassword(name, pw)
+			done <- err
+		}()
+		return done
+	}
+	wait := func(what string, done <-chan error) error {
+		t.Helper()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%s did not return", what)
+			return nil
+		}
+	}
+	// Every slot taken, as by a flood of guesses at users who exist.
+	for range cap(userHashSlots) {
+		userHashSlots <- struct{}{}
+	}
+	runs := argon2Runs.Load()
+	for _, name := range []string{"nobody", "user-nobody", "no body"} {
+		if err := wait("an unknown user's login", check(name, "guess")); !errors.Is(err, ErrBadCredentials) {
+			t.Errorf("%q: %v; want ErrBadCredentials", name, err)
+		}
+	}
+	if err := wait("bob's second login", check("bob", "bob-password")); err != nil {
+		t.Errorf("bob's second login: %v", err)
+	}
+	if n := argon2Runs.Load() - runs; n != 0 {
+		t.Errorf("%d hashes run for unknown users and a remembered login", n)
+	}
+	wrong := check("bob", "wrong")
+	for range cap(userHashSlots) {
+		<-userHashSlots
+	}
+	if err := wait("a wrong password", wrong); !errors.Is(err, ErrBadCredentials) {
+		t.Errorf("wrong password: %v", err)
+	}
+	if n := argon2Runs.Load() - runs; n != 1 {
+		t.Errorf("a wrong password ran %d hashes; want 1", n)
+	}
+	// A changed password is not answered from memory.
+	if err := st.SetUserPassword("bob", "new-password"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.CheckUserPassword("bob", "bob-password"); !errors.Is(err, ErrBadCredentials) {
+		t.Errorf("the old password after a change: %v", err)
+	}
+	if _, err := st.CheckUserPassword("bob", "new-password"); err != nil {
+		t.Errorf("the new password: %v", err)
 	}
 }

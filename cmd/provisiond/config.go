@@ -81,6 +81,8 @@ type options struct {
 	Reinitialise bool `yaml:"-"`
 
 	MaxConnsPerEntity    int `yaml:"max-connections-per-entity"`
+	MaxPendingConns      int `yaml:"max-pending-connections"`
+	MaxPendingPerAddress int `yaml:"max-pending-per-address"`
 	MaxWatchersPerEntity int `yaml:"max-watchers-per-entity"`
 
 	LoginFailures    int           `yaml:"login-failures"`
@@ -196,8 +198,10 @@ func (o *options) settings() []setting {
 		{"gc-heap-floor", "the Go heap may grow to this many bytes before the garbage collector runs (0: GOGC alone; ignored when $GOGC is set)", &o.GCHeapFloor},
 		{"agent", "run the reference agent in this process on its simulated cloud: sim (a demo; see provisionagent)", &o.Agent},
 		{"max-connections-per-entity", "connections of one machine agent or non-superuser user (0: unlimited)", &o.MaxConnsPerEntity},
+		{"max-pending-connections", "connections that have not logged in, the local operator's aside (0: half of --max-connections)", &o.MaxPendingConns},
+		{"max-pending-per-address", "connections that have not logged in from one address, IPv6 /64 or local user (0: a sixteenth of --max-connections, at least 8, at most a quarter of --max-pending-connections)", &o.MaxPendingPerAddress},
 		{"max-watchers-per-entity", "watchers of one machine agent or non-superuser user across its connections (0: unlimited)", &o.MaxWatchersPerEntity},
-		{"login-failures", "failed logins of a user, an address or an agent before its logins back off", &o.LoginFailures},
+		{"login-failures", "failed logins of a user or an agent from one client before its logins from there back off", &o.LoginFailures},
 		{"login-backoff-max", "the longest a login waits after failures (the wait doubles from 1s)", &o.LoginBackoffMax},
 		{"metrics-auth", "who reads /metrics: local (loopback open, others authenticate), always, none", &o.MetricsAuth},
 		{"metrics-token-file", "file holding a bearer token that opens /metrics", &o.MetricsTokenFile},
@@ -383,6 +387,8 @@ func (o *options) daemonConfig() daemon.Config {
 		IdleTimeout:        o.IdleTimeout,
 
 		MaxConnsPerEntity:    o.MaxConnsPerEntity,
+		MaxPendingConns:      o.MaxPendingConns,
+		MaxPendingPerAddress: o.MaxPendingPerAddress,
 		MaxWatchersPerEntity: o.MaxWatchersPerEntity,
 
 		LoginFailures:    o.LoginFailures,

@@ -72,10 +72,21 @@ func (a *Admin) Login(ctx context.Context, req params.LoginRequest) (params.Logi
 	if a.ctrl, err = a.ctx.Deps.State.Controller(); err != nil {
 		return params.LoginResult{}, fmt.Errorf("cannot read controller: %w", err)
 	}
-	// Back off after failed logins of this user or agent, or from this
-	// address (throttle.go).
-	keys := a.throttleKeys(tag)
-	if wait := a.limiter.Throttle().Wait(keys); wait > 0 {
+	// Back off after failed logins of this user or agent from this
+	// client (throttle.go).
+	th := a.limiter.Throttle()
+	attempt, wait := th.Begin(a.throttleKeys(tag))
+	controllerOnly, throttled := false, wait
+	if wait > 0 && a.maybeController(tag) {
+		// A hosted model's machine backs off, but the controller agent,
+		// who logs in with the same tag, has keys of its own: it is
+		// checked alone. Its failures here are not counted, or guesses at
+		// the hosted machine would lock the controller agent out; its
+		// password is 24 random bytes.
+		attempt, wait = th.Begin(th.AgentKeys(a.ctrl.ModelUUID, tag.String(), s.RemoteAddr()).WaitOnly())
+		controllerOnly = true
+	}
+	if wait > 0 {
 		err = ThrottledError(wait)
 		a.refused(req.AuthTag, err)
 		return params.LoginResult{}, err
@@ -96,7 +107,7 @@ func (a *Admin) Login(ctx context.Context, req params.LoginRequest) (params.Logi
 		if a.ctrl.ModelUUID != a.ctx.Model.UUID {
 			watch(state.KindMachine, a.ctrl.ModelUUID, t.Id())
 		}
-		auth, res, err = a.loginMachine(t, req.Credentials, req.Nonce)
+		auth, res, err = a.loginMachine(t, req.Credentials, req.Nonce, controllerOnly)
 	default:
 		// No other kind of entity can log in to provisiond.
 		err = facade.ErrBadCreds
@@ -107,11 +118,23 @@ func (a *Admin) Login(ctx context.Context, req params.LoginRequest) (params.Logi
 		}
 	}
 	switch {
+	case err == facade.ErrBadCreds && controllerOnly:
+		// Not the controller agent: refused unchecked as the hosted
+		// machine's keys say (a "try again", which its agent retries).
+		attempt.Abandon()
+		err = ThrottledError(throttled)
 	case err == facade.ErrBadCreds: // a wrong password or an unknown entity; not "permission denied"
-		a.limiter.Throttle().Failed(keys)
-	case err == nil:
-		a.limiter.Throttle().Succeeded(keys)
+		attempt.Failed()
+	case err == nil && auth.Controller && a.maybeController(tag) && !controllerOnly:
+		// The controller agent, checked on the hosted machine's keys:
+		// its success is not that machine's, whose failures stand.
+		attempt.Abandon()
 		err = s.Admit(*auth)
+	case err == nil:
+		attempt.Succeeded()
+		err = s.Admit(*auth)
+	default:
+		attempt.Abandon()
 	}
 	if err != nil {
 		auth = nil
@@ -122,12 +145,21 @@ func (a *Admin) Login(ctx context.Context, req params.LoginRequest) (params.Logi
 	return res, nil
 }
 
-// throttleKeys are the keys the Throttle counts a login's failures under.
+// throttleKeys are the keys the Throttle counts a login's failures under:
+// a user's, or the machine's of the connection's model.
 func (a *Admin) throttleKeys(tag names.Tag) LoginKeys {
+	th, remote := a.limiter.Throttle(), a.ctx.Session.RemoteAddr()
 	if t, ok := tag.(names.UserTag); ok {
-		return UserKeys("api", t.Name(), a.ctx.Session.RemoteAddr())
+		return th.UserKeys("api", t.Name(), remote)
 	}
-	return AgentKeys(a.ctx.Model.UUID, tag.String())
+	return th.AgentKeys(a.ctx.Model.UUID, tag.String(), remote)
+}
+
+// maybeController reports whether a login as tag may be the controller
+// agent's visiting a hosted model (loginMachine).
+func (a *Admin) maybeController(tag names.Tag) bool {
+	_, ok := tag.(names.MachineTag)
+	return ok && a.ctrl.ModelUUID != a.ctx.Model.UUID
 }
 
 // refused logs a refused login; the tag is the client's, so only its
@@ -170,10 +202,17 @@ func (a *Admin) loginUser(t names.UserTag, password string) (*facade.Auth, param
 	return auth, res, nil
 }
 
-func (a *Admin) loginMachine(t names.MachineTag, password, nonce string) (*facade.Auth, params.LoginResult, error) {
+// loginMachine checks a machine agent's credentials; controllerOnly skips
+// the machine of a hosted model, whose logins back off, and tries the
+// controller agent only.
+func (a *Admin) loginMachine(t names.MachineTag, password, nonce string, controllerOnly bool) (*facade.Auth, params.LoginResult, error) {
 	st := a.ctx.Deps.State
 	model := a.ctx.Model
-	m, err := st.AuthenticateMachine(model.UUID, t.Id(), password, nonce)
+	var m state.Machine
+	err := errors.Unauthorizedf("machine %s of model %s backs off", t.Id(), model.UUID)
+	if !controllerOnly {
+		m, err = st.AuthenticateMachine(model.UUID, t.Id(), password, nonce)
+	}
 	onControllerModel := a.ctrl.ModelUUID == model.UUID
 	controller := err == nil && state.IsController(m) && onControllerModel
 	if err != nil && !errors.Is(err, errors.NotProvisioned) {

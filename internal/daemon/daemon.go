@@ -77,8 +77,16 @@ type Config struct {
 	MaxConnsPerEntity    int
 	MaxWatchersPerEntity int
 
-	// LoginFailures failed logins of a user, an address or an agent are
-	// let through before logins of it back off, up to LoginBackoffMax.
+	// MaxPendingConns bounds the connections that have not logged in (0:
+	// half of MaxConns), MaxPendingPerAddress those of one client (0: a
+	// sixteenth of MaxConns, at least 8, at most a quarter of
+	// MaxPendingConns); listener.go.
+	MaxPendingConns      int
+	MaxPendingPerAddress int
+
+	// LoginFailures failed logins of a user or an agent from one client
+	// are let through before its logins from there back off, up to
+	// LoginBackoffMax (facades/admin/throttle.go).
 	LoginFailures   int
 	LoginBackoffMax time.Duration
 
@@ -180,7 +188,8 @@ func (c *Config) Validate() error {
 	case c.ReadLimit < 0, c.MaxRequests < 0, c.MaxConns < 0, c.MaxWatchers < 0,
 		c.LoginRateMax < 0, c.LoginConcurrent < 0, c.PreLoginReadLimit < 0, c.MaxBulkItems < 0,
 		c.MaxReplySize < 0, c.MaxUnsent < 0, c.MaxHeaderBytes < 0, c.MaxAgentBinarySize < 0,
-		c.MaxConnsPerEntity < 0, c.MaxWatchersPerEntity < 0, c.LoginFailures < 0:
+		c.MaxConnsPerEntity < 0, c.MaxWatchersPerEntity < 0, c.LoginFailures < 0,
+		c.MaxPendingConns < 0, c.MaxPendingPerAddress < 0:
 		return errors.New("limits must not be negative")
 	case c.WriteTimeout < 0, c.PingTimeout < 0, c.LoginTimeout < 0, c.LoginRateRefill < 0, c.IdleTimeout < 0, c.LoginBackoffMax < 0:
 		return errors.New("durations must not be negative")
@@ -387,7 +396,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 		Presence:      d.startPresence(),
 	}
 	d.rpc, err = rpc.NewServer(rpc.Config{
-		NewRoot:           d.audit.audited(facade.NewRootFunc(deps)),
+		NewRoot:           d.noticeLogins(d.audit.audited(facade.NewRootFunc(deps))),
 		Logger:            log,
 		ReadLimit:         cfg.ReadLimit,
 		PreLoginReadLimit: cfg.PreLoginReadLimit,

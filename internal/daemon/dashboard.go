@@ -52,14 +52,9 @@ func (d *Daemon) serveDashboard(mux *http.ServeMux) error {
 // (path "dashboard" in its metrics).
 type dashboardThrottle struct{ t *admin.Throttle }
 
-func (a dashboardThrottle) Wait(user, remote string) time.Duration {
-	return a.t.Wait(admin.UserKeys("dashboard", user, remote))
-}
-func (a dashboardThrottle) Failed(user, remote string) {
-	a.t.Failed(admin.UserKeys("dashboard", user, remote))
-}
-func (a dashboardThrottle) Succeeded(user, remote string) {
-	a.t.Succeeded(admin.UserKeys("dashboard", user, remote))
+func (a dashboardThrottle) Begin(user, remote string) (dashboard.LoginAttempt, time.Duration) {
+	attempt, wait := a.t.Begin(a.t.UserKeys("dashboard", user, remote))
+	return attempt, wait
 }
 
 // agentCounter registers provisiond_agent_connections and returns what

@@ -62,6 +62,13 @@ import (
 //   - A waiter granted a slot first checks that its client is still
 //     there (a peek at the socket: a client that gave up has closed it),
 //     so no key exchange is spent on it.
+//   - One client (listener.go: an address, an IPv6 /64, a local user)
+//     has at most perClient handshakes in progress (waiting for a slot
+//     or holding one); one more is refused at its ClientHello, before any
+//     TLS work, and counted as refused for "handshakes". So a client that
+//     reconnects in a loop costs the gate a few waiters, not the daemon
+//     its CPU. The local operator's handshakes are not counted and go
+//     before every other waiter (lone, then crowded, among themselves).
 //
 // Shutdown closes the gate (http.Server.RegisterOnShutdown): the waiters
 // are refused at once and their connections closed by net/http.
@@ -72,12 +79,16 @@ const (
 	// DefaultHandshakeWait is how long a handshake may wait for a slot,
 	// from its connection's accept.
 	DefaultHandshakeWait = 15 * time.Second
+	// handshakesPerClient is a client's handshakes in progress per slot
+	// (at least 4 in all).
+	handshakesPerClient = 2
 )
 
 var (
 	errHandshakeWait   = errors.New("tls handshake waited too long for a slot")
 	errHandshakeClosed = errors.New("server shutting down")
 	errClientGone      = errors.New("client closed the connection while its handshake waited")
+	errClientBusy      = errors.New("too many tls handshakes in progress from this client")
 )
 
 // handshakeGate bounds the TLS handshakes doing their work at once. Safe
@@ -91,17 +102,22 @@ type handshakeGate struct {
 	bound   time.Duration
 	closing chan struct{}
 	// dropped is called for each handshake refused after waiting too
-	// long, or found with its client gone.
-	dropped func()
+	// long, or found with its client gone; refused for each refused for
+	// its client's handshakes in progress.
+	dropped, refused func()
+	perClient        int // handshakes in progress per client (but the operator)
 
 	mu   sync.Mutex // guards the fields below
 	busy int        // slots held
-	// lone and crowded are the waiters (*hsWaiter), newest first: lone
-	// ones arrived while no other handshake from their address waited.
-	lone, crowded list.List
-	perAddr       map[netip.Addr]int // waiters by client address
-	closed        bool
-	peak          int // the most slots held at once (tests)
+	// queues are the waiters (*hsWaiter), each newest first, in the
+	// order they are served: the local operator's lone and crowded ones,
+	// then the others' lone and crowded ones. Lone ones arrived while no
+	// other handshake from their address waited.
+	queues     [4]list.List
+	perAddr    map[netip.Addr]int // waiters by client address
+	inProgress map[string]int     // handshakes in progress by client (not the operator's)
+	closed     bool
+	peak       int // the most slots held at once (tests)
 	// trace, when set (tests), is called with g.mu held as c starts to
 	// wait ("wait") and as a waiter c is given a slot ("grant").
 	trace func(event string, c *limitConn)
@@ -111,7 +127,7 @@ type hsWaiter struct {
 	c     *limitConn
 	addr  netip.Addr
 	grant chan struct{} // receives the slot
-	in    *list.List    // lone or crowded; nil once granted or removed
+	in    *list.List    // its queue; nil once granted or removed
 	elem  *list.Element
 }
 
@@ -126,17 +142,58 @@ func newHandshakeGate(slots int, maxWait, bound time.Duration, dropped func()) *
 		dropped = func() {}
 	}
 	return &handshakeGate{slots: slots, maxWait: maxWait, bound: bound, closing: make(chan struct{}), dropped: dropped,
-		perAddr: map[netip.Addr]int{}}
+		refused: func() {}, perClient: max(4, handshakesPerClient*slots), perAddr: map[netip.Addr]int{}, inProgress: map[string]int{}}
 }
 
 // acquire takes a slot for the handshake of c, waiting newest first
 // until c has waited maxWait since it was accepted, done is closed or the
 // gate closes. On a nil error the caller holds the slot.
 func (g *handshakeGate) acquire(c *limitConn, done <-chan struct{}) error {
+	err := g.wait(c, done)
+	if err != nil {
+		g.end(c)
+	}
+	return err
+}
+
+// begin counts c's handshake in progress, or reports that its client has
+// too many; g.mu is held.
+func (g *handshakeGate) begin(c *limitConn) bool {
+	if c.operator {
+		return true
+	}
+	if g.inProgress[c.client] >= g.perClient {
+		return false
+	}
+	g.inProgress[c.client]++
+	c.inGate.Store(g)
+	return true
+}
+
+// end stops counting c's handshake in progress, if it was; idempotent.
+func (g *handshakeGate) end(c *limitConn) {
+	if !c.inGate.CompareAndSwap(g, nil) {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.inProgress[c.client]--; g.inProgress[c.client] <= 0 {
+		delete(g.inProgress, c.client)
+	}
+}
+
+// wait does acquire's work; acquire ends the count of a handshake it
+// refuses.
+func (g *handshakeGate) wait(c *limitConn, done <-chan struct{}) error {
 	g.mu.Lock()
 	if g.closed {
 		g.mu.Unlock()
 		return errHandshakeClosed
+	}
+	if !g.begin(c) {
+		g.mu.Unlock()
+		g.refused()
+		return errClientBusy
 	}
 	if g.busy < g.slots {
 		g.take()
@@ -150,10 +207,14 @@ func (g *handshakeGate) acquire(c *limitConn, done <-chan struct{}) error {
 		return errHandshakeWait
 	}
 	w := &hsWaiter{c: c, addr: c.remoteAddr(), grant: make(chan struct{}, 1)}
-	w.in = &g.lone
+	q := 0 // lone
 	if g.perAddr[w.addr] > 0 {
-		w.in = &g.crowded
+		q = 1 // crowded
 	}
+	if !c.operator {
+		q += 2
+	}
+	w.in = &g.queues[q]
 	g.perAddr[w.addr]++
 	w.elem = w.in.PushFront(w)
 	if g.trace != nil {
@@ -205,21 +266,21 @@ func (g *handshakeGate) take() {
 
 // remove takes w off its list; g.mu is held.
 func (g *handshakeGate) remove(w *hsWaiter) {
-	w.in.Remove(w.elem)
-	w.in, w.elem = nil, nil
 	if g.perAddr[w.addr]--; g.perAddr[w.addr] <= 0 {
 		delete(g.perAddr, w.addr)
 	}
+	w.in.Remove(w.elem)
+	w.in, w.elem = nil, nil
 }
 
-// release gives a slot back: to the newest lone waiter, else the newest
-// crowded one, if any.
+// release gives a slot back: to the newest waiter of the first queue
+// that has one, if any.
 func (g *handshakeGate) release() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	e := g.lone.Front()
-	if e == nil {
-		e = g.crowded.Front()
+	var e *list.Element
+	for i := 0; e == nil && i < len(g.queues); i++ {
+		e = g.queues[i].Front()
 	}
 	if e == nil {
 		g.busy--
@@ -247,7 +308,11 @@ func (g *handshakeGate) close() {
 func (g *handshakeGate) waiting() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.lone.Len() + g.crowded.Len()
+	n := 0
+	for i := range g.queues {
+		n += g.queues[i].Len()
+	}
+	return n
 }
 
 // held is the number of slots held, and the most held at once so far.
@@ -305,10 +370,14 @@ func (c *limitConn) Write(b []byte) (int, error) {
 	return c.Conn.Write(b)
 }
 
-// releaseSlot gives back c's slot if it holds one; idempotent.
+// releaseSlot gives back c's slot if it holds one, and ends its
+// handshake's count; idempotent.
 func (c *limitConn) releaseSlot() {
 	if g := c.slot.Swap(nil); g != nil {
 		g.release()
+	}
+	if g := c.inGate.Load(); g != nil {
+		g.end(c)
 	}
 }
 

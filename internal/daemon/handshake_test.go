@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/provisiond/provisiond/internal/asuser"
 	"github.com/provisiond/provisiond/rpc/client"
 )
 
@@ -367,4 +368,87 @@ func dialAndClose(t *testing.T, d *Daemon) {
 		t.Fatal(err)
 	}
 	c.Close()
+}
+
+// One client has at most a few TLS handshakes in progress: with the one
+// slot held, a local user's handshakes wait up to the bound and the next
+// is refused at its ClientHello, counted for "handshakes"; the local
+// operator's handshake, not counted, is served first when the slot is
+// given back. Needs root (internal/asuser) for a local client of
+// another user.
+func TestHandshakeGateBoundsAClientsHandshakes(t *testing.T) {
+	if !asuser.Supported() {
+		t.Skip("a local client of another user needs root (internal/asuser)")
+	}
+	d := startGated(t, 1, time.Minute)
+	var tr traceGate
+	tr.install(d.gate)
+	release := d.gate.hold()
+	handshake := func(uid uint32) (local string, done <-chan error) {
+		var raw net.Conn
+		if err := asuser.Do(uid, func() error {
+			var err error
+			raw, err = net.Dial("tcp", d.Addr())
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { raw.Close() })
+		errs := make(chan error, 1)
+		go func() {
+			errs <- tls.Client(raw, &tls.Config{ServerName: client.DefaultServerName, InsecureSkipVerify: true}).Handshake()
+		}()
+		return raw.LocalAddr().String(), errs
+	}
+	perClient := d.gate.perClient
+	var waiting []<-chan error
+	for i := range perClient {
+		_, done := handshake(65534)
+		waiting = append(waiting, done)
+		waitFor(t, "the handshake to wait", func() bool { return d.gate.waiting() == i+1 })
+	}
+	_, refused := handshake(65534)
+	if err := <-refused; err == nil {
+		t.Fatal("a handshake over the client's bound was served")
+	}
+	if m := metricsOf(t, d, "provisiond_connections_refused_total", "handshakes"); m != 1 {
+		t.Fatalf("%v refusals for handshakes counted; want 1", m)
+	}
+	operator, done := handshake(0)
+	waitFor(t, "the operator's handshake to wait", func() bool { return d.gate.waiting() == perClient+1 })
+	release()
+	if err := <-done; err != nil {
+		t.Fatalf("the operator's handshake: %v", err)
+	}
+	for _, w := range waiting {
+		if err := <-w; err != nil {
+			t.Fatalf("a waiting handshake: %v", err)
+		}
+	}
+	if granted := tr.of("grant"); len(granted) == 0 || granted[0] != operator {
+		t.Fatalf("granted %q; want the operator's %s first", granted, operator)
+	}
+}
+
+// metricsOf is the value of the counter name whose labels include value.
+func metricsOf(t *testing.T, d *Daemon, name, value string) float64 {
+	t.Helper()
+	mfs, err := d.metrics.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetValue() == value {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no %s{...%q...}", name, value)
+	return 0
 }

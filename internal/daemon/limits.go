@@ -67,36 +67,56 @@ func (d *Daemon) newHTTPServer(handler http.Handler, tlsCfg *tls.Config) *http.S
 	}
 }
 
-// listen wraps ln in the connection cap, TLS and the handshake gate
-// (handshake.go), and registers their metrics. d.http must be made.
+// listen wraps ln in the connection cap and its bounds (listener.go), TLS
+// and the handshake gate (handshake.go), and registers their metrics.
+// d.http must be made.
 func (d *Daemon) listen(ln net.Listener, tlsCfg *tls.Config) net.Listener {
-	refused := prometheus.NewCounter(prometheus.CounterOpts{
+	d.svc.connRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "provisiond_connections_refused_total",
-		Help: "TCP connections closed at once because --max-connections were open.",
-	})
-	d.tcp = newLimitListener(ln, d.cfg.MaxConns, func() {
-		refused.Inc()
-		d.log.Debug("connection refused: too many open", "limit", d.cfg.MaxConns)
-	})
+		Help: "TCP connections closed at once, by listener (api, metrics) and reason: cap (--max-connections, less the local operator's share), " +
+			"pending (--max-pending-connections), address (--max-pending-per-address), handshakes (a client's TLS handshakes in progress).",
+	}, []string{"listener", "reason"})
+	for _, r := range []string{refusedCap, refusedPending, refusedAddress, refusedHandshakes} {
+		d.svc.connRefused.WithLabelValues("api", r) // every reason shows, at 0
+	}
+	d.tcp = newLimitListener(ln, d.connLimits(), d.countRefused("api"))
 	dropped := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "provisiond_tls_handshakes_dropped_total",
 		Help: "TLS handshakes refused unstarted: they waited too long for a handshake slot, or their client had gone (handshake.go).",
 	})
 	d.gate = newHandshakeGate(d.cfg.HandshakeSlots, d.cfg.HandshakeWait, httpReadHeaderTimeout, dropped.Inc)
+	d.gate.refused = func() { d.countRefused("api")(refusedHandshakes) }
 	d.http.RegisterOnShutdown(d.gate.close)
 	d.http.ConnState = func(c net.Conn, s http.ConnState) {
 		if s != http.StateNew {
 			releaseHandshakeSlot(c) // served (or closed) without VerifyConnection
 		}
 	}
-	d.metrics.reg.MustRegister(refused, dropped, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	d.metrics.reg.MustRegister(d.svc.connRefused, dropped, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "provisiond_tcp_connections",
 		Help: "Open TCP connections (API and HTTP), which --max-connections caps.",
 	}, func() float64 { return float64(d.tcp.Open()) }), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "provisiond_tcp_connections_pending",
+		Help: "Open TCP connections that have not logged in (the local operator's aside), which --max-pending-connections caps.",
+	}, func() float64 { return float64(d.tcp.Pending()) }), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "provisiond_tls_handshakes_waiting",
 		Help: "TLS handshakes waiting for one of the handshake slots (handshake.go).",
 	}, func() float64 { return float64(d.gate.waiting()) }))
 	return tls.NewListener(d.tcp, gateTLS(tlsCfg, d.gate))
+}
+
+// countRefused returns what counts (and logs at debug) the connections a
+// listener refuses at accept.
+func (d *Daemon) countRefused(listener string) func(reason string) {
+	return func(reason string) {
+		d.svc.connRefused.WithLabelValues(listener, reason).Inc()
+		d.log.Debug("connection refused", "listener", listener, "reason", reason)
+	}
+}
+
+// connLimits are the API listener's bounds, from the config.
+func (d *Daemon) connLimits() connLimits {
+	return newConnLimits(d.cfg.MaxConns, d.cfg.MaxPendingConns, d.cfg.MaxPendingPerAddress)
 }
 
 // newThrottle is the failed-login throttle of every path that checks a
@@ -119,6 +139,9 @@ func (d *Daemon) newThrottle() *admin.Throttle {
 		Free: d.cfg.LoginFailures,
 		Max:  d.cfg.LoginBackoffMax,
 		Now:  now,
+		// The listener knows its connections' clients (listener.go); the
+		// throttle is made before it, so it asks through d.
+		Client: d.clientOf,
 		Failed: func(path, kind string) {
 			failed.WithLabelValues(path, kind).Inc()
 		},
@@ -131,6 +154,17 @@ func (d *Daemon) newThrottle() *admin.Throttle {
 // TCPConns returns the number of open TCP connections, which
 // Config.MaxConns caps.
 func (d *Daemon) TCPConns() int { return d.tcp.Open() }
+
+// clientOf names the client at remote (host:port) for the login
+// throttle: by its open connection to the API port, else by its address.
+func (d *Daemon) clientOf(remote string) admin.Client {
+	for _, l := range []*limitListener{d.tcp, d.svc.metricsTCP} {
+		if lc := l.lookup(remote); lc != nil {
+			return admin.Client{Key: lc.client, Operator: lc.operator}
+		}
+	}
+	return admin.ClientOfRemote(remote)
+}
 
 // superuser checks r's HTTP basic auth (a user name, or a user tag as
 // Juju's clients send) for a superuser, through the failed-login throttle
@@ -145,8 +179,8 @@ func (d *Daemon) superuser(w http.ResponseWriter, r *http.Request, path, what st
 		return state.User{}, false
 	}
 	user = strings.TrimPrefix(user, "user-")
-	keys := admin.UserKeys(path, user, r.RemoteAddr)
-	if wait := d.throttle.Wait(keys); wait > 0 {
+	attempt, wait := d.throttle.Begin(d.throttle.UserKeys(path, user, r.RemoteAddr))
+	if wait > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
 		http.Error(w, admin.ThrottledError(wait).Error(), http.StatusTooManyRequests)
 		return state.User{}, false
@@ -154,13 +188,15 @@ func (d *Daemon) superuser(w http.ResponseWriter, r *http.Request, path, what st
 	u, err := d.state.CheckUserPassword(user, pass)
 	if err != nil {
 		if errors.Is(err, state.ErrBadCredentials) {
-			d.throttle.Failed(keys)
+			attempt.Failed()
+		} else {
+			attempt.Abandon()
 		}
 		w.Header().Set("WWW-Authenticate", `Basic realm="provisiond"`)
 		http.Error(w, "invalid entity name or password", http.StatusUnauthorized)
 		return state.User{}, false
 	}
-	d.throttle.Succeeded(keys)
+	attempt.Succeeded()
 	if u.Access != state.AccessSuperuser {
 		http.Error(w, "permission denied", http.StatusForbidden)
 		return state.User{}, false

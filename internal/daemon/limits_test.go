@@ -99,7 +99,7 @@ func TestConnectionLimit(t *testing.T) {
 		c.Close()
 	}
 	waitFor(t, "the connections to end", func() bool { return d.TCPConns() == 0 })
-	if m := metricsText(t, d, nil); !strings.Contains(m, "provisiond_connections_refused_total "+strconv.Itoa(int(fails.Load()))) {
+	if m := metricsText(t, d, nil); !strings.Contains(m, `provisiond_connections_refused_total{listener="api",reason="cap"} `+strconv.Itoa(int(fails.Load()))) {
 		t.Errorf("/metrics does not count %d refused connections:\n%s", fails.Load(), grepLines(m, "refused"))
 	}
 }
@@ -840,10 +840,10 @@ func watcherAttack(t *testing.T, f *provFixture, conns, perConn int) (got int, g
 
 // Failed logins are throttled (issue 17 item 8: 186-206 guesses a second at
 // a user's password, 86 at /backup's basic auth): after --login-failures
-// failures of a user, an address or an agent, its logins back off (1 s,
-// doubling, up to --login-backoff-max), refused unchecked with code "try
-// again" (HTTP 429 on /backup); never for good; counted in /metrics. The
-// daemon's clock is the fixture's fake one.
+// failures of a user or an agent from one client, its logins from there
+// back off (1 s, doubling, up to --login-backoff-max), refused unchecked
+// with code "try again" (HTTP 429 on /backup); never for good; counted in
+// /metrics. The daemon's clock is the fixture's fake one.
 func TestLoginThrottle(t *testing.T) {
 	f := newProvFixtureWith(t, func(c *daemon.Config) { c.LoginFailures = 3 })
 	if _, err := f.st.AddUser("bob", "Bob", "bob-password-0123456789", state.AccessLogin); err != nil {

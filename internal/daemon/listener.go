@@ -3,8 +3,11 @@ package daemon
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"net"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -12,6 +15,9 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/provisiond/provisiond/facades/admin"
+	"github.com/provisiond/provisiond/rpc"
 )
 
 // The connection cap (--max-connections) counts accepted TCP connections:
@@ -21,58 +27,246 @@ import (
 // new connection is closed as soon as it is accepted (with a reset, so the
 // server keeps no TIME_WAIT state for it); the client sees the connection
 // drop before the TLS handshake, and provisiond_connections_refused_total
-// counts it.
+// counts it by reason.
+//
+// Within the cap, connections that have not logged in ("pending": every
+// connection from its accept until its websocket logs in, and HTTP
+// connections for their life) are bounded so that no client can fill the
+// cap without credentials (docs/reliability.md, "Connections and logins
+// under attack"):
+//
+//   - per client, at most perClient pending (--max-pending-per-address).
+//     A client is what one host can rotate through: an IPv4 address, an
+//     IPv6 /64, and on this host a local user (loopback, or the host's own
+//     address), told apart by the user that owns the client's socket
+//     (peerLookup), so one local user cannot keep another out;
+//   - in all, at most maxPending pending (--max-pending-connections), so
+//     clients at many addresses still leave the rest of the cap to
+//     connections that have logged in;
+//   - the last reserve slots of the cap are kept for the local operator:
+//     a process on this host running as the daemon's user or root, the
+//     users who can read credentials.yaml and the database anyway. Its
+//     connections count only against the cap itself, not against the
+//     bounds above, and its TLS handshakes go first (handshake.go).
 
-// limitListener is a net.Listener that keeps at most max accepted
-// connections open.
+// Reasons a connection is refused at accept (the metric's label).
+const (
+	refusedCap     = "cap"     // --max-connections (less the operator's share)
+	refusedPending = "pending" // --max-pending-connections
+	refusedAddress = "address" // --max-pending-per-address
+	// refusedHandshakes: a client's handshakes in progress (handshake.go).
+	refusedHandshakes = "handshakes"
+)
+
+// connLimits are a listener's bounds (see above).
+type connLimits struct {
+	max        int // open connections
+	reserve    int // of max, kept for the local operator
+	maxPending int // connections that have not logged in, the operator's aside
+	perClient  int // of those, from one client
+}
+
+// newConnLimits derives the bounds from the cap: the operator's share is
+// an eighth of it, at most 8; unless set, pending connections may hold
+// half of it, and one client a sixteenth (at least 8), but never more than
+// a quarter of what all may hold, so that at any cap one client leaves
+// room to others.
+func newConnLimits(maxConns, maxPending, perClient int) connLimits {
+	l := connLimits{max: maxConns, reserve: min(8, maxConns/8), maxPending: maxPending, perClient: perClient}
+	if l.maxPending <= 0 {
+		l.maxPending = maxConns / 2
+	}
+	l.maxPending = max(1, min(l.maxPending, maxConns-l.reserve))
+	if l.perClient <= 0 {
+		l.perClient = max(1, min(max(8, maxConns/16), l.maxPending/4))
+	}
+	l.perClient = min(l.perClient, l.maxPending)
+	return l
+}
+
+// limitListener is a net.Listener that keeps at most lim.max accepted
+// connections open, within them the bounds above.
 type limitListener struct {
 	net.Listener
-	max     int64
-	open    atomic.Int64
-	refused func() // called for each connection closed over the cap
+	lim   connLimits
+	peers *peerLookup
+	// operators are the users whose local connections are the operator's.
+	operators map[uint32]bool
+	refused   func(reason string) // called for each connection closed at accept
+
+	mu        sync.Mutex // guards the fields below
+	open      int
+	pending   int            // pending connections but the operator's
+	pendingBy map[string]int // the same by client
+	// conns are the open connections by client address, for the login
+	// throttle and the login notice (clientOf, loggedIn).
+	conns map[netip.AddrPort]*limitConn
 }
 
-func newLimitListener(ln net.Listener, max int, refused func()) *limitListener {
+func newLimitListener(ln net.Listener, lim connLimits, refused func(reason string)) *limitListener {
 	if refused == nil {
-		refused = func() {}
+		refused = func(string) {}
 	}
-	return &limitListener{Listener: ln, max: int64(max), refused: refused}
+	return &limitListener{Listener: ln, lim: lim, peers: newPeerLookup(), refused: refused,
+		operators: map[uint32]bool{0: true, uint32(os.Geteuid()): true},
+		pendingBy: map[string]int{}, conns: map[netip.AddrPort]*limitConn{}}
 }
 
-// Accept returns the next connection under the cap; connections over it
-// are closed here and never returned.
+// Accept returns the next connection within the bounds; connections over
+// them are closed here and never returned.
 func (l *limitListener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
 			return nil, err
 		}
-		if l.open.Add(1) > l.max {
-			l.open.Add(-1)
+		lc := &limitConn{Conn: c, l: l, accepted: time.Now(), remote: addrPortOf(c.RemoteAddr())}
+		lc.client, lc.operator = l.classify(addrPortOf(c.LocalAddr()), lc.remote)
+		if reason := l.admit(lc); reason != "" {
 			if tc, ok := c.(*net.TCPConn); ok {
 				_ = tc.SetLinger(0)
 			}
 			_ = c.Close()
-			l.refused()
+			l.refused(reason)
 			continue
 		}
-		return &limitConn{Conn: c, l: l, accepted: time.Now()}, nil
+		return lc, nil
 	}
 }
 
+// Close closes the listener and its peer lookup's socket.
+func (l *limitListener) Close() error {
+	err := l.Listener.Close()
+	l.peers.close()
+	return err
+}
+
+// classify names the client of a connection from remote to local, and
+// says whether it is the local operator's.
+func (l *limitListener) classify(local, remote netip.AddrPort) (client string, operator bool) {
+	ip := remote.Addr().Unmap()
+	if ip.IsLoopback() || ip == local.Addr().Unmap() {
+		if uid, ok := l.peers.uid(local, remote); ok {
+			return "local user " + strconv.FormatUint(uint64(uid), 10), l.operators[uid]
+		}
+	}
+	return admin.ClientOf(ip), false
+}
+
+// admit counts lc in, or returns why it is refused.
+func (l *limitListener) admit(lc *limitConn) (refused string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if lc.operator {
+		if l.open >= l.lim.max {
+			return refusedCap
+		}
+	} else {
+		switch {
+		case l.open >= l.lim.max-l.lim.reserve:
+			return refusedCap
+		case l.pending >= l.lim.maxPending:
+			return refusedPending
+		case l.pendingBy[lc.client] >= l.lim.perClient:
+			return refusedAddress
+		}
+		l.pending++
+		l.pendingBy[lc.client]++
+		lc.pending = true
+	}
+	l.open++
+	if lc.remote.IsValid() {
+		l.conns[lc.remote] = lc
+	}
+	return ""
+}
+
+// unpend stops counting lc as pending; l.mu is held.
+func (l *limitListener) unpend(lc *limitConn) {
+	if !lc.pending {
+		return
+	}
+	lc.pending = false
+	l.pending--
+	if l.pendingBy[lc.client]--; l.pendingBy[lc.client] <= 0 {
+		delete(l.pendingBy, lc.client)
+	}
+}
+
+// closed counts lc out.
+func (l *limitListener) closed(lc *limitConn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.open--
+	l.unpend(lc)
+	if l.conns[lc.remote] == lc {
+		delete(l.conns, lc.remote)
+	}
+}
+
+// lookup is the open connection from remote (host:port), or nil (also
+// for a nil listener).
+func (l *limitListener) lookup(remote string) *limitConn {
+	ap, err := netip.ParseAddrPort(remote)
+	if l == nil || err != nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.conns[netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())]
+}
+
+// loggedIn stops counting the connection from remote as pending: it has
+// logged in.
+func (l *limitListener) loggedIn(remote string) {
+	lc := l.lookup(remote)
+	if lc == nil {
+		return
+	}
+	l.mu.Lock()
+	l.unpend(lc)
+	l.mu.Unlock()
+}
+
 // Open returns the number of accepted connections not yet closed.
-func (l *limitListener) Open() int { return int(l.open.Load()) }
+func (l *limitListener) Open() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.open
+}
+
+// Pending returns the number of open connections that have not logged in,
+// the local operator's aside.
+func (l *limitListener) Pending() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.pending
+}
+
+func addrPortOf(a net.Addr) netip.AddrPort {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		ap := ta.AddrPort()
+		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	}
+	return netip.AddrPort{}
+}
 
 type limitConn struct {
 	net.Conn
 	l        *limitListener
 	once     sync.Once
 	accepted time.Time // when Accept returned it (the handshake gate's wait starts)
+	remote   netip.AddrPort
+	client   string // what the per-client bounds count it under
+	operator bool   // the local operator's
+	pending  bool   // counted as pending; guarded by l.mu
 
 	// slot is the gate whose slot the handshake holds (nil: none), wrote
-	// whether the server's flight has been written since (handshake.go).
-	slot  atomic.Pointer[handshakeGate]
-	wrote atomic.Bool
+	// whether the server's flight has been written since (handshake.go);
+	// inGate is the gate that counts the handshake as in progress.
+	slot   atomic.Pointer[handshakeGate]
+	inGate atomic.Pointer[handshakeGate]
+	wrote  atomic.Bool
 }
 
 // SyscallConn is the socket's: the rpc reader waits on it for the next
@@ -87,7 +281,7 @@ func (c *limitConn) SyscallConn() (syscall.RawConn, error) {
 
 func (c *limitConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(func() { c.l.open.Add(-1) })
+	c.once.Do(func() { c.l.closed(c) })
 	c.releaseSlot()
 	return err
 }
@@ -182,4 +376,46 @@ func meminfoTotal(path string) int64 {
 		}
 	}
 	return 0
+}
+
+// noticeLogins wraps NewRoot so that a connection stops counting as
+// pending (listener.go) once its websocket logs in.
+func (d *Daemon) noticeLogins(newRoot func(rpc.ConnInfo, *rpc.Conn) rpc.Root) func(rpc.ConnInfo, *rpc.Conn) rpc.Root {
+	return func(info rpc.ConnInfo, c *rpc.Conn) rpc.Root {
+		root := newRoot(info, c)
+		if d.tcp == nil {
+			return root
+		}
+		if lc := d.tcp.lookup(info.RemoteAddr); lc == nil || lc.operator {
+			return root // the operator's connections are not counted
+		}
+		return &loginNotice{Root: root, tcp: d.tcp, remote: info.RemoteAddr}
+	}
+}
+
+// loginNotice tells the listener when its connection's login succeeds.
+type loginNotice struct {
+	rpc.Root
+	tcp    *limitListener
+	remote string
+}
+
+// Authenticated forwards rpc.Authenticator (as auditRoot does).
+func (r *loginNotice) Authenticated() bool {
+	a, ok := r.Root.(rpc.Authenticator)
+	return !ok || a.Authenticated()
+}
+
+func (r *loginNotice) FindMethod(req rpc.Request) (rpc.Caller, error) {
+	call, err := r.Root.FindMethod(req)
+	if err != nil || req.Facade != "Admin" || req.Method != "Login" {
+		return call, err
+	}
+	return rpc.CallerFunc(func(ctx context.Context, params json.RawMessage) (any, error) {
+		res, err := call.Call(ctx, params)
+		if err == nil {
+			r.tcp.loggedIn(r.remote)
+		}
+		return res, err
+	}), nil
 }

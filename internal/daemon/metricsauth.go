@@ -42,17 +42,18 @@ func (d *Daemon) metricsHandler(h http.Handler) http.Handler {
 			}
 		}
 		if token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-			keys := admin.AddressKeys("metrics", r.RemoteAddr)
-			if wait := d.throttle.Wait(keys); wait > 0 {
+			attempt, wait := d.throttle.Begin(d.throttle.TokenKeys("metrics", r.RemoteAddr))
+			if wait > 0 {
 				http.Error(w, admin.ThrottledError(wait).Error(), http.StatusTooManyRequests)
 				return
 			}
 			if d.metricsToken == "" || subtle.ConstantTimeCompare([]byte(token), []byte(d.metricsToken)) != 1 {
-				d.throttle.Failed(keys)
+				attempt.Failed()
 				w.Header().Set("WWW-Authenticate", `Bearer realm="provisiond"`)
 				http.Error(w, "invalid token", http.StatusUnauthorized)
 				return
 			}
+			attempt.Succeeded()
 			h.ServeHTTP(w, r)
 			return
 		}

@@ -47,12 +47,16 @@ const certCheckEvery = 24 * time.Hour
 
 // service is the daemon's state for service.go.
 type service struct {
-	cert      atomic.Pointer[tls.Certificate] // what the TLS listener serves
-	tlsHosts  []string                        // the hosts of a generated certificate
-	expiry    *time.Timer
-	metricsLn net.Listener
-	metricsSv *http.Server
-	metricsWG sync.WaitGroup
+	cert       atomic.Pointer[tls.Certificate] // what the TLS listener serves
+	tlsHosts   []string                        // the hosts of a generated certificate
+	expiry     *time.Timer
+	metricsLn  net.Listener
+	metricsTCP *limitListener // metricsLn, bounded
+	metricsSv  *http.Server
+	metricsWG  sync.WaitGroup
+	// connRefused counts the connections the listeners refuse at accept
+	// (listener.go), by listener and reason.
+	connRefused *prometheus.CounterVec
 }
 
 // liveTLS makes tlsCfg serve the certificate through GetCertificate, so
@@ -366,10 +370,15 @@ func (d *Daemon) serveMetrics() error {
 	if err := checkLoopback(addr); err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", addr)
+	raw, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("--metrics-addr: %w", err)
 	}
+	// Bounded as the API port is, on a small cap of its own: a local
+	// user cannot fill it for the others, nor spend the daemon's file
+	// descriptors through it; the API port's state never reaches it.
+	ln := newLimitListener(raw, newConnLimits(metricsMaxConns, 0, metricsPerClient), d.countRefused("metrics"))
+	d.svc.metricsTCP = ln
 	mux := http.NewServeMux()
 	// The same rule as on the API port (--metrics-auth): on loopback,
 	// only "always" asks for credentials.
@@ -388,6 +397,13 @@ func (d *Daemon) serveMetrics() error {
 	d.log.Info("serving metrics", "addr", ln.Addr().String())
 	return nil
 }
+
+// The metrics listener's bounds: its connections never log in, so all
+// but the local operator's are pending (listener.go).
+const (
+	metricsMaxConns  = 32
+	metricsPerClient = 4
+)
 
 // MetricsAddr is the address of the plain-HTTP metrics listener ("" when
 // there is none).

@@ -32,12 +32,17 @@ type Reader interface {
 // throttle, shared with the API's user logins. A nil Throttle throttles
 // nothing.
 type Throttle interface {
-	// Wait is how long a login by user from remote (host:port) must wait
-	// before its password is checked (0: at once).
-	Wait(user, remote string) time.Duration
-	// Failed records a failed login, Succeeded a good one.
-	Failed(user, remote string)
-	Succeeded(user, remote string)
+	// Begin lets a login by user from remote (host:port) go ahead, or says
+	// how long it must wait before its password is checked.
+	Begin(user, remote string) (LoginAttempt, time.Duration)
+}
+
+// LoginAttempt is a login the Throttle let through; exactly one of its
+// methods is called once the outcome is known.
+type LoginAttempt interface {
+	Failed()    // a wrong password or an unknown user
+	Succeeded() // the right password
+	Abandon()   // the check itself failed
 }
 
 // Counters are the daemon's own running totals, read from its metrics for

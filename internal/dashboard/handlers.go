@@ -229,8 +229,10 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	key := userKey(name)
+	var attempt LoginAttempt = noAttempt{}
 	if t := d.cfg.Throttle; t != nil {
-		if wait := t.Wait(key, r.RemoteAddr); wait > 0 {
+		var wait time.Duration
+		if attempt, wait = t.Begin(key, r.RemoteAddr); wait > 0 {
 			secs := int((wait + time.Second - 1) / time.Second)
 			w.Header().Set("Retry-After", strconv.Itoa(secs))
 			data.Error = "Too many failed logins; try again in " + strconv.Itoa(secs) + " s."
@@ -242,22 +244,19 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
 	u, err := d.cfg.State.CheckUserPassword(name, password)
 	if err != nil {
 		if !errors.Is(err, state.ErrBadCredentials) && !jujuerrors.Is(err, jujuerrors.Unauthorized) {
+			attempt.Abandon()
 			d.log.Error("dashboard login: checking the password failed", "err", err)
 			data.Error = "The login could not be checked (see the daemon's log)."
 			d.renderLogin(w, r, http.StatusInternalServerError, data)
 			return
 		}
-		if t := d.cfg.Throttle; t != nil {
-			t.Failed(key, r.RemoteAddr)
-		}
+		attempt.Failed()
 		d.log.Info("dashboard login refused", "user", truncate(name), "remote", r.RemoteAddr)
 		data.Error = "Invalid user name or password."
 		d.renderLogin(w, r, http.StatusUnauthorized, data)
 		return
 	}
-	if t := d.cfg.Throttle; t != nil {
-		t.Succeeded(key, r.RemoteAddr)
-	}
+	attempt.Succeeded()
 	sess, token, err := d.sessions.add(u, r.RemoteAddr, gen)
 	switch {
 	case errors.Is(err, errTooManySessions):
@@ -312,3 +311,10 @@ func truncate(s string) string {
 	}
 	return s
 }
+
+// noAttempt is the LoginAttempt of a dashboard without a Throttle.
+type noAttempt struct{}
+
+func (noAttempt) Failed()    {}
+func (noAttempt) Succeeded() {}
+func (noAttempt) Abandon()   {}
