@@ -11,8 +11,9 @@ import (
 // SchemaVersion is the version of state's records and derived indexes this
 // build writes, kept in the store under schemaKey. It is state's, not the
 // engine's (boltstore has its own layout version): a store of an older
-// version is migrated once when it opens (migrations, one transaction), a
-// newer one is refused, so an older build never writes a store whose
+// version is migrated once when it opens (migrations, one transaction; a
+// version at a time, in steps where it has them, when the engine refuses
+// one transaction as too large), a newer one is refused, so an older build never writes a store whose
 // indexes it does not keep.
 //
 //	1  (no schemaKey) what state/db's builds wrote: records carry the
