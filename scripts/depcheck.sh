@@ -22,7 +22,7 @@
 #   internal/asuser (sockets opened as another local user, for tests) → nothing of ours
 #   size (the one size parser) → nothing of ours; storage, charm, state, facades and
 #   cmd/provisionctl import it
-#   internal/dashboard (the status page) → state, watcher, rpc/params: it reads state and the
+#   internal/dashboard (the status page) → state, watcher, rpc/params, size: it reads state and the
 #   hub as a facade does, through its Reader (read methods only); internal/daemon glues in
 #   modeladmin's status
 #   internal/singular (the controller's singular workers' runner) → nothing of ours
@@ -50,7 +50,7 @@ while read -r pkg imports; do
       internal/agent*) case $dep in rpc/client|rpc/params|credentials) ok=1 ;; esac ;;
       cmd/*) ok=1 ;;
       internal/daemon*) [[ $dep != cmd/* ]] && ok=1 ;;
-      internal/dashboard*) case $dep in state|watcher|rpc/params) ok=1 ;; esac ;;
+      internal/dashboard*) case $dep in state|watcher|rpc/params|size) ok=1 ;; esac ;;
       internal/singular*) ok=0 ;;
       internal/undertaker*) case $dep in state|environ|watcher) ok=1 ;; esac ;;
       provisiondtest*) case $dep in internal/daemon|internal/etcdtest|rpc/client|rpc/params|credentials|watcher|watcher/watchertest) ok=1 ;; esac ;;

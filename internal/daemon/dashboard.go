@@ -12,12 +12,14 @@ import (
 	"github.com/provisiond/provisiond/internal/dashboard"
 	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/state/store/etcdstore"
 )
 
 // The status page (internal/dashboard) is served at /dashboard/ on the API
 // port. It reads the daemon's own state and hub, so in etcd mode every
 // daemon serves the same page; its figures come from the daemon's
-// metrics.
+// metrics, its cluster view from the live API servers' records, their
+// presence records, this daemon's /health check and its store's members.
 
 // serveDashboard mounts the dashboard on mux; d.http must exist (its
 // Shutdown closes the dashboard's streams, which it would otherwise wait
@@ -34,6 +36,10 @@ func (d *Daemon) serveDashboard(mux *http.ServeMux) error {
 		},
 		OnPresence:   d.presence.OnChange,
 		Counters:     d.dashboardCounters,
+		ServerID:     d.serverID,
+		StoreEngine:  d.state.Store().Info().Engine,
+		Health:       d.health.check,
+		StoreMembers: d.storeMembers(),
 		Throttle:     dashboardThrottle{d.throttle},
 		Logger:       d.log,
 		WriteTimeout: d.cfg.WriteTimeout,
@@ -45,6 +51,23 @@ func (d *Daemon) serveDashboard(mux *http.ServeMux) error {
 	mux.Handle(dashboard.Prefix, dash.Handler())
 	d.http.RegisterOnShutdown(dash.Close)
 	return nil
+}
+
+// storeMembers returns what reads the etcd members for the dashboard's
+// cluster view; nil on bbolt.
+func (d *Daemon) storeMembers() func() []dashboard.StoreMember {
+	es, ok := d.state.Store().(*etcdstore.Store)
+	if !ok {
+		return nil
+	}
+	return func() []dashboard.StoreMember {
+		var out []dashboard.StoreMember
+		for _, m := range es.Members() {
+			out = append(out, dashboard.StoreMember{Endpoint: m.Endpoint, Up: m.Up, Err: m.Err,
+				DBSize: m.DBSize, DBQuota: m.DBQuota, Alarms: m.Alarms})
+		}
+		return out
+	}
 }
 
 // dashboardThrottle puts the dashboard's logins through the daemon's

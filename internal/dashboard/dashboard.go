@@ -26,6 +26,9 @@ type Reader interface {
 	User(name string) (state.User, error)
 	CheckUserPassword(name, password string) (state.User, error)
 	Revision() uint64
+	// The cluster view: the live API servers and the agents each has.
+	APIServers() ([]state.APIServer, error)
+	PresenceRecords() ([]state.PresenceRecord, error)
 }
 
 // Throttle slows down password guessing: the daemon's failed-login
@@ -72,6 +75,15 @@ type Config struct {
 	OnPresence func(func(model string)) (cancel func())
 	// Counters reads the daemon's metrics (nil: the chart stays empty).
 	Counters func() Counters
+	// The cluster view. ServerID is this daemon's id among the API
+	// servers (state.APIServer.ID), StoreEngine the store's ("bbolt",
+	// "etcd"); Health is the daemon's /health check (nil: none shown);
+	// StoreMembers, on etcd, what the store last learned of each member
+	// (nil: none).
+	ServerID     string
+	StoreEngine  string
+	Health       func() error
+	StoreMembers func() []StoreMember
 	// Throttle is the failed-login throttle (nil: none).
 	Throttle Throttle
 	Logger   *slog.Logger
@@ -139,8 +151,9 @@ type Dashboard struct {
 	sessions *sessions
 	feed     *feed
 	sampler  *sampler
-	csrf     *http.CrossOriginProtection
-	mux      *http.ServeMux
+	clusterCache
+	csrf *http.CrossOriginProtection
+	mux  *http.ServeMux
 
 	// closing is cancelled by Close: every stream returns.
 	closing context.Context

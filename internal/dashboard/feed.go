@@ -14,12 +14,15 @@ const feedSize = 100
 
 // change is one entry of a model's activity feed.
 type change struct {
-	Seq    uint64    `json:"seq"` // the feed's own order, per model
-	Time   time.Time `json:"time"`
-	Rev    uint64    `json:"rev"`
-	Kind   string    `json:"kind"`
-	ID     string    `json:"id"`
-	Fields []string  `json:"fields,omitempty"`
+	Seq  uint64    `json:"seq"` // the feed's own order, per model
+	Time time.Time `json:"time"`
+	Rev  uint64    `json:"rev"`
+	Kind string    `json:"kind"`
+	ID   string    `json:"id"`
+	// Name is the model's name when ID is a model's UUID (the model's own
+	// changes, its constraints): set as a stream sends the change.
+	Name   string   `json:"name,omitempty"`
+	Fields []string `json:"fields,omitempty"`
 }
 
 // ring is the last feedSize changes of one model, a circular buffer (no

@@ -44,6 +44,9 @@ type snapshot struct {
 	Status *params.ModelStatus      `json:"status,omitempty"`
 	Pools  []params.StoragePoolInfo `json:"pools"`
 	Alerts []alert                  `json:"alerts"`
+	// Storage is the storage table (storage.go), laid out as provisionctl
+	// status shows it.
+	Storage []storageRow `json:"storage"`
 	// Banner, when set, is the warning the page shows above the model:
 	// no provisioner agent is connected to it while it has work waiting
 	// for one.
@@ -95,7 +98,8 @@ func (d *Dashboard) resolveModel(name string) (state.Model, error) {
 // snapshot reads model uuid as provisionctl status shows it, with its pools
 // and what needs attention.
 func (d *Dashboard) snapshot(uuid string) snapshot {
-	out := snapshot{Now: d.cfg.Now().UTC(), Rev: d.cfg.State.Revision(), Pools: []params.StoragePoolInfo{}, Alerts: []alert{}}
+	out := snapshot{Now: d.cfg.Now().UTC(), Rev: d.cfg.State.Revision(), Pools: []params.StoragePoolInfo{}, Alerts: []alert{},
+		Storage: []storageRow{}}
 	m, err := d.cfg.State.Model(uuid)
 	if err == nil {
 		out.Model = modelInfo{UUID: m.UUID, Name: m.Name, Type: string(m.Type), Life: string(m.Life)}
@@ -120,6 +124,7 @@ func (d *Dashboard) snapshot(uuid string) snapshot {
 	}
 	if out.Status != nil {
 		out.Alerts = alerts(out.Status)
+		out.Storage = storageRows(out.Status, out.Alerts)
 		out.Banner = provisionerBanner(out.Status)
 	}
 	return out

@@ -19,6 +19,7 @@ import (
 //	activity  {"changes": [change...], "lost": bool}: the model's changes
 //	          (at the start, the last ones the feed holds)
 //	metrics   [sample...]: at the start the last two minutes, then each second
+//	cluster   clusterView: at the start and when it changes (superusers only)
 //	bye       {"reason"}: the stream ends (logout, expired, credentials
 //	          changed, replaced by a newer session or stream, shutdown)
 //
@@ -121,6 +122,7 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) {
 	sendActivity := func() (modelsChanged, changed bool) {
 		changes, next, lost, models := d.feed.since(l, seq)
 		seq = next
+		d.nameModels(changes)
 		if len(changes) > 0 || lost {
 			sw.send("activity", map[string]any{"changes": changes, "lost": lost})
 		}
@@ -135,11 +137,24 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) {
 		sw.send("metrics", ss)
 		return true
 	}
+	var lastCluster []byte
+	sendCluster := func() {
+		if !superuser {
+			return
+		}
+		b, err := json.Marshal(d.cluster())
+		if err != nil || bytes.Equal(b, lastCluster) {
+			return
+		}
+		lastCluster = b
+		sw.send("cluster", json.RawMessage(b))
+	}
 	if superuser {
 		sw.send("status", d.snapshot(model.UUID))
 		sendActivity()
 	}
 	sendMetrics()
+	sendCluster()
 
 	tick := time.NewTicker(streamTick)
 	defer tick.Stop()
@@ -191,9 +206,32 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) {
 			if !sendMetrics() {
 				sw.keepAlive()
 			}
+			sendCluster()
 		}
 	}
 	if sw.err != nil {
 		d.log.Debug("dashboard: stream ended", "user", sess.user.Name, "err", sw.err)
+	}
+}
+
+// nameModels sets the Name of the changes whose ID is a model's UUID.
+func (d *Dashboard) nameModels(changes []change) {
+	var names map[string]string
+	for i, c := range changes {
+		if !state.IsValidUUID(c.ID) {
+			continue
+		}
+		if names == nil {
+			names = map[string]string{}
+			ms, err := d.cfg.State.Models()
+			if err != nil {
+				d.log.Warn("dashboard: listing models failed", "err", err)
+				return
+			}
+			for _, m := range ms {
+				names[m.UUID] = m.Name
+			}
+		}
+		changes[i].Name = names[c.ID]
 	}
 }

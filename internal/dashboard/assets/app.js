@@ -52,6 +52,14 @@
     return Math.floor(h / 24) + 'd ' + (h % 24) + 'h';
   }
 
+  // utcTime shows a time as "2026-01-02 15:04:05 UTC": 24-hour, with the
+  // date, the same on every operator's screen.
+  function utcTime(iso) {
+    const t = new Date(iso);
+    if (isNaN(t)) return '';
+    return t.toISOString().slice(0, 19).replace('T', ' ') + ' UTC';
+  }
+
   function since(iso) {
     if (!iso) return null;
     return el('span', {class: 'since', 'data-since': iso, text: 'for ' + ago(iso)});
@@ -67,7 +75,7 @@
 
   const errorStatuses = new Set(['error', 'provisioning error', 'down', 'lost', 'failed', 'blocked', 'terminated']);
   const warnStatuses = new Set(['pending', 'allocating', 'waiting', 'provisioning', 'attaching', 'detaching', 'unknown']);
-  const okStatuses = new Set(['started', 'running', 'active', 'attached', 'idle', 'alive']);
+  const okStatuses = new Set(['started', 'running', 'active', 'attached', 'idle', 'alive', 'ok', 'up']);
 
   function level(s) {
     if (errorStatuses.has(s)) return 'error';
@@ -115,9 +123,34 @@
     return a ? a.level : '';
   }
 
-  function msgCell(...sts) {
-    const msgs = sts.filter((s) => s && s.message).map((s) => s.message);
-    return el('td', {class: 'msg', text: msgs.join('; ') || '-'});
+  // A message longer than this is shown cut, with the whole of it one
+  // click (or Enter) away and in the tooltip.
+  const msgShown = 100;
+
+  function msgText(text) {
+    if (text.length <= msgShown && !text.includes('\n')) return el('span', {class: 'msg-text', text: text});
+    const cut = text.split('\n')[0].slice(0, msgShown).trimEnd() + '…';
+    return el('details', {class: 'msg-text', title: text}, el('summary', {text: cut}), el('p', {class: 'msg-full', text: text}));
+  }
+
+  // msgCell(['agent', status], ['instance', status], ...): each different
+  // message once; labelled by whose it is when there are several.
+  function msgCell(...pairs) {
+    const seen = new Map();
+    for (const [who, st] of pairs) {
+      if (!st || !st.message) continue;
+      if (seen.has(st.message)) seen.get(st.message).push(who);
+      else seen.set(st.message, [who]);
+    }
+    if (seen.size === 0) return el('td', {class: 'msg', text: '-'});
+    const td = el('td', {class: 'msg'});
+    for (const [text, whos] of seen) {
+      const line = el('div', {class: 'msg-line'});
+      if (seen.size > 1) line.append(el('span', {class: 'msg-who', text: whos.join(', ') + ': '}));
+      line.append(msgText(text));
+      td.append(line);
+    }
+    return td;
   }
 
   function renderMachines(st) {
@@ -134,7 +167,7 @@
           statusCell(m['instance-status']),
           m.base || m.series || '-',
           (m.addresses || []).join(', '),
-          msgCell(m['agent-status'], m['instance-status'], m['modification-status']),
+          msgCell(['agent', m['agent-status']], ['instance', m['instance-status']], ['modification', m['modification-status']]),
         ],
       });
       for (const c of m.containers || []) walk(c, depth + 1);
@@ -151,7 +184,7 @@
         key: 'application/' + a.name, level: alertLevel('application', a.name),
         sig: {l: a.life, s: a.scale, u: (a.units || []).length, o: a['operator-status'], ad: a.addresses},
         cells: [a.name, el('td', {}, badge(a.life)), a.charm, st.type === 'caas' ? String(a.scale) : '-',
-          String((a.units || []).length), (a.addresses || []).join(', '), statusCell(a['operator-status']), msgCell(a['operator-status'])],
+          String((a.units || []).length), (a.addresses || []).join(', '), statusCell(a['operator-status']), msgCell(['operator', a['operator-status']])],
       })), 'No applications.');
     const rows = [];
     for (const a of apps) {
@@ -160,55 +193,28 @@
           key: 'unit/' + u.name, level: alertLevel('unit', u.name), sig: u,
           cells: [u.name, el('td', {}, badge(u.life)), u.machine || '-', el('td', {class: 'mono', text: u['provider-id'] || '-'}),
             u.address || '-', statusCell(u['workload-status']), statusCell(u['container-status'] && u['container-status'].status ? u['container-status'] : u['agent-status']),
-            msgCell(u['workload-status'], u['container-status'], u['agent-status'])],
+            msgCell(['workload', u['workload-status']], ['container', u['container-status']], ['agent', u['agent-status']])],
         });
       }
     }
     table('units', 'Units', ['Unit', 'Life', 'Machine', 'Provider ID', 'Address', 'Workload', 'Container / agent', 'Message'], rows, 'No units.');
   }
 
-  function renderStorage(st, pools) {
-    const s = st.storage || {};
-    const fsBy = new Map((s.filesystems || []).map((f) => [f['storage-id'], f]));
-    const volBy = new Map((s.volumes || []).filter((v) => v['storage-id']).map((v) => [v['storage-id'], v]));
-    const volByID = new Map((s.volumes || []).map((v) => [v.id, v]));
-    // A storage instance attached to no unit is "detached"; a filesystem
-    // or volume that belongs to no storage instance and is attached to
-    // nothing is "orphaned" (the daemon marks it): both stay until
-    // remove-storage or remove-model takes them out.
-    const owner = (who, flag) => who ? who : el('span', {}, badge(flag));
-    const rows = (s.instances || []).map((i) => {
-      const f = fsBy.get(i.id), v = volBy.get(i.id);
-      const x = f || v || {};
-      const where = f && f.attachment ? f.attachment['mount-point'] : v && v.attached && v.attached[0] ? v.attached[0]['device-name'] : '';
-      return {
-        key: 'storage/' + i.id, level: alertLevel('storage', i.id) || (f && alertLevel('filesystem', f.id)) || (v && alertLevel('volume', v.id)), sig: [i, f, v],
-        cells: [i.id, i.kind, el('td', {}, owner(i.unit, 'detached')), el('td', {}, badge(i.life)), x.pool || '-', x.size ? x.size + ' MiB' : '-',
-          el('td', {class: 'mono', text: x['provider-id'] || '-'}), statusCell(x.status), where || '-'],
-      };
-    });
-    for (const f of (s.filesystems || []).filter((f) => f.orphaned)) {
-      const v = volByID.get(f.volume);
-      rows.push({
-        key: 'filesystem/' + f.id, level: alertLevel('filesystem', f.id), sig: [f, v],
-        cells: ['filesystem ' + f.id, 'filesystem', el('td', {}, owner('', 'orphaned')), el('td', {}, badge(f.life)), f.pool || '-',
-          f.size ? f.size + ' MiB' : '-', el('td', {class: 'mono', text: [f['provider-id'], v && v['provider-id']].filter(Boolean).join(', ') || '-'}),
-          statusCell(f.status), '-'],
-      });
-    }
-    const volMachine = new Map();
-    const walk = (m) => { for (const v of m.volumes || []) volMachine.set(v.id, m.id); for (const c of m.containers || []) walk(c); };
-    for (const m of st.machines || []) walk(m);
-    for (const v of (s.volumes || []).filter((v) => !v['storage-id'] || v.orphaned)) {
-      const m = (v.attached || []).map((a) => a.machine).filter(Boolean).join(', ') || volMachine.get(v.id) || '';
-      rows.push({
-        key: 'volume/' + v.id, level: alertLevel('volume', v.id), sig: v,
-        cells: ['volume ' + v.id, 'block', el('td', {}, m ? 'machine ' + m : owner('', v.orphaned ? 'orphaned' : 'detached')), el('td', {}, badge(v.life)),
-          v.pool || '-', v.size ? v.size + ' MiB' : '-',
-          el('td', {class: 'mono', text: v['provider-id'] || '-'}), statusCell(v.status), (v.attached || []).map((a) => a['device-name']).filter(Boolean).join(', ') || '-'],
-      });
-    }
-    table('storage', 'Storage instances and machine volumes', ['Storage', 'Kind', 'Owner', 'Life', 'Pool', 'Size', 'Provider ID', 'Status', 'Location'], rows, 'No storage.');
+  // The storage rows come laid out by the daemon (storage.go), with the
+  // values provisionctl status shows: a storage instance attached to no
+  // unit is "detached", a filesystem or volume that belongs to no storage
+  // instance and is attached to nothing is "orphaned"; both stay until
+  // remove-storage or remove-model takes them out.
+  function renderStorage(rows, pools) {
+    table('storage', 'Storage instances, leftover filesystems and volumes, machine volumes',
+      ['Storage', 'Kind', 'Attached to', 'Life', 'Pool', 'Size', 'Filesystem', 'Volume', 'Status', 'Location', 'Message'],
+      (rows || []).map((r) => ({
+        key: r.key, level: r.level, sig: r,
+        cells: [el('td', {class: 'mono', text: r.id}), r.kind,
+          el('td', {'data-state': r.state}, r.state === 'attached' ? r.to : badge(r.state)), el('td', {}, badge(r.life)),
+          r.pool, r.size, el('td', {class: 'mono', text: r.filesystem || '-'}), el('td', {class: 'mono', text: r.volume || '-'}),
+          statusCell(r.status), r.location, msgCell(['status', r.status])],
+      })), 'No storage.');
     table('pools', 'Storage pools', ['Pool', 'Provider', 'Attributes'], (pools || []).map((p) => ({
       key: 'pool/' + p.name, sig: p,
       cells: [p.name, p.provider, Object.entries(p.attrs || {}).map(([k, v]) => k + '=' + v).join(' ') || '-'],
@@ -240,7 +246,7 @@
     for (const a of alerts) {
       list.append(el('li', {class: a.level},
         el('strong', {text: (a.level === 'error' ? 'Error: ' : '') + a.kind + ' ' + a.id}),
-        ' is ' + a.status, a.since ? ' ' : '', since(a.since), a.message ? ': ' + a.message : ''));
+        ' is ' + a.status, a.since ? ' ' : '', since(a.since), a.message ? ': ' : '', a.message ? msgText(a.message) : false));
     }
   }
 
@@ -268,7 +274,7 @@
     const st = snap.status || {};
     renderMachines(st);
     renderApplications(st);
-    renderStorage(st, snap.pools);
+    renderStorage(snap.storage, snap.pools);
     renderNetwork(st);
     view.first = false;
   }
@@ -301,35 +307,61 @@
       return;
     }
     for (const c of view.activity) {
-      const t = new Date(c.time);
-      ol.append(el('li', {}, el('time', {datetime: c.time, text: t.toLocaleTimeString()}),
-        el('span', {class: 'what', text: c.kind + ' ' + c.id}), ' ' + describeChange(c)));
+      ol.append(el('li', {}, el('time', {datetime: c.time, text: utcTime(c.time)}),
+        el('span', {class: 'what', title: c.name ? c.id : null, text: c.kind + ' ' + (c.name || c.id)}), ' ' + describeChange(c)));
     }
   }
 
   // ---- chart
 
+  // Rates and the commit latency are over the sample's window (the last
+  // 10 s, sample.windowS); each chart has its scale (0 to its top, a
+  // round number at or above the peak), the peak of the two minutes
+  // shown and when it was.
   const charts = [
-    {key: 'requestsPerS', title: 'Requests/s', cls: 'm1', fmt: (v) => v.toFixed(v < 10 ? 1 : 0)},
-    {key: 'loginsPerS', title: 'Logins/s', cls: 'm2', fmt: (v) => v.toFixed(v < 10 ? 1 : 0)},
+    {key: 'requestsPerS', title: 'Requests/s', rate: true, cls: 'm1', fmt: (v) => v.toFixed(v < 10 ? 1 : 0)},
+    {key: 'loginsPerS', title: 'Logins/s', rate: true, cls: 'm2', fmt: (v) => v.toFixed(v < 10 ? 1 : 0)},
     {key: 'agents', title: 'Agents connected', cls: 'm3', fmt: (v) => String(Math.round(v))},
-    {key: 'commitMs', title: 'Commit latency (ms)', cls: 'm4', fmt: (v) => v.toFixed(v < 10 ? 2 : 1)},
+    {key: 'commitMs', title: 'Commit latency (ms)', rate: true, cls: 'm4', fmt: (v) => v.toFixed(v < 10 ? 2 : 1)},
   ];
+
+  // niceTop is the least of 1, 2, 2.5 or 5 times a power of ten at or
+  // above v (1 when v is 0).
+  function niceTop(v) {
+    if (!(v > 0)) return 1;
+    const p = Math.pow(10, Math.floor(Math.log10(v)));
+    for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= v - 1e-12) return m * p;
+    return 10 * p;
+  }
+
+  function utcClock(ms) { return new Date(ms).toISOString().slice(11, 19); }
 
   function renderMetrics() {
     const box = byId('metrics');
     box.replaceChildren();
     const w = 120, h = 36;
     const end = view.samples.length ? view.samples[view.samples.length - 1].t : Date.now();
+    const win = view.samples.length ? Math.round(view.samples[view.samples.length - 1].windowS || 0) : 0;
+    byId('metrics-window').textContent = win ? 'rates and latency over the last ' + win + ' s; charts: the last two minutes, UTC' : '';
     for (const c of charts) {
       const pts = view.samples.filter((s) => s[c.key] !== null && s[c.key] !== undefined);
-      const top = Math.max(1e-9, ...pts.map((s) => s[c.key]));
+      let peak = null;
+      for (const p of pts) if (peak === null || p[c.key] > peak[c.key]) peak = p;
+      const top = niceTop(peak ? peak[c.key] : 0);
       const last = pts.length ? pts[pts.length - 1][c.key] : null;
       const svg = document.createElementNS(SVG, 'svg');
       svg.setAttribute('viewBox', '0 0 ' + w + ' ' + h);
       svg.setAttribute('preserveAspectRatio', 'none');
       svg.setAttribute('role', 'img');
-      svg.setAttribute('aria-label', c.title + ' over the last two minutes, at most ' + (pts.length ? c.fmt(top) : 'none'));
+      svg.setAttribute('aria-label', c.title + ' over the last two minutes, scale 0 to ' + c.fmt(top) +
+        (peak ? ', peak ' + c.fmt(peak[c.key]) + ' at ' + utcClock(peak.t) + ' UTC' : ', no data'));
+      for (const y of [2, h / 2, h - 2]) { // gridlines: the top, the middle, 0
+        const g = document.createElementNS(SVG, 'line');
+        g.setAttribute('x1', '0'); g.setAttribute('x2', String(w));
+        g.setAttribute('y1', String(y)); g.setAttribute('y2', String(y));
+        g.setAttribute('class', 'grid');
+        svg.append(g);
+      }
       const line = document.createElementNS(SVG, 'polyline');
       line.setAttribute('points', pts.map((s) => {
         const x = w - (end - s.t) / 1000;
@@ -337,9 +369,57 @@
         return x.toFixed(1) + ',' + y.toFixed(1);
       }).join(' '));
       svg.append(line);
-      box.append(el('div', {class: 'metric ' + c.cls}, el('h3', {text: c.title}),
-        el('div', {class: 'value', text: last === null ? (c.key === 'commitMs' ? 'no commits' : '-') : c.fmt(last)}), svg));
+      const title = c.title + (c.rate && win ? ' · ' + win + ' s' : '');
+      box.append(el('div', {class: 'metric ' + c.cls, 'data-metric': c.key},
+        el('h3', {text: title}),
+        el('div', {class: 'value', text: last === null ? (c.key === 'commitMs' ? 'no commits' : '-') : c.fmt(last)}),
+        el('div', {class: 'plot'},
+          el('div', {class: 'axis-y'}, el('span', {class: 'axis-top', text: c.fmt(top)}), el('span', {class: 'axis-zero', text: '0'})),
+          svg),
+        el('div', {class: 'axis-x'}, el('span', {text: '−2 min'}), el('span', {text: 'now'})),
+        el('div', {class: 'peak', text: peak ? 'peak ' + c.fmt(peak[c.key]) + ' at ' + utcClock(peak.t) : 'peak -'})));
     }
+  }
+
+  // ---- the controller: its store and daemons
+
+  function mib(bytes) { return (bytes / (1 << 20)).toFixed(1) + ' MiB'; }
+
+  function renderCluster(c) {
+    const box = byId('cluster');
+    box.replaceChildren();
+    const health = c.health === 'ok' ? badge('ok') : c.health ? el('span', {class: 'badge error', text: 'unhealthy'}) : '-';
+    box.append(el('dl', {class: 'facts'},
+      el('dt', {text: 'Store'}), el('dd', {id: 'cluster-store', text: c.store || '-'}),
+      el('dt', {text: 'Revision'}), el('dd', {id: 'cluster-revision', class: 'mono', text: String(c.revision)}),
+      el('dt', {text: 'Health'}), el('dd', {id: 'cluster-health', title: c.health || null}, health,
+        c.health && c.health !== 'ok' ? el('div', {class: 'msg-full', text: c.health}) : false)));
+    if (c.members && c.members.length) {
+      box.append(el('h3', {text: 'etcd members'}), el('ul', {class: 'members', id: 'cluster-members'}, ...c.members.map((m) =>
+        el('li', {'data-endpoint': m.endpoint}, el('span', {class: 'mono', text: m.endpoint}), ' ', badge(m.up ? 'up' : 'down'),
+          m.dbSize ? ' ' + mib(m.dbSize) + (m.dbQuota ? ' of ' + mib(m.dbQuota) : '') : '',
+          (m.alarms || []).length ? el('span', {class: 'badge error', text: m.alarms.join(', ')}) : false,
+          m.err ? el('div', {class: 'msg-full', text: m.err}) : false))));
+    }
+    if (c.error) box.append(el('p', {class: 'notice', role: 'alert', text: c.error}));
+    const servers = c.servers || [];
+    box.append(el('h3', {text: servers.length === 1 ? '1 daemon' : servers.length + ' daemons'}));
+    const ul = el('ul', {class: 'servers', id: 'cluster-servers'});
+    for (const s of servers) {
+      const agents = (s.agents || []).map((a) => {
+        const parts = [];
+        if ((a.machines || []).length) parts.push('machine' + (a.machines.length > 1 ? 's ' : ' ') + a.machines.join(', '));
+        if (a.provisioner) parts.push('provisioner');
+        return el('li', {'data-model': a.model}, el('strong', {text: a.model}), ': ' + parts.join(', '));
+      });
+      ul.append(el('li', {'data-server': s.id, class: s.self ? 'self' : null},
+        el('div', {}, el('span', {class: 'mono', text: s.id}), s.self ? el('span', {class: 'badge ok', text: 'this daemon'}) : false),
+        el('div', {class: 'muted mono', text: (s.addresses || []).join(', ')}),
+        el('div', {class: 'muted', text: (s.version ? 'version ' + s.version + ', ' : '') + 'started ' + utcTime(s.started)}),
+        s.connections !== undefined && s.connections !== null ? el('div', {class: 'muted', text: 'machine agent connections: ' + Math.round(s.connections)}) : false,
+        agents.length ? el('ul', {class: 'agents'}, ...agents) : el('div', {class: 'muted', text: c.store === 'etcd' ? 'no agents connected' : ''})));
+    }
+    box.append(ul);
   }
 
   // ---- the stream
@@ -366,6 +446,7 @@
     });
     on('models', (ms) => { view.models = ms; renderModels(); });
     on('status', renderSnapshot);
+    on('cluster', renderCluster);
     on('activity', (a) => {
       for (const c of a.changes) view.activity.unshift(c);
       view.activity.length = Math.min(view.activity.length, 50);
