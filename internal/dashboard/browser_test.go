@@ -3,9 +3,8 @@ package dashboard_test
 import (
 	"context"
 	"crypto/sha256"
-	"crypto/x509"
+	"crypto/tls"
 	"encoding/base64"
-	"encoding/pem"
 	"fmt"
 	"os"
 	"os/exec"
@@ -20,7 +19,6 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
-	"github.com/provisiond/provisiond/pki"
 	"github.com/provisiond/provisiond/provisiondtest"
 )
 
@@ -59,23 +57,17 @@ func buildProvisionctl(t *testing.T) string {
 	return bin
 }
 
-// serverSPKI is the base64 SHA-256 of the daemon certificate's public key:
-// chromium accepts that certificate (made by the daemon's own CA) and no
-// other.
-func serverSPKI(t *testing.T, dataDir string) string {
+// serverSPKI is the base64 SHA-256 of the public key of the certificate
+// the daemon at addr presents: chromium accepts that certificate (made by
+// the daemon's own CA, or taken from the store in etcd mode) and no other.
+func serverSPKI(t *testing.T, addr string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dataDir, pki.ServerCertFile))
+	conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}) // only to read the certificate
 	if err != nil {
 		t.Fatal(err)
 	}
-	blk, _ := pem.Decode(b)
-	if blk == nil {
-		t.Fatal("server certificate: no PEM block")
-	}
-	cert, err := x509.ParseCertificate(blk.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
+	defer conn.Close()
+	cert := conn.ConnectionState().PeerCertificates[0]
 	sum := sha256.Sum256(cert.RawSubjectPublicKeyInfo)
 	return base64.StdEncoding.EncodeToString(sum[:])
 }
@@ -173,7 +165,7 @@ func TestBrowserLogInAndFollowTheModel(t *testing.T) {
 		t.Fatalf("add-machine printed %q, want 0", got)
 	}
 
-	ctx, problems := newBrowser(t, chrome, serverSPKI(t, srv.DataDir()))
+	ctx, problems := newBrowser(t, chrome, serverSPKI(t, srv.Addr()))
 	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
 	base := "https://" + srv.Addr() + "/dashboard/"

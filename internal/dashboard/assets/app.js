@@ -341,6 +341,7 @@
     box.replaceChildren();
     const w = 120, h = 36;
     const end = view.samples.length ? view.samples[view.samples.length - 1].t : Date.now();
+    if (view.samples.length) box.setAttribute('data-last', String(end)); // the last sample's time (Unix ms)
     const win = view.samples.length ? Math.round(view.samples[view.samples.length - 1].windowS || 0) : 0;
     byId('metrics-window').textContent = win ? 'rates and latency over the last ' + win + ' s; charts: the last two minutes, UTC' : '';
     for (const c of charts) {
