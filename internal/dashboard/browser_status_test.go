@@ -390,3 +390,5 @@ func TestBrowserStorageMessagesRatesAndFeed(t *testing.T) {
 	}
 	b.checkProblems()
 }
+
+func regexpMatch(re, s string) bool { return regexp.MustCompile(re).MatchString(s) }
