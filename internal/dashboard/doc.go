@@ -4,8 +4,10 @@
 // storage and pools, spaces and subnets, with whatever is in an error or
 // stuck state called out; an activity feed of the model's last changes;
 // and a chart of the daemon's own request, login, agent and commit
-// figures. It only reads: it is given the state's read methods (Reader)
-// and the hub, never a way to write.
+// figures (rates over the last 10 s); and the controller's store and
+// daemons with the agents each has (cluster.go). It only reads: it is
+// given the state's read methods (Reader) and the hub, never a way to
+// write.
 //
 // # Live updates
 //
@@ -15,7 +17,8 @@
 // of each model in a ring; a stream is woken by the changes of its model
 // (and of the model list), sends them as the activity feed and a fresh
 // snapshot of the model (at most one per SnapshotInterval, so a burst of
-// commits costs one read), and sends a metrics sample each second.
+// commits costs one read), sends a metrics sample each second, and the
+// cluster view when it changes (read at most every 2 s for all streams).
 //
 // # Sessions
 //
