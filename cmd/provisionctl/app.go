@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -194,7 +195,8 @@ $PROVISIOND_CREDENTIALS, then credentials.yaml in the daemon's default data
 dir ($XDG_DATA_HOME/provisiond or ~/.local/share/provisiond).
 
 Data goes to stdout (--format table, json or yaml), messages and errors to
-stderr. Exit status: 0 on success, 1 on failure, 2 on a usage error.`,
+stderr. Exit status: 0 on success; 2 when the input is not valid (a usage
+error, or a value the daemon refuses as not valid); 1 on any other failure.`,
 		Example: `  provisionctl models
   provisionctl add-model k8s --type caas
   provisionctl add-machine lxd:0
@@ -236,8 +238,19 @@ stderr. Exit status: 0 on success, 1 on failure, 2 on a usage error.`,
 			c.Example = `  source <(provisionctl completion bash)
   provisionctl completion zsh > "${fpath[1]}/_provisionctl"
   provisionctl completion fish > ~/.config/fish/completions/provisionctl.fish`
+			var shells []string
 			for _, sub := range c.Commands() {
 				sub.Example = "  provisionctl completion " + sub.Name() + " --help"
+				shells = append(shells, sub.Name())
+			}
+			// A shell cobra has no script for is a usage error, not the
+			// command's help with status 0.
+			c.Args = cobra.ArbitraryArgs
+			c.RunE = func(cmd *cobra.Command, args []string) error {
+				if len(args) == 0 {
+					return usagef("completion needs a shell: %s", strings.Join(shells, ", "))
+				}
+				return usagef("completion has no script for %q: the shells are %s", args[0], strings.Join(shells, ", "))
 			}
 		}
 	}
@@ -251,10 +264,18 @@ func exactArgs(names ...string) cobra.PositionalArgs {
 			if len(names) == 0 {
 				return usagef("%s takes no arguments, got %q", cmd.Name(), args)
 			}
-			return usagef("%s needs %d argument(s) (%v), got %d", cmd.Name(), len(names), names, len(args))
+			return usagef("%s needs %s, got %s", cmd.Name(), strings.Join(names, " "), arguments(len(args)))
 		}
 		return nil
 	}
+}
+
+// arguments says "n argument(s)" in English: "1 argument", "2 arguments".
+func arguments(n int) string {
+	if n == 1 {
+		return "1 argument"
+	}
+	return strconv.Itoa(n) + " arguments"
 }
 
 // completeModels completes model names by asking the daemon; it offers

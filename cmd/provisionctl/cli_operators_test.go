@@ -331,12 +331,12 @@ func TestRemovalVerbs(t *testing.T) {
 		code int
 		msg  string
 	}{
-		{[]string{"remove-space", "db"}, 1, `ERROR space "db" holds subnets 10.0.0.0/24: remove them first`},
+		{[]string{"remove-space", "db"}, 2, `ERROR space "db" holds subnets 10.0.0.0/24: remove them first`},
 		{[]string{"remove-space", "nope"}, 1, `ERROR space "nope" not found`},
-		{[]string{"remove-subnet", "10.0.0.0/24"}, 1, `ERROR subnet "10.0.0.0/24" has 1 address(es) in use (10.0.0.`},
+		{[]string{"remove-subnet", "10.0.0.0/24"}, 2, `ERROR subnet "10.0.0.0/24" has 1 address(es) in use (10.0.0.`},
 		{[]string{"remove-subnet", "10.9.0.0/24"}, 1, `ERROR subnet "10.9.0.0/24" not found`},
 		{[]string{"remove-agent-binaries", "9.9.9-ubuntu-amd64"}, 1, `ERROR agent binaries "9.9.9-ubuntu-amd64" not found`},
-		{[]string{"remove-space"}, 2, "ERROR remove-space needs 1 argument(s)"},
+		{[]string{"remove-space"}, 2, "ERROR remove-space needs NAME, got 0 arguments"},
 		{[]string{"remove-machine", "0", "--no-wait"}, 2, "ERROR --no-wait needs --force"},
 	} {
 		if r := e.run(t, tc.args...); r.code != tc.code || !strings.Contains(r.stderr, tc.msg) || r.stdout != "" {

@@ -18,7 +18,7 @@ func (a *app) addMachineCommands(root *cobra.Command) {
 func maxArgs(n int, names string) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if len(args) > n {
-			return usagef("%s takes at most %d argument(s) (%s), got %d", cmd.Name(), n, names, len(args))
+			return usagef("%s takes at most %s (%s), got %d", cmd.Name(), arguments(n), names, len(args))
 		}
 		return nil
 	}
@@ -28,7 +28,7 @@ func maxArgs(n int, names string) cobra.PositionalArgs {
 func minArgs(n int, names string) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if len(args) < n {
-			return usagef("%s needs at least %d argument(s) (%s), got %d", cmd.Name(), n, names, len(args))
+			return usagef("%s needs at least %s (%s), got %d", cmd.Name(), arguments(n), names, len(args))
 		}
 		return nil
 	}
