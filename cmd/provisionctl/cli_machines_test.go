@@ -333,7 +333,7 @@ func TestMachinesBadInput(t *testing.T) {
 		{[]string{"remove-machine", "zero"}, 2, `ERROR machine id "zero" not valid`},
 		// spaces and subnets
 		{[]string{"add-space", "db"}, 1, `ERROR space "db" already exists`},
-		{[]string{"add-space", "DB"}, 2, `ERROR space name "DB" not valid`},
+		{[]string{"add-space", "DB"}, 2, `ERROR space name "DB" not valid: lowercase letters, digits and hyphens, starting with a letter`},
 		{[]string{"add-space", "x", "-m", "nope"}, 1, `ERROR model "nope" not found`},
 		{[]string{"add-space"}, 2, "ERROR add-space needs NAME, got 0 arguments"},
 		{[]string{"spaces", "-m", "nope"}, 1, `ERROR model "nope" not found`},

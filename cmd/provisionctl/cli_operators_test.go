@@ -611,6 +611,44 @@ func TestWatchFieldsAndReconnect(t *testing.T) {
 	case <-time.After(waitLimit):
 		t.Fatalf("no line after the reconnection\n%s", w.errs.String())
 	}
+
+	// Fields print as the operator typed them ("<" is not "\u003c"), and
+	// an entity changed and removed before its fields are read says
+	// "removed" once, not once per change.
+	if err := d.State().SetMachineStatus(model, "0/lxd/0", state.AgentStatus, state.Status{Status: "error", Message: "<ok>"}); err != nil {
+		t.Fatal(err)
+	}
+	next := func(what string) string {
+		t.Helper()
+		select {
+		case l := <-w.lines:
+			return l
+		case <-time.After(waitLimit):
+			t.Fatalf("no line for %s\n%s", what, w.errs.String())
+		}
+		return ""
+	}
+	if l := next("the status"); !strings.Contains(l, "<ok>") || strings.Contains(l, `\u003c`) {
+		t.Errorf("status line %q: want <ok> as it was set", l)
+	}
+	if err := d.State().EnsureMachineDead(model, "0/lxd/0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.State().RemoveMachine(model, "0/lxd/0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.State().AddMachine(model, state.MachineParams{}); err != nil { // machine 1: the end of the removal's lines
+		t.Fatal(err)
+	}
+	removed := 0
+	for l := next("machine 1"); !strings.Contains(l, " 1 "); l = next("machine 1") {
+		if strings.Contains(l, " 0/lxd/0 ") && strings.HasSuffix(l, " removed") {
+			removed++
+		}
+	}
+	if removed != 1 {
+		t.Errorf("the container's removal printed %d times", removed)
+	}
 	if err := w.cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
