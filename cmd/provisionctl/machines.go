@@ -45,7 +45,7 @@ func (a *app) addMachineCommand() *cobra.Command {
 		GroupID: "machines",
 		Short:   "Add machines or containers",
 		Long: `Add machines to an iaas model for the provisioner to start. PLACEMENT is
-empty (new machines), TYPE:ID (containers of type lxd, kvm or lxc on machine
+empty (new machines), TYPE:ID (containers of type lxd or kvm on machine
 ID, which may itself be a container) or zone=ZONE (an availability zone
 that one of the model's subnets names).
 
