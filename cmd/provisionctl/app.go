@@ -45,6 +45,8 @@ type app struct {
 
 	// verb is the command line's verb ("remove-model"), for messages.
 	verb string
+
+	loginWaited time.Duration // waited so far for logins to be tried again (loginRetryBudget)
 }
 
 // credentialsPath applies the lookup order: --credentials, then
@@ -89,12 +91,47 @@ func (a *app) connect(ctx context.Context) (*client.Conn, error) {
 		}
 		if _, err := c.LoginUser(ctx, user, creds.AdminPassword); err != nil {
 			_ = c.Close()
+			if wait, ok := a.retryLogin(ctx, err); ok {
+				a.infof("The daemon asks to try again in %s (%v); waiting.", wait, err)
+				select {
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				case <-time.After(wait):
+				}
+				return a.connect(ctx)
+			}
 			return nil, fmt.Errorf("login as %s: %w", user, err)
 		}
 		a.conn, a.creds, a.addr = c, creds, addr
 		return c, nil
 	}
 	return nil, fmt.Errorf("cannot connect to provisiond: %w (is it running? the addresses are those of %s)", errors.Join(errs...), path)
+}
+
+// loginRetryBudget bounds how long provisionctl waits, in all, for logins
+// the daemon asks it to try again later (a throttle's "retry-after").
+const loginRetryBudget = 60 * time.Second
+
+// retryLogin says whether a refused login is to be tried again, and after
+// how long: a "try again" with a retry-after (or without one: a second)
+// that fits in what is left of loginRetryBudget.
+func (a *app) retryLogin(ctx context.Context, err error) (time.Duration, bool) {
+	var pe *params.Error
+	if !errors.As(err, &pe) || pe.Code != params.CodeTryAgain {
+		return 0, false
+	}
+	wait := time.Second
+	if n, ok := pe.Info["retry-after"].(float64); ok && n > 0 {
+		wait = time.Duration(n * float64(time.Second))
+	}
+	if a.loginWaited+wait > loginRetryBudget {
+		return 0, false
+	}
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
+		return 0, false
+	}
+	a.loginWaited += wait
+	return wait, true
 }
 
 // dialCause is the innermost cause of a dial error ("connection refused"),

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"maps"
@@ -26,6 +27,8 @@ import (
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/internal/leaktest"
 	"github.com/provisiond/provisiond/provisiondtest"
+	"github.com/provisiond/provisiond/rpc/client"
+	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state"
 )
 
@@ -625,4 +628,37 @@ func closedAddr(t *testing.T) string {
 	addr := ln.Addr().String()
 	ln.Close()
 	return addr
+}
+
+// A login the daemon throttles ("too many failed logins; try again in
+// 2s", with its retry-after in the error's info) is tried again after the
+// wait, saying so on stderr, as kubectl honours Retry-After; the command
+// then succeeds.
+func TestLoginThrottledWaitsAndRetries(t *testing.T) {
+	e := startDaemon(t)
+	creds := e.d.Credentials()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	var throttled *params.Error
+	for i := 0; i < 30 && throttled == nil; i++ { // wrong passwords from this client, as the admin
+		c, err := client.Dial(ctx, client.Config{Addr: creds.APIAddresses[0], CACert: []byte(creds.CACert)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.LoginUser(ctx, "admin", "wrong-password")
+		c.Close()
+		if errors.As(err, &throttled) && throttled.Code != params.CodeTryAgain {
+			throttled = nil
+		}
+	}
+	if throttled == nil {
+		t.Fatal("wrong passwords were never throttled")
+	}
+	if n, ok := throttled.Info["retry-after"].(float64); !ok || n < 1 {
+		t.Errorf("throttled login's error-info %v: want retry-after, whole seconds", throttled.Info)
+	}
+	r := e.run(t, "models", "--format", "json")
+	if r.code != 0 || !strings.Contains(r.stderr, "The daemon asks to try again in ") || !strings.Contains(r.stderr, "too many failed logins") {
+		t.Errorf("models while throttled:\n%s", r)
+	}
 }
