@@ -90,6 +90,7 @@ func TestMetricsOfTheService(t *testing.T) {
 		`provisiond_requests_total{code="not valid",facade="ModelAdmin",method="AddModel"} 1`,
 		`provisiond_requests_total{code="ok",facade="StringsWatcher",method="Next"} 1`,
 		`provisiond_logins_total{outcome="ok"} 1`,
+		`provisiond_login_failures_total{kind="agent",path="metrics"} 0`, // every series from the start
 		fmt.Sprintf(`provisiond_build_info{api_version="3.3.0",goversion=%q,revision=%q,version=%q} 1`, bi.GoVersion, bi.Revision, bi.Version),
 		`provisiond_watcher_next_wait_seconds_count{facade="StringsWatcher"} 1`,
 	} {
