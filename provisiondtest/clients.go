@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -32,7 +33,7 @@ func callCtx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), CallTimeout)
 }
 
-// Dial connects to model (a UUID; "" is the controller endpoint /api)
+// Dial connects to model (a name or UUID; "" is the controller endpoint /api)
 // without logging in. The connection is closed at t's cleanup.
 func (s *Server) Dial(t testing.TB, model string) *client.Conn {
 	t.Helper()
@@ -45,9 +46,34 @@ func (s *Server) Dial(t testing.TB, model string) *client.Conn {
 }
 
 func (s *Server) dial(model string) (*client.Conn, error) {
+	uuid, err := s.modelUUID(model)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := callCtx()
 	defer cancel()
-	return client.DialCredentials(ctx, s.Credentials(), client.Config{ModelUUID: model})
+	return client.DialCredentials(ctx, s.Credentials(), client.Config{ModelUUID: uuid})
+}
+
+var uuidForm = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+
+// modelUUID is the UUID of model, given by name ("default") or UUID, as
+// provisionctl's -m takes it; "" stays "" (the controller endpoint).
+func (s *Server) modelUUID(model string) (string, error) {
+	if model == "" || uuidForm.MatchString(model) {
+		return model, nil
+	}
+	ma, err := s.modelAdmin()
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := callCtx()
+	defer cancel()
+	info, err := ma.ModelConfig(ctx, params.ModelArgs{Model: model})
+	if err != nil {
+		return "", fmt.Errorf("model %q: %w", model, err)
+	}
+	return info.UUID, nil
 }
 
 // Admin returns a connection to model ("" for /api) logged in as the
@@ -94,7 +120,7 @@ func (s *Server) MachineAgent(t testing.TB, model, id string) *client.Conn {
 	return c
 }
 
-// ProvisionMachine makes machine id of model (a UUID) ready for its agent
+// ProvisionMachine makes machine id of model (a name or UUID) ready for its agent
 // to log in, as Juju's provisioner does, and returns the agent's login:
 //   - the machine is added (ModelAdmin.AddMachines) when it does not exist,
 //     with its host first for a container; ids are given out in order, so
@@ -109,9 +135,13 @@ func (s *Server) MachineAgent(t testing.TB, model, id string) *client.Conn {
 // machine provisioned by someone else fails t: its nonce is not known.
 func (s *Server) ProvisionMachine(t testing.TB, model, id string) AgentLogin {
 	t.Helper()
+	uuid, err := s.modelUUID(model)
+	if err != nil {
+		t.Fatalf("provisiondtest: provision machine %s: %v", id, err)
+	}
 	s.provMu.Lock() // one provisioning at a time: ids are given out in order
 	defer s.provMu.Unlock()
-	login, err := s.provision(model, id, 0)
+	login, err := s.provision(uuid, id, 0)
 	if err != nil {
 		t.Fatalf("provisiondtest: provision machine %s: %v", id, err)
 	}
@@ -120,7 +150,7 @@ func (s *Server) ProvisionMachine(t testing.TB, model, id string) AgentLogin {
 
 func (s *Server) provision(model, id string, depth int) (AgentLogin, error) {
 	if model == "" {
-		return AgentLogin{}, errors.New("a machine needs a model: pass a model UUID")
+		return AgentLogin{}, errors.New("a machine needs a model: pass a model's name or UUID")
 	}
 	if depth > 8 {
 		return AgentLogin{}, errors.New("containers nested too deep")

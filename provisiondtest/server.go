@@ -164,7 +164,14 @@ type Server struct {
 // t, with the daemon's log, when the daemon cannot start.
 func Start(t testing.TB, opts ...Option) *Server {
 	t.Helper()
-	s, err := start(t.TempDir(), opts)
+	dir := t.TempDir()
+	// t.TempDir is 0755; the daemon tightens its data dir to 0700 with a
+	// warning about what others could have read. A test's dir is made
+	// 0700 before anything is written in it: no warning.
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	s, err := start(dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -417,3 +417,22 @@ func TestEtcdServers(t *testing.T) {
 		t.Errorf("$TMPDIR holds %v after Close", left)
 	}
 }
+
+// The helpers take a model's name as well as its UUID, as provisionctl's
+// -m does; a test daemon logs no warning about its data dir's permissions.
+func TestModelByNameAndQuietDataDir(t *testing.T) {
+	s := provisiondtest.Start(t)
+	admin := client.NewModelAdmin(s.Admin(t, "default"))
+	ctx, cancel := context.WithTimeout(context.Background(), provisiondtest.CallTimeout)
+	defer cancel()
+	info, err := admin.ModelConfig(ctx, params.ModelArgs{})
+	if err != nil || info.UUID != s.DefaultModel() {
+		t.Fatalf("ModelConfig on the connection to \"default\" = %+v, %v; want model %s", info, err, s.DefaultModel())
+	}
+	if login := s.ProvisionMachine(t, "default", "0"); login.Model != s.DefaultModel() {
+		t.Errorf("ProvisionMachine by name: login's model %q, want the UUID %s", login.Model, s.DefaultModel())
+	}
+	if strings.Contains(s.Log(), "permissions") {
+		t.Errorf("the daemon's log speaks of the data dir's permissions:\n%s", s.Log())
+	}
+}

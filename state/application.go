@@ -1,6 +1,7 @@
 package state
 
 import (
+	"fmt"
 	"regexp"
 
 	"github.com/juju/errors"
@@ -50,10 +51,13 @@ type ApplicationParams struct {
 
 var validApplicationName = regexp.MustCompile(`^[a-z][a-z0-9]*(-[a-z0-9]*[a-z][a-z0-9]*)*$`)
 
+// applicationNameRule says validApplicationName in words, for errors.
+const applicationNameRule = "lowercase letters, digits and hyphens, starting with a letter, each part after a hyphen holding a letter"
+
 // AddApplication adds an alive application to an alive model.
 func (st *State) AddApplication(model string, p ApplicationParams) (Application, error) {
 	if !validApplicationName.MatchString(p.Name) {
-		return Application{}, errors.NotValidf("application name %q", p.Name)
+		return Application{}, errors.NewNotValid(nil, fmt.Sprintf("application name %q not valid: %s", p.Name, applicationNameRule))
 	}
 	a := Application{Model: model, Name: p.Name, Life: Alive, CharmURL: p.CharmURL,
 		CharmRevision: p.CharmRevision, Subordinate: p.Subordinate,

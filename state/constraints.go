@@ -232,6 +232,20 @@ func (c Constraints) String() string {
 // OS names a machine base may have.
 var BaseOSes = []string{"ubuntu", "centos"}
 
+// baseTracks are the versions of each OS Juju knows at the commit this
+// project follows (core/base/supported.go: Ubuntu 12.04 to 24.04, every
+// release; CentOS 7 and 9). A base of another version is refused, as
+// Juju's controller refuses a base it has no series for.
+var baseTracks = map[string][]string{
+	"ubuntu": {
+		"12.04", "12.10", "13.04", "13.10", "14.04", "14.10", "15.04", "15.10",
+		"16.04", "16.10", "17.04", "17.10", "18.04", "18.10", "19.04", "19.10",
+		"20.04", "20.10", "21.04", "21.10", "22.04", "22.10", "23.04", "23.10",
+		"24.04",
+	},
+	"centos": {"7", "9"},
+}
+
 var (
 	channelTrack = regexp.MustCompile(`^[0-9]+(\.[0-9]+)*$`)
 	channelRisks = []string{"stable", "candidate", "beta", "edge"}
@@ -256,6 +270,13 @@ func ParseBase(s string) (Base, error) {
 	track, risk, hasRisk := strings.Cut(channel, "/")
 	if !channelTrack.MatchString(track) {
 		return bad(fmt.Sprintf("channel track %q is not a version such as 22.04", track))
+	}
+	if known := baseTracks[os]; !slices.Contains(known, track) {
+		versions := strings.Join(known, ", ")
+		if len(known) > 4 {
+			versions = "every release from " + known[0] + " to " + known[len(known)-1]
+		}
+		return bad(fmt.Sprintf("%s %s is not a version Juju knows (%s: %s)", os, track, os, versions))
 	}
 	if !hasRisk {
 		risk = "stable"

@@ -21,8 +21,13 @@ const (
 	JobManageModel = "JobManageModel"
 )
 
-// Container types a machine can host.
+// Container types a machine can host: lxc only for the agents of the 2015
+// Provisioner facades, which may report and manage it.
 var ContainerTypes = []string{"lxd", "kvm", "lxc"}
+
+// PlacementContainerTypes are the container types an operator may place a
+// new machine in, as Juju's add-machine allows (core/instance: lxd, kvm).
+var PlacementContainerTypes = []string{"lxd", "kvm"}
 
 // ValidateContainerType checks a container type.
 func ValidateContainerType(t string) error {

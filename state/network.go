@@ -91,7 +91,7 @@ var validSpaceName = validApplicationName
 // AddSpace adds a space to a model.
 func (st *State) AddSpace(model, name, providerID string) (Space, error) {
 	if !validSpaceName.MatchString(name) {
-		return Space{}, errors.NotValidf("space name %q", name)
+		return Space{}, errors.NewNotValid(nil, fmt.Sprintf("space name %q not valid: %s", name, applicationNameRule))
 	}
 	s := Space{Model: model, Name: name, ProviderID: providerID}
 	err := st.update(func(tx *txn) error {

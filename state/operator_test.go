@@ -109,6 +109,10 @@ func TestParseBase(t *testing.T) {
 		{"windows@10", `OS "windows" is not one of ubuntu, centos`},
 		{"ubuntu@jammy", `channel track "jammy" is not a version such as 22.04`},
 		{"ubuntu@22.04/risky", `channel risk "risky" is not one of stable, candidate, beta, edge`},
+		// Versions Juju has no series for (core/base/supported.go).
+		{"ubuntu@99.99", `ubuntu 99.99 is not a version Juju knows (ubuntu: every release from 12.04 to 24.04)`},
+		{"ubuntu@22.05", `ubuntu 22.05 is not a version Juju knows`},
+		{"centos@8", `centos 8 is not a version Juju knows (centos: 7, 9)`},
 	} {
 		_, err := state.ParseBase(tc.in)
 		if !errors.Is(err, errors.NotValid) || !strings.Contains(err.Error(), tc.msg) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -44,6 +45,8 @@ type app struct {
 
 	// verb is the command line's verb ("remove-model"), for messages.
 	verb string
+
+	loginWaited time.Duration // waited so far for logins to be tried again (loginRetryBudget)
 }
 
 // credentialsPath applies the lookup order: --credentials, then
@@ -88,12 +91,47 @@ func (a *app) connect(ctx context.Context) (*client.Conn, error) {
 		}
 		if _, err := c.LoginUser(ctx, user, creds.AdminPassword); err != nil {
 			_ = c.Close()
+			if wait, ok := a.retryLogin(ctx, err); ok {
+				a.infof("The daemon asks to try again in %s (%v); waiting.", wait, err)
+				select {
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				case <-time.After(wait):
+				}
+				return a.connect(ctx)
+			}
 			return nil, fmt.Errorf("login as %s: %w", user, err)
 		}
 		a.conn, a.creds, a.addr = c, creds, addr
 		return c, nil
 	}
 	return nil, fmt.Errorf("cannot connect to provisiond: %w (is it running? the addresses are those of %s)", errors.Join(errs...), path)
+}
+
+// loginRetryBudget bounds how long provisionctl waits, in all, for logins
+// the daemon asks it to try again later (a throttle's "retry-after").
+const loginRetryBudget = 60 * time.Second
+
+// retryLogin says whether a refused login is to be tried again, and after
+// how long: a "try again" with a retry-after (or without one: a second)
+// that fits in what is left of loginRetryBudget.
+func (a *app) retryLogin(ctx context.Context, err error) (time.Duration, bool) {
+	var pe *params.Error
+	if !errors.As(err, &pe) || pe.Code != params.CodeTryAgain {
+		return 0, false
+	}
+	wait := time.Second
+	if n, ok := pe.Info["retry-after"].(float64); ok && n > 0 {
+		wait = time.Duration(n * float64(time.Second))
+	}
+	if a.loginWaited+wait > loginRetryBudget {
+		return 0, false
+	}
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
+		return 0, false
+	}
+	a.loginWaited += wait
+	return wait, true
 }
 
 // dialCause is the innermost cause of a dial error ("connection refused"),
@@ -194,7 +232,8 @@ $PROVISIOND_CREDENTIALS, then credentials.yaml in the daemon's default data
 dir ($XDG_DATA_HOME/provisiond or ~/.local/share/provisiond).
 
 Data goes to stdout (--format table, json or yaml), messages and errors to
-stderr. Exit status: 0 on success, 1 on failure, 2 on a usage error.`,
+stderr. Exit status: 0 on success; 2 when the input is not valid (a usage
+error, or a value the daemon refuses as not valid); 1 on any other failure.`,
 		Example: `  provisionctl models
   provisionctl add-model k8s --type caas
   provisionctl add-machine lxd:0
@@ -236,8 +275,19 @@ stderr. Exit status: 0 on success, 1 on failure, 2 on a usage error.`,
 			c.Example = `  source <(provisionctl completion bash)
   provisionctl completion zsh > "${fpath[1]}/_provisionctl"
   provisionctl completion fish > ~/.config/fish/completions/provisionctl.fish`
+			var shells []string
 			for _, sub := range c.Commands() {
 				sub.Example = "  provisionctl completion " + sub.Name() + " --help"
+				shells = append(shells, sub.Name())
+			}
+			// A shell cobra has no script for is a usage error, not the
+			// command's help with status 0.
+			c.Args = cobra.ArbitraryArgs
+			c.RunE = func(cmd *cobra.Command, args []string) error {
+				if len(args) == 0 {
+					return usagef("completion needs a shell: %s", strings.Join(shells, ", "))
+				}
+				return usagef("completion has no script for %q: the shells are %s", args[0], strings.Join(shells, ", "))
 			}
 		}
 	}
@@ -251,10 +301,18 @@ func exactArgs(names ...string) cobra.PositionalArgs {
 			if len(names) == 0 {
 				return usagef("%s takes no arguments, got %q", cmd.Name(), args)
 			}
-			return usagef("%s needs %d argument(s) (%v), got %d", cmd.Name(), len(names), names, len(args))
+			return usagef("%s needs %s, got %s", cmd.Name(), strings.Join(names, " "), arguments(len(args)))
 		}
 		return nil
 	}
+}
+
+// arguments says "n argument(s)" in English: "1 argument", "2 arguments".
+func arguments(n int) string {
+	if n == 1 {
+		return "1 argument"
+	}
+	return strconv.Itoa(n) + " arguments"
 }
 
 // completeModels completes model names by asking the daemon; it offers

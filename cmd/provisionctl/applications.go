@@ -391,7 +391,7 @@ changed (changed.applications) with that as result.`,
   provisionctl constraints gitlab -m k8s "" --format json`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) < 1 || len(args) > 2 {
-				return usagef("constraints needs APP and at most one VALUE, got %d argument(s)", len(args))
+				return usagef("constraints needs APP and at most one VALUE, got %s", arguments(len(args)))
 			}
 			return nil
 		},

@@ -331,12 +331,12 @@ func TestRemovalVerbs(t *testing.T) {
 		code int
 		msg  string
 	}{
-		{[]string{"remove-space", "db"}, 1, `ERROR space "db" holds subnets 10.0.0.0/24: remove them first`},
+		{[]string{"remove-space", "db"}, 2, `ERROR space "db" holds subnets 10.0.0.0/24: remove them first`},
 		{[]string{"remove-space", "nope"}, 1, `ERROR space "nope" not found`},
-		{[]string{"remove-subnet", "10.0.0.0/24"}, 1, `ERROR subnet "10.0.0.0/24" has 1 address(es) in use (10.0.0.`},
+		{[]string{"remove-subnet", "10.0.0.0/24"}, 2, `ERROR subnet "10.0.0.0/24" has 1 address(es) in use (10.0.0.`},
 		{[]string{"remove-subnet", "10.9.0.0/24"}, 1, `ERROR subnet "10.9.0.0/24" not found`},
 		{[]string{"remove-agent-binaries", "9.9.9-ubuntu-amd64"}, 1, `ERROR agent binaries "9.9.9-ubuntu-amd64" not found`},
-		{[]string{"remove-space"}, 2, "ERROR remove-space needs 1 argument(s)"},
+		{[]string{"remove-space"}, 2, "ERROR remove-space needs NAME, got 0 arguments"},
 		{[]string{"remove-machine", "0", "--no-wait"}, 2, "ERROR --no-wait needs --force"},
 	} {
 		if r := e.run(t, tc.args...); r.code != tc.code || !strings.Contains(r.stderr, tc.msg) || r.stdout != "" {
@@ -610,6 +610,44 @@ func TestWatchFieldsAndReconnect(t *testing.T) {
 		}
 	case <-time.After(waitLimit):
 		t.Fatalf("no line after the reconnection\n%s", w.errs.String())
+	}
+
+	// Fields print as the operator typed them ("<" is not "\u003c"), and
+	// an entity changed and removed before its fields are read says
+	// "removed" once, not once per change.
+	if err := d.State().SetMachineStatus(model, "0/lxd/0", state.AgentStatus, state.Status{Status: "error", Message: "<ok>"}); err != nil {
+		t.Fatal(err)
+	}
+	next := func(what string) string {
+		t.Helper()
+		select {
+		case l := <-w.lines:
+			return l
+		case <-time.After(waitLimit):
+			t.Fatalf("no line for %s\n%s", what, w.errs.String())
+		}
+		return ""
+	}
+	if l := next("the status"); !strings.Contains(l, "<ok>") || strings.Contains(l, `\u003c`) {
+		t.Errorf("status line %q: want <ok> as it was set", l)
+	}
+	if err := d.State().EnsureMachineDead(model, "0/lxd/0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.State().RemoveMachine(model, "0/lxd/0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.State().AddMachine(model, state.MachineParams{}); err != nil { // machine 1: the end of the removal's lines
+		t.Fatal(err)
+	}
+	removed := 0
+	for l := next("machine 1"); !strings.Contains(l, " 1 "); l = next("machine 1") {
+		if strings.Contains(l, " 0/lxd/0 ") && strings.HasSuffix(l, " removed") {
+			removed++
+		}
+	}
+	if removed != 1 {
+		t.Errorf("the container's removal printed %d times", removed)
 	}
 	if err := w.cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"maps"
@@ -26,6 +27,8 @@ import (
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/internal/leaktest"
 	"github.com/provisiond/provisiond/provisiondtest"
+	"github.com/provisiond/provisiond/rpc/client"
+	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state"
 )
 
@@ -316,31 +319,34 @@ func TestBadInput(t *testing.T) {
 		msg  string
 	}{
 		{[]string{"add-model", "default", "--format", "json"}, 1, `ERROR model "default" already exists`},
-		{[]string{"add-model", "My_Model"}, 1, `ERROR model name "My_Model" not valid`},
-		{[]string{"add-model", strings.Repeat("a", 64)}, 1, "not valid"},
+		{[]string{"add-model", "My_Model"}, 2, `ERROR model name "My_Model" not valid`},
+		{[]string{"add-model", strings.Repeat("a", 64)}, 2, "not valid"},
 		{[]string{"add-model", "x", "--type", "vm"}, 2, `ERROR --type "vm": want iaas or caas`},
 		{[]string{"add-model", "x", "--config", "novalue"}, 2, `ERROR bad KEY=VALUE "novalue": no "="`},
 		{[]string{"add-model", "x", "--config", "=1"}, 2, `ERROR bad KEY=VALUE "=1": empty key`},
-		{[]string{"add-model", "x", "--config", "a b=1"}, 1, `ERROR config key "a b" not valid`},
-		{[]string{"add-model", "x", "--config", "uuid=1"}, 1, `ERROR config key "uuid" is read-only`},
+		{[]string{"add-model", "x", "--config", "a b=1"}, 2, `ERROR config key "a b" not valid`},
+		{[]string{"add-model", "x", "--config", "uuid=1"}, 2, `ERROR config key "uuid" is read-only`},
 		{[]string{"add-model", "x", "--config", "a=1", "--config", "a=2"}, 2, `ERROR key "a" given twice`},
-		{[]string{"add-model"}, 2, "ERROR add-model needs 1 argument(s) ([NAME]), got 0"},
-		{[]string{"remove-model"}, 2, "ERROR remove-model needs 1 argument(s)"},
+		{[]string{"add-model"}, 2, "ERROR add-model needs NAME, got 0 arguments"},
+		{[]string{"add-model", "a", "b"}, 2, "ERROR add-model needs NAME, got 2 arguments"},
+		{[]string{"completion", "tcsh"}, 2, `ERROR completion has no script for "tcsh": the shells are bash, fish, powershell, zsh`},
+		{[]string{"completion"}, 2, "ERROR completion needs a shell: bash, fish, powershell, zsh"},
+		{[]string{"remove-model"}, 2, "ERROR remove-model needs NAME, got 0 arguments"},
 		{[]string{"remove-model", "controller", "-y", "--format", "json"}, 1, "ERROR cannot remove the controller model"},
 		{[]string{"remove-model", "nope", "-y"}, 1, `ERROR model "nope" not found`},
 		{[]string{"model-config", "-m", "nope"}, 1, `ERROR model "nope" not found`},
 		{[]string{"model-config", "-m", "nope", "a=1"}, 1, `ERROR model "nope" not found`},
 		{[]string{"model-config", "a=1", "b"}, 2, `ERROR bad KEY=VALUE "b": no "="`},
-		{[]string{"model-config", "a=1", "--reset", "a"}, 1, `ERROR config key "a" is both set and unset`},
-		{[]string{"model-config", "type=caas"}, 1, `ERROR config key "type" is read-only`},
-		{[]string{"model-config", "num-provision-workers=0"}, 1, `ERROR model config "num-provision-workers": 0 is out of range (1 to 100)`},
-		{[]string{"model-config", "update-status-hook-interval=5"}, 1, `ERROR model config "update-status-hook-interval": want a string, got the number 5`},
-		{[]string{"model-config", "firewall-mode=global"}, 1, `ERROR model config "firewall-mode" cannot change from the string "instance" to the string "global"`},
+		{[]string{"model-config", "a=1", "--reset", "a"}, 2, `ERROR config key "a" is both set and unset`},
+		{[]string{"model-config", "type=caas"}, 2, `ERROR config key "type" is read-only`},
+		{[]string{"model-config", "num-provision-workers=0"}, 2, `ERROR model config "num-provision-workers": 0 is out of range (1 to 100)`},
+		{[]string{"model-config", "update-status-hook-interval=5"}, 2, `ERROR model config "update-status-hook-interval": want a string, got the number 5`},
+		{[]string{"model-config", "firewall-mode=global"}, 2, `ERROR model config "firewall-mode" cannot change from the string "instance" to the string "global"`},
 		{[]string{"model-config", "never-set", "--format", "json"}, 1, `ERROR model "default" has no key "never-set"`},
-		{[]string{"controller-config", "ca-cert=x"}, 1, `ERROR config key "ca-cert" is read-only`},
-		{[]string{"controller-config", "--reset", "controller-uuid"}, 1, `ERROR config key "controller-uuid" is read-only`},
+		{[]string{"controller-config", "ca-cert=x"}, 2, `ERROR config key "ca-cert" is read-only`},
+		{[]string{"controller-config", "--reset", "controller-uuid"}, 2, `ERROR config key "controller-uuid" is read-only`},
 		{[]string{"watch", "-m", "nope", "--format", "json"}, 1, `ERROR model "nope" not found`},
-		{[]string{"add-machine", "--base", "jammy"}, 1, `ERROR base "jammy" not valid: want OS@CHANNEL`},
+		{[]string{"add-machine", "--base", "jammy"}, 2, `ERROR base "jammy" not valid: want OS@CHANNEL`},
 		{[]string{"add-machine", "lxd:0"}, 1, "ERROR machine 0 not found"},
 		{[]string{"remove-machine", "0"}, 1, "ERROR machine 0 not found"},
 		{[]string{"add-subnet", "10.0.0.0/24", "--space", "nope", "--zone", "z", "--provider-id", "p"}, 1, `ERROR space "nope" not found`},
@@ -622,4 +628,37 @@ func closedAddr(t *testing.T) string {
 	addr := ln.Addr().String()
 	ln.Close()
 	return addr
+}
+
+// A login the daemon throttles ("too many failed logins; try again in
+// 2s", with its retry-after in the error's info) is tried again after the
+// wait, saying so on stderr, as kubectl honours Retry-After; the command
+// then succeeds.
+func TestLoginThrottledWaitsAndRetries(t *testing.T) {
+	e := startDaemon(t)
+	creds := e.d.Credentials()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	var throttled *params.Error
+	for i := 0; i < 30 && throttled == nil; i++ { // wrong passwords from this client, as the admin
+		c, err := client.Dial(ctx, client.Config{Addr: creds.APIAddresses[0], CACert: []byte(creds.CACert)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.LoginUser(ctx, "admin", "wrong-password")
+		c.Close()
+		if errors.As(err, &throttled) && throttled.Code != params.CodeTryAgain {
+			throttled = nil
+		}
+	}
+	if throttled == nil {
+		t.Fatal("wrong passwords were never throttled")
+	}
+	if n, ok := throttled.Info["retry-after"].(float64); !ok || n < 1 {
+		t.Errorf("throttled login's error-info %v: want retry-after, whole seconds", throttled.Info)
+	}
+	r := e.run(t, "models", "--format", "json")
+	if r.code != 0 || !strings.Contains(r.stderr, "The daemon asks to try again in ") || !strings.Contains(r.stderr, "too many failed logins") {
+		t.Errorf("models while throttled:\n%s", r)
+	}
 }

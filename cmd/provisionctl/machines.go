@@ -18,7 +18,7 @@ func (a *app) addMachineCommands(root *cobra.Command) {
 func maxArgs(n int, names string) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if len(args) > n {
-			return usagef("%s takes at most %d argument(s) (%s), got %d", cmd.Name(), n, names, len(args))
+			return usagef("%s takes at most %s (%s), got %d", cmd.Name(), arguments(n), names, len(args))
 		}
 		return nil
 	}
@@ -28,7 +28,7 @@ func maxArgs(n int, names string) cobra.PositionalArgs {
 func minArgs(n int, names string) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if len(args) < n {
-			return usagef("%s needs at least %d argument(s) (%s), got %d", cmd.Name(), n, names, len(args))
+			return usagef("%s needs at least %s (%s), got %d", cmd.Name(), arguments(n), names, len(args))
 		}
 		return nil
 	}
@@ -45,7 +45,7 @@ func (a *app) addMachineCommand() *cobra.Command {
 		GroupID: "machines",
 		Short:   "Add machines or containers",
 		Long: `Add machines to an iaas model for the provisioner to start. PLACEMENT is
-empty (new machines), TYPE:ID (containers of type lxd, kvm or lxc on machine
+empty (new machines), TYPE:ID (containers of type lxd or kvm on machine
 ID, which may itself be a container) or zone=ZONE (an availability zone
 that one of the model's subnets names).
 

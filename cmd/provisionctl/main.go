@@ -21,8 +21,12 @@
 //
 // Output: data on stdout (--format table, json or yaml; with json or yaml
 // nothing else is ever written there), messages and errors on stderr. Exit
-// status: 0 on success, 1 when the command failed (the server's message is
-// printed), 2 for a usage error (bad flags, arguments or k=v syntax).
+// status: 0 on success; 2 when the input is wrong, whether provisionctl
+// finds it (a verb, argument, flag, KEY=VALUE or size it cannot parse) or
+// the daemon does (a value it refuses as not valid: a constraint, a name,
+// a config value); 1 when the command failed otherwise (not found,
+// already exists, refused in the entity's current state, unreachable,
+// unauthorised). The daemon's message is printed either way.
 package main
 
 import (
@@ -34,6 +38,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/provisiond/provisiond/rpc/params"
 )
 
 func main() {
@@ -65,6 +71,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fmt.Fprintf(stderr, "ERROR %s\n", err)
 	if isUsage(err) {
 		fmt.Fprintln(stderr, `Run "provisionctl help" or "provisionctl VERB --help" for usage.`)
+		return exitUsage
+	}
+	if params.ErrCode(err) == params.CodeNotValid {
 		return exitUsage
 	}
 	return exitError

@@ -299,6 +299,6 @@ func (a *app) addModelFlag(cmd *cobra.Command, model *string) {
 	if def == "" {
 		def = "default"
 	}
-	cmd.Flags().StringVarP(model, "model", "m", def, "the model, by name or UUID (default $"+EnvModel+", else default)")
+	cmd.Flags().StringVarP(model, "model", "m", def, "the model, by name or UUID ($"+EnvModel+" sets the default)")
 	_ = cmd.RegisterFlagCompletionFunc("model", a.completeModels)
 }

@@ -73,6 +73,18 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
+// compactJSON is v as compact JSON without HTML escaping (a "<" stays a
+// "<" for the operator reading it).
+func compactJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
 // writeYAML writes v as block YAML with the keys in the order of its JSON
 // form (the wire types' keys, hyphenated).
 func writeYAML(w io.Writer, v any) error {
@@ -190,7 +202,7 @@ func formatValue(v any) string {
 		}
 		return s
 	}
-	b, err := json.Marshal(v)
+	b, err := compactJSON(v)
 	if err != nil {
 		return fmt.Sprint(v)
 	}

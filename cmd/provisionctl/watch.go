@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -97,7 +96,7 @@ func (a *app) watch(ctx context.Context, model string, format formatFlag) error 
 		return err
 	}
 	a.infof("Watching model %q; interrupt to stop.", info.Model)
-	out := &eventWriter{w: a.stdout, format: format, idWidth: 8}
+	out := &eventWriter{w: a.stdout, format: format, idWidth: 8, last: map[string]string{}}
 	self := "model/" + info.UUID
 	for {
 		ids, err := w.Next(ctx)
@@ -210,6 +209,21 @@ func (a *app) printChanges(ctx context.Context, out *eventWriter, info params.Mo
 	for _, id := range ids {
 		kind, eid, _ := strings.Cut(id, "/")
 		v := values[id]
+		// The fields are read after the changes commit, so an entity
+		// changed and then removed reads "removed" for both changes: a
+		// line the same as the last one printed for the entity says
+		// nothing new.
+		shown := "removed"
+		if !v.Removed {
+			shown = formatFields(v.Value)
+		}
+		if out.last[id] == shown {
+			continue
+		}
+		if len(out.last) >= maxWatchRemembered {
+			clear(out.last)
+		}
+		out.last[id] = shown
 		ev := watchEvent{Time: now, Model: info.Model, Kind: kind, ID: eid, Removed: v.Removed, Value: v.Value}
 		if err := out.write(ev); err != nil {
 			return err
@@ -224,7 +238,12 @@ type eventWriter struct {
 	w       io.Writer
 	format  formatFlag
 	idWidth int
+	last    map[string]string // kind/id -> the fields last printed, or "removed"
 }
+
+// maxWatchRemembered bounds eventWriter.last: past it, what was printed is
+// forgotten (at worst one line is printed again).
+const maxWatchRemembered = 100_000
 
 func (e *eventWriter) write(ev watchEvent) error {
 	switch e.format {
@@ -259,7 +278,7 @@ func formatFields(v map[string]any) string {
 				s = strconv.Quote(s)
 			}
 		default:
-			b, err := json.Marshal(x)
+			b, err := compactJSON(x)
 			if err != nil {
 				b = []byte(fmt.Sprint(x))
 			}

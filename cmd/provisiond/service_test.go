@@ -243,7 +243,7 @@ func TestReloadOnSIGHUP(t *testing.T) {
 	write("log-level: debug\nlogin-rate-max: 10\nmax-watchers: 5\n")
 	p.signal(t, syscall.SIGHUP)
 	l := p.waitLog(t, "reloaded", msgIs("reloaded"))
-	if ch := l["changed"].(string); !strings.Contains(ch, "log-level info -> debug") || !strings.Contains(ch, "login-rate-max 500 -> 10") {
+	if ch := l["changed"].(string); !strings.Contains(ch, "log-level info -> debug") || !strings.Contains(ch, "login-rate-max 500 -> 10") || strings.Contains(ch, "login-rate-refill") {
 		t.Errorf("reloaded: %v", l)
 	}
 	later := p.waitLog(t, "what waits for a restart", msgIs("reload: these changes take effect at the next start"))

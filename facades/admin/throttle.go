@@ -447,10 +447,14 @@ func (t *Throttle) Keys() int {
 	return len(t.keys)
 }
 
-// ThrottledError refuses a login while its keys back off.
+// ThrottledError refuses a login while its keys back off. Its error-info
+// carries the wait in whole seconds as "retry-after" (HTTP's Retry-After
+// in spirit), for clients that wait and try again; Juju's ignore it.
 func ThrottledError(wait time.Duration) error {
+	secs := (wait + time.Second - 1).Truncate(time.Second)
 	return &params.Error{
-		Message: fmt.Sprintf("too many failed logins; try again in %s", (wait + time.Second - 1).Truncate(time.Second)),
+		Message: fmt.Sprintf("too many failed logins; try again in %s", secs),
 		Code:    params.CodeTryAgain,
+		Info:    map[string]any{"retry-after": int(secs / time.Second)},
 	}
 }

@@ -156,8 +156,8 @@ func (a *ModelAdmin) placement(m state.Model, s string, zones []string, p *state
 		return nil
 	case strings.Contains(s, ":"):
 		typ, id, _ := strings.Cut(s, ":")
-		if err := state.ValidateContainerType(typ); err != nil {
-			return bad(fmt.Sprintf("container type %q is not one of %s", typ, strings.Join(state.ContainerTypes, ", ")))
+		if !slices.Contains(state.PlacementContainerTypes, typ) {
+			return bad(fmt.Sprintf("container type %q is not one of %s", typ, strings.Join(state.PlacementContainerTypes, ", ")))
 		}
 		if !names.IsValidMachine(id) {
 			return bad(fmt.Sprintf("%q is not a machine id", id))

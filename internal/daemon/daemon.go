@@ -440,7 +440,9 @@ func Start(cfg Config) (d *Daemon, err error) {
 	d.binaries.startFollowing()
 	d.startSingular()
 	log.Info("serving", "addr", ln.Addr().String(), "data-dir", cfg.DataDir,
-		"controller", d.creds.ControllerUUID, "store", d.state.Store().Info().Engine, "server-id", d.serverID)
+		"controller", d.creds.ControllerUUID, "store", d.state.Store().Info().Engine, "server-id", d.serverID,
+		"dashboard", "https://"+ln.Addr().String()+dashboard.Prefix,
+		"credentials", filepath.Join(cfg.DataDir, CredentialsFile))
 	d.startExpiryChecks()
 	return d, nil
 }

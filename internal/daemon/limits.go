@@ -131,6 +131,12 @@ func (d *Daemon) newThrottle() *admin.Throttle {
 		Help: "Logins refused unchecked while their user, address or agent backs off after failures, by path and kind.",
 	}, []string{"path", "kind"})
 	d.metrics.reg.MustRegister(failed, throttled)
+	for _, path := range []string{"api", "backup", "metrics"} { // every series from the start, at 0
+		for _, kind := range []string{"user", "agent"} {
+			failed.WithLabelValues(path, kind)
+			throttled.WithLabelValues(path, kind)
+		}
+	}
 	var now func() time.Time
 	if d.cfg.Clock != nil {
 		now = d.cfg.Clock.Now // tests' fake clock

@@ -185,8 +185,12 @@ func (d *Daemon) Reload(l Live) ([]string, error) {
 			return nil, errors.New("login rate limits must not be negative")
 		}
 		d.limiter.SetRate(l.LoginRateMax, l.LoginRateRefill)
-		did = append(did, fmt.Sprintf("login-rate-max %d -> %d, login-rate-refill %s -> %s",
-			d.cfg.LoginRateMax, l.LoginRateMax, d.cfg.LoginRateRefill, l.LoginRateRefill))
+		if l.LoginRateMax != d.cfg.LoginRateMax { // each setting that changed, and only those
+			did = append(did, fmt.Sprintf("login-rate-max %d -> %d", d.cfg.LoginRateMax, l.LoginRateMax))
+		}
+		if l.LoginRateRefill != d.cfg.LoginRateRefill {
+			did = append(did, fmt.Sprintf("login-rate-refill %s -> %s", d.cfg.LoginRateRefill, l.LoginRateRefill))
+		}
 		d.cfg.LoginRateMax, d.cfg.LoginRateRefill = l.LoginRateMax, l.LoginRateRefill
 	}
 	changed, err := d.reloadCertificate()

@@ -90,6 +90,7 @@ func TestMetricsOfTheService(t *testing.T) {
 		`provisiond_requests_total{code="not valid",facade="ModelAdmin",method="AddModel"} 1`,
 		`provisiond_requests_total{code="ok",facade="StringsWatcher",method="Next"} 1`,
 		`provisiond_logins_total{outcome="ok"} 1`,
+		`provisiond_login_failures_total{kind="agent",path="metrics"} 0`, // every series from the start
 		fmt.Sprintf(`provisiond_build_info{api_version="3.3.0",goversion=%q,revision=%q,version=%q} 1`, bi.GoVersion, bi.Revision, bi.Version),
 		`provisiond_watcher_next_wait_seconds_count{facade="StringsWatcher"} 1`,
 	} {
@@ -420,7 +421,7 @@ func TestRotateCertificateAndReload(t *testing.T) {
 	if !d.CertificateNotAfter().Equal(notAfter) {
 		t.Errorf("CertificateNotAfter = %v, want %v", d.CertificateNotAfter(), notAfter)
 	}
-	want := []string{"login-rate-max 0 -> 1, login-rate-refill 2ms -> 1h0m0s",
+	want := []string{"login-rate-max 0 -> 1", "login-rate-refill 2ms -> 1h0m0s",
 		fmt.Sprintf("serving a new certificate (serial %s, expires %s)", after.SerialNumber.Text(16), notAfter.UTC().Format(time.RFC3339))}
 	if !slices.Equal(did, want) {
 		t.Errorf("Reload did %q\nwant %q", did, want)
@@ -435,6 +436,10 @@ func TestRotateCertificateAndReload(t *testing.T) {
 	// Nothing changed: nothing done.
 	if did, err := d.Reload(daemon.Live{LoginRateMax: 1, LoginRateRefill: time.Hour}); err != nil || len(did) != 0 {
 		t.Errorf("second Reload = %q, %v", did, err)
+	}
+	// One setting changed: only it is said to change.
+	if did, err := d.Reload(daemon.Live{LoginRateMax: 2, LoginRateRefill: time.Hour}); err != nil || !slices.Equal(did, []string{"login-rate-max 1 -> 2"}) {
+		t.Errorf("Reload of login-rate-max alone = %q, %v", did, err)
 	}
 	// A data dir without a generated certificate: rotate-cert says why.
 	if _, err := daemon.RotateCertificate(t.TempDir()); err == nil || !strings.Contains(err.Error(), "no ca.crt in") {

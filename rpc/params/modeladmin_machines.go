@@ -9,7 +9,7 @@ package params
 type AddMachinesArgs struct {
 	Model string `json:"model,omitempty"`
 	// Placement is "" (a new machine), "TYPE:ID" (a container of type
-	// lxd, kvm or lxc on machine ID) or "zone=ZONE".
+	// lxd or kvm on machine ID) or "zone=ZONE".
 	Placement string `json:"placement,omitempty"`
 	// Base is "OS@CHANNEL", e.g. "ubuntu@22.04"; "" leaves it to the
 	// model's default.
