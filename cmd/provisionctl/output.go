@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
+	"golang.org/x/term"
 
 	"github.com/provisiond/provisiond/rpc/params"
 )
@@ -127,12 +129,26 @@ const (
 
 // table writes aligned columns with two spaces between them. A value
 // spanning lines shows its first line only. With cutLast, the last column
-// is cut (with "...") so lines fit tableWidth columns; tables whose last
-// column is an identifier (a UUID) leave it whole.
+// is cut (with "...") so lines fit tableWidth columns, or, for a MESSAGE
+// column, the terminal's width (whole when not written to a terminal);
+// tables whose last column is an identifier (a UUID) leave it whole.
 type table struct {
 	header  []string
 	rows    [][]string
 	cutLast bool
+}
+
+// terminalWidth is the width of the terminal w writes to, if it is one.
+func terminalWidth(w io.Writer) (int, bool) {
+	f, ok := w.(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) {
+		return 0, false
+	}
+	cols, _, err := term.GetSize(int(f.Fd()))
+	if err != nil || cols <= 0 {
+		return tableWidth, true
+	}
+	return cols, true
 }
 
 func (t *table) add(cells ...string) { t.rows = append(t.rows, cells) }
@@ -150,6 +166,15 @@ func (t *table) write(w io.Writer) error {
 		used += wd + 2
 	}
 	last := max(tableWidth-used, minValue)
+	if t.header[n-1] == "MESSAGE" {
+		// A status message is cut only to fit a terminal (as ps does);
+		// piped or redirected, it is whole.
+		if cols, ok := terminalWidth(w); ok {
+			last = max(cols-used, minValue)
+		} else {
+			last = int(^uint(0) >> 1)
+		}
+	}
 	if !t.cutLast {
 		last = int(^uint(0) >> 1)
 	}
