@@ -2,6 +2,7 @@ package state_test
 
 import (
 	"fmt"
+	"sync/atomic"
 	"testing"
 
 	"github.com/provisiond/provisiond/state"
@@ -78,4 +79,42 @@ func BenchmarkModel(b *testing.B) {
 			b.Fatal(m, err)
 		}
 	}
+}
+
+// BenchmarkSetMachineStatus is State.SetMachineStatuses of one machine's
+// agent status, the Provisioner's SetStatus (provisionbench write --op
+// status at one writer): a lone write, committed on the caller's goroutine
+// (on bbolt with its fsync).
+func BenchmarkSetMachineStatus(b *testing.B) {
+	st := statetest.New(b)
+	id := benchMachines(b, st, 1)[0]
+	args := []state.MachineStatusArg{{ID: id, Kind: state.AgentStatus, Status: state.Status{Status: "started"}}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if errs := st.SetMachineStatuses(statetest.DefaultModelUUID, args); errs[0] != nil {
+			b.Fatal(errs[0])
+		}
+	}
+}
+
+// BenchmarkSetMachineStatusParallel is SetMachineStatuses from concurrent
+// writers, each of its own machine (provisionbench write -n 64): the
+// writes queued while one commits go together (group commit).
+func BenchmarkSetMachineStatusParallel(b *testing.B) {
+	st := statetest.New(b)
+	ids := benchMachines(b, st, 64)
+	var next atomic.Int64
+	b.ReportAllocs()
+	b.SetParallelism(32) // 64 writers on 2 cores
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		id := ids[int(next.Add(1)-1)%len(ids)]
+		args := []state.MachineStatusArg{{ID: id, Kind: state.AgentStatus, Status: state.Status{Status: "started"}}}
+		for pb.Next() {
+			if errs := st.SetMachineStatuses(statetest.DefaultModelUUID, args); errs[0] != nil {
+				b.Error(errs[0])
+				return
+			}
+		}
+	})
 }
