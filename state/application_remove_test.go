@@ -323,7 +323,7 @@ func TestDestroyApplicationInSteps(t *testing.T) {
 // per transaction.
 func smallTxnState(t *testing.T, maxOps int) *state.State {
 	t.Helper()
-	st, err := state.Open(state.Options{OpenStore: etcdStoreOps(t, sharedEtcd(t), newPrefix(), maxOps)})
+	st, err := statetest.OpenStore(etcdStoreOps(t, sharedEtcd(t), newPrefix(), maxOps), state.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

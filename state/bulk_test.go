@@ -169,7 +169,7 @@ func TestBulkMachineWrites(t *testing.T) {
 func TestBulkSplitsWhatEtcdRefuses(t *testing.T) {
 	t.Parallel()
 	c, prefix := sharedEtcd(t), newPrefix()
-	big, err := state.Open(state.Options{OpenStore: etcdStore(t, c, prefix)})
+	big, err := statetest.OpenStore(etcdStore(t, c, prefix), state.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +192,7 @@ func TestBulkSplitsWhatEtcdRefuses(t *testing.T) {
 		args = append(args, state.MachineStatusArg{ID: m.ID, Kind: state.ModificationStatus, Status: state.Status{Status: "applied"}})
 	}
 	// A daemon told that etcd takes 16 operations per transaction.
-	small, err := state.Open(state.Options{OpenStore: etcdStoreOps(t, c, prefix, 16)})
+	small, err := statetest.OpenStore(etcdStoreOps(t, c, prefix, 16), state.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,12 @@
 // Package state is provisiond's model of a Juju controller: the controller
 // record, models, users and machines, their validation and life cycle, and
 // the change sets that watchers are built on. It keeps its records,
-// JSON-encoded, in a store.Store (package state/store): bbolt by default
-// (package state/store/boltstore, Options.Path), or another engine opened
-// by Options.OpenStore (etcd). It reaches the store through the interface
-// only; nothing else in provisiond sees the store's records.
+// JSON-encoded, in a store.Store (package state/store): the caller opens
+// the store, bbolt (package state/store/boltstore) or etcd
+// (state/store/etcdstore), with the feed Feed returns, and hands it to
+// Open. State reaches the store through the interface only, engine
+// figures included (store.Inspector: InspectStore, Stats); nothing else
+// in provisiond sees the store's records.
 //
 // # Records and keys
 //

@@ -17,7 +17,7 @@ import (
 // version 2 (whose layout of the index differed) opens.
 func TestUnitProviderIDIndex(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.db")
-	st, err := state.Open(state.Options{Path: path})
+	st, err := statetest.OpenBolt(path, state.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestUnitProviderIDIndex(t *testing.T) {
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
-	st, err = state.Open(state.Options{Path: path})
+	st, err = statetest.OpenBolt(path, state.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestUnitProviderIDIndex(t *testing.T) {
 	check("p\x00b", "a/1", "b/0")
 	check("q", "b/1")
 	check("ghost")
-	stats, err := st.Stats()
+	stats, err := st.Stats(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}

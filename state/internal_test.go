@@ -115,7 +115,7 @@ func TestConfigChange(t *testing.T) {
 // through the API yet, so this drives txn.remove directly.
 func TestRemovingLastEntityRemovesDyingModel(t *testing.T) {
 	t.Parallel()
-	st, err := Open(Options{Path: t.TempDir() + "/state.db"})
+	st, err := openBolt(t.TempDir() + "/state.db")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -407,7 +407,7 @@ func TestAddressAllocationPersists(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "state.db")
 	open := func() *state.State {
-		st, err := state.Open(state.Options{Path: path})
+		st, err := statetest.OpenBolt(path, state.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,7 +19,7 @@ import (
 // openEtcdState opens state on prefix of c through endpoints.
 func openEtcdState(t *testing.T, c *etcdtest.Cluster, endpoints []string) *state.State {
 	t.Helper()
-	st, err := state.Open(state.Options{OpenStore: func(feed store.Feed) (store.Store, error) {
+	st, err := statetest.OpenStore(func(feed store.Feed) (store.Store, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		return etcdstore.Open(ctx, etcdstore.Config{
@@ -37,7 +37,7 @@ func openEtcdState(t *testing.T, c *etcdtest.Cluster, endpoints []string) *state
 			StaleAfter:     5 * time.Second,
 			LeaseTTL:       2 * time.Second,
 		})
-	}})
+	}, state.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package state
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"strconv"
 	"time"
@@ -11,7 +10,6 @@ import (
 	"github.com/juju/errors"
 
 	"github.com/provisiond/provisiond/state/store"
-	"github.com/provisiond/provisiond/state/store/boltstore"
 	"github.com/provisiond/provisiond/watcher"
 )
 
@@ -97,29 +95,17 @@ const (
 	kindSchema = "schema"
 )
 
-// Options configures Open: exactly one of Path and OpenStore.
+// Options configures Open.
 type Options struct {
-	// Path is the bbolt file (package boltstore, the embedded default);
-	// it is created if missing.
-	Path string
-	// OpenStore, instead of Path, opens another store (etcd), handing it
-	// the feed state applies change sets through.
-	OpenStore func(store.Feed) (store.Store, error)
-	// Hub receives one ChangeSet per committed write. If nil, State makes
-	// its own (see State.Hub).
+	// Hub is the hub the store's feed publishes to: the store must have
+	// been opened with Feed(Hub, Logger). If nil, State makes its own,
+	// which no store publishes to: a State for a tool that reads or
+	// repairs a store and watches nothing.
 	Hub *watcher.Hub
 	// Logger defaults to discarding.
 	Logger *slog.Logger
 	// Now defaults to time.Now.
 	Now func() time.Time
-	// ObserveCommit, if set, is told how long each commit took and how many
-	// writes it grouped (bbolt; a store opened by OpenStore reports its own,
-	// as etcdstore.Config.ObserveCommit).
-	ObserveCommit func(d time.Duration, writes int)
-	// StoreFailed, if set, is called once if the bbolt store fails for
-	// good: its file removed, replaced or truncated under it, or reading
-	// it faulted (boltstore.Options.Failed). It must not block.
-	StoreFailed func(error)
 }
 
 // writeTimeout bounds each write State makes on the store. The callers'
@@ -147,41 +133,46 @@ type State struct {
 	afterSubscribe func()
 }
 
-// Open opens the store (opts.Path or opts.OpenStore) and migrates state's
-// schema in it if it is older (migrate.go). A new store is empty: see
-// Initialized and Initialize.
-func Open(opts Options) (*State, error) {
-	if (opts.Path == "") == (opts.OpenStore == nil) {
-		return nil, errors.NotValidf("state options without exactly one of a path and a store")
+// Feed is the store.Feed of a State whose Options.Hub is hub: open the
+// store with it, then hand the store to Open. It publishes each committed
+// change set to hub, after the commit is durable and before its writers
+// are answered, once per revision in revision order; and when the store
+// could not follow its feed (etcd compacted past it) and reloaded its
+// view, it resets every watcher of hub (watch_stamp.go says what that
+// does to each). logger may be nil.
+func Feed(hub *watcher.Hub, logger *slog.Logger) store.Feed {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
 	}
-	st := newState(opts)
-	feed := store.Feed{Apply: st.publish, Reset: st.reset}
-	var err error
-	if opts.OpenStore != nil {
-		st.store, err = opts.OpenStore(feed)
-	} else {
-		st.store, err = boltstore.Open(opts.Path, boltstore.Options{
-			Feed:            feed,
-			InitialMmapSize: boltstore.MmapSize,
-			ObserveCommit:   opts.ObserveCommit,
-			Failed:          opts.StoreFailed,
-		})
+	return store.Feed{
+		Apply: hub.Publish,
+		Reset: func(rev uint64) {
+			n := hub.Subscriptions()
+			logger.Warn("state: the store's change feed was reset; waking every watcher (strings watchers fail: their clients watch again)",
+				"revision", rev, "subscriptions", n)
+			hub.Reset(rev)
+		},
 	}
-	if err != nil {
-		st.cancel()
-		return nil, errors.Annotate(err, "opening state")
-	}
+}
+
+// Open returns the State kept in s, an open store (package boltstore or
+// etcdstore) whose feed is Feed(opts.Hub, opts.Logger), and migrates
+// state's schema in it if it is older (migrate.go). A new store is empty:
+// see Initialized and Initialize. The State owns s from then on: Close
+// closes it, and so does a failed Open.
+func Open(s store.Store, opts Options) (*State, error) {
+	st := newState(s, opts)
 	if err := st.migrate(); err != nil {
 		_ = st.Close()
 		return nil, errors.Annotate(err, "opening state")
 	}
-	info := st.store.Info()
+	info := s.Info()
 	st.logger.Info("state opened", "store", info.Engine, "location", info.Location, "revision", info.Revision)
 	return st, nil
 }
 
-func newState(opts Options) *State {
-	st := &State{hub: opts.Hub, logger: opts.Logger, now: opts.Now, machines: newMachineCache()}
+func newState(s store.Store, opts Options) *State {
+	st := &State{store: s, hub: opts.Hub, logger: opts.Logger, now: opts.Now, machines: newMachineCache()}
 	if st.hub == nil {
 		st.hub = watcher.NewHub()
 	}
@@ -193,22 +184,6 @@ func newState(opts Options) *State {
 	}
 	st.ctx, st.cancel = context.WithCancel(context.Background())
 	return st
-}
-
-// publish is the store's Feed.Apply: it runs after each commit is durable
-// and before its writers are answered, once per revision in revision
-// order, and hands the change set to the hub.
-func (st *State) publish(cs watcher.ChangeSet) { st.hub.Publish(cs) }
-
-// reset is the store's Feed.Reset: the store could not follow its feed
-// (etcd compacted past it) and reloaded its view at rev. Every watcher
-// whose snapshot is older may have missed changes: the hub resets them
-// all (watch_stamp.go says what that does to each).
-func (st *State) reset(rev uint64) {
-	n := st.hub.Subscriptions()
-	st.logger.Warn("state: the store's change feed was reset; waking every watcher (strings watchers fail: their clients watch again)",
-		"revision", rev, "subscriptions", n)
-	st.hub.Reset(rev)
 }
 
 // Close waits for writes in progress to commit and closes the store.
@@ -227,28 +202,6 @@ func (st *State) Revision() uint64 { return st.store.Revision() }
 // Store returns the store state keeps its records in (for the daemon's
 // health check and operators' tools).
 func (st *State) Store() store.Store { return st.store }
-
-// Snapshot writes a consistent copy of a bbolt database to w (see
-// boltstore.Store.Snapshot); size, if not nil, first gets the copy's exact
-// size. Other stores do not support it.
-func (st *State) Snapshot(w io.Writer, size func(int64)) (int64, error) {
-	s, ok := st.store.(interface {
-		Snapshot(io.Writer, func(int64)) (int64, error)
-	})
-	if !ok {
-		return 0, errors.NotSupportedf("a snapshot of a %s store", st.store.Info().Engine)
-	}
-	return s.Snapshot(w, size)
-}
-
-// Check runs the database's consistency check (bbolt's; other stores have
-// none and pass).
-func (st *State) Check() error {
-	if c, ok := st.store.(interface{ Check() error }); ok {
-		return c.Check()
-	}
-	return nil
-}
 
 // reader is what reads need: a store view, or a write transaction (which
 // sees its own writes).

@@ -14,6 +14,7 @@ import (
 
 	"github.com/provisiond/provisiond/state"
 	"github.com/provisiond/provisiond/state/statetest"
+	"github.com/provisiond/provisiond/state/store/boltstore"
 	"github.com/provisiond/provisiond/watcher"
 )
 
@@ -46,7 +47,7 @@ func assertNoChange(t *testing.T, w *watcher.Notify) {
 func TestInitializeAndReopen(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "state.db")
-	st, err := state.Open(state.Options{Path: path})
+	st, err := statetest.OpenBolt(path, state.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +79,7 @@ func TestInitializeAndReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	st, err = state.Open(state.Options{Path: path})
+	st, err = statetest.OpenBolt(path, state.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,8 +137,8 @@ func TestInitializeAndReopen(t *testing.T) {
 	if ms, err := st.Machines(statetest.DefaultModelUUID); err != nil || len(ms) != 0 {
 		t.Errorf("default model machines = %v, %v", ms, err)
 	}
-	if err := st.Check(); err != nil {
-		t.Errorf("Check: %v", err)
+	if err := st.Store().(*boltstore.Store).Check(); err != nil {
+		t.Errorf("bbolt's check: %v", err)
 	}
 }
 
@@ -717,7 +718,8 @@ func TestObserveCommitAndClose(t *testing.T) {
 		writes int
 	)
 	path := filepath.Join(t.TempDir(), "state.db")
-	st, err := state.Open(state.Options{Path: path, ObserveCommit: func(_ time.Duration, n int) {
+	hub := watcher.NewHub()
+	s, err := boltstore.Open(path, boltstore.Options{Feed: state.Feed(hub, nil), ObserveCommit: func(_ time.Duration, n int) {
 		mu.Lock()
 		writes += n
 		mu.Unlock()
@@ -725,10 +727,14 @@ func TestObserveCommitAndClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	st, err := state.Open(s, state.Options{Hub: hub})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := st.Initialize(statetest.InitArgs()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := state.Open(state.Options{Path: path}); err == nil || !strings.Contains(err.Error(), "in use by another process") {
+	if _, err := statetest.OpenBolt(path, state.Options{}); err == nil || !strings.Contains(err.Error(), "in use by another process") {
 		t.Errorf("second Open of the same file: %v", err)
 	}
 	if err := st.Close(); err != nil {

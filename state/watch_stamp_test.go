@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/provisiond/provisiond/charm"
+	"github.com/provisiond/provisiond/state/store/boltstore"
 	"github.com/provisiond/provisiond/watcher"
 	"github.com/provisiond/provisiond/watcher/watchertest"
 )
@@ -15,7 +16,7 @@ import (
 // tests (statetest imports state, so it cannot be used here).
 func openInitialized(t *testing.T) (*State, InitResult) {
 	t.Helper()
-	st, err := Open(Options{Path: filepath.Join(t.TempDir(), "state.db")})
+	st, err := openBolt(filepath.Join(t.TempDir(), "state.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,6 +26,17 @@ func openInitialized(t *testing.T) (*State, InitResult) {
 		t.Fatal(err)
 	}
 	return st, res
+}
+
+// openBolt opens the state in a bbolt file as the daemon does, its hub fed
+// by the store.
+func openBolt(path string) (*State, error) {
+	hub := watcher.NewHub()
+	s, err := boltstore.Open(path, boltstore.Options{Feed: Feed(hub, nil)})
+	if err != nil {
+		return nil, err
+	}
+	return Open(s, Options{Hub: hub})
 }
 
 func must[T any](t *testing.T) func(T, error) T {

@@ -21,6 +21,7 @@ import (
 	"github.com/provisiond/provisiond/credentials"
 	"github.com/provisiond/provisiond/internal/buildinfo"
 	"github.com/provisiond/provisiond/internal/daemon"
+	"github.com/provisiond/provisiond/provisiondtest"
 	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state"
 )
@@ -107,6 +108,39 @@ func TestShowController(t *testing.T) {
 	r := e.ok(t, nil, "show-controller")
 	for _, want := range []string{`controller-uuid +` + creds.ControllerUUID, `health ` + regexp.QuoteMeta(e.d.Addr()) + `  ok`,
 		`store +bbolt, schema \d+, revision \d+, \d+ KiB`} {
+		if !regexp.MustCompile(want).MatchString(r.stdout) {
+			t.Errorf("show-controller table lacks %q:\n%s", want, r.stdout)
+		}
+	}
+}
+
+// version and show-controller on an etcd controller (README's scale-out
+// quick start): the server answers, and the store is shown in etcd's
+// figures, with its member.
+func TestVersionAndShowControllerOnEtcd(t *testing.T) {
+	e := startDaemon(t, provisiondtest.WithStore(provisiondtest.StoreEtcd))
+	r := e.ok(t, nil, "version")
+	if !strings.Contains(r.stdout, "server: provisiond "+buildinfo.Version+" (") {
+		t.Errorf("version on etcd:\n%s", r)
+	}
+	var c struct {
+		Store params.StoreInfo `json:"store"`
+	}
+	// The store's member watch probes at once; its first answer may still
+	// be on its way.
+	deadline := time.Now().Add(waitLimit)
+	for e.ok(t, &c, "show-controller", "--format", "json"); len(c.Store.Members) == 0 || c.Store.Members[0].SizeBytes == 0; e.ok(t, &c, "show-controller", "--format", "json") {
+		if time.Now().After(deadline) {
+			t.Fatalf("show-controller never showed the etcd member's size: %+v", c.Store)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if s := c.Store; s.Engine != "etcd" || s.SchemaVersion != 0 || s.Revision == 0 || s.SizeBytes <= 0 || len(s.Members) != 1 || !s.Members[0].Up {
+		t.Errorf("show-controller store = %+v", s)
+	}
+	r = e.ok(t, nil, "show-controller")
+	ep := regexp.QuoteMeta(c.Store.Members[0].Endpoint)
+	for _, want := range []string{`store +etcd, revision \d+, (\d+ KiB|\S+) of \S+ quota, 1 of 1 members up\n`, `store member ` + ep + ` +up, (\d+ KiB|\S+)\n`} {
 		if !regexp.MustCompile(want).MatchString(r.stdout) {
 			t.Errorf("show-controller table lacks %q:\n%s", want, r.stdout)
 		}

@@ -72,12 +72,12 @@ type env struct {
 	home  string // HOME of the binary, with no credentials in it
 }
 
-func startDaemon(t *testing.T) *env {
+func startDaemon(t *testing.T, opts ...provisiondtest.Option) *env {
 	t.Helper()
 	if bin == "" {
 		t.Skip("builds and runs the binary")
 	}
-	srv := provisiondtest.Start(t)
+	srv := provisiondtest.Start(t, opts...)
 	return &env{d: srv.Daemon(), creds: srv.CredentialsFile(), home: t.TempDir()}
 }
 

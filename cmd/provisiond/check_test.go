@@ -9,12 +9,13 @@ import (
 
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/state/statetest"
 )
 
 func TestCheck(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, daemon.DBFile)
-	st, err := state.Open(state.Options{Path: path})
+	st, err := statetest.OpenBolt(path, state.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -135,7 +135,7 @@ func (h *harness) openState() (*state.State, error) {
 	if e := h.cfg.Etcd; e != nil {
 		return e.OpenState()
 	}
-	return state.OpenReadOnly(h.dbPath())
+	return daemon.OpenReadOnly(h.dbPath())
 }
 
 // start runs the daemon with env.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/state/statetest"
 )
 
 type tarFile struct {
@@ -144,7 +145,7 @@ func TestArchiveTamperingRefused(t *testing.T) {
 				}
 			}
 		}
-		st, err := state.Open(state.Options{Path: path})
+		st, err := statetest.OpenBolt(path, state.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -228,7 +229,7 @@ func TestArchiveTamperingRefused(t *testing.T) {
 	if err := daemon.Restore(bytes.NewReader(buf.Bytes()), dir, daemon.RestoreOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	st, err := state.OpenReadOnly(filepath.Join(dir, daemon.DBFile))
+	st, err := daemon.OpenReadOnly(filepath.Join(dir, daemon.DBFile))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,6 +35,7 @@ import (
 	"github.com/provisiond/provisiond/rpc"
 	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/state/store/boltstore"
 	"github.com/provisiond/provisiond/watcher"
 )
 
@@ -221,6 +222,7 @@ type Daemon struct {
 	cfg      Config
 	log      *slog.Logger
 	state    *state.State
+	bolt     *boltstore.Store // the state's store on bbolt (nil on etcd)
 	hub      *watcher.Hub
 	rpc      *rpc.Server
 	http     *http.Server
@@ -305,7 +307,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 		}
 	}()
 
-	d.state, err = state.Open(d.stateOptions())
+	d.state, err = d.openState()
 	if err != nil {
 		return nil, err
 	}

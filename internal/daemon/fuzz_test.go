@@ -22,6 +22,8 @@ import (
 	"github.com/provisiond/provisiond/rpc"
 	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/state/store/boltstore"
+	"github.com/provisiond/provisiond/state/statetest"
 	"github.com/provisiond/provisiond/watcher"
 )
 
@@ -63,7 +65,7 @@ func FuzzMethodParams(f *testing.F) {
 		Charm: state.Charm{URL: "ch:gitlab-1", Revision: 1, Meta: m}})
 	must(err)
 	var snapshot bytes.Buffer
-	_, err = st.Snapshot(&snapshot, nil)
+	_, err = st.Store().(*boltstore.Store).Snapshot(&snapshot, nil)
 	must(err)
 
 	def, err := st.Model(creds.DefaultModelUUID)
@@ -201,7 +203,7 @@ func fuzzState(t *testing.T, snapshot []byte, reg *facade.Registry) (*state.Stat
 		t.Fatal(err)
 	}
 	hub := watcher.NewHub()
-	st, err := state.Open(state.Options{Path: path, Hub: hub})
+	st, err := statetest.OpenBolt(path, state.Options{Hub: hub})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -147,9 +147,11 @@ func (c *MigrateConfig) Validate() error {
 
 // openEtcdState opens state on the etcd cluster e.
 func openEtcdState(e EtcdConfig, log *slog.Logger) (*state.State, error) {
-	return state.Open(state.Options{Logger: log, OpenStore: func(feed store.Feed) (store.Store, error) {
-		return openEtcd(e, feed, log, nil)
-	}})
+	s, err := openEtcd(e, store.Feed{}, log, nil)
+	if err != nil {
+		return nil, fmt.Errorf("opening state: %w", err)
+	}
+	return state.Open(s, state.Options{Logger: log})
 }
 
 // openEtcd opens an etcd store with the daemon's settings and registers
@@ -223,7 +225,7 @@ func openMigrateSource(ctx context.Context, from MigrateEnd, log *slog.Logger) (
 			return nil, id, fmt.Errorf("no database at %s: --from-data-dir must be a provisiond data dir", path)
 		}
 		var err error
-		st, err = state.Open(state.Options{Path: path, Logger: log})
+		st, _, err = openBoltState(path, log)
 		if errors.Is(err, boltstore.ErrLocked) {
 			return nil, id, fmt.Errorf("%s is in use: a running provisiond holds its database's lock; stop it before migrating (%w)", from.DataDir, ErrDataDirInUse)
 		}
@@ -657,7 +659,7 @@ func stageDataDir(ctx context.Context, cfg MigrateConfig, src *state.State, id s
 // snapshot, it also writes a snapshot of the database there (as /backup
 // takes one: its pages in use, not the file's preallocated size).
 func stageDatabase(ctx context.Context, cfg MigrateConfig, src *state.State, id state.Identity, path string, snapshot io.Writer, opts copyOptions, res *MigrateResult) ([]tarEntry, error) {
-	dst, err := state.Open(state.Options{Path: path, Logger: cfg.Logger})
+	dst, db, err := openBoltState(path, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -665,7 +667,7 @@ func stageDatabase(ctx context.Context, cfg MigrateConfig, src *state.State, id 
 	if err := copyAndVerify(ctx, cfg, src, dst, opts, res); err != nil {
 		return nil, err
 	}
-	if err := dst.Check(); err != nil {
+	if err := db.Check(); err != nil {
 		return nil, fmt.Errorf("verifying: the new database fails its consistency check: %w", err)
 	}
 	files, err := dataDirFiles(id, dst)
@@ -673,7 +675,7 @@ func stageDatabase(ctx context.Context, cfg MigrateConfig, src *state.State, id 
 		return nil, err
 	}
 	if snapshot != nil {
-		if _, err := dst.Snapshot(snapshot, nil); err != nil {
+		if _, err := db.Snapshot(snapshot, nil); err != nil {
 			return nil, err
 		}
 	}

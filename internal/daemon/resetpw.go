@@ -26,7 +26,7 @@ func ResetAdminPassword(dataDir string) (string, error) {
 	if _, err := os.Stat(dbPath); err != nil {
 		return "", fmt.Errorf("reset the admin password: %w", err)
 	}
-	st, err := state.Open(state.Options{Path: dbPath})
+	st, _, err := openBoltState(dbPath, nil)
 	if errors.Is(err, boltstore.ErrLocked) {
 		return "", fmt.Errorf("reset the admin password in %s: %w (stop it first)", dataDir, ErrDataDirInUse)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/provisiond/provisiond/internal/presence"
 	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/state/statetest"
 	"github.com/provisiond/provisiond/watcher"
 )
 
@@ -59,7 +60,7 @@ type world struct {
 func newWorld(t *testing.T, tweak func(*Config)) *world {
 	t.Helper()
 	hub := watcher.NewHub()
-	st, err := state.Open(state.Options{Path: filepath.Join(t.TempDir(), "state.db"), Hub: hub})
+	st, err := statetest.OpenBolt(filepath.Join(t.TempDir(), "state.db"), state.Options{Hub: hub})
 	if err != nil {
 		t.Fatal(err)
 	}
