@@ -128,6 +128,10 @@ type State struct {
 
 	machines *recordCache[Machine] // decoded machine records, for Machine
 
+	// verifyTimes are how long this state's last verifications of users'
+	// passwords took (userhash.go).
+	verifyTimes *durationSample
+
 	// afterSubscribe, if set (internal tests only), runs in every Watch
 	// method between its subscription and its snapshot.
 	afterSubscribe func()
@@ -172,7 +176,7 @@ func Open(s store.Store, opts Options) (*State, error) {
 }
 
 func newState(s store.Store, opts Options) *State {
-	st := &State{store: s, hub: opts.Hub, logger: opts.Logger, now: opts.Now, machines: newMachineCache()}
+	st := &State{store: s, hub: opts.Hub, logger: opts.Logger, now: opts.Now, machines: newMachineCache(), verifyTimes: &durationSample{}}
 	if st.hub == nil {
 		st.hub = watcher.NewHub()
 	}
