@@ -17,14 +17,14 @@ func benchMachines(b *testing.B, st *state.State, n int) []string {
 	model := statetest.DefaultModelUUID
 	ids := make([]string, n)
 	for i := range ids {
-		m, err := st.AddMachine(model, state.MachineParams{Jobs: []string{state.JobHostUnits}})
+		m, err := st.AddMachine(b.Context(), model, state.MachineParams{Jobs: []string{state.JobHostUnits}})
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := st.SetMachinePassword(model, m.ID, fmt.Sprintf("bench-password-%08d", i)); err != nil {
+		if err := st.SetMachinePassword(b.Context(), model, m.ID, fmt.Sprintf("bench-password-%08d", i)); err != nil {
 			b.Fatal(err)
 		}
-		if err := st.SetInstanceInfo(model, m.ID, state.InstanceInfo{InstanceID: "bench-i-" + m.ID, Nonce: "bench:" + m.ID}); err != nil {
+		if err := st.SetInstanceInfo(b.Context(), model, m.ID, state.InstanceInfo{InstanceID: "bench-i-" + m.ID, Nonce: "bench:" + m.ID}); err != nil {
 			b.Fatal(err)
 		}
 		ids[i] = m.ID
@@ -39,7 +39,7 @@ func BenchmarkMachine(b *testing.B) {
 	id := benchMachines(b, st, 64)[7]
 	b.ReportAllocs()
 	for b.Loop() {
-		m, err := st.Machine(statetest.DefaultModelUUID, id)
+		m, err := st.Machine(b.Context(), statetest.DefaultModelUUID, id)
 		if err != nil || m.InstanceID == "" {
 			b.Fatal(m, err)
 		}
@@ -56,7 +56,7 @@ func BenchmarkMachineParallel(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		i := 0
 		for pb.Next() {
-			m, err := st.Machine(statetest.DefaultModelUUID, ids[i%len(ids)])
+			m, err := st.Machine(b.Context(), statetest.DefaultModelUUID, ids[i%len(ids)])
 			if err != nil || m.InstanceID == "" {
 				b.Error(m, err)
 				return
@@ -74,7 +74,7 @@ func BenchmarkModel(b *testing.B) {
 	st := statetest.New(b)
 	b.ReportAllocs()
 	for b.Loop() {
-		m, err := st.Model(statetest.DefaultModelUUID)
+		m, err := st.Model(b.Context(), statetest.DefaultModelUUID)
 		if err != nil || m.Name != "default" {
 			b.Fatal(m, err)
 		}
@@ -91,7 +91,7 @@ func BenchmarkSetMachineStatus(b *testing.B) {
 	args := []state.MachineStatusArg{{ID: id, Kind: state.AgentStatus, Status: state.Status{Status: "started"}}}
 	b.ReportAllocs()
 	for b.Loop() {
-		if errs := st.SetMachineStatuses(statetest.DefaultModelUUID, args); errs[0] != nil {
+		if errs := st.SetMachineStatuses(b.Context(), statetest.DefaultModelUUID, args); errs[0] != nil {
 			b.Fatal(errs[0])
 		}
 	}
@@ -111,7 +111,7 @@ func BenchmarkSetMachineStatusParallel(b *testing.B) {
 		id := ids[int(next.Add(1)-1)%len(ids)]
 		args := []state.MachineStatusArg{{ID: id, Kind: state.AgentStatus, Status: state.Status{Status: "started"}}}
 		for pb.Next() {
-			if errs := st.SetMachineStatuses(statetest.DefaultModelUUID, args); errs[0] != nil {
+			if errs := st.SetMachineStatuses(b.Context(), statetest.DefaultModelUUID, args); errs[0] != nil {
 				b.Error(errs[0])
 				return
 			}

@@ -128,7 +128,7 @@ func etcdStates(t *testing.T, n int) []*state.State {
 		}
 		t.Cleanup(func() { st.Close() })
 		if i == 0 {
-			if _, err := st.Initialize(statetest.InitArgs()); err != nil {
+			if _, err := st.Initialize(t.Context(), statetest.InitArgs()); err != nil {
 				t.Fatal(err)
 			}
 		}

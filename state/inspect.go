@@ -15,7 +15,7 @@ import (
 // refused. As with Open, the State owns s.
 func OpenReadOnly(s store.Store) (*State, error) {
 	st := newState(s, Options{})
-	if err := st.view(func(r reader) error {
+	if err := st.view(context.Background(), func(r reader) error {
 		_, err := checkSchema(r)
 		return err
 	}); err != nil {

@@ -108,12 +108,11 @@ type Options struct {
 	Now func() time.Time
 }
 
-// writeTimeout bounds each write State makes on the store. The callers'
-// contexts are not threaded through State's API yet (follow-up work); until
-// they are, a store that cannot commit (etcd without quorum) fails a write
-// after this long instead of holding its caller for ever. Reads run under
-// State's own context, which Close cancels: on bbolt they are bounded by
-// the file, on etcd they are served from the local replica.
+// writeTimeout bounds each write State makes on the store, whatever its
+// caller's context: a store that cannot commit (etcd without quorum)
+// fails a write after this long instead of holding a caller whose context
+// never ends (a tool's, the daemon's own upkeep) for ever. A facade's
+// call ends sooner when its client goes or the call's deadline passes.
 const writeTimeout = 30 * time.Second
 
 // State is an open controller database. It is safe for concurrent use.
@@ -122,9 +121,6 @@ type State struct {
 	hub    *watcher.Hub
 	logger *slog.Logger
 	now    func() time.Time
-
-	ctx    context.Context // cancelled by Close
-	cancel context.CancelFunc
 
 	machines *recordCache[Machine] // decoded machine records, for Machine
 
@@ -166,7 +162,7 @@ func Feed(hub *watcher.Hub, logger *slog.Logger) store.Feed {
 // closes it, and so does a failed Open.
 func Open(s store.Store, opts Options) (*State, error) {
 	st := newState(s, opts)
-	if err := st.migrate(); err != nil {
+	if err := st.migrate(context.Background()); err != nil {
 		_ = st.Close()
 		return nil, errors.Annotate(err, "opening state")
 	}
@@ -186,15 +182,12 @@ func newState(s store.Store, opts Options) *State {
 	if st.now == nil {
 		st.now = time.Now
 	}
-	st.ctx, st.cancel = context.WithCancel(context.Background())
 	return st
 }
 
 // Close waits for writes in progress to commit and closes the store.
 func (st *State) Close() error {
-	err := st.store.Close()
-	st.cancel()
-	return err
+	return st.store.Close()
 }
 
 // Hub returns the hub change sets are published to.
@@ -211,9 +204,9 @@ func (st *State) Store() store.Store { return st.store }
 // sees its own writes).
 type reader = store.Reader
 
-// view runs fn in a read view of the store.
-func (st *State) view(fn func(r reader) error) error {
-	return st.store.View(st.ctx, fn)
+// view runs fn in a read view of the store, under ctx.
+func (st *State) view(ctx context.Context, fn func(r reader) error) error {
+	return st.store.View(ctx, fn)
 }
 
 // update runs fn in a write transaction. fn may run more than once (etcd
@@ -221,8 +214,14 @@ func (st *State) view(fn func(r reader) error) error {
 // only through the txn: anything random or expensive is computed before,
 // and tx.now is the same each time. fn returning errNoChange commits
 // nothing and spends no revision, as does a function that writes nothing.
-func (st *State) update(fn func(tx *txn) error) error {
-	ctx, cancel := context.WithTimeout(st.ctx, writeTimeout)
+//
+// It waits for the commit until ctx ends, and at most writeTimeout; a
+// write given up that way returns ctx's error and is never half applied
+// (its transaction commits whole or not at all), though one whose commit
+// was already on its way to etcd may still commit, as with etcd's own
+// client.
+func (st *State) update(ctx context.Context, fn func(tx *txn) error) error {
+	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
 	defer cancel()
 	now := st.now()
 	_, err := st.store.Update(ctx, func(t store.Txn) error {

@@ -239,7 +239,7 @@ func TestModelSelection(t *testing.T) {
 	if r := e.ok(t, nil, "add-machine", "-m", added.UUID); r.stdout != "0\n" {
 		t.Errorf("add-machine -m UUID:\n%s", r)
 	}
-	ms, err := e.d.State().Machines(added.UUID)
+	ms, err := e.d.State().Machines(t.Context(), added.UUID)
 	if err != nil || len(ms) != 1 {
 		t.Fatalf("machines of prod: %v %v", ms, err)
 	}
@@ -294,7 +294,7 @@ func TestRemoveModelConfirmation(t *testing.T) {
 	e.ok(t, nil, "add-model", "empty")
 	st := e.d.State()
 	exists := func(name string) bool {
-		_, err := st.ModelByName(name)
+		_, err := st.ModelByName(t.Context(), name)
 		return err == nil
 	}
 
@@ -353,7 +353,7 @@ func TestRemovalVerbs(t *testing.T) {
 	e.ok(t, nil, "add-subnet", "10.0.0.0/24", "--space", "db", "--zone", "z", "--provider-id", "s0", "--allocatable-range", "10.0.0.10-10.0.0.20")
 	e.ok(t, nil, "add-machine", "zone=z")
 	e.ok(t, nil, "add-machine", "lxd:0")
-	if _, err := st.AllocateAddress(model, "10.0.0.0/24", "0/lxd/0", "eth0", "00:16:3e:00:00:01", 0); err != nil {
+	if _, err := st.AllocateAddress(t.Context(), model, "10.0.0.0/24", "0/lxd/0", "eth0", "00:16:3e:00:00:01", 0); err != nil {
 		t.Fatal(err)
 	}
 	e.ok(t, nil, "add-agent-binaries", "3.3.0", "--os", "ubuntu", "--arch", "amd64", "--url", "https://example.com/a.tgz",
@@ -399,7 +399,7 @@ func TestRemovalVerbs(t *testing.T) {
 	if r := e.ok(t, nil, "remove-space", "db"); !strings.Contains(r.stderr, `Removed space "db".`) {
 		t.Errorf("remove-space:\n%s", r)
 	}
-	if ms, _ := st.Machines(model); len(ms) != 0 {
+	if ms, _ := st.Machines(t.Context(), model); len(ms) != 0 {
 		t.Errorf("machines left: %v", ms)
 	}
 }
@@ -434,7 +434,7 @@ func TestCheckedBeforeAnyCall(t *testing.T) {
 	// constraint, as in Juju.)
 	for i, sz := range []string{"1GiB", "1G", "1024M", "1024MiB"} {
 		e.ok(t, nil, "add-machine", "--constraints", "mem="+sz, "--disks", "loop,"+sz)
-		m, err := e.d.State().Machine(e.d.Credentials().DefaultModelUUID, fmt.Sprint(i))
+		m, err := e.d.State().Machine(t.Context(), e.d.Credentials().DefaultModelUUID, fmt.Sprint(i))
 		if err != nil || m.Constraints.String() != "mem=1024M" {
 			t.Errorf("mem=%s: %+v %v", sz, m.Constraints, err)
 		}
@@ -579,10 +579,10 @@ func TestWatchFieldsAndReconnect(t *testing.T) {
 	e := &env{d: d, creds: filepath.Join(dir, daemon.CredentialsFile), home: t.TempDir()}
 	w := e.startWatch(t)
 	model := d.Credentials().DefaultModelUUID
-	if _, err := d.State().AddMachine(model, state.MachineParams{}); err != nil {
+	if _, err := d.State().AddMachine(t.Context(), model, state.MachineParams{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.State().AddMachine(model, state.MachineParams{ParentID: "0", ContainerType: "lxd"}); err != nil {
+	if _, err := d.State().AddMachine(t.Context(), model, state.MachineParams{ParentID: "0", ContainerType: "lxd"}); err != nil {
 		t.Fatal(err)
 	}
 	// One line for each machine (a host may show twice: its container's
@@ -634,7 +634,7 @@ func TestWatchFieldsAndReconnect(t *testing.T) {
 	if !strings.Contains(w.errs.String(), "Lost the connection to provisiond") {
 		t.Errorf("stderr:\n%s", w.errs.String())
 	}
-	if err := d.State().SetMachineDying(model, "0/lxd/0"); err != nil {
+	if err := d.State().SetMachineDying(t.Context(), model, "0/lxd/0"); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -689,7 +689,7 @@ func TestStatusWatch(t *testing.T) {
 	if n := machines(); n != 0 {
 		t.Fatalf("first snapshot has %d machines", n)
 	}
-	if _, err := e.d.State().AddMachine(e.d.Credentials().DefaultModelUUID, state.MachineParams{}); err != nil {
+	if _, err := e.d.State().AddMachine(t.Context(), e.d.Credentials().DefaultModelUUID, state.MachineParams{}); err != nil {
 		t.Fatal(err)
 	}
 	for n := 0; n != 1; {

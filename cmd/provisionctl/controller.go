@@ -101,14 +101,14 @@ json and yaml: {"client": {version, revision, go-version}, "server":
 
 // controllerDoc is what show-controller prints.
 type controllerDoc struct {
-	ControllerUUID      string   `json:"controller-uuid"`
-	ControllerModelUUID string   `json:"controller-model-uuid"`
-	APIAddresses        []string `json:"api-addresses"`
-	APIVersion          string   `json:"api-version"`
-	Version             string   `json:"version"`
-	Revision            string   `json:"revision"`
-	GoVersion           string   `json:"go-version"`
-	Models              int      `json:"models"`
+	ControllerUUID      string           `json:"controller-uuid"`
+	ControllerModelUUID string           `json:"controller-model-uuid"`
+	APIAddresses        []string         `json:"api-addresses"`
+	APIVersion          string           `json:"api-version"`
+	Version             string           `json:"version"`
+	Revision            string           `json:"revision"`
+	GoVersion           string           `json:"go-version"`
+	Models              int              `json:"models"`
 	Store               params.StoreInfo `json:"store"`
 	// Health is the answer of GET /health at each API address: "ok" or
 	// what went wrong.

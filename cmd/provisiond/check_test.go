@@ -19,7 +19,7 @@ func TestCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Initialize(state.InitArgs{AdminPassword: "pw", AgentPassword: strings.Repeat("x", 24), AgentNonce: "n"}); err != nil {
+	if _, err := st.Initialize(t.Context(), state.InitArgs{AdminPassword: "pw", AgentPassword: strings.Repeat("x", 24), AgentNonce: "n"}); err != nil {
 		t.Fatal(err)
 	}
 	rev := st.Revision()

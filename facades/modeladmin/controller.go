@@ -19,11 +19,11 @@ func registerController(m *methods) {
 // Juju API level and the provisiond build serving it, how many models it
 // holds and its store's figures, on either engine (state.InspectStore).
 func (a *ModelAdmin) ControllerInfo(ctx context.Context) (params.ControllerInfo, error) {
-	ctrl, err := a.st.Controller()
+	ctrl, err := a.st.Controller(ctx)
 	if err != nil {
 		return params.ControllerInfo{}, err
 	}
-	models, err := a.st.Models()
+	models, err := a.st.Models(ctx)
 	if err != nil {
 		return params.ControllerInfo{}, err
 	}

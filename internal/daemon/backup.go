@@ -301,7 +301,7 @@ func Restore(archive io.Reader, dataDir string, opts RestoreOptions) error {
 	if err != nil {
 		return fmt.Errorf("restore: the archived database does not open: %w", err)
 	}
-	ok, ierr := st.Initialized()
+	ok, ierr := st.Initialized(context.Background())
 	cerr := db.Check()
 	st.Close()
 	switch {

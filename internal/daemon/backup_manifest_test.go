@@ -114,7 +114,7 @@ func withManifest(t *testing.T, files []tarFile, change func(*daemon.Manifest)) 
 func TestArchiveTamperingRefused(t *testing.T) {
 	d := start(t, nil)
 	creds := d.Credentials()
-	if err := d.State().UpdateModelConfig(creds.DefaultModelUUID, map[string]any{"secret-setting": "original"}, nil); err != nil {
+	if err := d.State().UpdateModelConfig(t.Context(), creds.DefaultModelUUID, map[string]any{"secret-setting": "original"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
@@ -149,7 +149,7 @@ func TestArchiveTamperingRefused(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := st.UpdateModelConfig(creds.DefaultModelUUID, map[string]any{"secret-setting": "altered"}, nil); err != nil {
+		if err := st.UpdateModelConfig(t.Context(), creds.DefaultModelUUID, map[string]any{"secret-setting": "altered"}, nil); err != nil {
 			t.Fatal(err)
 		}
 		st.Close()
@@ -234,7 +234,7 @@ func TestArchiveTamperingRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	if mdl, err := st.Model(creds.DefaultModelUUID); err != nil || mdl.Config["secret-setting"] != "original" {
+	if mdl, err := st.Model(t.Context(), creds.DefaultModelUUID); err != nil || mdl.Config["secret-setting"] != "original" {
 		t.Errorf("restored config: %v, %v", mdl.Config["secret-setting"], err)
 	}
 }

@@ -73,7 +73,7 @@ func (d *Daemon) register(hostPorts []params.HostPort) error {
 // apiHostPorts lists every live API server's addresses in wire form, this
 // daemon's first (agents try them in order), for LoginResult.servers.
 func (d *Daemon) apiHostPorts() [][]params.HostPort {
-	servers, err := d.state.APIServers()
+	servers, err := d.state.APIServers(context.Background())
 	if err != nil || len(servers) == 0 {
 		return [][]params.HostPort{d.hostPorts}
 	}
@@ -123,7 +123,7 @@ func (d *Daemon) initialiseShared(addrs, hosts []string) error {
 	if err := checkLoaded(d.state); err != nil {
 		return err
 	}
-	ok, err := d.state.Initialized()
+	ok, err := d.state.Initialized(context.Background())
 	if err != nil {
 		return err
 	}
@@ -132,7 +132,7 @@ func (d *Daemon) initialiseShared(addrs, hosts []string) error {
 			return err
 		}
 	}
-	id, ok, err := d.state.Identity()
+	id, ok, err := d.state.Identity(context.Background())
 	if err != nil {
 		return err
 	}
@@ -148,7 +148,7 @@ func (d *Daemon) initialiseShared(addrs, hosts []string) error {
 		}
 		d.tls = &pki.Material{CACertPEM: id.CACert, CAKeyPEM: id.CAKey, CertPEM: id.ServerCert, KeyPEM: id.ServerKey}
 	}
-	ctrl, err := d.state.Controller()
+	ctrl, err := d.state.Controller(context.Background())
 	if err != nil {
 		return err
 	}
@@ -161,10 +161,10 @@ func (d *Daemon) initialiseShared(addrs, hosts []string) error {
 		CACert:              string(d.tls.CACertPEM),
 		APIAddresses:        addrs,
 	}
-	if m, err := d.state.ModelByName(state.DefaultModelName); err == nil {
+	if m, err := d.state.ModelByName(context.Background(), state.DefaultModelName); err == nil {
 		d.creds.DefaultModelUUID = m.UUID
 	}
-	if err := d.state.UpdateControllerConfig(map[string]any{"ca-cert": d.creds.CACert}, nil); err != nil {
+	if err := d.state.UpdateControllerConfig(context.Background(), map[string]any{"ca-cert": d.creds.CACert}, nil); err != nil {
 		return fmt.Errorf("record CA certificate: %w", err)
 	}
 	return d.writeCredentials()
@@ -195,7 +195,7 @@ func (d *Daemon) makeSharedController(addrs, hosts []string) error {
 	}
 	_, port, _ := net.SplitHostPort(addrs[0])
 	apiPort, _ := strconv.Atoi(port)
-	res, err := d.state.Initialize(state.InitArgs{
+	res, err := d.state.Initialize(context.Background(), state.InitArgs{
 		AdminPassword:    id.AdminPassword,
 		AgentPassword:    id.AgentPassword,
 		AgentNonce:       id.AgentNonce,

@@ -465,7 +465,7 @@ func NewRegistry(limiter *admin.Limiter) *facade.Registry {
 // refreshes) credentials.yaml.
 func (d *Daemon) initialise(addrs []string) error {
 	credsPath := filepath.Join(d.cfg.DataDir, CredentialsFile)
-	ok, err := d.state.Initialized()
+	ok, err := d.state.Initialized(context.Background())
 	if err != nil {
 		return err
 	}
@@ -488,7 +488,7 @@ func (d *Daemon) initialise(addrs []string) error {
 				Nonce:    "user-admin:bootstrap",
 			},
 		}
-		res, err := d.state.Initialize(state.InitArgs{
+		res, err := d.state.Initialize(context.Background(), state.InitArgs{
 			AdminPassword: creds.AdminPassword,
 			AgentPassword: creds.ControllerAgent.Password,
 			AgentNonce:    creds.ControllerAgent.Nonce,
@@ -508,12 +508,12 @@ func (d *Daemon) initialise(addrs []string) error {
 		case errors.Is(err, fs.ErrNotExist):
 			d.log.Warn("credentials.yaml is missing; rewriting it without passwords (provisiond reset-admin-password makes new ones)", "path", credsPath)
 			fresh = true
-			ctrl, err := d.state.Controller()
+			ctrl, err := d.state.Controller(context.Background())
 			if err != nil {
 				return err
 			}
 			d.creds = Credentials{ControllerUUID: ctrl.UUID, ControllerModelUUID: ctrl.ModelUUID, AdminUser: "admin"}
-			if m, err := d.state.ModelByName("default"); err == nil {
+			if m, err := d.state.ModelByName(context.Background(), "default"); err == nil {
 				d.creds.DefaultModelUUID = m.UUID
 			}
 		case err != nil:
@@ -527,12 +527,12 @@ func (d *Daemon) initialise(addrs []string) error {
 	// api-port is the port the daemon listens on now (--addr :0 picks one).
 	_, port, _ := net.SplitHostPort(addrs[0])
 	apiPort, _ := strconv.Atoi(port)
-	ctrl, err := d.state.Controller()
+	ctrl, err := d.state.Controller(context.Background())
 	if err != nil {
 		return err
 	}
 	newCA := ctrl.Config["ca-cert"] != d.creds.CACert
-	if err := d.state.UpdateControllerConfig(map[string]any{"ca-cert": d.creds.CACert, "api-port": apiPort}, nil); err != nil {
+	if err := d.state.UpdateControllerConfig(context.Background(), map[string]any{"ca-cert": d.creds.CACert, "api-port": apiPort}, nil); err != nil {
 		if fresh || newCA {
 			return fmt.Errorf("record CA certificate and API port: %w", err)
 		}

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -27,10 +28,10 @@ func (d *Daemon) serveDashboard(mux *http.ServeMux) error {
 		State: d.state,
 		Hub:   d.hub,
 		Status: func(m state.Model) (params.ModelStatus, error) {
-			return modeladmin.StatusOf(d.state, d.presence, m)
+			return modeladmin.StatusOf(context.Background(), d.state, d.presence, m)
 		},
 		Pools: func(m state.Model) ([]params.StoragePoolInfo, error) {
-			return modeladmin.StoragePoolsOf(d.state, m)
+			return modeladmin.StoragePoolsOf(context.Background(), d.state, m)
 		},
 		OnPresence:   d.presence.OnChange,
 		Counters:     d.dashboardCounters,

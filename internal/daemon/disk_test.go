@@ -134,7 +134,7 @@ func TestDiskFull(t *testing.T) {
 	if st.Revision() != rev {
 		t.Fatalf("revision after reopen = %d; want %d", st.Revision(), rev)
 	}
-	m, err := st.Model(creds.DefaultModelUUID)
+	m, err := st.Model(t.Context(), creds.DefaultModelUUID)
 	if err != nil {
 		t.Fatal(err)
 	}

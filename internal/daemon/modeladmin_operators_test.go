@@ -138,7 +138,7 @@ func TestModelAdminRemovals(t *testing.T) {
 	host := adminCall[params.AddMachinesResult](t, c, "AddMachines", params.AddMachinesArgs{Placement: "zone=z"}).Machines[0]
 	ctr := adminCall[params.AddMachinesResult](t, c, "AddMachines", params.AddMachinesArgs{Placement: "lxd:" + host}).Machines[0]
 	m := d.Credentials().DefaultModelUUID
-	if _, err := d.State().AllocateAddress(m, "10.0.0.0/24", ctr, "eth0", "00:16:3e:00:00:01", 0); err != nil {
+	if _, err := d.State().AllocateAddress(t.Context(), m, "10.0.0.0/24", ctr, "eth0", "00:16:3e:00:00:01", 0); err != nil {
 		t.Fatal(err)
 	}
 	bin := params.AddAgentBinariesArgs{Version: "3.3.0", OS: "ubuntu", Arch: "amd64", URL: "https://example.com/a.tgz",
@@ -179,7 +179,7 @@ func TestModelAdminRemovals(t *testing.T) {
 	if !slices.Equal(rm.Removed, []string{ctr, host}) || rm.Dying == nil || len(rm.Dying) != 0 {
 		t.Fatalf("RemoveMachines no-wait = %+v; want removed [%s %s]", rm, ctr, host)
 	}
-	if ms, err := d.State().Machines(m); err != nil || len(ms) != 0 {
+	if ms, err := d.State().Machines(t.Context(), m); err != nil || len(ms) != 0 {
 		t.Fatalf("machines after no-wait removal: %v %v", ms, err)
 	}
 	sn := adminCall[params.SubnetInfo](t, c, "RemoveSubnet", params.RemoveSubnetArgs{CIDR: "10.0.0.0/24"})

@@ -19,12 +19,12 @@ const Prefix = "/dashboard/"
 // Reader is what the dashboard reads of the state: these methods and no
 // others, so it cannot change anything. The daemon passes its state.
 type Reader interface {
-	Controller() (state.Controller, error)
-	Models() ([]state.Model, error)
-	Model(uuid string) (state.Model, error)
-	ModelByName(name string) (state.Model, error)
-	User(name string) (state.User, error)
-	CheckUserPassword(name, password string) (state.User, error)
+	Controller(ctx context.Context) (state.Controller, error)
+	Models(ctx context.Context) ([]state.Model, error)
+	Model(ctx context.Context, uuid string) (state.Model, error)
+	ModelByName(ctx context.Context, name string) (state.Model, error)
+	User(ctx context.Context, name string) (state.User, error)
+	CheckUserPassword(ctx context.Context, name, password string) (state.User, error)
 	Revision() uint64
 }
 

@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -59,11 +60,11 @@ func (d *Dashboard) models(u state.User) ([]modelInfo, error) {
 	if u.Access != state.AccessSuperuser {
 		return []modelInfo{}, nil
 	}
-	ms, err := d.cfg.State.Models()
+	ms, err := d.cfg.State.Models(context.Background())
 	if err != nil {
 		return nil, err
 	}
-	ctrl, err := d.cfg.State.Controller()
+	ctrl, err := d.cfg.State.Controller(context.Background())
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +82,7 @@ func (d *Dashboard) resolveModel(name string) (state.Model, error) {
 		name = state.DefaultModelName
 	}
 	if state.IsValidUUID(name) {
-		m, err := d.cfg.State.Model(name)
+		m, err := d.cfg.State.Model(context.Background(), name)
 		if !jujuerrors.Is(err, jujuerrors.NotFound) {
 			return m, err
 		}
@@ -89,14 +90,14 @@ func (d *Dashboard) resolveModel(name string) (state.Model, error) {
 	if state.ValidateModelName(name) != nil {
 		return state.Model{}, jujuerrors.NotFoundf("model %q", name)
 	}
-	return d.cfg.State.ModelByName(name)
+	return d.cfg.State.ModelByName(context.Background(), name)
 }
 
 // snapshot reads model uuid as provisionctl status shows it, with its pools
 // and what needs attention.
 func (d *Dashboard) snapshot(uuid string) snapshot {
 	out := snapshot{Now: d.cfg.Now().UTC(), Rev: d.cfg.State.Revision(), Pools: []params.StoragePoolInfo{}, Alerts: []alert{}}
-	m, err := d.cfg.State.Model(uuid)
+	m, err := d.cfg.State.Model(context.Background(), uuid)
 	if err == nil {
 		out.Model = modelInfo{UUID: m.UUID, Name: m.Name, Type: string(m.Type), Life: string(m.Life)}
 		var st params.ModelStatus

@@ -93,7 +93,7 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) {
 	l, cancel := d.feed.listen(model.UUID)
 	defer cancel()
 
-	ctrl, _ := d.cfg.State.Controller()
+	ctrl, _ := d.cfg.State.Controller(r.Context())
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")

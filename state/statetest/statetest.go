@@ -77,7 +77,7 @@ func NewWithOptions(t testing.TB, opts Options) *state.State {
 		}
 	})
 	if !opts.Uninitialized {
-		if _, err := st.Initialize(InitArgs()); err != nil {
+		if _, err := st.Initialize(t.Context(), InitArgs()); err != nil {
 			t.Fatalf("statetest: initializing state: %v", err)
 		}
 	}
@@ -124,7 +124,7 @@ func InitArgs() state.InitArgs {
 // AddModel adds a model or fails the test.
 func AddModel(t testing.TB, st *state.State, name string, typ state.ModelType) state.Model {
 	t.Helper()
-	m, err := st.AddModel(name, typ, nil)
+	m, err := st.AddModel(t.Context(), name, typ, nil)
 	if err != nil {
 		t.Fatalf("statetest: adding model %q: %v", name, err)
 	}
@@ -139,7 +139,7 @@ func AddMachine(t testing.TB, st *state.State, model, nonce string, jobs ...stri
 	if nonce != "" {
 		p.InstanceID = "inst-" + nonce
 	}
-	m, err := st.AddMachine(model, p)
+	m, err := st.AddMachine(t.Context(), model, p)
 	if err != nil {
 		t.Fatalf("statetest: adding machine to %s: %v", model, err)
 	}
@@ -149,7 +149,7 @@ func AddMachine(t testing.TB, st *state.State, model, nonce string, jobs ...stri
 // AddUser adds a user or fails the test.
 func AddUser(t testing.TB, st *state.State, name, password, access string) state.User {
 	t.Helper()
-	u, err := st.AddUser(name, name, password, access)
+	u, err := st.AddUser(t.Context(), name, name, password, access)
 	if err != nil {
 		t.Fatalf("statetest: adding user %q: %v", name, err)
 	}
