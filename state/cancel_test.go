@@ -1,0 +1,152 @@
+package state_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/provisiond/provisiond/internal/etcdtest"
+	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/state/statetest"
+	"github.com/provisiond/provisiond/state/store"
+)
+
+// A write whose context is cancelled while it waits for the store's
+// commit returns the context's error at once (not after writeTimeout, 30
+// s, nor etcd's request timeout), and nothing of it is written: a bulk
+// write of two machines' statuses leaves both as they were, on either
+// engine. On bbolt the write waits behind another write holding bbolt's
+// writer; on etcd its one member is stopped, so no commit can be made.
+func TestCancelledWriteStopsWaiting(t *testing.T) {
+	// promptly bounds the return after the cancel: far below the 10 s of
+	// the store's request timeout and the 30 s of writeTimeout, which are
+	// what a write ignoring its context would wait for.
+	const promptly = 5 * time.Second
+	check := func(t *testing.T, st *state.State, block func() (unblock func())) {
+		model := statetest.DefaultModelUUID
+		ids := []string{statetest.AddMachine(t, st, model, "").ID, statetest.AddMachine(t, st, model, "").ID}
+		before := make([]state.Machine, len(ids))
+		for i, id := range ids {
+			m, err := st.Machine(t.Context(), model, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before[i] = m
+		}
+		unblock := block()
+		ctx, cancel := context.WithCancel(t.Context())
+		args := []state.MachineStatusArg{
+			{ID: ids[0], Kind: state.AgentStatus, Status: state.Status{Status: "started"}},
+			{ID: ids[1], Kind: state.AgentStatus, Status: state.Status{Status: "started"}},
+		}
+		done := make(chan []error, 1)
+		go func() { done <- st.SetMachineStatuses(ctx, model, args) }()
+		// The write is waiting (it cannot commit until unblocked): cancel it.
+		select {
+		case errs := <-done:
+			t.Fatalf("the write returned %v while the store could not commit", errs)
+		case <-time.After(100 * time.Millisecond):
+		}
+		cancelled := time.Now()
+		cancel()
+		var errs []error
+		select {
+		case errs = <-done:
+		case <-time.After(promptly):
+			t.Fatalf("the write did not return within %v of its context's cancel", promptly)
+		}
+		t.Logf("returned %v after the cancel", time.Since(cancelled).Round(time.Millisecond))
+		for i, err := range errs {
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("item %d: %v; want context.Canceled", i, err)
+			}
+		}
+		unblock()
+		for i, id := range ids {
+			m, err := st.Machine(t.Context(), model, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Status.Status != before[i].Status.Status || !m.Status.Since.Equal(before[i].Status.Since) {
+				t.Errorf("machine %s: status %+v after the cancelled write; want %+v", id, m.Status, before[i].Status)
+			}
+		}
+		// The store takes writes again.
+		if errs := st.SetMachineStatuses(t.Context(), model, args[:1]); errs[0] != nil {
+			t.Fatal(errs[0])
+		}
+	}
+
+	t.Run("bbolt", func(t *testing.T) {
+		t.Parallel()
+		st := statetest.New(t)
+		if st.Store().Info().Engine != "bbolt" {
+			st = boltState(t)
+		}
+		check(t, st, func() func() {
+			// Another write holds bbolt's writer: st's queues behind it.
+			entered, release, held := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+			go func() {
+				_, err := st.Store().Update(context.Background(), func(store.Txn) error {
+					close(entered)
+					<-release
+					return nil
+				})
+				held <- err
+			}()
+			<-entered
+			return func() {
+				close(release)
+				if err := <-held; err != nil {
+					t.Errorf("the holding write: %v", err)
+				}
+			}
+		})
+	})
+
+	t.Run("etcd", func(t *testing.T) {
+		t.Parallel()
+		c := etcdtest.New(t)
+		st, err := statetest.OpenStore(etcdStore(t, c, newPrefix()), state.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		if _, err := st.Initialize(t.Context(), statetest.InitArgs()); err != nil {
+			t.Fatal(err)
+		}
+		check(t, st, func() func() {
+			c.Stop(0) // no member: no commit
+			return func() {
+				if err := c.Restart(0); err != nil {
+					t.Fatal(err)
+				}
+				// Reads are the replica's: wait until it follows etcd again.
+				ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+				defer cancel()
+				for st.Store().Health(ctx) != nil {
+					select {
+					case <-ctx.Done():
+						t.Fatal("the store did not come back after the member's restart")
+					case <-time.After(50 * time.Millisecond):
+					}
+				}
+			}
+		})
+	})
+}
+
+// boltState opens an initialized State on a bbolt file of the test's,
+// whichever store the suite runs on.
+func boltState(t *testing.T) *state.State {
+	st, err := statetest.OpenBolt(t.TempDir()+"/state.db", state.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if _, err := st.Initialize(t.Context(), statetest.InitArgs()); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
