@@ -17,13 +17,11 @@ import (
 // s, nor etcd's request timeout), and nothing of it is written: a bulk
 // write of two machines' statuses leaves both as they were, on either
 // engine. On bbolt the write waits behind another write holding bbolt's
-// writer; on etcd its one member is stopped, so no commit can be made.
+// writer; on etcd its one member is stopped, so no commit can be made,
+// and a credential check, which waits for a quorum read first, returns
+// the context's error as promptly.
 func TestCancelledWriteStopsWaiting(t *testing.T) {
-	// promptly bounds the return after the cancel: far below the 10 s of
-	// the store's request timeout and the 30 s of writeTimeout, which are
-	// what a write ignoring its context would wait for.
-	const promptly = 5 * time.Second
-	check := func(t *testing.T, st *state.State, block func() (unblock func())) {
+	check := func(t *testing.T, st *state.State, block func() (unblock func()), blockedRead func(context.Context, *state.State) error) {
 		model := statetest.DefaultModelUUID
 		ids := []string{statetest.AddMachine(t, st, model, "").ID, statetest.AddMachine(t, st, model, "").ID}
 		before := make([]state.Machine, len(ids))
@@ -35,31 +33,23 @@ func TestCancelledWriteStopsWaiting(t *testing.T) {
 			before[i] = m
 		}
 		unblock := block()
-		ctx, cancel := context.WithCancel(t.Context())
 		args := []state.MachineStatusArg{
 			{ID: ids[0], Kind: state.AgentStatus, Status: state.Status{Status: "started"}},
 			{ID: ids[1], Kind: state.AgentStatus, Status: state.Status{Status: "started"}},
 		}
-		done := make(chan []error, 1)
-		go func() { done <- st.SetMachineStatuses(ctx, model, args) }()
-		// The write is waiting (it cannot commit until unblocked): cancel it.
-		select {
-		case errs := <-done:
-			t.Fatalf("the write returned %v while the store could not commit", errs)
-		case <-time.After(100 * time.Millisecond):
-		}
-		cancelled := time.Now()
-		cancel()
 		var errs []error
-		select {
-		case errs = <-done:
-		case <-time.After(promptly):
-			t.Fatalf("the write did not return within %v of its context's cancel", promptly)
-		}
-		t.Logf("returned %v after the cancel", time.Since(cancelled).Round(time.Millisecond))
+		cancelWhileBlocked(t, func(ctx context.Context) error {
+			errs = st.SetMachineStatuses(ctx, model, args)
+			return nil
+		})
 		for i, err := range errs {
 			if !errors.Is(err, context.Canceled) {
 				t.Errorf("item %d: %v; want context.Canceled", i, err)
+			}
+		}
+		if blockedRead != nil {
+			if err := cancelWhileBlocked(t, func(ctx context.Context) error { return blockedRead(ctx, st) }); !errors.Is(err, context.Canceled) {
+				t.Errorf("the read: %v; want context.Canceled", err)
 			}
 		}
 		unblock()
@@ -102,7 +92,7 @@ func TestCancelledWriteStopsWaiting(t *testing.T) {
 					t.Errorf("the holding write: %v", err)
 				}
 			}
-		})
+		}, nil)
 	})
 
 	t.Run("etcd", func(t *testing.T) {
@@ -133,8 +123,42 @@ func TestCancelledWriteStopsWaiting(t *testing.T) {
 					}
 				}
 			}
+		}, func(ctx context.Context, st *state.State) error {
+			// A credential check waits for a quorum read (viewCurrent).
+			_, err := st.CheckUserPassword(ctx, state.AdminUser, "not the password")
+			return err
 		})
 	})
+}
+
+// cancelWhileBlocked runs f, checks that it is still waiting a moment
+// later, cancels its context and returns its error, which must come
+// promptly.
+func cancelWhileBlocked(t *testing.T, f func(context.Context) error) error {
+	t.Helper()
+	// promptly bounds the return after the cancel: far below the 10 s of
+	// the store's request timeout and the 30 s of writeTimeout, which are
+	// what a call ignoring its context would wait for.
+	const promptly = 5 * time.Second
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- f(ctx) }()
+	select {
+	case err := <-done:
+		t.Fatalf("returned (%v) while the store could not answer", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	cancelled := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		t.Logf("returned %v after the cancel", time.Since(cancelled).Round(time.Millisecond))
+		return err
+	case <-time.After(promptly):
+		t.Fatalf("did not return within %v of its context's cancel", promptly)
+		return nil
+	}
 }
 
 // boltState opens an initialized State on a bbolt file of the test's,
