@@ -63,8 +63,8 @@ type Config struct {
 	Hub   *watcher.Hub
 	// Status and Pools read a model as provisionctl status shows it
 	// (modeladmin.StatusOf, modeladmin.StoragePoolsOf).
-	Status func(state.Model) (params.ModelStatus, error)
-	Pools  func(state.Model) ([]params.StoragePoolInfo, error)
+	Status func(context.Context, state.Model) (params.ModelStatus, error)
+	Pools  func(context.Context, state.Model) ([]params.StoragePoolInfo, error)
 	// OnPresence, if set, calls its argument with a model's UUID whenever
 	// an agent of the model goes alive or down, until the returned cancel
 	// is called (the daemon's presence.Recorder.OnChange): the model's

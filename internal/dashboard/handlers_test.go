@@ -75,11 +75,11 @@ func newWorld(t *testing.T, tweak func(*Config)) *world {
 	cfg := Config{
 		State: st,
 		Hub:   hub,
-		Status: func(m state.Model) (params.ModelStatus, error) {
-			return modeladmin.StatusOf(t.Context(), st, w.presence, m)
+		Status: func(ctx context.Context, m state.Model) (params.ModelStatus, error) {
+			return modeladmin.StatusOf(ctx, st, w.presence, m)
 		},
-		Pools: func(m state.Model) ([]params.StoragePoolInfo, error) {
-			return modeladmin.StoragePoolsOf(t.Context(), st, m)
+		Pools: func(ctx context.Context, m state.Model) ([]params.StoragePoolInfo, error) {
+			return modeladmin.StoragePoolsOf(ctx, st, m)
 		},
 		OnPresence: w.presence.OnChange,
 		Now:        w.clock.now,

@@ -56,15 +56,15 @@ type snapshot struct {
 // models lists the models a user may see: every model for a superuser,
 // none for other users (they have no model access records yet; the API
 // refuses them on model endpoints too).
-func (d *Dashboard) models(u state.User) ([]modelInfo, error) {
+func (d *Dashboard) models(ctx context.Context, u state.User) ([]modelInfo, error) {
 	if u.Access != state.AccessSuperuser {
 		return []modelInfo{}, nil
 	}
-	ms, err := d.cfg.State.Models(context.Background())
+	ms, err := d.cfg.State.Models(ctx)
 	if err != nil {
 		return nil, err
 	}
-	ctrl, err := d.cfg.State.Controller(context.Background())
+	ctrl, err := d.cfg.State.Controller(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -77,12 +77,12 @@ func (d *Dashboard) models(u state.User) ([]modelInfo, error) {
 }
 
 // resolveModel finds a model by UUID or name; "" is the default model.
-func (d *Dashboard) resolveModel(name string) (state.Model, error) {
+func (d *Dashboard) resolveModel(ctx context.Context, name string) (state.Model, error) {
 	if name == "" {
 		name = state.DefaultModelName
 	}
 	if state.IsValidUUID(name) {
-		m, err := d.cfg.State.Model(context.Background(), name)
+		m, err := d.cfg.State.Model(ctx, name)
 		if !jujuerrors.Is(err, jujuerrors.NotFound) {
 			return m, err
 		}
@@ -90,20 +90,20 @@ func (d *Dashboard) resolveModel(name string) (state.Model, error) {
 	if state.ValidateModelName(name) != nil {
 		return state.Model{}, jujuerrors.NotFoundf("model %q", name)
 	}
-	return d.cfg.State.ModelByName(context.Background(), name)
+	return d.cfg.State.ModelByName(ctx, name)
 }
 
 // snapshot reads model uuid as provisionctl status shows it, with its pools
 // and what needs attention.
-func (d *Dashboard) snapshot(uuid string) snapshot {
+func (d *Dashboard) snapshot(ctx context.Context, uuid string) snapshot {
 	out := snapshot{Now: d.cfg.Now().UTC(), Rev: d.cfg.State.Revision(), Pools: []params.StoragePoolInfo{}, Alerts: []alert{}}
-	m, err := d.cfg.State.Model(context.Background(), uuid)
+	m, err := d.cfg.State.Model(ctx, uuid)
 	if err == nil {
 		out.Model = modelInfo{UUID: m.UUID, Name: m.Name, Type: string(m.Type), Life: string(m.Life)}
 		var st params.ModelStatus
-		if st, err = d.cfg.Status(m); err == nil {
+		if st, err = d.cfg.Status(ctx, m); err == nil {
 			out.Status = &st
-			out.Pools, err = d.cfg.Pools(m)
+			out.Pools, err = d.cfg.Pools(ctx, m)
 		}
 	}
 	switch {

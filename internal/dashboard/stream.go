@@ -79,7 +79,7 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) {
 	var model state.Model
 	if superuser {
 		var err error
-		if model, err = d.resolveModel(r.URL.Query().Get("model")); err != nil {
+		if model, err = d.resolveModel(r.Context(), r.URL.Query().Get("model")); err != nil {
 			http.Error(w, "no such model", http.StatusNotFound)
 			return
 		}
@@ -107,7 +107,7 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) {
 	sw.send("hello", map[string]any{"user": sess.user.Name, "superuser": superuser, "controller": ctrl.UUID,
 		"model": model.UUID, "now": d.cfg.Now().UTC()})
 	sendModels := func() {
-		ms, err := d.models(sess.user)
+		ms, err := d.models(r.Context(), sess.user)
 		if err != nil {
 			d.log.Error("dashboard: listing models failed", "err", err)
 			return
@@ -136,7 +136,7 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) {
 		return true
 	}
 	if superuser {
-		sw.send("status", d.snapshot(model.UUID))
+		sw.send("status", d.snapshot(r.Context(), model.UUID))
 		sendActivity()
 	}
 	sendMetrics()
@@ -178,12 +178,12 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) {
 					continue
 				}
 				lastSnap = time.Now()
-				sw.send("status", d.snapshot(model.UUID))
+				sw.send("status", d.snapshot(r.Context(), model.UUID))
 			}
 		case <-delay.C:
 			pending = false
 			lastSnap = time.Now()
-			sw.send("status", d.snapshot(model.UUID))
+			sw.send("status", d.snapshot(r.Context(), model.UUID))
 		case <-tick.C:
 			if !d.sessions.check(sess) {
 				continue // sess.done is closed: the next round says bye
