@@ -324,12 +324,5 @@ func TestDestroyApplicationInSteps(t *testing.T) {
 func smallTxnState(t *testing.T, maxOps int) *state.State {
 	t.Helper()
 	st, err := statetest.OpenStore(etcdStoreOps(t, sharedEtcd(t), newPrefix(), maxOps), state.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if _, err := st.Initialize(t.Context(), statetest.InitArgs()); err != nil {
-		t.Fatal(err)
-	}
-	return st
+	return initialized(t, st, err)
 }

@@ -99,13 +99,7 @@ func TestCancelledWriteStopsWaiting(t *testing.T) {
 		t.Parallel()
 		c := etcdtest.New(t)
 		st, err := statetest.OpenStore(etcdStore(t, c, newPrefix()), state.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		if _, err := st.Initialize(t.Context(), statetest.InitArgs()); err != nil {
-			t.Fatal(err)
-		}
+		st = initialized(t, st, err)
 		check(t, st, func() func() {
 			c.Stop(0) // no member: no commit
 			return func() {
@@ -165,6 +159,13 @@ func cancelWhileBlocked(t *testing.T, f func(context.Context) error) error {
 // whichever store the suite runs on.
 func boltState(t *testing.T) *state.State {
 	st, err := statetest.OpenBolt(t.TempDir()+"/state.db", state.Options{})
+	return initialized(t, st, err)
+}
+
+// initialized returns st, which opening returned with err, initialized
+// with statetest's InitArgs and closed when the test ends.
+func initialized(t *testing.T, st *state.State, err error) *state.State {
+	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}

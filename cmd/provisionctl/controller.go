@@ -101,15 +101,7 @@ json and yaml: {"client": {version, revision, go-version}, "server":
 
 // controllerDoc is what show-controller prints.
 type controllerDoc struct {
-	ControllerUUID      string           `json:"controller-uuid"`
-	ControllerModelUUID string           `json:"controller-model-uuid"`
-	APIAddresses        []string         `json:"api-addresses"`
-	APIVersion          string           `json:"api-version"`
-	Version             string           `json:"version"`
-	Revision            string           `json:"revision"`
-	GoVersion           string           `json:"go-version"`
-	Models              int              `json:"models"`
-	Store               params.StoreInfo `json:"store"`
+	params.ControllerInfo // its keys first, as the daemon sends them
 	// Health is the answer of GET /health at each API address: "ok" or
 	// what went wrong.
 	Health      map[string]string `json:"health"`
@@ -139,11 +131,8 @@ credentials file used.`,
 			if err := a.call(cmd.Context(), "ControllerInfo", nil, &info); err != nil {
 				return err
 			}
-			doc := controllerDoc{ControllerUUID: info.ControllerUUID, ControllerModelUUID: info.ControllerModelUUID,
-				APIAddresses: info.APIAddresses, APIVersion: info.APIVersion, Version: info.Version,
-				Revision: info.Revision, GoVersion: info.GoVersion, Models: info.Models,
-				Health: map[string]string{}, User: a.creds.AdminUser, Credentials: a.credentialsPath()}
-			doc.Store = info.Store
+			doc := controllerDoc{ControllerInfo: info, Health: map[string]string{}, User: a.creds.AdminUser,
+				Credentials: a.credentialsPath()}
 			if doc.User == "" {
 				doc.User = "admin"
 			}
