@@ -1,6 +1,7 @@
 package state
 
 import (
+	"context"
 	"fmt"
 	"net/url"
 	"regexp"
@@ -46,12 +47,12 @@ func ValidateAgentBinary(b AgentBinary) error {
 // AddAgentBinary adds one entry to the agent binaries catalog
 // (ValidateAgentBinary), refusing a version that is already there
 // (AlreadyExists). AddAgentBinaries, by contrast, replaces.
-func (st *State) AddAgentBinary(b AgentBinary) error {
+func (st *State) AddAgentBinary(ctx context.Context, b AgentBinary) error {
 	b.SHA256 = strings.ToLower(b.SHA256)
 	if err := ValidateAgentBinary(b); err != nil {
 		return err
 	}
-	return st.update(func(tx *txn) error {
+	return st.update(ctx, func(tx *txn) error {
 		if ok, err := exists(tx, KindTools, "", b.Version); err != nil {
 			return err
 		} else if ok {
@@ -63,9 +64,9 @@ func (st *State) AddAgentBinary(b AgentBinary) error {
 
 // AgentBinaryCatalog returns the catalog's records, URLs included, sorted
 // by version number, then by the whole version.
-func (st *State) AgentBinaryCatalog() ([]AgentBinary, error) {
+func (st *State) AgentBinaryCatalog(ctx context.Context) ([]AgentBinary, error) {
 	var docs []agentBinaryDoc
-	err := st.view(func(r reader) error {
+	err := st.view(ctx, func(r reader) error {
 		var err error
 		docs, err = list[agentBinaryDoc](r, KindTools, "")
 		return err

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -11,9 +12,9 @@ import (
 
 // AgentBinaryRecord returns the catalog entry of version (a binary
 // version such as "3.3.0-ubuntu-amd64"), URL and Stored flag included.
-func (st *State) AgentBinaryRecord(version string) (AgentBinary, error) {
+func (st *State) AgentBinaryRecord(ctx context.Context, version string) (AgentBinary, error) {
 	var d agentBinaryDoc
-	err := st.view(func(r reader) error {
+	err := st.view(ctx, func(r reader) error {
 		ok, err := get(r, KindTools, "", version, &d)
 		if err == nil && !ok {
 			err = errors.NotFoundf("agent binaries %s", version)
@@ -30,13 +31,13 @@ func (st *State) AgentBinaryRecord(version string) (AgentBinary, error) {
 // URL (a repeated upload, or a fetch from the entry's URL); one with
 // another SHA-256 or size is refused (AlreadyExists): its agents may
 // already run those binaries.
-func (st *State) AddStoredAgentBinary(b AgentBinary) error {
+func (st *State) AddStoredAgentBinary(ctx context.Context, b AgentBinary) error {
 	b.SHA256 = strings.ToLower(b.SHA256)
 	b.Stored = true
 	if err := ValidateAgentBinary(b); err != nil {
 		return err
 	}
-	return st.update(func(tx *txn) error {
+	return st.update(ctx, func(tx *txn) error {
 		var d agentBinaryDoc
 		ok, err := get(tx, KindTools, "", b.Version, &d)
 		if err != nil {

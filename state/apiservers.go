@@ -62,9 +62,9 @@ func (st *State) RegisterAPIServer(ctx context.Context, s APIServer) (release fu
 }
 
 // APIServers returns the live API servers, in id order.
-func (st *State) APIServers() ([]APIServer, error) {
+func (st *State) APIServers(ctx context.Context) ([]APIServer, error) {
 	var out []APIServer
-	err := st.view(func(r reader) error {
+	err := st.view(ctx, func(r reader) error {
 		var err error
 		out, err = apiServers(r)
 		return err
@@ -88,9 +88,9 @@ func apiServers(r reader) ([]APIServer, error) {
 // APIHostPorts returns the API server addresses, one slice per live server
 // (RegisterAPIServer), in server id order. Where no server has registered
 // (a State used without a daemon), it is what SetAPIHostPorts stored.
-func (st *State) APIHostPorts() ([][]HostPort, error) {
+func (st *State) APIHostPorts(ctx context.Context) ([][]HostPort, error) {
 	var servers [][]HostPort
-	err := st.view(func(r reader) error {
+	err := st.view(ctx, func(r reader) error {
 		live, err := apiServers(r)
 		if err != nil {
 			return err

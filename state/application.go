@@ -1,6 +1,7 @@
 package state
 
 import (
+	"context"
 	"fmt"
 	"regexp"
 
@@ -55,14 +56,14 @@ var validApplicationName = regexp.MustCompile(`^[a-z][a-z0-9]*(-[a-z0-9]*[a-z][a
 const applicationNameRule = "lowercase letters, digits and hyphens, starting with a letter, each part after a hyphen holding a letter"
 
 // AddApplication adds an alive application to an alive model.
-func (st *State) AddApplication(model string, p ApplicationParams) (Application, error) {
+func (st *State) AddApplication(ctx context.Context, model string, p ApplicationParams) (Application, error) {
 	if !validApplicationName.MatchString(p.Name) {
 		return Application{}, errors.NewNotValid(nil, fmt.Sprintf("application name %q not valid: %s", p.Name, applicationNameRule))
 	}
 	a := Application{Model: model, Name: p.Name, Life: Alive, CharmURL: p.CharmURL,
 		CharmRevision: p.CharmRevision, Subordinate: p.Subordinate,
 		EndpointBindings: p.EndpointBindings, LXDProfile: p.LXDProfile}
-	err := st.update(func(tx *txn) error {
+	err := st.update(ctx, func(tx *txn) error {
 		m, err := getModelHead(tx, model)
 		if err != nil {
 			return err
@@ -86,9 +87,9 @@ func (st *State) AddApplication(model string, p ApplicationParams) (Application,
 }
 
 // Application returns an application.
-func (st *State) Application(model, name string) (Application, error) {
+func (st *State) Application(ctx context.Context, model, name string) (Application, error) {
 	var d applicationDoc
-	err := st.view(func(r reader) error {
+	err := st.view(ctx, func(r reader) error {
 		var err error
 		d, err = getApplication(r, model, name)
 		return err

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"context"
 	"encoding/json"
 	"slices"
 
@@ -71,17 +72,17 @@ type removal struct {
 // store's limits (etcd's --max-txn-ops) is destroyed in steps instead: one
 // transaction makes it dying, then its units go in batches, and the batch
 // that removes the last one finishes it.
-func (st *State) DestroyApplication(model, app string, destroyStorage bool) (ApplicationDestroyed, error) {
+func (st *State) DestroyApplication(ctx context.Context, model, app string, destroyStorage bool) (ApplicationDestroyed, error) {
 	var out removal
 	var res ApplicationDestroyed
-	err := st.update(func(tx *txn) error {
+	err := st.update(ctx, func(tx *txn) error {
 		out = removal{}
 		var err error
 		res, err = tx.destroyApplication(model, app, destroyStorage, &out)
 		return err
 	})
 	if errors.Is(err, store.ErrTooLarge) {
-		return st.destroyApplicationInSteps(model, app, destroyStorage)
+		return st.destroyApplicationInSteps(ctx, model, app, destroyStorage)
 	}
 	if err != nil {
 		return ApplicationDestroyed{}, err
@@ -93,8 +94,8 @@ func (st *State) DestroyApplication(model, app string, destroyStorage bool) (App
 // destroyApplicationInSteps is DestroyApplication for an application too
 // large for one transaction: dying first, then the units in batches (bulk:
 // each unit a part of a transaction, transactions halved until they fit).
-func (st *State) destroyApplicationInSteps(model, app string, destroyStorage bool) (ApplicationDestroyed, error) {
-	if err := st.update(func(tx *txn) error {
+func (st *State) destroyApplicationInSteps(ctx context.Context, model, app string, destroyStorage bool) (ApplicationDestroyed, error) {
+	if err := st.update(ctx, func(tx *txn) error {
 		a, err := getApplication(tx, model, app)
 		if err != nil {
 			return err
@@ -108,7 +109,7 @@ func (st *State) destroyApplicationInSteps(model, app string, destroyStorage boo
 		return ApplicationDestroyed{}, err
 	}
 	var units []Unit
-	if err := st.view(func(r reader) error {
+	if err := st.view(ctx, func(r reader) error {
 		var err error
 		units, err = appUnits(r, model, app)
 		return err
@@ -116,7 +117,7 @@ func (st *State) destroyApplicationInSteps(model, app string, destroyStorage boo
 		return ApplicationDestroyed{}, err
 	}
 	outs := make([]removal, len(units))
-	errs := st.bulk(len(units), func(tx *txn, i int) error {
+	errs := st.bulk(ctx, len(units), func(tx *txn, i int) error {
 		outs[i] = removal{}
 		err := tx.removeUnit(model, units[i].Name, destroyStorage, &outs[i])
 		if errors.Is(err, errors.NotFound) {
@@ -135,10 +136,10 @@ func (st *State) destroyApplicationInSteps(model, app string, destroyStorage boo
 	}
 	// With no units (or with units that went meanwhile) it is finished
 	// here; again, it is a no-op.
-	if err := st.update(func(tx *txn) error { return tx.finishApplication(model, app) }); err != nil {
+	if err := st.update(ctx, func(tx *txn) error { return tx.finishApplication(model, app) }); err != nil {
 		return ApplicationDestroyed{}, err
 	}
-	a, err := st.Application(model, app)
+	a, err := st.Application(ctx, model, app)
 	switch {
 	case errors.Is(err, errors.NotFound):
 		res.Life, res.Removed = Dead, true
@@ -251,8 +252,8 @@ func (tx *txn) removeApplication(model, app string) error {
 // an older version) has them removed first, their storage detached. Each
 // application is cleared and removed in one part of one transaction
 // (bulk): never left cleared but not removed; each keeps its error.
-func (st *State) ClearAndRemoveApplications(model string, apps []string) []error {
-	return st.bulk(len(apps), func(tx *txn, i int) error {
+func (st *State) ClearAndRemoveApplications(ctx context.Context, model string, apps []string) []error {
+	return st.bulk(ctx, len(apps), func(tx *txn, i int) error {
 		if err := tx.clearApplicationResources(model, apps[i]); err != nil && !errors.Is(err, errNoChange) {
 			return err
 		}
@@ -264,8 +265,8 @@ func (st *State) ClearAndRemoveApplications(model string, apps []string) []error
 // ClearApplicationResources clears the has-resources flag of an
 // application that is no longer alive (`application "x" is alive`
 // otherwise), without removing it.
-func (st *State) ClearApplicationResources(model, app string) error {
-	return st.update(func(tx *txn) error { return tx.clearApplicationResources(model, app) })
+func (st *State) ClearApplicationResources(ctx context.Context, model, app string) error {
+	return st.update(ctx, func(tx *txn) error { return tx.clearApplicationResources(model, app) })
 }
 
 func (tx *txn) clearApplicationResources(model, app string) error {
@@ -290,9 +291,9 @@ func (tx *txn) clearApplicationResources(model, app string) error {
 // detached and kept; a machine left without a principal unit and hosting
 // no container becomes dying, as Juju's destroyHostOps does; the removal
 // of the last unit of a dying application finishes it.
-func (st *State) RemoveUnits(model string, names []string) (UnitsRemoved, error) {
+func (st *State) RemoveUnits(ctx context.Context, model string, names []string) (UnitsRemoved, error) {
 	var out removal
-	err := st.update(func(tx *txn) error {
+	err := st.update(ctx, func(tx *txn) error {
 		out = removal{}
 		for _, name := range names {
 			if err := tx.removeUnit(model, name, false, &out); err != nil {
@@ -321,8 +322,8 @@ type UnitsRemoved struct {
 }
 
 // RemoveUnit is RemoveUnits of one unit.
-func (st *State) RemoveUnit(model, name string) error {
-	_, err := st.RemoveUnits(model, []string{name})
+func (st *State) RemoveUnit(ctx context.Context, model, name string) error {
+	_, err := st.RemoveUnits(ctx, model, []string{name})
 	return err
 }
 

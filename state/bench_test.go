@@ -2,6 +2,7 @@ package state_test
 
 import (
 	"fmt"
+	"sync/atomic"
 	"testing"
 
 	"github.com/provisiond/provisiond/state"
@@ -16,14 +17,14 @@ func benchMachines(b *testing.B, st *state.State, n int) []string {
 	model := statetest.DefaultModelUUID
 	ids := make([]string, n)
 	for i := range ids {
-		m, err := st.AddMachine(model, state.MachineParams{Jobs: []string{state.JobHostUnits}})
+		m, err := st.AddMachine(b.Context(), model, state.MachineParams{Jobs: []string{state.JobHostUnits}})
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := st.SetMachinePassword(model, m.ID, fmt.Sprintf("bench-password-%08d", i)); err != nil {
+		if err := st.SetMachinePassword(b.Context(), model, m.ID, fmt.Sprintf("bench-password-%08d", i)); err != nil {
 			b.Fatal(err)
 		}
-		if err := st.SetInstanceInfo(model, m.ID, state.InstanceInfo{InstanceID: "bench-i-" + m.ID, Nonce: "bench:" + m.ID}); err != nil {
+		if err := st.SetInstanceInfo(b.Context(), model, m.ID, state.InstanceInfo{InstanceID: "bench-i-" + m.ID, Nonce: "bench:" + m.ID}); err != nil {
 			b.Fatal(err)
 		}
 		ids[i] = m.ID
@@ -38,7 +39,7 @@ func BenchmarkMachine(b *testing.B) {
 	id := benchMachines(b, st, 64)[7]
 	b.ReportAllocs()
 	for b.Loop() {
-		m, err := st.Machine(statetest.DefaultModelUUID, id)
+		m, err := st.Machine(b.Context(), statetest.DefaultModelUUID, id)
 		if err != nil || m.InstanceID == "" {
 			b.Fatal(m, err)
 		}
@@ -55,7 +56,7 @@ func BenchmarkMachineParallel(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		i := 0
 		for pb.Next() {
-			m, err := st.Machine(statetest.DefaultModelUUID, ids[i%len(ids)])
+			m, err := st.Machine(b.Context(), statetest.DefaultModelUUID, ids[i%len(ids)])
 			if err != nil || m.InstanceID == "" {
 				b.Error(m, err)
 				return
@@ -73,9 +74,47 @@ func BenchmarkModel(b *testing.B) {
 	st := statetest.New(b)
 	b.ReportAllocs()
 	for b.Loop() {
-		m, err := st.Model(statetest.DefaultModelUUID)
+		m, err := st.Model(b.Context(), statetest.DefaultModelUUID)
 		if err != nil || m.Name != "default" {
 			b.Fatal(m, err)
 		}
 	}
+}
+
+// BenchmarkSetMachineStatus is State.SetMachineStatuses of one machine's
+// agent status, the Provisioner's SetStatus (provisionbench write --op
+// status at one writer): a lone write, committed on the caller's goroutine
+// (on bbolt with its fsync).
+func BenchmarkSetMachineStatus(b *testing.B) {
+	st := statetest.New(b)
+	id := benchMachines(b, st, 1)[0]
+	args := []state.MachineStatusArg{{ID: id, Kind: state.AgentStatus, Status: state.Status{Status: "started"}}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if errs := st.SetMachineStatuses(b.Context(), statetest.DefaultModelUUID, args); errs[0] != nil {
+			b.Fatal(errs[0])
+		}
+	}
+}
+
+// BenchmarkSetMachineStatusParallel is SetMachineStatuses from concurrent
+// writers, each of its own machine (provisionbench write -n 64): the
+// writes queued while one commits go together (group commit).
+func BenchmarkSetMachineStatusParallel(b *testing.B) {
+	st := statetest.New(b)
+	ids := benchMachines(b, st, 64)
+	var next atomic.Int64
+	b.ReportAllocs()
+	b.SetParallelism(32) // 64 writers on 2 cores
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		id := ids[int(next.Add(1)-1)%len(ids)]
+		args := []state.MachineStatusArg{{ID: id, Kind: state.AgentStatus, Status: state.Status{Status: "started"}}}
+		for pb.Next() {
+			if errs := st.SetMachineStatuses(b.Context(), statetest.DefaultModelUUID, args); errs[0] != nil {
+				b.Error(errs[0])
+				return
+			}
+		}
+	})
 }

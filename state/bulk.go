@@ -1,6 +1,7 @@
 package state
 
 import (
+	"context"
 	"github.com/juju/errors"
 
 	"github.com/provisiond/provisiond/state/store"
@@ -14,17 +15,17 @@ import (
 // contention), the items that had not failed on their own get its error:
 // none of them committed. A transaction too large for the store's engine
 // (etcd's limits) is split in two halves, each one transaction, and so on.
-func (st *State) bulk(n int, fn func(tx *txn, i int) error) []error {
+func (st *State) bulk(ctx context.Context, n int, fn func(tx *txn, i int) error) []error {
 	errs := make([]error, n)
-	st.bulkRange(errs, 0, n, fn)
+	st.bulkRange(ctx, errs, 0, n, fn)
 	return errs
 }
 
-func (st *State) bulkRange(errs []error, lo, hi int, fn func(tx *txn, i int) error) {
+func (st *State) bulkRange(ctx context.Context, errs []error, lo, hi int, fn func(tx *txn, i int) error) {
 	if lo >= hi {
 		return
 	}
-	err := st.update(func(tx *txn) error {
+	err := st.update(ctx, func(tx *txn) error {
 		for i := lo; i < hi; i++ { // the function may run again: every item's error is set anew
 			errs[i] = tx.Nest(func() error { return fn(tx, i) })
 			if errors.Is(errs[i], errNoChange) {
@@ -35,8 +36,8 @@ func (st *State) bulkRange(errs []error, lo, hi int, fn func(tx *txn, i int) err
 	})
 	if errors.Is(err, store.ErrTooLarge) && hi-lo > 1 {
 		mid := lo + (hi-lo)/2
-		st.bulkRange(errs, lo, mid, fn)
-		st.bulkRange(errs, mid, hi, fn)
+		st.bulkRange(ctx, errs, lo, mid, fn)
+		st.bulkRange(ctx, errs, mid, hi, fn)
 		return
 	}
 	if err != nil {

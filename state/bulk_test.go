@@ -44,19 +44,19 @@ func TestBulkMachineWrites(t *testing.T) {
 	for i := range ms {
 		ms[i] = statetest.AddMachine(t, st, model, "")
 	}
-	vol, err := st.AddMachine(model, state.MachineParams{Volumes: []state.VolumeParams{{Pool: "loop", Size: 1024}}})
+	vol, err := st.AddMachine(t.Context(), model, state.MachineParams{Volumes: []state.VolumeParams{{Pool: "loop", Size: 1024}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	vols, err := st.MachineVolumes(model, vol.ID)
+	vols, err := st.MachineVolumes(t.Context(), model, vol.ID)
 	if err != nil || len(vols) != 1 {
 		t.Fatalf("volumes of machine %s: %v, %v", vol.ID, vols, err)
 	}
 	meta, _ := charm.ParseMeta([]byte("name: web\n"))
-	if _, err := st.AddIAASApplication(model, state.IAASApplicationParams{Name: "web", Charm: state.Charm{Meta: meta}}); err != nil {
+	if _, err := st.AddIAASApplication(t.Context(), model, state.IAASApplicationParams{Name: "web", Charm: state.Charm{Meta: meta}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.AddUnit(model, "web", ms[3].ID, ""); err != nil {
+	if _, err := st.AddUnit(t.Context(), model, "web", ms[3].ID, ""); err != nil {
 		t.Fatal(err)
 	}
 	oneCommit := func(what string, rev uint64) {
@@ -67,7 +67,7 @@ func TestBulkMachineWrites(t *testing.T) {
 	}
 
 	rev := st.Revision()
-	errs := st.SetInstanceInfos(model, []state.MachineInstanceInfo{
+	errs := st.SetInstanceInfos(t.Context(), model, []state.MachineInstanceInfo{
 		{ID: ms[0].ID, Info: state.InstanceInfo{InstanceID: "i-0", Nonce: "n-0"}},
 		{ID: ms[1].ID, Info: state.InstanceInfo{InstanceID: "i-1"}},
 		// Its volume's info is written, then the unknown attachment
@@ -91,58 +91,58 @@ func TestBulkMachineWrites(t *testing.T) {
 	for _, c := range []struct {
 		id, inst string
 	}{{ms[0].ID, "i-0"}, {ms[1].ID, ""}, {vol.ID, ""}, {ms[2].ID, "i-2"}} {
-		if m, err := st.Machine(model, c.id); err != nil || m.InstanceID != c.inst {
+		if m, err := st.Machine(t.Context(), model, c.id); err != nil || m.InstanceID != c.inst {
 			t.Errorf("machine %s: instance %q, %v; want %q", c.id, m.InstanceID, err, c.inst)
 		}
 	}
-	if vs, _ := st.MachineVolumes(model, vol.ID); len(vs) != 1 || vs[0].Info != nil {
+	if vs, _ := st.MachineVolumes(t.Context(), model, vol.ID); len(vs) != 1 || vs[0].Info != nil {
 		t.Errorf("the refused item's volume info was kept: %+v", vs)
 	}
 
 	rev = st.Revision()
-	checkErrs(t, "SetMachinePasswords", st.SetMachinePasswords(model, []state.MachinePassword{
+	checkErrs(t, "SetMachinePasswords", st.SetMachinePasswords(t.Context(), model, []state.MachinePassword{
 		{ID: ms[0].ID, Password: statetest.MachinePassword + "-new"},
 		{ID: ms[1].ID, Password: "short"},
 		{ID: "42", Password: statetest.MachinePassword},
 	}), "", "password is only 5 bytes long, and is not a valid Agent password", "machine 42 not found")
 	oneCommit("SetMachinePasswords", rev)
-	if ok, _ := st.MachinePasswordValid(model, ms[0].ID, statetest.MachinePassword+"-new"); !ok {
+	if ok, _ := st.MachinePasswordValid(t.Context(), model, ms[0].ID, statetest.MachinePassword+"-new"); !ok {
 		t.Errorf("machine %s's new password is not valid", ms[0].ID)
 	}
 
 	rev = st.Revision()
-	checkErrs(t, "SetMachinesCharmProfiles", st.SetMachinesCharmProfiles(model, []state.MachineCharmProfiles{
+	checkErrs(t, "SetMachinesCharmProfiles", st.SetMachinesCharmProfiles(t.Context(), model, []state.MachineCharmProfiles{
 		{ID: ms[0].ID, Profiles: []string{"p"}}, {ID: "42"},
 	}), "", "machine 42 not found")
 	oneCommit("SetMachinesCharmProfiles", rev)
 
 	rev = st.Revision()
-	checkErrs(t, "SetMachinesSupportedContainers", st.SetMachinesSupportedContainers(model, []state.MachineContainers{
+	checkErrs(t, "SetMachinesSupportedContainers", st.SetMachinesSupportedContainers(t.Context(), model, []state.MachineContainers{
 		{ID: ms[0].ID, Types: []string{"lxd"}}, {ID: ms[1].ID, Types: []string{"docker"}},
 	}), "", `container type "docker" not valid`)
 	oneCommit("SetMachinesSupportedContainers", rev)
-	if m, _ := st.Machine(model, ms[1].ID); m.SupportedContainersKnown {
+	if m, _ := st.Machine(t.Context(), model, ms[1].ID); m.SupportedContainersKnown {
 		t.Errorf("the refused item's containers were recorded")
 	}
 
 	rev = st.Revision()
-	checkErrs(t, "EnsureMachinesDead", st.EnsureMachinesDead(model, []string{ms[1].ID, ms[3].ID, ms[2].ID, "42"}),
+	checkErrs(t, "EnsureMachinesDead", st.EnsureMachinesDead(t.Context(), model, []string{ms[1].ID, ms[3].ID, ms[2].ID, "42"}),
 		"", fmt.Sprintf(`machine %s has unit "web/0" assigned`, ms[3].ID), "", "machine 42 not found")
 	oneCommit("EnsureMachinesDead", rev)
 
 	rev = st.Revision()
-	checkErrs(t, "MarkMachinesForRemoval", st.MarkMachinesForRemoval(model, []string{ms[1].ID, ms[0].ID}),
+	checkErrs(t, "MarkMachinesForRemoval", st.MarkMachinesForRemoval(t.Context(), model, []string{ms[1].ID, ms[0].ID}),
 		"", fmt.Sprintf("cannot remove machine %s: machine is not dead", ms[0].ID))
 	oneCommit("MarkMachinesForRemoval", rev)
 
 	rev = st.Revision()
-	released, errs := st.RemoveMachines(model, []string{ms[1].ID, ms[0].ID, ms[2].ID})
+	released, errs := st.RemoveMachines(t.Context(), model, []string{ms[1].ID, ms[0].ID, ms[2].ID})
 	checkErrs(t, "RemoveMachines", errs, "", fmt.Sprintf("cannot remove machine %s: machine is not dead", ms[0].ID), "")
 	if len(released) != 3 {
 		t.Errorf("released = %v", released)
 	}
 	oneCommit("RemoveMachines", rev)
-	left, err := st.Machines(model)
+	left, err := st.Machines(t.Context(), model)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,10 +156,10 @@ func TestBulkMachineWrites(t *testing.T) {
 
 	// A bulk whose every item is refused commits nothing.
 	rev = st.Revision()
-	if errs := st.EnsureMachinesDead(model, []string{"42", "43"}); errs[0] == nil || errs[1] == nil || st.Revision() != rev {
+	if errs := st.EnsureMachinesDead(t.Context(), model, []string{"42", "43"}); errs[0] == nil || errs[1] == nil || st.Revision() != rev {
 		t.Errorf("refused bulk: %v, revision %d -> %d", errs, rev, st.Revision())
 	}
-	if errs := st.SetMachineStatuses(model, nil); len(errs) != 0 || st.Revision() != rev {
+	if errs := st.SetMachineStatuses(t.Context(), model, nil); len(errs) != 0 || st.Revision() != rev {
 		t.Errorf("empty bulk: %v, revision %d -> %d", errs, rev, st.Revision())
 	}
 }
@@ -169,42 +169,42 @@ func TestBulkMachineWrites(t *testing.T) {
 func TestBulkSplitsWhatEtcdRefuses(t *testing.T) {
 	t.Parallel()
 	c, prefix := sharedEtcd(t), newPrefix()
-	big, err := state.Open(state.Options{OpenStore: etcdStore(t, c, prefix)})
+	big, err := statetest.OpenStore(etcdStore(t, c, prefix), state.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { big.Close() })
-	if _, err := big.Initialize(statetest.InitArgs()); err != nil {
+	if _, err := big.Initialize(t.Context(), statetest.InitArgs()); err != nil {
 		t.Fatal(err)
 	}
 	model := statetest.DefaultModelUUID
 	const n = 40
-	units, machines, err := big.AddUnits(model, "web", state.AddUnitsParams{Count: 1})
+	units, machines, err := big.AddUnits(t.Context(), model, "web", state.AddUnitsParams{Count: 1})
 	if err == nil || units != nil || machines != nil {
 		t.Fatalf("AddUnits of a missing application: %v, %v, %v", units, machines, err)
 	}
 	var args []state.MachineStatusArg
 	for range n {
-		m, err := big.AddMachine(model, state.MachineParams{})
+		m, err := big.AddMachine(t.Context(), model, state.MachineParams{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		args = append(args, state.MachineStatusArg{ID: m.ID, Kind: state.ModificationStatus, Status: state.Status{Status: "applied"}})
 	}
 	// A daemon told that etcd takes 16 operations per transaction.
-	small, err := state.Open(state.Options{OpenStore: etcdStoreOps(t, c, prefix, 16)})
+	small, err := statetest.OpenStore(etcdStoreOps(t, c, prefix, 16), state.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { small.Close() })
 	syncStates(t, []*state.State{big, small})
-	for i, err := range small.SetMachineStatuses(model, args) {
+	for i, err := range small.SetMachineStatuses(t.Context(), model, args) {
 		if err != nil {
 			t.Errorf("item %d: %v", i, err)
 		}
 	}
 	syncStates(t, []*state.State{big, small})
-	ms, err := big.Machines(model)
+	ms, err := big.Machines(t.Context(), model)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,18 +231,18 @@ func TestBulkCAASUnits(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.AddCAASApplication(model, state.CAASApplicationParams{Name: name, Charm: state.Charm{Meta: meta}, Scale: 1}); err != nil {
+		if _, err := st.AddCAASApplication(t.Context(), model, state.CAASApplicationParams{Name: name, Charm: state.Charm{Meta: meta}, Scale: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// The unit provisioner's own scale report waits for a scale an
 	// operator set to be applied: api's is refused.
-	if err := st.SetApplicationScale(model, "api", 3); err != nil {
+	if err := st.SetApplicationScale(t.Context(), model, "api", 3); err != nil {
 		t.Fatal(err)
 	}
 	one := 1
 	rev := st.Revision()
-	infos, errs := st.UpdateCAASApplicationsUnits(model, []state.ApplicationUnitsUpdate{
+	infos, errs := st.UpdateCAASApplicationsUnits(t.Context(), model, []state.ApplicationUnitsUpdate{
 		{Application: "db", Update: state.UnitsUpdate{Pods: []state.Pod{{ProviderID: "db-0", Status: "running"}}}},
 		{Application: "web", Update: state.UnitsUpdate{Pods: []state.Pod{{ProviderID: "web-0", Status: "running",
 			Filesystems: []state.PodFilesystem{{StorageName: "logs", FilesystemID: "pv-1", Status: "attached"}}}}}},
@@ -265,11 +265,11 @@ func TestBulkCAASUnits(t *testing.T) {
 		t.Errorf("api: the refused scale's unit info %+v (error %v)", infos[2], errs[2])
 	}
 	for app, want := range map[string]int{"db": 1, "web": 0, "api": 1} {
-		if us, err := st.CAASUnits(model, app); err != nil || len(us) != want {
+		if us, err := st.CAASUnits(t.Context(), model, app); err != nil || len(us) != want {
 			t.Errorf("%s: %d units, %v; want %d", app, len(us), err, want)
 		}
 	}
-	if a, _ := st.Application(model, "api"); a.Scale != 3 {
+	if a, _ := st.Application(t.Context(), model, "api"); a.Scale != 3 {
 		t.Errorf("api's scale %d after a refused report, want 3", a.Scale)
 	}
 }
@@ -282,12 +282,12 @@ func TestBulkApplications(t *testing.T) {
 	st, model := caasModel(t)
 	meta, _ := charm.ParseMeta([]byte("name: web\n"))
 	for _, name := range []string{"a", "b", "c"} {
-		if _, err := st.AddCAASApplication(model, state.CAASApplicationParams{Name: name, Charm: state.Charm{Meta: meta}, Scale: 1}); err != nil {
+		if _, err := st.AddCAASApplication(t.Context(), model, state.CAASApplicationParams{Name: name, Charm: state.Charm{Meta: meta}, Scale: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	rev := st.Revision()
-	checkErrs(t, "SetOperatorStatuses", st.SetOperatorStatuses(model, []state.OperatorStatusArg{
+	checkErrs(t, "SetOperatorStatuses", st.SetOperatorStatuses(t.Context(), model, []state.OperatorStatusArg{
 		{Application: "a", Status: state.Status{Status: "active"}},
 		{Application: "nope", Status: state.Status{Status: "active"}},
 		{Application: "b", Status: state.Status{Status: "waiting"}},
@@ -295,21 +295,21 @@ func TestBulkApplications(t *testing.T) {
 	if !revisionsAfter(st, rev, 1) {
 		t.Errorf("SetOperatorStatuses: revision %d -> %d, want one commit", rev, st.Revision())
 	}
-	if s, _ := st.OperatorStatus(model, "b"); s.Status != "waiting" {
+	if s, _ := st.OperatorStatus(t.Context(), model, "b"); s.Status != "waiting" {
 		t.Errorf("b's operator status %+v", s)
 	}
 	for _, name := range []string{"a", "b"} {
-		if _, err := st.DestroyApplication(model, name, false); err != nil {
+		if _, err := st.DestroyApplication(t.Context(), model, name, false); err != nil {
 			t.Fatal(err)
 		}
 	}
 	rev = st.Revision()
-	checkErrs(t, "ClearAndRemoveApplications", st.ClearAndRemoveApplications(model, []string{"a", "c", "b"}),
+	checkErrs(t, "ClearAndRemoveApplications", st.ClearAndRemoveApplications(t.Context(), model, []string{"a", "c", "b"}),
 		"", `application "c" is alive`, "")
 	if !revisionsAfter(st, rev, 1) {
 		t.Errorf("ClearAndRemoveApplications: revision %d -> %d, want one commit", rev, st.Revision())
 	}
-	apps, err := st.Applications(model)
+	apps, err := st.Applications(t.Context(), model)
 	if err != nil || len(apps) != 1 || apps[0].Name != "c" || !apps[0].HasResources {
 		t.Errorf("applications left: %+v, %v", apps, err)
 	}
@@ -322,27 +322,27 @@ func TestRemoveUnitsAllOrNone(t *testing.T) {
 	st := statetest.New(t)
 	model := statetest.DefaultModelUUID
 	meta, _ := charm.ParseMeta([]byte("name: web\n"))
-	if _, err := st.AddIAASApplication(model, state.IAASApplicationParams{Name: "web", Charm: state.Charm{Meta: meta}}); err != nil {
+	if _, err := st.AddIAASApplication(t.Context(), model, state.IAASApplicationParams{Name: "web", Charm: state.Charm{Meta: meta}}); err != nil {
 		t.Fatal(err)
 	}
-	units, machines, err := st.AddUnits(model, "web", state.AddUnitsParams{Count: 3})
+	units, machines, err := st.AddUnits(t.Context(), model, "web", state.AddUnitsParams{Count: 3})
 	if err != nil || len(units) != 3 || len(machines) != 3 {
 		t.Fatalf("AddUnits = %v, %v, %v", units, machines, err)
 	}
 	rev := st.Revision()
-	if _, err := st.RemoveUnits(model, []string{units[0], "web/9", units[1]}); err == nil || err.Error() != `unit "web/9" not found` {
+	if _, err := st.RemoveUnits(t.Context(), model, []string{units[0], "web/9", units[1]}); err == nil || err.Error() != `unit "web/9" not found` {
 		t.Errorf("RemoveUnits with an unknown unit: %v", err)
 	}
 	if st.Revision() != rev {
 		t.Errorf("a refused RemoveUnits wrote")
 	}
-	if _, err := st.RemoveUnits(model, units[:2]); err != nil {
+	if _, err := st.RemoveUnits(t.Context(), model, units[:2]); err != nil {
 		t.Fatal(err)
 	}
 	if !revisionsAfter(st, rev, 1) {
 		t.Errorf("revision %d -> %d, want one commit", rev, st.Revision())
 	}
-	if us, _ := st.Units(model); len(us) != 1 || us[0].Name != units[2] {
+	if us, _ := st.Units(t.Context(), model); len(us) != 1 || us[0].Name != units[2] {
 		t.Errorf("units left: %+v", us)
 	}
 }

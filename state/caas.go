@@ -1,6 +1,7 @@
 package state
 
 import (
+	"context"
 	"maps"
 	"slices"
 
@@ -74,7 +75,7 @@ type CAASApplicationParams struct {
 // URL the transaction picks: see deployCharm), the application with its scale,
 // constraints, storage and device constraints, its config and, when
 // given, its pod spec.
-func (st *State) AddCAASApplication(model string, p CAASApplicationParams) (Application, error) {
+func (st *State) AddCAASApplication(ctx context.Context, model string, p CAASApplicationParams) (Application, error) {
 	if !validApplicationName.MatchString(p.Name) {
 		return Application{}, errors.NotValidf("application name %q", p.Name)
 	}
@@ -114,7 +115,7 @@ func (st *State) AddCAASApplication(model string, p CAASApplicationParams) (Appl
 			Scale: p.Scale, CharmModifiedVersion: p.CharmModifiedVersion, Constraints: p.Constraints,
 			StorageConstraints: cons, DeviceConstraints: maps.Clone(p.Devices), HasResources: true,
 		}}
-	err = st.update(func(tx *txn) error {
+	err = st.update(ctx, func(tx *txn) error {
 		m, err := getModel(tx, model)
 		if err != nil {
 			return err
@@ -235,9 +236,9 @@ func validateCAASPool(mgr *storage.Manager, pool, class string) error {
 }
 
 // Applications returns the applications of a model, sorted by name.
-func (st *State) Applications(model string) ([]Application, error) {
+func (st *State) Applications(ctx context.Context, model string) ([]Application, error) {
 	var out []Application
-	err := st.view(func(r reader) error {
+	err := st.view(ctx, func(r reader) error {
 		docs, err := list[applicationDoc](r, KindApplication, model)
 		for _, d := range docs {
 			out = append(out, d.Application)
@@ -248,8 +249,8 @@ func (st *State) Applications(model string) ([]Application, error) {
 }
 
 // SetApplicationConstraints replaces an application's constraints.
-func (st *State) SetApplicationConstraints(model, app string, cons Constraints) error {
-	return st.update(func(tx *txn) error {
+func (st *State) SetApplicationConstraints(ctx context.Context, model, app string, cons Constraints) error {
+	return st.update(ctx, func(tx *txn) error {
 		a, err := getApplication(tx, model, app)
 		if err != nil {
 			return err

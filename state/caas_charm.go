@@ -2,6 +2,7 @@ package state
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 
@@ -48,9 +49,9 @@ type charmDoc struct {
 }
 
 // Charm returns the charm of a model with the given URL.
-func (st *State) Charm(model, url string) (Charm, error) {
+func (st *State) Charm(ctx context.Context, model, url string) (Charm, error) {
 	var d charmDoc
-	err := st.view(func(r reader) error {
+	err := st.view(ctx, func(r reader) error {
 		ok, err := get(r, KindCharm, model, url, &d)
 		if err == nil && !ok {
 			err = errors.NotFoundf("charm %q", url)

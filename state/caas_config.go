@@ -1,6 +1,7 @@
 package state
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -38,9 +39,9 @@ func hashField(c watcher.Change) (string, bool) {
 }
 
 // ApplicationConfig returns an application's config settings.
-func (st *State) ApplicationConfig(model, app string) (map[string]any, error) {
+func (st *State) ApplicationConfig(ctx context.Context, model, app string) (map[string]any, error) {
 	var d appConfigDoc
-	err := st.view(func(r reader) error {
+	err := st.view(ctx, func(r reader) error {
 		if _, err := getApplication(r, model, app); err != nil {
 			return err
 		}
@@ -59,7 +60,7 @@ func (st *State) ApplicationConfig(model, app string) (map[string]any, error) {
 // UpdateApplicationConfig sets and removes keys of an application's
 // config. "trust" must be a bool. A call that changes nothing writes
 // nothing.
-func (st *State) UpdateApplicationConfig(model, app string, set map[string]any, unset []string) error {
+func (st *State) UpdateApplicationConfig(ctx context.Context, model, app string, set map[string]any, unset []string) error {
 	set, err := normalizeConfig(set)
 	if err != nil {
 		return err
@@ -69,7 +70,7 @@ func (st *State) UpdateApplicationConfig(model, app string, set map[string]any, 
 			return errors.NotValidf("trust %v (want a bool)", v)
 		}
 	}
-	return st.update(func(tx *txn) error {
+	return st.update(ctx, func(tx *txn) error {
 		if _, err := getApplication(tx, model, app); err != nil {
 			return err
 		}
@@ -90,18 +91,18 @@ func (st *State) UpdateApplicationConfig(model, app string, set map[string]any, 
 }
 
 // SetApplicationTrust sets an application's "trust" config option.
-func (st *State) SetApplicationTrust(model, app string, trust bool) error {
-	return st.UpdateApplicationConfig(model, app, map[string]any{"trust": trust}, nil)
+func (st *State) SetApplicationTrust(ctx context.Context, model, app string, trust bool) error {
+	return st.UpdateApplicationConfig(ctx, model, app, map[string]any{"trust": trust}, nil)
 }
 
 // ApplicationConfigHash returns the hash of an application's config that
 // WatchApplicationTrustHash reports ("" when it has none).
-func (st *State) ApplicationConfigHash(model, app string) (string, error) {
+func (st *State) ApplicationConfigHash(ctx context.Context, model, app string) (string, error) {
 	var (
 		d  appConfigDoc
 		ok bool
 	)
-	err := st.view(func(r reader) error {
+	err := st.view(ctx, func(r reader) error {
 		var err error
 		ok, err = get(r, KindApplicationConfig, model, app, &d)
 		return err

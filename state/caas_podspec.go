@@ -1,6 +1,7 @@
 package state
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/juju/errors"
@@ -19,17 +20,17 @@ type podSpecDoc struct {
 
 // SetPodSpec sets an application's pod spec (YAML); SetRawK8sSpec its raw
 // Kubernetes spec. Each bumps the spec's upgrade counter.
-func (st *State) SetPodSpec(model, app, spec string) error {
-	return st.setK8sSpec(model, app, func(p *PodSpec) { p.Spec = spec })
+func (st *State) SetPodSpec(ctx context.Context, model, app, spec string) error {
+	return st.setK8sSpec(ctx, model, app, func(p *PodSpec) { p.Spec = spec })
 }
 
 // SetRawK8sSpec sets an application's raw Kubernetes spec.
-func (st *State) SetRawK8sSpec(model, app, spec string) error {
-	return st.setK8sSpec(model, app, func(p *PodSpec) { p.RawSpec = spec })
+func (st *State) SetRawK8sSpec(ctx context.Context, model, app, spec string) error {
+	return st.setK8sSpec(ctx, model, app, func(p *PodSpec) { p.RawSpec = spec })
 }
 
-func (st *State) setK8sSpec(model, app string, set func(*PodSpec)) error {
-	return st.update(func(tx *txn) error {
+func (st *State) setK8sSpec(ctx context.Context, model, app string, set func(*PodSpec)) error {
+	return st.update(ctx, func(tx *txn) error {
 		a, err := getApplication(tx, model, app)
 		if err != nil {
 			return err
@@ -49,9 +50,9 @@ func (st *State) setK8sSpec(model, app string, set func(*PodSpec)) error {
 
 // K8sSpec returns an application's spec record: NotFound
 // `k8s spec for application <name> not found` when none was set.
-func (st *State) K8sSpec(model, app string) (PodSpec, error) {
+func (st *State) K8sSpec(ctx context.Context, model, app string) (PodSpec, error) {
 	var d podSpecDoc
-	err := st.view(func(r reader) error {
+	err := st.view(ctx, func(r reader) error {
 		ok, err := get(r, KindPodSpec, model, app, &d)
 		if err == nil && !ok {
 			err = errors.NewNotFound(nil, fmt.Sprintf("k8s spec for application %s not found", app))

@@ -1,14 +1,15 @@
 package state
 
 import (
+	"context"
 	"github.com/juju/errors"
 )
 
 // SetApplicationScale is the operator's scale (Juju's scale-application):
 // SetScale with force, which protects the desired scale until the cluster
 // reports it.
-func (st *State) SetApplicationScale(model, app string, scale int) error {
-	return st.SetScale(model, app, scale, 0, true)
+func (st *State) SetApplicationScale(ctx context.Context, model, app string, scale int) error {
+	return st.SetScale(ctx, model, app, scale, 0, true)
 }
 
 // SetScale sets an application's desired scale (specs/caasunitprovisioner.md
@@ -16,11 +17,11 @@ func (st *State) SetApplicationScale(model, app string, scale int) error {
 // while an operator's scale is not applied yet or when generation is older
 // than the stored one; it raises the stored generation and clears the
 // protection. With force it sets the protection.
-func (st *State) SetScale(model, app string, scale int, generation int64, force bool) error {
+func (st *State) SetScale(ctx context.Context, model, app string, scale int, generation int64, force bool) error {
 	if scale < 0 {
 		return errors.NotValidf("application scale %d", scale)
 	}
-	return st.update(func(tx *txn) error { return tx.scaleApplication(model, app, scale, generation, force) })
+	return st.update(ctx, func(tx *txn) error { return tx.scaleApplication(model, app, scale, generation, force) })
 }
 
 // scaleApplication is SetScale inside a transaction.

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"context"
 	"encoding/json"
 	"slices"
 
@@ -36,9 +37,9 @@ type statusDoc struct {
 func OperatorStatusKey(app string) string { return "a#" + app + "#operator" }
 
 // CloudService returns an application's cloud service (zero if none).
-func (st *State) CloudService(model, app string) (CloudService, error) {
+func (st *State) CloudService(ctx context.Context, model, app string) (CloudService, error) {
 	var d cloudServiceDoc
-	err := st.view(func(r reader) error {
+	err := st.view(ctx, func(r reader) error {
 		if _, err := getApplication(r, model, app); err != nil {
 			return err
 		}
@@ -51,8 +52,8 @@ func (st *State) CloudService(model, app string) (CloudService, error) {
 // UpdateCloudService records an application's Kubernetes service: the
 // provider id when not empty, the addresses when not empty. A named space
 // must exist (NotFound `space with name "x" not found`).
-func (st *State) UpdateCloudService(model, app, providerID string, addrs []Address) error {
-	return st.update(func(tx *txn) error { return tx.updateCloudService(model, app, providerID, addrs) })
+func (st *State) UpdateCloudService(ctx context.Context, model, app, providerID string, addrs []Address) error {
+	return st.update(ctx, func(tx *txn) error { return tx.updateCloudService(model, app, providerID, addrs) })
 }
 
 func (tx *txn) updateCloudService(model, app, providerID string, addrs []Address) error {
@@ -101,9 +102,9 @@ type ServiceUpdate struct {
 // bulk). As in Juju, a failed service update does not stop the item's
 // scale update, and the later error is the one reported: an item's part
 // that fails is left out, the other commits.
-func (st *State) UpdateApplicationsServices(model string, items []ServiceUpdate) []error {
+func (st *State) UpdateApplicationsServices(ctx context.Context, model string, items []ServiceUpdate) []error {
 	reported := make([]error, len(items))
-	errs := st.bulk(len(items), func(tx *txn, i int) error {
+	errs := st.bulk(ctx, len(items), func(tx *txn, i int) error {
 		it := items[i]
 		err := tx.Nest(func() error { return tx.updateCloudService(model, it.Application, it.ProviderID, it.Addresses) })
 		if errors.Is(err, errNoChange) {
@@ -127,9 +128,9 @@ func (st *State) UpdateApplicationsServices(model string, items []ServiceUpdate)
 }
 
 // OperatorStatus returns an application's operator status (zero if none).
-func (st *State) OperatorStatus(model, app string) (Status, error) {
+func (st *State) OperatorStatus(ctx context.Context, model, app string) (Status, error) {
 	var d statusDoc
-	err := st.view(func(r reader) error {
+	err := st.view(ctx, func(r reader) error {
 		_, err := get(r, KindStatus, model, OperatorStatusKey(app), &d)
 		return err
 	})
@@ -138,8 +139,8 @@ func (st *State) OperatorStatus(model, app string) (Status, error) {
 
 // SetOperatorStatus sets an application's operator status (Since is the
 // state's clock when zero). The model must be a CAAS model.
-func (st *State) SetOperatorStatus(model, app string, s Status) error {
-	return st.update(func(tx *txn) error {
+func (st *State) SetOperatorStatus(ctx context.Context, model, app string, s Status) error {
+	return st.update(ctx, func(tx *txn) error {
 		a, err := getApplication(tx, model, app)
 		if err != nil {
 			return err
@@ -156,8 +157,8 @@ type OperatorStatusArg struct {
 
 // SetOperatorStatuses is SetOperatorStatus of each item, the valid items
 // in one transaction (bulk); each keeps its error.
-func (st *State) SetOperatorStatuses(model string, items []OperatorStatusArg) []error {
-	return st.bulk(len(items), func(tx *txn, i int) error {
+func (st *State) SetOperatorStatuses(ctx context.Context, model string, items []OperatorStatusArg) []error {
+	return st.bulk(ctx, len(items), func(tx *txn, i int) error {
 		a, err := getApplication(tx, model, items[i].Application)
 		if err != nil {
 			return err

@@ -2,6 +2,7 @@ package state
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -89,9 +90,9 @@ func seqOf(id string) int {
 }
 
 // StorageInstances returns a model's storage instances in creation order.
-func (st *State) StorageInstances(model string) ([]StorageInstance, error) {
+func (st *State) StorageInstances(ctx context.Context, model string) ([]StorageInstance, error) {
 	var out []StorageInstance
-	err := st.view(func(r reader) error {
+	err := st.view(ctx, func(r reader) error {
 		docs, err := list[storageInstanceDoc](r, KindStorageInstance, model)
 		for _, d := range docs {
 			out = append(out, d.StorageInstance)
@@ -103,9 +104,9 @@ func (st *State) StorageInstances(model string) ([]StorageInstance, error) {
 }
 
 // Filesystems returns a model's filesystems, sorted by tag.
-func (st *State) Filesystems(model string) ([]Filesystem, error) {
+func (st *State) Filesystems(ctx context.Context, model string) ([]Filesystem, error) {
 	var out []Filesystem
-	err := st.view(func(r reader) error {
+	err := st.view(ctx, func(r reader) error {
 		var err error
 		out, err = allFilesystems(r, model)
 		return err
@@ -124,9 +125,9 @@ func allFilesystems(r reader, model string) ([]Filesystem, error) {
 }
 
 // Volumes returns a model's volumes, sorted by tag.
-func (st *State) Volumes(model string) ([]Volume, error) {
+func (st *State) Volumes(ctx context.Context, model string) ([]Volume, error) {
 	var out []Volume
-	err := st.view(func(r reader) error {
+	err := st.view(ctx, func(r reader) error {
 		docs, err := list[volumeDoc](r, KindVolume, model)
 		for _, d := range docs {
 			out = append(out, d.Volume)

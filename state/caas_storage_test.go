@@ -39,7 +39,7 @@ func storageAppOf(t *testing.T, metadata string) (*state.State, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.AddCAASApplication(model, state.CAASApplicationParams{Name: "db", Charm: state.Charm{Meta: meta}, Scale: 2,
+	if _, err := st.AddCAASApplication(t.Context(), model, state.CAASApplicationParams{Name: "db", Charm: state.Charm{Meta: meta}, Scale: 2,
 		Storage: map[string]storage.Constraints{"data": {Count: 1, Size: 1024}, "logs": {Count: 1, Size: 64, Pool: "tmpfs"}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func scale(n int) *int { return &n }
 
 func filesystemsByStorage(t *testing.T, st *state.State, model string) map[string]state.Filesystem {
 	t.Helper()
-	fss, err := st.Filesystems(model)
+	fss, err := st.Filesystems(t.Context(), model)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func filesystemsByStorage(t *testing.T, st *state.State, model string) map[strin
 
 func volumesByStorage(t *testing.T, st *state.State, model string) map[string]state.Volume {
 	t.Helper()
-	vs, err := st.Volumes(model)
+	vs, err := st.Volumes(t.Context(), model)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestCAASStorageLifeCycle(t *testing.T) {
 
 	// Two pods: two units, each with its storage, provisioned as the
 	// pods report it.
-	info, err := st.UpdateCAASUnits(model, "db", state.UnitsUpdate{Scale: scale(2), Pods: []state.Pod{
+	info, err := st.UpdateCAASUnits(t.Context(), model, "db", state.UnitsUpdate{Scale: scale(2), Pods: []state.Pod{
 		pod("db-0", "pvc-0", "pv-0"), pod("db-1", "pvc-1", "pv-1")}})
 	if err != nil {
 		t.Fatal(err)
@@ -102,11 +102,11 @@ func TestCAASStorageLifeCycle(t *testing.T) {
 	if len(info) != 2 || info[0] != (state.UnitInfo{ProviderID: "db-0", Unit: "db/0"}) || info[1] != (state.UnitInfo{ProviderID: "db-1", Unit: "db/1"}) {
 		t.Fatalf("info = %+v", info)
 	}
-	u, err := st.Unit(model, "db/1")
+	u, err := st.Unit(t.Context(), model, "db/1")
 	if err != nil || u.ProviderID() != "db-1" || u.Container.Address != "10.0.0.1" || u.AgentStatus.Status != "idle" || u.ContainerStatus.Status != "running" {
 		t.Errorf("unit db/1 = %+v, %v", u, err)
 	}
-	sis, err := st.StorageInstances(model)
+	sis, err := st.StorageInstances(t.Context(), model)
 	if err != nil || len(sis) != 4 {
 		t.Fatalf("storage instances = %+v, %v", sis, err)
 	}
@@ -146,13 +146,13 @@ func TestCAASStorageLifeCycle(t *testing.T) {
 	rev := st.Revision()
 	bad := pod("db-0", "pvc-0", "pv-0")
 	bad.Filesystems[0].Status = "bogus"
-	if _, err := st.UpdateCAASUnits(model, "db", state.UnitsUpdate{Pods: []state.Pod{bad, pod("db-1", "pvc-1", "pv-1")}}); err == nil ||
+	if _, err := st.UpdateCAASUnits(t.Context(), model, "db", state.UnitsUpdate{Pods: []state.Pod{bad, pod("db-1", "pvc-1", "pv-1")}}); err == nil ||
 		!strings.Contains(err.Error(), `cannot set invalid status "bogus"`) {
 		t.Errorf("bogus filesystem status: %v", err)
 	}
 	bad = pod("db-0", "pvc-0", "pv-0")
 	bad.Filesystems[0].Volume.Status = "error"
-	if _, err := st.UpdateCAASUnits(model, "db", state.UnitsUpdate{Pods: []state.Pod{bad, pod("db-1", "pvc-1", "pv-1")}}); err == nil ||
+	if _, err := st.UpdateCAASUnits(t.Context(), model, "db", state.UnitsUpdate{Pods: []state.Pod{bad, pod("db-1", "pvc-1", "pv-1")}}); err == nil ||
 		!strings.Contains(err.Error(), `cannot set status "error" without info`) {
 		t.Errorf("volume error without info: %v", err)
 	}
@@ -162,13 +162,13 @@ func TestCAASStorageLifeCycle(t *testing.T) {
 
 	// The cluster scales to one: db/1 goes, its storage is detached and
 	// kept (no owner, no attachments), its filesystems marked detached.
-	if _, err := st.UpdateCAASUnits(model, "db", state.UnitsUpdate{Scale: scale(1), Pods: []state.Pod{pod("db-0", "pvc-0", "pv-0")}}); err != nil {
+	if _, err := st.UpdateCAASUnits(t.Context(), model, "db", state.UnitsUpdate{Scale: scale(1), Pods: []state.Pod{pod("db-0", "pvc-0", "pv-0")}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Unit(model, "db/1"); err == nil {
+	if _, err := st.Unit(t.Context(), model, "db/1"); err == nil {
 		t.Errorf("unit db/1 survived the scale down")
 	}
-	sis, _ = st.StorageInstances(model)
+	sis, _ = st.StorageInstances(t.Context(), model)
 	for _, si := range sis {
 		if strings.HasSuffix(si.ID, "/1") && (si.Owner != "" || si.Unit != "") {
 			t.Errorf("db/1's storage instance %+v kept its owner", si)
@@ -185,7 +185,7 @@ func TestCAASStorageLifeCycle(t *testing.T) {
 	// A new pod reports the old persistent volume claim again: its unit
 	// gets new storage, and the orphaned storage of that claim is
 	// destroyed (the instance removed, the filesystem dying).
-	info, err = st.UpdateCAASUnits(model, "db", state.UnitsUpdate{Scale: scale(2), Pods: []state.Pod{
+	info, err = st.UpdateCAASUnits(t.Context(), model, "db", state.UnitsUpdate{Scale: scale(2), Pods: []state.Pod{
 		pod("db-0", "pvc-0", "pv-0"), pod("db-2", "pvc-1", "pv-1")}})
 	if err != nil {
 		t.Fatal(err)
@@ -193,7 +193,7 @@ func TestCAASStorageLifeCycle(t *testing.T) {
 	if len(info) != 2 || info[1] != (state.UnitInfo{ProviderID: "db-2", Unit: "db/2"}) {
 		t.Errorf("info = %+v", info)
 	}
-	sis, _ = st.StorageInstances(model)
+	sis, _ = st.StorageInstances(t.Context(), model)
 	ids := map[string]string{}
 	for _, si := range sis {
 		ids[si.ID] = si.Owner
@@ -237,7 +237,7 @@ func TestCAASStorageRefusals(t *testing.T) {
 		pending.Filesystems[i].Status = "pending"
 	}
 	pending.Filesystems[0].Volume.Status = "pending"
-	if _, err := st.UpdateCAASUnits(model, "db", state.UnitsUpdate{Pods: []state.Pod{pending}}); err != nil {
+	if _, err := st.UpdateCAASUnits(t.Context(), model, "db", state.UnitsUpdate{Pods: []state.Pod{pending}}); err != nil {
 		t.Fatal(err)
 	}
 	fss := filesystemsByStorage(t, st, model)
@@ -258,7 +258,7 @@ func TestCAASStorageRefusals(t *testing.T) {
 			rev := st.Revision()
 			p := pod("db-0", "pvc-0", "pv-0")
 			tc.edit(&p)
-			if _, err := st.UpdateCAASUnits(model, "db", state.UnitsUpdate{Pods: []state.Pod{p}}); err == nil || !strings.Contains(err.Error(), tc.want) {
+			if _, err := st.UpdateCAASUnits(t.Context(), model, "db", state.UnitsUpdate{Pods: []state.Pod{p}}); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err = %v, want %q", err, tc.want)
 			}
 			if st.Revision() != rev {
@@ -269,13 +269,13 @@ func TestCAASStorageRefusals(t *testing.T) {
 
 	// Provisioned: the info is recorded, and pending is no longer a
 	// status the filesystem may take.
-	if _, err := st.UpdateCAASUnits(model, "db", state.UnitsUpdate{Pods: []state.Pod{pod("db-0", "pvc-0", "pv-0")}}); err != nil {
+	if _, err := st.UpdateCAASUnits(t.Context(), model, "db", state.UnitsUpdate{Pods: []state.Pod{pod("db-0", "pvc-0", "pv-0")}}); err != nil {
 		t.Fatal(err)
 	}
 	rev := st.Revision()
 	again := pod("db-0", "pvc-0", "pv-0")
 	again.Filesystems[1].Status = "pending"
-	if _, err := st.UpdateCAASUnits(model, "db", state.UnitsUpdate{Pods: []state.Pod{again}}); err == nil ||
+	if _, err := st.UpdateCAASUnits(t.Context(), model, "db", state.UnitsUpdate{Pods: []state.Pod{again}}); err == nil ||
 		!strings.Contains(err.Error(), `cannot set status "pending"`) {
 		t.Errorf("pending once provisioned: %v", err)
 	}
@@ -284,10 +284,10 @@ func TestCAASStorageRefusals(t *testing.T) {
 	}
 	// A removed unit's storage is detached with it (RemoveUnit of a
 	// CAAS unit through the unit provisioner's report: pods gone).
-	if _, err := st.UpdateCAASUnits(model, "db", state.UnitsUpdate{Scale: scale(0), Pods: nil}); err != nil {
+	if _, err := st.UpdateCAASUnits(t.Context(), model, "db", state.UnitsUpdate{Scale: scale(0), Pods: nil}); err != nil {
 		t.Fatal(err)
 	}
-	if us, _ := st.CAASUnits(model, "db"); len(us) != 0 {
+	if us, _ := st.CAASUnits(t.Context(), model, "db"); len(us) != 0 {
 		t.Errorf("units after scale 0 without pods: %+v", us)
 	}
 	for _, si := range mustStorage(t, st, model) {
@@ -299,7 +299,7 @@ func TestCAASStorageRefusals(t *testing.T) {
 
 func mustStorage(t *testing.T, st *state.State, model string) []state.StorageInstance {
 	t.Helper()
-	sis, err := st.StorageInstances(model)
+	sis, err := st.StorageInstances(t.Context(), model)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +312,7 @@ func TestCAASPodStatuses(t *testing.T) {
 	t.Parallel()
 	st, model := caasModel(t)
 	meta, _ := charm.ParseMeta([]byte("name: web\n"))
-	if _, err := st.AddCAASApplication(model, state.CAASApplicationParams{Name: "web", Charm: state.Charm{Meta: meta}, Scale: 1}); err != nil {
+	if _, err := st.AddCAASApplication(t.Context(), model, state.CAASApplicationParams{Name: "web", Charm: state.Charm{Meta: meta}, Scale: 1}); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -326,10 +326,10 @@ func TestCAASPodStatuses(t *testing.T) {
 		{"unknown", "ignored", "idle", "blocked"}, // left as they were
 	} {
 		p := state.Pod{ProviderID: "web-0", Status: tc.pod, Info: tc.info}
-		if _, err := st.UpdateCAASUnits(model, "web", state.UnitsUpdate{Pods: []state.Pod{p}}); err != nil {
+		if _, err := st.UpdateCAASUnits(t.Context(), model, "web", state.UnitsUpdate{Pods: []state.Pod{p}}); err != nil {
 			t.Fatalf("%s: %v", tc.pod, err)
 		}
-		u, err := st.Unit(model, "web/0")
+		u, err := st.Unit(t.Context(), model, "web/0")
 		if err != nil {
 			t.Fatal(err)
 		}

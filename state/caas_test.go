@@ -21,7 +21,7 @@ func caasModel(t *testing.T) (*state.State, string) {
 
 func TestStoragePools(t *testing.T) {
 	st, model := caasModel(t)
-	mgr, err := st.StorageManager(model)
+	mgr, err := st.StorageManager(t.Context(), model)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func TestStoragePools(t *testing.T) {
 	}
 	// A pool in use by storage constraints is kept.
 	meta, _ := charm.ParseMeta([]byte("name: db\nstorage:\n  data:\n    type: filesystem\n"))
-	if _, err := st.AddCAASApplication(model, state.CAASApplicationParams{Name: "db", Charm: state.Charm{URL: "ch:db", Meta: meta},
+	if _, err := st.AddCAASApplication(t.Context(), model, state.CAASApplicationParams{Name: "db", Charm: state.Charm{URL: "ch:db", Meta: meta},
 		Storage: map[string]storage.Constraints{"data": {Pool: "fast"}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestStoragePools(t *testing.T) {
 	}
 	// Pools are per model and survive a reopen (they are in bbolt).
 	other := statetest.AddModel(t, st, "k8s2", state.ModelTypeCAAS)
-	if pools, _ := st.PoolStore(other.UUID).ListPools(); len(pools) != 0 {
+	if pools, _ := st.PoolStore(t.Context(), other.UUID).ListPools(); len(pools) != 0 {
 		t.Errorf("other model pools = %+v", pools)
 	}
 }
@@ -119,7 +119,7 @@ devices:
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			rev := st.Revision()
-			if _, err := st.AddCAASApplication(model, tt.p); err == nil || err.Error() != tt.err {
+			if _, err := st.AddCAASApplication(t.Context(), model, tt.p); err == nil || err.Error() != tt.err {
 				t.Fatalf("err = %v\nwant  %s", err, tt.err)
 			}
 			if st.Revision() != rev {
@@ -127,7 +127,7 @@ devices:
 			}
 		})
 	}
-	a, err := st.AddCAASApplication(model, state.CAASApplicationParams{Name: "db", Charm: ch, Scale: 2, Trust: true,
+	a, err := st.AddCAASApplication(t.Context(), model, state.CAASApplicationParams{Name: "db", Charm: ch, Scale: 2, Trust: true,
 		Storage: map[string]storage.Constraints{"data": {Pool: "tmpfs"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -135,43 +135,43 @@ devices:
 	if a.Scale != 2 || !a.HasResources || a.StorageConstraints["data"] != (storage.Constraints{Pool: "tmpfs", Size: 2048, Count: 1}) {
 		t.Errorf("application = %+v", a)
 	}
-	if cfg, _ := st.ApplicationConfig(model, "db"); cfg["trust"] != true {
+	if cfg, _ := st.ApplicationConfig(t.Context(), model, "db"); cfg["trust"] != true {
 		t.Errorf("config = %v", cfg)
 	}
 	// A tmpfs filesystem has no backing volume.
-	u, err := st.AddCAASUnit(model, "db", state.CAASUnitParams{})
+	u, err := st.AddCAASUnit(t.Context(), model, "db", state.CAASUnitParams{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	fss, _ := st.Filesystems(model)
+	fss, _ := st.Filesystems(t.Context(), model)
 	if len(fss) != 1 || fss[0].VolumeID != "" || fss[0].Attachment.Unit != u.Name || fss[0].Attachment.Location != "/var/lib/juju/storage/data/0" {
 		t.Errorf("filesystems = %+v", fss)
 	}
 	// IAAS models refuse CAAS applications.
-	if _, err := st.AddCAASApplication(statetest.DefaultModelUUID, state.CAASApplicationParams{Name: "x", Charm: ch}); !errors.Is(err, jujuerrors.NotSupported) {
+	if _, err := st.AddCAASApplication(t.Context(), statetest.DefaultModelUUID, state.CAASApplicationParams{Name: "x", Charm: ch}); !errors.Is(err, jujuerrors.NotSupported) {
 		t.Errorf("IAAS deploy = %v", err)
 	}
-	if _, err := st.AddCAASApplication(model, state.CAASApplicationParams{Name: "db", Charm: ch}); !errors.Is(err, jujuerrors.AlreadyExists) {
+	if _, err := st.AddCAASApplication(t.Context(), model, state.CAASApplicationParams{Name: "db", Charm: ch}); !errors.Is(err, jujuerrors.AlreadyExists) {
 		t.Errorf("duplicate = %v", err)
 	}
 	// Scale: negative refused; operator scale protects.
-	if err := st.SetApplicationScale(model, "db", -2); err == nil {
+	if err := st.SetApplicationScale(t.Context(), model, "db", -2); err == nil {
 		t.Error("negative scale accepted")
 	}
-	if err := st.SetApplicationScale(model, "db", 4); err != nil {
+	if err := st.SetApplicationScale(t.Context(), model, "db", 4); err != nil {
 		t.Fatal(err)
 	}
-	if cs, _ := st.CloudService(model, "db"); !cs.DesiredScaleProtected {
+	if cs, _ := st.CloudService(t.Context(), model, "db"); !cs.DesiredScaleProtected {
 		t.Errorf("cloud service = %+v", cs)
 	}
 	// Pod spec.
-	if _, err := st.K8sSpec(model, "db"); err == nil || err.Error() != "k8s spec for application db not found" {
+	if _, err := st.K8sSpec(t.Context(), model, "db"); err == nil || err.Error() != "k8s spec for application db not found" {
 		t.Errorf("K8sSpec = %v", err)
 	}
-	if err := st.SetPodSpec(model, "db", "spec"); err != nil {
+	if err := st.SetPodSpec(t.Context(), model, "db", "spec"); err != nil {
 		t.Fatal(err)
 	}
-	if s, _ := st.K8sSpec(model, "db"); s.Spec != "spec" || s.UpgradeCounter != 1 {
+	if s, _ := st.K8sSpec(t.Context(), model, "db"); s.Spec != "spec" || s.UpgradeCounter != 1 {
 		t.Errorf("K8sSpec = %+v", s)
 	}
 }
@@ -186,7 +186,7 @@ func TestUpdateCAASUnitsInfoIsModelWide(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, app := range []string{"a", "b", "c"} {
-		if _, err := st.AddCAASApplication(model, state.CAASApplicationParams{Name: app,
+		if _, err := st.AddCAASApplication(t.Context(), model, state.CAASApplicationParams{Name: app,
 			Charm: state.Charm{URL: "local:web-0", Meta: meta}, Scale: 2}); err != nil {
 			t.Fatal(err)
 		}
@@ -199,7 +199,7 @@ func TestUpdateCAASUnitsInfoIsModelWide(t *testing.T) {
 		for _, id := range ids {
 			pods = append(pods, state.Pod{ProviderID: id, Status: "running"})
 		}
-		info, err := st.UpdateCAASUnits(model, app, state.UnitsUpdate{Scale: &two, Pods: pods})
+		info, err := st.UpdateCAASUnits(t.Context(), model, app, state.UnitsUpdate{Scale: &two, Pods: pods})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -238,7 +238,7 @@ func TestUnitAndApplicationReadsAreCurrentAndPrivate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.AddCAASApplication(model, state.CAASApplicationParams{Name: "web",
+	if _, err := st.AddCAASApplication(t.Context(), model, state.CAASApplicationParams{Name: "web",
 		Charm: state.Charm{URL: "local:web-0", Meta: meta}, Scale: 1,
 		Devices: map[string]state.DeviceConstraints{"gpu": {Type: "nvidia.com/gpu", Count: 1, Attributes: map[string]string{"a": "b"}}}}); err != nil {
 		t.Fatal(err)
@@ -246,7 +246,7 @@ func TestUnitAndApplicationReadsAreCurrentAndPrivate(t *testing.T) {
 	one := 1
 	report := func(info string, data map[string]any) {
 		t.Helper()
-		if _, err := st.UpdateCAASUnits(model, "web", state.UnitsUpdate{Scale: &one, Pods: []state.Pod{
+		if _, err := st.UpdateCAASUnits(t.Context(), model, "web", state.UnitsUpdate{Scale: &one, Pods: []state.Pod{
 			{ProviderID: "p-0", Address: "10.0.0.1", Ports: []string{"80/tcp"}, Status: "running", Info: info, Data: data}}}); err != nil {
 			t.Fatal(err)
 		}
@@ -255,19 +255,19 @@ func TestUnitAndApplicationReadsAreCurrentAndPrivate(t *testing.T) {
 		report(fmt.Sprint("up ", i), map[string]any{"n": float64(i), "deep": map[string]any{"k": "v"}})
 	}
 	for range 3 {
-		u, err := st.Unit(model, "web/0")
+		u, err := st.Unit(t.Context(), model, "web/0")
 		if err != nil || u.ContainerStatus.Message != "up 2" || u.ContainerStatus.Data["deep"].(map[string]any)["k"] != "v" ||
 			u.Container.Ports[0] != "80/tcp" {
 			t.Fatalf("Unit = %+v, %v", u, err)
 		}
 		u.Container.Ports[0] = "scribbled"
 		u.ContainerStatus.Data["deep"].(map[string]any)["k"] = "scribbled"
-		us, err := st.CAASUnits(model, "web")
+		us, err := st.CAASUnits(t.Context(), model, "web")
 		if err != nil || len(us) != 1 || us[0].Container.Ports[0] != "80/tcp" || us[0].ContainerStatus.Data["deep"].(map[string]any)["k"] != "v" {
 			t.Fatalf("CAASUnits = %+v, %v", us, err)
 		}
 		us[0].Container.Address = "scribbled"
-		a, err := st.Application(model, "web")
+		a, err := st.Application(t.Context(), model, "web")
 		if err != nil || a.Scale != 1 || a.DeviceConstraints["gpu"].Attributes["a"] != "b" {
 			t.Fatalf("Application = %+v, %v", a, err)
 		}
@@ -276,16 +276,16 @@ func TestUnitAndApplicationReadsAreCurrentAndPrivate(t *testing.T) {
 	}
 	// Every write is seen by the next read, the updates' own included.
 	report("up 3", nil)
-	if u, _ := st.Unit(model, "web/0"); u.ContainerStatus.Message != "up 3" || u.ContainerStatus.Data != nil || u.Container.Address != "10.0.0.1" {
+	if u, _ := st.Unit(t.Context(), model, "web/0"); u.ContainerStatus.Message != "up 3" || u.ContainerStatus.Data != nil || u.Container.Address != "10.0.0.1" {
 		t.Errorf("after a fourth report: %+v", u.CAASUnit)
 	}
-	if err := st.SetApplicationScale(model, "web", 2); err != nil {
+	if err := st.SetApplicationScale(t.Context(), model, "web", 2); err != nil {
 		t.Fatal(err)
 	}
-	if a, _ := st.Application(model, "web"); a.Scale != 2 || a.DeviceConstraints["gpu"].Attributes["a"] != "b" {
+	if a, _ := st.Application(t.Context(), model, "web"); a.Scale != 2 || a.DeviceConstraints["gpu"].Attributes["a"] != "b" {
 		t.Errorf("after SetApplicationScale: %+v", a.CAASApplication)
 	}
-	if us, _ := st.CAASUnits(model, "web"); len(us) != 1 || us[0].ContainerStatus.Message != "up 3" {
+	if us, _ := st.CAASUnits(t.Context(), model, "web"); len(us) != 1 || us[0].ContainerStatus.Message != "up 3" {
 		t.Errorf("CAASUnits after the writes: %+v", us)
 	}
 }

@@ -2,6 +2,7 @@ package state
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -91,9 +92,9 @@ type UnitInfo struct {
 }
 
 // CAASUnits returns the units of an application in creation order.
-func (st *State) CAASUnits(model, app string) ([]Unit, error) {
+func (st *State) CAASUnits(ctx context.Context, model, app string) ([]Unit, error) {
 	var out []Unit
-	err := st.view(func(r reader) error {
+	err := st.view(ctx, func(r reader) error {
 		var err error
 		out, err = appUnits(r, model, app)
 		return err
@@ -120,9 +121,9 @@ func appUnits(r reader, model, app string) ([]Unit, error) {
 }
 
 // Unit returns a unit.
-func (st *State) Unit(model, name string) (Unit, error) {
+func (st *State) Unit(ctx context.Context, model, name string) (Unit, error) {
 	var d unitDoc
-	err := st.view(func(r reader) error {
+	err := st.view(ctx, func(r reader) error {
 		var err error
 		d, err = getUnit(r, model, name)
 		return err
@@ -236,7 +237,7 @@ type unitsRun struct {
 // scale. An error leaves everything unchanged, except that a refused scale
 // change (SetScale's errors) is returned with the unit info while the rest
 // commits, as Juju reports it.
-func (st *State) UpdateCAASUnits(model, app string, u UnitsUpdate) ([]UnitInfo, error) {
+func (st *State) UpdateCAASUnits(ctx context.Context, model, app string, u UnitsUpdate) ([]UnitInfo, error) {
 	if u.Scale != nil && *u.Scale < 0 {
 		return nil, errors.NotValidf("application scale %d", *u.Scale)
 	}
@@ -244,7 +245,7 @@ func (st *State) UpdateCAASUnits(model, app string, u UnitsUpdate) ([]UnitInfo, 
 		info     []UnitInfo
 		scaleErr error
 	)
-	err := st.update(func(tx *txn) error {
+	err := st.update(ctx, func(tx *txn) error {
 		var err error
 		info, scaleErr, err = tx.updateCAASUnits(model, app, u)
 		return err
@@ -266,10 +267,10 @@ type ApplicationUnitsUpdate struct {
 // written and keeps its error; infos[i] is what UpdateCAASUnits returns
 // with it (a refused scale change: the unit info and the scale's error,
 // the rest of the item committed).
-func (st *State) UpdateCAASApplicationsUnits(model string, items []ApplicationUnitsUpdate) (infos [][]UnitInfo, errs []error) {
+func (st *State) UpdateCAASApplicationsUnits(ctx context.Context, model string, items []ApplicationUnitsUpdate) (infos [][]UnitInfo, errs []error) {
 	infos = make([][]UnitInfo, len(items))
 	scaleErrs := make([]error, len(items))
-	errs = st.bulk(len(items), func(tx *txn, i int) error {
+	errs = st.bulk(ctx, len(items), func(tx *txn, i int) error {
 		u := items[i].Update
 		if u.Scale != nil && *u.Scale < 0 {
 			return errors.NotValidf("application scale %d", *u.Scale)
@@ -812,9 +813,9 @@ type CAASUnitParams struct {
 
 // AddCAASUnit adds a unit (and its storage) to an alive Kubernetes
 // application, as Juju's AddUnit.
-func (st *State) AddCAASUnit(model, app string, p CAASUnitParams) (Unit, error) {
+func (st *State) AddCAASUnit(ctx context.Context, model, app string, p CAASUnitParams) (Unit, error) {
 	var u Unit
-	err := st.update(func(tx *txn) error {
+	err := st.update(ctx, func(tx *txn) error {
 		a, err := getApplication(tx, model, app)
 		if err != nil {
 			return err

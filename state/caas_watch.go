@@ -1,6 +1,7 @@
 package state
 
 import (
+	"context"
 	"sync"
 
 	"github.com/provisiond/provisiond/watcher"
@@ -13,8 +14,8 @@ import (
 // WatchApplications watches the lifecycle of a model's applications: the
 // initial ids are every application (any life); later, applications
 // added, whose life changed, or removed.
-func (st *State) WatchApplications(model string) (*watcher.Strings, []string, error) {
-	return st.watchLifecycle(watcher.Filter{
+func (st *State) WatchApplications(ctx context.Context, model string) (*watcher.Strings, []string, error) {
+	return st.watchLifecycle(ctx, watcher.Filter{
 		Kind:   KindApplication,
 		Model:  model,
 		Fields: []string{watcher.FieldCreated, watcher.FieldLife, watcher.FieldRemoved},
@@ -35,14 +36,14 @@ func (st *State) WatchApplications(model string) (*watcher.Strings, []string, er
 // application exists (when check is set) and stamps the watcher with the
 // revision the check read, or (no check) the revision this process has
 // applied.
-func (st *State) notifyOn(f watcher.Filter, model, app string, check bool) (*watcher.Notify, error) {
+func (st *State) notifyOn(ctx context.Context, f watcher.Filter, model, app string, check bool) (*watcher.Notify, error) {
 	w := watcher.NewNotify()
 	s := st.subscribeStamped(w, w.Sink(), f)
 	if !check {
 		st.stampNow(s)
 		return w, nil
 	}
-	if err := st.viewStamped(s, func(r reader) error {
+	if err := st.viewStamped(ctx, s, func(r reader) error {
 		_, err := getApplication(r, model, app)
 		return err
 	}); err != nil {
@@ -55,26 +56,26 @@ func (st *State) notifyOn(f watcher.Filter, model, app string, check bool) (*wat
 // WatchApplication fires on any change to an application's record (its
 // life, scale, charm, constraints, resources flag): not on its config,
 // spec, service, status or units, which are records of their own.
-func (st *State) WatchApplication(model, app string) (*watcher.Notify, error) {
-	return st.notifyOn(watcher.Filter{Kind: KindApplication, Model: model, ID: app}, model, app, true)
+func (st *State) WatchApplication(ctx context.Context, model, app string) (*watcher.Notify, error) {
+	return st.notifyOn(ctx, watcher.Filter{Kind: KindApplication, Model: model, ID: app}, model, app, true)
 }
 
 // WatchApplicationScale fires when an application's desired scale
 // changes (a change is recorded only when the value differs).
-func (st *State) WatchApplicationScale(model, app string) (*watcher.Notify, error) {
-	return st.notifyOn(watcher.Filter{Kind: KindApplication, Model: model, ID: app, Fields: []string{FieldScale}}, model, app, true)
+func (st *State) WatchApplicationScale(ctx context.Context, model, app string) (*watcher.Notify, error) {
+	return st.notifyOn(ctx, watcher.Filter{Kind: KindApplication, Model: model, ID: app, Fields: []string{FieldScale}}, model, app, true)
 }
 
 // WatchPodSpec fires on any change to an application's spec record. The
 // application need not exist: the watcher fires when its spec appears.
-func (st *State) WatchPodSpec(model, app string) (*watcher.Notify, error) {
-	return st.notifyOn(watcher.Filter{Kind: KindPodSpec, Model: model, ID: app}, model, app, false)
+func (st *State) WatchPodSpec(ctx context.Context, model, app string) (*watcher.Notify, error) {
+	return st.notifyOn(ctx, watcher.Filter{Kind: KindPodSpec, Model: model, ID: app}, model, app, false)
 }
 
 // WatchApplicationTrustHash watches the hash of an application's config:
 // it returns the watcher and the current hash, then delivers the latest
 // hash each time it changes.
-func (st *State) WatchApplicationTrustHash(model, app string) (*watcher.Strings, string, error) {
+func (st *State) WatchApplicationTrustHash(ctx context.Context, model, app string) (*watcher.Strings, string, error) {
 	w := watcher.NewStrings()
 	var (
 		mu   sync.Mutex
@@ -93,7 +94,7 @@ func (st *State) WatchApplicationTrustHash(model, app string) (*watcher.Strings,
 		}
 	}, watcher.Filter{Kind: KindApplicationConfig, Model: model, ID: app})
 	var h string
-	err := st.viewStamped(s, func(r reader) error {
+	err := st.viewStamped(ctx, s, func(r reader) error {
 		if _, err := getApplication(r, model, app); err != nil {
 			return err
 		}

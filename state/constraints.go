@@ -1,6 +1,7 @@
 package state
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -301,9 +302,9 @@ type modelConstraintsDoc struct {
 }
 
 // ModelConstraints returns a model's constraints (zero if none).
-func (st *State) ModelConstraints(model string) (Constraints, error) {
+func (st *State) ModelConstraints(ctx context.Context, model string) (Constraints, error) {
 	var d modelConstraintsDoc
-	err := st.view(func(r reader) error {
+	err := st.view(ctx, func(r reader) error {
 		if _, err := getModelHead(r, model); err != nil {
 			return err
 		}
@@ -314,8 +315,8 @@ func (st *State) ModelConstraints(model string) (Constraints, error) {
 }
 
 // SetModelConstraints replaces a model's constraints.
-func (st *State) SetModelConstraints(model string, cons Constraints) error {
-	return st.update(func(tx *txn) error {
+func (st *State) SetModelConstraints(ctx context.Context, model string, cons Constraints) error {
+	return st.update(ctx, func(tx *txn) error {
 		if _, err := getModelHead(tx, model); err != nil {
 			return err
 		}
@@ -325,8 +326,8 @@ func (st *State) SetModelConstraints(model string, cons Constraints) error {
 
 // ResolveConstraints merges the model's constraints under cons: each
 // attribute cons leaves unset comes from the model.
-func (st *State) ResolveConstraints(model string, cons Constraints) (Constraints, error) {
-	mc, err := st.ModelConstraints(model)
+func (st *State) ResolveConstraints(ctx context.Context, model string, cons Constraints) (Constraints, error) {
+	mc, err := st.ModelConstraints(ctx, model)
 	if err != nil {
 		return Constraints{}, err
 	}

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"context"
 	"encoding/json"
 	"slices"
 
@@ -47,9 +48,9 @@ type apiHostPortsDoc struct {
 }
 
 // Controller returns the controller record; NotFound before Initialize.
-func (st *State) Controller() (Controller, error) {
+func (st *State) Controller(ctx context.Context) (Controller, error) {
 	var d controllerDoc
-	err := st.view(func(r reader) error {
+	err := st.view(ctx, func(r reader) error {
 		var err error
 		d, err = getController(r)
 		return err
@@ -62,7 +63,7 @@ func (st *State) Controller() (Controller, error) {
 
 // UpdateControllerConfig sets and removes keys of the controller config. A
 // call that changes nothing writes nothing.
-func (st *State) UpdateControllerConfig(set map[string]any, unset []string) error {
+func (st *State) UpdateControllerConfig(ctx context.Context, set map[string]any, unset []string) error {
 	set, err := normalizeConfig(set)
 	if err != nil {
 		return err
@@ -70,14 +71,14 @@ func (st *State) UpdateControllerConfig(set map[string]any, unset []string) erro
 	if err := checkControllerConfig(set); err != nil {
 		return err
 	}
-	c, err := st.Controller()
+	c, err := st.Controller(ctx)
 	if err != nil {
 		return err
 	}
 	if _, changed := applyConfig(c.Config, set, unset); !changed {
 		return nil
 	}
-	return st.update(func(tx *txn) error {
+	return st.update(ctx, func(tx *txn) error {
 		d, err := getController(tx)
 		if err != nil {
 			return err
@@ -96,7 +97,7 @@ func (st *State) UpdateControllerConfig(set map[string]any, unset []string) erro
 
 // SetAPIHostPorts replaces the API server addresses. Setting the addresses
 // already stored writes nothing.
-func (st *State) SetAPIHostPorts(servers [][]HostPort) error {
+func (st *State) SetAPIHostPorts(ctx context.Context, servers [][]HostPort) error {
 	for _, hps := range servers {
 		for _, hp := range hps {
 			if hp.Value == "" || hp.Port <= 0 || hp.Port > 65535 {
@@ -108,7 +109,7 @@ func (st *State) SetAPIHostPorts(servers [][]HostPort) error {
 	for i := range servers {
 		servers[i] = slices.Clone(servers[i])
 	}
-	return st.update(func(tx *txn) error {
+	return st.update(ctx, func(tx *txn) error {
 		if _, err := getController(tx); err != nil {
 			return err
 		}
@@ -143,9 +144,9 @@ func getController(r reader) (controllerDoc, error) {
 
 // ControllerMachines returns the controller machines: the machines of the
 // controller model with JobManageModel, in id order.
-func (st *State) ControllerMachines() ([]Machine, error) {
+func (st *State) ControllerMachines(ctx context.Context) ([]Machine, error) {
 	var out []Machine
-	err := st.view(func(r reader) error {
+	err := st.view(ctx, func(r reader) error {
 		ctrl, err := getController(r)
 		if err != nil {
 			return err

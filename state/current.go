@@ -17,11 +17,11 @@ type syncer interface {
 // acknowledged, and a daemon that cannot reach the cluster refuses (with
 // store.ErrUnavailable, code "try again") rather than trust what it has.
 // On bbolt it is view.
-func (st *State) viewCurrent(fn func(r reader) error) error {
+func (st *State) viewCurrent(ctx context.Context, fn func(r reader) error) error {
 	if s, ok := st.store.(syncer); ok {
-		if err := s.Sync(st.ctx); err != nil {
+		if err := s.Sync(ctx); err != nil {
 			return err
 		}
 	}
-	return st.view(fn)
+	return st.view(ctx, fn)
 }

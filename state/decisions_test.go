@@ -63,7 +63,7 @@ func syncStates(t *testing.T, sts []*state.State) {
 	// Revision will not do: a state opened on a shared etcd starts at the
 	// cluster's revision, which writes under other prefixes (other tests)
 	// move and the other states' watches of this prefix never reach.
-	if err := sts[0].UpdateModelConfig(statetest.ControllerModelUUID, map[string]any{"test-sync": syncs.Add(1)}, nil); err != nil {
+	if err := sts[0].UpdateModelConfig(t.Context(), statetest.ControllerModelUUID, map[string]any{"test-sync": syncs.Add(1)}, nil); err != nil {
 		t.Fatalf("syncing states: %v", err)
 	}
 	rev := sts[0].Revision()
@@ -84,7 +84,7 @@ func TestTwoStatesNeverShareAMachineID(t *testing.T) {
 		mu  sync.Mutex
 		ids []string
 	)
-	host, err := sts[0].AddMachine(model, state.MachineParams{})
+	host, err := sts[0].AddMachine(t.Context(), model, state.MachineParams{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestTwoStatesNeverShareAMachineID(t *testing.T) {
 		if g%2 == 1 { // containers of one host: the host's own sequence
 			p = state.MachineParams{ParentID: host.ID, ContainerType: "lxd"}
 		}
-		m, err := st.AddMachine(model, p)
+		m, err := st.AddMachine(t.Context(), model, p)
 		if err != nil {
 			return err
 		}
@@ -111,7 +111,7 @@ func TestTwoStatesNeverShareAMachineID(t *testing.T) {
 		t.Fatalf("%d machines with %d distinct ids, want %d: %v", len(ids), len(compact(ids)), want, ids)
 	}
 	for i, st := range sts {
-		ms, err := st.Machines(model)
+		ms, err := st.Machines(t.Context(), model)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,10 +156,10 @@ func TestTwoStatesNeverShareAUnitName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sts[0].AddIAASApplication(model, state.IAASApplicationParams{Name: "web", Charm: state.Charm{Meta: meta}}); err != nil {
+	if _, err := sts[0].AddIAASApplication(t.Context(), model, state.IAASApplicationParams{Name: "web", Charm: state.Charm{Meta: meta}}); err != nil {
 		t.Fatal(err)
 	}
-	m0, err := sts[0].AddMachine(model, state.MachineParams{})
+	m0, err := sts[0].AddMachine(t.Context(), model, state.MachineParams{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +171,7 @@ func TestTwoStatesNeverShareAUnitName(t *testing.T) {
 	)
 	race(t, sts, func(st *state.State, g, r int) error {
 		if g%2 == 0 { // AddUnit on the one machine
-			u, err := st.AddUnit(model, "web", m0.ID, "")
+			u, err := st.AddUnit(t.Context(), model, "web", m0.ID, "")
 			if err != nil {
 				return err
 			}
@@ -181,7 +181,7 @@ func TestTwoStatesNeverShareAUnitName(t *testing.T) {
 			return nil
 		}
 		// AddUnits: two units, one on machine 0, one on a new machine.
-		us, ms, err := st.AddUnits(model, "web", state.AddUnitsParams{Count: 2, To: []string{m0.ID}})
+		us, ms, err := st.AddUnits(t.Context(), model, "web", state.AddUnitsParams{Count: 2, To: []string{m0.ID}})
 		if err != nil {
 			return err
 		}
@@ -209,11 +209,11 @@ func TestTwoStatesNeverShareAUnitName(t *testing.T) {
 		t.Errorf("machines made for units: %v (machine 0 is %s)", machines, m0.ID)
 	}
 	for i, st := range sts {
-		us, err := st.Units(model)
+		us, err := st.Units(t.Context(), model)
 		if err != nil || len(us) != want {
 			t.Errorf("state %d: %d units, %v; want %d", i, len(us), err, want)
 		}
-		on0, err := st.UnitsOnMachine(model, m0.ID)
+		on0, err := st.UnitsOnMachine(t.Context(), model, m0.ID)
 		if err != nil || len(on0) != 2*racers*rounds {
 			t.Errorf("state %d: %d units on machine 0, %v; want %d", i, len(on0), err, 2*racers*rounds)
 		}
@@ -243,7 +243,7 @@ func TestTwoStatesDeployLocalCharms(t *testing.T) {
 	)
 	race(t, sts, func(st *state.State, g, r int) error {
 		name, v := fmt.Sprintf("app%c%c", 'a'+g, 'a'+r), (g+r)%variants
-		a, err := st.AddIAASApplication(model, state.IAASApplicationParams{Name: name, Charm: state.Charm{Meta: metas[v]}})
+		a, err := st.AddIAASApplication(t.Context(), model, state.IAASApplicationParams{Name: name, Charm: state.Charm{Meta: metas[v]}})
 		if err != nil {
 			return err
 		}
@@ -261,11 +261,11 @@ func TestTwoStatesDeployLocalCharms(t *testing.T) {
 	for i, st := range sts {
 		urlOf := map[int]string{}
 		for name, v := range deploy {
-			a, err := st.Application(model, name)
+			a, err := st.Application(t.Context(), model, name)
 			if err != nil {
 				t.Fatal(err)
 			}
-			ch, err := st.Charm(model, a.CharmURL)
+			ch, err := st.Charm(t.Context(), model, a.CharmURL)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -298,7 +298,7 @@ func mapValues[K comparable, V any](m map[K]V) func(func(V) bool) {
 func TestTwoStatesCAASUnits(t *testing.T) {
 	t.Parallel()
 	sts := etcdStates(t, 2)
-	m, err := sts[0].AddModel("k8s", state.ModelTypeCAAS, nil)
+	m, err := sts[0].AddModel(t.Context(), "k8s", state.ModelTypeCAAS, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,18 +306,18 @@ func TestTwoStatesCAASUnits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sts[0].AddCAASApplication(m.UUID, state.CAASApplicationParams{Name: "db", Charm: state.Charm{Meta: meta}}); err != nil {
+	if _, err := sts[0].AddCAASApplication(t.Context(), m.UUID, state.CAASApplicationParams{Name: "db", Charm: state.Charm{Meta: meta}}); err != nil {
 		t.Fatal(err)
 	}
 	syncStates(t, sts)
 	race(t, sts, func(st *state.State, g, r int) error {
 		pod := fmt.Sprintf("pod-%d-%d", g, r)
 		if g%2 == 0 {
-			_, err := st.AddCAASUnit(m.UUID, "db", state.CAASUnitParams{ProviderID: pod})
+			_, err := st.AddCAASUnit(t.Context(), m.UUID, "db", state.CAASUnitParams{ProviderID: pod})
 			return err
 		}
 		// A pod the application has no unit for: a unit is added for it.
-		units, err := st.CAASUnits(m.UUID, "db")
+		units, err := st.CAASUnits(t.Context(), m.UUID, "db")
 		if err != nil {
 			return err
 		}
@@ -327,13 +327,13 @@ func TestTwoStatesCAASUnits(t *testing.T) {
 				pods = append(pods, state.Pod{ProviderID: id, Status: "running"})
 			}
 		}
-		_, err = st.UpdateCAASUnits(m.UUID, "db", state.UnitsUpdate{Pods: pods})
+		_, err = st.UpdateCAASUnits(t.Context(), m.UUID, "db", state.UnitsUpdate{Pods: pods})
 		return err
 	})
 	if t.Failed() {
 		return
 	}
-	units, err := sts[1].CAASUnits(m.UUID, "db")
+	units, err := sts[1].CAASUnits(t.Context(), m.UUID, "db")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,28 +366,28 @@ func TestSetMachineStatusesInOneCommit(t *testing.T) {
 	m1 := statetest.AddMachine(t, st, model, "")
 
 	rev := st.Revision()
-	if err := st.SetMachineStatus(model, m0.ID, state.InstanceStatus, state.Status{Status: "provisioning error", Message: "no capacity"}); err != nil {
+	if err := st.SetMachineStatus(t.Context(), model, m0.ID, state.InstanceStatus, state.Status{Status: "provisioning error", Message: "no capacity"}); err != nil {
 		t.Fatal(err)
 	}
 	if !revisionsAfter(st, rev, 1) {
 		t.Errorf("revision %d -> %d, want one commit", rev, st.Revision())
 	}
-	m, err := st.Machine(model, m0.ID)
+	m, err := st.Machine(t.Context(), model, m0.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if m.InstanceStatus.Status != "provisioning error" || m.Status.Status != "error" || m.Status.Message != "no capacity" {
 		t.Errorf("statuses after a provisioning error: instance %+v, agent %+v", m.InstanceStatus, m.Status)
 	}
-	if err := st.SetMachineStatus(model, m1.ID, state.InstanceStatus, state.Status{Status: "error"}); err != nil {
+	if err := st.SetMachineStatus(t.Context(), model, m1.ID, state.InstanceStatus, state.Status{Status: "error"}); err != nil {
 		t.Fatal(err)
 	}
-	if m, _ := st.Machine(model, m1.ID); m.Status.Status != "error" || m.Status.Message != "error" {
+	if m, _ := st.Machine(t.Context(), model, m1.ID); m.Status.Status != "error" || m.Status.Message != "error" {
 		t.Errorf("agent status after an instance error without a message: %+v", m.Status)
 	}
 
 	rev = st.Revision()
-	errs := st.SetMachineStatuses(model, []state.MachineStatusArg{
+	errs := st.SetMachineStatuses(t.Context(), model, []state.MachineStatusArg{
 		{ID: m0.ID, Kind: state.AgentStatus, Status: state.Status{Status: "started"}},
 		{ID: "42", Kind: state.AgentStatus, Status: state.Status{Status: "started"}},
 		{ID: m1.ID, Kind: state.ModificationStatus, Status: state.Status{Status: "applied"}},
@@ -410,15 +410,15 @@ func TestSetMachineStatusesInOneCommit(t *testing.T) {
 	if !revisionsAfter(st, rev, 1) {
 		t.Errorf("revision %d -> %d, want one commit for the bulk", rev, st.Revision())
 	}
-	m, _ = st.Machine(model, m0.ID)
-	m1n, _ := st.Machine(model, m1.ID)
+	m, _ = st.Machine(t.Context(), model, m0.ID)
+	m1n, _ := st.Machine(t.Context(), model, m1.ID)
 	if m.Status.Status != "started" || m1n.ModificationStatus.Status != "applied" || m1n.InstanceStatus.Status != "running" || m1n.Status.Status != "error" {
 		t.Errorf("after the bulk: 0 agent %q; 1 modification %q, instance %q, agent %q (the refused item is left out)",
 			m.Status.Status, m1n.ModificationStatus.Status, m1n.InstanceStatus.Status, m1n.Status.Status)
 	}
 	// A bulk of refused items only commits nothing.
 	rev = st.Revision()
-	errs = st.SetMachineStatuses(model, []state.MachineStatusArg{{ID: "42", Kind: state.AgentStatus, Status: state.Status{Status: "started"}}})
+	errs = st.SetMachineStatuses(t.Context(), model, []state.MachineStatusArg{{ID: "42", Kind: state.AgentStatus, Status: state.Status{Status: "started"}}})
 	if len(errs) != 1 || errs[0] == nil || st.Revision() != rev {
 		t.Errorf("refused bulk: %v, revision %d -> %d", errs, rev, st.Revision())
 	}

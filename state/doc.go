@@ -1,10 +1,12 @@
 // Package state is provisiond's model of a Juju controller: the controller
 // record, models, users and machines, their validation and life cycle, and
 // the change sets that watchers are built on. It keeps its records,
-// JSON-encoded, in a store.Store (package state/store): bbolt by default
-// (package state/store/boltstore, Options.Path), or another engine opened
-// by Options.OpenStore (etcd). It reaches the store through the interface
-// only; nothing else in provisiond sees the store's records.
+// JSON-encoded, in a store.Store (package state/store): the caller opens
+// the store, bbolt (package state/store/boltstore) or etcd
+// (state/store/etcdstore), with the feed Feed returns, and hands it to
+// Open. State reaches the store through the interface only, engine
+// figures included (store.Inspector: InspectStore, Stats); nothing else
+// in provisiond sees the store's records.
 //
 // # Records and keys
 //
@@ -72,10 +74,13 @@
 //     sized so that a remap, the one case where bbolt makes a writer wait
 //     for readers, is rare). Scans go through the store's bounded Scan,
 //     page by page (scan).
-//   - The store calls take a context: reads run under State's own, which
-//     Close cancels; each write under one bounded by writeTimeout. The
-//     callers' contexts are not threaded through State's API yet (the
-//     facades' calls have none to give): follow-up work.
+//   - Every method that may block (it reads or writes the store, or reads
+//     a watcher's snapshot) takes the caller's ctx first and hands it to
+//     the store: when ctx ends, a write stops waiting for its commit (and
+//     commits whole or not at all) and a credential check stops waiting
+//     for etcd's quorum read. Each write is also bounded by writeTimeout,
+//     for callers whose ctx never ends. A watch uses ctx for its snapshot
+//     only: its sink runs on the hub's publish.
 //   - Machine decodes through a cache of decoded machine records shared by
 //     all readers, and every read of a unit, an application or a model
 //     (get, CAASUnits, the CAAS unit updates' reads in their write

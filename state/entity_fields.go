@@ -1,6 +1,7 @@
 package state
 
 import (
+	"context"
 	"strings"
 
 	"github.com/juju/errors"
@@ -14,13 +15,13 @@ import (
 // them, for operators' watch output. Secrets are left out: every field
 // whose name holds "password" or "secret". It reports false when the
 // record does not exist.
-func (st *State) EntityFields(kind watcher.Kind, model, id string) (map[string]any, bool, error) {
+func (st *State) EntityFields(ctx context.Context, kind watcher.Kind, model, id string) (map[string]any, bool, error) {
 	if kind != KindModel && !isModelKind(kind) {
 		return nil, false, errors.NotValidf("kind %q", kind)
 	}
 	var out map[string]any
 	var ok bool
-	err := st.view(func(r reader) error {
+	err := st.view(ctx, func(r reader) error {
 		var err error
 		out = nil
 		ok, err = get(r, kind, model, id, &out)

@@ -84,7 +84,7 @@ func closeEtcd() {
 // newPrefix returns an etcd prefix no other test of this binary uses.
 func newPrefix() string { return fmt.Sprintf("/state-test-%d/", prefixes.Add(1)) }
 
-// etcdStore is the state.Options.OpenStore of a store on c under prefix,
+// etcdStore opens a store on c under prefix (statetest.OpenStore),
 // closed (if state has not closed it) when the test ends.
 func etcdStore(t testing.TB, c *etcdtest.Cluster, prefix string) func(store.Feed) (store.Store, error) {
 	return etcdStoreOps(t, c, prefix, c.MaxTxnOps())
@@ -122,13 +122,13 @@ func etcdStates(t *testing.T, n int) []*state.State {
 	c, prefix := sharedEtcd(t), newPrefix()
 	sts := make([]*state.State, n)
 	for i := range sts {
-		st, err := state.Open(state.Options{OpenStore: etcdStore(t, c, prefix)})
+		st, err := statetest.OpenStore(etcdStore(t, c, prefix), state.Options{})
 		if err != nil {
 			t.Fatalf("opening state %d on etcd: %v", i, err)
 		}
 		t.Cleanup(func() { st.Close() })
 		if i == 0 {
-			if _, err := st.Initialize(statetest.InitArgs()); err != nil {
+			if _, err := st.Initialize(t.Context(), statetest.InitArgs()); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"context"
 	"maps"
 	"slices"
 
@@ -34,7 +35,7 @@ type IAASApplicationParams struct {
 // whose URL the transaction picks: see deployCharm), the application with its
 // constraints and storage constraints (kept in the fields the CAAS record
 // also uses), and its config.
-func (st *State) AddIAASApplication(model string, p IAASApplicationParams) (Application, error) {
+func (st *State) AddIAASApplication(ctx context.Context, model string, p IAASApplicationParams) (Application, error) {
 	if !validApplicationName.MatchString(p.Name) {
 		return Application{}, errors.NotValidf("application name %q", p.Name)
 	}
@@ -60,7 +61,7 @@ func (st *State) AddIAASApplication(model string, p IAASApplicationParams) (Appl
 	a := Application{Model: model, Name: p.Name, Life: Alive, CharmURL: p.Charm.URL,
 		CharmRevision: p.Charm.Revision, Subordinate: p.Charm.Meta.Subordinate, LXDProfile: p.Charm.LXDProfile,
 		CAASApplication: CAASApplication{Constraints: p.Constraints, StorageConstraints: cons}}
-	err = st.update(func(tx *txn) error {
+	err = st.update(ctx, func(tx *txn) error {
 		m, err := getModel(tx, model)
 		if err != nil {
 			return err

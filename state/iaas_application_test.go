@@ -21,7 +21,7 @@ func TestAddIAASApplication(t *testing.T) {
 		t.Fatal(err)
 	}
 	ch := state.Charm{URL: "local:db-0", Meta: meta}
-	if err := st.AddStoragePool(m.UUID, "files", "tmpfs", nil); err != nil {
+	if err := st.AddStoragePool(t.Context(), m.UUID, "files", "tmpfs", nil); err != nil {
 		t.Fatal(err)
 	}
 
@@ -45,20 +45,20 @@ func TestAddIAASApplication(t *testing.T) {
 			jujuerrors.NotValid, `storage "disk": pool "files" (provider tmpfs) for block storage not valid`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := st.AddIAASApplication(m.UUID, tc.p)
+			_, err := st.AddIAASApplication(t.Context(), m.UUID, tc.p)
 			if !errors.Is(err, tc.kind) || err.Error() != tc.msg {
 				t.Errorf("err = %v; want %q", err, tc.msg)
 			}
 		})
 	}
-	if _, err := st.AddIAASApplication(k8s.UUID, state.IAASApplicationParams{Name: "db", Charm: ch}); !errors.Is(err, jujuerrors.NotSupported) {
+	if _, err := st.AddIAASApplication(t.Context(), k8s.UUID, state.IAASApplicationParams{Name: "db", Charm: ch}); !errors.Is(err, jujuerrors.NotSupported) {
 		t.Errorf("on a caas model: %v", err)
 	}
 	if st.Revision() != rev {
 		t.Errorf("refused adds wrote")
 	}
 
-	a, err := st.AddIAASApplication(m.UUID, state.IAASApplicationParams{Name: "db", Charm: ch, Trust: true,
+	a, err := st.AddIAASApplication(t.Context(), m.UUID, state.IAASApplicationParams{Name: "db", Charm: ch, Trust: true,
 		Constraints: cores2(), Storage: map[string]storage.Constraints{"logs": {Pool: "files", Count: 2}}})
 	if err != nil {
 		t.Fatal(err)
@@ -68,13 +68,13 @@ func TestAddIAASApplication(t *testing.T) {
 		a.StorageConstraints["disk"] != want["disk"] || a.StorageConstraints["logs"] != want["logs"] {
 		t.Errorf("application = %+v", a)
 	}
-	if cfg, err := st.ApplicationConfig(m.UUID, "db"); err != nil || cfg["trust"] != true {
+	if cfg, err := st.ApplicationConfig(t.Context(), m.UUID, "db"); err != nil || cfg["trust"] != true {
 		t.Errorf("config = %v, %v", cfg, err)
 	}
-	if c, err := st.Charm(m.UUID, "local:db-0"); err != nil || c.Meta.Name != "db" {
+	if c, err := st.Charm(t.Context(), m.UUID, "local:db-0"); err != nil || c.Meta.Name != "db" {
 		t.Errorf("charm = %+v, %v", c, err)
 	}
-	if _, err := st.AddIAASApplication(m.UUID, state.IAASApplicationParams{Name: "db", Charm: ch}); !errors.Is(err, jujuerrors.AlreadyExists) {
+	if _, err := st.AddIAASApplication(t.Context(), m.UUID, state.IAASApplicationParams{Name: "db", Charm: ch}); !errors.Is(err, jujuerrors.AlreadyExists) {
 		t.Errorf("duplicate: %v", err)
 	}
 }

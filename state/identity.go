@@ -1,6 +1,7 @@
 package state
 
 import (
+	"context"
 	"encoding/json"
 
 	"github.com/juju/errors"
@@ -38,8 +39,8 @@ type Identity struct {
 
 // Identity returns the controller's stored identity; ok is false when
 // there is none (a bbolt controller, or a store not yet initialised).
-func (st *State) Identity() (id Identity, ok bool, err error) {
-	err = st.view(func(r reader) error {
+func (st *State) Identity(ctx context.Context) (id Identity, ok bool, err error) {
+	err = st.view(ctx, func(r reader) error {
 		var decErr error
 		ok, err = r.GetFunc(identityKey, func(b []byte) { decErr = json.Unmarshal(b, &id) })
 		if err != nil {
@@ -52,12 +53,12 @@ func (st *State) Identity() (id Identity, ok bool, err error) {
 
 // SetIdentity replaces the stored identity (an operator resetting the admin
 // password of a shared-store controller, provisiond migrate).
-func (st *State) SetIdentity(id Identity) error {
+func (st *State) SetIdentity(ctx context.Context, id Identity) error {
 	b, err := json.Marshal(id)
 	if err != nil {
 		return errors.Trace(err)
 	}
-	return st.update(func(tx *txn) error {
+	return st.update(ctx, func(tx *txn) error {
 		if _, err := getController(tx); err != nil {
 			return err
 		}

@@ -17,11 +17,11 @@ import (
 // version 2 (whose layout of the index differed) opens.
 func TestUnitProviderIDIndex(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.db")
-	st, err := state.Open(state.Options{Path: path})
+	st, err := statetest.OpenBolt(path, state.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Initialize(statetest.InitArgs()); err != nil {
+	if _, err := st.Initialize(t.Context(), statetest.InitArgs()); err != nil {
 		t.Fatal(err)
 	}
 	model := statetest.AddModel(t, st, "k8s", state.ModelTypeCAAS).UUID
@@ -30,7 +30,7 @@ func TestUnitProviderIDIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, app := range []string{"a", "b"} {
-		if _, err := st.AddCAASApplication(model, state.CAASApplicationParams{Name: app,
+		if _, err := st.AddCAASApplication(t.Context(), model, state.CAASApplicationParams{Name: app,
 			Charm: state.Charm{URL: "local:web-0", Meta: meta}, Scale: 2}); err != nil {
 			t.Fatal(err)
 		}
@@ -42,7 +42,7 @@ func TestUnitProviderIDIndex(t *testing.T) {
 		for _, id := range ids {
 			pods = append(pods, state.Pod{ProviderID: id, Status: "running"})
 		}
-		if _, err := st.UpdateCAASUnits(model, app, state.UnitsUpdate{Scale: &two, Pods: pods}); err != nil {
+		if _, err := st.UpdateCAASUnits(t.Context(), model, app, state.UnitsUpdate{Scale: &two, Pods: pods}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -70,7 +70,7 @@ func TestUnitProviderIDIndex(t *testing.T) {
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
-	st, err = state.Open(state.Options{Path: path})
+	st, err = statetest.OpenBolt(path, state.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestUnitProviderIDIndex(t *testing.T) {
 	check("p\x00b", "a/1", "b/0")
 	check("q", "b/1")
 	check("ghost")
-	stats, err := st.Stats()
+	stats, err := st.Stats(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,16 +105,16 @@ func TestUnitMachineIndex(t *testing.T) {
 	m0 := statetest.AddMachine(t, st, model, "")
 	m1 := statetest.AddMachine(t, st, model, "")
 	for _, app := range []string{"mysql", "wordpress"} {
-		if _, err := st.AddApplication(model, state.ApplicationParams{Name: app, CharmURL: "local:" + app + "-0"}); err != nil {
+		if _, err := st.AddApplication(t.Context(), model, state.ApplicationParams{Name: app, CharmURL: "local:" + app + "-0"}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := st.AddApplication(model, state.ApplicationParams{Name: "logs", CharmURL: "local:logs-0", Subordinate: true}); err != nil {
+	if _, err := st.AddApplication(t.Context(), model, state.ApplicationParams{Name: "logs", CharmURL: "local:logs-0", Subordinate: true}); err != nil {
 		t.Fatal(err)
 	}
 	add := func(app, machine, principal string) string {
 		t.Helper()
-		u, err := st.AddUnit(model, app, machine, principal)
+		u, err := st.AddUnit(t.Context(), model, app, machine, principal)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -131,7 +131,7 @@ func TestUnitMachineIndex(t *testing.T) {
 		if err != nil || !slices.Equal(got, want) {
 			t.Errorf("index of machine %s: %v (%v), want %v", machine, got, err, want)
 		}
-		us, err := st.UnitsOnMachine(model, machine)
+		us, err := st.UnitsOnMachine(t.Context(), model, machine)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -147,17 +147,17 @@ func TestUnitMachineIndex(t *testing.T) {
 	on(m1.ID, w1)
 	on("") // units without a machine are not indexed
 	_ = unassigned
-	if err := st.EnsureMachineDead(model, m1.ID); !errors.Is(err, state.ErrHasAssignedUnits) {
+	if err := st.EnsureMachineDead(t.Context(), model, m1.ID); !errors.Is(err, state.ErrHasAssignedUnits) {
 		t.Errorf("EnsureMachineDead of a machine with a unit: %v", err)
 	}
-	if err := st.RemoveUnit(model, w1); err != nil {
+	if err := st.RemoveUnit(t.Context(), model, w1); err != nil {
 		t.Fatal(err)
 	}
 	on(m1.ID)
-	if err := st.EnsureMachineDead(model, m1.ID); err != nil {
+	if err := st.EnsureMachineDead(t.Context(), model, m1.ID); err != nil {
 		t.Errorf("EnsureMachineDead of a machine without units: %v", err)
 	}
-	if _, err := st.DestroyMachines(model, []string{m0.ID}, false); !errors.Is(err, state.ErrHasAssignedUnits) {
+	if _, err := st.DestroyMachines(t.Context(), model, []string{m0.ID}, false); !errors.Is(err, state.ErrHasAssignedUnits) {
 		t.Errorf("DestroyMachines of a machine with units: %v", err)
 	}
 }
@@ -168,23 +168,23 @@ func TestModelNameIndex(t *testing.T) {
 	t.Parallel()
 	st := statetest.New(t)
 	m := statetest.AddModel(t, st, "prod", state.ModelTypeIAAS)
-	if _, err := st.AddModel("prod", state.ModelTypeCAAS, nil); !errors.Is(err, errors.AlreadyExists) {
+	if _, err := st.AddModel(t.Context(), "prod", state.ModelTypeCAAS, nil); !errors.Is(err, errors.AlreadyExists) {
 		t.Errorf("a second model named prod: %v", err)
 	}
-	if got, err := st.ModelByName("prod"); err != nil || got.UUID != m.UUID {
+	if got, err := st.ModelByName(t.Context(), "prod"); err != nil || got.UUID != m.UUID {
 		t.Errorf("ModelByName = %+v, %v", got, err)
 	}
-	if _, removed, err := st.RemoveModel(m.UUID); err != nil || !removed {
+	if _, removed, err := st.RemoveModel(t.Context(), m.UUID); err != nil || !removed {
 		t.Fatalf("RemoveModel = %v, %v", removed, err)
 	}
 	if uuids, err := state.ModelsByNameIndex(st, "prod"); err != nil || len(uuids) != 0 {
 		t.Errorf("index after the removal: %v, %v", uuids, err)
 	}
-	if _, err := st.ModelByName("prod"); !errors.Is(err, errors.NotFound) {
+	if _, err := st.ModelByName(t.Context(), "prod"); !errors.Is(err, errors.NotFound) {
 		t.Errorf("ModelByName of a removed model: %v", err)
 	}
 	again := statetest.AddModel(t, st, "prod", state.ModelTypeCAAS)
-	if got, err := st.ModelByName("prod"); err != nil || got.UUID != again.UUID {
+	if got, err := st.ModelByName(t.Context(), "prod"); err != nil || got.UUID != again.UUID {
 		t.Errorf("the name reused: %+v, %v", got, err)
 	}
 }

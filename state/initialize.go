@@ -1,6 +1,7 @@
 package state
 
 import (
+	"context"
 	"strconv"
 
 	"github.com/juju/errors"
@@ -43,9 +44,9 @@ type InitResult struct {
 }
 
 // Initialized reports whether Initialize has been run on this database.
-func (st *State) Initialized() (bool, error) {
+func (st *State) Initialized(ctx context.Context) (bool, error) {
 	var ok bool
-	err := st.view(func(r reader) error {
+	err := st.view(ctx, func(r reader) error {
 		var err error
 		ok, err = exists(r, KindController, "", ControllerID)
 		return err
@@ -58,7 +59,7 @@ func (st *State) Initialized() (bool, error) {
 // the controller agent's machine 0 in the controller model, already
 // provisioned with args.AgentNonce. On an initialized database it returns
 // an AlreadyExists error.
-func (st *State) Initialize(args InitArgs) (InitResult, error) {
+func (st *State) Initialize(ctx context.Context, args InitArgs) (InitResult, error) {
 	res := InitResult{
 		ControllerUUID:      args.ControllerUUID,
 		ControllerModelUUID: args.ControllerModelUUID,
@@ -106,7 +107,7 @@ func (st *State) Initialize(args InitArgs) (InitResult, error) {
 	}
 	agentHash := agentPasswordHash(args.AgentPassword)
 
-	err = st.update(func(tx *txn) error {
+	err = st.update(ctx, func(tx *txn) error {
 		if ok, err := exists(tx, KindController, "", ControllerID); err != nil {
 			return err
 		} else if ok {

@@ -1,28 +1,21 @@
 package state
 
 import (
+	"context"
+
 	"github.com/juju/errors"
 
-	"github.com/provisiond/provisiond/state/store/boltstore"
+	"github.com/provisiond/provisiond/state/store"
 )
 
-// OpenReadOnly opens an existing bbolt database for inspection (provisiond
-// check, the crash harness). Nothing is created or migrated and every write
-// method fails; reads, Check and Stats work. While a daemon holds the file
-// it fails (after boltstore.DefaultLockTimeout) with an error saying the
-// data dir is in use; a file of a newer schema (the store's or state's) is
-// refused.
-func OpenReadOnly(path string) (*State, error) {
-	if path == "" {
-		return nil, errors.NotValidf("empty state path")
-	}
-	s, err := boltstore.OpenReadOnly(path, boltstore.Options{InitialMmapSize: boltstore.MmapSize})
-	if err != nil {
-		return nil, errors.Annotate(err, "opening state")
-	}
-	st := newState(Options{})
-	st.store = s
-	if err := st.view(func(r reader) error {
+// OpenReadOnly returns the State kept in s, a store opened for inspection
+// (boltstore.OpenReadOnly: provisiond check, backup's manifest, the crash
+// harness). Nothing is created or migrated, and every write method fails;
+// reads, InspectStore and Stats work. A store of a newer state schema is
+// refused. As with Open, the State owns s.
+func OpenReadOnly(s store.Store) (*State, error) {
+	st := newState(s, Options{})
+	if err := st.view(context.Background(), func(r reader) error {
 		_, err := checkSchema(r)
 		return err
 	}); err != nil {
@@ -32,42 +25,53 @@ func OpenReadOnly(path string) (*State, error) {
 	return st, nil
 }
 
-// Stats is what provisiond check reports about a database.
-type Stats struct {
-	// SchemaVersion is the store's layout version (boltstore's), and
-	// StateSchemaVersion state's (SchemaVersion; 1 for a store written
-	// before state kept one).
-	SchemaVersion      uint64
-	StateSchemaVersion int
-	Revision           uint64
-	// Records counts the keys of each kind: one kind per entity kind (see
-	// the Kind constants) plus those of the indexes, sequences and schema.
-	Records map[string]int
-	// ChangeSets counts the change sets the store keeps.
-	ChangeSets int
-	// Size is the file size in bytes.
-	Size int64
+// InspectStore reports the store's figures for operators (provisionctl
+// show-controller and version, /metrics): those of its store.Inspector,
+// or, for a store that implements none, its Info alone.
+func (st *State) InspectStore(ctx context.Context) (store.Inspection, error) {
+	if in, ok := st.store.(store.Inspector); ok {
+		return in.Inspect(ctx)
+	}
+	return store.Inspection{Info: st.store.Info()}, nil
 }
 
-// Stats reads the schema versions, revision and record counts of a bbolt
-// store.
-func (st *State) Stats() (Stats, error) {
-	b, ok := st.store.(*boltstore.Store)
-	if !ok {
-		return Stats{}, errors.NotSupportedf("stats of a %s store", st.store.Info().Engine)
-	}
-	s, err := b.Stats()
+// Stats is what provisiond check and backup's manifest record of a
+// store: its figures, state's schema version and the count of its
+// records.
+type Stats struct {
+	store.Inspection
+	// StateSchemaVersion is state's (SchemaVersion; 1 for a store
+	// written before state kept one); Inspection.SchemaVersion is the
+	// engine's layout's.
+	StateSchemaVersion int
+	// Records counts the keys of each kind that holds any: one kind per
+	// entity kind (see the Kind constants) plus those of the indexes,
+	// sequences and schema. Revision is the revision they were counted
+	// at.
+	Records map[string]int
+}
+
+// Stats inspects the store and counts its records, in one read view. It
+// reads every key: it is for tools, not for every request.
+func (st *State) Stats(ctx context.Context) (Stats, error) {
+	in, err := st.InspectStore(ctx)
 	if err != nil {
 		return Stats{}, errors.Trace(err)
 	}
-	var v int
-	if err := st.view(func(r reader) error {
-		var err error
-		v, err = checkSchema(r)
-		return err
-	}); err != nil {
-		return Stats{}, err
+	out := Stats{Inspection: in, Records: map[string]int{}}
+	err = st.store.View(ctx, func(r store.Reader) error {
+		v, err := checkSchema(r)
+		if err != nil {
+			return err
+		}
+		out.StateSchemaVersion, out.Revision = v, r.Revision()
+		return scan(r, "", func(key string, _ []byte) error {
+			out.Records[store.Kind(key)]++
+			return nil
+		})
+	})
+	if err != nil {
+		return Stats{}, errors.Trace(err)
 	}
-	return Stats{SchemaVersion: s.SchemaVersion, StateSchemaVersion: v, Revision: s.Revision, Records: s.Keys,
-		ChangeSets: s.ChangeSets, Size: s.Size}, nil
+	return out, nil
 }

@@ -115,41 +115,41 @@ func TestConfigChange(t *testing.T) {
 // through the API yet, so this drives txn.remove directly.
 func TestRemovingLastEntityRemovesDyingModel(t *testing.T) {
 	t.Parallel()
-	st, err := Open(Options{Path: t.TempDir() + "/state.db"})
+	st, err := openBolt(t.TempDir() + "/state.db")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	if _, err := st.Initialize(InitArgs{AdminPassword: "pw", AgentPassword: "agent-password-long-enough", AgentNonce: "n"}); err != nil {
+	if _, err := st.Initialize(t.Context(), InitArgs{AdminPassword: "pw", AgentPassword: "agent-password-long-enough", AgentNonce: "n"}); err != nil {
 		t.Fatal(err)
 	}
-	m, err := st.AddModel("prod", ModelTypeIAAS, nil)
+	m, err := st.AddModel(t.Context(), "prod", ModelTypeIAAS, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
-		if _, err := st.AddMachine(m.UUID, MachineParams{}); err != nil {
+		if _, err := st.AddMachine(t.Context(), m.UUID, MachineParams{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, removed, err := st.RemoveModel(m.UUID); err != nil || removed {
+	if _, removed, err := st.RemoveModel(t.Context(), m.UUID); err != nil || removed {
 		t.Fatalf("RemoveModel = %v, %v", removed, err)
 	}
 	removeMachine := func(id string) {
 		t.Helper()
-		if err := st.update(func(tx *txn) error { return tx.remove(KindMachine, m.UUID, id) }); err != nil {
+		if err := st.update(t.Context(), func(tx *txn) error { return tx.remove(KindMachine, m.UUID, id) }); err != nil {
 			t.Fatal(err)
 		}
 	}
 	removeMachine("0")
-	if got, err := st.Model(m.UUID); err != nil || got.Life != Dying {
+	if got, err := st.Model(t.Context(), m.UUID); err != nil || got.Life != Dying {
 		t.Fatalf("after removing one of two machines: %+v, %v", got, err)
 	}
 	removeMachine("1")
-	if _, err := st.Model(m.UUID); !errors.Is(err, errors.NotFound) {
+	if _, err := st.Model(t.Context(), m.UUID); !errors.Is(err, errors.NotFound) {
 		t.Fatalf("model left after its last machine: %v", err)
 	}
-	err = st.view(func(r reader) error {
+	err = st.view(t.Context(), func(r reader) error {
 		if uuids, err := modelNameIndex.lookup(r, "", "prod"); err != nil || len(uuids) != 0 {
 			t.Errorf("name index entry left: %v (%v)", uuids, err)
 		}

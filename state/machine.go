@@ -1,6 +1,7 @@
 package state
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strconv"
@@ -210,13 +211,13 @@ func validateAgentPassword(password string) error {
 // AddMachine adds an alive machine to an alive model: a top-level machine
 // with the next free id of that model ("0", "1", ...), or, with ParentID
 // and ContainerType, a container of an alive machine ("1/lxd/0").
-func (st *State) AddMachine(model string, p MachineParams) (Machine, error) {
+func (st *State) AddMachine(ctx context.Context, model string, p MachineParams) (Machine, error) {
 	np, err := newMachineParams(p)
 	if err != nil {
 		return Machine{}, err
 	}
 	var d machineDoc
-	err = st.update(func(tx *txn) error {
+	err = st.update(ctx, func(tx *txn) error {
 		var err error
 		d, err = tx.newMachine(model, np)
 		return err
@@ -350,13 +351,13 @@ func (tx *txn) addMachine(d *machineDoc) error {
 // Provisioner (every Life, InstanceId, ... call of every agent), so it
 // reads the record in place and decodes it through the machine cache: a
 // record read before, unchanged since, is copied instead of decoded.
-func (st *State) Machine(model, id string) (Machine, error) {
+func (st *State) Machine(ctx context.Context, model, id string) (Machine, error) {
 	if !validMachineID(id) {
 		return Machine{}, errors.NotValidf("machine id %q", id)
 	}
 	mr := machineReads.Get().(*machineRead)
 	mr.st, mr.key = st, entityKey(KindMachine, model, id)
-	err := st.store.View(st.ctx, mr.view)
+	err := st.store.View(ctx, mr.view)
 	mp, shared, found, decErr := mr.m, mr.shared, mr.found, mr.decErr
 	*mr = machineRead{view: mr.view, decode: mr.decode}
 	machineReads.Put(mr)
@@ -404,9 +405,9 @@ var machineReads = sync.Pool{New: func() any {
 
 // Machines returns the machines of a model, in id order ("0", "0/lxd/0",
 // "1", "2", "10").
-func (st *State) Machines(model string) ([]Machine, error) {
+func (st *State) Machines(ctx context.Context, model string) ([]Machine, error) {
 	var ms []Machine
-	err := st.view(func(r reader) error {
+	err := st.view(ctx, func(r reader) error {
 		if _, err := getModelHead(r, model); err != nil {
 			return err
 		}
@@ -431,9 +432,9 @@ func machines(r reader, model string) ([]Machine, error) {
 }
 
 // Containers returns the direct containers of machine id, in id order.
-func (st *State) Containers(model, id string) ([]Machine, error) {
+func (st *State) Containers(ctx context.Context, model, id string) ([]Machine, error) {
 	var out []Machine
-	err := st.view(func(r reader) error {
+	err := st.view(ctx, func(r reader) error {
 		var err error
 		out, err = containers(r, model, id)
 		return err
@@ -459,10 +460,10 @@ func containers(r reader, model, id string) ([]Machine, error) {
 // AuthenticateMachine checks a machine agent's login. An unknown machine
 // or a wrong password gives ErrBadCredentials; the right password with a
 // nonce other than the provisioned one gives a *NotProvisionedError.
-func (st *State) AuthenticateMachine(model, id, password, nonce string) (Machine, error) {
+func (st *State) AuthenticateMachine(ctx context.Context, model, id, password, nonce string) (Machine, error) {
 	got := agentPasswordHash(password)
 	var d machineDoc
-	err := st.viewCurrent(func(r reader) error {
+	err := st.viewCurrent(ctx, func(r reader) error {
 		var err error
 		d, err = getMachine(r, model, id)
 		return err
@@ -483,11 +484,11 @@ func (st *State) AuthenticateMachine(model, id, password, nonce string) (Machine
 }
 
 // SetMachinePassword sets the agent password of a machine.
-func (st *State) SetMachinePassword(model, id, password string) error {
+func (st *State) SetMachinePassword(ctx context.Context, model, id, password string) error {
 	if err := validateAgentPassword(password); err != nil {
 		return err
 	}
-	return st.updateMachine(model, id, setPasswordHash(agentPasswordHash(password)))
+	return st.updateMachine(ctx, model, id, setPasswordHash(agentPasswordHash(password)))
 }
 
 // MachinePassword is one item of SetMachinePasswords.
@@ -499,14 +500,14 @@ type MachinePassword struct {
 // SetMachinePasswords sets each item's password as SetMachinePassword
 // does, the valid items in one transaction (bulk); each item keeps its
 // error. The passwords are hashed before the transaction.
-func (st *State) SetMachinePasswords(model string, items []MachinePassword) []error {
+func (st *State) SetMachinePasswords(ctx context.Context, model string, items []MachinePassword) []error {
 	hashes, refused := make([]string, len(items)), make([]error, len(items))
 	for i, it := range items {
 		if refused[i] = validateAgentPassword(it.Password); refused[i] == nil {
 			hashes[i] = agentPasswordHash(it.Password)
 		}
 	}
-	return st.bulk(len(items), func(tx *txn, i int) error {
+	return st.bulk(ctx, len(items), func(tx *txn, i int) error {
 		if refused[i] != nil {
 			return refused[i]
 		}
@@ -526,17 +527,17 @@ func setPasswordHash(hash string) machineOp {
 
 // MachinePasswordValid reports whether password is machine id's agent
 // password.
-func (st *State) MachinePasswordValid(model, id, password string) (bool, error) {
-	m, err := st.machineDoc(model, id)
+func (st *State) MachinePasswordValid(ctx context.Context, model, id, password string) (bool, error) {
+	m, err := st.machineDoc(ctx, model, id)
 	if err != nil {
 		return false, err
 	}
 	return m.PasswordHash != "" && hashEqual(agentPasswordHash(password), m.PasswordHash), nil
 }
 
-func (st *State) machineDoc(model, id string) (machineDoc, error) {
+func (st *State) machineDoc(ctx context.Context, model, id string) (machineDoc, error) {
 	var d machineDoc
-	err := st.view(func(r reader) error {
+	err := st.view(ctx, func(r reader) error {
 		var err error
 		d, err = getMachine(r, model, id)
 		return err
@@ -547,8 +548,8 @@ func (st *State) machineDoc(model, id string) (machineDoc, error) {
 // updateMachine reads machine id in a write transaction, lets fn change it
 // and stores it with the fields fn returns. fn returning errNoChange
 // writes nothing.
-func (st *State) updateMachine(model, id string, fn machineOp) error {
-	return st.update(func(tx *txn) error { return tx.updateMachine(model, id, fn) })
+func (st *State) updateMachine(ctx context.Context, model, id string, fn machineOp) error {
+	return st.update(ctx, func(tx *txn) error { return tx.updateMachine(model, id, fn) })
 }
 
 // machineOp changes a machine's record in a transaction and returns the
@@ -570,8 +571,8 @@ func (tx *txn) updateMachine(model, id string, fn machineOp) error {
 
 // updateMachines applies op(i) to machine ids[i] for each i, the items in
 // one transaction (bulk).
-func (st *State) updateMachines(model string, ids []string, op func(i int) machineOp) []error {
-	return st.bulk(len(ids), func(tx *txn, i int) error { return tx.updateMachine(model, ids[i], op(i)) })
+func (st *State) updateMachines(ctx context.Context, model string, ids []string, op func(i int) machineOp) []error {
+	return st.bulk(ctx, len(ids), func(tx *txn, i int) error { return tx.updateMachine(model, ids[i], op(i)) })
 }
 
 // validMachineID is names.IsValidMachine, without its regular expression
@@ -610,9 +611,9 @@ type MachineHost struct {
 // model, decoding nothing else of its record (AddMachine checks the same
 // again in its transaction). It reports errors.NotValid for a bad id and
 // errors.NotFound if there is no such machine.
-func (st *State) MachineHost(model, id string) (MachineHost, error) {
+func (st *State) MachineHost(ctx context.Context, model, id string) (MachineHost, error) {
 	var h MachineHost
-	err := st.view(func(r reader) error {
+	err := st.view(ctx, func(r reader) error {
 		var err error
 		h, err = getMachineHead(r, model, id)
 		return err

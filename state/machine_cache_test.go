@@ -18,41 +18,41 @@ func TestMachineReadsAreCurrentAndPrivate(t *testing.T) {
 	t.Parallel()
 	st := statetest.New(t)
 	m := addMachine(t, st, state.MachineParams{Jobs: []string{state.JobHostUnits}})
-	must(t, st.SetMachineStatus(model, m.ID, state.AgentStatus,
+	must(t, st.SetMachineStatus(t.Context(), model, m.ID, state.AgentStatus,
 		state.Status{Status: "error", Message: "m", Data: map[string]any{"x": map[string]any{"y": "z"}}}))
 
 	// Changing what a read returned changes nothing for the next read.
-	got, err := st.Machine(model, m.ID)
+	got, err := st.Machine(t.Context(), model, m.ID)
 	must(t, err)
 	got.Jobs[0] = "changed"
 	got.Status.Data["x"].(map[string]any)["y"] = "changed"
 	got.Status.Data["new"] = true
-	again, err := st.Machine(model, m.ID)
+	again, err := st.Machine(t.Context(), model, m.ID)
 	must(t, err)
 	if again.Jobs[0] != state.JobHostUnits || again.Status.Data["x"].(map[string]any)["y"] != "z" || len(again.Status.Data) != 1 {
 		t.Errorf("a caller's change leaked into the next read: %v %v", again.Jobs, again.Status.Data)
 	}
 
 	// Every write is seen by the next read.
-	must(t, st.SetMachineStatus(model, m.ID, state.AgentStatus, state.Status{Status: "started"}))
-	if got, _ := st.Machine(model, m.ID); got.Status.Status != "started" || len(got.Status.Data) != 0 {
+	must(t, st.SetMachineStatus(t.Context(), model, m.ID, state.AgentStatus, state.Status{Status: "started"}))
+	if got, _ := st.Machine(t.Context(), model, m.ID); got.Status.Status != "started" || len(got.Status.Data) != 0 {
 		t.Errorf("after SetMachineStatus: %+v", got.Status)
 	}
-	must(t, st.SetInstanceInfo(model, m.ID, state.InstanceInfo{InstanceID: "i-1", Nonce: "n"}))
-	if got, _ := st.Machine(model, m.ID); got.InstanceID != "i-1" || got.Nonce != "n" {
+	must(t, st.SetInstanceInfo(t.Context(), model, m.ID, state.InstanceInfo{InstanceID: "i-1", Nonce: "n"}))
+	if got, _ := st.Machine(t.Context(), model, m.ID); got.InstanceID != "i-1" || got.Nonce != "n" {
 		t.Errorf("after SetInstanceInfo: %q %q", got.InstanceID, got.Nonce)
 	}
-	must(t, st.SetMachineDying(model, m.ID))
-	if got, _ := st.Machine(model, m.ID); got.Life != state.Dying {
+	must(t, st.SetMachineDying(t.Context(), model, m.ID))
+	if got, _ := st.Machine(t.Context(), model, m.ID); got.Life != state.Dying {
 		t.Errorf("after SetMachineDying: life %q", got.Life)
 	}
-	must(t, st.EnsureMachineDead(model, m.ID))
-	_, err = st.RemoveMachine(model, m.ID)
+	must(t, st.EnsureMachineDead(t.Context(), model, m.ID))
+	_, err = st.RemoveMachine(t.Context(), model, m.ID)
 	must(t, err)
-	if _, err := st.Machine(model, m.ID); !errors.Is(err, errors.NotFound) {
+	if _, err := st.Machine(t.Context(), model, m.ID); !errors.Is(err, errors.NotFound) {
 		t.Errorf("after RemoveMachine: %v, want not found", err)
 	}
-	if _, err := st.Machine(model, "0/bad"); !errors.Is(err, errors.NotValid) {
+	if _, err := st.Machine(t.Context(), model, "0/bad"); !errors.Is(err, errors.NotValid) {
 		t.Errorf("bad id: %v, want not valid", err)
 	}
 }
@@ -80,7 +80,7 @@ func TestMachineReadsUnderConcurrentWrites(t *testing.T) {
 				id := ids[(w*97+n*13)%machines]
 				mu.Lock()
 				seq++
-				err := st.SetMachineStatus(model, id, state.AgentStatus,
+				err := st.SetMachineStatus(t.Context(), model, id, state.AgentStatus,
 					state.Status{Status: "error", Message: fmt.Sprint(seq)})
 				if err == nil {
 					written[id] = seq
@@ -100,7 +100,7 @@ func TestMachineReadsUnderConcurrentWrites(t *testing.T) {
 				mu.Lock()
 				floor := written[id]
 				mu.Unlock()
-				m, err := st.Machine(model, id)
+				m, err := st.Machine(t.Context(), model, id)
 				if err != nil {
 					t.Error(err)
 					return

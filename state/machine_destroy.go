@@ -1,6 +1,7 @@
 package state
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -26,14 +27,14 @@ import (
 // still go). A controller machine refuses even with force.
 //
 // It returns the ids of the machines it moved to dying, in id order.
-func (st *State) DestroyMachines(model string, ids []string, force bool) ([]string, error) {
+func (st *State) DestroyMachines(ctx context.Context, model string, ids []string, force bool) ([]string, error) {
 	for _, id := range ids {
 		if !names.IsValidMachine(id) {
 			return nil, errors.NotValidf("machine id %q", id)
 		}
 	}
 	var changed []string
-	err := st.update(func(tx *txn) error {
+	err := st.update(ctx, func(tx *txn) error {
 		changed = nil
 		wrote := false
 		if _, err := getModelHead(tx, model); err != nil {

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -40,8 +41,8 @@ func lifeFields(l Life) []string {
 
 // SetMachineDying moves an alive machine (or container) to dying; a dying
 // or dead one is left as it is. The controller machine refuses.
-func (st *State) SetMachineDying(model, id string) error {
-	return st.updateMachine(model, id, func(tx *txn, d *machineDoc) ([]string, error) {
+func (st *State) SetMachineDying(ctx context.Context, model, id string) error {
+	return st.updateMachine(ctx, model, id, func(tx *txn, d *machineDoc) ([]string, error) {
 		if d.Life != Alive {
 			return nil, errNoChange
 		}
@@ -55,14 +56,14 @@ func (st *State) SetMachineDying(model, id string) error {
 
 // EnsureMachineDead moves a machine to dead (idempotent). It refuses a
 // controller machine, one with units assigned, and one hosting containers.
-func (st *State) EnsureMachineDead(model, id string) error {
-	return st.updateMachine(model, id, ensureMachineDead)
+func (st *State) EnsureMachineDead(ctx context.Context, model, id string) error {
+	return st.updateMachine(ctx, model, id, ensureMachineDead)
 }
 
 // EnsureMachinesDead is EnsureMachineDead of each machine, the items in one
 // transaction (bulk); each keeps its error.
-func (st *State) EnsureMachinesDead(model string, ids []string) []error {
-	return st.updateMachines(model, ids, func(int) machineOp { return ensureMachineDead })
+func (st *State) EnsureMachinesDead(ctx context.Context, model string, ids []string) []error {
+	return st.updateMachines(ctx, model, ids, func(int) machineOp { return ensureMachineDead })
 }
 
 func ensureMachineDead(tx *txn, d *machineDoc) ([]string, error) {
@@ -97,9 +98,9 @@ func ensureMachineDead(tx *txn, d *machineDoc) ([]string, error) {
 // RemoveMachine removes a dead machine, releasing its IP addresses in the
 // same transaction (see CompleteMachineRemovals for what goes with it). It
 // returns the released addresses.
-func (st *State) RemoveMachine(model, id string) ([]IPAddress, error) {
+func (st *State) RemoveMachine(ctx context.Context, model, id string) ([]IPAddress, error) {
 	var released []IPAddress
-	err := st.update(func(tx *txn) error {
+	err := st.update(ctx, func(tx *txn) error {
 		var err error
 		released, err = tx.removeMachine(model, id)
 		return err
@@ -110,9 +111,9 @@ func (st *State) RemoveMachine(model, id string) ([]IPAddress, error) {
 // RemoveMachines is RemoveMachine of each machine, the items in one
 // transaction (bulk): released[i] are the addresses machine ids[i] released
 // (none when errs[i] is not nil).
-func (st *State) RemoveMachines(model string, ids []string) (released [][]IPAddress, errs []error) {
+func (st *State) RemoveMachines(ctx context.Context, model string, ids []string) (released [][]IPAddress, errs []error) {
 	released = make([][]IPAddress, len(ids))
-	errs = st.bulk(len(ids), func(tx *txn, i int) error {
+	errs = st.bulk(ctx, len(ids), func(tx *txn, i int) error {
 		var err error
 		released[i], err = tx.removeMachine(model, ids[i])
 		return err
@@ -170,11 +171,11 @@ type InstanceInfo struct {
 
 // SetInstanceInfo records a machine's provisioning: instance id and
 // nonce (once), hardware, and the volumes made with the instance.
-func (st *State) SetInstanceInfo(model, id string, info InstanceInfo) error {
+func (st *State) SetInstanceInfo(ctx context.Context, model, id string, info InstanceInfo) error {
 	if err := checkInstanceInfo(id, info); err != nil {
 		return err
 	}
-	return st.updateMachine(model, id, setInstanceInfo(model, id, info))
+	return st.updateMachine(ctx, model, id, setInstanceInfo(model, id, info))
 }
 
 // MachineInstanceInfo is one item of SetInstanceInfos.
@@ -185,8 +186,8 @@ type MachineInstanceInfo struct {
 
 // SetInstanceInfos is SetInstanceInfo of each item, the valid items in one
 // transaction (bulk); each keeps its error.
-func (st *State) SetInstanceInfos(model string, items []MachineInstanceInfo) []error {
-	return st.bulk(len(items), func(tx *txn, i int) error {
+func (st *State) SetInstanceInfos(ctx context.Context, model string, items []MachineInstanceInfo) []error {
+	return st.bulk(ctx, len(items), func(tx *txn, i int) error {
 		if err := checkInstanceInfo(items[i].ID, items[i].Info); err != nil {
 			return err
 		}
@@ -291,8 +292,8 @@ func validateStatus(kind StatusKind, m Machine, s Status) error {
 // "error" or "provisioning error" sets the agent status to "error" as
 // well (its message the status's, or the status itself), in the same
 // transaction, as Juju's provisioner does.
-func (st *State) SetMachineStatus(model, id string, kind StatusKind, s Status) error {
-	return st.update(func(tx *txn) error { return tx.setMachineStatus(model, id, kind, s) })
+func (st *State) SetMachineStatus(ctx context.Context, model, id string, kind StatusKind, s Status) error {
+	return st.update(ctx, func(tx *txn) error { return tx.setMachineStatus(model, id, kind, s) })
 }
 
 // MachineStatusArg is one item of SetMachineStatuses.
@@ -305,8 +306,8 @@ type MachineStatusArg struct {
 // SetMachineStatuses sets each item's status as SetMachineStatus does, in
 // one transaction (see bulk): the items that fail are left out, each with
 // its error, and the others commit together.
-func (st *State) SetMachineStatuses(model string, args []MachineStatusArg) []error {
-	return st.bulk(len(args), func(tx *txn, i int) error {
+func (st *State) SetMachineStatuses(ctx context.Context, model string, args []MachineStatusArg) []error {
+	return st.bulk(ctx, len(args), func(tx *txn, i int) error {
 		return tx.setMachineStatus(model, args[i].ID, args[i].Kind, args[i].Status)
 	})
 }
@@ -436,8 +437,8 @@ func (d *machineDoc) setStatus(kind StatusKind, s Status, agent *Status) {
 
 // UpdateMachineStatusData merges data into the agent status data (2015
 // UpdateStatus). Non-empty merged data needs status "error".
-func (st *State) UpdateMachineStatusData(model, id string, data map[string]any) error {
-	return st.updateMachine(model, id, func(tx *txn, d *machineDoc) ([]string, error) {
+func (st *State) UpdateMachineStatusData(ctx context.Context, model, id string, data map[string]any) error {
+	return st.updateMachine(ctx, model, id, func(tx *txn, d *machineDoc) ([]string, error) {
 		merged := maps.Clone(d.Status.Data)
 		if merged == nil {
 			merged = map[string]any{}
@@ -465,8 +466,8 @@ func normalizeData(m map[string]any) map[string]any {
 // SetSupportedContainers records the container types machine id supports
 // (empty: none), and marks its pending containers of other types with an
 // error status.
-func (st *State) SetSupportedContainers(model, id string, types []string) error {
-	return st.update(func(tx *txn) error { return tx.setSupportedContainers(model, id, types) })
+func (st *State) SetSupportedContainers(ctx context.Context, model, id string, types []string) error {
+	return st.update(ctx, func(tx *txn) error { return tx.setSupportedContainers(model, id, types) })
 }
 
 // MachineContainers is one item of SetMachinesSupportedContainers.
@@ -477,8 +478,8 @@ type MachineContainers struct {
 
 // SetMachinesSupportedContainers is SetSupportedContainers of each item,
 // the valid items in one transaction (bulk); each keeps its error.
-func (st *State) SetMachinesSupportedContainers(model string, items []MachineContainers) []error {
-	return st.bulk(len(items), func(tx *txn, i int) error {
+func (st *State) SetMachinesSupportedContainers(ctx context.Context, model string, items []MachineContainers) []error {
+	return st.bulk(ctx, len(items), func(tx *txn, i int) error {
 		return tx.setSupportedContainers(model, items[i].ID, items[i].Types)
 	})
 }
@@ -524,8 +525,8 @@ func (tx *txn) setSupportedContainers(model, id string, types []string) error {
 }
 
 // SetCharmProfiles records the LXD profiles applied to a machine.
-func (st *State) SetCharmProfiles(model, id string, profiles []string) error {
-	return st.updateMachine(model, id, setCharmProfiles(profiles))
+func (st *State) SetCharmProfiles(ctx context.Context, model, id string, profiles []string) error {
+	return st.updateMachine(ctx, model, id, setCharmProfiles(profiles))
 }
 
 // MachineCharmProfiles is one item of SetMachinesCharmProfiles.
@@ -536,12 +537,12 @@ type MachineCharmProfiles struct {
 
 // SetMachinesCharmProfiles is SetCharmProfiles of each item, the items in
 // one transaction (bulk); each keeps its error.
-func (st *State) SetMachinesCharmProfiles(model string, items []MachineCharmProfiles) []error {
+func (st *State) SetMachinesCharmProfiles(ctx context.Context, model string, items []MachineCharmProfiles) []error {
 	ids := make([]string, len(items))
 	for i, it := range items {
 		ids[i] = it.ID
 	}
-	return st.updateMachines(model, ids, func(i int) machineOp { return setCharmProfiles(items[i].Profiles) })
+	return st.updateMachines(ctx, model, ids, func(i int) machineOp { return setCharmProfiles(items[i].Profiles) })
 }
 
 func setCharmProfiles(profiles []string) machineOp {
@@ -552,14 +553,14 @@ func setCharmProfiles(profiles []string) machineOp {
 }
 
 // MarkMachineForRemoval marks a dead machine for removal by the provider.
-func (st *State) MarkMachineForRemoval(model, id string) error {
-	return st.updateMachine(model, id, markForRemoval)
+func (st *State) MarkMachineForRemoval(ctx context.Context, model, id string) error {
+	return st.updateMachine(ctx, model, id, markForRemoval)
 }
 
 // MarkMachinesForRemoval is MarkMachineForRemoval of each machine, the
 // items in one transaction (bulk); each keeps its error.
-func (st *State) MarkMachinesForRemoval(model string, ids []string) []error {
-	return st.updateMachines(model, ids, func(int) machineOp { return markForRemoval })
+func (st *State) MarkMachinesForRemoval(ctx context.Context, model string, ids []string) []error {
+	return st.updateMachines(ctx, model, ids, func(int) machineOp { return markForRemoval })
 }
 
 func markForRemoval(tx *txn, d *machineDoc) ([]string, error) {
@@ -574,8 +575,8 @@ func markForRemoval(tx *txn, d *machineDoc) ([]string, error) {
 }
 
 // SetKeepInstance sets whether the instance outlives the machine.
-func (st *State) SetKeepInstance(model, id string, keep bool) error {
-	return st.updateMachine(model, id, func(tx *txn, d *machineDoc) ([]string, error) {
+func (st *State) SetKeepInstance(ctx context.Context, model, id string, keep bool) error {
+	return st.updateMachine(ctx, model, id, func(tx *txn, d *machineDoc) ([]string, error) {
 		if d.KeepInstance == keep {
 			return nil, errNoChange
 		}
@@ -586,8 +587,8 @@ func (st *State) SetKeepInstance(model, id string, keep bool) error {
 
 // SetMachineAgentStarted records that the machine's agent started now,
 // running version (a binary version; "" keeps the recorded one).
-func (st *State) SetMachineAgentStarted(model, id, version string) error {
-	return st.updateMachine(model, id, func(tx *txn, d *machineDoc) ([]string, error) {
+func (st *State) SetMachineAgentStarted(ctx context.Context, model, id, version string) error {
+	return st.updateMachine(ctx, model, id, func(tx *txn, d *machineDoc) ([]string, error) {
 		d.AgentStartTime = tx.now
 		fields := []string{FieldAgentStartTime}
 		if version != "" && version != d.AgentVersion {
@@ -599,8 +600,8 @@ func (st *State) SetMachineAgentStarted(model, id, version string) error {
 }
 
 // SetLinkLayerDevices replaces the network devices a machine reported.
-func (st *State) SetLinkLayerDevices(model, id string, devs []LinkLayerDevice) error {
-	return st.updateMachine(model, id, func(tx *txn, d *machineDoc) ([]string, error) {
+func (st *State) SetLinkLayerDevices(ctx context.Context, model, id string, devs []LinkLayerDevice) error {
+	return st.updateMachine(ctx, model, id, func(tx *txn, d *machineDoc) ([]string, error) {
 		d.LinkLayerDevices = slices.Clone(devs)
 		return []string{FieldNetworkConfig}, nil
 	})

@@ -2,6 +2,7 @@ package state
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -44,7 +45,7 @@ type MachineRemoval struct {
 // but is not marked fails the whole call ("cannot remove machine 3: not
 // marked for removal") and removes nothing; so does an invalid id. It
 // returns the machines it removed, in the order given.
-func (st *State) CompleteMachineRemovals(model string, ids []string) ([]MachineRemoval, error) {
+func (st *State) CompleteMachineRemovals(ctx context.Context, model string, ids []string) ([]MachineRemoval, error) {
 	var invalid []string
 	for _, id := range ids {
 		if !validMachineID(id) {
@@ -55,7 +56,7 @@ func (st *State) CompleteMachineRemovals(model string, ids []string) ([]MachineR
 		return nil, errors.Errorf("Invalid machine id%s: %s", pluralS(len(invalid)), strings.Join(invalid, ", "))
 	}
 	var out []MachineRemoval
-	err := st.update(func(tx *txn) error {
+	err := st.update(ctx, func(tx *txn) error {
 		out = nil
 		var notMarked []string
 		for _, id := range ids {
@@ -157,9 +158,9 @@ func scanMarked(r reader, prefix string, fn func(m machineMark)) error {
 
 // MachineRemovals lists the ids of a model's machines marked for removal,
 // in id order.
-func (st *State) MachineRemovals(model string) ([]string, error) {
+func (st *State) MachineRemovals(ctx context.Context, model string) ([]string, error) {
 	var out []string
-	err := st.view(func(r reader) error {
+	err := st.view(ctx, func(r reader) error {
 		if _, err := getModelHead(r, model); err != nil {
 			return err
 		}
@@ -172,9 +173,9 @@ func (st *State) MachineRemovals(model string) ([]string, error) {
 // AllMachineRemovals lists the machines marked for removal in every
 // model, by model UUID, each model's in id order (the sweep of the
 // controller's machine undertaker).
-func (st *State) AllMachineRemovals() (map[string][]string, error) {
+func (st *State) AllMachineRemovals(ctx context.Context) (map[string][]string, error) {
 	out := map[string][]string{}
-	err := st.view(func(r reader) error {
+	err := st.view(ctx, func(r reader) error {
 		return scanMarked(r, string(KindMachine)+"/", func(m machineMark) { out[m.Model] = append(out[m.Model], m.ID) })
 	})
 	for _, ids := range out {
@@ -188,8 +189,8 @@ func (st *State) AllMachineRemovals() (map[string][]string, error) {
 // or completed; a removal that was never marked fires it too, which costs
 // its client one AllMachineRemovals). The caller reads the removals
 // itself: what was committed before the call returned does not fire it.
-func (st *State) WatchMachineRemovals(model string) (*watcher.Notify, error) {
-	return st.notifyInModel(model, watcher.Filter{Kind: KindMachine, Model: model, Fields: removalFields})
+func (st *State) WatchMachineRemovals(ctx context.Context, model string) (*watcher.Notify, error) {
+	return st.notifyInModel(ctx, model, watcher.Filter{Kind: KindMachine, Model: model, Fields: removalFields})
 }
 
 var removalFields = []string{FieldRemovalMark, watcher.FieldRemoved}

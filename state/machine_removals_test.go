@@ -37,26 +37,26 @@ func newRemovalFixture(t *testing.T) *removalFixture {
 			t.Fatal(err)
 		}
 	}
-	_, err := st.AddSubnet(model, state.Subnet{CIDR: "10.0.0.0/24", AllocatableIPLow: "10.0.0.10", AllocatableIPHigh: "10.0.0.20"})
+	_, err := st.AddSubnet(t.Context(), model, state.Subnet{CIDR: "10.0.0.0/24", AllocatableIPLow: "10.0.0.10", AllocatableIPHigh: "10.0.0.20"})
 	must(err)
 	host := statetest.AddMachine(t, st, model, "h")
-	c, err := st.AddMachine(model, state.MachineParams{ParentID: host.ID, ContainerType: "lxd",
+	c, err := st.AddMachine(t.Context(), model, state.MachineParams{ParentID: host.ID, ContainerType: "lxd",
 		Volumes: []state.VolumeParams{{Pool: "loop", Size: 1024}}})
 	must(err)
-	must(st.SetInstanceInfo(model, c.ID, state.InstanceInfo{InstanceID: "c-0", Nonce: "cn",
+	must(st.SetInstanceInfo(t.Context(), model, c.ID, state.InstanceInfo{InstanceID: "c-0", Nonce: "cn",
 		LinkLayerDevices: []state.LinkLayerDevice{{Name: "eth0", MACAddress: "00:16:3e:00:00:01", ProviderID: "nic-1", Addresses: []string{"10.0.0.10/24"}}}}))
-	addr, err := st.AllocateAddress(model, "10.0.0.0/24", c.ID, "eth0", "00:16:3e:00:00:01", 0)
+	addr, err := st.AllocateAddress(t.Context(), model, "10.0.0.0/24", c.ID, "eth0", "00:16:3e:00:00:01", 0)
 	must(err)
-	vols, err := st.MachineVolumes(model, c.ID)
+	vols, err := st.MachineVolumes(t.Context(), model, c.ID)
 	must(err)
 	if len(vols) != 1 {
 		t.Fatalf("volumes of %s: %v", c.ID, vols)
 	}
 	// A container of the container, hosted and removed: its sequence stays.
-	nested, err := st.AddMachine(model, state.MachineParams{ParentID: c.ID, ContainerType: "lxd"})
+	nested, err := st.AddMachine(t.Context(), model, state.MachineParams{ParentID: c.ID, ContainerType: "lxd"})
 	must(err)
-	must(st.EnsureMachineDead(model, nested.ID))
-	_, err = st.RemoveMachine(model, nested.ID)
+	must(st.EnsureMachineDead(t.Context(), model, nested.ID))
+	_, err = st.RemoveMachine(t.Context(), model, nested.ID)
 	must(err)
 	f := &removalFixture{st: st, model: model, host: host.ID, ctr: c.ID, addr: addr, vol: vols[0].ID,
 		nestedSeqID: store.Key("sequence", model+"/container/"+c.ID+"/lxd")}
@@ -83,10 +83,10 @@ func (f *removalFixture) has(t *testing.T, key string) bool {
 // markDead makes machine id dead and marks it for removal.
 func (f *removalFixture) markDead(t *testing.T, id string) {
 	t.Helper()
-	if err := f.st.EnsureMachineDead(f.model, id); err != nil {
+	if err := f.st.EnsureMachineDead(t.Context(), f.model, id); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.st.MarkMachineForRemoval(f.model, id); err != nil {
+	if err := f.st.MarkMachineForRemoval(t.Context(), f.model, id); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -103,49 +103,49 @@ func TestCompleteMachineRemovals(t *testing.T) {
 	t.Parallel()
 	f := newRemovalFixture(t)
 	st, model := f.st, f.model
-	hostBefore, err := st.Machine(model, f.host)
+	hostBefore, err := st.Machine(t.Context(), model, f.host)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := st.MachineRemovals(model); err != nil || len(got) != 0 {
+	if got, err := st.MachineRemovals(t.Context(), model); err != nil || len(got) != 0 {
 		t.Fatalf("MachineRemovals = %v, %v; want none", got, err)
 	}
 
 	// Not marked: refused; with a marked one in the same call, nothing is
 	// removed. The messages are Juju's.
-	if err := st.EnsureMachineDead(model, f.ctr); err != nil {
+	if err := st.EnsureMachineDead(t.Context(), model, f.ctr); err != nil {
 		t.Fatal(err)
 	}
 	other := statetest.AddMachine(t, st, model, "")
 	f.markDead(t, other.ID)
 	rev := st.Revision()
-	_, err = st.CompleteMachineRemovals(model, []string{other.ID, f.ctr})
+	_, err = st.CompleteMachineRemovals(t.Context(), model, []string{other.ID, f.ctr})
 	if want := "cannot remove machine " + f.ctr + ": not marked for removal"; err == nil || err.Error() != want {
 		t.Fatalf("CompleteMachineRemovals of an unmarked machine: %v; want %q", err, want)
 	}
-	if _, err := st.Machine(model, other.ID); err != nil {
+	if _, err := st.Machine(t.Context(), model, other.ID); err != nil {
 		t.Fatalf("the marked machine went with a refused call: %v", err)
 	}
-	if _, err := st.CompleteMachineRemovals(model, []string{"0/lxd", "bad id"}); err == nil || err.Error() != "Invalid machine ids: 0/lxd, bad id" {
+	if _, err := st.CompleteMachineRemovals(t.Context(), model, []string{"0/lxd", "bad id"}); err == nil || err.Error() != "Invalid machine ids: 0/lxd, bad id" {
 		t.Fatalf("invalid ids: %v", err)
 	}
 	if !revisionsAfter(st, rev, 0) {
 		t.Errorf("refused calls committed: revision %d -> %d", rev, st.Revision())
 	}
 
-	if err := st.MarkMachineForRemoval(model, f.ctr); err != nil {
+	if err := st.MarkMachineForRemoval(t.Context(), model, f.ctr); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := st.MachineRemovals(model); err != nil || !slices.Equal(got, []string{f.ctr, other.ID}) {
+	if got, err := st.MachineRemovals(t.Context(), model); err != nil || !slices.Equal(got, []string{f.ctr, other.ID}) {
 		t.Fatalf("MachineRemovals = %v, %v; want %s, %s (id order)", got, err, f.ctr, other.ID)
 	}
-	all, err := st.AllMachineRemovals()
+	all, err := st.AllMachineRemovals(t.Context())
 	if err != nil || !slices.Equal(all[model], []string{f.ctr, other.ID}) || len(all) != 1 {
 		t.Fatalf("AllMachineRemovals = %v, %v", all, err)
 	}
 
 	rev = st.Revision()
-	removed, err := st.CompleteMachineRemovals(model, []string{f.ctr, "42", other.ID})
+	removed, err := st.CompleteMachineRemovals(t.Context(), model, []string{f.ctr, "42", other.ID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,39 +162,39 @@ func TestCompleteMachineRemovals(t *testing.T) {
 		t.Errorf("machine's removal %+v; want no host and no addresses", r)
 	}
 	for _, id := range []string{f.ctr, other.ID} {
-		if _, err := st.Machine(model, id); !errors.Is(err, errors.NotFound) {
+		if _, err := st.Machine(t.Context(), model, id); !errors.Is(err, errors.NotFound) {
 			t.Errorf("machine %s after its removal: %v", id, err)
 		}
 	}
-	addrs, err := st.IPAddresses(model)
+	addrs, err := st.IPAddresses(t.Context(), model)
 	if err != nil || len(addrs) != 0 {
 		t.Errorf("addresses after the removal: %+v, %v; want none", addrs, err)
 	}
-	if vols, err := st.MachineVolumes(model, f.ctr); err != nil || len(vols) != 0 {
+	if vols, err := st.MachineVolumes(t.Context(), model, f.ctr); err != nil || len(vols) != 0 {
 		t.Errorf("volumes still attached to %s: %+v, %v", f.ctr, vols, err)
 	}
 	if f.has(t, f.nestedSeqID) {
 		t.Errorf("%s is left", f.nestedSeqID)
 	}
-	hostAfter, err := st.Machine(model, f.host)
+	hostAfter, err := st.Machine(t.Context(), model, f.host)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if hostAfter.Life != hostBefore.Life || hostAfter.InstanceID != hostBefore.InstanceID {
 		t.Errorf("host %+v; was %+v", hostAfter, hostBefore)
 	}
-	if got, err := st.MachineRemovals(model); err != nil || len(got) != 0 {
+	if got, err := st.MachineRemovals(t.Context(), model); err != nil || len(got) != 0 {
 		t.Errorf("MachineRemovals after = %v, %v; want none", got, err)
 	}
 	// The host's next container gets a new number: ids are never reused.
-	next, err := st.AddMachine(model, state.MachineParams{ParentID: f.host, ContainerType: "lxd"})
+	next, err := st.AddMachine(t.Context(), model, state.MachineParams{ParentID: f.host, ContainerType: "lxd"})
 	if err != nil || next.ID == f.ctr {
 		t.Errorf("next container %q (%v); %s was removed", next.ID, err, f.ctr)
 	}
 
 	// Again (a second undertaker, a retry): a no-op that commits nothing.
 	rev = st.Revision()
-	removed, err = st.CompleteMachineRemovals(model, []string{f.ctr, other.ID})
+	removed, err = st.CompleteMachineRemovals(t.Context(), model, []string{f.ctr, other.ID})
 	if err != nil || len(removed) != 0 {
 		t.Errorf("second removal: %+v, %v; want nothing, no error", removed, err)
 	}
@@ -218,7 +218,7 @@ func TestConcurrentMachineRemovals(t *testing.T) {
 	for i := range 2 {
 		go func() {
 			<-start
-			results[i], errs[i] = st.CompleteMachineRemovals(model, []string{f.ctr})
+			results[i], errs[i] = st.CompleteMachineRemovals(t.Context(), model, []string{f.ctr})
 			done <- i
 		}()
 	}
@@ -246,7 +246,7 @@ func TestWatchMachineRemovals(t *testing.T) {
 	t.Parallel()
 	f := newRemovalFixture(t)
 	st, model := f.st, f.model
-	w, err := st.WatchMachineRemovals(model)
+	w, err := st.WatchMachineRemovals(t.Context(), model)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,19 +267,19 @@ func TestWatchMachineRemovals(t *testing.T) {
 		}
 	}
 	next("nothing yet", false)
-	if err := st.EnsureMachineDead(model, f.ctr); err != nil {
+	if err := st.EnsureMachineDead(t.Context(), model, f.ctr); err != nil {
 		t.Fatal(err)
 	}
 	next("a machine made dead", false)
-	if err := st.MarkMachineForRemoval(model, f.ctr); err != nil {
+	if err := st.MarkMachineForRemoval(t.Context(), model, f.ctr); err != nil {
 		t.Fatal(err)
 	}
 	next("the mark", true)
-	if _, err := st.CompleteMachineRemovals(model, []string{f.ctr}); err != nil {
+	if _, err := st.CompleteMachineRemovals(t.Context(), model, []string{f.ctr}); err != nil {
 		t.Fatal(err)
 	}
 	next("the removal", true)
-	if _, err := st.WatchMachineRemovals("no-such-model"); !errors.Is(err, errors.NotFound) {
+	if _, err := st.WatchMachineRemovals(t.Context(), "no-such-model"); !errors.Is(err, errors.NotFound) {
 		t.Errorf("WatchMachineRemovals of no model: %v", err)
 	}
 }
@@ -289,7 +289,7 @@ func TestWatchMachineRemovals(t *testing.T) {
 func TestMachineUndertakerConfig(t *testing.T) {
 	t.Parallel()
 	st := statetest.New(t)
-	ctrl, err := st.Controller()
+	ctrl, err := st.Controller(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,14 +297,14 @@ func TestMachineUndertakerConfig(t *testing.T) {
 		t.Error("unset: not builtin")
 	}
 	for _, bad := range []any{"both", true, 1} {
-		if err := st.UpdateControllerConfig(map[string]any{state.MachineUndertakerKey: bad}, nil); !errors.Is(err, errors.NotValid) {
+		if err := st.UpdateControllerConfig(t.Context(), map[string]any{state.MachineUndertakerKey: bad}, nil); !errors.Is(err, errors.NotValid) {
 			t.Errorf("%v: %v; want not valid", bad, err)
 		}
 	}
-	if err := st.UpdateControllerConfig(map[string]any{state.MachineUndertakerKey: state.MachineUndertakerExternal}, nil); err != nil {
+	if err := st.UpdateControllerConfig(t.Context(), map[string]any{state.MachineUndertakerKey: state.MachineUndertakerExternal}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if ctrl, _ = st.Controller(); state.BuiltinMachineUndertaker(ctrl.Config) {
+	if ctrl, _ = st.Controller(t.Context()); state.BuiltinMachineUndertaker(ctrl.Config) {
 		t.Error("external: still builtin")
 	}
 }
@@ -318,23 +318,23 @@ func TestTwoStatesRemoveEachMachineOnce(t *testing.T) {
 	sts := etcdStates(t, 2)
 	model := statetest.DefaultModelUUID
 	st := sts[0]
-	if _, err := st.AddSubnet(model, state.Subnet{CIDR: "10.0.0.0/24", AllocatableIPLow: "10.0.0.10", AllocatableIPHigh: "10.0.0.200"}); err != nil {
+	if _, err := st.AddSubnet(t.Context(), model, state.Subnet{CIDR: "10.0.0.0/24", AllocatableIPLow: "10.0.0.10", AllocatableIPHigh: "10.0.0.200"}); err != nil {
 		t.Fatal(err)
 	}
 	host := statetest.AddMachine(t, st, model, "h")
 	var ids []string
 	for i := range 8 {
-		c, err := st.AddMachine(model, state.MachineParams{ParentID: host.ID, ContainerType: "lxd"})
+		c, err := st.AddMachine(t.Context(), model, state.MachineParams{ParentID: host.ID, ContainerType: "lxd"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.AllocateAddress(model, "10.0.0.0/24", c.ID, "eth0", fmt.Sprintf("00:16:3e:00:00:%02x", i), uint64(i)); err != nil {
+		if _, err := st.AllocateAddress(t.Context(), model, "10.0.0.0/24", c.ID, "eth0", fmt.Sprintf("00:16:3e:00:00:%02x", i), uint64(i)); err != nil {
 			t.Fatal(err)
 		}
-		if err := st.EnsureMachineDead(model, c.ID); err != nil {
+		if err := st.EnsureMachineDead(t.Context(), model, c.ID); err != nil {
 			t.Fatal(err)
 		}
-		if err := st.MarkMachineForRemoval(model, c.ID); err != nil {
+		if err := st.MarkMachineForRemoval(t.Context(), model, c.ID); err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, c.ID)
@@ -346,7 +346,7 @@ func TestTwoStatesRemoveEachMachineOnce(t *testing.T) {
 	race(t, sts, func(st *state.State, g, r int) error {
 		// Each goroutine takes the ids from its own starting point.
 		order := append(slices.Clone(ids[(g+r)%len(ids):]), ids[:(g+r)%len(ids)]...)
-		removed, err := st.CompleteMachineRemovals(model, order)
+		removed, err := st.CompleteMachineRemovals(t.Context(), model, order)
 		if err != nil {
 			return err
 		}
@@ -370,7 +370,7 @@ func TestTwoStatesRemoveEachMachineOnce(t *testing.T) {
 		t.Errorf("%d addresses released; want %d", released, len(ids))
 	}
 	for i, st := range sts {
-		if addrs, err := st.IPAddresses(model); err != nil || len(addrs) != 0 {
+		if addrs, err := st.IPAddresses(t.Context(), model); err != nil || len(addrs) != 0 {
 			t.Errorf("state %d: addresses left %+v, %v", i, addrs, err)
 		}
 	}

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"context"
 	"strconv"
 
 	"github.com/juju/errors"
@@ -143,9 +144,9 @@ func checkSchema(r reader) (int, error) {
 // migrate brings the store's schema to SchemaVersion, in one transaction;
 // when the engine refuses that transaction as too large, one version at a
 // time, each in steps where steppedMigrations has them (migrateInSteps).
-func (st *State) migrate() error {
+func (st *State) migrate(ctx context.Context) error {
 	var v int
-	if err := st.view(func(r reader) error {
+	if err := st.view(ctx, func(r reader) error {
 		var err error
 		v, err = checkSchema(r)
 		return err
@@ -156,7 +157,7 @@ func (st *State) migrate() error {
 		return nil
 	}
 	from := v
-	err := st.update(func(tx *txn) error {
+	err := st.update(ctx, func(tx *txn) error {
 		v, err := checkSchema(tx) // again: another daemon may have migrated it
 		if err != nil || v == SchemaVersion {
 			return err
@@ -170,7 +171,7 @@ func (st *State) migrate() error {
 	})
 	if errors.Is(err, store.ErrTooLarge) {
 		st.logger.Info("state schema migration too large for one transaction of the store; migrating in steps", "from", from, "to", SchemaVersion)
-		err = st.migrateInSteps()
+		err = st.migrateInSteps(ctx)
 	}
 	if err != nil {
 		return err
@@ -182,11 +183,11 @@ func (st *State) migrate() error {
 // migrateInSteps runs the pending migrations one version at a time, each
 // stamping its version as it completes: a migration with a stepped form in
 // as many transactions as it needs, any other in one.
-func (st *State) migrateInSteps() error {
+func (st *State) migrateInSteps(ctx context.Context) error {
 	most := migrationStep
 	for {
 		done := false
-		err := st.update(func(tx *txn) error {
+		err := st.update(ctx, func(tx *txn) error {
 			v, err := checkSchema(tx)
 			if err != nil {
 				return err

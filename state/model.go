@@ -1,6 +1,7 @@
 package state
 
 import (
+	"context"
 	"regexp"
 	"slices"
 	"strings"
@@ -83,9 +84,9 @@ func validateModelType(t ModelType) error {
 }
 
 // Model returns the model with the given UUID.
-func (st *State) Model(uuid string) (Model, error) {
+func (st *State) Model(ctx context.Context, uuid string) (Model, error) {
 	var d modelDoc
-	err := st.view(func(r reader) error {
+	err := st.view(ctx, func(r reader) error {
 		var err error
 		d, err = getModel(r, uuid)
 		return err
@@ -97,9 +98,9 @@ func (st *State) Model(uuid string) (Model, error) {
 }
 
 // ModelByName returns the model with the given name.
-func (st *State) ModelByName(name string) (Model, error) {
+func (st *State) ModelByName(ctx context.Context, name string) (Model, error) {
 	var d modelDoc
-	err := st.view(func(r reader) error {
+	err := st.view(ctx, func(r reader) error {
 		uuids, err := modelNameIndex.lookup(r, "", name)
 		if err != nil {
 			return err
@@ -117,9 +118,9 @@ func (st *State) ModelByName(name string) (Model, error) {
 }
 
 // Models returns every model, sorted by name.
-func (st *State) Models() ([]Model, error) {
+func (st *State) Models(ctx context.Context) ([]Model, error) {
 	var docs []modelDoc
-	err := st.view(func(r reader) error {
+	err := st.view(ctx, func(r reader) error {
 		var err error
 		docs, err = list[modelDoc](r, KindModel, "")
 		return err
@@ -138,7 +139,7 @@ func (st *State) Models() ([]Model, error) {
 // AddModel adds an alive model with a new UUID. Its config is Juju's
 // defaults for its type (ModelConfigDefaults) with cfg over them; the
 // known keys of cfg are typed and checked as Juju's schema does.
-func (st *State) AddModel(name string, typ ModelType, cfg map[string]any) (Model, error) {
+func (st *State) AddModel(ctx context.Context, name string, typ ModelType, cfg map[string]any) (Model, error) {
 	if err := ValidateModelName(name); err != nil {
 		return Model{}, err
 	}
@@ -150,7 +151,7 @@ func (st *State) AddModel(name string, typ ModelType, cfg map[string]any) (Model
 		return Model{}, err
 	}
 	d := &modelDoc{UUID: newUUID(), Name: name, Type: typ, Life: Alive, Config: cfg}
-	if err := st.update(func(tx *txn) error { return tx.addModel(d) }); err != nil {
+	if err := st.update(ctx, func(tx *txn) error { return tx.addModel(d) }); err != nil {
 		return Model{}, err
 	}
 	return d.model(), nil
@@ -178,7 +179,7 @@ func (tx *txn) addModel(d *modelDoc) error {
 // that has a default (ModelConfigDefaults) takes it back, as Juju's
 // --reset does, and other unset keys are removed. A call that changes
 // nothing writes nothing, so it triggers no watcher.
-func (st *State) UpdateModelConfig(uuid string, set map[string]any, unset []string) error {
+func (st *State) UpdateModelConfig(ctx context.Context, uuid string, set map[string]any, unset []string) error {
 	set, err := coerceModelConfig(set)
 	if err != nil {
 		return err
@@ -188,14 +189,14 @@ func (st *State) UpdateModelConfig(uuid string, set map[string]any, unset []stri
 		return err
 	}
 	// Most no-op updates are caught here, without involving the writer.
-	m, err := st.Model(uuid)
+	m, err := st.Model(ctx, uuid)
 	if err != nil {
 		return err
 	}
 	if _, changed := applyModelConfig(m.Type, m.Config, set, unset); !changed {
 		return nil
 	}
-	return st.update(func(tx *txn) error {
+	return st.update(ctx, func(tx *txn) error {
 		d, err := getModel(tx, uuid)
 		if err != nil {
 			return err
@@ -219,16 +220,16 @@ func (st *State) UpdateModelConfig(uuid string, set map[string]any, unset []stri
 // changes. It has no initial event pending: the caller reads the config
 // itself after the watcher is made (a change committed in between fires the
 // watcher, so it is never missed).
-func (st *State) WatchModelConfig(uuid string) (*watcher.Notify, error) {
-	return st.notifyInModel(uuid, watcher.Filter{Kind: KindModel, Model: uuid, ID: uuid, Fields: []string{FieldConfig}})
+func (st *State) WatchModelConfig(ctx context.Context, uuid string) (*watcher.Notify, error) {
+	return st.notifyInModel(ctx, uuid, watcher.Filter{Kind: KindModel, Model: uuid, ID: uuid, Fields: []string{FieldConfig}})
 }
 
 // notifyInModel returns a notify watcher of the changes f selects, stamped
 // with a view that finds model (NotFound when it does not).
-func (st *State) notifyInModel(model string, f watcher.Filter) (*watcher.Notify, error) {
+func (st *State) notifyInModel(ctx context.Context, model string, f watcher.Filter) (*watcher.Notify, error) {
 	w := watcher.NewNotify()
 	s := st.subscribeStamped(w, w.Sink(), f)
-	if err := st.viewStamped(s, func(r reader) error {
+	if err := st.viewStamped(ctx, s, func(r reader) error {
 		_, err := getModelHead(r, model)
 		return err
 	}); err != nil {
@@ -274,8 +275,8 @@ func getModelAs[T any](r reader, uuid string) (T, error) {
 
 // RemoveModel starts the removal of a model: DestroyModel's first step
 // (beginDestroyModel) with no decision about storage.
-func (st *State) RemoveModel(uuid string) (m Model, removed bool, err error) {
-	return st.beginDestroyModel(uuid, nil)
+func (st *State) RemoveModel(ctx context.Context, uuid string) (m Model, removed bool, err error) {
+	return st.beginDestroyModel(ctx, uuid, nil)
 }
 
 // modelEmpty reports whether no per-model entity of model is left.
@@ -352,14 +353,14 @@ func ChangeID(kind watcher.Kind, id string) string { return string(kind) + "/" +
 // reported as ChangeID(kind, id); changes coalesce as in any strings
 // watcher. Nothing is pending initially: it is a change feed, not a set, so
 // it reports what commits after the call.
-func (st *State) WatchModelChanges(uuid string) (*watcher.Strings, error) {
+func (st *State) WatchModelChanges(ctx context.Context, uuid string) (*watcher.Strings, error) {
 	w := watcher.NewStrings()
 	fs := []watcher.Filter{{Kind: KindModel, Model: uuid, ID: uuid}}
 	for _, k := range slices.Concat(ModelKinds, ModelRecordKinds) {
 		fs = append(fs, watcher.Filter{Kind: k, Model: uuid})
 	}
 	s := st.subscribeStamped(w, func(_ uint64, c watcher.Change) { w.Add(ChangeID(c.Kind, c.ID)) }, fs...)
-	if err := st.viewStamped(s, func(r reader) error {
+	if err := st.viewStamped(ctx, s, func(r reader) error {
 		_, err := getModelHead(r, uuid)
 		return err
 	}); err != nil {

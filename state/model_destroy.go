@@ -1,6 +1,7 @@
 package state
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -58,8 +59,8 @@ type ModelDestroyed struct {
 // on a dying model carries on where an interrupted call stopped (a
 // decision given then replaces the stored one; the stored one applies
 // otherwise).
-func (st *State) DestroyModel(uuid string, p DestroyModelParams) (ModelDestroyed, error) {
-	m, removed, err := st.beginDestroyModel(uuid, p.DestroyStorage)
+func (st *State) DestroyModel(ctx context.Context, uuid string, p DestroyModelParams) (ModelDestroyed, error) {
+	m, removed, err := st.beginDestroyModel(ctx, uuid, p.DestroyStorage)
 	if err != nil || removed {
 		return ModelDestroyed{Model: m, Removed: removed}, err
 	}
@@ -72,16 +73,16 @@ func (st *State) DestroyModel(uuid string, p DestroyModelParams) (ModelDestroyed
 		}
 		return out, ignore(err, gone)
 	}
-	apps, err := st.Applications(uuid)
+	apps, err := st.Applications(ctx, uuid)
 	if err != nil {
 		return done(err)
 	}
 	for _, a := range apps {
-		if _, err := st.DestroyApplication(uuid, a.Name, false); err != nil && !gone(err) {
+		if _, err := st.DestroyApplication(ctx, uuid, a.Name, false); err != nil && !gone(err) {
 			return out, err
 		}
 	}
-	ms, err := st.Machines(uuid)
+	ms, err := st.Machines(ctx, uuid)
 	if err != nil {
 		return done(err)
 	}
@@ -92,14 +93,14 @@ func (st *State) DestroyModel(uuid string, p DestroyModelParams) (ModelDestroyed
 		}
 	}
 	if len(top) > 0 {
-		if _, err := st.DestroyMachines(uuid, top, true); err != nil && !gone(err) {
+		if _, err := st.DestroyMachines(ctx, uuid, top, true); err != nil && !gone(err) {
 			return out, err
 		}
 	}
-	if out.Storage, err = st.disposeDetachedStorage(uuid); err != nil {
+	if out.Storage, err = st.disposeDetachedStorage(ctx, uuid); err != nil {
 		return done(err)
 	}
-	_, err = st.Model(uuid)
+	_, err = st.Model(ctx, uuid)
 	return done(err)
 }
 
@@ -111,8 +112,8 @@ func (st *State) DestroyModel(uuid string, p DestroyModelParams) (ModelDestroyed
 // changes nothing unless a new decision about storage is given, and
 // reports the model again. removed reports whether the model is gone; m is
 // the model as it was last stored (Life dying, or dead when removed).
-func (st *State) beginDestroyModel(uuid string, destroyStorage *bool) (m Model, removed bool, err error) {
-	err = st.update(func(tx *txn) error {
+func (st *State) beginDestroyModel(ctx context.Context, uuid string, destroyStorage *bool) (m Model, removed bool, err error) {
+	err = st.update(ctx, func(tx *txn) error {
 		removed = false
 		ctrl, err := getController(tx)
 		if err != nil {
@@ -246,9 +247,9 @@ type detachedStorage struct {
 // volume), orphaned filesystem (with its volume) or orphaned volume in a
 // part of one transaction of its own (bulk). The storage is read again
 // in each part: what was attached meanwhile stays.
-func (st *State) disposeDetachedStorage(uuid string) ([]DisposedStorage, error) {
+func (st *State) disposeDetachedStorage(ctx context.Context, uuid string) ([]DisposedStorage, error) {
 	var items []detachedStorage
-	err := st.view(func(r reader) error {
+	err := st.view(ctx, func(r reader) error {
 		var err error
 		items, err = detachedStorageOf(r, uuid)
 		return err
@@ -257,7 +258,7 @@ func (st *State) disposeDetachedStorage(uuid string) ([]DisposedStorage, error) 
 		return nil, err
 	}
 	outs := make([]removal, len(items))
-	errs := st.bulk(len(items), func(tx *txn, i int) error {
+	errs := st.bulk(ctx, len(items), func(tx *txn, i int) error {
 		outs[i] = removal{}
 		return tx.disposeDetached(uuid, items[i], &outs[i])
 	})

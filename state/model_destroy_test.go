@@ -23,48 +23,48 @@ func TestDestroyModelIAAS(t *testing.T) {
 	st := statetest.New(t)
 	m := statetest.AddModel(t, st, "edge", state.ModelTypeIAAS)
 	m0 := statetest.AddMachine(t, st, m.UUID, "n0")
-	if _, err := st.AddMachine(m.UUID, state.MachineParams{ParentID: m0.ID, ContainerType: "lxd"}); err != nil {
+	if _, err := st.AddMachine(t.Context(), m.UUID, state.MachineParams{ParentID: m0.ID, ContainerType: "lxd"}); err != nil {
 		t.Fatal(err)
 	}
 	meta, err := charm.ParseMeta([]byte("name: web\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.AddIAASApplication(m.UUID, state.IAASApplicationParams{Name: "web", Charm: state.Charm{URL: "local:web-0", Meta: meta}}); err != nil {
+	if _, err := st.AddIAASApplication(t.Context(), m.UUID, state.IAASApplicationParams{Name: "web", Charm: state.Charm{URL: "local:web-0", Meta: meta}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.AddUnit(m.UUID, "web", m0.ID, ""); err != nil {
+	if _, err := st.AddUnit(t.Context(), m.UUID, "web", m0.ID, ""); err != nil {
 		t.Fatal(err)
 	}
 
-	got, err := st.DestroyModel(m.UUID, state.DestroyModelParams{})
+	got, err := st.DestroyModel(t.Context(), m.UUID, state.DestroyModelParams{})
 	if err != nil || got.Removed || got.Model.Life != state.Dying || len(got.Storage) != 0 {
 		t.Fatalf("DestroyModel = %+v, %v", got, err)
 	}
-	ms, err := st.Machines(m.UUID)
+	ms, err := st.Machines(t.Context(), m.UUID)
 	if err != nil || len(ms) != 2 || ms[0].Life != state.Dying || ms[1].Life != state.Dying {
 		t.Fatalf("machines = %+v, %v", ms, err)
 	}
-	if units, err := st.Units(m.UUID); err != nil || len(units) != 0 {
+	if units, err := st.Units(t.Context(), m.UUID); err != nil || len(units) != 0 {
 		t.Errorf("units = %+v, %v", units, err)
 	}
-	if apps, err := st.Applications(m.UUID); err != nil || len(apps) != 0 {
+	if apps, err := st.Applications(t.Context(), m.UUID); err != nil || len(apps) != 0 {
 		t.Errorf("applications = %+v, %v", apps, err)
 	}
 	// Again: nothing left to do, still dying.
-	if got, err := st.DestroyModel(m.UUID, state.DestroyModelParams{}); err != nil || got.Removed {
+	if got, err := st.DestroyModel(t.Context(), m.UUID, state.DestroyModelParams{}); err != nil || got.Removed {
 		t.Fatalf("second DestroyModel = %+v, %v", got, err)
 	}
 	// The agents finish: the container, then its host.
 	for _, id := range []string{m0.ID + "/lxd/0", m0.ID} {
-		if err := st.EnsureMachineDead(m.UUID, id); err != nil {
+		if err := st.EnsureMachineDead(t.Context(), m.UUID, id); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.RemoveMachine(m.UUID, id); err != nil {
+		if _, err := st.RemoveMachine(t.Context(), m.UUID, id); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := st.Model(m.UUID); !errors.Is(err, errors.NotFound) {
+	if _, err := st.Model(t.Context(), m.UUID); !errors.Is(err, errors.NotFound) {
 		t.Errorf("model after its last machine: %v", err)
 	}
 }
@@ -114,12 +114,12 @@ func TestDestroyModelStorage(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			st, model := storageApp(t)
-			if _, err := st.UpdateCAASUnits(model, "db", state.UnitsUpdate{Scale: scale(2), Pods: []state.Pod{
+			if _, err := st.UpdateCAASUnits(t.Context(), model, "db", state.UnitsUpdate{Scale: scale(2), Pods: []state.Pod{
 				pod("db-0", "pvc-0", "pv-0"), pod("db-1", "pvc-1", "pv-1")}}); err != nil {
 				t.Fatal(err)
 			}
 			rev := st.Revision()
-			got, err := st.DestroyModel(model, state.DestroyModelParams{DestroyStorage: tc.decision})
+			got, err := st.DestroyModel(t.Context(), model, state.DestroyModelParams{DestroyStorage: tc.decision})
 			if tc.refused != "" {
 				if !errors.Is(err, state.ErrPersistentStorage) || err.Error() != tc.refused {
 					t.Fatalf("DestroyModel = %+v, %v; want %q", got, err, tc.refused)
@@ -127,7 +127,7 @@ func TestDestroyModelStorage(t *testing.T) {
 				if st.Revision() != rev {
 					t.Errorf("a refused DestroyModel wrote")
 				}
-				if m, err := st.Model(model); err != nil || m.Life != state.Alive {
+				if m, err := st.Model(t.Context(), model); err != nil || m.Life != state.Alive {
 					t.Errorf("model after refusal: %+v, %v", m, err)
 				}
 				return
@@ -145,7 +145,7 @@ func TestDestroyModelStorage(t *testing.T) {
 			if !maps.Equal(gotReleased, tc.released) {
 				t.Errorf("storage taken out = %v\nwant %v", gotReleased, tc.released)
 			}
-			if a, err := st.Application(model, "db"); err != nil || a.Life != state.Dead {
+			if a, err := st.Application(t.Context(), model, "db"); err != nil || a.Life != state.Dead {
 				t.Fatalf("application = %+v, %v; want dead, waiting for its unit provisioner", a, err)
 			}
 			for _, n := range []int{len(mustStorage(t, st, model)), len(mustFilesystems(t, st, model)), len(mustVolumes(t, st, model))} {
@@ -155,10 +155,10 @@ func TestDestroyModelStorage(t *testing.T) {
 			}
 			// The unit provisioner clears the dead application: the
 			// model goes with it.
-			if errs := st.ClearAndRemoveApplications(model, []string{"db"}); errs[0] != nil {
+			if errs := st.ClearAndRemoveApplications(t.Context(), model, []string{"db"}); errs[0] != nil {
 				t.Fatal(errs[0])
 			}
-			if _, err := st.Model(model); !errors.Is(err, errors.NotFound) {
+			if _, err := st.Model(t.Context(), model); !errors.Is(err, errors.NotFound) {
 				t.Errorf("model after its last application: %v", err)
 			}
 		})
@@ -175,14 +175,14 @@ func TestDestroyModelHostBoundStorage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.AddCAASApplication(model, state.CAASApplicationParams{Name: "cache", Charm: state.Charm{Meta: meta},
+	if _, err := st.AddCAASApplication(t.Context(), model, state.CAASApplicationParams{Name: "cache", Charm: state.Charm{Meta: meta},
 		Storage: map[string]storage.Constraints{"scratch": {Pool: "tmpfs", Count: 1, Size: 64}}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.AddCAASUnit(model, "cache", state.CAASUnitParams{ProviderID: "cache-0"}); err != nil {
+	if _, err := st.AddCAASUnit(t.Context(), model, "cache", state.CAASUnitParams{ProviderID: "cache-0"}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := st.DestroyModel(model, state.DestroyModelParams{})
+	got, err := st.DestroyModel(t.Context(), model, state.DestroyModelParams{})
 	if err != nil || got.Removed {
 		t.Fatalf("DestroyModel = %+v, %v", got, err)
 	}
@@ -197,14 +197,14 @@ func TestDestroyModelHostBoundStorage(t *testing.T) {
 		t.Errorf("storage taken out = %v, want %v", kinds, want)
 	}
 	// Again, on the dying model: nothing to do, no decision needed.
-	if got, err := st.DestroyModel(model, state.DestroyModelParams{}); err != nil || got.Removed || len(got.Storage) != 0 {
+	if got, err := st.DestroyModel(t.Context(), model, state.DestroyModelParams{}); err != nil || got.Removed || len(got.Storage) != 0 {
 		t.Errorf("second DestroyModel = %+v, %v", got, err)
 	}
 }
 
 func mustFilesystems(t *testing.T, st *state.State, model string) []state.Filesystem {
 	t.Helper()
-	fss, err := st.Filesystems(model)
+	fss, err := st.Filesystems(t.Context(), model)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +213,7 @@ func mustFilesystems(t *testing.T, st *state.State, model string) []state.Filesy
 
 func mustVolumes(t *testing.T, st *state.State, model string) []state.Volume {
 	t.Helper()
-	vs, err := st.Volumes(model)
+	vs, err := st.Volumes(t.Context(), model)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"context"
 	"encoding/json"
 	"strconv"
 )
@@ -10,7 +11,7 @@ import (
 // build of that version left (for the migration tests). The model's record
 // keeps its other fields.
 func RegressModelConfig(st *State, uuid string, cfg map[string]any, v int) error {
-	return st.update(func(tx *txn) error {
+	return st.update(context.Background(), func(tx *txn) error {
 		d, err := getModel(tx, uuid)
 		if err != nil {
 			return err
@@ -31,11 +32,11 @@ func RegressModelConfig(st *State, uuid string, cfg map[string]any, v int) error
 }
 
 // Migrate runs the schema migration as Open does.
-func Migrate(st *State) error { return st.migrate() }
+func Migrate(st *State) error { return st.migrate(context.Background()) }
 
 // StoredSchemaVersion reads the store's schema version.
 func StoredSchemaVersion(st *State) (v int, err error) {
-	err = st.view(func(r reader) error {
+	err = st.view(context.Background(), func(r reader) error {
 		v, err = schemaVersion(r)
 		return err
 	})

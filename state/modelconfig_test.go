@@ -57,14 +57,14 @@ func TestModelConfigDefaultsAtCreation(t *testing.T) {
 		}
 	}
 	for _, uuid := range []string{statetest.ControllerModelUUID, statetest.DefaultModelUUID} {
-		m, err := st.Model(uuid)
+		m, err := st.Model(t.Context(), uuid)
 		if err != nil {
 			t.Fatal(err)
 		}
 		check(m.Name, m.Config, iaas, nil)
 	}
 	own := map[string]any{"agent-version": "3.3.0", "num-provision-workers": 8, "logging-config": "<root>=DEBUG", "x": "y"}
-	m, err := st.AddModel("k8s", state.ModelTypeCAAS, own)
+	m, err := st.AddModel(t.Context(), "k8s", state.ModelTypeCAAS, own)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestModelConfigDefaultsAtCreation(t *testing.T) {
 	if m.Config["num-provision-workers"] != 8.0 {
 		t.Errorf("num-provision-workers read back as %#v, want the number 8", m.Config["num-provision-workers"])
 	}
-	m, err = st.AddModel("edge", state.ModelTypeIAAS, nil)
+	m, err = st.AddModel(t.Context(), "edge", state.ModelTypeIAAS, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,12 +90,12 @@ func TestModelConfigValidation(t *testing.T) {
 	model := statetest.DefaultModelUUID
 
 	// Juju's coercion: strings of the key's type are taken, stored typed.
-	if err := st.UpdateModelConfig(model, map[string]any{
+	if err := st.UpdateModelConfig(t.Context(), model, map[string]any{
 		"num-provision-workers": "32", "enable-os-upgrade": "false", "net-bond-reconfigure-delay": 30.0,
 	}, nil); err != nil {
 		t.Fatal(err)
 	}
-	m, err := st.Model(model)
+	m, err := st.Model(t.Context(), model)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,14 +150,14 @@ func TestModelConfigValidation(t *testing.T) {
 		{"cloudinit-userdata", "- a list", "must be valid YAML holding a mapping"},
 	} {
 		rev := st.Revision()
-		err := st.UpdateModelConfig(model, map[string]any{c.key: c.v}, nil)
+		err := st.UpdateModelConfig(t.Context(), model, map[string]any{c.key: c.v}, nil)
 		if !errors.Is(err, errors.NotValid) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), `"`+c.key+`"`) {
 			t.Errorf("%s=%#v: %v; want NotValid with %q", c.key, c.v, err, c.want)
 		}
 		if st.Revision() != rev {
 			t.Errorf("%s=%#v: a refused update committed", c.key, c.v)
 		}
-		if _, err := st.AddModel("bad", state.ModelTypeIAAS, map[string]any{c.key: c.v}); !errors.Is(err, errors.NotValid) {
+		if _, err := st.AddModel(t.Context(), "bad", state.ModelTypeIAAS, map[string]any{c.key: c.v}); !errors.Is(err, errors.NotValid) {
 			t.Errorf("AddModel with %s=%#v: %v; want NotValid", c.key, c.v, err)
 		}
 	}
@@ -171,10 +171,10 @@ func TestModelConfigValidation(t *testing.T) {
 		"logging-config": "<root>=WARNING;juju.worker=DEBUG", "max-status-history-size": "512M",
 		"custom-key": []any{"anything"},
 	}
-	if err := st.UpdateModelConfig(model, good, nil); err != nil {
+	if err := st.UpdateModelConfig(t.Context(), model, good, nil); err != nil {
 		t.Fatalf("good values: %v", err)
 	}
-	m, _ = st.Model(model)
+	m, _ = st.Model(t.Context(), model)
 	if got := state.CloudInitUserData(m.Config); configJSON(t, got) != `{"packages":["jq"],"preruncmd":["ls"]}` {
 		t.Errorf("CloudInitUserData = %v", got)
 	}
@@ -191,7 +191,7 @@ func TestModelConfigRulesAndImmutables(t *testing.T) {
 	st := statetest.New(t)
 	model := statetest.DefaultModelUUID
 	update := func(set map[string]any, unset ...string) error {
-		return st.UpdateModelConfig(model, set, unset)
+		return st.UpdateModelConfig(t.Context(), model, set, unset)
 	}
 	if err := update(map[string]any{"http-proxy": "http://squid:3128"}); err != nil {
 		t.Fatal(err)
@@ -227,11 +227,11 @@ func TestModelConfigRulesAndImmutables(t *testing.T) {
 		}
 	}
 	// A new model may choose them.
-	m, err := st.AddModel("global", state.ModelTypeIAAS, map[string]any{"firewall-mode": "global"})
+	m, err := st.AddModel(t.Context(), "global", state.ModelTypeIAAS, map[string]any{"firewall-mode": "global"})
 	if err != nil || m.Config["firewall-mode"] != "global" {
 		t.Fatalf("AddModel with firewall-mode global: %v, %v", m.Config["firewall-mode"], err)
 	}
-	if err := st.UpdateModelConfig(m.UUID, nil, []string{"firewall-mode"}); err == nil || !strings.Contains(err.Error(), "cannot change") {
+	if err := st.UpdateModelConfig(t.Context(), m.UUID, nil, []string{"firewall-mode"}); err == nil || !strings.Contains(err.Error(), "cannot change") {
 		t.Errorf("resetting a changed immutable key: %v", err)
 	}
 }
@@ -243,20 +243,20 @@ func TestModelConfigReset(t *testing.T) {
 	t.Parallel()
 	st := statetest.New(t)
 	m := statetest.AddModel(t, st, "k8s", state.ModelTypeCAAS)
-	w, err := st.WatchModelConfig(m.UUID)
+	w, err := st.WatchModelConfig(t.Context(), m.UUID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.Stop()
-	if err := st.UpdateModelConfig(m.UUID, map[string]any{"num-provision-workers": 2, "workload-storage": "fast", "own": 1}, nil); err != nil {
+	if err := st.UpdateModelConfig(t.Context(), m.UUID, map[string]any{"num-provision-workers": 2, "workload-storage": "fast", "own": 1}, nil); err != nil {
 		t.Fatal(err)
 	}
 	assertChange(t, w)
-	if err := st.UpdateModelConfig(m.UUID, nil, []string{"num-provision-workers", "workload-storage", "own"}); err != nil {
+	if err := st.UpdateModelConfig(t.Context(), m.UUID, nil, []string{"num-provision-workers", "workload-storage", "own"}); err != nil {
 		t.Fatal(err)
 	}
 	assertChange(t, w)
-	got, err := st.Model(m.UUID)
+	got, err := st.Model(t.Context(), m.UUID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +264,7 @@ func TestModelConfigReset(t *testing.T) {
 		t.Errorf("after the reset:\n got %s\nwant %s", g, want)
 	}
 	rev := st.Revision()
-	if err := st.UpdateModelConfig(m.UUID, nil, []string{"num-provision-workers", "own", "never-set"}); err != nil {
+	if err := st.UpdateModelConfig(t.Context(), m.UUID, nil, []string{"num-provision-workers", "own", "never-set"}); err != nil {
 		t.Fatal(err)
 	}
 	assertNoChange(t, w)
@@ -290,7 +290,7 @@ func TestMigrateModelConfigDefaults(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	w, err := st.WatchModelConfig(caas.UUID)
+	w, err := st.WatchModelConfig(t.Context(), caas.UUID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +307,7 @@ func TestMigrateModelConfigDefaults(t *testing.T) {
 		t.Errorf("schema version after the migration: %d, %v", v, err)
 	}
 	for uuid, cfg := range old {
-		m, err := st.Model(uuid)
+		m, err := st.Model(t.Context(), uuid)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -346,7 +346,7 @@ func TestMigrateModelConfigDefaultsInSteps(t *testing.T) {
 		t.Errorf("schema version after the migration: %d, %v", v, err)
 	}
 	for _, uuid := range uuids {
-		m, err := st.Model(uuid)
+		m, err := st.Model(t.Context(), uuid)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,14 +1,17 @@
 package state
 
-import "github.com/provisiond/provisiond/watcher"
+import (
+	"context"
+	"github.com/provisiond/provisiond/watcher"
+)
 
 // WatchModels watches the lifecycle of every model of the controller, as
 // Juju's controller agent follows its models to run their workers: the
 // initial ids are the UUIDs of every model; later, models added, whose
 // life changed (alive to dying), or removed. Config and other changes of
 // a model's record are not reported.
-func (st *State) WatchModels() (*watcher.Strings, []string, error) {
-	return st.watchLifecycle(watcher.Filter{
+func (st *State) WatchModels(ctx context.Context) (*watcher.Strings, []string, error) {
+	return st.watchLifecycle(ctx, watcher.Filter{
 		Kind:      KindModel,
 		AllModels: true,
 		Fields:    []string{watcher.FieldCreated, watcher.FieldLife, watcher.FieldRemoved},

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -89,12 +90,12 @@ func EnvironAddresses(as []IPAddress) []environ.Address {
 var validSpaceName = validApplicationName
 
 // AddSpace adds a space to a model.
-func (st *State) AddSpace(model, name, providerID string) (Space, error) {
+func (st *State) AddSpace(ctx context.Context, model, name, providerID string) (Space, error) {
 	if !validSpaceName.MatchString(name) {
 		return Space{}, errors.NewNotValid(nil, fmt.Sprintf("space name %q not valid: %s", name, applicationNameRule))
 	}
 	s := Space{Model: model, Name: name, ProviderID: providerID}
-	err := st.update(func(tx *txn) error {
+	err := st.update(ctx, func(tx *txn) error {
 		if _, err := getModelHead(tx, model); err != nil {
 			return err
 		}
@@ -121,9 +122,9 @@ func getSpace(r reader, model, name string) (Space, error) {
 }
 
 // Space returns a space.
-func (st *State) Space(model, name string) (Space, error) {
+func (st *State) Space(ctx context.Context, model, name string) (Space, error) {
 	var s Space
-	err := st.view(func(r reader) error {
+	err := st.view(ctx, func(r reader) error {
 		var err error
 		s, err = getSpace(r, model, name)
 		return err
@@ -133,7 +134,7 @@ func (st *State) Space(model, name string) (Space, error) {
 
 // AddSubnet adds a subnet to a model. Its space, if named, must exist;
 // the allocatable range, if given, must lie inside the CIDR.
-func (st *State) AddSubnet(model string, s Subnet) (Subnet, error) {
+func (st *State) AddSubnet(ctx context.Context, model string, s Subnet) (Subnet, error) {
 	p, _, err := environ.ParseRange(s.CIDR, s.AllocatableIPLow, s.AllocatableIPHigh)
 	if err != nil {
 		return Subnet{}, errors.NewNotValid(nil, err.Error())
@@ -147,7 +148,7 @@ func (st *State) AddSubnet(model string, s Subnet) (Subnet, error) {
 	s.Model = model
 	s.Life = Alive
 	s.Zones = slices.Clone(s.Zones)
-	err = st.update(func(tx *txn) error {
+	err = st.update(ctx, func(tx *txn) error {
 		if _, err := getModelHead(tx, model); err != nil {
 			return err
 		}
@@ -181,9 +182,9 @@ func (st *State) AddSubnet(model string, s Subnet) (Subnet, error) {
 }
 
 // Subnets returns the subnets of a model, in CIDR key order.
-func (st *State) Subnets(model string) ([]Subnet, error) {
+func (st *State) Subnets(ctx context.Context, model string) ([]Subnet, error) {
 	var out []Subnet
-	err := st.view(func(r reader) error {
+	err := st.view(ctx, func(r reader) error {
 		docs, err := list[subnetDoc](r, KindSubnet, model)
 		for _, d := range docs {
 			out = append(out, d.Subnet)
@@ -210,9 +211,9 @@ func getSubnet(r reader, model, cidr string) (Subnet, error) {
 // gateway, and records it as allocated to machine with mac, in one
 // transaction: two calls never get the same address. A range with no
 // free address gives an error saying it is exhausted.
-func (st *State) AllocateAddress(model, cidr, machine, iface, mac string, start uint64) (IPAddress, error) {
+func (st *State) AllocateAddress(ctx context.Context, model, cidr, machine, iface, mac string, start uint64) (IPAddress, error) {
 	var got IPAddress
-	err := st.update(func(tx *txn) error {
+	err := st.update(ctx, func(tx *txn) error {
 		got = IPAddress{}
 		s, err := getSubnet(tx, model, cidr)
 		if err != nil {
@@ -257,8 +258,8 @@ func (st *State) AllocateAddress(model, cidr, machine, iface, mac string, start 
 
 // SetAddressUnavailable takes an address out of use (the provider refused
 // it): it is no longer any machine's and is never picked again.
-func (st *State) SetAddressUnavailable(model, value string) error {
-	return st.update(func(tx *txn) error {
+func (st *State) SetAddressUnavailable(ctx context.Context, model, value string) error {
+	return st.update(ctx, func(tx *txn) error {
 		var d ipAddressDoc
 		ok, err := get(tx, KindIPAddress, model, value, &d)
 		if err != nil {
@@ -274,9 +275,9 @@ func (st *State) SetAddressUnavailable(model, value string) error {
 }
 
 // MachineAddresses returns the addresses allocated to a machine.
-func (st *State) MachineAddresses(model, machine string) ([]IPAddress, error) {
+func (st *State) MachineAddresses(ctx context.Context, model, machine string) ([]IPAddress, error) {
 	var out []IPAddress
-	err := st.view(func(r reader) error {
+	err := st.view(ctx, func(r reader) error {
 		var err error
 		out, err = machineAddresses(r, model, machine)
 		return err
@@ -299,9 +300,9 @@ func machineAddresses(r reader, model, machine string) ([]IPAddress, error) {
 }
 
 // IPAddresses returns every address record of a model.
-func (st *State) IPAddresses(model string) ([]IPAddress, error) {
+func (st *State) IPAddresses(ctx context.Context, model string) ([]IPAddress, error) {
 	var out []IPAddress
-	err := st.view(func(r reader) error {
+	err := st.view(ctx, func(r reader) error {
 		docs, err := list[ipAddressDoc](r, KindIPAddress, model)
 		for _, d := range docs {
 			out = append(out, d.IPAddress)
@@ -313,9 +314,9 @@ func (st *State) IPAddresses(model string) ([]IPAddress, error) {
 
 // ReleaseMachineAddresses frees the addresses allocated to a machine and
 // returns them.
-func (st *State) ReleaseMachineAddresses(model, machine string) ([]IPAddress, error) {
+func (st *State) ReleaseMachineAddresses(ctx context.Context, model, machine string) ([]IPAddress, error) {
 	var out []IPAddress
-	err := st.update(func(tx *txn) error {
+	err := st.update(ctx, func(tx *txn) error {
 		var err error
 		out, err = machineAddresses(tx, model, machine)
 		if err != nil {
@@ -335,9 +336,9 @@ func (st *State) ReleaseMachineAddresses(model, machine string) ([]IPAddress, er
 }
 
 // Spaces returns the spaces of a model, sorted by name.
-func (st *State) Spaces(model string) ([]Space, error) {
+func (st *State) Spaces(ctx context.Context, model string) ([]Space, error) {
 	var out []Space
-	err := st.view(func(r reader) error {
+	err := st.view(ctx, func(r reader) error {
 		if _, err := getModelHead(r, model); err != nil {
 			return err
 		}

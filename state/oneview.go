@@ -16,8 +16,8 @@ import (
 // writes fail, it must not be used to watch (a watcher's snapshot would be
 // older than its subscription), nor after fn returns. On bbolt the
 // view is one read transaction, held while fn runs.
-func (st *State) OneView(fn func(*State) error) error {
-	return st.store.View(st.ctx, func(r store.Reader) error {
+func (st *State) OneView(ctx context.Context, fn func(*State) error) error {
+	return st.store.View(ctx, func(r store.Reader) error {
 		p := *st
 		p.store = pinnedStore{Store: st.store, r: r}
 		return fn(&p)

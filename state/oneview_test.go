@@ -17,23 +17,23 @@ func TestOneView(t *testing.T) {
 	model := statetest.DefaultModelUUID
 	first := statetest.AddMachine(t, st, model, "")
 	var added state.Machine
-	err := st.OneView(func(v *state.State) error {
-		before, err := v.Machines(model)
+	err := st.OneView(t.Context(), func(v *state.State) error {
+		before, err := v.Machines(t.Context(), model)
 		if err != nil {
 			return err
 		}
 		added = statetest.AddMachine(t, st, model, "") // committed while the view is open
-		after, err := v.Machines(model)
+		after, err := v.Machines(t.Context(), model)
 		if err != nil {
 			return err
 		}
 		if len(before) != 1 || len(after) != 1 || after[0].ID != first.ID {
 			t.Errorf("machines in the view: %d then %d, want the one machine both times", len(before), len(after))
 		}
-		if _, err := v.Machine(model, added.ID); !errors.Is(err, errors.NotFound) {
+		if _, err := v.Machine(t.Context(), model, added.ID); !errors.Is(err, errors.NotFound) {
 			t.Errorf("machine %s committed after the view began: %v, want not found", added.ID, err)
 		}
-		if _, err := v.AddMachine(model, state.MachineParams{}); err == nil {
+		if _, err := v.AddMachine(t.Context(), model, state.MachineParams{}); err == nil {
 			t.Error("a write through the view succeeded")
 		}
 		return nil
@@ -41,7 +41,7 @@ func TestOneView(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Machine(model, added.ID); err != nil {
+	if _, err := st.Machine(t.Context(), model, added.ID); err != nil {
 		t.Errorf("after the view: %v", err)
 	}
 }

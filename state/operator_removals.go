@@ -1,6 +1,7 @@
 package state
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -16,8 +17,8 @@ import (
 // that the constraints of a machine, an application or the model name
 // (spaces=S or ^S), or an application's endpoint bindings, is refused:
 // nothing would be left to satisfy them.
-func (st *State) RemoveSpace(model, name string) error {
-	return st.update(func(tx *txn) error {
+func (st *State) RemoveSpace(ctx context.Context, model, name string) error {
+	return st.update(ctx, func(tx *txn) error {
 		if _, err := getSpace(tx, model, name); err != nil {
 			return err
 		}
@@ -74,8 +75,8 @@ func (st *State) RemoveSpace(model, name string) error {
 // RemoveSubnet removes a subnet of a model. A subnet with addresses in use
 // (allocated to a machine, or marked unavailable) is refused: release them
 // first (remove the machines).
-func (st *State) RemoveSubnet(model, cidr string) error {
-	return st.update(func(tx *txn) error {
+func (st *State) RemoveSubnet(ctx context.Context, model, cidr string) error {
+	return st.update(ctx, func(tx *txn) error {
 		if _, err := getSubnet(tx, model, cidr); err != nil {
 			return err
 		}
@@ -100,8 +101,8 @@ func (st *State) RemoveSubnet(model, cidr string) error {
 // RemoveAgentBinary removes one entry ("3.3.0-ubuntu-amd64") of the
 // controller's agent binaries catalog. Agents already running keep their
 // binaries; provisioners no longer find that version.
-func (st *State) RemoveAgentBinary(version string) error {
-	return st.update(func(tx *txn) error {
+func (st *State) RemoveAgentBinary(ctx context.Context, version string) error {
+	return st.update(ctx, func(tx *txn) error {
 		if ok, err := exists(tx, KindTools, "", version); err != nil {
 			return err
 		} else if !ok {

@@ -126,7 +126,7 @@ func TestParseBase(t *testing.T) {
 
 func lives(t *testing.T, st *state.State, model string) map[string]state.Life {
 	t.Helper()
-	ms, err := st.Machines(model)
+	ms, err := st.Machines(t.Context(), model)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func lives(t *testing.T, st *state.State, model string) map[string]state.Life {
 	for _, m := range ms {
 		out[m.ID] = m.Life
 	}
-	us, err := st.Units(model)
+	us, err := st.Units(t.Context(), model)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestDestroyMachines(t *testing.T) {
 	model := statetest.DefaultModelUUID
 	add := func(p state.MachineParams) string {
 		t.Helper()
-		m, err := st.AddMachine(model, p)
+		m, err := st.AddMachine(t.Context(), model, p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -161,13 +161,13 @@ func TestDestroyMachines(t *testing.T) {
 	c1 := add(state.MachineParams{ParentID: m1, ContainerType: "lxd"}) // 1/lxd/0
 	c2 := add(state.MachineParams{ParentID: c1, ContainerType: "kvm"}) // 1/lxd/0/kvm/0
 	m2 := add(state.MachineParams{})                                   // 2: has a unit
-	if _, err := st.AddApplication(model, state.ApplicationParams{Name: "app"}); err != nil {
+	if _, err := st.AddApplication(t.Context(), model, state.ApplicationParams{Name: "app"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.AddUnit(model, "app", m2, ""); err != nil {
+	if _, err := st.AddUnit(t.Context(), model, "app", m2, ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.AddUnit(model, "app", c2, ""); err != nil {
+	if _, err := st.AddUnit(t.Context(), model, "app", c2, ""); err != nil {
 		t.Fatal(err)
 	}
 
@@ -187,7 +187,7 @@ func TestDestroyMachines(t *testing.T) {
 		{"nope", []string{m0}, false, errors.NotFound, `model "nope" not found`},
 		{statetest.ControllerModelUUID, []string{"0"}, true, nil, "machine 0 is required by the model"},
 	} {
-		_, err := st.DestroyMachines(tc.model, tc.ids, tc.force)
+		_, err := st.DestroyMachines(t.Context(), tc.model, tc.ids, tc.force)
 		if err == nil || (tc.kind != nil && !errors.Is(err, tc.kind)) || !strings.Contains(err.Error(), tc.msg) {
 			t.Errorf("DestroyMachines(%v, force %v) = %v, want %v %q", tc.ids, tc.force, err, tc.kind, tc.msg)
 		}
@@ -198,17 +198,17 @@ func TestDestroyMachines(t *testing.T) {
 
 	// A container without containers or units goes alone; its host and
 	// the unit's machine are untouched.
-	if got, err := st.DestroyMachines(model, []string{m0}, false); err != nil || !slices.Equal(got, []string{m0}) {
+	if got, err := st.DestroyMachines(t.Context(), model, []string{m0}, false); err != nil || !slices.Equal(got, []string{m0}) {
 		t.Fatalf("DestroyMachines(0) = %v, %v", got, err)
 	}
 	// Again: nothing to do, nothing written.
 	rev = st.Revision()
-	if got, err := st.DestroyMachines(model, []string{m0}, false); err != nil || len(got) != 0 || st.Revision() != rev {
+	if got, err := st.DestroyMachines(t.Context(), model, []string{m0}, false); err != nil || len(got) != 0 || st.Revision() != rev {
 		t.Fatalf("DestroyMachines(0) again = %v, %v (revision %d -> %d)", got, err, rev, st.Revision())
 	}
 	// Forced: the whole tree becomes dying and the units on it go (no
 	// unit agent would ever take a dying unit off its machine).
-	got, err := st.DestroyMachines(model, []string{m1, m2}, true)
+	got, err := st.DestroyMachines(t.Context(), model, []string{m1, m2}, true)
 	if err != nil || !slices.Equal(got, []string{m1, c1, c2, m2}) {
 		t.Fatalf("DestroyMachines(1, 2, force) = %v, %v", got, err)
 	}
@@ -224,25 +224,25 @@ func TestAddContainerSupportedTypes(t *testing.T) {
 	model := statetest.DefaultModelUUID
 	host := statetest.AddMachine(t, st, model, "")
 	// Unknown until the agent reports: any type goes.
-	if _, err := st.AddMachine(model, state.MachineParams{ParentID: host.ID, ContainerType: "kvm"}); err != nil {
+	if _, err := st.AddMachine(t.Context(), model, state.MachineParams{ParentID: host.ID, ContainerType: "kvm"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.SetSupportedContainers(model, host.ID, []string{"lxd"}); err != nil {
+	if err := st.SetSupportedContainers(t.Context(), model, host.ID, []string{"lxd"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.AddMachine(model, state.MachineParams{ParentID: host.ID, ContainerType: "lxd"}); err != nil {
+	if _, err := st.AddMachine(t.Context(), model, state.MachineParams{ParentID: host.ID, ContainerType: "lxd"}); err != nil {
 		t.Fatal(err)
 	}
 	rev := st.Revision()
-	_, err := st.AddMachine(model, state.MachineParams{ParentID: host.ID, ContainerType: "kvm"})
+	_, err := st.AddMachine(t.Context(), model, state.MachineParams{ParentID: host.ID, ContainerType: "kvm"})
 	if !errors.Is(err, errors.NotSupported) || err.Error() != "machine 0 cannot host kvm containers" {
 		t.Errorf("kvm on an lxd-only machine: %v", err)
 	}
-	if err := st.SetSupportedContainers(model, host.ID, nil); err != nil {
+	if err := st.SetSupportedContainers(t.Context(), model, host.ID, nil); err != nil {
 		t.Fatal(err)
 	}
 	rev = st.Revision()
-	if _, err := st.AddMachine(model, state.MachineParams{ParentID: host.ID, ContainerType: "lxd"}); err == nil {
+	if _, err := st.AddMachine(t.Context(), model, state.MachineParams{ParentID: host.ID, ContainerType: "lxd"}); err == nil {
 		t.Error("container on a machine that supports none")
 	}
 	if st.Revision() != rev {
@@ -254,7 +254,7 @@ func TestAddSubnetOverlapsAndProviderIDs(t *testing.T) {
 	t.Parallel()
 	st := statetest.New(t)
 	model := statetest.DefaultModelUUID
-	if _, err := st.AddSubnet(model, state.Subnet{CIDR: "10.0.0.0/24", ProviderID: "sn-0"}); err != nil {
+	if _, err := st.AddSubnet(t.Context(), model, state.Subnet{CIDR: "10.0.0.0/24", ProviderID: "sn-0"}); err != nil {
 		t.Fatal(err)
 	}
 	rev := st.Revision()
@@ -271,19 +271,19 @@ func TestAddSubnetOverlapsAndProviderIDs(t *testing.T) {
 		{state.Subnet{CIDR: "10.0.1.0/24", AllocatableIPLow: "10.0.1.10", AllocatableIPHigh: "10.0.2.1"}, errors.NotValid, `allocatable range 10.0.1.10-10.0.2.1 is not inside 10.0.1.0/24`},
 		{state.Subnet{CIDR: "10.0.1.0/24", SpaceName: "nope"}, errors.NotFound, `space "nope" not found`},
 	} {
-		if _, err := st.AddSubnet(model, tc.s); !errors.Is(err, tc.kind) || !strings.Contains(err.Error(), tc.msg) {
+		if _, err := st.AddSubnet(t.Context(), model, tc.s); !errors.Is(err, tc.kind) || !strings.Contains(err.Error(), tc.msg) {
 			t.Errorf("AddSubnet(%+v) = %v, want %v %q", tc.s, err, tc.kind, tc.msg)
 		}
 	}
 	if st.Revision() != rev {
 		t.Errorf("refused AddSubnet wrote")
 	}
-	if _, err := st.AddSubnet(model, state.Subnet{CIDR: "10.0.1.0/24", ProviderID: "sn-1"}); err != nil {
+	if _, err := st.AddSubnet(t.Context(), model, state.Subnet{CIDR: "10.0.1.0/24", ProviderID: "sn-1"}); err != nil {
 		t.Error(err)
 	}
 	// Another model may reuse both.
 	other := statetest.AddModel(t, st, "other", state.ModelTypeIAAS)
-	if _, err := st.AddSubnet(other.UUID, state.Subnet{CIDR: "10.0.0.0/24", ProviderID: "sn-0"}); err != nil {
+	if _, err := st.AddSubnet(t.Context(), other.UUID, state.Subnet{CIDR: "10.0.0.0/24", ProviderID: "sn-0"}); err != nil {
 		t.Error(err)
 	}
 }
@@ -293,13 +293,13 @@ func TestAgentBinaryCatalog(t *testing.T) {
 	st := statetest.New(t)
 	sum := strings.Repeat("ab", 32)
 	ok := state.AgentBinary{Version: "3.3.0-ubuntu-amd64", SHA256: strings.ToUpper(sum), Size: 10, URL: "https://example.com/a.tgz"}
-	if err := st.AddAgentBinary(ok); err != nil {
+	if err := st.AddAgentBinary(t.Context(), ok); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.AddAgentBinary(state.AgentBinary{Version: "3.10.0-ubuntu-arm64", SHA256: sum, Size: 1, URL: "http://h/x"}); err != nil {
+	if err := st.AddAgentBinary(t.Context(), state.AgentBinary{Version: "3.10.0-ubuntu-arm64", SHA256: sum, Size: 1, URL: "http://h/x"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.AddAgentBinary(state.AgentBinary{Version: "2.9-beta1-trusty-amd64", SHA256: sum, Size: 1, URL: "http://h/y"}); err != nil {
+	if err := st.AddAgentBinary(t.Context(), state.AgentBinary{Version: "2.9-beta1-trusty-amd64", SHA256: sum, Size: 1, URL: "http://h/y"}); err != nil {
 		t.Fatal(err)
 	}
 	rev := st.Revision()
@@ -316,14 +316,14 @@ func TestAgentBinaryCatalog(t *testing.T) {
 		{state.AgentBinary{Version: "3.3.1-ubuntu-amd64", SHA256: sum, Size: 1, URL: "ftp://h/"}, errors.NotValid, `url "ftp://h/" is not an absolute http or https URL`},
 		{state.AgentBinary{Version: "3.3.1-ubuntu-amd64", SHA256: sum, Size: 1, URL: "/local"}, errors.NotValid, "is not an absolute"},
 	} {
-		if err := st.AddAgentBinary(tc.b); !errors.Is(err, tc.kind) || !strings.Contains(err.Error(), tc.msg) {
+		if err := st.AddAgentBinary(t.Context(), tc.b); !errors.Is(err, tc.kind) || !strings.Contains(err.Error(), tc.msg) {
 			t.Errorf("AddAgentBinary(%+v) = %v, want %v %q", tc.b, err, tc.kind, tc.msg)
 		}
 	}
 	if st.Revision() != rev {
 		t.Errorf("refused AddAgentBinary wrote")
 	}
-	cat, err := st.AgentBinaryCatalog()
+	cat, err := st.AgentBinaryCatalog(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +338,7 @@ func TestAgentBinaryCatalog(t *testing.T) {
 		t.Errorf("entry %+v", cat[1])
 	}
 	// The provider's view has them too.
-	tools, err := st.AgentBinaries()
+	tools, err := st.AgentBinaries(t.Context())
 	if err != nil || len(tools) != 3 {
 		t.Errorf("AgentBinaries = %v, %v", tools, err)
 	}
@@ -349,18 +349,18 @@ func TestSpaces(t *testing.T) {
 	st := statetest.New(t)
 	model := statetest.DefaultModelUUID
 	for _, n := range []string{"public", "db"} {
-		if _, err := st.AddSpace(model, n, ""); err != nil {
+		if _, err := st.AddSpace(t.Context(), model, n, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := st.AddSpace(model, "db", ""); !errors.Is(err, errors.AlreadyExists) {
+	if _, err := st.AddSpace(t.Context(), model, "db", ""); !errors.Is(err, errors.AlreadyExists) {
 		t.Errorf("duplicate space: %v", err)
 	}
-	sp, err := st.Spaces(model)
+	sp, err := st.Spaces(t.Context(), model)
 	if err != nil || len(sp) != 2 || sp[0].Name != "db" || sp[1].Name != "public" {
 		t.Errorf("Spaces = %+v, %v", sp, err)
 	}
-	if _, err := st.Spaces("nope"); !errors.Is(err, errors.NotFound) {
+	if _, err := st.Spaces(t.Context(), "nope"); !errors.Is(err, errors.NotFound) {
 		t.Errorf("Spaces(unknown model) = %v", err)
 	}
 }

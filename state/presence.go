@@ -52,9 +52,9 @@ func (st *State) PublishPresence(ctx context.Context, rec PresenceRecord) (relea
 }
 
 // PresenceRecords returns every live presence record, in key order.
-func (st *State) PresenceRecords() ([]PresenceRecord, error) {
+func (st *State) PresenceRecords(ctx context.Context) ([]PresenceRecord, error) {
 	var out []PresenceRecord
-	err := st.view(func(r reader) error {
+	err := st.view(ctx, func(r reader) error {
 		var err error
 		out, err = list[PresenceRecord](r, KindPresence, "")
 		return err

@@ -39,7 +39,7 @@ func TestPresenceRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	rel1()
-	got, err := st.PresenceRecords()
+	got, err := st.PresenceRecords(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestPresenceRecords(t *testing.T) {
 		t.Fatalf("records %+v, want %+v", got, want)
 	}
 	rel2()
-	if got, _ := st.PresenceRecords(); len(got) != 1 || got[0].Model != statetest.ControllerModelUUID {
+	if got, _ := st.PresenceRecords(t.Context()); len(got) != 1 || got[0].Model != statetest.ControllerModelUUID {
 		t.Fatalf("records after release: %+v", got)
 	}
 	var ids []string

@@ -19,7 +19,7 @@ import (
 // openEtcdState opens state on prefix of c through endpoints.
 func openEtcdState(t *testing.T, c *etcdtest.Cluster, endpoints []string) *state.State {
 	t.Helper()
-	st, err := state.Open(state.Options{OpenStore: func(feed store.Feed) (store.Store, error) {
+	st, err := statetest.OpenStore(func(feed store.Feed) (store.Store, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		return etcdstore.Open(ctx, etcdstore.Config{
@@ -37,7 +37,7 @@ func openEtcdState(t *testing.T, c *etcdtest.Cluster, endpoints []string) *state
 			StaleAfter:     5 * time.Second,
 			LeaseTTL:       2 * time.Second,
 		})
-	}})
+	}, state.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestWatchersWokenWhenTheFeedIsCompactedPast(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
 	a := openEtcdState(t, c, []string{c.Members()[0].ClientURL})
-	if _, err := a.Initialize(statetest.InitArgs()); err != nil {
+	if _, err := a.Initialize(t.Context(), statetest.InitArgs()); err != nil {
 		t.Fatal(err)
 	}
 	others := []string{c.Members()[1].ClientURL, c.Members()[2].ClientURL}
@@ -66,7 +66,7 @@ func TestWatchersWokenWhenTheFeedIsCompactedPast(t *testing.T) {
 	model := statetest.DefaultModelUUID
 	statetest.AddMachine(t, a, model, "")
 
-	machines, initial, err := a.WatchModelMachines(model)
+	machines, initial, err := a.WatchModelMachines(t.Context(), model)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestWatchersWokenWhenTheFeedIsCompactedPast(t *testing.T) {
 	if len(initial) != 1 {
 		t.Fatalf("initial machines %v", initial)
 	}
-	config, err := a.WatchModelConfig(model)
+	config, err := a.WatchModelConfig(t.Context(), model)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestWatchersWokenWhenTheFeedIsCompactedPast(t *testing.T) {
 	// Two commits while away, and history compacted to the second: what
 	// a would resume from (the first) is gone.
 	added := statetest.AddMachine(t, b, model, "")
-	if err := b.UpdateModelConfig(model, map[string]any{"foo": "bar"}, nil); err != nil {
+	if err := b.UpdateModelConfig(t.Context(), model, map[string]any{"foo": "bar"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	cli, err := clientv3.New(clientv3.Config{Endpoints: others, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
@@ -109,7 +109,7 @@ func TestWatchersWokenWhenTheFeedIsCompactedPast(t *testing.T) {
 	}
 	// Watching again: the initial event holds the machine added while away,
 	// and nothing resets the new watcher.
-	again, initial, err := a.WatchModelMachines(model)
+	again, initial, err := a.WatchModelMachines(t.Context(), model)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package state
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"strconv"
 	"time"
@@ -11,7 +10,6 @@ import (
 	"github.com/juju/errors"
 
 	"github.com/provisiond/provisiond/state/store"
-	"github.com/provisiond/provisiond/state/store/boltstore"
 	"github.com/provisiond/provisiond/watcher"
 )
 
@@ -97,37 +95,24 @@ const (
 	kindSchema = "schema"
 )
 
-// Options configures Open: exactly one of Path and OpenStore.
+// Options configures Open.
 type Options struct {
-	// Path is the bbolt file (package boltstore, the embedded default);
-	// it is created if missing.
-	Path string
-	// OpenStore, instead of Path, opens another store (etcd), handing it
-	// the feed state applies change sets through.
-	OpenStore func(store.Feed) (store.Store, error)
-	// Hub receives one ChangeSet per committed write. If nil, State makes
-	// its own (see State.Hub).
+	// Hub is the hub the store's feed publishes to: the store must have
+	// been opened with Feed(Hub, Logger). If nil, State makes its own,
+	// which no store publishes to: a State for a tool that reads or
+	// repairs a store and watches nothing.
 	Hub *watcher.Hub
 	// Logger defaults to discarding.
 	Logger *slog.Logger
 	// Now defaults to time.Now.
 	Now func() time.Time
-	// ObserveCommit, if set, is told how long each commit took and how many
-	// writes it grouped (bbolt; a store opened by OpenStore reports its own,
-	// as etcdstore.Config.ObserveCommit).
-	ObserveCommit func(d time.Duration, writes int)
-	// StoreFailed, if set, is called once if the bbolt store fails for
-	// good: its file removed, replaced or truncated under it, or reading
-	// it faulted (boltstore.Options.Failed). It must not block.
-	StoreFailed func(error)
 }
 
-// writeTimeout bounds each write State makes on the store. The callers'
-// contexts are not threaded through State's API yet (follow-up work); until
-// they are, a store that cannot commit (etcd without quorum) fails a write
-// after this long instead of holding its caller for ever. Reads run under
-// State's own context, which Close cancels: on bbolt they are bounded by
-// the file, on etcd they are served from the local replica.
+// writeTimeout bounds each write State makes on the store, whatever its
+// caller's context: a store that cannot commit (etcd without quorum)
+// fails a write after this long instead of holding a caller whose context
+// never ends (a tool's, the daemon's own upkeep) for ever. A facade's
+// call ends sooner when its client goes or the call's deadline passes.
 const writeTimeout = 30 * time.Second
 
 // State is an open controller database. It is safe for concurrent use.
@@ -136,9 +121,6 @@ type State struct {
 	hub    *watcher.Hub
 	logger *slog.Logger
 	now    func() time.Time
-
-	ctx    context.Context // cancelled by Close
-	cancel context.CancelFunc
 
 	machines *recordCache[Machine] // decoded machine records, for Machine
 
@@ -151,41 +133,46 @@ type State struct {
 	afterSubscribe func()
 }
 
-// Open opens the store (opts.Path or opts.OpenStore) and migrates state's
-// schema in it if it is older (migrate.go). A new store is empty: see
-// Initialized and Initialize.
-func Open(opts Options) (*State, error) {
-	if (opts.Path == "") == (opts.OpenStore == nil) {
-		return nil, errors.NotValidf("state options without exactly one of a path and a store")
+// Feed is the store.Feed of a State whose Options.Hub is hub: open the
+// store with it, then hand the store to Open. It publishes each committed
+// change set to hub, after the commit is durable and before its writers
+// are answered, once per revision in revision order; and when the store
+// could not follow its feed (etcd compacted past it) and reloaded its
+// view, it resets every watcher of hub (watch_stamp.go says what that
+// does to each). logger may be nil.
+func Feed(hub *watcher.Hub, logger *slog.Logger) store.Feed {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
 	}
-	st := newState(opts)
-	feed := store.Feed{Apply: st.publish, Reset: st.reset}
-	var err error
-	if opts.OpenStore != nil {
-		st.store, err = opts.OpenStore(feed)
-	} else {
-		st.store, err = boltstore.Open(opts.Path, boltstore.Options{
-			Feed:            feed,
-			InitialMmapSize: boltstore.MmapSize,
-			ObserveCommit:   opts.ObserveCommit,
-			Failed:          opts.StoreFailed,
-		})
+	return store.Feed{
+		Apply: hub.Publish,
+		Reset: func(rev uint64) {
+			n := hub.Subscriptions()
+			logger.Warn("state: the store's change feed was reset; waking every watcher (strings watchers fail: their clients watch again)",
+				"revision", rev, "subscriptions", n)
+			hub.Reset(rev)
+		},
 	}
-	if err != nil {
-		st.cancel()
-		return nil, errors.Annotate(err, "opening state")
-	}
-	if err := st.migrate(); err != nil {
+}
+
+// Open returns the State kept in s, an open store (package boltstore or
+// etcdstore) whose feed is Feed(opts.Hub, opts.Logger), and migrates
+// state's schema in it if it is older (migrate.go). A new store is empty:
+// see Initialized and Initialize. The State owns s from then on: Close
+// closes it, and so does a failed Open.
+func Open(s store.Store, opts Options) (*State, error) {
+	st := newState(s, opts)
+	if err := st.migrate(context.Background()); err != nil {
 		_ = st.Close()
 		return nil, errors.Annotate(err, "opening state")
 	}
-	info := st.store.Info()
+	info := s.Info()
 	st.logger.Info("state opened", "store", info.Engine, "location", info.Location, "revision", info.Revision)
 	return st, nil
 }
 
-func newState(opts Options) *State {
-	st := &State{hub: opts.Hub, logger: opts.Logger, now: opts.Now, machines: newMachineCache(), verifyTimes: &durationSample{}}
+func newState(s store.Store, opts Options) *State {
+	st := &State{store: s, hub: opts.Hub, logger: opts.Logger, now: opts.Now, machines: newMachineCache(), verifyTimes: &durationSample{}}
 	if st.hub == nil {
 		st.hub = watcher.NewHub()
 	}
@@ -195,31 +182,12 @@ func newState(opts Options) *State {
 	if st.now == nil {
 		st.now = time.Now
 	}
-	st.ctx, st.cancel = context.WithCancel(context.Background())
 	return st
-}
-
-// publish is the store's Feed.Apply: it runs after each commit is durable
-// and before its writers are answered, once per revision in revision
-// order, and hands the change set to the hub.
-func (st *State) publish(cs watcher.ChangeSet) { st.hub.Publish(cs) }
-
-// reset is the store's Feed.Reset: the store could not follow its feed
-// (etcd compacted past it) and reloaded its view at rev. Every watcher
-// whose snapshot is older may have missed changes: the hub resets them
-// all (watch_stamp.go says what that does to each).
-func (st *State) reset(rev uint64) {
-	n := st.hub.Subscriptions()
-	st.logger.Warn("state: the store's change feed was reset; waking every watcher (strings watchers fail: their clients watch again)",
-		"revision", rev, "subscriptions", n)
-	st.hub.Reset(rev)
 }
 
 // Close waits for writes in progress to commit and closes the store.
 func (st *State) Close() error {
-	err := st.store.Close()
-	st.cancel()
-	return err
+	return st.store.Close()
 }
 
 // Hub returns the hub change sets are published to.
@@ -232,35 +200,13 @@ func (st *State) Revision() uint64 { return st.store.Revision() }
 // health check and operators' tools).
 func (st *State) Store() store.Store { return st.store }
 
-// Snapshot writes a consistent copy of a bbolt database to w (see
-// boltstore.Store.Snapshot); size, if not nil, first gets the copy's exact
-// size. Other stores do not support it.
-func (st *State) Snapshot(w io.Writer, size func(int64)) (int64, error) {
-	s, ok := st.store.(interface {
-		Snapshot(io.Writer, func(int64)) (int64, error)
-	})
-	if !ok {
-		return 0, errors.NotSupportedf("a snapshot of a %s store", st.store.Info().Engine)
-	}
-	return s.Snapshot(w, size)
-}
-
-// Check runs the database's consistency check (bbolt's; other stores have
-// none and pass).
-func (st *State) Check() error {
-	if c, ok := st.store.(interface{ Check() error }); ok {
-		return c.Check()
-	}
-	return nil
-}
-
 // reader is what reads need: a store view, or a write transaction (which
 // sees its own writes).
 type reader = store.Reader
 
-// view runs fn in a read view of the store.
-func (st *State) view(fn func(r reader) error) error {
-	return st.store.View(st.ctx, fn)
+// view runs fn in a read view of the store, under ctx.
+func (st *State) view(ctx context.Context, fn func(r reader) error) error {
+	return st.store.View(ctx, fn)
 }
 
 // update runs fn in a write transaction. fn may run more than once (etcd
@@ -268,8 +214,14 @@ func (st *State) view(fn func(r reader) error) error {
 // only through the txn: anything random or expensive is computed before,
 // and tx.now is the same each time. fn returning errNoChange commits
 // nothing and spends no revision, as does a function that writes nothing.
-func (st *State) update(fn func(tx *txn) error) error {
-	ctx, cancel := context.WithTimeout(st.ctx, writeTimeout)
+//
+// It waits for the commit until ctx ends, and at most writeTimeout; a
+// write given up that way returns ctx's error and is never half applied
+// (its transaction commits whole or not at all), though one whose commit
+// was already on its way to etcd may still commit, as with etcd's own
+// client.
+func (st *State) update(ctx context.Context, fn func(tx *txn) error) error {
+	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
 	defer cancel()
 	now := st.now()
 	_, err := st.store.Update(ctx, func(t store.Txn) error {

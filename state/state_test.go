@@ -14,6 +14,7 @@ import (
 
 	"github.com/provisiond/provisiond/state"
 	"github.com/provisiond/provisiond/state/statetest"
+	"github.com/provisiond/provisiond/state/store/boltstore"
 	"github.com/provisiond/provisiond/watcher"
 )
 
@@ -46,17 +47,17 @@ func assertNoChange(t *testing.T, w *watcher.Notify) {
 func TestInitializeAndReopen(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "state.db")
-	st, err := state.Open(state.Options{Path: path})
+	st, err := statetest.OpenBolt(path, state.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := st.Initialized(); ok || err != nil {
+	if ok, err := st.Initialized(t.Context()); ok || err != nil {
 		t.Fatalf("new database: Initialized = %v, %v", ok, err)
 	}
-	if _, err := st.Controller(); !errors.Is(err, errors.NotFound) {
+	if _, err := st.Controller(t.Context()); !errors.Is(err, errors.NotFound) {
 		t.Errorf("Controller before Initialize: %v, want NotFound", err)
 	}
-	res, err := st.Initialize(statetest.InitArgs())
+	res, err := st.Initialize(t.Context(), statetest.InitArgs())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,25 +72,25 @@ func TestInitializeAndReopen(t *testing.T) {
 	if st.Revision() != 1 {
 		t.Errorf("Initialize took revision %d, want 1 (one transaction)", st.Revision())
 	}
-	if _, err := st.Initialize(statetest.InitArgs()); !errors.Is(err, errors.AlreadyExists) {
+	if _, err := st.Initialize(t.Context(), statetest.InitArgs()); !errors.Is(err, errors.AlreadyExists) {
 		t.Errorf("second Initialize: %v, want AlreadyExists", err)
 	}
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
 
-	st, err = state.Open(state.Options{Path: path})
+	st, err = statetest.OpenBolt(path, state.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	if ok, err := st.Initialized(); !ok || err != nil {
+	if ok, err := st.Initialized(t.Context()); !ok || err != nil {
 		t.Fatalf("reopened: Initialized = %v, %v", ok, err)
 	}
 	if st.Revision() != 1 {
 		t.Errorf("reopened revision = %d, want 1", st.Revision())
 	}
-	ctrl, err := st.Controller()
+	ctrl, err := st.Controller(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +98,7 @@ func TestInitializeAndReopen(t *testing.T) {
 		ctrl.Config["api-port"] != 17070.0 {
 		t.Errorf("Controller = %+v", ctrl)
 	}
-	models, err := st.Models()
+	models, err := st.Models(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,11 +112,11 @@ func TestInitializeAndReopen(t *testing.T) {
 			t.Errorf("model %+v", m)
 		}
 	}
-	admin, err := st.User("admin")
+	admin, err := st.User(t.Context(), "admin")
 	if err != nil || admin.Access != state.AccessSuperuser || admin.CreatedAt.IsZero() {
 		t.Errorf("User(admin) = %+v, %v", admin, err)
 	}
-	m0, err := st.Machine(statetest.ControllerModelUUID, "0")
+	m0, err := st.Machine(t.Context(), statetest.ControllerModelUUID, "0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,17 +128,17 @@ func TestInitializeAndReopen(t *testing.T) {
 	if !machineEqual(m0, wantM0) || !state.IsController(m0) {
 		t.Errorf("machine 0 = %+v, want %+v", m0, wantM0)
 	}
-	if _, err := st.AuthenticateMachine(statetest.ControllerModelUUID, "0", statetest.AgentPassword, statetest.AgentNonce); err != nil {
+	if _, err := st.AuthenticateMachine(t.Context(), statetest.ControllerModelUUID, "0", statetest.AgentPassword, statetest.AgentNonce); err != nil {
 		t.Errorf("controller agent login after reopen: %v", err)
 	}
-	if _, err := st.CheckUserPassword("user-admin", statetest.AdminPassword); err != nil {
+	if _, err := st.CheckUserPassword(t.Context(), "user-admin", statetest.AdminPassword); err != nil {
 		t.Errorf("admin login after reopen: %v", err)
 	}
-	if ms, err := st.Machines(statetest.DefaultModelUUID); err != nil || len(ms) != 0 {
+	if ms, err := st.Machines(t.Context(), statetest.DefaultModelUUID); err != nil || len(ms) != 0 {
 		t.Errorf("default model machines = %v, %v", ms, err)
 	}
-	if err := st.Check(); err != nil {
-		t.Errorf("Check: %v", err)
+	if err := st.Store().(*boltstore.Store).Check(); err != nil {
+		t.Errorf("bbolt's check: %v", err)
 	}
 }
 
@@ -151,7 +152,7 @@ func TestInitializeGeneratesUUIDs(t *testing.T) {
 	st := statetest.NewWithOptions(t, statetest.Options{Uninitialized: true})
 	args := statetest.InitArgs()
 	args.ControllerUUID, args.ControllerModelUUID, args.DefaultModelUUID = "", "", ""
-	res, err := st.Initialize(args)
+	res, err := st.Initialize(t.Context(), args)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +165,7 @@ func TestInitializeGeneratesUUIDs(t *testing.T) {
 	if len(slices.Compact(slices.Sorted(slices.Values(uuids)))) != 3 {
 		t.Errorf("generated UUIDs are not distinct: %v", uuids)
 	}
-	if m, err := st.ModelByName("default"); err != nil || m.UUID != res.DefaultModelUUID {
+	if m, err := st.ModelByName(t.Context(), "default"); err != nil || m.UUID != res.DefaultModelUUID {
 		t.Errorf("default model = %+v, %v", m, err)
 	}
 }
@@ -191,14 +192,14 @@ func TestInitializeValidation(t *testing.T) {
 			rev := st.Revision()
 			args := statetest.InitArgs()
 			tc.edit(&args)
-			_, err := st.Initialize(args)
+			_, err := st.Initialize(t.Context(), args)
 			if !errors.Is(err, errors.NotValid) {
 				t.Fatalf("err = %v, want NotValid", err)
 			}
 			if tc.msg != "" && err.Error() != tc.msg {
 				t.Errorf("message %q, want %q", err, tc.msg)
 			}
-			if ok, _ := st.Initialized(); ok || st.Revision() != rev {
+			if ok, _ := st.Initialized(t.Context()); ok || st.Revision() != rev {
 				t.Errorf("a refused Initialize wrote something (revision %d)", st.Revision())
 			}
 		})
@@ -227,7 +228,7 @@ func TestUserPasswords(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			u, err := st.CheckUserPassword(tc.user, tc.password)
+			u, err := st.CheckUserPassword(t.Context(), tc.user, tc.password)
 			if tc.ok {
 				if err != nil {
 					t.Fatalf("err = %v", err)
@@ -250,19 +251,19 @@ func TestUserPasswords(t *testing.T) {
 func TestSetUserPassword(t *testing.T) {
 	t.Parallel()
 	st := statetest.New(t)
-	if err := st.SetUserPassword("user-admin", "new-password"); err != nil {
+	if err := st.SetUserPassword(t.Context(), "user-admin", "new-password"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.CheckUserPassword("admin", statetest.AdminPassword); err != state.ErrBadCredentials {
+	if _, err := st.CheckUserPassword(t.Context(), "admin", statetest.AdminPassword); err != state.ErrBadCredentials {
 		t.Errorf("old password: %v, want ErrBadCredentials", err)
 	}
-	if _, err := st.CheckUserPassword("admin", "new-password"); err != nil {
+	if _, err := st.CheckUserPassword(t.Context(), "admin", "new-password"); err != nil {
 		t.Errorf("new password: %v", err)
 	}
-	if err := st.SetUserPassword("carol", "x"); !errors.Is(err, errors.NotFound) {
+	if err := st.SetUserPassword(t.Context(), "carol", "x"); !errors.Is(err, errors.NotFound) {
 		t.Errorf("unknown user: %v, want NotFound", err)
 	}
-	if err := st.SetUserPassword("admin", ""); !errors.Is(err, errors.NotValid) {
+	if err := st.SetUserPassword(t.Context(), "admin", ""); !errors.Is(err, errors.NotValid) {
 		t.Errorf("empty password: %v, want NotValid", err)
 	}
 }
@@ -271,14 +272,14 @@ func TestAddUser(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 	st := statetest.NewWithOptions(t, statetest.Options{Now: func() time.Time { return now }})
-	u, err := st.AddUser("bob", "Bob Smith", "bob-password", "")
+	u, err := st.AddUser(t.Context(), "bob", "Bob Smith", "bob-password", "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if u != (state.User{Name: "bob", DisplayName: "Bob Smith", Access: state.AccessLogin, CreatedAt: now}) {
 		t.Errorf("AddUser = %+v", u)
 	}
-	if got, err := st.User("user-bob@local"); err != nil || got != u {
+	if got, err := st.User(t.Context(), "user-bob@local"); err != nil || got != u {
 		t.Errorf("User = %+v, %v; want %+v", got, err, u)
 	}
 	for _, tc := range []struct {
@@ -294,19 +295,19 @@ func TestAddUser(t *testing.T) {
 		{"tag-like name", "user-user-carol", "pw", "", errors.NotValid},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := st.AddUser(tc.user, "", tc.password, tc.access); !errors.Is(err, tc.want) {
+			if _, err := st.AddUser(t.Context(), tc.user, "", tc.password, tc.access); !errors.Is(err, tc.want) {
 				t.Errorf("err = %v, want %v", err, tc.want)
 			}
 		})
 	}
-	users, err := st.Users()
+	users, err := st.Users(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(users) != 2 || users[0].Name != "admin" || users[1].Name != "bob" {
 		t.Errorf("Users = %+v", users)
 	}
-	if _, err := st.User("carol"); !errors.Is(err, errors.NotFound) || err.Error() != `user "carol" not found` {
+	if _, err := st.User(t.Context(), "carol"); !errors.Is(err, errors.NotFound) || err.Error() != `user "carol" not found` {
 		t.Errorf("User(carol) = %v, want NotFound", err)
 	}
 }
@@ -349,7 +350,7 @@ func TestAuthenticateMachine(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			m, err := st.AuthenticateMachine(tc.model, tc.id, tc.password, tc.nonce)
+			m, err := st.AuthenticateMachine(t.Context(), tc.model, tc.id, tc.password, tc.nonce)
 			switch tc.want {
 			case ok:
 				if err != nil || m.ID != tc.id || m.Model != tc.model {
@@ -376,25 +377,25 @@ func TestSetMachinePassword(t *testing.T) {
 	t.Parallel()
 	st := statetest.New(t)
 	model := statetest.ControllerModelUUID
-	err := st.SetMachinePassword(model, "0", "too-short")
+	err := st.SetMachinePassword(t.Context(), model, "0", "too-short")
 	if !errors.Is(err, errors.NotValid) || err.Error() != "password is only 9 bytes long, and is not a valid Agent password" {
 		t.Errorf("short password: %v", err)
 	}
 	rev := st.Revision()
-	if err := st.SetMachinePassword(model, "0", statetest.AgentPassword); err != nil || st.Revision() != rev {
+	if err := st.SetMachinePassword(t.Context(), model, "0", statetest.AgentPassword); err != nil || st.Revision() != rev {
 		t.Errorf("setting the same password: %v, revision %d -> %d", err, rev, st.Revision())
 	}
 	const newPassword = "a-new-password-of-enough-length"
-	if err := st.SetMachinePassword(model, "0", newPassword); err != nil {
+	if err := st.SetMachinePassword(t.Context(), model, "0", newPassword); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.AuthenticateMachine(model, "0", statetest.AgentPassword, statetest.AgentNonce); err != state.ErrBadCredentials {
+	if _, err := st.AuthenticateMachine(t.Context(), model, "0", statetest.AgentPassword, statetest.AgentNonce); err != state.ErrBadCredentials {
 		t.Errorf("old password: %v", err)
 	}
-	if _, err := st.AuthenticateMachine(model, "0", newPassword, statetest.AgentNonce); err != nil {
+	if _, err := st.AuthenticateMachine(t.Context(), model, "0", newPassword, statetest.AgentNonce); err != nil {
 		t.Errorf("new password: %v", err)
 	}
-	if err := st.SetMachinePassword(model, "9", newPassword); !errors.Is(err, errors.NotFound) {
+	if err := st.SetMachinePassword(t.Context(), model, "9", newPassword); !errors.Is(err, errors.NotFound) {
 		t.Errorf("unknown machine: %v, want NotFound", err)
 	}
 }
@@ -409,7 +410,7 @@ func TestAddMachine(t *testing.T) {
 			t.Fatalf("machine %d = %+v", i, m)
 		}
 	}
-	ms, err := st.Machines(model)
+	ms, err := st.Machines(t.Context(), model)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -435,15 +436,15 @@ func TestAddMachine(t *testing.T) {
 		{"short password", model, state.MachineParams{Password: "short"}, errors.NotValid},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := st.AddMachine(tc.model, tc.p); !errors.Is(err, tc.want) {
+			if _, err := st.AddMachine(t.Context(), tc.model, tc.p); !errors.Is(err, tc.want) {
 				t.Errorf("err = %v, want %v", err, tc.want)
 			}
 		})
 	}
-	if _, err := st.Machines("nope"); !errors.Is(err, errors.NotFound) {
+	if _, err := st.Machines(t.Context(), "nope"); !errors.Is(err, errors.NotFound) {
 		t.Errorf("Machines(unknown model): %v, want NotFound", err)
 	}
-	if _, err := st.Machine(model, "99"); !errors.Is(err, errors.NotFound) || err.Error() != "machine 99 not found" {
+	if _, err := st.Machine(t.Context(), model, "99"); !errors.Is(err, errors.NotFound) || err.Error() != "machine 99 not found" {
 		t.Errorf("Machine(99): %v, want NotFound", err)
 	}
 }
@@ -472,7 +473,7 @@ func TestAddModel(t *testing.T) {
 		{"duplicate of new", "prod", state.ModelTypeCAAS, errors.AlreadyExists},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m, err := st.AddModel(tc.model, tc.typ, map[string]any{"k": "v"})
+			m, err := st.AddModel(t.Context(), tc.model, tc.typ, map[string]any{"k": "v"})
 			if tc.wantErr != "" {
 				if !errors.Is(err, tc.wantErr) {
 					t.Fatalf("err = %v, want %v", err, tc.wantErr)
@@ -485,15 +486,15 @@ func TestAddModel(t *testing.T) {
 			if m.Name != tc.model || m.Type != tc.typ || m.Life != state.Alive || !state.IsValidUUID(m.UUID) || m.Config["k"] != "v" {
 				t.Errorf("AddModel = %+v", m)
 			}
-			if got, err := st.Model(m.UUID); err != nil || got.Name != tc.model {
+			if got, err := st.Model(t.Context(), m.UUID); err != nil || got.Name != tc.model {
 				t.Errorf("Model(%s) = %+v, %v", m.UUID, got, err)
 			}
-			if got, err := st.ModelByName(tc.model); err != nil || got.UUID != m.UUID {
+			if got, err := st.ModelByName(t.Context(), tc.model); err != nil || got.UUID != m.UUID {
 				t.Errorf("ModelByName(%s) = %+v, %v", tc.model, got, err)
 			}
 		})
 	}
-	models, err := st.Models()
+	models, err := st.Models(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -505,10 +506,10 @@ func TestAddModel(t *testing.T) {
 	if !slices.Equal(names, want) {
 		t.Errorf("Models names = %v, want %v", names, want)
 	}
-	if _, err := st.Model("no-such-uuid"); !errors.Is(err, errors.NotFound) || err.Error() != `model "no-such-uuid" not found` {
+	if _, err := st.Model(t.Context(), "no-such-uuid"); !errors.Is(err, errors.NotFound) || err.Error() != `model "no-such-uuid" not found` {
 		t.Errorf("Model(unknown) = %v", err)
 	}
-	if _, err := st.ModelByName("nope"); !errors.Is(err, errors.NotFound) {
+	if _, err := st.ModelByName(t.Context(), "nope"); !errors.Is(err, errors.NotFound) {
 		t.Errorf("ModelByName(unknown) = %v", err)
 	}
 }
@@ -518,7 +519,7 @@ func TestWatchModelConfig(t *testing.T) {
 	hub := watcher.NewHub()
 	st := statetest.NewWithOptions(t, statetest.Options{Hub: hub})
 	model := statetest.DefaultModelUUID
-	w, err := st.WatchModelConfig(model)
+	w, err := st.WatchModelConfig(t.Context(), model)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -551,7 +552,7 @@ func TestWatchModelConfig(t *testing.T) {
 	}
 	for _, s := range steps {
 		rev := st.Revision()
-		if err := st.UpdateModelConfig(s.model, s.set, s.unset); err != nil {
+		if err := st.UpdateModelConfig(t.Context(), s.model, s.set, s.unset); err != nil {
 			t.Fatalf("%s: %v", s.name, err)
 		}
 		if s.change {
@@ -567,7 +568,7 @@ func TestWatchModelConfig(t *testing.T) {
 			}
 		}
 	}
-	m, err := st.Model(model)
+	m, err := st.Model(t.Context(), model)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -576,7 +577,7 @@ func TestWatchModelConfig(t *testing.T) {
 		m.Config["num-provision-workers"] != 16.0 {
 		t.Errorf("final config %v", m.Config)
 	}
-	if err := st.UpdateModelConfig("nope", map[string]any{"a": 1}, nil); !errors.Is(err, errors.NotFound) {
+	if err := st.UpdateModelConfig(t.Context(), "nope", map[string]any{"a": 1}, nil); !errors.Is(err, errors.NotFound) {
 		t.Errorf("unknown model: %v, want NotFound", err)
 	}
 
@@ -595,7 +596,7 @@ func TestWatchModelConfig(t *testing.T) {
 func TestWatchModelConfigUnknownModel(t *testing.T) {
 	t.Parallel()
 	st := statetest.New(t)
-	w, err := st.WatchModelConfig("nope")
+	w, err := st.WatchModelConfig(t.Context(), "nope")
 	if !errors.Is(err, errors.NotFound) || w != nil {
 		t.Fatalf("= %v, %v; want NotFound", w, err)
 	}
@@ -611,40 +612,40 @@ func TestControllerConfigAndAPIHostPorts(t *testing.T) {
 	w.OnStop(st.Hub().Subscribe(watcher.Filter{Kind: state.KindController, ID: state.APIHostPortsID}, w.Sink()))
 	defer w.Stop()
 
-	if hps, err := st.APIHostPorts(); err != nil || len(hps) != 0 {
+	if hps, err := st.APIHostPorts(t.Context()); err != nil || len(hps) != 0 {
 		t.Errorf("APIHostPorts before set = %v, %v", hps, err)
 	}
 	servers := [][]state.HostPort{{
 		{Value: "10.0.0.1", Type: "ipv4", Scope: "local-cloud", Port: 17070},
 		{Value: "localhost", Type: "hostname", Scope: "public", Port: 17070},
 	}}
-	if err := st.SetAPIHostPorts(servers); err != nil {
+	if err := st.SetAPIHostPorts(t.Context(), servers); err != nil {
 		t.Fatal(err)
 	}
 	assertChange(t, w)
-	got, err := st.APIHostPorts()
+	got, err := st.APIHostPorts(t.Context())
 	if err != nil || len(got) != 1 || !slices.Equal(got[0], servers[0]) {
 		t.Errorf("APIHostPorts = %v, %v", got, err)
 	}
 	rev := st.Revision()
-	if err := st.SetAPIHostPorts(servers); err != nil {
+	if err := st.SetAPIHostPorts(t.Context(), servers); err != nil {
 		t.Fatal(err)
 	}
 	assertNoChange(t, w)
 	if st.Revision() != rev {
 		t.Errorf("setting the same addresses took a revision")
 	}
-	if err := st.SetAPIHostPorts([][]state.HostPort{{{Value: "x", Port: 0}}}); !errors.Is(err, errors.NotValid) {
+	if err := st.SetAPIHostPorts(t.Context(), [][]state.HostPort{{{Value: "x", Port: 0}}}); !errors.Is(err, errors.NotValid) {
 		t.Errorf("port 0: %v, want NotValid", err)
 	}
 
-	if err := st.UpdateControllerConfig(map[string]any{"api-port": 17070}, nil); err != nil || st.Revision() != rev {
+	if err := st.UpdateControllerConfig(t.Context(), map[string]any{"api-port": 17070}, nil); err != nil || st.Revision() != rev {
 		t.Errorf("no-op controller config update: %v, revision %d -> %d", err, rev, st.Revision())
 	}
-	if err := st.UpdateControllerConfig(map[string]any{"audit-log": false}, []string{"api-port"}); err != nil {
+	if err := st.UpdateControllerConfig(t.Context(), map[string]any{"audit-log": false}, []string{"api-port"}); err != nil {
 		t.Fatal(err)
 	}
-	ctrl, err := st.Controller()
+	ctrl, err := st.Controller(t.Context())
 	if err != nil || len(ctrl.Config) != 1 || ctrl.Config["audit-log"] != false {
 		t.Errorf("Controller config = %v, %v", ctrl.Config, err)
 	}
@@ -676,7 +677,7 @@ func TestChangeSetsInCommitOrder(t *testing.T) {
 	var wg sync.WaitGroup
 	for range n {
 		wg.Go(func() {
-			m, err := st.AddMachine(model, state.MachineParams{})
+			m, err := st.AddMachine(t.Context(), model, state.MachineParams{})
 			if err != nil {
 				t.Error(err)
 				return
@@ -717,7 +718,8 @@ func TestObserveCommitAndClose(t *testing.T) {
 		writes int
 	)
 	path := filepath.Join(t.TempDir(), "state.db")
-	st, err := state.Open(state.Options{Path: path, ObserveCommit: func(_ time.Duration, n int) {
+	hub := watcher.NewHub()
+	s, err := boltstore.Open(path, boltstore.Options{Feed: state.Feed(hub, nil), ObserveCommit: func(_ time.Duration, n int) {
 		mu.Lock()
 		writes += n
 		mu.Unlock()
@@ -725,10 +727,14 @@ func TestObserveCommitAndClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Initialize(statetest.InitArgs()); err != nil {
+	st, err := state.Open(s, state.Options{Hub: hub})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := state.Open(state.Options{Path: path}); err == nil || !strings.Contains(err.Error(), "in use by another process") {
+	if _, err := st.Initialize(t.Context(), statetest.InitArgs()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := statetest.OpenBolt(path, state.Options{}); err == nil || !strings.Contains(err.Error(), "in use by another process") {
 		t.Errorf("second Open of the same file: %v", err)
 	}
 	if err := st.Close(); err != nil {
@@ -739,7 +745,7 @@ func TestObserveCommitAndClose(t *testing.T) {
 		t.Errorf("ObserveCommit counted %d writes, want 1", writes)
 	}
 	mu.Unlock()
-	if _, err := st.AddModel("late", state.ModelTypeIAAS, nil); err == nil {
+	if _, err := st.AddModel(t.Context(), "late", state.ModelTypeIAAS, nil); err == nil {
 		t.Error("AddModel after Close succeeded")
 	}
 }

@@ -41,12 +41,12 @@ func TestStatusSizeLimits(t *testing.T) {
 	rev := st.Revision()
 	for _, kind := range []state.StatusKind{state.AgentStatus, state.InstanceStatus, state.ModificationStatus} {
 		status := map[state.StatusKind]string{state.AgentStatus: "started", state.InstanceStatus: "running", state.ModificationStatus: "idle"}[kind]
-		refused(string(kind)+" message", st.SetMachineStatus(model, m.ID, kind, state.Status{Status: status, Message: long}),
+		refused(string(kind)+" message", st.SetMachineStatus(t.Context(), model, m.ID, kind, state.Status{Status: status, Message: long}),
 			"status message of machine "+m.ID+": 16385 bytes (limit 16384)")
-		refused(string(kind)+" data", st.SetMachineStatus(model, m.ID, kind, state.Status{Status: status, Data: overData()}),
+		refused(string(kind)+" data", st.SetMachineStatus(t.Context(), model, m.ID, kind, state.Status{Status: status, Data: overData()}),
 			"status data of machine "+m.ID+": ")
 	}
-	errs := st.SetMachineStatuses(model, []state.MachineStatusArg{
+	errs := st.SetMachineStatuses(t.Context(), model, []state.MachineStatusArg{
 		{ID: m.ID, Kind: state.AgentStatus, Status: state.Status{Status: "started", Data: overData()}}})
 	refused("bulk", errs[0], "(limit 16384)")
 	if got := st.Revision(); got != rev {
@@ -54,23 +54,23 @@ func TestStatusSizeLimits(t *testing.T) {
 	}
 	atBound := state.Status{Status: "error", Message: strings.Repeat("m", state.MaxStatusMessage),
 		Data: map[string]any{"k": strings.Repeat("v", state.MaxStatusData-len(`{"k":""}`))}}
-	if err := st.SetMachineStatus(model, m.ID, state.AgentStatus, atBound); err != nil {
+	if err := st.SetMachineStatus(t.Context(), model, m.ID, state.AgentStatus, atBound); err != nil {
 		t.Fatalf("a status at the bounds: %v", err)
 	}
 	// UpdateStatus merges into the data: the merged data is bounded.
-	refused("merge", st.UpdateMachineStatusData(model, m.ID, map[string]any{"more": "x"}), "status data of machine "+m.ID)
+	refused("merge", st.UpdateMachineStatusData(t.Context(), model, m.ID, map[string]any{"more": "x"}), "status data of machine "+m.ID)
 
 	caas := statetest.AddModel(t, st, "k8s", state.ModelTypeCAAS).UUID
 	meta, err := charm.ParseMeta([]byte("name: web\nstorage:\n  data:\n    type: filesystem\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.AddCAASApplication(caas, state.CAASApplicationParams{Name: "web",
+	if _, err := st.AddCAASApplication(t.Context(), caas, state.CAASApplicationParams{Name: "web",
 		Charm: state.Charm{URL: "local:web-0", Meta: meta}, Scale: 1}); err != nil {
 		t.Fatal(err)
 	}
 	rev = st.Revision()
-	refused("operator", st.SetOperatorStatus(caas, "web", state.Status{Status: "active", Message: long}),
+	refused("operator", st.SetOperatorStatus(t.Context(), caas, "web", state.Status{Status: "active", Message: long}),
 		"status message of the operator of application web")
 	one := 1
 	for _, tt := range []struct {
@@ -86,7 +86,7 @@ func TestStatusSizeLimits(t *testing.T) {
 			{StorageName: "data", FilesystemID: "fs0", Status: "attached", Volume: &state.PodVolume{VolumeID: "v0", Info: long}}}},
 			`status message of volume "v0" of pod "p0"`},
 	} {
-		_, err := st.UpdateCAASUnits(caas, "web", state.UnitsUpdate{Scale: &one, Pods: []state.Pod{tt.pod}})
+		_, err := st.UpdateCAASUnits(t.Context(), caas, "web", state.UnitsUpdate{Scale: &one, Pods: []state.Pod{tt.pod}})
 		refused(tt.name, err, tt.want)
 	}
 	if got := st.Revision(); got != rev {

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"context"
 	"fmt"
 	"slices"
 
@@ -211,13 +212,13 @@ type RemoveStorageParams struct {
 // force is refused too when detaching it would take an alive unit below
 // its charm's minimum count. Releasing storage whose provider cannot
 // release it (rootfs, tmpfs) is refused. It returns what was taken out.
-func (st *State) RemoveStorage(model string, ids []string, p RemoveStorageParams) ([]DisposedStorage, error) {
+func (st *State) RemoveStorage(ctx context.Context, model string, ids []string, p RemoveStorageParams) ([]DisposedStorage, error) {
 	verb := "destroy"
 	if p.Release {
 		verb = "release"
 	}
 	var out removal
-	err := st.update(func(tx *txn) error {
+	err := st.update(ctx, func(tx *txn) error {
 		out = removal{}
 		kinds, err := newStorageKinds(tx, model)
 		if err != nil {
@@ -275,9 +276,9 @@ func (st *State) RemoveStorage(model string, ids []string, p RemoveStorageParams
 // detached is left as it is. Detaching from an alive unit is refused when
 // it would take the unit below its charm's minimum count of that storage
 // (Juju's text). It returns the ids detached, in the order given.
-func (st *State) DetachStorage(model string, ids []string) ([]string, error) {
+func (st *State) DetachStorage(ctx context.Context, model string, ids []string) ([]string, error) {
 	var detached []string
-	err := st.update(func(tx *txn) error {
+	err := st.update(ctx, func(tx *txn) error {
 		detached = nil
 		if _, err := getModelHead(tx, model); err != nil {
 			return err

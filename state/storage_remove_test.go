@@ -37,7 +37,7 @@ storage:
 // storagePods reports db's two pods with their storage provisioned.
 func storagePods(t *testing.T, st *state.State, model string) {
 	t.Helper()
-	if _, err := st.UpdateCAASUnits(model, "db", state.UnitsUpdate{Scale: scale(2), Pods: []state.Pod{
+	if _, err := st.UpdateCAASUnits(t.Context(), model, "db", state.UnitsUpdate{Scale: scale(2), Pods: []state.Pod{
 		pod("db-0", "pvc-0", "pv-0"), pod("db-1", "pvc-1", "pv-1")}}); err != nil {
 		t.Fatal(err)
 	}
@@ -54,10 +54,10 @@ func TestRemoveStorageRefusals(t *testing.T) {
 	st, model := optionalStorageApp(t)
 	meta, err := charm.ParseMeta([]byte("name: one\nstorage:\n  data:\n    type: filesystem\n    multiple:\n      range: 1-2\n"))
 	must(t, err)
-	if _, err := st.AddCAASApplication(model, state.CAASApplicationParams{Name: "one", Charm: state.Charm{Meta: meta}}); err != nil {
+	if _, err := st.AddCAASApplication(t.Context(), model, state.CAASApplicationParams{Name: "one", Charm: state.Charm{Meta: meta}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.AddCAASUnit(model, "one", state.CAASUnitParams{ProviderID: "one-0"}); err != nil {
+	if _, err := st.AddCAASUnit(t.Context(), model, "one", state.CAASUnitParams{ProviderID: "one-0"}); err != nil {
 		t.Fatal(err)
 	}
 	// one/0's instance of its required storage: the third "data".
@@ -85,7 +85,7 @@ func TestRemoveStorageRefusals(t *testing.T) {
 		{ids: []string{"data/1", "nope/0"}, p: state.RemoveStorageParams{Force: true}, want: `storage "nope/0" not found`, is: errors.NotFound},
 	} {
 		rev := st.Revision()
-		_, err := st.RemoveStorage(model, tc.ids, tc.p)
+		_, err := st.RemoveStorage(t.Context(), model, tc.ids, tc.p)
 		if err == nil || err.Error() != tc.want || (tc.is != nil && !errors.Is(err, tc.is)) {
 			t.Errorf("RemoveStorage(%v, %+v) = %v, want %q", tc.ids, tc.p, err, tc.want)
 		}
@@ -93,7 +93,7 @@ func TestRemoveStorageRefusals(t *testing.T) {
 			t.Errorf("RemoveStorage(%v, %+v) wrote", tc.ids, tc.p)
 		}
 	}
-	if _, err := st.RemoveStorage(statetest.DefaultModelUUID, []string{"data/0"}, state.RemoveStorageParams{}); !errors.Is(err, errors.NotFound) {
+	if _, err := st.RemoveStorage(t.Context(), statetest.DefaultModelUUID, []string{"data/0"}, state.RemoveStorageParams{}); !errors.Is(err, errors.NotFound) {
 		t.Errorf("storage of another model: %v", err)
 	}
 }
@@ -104,7 +104,7 @@ func TestRemoveStorageRefusals(t *testing.T) {
 func TestRemoveStorage(t *testing.T) {
 	t.Parallel()
 	st, model := optionalStorageApp(t)
-	got, err := st.RemoveStorage(model, []string{"data/0", "data/0"}, state.RemoveStorageParams{Force: true, Release: true})
+	got, err := st.RemoveStorage(t.Context(), model, []string{"data/0", "data/0"}, state.RemoveStorageParams{Force: true, Release: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,13 +117,13 @@ func TestRemoveStorage(t *testing.T) {
 		t.Errorf("RemoveStorage = %+v\nwant %+v", got, want)
 	}
 	// The unit stays, with its other storage.
-	if u, err := st.Unit(model, "db/0"); err != nil || u.Life != state.Alive {
+	if u, err := st.Unit(t.Context(), model, "db/0"); err != nil || u.Life != state.Alive {
 		t.Errorf("unit = %+v, %v", u, err)
 	}
-	if _, err := st.DetachStorage(model, []string{"data/1"}); err != nil {
+	if _, err := st.DetachStorage(t.Context(), model, []string{"data/1"}); err != nil {
 		t.Fatal(err)
 	}
-	got, err = st.RemoveStorage(model, []string{"data/1"}, state.RemoveStorageParams{})
+	got, err = st.RemoveStorage(t.Context(), model, []string{"data/1"}, state.RemoveStorageParams{})
 	if err != nil || len(got) != 3 || got[0].Released {
 		t.Errorf("RemoveStorage of detached storage = %+v, %v", got, err)
 	}
@@ -149,30 +149,30 @@ func TestDetachStorage(t *testing.T) {
 	st, model := optionalStorageApp(t)
 	meta, err := charm.ParseMeta([]byte("name: one\nstorage:\n  data:\n    type: filesystem\n"))
 	must(t, err)
-	if _, err := st.AddCAASApplication(model, state.CAASApplicationParams{Name: "one", Charm: state.Charm{Meta: meta},
+	if _, err := st.AddCAASApplication(t.Context(), model, state.CAASApplicationParams{Name: "one", Charm: state.Charm{Meta: meta},
 		Storage: map[string]storage.Constraints{"data": {Pool: "tmpfs", Count: 1, Size: 64}}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.AddCAASUnit(model, "one", state.CAASUnitParams{ProviderID: "one-0"}); err != nil {
+	if _, err := st.AddCAASUnit(t.Context(), model, "one", state.CAASUnitParams{ProviderID: "one-0"}); err != nil {
 		t.Fatal(err)
 	}
 	rev := st.Revision()
-	if _, err := st.DetachStorage(model, []string{"data/0", "data/2"}); err == nil ||
+	if _, err := st.DetachStorage(t.Context(), model, []string{"data/0", "data/2"}); err == nil ||
 		err.Error() != `cannot detach storage "data/2" from unit "one/0": cannot detach, storage is singular` {
 		t.Errorf("detaching singular storage: %v", err)
 	}
-	if _, err := st.DetachStorage(model, []string{"data/0", "x/9"}); !errors.Is(err, errors.NotFound) || err.Error() != `storage "x/9" not found` {
+	if _, err := st.DetachStorage(t.Context(), model, []string{"data/0", "x/9"}); !errors.Is(err, errors.NotFound) || err.Error() != `storage "x/9" not found` {
 		t.Errorf("detaching unknown storage: %v", err)
 	}
 	if st.Revision() != rev {
 		t.Errorf("a refused DetachStorage wrote")
 	}
-	got, err := st.DetachStorage(model, []string{"data/0"})
+	got, err := st.DetachStorage(t.Context(), model, []string{"data/0"})
 	if err != nil || !slices.Equal(got, []string{"data/0"}) {
 		t.Fatalf("DetachStorage = %v, %v", got, err)
 	}
 	rev = st.Revision()
-	if got, err := st.DetachStorage(model, []string{"data/0"}); err != nil || len(got) != 0 || st.Revision() != rev {
+	if got, err := st.DetachStorage(t.Context(), model, []string{"data/0"}); err != nil || len(got) != 0 || st.Revision() != rev {
 		t.Errorf("detaching detached storage = %v, %v (revision %d -> %d)", got, err, rev, st.Revision())
 	}
 	for _, si := range mustStorage(t, st, model) {
@@ -188,7 +188,7 @@ func TestDetachStorage(t *testing.T) {
 		t.Errorf("volume %+v", v)
 	}
 	// A pod report of the unit neither attaches it again nor destroys it.
-	if _, err := st.UpdateCAASUnits(model, "db", state.UnitsUpdate{Scale: scale(2), Pods: []state.Pod{
+	if _, err := st.UpdateCAASUnits(t.Context(), model, "db", state.UnitsUpdate{Scale: scale(2), Pods: []state.Pod{
 		pod("db-0", "pvc-0", "pv-0"), pod("db-1", "pvc-1", "pv-1")}}); err != nil {
 		t.Fatal(err)
 	}
@@ -209,13 +209,13 @@ func TestRemoveMachineTakesItsVolumes(t *testing.T) {
 	t.Parallel()
 	st := statetest.New(t)
 	model := statetest.DefaultModelUUID
-	m, err := st.AddMachine(model, state.MachineParams{Volumes: []state.VolumeParams{{Pool: "loop", Size: 1024}, {Pool: "ebs", Size: 2048}}})
+	m, err := st.AddMachine(t.Context(), model, state.MachineParams{Volumes: []state.VolumeParams{{Pool: "loop", Size: 1024}, {Pool: "ebs", Size: 2048}}})
 	must(t, err)
 	if vs := mustVolumes(t, st, model); len(vs) != 2 {
 		t.Fatalf("volumes = %+v", vs)
 	}
-	must(t, st.EnsureMachineDead(model, m.ID))
-	if _, err := st.RemoveMachine(model, m.ID); err != nil {
+	must(t, st.EnsureMachineDead(t.Context(), model, m.ID))
+	if _, err := st.RemoveMachine(t.Context(), model, m.ID); err != nil {
 		t.Fatal(err)
 	}
 	if vs := mustVolumes(t, st, model); len(vs) != 0 {

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"context"
 	"maps"
 
 	"github.com/juju/errors"
@@ -26,19 +27,23 @@ func StorageRegistry(t ModelType) *storage.Registry {
 // StorageManager returns the pool manager of a model: its pools are kept
 // in the state's storage pool records, validated against the model type's
 // registry. A pool name that is a provider type resolves to the provider.
-func (st *State) StorageManager(model string) (*storage.Manager, error) {
-	m, err := st.Model(model)
+func (st *State) StorageManager(ctx context.Context, model string) (*storage.Manager, error) {
+	m, err := st.Model(ctx, model)
 	if err != nil {
 		return nil, err
 	}
-	return storage.NewManager(st.PoolStore(model), StorageRegistry(m.Type)), nil
+	return storage.NewManager(st.PoolStore(ctx, model), StorageRegistry(m.Type)), nil
 }
 
-// PoolStore returns the storage.PoolStore of a model's pools. Each call is
-// one transaction.
-func (st *State) PoolStore(model string) storage.PoolStore { return poolStore{st: st, model: model} }
+// PoolStore returns the storage.PoolStore of a model's pools, for the
+// call ctx belongs to: each of its calls is one transaction under ctx
+// (storage.PoolStore's methods take none).
+func (st *State) PoolStore(ctx context.Context, model string) storage.PoolStore {
+	return poolStore{ctx: ctx, st: st, model: model}
+}
 
 type poolStore struct {
+	ctx   context.Context // the call's: storage.PoolStore's methods take none
 	st    *State
 	model string
 }
@@ -71,7 +76,7 @@ func listPools(r reader, model string) ([]storage.Config, error) {
 // GetPool implements storage.PoolStore.
 func (s poolStore) GetPool(name string) (storage.Config, error) {
 	var cfg storage.Config
-	err := s.st.view(func(r reader) error {
+	err := s.st.view(s.ctx, func(r reader) error {
 		var err error
 		cfg, err = getPool(r, s.model, name)
 		return err
@@ -82,7 +87,7 @@ func (s poolStore) GetPool(name string) (storage.Config, error) {
 // ListPools implements storage.PoolStore; the pools come sorted by name.
 func (s poolStore) ListPools() ([]storage.Config, error) {
 	var out []storage.Config
-	err := s.st.view(func(r reader) error {
+	err := s.st.view(s.ctx, func(r reader) error {
 		var err error
 		out, err = listPools(r, s.model)
 		return err
@@ -96,7 +101,7 @@ func (s poolStore) PutPool(cfg storage.Config, replace bool) error {
 	if err != nil {
 		return err
 	}
-	return s.st.update(func(tx *txn) error {
+	return s.st.update(s.ctx, func(tx *txn) error {
 		if _, err := getModelHead(tx, s.model); err != nil {
 			return err
 		}
@@ -123,7 +128,7 @@ func (s poolStore) PutPool(cfg storage.Config, replace bool) error {
 // constraints, filesystems or volumes of the model still name is not
 // removed: `storage pool "x" in use`.
 func (s poolStore) DeletePool(name string) error {
-	return s.st.update(func(tx *txn) error {
+	return s.st.update(s.ctx, func(tx *txn) error {
 		if ok, err := exists(tx, KindStoragePool, s.model, name); err != nil {
 			return err
 		} else if !ok {

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"context"
 	"slices"
 
 	"github.com/juju/errors"
@@ -27,7 +28,7 @@ type agentBinaryDoc struct {
 }
 
 // AddAgentBinaries adds (or replaces) catalog entries.
-func (st *State) AddAgentBinaries(bins ...AgentBinary) error {
+func (st *State) AddAgentBinaries(ctx context.Context, bins ...AgentBinary) error {
 	for _, b := range bins {
 		if _, err := environ.ParseBinary(b.Version); err != nil {
 			return errors.NewNotValid(nil, err.Error())
@@ -36,7 +37,7 @@ func (st *State) AddAgentBinaries(bins ...AgentBinary) error {
 			return errors.NotValidf("agent binary %q without size or sha256", b.Version)
 		}
 	}
-	return st.update(func(tx *txn) error {
+	return st.update(ctx, func(tx *txn) error {
 		for _, b := range bins {
 			if err := tx.put(KindTools, "", b.Version, &agentBinaryDoc{AgentBinary: b}, watcher.FieldCreated); err != nil {
 				return err
@@ -47,9 +48,9 @@ func (st *State) AddAgentBinaries(bins ...AgentBinary) error {
 }
 
 // AgentBinaries returns the catalog as the provider sees it.
-func (st *State) AgentBinaries() ([]environ.Tools, error) {
+func (st *State) AgentBinaries(ctx context.Context) ([]environ.Tools, error) {
 	var out []environ.Tools
-	err := st.view(func(r reader) error {
+	err := st.view(ctx, func(r reader) error {
 		docs, err := list[agentBinaryDoc](r, KindTools, "")
 		for _, d := range docs {
 			v, perr := environ.ParseBinary(d.Version)

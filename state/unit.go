@@ -1,6 +1,7 @@
 package state
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -35,9 +36,9 @@ func (u Unit) IsPrincipal() bool { return u.Principal == "" }
 // AddUnit adds a unit of an alive application (named "<app>/<n>"),
 // assigned to machine (if not "") or beside principal (subordinates: on
 // the principal's machine).
-func (st *State) AddUnit(model, app, machine, principal string) (Unit, error) {
+func (st *State) AddUnit(ctx context.Context, model, app, machine, principal string) (Unit, error) {
 	var u Unit
-	err := st.update(func(tx *txn) error {
+	err := st.update(ctx, func(tx *txn) error {
 		var err error
 		u, err = tx.addUnit(model, app, machine, principal)
 		return err
@@ -61,7 +62,7 @@ type AddUnitsParams struct {
 // none is; the units' numbers and the machines' ids are read and written in
 // that transaction, so units added through any daemons never share a name.
 // It returns the names of the units and the ids of the machines made.
-func (st *State) AddUnits(model, app string, p AddUnitsParams) (units, machines []string, err error) {
+func (st *State) AddUnits(ctx context.Context, model, app string, p AddUnitsParams) (units, machines []string, err error) {
 	if p.Count < 1 || p.Count < len(p.To) {
 		return nil, nil, errors.NotValidf("%d units on %d machines", p.Count, len(p.To))
 	}
@@ -69,7 +70,7 @@ func (st *State) AddUnits(model, app string, p AddUnitsParams) (units, machines 
 	if err != nil {
 		return nil, nil, err
 	}
-	err = st.update(func(tx *txn) error {
+	err = st.update(ctx, func(tx *txn) error {
 		units, machines = nil, nil
 		for i := range p.Count {
 			machine := ""
@@ -140,9 +141,9 @@ func (tx *txn) addUnit(model, app, machine, principal string) (Unit, error) {
 }
 
 // Units returns every unit of a model, sorted by name.
-func (st *State) Units(model string) ([]Unit, error) {
+func (st *State) Units(ctx context.Context, model string) ([]Unit, error) {
 	var out []Unit
-	err := st.view(func(r reader) error {
+	err := st.view(ctx, func(r reader) error {
 		var err error
 		out, err = allUnits(r, model)
 		return err
@@ -165,9 +166,9 @@ func allUnits(r reader, model string) ([]Unit, error) {
 
 // UnitsOnMachine returns the units assigned to machine id (principals and
 // subordinates), sorted by name.
-func (st *State) UnitsOnMachine(model, id string) ([]Unit, error) {
+func (st *State) UnitsOnMachine(ctx context.Context, model, id string) ([]Unit, error) {
 	var out []Unit
-	err := st.view(func(r reader) error {
+	err := st.view(ctx, func(r reader) error {
 		var err error
 		out, err = unitsOnMachine(r, model, id)
 		return err
@@ -198,12 +199,12 @@ func unitsOnMachine(r reader, model, id string) ([]Unit, error) {
 }
 
 // SetUnitDying moves an alive unit to dying.
-func (st *State) SetUnitDying(model, name string) error {
-	return st.setUnitLife(model, name, Dying)
+func (st *State) SetUnitDying(ctx context.Context, model, name string) error {
+	return st.setUnitLife(ctx, model, name, Dying)
 }
 
-func (st *State) setUnitLife(model, name string, l Life) error {
-	return st.update(func(tx *txn) error {
+func (st *State) setUnitLife(ctx context.Context, model, name string, l Life) error {
+	return st.update(ctx, func(tx *txn) error {
 		d, err := getUnit(tx, model, name)
 		if err != nil {
 			return err

@@ -1,8 +1,10 @@
 package state
 
+import "context"
+
 // UnitsByProviderID reads the provider id index (for tests).
 func UnitsByProviderID(st *State, model, id string) (names []string, err error) {
-	err = st.view(func(r reader) error {
+	err = st.view(context.Background(), func(r reader) error {
 		names, err = unitProviderIndex.lookup(r, model, id)
 		return err
 	})
@@ -11,7 +13,7 @@ func UnitsByProviderID(st *State, model, id string) (names []string, err error) 
 
 // UnitsByMachineIndex reads the index of units by machine (for tests).
 func UnitsByMachineIndex(st *State, model, machine string) (names []string, err error) {
-	err = st.view(func(r reader) error {
+	err = st.view(context.Background(), func(r reader) error {
 		names, err = unitMachineIndex.lookup(r, model, machine)
 		return err
 	})
@@ -20,7 +22,7 @@ func UnitsByMachineIndex(st *State, model, machine string) (names []string, err 
 
 // ModelsByNameIndex reads the index of models by name (for tests).
 func ModelsByNameIndex(st *State, name string) (uuids []string, err error) {
-	err = st.view(func(r reader) error {
+	err = st.view(context.Background(), func(r reader) error {
 		uuids, err = modelNameIndex.lookup(r, "", name)
 		return err
 	})
@@ -32,7 +34,7 @@ func ModelsByNameIndex(st *State, name string) (uuids []string, err error) {
 // a model name of the old kind), and marks the store as version 2: what a
 // build of that version leaves for the migration to 3 to rebuild.
 func SpoilIndexes(st *State, model string) error {
-	return st.update(func(tx *txn) error {
+	return st.update(context.Background(), func(tx *txn) error {
 		for _, ix := range indexes {
 			for _, idx := range ix.indexes {
 				keys, err := scanKeys(tx, idx.kind()+"/")

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"context"
 	"strings"
 	"time"
 
@@ -74,7 +75,7 @@ func validateAccess(access string) error {
 
 // AddUser adds a local user. access is AccessSuperuser or AccessLogin
 // (the default when empty).
-func (st *State) AddUser(name, displayName, password, access string) (User, error) {
+func (st *State) AddUser(ctx context.Context, name, displayName, password, access string) (User, error) {
 	name, err := userName(name)
 	if err != nil {
 		return User{}, err
@@ -100,7 +101,7 @@ func (st *State) AddUser(name, displayName, password, access string) (User, erro
 		PasswordHash: hash,
 		CreatedAt:    st.now().UTC().Round(0),
 	}
-	if err := st.update(func(tx *txn) error { return tx.addUser(d) }); err != nil {
+	if err := st.update(ctx, func(tx *txn) error { return tx.addUser(d) }); err != nil {
 		return User{}, err
 	}
 	return d.user(), nil
@@ -116,13 +117,13 @@ func (tx *txn) addUser(d *userDoc) error {
 }
 
 // User returns the user with the given name or tag.
-func (st *State) User(name string) (User, error) {
+func (st *State) User(ctx context.Context, name string) (User, error) {
 	name, err := userName(name)
 	if err != nil {
 		return User{}, err
 	}
 	var d userDoc
-	if err := st.view(func(r reader) error {
+	if err := st.view(ctx, func(r reader) error {
 		d, err = getUser(r, name)
 		return err
 	}); err != nil {
@@ -132,9 +133,9 @@ func (st *State) User(name string) (User, error) {
 }
 
 // Users returns every user, sorted by name.
-func (st *State) Users() ([]User, error) {
+func (st *State) Users(ctx context.Context) ([]User, error) {
 	var docs []userDoc
-	err := st.view(func(r reader) error {
+	err := st.view(ctx, func(r reader) error {
 		var err error
 		docs, err = list[userDoc](r, KindUser, "")
 		return err
@@ -152,13 +153,13 @@ func (st *State) Users() ([]User, error) {
 // CheckUserPassword returns the user if password is theirs. An unknown
 // user, a malformed name and a wrong password all give ErrBadCredentials,
 // after as long a time; only a user who exists costs a hash (userhash.go).
-func (st *State) CheckUserPassword(name, password string) (User, error) {
+func (st *State) CheckUserPassword(ctx context.Context, name, password string) (User, error) {
 	var (
 		d     userDoc
 		found bool
 	)
 	if n, err := userName(name); err == nil {
-		err = st.viewCurrent(func(r reader) error {
+		err = st.viewCurrent(ctx, func(r reader) error {
 			var err error
 			found, err = get(r, KindUser, "", n, &d)
 			return err
@@ -181,7 +182,7 @@ func (st *State) CheckUserPassword(name, password string) (User, error) {
 		return User{}, ErrBadCredentials
 	}
 	if old {
-		_ = st.upgradeUserPasswordHash(d.Name, d.PasswordHash, password) // see userhash.go
+		_ = st.upgradeUserPasswordHash(ctx, d.Name, d.PasswordHash, password) // see userhash.go
 	} else {
 		verified.add(d.Name, d.PasswordHash, password)
 	}
@@ -189,7 +190,7 @@ func (st *State) CheckUserPassword(name, password string) (User, error) {
 }
 
 // SetUserPassword changes a user's password.
-func (st *State) SetUserPassword(name, password string) error {
+func (st *State) SetUserPassword(ctx context.Context, name, password string) error {
 	name, err := userName(name)
 	if err != nil {
 		return err
@@ -198,7 +199,7 @@ func (st *State) SetUserPassword(name, password string) error {
 		return errors.NotValidf("empty password")
 	}
 	hash, salt := newUserPasswordHash(password)
-	return st.update(func(tx *txn) error {
+	return st.update(ctx, func(tx *txn) error {
 		d, err := getUser(tx, name)
 		if err != nil {
 			return err

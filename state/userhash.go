@@ -1,6 +1,7 @@
 package state
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -234,9 +235,9 @@ func checkUserPasswordHash(password, hash, salt string) (ok, old bool) {
 // with password if its hash is still oldHash (no password was set since).
 // A failure costs the user nothing (the old hash still works), so the
 // caller ignores it.
-func (st *State) upgradeUserPasswordHash(name, oldHash, password string) error {
+func (st *State) upgradeUserPasswordHash(ctx context.Context, name, oldHash, password string) error {
 	hash, salt := newUserPasswordHash(password) // outside the txn: it is slow
-	return st.update(func(tx *txn) error {
+	return st.update(ctx, func(tx *txn) error {
 		d, err := getUser(tx, name)
 		if err != nil {
 			return err

@@ -21,7 +21,7 @@ func TestUserPasswordsArgon2id(t *testing.T) {
 	stored := func(name string) userDoc {
 		t.Helper()
 		var d userDoc
-		if err := st.view(func(r reader) error {
+		if err := st.view(t.Context(), func(r reader) error {
 			d = must[userDoc](t)(getUser(r, name))
 			return nil
 		}); err != nil {
@@ -38,22 +38,22 @@ func TestUserPasswordsArgon2id(t *testing.T) {
 	if d := stored(AdminUser); !isArgon2(d) {
 		t.Errorf("admin's hash %q (salt %q), want argon2id", d.PasswordHash, d.PasswordSalt)
 	}
-	must[User](t)(st.AddUser("bob", "", "bob-password", ""))
+	must[User](t)(st.AddUser(t.Context(), "bob", "", "bob-password", ""))
 	if d := stored("bob"); !isArgon2(d) {
 		t.Errorf("new user's hash %q", d.PasswordHash)
 	}
 	first := stored("bob").PasswordHash
-	if err := st.SetUserPassword("bob", "bob-password"); err != nil {
+	if err := st.SetUserPassword(t.Context(), "bob", "bob-password"); err != nil {
 		t.Fatal(err)
 	}
 	if d := stored("bob"); !isArgon2(d) || d.PasswordHash == first {
 		t.Errorf("changed password's hash %q (before %q): want a new argon2id hash (a new salt)", d.PasswordHash, first)
 	}
-	if _, err := st.CheckUserPassword("bob", "bob-password"); err != nil {
+	if _, err := st.CheckUserPassword(t.Context(), "bob", "bob-password"); err != nil {
 		t.Errorf("right password: %v", err)
 	}
 	for _, c := range []struct{ user, pw string }{{"bob", "wrong"}, {"bob", ""}, {"nobody", "bob-password"}, {"user-", "x"}} {
-		if _, err := st.CheckUserPassword(c.user, c.pw); !errors.Is(err, ErrBadCredentials) {
+		if _, err := st.CheckUserPassword(t.Context(), c.user, c.pw); !errors.Is(err, ErrBadCredentials) {
 			t.Errorf("CheckUserPassword(%q, %q) = %v, want ErrBadCredentials", c.user, c.pw, err)
 		}
 	}
@@ -62,7 +62,7 @@ func TestUserPasswordsArgon2id(t *testing.T) {
 	legacy := func(name, pw string) string {
 		salt := newSalt()
 		hash := userPasswordHash(pw, salt)
-		if err := st.update(func(tx *txn) error {
+		if err := st.update(t.Context(), func(tx *txn) error {
 			d, err := getUser(tx, name)
 			if err != nil {
 				return err
@@ -80,22 +80,22 @@ func TestUserPasswordsArgon2id(t *testing.T) {
 		func(uint64, watcher.Change) { ended.Add(1) })
 	defer stop()
 	rev := st.Revision()
-	if _, err := st.CheckUserPassword("bob", "wrong"); !errors.Is(err, ErrBadCredentials) {
+	if _, err := st.CheckUserPassword(t.Context(), "bob", "wrong"); !errors.Is(err, ErrBadCredentials) {
 		t.Fatalf("wrong password against a PBKDF2 hash: %v", err)
 	}
 	if d := stored("bob"); d.PasswordHash != old || st.Revision() != rev {
 		t.Errorf("a failed login rewrote the hash (or committed)")
 	}
-	if _, err := st.CheckUserPassword("bob", "old-password"); err != nil {
+	if _, err := st.CheckUserPassword(t.Context(), "bob", "old-password"); err != nil {
 		t.Fatalf("right password against a PBKDF2 hash: %v", err)
 	}
 	if d := stored("bob"); !isArgon2(d) {
 		t.Errorf("after a login the hash is %q (salt %q), want it upgraded", d.PasswordHash, d.PasswordSalt)
 	}
-	if _, err := st.CheckUserPassword("bob", "old-password"); err != nil {
+	if _, err := st.CheckUserPassword(t.Context(), "bob", "old-password"); err != nil {
 		t.Errorf("the upgraded hash: %v", err)
 	}
-	if _, err := st.CheckUserPassword("bob", "wrong"); !errors.Is(err, ErrBadCredentials) {
+	if _, err := st.CheckUserPassword(t.Context(), "bob", "wrong"); !errors.Is(err, ErrBadCredentials) {
 		t.Errorf("the upgraded hash takes a wrong password: %v", err)
 	}
 	if n := ended.Load(); n != 0 {
@@ -105,14 +105,14 @@ func TestUserPasswordsArgon2id(t *testing.T) {
 	// The upgrade writes nothing when the password was set meanwhile
 	// (which does end sessions: the subscription is live).
 	old = legacy("bob", "old-password")
-	if err := st.SetUserPassword("bob", "newer-password"); err != nil {
+	if err := st.SetUserPassword(t.Context(), "bob", "newer-password"); err != nil {
 		t.Fatal(err)
 	}
 	if n := ended.Load(); n != 2 {
 		t.Errorf("%d password changes seen, want 2 (the legacy record and the new password)", n)
 	}
 	newer := stored("bob").PasswordHash
-	if err := st.upgradeUserPasswordHash("bob", old, "old-password"); err != nil {
+	if err := st.upgradeUserPasswordHash(t.Context(), "bob", old, "old-password"); err != nil {
 		t.Fatal(err)
 	}
 	if stored("bob").PasswordHash != newer {
@@ -162,14 +162,14 @@ func TestCheckUserPasswordHashMalformed(t *testing.T) {
 // process's slots.
 func TestUserLoginsBoundHashing(t *testing.T) {
 	st, _ := openInitialized(t)
-	must[User](t)(st.AddUser("bob", "", "bob-password", ""))
-	if _, err := st.CheckUserPassword("bob", "bob-password"); err != nil { // remembered from here
+	must[User](t)(st.AddUser(t.Context(), "bob", "", "bob-password", ""))
+	if _, err := st.CheckUserPassword(t.Context(), "bob", "bob-password"); err != nil { // remembered from here
 		t.Fatal(err)
 	}
 	check := func(name, pw string) <-chan error {
 		done := make(chan error, 1)
 		go func() {
-			_, err := st.CheckUserPassword(name, pw)
+			_, err := st.CheckUserPassword(t.Context(), name, pw)
 			done <- err
 		}()
 		return done
@@ -211,13 +211,13 @@ func TestUserLoginsBoundHashing(t *testing.T) {
 		t.Errorf("a wrong password ran %d hashes; want 1", n)
 	}
 	// A changed password is not answered from memory.
-	if err := st.SetUserPassword("bob", "new-password"); err != nil {
+	if err := st.SetUserPassword(t.Context(), "bob", "new-password"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.CheckUserPassword("bob", "bob-password"); !errors.Is(err, ErrBadCredentials) {
+	if _, err := st.CheckUserPassword(t.Context(), "bob", "bob-password"); !errors.Is(err, ErrBadCredentials) {
 		t.Errorf("the old password after a change: %v", err)
 	}
-	if _, err := st.CheckUserPassword("bob", "new-password"); err != nil {
+	if _, err := st.CheckUserPassword(t.Context(), "bob", "new-password"); err != nil {
 		t.Errorf("the new password: %v", err)
 	}
 }

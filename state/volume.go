@@ -1,6 +1,7 @@
 package state
 
 import (
+	"context"
 	"slices"
 	"strconv"
 
@@ -125,9 +126,9 @@ func (tx *txn) setVolumeAttachmentInfo(model, id, machine string, info VolumeAtt
 }
 
 // MachineVolumes returns the volumes attached to machine id, in id order.
-func (st *State) MachineVolumes(model, machine string) ([]Volume, error) {
+func (st *State) MachineVolumes(ctx context.Context, model, machine string) ([]Volume, error) {
 	var out []Volume
-	err := st.view(func(r reader) error {
+	err := st.view(ctx, func(r reader) error {
 		docs, err := list[volumeDoc](r, KindVolume, model)
 		if err != nil {
 			return err
@@ -147,7 +148,7 @@ func (st *State) MachineVolumes(model, machine string) ([]Volume, error) {
 }
 
 // AddStoragePool adds a named storage pool to a model.
-func (st *State) AddStoragePool(model, name, provider string, attrs map[string]any) error {
+func (st *State) AddStoragePool(ctx context.Context, model, name, provider string, attrs map[string]any) error {
 	if name == "" || provider == "" {
 		return errors.NotValidf("storage pool without a name or provider")
 	}
@@ -155,7 +156,7 @@ func (st *State) AddStoragePool(model, name, provider string, attrs map[string]a
 	if err != nil {
 		return err
 	}
-	return st.update(func(tx *txn) error {
+	return st.update(ctx, func(tx *txn) error {
 		if _, err := getModelHead(tx, model); err != nil {
 			return err
 		}
@@ -170,9 +171,9 @@ func (st *State) AddStoragePool(model, name, provider string, attrs map[string]a
 }
 
 // StoragePool returns a named pool.
-func (st *State) StoragePool(model, name string) (StoragePool, error) {
+func (st *State) StoragePool(ctx context.Context, model, name string) (StoragePool, error) {
 	var d storagePoolDoc
-	err := st.view(func(r reader) error {
+	err := st.view(ctx, func(r reader) error {
 		ok, err := get(r, KindStoragePool, model, name, &d)
 		if err == nil && !ok {
 			err = errors.NotFoundf("storage pool %q", name)

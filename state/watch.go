@@ -1,6 +1,7 @@
 package state
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -56,12 +57,12 @@ type idLife struct {
 // watchLifecycle subscribes a lifecycle sink to f first, then reads the
 // snapshot: its ids that match (dead ones included) are the initial event,
 // and the watcher is stamped with the snapshot's revision (watch_stamp.go).
-func (st *State) watchLifecycle(f watcher.Filter, match func(id string) bool, snapshot func(r reader) ([]idLife, error)) (*watcher.Strings, []string, error) {
+func (st *State) watchLifecycle(ctx context.Context, f watcher.Filter, match func(id string) bool, snapshot func(r reader) ([]idLife, error)) (*watcher.Strings, []string, error) {
 	w := watcher.NewStrings()
 	l := &lifecycle{w: w, match: match}
 	s := st.subscribeStamped(w, l.sink, f)
 	initial := []string{}
-	err := st.viewStamped(s, func(r reader) error {
+	err := st.viewStamped(ctx, s, func(r reader) error {
 		items, err := snapshot(r)
 		if err != nil {
 			return err
@@ -101,8 +102,8 @@ var lifecycleFields = []string{watcher.FieldCreated, watcher.FieldLife, watcher.
 // machine's containers (the hub indexes them by parent), so a new container
 // reaches its host's watchers only, not every lifecycle watcher of the
 // model.
-func (st *State) watchMachineLifecycle(model, parent string, match func(id string) bool, snapshot func(r reader) ([]Machine, error)) (*watcher.Strings, []string, error) {
-	return st.watchLifecycle(watcher.Filter{
+func (st *State) watchMachineLifecycle(ctx context.Context, model, parent string, match func(id string) bool, snapshot func(r reader) ([]Machine, error)) (*watcher.Strings, []string, error) {
+	return st.watchLifecycle(ctx, watcher.Filter{
 		Kind:   KindMachine,
 		Model:  model,
 		Parent: parent,
@@ -125,14 +126,14 @@ func (st *State) watchMachineLifecycle(model, parent string, match func(id strin
 
 // WatchModelMachines watches the lifecycle of a model's top-level
 // machines. It returns the watcher and the initial ids.
-func (st *State) WatchModelMachines(model string) (*watcher.Strings, []string, error) {
-	return st.watchMachineLifecycle(model, "", func(id string) bool { return ParentID(id) == "" },
+func (st *State) WatchModelMachines(ctx context.Context, model string) (*watcher.Strings, []string, error) {
+	return st.watchMachineLifecycle(ctx, model, "", func(id string) bool { return ParentID(id) == "" },
 		func(r reader) ([]Machine, error) { return machines(r, model) })
 }
 
 // WatchContainers watches the lifecycle of the direct containers of
 // machine parent, of type ctype ("": any type).
-func (st *State) WatchContainers(model, parent, ctype string) (*watcher.Strings, []string, error) {
+func (st *State) WatchContainers(ctx context.Context, model, parent, ctype string) (*watcher.Strings, []string, error) {
 	match := func(id string) bool {
 		return ParentID(id) == parent && (ctype == "" || ContainerTypeOf(id) == ctype)
 	}
@@ -142,7 +143,7 @@ func (st *State) WatchContainers(model, parent, ctype string) (*watcher.Strings,
 		}
 		return containers(r, model, parent)
 	}
-	return st.watchMachineLifecycle(model, parent, match, snapshot)
+	return st.watchMachineLifecycle(ctx, model, parent, match, snapshot)
 }
 
 // WatchModelMachineStartTimes watches the top-level machines of a model
@@ -150,7 +151,7 @@ func (st *State) WatchContainers(model, parent, ctype string) (*watcher.Strings,
 // first change arms a timer of quiesce on clock, and every id changed until
 // it fires is delivered as one event. The initial ids are every top-level
 // machine.
-func (st *State) WatchModelMachineStartTimes(model string, clock watcher.Clock, quiesce time.Duration) (*watcher.Strings, []string, error) {
+func (st *State) WatchModelMachineStartTimes(ctx context.Context, model string, clock watcher.Clock, quiesce time.Duration) (*watcher.Strings, []string, error) {
 	w := watcher.NewStrings()
 	var (
 		mu      sync.Mutex
@@ -193,7 +194,7 @@ func (st *State) WatchModelMachineStartTimes(model string, clock watcher.Clock, 
 		Fields: []string{watcher.FieldCreated, watcher.FieldLife, watcher.FieldRemoved, FieldAgentStartTime},
 	})
 	initial := []string{}
-	err := st.viewStamped(s, func(r reader) error {
+	err := st.viewStamped(ctx, s, func(r reader) error {
 		if _, err := getModelHead(r, model); err != nil {
 			return err
 		}

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"context"
 	"sync"
 
 	"github.com/provisiond/provisiond/watcher"
@@ -104,12 +105,12 @@ func (st *State) stampNow(s *stamper) {
 // viewStamped reads a watcher's snapshot in one view and stamps s with the
 // view's revision. afterSubscribe, if set (tests), runs first: the moment
 // between a watcher's subscription and its snapshot.
-func (st *State) viewStamped(s *stamper, fn func(r reader) error) error {
+func (st *State) viewStamped(ctx context.Context, s *stamper, fn func(r reader) error) error {
 	if st.afterSubscribe != nil {
 		st.afterSubscribe()
 	}
 	var rev uint64
-	err := st.view(func(r reader) error {
+	err := st.view(ctx, func(r reader) error {
 		rev = r.Revision()
 		return fn(r)
 	})

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/provisiond/provisiond/charm"
+	"github.com/provisiond/provisiond/state/store/boltstore"
 	"github.com/provisiond/provisiond/watcher"
 	"github.com/provisiond/provisiond/watcher/watchertest"
 )
@@ -15,16 +16,27 @@ import (
 // tests (statetest imports state, so it cannot be used here).
 func openInitialized(t *testing.T) (*State, InitResult) {
 	t.Helper()
-	st, err := Open(Options{Path: filepath.Join(t.TempDir(), "state.db")})
+	st, err := openBolt(filepath.Join(t.TempDir(), "state.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	res, err := st.Initialize(InitArgs{AdminPassword: "pw", AgentPassword: "agent-password-long-enough", AgentNonce: "n"})
+	res, err := st.Initialize(t.Context(), InitArgs{AdminPassword: "pw", AgentPassword: "agent-password-long-enough", AgentNonce: "n"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return st, res
+}
+
+// openBolt opens the state in a bbolt file as the daemon does, its hub fed
+// by the store.
+func openBolt(path string) (*State, error) {
+	hub := watcher.NewHub()
+	s, err := boltstore.Open(path, boltstore.Options{Feed: Feed(hub, nil)})
+	if err != nil {
+		return nil, err
+	}
+	return Open(s, Options{Hub: hub})
 }
 
 func must[T any](t *testing.T) func(T, error) T {
@@ -53,9 +65,9 @@ func TestWatchersIgnoreWhatTheirSnapshotHolds(t *testing.T) {
 		l := &lifecycle{w: w, match: func(id string) bool { return ParentID(id) == "" }}
 		w.OnStop(st.hub.Subscribe(watcher.Filter{Kind: KindMachine, Model: model,
 			Fields: []string{watcher.FieldCreated, watcher.FieldLife, watcher.FieldRemoved}}, l.sink))
-		m := must[Machine](t)(st.AddMachine(model, MachineParams{})) // between subscription and snapshot
+		m := must[Machine](t)(st.AddMachine(t.Context(), model, MachineParams{})) // between subscription and snapshot
 		var ms []Machine
-		if err := st.view(func(r reader) (err error) { ms, err = machines(r, model); return err }); err != nil {
+		if err := st.view(t.Context(), func(r reader) (err error) { ms, err = machines(r, model); return err }); err != nil {
 			t.Fatal(err)
 		}
 		if !slices.ContainsFunc(ms, func(x Machine) bool { return x.ID == m.ID }) {
@@ -64,62 +76,68 @@ func TestWatchersIgnoreWhatTheirSnapshotHolds(t *testing.T) {
 		watchertest.StringsAssertChange(t, w, m.ID) // spurious: the snapshot had it
 	})
 
-	caas := must[Model](t)(st.AddModel("k8s", ModelTypeCAAS, nil)).UUID
+	caas := must[Model](t)(st.AddModel(t.Context(), "k8s", ModelTypeCAAS, nil)).UUID
 	meta, err := charm.ParseMeta([]byte("name: web\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	must[Application](t)(st.AddCAASApplication(caas, CAASApplicationParams{Name: "web", Charm: Charm{URL: "local:web-0", Meta: meta}, Scale: 1}))
-	host := must[Machine](t)(st.AddMachine(model, MachineParams{}))
+	must[Application](t)(st.AddCAASApplication(t.Context(), caas, CAASApplicationParams{Name: "web", Charm: Charm{URL: "local:web-0", Meta: meta}, Scale: 1}))
+	host := must[Machine](t)(st.AddMachine(t.Context(), model, MachineParams{}))
 	n := 0
 	next := func() int { n++; return n }
-	addMachine := func() { must[Machine](t)(st.AddMachine(model, MachineParams{})) }
+	addMachine := func() { must[Machine](t)(st.AddMachine(t.Context(), model, MachineParams{})) }
 	addContainer := func() {
-		must[Machine](t)(st.AddMachine(model, MachineParams{ParentID: host.ID, ContainerType: "lxd"}))
+		must[Machine](t)(st.AddMachine(t.Context(), model, MachineParams{ParentID: host.ID, ContainerType: "lxd"}))
 	}
 	addApp := func() {
-		must[Application](t)(st.AddCAASApplication(caas, CAASApplicationParams{Name: "app" + string(rune('a'+next())),
+		must[Application](t)(st.AddCAASApplication(t.Context(), caas, CAASApplicationParams{Name: "app" + string(rune('a'+next())),
 			Charm: Charm{URL: "local:web-0", Meta: meta}}))
 	}
 	setConfig := func() {
-		if err := st.UpdateModelConfig(model, map[string]any{"n": next()}, nil); err != nil {
+		if err := st.UpdateModelConfig(t.Context(), model, map[string]any{"n": next()}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
 	setScale := func() {
-		if err := st.SetApplicationScale(caas, "web", next()+1); err != nil {
+		if err := st.SetApplicationScale(t.Context(), caas, "web", next()+1); err != nil {
 			t.Fatal(err)
 		}
 	}
 	setSpec := func() {
-		if err := st.SetPodSpec(caas, "web", "spec: "+string(rune('a'+next()))); err != nil {
+		if err := st.SetPodSpec(t.Context(), caas, "web", "spec: "+string(rune('a'+next()))); err != nil {
 			t.Fatal(err)
 		}
 	}
 	setAddrs := func() {
-		if err := st.SetAPIHostPorts([][]HostPort{{{Value: "10.0.0.1", Port: 17070 + next()}}}); err != nil {
+		if err := st.SetAPIHostPorts(t.Context(), [][]HostPort{{{Value: "10.0.0.1", Port: 17070 + next()}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	setTrust := func() {
-		if err := st.UpdateApplicationConfig(caas, "web", map[string]any{"n": next()}, nil); err != nil {
+		if err := st.UpdateApplicationConfig(t.Context(), caas, "web", map[string]any{"n": next()}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	addModel := func() { must[Model](t)(st.AddModel("m"+string(rune('a'+next())), ModelTypeIAAS, nil)) }
+	addModel := func() { must[Model](t)(st.AddModel(t.Context(), "m"+string(rune('a'+next())), ModelTypeIAAS, nil)) }
 
 	stringWatches := []struct {
 		name   string
 		watch  func() (*watcher.Strings, error)
 		change func()
 	}{
-		{"WatchModelMachines", func() (*watcher.Strings, error) { w, _, err := st.WatchModelMachines(model); return w, err }, addMachine},
-		{"WatchContainers", func() (*watcher.Strings, error) { w, _, err := st.WatchContainers(model, host.ID, ""); return w, err }, addContainer},
-		{"WatchApplications", func() (*watcher.Strings, error) { w, _, err := st.WatchApplications(caas); return w, err }, addApp},
-		{"WatchModels", func() (*watcher.Strings, error) { w, _, err := st.WatchModels(); return w, err }, addModel},
-		{"WatchModelChanges", func() (*watcher.Strings, error) { return st.WatchModelChanges(model) }, addMachine},
+		{"WatchModelMachines", func() (*watcher.Strings, error) {
+			w, _, err := st.WatchModelMachines(t.Context(), model)
+			return w, err
+		}, addMachine},
+		{"WatchContainers", func() (*watcher.Strings, error) {
+			w, _, err := st.WatchContainers(t.Context(), model, host.ID, "")
+			return w, err
+		}, addContainer},
+		{"WatchApplications", func() (*watcher.Strings, error) { w, _, err := st.WatchApplications(t.Context(), caas); return w, err }, addApp},
+		{"WatchModels", func() (*watcher.Strings, error) { w, _, err := st.WatchModels(t.Context()); return w, err }, addModel},
+		{"WatchModelChanges", func() (*watcher.Strings, error) { return st.WatchModelChanges(t.Context(), model) }, addMachine},
 		{"WatchApplicationTrustHash", func() (*watcher.Strings, error) {
-			w, _, err := st.WatchApplicationTrustHash(caas, "web")
+			w, _, err := st.WatchApplicationTrustHash(t.Context(), caas, "web")
 			return w, err
 		}, setTrust},
 	}
@@ -145,10 +163,10 @@ func TestWatchersIgnoreWhatTheirSnapshotHolds(t *testing.T) {
 		watch  func() (*watcher.Notify, error)
 		change func()
 	}{
-		{"WatchModelConfig", func() (*watcher.Notify, error) { return st.WatchModelConfig(model) }, setConfig},
-		{"WatchApplicationScale", func() (*watcher.Notify, error) { return st.WatchApplicationScale(caas, "web") }, setScale},
-		{"WatchApplication", func() (*watcher.Notify, error) { return st.WatchApplication(caas, "web") }, setScale},
-		{"WatchPodSpec", func() (*watcher.Notify, error) { return st.WatchPodSpec(caas, "web") }, setSpec},
+		{"WatchModelConfig", func() (*watcher.Notify, error) { return st.WatchModelConfig(t.Context(), model) }, setConfig},
+		{"WatchApplicationScale", func() (*watcher.Notify, error) { return st.WatchApplicationScale(t.Context(), caas, "web") }, setScale},
+		{"WatchApplication", func() (*watcher.Notify, error) { return st.WatchApplication(t.Context(), caas, "web") }, setScale},
+		{"WatchPodSpec", func() (*watcher.Notify, error) { return st.WatchPodSpec(t.Context(), caas, "web") }, setSpec},
 		{"WatchAPIHostPorts", func() (*watcher.Notify, error) { return st.WatchAPIHostPorts() }, setAddrs},
 	}
 	for _, c := range notifies {
@@ -169,11 +187,11 @@ func TestWatchersIgnoreWhatTheirSnapshotHolds(t *testing.T) {
 	t.Run("WatchModelMachineStartTimes", func(t *testing.T) {
 		clock := watchertest.NewFakeClock(time.Unix(0, 0))
 		st.afterSubscribe = func() {
-			if err := st.SetMachineAgentStarted(model, host.ID, ""); err != nil {
+			if err := st.SetMachineAgentStarted(t.Context(), model, host.ID, ""); err != nil {
 				t.Fatal(err)
 			}
 		}
-		w, _, err := st.WatchModelMachineStartTimes(model, clock, time.Second)
+		w, _, err := st.WatchModelMachineStartTimes(t.Context(), model, clock, time.Second)
 		st.afterSubscribe = nil
 		if err != nil {
 			t.Fatal(err)
@@ -182,7 +200,7 @@ func TestWatchersIgnoreWhatTheirSnapshotHolds(t *testing.T) {
 		if n := clock.Pending(); n != 0 {
 			t.Errorf("%d batching timers armed by a change the snapshot holds", n)
 		}
-		if err := st.SetMachineAgentStarted(model, host.ID, ""); err != nil {
+		if err := st.SetMachineAgentStarted(t.Context(), model, host.ID, ""); err != nil {
 			t.Fatal(err)
 		}
 		if n := clock.Pending(); n != 1 {

@@ -41,13 +41,13 @@ func TestWatchContainersSeesOnlyItsParent(t *testing.T) {
 	for range 11 { // machines 0 .. 10
 		addMachine(t, st, state.MachineParams{})
 	}
-	w0, initial, err := st.WatchContainers(model, "1", "")
+	w0, initial, err := st.WatchContainers(t.Context(), model, "1", "")
 	must(t, err)
 	defer w0.Stop()
 	if len(initial) != 0 {
 		t.Fatalf("initial = %v", initial)
 	}
-	wLXD, _, err := st.WatchContainers(model, "1", "lxd")
+	wLXD, _, err := st.WatchContainers(t.Context(), model, "1", "lxd")
 	must(t, err)
 	defer wLXD.Stop()
 
@@ -58,7 +58,7 @@ func TestWatchContainersSeesOnlyItsParent(t *testing.T) {
 	watchertest.StringsAssertChange(t, w0, k.ID)
 	watchertest.StringsAssertNoChange(t, wLXD)
 
-	wNested, initial, err := st.WatchContainers(model, c.ID, "")
+	wNested, initial, err := st.WatchContainers(t.Context(), model, c.ID, "")
 	must(t, err)
 	defer wNested.Stop()
 	if len(initial) != 0 {
@@ -67,14 +67,14 @@ func TestWatchContainersSeesOnlyItsParent(t *testing.T) {
 	addMachine(t, st, state.MachineParams{ParentID: "10", ContainerType: "lxd"})
 	addMachine(t, st, state.MachineParams{ParentID: "0", ContainerType: "lxd"})
 	n := addMachine(t, st, state.MachineParams{ParentID: c.ID, ContainerType: "lxd"})
-	must(t, st.SetMachineStatus(model, "1", state.AgentStatus, state.Status{Status: "started"}))
-	must(t, st.EnsureMachineDead(model, "2"))
+	must(t, st.SetMachineStatus(t.Context(), model, "1", state.AgentStatus, state.Status{Status: "started"}))
+	must(t, st.EnsureMachineDead(t.Context(), model, "2"))
 	watchertest.StringsAssertNoChange(t, w0)
 	watchertest.StringsAssertChange(t, wNested, n.ID)
 
-	must(t, st.EnsureMachineDead(model, k.ID))
+	must(t, st.EnsureMachineDead(t.Context(), model, k.ID))
 	watchertest.StringsAssertChange(t, w0, k.ID)
-	_, err = st.RemoveMachine(model, k.ID)
+	_, err = st.RemoveMachine(t.Context(), model, k.ID)
 	must(t, err)
 	watchertest.StringsAssertNoChange(t, w0) // its death was reported
 }
@@ -92,12 +92,12 @@ func BenchmarkAddContainerWatched(b *testing.B) {
 			st := statetest.NewWithOptions(b, statetest.Options{Hub: hub})
 			var ws []*watcher.Strings
 			for range machines {
-				m, err := st.AddMachine(model, state.MachineParams{})
+				m, err := st.AddMachine(b.Context(), model, state.MachineParams{})
 				if err != nil {
 					b.Fatal(err)
 				}
 				for range perMachine {
-					w, _, err := st.WatchContainers(model, m.ID, "")
+					w, _, err := st.WatchContainers(b.Context(), model, m.ID, "")
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -112,7 +112,7 @@ func BenchmarkAddContainerWatched(b *testing.B) {
 			b.ReportAllocs()
 			n := 0
 			for b.Loop() {
-				if _, err := st.AddMachine(model, state.MachineParams{ParentID: fmt.Sprint(n % machines), ContainerType: "lxd"}); err != nil {
+				if _, err := st.AddMachine(b.Context(), model, state.MachineParams{ParentID: fmt.Sprint(n % machines), ContainerType: "lxd"}); err != nil {
 					b.Fatal(err)
 				}
 				n++

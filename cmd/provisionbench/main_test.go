@@ -327,14 +327,14 @@ func TestCredentialsLeavesNoMachines(t *testing.T) {
 		return stderr.String()
 	}
 	out := bench()
-	if ms, err := d.State().Machines(model); err != nil || len(ms) != 0 {
+	if ms, err := d.State().Machines(t.Context(), model); err != nil || len(ms) != 0 {
 		t.Errorf("machines left after a --credentials run: %v %v", ms, err)
 	}
 	if !strings.Contains(out, "provisionbench: removed the 3 machines this run added to model "+model+" (0-2)") {
 		t.Errorf("stderr:\n%s", out)
 	}
 	out = bench("--keep-machines")
-	ms, err := d.State().Machines(model)
+	ms, err := d.State().Machines(t.Context(), model)
 	if err != nil || len(ms) != 3 {
 		t.Fatalf("machines after --keep-machines: %v %v", ms, err)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 
@@ -23,9 +24,9 @@ func benchApp(i int) string { return "bench-w" + strconv.Itoa(i) }
 // seedCAAS makes the CAAS model and its applications benchApp(0) ... benchApp(n-1)
 // (those missing), for UpdateApplicationsUnits writers.
 func seedCAAS(st *state.State, n int) (string, error) {
-	m, err := st.ModelByName(caasModelName)
+	m, err := st.ModelByName(context.Background(), caasModelName)
 	if err != nil {
-		m, err = st.AddModel(caasModelName, state.ModelTypeCAAS,
+		m, err = st.AddModel(context.Background(), caasModelName, state.ModelTypeCAAS,
 			map[string]any{"agent-version": daemon.ServerVersion, "workload-storage": "kubernetes"})
 		if err != nil {
 			return "", fmt.Errorf("seed CAAS model: %w", err)
@@ -33,10 +34,10 @@ func seedCAAS(st *state.State, n int) (string, error) {
 	}
 	for i := range n {
 		name := benchApp(i)
-		if _, err := st.Application(m.UUID, name); err == nil {
+		if _, err := st.Application(context.Background(), m.UUID, name); err == nil {
 			continue
 		}
-		_, err := st.AddCAASApplication(m.UUID, state.CAASApplicationParams{
+		_, err := st.AddCAASApplication(context.Background(), m.UUID, state.CAASApplicationParams{
 			Name:  name,
 			Charm: state.Charm{URL: "ch:bench-1", Revision: 1, Meta: &charm.Meta{Name: "bench"}},
 			Scale: 1,

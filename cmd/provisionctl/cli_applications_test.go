@@ -109,7 +109,7 @@ func reportPods(t *testing.T, st *state.State, model, app string, n int, gen int
 				FilesystemID: "pv-" + id, Status: "attached", MountPoint: "/var/opt/gitlab",
 				Volume: &state.PodVolume{VolumeID: "vol-" + id, Size: 1024, Persistent: true, Status: "attached"}}}})
 	}
-	if _, err := st.UpdateCAASUnits(model, app, state.UnitsUpdate{Scale: &n, Generation: gen, Pods: pods}); err != nil {
+	if _, err := st.UpdateCAASUnits(t.Context(), model, app, state.UnitsUpdate{Scale: &n, Generation: gen, Pods: pods}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -124,7 +124,7 @@ func TestApplicationsWalkthrough(t *testing.T) {
 		"spec.yaml": "containers:\n  - name: gitlab\n    image: gitlab/gitlab-ce\n", "raw.yaml": "kind: Deployment\n"})
 
 	e.ok(t, nil, "add-model", "k8s", "--type", "caas", "--config", "workload-storage=standard")
-	k8s, err := st.ModelByName("k8s")
+	k8s, err := st.ModelByName(t.Context(), "k8s")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestApplicationsWalkthrough(t *testing.T) {
 	if r := e.ok(t, nil, "scale", "gitlab", "1", "-m", "k8s"); !strings.Contains(r.stderr, `Scaled "gitlab" to 1.`) {
 		t.Errorf("scale:\n%s", r)
 	}
-	if a, _ := st.Application(k8s.UUID, "gitlab"); a.Scale != 1 {
+	if a, _ := st.Application(t.Context(), k8s.UUID, "gitlab"); a.Scale != 1 {
 		t.Errorf("scale stored = %d", a.Scale)
 	}
 	var cfg struct {
@@ -252,7 +252,7 @@ func TestApplicationsWalkthrough(t *testing.T) {
 		!strings.Contains(r.stderr, `Set the raw k8s spec of "gitlab" (upgrade counter 2).`) {
 		t.Errorf("set-pod-spec: %+v\n%s", spec, r)
 	}
-	if ps, err := st.K8sSpec(k8s.UUID, "gitlab"); err != nil || !strings.Contains(ps.Spec, "gitlab-ce") || ps.RawSpec != "kind: Deployment\n" {
+	if ps, err := st.K8sSpec(t.Context(), k8s.UUID, "gitlab"); err != nil || !strings.Contains(ps.Spec, "gitlab-ce") || ps.RawSpec != "kind: Deployment\n" {
 		t.Errorf("spec stored = %+v, %v", ps, err)
 	}
 
@@ -318,7 +318,7 @@ func TestApplicationsBadInput(t *testing.T) {
 	e.ok(t, nil, "deploy", "db", "--charm-metadata", files["db.yaml"])
 	e.ok(t, nil, "add-machine")
 	e.ok(t, nil, "add-unit", "db", "--to", "0")
-	k8s, err := st.ModelByName("k8s")
+	k8s, err := st.ModelByName(t.Context(), "k8s")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -84,7 +84,7 @@ func TestMachinesWalkthrough(t *testing.T) {
 	if added, _ := e.mutate(t, nil, "add-machine", "zone=zone-b", "-n", "1"); !slices.Equal(added.Added["machines"], []string{"2"}) {
 		t.Errorf("add-machine zone=zone-b printed %+v", added)
 	}
-	m, err := st.Machine(model, "1")
+	m, err := st.Machine(t.Context(), model, "1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,25 +94,25 @@ func TestMachinesWalkthrough(t *testing.T) {
 
 	// The agents' side: machine 0 is provisioned and its container gets an
 	// address.
-	if err := st.SetInstanceInfo(model, "0", state.InstanceInfo{InstanceID: "i-0", Nonce: "n0"}); err != nil {
+	if err := st.SetInstanceInfo(t.Context(), model, "0", state.InstanceInfo{InstanceID: "i-0", Nonce: "n0"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.SetMachineStatus(model, "0", state.InstanceStatus, state.Status{Status: "running"}); err != nil {
+	if err := st.SetMachineStatus(t.Context(), model, "0", state.InstanceStatus, state.Status{Status: "running"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.SetMachineStatus(model, "0", state.AgentStatus, state.Status{Status: "started"}); err != nil {
+	if err := st.SetMachineStatus(t.Context(), model, "0", state.AgentStatus, state.Status{Status: "started"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.SetSupportedContainers(model, "0", []string{"lxd"}); err != nil {
+	if err := st.SetSupportedContainers(t.Context(), model, "0", []string{"lxd"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.AllocateAddress(model, "10.0.0.0/24", "0/lxd/0", "eth0", "00:16:3e:00:00:01", 0); err != nil {
+	if _, err := st.AllocateAddress(t.Context(), model, "10.0.0.0/24", "0/lxd/0", "eth0", "00:16:3e:00:00:01", 0); err != nil {
 		t.Fatal(err)
 	}
 	// Machine 0's agent logs in (it is alive; the others have no agent
 	// connected, and no provisioner agent is).
 	const agentPassword = "machine-0-agent-password-for-tests"
-	if err := st.SetMachinePassword(model, "0", agentPassword); err != nil {
+	if err := st.SetMachinePassword(t.Context(), model, "0", agentPassword); err != nil {
 		t.Fatal(err)
 	}
 	agent, err := client.Dial(t.Context(), client.Config{Addr: e.d.Addr(), ModelUUID: model, CACert: []byte(e.d.Credentials().CACert)})
@@ -274,10 +274,10 @@ func TestMachinesBadInput(t *testing.T) {
 	e.ok(t, nil, "add-subnet", "10.0.0.0/24", "--space", "db", "--zone", "z1", "--provider-id", "sn-0")
 	e.ok(t, nil, "add-machine", "-n", "2")
 	e.ok(t, nil, "add-model", "k8s", "--type", "caas")
-	if err := st.AddStoragePool(model, "files", "tmpfs", nil); err != nil {
+	if err := st.AddStoragePool(t.Context(), model, "files", "tmpfs", nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.SetSupportedContainers(model, "1", []string{"lxd"}); err != nil {
+	if err := st.SetSupportedContainers(t.Context(), model, "1", []string{"lxd"}); err != nil {
 		t.Fatal(err)
 	}
 	sum := strings.Repeat("ab", 32)
@@ -393,10 +393,10 @@ func TestMachinesMarkedForRemoval(t *testing.T) {
 		t.Errorf("controller-config machine-undertaker=sometimes:\n%s", r)
 	}
 	e.ok(t, nil, "add-machine", "-n", "2")
-	if err := st.EnsureMachineDead(model, "1"); err != nil {
+	if err := st.EnsureMachineDead(t.Context(), model, "1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.MarkMachineForRemoval(model, "1"); err != nil {
+	if err := st.MarkMachineForRemoval(t.Context(), model, "1"); err != nil {
 		t.Fatal(err)
 	}
 

@@ -21,6 +21,7 @@ import (
 	"github.com/provisiond/provisiond/credentials"
 	"github.com/provisiond/provisiond/internal/buildinfo"
 	"github.com/provisiond/provisiond/internal/daemon"
+	"github.com/provisiond/provisiond/provisiondtest"
 	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state"
 )
@@ -107,6 +108,39 @@ func TestShowController(t *testing.T) {
 	r := e.ok(t, nil, "show-controller")
 	for _, want := range []string{`controller-uuid +` + creds.ControllerUUID, `health ` + regexp.QuoteMeta(e.d.Addr()) + `  ok`,
 		`store +bbolt, schema \d+, revision \d+, \d+ KiB`} {
+		if !regexp.MustCompile(want).MatchString(r.stdout) {
+			t.Errorf("show-controller table lacks %q:\n%s", want, r.stdout)
+		}
+	}
+}
+
+// version and show-controller on an etcd controller (README's scale-out
+// quick start): the server answers, and the store is shown in etcd's
+// figures, with its member.
+func TestVersionAndShowControllerOnEtcd(t *testing.T) {
+	e := startDaemon(t, provisiondtest.WithStore(provisiondtest.StoreEtcd))
+	r := e.ok(t, nil, "version")
+	if !strings.Contains(r.stdout, "server: provisiond "+buildinfo.Version+" (") {
+		t.Errorf("version on etcd:\n%s", r)
+	}
+	var c struct {
+		Store params.StoreInfo `json:"store"`
+	}
+	// The store's member watch probes at once; its first answer may still
+	// be on its way.
+	deadline := time.Now().Add(waitLimit)
+	for e.ok(t, &c, "show-controller", "--format", "json"); len(c.Store.Members) == 0 || c.Store.Members[0].SizeBytes == 0; e.ok(t, &c, "show-controller", "--format", "json") {
+		if time.Now().After(deadline) {
+			t.Fatalf("show-controller never showed the etcd member's size: %+v", c.Store)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if s := c.Store; s.Engine != "etcd" || s.SchemaVersion != 0 || s.Revision == 0 || s.SizeBytes <= 0 || len(s.Members) != 1 || !s.Members[0].Up {
+		t.Errorf("show-controller store = %+v", s)
+	}
+	r = e.ok(t, nil, "show-controller")
+	ep := regexp.QuoteMeta(c.Store.Members[0].Endpoint)
+	for _, want := range []string{`store +etcd, revision \d+, (\d+ KiB|\S+) of \S+ quota, 1 of 1 members up\n`, `store member ` + ep + ` +up, (\d+ KiB|\S+)\n`} {
 		if !regexp.MustCompile(want).MatchString(r.stdout) {
 			t.Errorf("show-controller table lacks %q:\n%s", want, r.stdout)
 		}
@@ -205,7 +239,7 @@ func TestModelSelection(t *testing.T) {
 	if r := e.ok(t, nil, "add-machine", "-m", added.UUID); r.stdout != "0\n" {
 		t.Errorf("add-machine -m UUID:\n%s", r)
 	}
-	ms, err := e.d.State().Machines(added.UUID)
+	ms, err := e.d.State().Machines(t.Context(), added.UUID)
 	if err != nil || len(ms) != 1 {
 		t.Fatalf("machines of prod: %v %v", ms, err)
 	}
@@ -260,7 +294,7 @@ func TestRemoveModelConfirmation(t *testing.T) {
 	e.ok(t, nil, "add-model", "empty")
 	st := e.d.State()
 	exists := func(name string) bool {
-		_, err := st.ModelByName(name)
+		_, err := st.ModelByName(t.Context(), name)
 		return err == nil
 	}
 
@@ -319,7 +353,7 @@ func TestRemovalVerbs(t *testing.T) {
 	e.ok(t, nil, "add-subnet", "10.0.0.0/24", "--space", "db", "--zone", "z", "--provider-id", "s0", "--allocatable-range", "10.0.0.10-10.0.0.20")
 	e.ok(t, nil, "add-machine", "zone=z")
 	e.ok(t, nil, "add-machine", "lxd:0")
-	if _, err := st.AllocateAddress(model, "10.0.0.0/24", "0/lxd/0", "eth0", "00:16:3e:00:00:01", 0); err != nil {
+	if _, err := st.AllocateAddress(t.Context(), model, "10.0.0.0/24", "0/lxd/0", "eth0", "00:16:3e:00:00:01", 0); err != nil {
 		t.Fatal(err)
 	}
 	e.ok(t, nil, "add-agent-binaries", "3.3.0", "--os", "ubuntu", "--arch", "amd64", "--url", "https://example.com/a.tgz",
@@ -365,7 +399,7 @@ func TestRemovalVerbs(t *testing.T) {
 	if r := e.ok(t, nil, "remove-space", "db"); !strings.Contains(r.stderr, `Removed space "db".`) {
 		t.Errorf("remove-space:\n%s", r)
 	}
-	if ms, _ := st.Machines(model); len(ms) != 0 {
+	if ms, _ := st.Machines(t.Context(), model); len(ms) != 0 {
 		t.Errorf("machines left: %v", ms)
 	}
 }
@@ -400,7 +434,7 @@ func TestCheckedBeforeAnyCall(t *testing.T) {
 	// constraint, as in Juju.)
 	for i, sz := range []string{"1GiB", "1G", "1024M", "1024MiB"} {
 		e.ok(t, nil, "add-machine", "--constraints", "mem="+sz, "--disks", "loop,"+sz)
-		m, err := e.d.State().Machine(e.d.Credentials().DefaultModelUUID, fmt.Sprint(i))
+		m, err := e.d.State().Machine(t.Context(), e.d.Credentials().DefaultModelUUID, fmt.Sprint(i))
 		if err != nil || m.Constraints.String() != "mem=1024M" {
 			t.Errorf("mem=%s: %+v %v", sz, m.Constraints, err)
 		}
@@ -545,10 +579,10 @@ func TestWatchFieldsAndReconnect(t *testing.T) {
 	e := &env{d: d, creds: filepath.Join(dir, daemon.CredentialsFile), home: t.TempDir()}
 	w := e.startWatch(t)
 	model := d.Credentials().DefaultModelUUID
-	if _, err := d.State().AddMachine(model, state.MachineParams{}); err != nil {
+	if _, err := d.State().AddMachine(t.Context(), model, state.MachineParams{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.State().AddMachine(model, state.MachineParams{ParentID: "0", ContainerType: "lxd"}); err != nil {
+	if _, err := d.State().AddMachine(t.Context(), model, state.MachineParams{ParentID: "0", ContainerType: "lxd"}); err != nil {
 		t.Fatal(err)
 	}
 	// One line for each machine (a host may show twice: its container's
@@ -600,7 +634,7 @@ func TestWatchFieldsAndReconnect(t *testing.T) {
 	if !strings.Contains(w.errs.String(), "Lost the connection to provisiond") {
 		t.Errorf("stderr:\n%s", w.errs.String())
 	}
-	if err := d.State().SetMachineDying(model, "0/lxd/0"); err != nil {
+	if err := d.State().SetMachineDying(t.Context(), model, "0/lxd/0"); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -615,7 +649,7 @@ func TestWatchFieldsAndReconnect(t *testing.T) {
 	// Fields print as the operator typed them ("<" is not "\u003c"), and
 	// an entity changed and removed before its fields are read says
 	// "removed" once, not once per change.
-	if err := d.State().SetMachineStatus(model, "0/lxd/0", state.AgentStatus, state.Status{Status: "error", Message: "<ok>"}); err != nil {
+	if err := d.State().SetMachineStatus(t.Context(), model, "0/lxd/0", state.AgentStatus, state.Status{Status: "error", Message: "<ok>"}); err != nil {
 		t.Fatal(err)
 	}
 	next := func(what string) string {
@@ -631,13 +665,13 @@ func TestWatchFieldsAndReconnect(t *testing.T) {
 	if l := next("the status"); !strings.Contains(l, "<ok>") || strings.Contains(l, `\u003c`) {
 		t.Errorf("status line %q: want <ok> as it was set", l)
 	}
-	if err := d.State().EnsureMachineDead(model, "0/lxd/0"); err != nil {
+	if err := d.State().EnsureMachineDead(t.Context(), model, "0/lxd/0"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.State().RemoveMachine(model, "0/lxd/0"); err != nil {
+	if _, err := d.State().RemoveMachine(t.Context(), model, "0/lxd/0"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.State().AddMachine(model, state.MachineParams{}); err != nil { // machine 1: the end of the removal's lines
+	if _, err := d.State().AddMachine(t.Context(), model, state.MachineParams{}); err != nil { // machine 1: the end of the removal's lines
 		t.Fatal(err)
 	}
 	removed := 0
@@ -693,7 +727,7 @@ func TestStatusWatch(t *testing.T) {
 	if n := machines(); n != 0 {
 		t.Fatalf("first snapshot has %d machines", n)
 	}
-	if _, err := e.d.State().AddMachine(e.d.Credentials().DefaultModelUUID, state.MachineParams{}); err != nil {
+	if _, err := e.d.State().AddMachine(t.Context(), e.d.Credentials().DefaultModelUUID, state.MachineParams{}); err != nil {
 		t.Fatal(err)
 	}
 	for n := 0; n != 1; {

@@ -46,7 +46,7 @@ func TestStorageWalkthrough(t *testing.T) {
 	st := e.d.State()
 	files := writeFiles(t, map[string]string{"files.yaml": filesMetadata})
 	e.ok(t, nil, "add-model", "k8s", "--type", "caas", "--config", "workload-storage=standard")
-	k8s, err := st.ModelByName("k8s")
+	k8s, err := st.ModelByName(t.Context(), "k8s")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestStorageWalkthrough(t *testing.T) {
 	// cleans orphans so).
 	reportPods(t, st, k8s.UUID, "files", 1, 2)
 	one := 1
-	if _, err := st.UpdateCAASUnits(k8s.UUID, "files", state.UnitsUpdate{Scale: &one, Generation: 3, Pods: []state.Pod{
+	if _, err := st.UpdateCAASUnits(t.Context(), k8s.UUID, "files", state.UnitsUpdate{Scale: &one, Generation: 3, Pods: []state.Pod{
 		{ProviderID: "a-pod", Status: "running", Stateful: true},
 		{ProviderID: "d-pod", Status: "running", Stateful: true, Filesystems: []state.PodFilesystem{{StorageName: "data", Size: 1024,
 			FilesystemID: "pv-c-pod", Status: "attached", MountPoint: "/srv",
@@ -135,10 +135,10 @@ func TestStorageWalkthrough(t *testing.T) {
 		t.Errorf("remove-model --release-storage:\n%s", r)
 	}
 	// The unit provisioner clears the dead application: the model goes.
-	if errs := st.ClearAndRemoveApplications(k8s.UUID, []string{"files"}); errs[0] != nil {
+	if errs := st.ClearAndRemoveApplications(t.Context(), k8s.UUID, []string{"files"}); errs[0] != nil {
 		t.Fatal(errs[0])
 	}
-	if _, err := st.ModelByName("k8s"); err == nil {
+	if _, err := st.ModelByName(t.Context(), "k8s"); err == nil {
 		t.Error("the model is still there")
 	}
 }

@@ -75,12 +75,12 @@ type env struct {
 	home  string // HOME of the binary, with no credentials in it
 }
 
-func startDaemon(t *testing.T) *env {
+func startDaemon(t *testing.T, opts ...provisiondtest.Option) *env {
 	t.Helper()
 	if bin == "" {
 		t.Skip("builds and runs the binary")
 	}
-	srv := provisiondtest.Start(t)
+	srv := provisiondtest.Start(t, opts...)
 	return &env{d: srv.Daemon(), creds: srv.CredentialsFile(), home: t.TempDir()}
 }
 
@@ -200,7 +200,7 @@ func TestWalkthrough(t *testing.T) {
 	var added summary
 	mut, r := e.mutate(t, &added, "add-model", "k8s", "--type", "caas", "--config", "n=3", "--config", "b=true",
 		"--config", "s=hello, world", "--config", `q="42"`)
-	m, err := st.ModelByName("k8s")
+	m, err := st.ModelByName(t.Context(), "k8s")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +275,7 @@ func TestWalkthrough(t *testing.T) {
 	}
 
 	// remove-model: an empty model goes, one with a machine is dying.
-	if _, err := st.AddMachine(m.UUID, state.MachineParams{}); err != nil {
+	if _, err := st.AddMachine(t.Context(), m.UUID, state.MachineParams{}); err != nil {
 		t.Fatal(err)
 	}
 	var removed summary
@@ -554,7 +554,7 @@ func TestWatch(t *testing.T) {
 	creds := e.d.Credentials()
 	w := e.startWatch(t, "--format", "json")
 
-	if _, err := e.d.State().AddMachine(creds.DefaultModelUUID, state.MachineParams{}); err != nil {
+	if _, err := e.d.State().AddMachine(t.Context(), creds.DefaultModelUUID, state.MachineParams{}); err != nil {
 		t.Fatal(err)
 	}
 	if ev := w.next(t); ev["model"] != "default" || ev["kind"] != "machine" || ev["id"] != "0" || ev["removed"] != false ||

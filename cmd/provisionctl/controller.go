@@ -101,20 +101,7 @@ json and yaml: {"client": {version, revision, go-version}, "server":
 
 // controllerDoc is what show-controller prints.
 type controllerDoc struct {
-	ControllerUUID      string   `json:"controller-uuid"`
-	ControllerModelUUID string   `json:"controller-model-uuid"`
-	APIAddresses        []string `json:"api-addresses"`
-	APIVersion          string   `json:"api-version"`
-	Version             string   `json:"version"`
-	Revision            string   `json:"revision"`
-	GoVersion           string   `json:"go-version"`
-	Models              int      `json:"models"`
-	Store               struct {
-		Engine        string `json:"engine"`
-		SchemaVersion uint64 `json:"schema-version"`
-		Revision      uint64 `json:"revision"`
-		SizeBytes     int64  `json:"size-bytes"`
-	} `json:"store"`
+	params.ControllerInfo // its keys first, as the daemon sends them
 	// Health is the answer of GET /health at each API address: "ok" or
 	// what went wrong.
 	Health      map[string]string `json:"health"`
@@ -130,10 +117,12 @@ func (a *app) showControllerCommand() *cobra.Command {
 		Short:   "Show the controller: UUIDs, addresses, version, store, health",
 		Long: `Show the controller provisionctl talks to: its UUID and the controller
 model's, the API addresses it reports to agents, the provisiond build and
-Juju API level, how many models it holds, its store (engine, schema
-version, revision, size) and the health of each of its API addresses (GET
-/health over TLS, verified against the CA of credentials.yaml), with the
-user and credentials file used.`,
+Juju API level, how many models it holds, its store (engine, bbolt's
+schema version, revision, size and, on etcd, its space quota, how far
+its history is compacted and each member as the daemon last heard from
+it) and the health of each of its API addresses (GET /health over TLS,
+verified against the CA of credentials.yaml), with the user and
+credentials file used.`,
 		Example: `  provisionctl show-controller
   provisionctl show-controller --format json | jq .health`,
 		Args: exactArgs(),
@@ -142,12 +131,8 @@ user and credentials file used.`,
 			if err := a.call(cmd.Context(), "ControllerInfo", nil, &info); err != nil {
 				return err
 			}
-			doc := controllerDoc{ControllerUUID: info.ControllerUUID, ControllerModelUUID: info.ControllerModelUUID,
-				APIAddresses: info.APIAddresses, APIVersion: info.APIVersion, Version: info.Version,
-				Revision: info.Revision, GoVersion: info.GoVersion, Models: info.Models,
-				Health: map[string]string{}, User: a.creds.AdminUser, Credentials: a.credentialsPath()}
-			doc.Store.Engine, doc.Store.SchemaVersion = info.Store.Engine, info.Store.SchemaVersion
-			doc.Store.Revision, doc.Store.SizeBytes = info.Store.Revision, info.Store.SizeBytes
+			doc := controllerDoc{ControllerInfo: info, Health: map[string]string{}, User: a.creds.AdminUser,
+				Credentials: a.credentialsPath()}
 			if doc.User == "" {
 				doc.User = "admin"
 			}
@@ -162,8 +147,10 @@ user and credentials file used.`,
 				t.add("version", buildinfo.Info{Version: doc.Version, Revision: doc.Revision, GoVersion: doc.GoVersion}.String())
 				t.add("api-version", doc.APIVersion)
 				t.add("models", strconv.Itoa(doc.Models))
-				t.add("store", fmt.Sprintf("%s, schema %d, revision %d, %s", doc.Store.Engine, doc.Store.SchemaVersion,
-					doc.Store.Revision, sizeOfBytes(doc.Store.SizeBytes)))
+				t.add("store", storeLine(doc.Store))
+				for _, m := range doc.Store.Members {
+					t.add("store member "+m.Endpoint, memberLine(m))
+				}
 				for _, addr := range doc.APIAddresses {
 					t.add("health "+addr, doc.Health[addr])
 				}
@@ -175,6 +162,50 @@ user and credentials file used.`,
 	}
 	addFormatFlag(cmd, &format)
 	return cmd
+}
+
+// storeLine is show-controller's line of the store: its engine, layout
+// version (bbolt's), revision, size (of its quota, on etcd), how far its
+// history is compacted, and how many of its members answer.
+func storeLine(s params.StoreInfo) string {
+	parts := []string{s.Engine}
+	if s.SchemaVersion != 0 {
+		parts = append(parts, fmt.Sprintf("schema %d", s.SchemaVersion))
+	}
+	parts = append(parts, fmt.Sprintf("revision %d", s.Revision))
+	size := sizeOfBytes(s.SizeBytes)
+	if s.QuotaBytes > 0 {
+		size += " of " + sizeOfBytes(s.QuotaBytes) + " quota"
+	}
+	parts = append(parts, size)
+	if s.CompactRevision != 0 {
+		parts = append(parts, fmt.Sprintf("compacted to %d", s.CompactRevision))
+	}
+	if len(s.Members) > 0 {
+		up := 0
+		for _, m := range s.Members {
+			if m.Up {
+				up++
+			}
+		}
+		parts = append(parts, fmt.Sprintf("%d of %d members up", up, len(s.Members)))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// memberLine is show-controller's line of one etcd member.
+func memberLine(m params.StoreMember) string {
+	if !m.Up {
+		if m.Error == "" {
+			return "down"
+		}
+		return "down: " + m.Error
+	}
+	line := "up, " + sizeOfBytes(m.SizeBytes)
+	if len(m.Alarms) > 0 {
+		line += ", alarms " + strings.Join(m.Alarms, ",")
+	}
+	return line
 }
 
 // sizeOfBytes shows a byte count in the unit of sizes (MiB, rounded up),

@@ -9,16 +9,17 @@ import (
 
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/state/statetest"
 )
 
 func TestCheck(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, daemon.DBFile)
-	st, err := state.Open(state.Options{Path: path})
+	st, err := statetest.OpenBolt(path, state.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Initialize(state.InitArgs{AdminPassword: "pw", AgentPassword: strings.Repeat("x", 24), AgentNonce: "n"}); err != nil {
+	if _, err := st.Initialize(t.Context(), state.InitArgs{AdminPassword: "pw", AgentPassword: strings.Repeat("x", 24), AgentNonce: "n"}); err != nil {
 		t.Fatal(err)
 	}
 	rev := st.Revision()

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/state/store/boltstore"
 )
 
 // A damaged database must be reported, never crash the command reading it.
@@ -67,11 +68,11 @@ func internalCheckCommand(e sys) *cobra.Command {
 // (two when the damaged copy is the newer one, its header alone damaged).
 func rewriteMeta(path string) error {
 	for range 2 {
-		st, err := state.Open(state.Options{Path: path})
+		s, err := boltstore.Open(path, boltstore.Options{})
 		if err != nil {
 			return err
 		}
-		if err := st.Close(); err != nil {
+		if err := s.Close(); err != nil {
 			return err
 		}
 		metas, err := readMetas(path)
@@ -167,19 +168,24 @@ func checkPages(path string) checkReport {
 			return rep
 		}
 	}
-	st, err := state.OpenReadOnly(path)
+	db, err := boltstore.OpenReadOnly(path, boltstore.Options{InitialMmapSize: boltstore.MmapSize})
+	if err != nil {
+		rep.Error = "opening state: " + err.Error()
+		return rep
+	}
+	st, err := state.OpenReadOnly(db)
 	if err != nil {
 		rep.Error = err.Error()
 		return rep
 	}
 	defer st.Close()
-	stats, err := st.Stats()
+	stats, err := st.Stats(context.Background())
 	if err != nil {
 		rep.Error = err.Error()
 		return rep
 	}
-	rep.SchemaVersion, rep.Revision, rep.Size, rep.Records = stats.SchemaVersion, stats.Revision, stats.Size, stats.Records
-	if err := st.Check(); err != nil {
+	rep.SchemaVersion, rep.Revision, rep.Size, rep.Records = stats.SchemaVersion, stats.Revision, stats.SizeBytes, stats.Records
+	if err := db.Check(); err != nil {
 		rep.Damaged = true
 		rep.DamagedMetaPage = nil
 		rep.Error = "the database is damaged: " + err.Error()

@@ -69,7 +69,7 @@ func (a *Admin) Login(ctx context.Context, req params.LoginRequest) (params.Logi
 		a.refused(req.AuthTag, err)
 		return params.LoginResult{}, err
 	}
-	if a.ctrl, err = a.ctx.Deps.State.Controller(); err != nil {
+	if a.ctrl, err = a.ctx.Deps.State.Controller(ctx); err != nil {
 		return params.LoginResult{}, fmt.Errorf("cannot read controller: %w", err)
 	}
 	// Back off after failed logins of this user or agent from this
@@ -101,13 +101,13 @@ func (a *Admin) Login(ctx context.Context, req params.LoginRequest) (params.Logi
 	switch t := tag.(type) {
 	case names.UserTag:
 		watch(state.KindUser, "", t.Name())
-		auth, res, err = a.loginUser(t, req.Credentials)
+		auth, res, err = a.loginUser(ctx, t, req.Credentials)
 	case names.MachineTag:
 		watch(state.KindMachine, a.ctx.Model.UUID, t.Id())
 		if a.ctrl.ModelUUID != a.ctx.Model.UUID {
 			watch(state.KindMachine, a.ctrl.ModelUUID, t.Id())
 		}
-		auth, res, err = a.loginMachine(t, req.Credentials, req.Nonce, controllerOnly)
+		auth, res, err = a.loginMachine(ctx, t, req.Credentials, req.Nonce, controllerOnly)
 	default:
 		// No other kind of entity can log in to provisiond.
 		err = facade.ErrBadCreds
@@ -171,12 +171,12 @@ func (a *Admin) refused(tag string, err error) {
 	a.ctx.Deps.Logger.Debug("login not admitted", "tag", facade.Bounded(tag), "code", params.ErrCode(facade.ServerError(err)))
 }
 
-func (a *Admin) loginUser(t names.UserTag, password string) (*facade.Auth, params.LoginResult, error) {
+func (a *Admin) loginUser(ctx context.Context, t names.UserTag, password string) (*facade.Auth, params.LoginResult, error) {
 	if !t.IsLocal() {
 		return nil, params.LoginResult{}, facade.ErrBadCreds
 	}
 	st := a.ctx.Deps.State
-	u, err := st.CheckUserPassword(t.Name(), password)
+	u, err := st.CheckUserPassword(ctx, t.Name(), password)
 	if err != nil {
 		return nil, params.LoginResult{}, loginError(err)
 	}
@@ -205,13 +205,13 @@ func (a *Admin) loginUser(t names.UserTag, password string) (*facade.Auth, param
 // loginMachine checks a machine agent's credentials; controllerOnly skips
 // the machine of a hosted model, whose logins back off, and tries the
 // controller agent only.
-func (a *Admin) loginMachine(t names.MachineTag, password, nonce string, controllerOnly bool) (*facade.Auth, params.LoginResult, error) {
+func (a *Admin) loginMachine(ctx context.Context, t names.MachineTag, password, nonce string, controllerOnly bool) (*facade.Auth, params.LoginResult, error) {
 	st := a.ctx.Deps.State
 	model := a.ctx.Model
 	var m state.Machine
 	err := errors.Unauthorizedf("machine %s of model %s backs off", t.Id(), model.UUID)
 	if !controllerOnly {
-		m, err = st.AuthenticateMachine(model.UUID, t.Id(), password, nonce)
+		m, err = st.AuthenticateMachine(ctx, model.UUID, t.Id(), password, nonce)
 	}
 	onControllerModel := a.ctrl.ModelUUID == model.UUID
 	controller := err == nil && state.IsController(m) && onControllerModel
@@ -219,7 +219,7 @@ func (a *Admin) loginMachine(t names.MachineTag, password, nonce string, control
 		// Machine ids are per model: a hosted model's machine-0 is tried
 		// first, then the controller agent of the controller model.
 		if !onControllerModel {
-			cm, cerr := st.AuthenticateMachine(a.ctrl.ModelUUID, t.Id(), password, nonce)
+			cm, cerr := st.AuthenticateMachine(ctx, a.ctrl.ModelUUID, t.Id(), password, nonce)
 			if cerr == nil && state.IsController(cm) {
 				m, err, controller = cm, nil, true
 			} else if errors.Is(cerr, errors.NotProvisioned) && state.IsController(cm) {

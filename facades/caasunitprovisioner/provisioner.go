@@ -71,12 +71,12 @@ func New(c *facade.Context) (*API, error) {
 
 // application is the per-entity preamble: parse the tag, read the
 // application.
-func (a *API) application(tag string) (state.Application, error) {
+func (a *API) application(ctx context.Context, tag string) (state.Application, error) {
 	t, err := applicationTag(tag)
 	if err != nil {
 		return state.Application{}, err
 	}
-	return a.st.Application(a.model, t.Id())
+	return a.st.Application(ctx, a.model, t.Id())
 }
 
 // applicationTag parses an application tag; any failure reads
@@ -90,8 +90,8 @@ func applicationTag(tag string) (names.ApplicationTag, error) {
 }
 
 // WatchApplications watches the lifecycle of the model's applications.
-func (a *API) WatchApplications(context.Context) (params.StringsWatchResult, error) {
-	w, initial, err := a.st.WatchApplications(a.model)
+func (a *API) WatchApplications(ctx context.Context) (params.StringsWatchResult, error) {
+	w, initial, err := a.st.WatchApplications(ctx, a.model)
 	if err != nil {
 		return params.StringsWatchResult{}, err
 	}
@@ -99,8 +99,8 @@ func (a *API) WatchApplications(context.Context) (params.StringsWatchResult, err
 }
 
 // CharmInfo returns the charm with the given URL.
-func (a *API) CharmInfo(_ context.Context, args params.CharmURL) (params.Charm, error) {
-	ch, err := a.st.Charm(a.model, args.URL)
+func (a *API) CharmInfo(ctx context.Context, args params.CharmURL) (params.Charm, error) {
+	ch, err := a.st.Charm(ctx, a.model, args.URL)
 	if err != nil {
 		return params.Charm{}, err
 	}
@@ -108,12 +108,12 @@ func (a *API) CharmInfo(_ context.Context, args params.CharmURL) (params.Charm, 
 }
 
 // ApplicationCharmInfo returns an application's charm.
-func (a *API) ApplicationCharmInfo(_ context.Context, args params.Entity) (params.Charm, error) {
-	app, err := a.application(args.Tag)
+func (a *API) ApplicationCharmInfo(ctx context.Context, args params.Entity) (params.Charm, error) {
+	app, err := a.application(ctx, args.Tag)
 	if err != nil {
 		return params.Charm{}, err
 	}
-	ch, err := a.st.Charm(a.model, app.CharmURL)
+	ch, err := a.st.Charm(ctx, a.model, app.CharmURL)
 	if err != nil {
 		return params.Charm{}, err
 	}
@@ -127,7 +127,7 @@ func (a *API) Watch(ctx context.Context, args params.Entities) (params.NotifyWat
 		if err != nil {
 			return params.NotifyWatchResult{}, facade.ErrPerm
 		}
-		return a.notify(a.st.WatchApplication(a.model, t.Id()))
+		return a.notify(a.st.WatchApplication(ctx, a.model, t.Id()))
 	})}, nil
 }
 
@@ -147,10 +147,10 @@ func (a *API) Life(ctx context.Context, args params.Entities) (params.LifeResult
 		}
 		switch t := t.(type) {
 		case names.ApplicationTag:
-			app, err := a.st.Application(a.model, t.Id())
+			app, err := a.st.Application(ctx, a.model, t.Id())
 			return params.LifeResult{Life: string(app.Life)}, err
 		case names.UnitTag:
-			u, err := a.st.Unit(a.model, t.Id())
+			u, err := a.st.Unit(ctx, a.model, t.Id())
 			return params.LifeResult{Life: string(u.Life)}, err
 		}
 		return params.LifeResult{}, facade.ErrPerm
@@ -164,7 +164,7 @@ func (a *API) WatchApplicationsScale(ctx context.Context, args params.Entities) 
 		if err != nil {
 			return params.NotifyWatchResult{}, err
 		}
-		return a.notify(a.st.WatchApplicationScale(a.model, t.Id()))
+		return a.notify(a.st.WatchApplicationScale(ctx, a.model, t.Id()))
 	})}, nil
 }
 
@@ -175,14 +175,14 @@ func (a *API) WatchPodSpec(ctx context.Context, args params.Entities) (params.No
 		if err != nil {
 			return params.NotifyWatchResult{}, err
 		}
-		return a.notify(a.st.WatchPodSpec(a.model, t.Id()))
+		return a.notify(a.st.WatchPodSpec(ctx, a.model, t.Id()))
 	})}, nil
 }
 
 // ApplicationsScale returns the desired scale of applications.
 func (a *API) ApplicationsScale(ctx context.Context, args params.Entities) (params.IntResults, error) {
 	return params.IntResults{Results: facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.IntResult, error) {
-		app, err := a.application(e.Tag)
+		app, err := a.application(ctx, e.Tag)
 		if err != nil {
 			return params.IntResult{}, err
 		}
@@ -193,7 +193,7 @@ func (a *API) ApplicationsScale(ctx context.Context, args params.Entities) (para
 // ApplicationsTrust returns the trust config option of applications.
 func (a *API) ApplicationsTrust(ctx context.Context, args params.Entities) (params.BoolResults, error) {
 	return params.BoolResults{Results: facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.BoolResult, error) {
-		cfg, err := a.config(e.Tag)
+		cfg, err := a.config(ctx, e.Tag)
 		if err != nil {
 			return params.BoolResult{}, err
 		}
@@ -202,23 +202,23 @@ func (a *API) ApplicationsTrust(ctx context.Context, args params.Entities) (para
 	})}, nil
 }
 
-func (a *API) config(tag string) (map[string]any, error) {
-	app, err := a.application(tag)
+func (a *API) config(ctx context.Context, tag string) (map[string]any, error) {
+	app, err := a.application(ctx, tag)
 	if err != nil {
 		return nil, err
 	}
-	return a.st.ApplicationConfig(a.model, app.Name)
+	return a.st.ApplicationConfig(ctx, a.model, app.Name)
 }
 
 // WatchApplicationsTrustHash watches the hash of applications' config;
 // the initial hash is consumed, not returned.
 func (a *API) WatchApplicationsTrustHash(ctx context.Context, args params.Entities) (params.StringsWatchResults, error) {
 	return params.StringsWatchResults{Results: facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.StringsWatchResult, error) {
-		app, err := a.application(e.Tag)
+		app, err := a.application(ctx, e.Tag)
 		if err != nil {
 			return params.StringsWatchResult{}, err
 		}
-		w, _, err := a.st.WatchApplicationTrustHash(a.model, app.Name)
+		w, _, err := a.st.WatchApplicationTrustHash(ctx, a.model, app.Name)
 		if err != nil {
 			return params.StringsWatchResult{}, err
 		}
@@ -229,11 +229,11 @@ func (a *API) WatchApplicationsTrustHash(ctx context.Context, args params.Entiti
 // DeploymentMode returns the charm deployment mode of applications.
 func (a *API) DeploymentMode(ctx context.Context, args params.Entities) (params.StringResults, error) {
 	return params.StringResults{Results: facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.StringResult, error) {
-		app, err := a.application(e.Tag)
+		app, err := a.application(ctx, e.Tag)
 		if err != nil {
 			return params.StringResult{}, err
 		}
-		ch, err := a.st.Charm(a.model, app.CharmURL)
+		ch, err := a.st.Charm(ctx, a.model, app.CharmURL)
 		if err != nil {
 			return params.StringResult{}, err
 		}
@@ -244,7 +244,7 @@ func (a *API) DeploymentMode(ctx context.Context, args params.Entities) (params.
 // ApplicationsConfig returns the config settings of applications.
 func (a *API) ApplicationsConfig(ctx context.Context, args params.Entities) (params.ApplicationGetConfigResults, error) {
 	return params.ApplicationGetConfigResults{Results: facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.ConfigResult, error) {
-		cfg, err := a.config(e.Tag)
+		cfg, err := a.config(ctx, e.Tag)
 		return params.ConfigResult{Config: cfg}, err
 	})}, nil
 }
@@ -258,18 +258,18 @@ func (a *API) ApplicationsConfig(ctx context.Context, args params.Entities) (par
 // (state.ClearAndRemoveApplications).
 func (a *API) ClearApplicationsResources(ctx context.Context, args params.Entities) (params.ErrorResults, error) {
 	return facade.BulkWrite(ctx, args.Entities, func(e params.Entity) (string, error) {
-		app, err := a.application(e.Tag)
+		app, err := a.application(ctx, e.Tag)
 		return app.Name, err
-	}, func(apps []string) []error { return a.st.ClearAndRemoveApplications(a.model, apps) }), nil
+	}, func(apps []string) []error { return a.st.ClearAndRemoveApplications(ctx, a.model, apps) }), nil
 }
 
 // SetOperatorStatus sets the operator status of applications, the valid
 // items in one transaction.
 func (a *API) SetOperatorStatus(ctx context.Context, args params.SetStatus) (params.ErrorResults, error) {
 	return facade.BulkWrite(ctx, args.Entities, func(e params.EntityStatusArgs) (state.OperatorStatusArg, error) {
-		app, err := a.application(e.Tag)
+		app, err := a.application(ctx, e.Tag)
 		return state.OperatorStatusArg{Application: app.Name, Status: state.Status{Status: e.Status, Message: e.Info, Data: e.Data}}, err
-	}, func(ws []state.OperatorStatusArg) []error { return a.st.SetOperatorStatuses(a.model, ws) }), nil
+	}, func(ws []state.OperatorStatusArg) []error { return a.st.SetOperatorStatuses(ctx, a.model, ws) }), nil
 }
 
 // UpdateApplicationsService records applications' Kubernetes services
@@ -278,11 +278,11 @@ func (a *API) SetOperatorStatus(ctx context.Context, args params.SetStatus) (par
 // the one reported (state.UpdateApplicationsServices).
 func (a *API) UpdateApplicationsService(ctx context.Context, args params.UpdateApplicationServiceArgs) (params.ErrorResults, error) {
 	return facade.BulkWrite(ctx, args.Args, func(arg params.UpdateApplicationServiceArg) (state.ServiceUpdate, error) {
-		app, err := a.application(arg.ApplicationTag)
+		app, err := a.application(ctx, arg.ApplicationTag)
 		if err != nil {
 			return state.ServiceUpdate{}, err
 		}
-		addrs, err := a.addresses(arg.Addresses)
+		addrs, err := a.addresses(ctx, arg.Addresses)
 		if err != nil {
 			return state.ServiceUpdate{}, err
 		}
@@ -291,14 +291,14 @@ func (a *API) UpdateApplicationsService(ctx context.Context, args params.UpdateA
 			u.Generation = *arg.Generation
 		}
 		return u, nil
-	}, func(us []state.ServiceUpdate) []error { return a.st.UpdateApplicationsServices(a.model, us) }), nil
+	}, func(us []state.ServiceUpdate) []error { return a.st.UpdateApplicationsServices(ctx, a.model, us) }), nil
 }
 
-func (a *API) addresses(in []params.Address) ([]state.Address, error) {
+func (a *API) addresses(ctx context.Context, in []params.Address) ([]state.Address, error) {
 	out := make([]state.Address, 0, len(in))
 	for _, ad := range in {
 		if ad.SpaceName != "" {
-			if _, err := a.st.Space(a.model, ad.SpaceName); err != nil {
+			if _, err := a.st.Space(ctx, a.model, ad.SpaceName); err != nil {
 				if errors.Is(err, errors.NotFound) {
 					return nil, errors.NotFoundf("space with name %q", ad.SpaceName)
 				}

@@ -29,7 +29,7 @@ const (
 // ProvisioningInfo returns what the unit provisioner needs to run the
 // pods of applications (specs/caasunitprovisioner.md §5).
 func (a *API) ProvisioningInfo(ctx context.Context, args params.Entities) (params.KubernetesProvisioningInfoResults, error) {
-	m, err := a.st.Model(a.model)
+	m, err := a.st.Model(ctx, a.model)
 	if err != nil {
 		return params.KubernetesProvisioningInfoResults{}, err
 	}
@@ -38,28 +38,28 @@ func (a *API) ProvisioningInfo(ctx context.Context, args params.Entities) (param
 	}
 	return params.KubernetesProvisioningInfoResults{Results: facade.Bulk(ctx, args.Entities,
 		func(e params.Entity) (params.KubernetesProvisioningInfoResult, error) {
-			info, err := a.provisioningInfo(m, e.Tag)
+			info, err := a.provisioningInfo(ctx, m, e.Tag)
 			return params.KubernetesProvisioningInfoResult{Result: info}, err
 		})}, nil
 }
 
-func (a *API) provisioningInfo(m state.Model, tag string) (*params.KubernetesProvisioningInfo, error) {
+func (a *API) provisioningInfo(ctx context.Context, m state.Model, tag string) (*params.KubernetesProvisioningInfo, error) {
 	t, err := applicationTag(tag)
 	if err != nil {
 		return nil, err
 	}
-	spec, err := a.st.K8sSpec(a.model, t.Id())
+	spec, err := a.st.K8sSpec(ctx, a.model, t.Id())
 	if err != nil {
 		return nil, err
 	}
 	if spec.Spec != "" && spec.RawSpec != "" {
 		return nil, facade.ClientError(errors.New("both k8s spec and raw k8s spec were set"))
 	}
-	app, err := a.st.Application(a.model, t.Id())
+	app, err := a.st.Application(ctx, a.model, t.Id())
 	if err != nil {
 		return nil, err
 	}
-	ctrl, err := a.st.Controller()
+	ctrl, err := a.st.Controller(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -74,11 +74,11 @@ func (a *API) provisioningInfo(m state.Model, tag string) (*params.KubernetesPro
 	}
 	image := operatorImagePath(ctrl.Config, details.Repository, version)
 
-	ch, err := a.st.Charm(a.model, app.CharmURL)
+	ch, err := a.st.Charm(ctx, a.model, app.CharmURL)
 	if err != nil {
 		return nil, err
 	}
-	mgr, err := a.st.StorageManager(a.model)
+	mgr, err := a.st.StorageManager(ctx, a.model)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +98,7 @@ func (a *API) provisioningInfo(m state.Model, tag string) (*params.KubernetesPro
 	if err != nil {
 		return nil, err
 	}
-	cons, err := a.st.ResolveConstraints(a.model, app.Constraints)
+	cons, err := a.st.ResolveConstraints(ctx, a.model, app.Constraints)
 	if err != nil {
 		return nil, err
 	}

@@ -29,7 +29,7 @@ func (a *API) UpdateApplicationsUnits(ctx context.Context, args params.UpdateApp
 			}
 			return params.UpdateApplicationUnitResults{Results: out}, nil
 		}
-		up, err := a.unitsUpdate(arg)
+		up, err := a.unitsUpdate(ctx, arg)
 		if err != nil {
 			out[i].Error = facade.ServerError(err)
 			continue
@@ -41,7 +41,7 @@ func (a *API) UpdateApplicationsUnits(ctx context.Context, args params.UpdateApp
 	}
 	// A refused scale change comes back with the unit info of the update
 	// that committed, so a result may carry both.
-	infos, errs := a.st.UpdateCAASApplicationsUnits(a.model, ups)
+	infos, errs := a.st.UpdateCAASApplicationsUnits(ctx, a.model, ups)
 	for k, i := range idx {
 		if len(infos[k]) > 0 {
 			units := make([]params.ApplicationUnitInfo, len(infos[k]))
@@ -58,8 +58,8 @@ func (a *API) UpdateApplicationsUnits(ctx context.Context, args params.UpdateApp
 }
 
 // unitsUpdate checks one application's update and converts it.
-func (a *API) unitsUpdate(arg params.UpdateApplicationUnits) (state.ApplicationUnitsUpdate, error) {
-	app, err := a.application(arg.ApplicationTag)
+func (a *API) unitsUpdate(ctx context.Context, arg params.UpdateApplicationUnits) (state.ApplicationUnitsUpdate, error) {
+	app, err := a.application(ctx, arg.ApplicationTag)
 	if err != nil {
 		return state.ApplicationUnitsUpdate{}, err
 	}

@@ -54,17 +54,21 @@ func NewRootFunc(deps *Deps) func(rpc.ConnInfo, *rpc.Conn) rpc.Root {
 				c.Close(websocket.ClosePolicyViolation)
 			})
 		}
+		// A connection's set-up has no call to answer: its reads are the
+		// store's local ones (bbolt's file, etcd's replica), which do not
+		// wait on the network.
+		ctx := context.Background()
 		uuid := info.ModelUUID
 		if uuid == "" {
 			s.controllerOnly = true
-			ctrl, err := deps.State.Controller()
+			ctrl, err := deps.State.Controller(ctx)
 			if err != nil {
 				s.modelErr = s.setupError(fmt.Errorf("cannot read controller: %w", err))
 				return s
 			}
 			uuid = ctrl.ModelUUID
 		}
-		m, err := deps.State.Model(uuid)
+		m, err := deps.State.Model(ctx, uuid)
 		switch {
 		case errors.Is(err, errors.NotFound):
 			s.modelErr = &params.Error{Message: fmt.Sprintf("unknown model: %q", info.ModelUUID), Code: params.CodeModelNotFound}

@@ -71,7 +71,7 @@ func (a *API) AllMachineRemovals(ctx context.Context, args params.Entities) (par
 		if err := a.checkModel(e.Tag); err != nil {
 			return params.EntitiesResult{}, err
 		}
-		ids, err := a.st.MachineRemovals(a.model)
+		ids, err := a.st.MachineRemovals(ctx, a.model)
 		if err != nil {
 			return params.EntitiesResult{}, err
 		}
@@ -93,7 +93,7 @@ func (a *API) GetMachineProviderInterfaceInfo(ctx context.Context, args params.E
 		if err != nil {
 			return params.ProviderInterfaceInfoResult{}, err
 		}
-		m, err := a.st.Machine(a.model, t.Id())
+		m, err := a.st.Machine(ctx, a.model, t.Id())
 		if err != nil {
 			return params.ProviderInterfaceInfoResult{}, err
 		}
@@ -115,7 +115,7 @@ func (a *API) GetMachineProviderInterfaceInfo(ctx context.Context, args params.E
 // fails the call before anything is removed; a machine that does not
 // exist is skipped (Juju's: so that it is idempotent); one not marked
 // fails the call and nothing is removed.
-func (a *API) CompleteMachineRemovals(_ context.Context, args params.Entities) error {
+func (a *API) CompleteMachineRemovals(ctx context.Context, args params.Entities) error {
 	ids := make([]string, len(args.Entities))
 	for i, e := range args.Entities {
 		t, err := facade.ParseMachineTag(e.Tag)
@@ -124,7 +124,7 @@ func (a *API) CompleteMachineRemovals(_ context.Context, args params.Entities) e
 		}
 		ids[i] = t.Id()
 	}
-	removed, err := a.st.CompleteMachineRemovals(a.model, ids)
+	removed, err := a.st.CompleteMachineRemovals(ctx, a.model, ids)
 	if err != nil {
 		return err
 	}
@@ -143,7 +143,7 @@ func (a *API) WatchMachineRemovals(ctx context.Context, args params.Entities) (p
 		if err := a.checkModel(e.Tag); err != nil {
 			return params.NotifyWatchResult{}, err
 		}
-		w, err := a.st.WatchMachineRemovals(a.model)
+		w, err := a.st.WatchMachineRemovals(ctx, a.model)
 		if err != nil {
 			return params.NotifyWatchResult{}, err
 		}

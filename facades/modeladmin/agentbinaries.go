@@ -23,7 +23,7 @@ func registerAgentBinaries(m *methods) {
 // The URL is where the binary comes from (http or https), with its
 // SHA-256 (64 hex digits) and size in bytes. A version already in the
 // catalog is refused.
-func (a *ModelAdmin) AddAgentBinaries(_ context.Context, args params.AddAgentBinariesArgs) (params.AgentBinaryInfo, error) {
+func (a *ModelAdmin) AddAgentBinaries(ctx context.Context, args params.AddAgentBinariesArgs) (params.AgentBinaryInfo, error) {
 	if _, err := environ.ParseNumber(args.Version); err != nil {
 		return params.AgentBinaryInfo{}, errors.NewNotValid(nil, err.Error()+": want a version number such as 3.3.0")
 	}
@@ -32,10 +32,10 @@ func (a *ModelAdmin) AddAgentBinaries(_ context.Context, args params.AddAgentBin
 	}
 	b := state.AgentBinary{Version: fmt.Sprintf("%s-%s-%s", args.Version, args.OS, args.Arch),
 		URL: args.URL, SHA256: args.SHA256, Size: args.Size}
-	if err := a.st.AddAgentBinary(b); err != nil {
+	if err := a.st.AddAgentBinary(ctx, b); err != nil {
 		return params.AgentBinaryInfo{}, err
 	}
-	cat, err := a.st.AgentBinaryCatalog()
+	cat, err := a.st.AgentBinaryCatalog(ctx)
 	if err != nil {
 		return params.AgentBinaryInfo{}, err
 	}
@@ -52,8 +52,8 @@ func agentBinaryInfo(b state.AgentBinary) params.AgentBinaryInfo {
 }
 
 // AgentBinaries lists the catalog, sorted by version.
-func (a *ModelAdmin) AgentBinaries(context.Context) (params.AgentBinariesResult, error) {
-	cat, err := a.st.AgentBinaryCatalog()
+func (a *ModelAdmin) AgentBinaries(ctx context.Context) (params.AgentBinariesResult, error) {
+	cat, err := a.st.AgentBinaryCatalog(ctx)
 	if err != nil {
 		return params.AgentBinariesResult{}, err
 	}

@@ -46,8 +46,8 @@ const MaxAddUnits = 100
 // revision whose stored metadata is the same, or the first free one, chosen
 // in the deploy's transaction (so daemons sharing a store agree).
 // Everything is checked before anything is written, in one transaction.
-func (a *ModelAdmin) Deploy(_ context.Context, args params.DeployArgs) (params.ApplicationStatus, error) {
-	m, err := a.model(args.Model)
+func (a *ModelAdmin) Deploy(ctx context.Context, args params.DeployArgs) (params.ApplicationStatus, error) {
+	m, err := a.model(ctx, args.Model)
 	if err != nil {
 		return params.ApplicationStatus{}, err
 	}
@@ -91,7 +91,7 @@ func (a *ModelAdmin) Deploy(_ context.Context, args params.DeployArgs) (params.A
 	if err := validateConfig(args.Config, nil, nil); err != nil {
 		return params.ApplicationStatus{}, err
 	}
-	cons, err := a.applicationConstraints(m, args.Constraints)
+	cons, err := a.applicationConstraints(ctx, m, args.Constraints)
 	if err != nil {
 		return params.ApplicationStatus{}, err
 	}
@@ -107,27 +107,27 @@ func (a *ModelAdmin) Deploy(_ context.Context, args params.DeployArgs) (params.A
 	// No URL: state picks the local charm's in the deploy's transaction.
 	ch := state.Charm{Meta: meta}
 	if caas {
-		_, err = a.st.AddCAASApplication(m.UUID, state.CAASApplicationParams{Name: args.Application, Charm: ch,
+		_, err = a.st.AddCAASApplication(ctx, m.UUID, state.CAASApplicationParams{Name: args.Application, Charm: ch,
 			Scale: scale, Config: args.Config, Trust: args.Trust, Constraints: cons, Storage: stor, Devices: devices})
 	} else {
-		_, err = a.st.AddIAASApplication(m.UUID, state.IAASApplicationParams{Name: args.Application, Charm: ch,
+		_, err = a.st.AddIAASApplication(ctx, m.UUID, state.IAASApplicationParams{Name: args.Application, Charm: ch,
 			Config: args.Config, Trust: args.Trust, Constraints: cons, Storage: stor})
 	}
 	if err != nil {
 		return params.ApplicationStatus{}, err
 	}
-	return a.applicationStatus(m, args.Application)
+	return a.applicationStatus(ctx, m, args.Application)
 }
 
 // applicationConstraints parses constraints and checks that the spaces
 // they name exist.
-func (a *ModelAdmin) applicationConstraints(m state.Model, s string) (state.Constraints, error) {
+func (a *ModelAdmin) applicationConstraints(ctx context.Context, m state.Model, s string) (state.Constraints, error) {
 	cons, err := state.ParseConstraints(s)
 	if err != nil {
 		return cons, err
 	}
 	for _, sp := range append(cons.PositiveSpaces(), cons.NegativeSpaces()...) {
-		if _, err := a.st.Space(m.UUID, sp); err != nil {
+		if _, err := a.st.Space(ctx, m.UUID, sp); err != nil {
 			return cons, errors.Annotate(err, `"spaces" constraint`)
 		}
 	}
@@ -188,8 +188,8 @@ func parseDevices(meta *charm.Meta, args []string) (map[string]state.DeviceConst
 }
 
 // app resolves an application of a model.
-func (a *ModelAdmin) app(modelName, app string) (state.Model, state.Application, error) {
-	m, err := a.model(modelName)
+func (a *ModelAdmin) app(ctx context.Context, modelName, app string) (state.Model, state.Application, error) {
+	m, err := a.model(ctx, modelName)
 	if err != nil {
 		return m, state.Application{}, err
 	}
@@ -199,17 +199,17 @@ func (a *ModelAdmin) app(modelName, app string) (state.Model, state.Application,
 	if !names.IsValidApplication(app) {
 		return m, state.Application{}, errors.NotValidf("application name %q", app)
 	}
-	ap, err := a.st.Application(m.UUID, app)
+	ap, err := a.st.Application(ctx, m.UUID, app)
 	return m, ap, err
 }
 
 // Application reports one application as Status does.
-func (a *ModelAdmin) Application(_ context.Context, args params.ApplicationArgs) (params.ApplicationStatus, error) {
-	m, _, err := a.app(args.Model, args.Application)
+func (a *ModelAdmin) Application(ctx context.Context, args params.ApplicationArgs) (params.ApplicationStatus, error) {
+	m, _, err := a.app(ctx, args.Model, args.Application)
 	if err != nil {
 		return params.ApplicationStatus{}, err
 	}
-	return a.applicationStatus(m, args.Application)
+	return a.applicationStatus(ctx, m, args.Application)
 }
 
 // AddUnits adds units of an IAAS application, placed on the machines of
@@ -218,8 +218,8 @@ func (a *ModelAdmin) Application(_ context.Context, args params.ApplicationArgs)
 // does for a unit deployed without placement). Everything is checked
 // first; the units and machines are then added in one transaction (state's
 // AddUnits), all or none.
-func (a *ModelAdmin) AddUnits(_ context.Context, args params.AddUnitsArgs) (params.AddUnitsResult, error) {
-	m, app, err := a.app(args.Model, args.Application)
+func (a *ModelAdmin) AddUnits(ctx context.Context, args params.AddUnitsArgs) (params.AddUnitsResult, error) {
+	m, app, err := a.app(ctx, args.Model, args.Application)
 	if err != nil {
 		return params.AddUnitsResult{}, err
 	}
@@ -248,7 +248,7 @@ func (a *ModelAdmin) AddUnits(_ context.Context, args params.AddUnitsArgs) (para
 		if !names.IsValidMachine(id) {
 			return params.AddUnitsResult{}, errors.NotValidf("machine id %q", id)
 		}
-		mc, err := a.st.Machine(m.UUID, id)
+		mc, err := a.st.Machine(ctx, m.UUID, id)
 		if err != nil {
 			return params.AddUnitsResult{}, err
 		}
@@ -256,11 +256,11 @@ func (a *ModelAdmin) AddUnits(_ context.Context, args params.AddUnitsArgs) (para
 			return params.AddUnitsResult{}, errors.NewNotValid(nil, fmt.Sprintf("machine %s is %s: it takes no new units", id, mc.Life))
 		}
 	}
-	newMachine, err := a.unitMachineParams(m, app)
+	newMachine, err := a.unitMachineParams(ctx, m, app)
 	if err != nil {
 		return params.AddUnitsResult{}, err
 	}
-	units, machines, err := a.st.AddUnits(m.UUID, app.Name, state.AddUnitsParams{Count: count, To: args.To, NewMachine: newMachine})
+	units, machines, err := a.st.AddUnits(ctx, m.UUID, app.Name, state.AddUnitsParams{Count: count, To: args.To, NewMachine: newMachine})
 	if err != nil {
 		return params.AddUnitsResult{}, err
 	}
@@ -274,12 +274,12 @@ func (a *ModelAdmin) AddUnits(_ context.Context, args params.AddUnitsArgs) (para
 // unitMachineParams are the params of a machine made for a unit: the
 // application's constraints and a volume for each instance of its block
 // storage (no pool: the model's storage-default-block-source, else loop).
-func (a *ModelAdmin) unitMachineParams(m state.Model, app state.Application) (state.MachineParams, error) {
+func (a *ModelAdmin) unitMachineParams(ctx context.Context, m state.Model, app state.Application) (state.MachineParams, error) {
 	p := state.MachineParams{Constraints: app.Constraints}
 	if len(app.StorageConstraints) == 0 {
 		return p, nil
 	}
-	ch, err := a.st.Charm(m.UUID, app.CharmURL)
+	ch, err := a.st.Charm(ctx, m.UUID, app.CharmURL)
 	if err != nil {
 		return p, err
 	}
@@ -311,8 +311,8 @@ func (a *ModelAdmin) unitMachineParams(m state.Model, app state.Application) (st
 // removes a unit whose agent never ran, with its subordinates; a machine
 // left without a principal unit and hosting no container becomes dying, as
 // in Juju. CAAS units follow their application's scale and are refused.
-func (a *ModelAdmin) RemoveUnits(_ context.Context, args params.RemoveUnitsArgs) (params.RemoveUnitsResult, error) {
-	m, err := a.model(args.Model)
+func (a *ModelAdmin) RemoveUnits(ctx context.Context, args params.RemoveUnitsArgs) (params.RemoveUnitsResult, error) {
+	m, err := a.model(ctx, args.Model)
 	if err != nil {
 		return params.RemoveUnitsResult{}, err
 	}
@@ -327,7 +327,7 @@ func (a *ModelAdmin) RemoveUnits(_ context.Context, args params.RemoveUnitsArgs)
 		if slices.Contains(todo, name) {
 			continue
 		}
-		if _, err := a.st.Unit(m.UUID, name); err != nil {
+		if _, err := a.st.Unit(ctx, m.UUID, name); err != nil {
 			return params.RemoveUnitsResult{}, err
 		}
 		if m.Type == state.ModelTypeCAAS {
@@ -336,7 +336,7 @@ func (a *ModelAdmin) RemoveUnits(_ context.Context, args params.RemoveUnitsArgs)
 		}
 		todo = append(todo, name)
 	}
-	res, err := a.st.RemoveUnits(m.UUID, todo)
+	res, err := a.st.RemoveUnits(ctx, m.UUID, todo)
 	if err != nil {
 		return params.RemoveUnitsResult{}, err
 	}
@@ -355,8 +355,8 @@ func orEmpty[T any](s []T) []T {
 // ScaleApplication sets the desired scale of a CAAS application (Juju's
 // scale-application): the scale watcher fires, and the cluster's own
 // scale reports are refused until it has applied it.
-func (a *ModelAdmin) ScaleApplication(_ context.Context, args params.ScaleArgs) (params.ApplicationStatus, error) {
-	m, _, err := a.app(args.Model, args.Application)
+func (a *ModelAdmin) ScaleApplication(ctx context.Context, args params.ScaleArgs) (params.ApplicationStatus, error) {
+	m, _, err := a.app(ctx, args.Model, args.Application)
 	if err != nil {
 		return params.ApplicationStatus{}, err
 	}
@@ -367,19 +367,19 @@ func (a *ModelAdmin) ScaleApplication(_ context.Context, args params.ScaleArgs) 
 	if args.Scale < 0 {
 		return params.ApplicationStatus{}, errors.NotValidf("application scale %d", args.Scale)
 	}
-	if err := a.st.SetApplicationScale(m.UUID, args.Application, args.Scale); err != nil {
+	if err := a.st.SetApplicationScale(ctx, m.UUID, args.Application, args.Scale); err != nil {
 		return params.ApplicationStatus{}, err
 	}
-	return a.applicationStatus(m, args.Application)
+	return a.applicationStatus(ctx, m, args.Application)
 }
 
 // ApplicationConfig returns an application's config.
-func (a *ModelAdmin) ApplicationConfig(_ context.Context, args params.ApplicationArgs) (params.ApplicationConfigInfo, error) {
-	m, _, err := a.app(args.Model, args.Application)
+func (a *ModelAdmin) ApplicationConfig(ctx context.Context, args params.ApplicationArgs) (params.ApplicationConfigInfo, error) {
+	m, _, err := a.app(ctx, args.Model, args.Application)
 	if err != nil {
 		return params.ApplicationConfigInfo{}, err
 	}
-	cfg, err := a.st.ApplicationConfig(m.UUID, args.Application)
+	cfg, err := a.st.ApplicationConfig(ctx, m.UUID, args.Application)
 	if err != nil {
 		return params.ApplicationConfigInfo{}, err
 	}
@@ -394,43 +394,43 @@ func (a *ModelAdmin) SetApplicationConfig(ctx context.Context, args params.SetAp
 	if err := validateConfig(args.Config, args.Unset, nil); err != nil {
 		return params.ApplicationConfigInfo{}, err
 	}
-	m, _, err := a.app(args.Model, args.Application)
+	m, _, err := a.app(ctx, args.Model, args.Application)
 	if err != nil {
 		return params.ApplicationConfigInfo{}, err
 	}
-	if err := a.st.UpdateApplicationConfig(m.UUID, args.Application, args.Config, args.Unset); err != nil {
+	if err := a.st.UpdateApplicationConfig(ctx, m.UUID, args.Application, args.Config, args.Unset); err != nil {
 		return params.ApplicationConfigInfo{}, err
 	}
 	return a.ApplicationConfig(ctx, params.ApplicationArgs{Model: m.Name, Application: args.Application})
 }
 
 // SetApplicationTrust sets an application's "trust" config option.
-func (a *ModelAdmin) SetApplicationTrust(_ context.Context, args params.SetTrustArgs) (params.ApplicationStatus, error) {
-	m, _, err := a.app(args.Model, args.Application)
+func (a *ModelAdmin) SetApplicationTrust(ctx context.Context, args params.SetTrustArgs) (params.ApplicationStatus, error) {
+	m, _, err := a.app(ctx, args.Model, args.Application)
 	if err != nil {
 		return params.ApplicationStatus{}, err
 	}
-	if err := a.st.SetApplicationTrust(m.UUID, args.Application, args.Trust); err != nil {
+	if err := a.st.SetApplicationTrust(ctx, m.UUID, args.Application, args.Trust); err != nil {
 		return params.ApplicationStatus{}, err
 	}
-	return a.applicationStatus(m, args.Application)
+	return a.applicationStatus(ctx, m, args.Application)
 }
 
 // SetApplicationConstraints replaces an application's constraints (Juju's
 // syntax; "" clears them); the application watcher fires.
-func (a *ModelAdmin) SetApplicationConstraints(_ context.Context, args params.SetApplicationConstraintsArgs) (params.ApplicationStatus, error) {
-	m, _, err := a.app(args.Model, args.Application)
+func (a *ModelAdmin) SetApplicationConstraints(ctx context.Context, args params.SetApplicationConstraintsArgs) (params.ApplicationStatus, error) {
+	m, _, err := a.app(ctx, args.Model, args.Application)
 	if err != nil {
 		return params.ApplicationStatus{}, err
 	}
-	cons, err := a.applicationConstraints(m, args.Constraints)
+	cons, err := a.applicationConstraints(ctx, m, args.Constraints)
 	if err != nil {
 		return params.ApplicationStatus{}, err
 	}
-	if err := a.st.SetApplicationConstraints(m.UUID, args.Application, cons); err != nil {
+	if err := a.st.SetApplicationConstraints(ctx, m.UUID, args.Application, cons); err != nil {
 		return params.ApplicationStatus{}, err
 	}
-	return a.applicationStatus(m, args.Application)
+	return a.applicationStatus(ctx, m, args.Application)
 }
 
 // MaxSpecLen bounds a pod spec.
@@ -443,8 +443,8 @@ const MaxCharmMetadata = 1 << 20
 // SetPodSpec sets the pod spec (or, with Raw, the raw Kubernetes spec) of
 // an alive CAAS application. The spec must be a YAML mapping; the pod
 // spec watcher fires.
-func (a *ModelAdmin) SetPodSpec(_ context.Context, args params.SetPodSpecArgs) (params.PodSpecResult, error) {
-	m, _, err := a.app(args.Model, args.Application)
+func (a *ModelAdmin) SetPodSpec(ctx context.Context, args params.SetPodSpecArgs) (params.PodSpecResult, error) {
+	m, _, err := a.app(ctx, args.Model, args.Application)
 	if err != nil {
 		return params.PodSpecResult{}, err
 	}
@@ -460,14 +460,14 @@ func (a *ModelAdmin) SetPodSpec(_ context.Context, args params.SetPodSpecArgs) (
 		return params.PodSpecResult{}, err
 	}
 	if args.Raw {
-		err = a.st.SetRawK8sSpec(m.UUID, args.Application, args.Spec)
+		err = a.st.SetRawK8sSpec(ctx, m.UUID, args.Application, args.Spec)
 	} else {
-		err = a.st.SetPodSpec(m.UUID, args.Application, args.Spec)
+		err = a.st.SetPodSpec(ctx, m.UUID, args.Application, args.Spec)
 	}
 	if err != nil {
 		return params.PodSpecResult{}, err
 	}
-	spec, err := a.st.K8sSpec(m.UUID, args.Application)
+	spec, err := a.st.K8sSpec(ctx, m.UUID, args.Application)
 	if err != nil {
 		return params.PodSpecResult{}, err
 	}
@@ -523,18 +523,18 @@ func yamlDeeper(n *yaml.Node, limit int) bool {
 // ClearApplicationsResources, which removes it. An IAAS application is
 // removed. A dying application carries on the same way; a dead one is left
 // as it is.
-func (a *ModelAdmin) RemoveApplication(_ context.Context, args params.RemoveApplicationArgs) (params.RemoveApplicationResult, error) {
-	m, _, err := a.app(args.Model, args.Application)
+func (a *ModelAdmin) RemoveApplication(ctx context.Context, args params.RemoveApplicationArgs) (params.RemoveApplicationResult, error) {
+	m, _, err := a.app(ctx, args.Model, args.Application)
 	if err != nil {
 		return params.RemoveApplicationResult{}, err
 	}
-	res, err := a.st.DestroyApplication(m.UUID, args.Application, args.DestroyStorage)
+	res, err := a.st.DestroyApplication(ctx, m.UUID, args.Application, args.DestroyStorage)
 	if err != nil {
 		return params.RemoveApplicationResult{}, err
 	}
 	out := params.RemoveApplicationResult{Removed: res.Removed, RemovedUnits: orEmpty(res.Units),
 		DyingMachines: orEmpty(res.DyingMachines), Storage: removedStorage(res.Storage)}
-	st, err := a.applicationStatus(m, args.Application)
+	st, err := a.applicationStatus(ctx, m, args.Application)
 	switch {
 	case errors.Is(err, errors.NotFound):
 		// Removed by its unit provisioner since this call left it

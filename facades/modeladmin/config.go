@@ -85,8 +85,8 @@ func jsonKind(v any) string {
 
 // ModelConfig returns a model's stored config (the model's name, uuid and
 // type are not config: see ListModels) and Juju's defaults for its type.
-func (a *ModelAdmin) ModelConfig(_ context.Context, args params.ModelArgs) (params.ModelConfigInfo, error) {
-	m, err := a.model(args.Model)
+func (a *ModelAdmin) ModelConfig(ctx context.Context, args params.ModelArgs) (params.ModelConfigInfo, error) {
+	m, err := a.model(ctx, args.Model)
 	if err != nil {
 		return params.ModelConfigInfo{}, err
 	}
@@ -103,19 +103,19 @@ func (a *ModelAdmin) SetModelConfig(ctx context.Context, args params.SetModelCon
 	if err := validateConfig(args.Config, args.Unset, modelReadOnly); err != nil {
 		return params.ModelConfigInfo{}, err
 	}
-	m, err := a.model(args.Model)
+	m, err := a.model(ctx, args.Model)
 	if err != nil {
 		return params.ModelConfigInfo{}, err
 	}
-	if err := a.st.UpdateModelConfig(m.UUID, args.Config, args.Unset); err != nil {
+	if err := a.st.UpdateModelConfig(ctx, m.UUID, args.Config, args.Unset); err != nil {
 		return params.ModelConfigInfo{}, err
 	}
 	return a.ModelConfig(ctx, params.ModelArgs{Model: m.Name})
 }
 
 // ControllerConfig returns the controller config, with controller-uuid.
-func (a *ModelAdmin) ControllerConfig(context.Context) (params.ControllerConfigResult, error) {
-	ctrl, err := a.st.Controller()
+func (a *ModelAdmin) ControllerConfig(ctx context.Context) (params.ControllerConfigResult, error) {
+	ctrl, err := a.st.Controller(ctx)
 	if err != nil {
 		return params.ControllerConfigResult{}, err
 	}
@@ -131,7 +131,7 @@ func (a *ModelAdmin) SetControllerConfig(ctx context.Context, args params.SetCon
 	if err := validateConfig(args.Config, args.Unset, controllerReadOnly); err != nil {
 		return params.ControllerConfigResult{}, err
 	}
-	if err := a.st.UpdateControllerConfig(args.Config, args.Unset); err != nil {
+	if err := a.st.UpdateControllerConfig(ctx, args.Config, args.Unset); err != nil {
 		return params.ControllerConfigResult{}, err
 	}
 	return a.ControllerConfig(ctx)

@@ -14,23 +14,20 @@ func registerController(m *methods) {
 	rpc.HandleNoArgs(m, "ControllerInfo", (*ModelAdmin).ControllerInfo)
 }
 
-// StoreEngine names the database the state is kept in.
-const StoreEngine = "bbolt"
-
 // ControllerInfo describes the controller (provisionctl show-controller
 // and version): its UUIDs, the API addresses it reports to agents, the
 // Juju API level and the provisiond build serving it, how many models it
-// holds and its store (engine, schema version, revision, file size).
-func (a *ModelAdmin) ControllerInfo(context.Context) (params.ControllerInfo, error) {
-	ctrl, err := a.st.Controller()
+// holds and its store's figures, on either engine (state.InspectStore).
+func (a *ModelAdmin) ControllerInfo(ctx context.Context) (params.ControllerInfo, error) {
+	ctrl, err := a.st.Controller(ctx)
 	if err != nil {
 		return params.ControllerInfo{}, err
 	}
-	models, err := a.st.Models()
+	models, err := a.st.Models(ctx)
 	if err != nil {
 		return params.ControllerInfo{}, err
 	}
-	stats, err := a.st.Stats()
+	in, err := a.st.InspectStore(ctx)
 	if err != nil {
 		return params.ControllerInfo{}, err
 	}
@@ -44,8 +41,12 @@ func (a *ModelAdmin) ControllerInfo(context.Context) (params.ControllerInfo, err
 		Revision:            bi.Revision,
 		GoVersion:           bi.GoVersion,
 		Models:              len(models),
-		Store: params.StoreInfo{Engine: StoreEngine, SchemaVersion: stats.SchemaVersion,
-			Revision: stats.Revision, SizeBytes: stats.Size},
+		Store: params.StoreInfo{Engine: in.Engine, SchemaVersion: in.SchemaVersion, Revision: in.Revision,
+			SizeBytes: in.SizeBytes, InUseBytes: in.InUseBytes, QuotaBytes: in.QuotaBytes, CompactRevision: in.CompactRevision},
+	}
+	for _, m := range in.Members {
+		out.Store.Members = append(out.Store.Members, params.StoreMember{Endpoint: m.Endpoint, Up: m.Up, Error: m.Err,
+			SizeBytes: m.SizeBytes, InUseBytes: m.InUseBytes, QuotaBytes: m.QuotaBytes, Alarms: m.Alarms})
 	}
 	if f := a.ctx.Deps.APIHostPorts; f != nil {
 		for _, hps := range f() {

@@ -26,8 +26,8 @@ const MaxModelEntities = 1000
 // Secrets (password hashes) are left out. An entity that no longer exists
 // is reported removed. The fields are the store's own: they follow the
 // record's schema, not a stable wire type.
-func (a *ModelAdmin) ModelEntities(_ context.Context, args params.ModelEntitiesArgs) (params.ModelEntitiesResult, error) {
-	m, err := a.model(args.Model)
+func (a *ModelAdmin) ModelEntities(ctx context.Context, args params.ModelEntitiesArgs) (params.ModelEntitiesResult, error) {
+	m, err := a.model(ctx, args.Model)
 	uuid := m.UUID
 	switch {
 	case err == nil:
@@ -48,7 +48,7 @@ func (a *ModelAdmin) ModelEntities(_ context.Context, args params.ModelEntitiesA
 			return params.ModelEntitiesResult{}, errors.NewNotValid(nil, fmt.Sprintf("entity %q not valid: want KIND/ID, such as machine/0", e))
 		}
 		v := params.EntityValue{Kind: kind, ID: id}
-		fields, found, err := a.st.EntityFields(watcher.Kind(kind), uuid, id)
+		fields, found, err := a.st.EntityFields(ctx, watcher.Kind(kind), uuid, id)
 		if err != nil {
 			return params.ModelEntitiesResult{}, err
 		}

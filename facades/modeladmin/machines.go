@@ -47,8 +47,8 @@ const (
 // The machines are added one commit each. Should one fail after the first
 // was added (the model or host changed meanwhile), the error names the
 // machines already added.
-func (a *ModelAdmin) AddMachines(_ context.Context, args params.AddMachinesArgs) (params.AddMachinesResult, error) {
-	m, err := a.model(args.Model)
+func (a *ModelAdmin) AddMachines(ctx context.Context, args params.AddMachinesArgs) (params.AddMachinesResult, error) {
+	m, err := a.model(ctx, args.Model)
 	if err != nil {
 		return params.AddMachinesResult{}, err
 	}
@@ -63,13 +63,13 @@ func (a *ModelAdmin) AddMachines(_ context.Context, args params.AddMachinesArgs)
 	if count < 1 || count > MaxAddMachines {
 		return params.AddMachinesResult{}, errors.NewNotValid(nil, fmt.Sprintf("count %d: want 1 to %d", count, MaxAddMachines))
 	}
-	p, err := a.machineParams(m, args)
+	p, err := a.machineParams(ctx, m, args)
 	if err != nil {
 		return params.AddMachinesResult{}, err
 	}
 	out := params.AddMachinesResult{Machines: []string{}}
 	for range count {
-		added, err := a.st.AddMachine(m.UUID, p)
+		added, err := a.st.AddMachine(ctx, m.UUID, p)
 		if err != nil {
 			if len(out.Machines) > 0 {
 				return params.AddMachinesResult{}, errors.Annotatef(err, "added machines %s, then",
@@ -83,7 +83,7 @@ func (a *ModelAdmin) AddMachines(_ context.Context, args params.AddMachinesArgs)
 }
 
 // machineParams parses and checks what AddMachines was given.
-func (a *ModelAdmin) machineParams(m state.Model, args params.AddMachinesArgs) (state.MachineParams, error) {
+func (a *ModelAdmin) machineParams(ctx context.Context, m state.Model, args params.AddMachinesArgs) (state.MachineParams, error) {
 	var p state.MachineParams
 	var err error
 	if args.Base != "" {
@@ -94,13 +94,13 @@ func (a *ModelAdmin) machineParams(m state.Model, args params.AddMachinesArgs) (
 	if p.Constraints, err = state.ParseConstraints(args.Constraints); err != nil {
 		return p, err
 	}
-	subnets, err := a.st.Subnets(m.UUID)
+	subnets, err := a.st.Subnets(ctx, m.UUID)
 	if err != nil {
 		return p, err
 	}
 	zones := zonesOf(subnets)
 	for _, s := range append(p.Constraints.PositiveSpaces(), p.Constraints.NegativeSpaces()...) {
-		if _, err := a.st.Space(m.UUID, s); err != nil {
+		if _, err := a.st.Space(ctx, m.UUID, s); err != nil {
 			return p, errors.Annotate(err, `"spaces" constraint`)
 		}
 	}
@@ -111,10 +111,10 @@ func (a *ModelAdmin) machineParams(m state.Model, args params.AddMachinesArgs) (
 			}
 		}
 	}
-	if err := a.placement(m, args.Placement, zones, &p); err != nil {
+	if err := a.placement(ctx, m, args.Placement, zones, &p); err != nil {
 		return p, err
 	}
-	if p.Volumes, err = a.disks(m, args.Disks); err != nil {
+	if p.Volumes, err = a.disks(ctx, m, args.Disks); err != nil {
 		return p, err
 	}
 	return p, nil
@@ -140,7 +140,7 @@ func checkZone(z string, zones []string) error {
 }
 
 // placement reads "", "TYPE:ID" or "zone=ZONE" into p.
-func (a *ModelAdmin) placement(m state.Model, s string, zones []string, p *state.MachineParams) error {
+func (a *ModelAdmin) placement(ctx context.Context, m state.Model, s string, zones []string, p *state.MachineParams) error {
 	bad := func(why string) error {
 		return errors.NewNotValid(nil, fmt.Sprintf("placement %q not valid: %s", s, why))
 	}
@@ -162,7 +162,7 @@ func (a *ModelAdmin) placement(m state.Model, s string, zones []string, p *state
 		if !names.IsValidMachine(id) {
 			return bad(fmt.Sprintf("%q is not a machine id", id))
 		}
-		host, err := a.st.MachineHost(m.UUID, id)
+		host, err := a.st.MachineHost(ctx, m.UUID, id)
 		if err != nil {
 			return err
 		}
@@ -179,7 +179,7 @@ func (a *ModelAdmin) placement(m state.Model, s string, zones []string, p *state
 }
 
 // disks parses storage constraints into the volumes of one machine.
-func (a *ModelAdmin) disks(m state.Model, disks []string) ([]state.VolumeParams, error) {
+func (a *ModelAdmin) disks(ctx context.Context, m state.Model, disks []string) ([]state.VolumeParams, error) {
 	var out []state.VolumeParams
 	for _, d := range disks {
 		c, err := storage.ParseConstraints(d)
@@ -192,7 +192,7 @@ func (a *ModelAdmin) disks(m state.Model, disks []string) ([]state.VolumeParams,
 				return nil, errors.Annotatef(err, "disks %q", d)
 			}
 		}
-		if err := a.checkBlockPool(m, c.Pool); err != nil {
+		if err := a.checkBlockPool(ctx, m, c.Pool); err != nil {
 			return nil, errors.Annotatef(err, "disks %q", d)
 		}
 		if c.Size == 0 {
@@ -214,10 +214,10 @@ func (a *ModelAdmin) disks(m state.Model, disks []string) ([]state.VolumeParams,
 // checkBlockPool checks that name is a pool of the model or a provider
 // type of the model's storage registry, whose provider makes block
 // storage.
-func (a *ModelAdmin) checkBlockPool(m state.Model, name string) error {
+func (a *ModelAdmin) checkBlockPool(ctx context.Context, m state.Model, name string) error {
 	reg := state.StorageRegistry(m.Type)
 	provider := name
-	pool, err := a.st.StoragePool(m.UUID, name)
+	pool, err := a.st.StoragePool(ctx, m.UUID, name)
 	switch {
 	case err == nil:
 		provider = pool.Provider
@@ -246,8 +246,8 @@ func (a *ModelAdmin) checkBlockPool(m state.Model, name string) error {
 // at any depth and the units on all of them are removed at once, deepest
 // containers first, their addresses released. Instances the provisioner
 // started are not stopped by it.
-func (a *ModelAdmin) RemoveMachines(_ context.Context, args params.RemoveMachinesArgs) (params.RemoveMachinesResult, error) {
-	m, err := a.model(args.Model)
+func (a *ModelAdmin) RemoveMachines(ctx context.Context, args params.RemoveMachinesArgs) (params.RemoveMachinesResult, error) {
+	m, err := a.model(ctx, args.Model)
 	if err != nil {
 		return params.RemoveMachinesResult{}, err
 	}
@@ -257,7 +257,7 @@ func (a *ModelAdmin) RemoveMachines(_ context.Context, args params.RemoveMachine
 	if args.NoWait && !args.Force {
 		return params.RemoveMachinesResult{}, errors.NewNotValid(nil, "no-wait needs force: it removes what the machines host")
 	}
-	dying, err := a.st.DestroyMachines(m.UUID, args.Machines, args.Force)
+	dying, err := a.st.DestroyMachines(ctx, m.UUID, args.Machines, args.Force)
 	if err != nil {
 		return params.RemoveMachinesResult{}, err
 	}
@@ -267,7 +267,7 @@ func (a *ModelAdmin) RemoveMachines(_ context.Context, args params.RemoveMachine
 	if !args.NoWait {
 		return params.RemoveMachinesResult{Dying: dying, Removed: []string{}}, nil
 	}
-	removed, err := a.removeMachinesNow(m, args.Machines)
+	removed, err := a.removeMachinesNow(ctx, m, args.Machines)
 	if err != nil {
 		if len(removed) > 0 {
 			return params.RemoveMachinesResult{}, errors.Annotatef(err, "removed machines %s, then", strings.Join(removed, ", "))
@@ -281,8 +281,8 @@ func (a *ModelAdmin) RemoveMachines(_ context.Context, args params.RemoveMachine
 // them, deepest first, one machine per step (each step is one or more
 // commits; a concurrent change can stop it part way, and the caller names
 // what was removed).
-func (a *ModelAdmin) removeMachinesNow(m state.Model, ids []string) ([]string, error) {
-	all, err := a.st.Machines(m.UUID)
+func (a *ModelAdmin) removeMachinesNow(ctx context.Context, m state.Model, ids []string) ([]string, error) {
+	all, err := a.st.Machines(ctx, m.UUID)
 	if err != nil {
 		return nil, err
 	}
@@ -299,19 +299,19 @@ func (a *ModelAdmin) removeMachinesNow(m state.Model, ids []string) ([]string, e
 	slices.SortStableFunc(targets, func(x, y string) int { return strings.Count(y, "/") - strings.Count(x, "/") })
 	removed := []string{}
 	for _, id := range targets {
-		units, err := a.st.UnitsOnMachine(m.UUID, id)
+		units, err := a.st.UnitsOnMachine(ctx, m.UUID, id)
 		if err != nil {
 			return removed, err
 		}
 		for _, u := range units {
-			if err := a.st.RemoveUnit(m.UUID, u.Name); err != nil && !errors.Is(err, errors.NotFound) {
+			if err := a.st.RemoveUnit(ctx, m.UUID, u.Name); err != nil && !errors.Is(err, errors.NotFound) {
 				return removed, err
 			}
 		}
-		if err := a.st.EnsureMachineDead(m.UUID, id); err != nil {
+		if err := a.st.EnsureMachineDead(ctx, m.UUID, id); err != nil {
 			return removed, err
 		}
-		if _, err := a.st.RemoveMachine(m.UUID, id); err != nil {
+		if _, err := a.st.RemoveMachine(ctx, m.UUID, id); err != nil {
 			return removed, err
 		}
 		removed = append(removed, id)

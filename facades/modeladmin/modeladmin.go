@@ -24,6 +24,7 @@
 package modeladmin
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/juju/errors"
@@ -81,15 +82,15 @@ func New(c *facade.Context) (*ModelAdmin, error) {
 // model resolves a model from the params: a name or a UUID (as Juju's
 // -m), see the package documentation for the empty name. A UUID that is
 // no model's is tried as a name (a name may look like a UUID).
-func (a *ModelAdmin) model(name string) (state.Model, error) {
+func (a *ModelAdmin) model(ctx context.Context, name string) (state.Model, error) {
 	if name == "" {
 		if !a.ctx.ControllerOnly {
-			return a.st.Model(a.ctx.Model.UUID)
+			return a.st.Model(ctx, a.ctx.Model.UUID)
 		}
 		name = state.DefaultModelName
 	}
 	if state.IsValidUUID(name) {
-		m, err := a.st.Model(name)
+		m, err := a.st.Model(ctx, name)
 		if !errors.Is(err, errors.NotFound) {
 			return m, err
 		}
@@ -100,7 +101,7 @@ func (a *ModelAdmin) model(name string) (state.Model, error) {
 	if err := checkModelName(name); err != nil {
 		return state.Model{}, err
 	}
-	return a.st.ModelByName(name)
+	return a.st.ModelByName(ctx, name)
 }
 
 // modelNameRule is Juju's rule for model names, as error messages state it.

@@ -26,12 +26,12 @@ func summary(m state.Model, controllerModel string) params.ModelSummary {
 }
 
 // ListModels lists every model, sorted by name.
-func (a *ModelAdmin) ListModels(context.Context) (params.ListModelsResult, error) {
-	ctrl, err := a.st.Controller()
+func (a *ModelAdmin) ListModels(ctx context.Context) (params.ListModelsResult, error) {
+	ctrl, err := a.st.Controller(ctx)
 	if err != nil {
 		return params.ListModelsResult{}, err
 	}
-	models, err := a.st.Models()
+	models, err := a.st.Models(ctx)
 	if err != nil {
 		return params.ListModelsResult{}, err
 	}
@@ -45,7 +45,7 @@ func (a *ModelAdmin) ListModels(context.Context) (params.ListModelsResult, error
 // AddModel adds a model. The type defaults to iaas; config values must be
 // strings, numbers or booleans, and the keys name, uuid and type are
 // reserved.
-func (a *ModelAdmin) AddModel(_ context.Context, args params.AddModelArgs) (params.ModelSummary, error) {
+func (a *ModelAdmin) AddModel(ctx context.Context, args params.AddModelArgs) (params.ModelSummary, error) {
 	if err := checkModelName(args.Name); err != nil {
 		return params.ModelSummary{}, err
 	}
@@ -56,7 +56,7 @@ func (a *ModelAdmin) AddModel(_ context.Context, args params.AddModelArgs) (para
 	if err := validateConfig(args.Config, nil, modelReadOnly); err != nil {
 		return params.ModelSummary{}, err
 	}
-	m, err := a.st.AddModel(args.Name, typ, withAgentVersion(args.Config, a.ctx.Deps.ServerVersion))
+	m, err := a.st.AddModel(ctx, args.Name, typ, withAgentVersion(args.Config, a.ctx.Deps.ServerVersion))
 	if err != nil {
 		return params.ModelSummary{}, err
 	}
@@ -82,15 +82,15 @@ func withAgentVersion(cfg map[string]any, version string) map[string]any {
 // refused (code "controller/model has persistent storage") unless
 // destroy-storage says to destroy (true) or release (false) it. The
 // controller model cannot be removed (code "forbidden").
-func (a *ModelAdmin) RemoveModel(_ context.Context, args params.RemoveModelArgs) (params.RemoveModelResult, error) {
+func (a *ModelAdmin) RemoveModel(ctx context.Context, args params.RemoveModelArgs) (params.RemoveModelResult, error) {
 	if err := requireName(args.Model); err != nil {
 		return params.RemoveModelResult{}, err
 	}
-	m, err := a.model(args.Model)
+	m, err := a.model(ctx, args.Model)
 	if err != nil {
 		return params.RemoveModelResult{}, err
 	}
-	res, err := a.st.DestroyModel(m.UUID, state.DestroyModelParams{DestroyStorage: args.DestroyStorage})
+	res, err := a.st.DestroyModel(ctx, m.UUID, state.DestroyModelParams{DestroyStorage: args.DestroyStorage})
 	if err != nil {
 		return params.RemoveModelResult{}, err
 	}

@@ -32,8 +32,8 @@ var (
 
 // aliveModel resolves a model that may take new entities: a dying model
 // accepts none (it is removed with its last one).
-func (a *ModelAdmin) aliveModel(name, what string) (state.Model, error) {
-	m, err := a.model(name)
+func (a *ModelAdmin) aliveModel(ctx context.Context, name, what string) (state.Model, error) {
+	m, err := a.model(ctx, name)
 	if err != nil {
 		return m, err
 	}
@@ -52,8 +52,8 @@ func checkProviderID(what, id string) error {
 
 // AddSpace adds a space to a model. Names are Juju's: lowercase letters,
 // digits and hyphens.
-func (a *ModelAdmin) AddSpace(_ context.Context, args params.AddSpaceArgs) (params.SpaceInfo, error) {
-	m, err := a.aliveModel(args.Model, "a space")
+func (a *ModelAdmin) AddSpace(ctx context.Context, args params.AddSpaceArgs) (params.SpaceInfo, error) {
+	m, err := a.aliveModel(ctx, args.Model, "a space")
 	if err != nil {
 		return params.SpaceInfo{}, err
 	}
@@ -62,7 +62,7 @@ func (a *ModelAdmin) AddSpace(_ context.Context, args params.AddSpaceArgs) (para
 			return params.SpaceInfo{}, err
 		}
 	}
-	s, err := a.st.AddSpace(m.UUID, args.Name, args.ProviderID)
+	s, err := a.st.AddSpace(ctx, m.UUID, args.Name, args.ProviderID)
 	if err != nil {
 		return params.SpaceInfo{}, err
 	}
@@ -70,24 +70,24 @@ func (a *ModelAdmin) AddSpace(_ context.Context, args params.AddSpaceArgs) (para
 }
 
 // Spaces lists a model's spaces with their subnets.
-func (a *ModelAdmin) Spaces(_ context.Context, args params.ModelArgs) (params.SpacesResult, error) {
-	m, err := a.model(args.Model)
+func (a *ModelAdmin) Spaces(ctx context.Context, args params.ModelArgs) (params.SpacesResult, error) {
+	m, err := a.model(ctx, args.Model)
 	if err != nil {
 		return params.SpacesResult{}, err
 	}
-	spaces, subnets, err := a.spacesAndSubnets(m)
+	spaces, subnets, err := a.spacesAndSubnets(ctx, m)
 	if err != nil {
 		return params.SpacesResult{}, err
 	}
 	return params.SpacesResult{Spaces: spaceInfos(spaces, subnets)}, nil
 }
 
-func (a *ModelAdmin) spacesAndSubnets(m state.Model) ([]state.Space, []state.Subnet, error) {
-	spaces, err := a.st.Spaces(m.UUID)
+func (a *ModelAdmin) spacesAndSubnets(ctx context.Context, m state.Model) ([]state.Space, []state.Subnet, error) {
+	spaces, err := a.st.Spaces(ctx, m.UUID)
 	if err != nil {
 		return nil, nil, err
 	}
-	subnets, err := a.st.Subnets(m.UUID)
+	subnets, err := a.st.Subnets(ctx, m.UUID)
 	return spaces, subnets, err
 }
 
@@ -110,8 +110,8 @@ func spaceInfos(spaces []state.Space, subnets []state.Subnet) []params.SpaceInfo
 // availability zone and a provider id (unique in the model) are required;
 // the VLAN tag is 0 (none) to 4094; the allocatable range "LOW-HIGH" must
 // lie inside the CIDR (without it the subnet hands out no addresses).
-func (a *ModelAdmin) AddSubnet(_ context.Context, args params.AddSubnetArgs) (params.SubnetInfo, error) {
-	m, err := a.aliveModel(args.Model, "a subnet")
+func (a *ModelAdmin) AddSubnet(ctx context.Context, args params.AddSubnetArgs) (params.SubnetInfo, error) {
+	m, err := a.aliveModel(ctx, args.Model, "a subnet")
 	if err != nil {
 		return params.SubnetInfo{}, err
 	}
@@ -146,7 +146,7 @@ func (a *ModelAdmin) AddSubnet(_ context.Context, args params.AddSubnetArgs) (pa
 		}
 		s.AllocatableIPLow, s.AllocatableIPHigh = low, high
 	}
-	added, err := a.st.AddSubnet(m.UUID, s)
+	added, err := a.st.AddSubnet(ctx, m.UUID, s)
 	if err != nil {
 		return params.SubnetInfo{}, err
 	}
@@ -154,24 +154,24 @@ func (a *ModelAdmin) AddSubnet(_ context.Context, args params.AddSubnetArgs) (pa
 }
 
 // Subnets lists a model's subnets and the addresses in use in each.
-func (a *ModelAdmin) Subnets(_ context.Context, args params.ModelArgs) (params.SubnetsResult, error) {
-	m, err := a.model(args.Model)
+func (a *ModelAdmin) Subnets(ctx context.Context, args params.ModelArgs) (params.SubnetsResult, error) {
+	m, err := a.model(ctx, args.Model)
 	if err != nil {
 		return params.SubnetsResult{}, err
 	}
-	subnets, err := a.subnetInfos(m)
+	subnets, err := a.subnetInfos(ctx, m)
 	if err != nil {
 		return params.SubnetsResult{}, err
 	}
 	return params.SubnetsResult{Subnets: subnets}, nil
 }
 
-func (a *ModelAdmin) subnetInfos(m state.Model) ([]params.SubnetInfo, error) {
-	subnets, err := a.st.Subnets(m.UUID)
+func (a *ModelAdmin) subnetInfos(ctx context.Context, m state.Model) ([]params.SubnetInfo, error) {
+	subnets, err := a.st.Subnets(ctx, m.UUID)
 	if err != nil {
 		return nil, err
 	}
-	addrs, err := a.st.IPAddresses(m.UUID)
+	addrs, err := a.st.IPAddresses(ctx, m.UUID)
 	if err != nil {
 		return nil, err
 	}

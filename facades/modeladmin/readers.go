@@ -1,6 +1,7 @@
 package modeladmin
 
 import (
+	"context"
 	"github.com/provisiond/provisiond/internal/presence"
 	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state"
@@ -10,12 +11,12 @@ import (
 // own process that are not API clients (the dashboard): the same view as
 // provisionctl status, read from st, with the agents' presence from pr
 // (nil: not shown). It only reads.
-func StatusOf(st *state.State, pr *presence.Recorder, m state.Model) (params.ModelStatus, error) {
-	return (&ModelAdmin{st: st, presence: pr}).modelStatus(m)
+func StatusOf(ctx context.Context, st *state.State, pr *presence.Recorder, m state.Model) (params.ModelStatus, error) {
+	return (&ModelAdmin{st: st, presence: pr}).modelStatus(ctx, m)
 }
 
 // StoragePoolsOf is what StoragePools reports of model m; see StatusOf.
-func StoragePoolsOf(st *state.State, m state.Model) ([]params.StoragePoolInfo, error) {
-	res, err := (&ModelAdmin{st: st}).storagePools(m)
+func StoragePoolsOf(ctx context.Context, st *state.State, m state.Model) ([]params.StoragePoolInfo, error) {
+	res, err := (&ModelAdmin{st: st}).storagePools(ctx, m)
 	return res.Pools, err
 }

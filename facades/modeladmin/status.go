@@ -23,22 +23,22 @@ func registerStatus(m *methods) {
 // instances, filesystems and volumes.
 // Every part is read from one view of the state (state.OneView): a change
 // committed while Status runs shows in all of them or in none.
-func (a *ModelAdmin) Status(_ context.Context, args params.ModelArgs) (params.ModelStatus, error) {
-	m, err := a.model(args.Model)
+func (a *ModelAdmin) Status(ctx context.Context, args params.ModelArgs) (params.ModelStatus, error) {
+	m, err := a.model(ctx, args.Model)
 	if err != nil {
 		return params.ModelStatus{}, err
 	}
-	return a.modelStatus(m)
+	return a.modelStatus(ctx, m)
 }
 
 // modelStatus is Status of a resolved model, read in one view.
-func (a *ModelAdmin) modelStatus(m state.Model) (params.ModelStatus, error) {
+func (a *ModelAdmin) modelStatus(ctx context.Context, m state.Model) (params.ModelStatus, error) {
 	var out params.ModelStatus
-	err := a.st.OneView(func(st *state.State) error {
+	err := a.st.OneView(ctx, func(st *state.State) error {
 		v := *a
 		v.st = st
 		var err error
-		out, err = v.modelStatusIn(m)
+		out, err = v.modelStatusIn(ctx, m)
 		return err
 	})
 	if err == nil {
@@ -47,18 +47,18 @@ func (a *ModelAdmin) modelStatus(m state.Model) (params.ModelStatus, error) {
 	return out, err
 }
 
-func (a *ModelAdmin) modelStatusIn(m state.Model) (params.ModelStatus, error) {
+func (a *ModelAdmin) modelStatusIn(ctx context.Context, m state.Model) (params.ModelStatus, error) {
 	out := params.ModelStatus{Model: m.Name, UUID: m.UUID, Type: string(m.Type), Life: string(m.Life),
 		Machines: []params.MachineStatus{}}
-	machines, err := a.st.Machines(m.UUID)
+	machines, err := a.st.Machines(ctx, m.UUID)
 	if err != nil {
 		return params.ModelStatus{}, err
 	}
-	addrs, err := a.st.IPAddresses(m.UUID)
+	addrs, err := a.st.IPAddresses(ctx, m.UUID)
 	if err != nil {
 		return params.ModelStatus{}, err
 	}
-	units, err := a.st.Units(m.UUID)
+	units, err := a.st.Units(ctx, m.UUID)
 	if err != nil {
 		return params.ModelStatus{}, err
 	}
@@ -77,7 +77,7 @@ func (a *ModelAdmin) modelStatusIn(m state.Model) (params.ModelStatus, error) {
 				ms.Units = append(ms.Units, u.Name)
 			}
 		}
-		vols, err := a.st.MachineVolumes(m.UUID, mc.ID)
+		vols, err := a.st.MachineVolumes(ctx, m.UUID, mc.ID)
 		if err != nil {
 			return params.ModelStatus{}, err
 		}
@@ -110,19 +110,19 @@ func (a *ModelAdmin) modelStatusIn(m state.Model) (params.ModelStatus, error) {
 			out.Machines = append(out.Machines, *byID[id])
 		}
 	}
-	spaces, subnets, err := a.spacesAndSubnets(m)
+	spaces, subnets, err := a.spacesAndSubnets(ctx, m)
 	if err != nil {
 		return params.ModelStatus{}, err
 	}
 	out.Spaces = spaceInfos(spaces, subnets)
-	if out.Subnets, err = a.subnetInfos(m); err != nil {
+	if out.Subnets, err = a.subnetInfos(ctx, m); err != nil {
 		return params.ModelStatus{}, err
 	}
 
-	if out.Applications, err = a.applicationsStatus(m); err != nil {
+	if out.Applications, err = a.applicationsStatus(ctx, m); err != nil {
 		return params.ModelStatus{}, err
 	}
-	if out.Storage, err = a.storageStatus(m); err != nil {
+	if out.Storage, err = a.storageStatus(ctx, m); err != nil {
 		return params.ModelStatus{}, err
 	}
 

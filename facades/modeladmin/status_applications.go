@@ -1,6 +1,7 @@
 package modeladmin
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strconv"
@@ -17,43 +18,43 @@ type appStatusReads struct {
 	instances []state.StorageInstance
 }
 
-func (a *ModelAdmin) readAppStatus(m state.Model) (appStatusReads, error) {
+func (a *ModelAdmin) readAppStatus(ctx context.Context, m state.Model) (appStatusReads, error) {
 	var r appStatusReads
 	var err error
-	if r.units, err = a.st.Units(m.UUID); err != nil {
+	if r.units, err = a.st.Units(ctx, m.UUID); err != nil {
 		return r, err
 	}
-	r.instances, err = a.st.StorageInstances(m.UUID)
+	r.instances, err = a.st.StorageInstances(ctx, m.UUID)
 	return r, err
 }
 
 // applicationStatus reports one application (Deploy and the settings
 // methods answer with it).
-func (a *ModelAdmin) applicationStatus(m state.Model, name string) (params.ApplicationStatus, error) {
-	app, err := a.st.Application(m.UUID, name)
+func (a *ModelAdmin) applicationStatus(ctx context.Context, m state.Model, name string) (params.ApplicationStatus, error) {
+	app, err := a.st.Application(ctx, m.UUID, name)
 	if err != nil {
 		return params.ApplicationStatus{}, err
 	}
-	r, err := a.readAppStatus(m)
+	r, err := a.readAppStatus(ctx, m)
 	if err != nil {
 		return params.ApplicationStatus{}, err
 	}
-	return a.appStatus(m, app, r)
+	return a.appStatus(ctx, m, app, r)
 }
 
 // applicationsStatus reports every application of a model, by name.
-func (a *ModelAdmin) applicationsStatus(m state.Model) ([]params.ApplicationStatus, error) {
-	apps, err := a.st.Applications(m.UUID)
+func (a *ModelAdmin) applicationsStatus(ctx context.Context, m state.Model) ([]params.ApplicationStatus, error) {
+	apps, err := a.st.Applications(ctx, m.UUID)
 	if err != nil {
 		return nil, err
 	}
-	r, err := a.readAppStatus(m)
+	r, err := a.readAppStatus(ctx, m)
 	if err != nil {
 		return nil, err
 	}
 	out := []params.ApplicationStatus{}
 	for _, app := range apps {
-		s, err := a.appStatus(m, app, r)
+		s, err := a.appStatus(ctx, m, app, r)
 		if err != nil {
 			return nil, err
 		}
@@ -62,10 +63,10 @@ func (a *ModelAdmin) applicationsStatus(m state.Model) ([]params.ApplicationStat
 	return out, nil
 }
 
-func (a *ModelAdmin) appStatus(m state.Model, app state.Application, r appStatusReads) (params.ApplicationStatus, error) {
+func (a *ModelAdmin) appStatus(ctx context.Context, m state.Model, app state.Application, r appStatusReads) (params.ApplicationStatus, error) {
 	s := params.ApplicationStatus{Name: app.Name, Life: string(app.Life), Charm: app.CharmURL, CharmRevision: app.CharmRevision,
 		Subordinate: app.Subordinate, Scale: app.Scale, Constraints: app.Constraints.String(), Units: []params.UnitStatus{}}
-	cfg, err := a.st.ApplicationConfig(m.UUID, app.Name)
+	cfg, err := a.st.ApplicationConfig(ctx, m.UUID, app.Name)
 	if err != nil {
 		return s, err
 	}
@@ -83,7 +84,7 @@ func (a *ModelAdmin) appStatus(m state.Model, app state.Application, r appStatus
 		}
 	}
 	if m.Type == state.ModelTypeCAAS {
-		svc, err := a.st.CloudService(m.UUID, app.Name)
+		svc, err := a.st.CloudService(ctx, m.UUID, app.Name)
 		if err != nil {
 			return s, err
 		}
@@ -91,7 +92,7 @@ func (a *ModelAdmin) appStatus(m state.Model, app state.Application, r appStatus
 		for _, ad := range svc.Addresses {
 			s.Addresses = append(s.Addresses, ad.Value)
 		}
-		op, err := a.st.OperatorStatus(m.UUID, app.Name)
+		op, err := a.st.OperatorStatus(ctx, m.UUID, app.Name)
 		if err != nil {
 			return s, err
 		}
@@ -135,10 +136,10 @@ func unitNumber(name string) int {
 
 // storageStatus reports a model's storage instances, filesystems and
 // volumes.
-func (a *ModelAdmin) storageStatus(m state.Model) (params.StorageStatus, error) {
+func (a *ModelAdmin) storageStatus(ctx context.Context, m state.Model) (params.StorageStatus, error) {
 	out := params.StorageStatus{Instances: []params.StorageInstanceStatus{}, Filesystems: []params.FilesystemStatus{},
 		Volumes: []params.ModelVolumeStatus{}}
-	sis, err := a.st.StorageInstances(m.UUID)
+	sis, err := a.st.StorageInstances(ctx, m.UUID)
 	if err != nil {
 		return out, err
 	}
@@ -146,7 +147,7 @@ func (a *ModelAdmin) storageStatus(m state.Model) (params.StorageStatus, error) 
 		out.Instances = append(out.Instances, params.StorageInstanceStatus{ID: si.ID, Kind: si.Kind, Life: string(si.Life),
 			Owner: si.Owner, Unit: si.Unit})
 	}
-	fss, err := a.st.Filesystems(m.UUID)
+	fss, err := a.st.Filesystems(ctx, m.UUID)
 	if err != nil {
 		return out, err
 	}
@@ -170,7 +171,7 @@ func (a *ModelAdmin) storageStatus(m state.Model) (params.StorageStatus, error) 
 		}
 		out.Filesystems = append(out.Filesystems, fs)
 	}
-	vols, err := a.st.Volumes(m.UUID)
+	vols, err := a.st.Volumes(ctx, m.UUID)
 	if err != nil {
 		return out, err
 	}

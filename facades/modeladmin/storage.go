@@ -26,15 +26,15 @@ func poolInfo(c storage.Config) params.StoragePoolInfo {
 // name rule), a provider of the model type's registry (kubernetes, loop,
 // rootfs, tmpfs in a CAAS model; loop, rootfs, tmpfs in an IAAS model)
 // and attributes the provider accepts (string, number or boolean values).
-func (a *ModelAdmin) CreateStoragePool(_ context.Context, args params.CreateStoragePoolArgs) (params.StoragePoolInfo, error) {
+func (a *ModelAdmin) CreateStoragePool(ctx context.Context, args params.CreateStoragePoolArgs) (params.StoragePoolInfo, error) {
 	if err := validateConfig(args.Attrs, nil, nil); err != nil {
 		return params.StoragePoolInfo{}, errors.Annotate(err, "pool attributes")
 	}
-	m, err := a.aliveModel(args.Model, "a storage pool")
+	m, err := a.aliveModel(ctx, args.Model, "a storage pool")
 	if err != nil {
 		return params.StoragePoolInfo{}, err
 	}
-	mgr, err := a.st.StorageManager(m.UUID)
+	mgr, err := a.st.StorageManager(ctx, m.UUID)
 	if err != nil {
 		return params.StoragePoolInfo{}, err
 	}
@@ -47,17 +47,17 @@ func (a *ModelAdmin) CreateStoragePool(_ context.Context, args params.CreateStor
 
 // StoragePools lists a model's pools, by name (provider types that are not
 // pools are not listed).
-func (a *ModelAdmin) StoragePools(_ context.Context, args params.ModelArgs) (params.StoragePoolsResult, error) {
-	m, err := a.model(args.Model)
+func (a *ModelAdmin) StoragePools(ctx context.Context, args params.ModelArgs) (params.StoragePoolsResult, error) {
+	m, err := a.model(ctx, args.Model)
 	if err != nil {
 		return params.StoragePoolsResult{}, err
 	}
-	return a.storagePools(m)
+	return a.storagePools(ctx, m)
 }
 
 // storagePools is StoragePools of a resolved model.
-func (a *ModelAdmin) storagePools(m state.Model) (params.StoragePoolsResult, error) {
-	mgr, err := a.st.StorageManager(m.UUID)
+func (a *ModelAdmin) storagePools(ctx context.Context, m state.Model) (params.StoragePoolsResult, error) {
+	mgr, err := a.st.StorageManager(ctx, m.UUID)
 	if err != nil {
 		return params.StoragePoolsResult{}, err
 	}
@@ -75,12 +75,12 @@ func (a *ModelAdmin) storagePools(m state.Model) (params.StoragePoolsResult, err
 // RemoveStoragePool removes a pool and returns it as it was. A pool that
 // storage constraints, filesystems or volumes of the model name is kept
 // (`storage pool "x" in use`).
-func (a *ModelAdmin) RemoveStoragePool(_ context.Context, args params.RemoveStoragePoolArgs) (params.StoragePoolInfo, error) {
-	m, err := a.model(args.Model)
+func (a *ModelAdmin) RemoveStoragePool(ctx context.Context, args params.RemoveStoragePoolArgs) (params.StoragePoolInfo, error) {
+	m, err := a.model(ctx, args.Model)
 	if err != nil {
 		return params.StoragePoolInfo{}, err
 	}
-	mgr, err := a.st.StorageManager(m.UUID)
+	mgr, err := a.st.StorageManager(ctx, m.UUID)
 	if err != nil {
 		return params.StoragePoolInfo{}, err
 	}

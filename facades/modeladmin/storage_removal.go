@@ -37,15 +37,15 @@ func storageIDs(ids []string) error {
 // with no-destroy (left in the cloud, no longer managed). Storage attached
 // to a unit is refused (code "storage is attached") unless force, which
 // detaches it first.
-func (a *ModelAdmin) RemoveStorage(_ context.Context, args params.RemoveStorageArgs) (params.RemoveStorageResult, error) {
-	m, err := a.model(args.Model)
+func (a *ModelAdmin) RemoveStorage(ctx context.Context, args params.RemoveStorageArgs) (params.RemoveStorageResult, error) {
+	m, err := a.model(ctx, args.Model)
 	if err != nil {
 		return params.RemoveStorageResult{}, err
 	}
 	if err := storageIDs(args.Storage); err != nil {
 		return params.RemoveStorageResult{}, err
 	}
-	res, err := a.st.RemoveStorage(m.UUID, args.Storage, state.RemoveStorageParams{Force: args.Force, Release: args.NoDestroy})
+	res, err := a.st.RemoveStorage(ctx, m.UUID, args.Storage, state.RemoveStorageParams{Force: args.Force, Release: args.NoDestroy})
 	if err != nil {
 		return params.RemoveStorageResult{}, err
 	}
@@ -56,15 +56,15 @@ func (a *ModelAdmin) RemoveStorage(_ context.Context, args params.RemoveStorageA
 // detach-storage (state's DetachStorage, one transaction, all or none):
 // the storage stays in the model, detached, until removed. Storage already
 // detached is left as it is (and not listed).
-func (a *ModelAdmin) DetachStorage(_ context.Context, args params.DetachStorageArgs) (params.DetachStorageResult, error) {
-	m, err := a.model(args.Model)
+func (a *ModelAdmin) DetachStorage(ctx context.Context, args params.DetachStorageArgs) (params.DetachStorageResult, error) {
+	m, err := a.model(ctx, args.Model)
 	if err != nil {
 		return params.DetachStorageResult{}, err
 	}
 	if err := storageIDs(args.Storage); err != nil {
 		return params.DetachStorageResult{}, err
 	}
-	res, err := a.st.DetachStorage(m.UUID, args.Storage)
+	res, err := a.st.DetachStorage(ctx, m.UUID, args.Storage)
 	if err != nil {
 		return params.DetachStorageResult{}, err
 	}

@@ -19,12 +19,12 @@ func registerWatch(m *methods) {
 // once. The initial changes are empty: it is a feed, not a set. The
 // watcher keeps running after the model is removed (the removal is
 // reported as "model/<uuid>"); stop it with StringsWatcher.Stop.
-func (a *ModelAdmin) WatchModel(_ context.Context, args params.ModelArgs) (params.StringsWatchResult, error) {
-	m, err := a.model(args.Model)
+func (a *ModelAdmin) WatchModel(ctx context.Context, args params.ModelArgs) (params.StringsWatchResult, error) {
+	m, err := a.model(ctx, args.Model)
 	if err != nil {
 		return params.StringsWatchResult{}, err
 	}
-	w, err := a.st.WatchModelChanges(m.UUID)
+	w, err := a.st.WatchModelChanges(ctx, m.UUID)
 	if err != nil {
 		return params.StringsWatchResult{}, err
 	}

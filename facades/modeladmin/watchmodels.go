@@ -16,8 +16,8 @@ func registerWatchModels(m *methods) {
 // every model; later, models added, made dying or removed (state.WatchModels).
 // It is how an agent that works for every model (provisionagent) follows
 // them; ListModels says what each UUID is.
-func (a *ModelAdmin) WatchModels(context.Context) (params.StringsWatchResult, error) {
-	w, initial, err := a.st.WatchModels()
+func (a *ModelAdmin) WatchModels(ctx context.Context) (params.StringsWatchResult, error) {
+	w, initial, err := a.st.WatchModels(ctx)
 	if err != nil {
 		return params.StringsWatchResult{}, err
 	}

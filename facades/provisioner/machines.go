@@ -14,7 +14,7 @@ import (
 // Life returns the life of each machine.
 func (p *Provisioner) Life(ctx context.Context, args params.Entities) (params.LifeResults, error) {
 	return params.LifeResults{Results: facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.LifeResult, error) {
-		m, err := p.machine(e.Tag, machineTags)
+		m, err := p.machine(ctx, e.Tag, machineTags)
 		if err != nil {
 			return params.LifeResult{}, err
 		}
@@ -26,7 +26,7 @@ func (p *Provisioner) Life(ctx context.Context, args params.Entities) (params.Li
 func (p *Provisioner) Remove(ctx context.Context, args params.Entities) (params.ErrorResults, error) {
 	var ms []state.Machine
 	return facade.BulkWrite(ctx, args.Entities, func(e params.Entity) (string, error) {
-		m, err := p.machine(e.Tag, machineTags)
+		m, err := p.machine(ctx, e.Tag, machineTags)
 		if err != nil {
 			return "", err
 		}
@@ -36,10 +36,10 @@ func (p *Provisioner) Remove(ctx context.Context, args params.Entities) (params.
 		ms = append(ms, m)
 		return m.ID, nil
 	}, func(ids []string) []error {
-		released, errs := p.st.RemoveMachines(p.model, ids)
+		released, errs := p.st.RemoveMachines(ctx, p.model, ids)
 		for i, err := range errs {
 			if err == nil {
-				p.releaseAtProvider(ms[i], released[i])
+				p.releaseAtProvider(ctx, ms[i], released[i])
 			}
 		}
 		return errs
@@ -49,24 +49,24 @@ func (p *Provisioner) Remove(ctx context.Context, args params.Entities) (params.
 // EnsureDead makes each machine dead, the valid items in one transaction.
 func (p *Provisioner) EnsureDead(ctx context.Context, args params.Entities) (params.ErrorResults, error) {
 	return facade.BulkWrite(ctx, args.Entities, func(e params.Entity) (string, error) {
-		m, err := p.machine(e.Tag, machineTags)
+		m, err := p.machine(ctx, e.Tag, machineTags)
 		return m.ID, err
-	}, func(ids []string) []error { return p.st.EnsureMachinesDead(p.model, ids) }), nil
+	}, func(ids []string) []error { return p.st.EnsureMachinesDead(ctx, p.model, ids) }), nil
 }
 
 // SetPasswords sets each machine's agent password, the valid items in one
 // transaction.
 func (p *Provisioner) SetPasswords(ctx context.Context, args params.EntityPasswords) (params.ErrorResults, error) {
 	return facade.BulkWrite(ctx, args.Changes, func(c params.EntityPassword) (state.MachinePassword, error) {
-		m, err := p.machine(c.Tag, machineTags)
+		m, err := p.machine(ctx, c.Tag, machineTags)
 		return state.MachinePassword{ID: m.ID, Password: c.Password}, err
-	}, func(ws []state.MachinePassword) []error { return p.st.SetMachinePasswords(p.model, ws) }), nil
+	}, func(ws []state.MachinePassword) []error { return p.st.SetMachinePasswords(ctx, p.model, ws) }), nil
 }
 
 // InstanceId returns each machine's instance id.
 func (p *Provisioner) InstanceId(ctx context.Context, args params.Entities) (params.StringResults, error) {
 	return params.StringResults{Results: facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.StringResult, error) {
-		m, err := p.machine(e.Tag, machineTags)
+		m, err := p.machine(ctx, e.Tag, machineTags)
 		if err != nil {
 			return params.StringResult{}, err
 		}
@@ -81,7 +81,7 @@ func (p *Provisioner) InstanceId(ctx context.Context, args params.Entities) (par
 // hardware names none).
 func (p *Provisioner) AvailabilityZone(ctx context.Context, args params.Entities) (params.StringResults, error) {
 	return params.StringResults{Results: facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.StringResult, error) {
-		m, err := p.machine(e.Tag, machineTags)
+		m, err := p.machine(ctx, e.Tag, machineTags)
 		if err != nil {
 			return params.StringResult{}, err
 		}
@@ -95,7 +95,7 @@ func (p *Provisioner) AvailabilityZone(ctx context.Context, args params.Entities
 // KeepInstance returns each machine's keep-instance flag.
 func (p *Provisioner) KeepInstance(ctx context.Context, args params.Entities) (params.BoolResults, error) {
 	return params.BoolResults{Results: facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.BoolResult, error) {
-		m, err := p.machine(e.Tag, machineTags)
+		m, err := p.machine(ctx, e.Tag, machineTags)
 		if err != nil {
 			return params.BoolResult{}, err
 		}
@@ -106,7 +106,7 @@ func (p *Provisioner) KeepInstance(ctx context.Context, args params.Entities) (p
 // Constraints returns each machine's constraints.
 func (p *Provisioner) Constraints(ctx context.Context, args params.Entities) (params.ConstraintsResults, error) {
 	return params.ConstraintsResults{Results: facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.ConstraintsResult, error) {
-		m, err := p.machine(e.Tag, machineTags)
+		m, err := p.machine(ctx, e.Tag, machineTags)
 		if err != nil {
 			return params.ConstraintsResult{}, err
 		}
@@ -137,7 +137,7 @@ func (p *Provisioner) InstanceStatus(ctx context.Context, args params.Entities) 
 // rule), without the id and life StatusResult also carries.
 func (p *Provisioner) statuses(ctx context.Context, args params.Entities, rule tagRule, status func(state.Machine) state.Status) params.StatusResults {
 	return params.StatusResults{Results: facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.StatusResult, error) {
-		m, err := p.machine(e.Tag, rule)
+		m, err := p.machine(ctx, e.Tag, rule)
 		if err != nil {
 			return params.StatusResult{}, err
 		}
@@ -172,14 +172,14 @@ func (p *Provisioner) setStatuses(ctx context.Context, items []params.EntityStat
 	return facade.BulkWrite(ctx, items, func(a params.EntityStatusArgs) (state.MachineStatusArg, error) {
 		id, err := p.machineID(a.Tag, rule)
 		return state.MachineStatusArg{ID: id, Kind: kind, Status: state.Status{Status: a.Status, Message: a.Info, Data: a.Data}}, err
-	}, func(ws []state.MachineStatusArg) []error { return p.st.SetMachineStatuses(p.model, ws) })
+	}, func(ws []state.MachineStatusArg) []error { return p.st.SetMachineStatuses(ctx, p.model, ws) })
 }
 
 // MachinesWithTransientErrors lists the reachable, unprovisioned machines
 // whose status (v11: instance status "error" or "provisioning error";
 // 2015: agent status "error") has data transient=true, sorted by id.
-func (p *Provisioner) MachinesWithTransientErrors(context.Context) (params.StatusResults, error) {
-	ms, err := p.st.Machines(p.model)
+func (p *Provisioner) MachinesWithTransientErrors(ctx context.Context) (params.StatusResults, error) {
+	ms, err := p.st.Machines(ctx, p.model)
 	if err != nil {
 		return params.StatusResults{}, err
 	}
@@ -208,15 +208,17 @@ func (p *Provisioner) MachinesWithTransientErrors(context.Context) (params.Statu
 // supports, the valid items in one transaction.
 func (p *Provisioner) SetSupportedContainers(ctx context.Context, args params.MachineContainersParams) (params.ErrorResults, error) {
 	return facade.BulkWrite(ctx, args.Params, func(a params.MachineContainers) (state.MachineContainers, error) {
-		m, err := p.machine(a.MachineTag, machineTags)
+		m, err := p.machine(ctx, a.MachineTag, machineTags)
 		return state.MachineContainers{ID: m.ID, Types: a.ContainerTypes}, err
-	}, func(ws []state.MachineContainers) []error { return p.st.SetMachinesSupportedContainers(p.model, ws) }), nil
+	}, func(ws []state.MachineContainers) []error {
+		return p.st.SetMachinesSupportedContainers(ctx, p.model, ws)
+	}), nil
 }
 
 // SupportedContainers returns the container types each machine supports.
 func (p *Provisioner) SupportedContainers(ctx context.Context, args params.Entities) (params.MachineContainerResults, error) {
 	return params.MachineContainerResults{Results: facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.MachineContainerResult, error) {
-		m, err := p.machine(e.Tag, machineTags)
+		m, err := p.machine(ctx, e.Tag, machineTags)
 		if err != nil {
 			return params.MachineContainerResult{ContainerTypes: []string{}}, err
 		}
@@ -229,31 +231,33 @@ func (p *Provisioner) SupportedContainers(ctx context.Context, args params.Entit
 // items in one transaction.
 func (p *Provisioner) MarkMachinesForRemoval(ctx context.Context, args params.Entities) (params.ErrorResults, error) {
 	return facade.BulkWrite(ctx, args.Entities, func(e params.Entity) (string, error) {
-		m, err := p.machine(e.Tag, machineTagsParseErrors)
+		m, err := p.machine(ctx, e.Tag, machineTagsParseErrors)
 		return m.ID, err
-	}, func(ids []string) []error { return p.st.MarkMachinesForRemoval(p.model, ids) }), nil
+	}, func(ids []string) []error { return p.st.MarkMachinesForRemoval(ctx, p.model, ids) }), nil
 }
 
 // SetCharmProfiles records the LXD profiles applied to each machine, the
 // valid items in one transaction.
 func (p *Provisioner) SetCharmProfiles(ctx context.Context, args params.SetProfileArgs) (params.ErrorResults, error) {
 	return facade.BulkWrite(ctx, args.Args, func(a params.SetProfileArg) (state.MachineCharmProfiles, error) {
-		m, err := p.machine(a.Entity.Tag, machineTagsParseErrors)
+		m, err := p.machine(ctx, a.Entity.Tag, machineTagsParseErrors)
 		return state.MachineCharmProfiles{ID: m.ID, Profiles: a.Profiles}, err
-	}, func(ws []state.MachineCharmProfiles) []error { return p.st.SetMachinesCharmProfiles(p.model, ws) }), nil
+	}, func(ws []state.MachineCharmProfiles) []error { return p.st.SetMachinesCharmProfiles(ctx, p.model, ws) }), nil
 }
 
 // SetInstanceInfo records each machine's provisioning: instance id and
 // nonce (once), hardware, volumes, network config and profiles; the valid
 // items in one transaction.
 func (p *Provisioner) SetInstanceInfo(ctx context.Context, args params.InstancesInfo) (params.ErrorResults, error) {
-	return facade.BulkWrite(ctx, args.Machines, p.instanceInfo, p.setInstanceInfos), nil
+	return facade.BulkWrite(ctx, args.Machines,
+		func(a params.InstanceInfo) (state.MachineInstanceInfo, error) { return p.instanceInfo(ctx, a) },
+		func(ws []state.MachineInstanceInfo) []error { return p.setInstanceInfos(ctx, ws) }), nil
 }
 
 // setInstanceInfos records instance infos (one bulk of state), each error
 // naming the instance.
-func (p *Provisioner) setInstanceInfos(ws []state.MachineInstanceInfo) []error {
-	errs := p.st.SetInstanceInfos(p.model, ws)
+func (p *Provisioner) setInstanceInfos(ctx context.Context, ws []state.MachineInstanceInfo) []error {
+	errs := p.st.SetInstanceInfos(ctx, p.model, ws)
 	for i, err := range errs {
 		if err != nil {
 			errs[i] = errors.Annotatef(err, "cannot record provisioning info for %q", ws[i].Info.InstanceID)
@@ -264,8 +268,8 @@ func (p *Provisioner) setInstanceInfos(ws []state.MachineInstanceInfo) []error {
 
 // instanceInfo checks the machine and the volume tags of one instance
 // info and converts it.
-func (p *Provisioner) instanceInfo(a params.InstanceInfo) (state.MachineInstanceInfo, error) {
-	m, err := p.machine(a.Tag, machineTags)
+func (p *Provisioner) instanceInfo(ctx context.Context, a params.InstanceInfo) (state.MachineInstanceInfo, error) {
+	m, err := p.machine(ctx, a.Tag, machineTags)
 	if err != nil {
 		return state.MachineInstanceInfo{}, err
 	}
@@ -344,17 +348,17 @@ func linkLayerDevices(cfg []params.NetworkConfig) []state.LinkLayerDevice {
 
 // SetObservedNetworkConfig replaces the network devices the caller's own
 // machine reported (containers and empty config: nothing to do).
-func (p *Provisioner) SetObservedNetworkConfig(_ context.Context, args params.SetMachineNetworkConfig) error {
-	return p.setNetworkConfig(args)
+func (p *Provisioner) SetObservedNetworkConfig(ctx context.Context, args params.SetMachineNetworkConfig) error {
+	return p.setNetworkConfig(ctx, args)
 }
 
 // SetHostMachineNetworkConfig is SetObservedNetworkConfig under its older
 // name.
-func (p *Provisioner) SetHostMachineNetworkConfig(_ context.Context, args params.SetMachineNetworkConfig) error {
-	return p.setNetworkConfig(args)
+func (p *Provisioner) SetHostMachineNetworkConfig(ctx context.Context, args params.SetMachineNetworkConfig) error {
+	return p.setNetworkConfig(ctx, args)
 }
 
-func (p *Provisioner) setNetworkConfig(args params.SetMachineNetworkConfig) error {
+func (p *Provisioner) setNetworkConfig(ctx context.Context, args params.SetMachineNetworkConfig) error {
 	t, err := facade.ParseMachineTag(args.Tag)
 	if err != nil {
 		return err
@@ -362,7 +366,7 @@ func (p *Provisioner) setNetworkConfig(args params.SetMachineNetworkConfig) erro
 	if !p.ctx.IsOwner(t) {
 		return facade.ErrPerm
 	}
-	m, err := p.st.Machine(p.model, t.Id())
+	m, err := p.st.Machine(ctx, p.model, t.Id())
 	if errors.Is(err, errors.NotFound) {
 		return facade.ErrPerm
 	} else if err != nil {
@@ -371,18 +375,18 @@ func (p *Provisioner) setNetworkConfig(args params.SetMachineNetworkConfig) erro
 	if m.IsContainer() || len(args.Config) == 0 {
 		return nil
 	}
-	return p.st.SetLinkLayerDevices(p.model, m.ID, linkLayerDevices(args.Config))
+	return p.st.SetLinkLayerDevices(ctx, p.model, m.ID, linkLayerDevices(args.Config))
 }
 
 // DistributionGroup returns, for each machine, the instance ids of the
 // machines in its distribution group (sorted).
 func (p *Provisioner) DistributionGroup(ctx context.Context, args params.Entities) (params.DistributionGroupResults, error) {
 	return params.DistributionGroupResults{Results: facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.DistributionGroupResult, error) {
-		m, err := p.machine(e.Tag, machineTags)
+		m, err := p.machine(ctx, e.Tag, machineTags)
 		if err != nil {
 			return params.DistributionGroupResult{}, err
 		}
-		group, err := p.distributionGroup(m)
+		group, err := p.distributionGroup(ctx, m)
 		if err != nil {
 			return params.DistributionGroupResult{}, err
 		}
@@ -401,11 +405,11 @@ func (p *Provisioner) DistributionGroup(ctx context.Context, args params.Entitie
 // other machines in its distribution group (sorted).
 func (p *Provisioner) DistributionGroupByMachineId(ctx context.Context, args params.Entities) (params.StringsResults, error) {
 	return params.StringsResults{Results: facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.StringsResult, error) {
-		m, err := p.machine(e.Tag, machineTags)
+		m, err := p.machine(ctx, e.Tag, machineTags)
 		if err != nil {
 			return params.StringsResult{}, err
 		}
-		group, err := p.distributionGroup(m)
+		group, err := p.distributionGroup(ctx, m)
 		if err != nil {
 			return params.StringsResult{}, err
 		}
@@ -423,16 +427,16 @@ func (p *Provisioner) DistributionGroupByMachineId(ctx context.Context, args par
 // distributionGroup returns m's group, m included: the controller machines
 // for a controller, else every machine hosting a unit of an application
 // with a principal unit on m.
-func (p *Provisioner) distributionGroup(m state.Machine) ([]state.Machine, error) {
+func (p *Provisioner) distributionGroup(ctx context.Context, m state.Machine) ([]state.Machine, error) {
 	if state.IsController(m) {
-		return p.st.ControllerMachines()
+		return p.st.ControllerMachines(ctx)
 	}
-	all, err := p.st.Machines(p.model)
+	all, err := p.st.Machines(ctx, p.model)
 	if err != nil {
 		return nil, err
 	}
 	var out []state.Machine
-	units, err := p.st.Units(p.model)
+	units, err := p.st.Units(ctx, p.model)
 	if err != nil {
 		return nil, err
 	}

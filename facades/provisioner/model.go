@@ -17,7 +17,7 @@ import (
 )
 
 // ModelUUID returns the UUID of the connection's model.
-func (p *Provisioner) ModelUUID(context.Context) (params.StringResult, error) {
+func (p *Provisioner) ModelUUID(ctx context.Context) (params.StringResult, error) {
 	return params.StringResult{Result: p.model}, nil
 }
 
@@ -25,8 +25,8 @@ func (p *Provisioner) ModelUUID(context.Context) (params.StringResult, error) {
 // (its config.Config's attributes): the stored config with name, uuid and
 // the provider type, and resource-tags as the map Juju's schema coerces
 // the stored string to.
-func (p *Provisioner) modelConfig() (state.Model, map[string]any, error) {
-	m, err := p.st.Model(p.model)
+func (p *Provisioner) modelConfig(ctx context.Context) (state.Model, map[string]any, error) {
+	m, err := p.st.Model(ctx, p.model)
 	if err != nil {
 		return state.Model{}, nil, err
 	}
@@ -49,8 +49,8 @@ func (p *Provisioner) modelConfig() (state.Model, map[string]any, error) {
 }
 
 // ModelConfig returns the current configuration of the model.
-func (p *Provisioner) ModelConfig(context.Context) (params.ModelConfigResult, error) {
-	_, cfg, err := p.modelConfig()
+func (p *Provisioner) ModelConfig(ctx context.Context) (params.ModelConfigResult, error) {
+	_, cfg, err := p.modelConfig(ctx)
 	if err != nil {
 		return params.ModelConfigResult{}, err
 	}
@@ -58,8 +58,8 @@ func (p *Provisioner) ModelConfig(context.Context) (params.ModelConfigResult, er
 }
 
 // ControllerConfig returns the controller's configuration.
-func (p *Provisioner) ControllerConfig(context.Context) (params.ControllerConfigResult, error) {
-	ctrl, err := p.st.Controller()
+func (p *Provisioner) ControllerConfig(ctx context.Context) (params.ControllerConfigResult, error) {
+	ctrl, err := p.st.Controller(ctx)
 	if err != nil {
 		return params.ControllerConfigResult{}, err
 	}
@@ -72,8 +72,8 @@ func (p *Provisioner) ControllerConfig(context.Context) (params.ControllerConfig
 }
 
 // APIHostPorts returns every API server's addresses.
-func (p *Provisioner) APIHostPorts(context.Context) (params.APIHostPortsResult, error) {
-	servers, err := p.st.APIHostPorts()
+func (p *Provisioner) APIHostPorts(ctx context.Context) (params.APIHostPortsResult, error) {
+	servers, err := p.st.APIHostPorts(ctx)
 	if err != nil {
 		return params.APIHostPortsResult{}, err
 	}
@@ -104,8 +104,8 @@ func scopeRank(scope string) int {
 
 // apiAddresses lists "host:port": v11 every address of every server,
 // internal first; 2015 the most internal one of each server.
-func (p *Provisioner) apiAddresses() ([]string, error) {
-	servers, err := p.st.APIHostPorts()
+func (p *Provisioner) apiAddresses(ctx context.Context) ([]string, error) {
+	servers, err := p.st.APIHostPorts(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -124,16 +124,16 @@ func (p *Provisioner) apiAddresses() ([]string, error) {
 }
 
 // APIAddresses returns the API addresses as host:port strings.
-func (p *Provisioner) APIAddresses(context.Context) (params.StringsResult, error) {
-	addrs, err := p.apiAddresses()
+func (p *Provisioner) APIAddresses(ctx context.Context) (params.StringsResult, error) {
+	addrs, err := p.apiAddresses(ctx)
 	if err != nil {
 		return params.StringsResult{}, err
 	}
 	return params.StringsResult{Result: addrs}, nil
 }
 
-func (p *Provisioner) caCert() (string, error) {
-	ctrl, err := p.st.Controller()
+func (p *Provisioner) caCert(ctx context.Context) (string, error) {
+	ctrl, err := p.st.Controller(ctx)
 	if err != nil {
 		return "", err
 	}
@@ -142,8 +142,8 @@ func (p *Provisioner) caCert() (string, error) {
 }
 
 // CACert returns the controller's CA certificate.
-func (p *Provisioner) CACert(context.Context) (params.BytesResult, error) {
-	s, err := p.caCert()
+func (p *Provisioner) CACert(ctx context.Context) (params.BytesResult, error) {
+	s, err := p.caCert(ctx)
 	if err != nil {
 		return params.BytesResult{}, err
 	}
@@ -158,14 +158,14 @@ func (p *Provisioner) ControllerAPIInfoForModels(ctx context.Context, args param
 		if err != nil {
 			return params.ControllerAPIInfoResult{}, err
 		}
-		if _, err := p.st.Model(t.Id()); err != nil {
+		if _, err := p.st.Model(ctx, t.Id()); err != nil {
 			return params.ControllerAPIInfoResult{}, err
 		}
-		addrs, err := p.apiAddresses()
+		addrs, err := p.apiAddresses(ctx)
 		if err != nil {
 			return params.ControllerAPIInfoResult{}, err
 		}
-		ca, err := p.caCert()
+		ca, err := p.caCert(ctx)
 		if err != nil {
 			return params.ControllerAPIInfoResult{}, err
 		}
@@ -245,8 +245,8 @@ func aptProxy(cfg map[string]any) params.Settings {
 
 // ContainerConfig returns what containers' cloud-init needs from the
 // model config.
-func (p *Provisioner) ContainerConfig(context.Context) (params.ContainerConfig, error) {
-	_, cfg, err := p.modelConfig()
+func (p *Provisioner) ContainerConfig(ctx context.Context) (params.ContainerConfig, error) {
+	_, cfg, err := p.modelConfig(ctx)
 	if err != nil {
 		return params.ContainerConfig{}, err
 	}
@@ -274,8 +274,8 @@ func (p *Provisioner) ContainerConfig(context.Context) (params.ContainerConfig, 
 
 // ContainerManagerConfig returns what the container manager of type
 // args.Type needs.
-func (p *Provisioner) ContainerManagerConfig(_ context.Context, args params.ContainerManagerConfigParams) (params.ContainerManagerConfig, error) {
-	_, cfg, err := p.modelConfig()
+func (p *Provisioner) ContainerManagerConfig(ctx context.Context, args params.ContainerManagerConfigParams) (params.ContainerManagerConfig, error) {
+	_, cfg, err := p.modelConfig(ctx)
 	if err != nil {
 		return params.ContainerManagerConfig{}, err
 	}
@@ -289,7 +289,7 @@ func (p *Provisioner) ContainerManagerConfig(_ context.Context, args params.Cont
 				}
 			}
 		}
-		subnets, err := p.environSubnets()
+		subnets, err := p.environSubnets(ctx)
 		if err != nil {
 			return params.ContainerManagerConfig{}, err
 		}
@@ -324,8 +324,8 @@ func cfgStringDefault(cfg map[string]any, key, def string) string {
 }
 
 // environSubnets returns the model's subnets as the provider sees them.
-func (p *Provisioner) environSubnets() ([]environ.Subnet, error) {
-	subnets, err := p.st.Subnets(p.model)
+func (p *Provisioner) environSubnets(ctx context.Context) ([]environ.Subnet, error) {
+	subnets, err := p.st.Subnets(ctx, p.model)
 	if err != nil {
 		return nil, err
 	}
@@ -337,9 +337,9 @@ func (p *Provisioner) environSubnets() ([]environ.Subnet, error) {
 }
 
 // toolsURL rewrites an agent binary's URL to this controller.
-func (p *Provisioner) toolsURL(b environ.Binary) string {
+func (p *Provisioner) toolsURL(ctx context.Context, b environ.Binary) string {
 	addr := "localhost:17070"
-	if addrs, err := p.apiAddresses(); err == nil && len(addrs) > 0 {
+	if addrs, err := p.apiAddresses(ctx); err == nil && len(addrs) > 0 {
 		addr = addrs[0]
 	}
 	if p.v1 {
@@ -352,18 +352,18 @@ func (p *Provisioner) toolsURL(b environ.Binary) string {
 // client, names the entries kept by OS with the series asked for
 // (environ.Binary.ForSeries): 2015 agents take the instance's series from
 // the version.
-func (p *Provisioner) wireTools(ts []environ.Tools, series string) []params.Tools {
+func (p *Provisioner) wireTools(ctx context.Context, ts []environ.Tools, series string) []params.Tools {
 	out := make([]params.Tools, len(ts))
 	for i, t := range ts {
 		v := t.Version.ForSeries(series)
-		out[i] = params.Tools{Version: v.String(), URL: p.toolsURL(v), SHA256: t.SHA256, Size: t.Size}
+		out[i] = params.Tools{Version: v.String(), URL: p.toolsURL(ctx, v), SHA256: t.SHA256, Size: t.Size}
 	}
 	return out
 }
 
 // findTools matches the catalog with f; no match is a NotFound error.
-func (p *Provisioner) findTools(f environ.ToolsFilter) ([]environ.Tools, error) {
-	catalog, err := p.st.AgentBinaries()
+func (p *Provisioner) findTools(ctx context.Context, f environ.ToolsFilter) ([]environ.Tools, error) {
+	catalog, err := p.st.AgentBinaries(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -379,7 +379,7 @@ func (p *Provisioner) findTools(f environ.ToolsFilter) ([]environ.Tools, error) 
 
 // FindTools returns the agent binaries matching args; the error travels
 // in the result.
-func (p *Provisioner) FindTools(_ context.Context, args params.FindToolsParams) (params.FindToolsResult, error) {
+func (p *Provisioner) FindTools(ctx context.Context, args params.FindToolsParams) (params.FindToolsResult, error) {
 	f := environ.ToolsFilter{Major: args.MajorVersion, Minor: -1, Release: args.OSType, Arch: args.Arch}
 	if args.Number != "" {
 		n, err := environ.ParseNumber(args.Number)
@@ -388,18 +388,18 @@ func (p *Provisioner) FindTools(_ context.Context, args params.FindToolsParams) 
 		}
 		f.Number = n
 	}
-	found, err := p.findTools(f)
+	found, err := p.findTools(ctx, f)
 	if err != nil {
 		return params.FindToolsResult{List: []params.Tools{}, Error: p.ctx.ServerError(err)}, nil
 	}
-	return params.FindToolsResult{List: p.wireTools(found, "")}, nil
+	return params.FindToolsResult{List: p.wireTools(ctx, found, "")}, nil
 }
 
 // Tools returns the agent binaries each machine should run: the model's
 // agent-version for the machine's OS and architecture. Only the caller's
 // own machine is reachable.
 func (p *Provisioner) Tools(ctx context.Context, args params.Entities) (params.ToolsResults, error) {
-	_, cfg, err := p.modelConfig()
+	_, cfg, err := p.modelConfig(ctx)
 	if err != nil {
 		return params.ToolsResults{}, err
 	}
@@ -420,12 +420,12 @@ func (p *Provisioner) Tools(ctx context.Context, args params.Entities) (params.T
 		if err != nil || !p.ctx.IsOwner(t) {
 			return params.ToolsResult{}, facade.ErrPerm
 		}
-		m, err := p.st.Machine(p.model, t.Id())
+		m, err := p.st.Machine(ctx, p.model, t.Id())
 		if err != nil {
 			return params.ToolsResult{}, err
 		}
-		release, arch := p.machineRelease(m)
-		found, err := p.findTools(environ.ToolsFilter{Number: n, Release: release, Arch: arch})
+		release, arch := p.machineRelease(ctx, m)
+		found, err := p.findTools(ctx, environ.ToolsFilter{Number: n, Release: release, Arch: arch})
 		if err != nil {
 			return params.ToolsResult{}, errors.NewNotFound(nil, "tools not found")
 		}
@@ -433,13 +433,13 @@ func (p *Provisioner) Tools(ctx context.Context, args params.Entities) (params.T
 		if p.v1 {
 			series = release
 		}
-		return params.ToolsResult{Tools: p.wireTools(found, series)}, nil
+		return params.ToolsResult{Tools: p.wireTools(ctx, found, series)}, nil
 	})}, nil
 }
 
 // machineRelease is the OS (v11 os type; 2015 series) and architecture
 // of the agent binaries machine m runs.
-func (p *Provisioner) machineRelease(m state.Machine) (release, arch string) {
+func (p *Provisioner) machineRelease(ctx context.Context, m state.Machine) (release, arch string) {
 	if b, err := environ.ParseBinary(m.AgentVersion); err == nil {
 		return b.Release, b.Arch
 	}
@@ -450,7 +450,7 @@ func (p *Provisioner) machineRelease(m state.Machine) (release, arch string) {
 		arch = *m.Constraints.Arch
 	}
 	if p.v1 {
-		release = p.machineSeries(m)
+		release = p.machineSeries(ctx, m)
 		if release == "" {
 			release = "trusty"
 		}
@@ -470,11 +470,11 @@ var DefaultBase = state.Base{Name: "ubuntu", Channel: "22.04/stable"}
 // machineBase is the base m is provisioned with: its own, else the model
 // config's default-base, else DefaultBase. Juju's clients parse the base
 // (v11) and need the series (2015): an empty one fails provisioning.
-func (p *Provisioner) machineBase(m state.Machine) state.Base {
+func (p *Provisioner) machineBase(ctx context.Context, m state.Machine) state.Base {
 	if m.Base != (state.Base{}) {
 		return m.Base
 	}
-	if _, cfg, err := p.modelConfig(); err == nil {
+	if _, cfg, err := p.modelConfig(ctx); err == nil {
 		if b, err := state.ParseBase(cfgString(cfg, "default-base")); err == nil {
 			return b
 		}

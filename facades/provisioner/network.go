@@ -32,7 +32,7 @@ type hostNetwork struct {
 // hostNetwork checks the call-level preconditions: the host is the caller's
 // own machine of this model and is provisioned. what names the operation in
 // v11 messages ("network" or "LXD profile").
-func (p *Provisioner) hostNetwork(what string) (*hostNetwork, error) {
+func (p *Provisioner) hostNetwork(ctx context.Context, what string) (*hostNetwork, error) {
 	prefix := "cannot allocate addresses"
 	if !p.v1 {
 		prefix = fmt.Sprintf("cannot prepare container %s config", what)
@@ -40,14 +40,14 @@ func (p *Provisioner) hostNetwork(what string) (*hostNetwork, error) {
 	if !p.ctx.IsModelMachine() {
 		return nil, facade.ErrPerm
 	}
-	host, err := p.st.Machine(p.model, p.ctx.Auth.Tag.Id())
+	host, err := p.st.Machine(ctx, p.model, p.ctx.Auth.Tag.Id())
 	if err != nil {
 		return nil, err
 	}
 	if !host.Provisioned() {
 		return nil, errors.NewNotProvisioned(nil, fmt.Sprintf("%s: host machine %q not provisioned", prefix, host.ID))
 	}
-	all, err := p.environSubnets()
+	all, err := p.environSubnets(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -71,8 +71,8 @@ func (p *Provisioner) hostNetwork(what string) (*hostNetwork, error) {
 
 // container is the per-item check of the container networking methods: the
 // tag's parse error text, the accessor checks, and "not a container".
-func (p *Provisioner) container(tag, notContainer string) (state.Machine, error) {
-	c, err := p.machine(tag, machineTagsParseErrors)
+func (p *Provisioner) container(ctx context.Context, tag, notContainer string) (state.Machine, error) {
+	c, err := p.machine(ctx, tag, machineTagsParseErrors)
 	if err != nil {
 		return state.Machine{}, err
 	}
@@ -103,12 +103,12 @@ func (p *Provisioner) GetContainerInterfaceInfo(ctx context.Context, args params
 
 func (p *Provisioner) containerInterfaceInfo(ctx context.Context, args params.Entities, prepare bool) (params.MachineNetworkConfigResults, error) {
 	res := params.MachineNetworkConfigResults{Results: make([]params.MachineNetworkConfigResult, len(args.Entities))}
-	hn, err := p.hostNetwork("network")
+	hn, err := p.hostNetwork(ctx, "network")
 	if err != nil {
 		return res, err
 	}
 	res.Results = facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.MachineNetworkConfigResult, error) {
-		c, err := p.container(e.Tag, p.notContainerText())
+		c, err := p.container(ctx, e.Tag, p.notContainerText())
 		if err != nil {
 			return params.MachineNetworkConfigResult{}, err
 		}
@@ -122,7 +122,7 @@ func (p *Provisioner) containerInterfaceInfo(ctx context.Context, args params.En
 		}
 		var addr state.IPAddress
 		if p.v1 && !prepare {
-			addrs, err := p.st.MachineAddresses(p.model, c.ID)
+			addrs, err := p.st.MachineAddresses(ctx, p.model, c.ID)
 			if err != nil {
 				return params.MachineNetworkConfigResult{}, err
 			}
@@ -131,7 +131,7 @@ func (p *Provisioner) containerInterfaceInfo(ctx context.Context, args params.En
 			}
 			addr = addrs[0]
 		} else {
-			addr, err = p.allocate(hn, c)
+			addr, err = p.allocate(ctx, hn, c)
 			if err != nil {
 				return params.MachineNetworkConfigResult{}, err
 			}
@@ -145,8 +145,8 @@ func (p *Provisioner) containerInterfaceInfo(ctx context.Context, args params.En
 // allocating one if it has none: a random free address, which the provider
 // must accept (an address it refuses is marked unavailable and another one
 // tried).
-func (p *Provisioner) allocate(hn *hostNetwork, c state.Machine) (state.IPAddress, error) {
-	existing, err := p.st.MachineAddresses(p.model, c.ID)
+func (p *Provisioner) allocate(ctx context.Context, hn *hostNetwork, c state.Machine) (state.IPAddress, error) {
+	existing, err := p.st.MachineAddresses(ctx, p.model, c.ID)
 	if err != nil {
 		return state.IPAddress{}, err
 	}
@@ -160,7 +160,7 @@ func (p *Provisioner) allocate(hn *hostNetwork, c state.Machine) (state.IPAddres
 	for range maxProviderRefusals {
 		var b [8]byte
 		_, _ = rand.Read(b[:])
-		addr, err := p.st.AllocateAddress(p.model, hn.subnet.CIDR, c.ID, hn.iface.InterfaceName, mac, binary.BigEndian.Uint64(b[:]))
+		addr, err := p.st.AllocateAddress(ctx, p.model, hn.subnet.CIDR, c.ID, hn.iface.InterfaceName, mac, binary.BigEndian.Uint64(b[:]))
 		if err != nil {
 			return state.IPAddress{}, errors.Annotatef(err, "failed to allocate an address for %q", c.ID)
 		}
@@ -170,7 +170,7 @@ func (p *Provisioner) allocate(hn *hostNetwork, c state.Machine) (state.IPAddres
 		}
 		refused = err
 		p.ctx.Deps.Logger.Warn("provider refused address; marking it unavailable", "address", addr.Value, "err", err)
-		if err := p.st.SetAddressUnavailable(p.model, addr.Value); err != nil {
+		if err := p.st.SetAddressUnavailable(ctx, p.model, addr.Value); err != nil {
 			p.ctx.Deps.Logger.Warn("cannot mark address unavailable", "address", addr.Value, "err", err)
 		}
 	}
@@ -229,30 +229,30 @@ func baseConfig(hn *hostNetwork) params.NetworkConfig {
 // ReleaseContainerAddresses frees the addresses of each container.
 func (p *Provisioner) ReleaseContainerAddresses(ctx context.Context, args params.Entities) (params.ErrorResults, error) {
 	return params.ErrorResults{Results: facade.Bulk(ctx, args.Entities, facade.ErrorOnly(func(e params.Entity) error {
-		c, err := p.machine(e.Tag, machineTags)
+		c, err := p.machine(ctx, e.Tag, machineTags)
 		if err != nil {
 			return err
 		}
 		if !c.IsContainer() {
 			return errors.Errorf("cannot mark addresses for removal for %q: not a container", e.Tag)
 		}
-		released, err := p.st.ReleaseMachineAddresses(p.model, c.ID)
+		released, err := p.st.ReleaseMachineAddresses(ctx, p.model, c.ID)
 		if err != nil {
 			return errors.Annotatef(err, "failed to mark all addresses for removal for %q", e.Tag)
 		}
-		p.releaseAtProvider(c, released)
+		p.releaseAtProvider(ctx, c, released)
 		return nil
 	}))}, nil
 }
 
 // releaseAtProvider tells the provider a removed machine's addresses are
 // free (best effort: failures are logged).
-func (p *Provisioner) releaseAtProvider(m state.Machine, released []state.IPAddress) {
+func (p *Provisioner) releaseAtProvider(ctx context.Context, m state.Machine, released []state.IPAddress) {
 	if len(released) == 0 {
 		return
 	}
 	instance := ""
-	if parent, err := p.st.Machine(p.model, state.ParentID(m.ID)); err == nil {
+	if parent, err := p.st.Machine(ctx, p.model, state.ParentID(m.ID)); err == nil {
 		instance = parent.InstanceID
 	}
 	if err := p.env.ReleaseAddresses(instance, state.EnvironAddresses(released)); err != nil {
@@ -264,11 +264,11 @@ func (p *Provisioner) releaseAtProvider(m state.Machine, released []state.IPAddr
 // host still needs: one per host interface not yet bridged.
 func (p *Provisioner) HostChangesForContainers(ctx context.Context, args params.Entities) (params.HostNetworkChangeResults, error) {
 	res := params.HostNetworkChangeResults{Results: make([]params.HostNetworkChange, len(args.Entities))}
-	hn, err := p.hostNetwork("network")
+	hn, err := p.hostNetwork(ctx, "network")
 	if err != nil {
 		return res, err
 	}
-	_, cfg, err := p.modelConfig()
+	_, cfg, err := p.modelConfig(ctx)
 	if err != nil {
 		return res, err
 	}
@@ -277,7 +277,7 @@ func (p *Provisioner) HostChangesForContainers(ctx context.Context, args params.
 		delay = int(v)
 	}
 	res.Results = facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.HostNetworkChange, error) {
-		if _, err := p.container(e.Tag, "cannot prepare network config"); err != nil {
+		if _, err := p.container(ctx, e.Tag, "cannot prepare network config"); err != nil {
 			return params.HostNetworkChange{NewBridges: []params.DeviceBridgeInfo{}}, err
 		}
 		bridges := []params.DeviceBridgeInfo{}
@@ -303,19 +303,19 @@ func (p *Provisioner) HostChangesForContainers(ctx context.Context, args params.
 // the charms of the units placed on it.
 func (p *Provisioner) GetContainerProfileInfo(ctx context.Context, args params.Entities) (params.ContainerProfileResults, error) {
 	res := params.ContainerProfileResults{Results: make([]params.ContainerProfileResult, len(args.Entities))}
-	if _, err := p.hostNetwork("LXD profile"); err != nil {
+	if _, err := p.hostNetwork(ctx, "LXD profile"); err != nil {
 		return res, err
 	}
-	m, err := p.st.Model(p.model)
+	m, err := p.st.Model(ctx, p.model)
 	if err != nil {
 		return res, err
 	}
 	res.Results = facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.ContainerProfileResult, error) {
-		c, err := p.container(e.Tag, "cannot prepare network config")
+		c, err := p.container(ctx, e.Tag, "cannot prepare network config")
 		if err != nil {
 			return params.ContainerProfileResult{}, err
 		}
-		units, err := p.st.UnitsOnMachine(p.model, c.ID)
+		units, err := p.st.UnitsOnMachine(ctx, p.model, c.ID)
 		if err != nil {
 			return params.ContainerProfileResult{}, err
 		}
@@ -326,7 +326,7 @@ func (p *Provisioner) GetContainerProfileInfo(ctx context.Context, args params.E
 				continue
 			}
 			seen[u.Application] = true
-			app, err := p.st.Application(p.model, u.Application)
+			app, err := p.st.Application(ctx, p.model, u.Application)
 			if err != nil {
 				return params.ContainerProfileResult{}, err
 			}

@@ -16,6 +16,7 @@
 package provisioner
 
 import (
+	"context"
 	"slices"
 
 	"github.com/juju/errors"
@@ -172,12 +173,12 @@ func (p *Provisioner) machineID(tag string, rule tagRule) (string, error) {
 
 // machine is machineID and then the machine's record ("machine N not
 // found" if there is none).
-func (p *Provisioner) machine(tag string, rule tagRule) (state.Machine, error) {
+func (p *Provisioner) machine(ctx context.Context, tag string, rule tagRule) (state.Machine, error) {
 	id, err := p.machineID(tag, rule)
 	if err != nil {
 		return state.Machine{}, err
 	}
-	return p.st.Machine(p.model, id)
+	return p.st.Machine(ctx, p.model, id)
 }
 
 // notProvisioned is the error for a machine without an instance id:

@@ -21,11 +21,11 @@ import (
 func (p *Provisioner) ProvisioningInfo(ctx context.Context, args params.Entities) (params.ProvisioningInfoResults, error) {
 	var call provisioningCall
 	return params.ProvisioningInfoResults{Results: facade.Bulk(ctx, args.Entities, func(e params.Entity) (params.ProvisioningInfoResult, error) {
-		m, err := p.machine(e.Tag, machineTags)
+		m, err := p.machine(ctx, e.Tag, machineTags)
 		if err != nil {
 			return params.ProvisioningInfoResult{}, err
 		}
-		info, err := p.provisioningInfo(&call, m)
+		info, err := p.provisioningInfo(ctx, &call, m)
 		if err != nil {
 			return params.ProvisioningInfoResult{}, err
 		}
@@ -50,19 +50,19 @@ type provisioningCall struct {
 
 // shared reads c once per call (a failed read is tried again by the next
 // machine).
-func (p *Provisioner) shared(c *provisioningCall) error {
+func (p *Provisioner) shared(ctx context.Context, c *provisioningCall) error {
 	if c.read {
 		return nil
 	}
-	model, cfg, err := p.modelConfig()
+	model, cfg, err := p.modelConfig(ctx)
 	if err != nil {
 		return err
 	}
-	ctrl, err := p.st.Controller()
+	ctrl, err := p.st.Controller(ctx)
 	if err != nil {
 		return err
 	}
-	mgr, err := p.st.StorageManager(p.model)
+	mgr, err := p.st.StorageManager(ctx, p.model)
 	if err != nil {
 		return err
 	}
@@ -76,8 +76,8 @@ type placed struct {
 	apps       []state.Application
 }
 
-func (p *Provisioner) placed(m state.Machine) (placed, error) {
-	units, err := p.st.UnitsOnMachine(p.model, m.ID)
+func (p *Provisioner) placed(ctx context.Context, m state.Machine) (placed, error) {
+	units, err := p.st.UnitsOnMachine(ctx, p.model, m.ID)
 	if err != nil {
 		return placed{}, err
 	}
@@ -90,7 +90,7 @@ func (p *Provisioner) placed(m state.Machine) (placed, error) {
 		if slices.ContainsFunc(out.apps, func(a state.Application) bool { return a.Name == u.Application }) {
 			continue
 		}
-		app, err := p.st.Application(p.model, u.Application)
+		app, err := p.st.Application(ctx, p.model, u.Application)
 		if err != nil {
 			return placed{}, err
 		}
@@ -100,18 +100,18 @@ func (p *Provisioner) placed(m state.Machine) (placed, error) {
 	return out, nil
 }
 
-func (p *Provisioner) provisioningInfo(call *provisioningCall, m state.Machine) (*params.ProvisioningInfo, error) {
-	if err := p.shared(call); err != nil {
+func (p *Provisioner) provisioningInfo(ctx context.Context, call *provisioningCall, m state.Machine) (*params.ProvisioningInfo, error) {
+	if err := p.shared(ctx, call); err != nil {
 		return nil, err
 	}
 	model, cfg, ctrl, mgr := call.model, call.cfg, call.ctrl, call.mgr
-	pl, err := p.placed(m)
+	pl, err := p.placed(ctx, m)
 	if err != nil {
 		return nil, err
 	}
 	info := &params.ProvisioningInfo{
 		Constraints: toValue(m.Constraints),
-		Base:        wireBase(p.machineBase(m)),
+		Base:        wireBase(p.machineBase(ctx, m)),
 		Placement:   m.Placement,
 		Jobs:        slices.Clone(m.Jobs),
 	}
@@ -138,7 +138,7 @@ func (p *Provisioner) provisioningInfo(call *provisioningCall, m state.Machine) 
 	for _, app := range pl.apps {
 		for ep, space := range app.EndpointBindings {
 			id := space
-			if s, err := p.st.Space(p.model, space); err == nil && s.ProviderID != "" {
+			if s, err := p.st.Space(ctx, p.model, space); err == nil && s.ProviderID != "" {
 				id = s.ProviderID
 			}
 			bindings[ep] = id
@@ -165,13 +165,13 @@ func (p *Provisioner) provisioningInfo(call *provisioningCall, m state.Machine) 
 	volTags := state.ResourceTags(cfg)
 	volTags["juju-model-uuid"] = p.model
 	volTags["juju-controller-uuid"] = ctrl.UUID
-	vols, atts, err := p.volumeParams(mgr, m, cfg, volTags)
+	vols, atts, err := p.volumeParams(ctx, mgr, m, cfg, volTags)
 	if err != nil {
 		return nil, err
 	}
 	info.Volumes, info.VolumeAttachments = vols, atts
 
-	spaceSubnets, subnetZones, err := p.networkTopology(m, bound)
+	spaceSubnets, subnetZones, err := p.networkTopology(ctx, m, bound)
 	if err != nil {
 		return nil, errors.Annotate(err, "matching subnets to zones")
 	}
@@ -186,9 +186,9 @@ func (p *Provisioner) provisioningInfo(call *provisioningCall, m state.Machine) 
 // attachment is not provisioned; those already provisioned only need
 // attaching. 2015 lists the volumes of static providers, and refuses an
 // attachment already provisioned.
-func (p *Provisioner) volumeParams(mgr *storage.Manager, m state.Machine, cfg map[string]any,
+func (p *Provisioner) volumeParams(ctx context.Context, mgr *storage.Manager, m state.Machine, cfg map[string]any,
 	tags map[string]string) ([]params.VolumeParams, []params.VolumeAttachmentParams, error) {
-	vols, err := p.st.MachineVolumes(p.model, m.ID)
+	vols, err := p.st.MachineVolumes(ctx, p.model, m.ID)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -237,7 +237,7 @@ func (p *Provisioner) volumeParams(mgr *storage.Manager, m state.Machine, cfg ma
 // and the endpoint bindings' spaces) to their subnets' provider ids, and
 // those to their zones. The default space "alpha" alone, when not asked
 // for, gives no topology.
-func (p *Provisioner) networkTopology(m state.Machine, bound []string) (map[string][]string, map[string][]string, error) {
+func (p *Provisioner) networkTopology(ctx context.Context, m state.Machine, bound []string) (map[string][]string, map[string][]string, error) {
 	positive := m.Constraints.PositiveSpaces()
 	negative := m.Constraints.NegativeSpaces()
 	spaces := slices.Clone(positive)
@@ -252,7 +252,7 @@ func (p *Provisioner) networkTopology(m state.Machine, bound []string) (map[stri
 	if len(spaces) == 0 || (len(spaces) == 1 && spaces[0] == "alpha" && !slices.Contains(positive, "alpha")) {
 		return nil, nil, nil
 	}
-	subnets, err := p.st.Subnets(p.model)
+	subnets, err := p.st.Subnets(ctx, p.model)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -281,12 +281,12 @@ func (p *Provisioner) networkTopology(m state.Machine, bound []string) (map[stri
 
 // subnetsToZones is the 2015 topology: for the first positive space, the
 // provider ids of its subnets that have zones, mapped to those zones.
-func (p *Provisioner) subnetsToZones(m state.Machine) (map[string][]string, error) {
+func (p *Provisioner) subnetsToZones(ctx context.Context, m state.Machine) (map[string][]string, error) {
 	positive := m.Constraints.PositiveSpaces()
 	if len(positive) == 0 {
 		return nil, nil
 	}
-	subnets, err := p.st.Subnets(p.model)
+	subnets, err := p.st.Subnets(ctx, p.model)
 	if err != nil {
 		return nil, err
 	}

@@ -164,7 +164,7 @@ func (v *V1) ContainerConfig(ctx context.Context) (params.V1ContainerConfig, err
 	if err != nil {
 		return params.V1ContainerConfig{}, err
 	}
-	_, cfg, err := v.p.modelConfig()
+	_, cfg, err := v.p.modelConfig(ctx)
 	if err != nil {
 		return params.V1ContainerConfig{}, err
 	}
@@ -218,8 +218,8 @@ func (v *V1) EnsureDead(ctx context.Context, args params.V1Entities) (params.V1E
 // controller agent (2015 EnvironConfig).
 var secretKeys = []string{"admin-secret", "secret-key", "access-key", "password", "private-key", "client-key"}
 
-func (v *V1) EnvironConfig(context.Context) (params.V1EnvironConfigResult, error) {
-	_, cfg, err := v.p.modelConfig()
+func (v *V1) EnvironConfig(ctx context.Context) (params.V1EnvironConfigResult, error) {
+	_, cfg, err := v.p.modelConfig(ctx)
 	if err != nil {
 		return params.V1EnvironConfigResult{}, err
 	}
@@ -247,11 +247,11 @@ func (v *V1) FindTools(ctx context.Context, args params.V1FindToolsParams) (para
 		}
 		f.Number = n
 	}
-	found, err := v.p.findTools(f)
+	found, err := v.p.findTools(ctx, f)
 	if err != nil {
 		return params.V1FindToolsResult{Error: v1Err(v.p.ctx.ServerError(err))}, nil
 	}
-	return params.V1FindToolsResult{List: v1Tools(v.p.wireTools(found, args.Series))}, nil
+	return params.V1FindToolsResult{List: v1Tools(v.p.wireTools(ctx, found, args.Series))}, nil
 }
 
 func v1Tools(ts []params.Tools) []params.V1Tools {
@@ -323,11 +323,11 @@ func (v *V1) MachinesWithTransientErrors(ctx context.Context) (params.V1StatusRe
 func (v *V1) ProvisioningInfo(ctx context.Context, args params.V1Entities) (params.V1ProvisioningInfoResults, error) {
 	var call provisioningCall
 	return params.V1ProvisioningInfoResults{Results: facade.Bulk(ctx, args.Entities, func(e params.V1Entity) (params.V1ProvisioningInfoResult, error) {
-		m, err := v.p.machine(e.Tag, machineTags)
+		m, err := v.p.machine(ctx, e.Tag, machineTags)
 		if err != nil {
 			return params.V1ProvisioningInfoResult{}, err
 		}
-		info, err := v.provisioningInfo(&call, m)
+		info, err := v.provisioningInfo(ctx, &call, m)
 		if err != nil {
 			return params.V1ProvisioningInfoResult{}, err
 		}
@@ -335,17 +335,17 @@ func (v *V1) ProvisioningInfo(ctx context.Context, args params.V1Entities) (para
 	})}, nil
 }
 
-func (v *V1) provisioningInfo(call *provisioningCall, m state.Machine) (*params.V1ProvisioningInfo, error) {
+func (v *V1) provisioningInfo(ctx context.Context, call *provisioningCall, m state.Machine) (*params.V1ProvisioningInfo, error) {
 	p := v.p
-	if err := p.shared(call); err != nil {
+	if err := p.shared(ctx, call); err != nil {
 		return nil, err
 	}
 	cfg, mgr := call.cfg, call.mgr
-	pl, err := p.placed(m)
+	pl, err := p.placed(ctx, m)
 	if err != nil {
 		return nil, err
 	}
-	vols, _, err := p.volumeParams(mgr, m, cfg, map[string]string{"juju-env-uuid": p.model})
+	vols, _, err := p.volumeParams(ctx, mgr, m, cfg, map[string]string{"juju-env-uuid": p.model})
 	if err != nil {
 		return nil, err
 	}
@@ -362,13 +362,13 @@ func (v *V1) provisioningInfo(call *provisioningCall, m state.Machine) (*params.
 	if len(pl.principals) > 0 {
 		tags["juju-units-deployed"] = strings.Join(pl.principals, " ")
 	}
-	zones, err := p.subnetsToZones(m)
+	zones, err := p.subnetsToZones(ctx, m)
 	if err != nil {
 		return nil, errors.Annotate(err, "cannot match subnets to zones")
 	}
 	info := &params.V1ProvisioningInfo{
 		Constraints:    v1Value(toValue(m.Constraints), derefStrings(m.Constraints.Networks)),
-		Series:         p.machineSeries(m),
+		Series:         p.machineSeries(ctx, m),
 		Placement:      m.Placement,
 		Networks:       cloneStrings(m.RequestedNetworks),
 		Jobs:           jobs,
@@ -390,11 +390,11 @@ func (v *V1) provisioningInfo(call *provisioningCall, m state.Machine) (*params.
 // machineSeries is the series a 2015 client sees for m: that of its base
 // (machineBase; environ's copy of Juju's table), else the series it was
 // added with (one no base names).
-func (p *Provisioner) machineSeries(m state.Machine) string {
+func (p *Provisioner) machineSeries(ctx context.Context, m state.Machine) string {
 	if m.Base == (state.Base{}) && m.Series != "" {
 		return m.Series
 	}
-	b := p.machineBase(m)
+	b := p.machineBase(ctx, m)
 	if s, ok := environ.BaseSeries(b.Name, b.Channel); ok {
 		return s
 	}
@@ -420,7 +420,7 @@ func (v *V1) Remove(ctx context.Context, args params.V1Entities) (params.V1Error
 
 func (v *V1) RequestedNetworks(ctx context.Context, args params.V1Entities) (params.V1RequestedNetworksResults, error) {
 	return params.V1RequestedNetworksResults{Results: facade.Bulk(ctx, args.Entities, func(e params.V1Entity) (params.V1RequestedNetworkResult, error) {
-		m, err := v.p.machine(e.Tag, machineTags)
+		m, err := v.p.machine(ctx, e.Tag, machineTags)
 		if err != nil {
 			return params.V1RequestedNetworkResult{}, err
 		}
@@ -430,11 +430,11 @@ func (v *V1) RequestedNetworks(ctx context.Context, args params.V1Entities) (par
 
 func (v *V1) Series(ctx context.Context, args params.V1Entities) (params.V1StringResults, error) {
 	return params.V1StringResults{Results: facade.Bulk(ctx, args.Entities, func(e params.V1Entity) (params.V1StringResult, error) {
-		m, err := v.p.machine(e.Tag, machineTags)
+		m, err := v.p.machine(ctx, e.Tag, machineTags)
 		if err != nil {
 			return params.V1StringResult{}, err
 		}
-		return params.V1StringResult{Result: v.p.machineSeries(m)}, nil
+		return params.V1StringResult{Result: v.p.machineSeries(ctx, m)}, nil
 	})}, nil
 }
 
@@ -470,8 +470,8 @@ func (v *V1) SetInstanceInfo(ctx context.Context, args params.V1InstancesInfo) (
 				return state.MachineInstanceInfo{}, &facade.TagError{Err: errors.Errorf("%s is not a valid network tag", facade.QuoteTag(n.Tag))}
 			}
 		}
-		return v.p.instanceInfo(v1InstanceInfo(a))
-	}, v.p.setInstanceInfos)
+		return v.p.instanceInfo(ctx, v1InstanceInfo(a))
+	}, func(ws []state.MachineInstanceInfo) []error { return v.p.setInstanceInfos(ctx, ws) })
 	out := params.V1ErrorResults{Results: make([]params.V1ErrorResult, len(errs))}
 	for i, e := range errs {
 		out.Results[i].Error = v1Err(e)
@@ -490,11 +490,11 @@ func (v *V1) SetPasswords(ctx context.Context, args params.V1EntityPasswords) (p
 
 func (v *V1) SetProvisioned(ctx context.Context, args params.V1SetProvisioned) (params.V1ErrorResults, error) {
 	return params.V1ErrorResults{Results: facade.Bulk(ctx, args.Machines, func(a params.V1MachineSetProvisioned) (params.V1ErrorResult, error) {
-		m, err := v.p.machine(a.Tag, machineTags)
+		m, err := v.p.machine(ctx, a.Tag, machineTags)
 		if err != nil {
 			return params.V1ErrorResult{}, err
 		}
-		return params.V1ErrorResult{}, v.p.st.SetInstanceInfo(v.p.model, m.ID, state.InstanceInfo{
+		return params.V1ErrorResult{}, v.p.st.SetInstanceInfo(ctx, v.p.model, m.ID, state.InstanceInfo{
 			InstanceID: a.InstanceId, Nonce: a.Nonce, Hardware: fromHardware(v1Hardware(a.Characteristics))})
 	})}, nil
 }
@@ -515,11 +515,11 @@ func (v *V1) SetStatus(ctx context.Context, args params.V1SetStatus) (params.V1E
 // UpdateStatus merges data into each machine's agent status data.
 func (v *V1) UpdateStatus(ctx context.Context, args params.V1SetStatus) (params.V1ErrorResults, error) {
 	return params.V1ErrorResults{Results: facade.Bulk(ctx, args.Entities, func(a params.V1EntityStatusArgs) (params.V1ErrorResult, error) {
-		m, err := v.p.machine(a.Tag, machineTags)
+		m, err := v.p.machine(ctx, a.Tag, machineTags)
 		if err != nil {
 			return params.V1ErrorResult{}, err
 		}
-		return params.V1ErrorResult{}, v.p.st.UpdateMachineStatusData(v.p.model, m.ID, a.Data)
+		return params.V1ErrorResult{}, v.p.st.UpdateMachineStatusData(ctx, v.p.model, m.ID, a.Data)
 	})}, nil
 }
 
@@ -535,13 +535,13 @@ func (v *V1) SetSupportedContainers(ctx context.Context, args params.V1MachineCo
 // StateAddresses returns the controller's state (database) addresses:
 // provisiond has no separate database server, so they are the API hosts
 // with the controller config's state-port (default 37017).
-func (v *V1) StateAddresses(context.Context) (params.V1StringsResult, error) {
-	servers, err := v.p.st.APIHostPorts()
+func (v *V1) StateAddresses(ctx context.Context) (params.V1StringsResult, error) {
+	servers, err := v.p.st.APIHostPorts(ctx)
 	if err != nil {
 		return params.V1StringsResult{}, err
 	}
 	port := 37017
-	if ctrl, err := v.p.st.Controller(); err == nil {
+	if ctrl, err := v.p.st.Controller(ctx); err == nil {
 		if f, ok := ctrl.Config["state-port"].(float64); ok && f > 0 {
 			port = int(f)
 		}

@@ -20,11 +20,11 @@ const StartTimesQuiesce = 500 * time.Millisecond
 
 // WatchModelMachines watches the lifecycle of the model's top-level
 // machines (controller agent only).
-func (p *Provisioner) WatchModelMachines(context.Context) (params.StringsWatchResult, error) {
+func (p *Provisioner) WatchModelMachines(ctx context.Context) (params.StringsWatchResult, error) {
 	if !p.isManager() {
 		return params.StringsWatchResult{}, facade.ErrPerm
 	}
-	w, initial, err := p.st.WatchModelMachines(p.model)
+	w, initial, err := p.st.WatchModelMachines(ctx, p.model)
 	if err != nil {
 		what := "model machines"
 		if p.v1 {
@@ -37,11 +37,11 @@ func (p *Provisioner) WatchModelMachines(context.Context) (params.StringsWatchRe
 
 // WatchModelMachineStartTimes watches the top-level machines' life and
 // agent start times, batched (controller agent only).
-func (p *Provisioner) WatchModelMachineStartTimes(context.Context) (params.StringsWatchResult, error) {
+func (p *Provisioner) WatchModelMachineStartTimes(ctx context.Context) (params.StringsWatchResult, error) {
 	if !p.isManager() {
 		return params.StringsWatchResult{}, facade.ErrPerm
 	}
-	w, initial, err := p.st.WatchModelMachineStartTimes(p.model, p.ctx.Deps.WatcherClock(), StartTimesQuiesce)
+	w, initial, err := p.st.WatchModelMachineStartTimes(ctx, p.model, p.ctx.Deps.WatcherClock(), StartTimesQuiesce)
 	if err != nil {
 		return params.StringsWatchResult{}, errors.Annotate(err, "cannot obtain initial model machines")
 	}
@@ -52,11 +52,11 @@ func (p *Provisioner) WatchModelMachineStartTimes(context.Context) (params.Strin
 // type (any type when the type is empty).
 func (p *Provisioner) WatchContainers(ctx context.Context, args params.WatchContainers) (params.StringsWatchResults, error) {
 	return params.StringsWatchResults{Results: facade.Bulk(ctx, args.Params, func(a params.WatchContainer) (params.StringsWatchResult, error) {
-		m, err := p.machine(a.MachineTag, machineTags)
+		m, err := p.machine(ctx, a.MachineTag, machineTags)
 		if err != nil {
 			return params.StringsWatchResult{}, err
 		}
-		w, initial, err := p.st.WatchContainers(p.model, m.ID, a.ContainerType)
+		w, initial, err := p.st.WatchContainers(ctx, p.model, m.ID, a.ContainerType)
 		if err != nil {
 			return params.StringsWatchResult{}, err
 		}
@@ -70,8 +70,8 @@ func (p *Provisioner) WatchAllContainers(ctx context.Context, args params.WatchC
 }
 
 // WatchForModelConfigChanges fires when the model's config changes.
-func (p *Provisioner) WatchForModelConfigChanges(context.Context) (params.NotifyWatchResult, error) {
-	w, err := p.st.WatchModelConfig(p.model)
+func (p *Provisioner) WatchForModelConfigChanges(ctx context.Context) (params.NotifyWatchResult, error) {
+	w, err := p.st.WatchModelConfig(ctx, p.model)
 	if err != nil {
 		return params.NotifyWatchResult{}, err
 	}
@@ -79,7 +79,7 @@ func (p *Provisioner) WatchForModelConfigChanges(context.Context) (params.Notify
 }
 
 // WatchAPIHostPorts fires when the API addresses change.
-func (p *Provisioner) WatchAPIHostPorts(context.Context) (params.NotifyWatchResult, error) {
+func (p *Provisioner) WatchAPIHostPorts(ctx context.Context) (params.NotifyWatchResult, error) {
 	w, err := p.st.WatchAPIHostPorts()
 	if err != nil {
 		return params.NotifyWatchResult{}, err
@@ -90,7 +90,7 @@ func (p *Provisioner) WatchAPIHostPorts(context.Context) (params.NotifyWatchResu
 // WatchMachineErrorRetry fires ErrorRetryWaitDelay after the previous
 // event was delivered (the Watch call consumes the first one): a timer,
 // not a state watch (controller agent only).
-func (p *Provisioner) WatchMachineErrorRetry(context.Context) (params.NotifyWatchResult, error) {
+func (p *Provisioner) WatchMachineErrorRetry(ctx context.Context) (params.NotifyWatchResult, error) {
 	if !p.isManager() {
 		return params.NotifyWatchResult{}, facade.ErrPerm
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/provisiond/provisiond/internal/crashtest"
 	"github.com/provisiond/provisiond/internal/etcdtest"
 	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/state/statetest"
 	"github.com/provisiond/provisiond/state/store"
 	"github.com/provisiond/provisiond/state/store/etcdstore"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -68,14 +69,14 @@ func TestCrashRecoveryEtcd(t *testing.T) {
 // a daemon would (without serving it).
 func openEtcdState(c *etcdtest.Cluster, prefix string) func() (*state.State, error) {
 	return func() (*state.State, error) {
-		return state.Open(state.Options{OpenStore: func(feed store.Feed) (store.Store, error) {
+		return statetest.OpenStore(func(feed store.Feed) (store.Store, error) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			return etcdstore.Open(ctx, etcdstore.Config{
 				Endpoints: c.Endpoints(), Prefix: prefix, Feed: feed,
 				MaxTxnOps: c.MaxTxnOps(), MaxRequestBytes: c.MaxRequestBytes(),
 			})
-		}})
+		}, state.Options{})
 	}
 }
 

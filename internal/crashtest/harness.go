@@ -135,7 +135,7 @@ func (h *harness) openState() (*state.State, error) {
 	if e := h.cfg.Etcd; e != nil {
 		return e.OpenState()
 	}
-	return state.OpenReadOnly(h.dbPath())
+	return daemon.OpenReadOnly(h.dbPath())
 }
 
 // start runs the daemon with env.
@@ -290,7 +290,7 @@ func (h *harness) setup(ctx context.Context) error {
 			h.regs = append(h.regs, r)
 		}
 	}
-	ms, err := st.Machines(h.creds.ControllerModelUUID)
+	ms, err := st.Machines(ctx, h.creds.ControllerModelUUID)
 	if err != nil {
 		return err
 	}
@@ -390,7 +390,7 @@ func (h *harness) prepare() (uint64, []string, error) {
 		return 0, nil, err
 	}
 	defer st.Close()
-	ms, err := st.Machines(h.creds.ControllerModelUUID)
+	ms, err := st.Machines(context.Background(), h.creds.ControllerModelUUID)
 	if err != nil {
 		return 0, nil, err
 	}

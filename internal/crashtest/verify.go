@@ -76,7 +76,7 @@ func (h *harness) checkFile(ctx context.Context) (checkReport, error) {
 func (h *harness) observe(st *state.State, r *register) (string, error) {
 	switch r.kind {
 	case regModel:
-		m, err := st.ModelByName(r.name)
+		m, err := st.ModelByName(context.Background(), r.name)
 		if errors.Is(err, errors.NotFound) {
 			return "", nil
 		}
@@ -88,7 +88,7 @@ func (h *harness) observe(st *state.State, r *register) (string, error) {
 		}
 		return string(m.Life), nil
 	case regConfig:
-		m, err := st.Model(h.creds.DefaultModelUUID)
+		m, err := st.Model(context.Background(), h.creds.DefaultModelUUID)
 		if err != nil {
 			return "", err
 		}
@@ -101,7 +101,7 @@ func (h *harness) observe(st *state.State, r *register) (string, error) {
 		return h.observeUnits(st, r.name)
 	case regPassword:
 		for _, pw := range r.candidates() {
-			ok, err := st.MachinePasswordValid(h.creds.ControllerModelUUID, r.name, pw)
+			ok, err := st.MachinePasswordValid(context.Background(), h.creds.ControllerModelUUID, r.name, pw)
 			if err != nil {
 				return "", err
 			}
@@ -114,7 +114,7 @@ func (h *harness) observe(st *state.State, r *register) (string, error) {
 		}
 		return "(not the acknowledged password)", nil
 	}
-	m, err := st.Machine(h.creds.ControllerModelUUID, r.name)
+	m, err := st.Machine(context.Background(), h.creds.ControllerModelUUID, r.name)
 	if r.kind == regLife && errors.Is(err, errors.NotFound) {
 		return lifeRemoved, nil
 	}
@@ -132,15 +132,15 @@ func (h *harness) observe(st *state.State, r *register) (string, error) {
 
 // observeUnits reads a CAAS application as unitsValue writes it.
 func (h *harness) observeUnits(st *state.State, app string) (string, error) {
-	a, err := st.Application(h.caasModel, app)
+	a, err := st.Application(context.Background(), h.caasModel, app)
 	if err != nil {
 		return "", err
 	}
-	op, err := st.OperatorStatus(h.caasModel, app)
+	op, err := st.OperatorStatus(context.Background(), h.caasModel, app)
 	if err != nil {
 		return "", err
 	}
-	units, err := st.CAASUnits(h.caasModel, app)
+	units, err := st.CAASUnits(context.Background(), h.caasModel, app)
 	if err != nil {
 		return "", err
 	}
@@ -160,7 +160,7 @@ func (h *harness) observeUnits(st *state.State, app string) (string, error) {
 // AddMachines call in flight at the kill asked for. Those become regLife
 // registers (they must be unprovisioned), spare for the agent writers.
 func (h *harness) adoptMachines(st *state.State) (lost []string, err error) {
-	ms, err := st.Machines(h.creds.ControllerModelUUID)
+	ms, err := st.Machines(context.Background(), h.creds.ControllerModelUUID)
 	if err != nil {
 		return nil, err
 	}

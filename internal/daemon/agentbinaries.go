@@ -118,7 +118,7 @@ func (a *agentBinaries) modelOK(w http.ResponseWriter, r *http.Request) bool {
 	if uuid == "" {
 		return true
 	}
-	if _, err := a.d.state.Model(uuid); err != nil {
+	if _, err := a.d.state.Model(r.Context(), uuid); err != nil {
 		if jujuerrors.Is(err, jujuerrors.NotFound) || jujuerrors.Is(err, jujuerrors.NotValid) {
 			httpError(w, http.StatusNotFound, params.CodeNotFound, "model %q not found", uuid)
 		} else {
@@ -136,11 +136,11 @@ func (a *agentBinaries) entry(version string) (state.AgentBinary, error) {
 	if err != nil {
 		return state.AgentBinary{}, jujuerrors.NewBadRequest(nil, "error parsing version: "+err.Error())
 	}
-	b, err := a.d.state.AgentBinaryRecord(v.String())
+	b, err := a.d.state.AgentBinaryRecord(context.Background(), v.String())
 	if jujuerrors.Is(err, jujuerrors.NotFound) {
 		if os := environ.SeriesOS(v.Release); os != "" {
 			v.Release = os
-			b, err = a.d.state.AgentBinaryRecord(v.String())
+			b, err = a.d.state.AgentBinaryRecord(context.Background(), v.String())
 		}
 	}
 	if jujuerrors.Is(err, jujuerrors.NotFound) {
@@ -209,7 +209,7 @@ func (a *agentBinaries) fetchEntry(ctx context.Context, b state.AgentBinary) (st
 	}
 	unlock := a.versionLock(b.Version)
 	defer unlock()
-	if cur, err := a.d.state.AgentBinaryRecord(b.Version); err == nil && cur.Stored {
+	if cur, err := a.d.state.AgentBinaryRecord(ctx, b.Version); err == nil && cur.Stored {
 		return cur, nil // fetched while this one waited
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.URL, nil)
@@ -230,7 +230,7 @@ func (a *agentBinaries) fetchEntry(ctx context.Context, b state.AgentBinary) (st
 	if err := a.store.Put(ctx, blobName(b), resp.Body, b.Size, b.SHA256); err != nil {
 		return b, fmt.Errorf("fetching agent binaries %s from %s: %w", b.Version, b.URL, err)
 	}
-	if err := a.d.state.AddStoredAgentBinary(b); err != nil {
+	if err := a.d.state.AddStoredAgentBinary(ctx, b); err != nil {
 		return b, err
 	}
 	b.Stored = true
@@ -279,7 +279,7 @@ func (a *agentBinaries) upload(w http.ResponseWriter, r *http.Request) {
 	}
 	// Refuse before reading the body when the catalog has the version
 	// with other binaries (AddStoredAgentBinary checks again, atomically).
-	if cur, err := a.d.state.AgentBinaryRecord(b.Version); err == nil && (cur.SHA256 != b.SHA256 || cur.Size != b.Size) {
+	if cur, err := a.d.state.AgentBinaryRecord(r.Context(), b.Version); err == nil && (cur.SHA256 != b.SHA256 || cur.Size != b.Size) {
 		httpError(w, http.StatusConflict, params.CodeAlreadyExists,
 			"agent binaries %s already exist with sha256 %s and size %d", b.Version, cur.SHA256, cur.Size)
 		return
@@ -296,7 +296,7 @@ func (a *agentBinaries) upload(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	if err := a.d.state.AddStoredAgentBinary(b); err != nil {
+	if err := a.d.state.AddStoredAgentBinary(r.Context(), b); err != nil {
 		// Another upload of this version with other binaries won: its blob
 		// has another name, so this one removes only its own.
 		_ = a.store.Remove(context.WithoutCancel(r.Context()), blobName(b))

@@ -115,7 +115,7 @@ func (a *agentBinaries) reconcile(ctx context.Context) error {
 		return err
 	}
 	a.mu.Lock()
-	catalog, err := a.d.state.AgentBinaryCatalog()
+	catalog, err := a.d.state.AgentBinaryCatalog(ctx)
 	if err != nil {
 		a.mu.Unlock()
 		return err
@@ -196,7 +196,7 @@ func (a *agentBinaries) fetchFromPeers(ctx context.Context, b state.AgentBinary)
 		f.Close()
 		return nil // copied while this one waited
 	}
-	servers, err := a.d.state.APIServers()
+	servers, err := a.d.state.APIServers(ctx)
 	if err != nil {
 		return err
 	}

@@ -67,7 +67,7 @@ func TestAgentBinariesOnEveryDaemon(t *testing.T) {
 	// entry not stored yet is not fetched from its source for it (nor
 	// from another daemon), so no request goes round the daemons.
 	notStored := state.AgentBinary{Version: "3.4.9-ubuntu-amd64", SHA256: sum, Size: int64(len(data)), URL: "http://127.0.0.1:1/never"}
-	if err := b.Daemon().State().AddAgentBinary(notStored); err != nil {
+	if err := b.Daemon().State().AddAgentBinary(t.Context(), notStored); err != nil {
 		t.Fatal(err)
 	}
 	r = do(t, hc, "GET", "https://"+b.Addr()+"/tools/"+notStored.Version, nil, func(req *http.Request) {

@@ -101,7 +101,7 @@ func TestAgentBinariesUploadAndServe(t *testing.T) {
 		up.URL != base+"/tools/3.4.0-ubuntu-amd64" {
 		t.Errorf("upload answered %+v", up)
 	}
-	if rec, err := f.st.AgentBinaryRecord("3.4.0-ubuntu-amd64"); err != nil || !rec.Stored || rec.SHA256 != sum {
+	if rec, err := f.st.AgentBinaryRecord(t.Context(), "3.4.0-ubuntu-amd64"); err != nil || !rec.Stored || rec.SHA256 != sum {
 		t.Errorf("catalog entry = %+v, %v", rec, err)
 	}
 	if _, err := os.Stat(filepath.Join(f.d.DataDir(), daemon.AgentBinariesDir, "3.4.0-ubuntu-amd64."+sum)); err != nil {
@@ -131,7 +131,7 @@ func TestAgentBinariesUploadAndServe(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	must(f.st.UpdateModelConfig(f.model, map[string]any{"agent-version": "3.4.0"}, nil))
+	must(f.st.UpdateModelConfig(t.Context(), f.model, map[string]any{"agent-version": "3.4.0"}, nil))
 	agent := rawLogin(t, f.d, f.model, "machine-0", m0Password, m0Nonce)
 	var ft struct {
 		List []struct {
@@ -190,7 +190,7 @@ func TestAgentBinariesUploadAndServe(t *testing.T) {
 	}
 	q := func(v, sum string) url.Values { return url.Values{"binaryVersion": {v}, "sha256": {sum}} }
 	other := randomBytes(t, 1000)
-	_, err = f.st.AddUser("bob", "Bob", "bob-password-long-enough", "login")
+	_, err = f.st.AddUser(t.Context(), "bob", "Bob", "bob-password-long-enough", "login")
 	must(err)
 	for _, c := range []struct {
 		name   string
@@ -241,7 +241,7 @@ func TestAgentBinariesUploadAndServe(t *testing.T) {
 			}
 		})
 	}
-	if _, err := f.st.AgentBinaryRecord("3.5.0-ubuntu-amd64"); err == nil {
+	if _, err := f.st.AgentBinaryRecord(t.Context(), "3.5.0-ubuntu-amd64"); err == nil {
 		t.Error("a refused upload left a catalog entry")
 	}
 	entries, err := os.ReadDir(filepath.Join(f.d.DataDir(), daemon.AgentBinariesDir))
@@ -294,7 +294,7 @@ func TestAgentBinariesFetchedFromSource(t *testing.T) {
 	if hits != 1 {
 		t.Errorf("the source was asked %d times; want once", hits)
 	}
-	if rec, err := d.State().AgentBinaryRecord("3.3.0-ubuntu-amd64"); err != nil || !rec.Stored {
+	if rec, err := d.State().AgentBinaryRecord(t.Context(), "3.3.0-ubuntu-amd64"); err != nil || !rec.Stored {
 		t.Errorf("after the fetch: %+v, %v", rec, err)
 	}
 	for _, v := range []string{"3.3.1-ubuntu-amd64", "3.3.2-ubuntu-amd64"} {
@@ -302,7 +302,7 @@ func TestAgentBinariesFetchedFromSource(t *testing.T) {
 		if r.status != 500 || !strings.Contains(r.jujuError(t).Message, "fetching agent binaries "+v) {
 			t.Errorf("GET %s = %d %s", v, r.status, r.body)
 		}
-		if rec, err := d.State().AgentBinaryRecord(v); err != nil || rec.Stored {
+		if rec, err := d.State().AgentBinaryRecord(t.Context(), v); err != nil || rec.Stored {
 			t.Errorf("%s after a failed fetch: %+v, %v", v, rec, err)
 		}
 	}
@@ -324,7 +324,7 @@ func TestAgentBinariesUploadCut(t *testing.T) {
 	if err == nil {
 		t.Fatal("a cut upload succeeded")
 	}
-	if _, err := d.State().AgentBinaryRecord("3.3.0-ubuntu-amd64"); err == nil {
+	if _, err := d.State().AgentBinaryRecord(t.Context(), "3.3.0-ubuntu-amd64"); err == nil {
 		t.Error("a cut upload left a catalog entry")
 	}
 }

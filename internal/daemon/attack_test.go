@@ -156,7 +156,7 @@ func TestControllerAgentNotLockedOutOfHostedModel(t *testing.T) {
 // the user from a client it logged in from before.
 func TestGuessesAcrossAddressesThrottled(t *testing.T) {
 	f := newProvFixtureWith(t, func(c *daemon.Config) { c.LoginFailures = 3 })
-	if _, err := f.st.AddUser("bob", "Bob", "bob-password-0123456789", state.AccessLogin); err != nil {
+	if _, err := f.st.AddUser(t.Context(), "bob", "Bob", "bob-password-0123456789", state.AccessLogin); err != nil {
 		t.Fatal(err)
 	}
 	creds := f.d.Credentials()
@@ -328,7 +328,7 @@ func BenchmarkLoginUnderGuessFlood(b *testing.B) {
 		b.Run(map[bool]string{false: "idle", true: "flood"}[flood], func(b *testing.B) {
 			d := start(b, nil)
 			creds := d.Credentials()
-			if _, err := d.State().AddUser("carol", "", "carol-password-0", state.AccessSuperuser); err != nil {
+			if _, err := d.State().AddUser(b.Context(), "carol", "", "carol-password-0", state.AccessSuperuser); err != nil {
 				b.Fatal(err)
 			}
 			ctx, cancel := context.WithCancel(context.Background())
@@ -379,7 +379,7 @@ func BenchmarkLoginUnderGuessFlood(b *testing.B) {
 				admin = append(admin, login("admin", creds.AdminPassword))
 				b.StopTimer()
 				pw := fmt.Sprintf("carol-password-%d", i)
-				if err := d.State().SetUserPassword("carol", pw); err != nil {
+				if err := d.State().SetUserPassword(b.Context(), "carol", pw); err != nil {
 					b.Fatal(err)
 				}
 				b.StartTimer()

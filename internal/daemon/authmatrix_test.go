@@ -442,7 +442,7 @@ func TestLoginAfterPasswordChangeOrRevocation(t *testing.T) {
 	// A user's password changed.
 	bob := params.LoginRequest{AuthTag: "user-bob", Credentials: bobPassword}
 	mustWork("bob", login("", bob))
-	if err := w.st.SetUserPassword("bob", "bob-new-password-987654"); err != nil {
+	if err := w.st.SetUserPassword(t.Context(), "bob", "bob-new-password-987654"); err != nil {
 		t.Fatal(err)
 	}
 	mustFail("bob with the old password", login("", bob))
@@ -461,7 +461,7 @@ func TestLoginAfterPasswordChangeOrRevocation(t *testing.T) {
 	m0.Credentials = rotated
 	mustWork("machine 0 with the new password", login(w.model, m0))
 	// ... and through state.
-	if err := w.st.SetMachinePassword(w.model, "0", "machine-0-third-password-xyz"); err != nil {
+	if err := w.st.SetMachinePassword(t.Context(), w.model, "0", "machine-0-third-password-xyz"); err != nil {
 		t.Fatal(err)
 	}
 	mustFail("machine 0 after the state change", login(w.model, m0))
@@ -471,16 +471,16 @@ func TestLoginAfterPasswordChangeOrRevocation(t *testing.T) {
 
 	// Revoked: a removed machine cannot log in.
 	const pw = "machine-3-agent-password-xyz"
-	m, err := w.st.AddMachine(w.model, state.MachineParams{Password: pw, Nonce: "n3", InstanceID: "i-3"})
+	m, err := w.st.AddMachine(t.Context(), w.model, state.MachineParams{Password: pw, Nonce: "n3", InstanceID: "i-3"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	req := params.LoginRequest{AuthTag: "machine-" + m.ID, Credentials: pw, Nonce: "n3"}
 	mustWork("new machine", login(w.model, req))
-	if err := w.st.EnsureMachineDead(w.model, m.ID); err != nil {
+	if err := w.st.EnsureMachineDead(t.Context(), w.model, m.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.st.RemoveMachine(w.model, m.ID); err != nil {
+	if _, err := w.st.RemoveMachine(t.Context(), w.model, m.ID); err != nil {
 		t.Fatal(err)
 	}
 	mustFail("removed machine", login(w.model, req))
@@ -544,10 +544,10 @@ func TestCredentialChangeEndsSessions(t *testing.T) {
 
 	// A container's host sets its container's password: the container's
 	// agent is closed, the host's connection gets its reply and stays.
-	if err := f.st.SetMachinePassword(f.model, "0/lxd/0", "container-password-0123456789"); err != nil {
+	if err := f.st.SetMachinePassword(t.Context(), f.model, "0/lxd/0", "container-password-0123456789"); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.st.SetInstanceInfo(f.model, "0/lxd/0", state.InstanceInfo{InstanceID: "c-0", Nonce: "cn"}); err != nil {
+	if err := f.st.SetInstanceInfo(t.Context(), f.model, "0/lxd/0", state.InstanceInfo{InstanceID: "c-0", Nonce: "cn"}); err != nil {
 		t.Fatal(err)
 	}
 	container := agent("machine-0-lxd-0", "container-password-0123456789", "cn")
@@ -561,29 +561,29 @@ func TestCredentialChangeEndsSessions(t *testing.T) {
 
 	// A removed machine's agent is closed.
 	const pw = "machine-3-agent-password-xyz"
-	m, err := f.st.AddMachine(f.model, state.MachineParams{Password: pw, Nonce: "n3", InstanceID: "i-3"})
+	m, err := f.st.AddMachine(t.Context(), f.model, state.MachineParams{Password: pw, Nonce: "n3", InstanceID: "i-3"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	removed := agent("machine-"+m.ID, pw, "n3")
-	if err := f.st.EnsureMachineDead(f.model, m.ID); err != nil {
+	if err := f.st.EnsureMachineDead(t.Context(), f.model, m.ID); err != nil {
 		t.Fatal(err)
 	}
 	alive("a dead machine's agent (Juju's agents see their death and stop)", removed)
-	if _, err := f.st.RemoveMachine(f.model, m.ID); err != nil {
+	if _, err := f.st.RemoveMachine(t.Context(), f.model, m.ID); err != nil {
 		t.Fatal(err)
 	}
 	closed("the removed machine's agent", removed)
 
 	// A user's password changed: the user's connections close.
-	if _, err := f.st.AddUser("carol", "Carol", "carol-password-0123456789", state.AccessLogin); err != nil {
+	if _, err := f.st.AddUser(t.Context(), "carol", "Carol", "carol-password-0123456789", state.AccessLogin); err != nil {
 		t.Fatal(err)
 	}
 	carol := dial(t, f.d, "")
 	if _, err := carol.LoginUser(ctxT(t), "carol", "carol-password-0123456789"); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.st.SetUserPassword("carol", "carol-new-password-987654"); err != nil {
+	if err := f.st.SetUserPassword(t.Context(), "carol", "carol-new-password-987654"); err != nil {
 		t.Fatal(err)
 	}
 	closed("carol", carol)

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/provisiond/provisiond/pki"
-	"github.com/provisiond/provisiond/state"
 	"github.com/provisiond/provisiond/state/store/boltstore"
 )
 
@@ -161,7 +160,7 @@ func (d *Daemon) snapshotToTemp() (*os.File, int64, error) {
 		return nil, 0, err
 	}
 	deadline := time.Now().Add(backupSnapshotTimeout)
-	n, err := d.state.Snapshot(writerFunc(func(p []byte) (int, error) {
+	n, err := d.bolt.Snapshot(writerFunc(func(p []byte) (int, error) {
 		if time.Now().After(deadline) {
 			return 0, fmt.Errorf("the snapshot took longer than %v", backupSnapshotTimeout)
 		}
@@ -266,7 +265,7 @@ type RestoreOptions struct {
 func Restore(archive io.Reader, dataDir string, opts RestoreOptions) error {
 	dbPath := filepath.Join(dataDir, DBFile)
 	if _, err := os.Stat(dbPath); err == nil {
-		st, err := state.Open(state.Options{Path: dbPath})
+		st, _, err := openBoltState(dbPath, nil)
 		if errors.Is(err, boltstore.ErrLocked) {
 			return fmt.Errorf("restore into %s: %w", dataDir, ErrDataDirInUse)
 		}
@@ -298,12 +297,12 @@ func Restore(archive io.Reader, dataDir string, opts RestoreOptions) error {
 			return fmt.Errorf("restore: %w", err)
 		}
 	}
-	st, err := state.Open(state.Options{Path: filepath.Join(tmp, DBFile)})
+	st, db, err := openBoltState(filepath.Join(tmp, DBFile), nil)
 	if err != nil {
 		return fmt.Errorf("restore: the archived database does not open: %w", err)
 	}
-	ok, ierr := st.Initialized()
-	cerr := st.Check()
+	ok, ierr := st.Initialized(context.Background())
+	cerr := db.Check()
 	st.Close()
 	switch {
 	case ierr != nil:
@@ -335,11 +334,11 @@ func Restore(archive io.Reader, dataDir string, opts RestoreOptions) error {
 // checkArchivedStats opens the unpacked database at path read-only and
 // compares its schema version, revision and counts with the manifest's.
 func checkArchivedStats(m *Manifest, path string) error {
-	st, err := state.OpenReadOnly(path)
+	st, err := OpenReadOnly(path)
 	if err != nil {
 		return fmt.Errorf("the archived database does not open: %w", err)
 	}
-	stats, err := st.Stats()
+	stats, err := st.Stats(context.Background())
 	st.Close()
 	if err != nil {
 		return fmt.Errorf("the archived database: %w", err)

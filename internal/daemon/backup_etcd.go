@@ -25,7 +25,7 @@ import (
 // at its start, with its size. It must finish within
 // backupSnapshotTimeout.
 func (d *Daemon) sharedSnapshotToTemp() ([]tarEntry, *os.File, int64, error) {
-	id, ok, err := d.state.Identity()
+	id, ok, err := d.state.Identity(context.Background())
 	if err != nil {
 		return nil, nil, 0, err
 	}

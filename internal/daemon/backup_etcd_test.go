@@ -65,7 +65,7 @@ func TestBackupRestoreOnEtcd(t *testing.T) {
 				return
 			default:
 			}
-			if _, err := a.Daemon().State().AddMachine(model, state.MachineParams{}); err != nil {
+			if _, err := a.Daemon().State().AddMachine(t.Context(), model, state.MachineParams{}); err != nil {
 				t.Error(err)
 				return
 			}
@@ -122,7 +122,7 @@ func TestBackupRestoreOnEtcd(t *testing.T) {
 // machine missing below it.
 func consistentMachines(t *testing.T, st *state.State, model string) {
 	t.Helper()
-	ms, err := st.Machines(model)
+	ms, err := st.Machines(t.Context(), model)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func consistentMachines(t *testing.T, st *state.State, model string) {
 			t.Fatalf("machine %d of %d is missing: the snapshot is not of one revision", i, top)
 		}
 	}
-	m, err := st.AddMachine(model, state.MachineParams{})
+	m, err := st.AddMachine(t.Context(), model, state.MachineParams{})
 	if err != nil {
 		t.Fatal(err)
 	}

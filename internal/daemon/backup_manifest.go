@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"archive/tar"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -16,7 +17,6 @@ import (
 	"time"
 
 	"github.com/provisiond/provisiond/internal/buildinfo"
-	"github.com/provisiond/provisiond/state"
 )
 
 // Every backup archive carries a manifest (docs/reliability.md, Backup
@@ -104,11 +104,11 @@ func (d *Daemon) backupManifest(small []tarEntry, db *os.File, size int64) ([]by
 		return nil, err
 	}
 	m.Files = append(m.Files, ManifestEntry{Name: DBFile, Size: size, SHA256: hex.EncodeToString(h.Sum(nil))})
-	st, err := state.OpenReadOnly(db.Name())
+	st, err := OpenReadOnly(db.Name())
 	if err != nil {
 		return nil, fmt.Errorf("the snapshot does not open: %w", err)
 	}
-	stats, err := st.Stats()
+	stats, err := st.Stats(context.Background())
 	st.Close()
 	if err != nil {
 		return nil, fmt.Errorf("the snapshot's counts: %w", err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/state/statetest"
 )
 
 type tarFile struct {
@@ -113,7 +114,7 @@ func withManifest(t *testing.T, files []tarFile, change func(*daemon.Manifest)) 
 func TestArchiveTamperingRefused(t *testing.T) {
 	d := start(t, nil)
 	creds := d.Credentials()
-	if err := d.State().UpdateModelConfig(creds.DefaultModelUUID, map[string]any{"secret-setting": "original"}, nil); err != nil {
+	if err := d.State().UpdateModelConfig(t.Context(), creds.DefaultModelUUID, map[string]any{"secret-setting": "original"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
@@ -144,11 +145,11 @@ func TestArchiveTamperingRefused(t *testing.T) {
 				}
 			}
 		}
-		st, err := state.Open(state.Options{Path: path})
+		st, err := statetest.OpenBolt(path, state.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := st.UpdateModelConfig(creds.DefaultModelUUID, map[string]any{"secret-setting": "altered"}, nil); err != nil {
+		if err := st.UpdateModelConfig(t.Context(), creds.DefaultModelUUID, map[string]any{"secret-setting": "altered"}, nil); err != nil {
 			t.Fatal(err)
 		}
 		st.Close()
@@ -228,12 +229,12 @@ func TestArchiveTamperingRefused(t *testing.T) {
 	if err := daemon.Restore(bytes.NewReader(buf.Bytes()), dir, daemon.RestoreOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	st, err := state.OpenReadOnly(filepath.Join(dir, daemon.DBFile))
+	st, err := daemon.OpenReadOnly(filepath.Join(dir, daemon.DBFile))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	if mdl, err := st.Model(creds.DefaultModelUUID); err != nil || mdl.Config["secret-setting"] != "original" {
+	if mdl, err := st.Model(t.Context(), creds.DefaultModelUUID); err != nil || mdl.Config["secret-setting"] != "original" {
 		t.Errorf("restored config: %v, %v", mdl.Config["secret-setting"], err)
 	}
 }

@@ -72,11 +72,11 @@ func TestBackupStalledClient(t *testing.T) {
 	}
 	boltSize := func() int64 {
 		t.Helper()
-		s, err := bs.Stats()
+		in, err := bs.Inspect(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
-		return s.Size
+		return in.SizeBytes
 	}
 	// The measure sees a reader.
 	held, release := make(chan struct{}), make(chan struct{})

@@ -16,11 +16,11 @@ func TestBackupRestore(t *testing.T) {
 	d := start(t, nil)
 	creds := d.Credentials()
 	st := d.State()
-	m, err := st.AddModel("k8s", state.ModelTypeCAAS, map[string]any{"workload-storage": "fast"})
+	m, err := st.AddModel(t.Context(), "k8s", state.ModelTypeCAAS, map[string]any{"workload-storage": "fast"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.AddMachine(creds.DefaultModelUUID, state.MachineParams{Password: "machine-1-password-long", Nonce: "n", InstanceID: "i-1"}); err != nil {
+	if _, err := st.AddMachine(t.Context(), creds.DefaultModelUUID, state.MachineParams{Password: "machine-1-password-long", Nonce: "n", InstanceID: "i-1"}); err != nil {
 		t.Fatal(err)
 	}
 	rev := st.Revision()
@@ -69,10 +69,10 @@ func TestBackupRestore(t *testing.T) {
 	if got := d2.State().Revision(); got < rev {
 		t.Fatalf("restored revision %d < %d", got, rev)
 	}
-	if got, err := d2.State().ModelByName("k8s"); err != nil || got.UUID != m.UUID || got.Config["workload-storage"] != "fast" {
+	if got, err := d2.State().ModelByName(t.Context(), "k8s"); err != nil || got.UUID != m.UUID || got.Config["workload-storage"] != "fast" {
 		t.Fatalf("restored model = %+v, %v", got, err)
 	}
-	if _, err := d2.State().Machine(creds.DefaultModelUUID, "0"); err != nil {
+	if _, err := d2.State().Machine(t.Context(), creds.DefaultModelUUID, "0"); err != nil {
 		t.Fatalf("restored machine: %v", err)
 	}
 	loginAdmin(t, d2, c2.DefaultModelUUID)
@@ -82,7 +82,7 @@ func TestBackupRestore(t *testing.T) {
 func TestBackupNeedsSuperuser(t *testing.T) {
 	d := start(t, nil)
 	creds := d.Credentials()
-	if _, err := d.State().AddUser("bob", "Bob", "bob-password", state.AccessLogin); err != nil {
+	if _, err := d.State().AddUser(t.Context(), "bob", "Bob", "bob-password", state.AccessLogin); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct{ user, pass, want string }{

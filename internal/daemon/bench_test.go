@@ -83,13 +83,13 @@ func BenchmarkAddMachinesWatched(b *testing.B) {
 			st := d.State()
 			ids := make([]string, machines)
 			for i := range ids {
-				m, err := st.AddMachine(model, state.MachineParams{})
+				m, err := st.AddMachine(b.Context(), model, state.MachineParams{})
 				if err != nil {
 					b.Fatal(err)
 				}
 				ids[i] = m.ID
 				for range 10 {
-					w, _, err := st.WatchContainers(model, m.ID, "")
+					w, _, err := st.WatchContainers(b.Context(), model, m.ID, "")
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -109,7 +109,7 @@ func BenchmarkAddMachinesWatched(b *testing.B) {
 				n++
 			}
 			b.StopTimer()
-			cs, err := st.Containers(model, ids[0])
+			cs, err := st.Containers(b.Context(), model, ids[0])
 			if err != nil || len(cs) != (n+machines-1)/machines {
 				b.Fatalf("machine %s has %d containers (%v), want %d", ids[0], len(cs), err, (n+machines-1)/machines)
 			}
@@ -250,12 +250,12 @@ func benchAgents(b *testing.B, d *daemon.Daemon, n int) []*benchAgent {
 	out := make([]*benchAgent, n)
 	for i := range out {
 		pw := fmt.Sprintf("bench-agent-password-%d", i)
-		m, err := st.AddMachine(model, state.MachineParams{Jobs: []string{state.JobHostUnits}, Password: pw})
+		m, err := st.AddMachine(b.Context(), model, state.MachineParams{Jobs: []string{state.JobHostUnits}, Password: pw})
 		if err != nil {
 			b.Fatal(err)
 		}
 		nonce := "bench:" + m.ID
-		if err := st.SetInstanceInfo(model, m.ID, state.InstanceInfo{InstanceID: "bench-i-" + m.ID, Nonce: nonce}); err != nil {
+		if err := st.SetInstanceInfo(b.Context(), model, m.ID, state.InstanceInfo{InstanceID: "bench-i-" + m.ID, Nonce: nonce}); err != nil {
 			b.Fatal(err)
 		}
 		c := dial(b, d, model)

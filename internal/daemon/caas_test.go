@@ -55,7 +55,7 @@ func newCAAS(t *testing.T, cfg map[string]any) *caasEnv {
 			base[k] = v
 		}
 	}
-	m, err := d.State().AddModel("k8s", state.ModelTypeCAAS, base)
+	m, err := d.State().AddModel(t.Context(), "k8s", state.ModelTypeCAAS, base)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func (e *caasEnv) deploy(name, meta string, scale int, cons map[string]storage.C
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	_, err = e.st.AddCAASApplication(e.model, state.CAASApplicationParams{
+	_, err = e.st.AddCAASApplication(context.Background(), e.model, state.CAASApplicationParams{
 		Name: name, Charm: state.Charm{URL: "ch:" + m.Name + "-1", Revision: 1, Meta: m,
 			Config: map[string]state.CharmOption{"port": {Type: "int", Default: 80.0}}},
 		Scale: scale, Storage: cons, PodSpec: "containers: []",
@@ -112,7 +112,7 @@ func (e *caasEnv) update(arg params.UpdateApplicationUnits) params.UpdateApplica
 
 func (e *caasEnv) units(app string) []state.Unit {
 	e.t.Helper()
-	us, err := e.st.CAASUnits(e.model, app)
+	us, err := e.st.CAASUnits(context.Background(), e.model, app)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -149,10 +149,10 @@ func TestCAASReadMethods(t *testing.T) {
 	e := newCAAS(t, nil)
 	e.deploy("gitlab", gitlabMeta, 3, nil)
 	e.deploy("mini", "name: mini\ndeployment:\n  mode: operator\n", 0, nil)
-	if err := e.st.SetApplicationTrust(e.model, "gitlab", true); err != nil {
+	if err := e.st.SetApplicationTrust(t.Context(), e.model, "gitlab", true); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.st.AddCAASUnit(e.model, "gitlab", state.CAASUnitParams{}); err != nil {
+	if _, err := e.st.AddCAASUnit(t.Context(), e.model, "gitlab", state.CAASUnitParams{}); err != nil {
 		t.Fatal(err)
 	}
 	tags := entities("application-gitlab", "application-mini", "application-nope", "unit-gitlab-0", "bad")
@@ -232,7 +232,7 @@ func TestCAASReadMethods(t *testing.T) {
 func (e *caasEnv) exampleUnits(pids ...string) {
 	e.t.Helper()
 	for _, pid := range pids {
-		if _, err := e.st.AddCAASUnit(e.model, "gitlab", state.CAASUnitParams{ProviderID: pid}); err != nil {
+		if _, err := e.st.AddCAASUnit(context.Background(), e.model, "gitlab", state.CAASUnitParams{ProviderID: pid}); err != nil {
 			e.t.Fatal(err)
 		}
 	}
@@ -281,11 +281,11 @@ func TestCAASUpdateUnitsStateless(t *testing.T) {
 	if got := e.view("gitlab"); !reflect.DeepEqual(got, want) {
 		t.Fatalf("units =\n%+v\nwant\n%+v", got, want)
 	}
-	u, _ := e.st.Unit(e.model, "gitlab/0")
+	u, _ := e.st.Unit(t.Context(), e.model, "gitlab/0")
 	if u.Container.Address != "10.0.0.1" || !reflect.DeepEqual(u.Container.Ports, []string{"80"}) {
 		t.Errorf("container = %+v", u.Container)
 	}
-	if a, _ := e.st.Application(e.model, "gitlab"); a.Scale != 4 {
+	if a, _ := e.st.Application(t.Context(), e.model, "gitlab"); a.Scale != 4 {
 		t.Errorf("scale = %d", a.Scale)
 	}
 }
@@ -328,7 +328,7 @@ func TestCAASUpdateUnitsWithStorage(t *testing.T) {
 	if got := e.view("gitlab"); !reflect.DeepEqual(got, want) {
 		t.Fatalf("units =\n%+v\nwant\n%+v", got, want)
 	}
-	fss, _ := e.st.Filesystems(e.model)
+	fss, _ := e.st.Filesystems(t.Context(), e.model)
 	got := map[string]string{}
 	for _, f := range fss {
 		s := f.Status.Status
@@ -349,7 +349,7 @@ func TestCAASUpdateUnitsWithStorage(t *testing.T) {
 	if !reflect.DeepEqual(got, wantFS) {
 		t.Errorf("filesystems = %v; want %v", got, wantFS)
 	}
-	vols, _ := e.st.Volumes(e.model)
+	vols, _ := e.st.Volumes(t.Context(), e.model)
 	gotV := map[string]string{}
 	for _, v := range vols {
 		s := v.Status.Status
@@ -362,7 +362,7 @@ func TestCAASUpdateUnitsWithStorage(t *testing.T) {
 	if !reflect.DeepEqual(gotV, wantV) {
 		t.Errorf("volumes = %v; want %v", gotV, wantV)
 	}
-	sis, _ := e.st.StorageInstances(e.model)
+	sis, _ := e.st.StorageInstances(t.Context(), e.model)
 	for _, si := range sis {
 		if si.ID == "data/2" && (si.Owner != "" || si.Unit != "") {
 			t.Errorf("deleted unit's storage still attached: %+v", si)
@@ -379,7 +379,7 @@ func TestCAASUpdateUnitsWithStorage(t *testing.T) {
 		t.Fatal(res.Error)
 	}
 	// (fs-gone was never recorded for gitlab/2: nothing orphaned yet.)
-	if sis2, _ := e.st.StorageInstances(e.model); len(sis2) != len(sis)+1 {
+	if sis2, _ := e.st.StorageInstances(t.Context(), e.model); len(sis2) != len(sis)+1 {
 		t.Errorf("storage instances = %d; want %d", len(sis2), len(sis)+1)
 	}
 }
@@ -399,7 +399,7 @@ func TestCAASUpdateUnitsScaleZeroAndEmpty(t *testing.T) {
 	if e.st.Revision() != rev+1 {
 		t.Errorf("revision %d -> %d; want one write (the operator status)", rev, e.st.Revision())
 	}
-	if s, _ := e.st.OperatorStatus(e.model, "gitlab"); s.Status != "active" || s.Message != "ok" {
+	if s, _ := e.st.OperatorStatus(t.Context(), e.model, "gitlab"); s.Status != "active" || s.Message != "ok" {
 		t.Errorf("operator status = %+v", s)
 	}
 	// Example 3: scale 0 and no pods deletes the units with pods, keeps
@@ -411,7 +411,7 @@ func TestCAASUpdateUnitsScaleZeroAndEmpty(t *testing.T) {
 	if got := e.view("gitlab"); len(got) != 1 || got[0].Name != "gitlab/2" {
 		t.Errorf("units = %+v", got)
 	}
-	if a, _ := e.st.Application(e.model, "gitlab"); a.Scale != 0 {
+	if a, _ := e.st.Application(t.Context(), e.model, "gitlab"); a.Scale != 0 {
 		t.Errorf("scale = %d", a.Scale)
 	}
 }
@@ -435,7 +435,7 @@ func TestCAASStatusMapping(t *testing.T) {
 			if res.Error != nil || len(res.Info.Units) != 1 {
 				t.Fatalf("update = %+v", res)
 			}
-			u, err := e.st.Unit(e.model, res.Info.Units[0].UnitTag[len("unit-"):len(res.Info.Units[0].UnitTag)-2]+"/"+res.Info.Units[0].UnitTag[len(res.Info.Units[0].UnitTag)-1:])
+			u, err := e.st.Unit(t.Context(), e.model, res.Info.Units[0].UnitTag[len("unit-"):len(res.Info.Units[0].UnitTag)-2]+"/"+res.Info.Units[0].UnitTag[len(res.Info.Units[0].UnitTag)-1:])
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -517,7 +517,7 @@ func TestCAASScaleRules(t *testing.T) {
 		t.Fatalf("revert = %s %+v", errCode(res.Error), res.Info)
 	}
 	// The operator's scale is protected until the cluster reports it.
-	if err := e.st.SetApplicationScale(e.model, "gitlab", 5); err != nil {
+	if err := e.st.SetApplicationScale(t.Context(), e.model, "gitlab", 5); err != nil {
 		t.Fatal(err)
 	}
 	res = e.update(params.UpdateApplicationUnits{ApplicationTag: "application-gitlab", Scale: intp(3), Generation: i64p(6), Units: pods})
@@ -536,7 +536,7 @@ func TestCAASScaleRules(t *testing.T) {
 			t.Errorf("UpdateApplicationsService[%d] = %s; want %s", i, got, w)
 		}
 	}
-	cs, _ := e.st.CloudService(e.model, "gitlab")
+	cs, _ := e.st.CloudService(t.Context(), e.model, "gitlab")
 	if cs.ProviderID != "svc-1" || len(cs.Addresses) != 1 || cs.Generation != 7 || cs.DesiredScaleProtected {
 		t.Errorf("cloud service = %+v", cs)
 	}
@@ -545,7 +545,7 @@ func TestCAASScaleRules(t *testing.T) {
 	if res.Error != nil {
 		t.Fatal(res.Error)
 	}
-	if a, _ := e.st.Application(e.model, "gitlab"); a.Scale != 2 {
+	if a, _ := e.st.Application(t.Context(), e.model, "gitlab"); a.Scale != 2 {
 		t.Errorf("scale = %d", a.Scale)
 	}
 
@@ -556,7 +556,7 @@ func TestCAASScaleRules(t *testing.T) {
 	if st.Results[0].Error != nil || errCode(st.Results[1].Error) != `application "nope" not found (not found)` {
 		t.Errorf("SetOperatorStatus = %+v", st)
 	}
-	if s, _ := e.st.OperatorStatus(e.model, "gitlab"); s.Status != "error" || s.Message != "boom" || s.Data["k"] != "v" {
+	if s, _ := e.st.OperatorStatus(t.Context(), e.model, "gitlab"); s.Status != "error" || s.Message != "boom" || s.Data["k"] != "v" {
 		t.Errorf("operator status = %+v", s)
 	}
 	var clr params.ErrorResults
@@ -566,7 +566,7 @@ func TestCAASScaleRules(t *testing.T) {
 	}
 	// Destroyed, its units go at once (no unit agents are modelled) and it
 	// is dead, waiting for its cluster resources to be deleted.
-	if res, err := e.st.DestroyApplication(e.model, "gitlab", false); err != nil || res.Life != state.Dead || len(res.Units) == 0 {
+	if res, err := e.st.DestroyApplication(t.Context(), e.model, "gitlab", false); err != nil || res.Life != state.Dead || len(res.Units) == 0 {
 		t.Fatalf("DestroyApplication = %+v, %v", res, err)
 	}
 	// Updates of a dead application are ignored; its scale refused.
@@ -582,13 +582,13 @@ func TestCAASScaleRules(t *testing.T) {
 	// Clearing a dead application's cluster resources removes it; its
 	// units' storage stays, detached.
 	e.mustCall("ClearApplicationsResources", entities("application-gitlab"), &clr)
-	if _, err := e.st.Application(e.model, "gitlab"); clr.Results[0].Error != nil || !jujuerrors.Is(err, jujuerrors.NotFound) {
+	if _, err := e.st.Application(t.Context(), e.model, "gitlab"); clr.Results[0].Error != nil || !jujuerrors.Is(err, jujuerrors.NotFound) {
 		t.Errorf("clear dead = %+v; application: %v", clr, err)
 	}
-	if units, err := e.st.CAASUnits(e.model, "gitlab"); err != nil || len(units) != 0 {
+	if units, err := e.st.CAASUnits(t.Context(), e.model, "gitlab"); err != nil || len(units) != 0 {
 		t.Errorf("units after clearing = %v, %v", units, err)
 	}
-	if _, err := e.st.K8sSpec(e.model, "gitlab"); !jujuerrors.Is(err, jujuerrors.NotFound) {
+	if _, err := e.st.K8sSpec(t.Context(), e.model, "gitlab"); !jujuerrors.Is(err, jujuerrors.NotFound) {
 		t.Errorf("pod spec after clearing: %v", err)
 	}
 	e.mustCall("ClearApplicationsResources", entities("application-gitlab"), &clr)
@@ -601,16 +601,16 @@ func TestCAASProvisioningInfo(t *testing.T) {
 	e := newCAAS(t, map[string]any{"resource-tags": "owner=ops"})
 	// A reserved tag (refused when set since config is checked; an older
 	// store may hold one) loses to the controller's own.
-	model, err := e.st.Model(e.model)
+	model, err := e.st.Model(t.Context(), e.model)
 	if err != nil {
 		t.Fatal(err)
 	}
 	model.Config["resource-tags"] = "owner=ops juju-model-uuid=spoof"
 	writeModelConfigs(t, e.d, map[string]map[string]any{e.model: model.Config}, "")
-	if err := e.st.UpdateControllerConfig(map[string]any{"caas-image-repo": `{"repository":"reg.example/juju","username":"u","password":"p","serveraddress":"reg.example"}`}, nil); err != nil {
+	if err := e.st.UpdateControllerConfig(t.Context(), map[string]any{"caas-image-repo": `{"repository":"reg.example/juju","username":"u","password":"p","serveraddress":"reg.example"}`}, nil); err != nil {
 		t.Fatal(err)
 	}
-	mgr, err := e.st.StorageManager(e.model)
+	mgr, err := e.st.StorageManager(t.Context(), e.model)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -640,11 +640,11 @@ devices:
 	m, _ := charm.ParseMeta([]byte(meta))
 	mem := uint64(2048)
 	arch := "arm64"
-	if err := e.st.SetModelConstraints(e.model, state.Constraints{Mem: &mem, Arch: &arch}); err != nil {
+	if err := e.st.SetModelConstraints(t.Context(), e.model, state.Constraints{Mem: &mem, Arch: &arch}); err != nil {
 		t.Fatal(err)
 	}
 	cores := uint64(4)
-	_, err = e.st.AddCAASApplication(e.model, state.CAASApplicationParams{Name: "gitlab",
+	_, err = e.st.AddCAASApplication(t.Context(), e.model, state.CAASApplicationParams{Name: "gitlab",
 		Charm: state.Charm{URL: "ch:gitlab-1", Meta: m}, CharmModifiedVersion: 3, Scale: 1,
 		Constraints: state.Constraints{Cores: &cores, Arch: ptr("amd64")},
 		Storage:     map[string]storage.Constraints{"data": {Pool: "fast", Size: 10240}, "logs": {Count: 2, Size: 100}},
@@ -655,13 +655,13 @@ devices:
 		t.Fatal(err)
 	}
 	e.deploy("nospec", "name: nospec\n", 1, nil)
-	e.st.AddCAASApplication(e.model, state.CAASApplicationParams{Name: "both", Charm: state.Charm{URL: "ch:x", Meta: &charm.Meta{Name: "x"}}, PodSpec: "a", RawSpec: "b"})
-	if err := e.st.SetRawK8sSpec(e.model, "nospec", ""); err != nil {
+	e.st.AddCAASApplication(t.Context(), e.model, state.CAASApplicationParams{Name: "both", Charm: state.Charm{URL: "ch:x", Meta: &charm.Meta{Name: "x"}}, PodSpec: "a", RawSpec: "b"})
+	if err := e.st.SetRawK8sSpec(t.Context(), e.model, "nospec", ""); err != nil {
 		t.Fatal(err)
 	}
 	var res params.KubernetesProvisioningInfoResults
 	e.mustCall("ProvisioningInfo", entities("application-gitlab", "application-both", "application-nope", "unit-gitlab-0"), &res)
-	ctrl, _ := e.st.Controller()
+	ctrl, _ := e.st.Controller(t.Context())
 	tags := map[string]string{"owner": "ops", "juju-model-uuid": e.model, "juju-controller-uuid": ctrl.UUID}
 	fsTags := map[string]string{"owner": "ops", "juju-model-uuid": e.model, "juju-controller-uuid": ctrl.UUID, "juju-storage-owner": "gitlab"}
 	want := &params.KubernetesProvisioningInfo{
@@ -697,24 +697,24 @@ devices:
 
 	// No pool and no model default storage class; no agent version; a
 	// plain image repository.
-	if err := e.st.UpdateModelConfig(e.model, nil, []string{"workload-storage"}); err != nil {
+	if err := e.st.UpdateModelConfig(t.Context(), e.model, nil, []string{"workload-storage"}); err != nil {
 		t.Fatal(err)
 	}
 	e.mustCall("ProvisioningInfo", entities("application-gitlab"), &res)
 	if got := errCode(res.Results[0].Error); got != `getting filesystem "logs" parameters: storage pool for "logs" must be specified since there's no model default storage class ()` {
 		t.Errorf("no storage class = %s", got)
 	}
-	if err := e.st.UpdateModelConfig(e.model, map[string]any{"workload-storage": "standard"}, []string{"agent-version"}); err != nil {
+	if err := e.st.UpdateModelConfig(t.Context(), e.model, map[string]any{"workload-storage": "standard"}, []string{"agent-version"}); err != nil {
 		t.Fatal(err)
 	}
 	e.mustCall("ProvisioningInfo", entities("application-gitlab"), &res)
 	if got := errCode(res.Results[0].Error); got != `agent version is missing in model config "k8s" (not valid)` {
 		t.Errorf("no agent version = %s", got)
 	}
-	if err := e.st.UpdateModelConfig(e.model, map[string]any{"agent-version": "3.3.1"}, nil); err != nil {
+	if err := e.st.UpdateModelConfig(t.Context(), e.model, map[string]any{"agent-version": "3.3.1"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.st.UpdateControllerConfig(map[string]any{"caas-image-repo": "plain.example/ops"}, nil); err != nil {
+	if err := e.st.UpdateControllerConfig(t.Context(), map[string]any{"caas-image-repo": "plain.example/ops"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	e.mustCall("ProvisioningInfo", entities("application-gitlab"), &res)
@@ -784,36 +784,36 @@ func TestCAASWatchers(t *testing.T) {
 	const quiet = 100 * time.Millisecond
 
 	// The pod spec fires the spec watcher only.
-	if err := e.st.SetPodSpec(e.model, "gitlab", "new spec"); err != nil {
+	if err := e.st.SetPodSpec(t.Context(), e.model, "gitlab", "new spec"); err != nil {
 		t.Fatal(err)
 	}
 	if !nextWithin(t, spec, 5*time.Second) {
 		t.Error("spec watcher did not fire")
 	}
 	// Trust fires the hash watcher only, with the new hash.
-	if err := e.st.SetApplicationTrust(e.model, "gitlab", true); err != nil {
+	if err := e.st.SetApplicationTrust(t.Context(), e.model, "gitlab", true); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
 	got, err := hash.Next(ctx)
 	cancel()
-	want, _ := e.st.ApplicationConfigHash(e.model, "gitlab")
+	want, _ := e.st.ApplicationConfigHash(t.Context(), e.model, "gitlab")
 	if err != nil || !reflect.DeepEqual(got, []string{want}) {
 		t.Errorf("hash Next = %v, %v; want [%s]", got, err, want)
 	}
 	// Setting the same trust again changes no hash.
-	if err := e.st.SetApplicationTrust(e.model, "gitlab", true); err != nil {
+	if err := e.st.SetApplicationTrust(t.Context(), e.model, "gitlab", true); err != nil {
 		t.Fatal(err)
 	}
 	// Scale fires the entity and scale watchers.
-	if err := e.st.SetApplicationScale(e.model, "gitlab", 3); err != nil {
+	if err := e.st.SetApplicationScale(t.Context(), e.model, "gitlab", 3); err != nil {
 		t.Fatal(err)
 	}
 	if !nextWithin(t, scale, 5*time.Second) || !nextWithin(t, entity, 5*time.Second) {
 		t.Error("scale/entity watcher did not fire on scale")
 	}
 	// Constraints fire the entity watcher but not the scale watcher.
-	if err := e.st.SetApplicationConstraints(e.model, "gitlab", state.Constraints{Mem: ptr(uint64(1))}); err != nil {
+	if err := e.st.SetApplicationConstraints(t.Context(), e.model, "gitlab", state.Constraints{Mem: ptr(uint64(1))}); err != nil {
 		t.Fatal(err)
 	}
 	if !nextWithin(t, entity, 5*time.Second) {
@@ -829,7 +829,7 @@ func TestCAASWatchers(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(got, []string{"other"}) {
 		t.Errorf("applications Next = %v, %v", got, err)
 	}
-	if _, err := e.st.DestroyApplication(e.model, "gitlab", false); err != nil {
+	if _, err := e.st.DestroyApplication(t.Context(), e.model, "gitlab", false); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel = context.WithTimeout(ctxT(t), 5*time.Second)

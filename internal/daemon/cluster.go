@@ -22,6 +22,7 @@ import (
 	"github.com/provisiond/provisiond/pki"
 	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/state/store"
 	"github.com/provisiond/provisiond/state/store/etcdstore"
 	"github.com/provisiond/provisiond/watcher"
 )
@@ -72,7 +73,7 @@ func (d *Daemon) register(hostPorts []params.HostPort) error {
 // apiHostPorts lists every live API server's addresses in wire form, this
 // daemon's first (agents try them in order), for LoginResult.servers.
 func (d *Daemon) apiHostPorts() [][]params.HostPort {
-	servers, err := d.state.APIServers()
+	servers, err := d.state.APIServers(context.Background())
 	if err != nil || len(servers) == 0 {
 		return [][]params.HostPort{d.hostPorts}
 	}
@@ -122,7 +123,7 @@ func (d *Daemon) initialiseShared(addrs, hosts []string) error {
 	if err := checkLoaded(d.state); err != nil {
 		return err
 	}
-	ok, err := d.state.Initialized()
+	ok, err := d.state.Initialized(context.Background())
 	if err != nil {
 		return err
 	}
@@ -131,7 +132,7 @@ func (d *Daemon) initialiseShared(addrs, hosts []string) error {
 			return err
 		}
 	}
-	id, ok, err := d.state.Identity()
+	id, ok, err := d.state.Identity(context.Background())
 	if err != nil {
 		return err
 	}
@@ -147,7 +148,7 @@ func (d *Daemon) initialiseShared(addrs, hosts []string) error {
 		}
 		d.tls = &pki.Material{CACertPEM: id.CACert, CAKeyPEM: id.CAKey, CertPEM: id.ServerCert, KeyPEM: id.ServerKey}
 	}
-	ctrl, err := d.state.Controller()
+	ctrl, err := d.state.Controller(context.Background())
 	if err != nil {
 		return err
 	}
@@ -160,10 +161,10 @@ func (d *Daemon) initialiseShared(addrs, hosts []string) error {
 		CACert:              string(d.tls.CACertPEM),
 		APIAddresses:        addrs,
 	}
-	if m, err := d.state.ModelByName(state.DefaultModelName); err == nil {
+	if m, err := d.state.ModelByName(context.Background(), state.DefaultModelName); err == nil {
 		d.creds.DefaultModelUUID = m.UUID
 	}
-	if err := d.state.UpdateControllerConfig(map[string]any{"ca-cert": d.creds.CACert}, nil); err != nil {
+	if err := d.state.UpdateControllerConfig(context.Background(), map[string]any{"ca-cert": d.creds.CACert}, nil); err != nil {
 		return fmt.Errorf("record CA certificate: %w", err)
 	}
 	return d.writeCredentials()
@@ -194,7 +195,7 @@ func (d *Daemon) makeSharedController(addrs, hosts []string) error {
 	}
 	_, port, _ := net.SplitHostPort(addrs[0])
 	apiPort, _ := strconv.Atoi(port)
-	res, err := d.state.Initialize(state.InitArgs{
+	res, err := d.state.Initialize(context.Background(), state.InitArgs{
 		AdminPassword:    id.AdminPassword,
 		AgentPassword:    id.AgentPassword,
 		AgentNonce:       id.AgentNonce,
@@ -412,53 +413,73 @@ func (m *metrics) watchEtcd(s *etcdstore.Store) {
 		counter("provisiond_store_member_exclusions_total",
 			"Times this daemon moved its etcd client off a member that stopped answering (while another answered).",
 			func(st etcdstore.Stats) uint64 { return st.MemberExclusions }),
-		newMemberCollector(s),
 	)
 }
 
-// memberCollector exports what the store last learned of each etcd member
-// (etcdstore.MemberStatus), labelled by its endpoint: whether it answers,
-// and its database's size against etcd's space quota (past which etcd
-// refuses every write: alert well before, e.g. at 80%).
-type memberCollector struct {
-	s                      *etcdstore.Store
-	up, size, inUse, quota *prometheus.Desc
+// storeCollector exports the store's figures (store.Inspector), on either
+// engine: the size of its data, the part in use and its quota, and, on
+// etcd, what the store last learned of each member (labelled by its
+// endpoint): whether it answers, and its database's size against etcd's
+// space quota (past which etcd refuses every write: alert well before,
+// e.g. at 80%).
+type storeCollector struct {
+	s                                              store.Inspector
+	size, inUse, quota                             *prometheus.Desc
+	memberUp, memberSize, memberInUse, memberQuota *prometheus.Desc
 }
 
-func newMemberCollector(s *etcdstore.Store) *memberCollector {
-	desc := func(name, help string) *prometheus.Desc {
-		return prometheus.NewDesc(name, help, []string{"endpoint"}, nil)
+func newStoreCollector(s store.Inspector) *storeCollector {
+	desc := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, labels, nil)
 	}
-	return &memberCollector{
-		s:     s,
-		up:    desc("provisiond_store_etcd_member_up", "1 while the etcd member answers this daemon's probes (its status and a linearizable read, with a leader), else 0."),
-		size:  desc("provisiond_store_etcd_db_size_bytes", "Size of the etcd member's database, as etcd compares it with its space quota."),
-		inUse: desc("provisiond_store_etcd_db_size_in_use_bytes", "Part of the etcd member's database that holds data (the rest is free pages a defragment gives back)."),
-		quota: desc("provisiond_store_etcd_db_quota_bytes", "The etcd member's space quota (--quota-backend-bytes): past it etcd raises NOSPACE and refuses writes."),
+	return &storeCollector{
+		s:           s,
+		size:        desc("provisiond_store_size_bytes", "Space the store's data takes: the bbolt file, or the largest etcd member's database."),
+		inUse:       desc("provisiond_store_size_in_use_bytes", "Part of provisiond_store_size_bytes that holds data (the rest is free pages, which bbolt reuses and etcd's defragmentation gives back)."),
+		quota:       desc("provisiond_store_quota_bytes", "The size past which the store refuses writes: the smallest etcd member's space quota (none on bbolt)."),
+		memberUp:    desc("provisiond_store_etcd_member_up", "1 while the etcd member answers this daemon's probes (its status and a linearizable read, with a leader), else 0.", "endpoint"),
+		memberSize:  desc("provisiond_store_etcd_db_size_bytes", "Size of the etcd member's database, as etcd compares it with its space quota.", "endpoint"),
+		memberInUse: desc("provisiond_store_etcd_db_size_in_use_bytes", "Part of the etcd member's database that holds data (the rest is free pages a defragment gives back).", "endpoint"),
+		memberQuota: desc("provisiond_store_etcd_db_quota_bytes", "The etcd member's space quota (--quota-backend-bytes): past it etcd raises NOSPACE and refuses writes.", "endpoint"),
 	}
 }
 
-func (c *memberCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- c.up
-	ch <- c.size
-	ch <- c.inUse
-	ch <- c.quota
+func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.size, c.inUse, c.quota, c.memberUp, c.memberSize, c.memberInUse, c.memberQuota} {
+		ch <- d
+	}
 }
 
-func (c *memberCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, m := range c.s.Members() {
-		up := 0.0
+func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
+	in, err := c.s.Inspect(context.Background()) // asks nothing of etcd: it does not block
+	if err != nil {
+		return
+	}
+	gauge := func(d *prometheus.Desc, v int64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v), labels...)
+	}
+	if in.SizeBytes > 0 {
+		gauge(c.size, in.SizeBytes)
+	}
+	if in.InUseBytes > 0 {
+		gauge(c.inUse, in.InUseBytes)
+	}
+	if in.QuotaBytes > 0 {
+		gauge(c.quota, in.QuotaBytes)
+	}
+	for _, m := range in.Members {
+		up := int64(0)
 		if m.Up {
 			up = 1
 		}
-		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, up, m.Endpoint)
+		gauge(c.memberUp, up, m.Endpoint)
 		if m.At.IsZero() {
 			continue // no status answered yet
 		}
-		ch <- prometheus.MustNewConstMetric(c.size, prometheus.GaugeValue, float64(m.DBSize), m.Endpoint)
-		ch <- prometheus.MustNewConstMetric(c.inUse, prometheus.GaugeValue, float64(m.DBSizeInUse), m.Endpoint)
-		if m.DBQuota > 0 {
-			ch <- prometheus.MustNewConstMetric(c.quota, prometheus.GaugeValue, float64(m.DBQuota), m.Endpoint)
+		gauge(c.memberSize, m.SizeBytes, m.Endpoint)
+		gauge(c.memberInUse, m.InUseBytes, m.Endpoint)
+		if m.QuotaBytes > 0 {
+			gauge(c.memberQuota, m.QuotaBytes, m.Endpoint)
 		}
 	}
 }

@@ -35,6 +35,7 @@ import (
 	"github.com/provisiond/provisiond/rpc"
 	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/state/store/boltstore"
 	"github.com/provisiond/provisiond/watcher"
 )
 
@@ -221,6 +222,7 @@ type Daemon struct {
 	cfg      Config
 	log      *slog.Logger
 	state    *state.State
+	bolt     *boltstore.Store // the state's store on bbolt (nil on etcd)
 	hub      *watcher.Hub
 	rpc      *rpc.Server
 	http     *http.Server
@@ -305,7 +307,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 		}
 	}()
 
-	d.state, err = state.Open(d.stateOptions())
+	d.state, err = d.openState()
 	if err != nil {
 		return nil, err
 	}
@@ -465,7 +467,7 @@ func NewRegistry(limiter *admin.Limiter) *facade.Registry {
 // refreshes) credentials.yaml.
 func (d *Daemon) initialise(addrs []string) error {
 	credsPath := filepath.Join(d.cfg.DataDir, CredentialsFile)
-	ok, err := d.state.Initialized()
+	ok, err := d.state.Initialized(context.Background())
 	if err != nil {
 		return err
 	}
@@ -488,7 +490,7 @@ func (d *Daemon) initialise(addrs []string) error {
 				Nonce:    "user-admin:bootstrap",
 			},
 		}
-		res, err := d.state.Initialize(state.InitArgs{
+		res, err := d.state.Initialize(context.Background(), state.InitArgs{
 			AdminPassword: creds.AdminPassword,
 			AgentPassword: creds.ControllerAgent.Password,
 			AgentNonce:    creds.ControllerAgent.Nonce,
@@ -508,12 +510,12 @@ func (d *Daemon) initialise(addrs []string) error {
 		case errors.Is(err, fs.ErrNotExist):
 			d.log.Warn("credentials.yaml is missing; rewriting it without passwords (provisiond reset-admin-password makes new ones)", "path", credsPath)
 			fresh = true
-			ctrl, err := d.state.Controller()
+			ctrl, err := d.state.Controller(context.Background())
 			if err != nil {
 				return err
 			}
 			d.creds = Credentials{ControllerUUID: ctrl.UUID, ControllerModelUUID: ctrl.ModelUUID, AdminUser: "admin"}
-			if m, err := d.state.ModelByName("default"); err == nil {
+			if m, err := d.state.ModelByName(context.Background(), "default"); err == nil {
 				d.creds.DefaultModelUUID = m.UUID
 			}
 		case err != nil:
@@ -527,12 +529,12 @@ func (d *Daemon) initialise(addrs []string) error {
 	// api-port is the port the daemon listens on now (--addr :0 picks one).
 	_, port, _ := net.SplitHostPort(addrs[0])
 	apiPort, _ := strconv.Atoi(port)
-	ctrl, err := d.state.Controller()
+	ctrl, err := d.state.Controller(context.Background())
 	if err != nil {
 		return err
 	}
 	newCA := ctrl.Config["ca-cert"] != d.creds.CACert
-	if err := d.state.UpdateControllerConfig(map[string]any{"ca-cert": d.creds.CACert, "api-port": apiPort}, nil); err != nil {
+	if err := d.state.UpdateControllerConfig(context.Background(), map[string]any{"ca-cert": d.creds.CACert, "api-port": apiPort}, nil); err != nil {
 		if fresh || newCA {
 			return fmt.Errorf("record CA certificate and API port: %w", err)
 		}

@@ -144,13 +144,13 @@ func TestLoginMatrix(t *testing.T) {
 	st := d.State()
 	// machine 0 of the default model, provisioned with its own password and
 	// nonce: on that model's endpoint it is checked before the controller.
-	if _, err := st.AddMachine(creds.DefaultModelUUID, state.MachineParams{
+	if _, err := st.AddMachine(t.Context(), creds.DefaultModelUUID, state.MachineParams{
 		Password: "hosted-machine-0-password", Nonce: "hosted-nonce", InstanceID: "i-0",
 	}); err != nil {
 		t.Fatal(err)
 	}
 	// machine 1, not yet provisioned.
-	if _, err := st.AddMachine(creds.DefaultModelUUID, state.MachineParams{Password: "machine-1-password-long"}); err != nil {
+	if _, err := st.AddMachine(t.Context(), creds.DefaultModelUUID, state.MachineParams{Password: "machine-1-password-long"}); err != nil {
 		t.Fatal(err)
 	}
 	agent := creds.ControllerAgent
@@ -304,7 +304,7 @@ func TestModelConfigWatcher(t *testing.T) {
 		t.Fatalf("Next returned before any change: %v", err)
 	case <-time.After(100 * time.Millisecond):
 	}
-	if err := d.State().UpdateModelConfig(creds.DefaultModelUUID, map[string]any{"logging-config": "<root>=DEBUG"}, nil); err != nil {
+	if err := d.State().UpdateModelConfig(t.Context(), creds.DefaultModelUUID, map[string]any{"logging-config": "<root>=DEBUG"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-next; err != nil {
@@ -313,7 +313,7 @@ func TestModelConfigWatcher(t *testing.T) {
 
 	// Several changes between two Next calls coalesce into one event.
 	for i := 0; i < 5; i++ {
-		if err := d.State().UpdateModelConfig(creds.DefaultModelUUID, map[string]any{"n": i}, nil); err != nil {
+		if err := d.State().UpdateModelConfig(t.Context(), creds.DefaultModelUUID, map[string]any{"n": i}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -321,7 +321,7 @@ func TestModelConfigWatcher(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A change to another model does not fire.
-	if err := d.State().UpdateModelConfig(creds.ControllerModelUUID, map[string]any{"x": 1}, nil); err != nil {
+	if err := d.State().UpdateModelConfig(t.Context(), creds.ControllerModelUUID, map[string]any{"x": 1}, nil); err != nil {
 		t.Fatal(err)
 	}
 	go func() { next <- w.Next(ctxT(t)) }()

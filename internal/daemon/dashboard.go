@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -28,11 +29,11 @@ func (d *Daemon) serveDashboard(mux *http.ServeMux) error {
 	dash, err := dashboard.New(dashboard.Config{
 		State: d.state,
 		Hub:   d.hub,
-		Status: func(m state.Model) (params.ModelStatus, error) {
-			return modeladmin.StatusOf(d.state, d.presence, m)
+		Status: func(ctx context.Context, m state.Model) (params.ModelStatus, error) {
+			return modeladmin.StatusOf(ctx, d.state, d.presence, m)
 		},
-		Pools: func(m state.Model) ([]params.StoragePoolInfo, error) {
-			return modeladmin.StoragePoolsOf(d.state, m)
+		Pools: func(ctx context.Context, m state.Model) ([]params.StoragePoolInfo, error) {
+			return modeladmin.StoragePoolsOf(ctx, d.state, m)
 		},
 		OnPresence:   d.presence.OnChange,
 		Counters:     d.dashboardCounters,

@@ -14,6 +14,7 @@ import (
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/state/store/boltstore"
 )
 
 // mountTmpfs mounts a tmpfs of size at a new directory for the test, or
@@ -118,18 +119,22 @@ func TestDiskFull(t *testing.T) {
 	stopped = true
 	rev := d.State().Revision() // after Shutdown: closing removes the daemon's API server record
 
-	st, err := state.Open(state.Options{Path: filepath.Join(dir, daemon.DBFile)})
+	db, err := boltstore.Open(filepath.Join(dir, daemon.DBFile), boltstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := state.Open(db, state.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	if err := st.Check(); err != nil {
+	if err := db.Check(); err != nil {
 		t.Fatalf("consistency check after a full disk: %v", err)
 	}
 	if st.Revision() != rev {
 		t.Fatalf("revision after reopen = %d; want %d", st.Revision(), rev)
 	}
-	m, err := st.Model(creds.DefaultModelUUID)
+	m, err := st.Model(t.Context(), creds.DefaultModelUUID)
 	if err != nil {
 		t.Fatal(err)
 	}

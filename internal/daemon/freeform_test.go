@@ -95,7 +95,7 @@ func TestStatusStaysReadable(t *testing.T) {
 	for range 2000 {
 		old = map[string]any{"a": old}
 	}
-	if err := f.st.SetMachineStatus(f.model, "1", state.AgentStatus, state.Status{Status: "error", Message: "old", Data: map[string]any{"k": old}}); err != nil {
+	if err := f.st.SetMachineStatus(t.Context(), f.model, "1", state.AgentStatus, state.Status{Status: "error", Message: "old", Data: map[string]any{"k": old}}); err != nil {
 		t.Fatal(err)
 	}
 

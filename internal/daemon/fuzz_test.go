@@ -22,6 +22,8 @@ import (
 	"github.com/provisiond/provisiond/rpc"
 	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/state/statetest"
+	"github.com/provisiond/provisiond/state/store/boltstore"
 	"github.com/provisiond/provisiond/watcher"
 )
 
@@ -49,30 +51,30 @@ func FuzzMethodParams(f *testing.F) {
 		}
 	}
 	// Some machines and applications for the params to name.
-	m0, err := st.AddMachine(creds.DefaultModelUUID, state.MachineParams{Password: "fuzz-machine-0-password", Nonce: "n", InstanceID: "i-0"})
+	m0, err := st.AddMachine(f.Context(), creds.DefaultModelUUID, state.MachineParams{Password: "fuzz-machine-0-password", Nonce: "n", InstanceID: "i-0"})
 	must(err)
 	for _, p := range []string{m0.ID, m0.ID + "/lxd/0"} {
-		_, err := st.AddMachine(creds.DefaultModelUUID, state.MachineParams{ParentID: p, ContainerType: "lxd"})
+		_, err := st.AddMachine(f.Context(), creds.DefaultModelUUID, state.MachineParams{ParentID: p, ContainerType: "lxd"})
 		must(err)
 	}
-	caas, err := st.AddModel("k8s", state.ModelTypeCAAS, map[string]any{"agent-version": "3.3.0", "workload-storage": "standard"})
+	caas, err := st.AddModel(f.Context(), "k8s", state.ModelTypeCAAS, map[string]any{"agent-version": "3.3.0", "workload-storage": "standard"})
 	must(err)
 	m, err := charm.ParseMeta([]byte(gitlabMeta))
 	must(err)
-	_, err = st.AddCAASApplication(caas.UUID, state.CAASApplicationParams{Name: "gitlab", Scale: 1,
+	_, err = st.AddCAASApplication(f.Context(), caas.UUID, state.CAASApplicationParams{Name: "gitlab", Scale: 1,
 		Charm: state.Charm{URL: "ch:gitlab-1", Revision: 1, Meta: m}})
 	must(err)
 	var snapshot bytes.Buffer
-	_, err = st.Snapshot(&snapshot, nil)
+	_, err = st.Store().(*boltstore.Store).Snapshot(&snapshot, nil)
 	must(err)
 
-	def, err := st.Model(creds.DefaultModelUUID)
+	def, err := st.Model(f.Context(), creds.DefaultModelUUID)
 	must(err)
-	ctrl, err := st.Controller()
+	ctrl, err := st.Controller(f.Context())
 	must(err)
-	cm, err := st.Machine(ctrl.ModelUUID, "0")
+	cm, err := st.Machine(f.Context(), ctrl.ModelUUID, "0")
 	must(err)
-	admin, err := st.User("admin")
+	admin, err := st.User(f.Context(), "admin")
 	must(err)
 	controller := facade.Auth{Tag: names.NewMachineTag("0"), Machine: &facade.AgentMachine{Model: cm.Model, ID: cm.ID}, Controller: true}
 	callers := map[string]struct {
@@ -201,7 +203,7 @@ func fuzzState(t *testing.T, snapshot []byte, reg *facade.Registry) (*state.Stat
 		t.Fatal(err)
 	}
 	hub := watcher.NewHub()
-	st, err := state.Open(state.Options{Path: path, Hub: hub})
+	st, err := statetest.OpenBolt(path, state.Options{Hub: hub})
 	if err != nil {
 		t.Fatal(err)
 	}

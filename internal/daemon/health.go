@@ -55,7 +55,7 @@ func (h *healthProbe) check() error {
 		done := make(chan struct{})
 		h.running, h.started = done, time.Now()
 		go func() {
-			err := h.d.state.ProbeWrite()
+			err := h.d.state.ProbeWrite(context.Background())
 			if err == nil {
 				err = h.d.storeHealth(timeout)
 			}

@@ -191,7 +191,7 @@ func (d *Daemon) superuser(w http.ResponseWriter, r *http.Request, path, what st
 		http.Error(w, admin.ThrottledError(wait).Error(), http.StatusTooManyRequests)
 		return state.User{}, false
 	}
-	u, err := d.state.CheckUserPassword(user, pass)
+	u, err := d.state.CheckUserPassword(r.Context(), user, pass)
 	if err != nil {
 		if errors.Is(err, state.ErrBadCredentials) {
 			attempt.Failed()

@@ -298,7 +298,7 @@ func TestRequestLimitPerConnection(t *testing.T) {
 	})
 	wantErr(t, err, "too many concurrent requests on this connection (limit 2)", params.CodeTryAgain)
 	// A change ends both Next calls; the slots are free again.
-	if err := d.State().UpdateModelConfig(d.Credentials().DefaultModelUUID, map[string]any{"x": 1}, nil); err != nil {
+	if err := d.State().UpdateModelConfig(t.Context(), d.Credentials().DefaultModelUUID, map[string]any{"x": 1}, nil); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the slots to free", func() bool { return c.Ping(ctxT(t)) == nil })
@@ -322,7 +322,7 @@ func TestSlowReaderDropped(t *testing.T) {
 	// A model config of about 1 MiB (the most a config may hold) makes
 	// every ModelConfig reply as big.
 	big := strings.Repeat("x", 250<<10)
-	if err := d.State().UpdateModelConfig(creds.DefaultModelUUID, map[string]any{"big1": big, "big2": big, "big3": big, "big4": big}, nil); err != nil {
+	if err := d.State().UpdateModelConfig(t.Context(), creds.DefaultModelUUID, map[string]any{"big1": big, "big2": big, "big3": big, "big4": big}, nil); err != nil {
 		t.Fatal(err)
 	}
 	other := loginController(t, d, creds.DefaultModelUUID)
@@ -673,11 +673,11 @@ func TestConfigLimits(t *testing.T) {
 	}
 	// ModelAdmin refuses such a key by its own rules first, and the wire
 	// such a value; state holds the limits for every other way in.
-	err := d.State().UpdateModelConfig(d.Credentials().DefaultModelUUID, map[string]any{strings.Repeat("k", 257): 1}, nil)
+	err := d.State().UpdateModelConfig(t.Context(), d.Credentials().DefaultModelUUID, map[string]any{strings.Repeat("k", 257): 1}, nil)
 	if err == nil || err.Error() != `config key "`+strings.Repeat("k", 64)+`"...: 257 bytes (limit 256) not valid` {
 		t.Fatalf("a 257-byte key: %v", err)
 	}
-	err = d.State().UpdateModelConfig(d.Credentials().DefaultModelUUID, map[string]any{"big": value(state.MaxConfigValue + 1)}, nil)
+	err = d.State().UpdateModelConfig(t.Context(), d.Credentials().DefaultModelUUID, map[string]any{"big": value(state.MaxConfigValue + 1)}, nil)
 	if err == nil || err.Error() != `config value of "big": 262145 bytes (limit 262144) not valid` {
 		t.Fatalf("a value over the limit: %v", err)
 	}
@@ -832,7 +832,7 @@ func watcherAttack(t *testing.T, f *provFixture, conns, perConn int) (got int, g
 	}
 	grown = int64(heapAlloc()) - int64(base)
 	t0 := time.Now()
-	if err := f.st.UpdateModelConfig(f.model, map[string]any{"wake": time.Now().String()}, nil); err != nil {
+	if err := f.st.UpdateModelConfig(t.Context(), f.model, map[string]any{"wake": time.Now().String()}, nil); err != nil {
 		t.Fatal(err)
 	}
 	return got, grown, time.Since(t0)
@@ -846,7 +846,7 @@ func watcherAttack(t *testing.T, f *provFixture, conns, perConn int) (got int, g
 // /metrics. The daemon's clock is the fixture's fake one.
 func TestLoginThrottle(t *testing.T) {
 	f := newProvFixtureWith(t, func(c *daemon.Config) { c.LoginFailures = 3 })
-	if _, err := f.st.AddUser("bob", "Bob", "bob-password-0123456789", state.AccessLogin); err != nil {
+	if _, err := f.st.AddUser(t.Context(), "bob", "Bob", "bob-password-0123456789", state.AccessLogin); err != nil {
 		t.Fatal(err)
 	}
 	login := func(tag, password string) error {

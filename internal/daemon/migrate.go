@@ -147,9 +147,11 @@ func (c *MigrateConfig) Validate() error {
 
 // openEtcdState opens state on the etcd cluster e.
 func openEtcdState(e EtcdConfig, log *slog.Logger) (*state.State, error) {
-	return state.Open(state.Options{Logger: log, OpenStore: func(feed store.Feed) (store.Store, error) {
-		return openEtcd(e, feed, log, nil)
-	}})
+	s, err := openEtcd(e, store.Feed{}, log, nil)
+	if err != nil {
+		return nil, fmt.Errorf("opening state: %w", err)
+	}
+	return state.Open(s, state.Options{Logger: log})
 }
 
 // openEtcd opens an etcd store with the daemon's settings and registers
@@ -223,7 +225,7 @@ func openMigrateSource(ctx context.Context, from MigrateEnd, log *slog.Logger) (
 			return nil, id, fmt.Errorf("no database at %s: --from-data-dir must be a provisiond data dir", path)
 		}
 		var err error
-		st, err = state.Open(state.Options{Path: path, Logger: log})
+		st, _, err = openBoltState(path, log)
 		if errors.Is(err, boltstore.ErrLocked) {
 			return nil, id, fmt.Errorf("%s is in use: a running provisiond holds its database's lock; stop it before migrating (%w)", from.DataDir, ErrDataDirInUse)
 		}
@@ -240,7 +242,7 @@ func openMigrateSource(ctx context.Context, from MigrateEnd, log *slog.Logger) (
 			st.Close()
 			return nil, id, err
 		}
-		servers, err := st.APIServers()
+		servers, err := st.APIServers(ctx)
 		if err != nil {
 			st.Close()
 			return nil, id, err
@@ -259,7 +261,7 @@ func openMigrateSource(ctx context.Context, from MigrateEnd, log *slog.Logger) (
 		st.Close()
 		return nil, id, err
 	}
-	ok, err := st.Initialized()
+	ok, err := st.Initialized(ctx)
 	if err != nil {
 		return fail(err)
 	}
@@ -270,7 +272,7 @@ func openMigrateSource(ctx context.Context, from MigrateEnd, log *slog.Logger) (
 		id, err = identityFromDataDir(from.DataDir, st)
 	} else {
 		var found bool
-		id, found, err = st.Identity()
+		id, found, err = st.Identity(ctx)
 		if err == nil && !found {
 			err = fmt.Errorf("%s holds a controller without an identity record: it was not made by a daemon on etcd", where)
 		}
@@ -306,7 +308,7 @@ func identityFromDataDir(dir string, st *state.State) (state.Identity, error) {
 	if creds.AdminPassword == "" || creds.ControllerAgent.Password == "" || creds.ControllerAgent.Nonce == "" {
 		return id, fmt.Errorf("%s holds no admin or controller-agent password (it was rewritten without them): set the admin password again before migrating", credsPath)
 	}
-	ctrl, err := st.Controller()
+	ctrl, err := st.Controller(context.Background())
 	if err != nil {
 		return id, err
 	}
@@ -317,11 +319,11 @@ func identityFromDataDir(dir string, st *state.State) (state.Identity, error) {
 	if user == "" {
 		user = "admin"
 	}
-	if _, err := st.CheckUserPassword(user, creds.AdminPassword); err != nil {
+	if _, err := st.CheckUserPassword(context.Background(), user, creds.AdminPassword); err != nil {
 		return id, fmt.Errorf("%s: the database refuses its admin password (%v)", credsPath, err)
 	}
 	agentID := strings.TrimPrefix(creds.ControllerAgent.Tag, "machine-")
-	if _, err := st.AuthenticateMachine(ctrl.ModelUUID, agentID, creds.ControllerAgent.Password, creds.ControllerAgent.Nonce); err != nil {
+	if _, err := st.AuthenticateMachine(context.Background(), ctrl.ModelUUID, agentID, creds.ControllerAgent.Password, creds.ControllerAgent.Nonce); err != nil {
 		return id, fmt.Errorf("%s: the database refuses its controller-agent login (%v)", credsPath, err)
 	}
 	id.AdminPassword = creds.AdminPassword
@@ -365,7 +367,7 @@ func identityFromDataDir(dir string, st *state.State) (state.Identity, error) {
 // material, unless the operator supplied it, and credentials.yaml, whose
 // api-addresses the daemon fills in when it starts.
 func dataDirFiles(id state.Identity, st *state.State) ([]tarEntry, error) {
-	ctrl, err := st.Controller()
+	ctrl, err := st.Controller(context.Background())
 	if err != nil {
 		return nil, err
 	}
@@ -377,7 +379,7 @@ func dataDirFiles(id state.Identity, st *state.State) ([]tarEntry, error) {
 		ControllerAgent:     ControllerAgent{Tag: "machine-0", Password: id.AgentPassword, Nonce: id.AgentNonce},
 		CACert:              string(id.CACert),
 	}
-	if m, err := st.ModelByName(state.DefaultModelName); err == nil {
+	if m, err := st.ModelByName(context.Background(), state.DefaultModelName); err == nil {
 		creds.DefaultModelUUID = m.UUID
 	}
 	b, err := yaml.Marshal(&creds)
@@ -409,10 +411,10 @@ func migrateToEtcd(ctx context.Context, cfg MigrateConfig, src *state.State, id 
 	if err := checkLoaded(dst); err != nil {
 		return err
 	}
-	if ok, err := dst.Initialized(); err != nil {
+	if ok, err := dst.Initialized(ctx); err != nil {
 		return err
 	} else if ok {
-		ctrl, _ := dst.Controller()
+		ctrl, _ := dst.Controller(ctx)
 		return fmt.Errorf("%s already holds controller %s: %w (migrate only into an empty prefix)", where, ctrl.UUID, ErrNotEmpty)
 	}
 	es, ok := dst.Store().(*etcdstore.Store)
@@ -445,7 +447,7 @@ func migrateToEtcd(ctx context.Context, cfg MigrateConfig, src *state.State, id 
 		}
 		return err
 	}
-	if _, ok, err := dst.Identity(); err != nil || !ok {
+	if _, ok, err := dst.Identity(ctx); err != nil || !ok {
 		return fmt.Errorf("verifying %s: the controller's identity is not found after the load (%v)", where, err)
 	}
 	if cfg.From.DataDir != "" {
@@ -493,7 +495,7 @@ func copyAndVerify(ctx context.Context, cfg MigrateConfig, src, dst *state.State
 	if err != nil {
 		return err
 	}
-	ctrl, err := src.Controller()
+	ctrl, err := src.Controller(ctx)
 	if err != nil {
 		return err
 	}
@@ -574,7 +576,7 @@ func copyAndVerify(ctx context.Context, cfg MigrateConfig, src, dst *state.State
 		return fmt.Errorf("verifying: the target read back at revision %d, before the load's %d", trev, dst.Store().Revision())
 	}
 	cfg.Progress("verifying", got.n, got.n)
-	tctrl, err := dst.Controller()
+	tctrl, err := dst.Controller(ctx)
 	if err != nil || tctrl.UUID != ctrl.UUID {
 		return fmt.Errorf("verifying: the target's controller is %q, want %s (%v)", tctrl.UUID, ctrl.UUID, err)
 	}
@@ -657,7 +659,7 @@ func stageDataDir(ctx context.Context, cfg MigrateConfig, src *state.State, id s
 // snapshot, it also writes a snapshot of the database there (as /backup
 // takes one: its pages in use, not the file's preallocated size).
 func stageDatabase(ctx context.Context, cfg MigrateConfig, src *state.State, id state.Identity, path string, snapshot io.Writer, opts copyOptions, res *MigrateResult) ([]tarEntry, error) {
-	dst, err := state.Open(state.Options{Path: path, Logger: cfg.Logger})
+	dst, db, err := openBoltState(path, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -665,7 +667,7 @@ func stageDatabase(ctx context.Context, cfg MigrateConfig, src *state.State, id 
 	if err := copyAndVerify(ctx, cfg, src, dst, opts, res); err != nil {
 		return nil, err
 	}
-	if err := dst.Check(); err != nil {
+	if err := db.Check(); err != nil {
 		return nil, fmt.Errorf("verifying: the new database fails its consistency check: %w", err)
 	}
 	files, err := dataDirFiles(id, dst)
@@ -673,7 +675,7 @@ func stageDatabase(ctx context.Context, cfg MigrateConfig, src *state.State, id 
 		return nil, err
 	}
 	if snapshot != nil {
-		if _, err := dst.Snapshot(snapshot, nil); err != nil {
+		if _, err := db.Snapshot(snapshot, nil); err != nil {
 			return nil, err
 		}
 	}

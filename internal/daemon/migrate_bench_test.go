@@ -26,7 +26,7 @@ func BenchmarkMigrate(b *testing.B) {
 	src := provisiondtest.Start(b)
 	model := src.DefaultModel()
 	st := src.Daemon().State()
-	if _, err := st.AddApplication(model, state.ApplicationParams{Name: "app"}); err != nil {
+	if _, err := st.AddApplication(b.Context(), model, state.ApplicationParams{Name: "app"}); err != nil {
 		b.Fatal(err)
 	}
 	var wg sync.WaitGroup
@@ -35,9 +35,9 @@ func BenchmarkMigrate(b *testing.B) {
 		go func() {
 			defer wg.Done()
 			for i := w; i < machines; i += 16 {
-				m, err := st.AddMachine(model, state.MachineParams{})
+				m, err := st.AddMachine(b.Context(), model, state.MachineParams{})
 				if err == nil {
-					_, err = st.AddUnit(model, "app", m.ID, "")
+					_, err = st.AddUnit(b.Context(), model, "app", m.ID, "")
 				}
 				if err != nil {
 					b.Error(err)

@@ -36,16 +36,16 @@ func fillController(t *testing.T, s *provisiondtest.Server) provisiondtest.Agent
 	login := s.ProvisionMachine(t, model, "0")
 	st := s.Daemon().State()
 	for i := 0; i < 20; i++ {
-		if _, err := st.AddMachine(model, state.MachineParams{}); err != nil {
+		if _, err := st.AddMachine(t.Context(), model, state.MachineParams{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, app := range []string{"wordpress", "mysql"} {
-		if _, err := st.AddApplication(model, state.ApplicationParams{Name: app, CharmRevision: 3}); err != nil {
+		if _, err := st.AddApplication(t.Context(), model, state.ApplicationParams{Name: app, CharmRevision: 3}); err != nil {
 			t.Fatal(err)
 		}
 		for i := 1; i <= 5; i++ {
-			if _, err := st.AddUnit(model, app, fmt.Sprint(i), ""); err != nil {
+			if _, err := st.AddUnit(t.Context(), model, app, fmt.Sprint(i), ""); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -53,7 +53,7 @@ func fillController(t *testing.T, s *provisiondtest.Server) provisiondtest.Agent
 	blob := []byte("a stand-in agent tarball")
 	sum := sha256.Sum256(blob)
 	// Its catalog entry first: the daemon removes blobs no entry names.
-	if err := st.AddStoredAgentBinary(state.AgentBinary{Version: "3.3.0-ubuntu-amd64", SHA256: hex.EncodeToString(sum[:]),
+	if err := st.AddStoredAgentBinary(t.Context(), state.AgentBinary{Version: "3.3.0-ubuntu-amd64", SHA256: hex.EncodeToString(sum[:]),
 		Size: int64(len(blob)), Stored: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -71,21 +71,21 @@ func fillController(t *testing.T, s *provisiondtest.Server) provisiondtest.Agent
 func modelEntities(t *testing.T, st *state.State, model string) []string {
 	t.Helper()
 	var out []string
-	ms, err := st.Machines(model)
+	ms, err := st.Machines(t.Context(), model)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range ms {
 		out = append(out, "machine/"+m.ID+"/"+string(m.Life))
 	}
-	apps, err := st.Applications(model)
+	apps, err := st.Applications(t.Context(), model)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, a := range apps {
 		out = append(out, "application/"+a.Name)
 	}
-	us, err := st.Units(model)
+	us, err := st.Units(t.Context(), model)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func TestMigrateBoltToEtcdAndBack(t *testing.T) {
 		t.Errorf("%d agent binaries in the etcd daemon's data dir, want 1", n)
 	}
 	// A change on etcd, to see it come back.
-	if _, err := onEtcd.Daemon().State().AddMachine(model, state.MachineParams{}); err != nil {
+	if _, err := onEtcd.Daemon().State().AddMachine(t.Context(), model, state.MachineParams{}); err != nil {
 		t.Fatal(err)
 	}
 	want = modelEntities(t, onEtcd.Daemon().State(), model)
@@ -241,7 +241,7 @@ func TestMigrateBoltToEtcdAndBack(t *testing.T) {
 	if got := modelEntities(t, onBolt.Daemon().State(), model); !slices.Equal(got, want) {
 		t.Fatalf("entities back on bbolt:\n%v\nwant\n%v", got, want)
 	}
-	if _, ok, err := onBolt.Daemon().State().Identity(); ok || err != nil {
+	if _, ok, err := onBolt.Daemon().State().Identity(t.Context()); ok || err != nil {
 		t.Errorf("the bbolt database holds an identity record (%v, %v): a bbolt controller keeps it in files", ok, err)
 	}
 
@@ -344,7 +344,7 @@ func TestMigrateLoadIsAllOrNothing(t *testing.T) {
 	fillController(t, old)
 	// A model whose record is over the request size (half of 8 KiB),
 	// after the machines and units in key order.
-	if _, err := old.Daemon().State().AddModel("big", state.ModelTypeIAAS, map[string]any{"note": strings.Repeat("x", 6000)}); err != nil {
+	if _, err := old.Daemon().State().AddModel(t.Context(), "big", state.ModelTypeIAAS, map[string]any{"note": strings.Repeat("x", 6000)}); err != nil {
 		t.Fatal(err)
 	}
 	if err := old.Close(); err != nil {

@@ -146,7 +146,7 @@ func TestModelAdminCAASApplications(t *testing.T) {
 	}
 	ps = adminCall[params.PodSpecResult](t, c, "SetPodSpec", params.SetPodSpecArgs{Model: "k8s", Application: "web",
 		Spec: "kind: Deployment\n", Raw: true})
-	if spec, err := e.st.K8sSpec(e.model, "web"); ps.UpgradeCounter != 2 || err != nil || spec.RawSpec != "kind: Deployment\n" {
+	if spec, err := e.st.K8sSpec(t.Context(), e.model, "web"); ps.UpgradeCounter != 2 || err != nil || spec.RawSpec != "kind: Deployment\n" {
 		t.Errorf("raw spec: %+v; stored %+v, %v", ps, spec, err)
 	}
 	// A spec nested as deep as a spec may be (deepYAML(n) nests n+1).
@@ -163,7 +163,7 @@ func TestModelAdminCAASApplications(t *testing.T) {
 			Stateful: true, FilesystemInfo: []params.KubernetesFilesystemInfo{{StorageName: "data", Size: 2048, FilesystemId: "pv-0",
 				Status: "attached", MountPoint: "/srv/data", Volume: params.KubernetesVolumeInfo{VolumeId: "vol-0", Size: 2048,
 					Persistent: true, Status: "attached"}}}}}})
-	if err := e.st.UpdateCloudService(e.model, "web", "svc-web", []state.Address{{Value: "10.2.0.1"}}); err != nil {
+	if err := e.st.UpdateCloudService(t.Context(), e.model, "web", "svc-web", []state.Address{{Value: "10.2.0.1"}}); err != nil {
 		t.Fatal(err)
 	}
 	st := adminCall[params.ModelStatus](t, c, "Status", params.ModelArgs{Model: "k8s"})
@@ -254,11 +254,11 @@ func TestModelAdminIAASApplications(t *testing.T) {
 	if !slices.Equal(res.Units, []string{"db/0", "db/1", "db/2"}) || !slices.Equal(res.Machines, []string{"1"}) {
 		t.Fatalf("AddUnits = %+v (host %v)", res, host)
 	}
-	m1, err := st.Machine(model, "1")
+	m1, err := st.Machine(t.Context(), model, "1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	vols, err := st.MachineVolumes(model, "1")
+	vols, err := st.MachineVolumes(t.Context(), model, "1")
 	if err != nil || m1.Constraints.String() != "cores=2" || len(vols) != 2 || vols[0].Pool != "disks" || vols[0].Size != 5120 {
 		t.Errorf("new machine = %+v, volumes %+v, %v", m1, vols, err)
 	}
@@ -284,7 +284,7 @@ func TestModelAdminIAASApplications(t *testing.T) {
 	if !slices.Equal(rm.Removed, []string{"db/1", "db/3"}) || !slices.Equal(rm.DyingMachines, []string{"2"}) {
 		t.Errorf("RemoveUnits = %+v", rm)
 	}
-	if us, _ := st.UnitsOnMachine(model, "0"); len(us) != 1 || us[0].Name != "db/0" {
+	if us, _ := st.UnitsOnMachine(t.Context(), model, "0"); len(us) != 1 || us[0].Name != "db/0" {
 		t.Errorf("units on machine 0 = %+v", us)
 	}
 	cfg := adminCall[params.ApplicationConfigInfo](t, c, "ApplicationConfig", params.ApplicationArgs{Application: "db"})
@@ -298,7 +298,7 @@ func TestModelAdminIAASApplications(t *testing.T) {
 		!slices.Equal(ra.DyingMachines, []string{"0", "1"}) {
 		t.Errorf("RemoveApplication = %+v", ra)
 	}
-	if _, err := st.Application(model, "db"); !jujuerrors.Is(err, jujuerrors.NotFound) {
+	if _, err := st.Application(t.Context(), model, "db"); !jujuerrors.Is(err, jujuerrors.NotFound) {
 		t.Errorf("application after removal: %v", err)
 	}
 }
@@ -319,12 +319,12 @@ func TestModelAdminApplicationsBadInput(t *testing.T) {
 	adminCall[params.AddMachinesResult](t, c, "AddMachines", params.AddMachinesArgs{Count: 2})
 	adminCall[params.AddUnitsResult](t, c, "AddUnits", params.AddUnitsArgs{Application: "db", To: []string{"0"}})
 	adminCall[params.RemoveMachinesResult](t, c, "RemoveMachines", params.RemoveMachinesArgs{Machines: []string{"1"}})
-	if _, err := st.AddCAASUnit(e.model, "web", state.CAASUnitParams{}); err != nil {
+	if _, err := st.AddCAASUnit(t.Context(), e.model, "web", state.CAASUnitParams{}); err != nil {
 		t.Fatal(err)
 	}
 	adminCall[params.ModelSummary](t, c, "AddModel", params.AddModelArgs{Name: "going"})
 	going := mustModel(t, d, "going")
-	if _, err := st.AddMachine(going.UUID, state.MachineParams{}); err != nil {
+	if _, err := st.AddMachine(t.Context(), going.UUID, state.MachineParams{}); err != nil {
 		t.Fatal(err)
 	}
 	adminCall[params.RemoveModelResult](t, c, "RemoveModel", params.RemoveModelArgs{Model: "going"})
@@ -448,7 +448,7 @@ func TestModelAdminApplicationsBadInput(t *testing.T) {
 
 func mustModel(t *testing.T, d interface{ State() *state.State }, name string) state.Model {
 	t.Helper()
-	m, err := d.State().ModelByName(name)
+	m, err := d.State().ModelByName(t.Context(), name)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -79,12 +79,12 @@ func TestModelAdminNetwork(t *testing.T) {
 		Space: "public", Zones: []string{"z3"}, ProviderID: "sn-1"})
 
 	// Addresses in use show under their subnet, in address order.
-	host, err := d.State().AddMachine(model, state.MachineParams{})
+	host, err := d.State().AddMachine(t.Context(), model, state.MachineParams{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, start := range []uint64{0, 0, 9} {
-		if _, err := d.State().AllocateAddress(model, "10.0.0.0/24", host.ID, "eth0", "00:16:3e:00:00:01", start); err != nil {
+		if _, err := d.State().AllocateAddress(t.Context(), model, "10.0.0.0/24", host.ID, "eth0", "00:16:3e:00:00:01", start); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -110,11 +110,11 @@ func TestModelAdminNetwork(t *testing.T) {
 
 	// A dying model takes no new spaces or subnets.
 	adminCall[params.ModelSummary](t, c, "AddModel", params.AddModelArgs{Name: "going"})
-	goingModel, err := d.State().ModelByName("going")
+	goingModel, err := d.State().ModelByName(t.Context(), "going")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.State().AddMachine(goingModel.UUID, state.MachineParams{}); err != nil {
+	if _, err := d.State().AddMachine(t.Context(), goingModel.UUID, state.MachineParams{}); err != nil {
 		t.Fatal(err)
 	}
 	adminCall[params.RemoveModelResult](t, c, "RemoveModel", params.RemoveModelArgs{Model: "going"})
@@ -158,10 +158,10 @@ func TestModelAdminAddMachines(t *testing.T) {
 	model := d.Credentials().DefaultModelUUID
 	adminCall[params.SpaceInfo](t, c, "AddSpace", params.AddSpaceArgs{Name: "db"})
 	adminCall[params.SubnetInfo](t, c, "AddSubnet", params.AddSubnetArgs{CIDR: "10.0.0.0/24", Space: "db", Zones: []string{"z1"}, ProviderID: "sn-0"})
-	if err := st.AddStoragePool(model, "fast", "loop", nil); err != nil {
+	if err := st.AddStoragePool(t.Context(), model, "fast", "loop", nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.AddStoragePool(model, "files", "rootfs", nil); err != nil {
+	if err := st.AddStoragePool(t.Context(), model, "files", "rootfs", nil); err != nil {
 		t.Fatal(err)
 	}
 
@@ -170,7 +170,7 @@ func TestModelAdminAddMachines(t *testing.T) {
 	if !slices.Equal(res.Machines, []string{"0", "1"}) {
 		t.Fatalf("AddMachines = %v", res.Machines)
 	}
-	m, err := st.Machine(model, "1")
+	m, err := st.Machine(t.Context(), model, "1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +178,7 @@ func TestModelAdminAddMachines(t *testing.T) {
 		m.Life != state.Alive || m.IsContainer() {
 		t.Errorf("machine 1 = %+v", m)
 	}
-	vols, err := st.MachineVolumes(model, "1")
+	vols, err := st.MachineVolumes(t.Context(), model, "1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,10 +191,10 @@ func TestModelAdminAddMachines(t *testing.T) {
 	}
 	// A disk without a pool is the default block source; loop without one.
 	res = adminCall[params.AddMachinesResult](t, c, "AddMachines", params.AddMachinesArgs{Disks: []string{"3G"}, Placement: "zone=z1"})
-	if vols, err := st.MachineVolumes(model, res.Machines[0]); err != nil || len(vols) != 1 || vols[0].Pool != "loop" || vols[0].Size != 3072 {
+	if vols, err := st.MachineVolumes(t.Context(), model, res.Machines[0]); err != nil || len(vols) != 1 || vols[0].Pool != "loop" || vols[0].Size != 3072 {
 		t.Errorf("default pool volumes %+v, %v", vols, err)
 	}
-	if m, _ := st.Machine(model, res.Machines[0]); m.Placement != "zone=z1" {
+	if m, _ := st.Machine(t.Context(), model, res.Machines[0]); m.Placement != "zone=z1" {
 		t.Errorf("placement %q", m.Placement)
 	}
 	// Containers: on a machine whose agent has not reported, any type.
@@ -206,13 +206,13 @@ func TestModelAdminAddMachines(t *testing.T) {
 	if !slices.Equal(res.Machines, []string{"0/lxd/0/kvm/0"}) {
 		t.Errorf("nested container = %v", res.Machines)
 	}
-	if err := st.SetSupportedContainers(model, "1", []string{"lxd"}); err != nil {
+	if err := st.SetSupportedContainers(t.Context(), model, "1", []string{"lxd"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.SetMachineDying(model, "2"); err != nil {
+	if err := st.SetMachineDying(t.Context(), model, "2"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.AddModel("k8s", state.ModelTypeCAAS, nil); err != nil {
+	if _, err := st.AddModel(t.Context(), "k8s", state.ModelTypeCAAS, nil); err != nil {
 		t.Fatal(err)
 	}
 
@@ -250,10 +250,10 @@ func TestModelAdminRemoveMachines(t *testing.T) {
 	model := d.Credentials().DefaultModelUUID
 	adminCall[params.AddMachinesResult](t, c, "AddMachines", params.AddMachinesArgs{Count: 3})
 	adminCall[params.AddMachinesResult](t, c, "AddMachines", params.AddMachinesArgs{Placement: "lxd:1"})
-	if _, err := st.AddApplication(model, state.ApplicationParams{Name: "app"}); err != nil {
+	if _, err := st.AddApplication(t.Context(), model, state.ApplicationParams{Name: "app"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.AddUnit(model, "app", "2", ""); err != nil {
+	if _, err := st.AddUnit(t.Context(), model, "app", "2", ""); err != nil {
 		t.Fatal(err)
 	}
 
@@ -281,7 +281,7 @@ func TestModelAdminRemoveMachines(t *testing.T) {
 	}
 	// The units on them went (no unit agent would take a dying unit off
 	// its machine).
-	if u, err := st.Units(model); err != nil || len(u) != 0 {
+	if u, err := st.Units(t.Context(), model); err != nil || len(u) != 0 {
 		t.Errorf("units after force: %+v, %v", u, err)
 	}
 }
@@ -302,7 +302,7 @@ func TestModelAdminAgentBinaries(t *testing.T) {
 		t.Errorf("AgentBinaries = %+v", list)
 	}
 	// The Provisioner's view of the catalog has them.
-	if tools, err := d.State().AgentBinaries(); err != nil || len(tools) != 2 {
+	if tools, err := d.State().AgentBinaries(t.Context()); err != nil || len(tools) != 2 {
 		t.Errorf("catalog for FindTools = %v, %v", tools, err)
 	}
 
@@ -333,26 +333,26 @@ func TestModelAdminStatus(t *testing.T) {
 	adminCall[params.AddMachinesResult](t, c, "AddMachines", params.AddMachinesArgs{Placement: "kvm:0/lxd/0"})
 	adminCall[params.AddMachinesResult](t, c, "AddMachines", params.AddMachinesArgs{Placement: "lxd:0"})
 	arch, mem, zone := "amd64", uint64(4096), "z1"
-	if err := st.SetInstanceInfo(model, "0", state.InstanceInfo{InstanceID: "i-0", Nonce: "n",
+	if err := st.SetInstanceInfo(t.Context(), model, "0", state.InstanceInfo{InstanceID: "i-0", Nonce: "n",
 		Hardware: &state.HardwareCharacteristics{Arch: &arch, Mem: &mem, AvailabilityZone: &zone}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.SetMachineStatus(model, "0", state.InstanceStatus, state.Status{Status: "running", Message: "up"}); err != nil {
+	if err := st.SetMachineStatus(t.Context(), model, "0", state.InstanceStatus, state.Status{Status: "running", Message: "up"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.SetMachineStatus(model, "0", state.AgentStatus, state.Status{Status: "started"}); err != nil {
+	if err := st.SetMachineStatus(t.Context(), model, "0", state.AgentStatus, state.Status{Status: "started"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.SetSupportedContainers(model, "0", []string{"lxd", "kvm"}); err != nil {
+	if err := st.SetSupportedContainers(t.Context(), model, "0", []string{"lxd", "kvm"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.AllocateAddress(model, "10.0.0.0/24", "0/lxd/0", "eth0", "00:16:3e:00:00:01", 0); err != nil {
+	if _, err := st.AllocateAddress(t.Context(), model, "10.0.0.0/24", "0/lxd/0", "eth0", "00:16:3e:00:00:01", 0); err != nil {
 		t.Fatal(err)
 	}
 	// Machine 0's agent is connected, so its recorded status shows
 	// (presence_test.go has the agents that are not).
 	const agentPassword = "machine-0-agent-password-for-tests"
-	if err := st.SetMachinePassword(model, "0", agentPassword); err != nil {
+	if err := st.SetMachinePassword(t.Context(), model, "0", agentPassword); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := dial(t, d, model).LoginAgent(ctxT(t), "machine-0", agentPassword, "n"); err != nil {

@@ -40,8 +40,58 @@ func TestModelAdminControllerInfo(t *testing.T) {
 	if info.ControllerUUID != creds.ControllerUUID || info.ControllerModelUUID != creds.ControllerModelUUID ||
 		!slices.Equal(info.APIAddresses, []string{d.Addr()}) || info.APIVersion != "3.3.0" ||
 		info.Version != buildinfo.Version || info.Models != 2 || info.Store.Engine != "bbolt" ||
-		info.Store.SchemaVersion == 0 || info.Store.Revision != d.State().Revision() || info.Store.SizeBytes <= 0 {
+		info.Store.SchemaVersion == 0 || info.Store.Revision != d.State().Revision() || info.Store.SizeBytes <= 0 ||
+		info.Store.InUseBytes <= 0 || info.Store.InUseBytes > info.Store.SizeBytes || info.Store.QuotaBytes != 0 || info.Store.Members != nil {
 		t.Fatalf("ControllerInfo = %+v", info)
+	}
+	metrics := metricsText(t, d, nil)
+	for _, want := range []string{"provisiond_store_size_bytes ", "provisiond_store_size_in_use_bytes "} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if strings.Contains(metrics, "provisiond_store_etcd_") || strings.Contains(metrics, "provisiond_store_quota_bytes") {
+		t.Error("/metrics of a bbolt daemon has etcd's figures")
+	}
+}
+
+// ControllerInfo on an etcd controller (what provisionctl version and
+// show-controller call): the store's figures are etcd's, in the same
+// engine-neutral keys, with etcd's member; and /metrics exports them.
+func TestModelAdminControllerInfoOnEtcd(t *testing.T) {
+	srv := startEtcd(t)
+	d := srv.Daemon()
+	c := loginAdmin(t, d, "")
+	endpoints, _ := srv.Etcd()
+	var info params.ControllerInfo
+	// The member watch probes at once; its first answer may still be on
+	// its way.
+	waitFor(t, "the etcd member's first status", func() bool {
+		info = adminCall[params.ControllerInfo](t, c, "ControllerInfo", nil)
+		return len(info.Store.Members) == 1 && info.Store.Members[0].SizeBytes > 0
+	})
+	s := info.Store
+	if info.ControllerUUID != d.Credentials().ControllerUUID || info.Models != 2 || s.Engine != "etcd" || s.SchemaVersion != 0 ||
+		s.Revision == 0 || s.Revision > d.State().Revision() || s.SizeBytes <= 0 || s.InUseBytes <= 0 || s.InUseBytes > s.SizeBytes ||
+		s.Members[0].Endpoint != endpoints[0] || !s.Members[0].Up || s.Members[0].SizeBytes != s.SizeBytes {
+		t.Fatalf("ControllerInfo on etcd = %+v", info)
+	}
+	raw := adminCall[map[string]json.RawMessage](t, c, "ControllerInfo", nil)
+	var store map[string]json.RawMessage
+	if err := json.Unmarshal(raw["store"], &store); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"engine", "schema-version", "revision", "size-bytes", "in-use-bytes", "members"} {
+		if _, ok := store[k]; !ok {
+			t.Errorf("store lacks %q: %s", k, raw["store"])
+		}
+	}
+	metrics := metricsText(t, d, nil)
+	for _, want := range []string{"provisiond_store_size_bytes ", "provisiond_store_size_in_use_bytes ",
+		`provisiond_store_etcd_member_up{endpoint="` + endpoints[0] + `"} 1`, `provisiond_store_etcd_db_size_bytes{endpoint="` + endpoints[0] + `"}`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
 	}
 }
 
@@ -88,7 +138,7 @@ func TestModelAdminRemovals(t *testing.T) {
 	host := adminCall[params.AddMachinesResult](t, c, "AddMachines", params.AddMachinesArgs{Placement: "zone=z"}).Machines[0]
 	ctr := adminCall[params.AddMachinesResult](t, c, "AddMachines", params.AddMachinesArgs{Placement: "lxd:" + host}).Machines[0]
 	m := d.Credentials().DefaultModelUUID
-	if _, err := d.State().AllocateAddress(m, "10.0.0.0/24", ctr, "eth0", "00:16:3e:00:00:01", 0); err != nil {
+	if _, err := d.State().AllocateAddress(t.Context(), m, "10.0.0.0/24", ctr, "eth0", "00:16:3e:00:00:01", 0); err != nil {
 		t.Fatal(err)
 	}
 	bin := params.AddAgentBinariesArgs{Version: "3.3.0", OS: "ubuntu", Arch: "amd64", URL: "https://example.com/a.tgz",
@@ -129,7 +179,7 @@ func TestModelAdminRemovals(t *testing.T) {
 	if !slices.Equal(rm.Removed, []string{ctr, host}) || rm.Dying == nil || len(rm.Dying) != 0 {
 		t.Fatalf("RemoveMachines no-wait = %+v; want removed [%s %s]", rm, ctr, host)
 	}
-	if ms, err := d.State().Machines(m); err != nil || len(ms) != 0 {
+	if ms, err := d.State().Machines(t.Context(), m); err != nil || len(ms) != 0 {
 		t.Fatalf("machines after no-wait removal: %v %v", ms, err)
 	}
 	sn := adminCall[params.SubnetInfo](t, c, "RemoveSubnet", params.RemoveSubnetArgs{CIDR: "10.0.0.0/24"})

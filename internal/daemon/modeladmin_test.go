@@ -32,7 +32,7 @@ func modelNames(t testing.TB, c *client.Conn) []string {
 func TestModelAdminAccess(t *testing.T) {
 	d := start(t, nil)
 	creds := d.Credentials()
-	if _, err := d.State().AddUser("bob", "", "bob-password", state.AccessLogin); err != nil {
+	if _, err := d.State().AddUser(t.Context(), "bob", "", "bob-password", state.AccessLogin); err != nil {
 		t.Fatal(err)
 	}
 	bob := dial(t, d, "")
@@ -154,11 +154,11 @@ func TestModelAdminRemoveModel(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	busy, err := d.State().ModelByName("busy")
+	busy, err := d.State().ModelByName(t.Context(), "busy")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.State().AddMachine(busy.UUID, state.MachineParams{}); err != nil {
+	if _, err := d.State().AddMachine(t.Context(), busy.UUID, state.MachineParams{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -317,7 +317,7 @@ func TestModelAdminWatchModel(t *testing.T) {
 	if err := modelAdmin(t, c, "SetModelConfig", params.SetModelConfigArgs{Model: "controller", Config: map[string]any{"a": 1}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.State().AddMachine(creds.DefaultModelUUID, state.MachineParams{}); err != nil {
+	if _, err := d.State().AddMachine(t.Context(), creds.DefaultModelUUID, state.MachineParams{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := modelAdmin(t, c, "SetModelConfig", params.SetModelConfigArgs{Config: map[string]any{"a": 1}}, nil); err != nil {

@@ -51,14 +51,14 @@ func TestWatchModels(t *testing.T) {
 	wantIDs(t, next, added.UUID)
 	next = pendingStrings(t, w)
 	st := d.State()
-	if err := st.EnsureMachineDead(added.UUID, "0"); err != nil {
+	if err := st.EnsureMachineDead(t.Context(), added.UUID, "0"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.RemoveMachine(added.UUID, "0"); err != nil {
+	if _, err := st.RemoveMachine(t.Context(), added.UUID, "0"); err != nil {
 		t.Fatal(err)
 	}
 	wantIDs(t, next, added.UUID)
-	if _, err := st.Model(added.UUID); err == nil {
+	if _, err := st.Model(t.Context(), added.UUID); err == nil {
 		t.Fatal("model still there after its last machine went")
 	}
 }

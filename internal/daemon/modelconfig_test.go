@@ -353,7 +353,7 @@ func TestContainerConfigProxiesAsJuju(t *testing.T) {
 			"snap-proxy":   settings("s:3", "s:4", "", ""),
 		}},
 	} {
-		if err := d.State().UpdateModelConfig(model, c.set, c.unset); err != nil {
+		if err := d.State().UpdateModelConfig(t.Context(), model, c.set, c.unset); err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
 		var got map[string]json.RawMessage

@@ -74,7 +74,7 @@ func (d *Daemon) modelsWithoutProvisioner() float64 {
 	if d.state == nil {
 		return math.NaN()
 	}
-	models, err := d.state.Models()
+	models, err := d.state.Models(context.Background())
 	if err != nil {
 		d.log.Debug("metrics: reading the models", "err", err)
 		return math.NaN()
@@ -150,7 +150,7 @@ func (d *Daemon) followPresence(ctx context.Context) {
 		if err := w.Next(ctx); err != nil {
 			return
 		}
-		recs, err := d.state.PresenceRecords()
+		recs, err := d.state.PresenceRecords(ctx)
 		if err != nil {
 			d.log.Warn("reading the agent presence records; retrying", "err", err)
 			select {

@@ -142,7 +142,7 @@ func TestProvisionerAuthMatrix(t *testing.T) {
 func TestProvisionerCAASAndControllerModel(t *testing.T) {
 	d := start(t, nil)
 	st := d.State()
-	caas, err := st.AddModel("k8s", "caas", nil)
+	caas, err := st.AddModel(t.Context(), "k8s", "caas", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

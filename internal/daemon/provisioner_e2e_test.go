@@ -52,7 +52,7 @@ func TestProvisioningFlowEndToEnd(t *testing.T) {
 	got(op.AddSpace(ctx, params.AddSpaceArgs{Name: "internal"})).ok(t)
 	got(op.AddSubnet(ctx, params.AddSubnetArgs{CIDR: "192.168.10.0/24", Space: "internal", Zones: []string{"zone-a"},
 		ProviderID: "sn-1", AllocatableRange: "192.168.10.100-192.168.10.199"})).ok(t)
-	got(d.State().AddMachine(model, state.MachineParams{Nonce: "existing", InstanceID: "i-existing"})).ok(t)
+	got(d.State().AddMachine(t.Context(), model, state.MachineParams{Nonce: "existing", InstanceID: "i-existing"})).ok(t)
 
 	// The controller's provisioner watches the model's machines.
 	p := client.NewProvisioner(srv.ControllerAgent(t, model))
@@ -161,7 +161,7 @@ func TestProvisioningFlowEndToEnd(t *testing.T) {
 	provisiondtest.NoNext(t, containers) // death was already reported
 
 	// The address is free again, at the provider too.
-	if addrs := got(d.State().IPAddresses(model)).ok(t); len(addrs) != 0 {
+	if addrs := got(d.State().IPAddresses(t.Context(), model)).ok(t); len(addrs) != 0 {
 		t.Errorf("addresses after removal = %+v", addrs)
 	}
 	if !slices.Contains(d.Environ().Released(), cfg.Address) {

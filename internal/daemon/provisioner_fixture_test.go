@@ -66,40 +66,40 @@ func newProvFixtureWith(t *testing.T, mod func(*daemon.Config)) *provFixture {
 	}
 	mem := uint64(2048)
 	spaces := []string{"db"}
-	_, err := st.AddSpace(model, "db", "space-db")
+	_, err := st.AddSpace(t.Context(), model, "db", "space-db")
 	must(err)
-	_, err = st.AddSubnet(model, state.Subnet{CIDR: "10.0.0.0/24", ProviderID: "subnet-0", SpaceName: "db",
+	_, err = st.AddSubnet(t.Context(), model, state.Subnet{CIDR: "10.0.0.0/24", ProviderID: "subnet-0", SpaceName: "db",
 		Zones: []string{"zone-a"}, AllocatableIPLow: "10.0.0.10", AllocatableIPHigh: "10.0.0.20",
 		DNSServers: []string{"10.0.0.2"}})
 	must(err)
-	m0, err := st.AddMachine(model, state.MachineParams{Base: state.Base{Name: "ubuntu", Channel: "22.04"},
+	m0, err := st.AddMachine(t.Context(), model, state.MachineParams{Base: state.Base{Name: "ubuntu", Channel: "22.04"},
 		Placement: "zone=zone-a", Password: m0Password})
 	must(err)
 	zone, arch := "zone-a", "amd64"
-	must(st.SetInstanceInfo(model, m0.ID, state.InstanceInfo{InstanceID: "i-0", Nonce: m0Nonce,
+	must(st.SetInstanceInfo(t.Context(), model, m0.ID, state.InstanceInfo{InstanceID: "i-0", Nonce: m0Nonce,
 		Hardware: &state.HardwareCharacteristics{AvailabilityZone: &zone, Arch: &arch}}))
-	_, err = st.AddMachine(model, state.MachineParams{Base: state.Base{Name: "ubuntu", Channel: "22.04"},
+	_, err = st.AddMachine(t.Context(), model, state.MachineParams{Base: state.Base{Name: "ubuntu", Channel: "22.04"},
 		Constraints: state.Constraints{Mem: &mem, Spaces: &spaces}, RequestedNetworks: []string{"net1"},
 		Volumes: []state.VolumeParams{{Pool: "builtin", Size: 1024}}})
 	must(err)
 	for _, p := range []string{"0", "0/lxd/0", "1"} {
-		_, err = st.AddMachine(model, state.MachineParams{ParentID: p, ContainerType: "lxd"})
+		_, err = st.AddMachine(t.Context(), model, state.MachineParams{ParentID: p, ContainerType: "lxd"})
 		must(err)
 	}
-	_, err = st.AddApplication(model, state.ApplicationParams{Name: "wordpress", CharmRevision: 3,
+	_, err = st.AddApplication(t.Context(), model, state.ApplicationParams{Name: "wordpress", CharmRevision: 3,
 		LXDProfile: &state.LXDProfile{Config: map[string]string{"security.nesting": "true"}, Description: "wp"}})
 	must(err)
-	_, err = st.AddApplication(model, state.ApplicationParams{Name: "mysql", EndpointBindings: map[string]string{"db": "db"}})
+	_, err = st.AddApplication(t.Context(), model, state.ApplicationParams{Name: "mysql", EndpointBindings: map[string]string{"db": "db"}})
 	must(err)
-	_, err = st.AddUnit(model, "wordpress", "0", "")
+	_, err = st.AddUnit(t.Context(), model, "wordpress", "0", "")
 	must(err)
-	_, err = st.AddUnit(model, "mysql", "1", "")
+	_, err = st.AddUnit(t.Context(), model, "mysql", "1", "")
 	must(err)
-	must(st.AddAgentBinaries(
+	must(st.AddAgentBinaries(t.Context(),
 		state.AgentBinary{Version: "3.3.0-ubuntu-amd64", SHA256: "sha-330", Size: 330},
 		state.AgentBinary{Version: "1.25.0-trusty-amd64", SHA256: "sha-125", Size: 125},
 	))
-	must(st.UpdateModelConfig(model, map[string]any{"agent-version": "3.3.0", "authorized-keys": "ssh-rsa AAA"}, nil))
+	must(st.UpdateModelConfig(t.Context(), model, map[string]any{"agent-version": "3.3.0", "authorized-keys": "ssh-rsa AAA"}, nil))
 
 	f.ctrl = loginController(t, d, model)
 	f.agent = dial(t, d, model)

@@ -19,7 +19,7 @@ func TestProvisionerV11Methods(t *testing.T) {
 	st, model := f.st, f.model
 	addMachine := func(t *testing.T, p state.MachineParams) state.Machine {
 		t.Helper()
-		m, err := st.AddMachine(model, p)
+		m, err := st.AddMachine(t.Context(), model, p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,19 +101,19 @@ func TestProvisionerV11Methods(t *testing.T) {
 		ed := mustCall[params.ErrorResults](t, f.ctrl, 11, "EnsureDead", ents(tag))
 		checkItem(t, "hosting", ed.Results[0].Error, itemErr{`machine ` + m.ID + ` is hosting containers "` + c.ID + `"`, params.CodeHasContainers})
 		// Dying (operator) then Remove: not dead.
-		if err := st.SetMachineDying(model, c.ID); err != nil {
+		if err := st.SetMachineDying(t.Context(), model, c.ID); err != nil {
 			t.Fatal(err)
 		}
-		if err := st.SetMachineDying(model, m.ID); err != nil {
+		if err := st.SetMachineDying(t.Context(), model, m.ID); err != nil {
 			t.Fatal(err)
 		}
 		rm = mustCall[params.ErrorResults](t, f.ctrl, 11, "Remove", ents(tag))
 		checkItem(t, "remove dying", rm.Results[0].Error, itemErr{"cannot remove machine " + m.ID + ": machine is not dead", ""})
 		// The container goes first (its host's agent would do this).
-		if err := st.EnsureMachineDead(model, c.ID); err != nil {
+		if err := st.EnsureMachineDead(t.Context(), model, c.ID); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.RemoveMachine(model, c.ID); err != nil {
+		if _, err := st.RemoveMachine(t.Context(), model, c.ID); err != nil {
 			t.Fatal(err)
 		}
 		_ = ctag
@@ -143,7 +143,7 @@ func TestProvisionerV11Methods(t *testing.T) {
 		checkItem(t, "short", res.Results[0].Error, itemErr{"password is only 5 bytes long, and is not a valid Agent password", params.CodeNotValid})
 		checkItem(t, "ok", res.Results[1].Error, noErr)
 		checkItem(t, "container", res.Results[2].Error, permErr)
-		if ok, err := st.MachinePasswordValid(model, m.ID, "a-long-enough-agent-password"); !ok || err != nil {
+		if ok, err := st.MachinePasswordValid(t.Context(), model, m.ID, "a-long-enough-agent-password"); !ok || err != nil {
 			t.Errorf("password not set: %v %v", ok, err)
 		}
 	})
@@ -174,11 +174,11 @@ func TestProvisionerV11Methods(t *testing.T) {
 		if az.Results[0].Result != "zone-b" || az.Results[1].Result != "" || az.Results[1].Error != nil {
 			t.Errorf("AvailabilityZone = %+v", az.Results)
 		}
-		got, _ := st.Machine(model, m.ID)
+		got, _ := st.Machine(t.Context(), model, m.ID)
 		if got.Nonce != "n-x" || got.DisplayName != "vm-x" || len(got.LinkLayerDevices) != 1 {
 			t.Errorf("machine after SetInstanceInfo = %+v", got)
 		}
-		vols, _ := st.MachineVolumes(model, m.ID)
+		vols, _ := st.MachineVolumes(t.Context(), model, m.ID)
 		if len(vols) != 1 || vols[0].Info == nil || vols[0].Info.VolumeID != "vol-1" || vols[0].Info.Pool != "builtin" ||
 			vols[0].Attachments[0].Info == nil || vols[0].Attachments[0].Info.DeviceName != "sdb" {
 			t.Errorf("volumes = %+v", vols)
@@ -256,7 +256,7 @@ func TestProvisionerV11Methods(t *testing.T) {
 		if !slices.Equal(sc.Results[0].ContainerTypes, []string{"lxd"}) || !sc.Results[0].Determined {
 			t.Errorf("after: %+v", sc.Results[0])
 		}
-		got, _ := st.Machine(model, c.ID)
+		got, _ := st.Machine(t.Context(), model, c.ID)
 		if got.Status.Status != "error" || got.Status.Message != "unsupported container" || got.Status.Data["type"] != "kvm" {
 			t.Errorf("pending kvm container status = %+v", got.Status)
 		}
@@ -310,7 +310,7 @@ func TestProvisionerV11Methods(t *testing.T) {
 		}
 		// A space without subnets.
 		empty := []string{"empty"}
-		if _, err := st.AddSpace(model, "empty", ""); err != nil {
+		if _, err := st.AddSpace(t.Context(), model, "empty", ""); err != nil {
 			t.Fatal(err)
 		}
 		m := addMachine(t, state.MachineParams{Constraints: state.Constraints{Spaces: &empty}})
@@ -321,7 +321,7 @@ func TestProvisionerV11Methods(t *testing.T) {
 	t.Run("DistributionGroup", func(t *testing.T) {
 		// A second wordpress unit on a new, provisioned machine.
 		m := addMachine(t, state.MachineParams{Nonce: "n", InstanceID: "i-dg"})
-		if _, err := st.AddUnit(model, "wordpress", m.ID, ""); err != nil {
+		if _, err := st.AddUnit(t.Context(), model, "wordpress", m.ID, ""); err != nil {
 			t.Fatal(err)
 		}
 		dg := mustCall[params.DistributionGroupResults](t, f.ctrl, 11, "DistributionGroup", ents("machine-0", "machine-1"))
@@ -343,11 +343,11 @@ func TestProvisionerV11Methods(t *testing.T) {
 		res := mustCall[params.ErrorResults](t, f.ctrl, 11, "SetCharmProfiles", params.SetProfileArgs{Args: []params.SetProfileArg{
 			{Entity: params.Entity{Tag: tag}, Profiles: []string{"juju-default-wordpress-3"}}}})
 		checkItem(t, "profiles", res.Results[0].Error, noErr)
-		got, _ := st.Machine(model, m.ID)
+		got, _ := st.Machine(t.Context(), model, m.ID)
 		if !slices.Equal(got.CharmProfiles, []string{"juju-default-wordpress-3"}) {
 			t.Errorf("profiles = %v", got.CharmProfiles)
 		}
-		if err := st.SetKeepInstance(model, m.ID, true); err != nil {
+		if err := st.SetKeepInstance(t.Context(), model, m.ID, true); err != nil {
 			t.Fatal(err)
 		}
 		ki := mustCall[params.BoolResults](t, f.ctrl, 11, "KeepInstance", ents(tag))
@@ -356,7 +356,7 @@ func TestProvisionerV11Methods(t *testing.T) {
 		}
 		mk := mustCall[params.ErrorResults](t, f.ctrl, 11, "MarkMachinesForRemoval", ents(tag))
 		checkItem(t, "alive", mk.Results[0].Error, itemErr{"cannot remove machine " + m.ID + ": machine is not dead", ""})
-		if err := st.EnsureMachineDead(model, m.ID); err != nil {
+		if err := st.EnsureMachineDead(t.Context(), model, m.ID); err != nil {
 			t.Fatal(err)
 		}
 		mk = mustCall[params.ErrorResults](t, f.ctrl, 11, "MarkMachinesForRemoval", ents(tag))
@@ -364,7 +364,7 @@ func TestProvisionerV11Methods(t *testing.T) {
 		// The controller's machine undertaker removes it
 		// (machineundertaker_test.go).
 		waitFor(t, "the marked machine removed", func() bool {
-			_, err := st.Machine(model, m.ID)
+			_, err := st.Machine(t.Context(), model, m.ID)
 			return jujuerrors.Is(err, jujuerrors.NotFound)
 		})
 	})
@@ -382,7 +382,7 @@ func TestProvisionerV11Methods(t *testing.T) {
 		}
 		wantErr(t, f.agent.Call(ctxT(t), "Provisioner", 11, "", "SetObservedNetworkConfig",
 			params.SetMachineNetworkConfig{Tag: "unit-x-0"}, nil), `"unit-x-0" is not a valid machine tag`, "")
-		got, _ := st.Machine(model, "0")
+		got, _ := st.Machine(t.Context(), model, "0")
 		if len(got.LinkLayerDevices) != 2 || got.LinkLayerDevices[0].Name != "br-eth0" {
 			t.Errorf("devices = %+v", got.LinkLayerDevices)
 		}
@@ -394,7 +394,7 @@ func TestProvisionerV11Methods(t *testing.T) {
 	})
 
 	t.Run("container profiles", func(t *testing.T) {
-		if _, err := st.AddUnit(model, "wordpress", "0/lxd/0", ""); err != nil {
+		if _, err := st.AddUnit(t.Context(), model, "wordpress", "0/lxd/0", ""); err != nil {
 			t.Fatal(err)
 		}
 		res := mustCall[params.ContainerProfileResults](t, f.agent, 11, "GetContainerProfileInfo", ents("machine-0-lxd-0"))

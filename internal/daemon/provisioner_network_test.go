@@ -22,7 +22,7 @@ func TestProvisionerAddressAllocation(t *testing.T) {
 	// new containers of machine 0 make one too many.
 	tags := []string{"machine-0-lxd-0"}
 	for range 11 {
-		c, err := st.AddMachine(model, state.MachineParams{ParentID: "0", ContainerType: "lxd"})
+		c, err := st.AddMachine(t.Context(), model, state.MachineParams{ParentID: "0", ContainerType: "lxd"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -89,7 +89,7 @@ func TestProvisionerAddressAllocation(t *testing.T) {
 	if len(seen) != 10 || exhausted != 2 {
 		t.Errorf("%d allocated, %d exhausted; want 10 and 2", len(seen), exhausted)
 	}
-	addrs, _ := st.IPAddresses(model)
+	addrs, _ := st.IPAddresses(t.Context(), model)
 	states := map[string]int{}
 	for _, a := range addrs {
 		states[a.State]++
@@ -124,15 +124,15 @@ func TestProvisionerContainerNetworkingChecks(t *testing.T) {
 	st, model := f.st, f.model
 	// A provisioned host in a zone without subnets, and an unprovisioned one.
 	zone := "zone-b"
-	h, err := st.AddMachine(model, state.MachineParams{Password: "host-password-zone-b-long"})
+	h, err := st.AddMachine(t.Context(), model, state.MachineParams{Password: "host-password-zone-b-long"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.SetInstanceInfo(model, h.ID, state.InstanceInfo{InstanceID: "i-h", Nonce: "nh",
+	if err := st.SetInstanceInfo(t.Context(), model, h.ID, state.InstanceInfo{InstanceID: "i-h", Nonce: "nh",
 		Hardware: &state.HardwareCharacteristics{AvailabilityZone: &zone}}); err != nil {
 		t.Fatal(err)
 	}
-	hc, err := st.AddMachine(model, state.MachineParams{ParentID: h.ID, ContainerType: "lxd"})
+	hc, err := st.AddMachine(t.Context(), model, state.MachineParams{ParentID: h.ID, ContainerType: "lxd"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestProvisionerContainerNetworkingChecks(t *testing.T) {
 	wantErr(t, err, "cannot allocate addresses: no interfaces available", "")
 
 	// The 2015 Prepare refuses a provisioned container; v11 Get does.
-	if err := st.SetInstanceInfo(model, "0/lxd/0", state.InstanceInfo{InstanceID: "juju-c", Nonce: "nc"}); err != nil {
+	if err := st.SetInstanceInfo(t.Context(), model, "0/lxd/0", state.InstanceInfo{InstanceID: "juju-c", Nonce: "nc"}); err != nil {
 		t.Fatal(err)
 	}
 	v1 := mustCall[params.V1MachineNetworkConfigResults](t, f.agent, 1, "PrepareContainerInterfaceInfo", v1ents("machine-0-lxd-0", "machine-0", "unit-x-0"))
@@ -173,13 +173,13 @@ func TestProvisionerContainerNetworkingChecks(t *testing.T) {
 	// A provider that refuses every address burns a bounded number.
 	f.d.Environ().SetAllocateHook(func(_, _, _, _, _ string) error { return errors.New("no") })
 	defer f.d.Environ().SetAllocateHook(nil)
-	nc, err := st.AddMachine(model, state.MachineParams{ParentID: "0", ContainerType: "lxd"})
+	nc, err := st.AddMachine(t.Context(), model, state.MachineParams{ParentID: "0", ContainerType: "lxd"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ref := mustCall[params.MachineNetworkConfigResults](t, f.agent, 11, "PrepareContainerInterfaceInfo", ents(state.Machine{ID: nc.ID}.Tag().String()))
 	checkItem(t, "refused", ref.Results[0].Error, itemErr{`failed to allocate an address for "` + nc.ID + `": the provider refused 8 addresses: no`, ""})
-	addrs, _ := st.IPAddresses(model)
+	addrs, _ := st.IPAddresses(t.Context(), model)
 	unavailable := 0
 	for _, a := range addrs {
 		if a.State == state.AddressStateUnavailable {

@@ -248,11 +248,11 @@ func TestProvisionerV1Shapes(t *testing.T) {
 	}
 	setUp := func() twin {
 		f := newProvFixture(t)
-		if err := f.st.SetMachineStatus(f.model, "0/lxd/0", state.AgentStatus, state.Status{Status: "error", Message: "boom",
+		if err := f.st.SetMachineStatus(t.Context(), f.model, "0/lxd/0", state.AgentStatus, state.Status{Status: "error", Message: "boom",
 			Data: map[string]any{"transient": true}}); err != nil {
 			t.Fatal(err)
 		}
-		m, err := f.st.AddMachine(f.model, state.MachineParams{Series: "trusty"})
+		m, err := f.st.AddMachine(t.Context(), f.model, state.MachineParams{Series: "trusty"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -341,11 +341,11 @@ func TestProvisionerV1Shapes(t *testing.T) {
 	// jammy): the catalog's 3.3.0-ubuntu-amd64 named by the series, first
 	// match with hostname verification off.
 	for _, tw := range []twin{v1, v0} {
-		must(tw.f.st.UpdateModelConfig(tw.f.model, map[string]any{"agent-version": "3.3.0"}, nil))
+		must(tw.f.st.UpdateModelConfig(t.Context(), tw.f.model, map[string]any{"agent-version": "3.3.0"}, nil))
 	}
 	both(t, "Tools", agent, "Tools", v1ents("machine-0", "machine-1"))
 	for _, tw := range []twin{v1, v0} {
-		must(tw.f.st.UpdateModelConfig(tw.f.model, nil, []string{"agent-version"}))
+		must(tw.f.st.UpdateModelConfig(t.Context(), tw.f.model, nil, []string{"agent-version"}))
 	}
 	for _, v := range []int{1, 0} {
 		wantErr(t, v1.f.agent.Call(ctxT(t), "Provisioner", v, "", "Tools", v1ents("machine-0"), nil),

@@ -1,6 +1,7 @@
 package daemon_test
 
 import (
+	"context"
 	"maps"
 	"testing"
 
@@ -17,7 +18,7 @@ func TestProvisionerVolumes(t *testing.T) {
 	f := newProvFixture(t)
 	st, model := f.st, f.model
 	ctrlUUID := f.d.Credentials().ControllerUUID
-	mgr, err := st.StorageManager(model)
+	mgr, err := st.StorageManager(t.Context(), model)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,24 +26,24 @@ func TestProvisionerVolumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Pools written past the manager are validated when used.
-	if err := st.AddStoragePool(model, "bad", "ebs", map[string]any{"persistent": "maybe"}); err != nil {
+	if err := st.AddStoragePool(t.Context(), model, "bad", "ebs", map[string]any{"persistent": "maybe"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.AddStoragePool(model, "sticky-loop", "loop", map[string]any{"persistent": true}); err != nil {
+	if err := st.AddStoragePool(t.Context(), model, "sticky-loop", "loop", map[string]any{"persistent": true}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.UpdateModelConfig(model, map[string]any{"resource-tags": "team=infra"}, nil); err != nil {
+	if err := st.UpdateModelConfig(t.Context(), model, map[string]any{"resource-tags": "team=infra"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	// machine adds an unprovisioned machine with vols and returns its tag
 	// and its volumes' tags.
 	machine := func(t *testing.T, vols ...state.VolumeParams) (string, []string) {
 		t.Helper()
-		m, err := st.AddMachine(model, state.MachineParams{Series: "trusty", Volumes: vols})
+		m, err := st.AddMachine(t.Context(), model, state.MachineParams{Series: "trusty", Volumes: vols})
 		if err != nil {
 			t.Fatal(err)
 		}
-		vs, err := st.MachineVolumes(model, m.ID)
+		vs, err := st.MachineVolumes(t.Context(), model, m.ID)
 		if err != nil || len(vs) != len(vols) {
 			t.Fatalf("volumes %+v, %v", vs, err)
 		}
@@ -118,10 +119,12 @@ func TestProvisionerVolumes(t *testing.T) {
 		if got := v1info(t, m).Volumes; len(got) != 0 {
 			t.Errorf("loop default v1: volumes = %+v", got)
 		}
-		if err := st.UpdateModelConfig(model, map[string]any{"storage-default-block-source": "fast"}, nil); err != nil {
+		if err := st.UpdateModelConfig(t.Context(), model, map[string]any{"storage-default-block-source": "fast"}, nil); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = st.UpdateModelConfig(model, nil, []string{"storage-default-block-source"}) })
+		t.Cleanup(func() {
+			_ = st.UpdateModelConfig(context.Background(), model, nil, []string{"storage-default-block-source"})
+		})
 		got := info(t, m).Volumes
 		if len(got) != 1 || got[0].VolumeTag != vols[0] || got[0].Provider != "ebs" || got[0].Size != 100 ||
 			got[0].Attributes["volume-type"] != "gp3" {

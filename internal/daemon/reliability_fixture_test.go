@@ -65,7 +65,7 @@ func newWorld(t *testing.T) *world {
 			t.Fatal(err)
 		}
 	}
-	other, err := st.AddModel("other", state.ModelTypeIAAS, map[string]any{"agent-version": "3.3.0"})
+	other, err := st.AddModel(t.Context(), "other", state.ModelTypeIAAS, map[string]any{"agent-version": "3.3.0"})
 	must(err)
 	w.other = other.UUID
 	for i := 0; i < 3; i++ {
@@ -73,27 +73,27 @@ func newWorld(t *testing.T) *world {
 		if i == 0 {
 			p.Password, p.Nonce, p.InstanceID = otherM0Password, otherM0Nonce, "i-other-0"
 		}
-		_, err := st.AddMachine(other.UUID, p)
+		_, err := st.AddMachine(t.Context(), other.UUID, p)
 		must(err)
 	}
 	for _, c := range []struct {
 		name, app string
 		uuid      *string
 	}{{"k8s", "gitlab", &w.caas}, {"k8s2", "elsewhere", &w.caas2}} {
-		m, err := st.AddModel(c.name, state.ModelTypeCAAS, map[string]any{"agent-version": "3.3.0", "workload-storage": "standard"})
+		m, err := st.AddModel(t.Context(), c.name, state.ModelTypeCAAS, map[string]any{"agent-version": "3.3.0", "workload-storage": "standard"})
 		must(err)
 		*c.uuid = m.UUID
 		meta := parseMeta(t, strings.Replace(gitlabMeta, "name: gitlab", "name: "+c.app, 1))
-		_, err = st.AddCAASApplication(m.UUID, state.CAASApplicationParams{
+		_, err = st.AddCAASApplication(t.Context(), m.UUID, state.CAASApplicationParams{
 			Name: c.app, Charm: state.Charm{URL: "ch:" + c.app + "-1", Revision: 1, Meta: meta},
 			Scale: 1, PodSpec: "containers: []",
 		})
 		must(err)
 	}
-	scratch, err := st.AddModel("scratch", state.ModelTypeIAAS, nil)
+	scratch, err := st.AddModel(t.Context(), "scratch", state.ModelTypeIAAS, nil)
 	must(err)
 	w.scratch = scratch.UUID
-	_, err = st.AddUser("bob", "Bob", bobPassword, state.AccessLogin)
+	_, err = st.AddUser(t.Context(), "bob", "Bob", bobPassword, state.AccessLogin)
 	must(err)
 	return w
 }

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -26,7 +27,7 @@ func ResetAdminPassword(dataDir string) (string, error) {
 	if _, err := os.Stat(dbPath); err != nil {
 		return "", fmt.Errorf("reset the admin password: %w", err)
 	}
-	st, err := state.Open(state.Options{Path: dbPath})
+	st, _, err := openBoltState(dbPath, nil)
 	if errors.Is(err, boltstore.ErrLocked) {
 		return "", fmt.Errorf("reset the admin password in %s: %w (stop it first)", dataDir, ErrDataDirInUse)
 	}
@@ -34,7 +35,7 @@ func ResetAdminPassword(dataDir string) (string, error) {
 		return "", fmt.Errorf("reset the admin password: %w", err)
 	}
 	defer st.Close()
-	if ok, err := st.Initialized(); err != nil {
+	if ok, err := st.Initialized(context.Background()); err != nil {
 		return "", err
 	} else if !ok {
 		return "", fmt.Errorf("reset the admin password: %s was never initialised", dbPath)
@@ -43,13 +44,13 @@ func ResetAdminPassword(dataDir string) (string, error) {
 	creds, err := ReadCredentials(credsPath)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		ctrl, err := st.Controller()
+		ctrl, err := st.Controller(context.Background())
 		if err != nil {
 			return "", err
 		}
 		creds = &Credentials{ControllerUUID: ctrl.UUID, ControllerModelUUID: ctrl.ModelUUID, AdminUser: state.AdminUser,
 			ControllerAgent: ControllerAgent{Tag: "machine-0", Nonce: "user-admin:bootstrap"}}
-		if m, err := st.ModelByName("default"); err == nil {
+		if m, err := st.ModelByName(context.Background(), "default"); err == nil {
 			creds.DefaultModelUUID = m.UUID
 		}
 		if ca, err := os.ReadFile(filepath.Join(dataDir, pki.CACertFile)); err == nil {
@@ -57,7 +58,7 @@ func ResetAdminPassword(dataDir string) (string, error) {
 		} else if s, ok := ctrl.Config["ca-cert"].(string); ok {
 			creds.CACert = s
 		}
-		if hps, err := st.APIHostPorts(); err == nil {
+		if hps, err := st.APIHostPorts(context.Background()); err == nil {
 			for _, server := range hps {
 				for _, hp := range server {
 					creds.APIAddresses = append(creds.APIAddresses, fmt.Sprintf("%s:%d", hp.Value, hp.Port))
@@ -69,7 +70,7 @@ func ResetAdminPassword(dataDir string) (string, error) {
 	}
 	creds.AdminUser = state.AdminUser
 	creds.AdminPassword = randomPassword()
-	if err := st.SetUserPassword(state.AdminUser, creds.AdminPassword); err != nil {
+	if err := st.SetUserPassword(context.Background(), state.AdminUser, creds.AdminPassword); err != nil {
 		return "", fmt.Errorf("reset the admin password: %w", err)
 	}
 	if creds.ControllerAgent.Password == "" {
@@ -78,7 +79,7 @@ func ResetAdminPassword(dataDir string) (string, error) {
 			creds.ControllerAgent.Tag, creds.ControllerAgent.Nonce = "machine-0", "user-admin:bootstrap"
 		}
 		id := creds.ControllerAgent.Tag[len("machine-"):]
-		if err := st.SetMachinePassword(creds.ControllerModelUUID, id, creds.ControllerAgent.Password); err != nil {
+		if err := st.SetMachinePassword(context.Background(), creds.ControllerModelUUID, id, creds.ControllerAgent.Password); err != nil {
 			return "", fmt.Errorf("reset the controller agent's password: %w", err)
 		}
 	}

@@ -3,12 +3,14 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/provisiond/provisiond/state"
 	"github.com/provisiond/provisiond/state/store"
+	"github.com/provisiond/provisiond/state/store/boltstore"
 )
 
 // Store engines (Config.Store).
@@ -97,23 +99,62 @@ func (c *Config) validateStore() error {
 // shared reports whether the daemon runs on a store other daemons share.
 func (c *Config) shared() bool { return c.Store == StoreEtcd }
 
-// stateOptions says how state opens the configured store.
-func (d *Daemon) stateOptions() state.Options {
-	opts := state.Options{Hub: d.hub, Logger: d.log}
+// openState opens the configured store, its feed publishing to the
+// daemon's hub, and the state in it (Start). On bbolt it keeps the store
+// (d.bolt: backup's snapshot); on etcd it exports the store's counters.
+// On either it exports the store's figures (storeCollector).
+func (d *Daemon) openState() (*state.State, error) {
+	feed := state.Feed(d.hub, d.log)
+	var s store.Store
 	if !d.cfg.shared() {
-		opts.Path = filepath.Join(d.cfg.DataDir, DBFile)
-		opts.ObserveCommit = d.metrics.observeCommit
-		opts.StoreFailed = d.storeFailed
-		return opts
-	}
-	e := d.cfg.Etcd
-	opts.OpenStore = func(feed store.Feed) (store.Store, error) {
-		s, err := openEtcd(e, feed, d.log, d.metrics.observeCommit)
+		b, err := boltstore.Open(filepath.Join(d.cfg.DataDir, DBFile), boltstore.Options{
+			Feed:            feed,
+			InitialMmapSize: boltstore.MmapSize,
+			ObserveCommit:   d.metrics.observeCommit,
+			Failed:          d.storeFailed,
+		})
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("opening state: %w", err)
 		}
-		d.metrics.watchEtcd(s)
-		return s, nil
+		d.bolt, s = b, b
+	} else {
+		e, err := openEtcd(d.cfg.Etcd, feed, d.log, d.metrics.observeCommit)
+		if err != nil {
+			return nil, fmt.Errorf("opening state: %w", err)
+		}
+		d.metrics.watchEtcd(e)
+		s = e
 	}
-	return opts
+	if in, ok := s.(store.Inspector); ok {
+		d.metrics.reg.MustRegister(newStoreCollector(in))
+	}
+	return state.Open(s, state.Options{Hub: d.hub, Logger: d.log})
+}
+
+// openBoltState opens the state in the bbolt file at path (created if
+// missing) for a tool (migrate, restore, reset-password), and returns its
+// store too (bbolt's check and snapshot); nothing watches it. A file a
+// daemon holds is refused with an error wrapping boltstore.ErrLocked.
+func openBoltState(path string, log *slog.Logger) (*state.State, *boltstore.Store, error) {
+	s, err := boltstore.Open(path, boltstore.Options{InitialMmapSize: boltstore.MmapSize})
+	if err != nil {
+		return nil, nil, fmt.Errorf("opening state: %w", err)
+	}
+	st, err := state.Open(s, state.Options{Logger: log})
+	if err != nil {
+		return nil, nil, err
+	}
+	return st, s, nil
+}
+
+// OpenReadOnly opens the state in the bbolt file at path read-only, for
+// inspection (backup's manifest, restore's check, the crash harness):
+// nothing is created or migrated, and a file a daemon holds is refused
+// (boltstore.ErrLocked, after boltstore.DefaultLockTimeout).
+func OpenReadOnly(path string) (*state.State, error) {
+	s, err := boltstore.OpenReadOnly(path, boltstore.Options{InitialMmapSize: boltstore.MmapSize})
+	if err != nil {
+		return nil, fmt.Errorf("opening state: %w", err)
+	}
+	return state.OpenReadOnly(s)
 }

@@ -124,7 +124,7 @@ type jujuContainerConfig struct {
 // the top level, so Juju's client fills its embedded pointer.
 func TestWireContainerConfigFlatUpdateBehavior(t *testing.T) {
 	f := newProvFixture(t)
-	if err := f.st.UpdateModelConfig(f.model, map[string]any{"enable-os-upgrade": false}, nil); err != nil {
+	if err := f.st.UpdateModelConfig(t.Context(), f.model, map[string]any{"enable-os-upgrade": false}, nil); err != nil {
 		t.Fatal(err)
 	}
 	a := rawLogin(t, f.d, f.model, "machine-0", m0Password, m0Nonce)
@@ -201,11 +201,11 @@ func TestWireV1SeriesFromBase(t *testing.T) {
 		want["machine-"+res.Machines[0]] = series
 	}
 	// 2015 data: a machine added with a series only keeps it as its base.
-	m, err := f.st.AddMachine(f.model, state.MachineParams{Series: "xenial"})
+	m, err := f.st.AddMachine(t.Context(), f.model, state.MachineParams{Series: "xenial"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := f.st.Machine(f.model, m.ID); err != nil || got.Base.String() != "ubuntu@16.04" || got.Series != "" {
+	if got, err := f.st.Machine(t.Context(), f.model, m.ID); err != nil || got.Base.String() != "ubuntu@16.04" || got.Series != "" {
 		t.Errorf("a 2015 series is stored as base %q, series %q (%v); want ubuntu@16.04 and no series", got.Base, got.Series, err)
 	}
 	want[m.Tag().String()] = "xenial"
@@ -320,7 +320,7 @@ var pythonLibjujuKnown = map[string][]int{
 func TestWireLoginFacadesPythonLibjuju(t *testing.T) {
 	f := newProvFixture(t)
 	creds := f.d.Credentials()
-	caas, err := f.st.AddModel("k8s", state.ModelTypeCAAS, nil)
+	caas, err := f.st.AddModel(t.Context(), "k8s", state.ModelTypeCAAS, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -423,7 +423,7 @@ func TestWireCharmInfoAssumes(t *testing.T) {
 // client parses it) or an empty 2015 series.
 func TestWireDefaultBase(t *testing.T) {
 	f := newProvFixture(t)
-	m, err := f.st.AddMachine(f.model, state.MachineParams{})
+	m, err := f.st.AddMachine(t.Context(), f.model, state.MachineParams{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -448,7 +448,7 @@ func TestWireDefaultBase(t *testing.T) {
 		}
 	}
 	check("ubuntu", "22.04/stable", "jammy")
-	if err := f.st.UpdateModelConfig(f.model, map[string]any{"default-base": "ubuntu@24.04"}, nil); err != nil {
+	if err := f.st.UpdateModelConfig(t.Context(), f.model, map[string]any{"default-base": "ubuntu@24.04"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	check("ubuntu", "24.04/stable", "noble")

@@ -38,7 +38,7 @@ func BenchmarkWritePathEtcd(b *testing.B) {
 	st := d.State()
 	model := d.Credentials().DefaultModelUUID
 	agent, tag := loginNewMachine(b, d, model)
-	direct, err := st.AddMachine(model, state.MachineParams{})
+	direct, err := st.AddMachine(b.Context(), model, state.MachineParams{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -34,7 +34,7 @@ func BenchmarkWritePath(b *testing.B) {
 	st := d.State()
 	model := d.Credentials().DefaultModelUUID
 	agent, tag := loginNewMachine(b, d, model)
-	direct, err := st.AddMachine(model, state.MachineParams{})
+	direct, err := st.AddMachine(b.Context(), model, state.MachineParams{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func writePath(b *testing.B, raw func(i int) error, st *state.State, model, id s
 			b.Fatal(err)
 		}
 		t1 := time.Now()
-		if err := st.SetMachineStatus(model, id, state.InstanceStatus, state.Status{Status: "running", Message: info}); err != nil {
+		if err := st.SetMachineStatus(b.Context(), model, id, state.InstanceStatus, state.Status{Status: "running", Message: info}); err != nil {
 			b.Fatal(err)
 		}
 		t2 := time.Now()
@@ -121,11 +121,11 @@ func median(ds []time.Duration) float64 {
 func loginNewMachine(b testing.TB, d *daemon.Daemon, model string) (*client.Conn, string) {
 	const password, nonce = "bench-machine-agent-password", "bench-nonce"
 	st := d.State()
-	m, err := st.AddMachine(model, state.MachineParams{Password: password})
+	m, err := st.AddMachine(b.Context(), model, state.MachineParams{Password: password})
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := st.SetInstanceInfo(model, m.ID, state.InstanceInfo{InstanceID: "i-bench", Nonce: nonce}); err != nil {
+	if err := st.SetInstanceInfo(b.Context(), model, m.ID, state.InstanceInfo{InstanceID: "i-bench", Nonce: nonce}); err != nil {
 		b.Fatal(err)
 	}
 	c := dial(b, d, model)

@@ -104,7 +104,7 @@ func reportPods(t *testing.T, st *state.State, model string, n int, gen int64) {
 				FilesystemID: "pv-" + id, Status: "attached", MountPoint: "/srv",
 				Volume: &state.PodVolume{VolumeID: "vol-" + id, Size: 1024, Persistent: true, Status: "attached"}}}})
 	}
-	if _, err := st.UpdateCAASUnits(model, "files", state.UnitsUpdate{Scale: &n, Generation: gen, Pods: pods}); err != nil {
+	if _, err := st.UpdateCAASUnits(t.Context(), model, "files", state.UnitsUpdate{Scale: &n, Generation: gen, Pods: pods}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -224,14 +224,14 @@ func TestBrowserStorageMessagesRatesAndFeed(t *testing.T) {
 	}
 	b.provisionctl("create-storage-pool", "fast", "kubernetes", "-m", "k8s")
 	b.provisionctl("deploy", "files", "--charm-metadata", meta, "-m", "k8s", "--scale", "3", "--storage", "data=fast,1G,1")
-	k8s, err := st.ModelByName("k8s")
+	k8s, err := st.ModelByName(t.Context(), "k8s")
 	if err != nil {
 		t.Fatal(err)
 	}
 	reportPods(t, st, k8s.UUID, 3, 1)
 	reportPods(t, st, k8s.UUID, 1, 2)
 	one := 1
-	if _, err := st.UpdateCAASUnits(k8s.UUID, "files", state.UnitsUpdate{Scale: &one, Generation: 3, Pods: []state.Pod{
+	if _, err := st.UpdateCAASUnits(t.Context(), k8s.UUID, "files", state.UnitsUpdate{Scale: &one, Generation: 3, Pods: []state.Pod{
 		{ProviderID: "a-pod", Status: "running", Stateful: true},
 		{ProviderID: "d-pod", Status: "running", Stateful: true, Filesystems: []state.PodFilesystem{{StorageName: "data", Size: 1024,
 			FilesystemID: "pv-c-pod", Status: "attached", MountPoint: "/srv",

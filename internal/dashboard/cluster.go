@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"context"
 	"net"
 	"slices"
 	"strconv"
@@ -77,7 +78,7 @@ type clusterCache struct {
 // once per clusterEvery. The health check may take up to the daemon's
 // health timeout (a store that cannot commit); the streams asking
 // meanwhile wait for the same answer.
-func (d *Dashboard) cluster() clusterView {
+func (d *Dashboard) cluster(ctx context.Context) clusterView {
 	c := &d.clusterCache
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -96,7 +97,7 @@ func (d *Dashboard) cluster() clusterView {
 	if d.cfg.StoreMembers != nil {
 		v.Members = d.cfg.StoreMembers()
 	}
-	if err := d.readServers(&v); err != nil {
+	if err := d.readServers(ctx, &v); err != nil {
 		d.log.Warn("dashboard: reading the API servers failed", "err", err)
 		v.Error = "the API servers could not be read (see the daemon's log)"
 	}
@@ -106,18 +107,18 @@ func (d *Dashboard) cluster() clusterView {
 
 // readServers fills v.Servers: the live API servers, this daemon first,
 // each with the agents its presence records list.
-func (d *Dashboard) readServers(v *clusterView) error {
-	servers, err := d.cfg.State.APIServers()
+func (d *Dashboard) readServers(ctx context.Context, v *clusterView) error {
+	servers, err := d.cfg.State.APIServers(ctx)
 	if err != nil {
 		return err
 	}
-	recs, err := d.cfg.State.PresenceRecords()
+	recs, err := d.cfg.State.PresenceRecords(ctx)
 	if err != nil {
 		return err
 	}
 	names := map[string]string{}
 	if len(recs) > 0 {
-		ms, err := d.cfg.State.Models()
+		ms, err := d.cfg.State.Models(ctx)
 		if err != nil {
 			return err
 		}

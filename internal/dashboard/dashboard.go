@@ -19,16 +19,16 @@ const Prefix = "/dashboard/"
 // Reader is what the dashboard reads of the state: these methods and no
 // others, so it cannot change anything. The daemon passes its state.
 type Reader interface {
-	Controller() (state.Controller, error)
-	Models() ([]state.Model, error)
-	Model(uuid string) (state.Model, error)
-	ModelByName(name string) (state.Model, error)
-	User(name string) (state.User, error)
-	CheckUserPassword(name, password string) (state.User, error)
+	Controller(ctx context.Context) (state.Controller, error)
+	Models(ctx context.Context) ([]state.Model, error)
+	Model(ctx context.Context, uuid string) (state.Model, error)
+	ModelByName(ctx context.Context, name string) (state.Model, error)
+	User(ctx context.Context, name string) (state.User, error)
+	CheckUserPassword(ctx context.Context, name, password string) (state.User, error)
 	Revision() uint64
 	// The cluster view: the live API servers and the agents each has.
-	APIServers() ([]state.APIServer, error)
-	PresenceRecords() ([]state.PresenceRecord, error)
+	APIServers(ctx context.Context) ([]state.APIServer, error)
+	PresenceRecords(ctx context.Context) ([]state.PresenceRecord, error)
 }
 
 // Throttle slows down password guessing: the daemon's failed-login
@@ -66,8 +66,8 @@ type Config struct {
 	Hub   *watcher.Hub
 	// Status and Pools read a model as provisionctl status shows it
 	// (modeladmin.StatusOf, modeladmin.StoragePoolsOf).
-	Status func(state.Model) (params.ModelStatus, error)
-	Pools  func(state.Model) ([]params.StoragePoolInfo, error)
+	Status func(context.Context, state.Model) (params.ModelStatus, error)
+	Pools  func(context.Context, state.Model) ([]params.StoragePoolInfo, error)
 	// OnPresence, if set, calls its argument with a model's UUID whenever
 	// an agent of the model goes alive or down, until the returned cancel
 	// is called (the daemon's presence.Recorder.OnChange): the model's

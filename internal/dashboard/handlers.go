@@ -241,7 +241,7 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	gen := d.sessions.generation(key)
-	u, err := d.cfg.State.CheckUserPassword(name, password)
+	u, err := d.cfg.State.CheckUserPassword(r.Context(), name, password)
 	if err != nil {
 		if !errors.Is(err, state.ErrBadCredentials) && !jujuerrors.Is(err, jujuerrors.Unauthorized) {
 			attempt.Abandon()

@@ -22,6 +22,7 @@ import (
 	"github.com/provisiond/provisiond/internal/presence"
 	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/state/statetest"
 	"github.com/provisiond/provisiond/watcher"
 )
 
@@ -59,12 +60,12 @@ type world struct {
 func newWorld(t *testing.T, tweak func(*Config)) *world {
 	t.Helper()
 	hub := watcher.NewHub()
-	st, err := state.Open(state.Options{Path: filepath.Join(t.TempDir(), "state.db"), Hub: hub})
+	st, err := statetest.OpenBolt(filepath.Join(t.TempDir(), "state.db"), state.Options{Hub: hub})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	res, err := st.Initialize(state.InitArgs{AdminPassword: adminPassword,
+	res, err := st.Initialize(t.Context(), state.InitArgs{AdminPassword: adminPassword,
 		AgentPassword: "controller-agent-password", AgentNonce: "user-admin:bootstrap"})
 	if err != nil {
 		t.Fatal(err)
@@ -72,10 +73,14 @@ func newWorld(t *testing.T, tweak func(*Config)) *world {
 	w := &world{t: t, st: st, init: res, clock: &clock{t: time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)}}
 	w.presence = presence.New(w.clock.now, false)
 	cfg := Config{
-		State:      st,
-		Hub:        hub,
-		Status:     func(m state.Model) (params.ModelStatus, error) { return modeladmin.StatusOf(st, w.presence, m) },
-		Pools:      func(m state.Model) ([]params.StoragePoolInfo, error) { return modeladmin.StoragePoolsOf(st, m) },
+		State: st,
+		Hub:   hub,
+		Status: func(ctx context.Context, m state.Model) (params.ModelStatus, error) {
+			return modeladmin.StatusOf(ctx, st, w.presence, m)
+		},
+		Pools: func(ctx context.Context, m state.Model) ([]params.StoragePoolInfo, error) {
+			return modeladmin.StoragePoolsOf(ctx, st, m)
+		},
 		OnPresence: w.presence.OnChange,
 		Now:        w.clock.now,
 	}
@@ -409,7 +414,7 @@ func TestSessionsPerUserBounded(t *testing.T) {
 	b.pageToken()
 	c.pageToken()
 
-	if _, err := w.st.AddUser("bob", "", "bob-password-long-enough", state.AccessLogin); err != nil {
+	if _, err := w.st.AddUser(t.Context(), "bob", "", "bob-password-long-enough", state.AccessLogin); err != nil {
 		t.Fatal(err)
 	}
 	d := w.client()
@@ -549,7 +554,7 @@ func TestStreamFollowsChanges(t *testing.T) {
 
 	// A machine added in state reaches the stream: the feed, then the
 	// model as status shows it, with the new machine pending.
-	if _, err := w.st.AddMachine(w.init.DefaultModelUUID, state.MachineParams{}); err != nil {
+	if _, err := w.st.AddMachine(t.Context(), w.init.DefaultModelUUID, state.MachineParams{}); err != nil {
 		t.Fatal(err)
 	}
 	var act struct {
@@ -569,7 +574,7 @@ func TestStreamFollowsChanges(t *testing.T) {
 	}
 
 	// A new model reaches the model list.
-	if _, err := w.st.AddModel("k8s", state.ModelTypeCAAS, nil); err != nil {
+	if _, err := w.st.AddModel(t.Context(), "k8s", state.ModelTypeCAAS, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := json.Unmarshal(s.next("models"), &models); err != nil || len(models) != 3 {
@@ -624,7 +629,7 @@ func TestStreamEnds(t *testing.T) {
 	c.mustLogin()
 	s = c.stream("")
 	s.next("status")
-	if err := w.st.SetUserPassword("admin", "another-password-long-enough"); err != nil {
+	if err := w.st.SetUserPassword(t.Context(), "admin", "another-password-long-enough"); err != nil {
 		t.Fatal(err)
 	}
 	s.ends(reasonCredentials)
@@ -660,7 +665,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 func TestUsersWithoutModelAccessSeeNoModels(t *testing.T) {
 	w := newWorld(t, nil)
-	if _, err := w.st.AddUser("bob", "", "bob-password-long-enough", state.AccessLogin); err != nil {
+	if _, err := w.st.AddUser(t.Context(), "bob", "", "bob-password-long-enough", state.AccessLogin); err != nil {
 		t.Fatal(err)
 	}
 	c := w.client()
@@ -677,7 +682,7 @@ func TestUsersWithoutModelAccessSeeNoModels(t *testing.T) {
 	if models := string(s.next("models")); hello.Superuser || models != "[]\n" && models != "[]" {
 		t.Errorf("bob: superuser %v, models %s", hello.Superuser, models)
 	}
-	if _, err := w.st.AddMachine(w.init.DefaultModelUUID, state.MachineParams{}); err != nil {
+	if _, err := w.st.AddMachine(t.Context(), w.init.DefaultModelUUID, state.MachineParams{}); err != nil {
 		t.Fatal(err)
 	}
 	// bob's stream is woken by no model's changes (as watchers' NoNext,
@@ -699,7 +704,7 @@ func TestUsersWithoutModelAccessSeeNoModels(t *testing.T) {
 func TestStreamBannerFollowsPresence(t *testing.T) {
 	w := newWorld(t, nil)
 	model := w.init.DefaultModelUUID
-	if _, err := w.st.AddMachine(model, state.MachineParams{}); err != nil {
+	if _, err := w.st.AddMachine(t.Context(), model, state.MachineParams{}); err != nil {
 		t.Fatal(err)
 	}
 	c := w.client()

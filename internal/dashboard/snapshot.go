@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -58,15 +59,15 @@ type snapshot struct {
 // models lists the models a user may see: every model for a superuser,
 // none for other users (they have no model access records yet; the API
 // refuses them on model endpoints too).
-func (d *Dashboard) models(u state.User) ([]modelInfo, error) {
+func (d *Dashboard) models(ctx context.Context, u state.User) ([]modelInfo, error) {
 	if u.Access != state.AccessSuperuser {
 		return []modelInfo{}, nil
 	}
-	ms, err := d.cfg.State.Models()
+	ms, err := d.cfg.State.Models(ctx)
 	if err != nil {
 		return nil, err
 	}
-	ctrl, err := d.cfg.State.Controller()
+	ctrl, err := d.cfg.State.Controller(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -79,12 +80,12 @@ func (d *Dashboard) models(u state.User) ([]modelInfo, error) {
 }
 
 // resolveModel finds a model by UUID or name; "" is the default model.
-func (d *Dashboard) resolveModel(name string) (state.Model, error) {
+func (d *Dashboard) resolveModel(ctx context.Context, name string) (state.Model, error) {
 	if name == "" {
 		name = state.DefaultModelName
 	}
 	if state.IsValidUUID(name) {
-		m, err := d.cfg.State.Model(name)
+		m, err := d.cfg.State.Model(ctx, name)
 		if !jujuerrors.Is(err, jujuerrors.NotFound) {
 			return m, err
 		}
@@ -92,21 +93,21 @@ func (d *Dashboard) resolveModel(name string) (state.Model, error) {
 	if state.ValidateModelName(name) != nil {
 		return state.Model{}, jujuerrors.NotFoundf("model %q", name)
 	}
-	return d.cfg.State.ModelByName(name)
+	return d.cfg.State.ModelByName(ctx, name)
 }
 
 // snapshot reads model uuid as provisionctl status shows it, with its pools
 // and what needs attention.
-func (d *Dashboard) snapshot(uuid string) snapshot {
+func (d *Dashboard) snapshot(ctx context.Context, uuid string) snapshot {
 	out := snapshot{Now: d.cfg.Now().UTC(), Rev: d.cfg.State.Revision(), Pools: []params.StoragePoolInfo{}, Alerts: []alert{},
 		Storage: []storageRow{}}
-	m, err := d.cfg.State.Model(uuid)
+	m, err := d.cfg.State.Model(ctx, uuid)
 	if err == nil {
 		out.Model = modelInfo{UUID: m.UUID, Name: m.Name, Type: string(m.Type), Life: string(m.Life)}
 		var st params.ModelStatus
-		if st, err = d.cfg.Status(m); err == nil {
+		if st, err = d.cfg.Status(ctx, m); err == nil {
 			out.Status = &st
-			out.Pools, err = d.cfg.Pools(m)
+			out.Pools, err = d.cfg.Pools(ctx, m)
 		}
 	}
 	switch {

@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -80,7 +81,7 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) {
 	var model state.Model
 	if superuser {
 		var err error
-		if model, err = d.resolveModel(r.URL.Query().Get("model")); err != nil {
+		if model, err = d.resolveModel(r.Context(), r.URL.Query().Get("model")); err != nil {
 			http.Error(w, "no such model", http.StatusNotFound)
 			return
 		}
@@ -94,7 +95,7 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) {
 	l, cancel := d.feed.listen(model.UUID)
 	defer cancel()
 
-	ctrl, _ := d.cfg.State.Controller()
+	ctrl, _ := d.cfg.State.Controller(r.Context())
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
@@ -108,7 +109,7 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) {
 	sw.send("hello", map[string]any{"user": sess.user.Name, "superuser": superuser, "controller": ctrl.UUID,
 		"model": model.UUID, "now": d.cfg.Now().UTC()})
 	sendModels := func() {
-		ms, err := d.models(sess.user)
+		ms, err := d.models(r.Context(), sess.user)
 		if err != nil {
 			d.log.Error("dashboard: listing models failed", "err", err)
 			return
@@ -122,7 +123,7 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) {
 	sendActivity := func() (modelsChanged, changed bool) {
 		changes, next, lost, models := d.feed.since(l, seq)
 		seq = next
-		d.nameModels(changes)
+		d.nameModels(r.Context(), changes)
 		if len(changes) > 0 || lost {
 			sw.send("activity", map[string]any{"changes": changes, "lost": lost})
 		}
@@ -142,7 +143,7 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) {
 		if !superuser {
 			return
 		}
-		b, err := json.Marshal(d.cluster())
+		b, err := json.Marshal(d.cluster(r.Context()))
 		if err != nil || bytes.Equal(b, lastCluster) {
 			return
 		}
@@ -150,7 +151,7 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) {
 		sw.send("cluster", json.RawMessage(b))
 	}
 	if superuser {
-		sw.send("status", d.snapshot(model.UUID))
+		sw.send("status", d.snapshot(r.Context(), model.UUID))
 		sendActivity()
 	}
 	sendMetrics()
@@ -193,12 +194,12 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) {
 					continue
 				}
 				lastSnap = time.Now()
-				sw.send("status", d.snapshot(model.UUID))
+				sw.send("status", d.snapshot(r.Context(), model.UUID))
 			}
 		case <-delay.C:
 			pending = false
 			lastSnap = time.Now()
-			sw.send("status", d.snapshot(model.UUID))
+			sw.send("status", d.snapshot(r.Context(), model.UUID))
 		case <-tick.C:
 			if !d.sessions.check(sess) {
 				continue // sess.done is closed: the next round says bye
@@ -215,7 +216,7 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) {
 }
 
 // nameModels sets the Name of the changes whose ID is a model's UUID.
-func (d *Dashboard) nameModels(changes []change) {
+func (d *Dashboard) nameModels(ctx context.Context, changes []change) {
 	var names map[string]string
 	for i, c := range changes {
 		if !state.IsValidUUID(c.ID) {
@@ -223,7 +224,7 @@ func (d *Dashboard) nameModels(changes []change) {
 		}
 		if names == nil {
 			names = map[string]string{}
-			ms, err := d.cfg.State.Models()
+			ms, err := d.cfg.State.Models(ctx)
 			if err != nil {
 				d.log.Warn("dashboard: listing models failed", "err", err)
 				return

@@ -37,7 +37,8 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator),
-		"github.com/provisiond/provisiond/cmd/provisiond", "github.com/provisiond/provisiond/cmd/etcdcluster")
+		"github.com/provisiond/provisiond/cmd/provisiond", "github.com/provisiond/provisiond/cmd/provisionctl",
+		"github.com/provisiond/provisiond/cmd/etcdcluster")
 	cmd.Stderr = os.Stderr
 	if err := cmd.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "go build:", err)

@@ -21,7 +21,9 @@ import (
 // TestClusterScript runs scripts/etcd-cluster.sh as an operator trying
 // scale-out would (with the binaries TestMain built): it starts a
 // three-member etcd and three daemons and says where they are; a client
-// logs in through each daemon, which lists the three; a daemon killed
+// logs in through each daemon, which lists the three; provisionctl
+// version and show-controller, as the script's hint runs provisionctl,
+// answer with the etcd store's figures; a daemon killed
 // with SIGKILL is reported and the others serve on; etcdcluster stops the
 // etcd leader and starts it again on SIGUSR1 and SIGUSR2 while writes go
 // through; SIGINT (Ctrl-C)
@@ -118,6 +120,27 @@ ready:
 			t.Errorf("ListModels at %s: %v", d.name, err)
 		}
 	}
+
+	// provisionctl version and show-controller through a daemon of the
+	// cluster: the server's build, and the store as etcd's (its three
+	// members up, as the daemon's member watch hears them).
+	ctl := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(bin(t, "provisionctl"),
+			append([]string{"--credentials", filepath.Join(ds[0].dataDir, "credentials.yaml")}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("provisionctl %v: %v\n%s", args, err, out)
+		}
+		t.Logf("provisionctl %v:\n%s", args, out)
+		return string(out)
+	}
+	if out := ctl("version"); !regexp.MustCompile(`(?m)^server: provisiond .*, Juju API .*, at `).MatchString(out) {
+		t.Errorf("provisionctl version printed no server line:\n%s", out)
+	}
+	storeLine := regexp.MustCompile(`(?m)^store +etcd, revision \d+, .*, 3 of 3 members up$`)
+	waitFor(t, "show-controller to show etcd's three members up", func() bool {
+		return storeLine.MatchString(ctl("show-controller"))
+	})
 
 	// SIGKILL of d1: the script says so and carries on.
 	if err := syscall.Kill(pids[1], syscall.SIGKILL); err != nil {

@@ -94,7 +94,7 @@ func (u *Undertaker) Run(ctx context.Context) error {
 		case <-t.C:
 			u.due(true, "", "")
 		case <-u.wake:
-			if err := u.pass(); err != nil {
+			if err := u.pass(ctx); err != nil {
 				u.due(true, "", "") // once started again, it sweeps
 				return err
 			}
@@ -134,13 +134,13 @@ func (u *Undertaker) due(sweep bool, model, id string) {
 
 // pass removes what is due: the machines marked since the last pass, or
 // on a sweep every machine marked.
-func (u *Undertaker) pass() error {
+func (u *Undertaker) pass(ctx context.Context) error {
 	u.mu.Lock()
 	pending, sweep := u.pending, u.sweep
 	u.pending, u.sweep = nil, false
 	u.mu.Unlock()
 
-	ctrl, err := u.cfg.State.Controller()
+	ctrl, err := u.cfg.State.Controller(ctx)
 	if err != nil {
 		return err
 	}
@@ -155,7 +155,7 @@ func (u *Undertaker) pass() error {
 	}
 	byModel := map[string][]string{}
 	if sweep {
-		if byModel, err = u.cfg.State.AllMachineRemovals(); err != nil {
+		if byModel, err = u.cfg.State.AllMachineRemovals(ctx); err != nil {
 			return err
 		}
 	} else {
@@ -168,7 +168,7 @@ func (u *Undertaker) pass() error {
 	var errs []error
 	for model, ids := range byModel {
 		state.SortMachineIDs(ids)
-		removed, err := u.cfg.State.CompleteMachineRemovals(model, ids)
+		removed, err := u.cfg.State.CompleteMachineRemovals(ctx, model, ids)
 		if err != nil {
 			errs = append(errs, err)
 			u.cfg.Logger.Warn("cannot remove machines marked for removal", "model", model, "machines", ids, "err", err)

@@ -22,12 +22,42 @@ type ControllerInfo struct {
 	Store      StoreInfo `json:"store"`
 }
 
-// StoreInfo describes the controller's database.
+// StoreInfo describes the controller's database, in figures both engines
+// have (a figure an engine lacks, or has not learnt yet, is zero).
 type StoreInfo struct {
-	Engine        string `json:"engine"` // "bbolt"
+	Engine string `json:"engine"` // "bbolt" or "etcd"
+	// SchemaVersion is the engine's own layout version (bbolt's file;
+	// 0 on etcd, which keeps none).
 	SchemaVersion uint64 `json:"schema-version"`
-	Revision      uint64 `json:"revision"`
-	SizeBytes     int64  `json:"size-bytes"`
+	// Revision is the latest revision the daemon answering has applied.
+	Revision uint64 `json:"revision"`
+	// SizeBytes is the space the data takes (bbolt: the file; etcd: the
+	// largest member's database), InUseBytes the part of it that holds
+	// data, QuotaBytes the size past which writes are refused (etcd's
+	// space quota; none on bbolt).
+	SizeBytes  int64 `json:"size-bytes"`
+	InUseBytes int64 `json:"in-use-bytes,omitempty"`
+	QuotaBytes int64 `json:"quota-bytes,omitempty"`
+	// CompactRevision is the revision up to which history is gone, as
+	// far as the daemon answering knows (bbolt: change sets pruned;
+	// etcd: compacted).
+	CompactRevision uint64 `json:"compact-revision,omitempty"`
+	// Members are etcd's members as the daemon answering last heard from
+	// them (none on bbolt).
+	Members []StoreMember `json:"members,omitempty"`
+}
+
+// StoreMember is one server of the store's engine (an etcd member).
+type StoreMember struct {
+	Endpoint string `json:"endpoint"`
+	// Up: the member answered the daemon's last probe; Error says why
+	// not.
+	Up         bool     `json:"up"`
+	Error      string   `json:"error,omitempty"`
+	SizeBytes  int64    `json:"size-bytes,omitempty"`
+	InUseBytes int64    `json:"in-use-bytes,omitempty"`
+	QuotaBytes int64    `json:"quota-bytes,omitempty"`
+	Alarms     []string `json:"alarms,omitempty"`
 }
 
 // RemoveSpaceArgs is the argument of RemoveSpace.

@@ -13,12 +13,13 @@ import (
 
 	"github.com/provisiond/provisiond/state"
 	"github.com/provisiond/provisiond/state/store"
+	"github.com/provisiond/provisiond/state/store/boltstore"
 	"github.com/provisiond/provisiond/watcher"
 )
 
 // Store, when set, opens the store of each state New makes instead of a
-// bbolt file in t.TempDir(): it returns the state.Options.OpenStore of a
-// new, empty store for the test t. A TestMain sets it before the tests run
+// bbolt file in t.TempDir(): it returns the opener of a new, empty store
+// for the test t, which opens it with the feed it is given. A TestMain sets it before the tests run
 // and never changes it while they do.
 var Store func(t testing.TB) func(store.Feed) (store.Store, error)
 
@@ -60,12 +61,13 @@ func New(t testing.TB) *state.State {
 func NewWithOptions(t testing.TB, opts Options) *state.State {
 	t.Helper()
 	so := state.Options{Hub: opts.Hub, Now: opts.Now}
+	var st *state.State
+	var err error
 	if Store != nil {
-		so.OpenStore = Store(t)
+		st, err = OpenStore(Store(t), so)
 	} else {
-		so.Path = filepath.Join(t.TempDir(), "state.db")
+		st, err = OpenBolt(filepath.Join(t.TempDir(), "state.db"), so)
 	}
-	st, err := state.Open(so)
 	if err != nil {
 		t.Fatalf("statetest: opening state: %v", err)
 	}
@@ -75,11 +77,34 @@ func NewWithOptions(t testing.TB, opts Options) *state.State {
 		}
 	})
 	if !opts.Uninitialized {
-		if _, err := st.Initialize(InitArgs()); err != nil {
+		if _, err := st.Initialize(t.Context(), InitArgs()); err != nil {
 			t.Fatalf("statetest: initializing state: %v", err)
 		}
 	}
 	return st
+}
+
+// OpenBolt opens the state in the bbolt file at path (created if missing)
+// as the daemon does; the caller closes it. For tests that open a file
+// again, or open it twice.
+func OpenBolt(path string, opts state.Options) (*state.State, error) {
+	return OpenStore(func(feed store.Feed) (store.Store, error) {
+		return boltstore.Open(path, boltstore.Options{Feed: feed, InitialMmapSize: boltstore.MmapSize})
+	}, opts)
+}
+
+// OpenStore opens the state in the store open returns, handing open the
+// feed of opts.Hub (a hub of its own if nil, which State.Hub returns);
+// the caller closes it.
+func OpenStore(open func(store.Feed) (store.Store, error), opts state.Options) (*state.State, error) {
+	if opts.Hub == nil {
+		opts.Hub = watcher.NewHub()
+	}
+	s, err := open(state.Feed(opts.Hub, opts.Logger))
+	if err != nil {
+		return nil, err
+	}
+	return state.Open(s, opts)
 }
 
 // InitArgs returns the arguments New initializes with.
@@ -99,7 +124,7 @@ func InitArgs() state.InitArgs {
 // AddModel adds a model or fails the test.
 func AddModel(t testing.TB, st *state.State, name string, typ state.ModelType) state.Model {
 	t.Helper()
-	m, err := st.AddModel(name, typ, nil)
+	m, err := st.AddModel(t.Context(), name, typ, nil)
 	if err != nil {
 		t.Fatalf("statetest: adding model %q: %v", name, err)
 	}
@@ -114,7 +139,7 @@ func AddMachine(t testing.TB, st *state.State, model, nonce string, jobs ...stri
 	if nonce != "" {
 		p.InstanceID = "inst-" + nonce
 	}
-	m, err := st.AddMachine(model, p)
+	m, err := st.AddMachine(t.Context(), model, p)
 	if err != nil {
 		t.Fatalf("statetest: adding machine to %s: %v", model, err)
 	}
@@ -124,7 +149,7 @@ func AddMachine(t testing.TB, st *state.State, model, nonce string, jobs ...stri
 // AddUser adds a user or fails the test.
 func AddUser(t testing.TB, st *state.State, name, password, access string) state.User {
 	t.Helper()
-	u, err := st.AddUser(name, name, password, access)
+	u, err := st.AddUser(t.Context(), name, name, password, access)
 	if err != nil {
 		t.Fatalf("statetest: adding user %q: %v", name, err)
 	}

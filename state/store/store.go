@@ -75,6 +75,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/provisiond/provisiond/watcher"
 )
@@ -208,6 +209,66 @@ type Info struct {
 	Engine   string // "bbolt" or "etcd"
 	Location string // the file, or the endpoints and prefix
 	Revision uint64
+}
+
+// Inspector is implemented by stores that can report more of themselves
+// than Info: the figures operators read (provisionctl show-controller and
+// version, /metrics, provisiond check, backup's manifest), in terms every
+// engine has. Both engines implement it; a caller falls back to Info for
+// a store that does not.
+type Inspector interface {
+	// Inspect reports the store's figures now. It reads no record, so it
+	// is cheap enough for every show-controller and every scrape (bbolt:
+	// the file's meta and free pages; etcd: what the member watch last
+	// heard, and nothing asked of etcd).
+	Inspect(ctx context.Context) (Inspection, error)
+}
+
+// Inspection is what an Inspector reports. A figure the engine does not
+// have, or has not learnt yet, is zero.
+type Inspection struct {
+	Info // Revision: the latest this process has applied
+
+	// SchemaVersion is the version of the engine's own layout (bbolt:
+	// its file's, boltstore.SchemaVersion), 0 for an engine that keeps
+	// none (etcd: the layout of its keys is the records' own).
+	SchemaVersion uint64
+
+	// CompactRevision is the revision up to which the store's history is
+	// gone, as far as this process knows: a feed behind it cannot follow
+	// (bbolt: the change sets pruned, the last revision whose change set
+	// is no longer kept; etcd: the latest compaction this process made or
+	// its feed ran into).
+	CompactRevision uint64
+
+	// SizeBytes is the space the store's data takes (bbolt: its file as
+	// bbolt sees it; etcd: the largest member's database); InUseBytes the
+	// part of it that holds data (the rest is free pages, which bbolt
+	// reuses and etcd's defragmentation gives back; 0: unknown);
+	// QuotaBytes the size past which the engine refuses writes (etcd's
+	// space quota, the smallest member's; 0: none, as on bbolt).
+	SizeBytes, InUseBytes, QuotaBytes int64
+
+	// Members are the engine's servers as this process last heard from
+	// them, in the order configured; none for an engine inside the
+	// process (bbolt).
+	Members []Member
+}
+
+// Member is one server of a store's engine (an etcd member).
+type Member struct {
+	Endpoint string
+	// Up: the member answered this process's last probe; Err is why not.
+	Up  bool
+	Err string
+	// SizeBytes, InUseBytes and QuotaBytes as Inspection's, of this
+	// member alone.
+	SizeBytes, InUseBytes, QuotaBytes int64
+	// Alarms are the alarms the member raised ("NOSPACE", "CORRUPT").
+	Alarms []string
+	// At is when the member last answered (zero: never: the figures
+	// above are unknown).
+	At time.Time
 }
 
 // MaxScan is the most keys one Scan call visits.

@@ -2,6 +2,7 @@ package boltstore
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -89,6 +90,27 @@ func newTest(t testing.TB, rec *recorder) *Store {
 }
 
 func key(k string) string { return testKind + "/" + k }
+
+// buckets counts the keys of each kind's bucket of s's file (the store's
+// own left out) and the change sets it keeps.
+func buckets(t testing.TB, s *Store) (keys map[string]int, changeSets int) {
+	t.Helper()
+	keys = map[string]int{}
+	if err := s.viewBolt(func(tx *bolt.Tx) error {
+		for _, name := range [][]byte{recentBucket, changesBucket} {
+			changeSets += tx.Bucket(name).Stats().KeyN
+		}
+		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+			if !ownBucket(name) {
+				keys[string(name)] = b.Stats().KeyN
+			}
+			return nil
+		})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return keys, changeSets
+}
 
 func put(k, val string) func(store.Txn) error {
 	return func(tx store.Txn) error {
@@ -832,12 +854,12 @@ func TestVersion1FileOpensAndIsMigrated(t *testing.T) {
 	}); err != nil || rev != 42 {
 		t.Errorf("Update = %d, %v; want 42", rev, err)
 	}
-	st, err := s.Stats()
+	in, err := s.Inspect(bg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.SchemaVersion != SchemaVersion || st.ChangeSets != 1 || st.Keys["machine"] != 1 {
-		t.Errorf("Stats after migration = %+v", st)
+	if keys, sets := buckets(t, s); in.SchemaVersion != SchemaVersion || sets != 1 || keys["machine"] != 1 {
+		t.Errorf("after migration: schema %d, %d change sets, keys %v", in.SchemaVersion, sets, keys)
 	}
 }
 
@@ -1040,12 +1062,8 @@ func TestKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := s.Stats()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := st.Keys["unmade"]; ok || st.Keys["fresh"] != 2 {
-		t.Errorf("buckets %v: want fresh (2 keys) made, unmade not", st.Keys)
+	if keys, _ := buckets(t, s); keys["fresh"] != 2 || func() bool { _, ok := keys["unmade"]; return ok }() {
+		t.Errorf("buckets %v: want fresh (2 keys) made, unmade not", keys)
 	}
 }
 
@@ -1584,6 +1602,43 @@ func BenchmarkUpdateParallel64(b *testing.B) {
 			}
 		}
 	})
+}
+
+// A change set a file holds in the bytes written before the change-set
+// codec moved to package store reads back through the store: data dirs
+// written then still open and follow.
+func TestChangeSetWrittenBefore(t *testing.T) {
+	t.Parallel()
+	const old = "01076d616368696e652464656164626565662d306261642d343030642d383030302d34623164306430303030303307302f6c78642f3101300306737461747573046c6966650464656164"
+	path := filepath.Join(t.TempDir(), "state.db")
+	s := openTest(t, path, nil)
+	if _, err := s.Update(bg, put("a", "1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := hex.DecodeString(old)
+	bdb, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bdb.Update(func(tx *bolt.Tx) error { return tx.Bucket(recentBucket).Put(u64(1), b) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := bdb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, path, nil)
+	var got []watcher.ChangeSet
+	if err := s.ChangeSets(0, func(cs watcher.ChangeSet) error { got = append(got, cs); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	want := []watcher.Change{{Kind: "machine", Model: "deadbeef-0bad-400d-8000-4b1d0d000003", ID: "0/lxd/1", Parent: "0",
+		Fields: []string{"status", "life", "dead"}}}
+	if len(got) != 1 || got[0].Rev != 1 || fmt.Sprint(got[0].Changes) != fmt.Sprint(want) {
+		t.Fatalf("change sets %+v, want revision 1 with %+v", got, want)
+	}
 }
 
 // Change sets read back as they were recorded, and a damaged one is an

@@ -1,6 +1,7 @@
 package boltstore
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -8,11 +9,13 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/provisiond/provisiond/state/store"
 )
 
 // What provisiond backup, check and restore and the crash harness use of a
-// bbolt file, besides store.Store: a read-only open, a consistent copy, a
-// consistency check and counts.
+// bbolt file, besides store.Store: a read-only open, its figures
+// (store.Inspector), a consistent copy and a consistency check.
 
 // OpenReadOnly opens an existing data file for inspection (provisiond check,
 // the crash harness): it takes bbolt's shared lock, so it fails with
@@ -62,42 +65,41 @@ func OpenReadOnly(path string, opts Options) (*Store, error) {
 	return start(bdb, path, opts, rev, true, fi, size), nil
 }
 
-// Stats describes a data file: what provisiond check prints.
-type Stats struct {
-	// SchemaVersion and Revision as stored in the file.
-	SchemaVersion uint64
-	Revision      uint64
-	// Keys counts the keys of each kind (the store's own excluded).
-	Keys map[string]int
-	// ChangeSets counts the stored change sets.
-	ChangeSets int
-	// Size is the size of the file in bytes as bbolt sees it.
-	Size int64
-}
+var _ store.Inspector = (*Store)(nil)
 
-// Stats reads the file's schema version, revision and per-kind key counts
-// in one read transaction.
-func (s *Store) Stats() (Stats, error) {
-	st := Stats{Keys: map[string]int{}}
+// Inspect reports the file's figures (store.Inspector) from one read
+// transaction and bbolt's statistics: its layout version, revision, the
+// revision up to which change sets are pruned, its size and the part of
+// it not on bbolt's free list (unknown for a store opened read-only,
+// which loads no free list).
+func (s *Store) Inspect(ctx context.Context) (store.Inspection, error) {
+	if err := ctx.Err(); err != nil {
+		return store.Inspection{}, err
+	}
+	in := store.Inspection{Info: s.Info()}
 	err := s.viewBolt(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(metaBucket)
-		st.SchemaVersion, _ = decodeU64(meta.Get(keySchemaVersion))
-		st.Revision, _ = decodeU64(meta.Get(keyRevision))
-		st.Size = tx.Size()
-		for _, name := range [][]byte{recentBucket, changesBucket} {
-			if cb := tx.Bucket(name); cb != nil {
-				st.ChangeSets += cb.Stats().KeyN
+		in.SchemaVersion, _ = decodeU64(meta.Get(keySchemaVersion))
+		in.Revision, _ = decodeU64(meta.Get(keyRevision))
+		in.SizeBytes = tx.Size()
+		if tx.Bucket(recentBucket) != nil { // a version 1 file opened read-only has no change sets
+			if oldest := oldestChange(tx); oldest > 0 {
+				in.CompactRevision = oldest - 1
+			} else {
+				in.CompactRevision = in.Revision // none kept
 			}
 		}
-		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
-			if ownBucket(name) {
-				return nil
-			}
-			st.Keys[string(name)] = b.Stats().KeyN
-			return nil
-		})
+		return nil
 	})
-	return st, err
+	if err != nil {
+		return store.Inspection{}, err
+	}
+	if !s.readOnly {
+		st := s.bolt.Stats()
+		free := int64(st.FreePageN+st.PendingPageN) * int64(s.bolt.Info().PageSize)
+		in.InUseBytes = max(in.SizeBytes-free, 0)
+	}
+	return in, nil
 }
 
 // Check runs bbolt's consistency check over the whole file and returns

@@ -2,7 +2,6 @@ package boltstore
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"runtime/debug"
@@ -120,10 +119,8 @@ func checkVersion(meta *bolt.Bucket, target uint64) (uint64, error) {
 	return v, nil
 }
 
-// A change set is stored as its changes one after another, each as its
-// kind, model, id and parent, then the number of its fields and each field,
-// every string as its length (uvarint) and bytes: one allocation to encode,
-// where encoding/json took twenty.
+// A change set is stored as store.AppendChanges encodes it, under its
+// revision (8 bytes, big endian).
 
 // Change sets are written to "meta/recent" first: a bucket that small is
 // kept inline in the root page bbolt rewrites at every commit anyway, so
@@ -192,86 +189,15 @@ func flushRecent(tx *bolt.Tx) error {
 }
 
 func encodeChanges(changes []watcher.Change) []byte {
-	n := binary.MaxVarintLen64
-	for _, c := range changes {
-		n += 5*binary.MaxVarintLen64 + len(c.Kind) + len(c.Model) + len(c.ID) + len(c.Parent)
-		for _, f := range c.Fields {
-			n += binary.MaxVarintLen64 + len(f)
-		}
-	}
-	b := make([]byte, 0, n)
-	str := func(s string) {
-		b = binary.AppendUvarint(b, uint64(len(s)))
-		b = append(b, s...)
-	}
-	b = binary.AppendUvarint(b, uint64(len(changes)))
-	for _, c := range changes {
-		str(string(c.Kind))
-		str(c.Model)
-		str(c.ID)
-		str(c.Parent)
-		b = binary.AppendUvarint(b, uint64(len(c.Fields)))
-		for _, f := range c.Fields {
-			str(f)
-		}
-	}
-	return b
+	return store.AppendChanges(make([]byte, 0, store.ChangesSize(changes)), changes)
 }
 
-var errBadChangeSet = errors.New("malformed change set")
-
 func decodeChangeSet(rev uint64, b []byte) (watcher.ChangeSet, error) {
-	fail := func() (watcher.ChangeSet, error) {
-		return watcher.ChangeSet{}, fmt.Errorf("boltstore: decoding the change set of revision %d: %w", rev, errBadChangeSet)
+	changes, err := store.DecodeChanges(b)
+	if err != nil {
+		return watcher.ChangeSet{}, fmt.Errorf("boltstore: decoding the change set of revision %d: %w", rev, err)
 	}
-	num := func() (uint64, bool) {
-		v, n := binary.Uvarint(b)
-		if n <= 0 {
-			return 0, false
-		}
-		b = b[n:]
-		return v, true
-	}
-	str := func() (string, bool) {
-		l, ok := num()
-		if !ok || l > uint64(len(b)) {
-			return "", false
-		}
-		s := string(b[:l])
-		b = b[l:]
-		return s, true
-	}
-	n, ok := num()
-	if !ok || n > uint64(len(b)) {
-		return fail()
-	}
-	cs := watcher.ChangeSet{Rev: rev, Changes: make([]watcher.Change, n)}
-	for i := range cs.Changes {
-		c := &cs.Changes[i]
-		var kind string
-		var ok1, ok2, ok3, ok4 bool
-		kind, ok1 = str()
-		c.Model, ok2 = str()
-		c.ID, ok3 = str()
-		c.Parent, ok4 = str()
-		c.Kind = watcher.Kind(kind)
-		nf, ok5 := num()
-		if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || nf > uint64(len(b)) {
-			return fail()
-		}
-		if nf > 0 {
-			c.Fields = make([]string, nf)
-			for j := range c.Fields {
-				if c.Fields[j], ok = str(); !ok {
-					return fail()
-				}
-			}
-		}
-	}
-	if len(b) != 0 {
-		return fail()
-	}
-	return cs, nil
+	return watcher.ChangeSet{Rev: rev, Changes: changes}, nil
 }
 
 // oldestChange returns the oldest revision with a stored change set (0:

@@ -1,6 +1,9 @@
 package etcdstore
 
 import (
+	"bytes"
+	"encoding/hex"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -37,5 +40,48 @@ func TestEncodeGroupRoundTrip(t *testing.T) {
 		if _, err := decodeGroup(bad); err == nil {
 			t.Errorf("%q decoded", bad)
 		}
+	}
+}
+
+// A feed value written before the change-set codec moved to package store
+// (a lone commit's, version 1, and a group's, version 2) decodes, and the
+// same change sets are written as the same bytes: prefixes written then
+// still open and follow.
+func TestFeedValueGolden(t *testing.T) {
+	one := []watcher.Change{{Kind: "machine", Model: "deadbeef-0bad-400d-8000-4b1d0d000003", ID: "0/lxd/1", Parent: "0",
+		Fields: []string{"status", "life", "dead"}}}
+	two := []watcher.Change{{Kind: "user", ID: "admin", Fields: []string{"created"}}, {Kind: "model", Model: "m", ID: "m"},
+		{Kind: "unit", Model: "m", ID: "db/0", Fields: []string{"", "é\x00"}}}
+	const (
+		oneHex   = "0101076d616368696e652464656164626565662d306261642d343030642d383030302d34623164306430303030303307302f6c78642f3101300306737461747573046c6966650464656164"
+		twoHex   = "01030475736572000561646d696e00010763726561746564056d6f64656c016d016d000004756e6974016d0464622f3000020003c3a900"
+		groupHex = "02020b6d616368696e652f6d2f304b" + oneHex + "0b756e69742f6d2f64622f3037" + twoHex
+	)
+	for _, c := range []struct {
+		hex     string
+		changes []watcher.Change
+	}{{"0100", nil}, {oneHex, one}, {twoHex, two}} {
+		old, _ := hex.DecodeString(c.hex)
+		got, err := decodeChanges(old)
+		if err != nil || fmt.Sprint(got) != fmt.Sprint(c.changes) || len(got) != len(c.changes) {
+			t.Errorf("decodeChanges(%s) = %+v, %v", c.hex, got, err)
+		}
+		if b := encodeChanges(c.changes); !bytes.Equal(b, old) {
+			t.Errorf("encodeChanges(%+v) = %x, written before as %s", c.changes, b, c.hex)
+		}
+	}
+	old, _ := hex.DecodeString(groupHex)
+	ms, err := decodeGroup(old)
+	if err != nil || len(ms) != 2 || ms[0].witness != "machine/m/0" || ms[1].witness != "unit/m/db/0" {
+		t.Fatalf("decodeGroup = %+v, %v", ms, err)
+	}
+	for i, want := range [][]watcher.Change{one, two} {
+		if got, err := decodeChanges(ms[i].cs); err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("member %d: %+v, %v", i, got, err)
+		}
+	}
+	g := encodeGroup([]*proposal{{witness: "machine/m/0", cs: encodeChanges(one)}, {witness: "unit/m/db/0", cs: encodeChanges(two)}})
+	if !bytes.Equal(g, old) {
+		t.Errorf("encodeGroup = %x, written before as %s", g, groupHex)
 	}
 }

@@ -25,11 +25,9 @@ func (s *Store) Compact(ctx context.Context, rev uint64) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	defer cancel()
 	_, err := s.cli.Compact(ctx, int64(rev))
-	if errors.Is(err, rpctypes.ErrCompacted) || errors.Is(err, rpctypes.ErrGRPCCompacted) {
-		return nil
-	}
-	if err != nil {
+	if err != nil && !errors.Is(err, rpctypes.ErrCompacted) && !errors.Is(err, rpctypes.ErrGRPCCompacted) {
 		return unavailable(fmt.Errorf("compacting to revision %d: %w", rev, err))
 	}
+	s.noteCompacted(int64(rev)) // or compacted already, further
 	return nil
 }

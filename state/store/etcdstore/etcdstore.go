@@ -168,6 +168,9 @@ type Store struct {
 	members *memberWatch // each etcd member's health, keeping the client on those that answer
 
 	claimed atomic.Int64 // the revision at which ClaimPrefix registered the prefix (0: it did not)
+	// compacted is the latest compaction revision this process made or
+	// its watch ran into (Inspect).
+	compacted atomic.Int64
 
 	syncMu     sync.Mutex // guards the fields below (Sync)
 	syncSeq    uint64     // Sync's reads sent so far

@@ -202,6 +202,7 @@ func (s *Store) watch(from int64) (established bool, err error) {
 			return established, err
 		}
 		if resp.CompactRevision != 0 {
+			s.noteCompacted(resp.CompactRevision)
 			return established, fmt.Errorf("%w (at %d, needed %d)", errCompacted, resp.CompactRevision, from+1)
 		}
 		if resp.Canceled {

@@ -28,7 +28,9 @@ import (
 // watch cache: a quorum read of the current revision, then a wait for the
 // cache to reach it.) For a quarter of RequestTimeout after a read failed,
 // calls fail at once with its error: refusing is always safe, and while
-// etcd cannot be reached the calls do not each wait RequestTimeout.
+// etcd cannot be reached the calls do not each wait RequestTimeout. A
+// call whose ctx ends first returns ctx's error; the read goes on for the
+// others.
 func (s *Store) Sync(ctx context.Context) error {
 	if err := s.enter(); err != nil {
 		return err
@@ -49,13 +51,18 @@ func (s *Store) Sync(ctx context.Context) error {
 			r = &syncRound{seq: s.syncSeq, done: make(chan struct{})}
 			s.syncCur = r
 			s.syncMu.Unlock()
-			r.err = s.syncOnce()
-			s.syncMu.Lock()
-			s.syncCur = nil
-			s.syncErr, s.syncFailed = r.err, time.Now()
-			s.syncMu.Unlock()
-			close(r.done)
-			return r.err
+			// The read is the round's, not this call's: it runs on a
+			// goroutine of its own (counted in inflight, so Close waits
+			// for it), and this call waits for it as a joiner does, until
+			// its ctx ends.
+			s.inflight.Add(1)
+			go s.runSync(r)
+			select {
+			case <-r.done:
+				return r.err
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		case r.seq > arrival:
 			// Sent after this call began: its answer is good for it.
 			s.syncMu.Unlock()
@@ -83,6 +90,18 @@ type syncRound struct {
 	seq  uint64
 	done chan struct{} // closed once err is set
 	err  error
+}
+
+// runSync runs round r's read and answers the calls waiting for it.
+func (s *Store) runSync(r *syncRound) {
+	defer s.inflight.Done()
+	err := s.syncOnce()
+	s.syncMu.Lock()
+	s.syncCur = nil
+	s.syncErr, s.syncFailed = err, time.Now()
+	r.err = err
+	s.syncMu.Unlock()
+	close(r.done)
 }
 
 // syncOnce reads the feed key's mod revision and waits for the replica to
