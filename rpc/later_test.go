@@ -39,7 +39,7 @@ func (l *laterCalls) add(reply func(any, error)) {
 
 // take removes and returns the oldest waiting reply, waiting a bounded
 // time for one.
-func (l *laterCalls) take(t *testing.T) func(any, error) {
+func (l *laterCalls) take(t testing.TB) func(any, error) {
 	t.Helper()
 	l.waitFor(t, 1)
 	l.mu.Lock()
@@ -50,7 +50,7 @@ func (l *laterCalls) take(t *testing.T) func(any, error) {
 }
 
 // waitFor waits (bounded) until n calls are waiting.
-func (l *laterCalls) waitFor(t *testing.T, n int) {
+func (l *laterCalls) waitFor(t testing.TB, n int) {
 	t.Helper()
 	deadline := time.NewTimer(10 * time.Second)
 	defer deadline.Stop()
@@ -97,7 +97,7 @@ func connGoroutines() int {
 
 // waitConnGoroutines waits (bounded) until at most want goroutines are in
 // rpc.Conn: a drain ends once it has written its replies.
-func waitConnGoroutines(t *testing.T, want int) {
+func waitConnGoroutines(t testing.TB, want int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {

@@ -220,8 +220,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		sem:    make(chan struct{}, s.cfg.MaxRequests),
 		items:  newItemBudget(s.cfg.MaxBulkItems),
 	}
-	c.wcond.L = &c.wmu
-	c.bcond.L = &c.bmu
+	c.cond.L = &c.mu
 	c.root = s.cfg.NewRoot(c.info, c)
 
 	s.mu.Lock()

@@ -137,70 +137,6 @@ type Hub struct {
 	subs     map[subKey]*subscription
 	byID     map[subKey]*subscription
 	byParent map[subKey]*subscription
-
-	dmu        sync.Mutex // guards the fields below (not mu: Defer is called from sinks)
-	publishing int        // Publish and Reset calls under way
-	deferred   []Deferred // given to Defer during them; run when the last ends
-}
-
-// Deferred is work a delivery leaves for the end of the publish that made
-// it (Defer).
-type Deferred interface {
-	// AfterPublish runs once the publish has called every sink. It runs
-	// on the publisher's goroutine with no lock of the hub held, and must
-	// not block.
-	AfterPublish()
-}
-
-// Defer reports whether a publish (Publish or Reset) is under way and, if
-// so, has d run when it ends, after every sink of the commit has been
-// called, in the order given; otherwise it does nothing and the caller
-// runs d's work itself. A sink's delivery uses it to say where a commit's
-// deliveries end: the rpc layer holds a connection's replies while its
-// watchers are woken one by one and lets them go together from
-// AfterPublish, one write for the ten replies of a commit instead of two
-// or more. d may be given from any goroutine (a timer's); one given while
-// another goroutine publishes waits for that publish to end, which takes
-// no longer than its sinks.
-func (h *Hub) Defer(d Deferred) bool {
-	h.dmu.Lock()
-	defer h.dmu.Unlock()
-	if h.publishing == 0 {
-		return false
-	}
-	h.deferred = append(h.deferred, d)
-	return true
-}
-
-// beginPublish marks a publish under way (Defer then defers).
-func (h *Hub) beginPublish() {
-	h.dmu.Lock()
-	h.publishing++
-	h.dmu.Unlock()
-}
-
-// endPublish ends a publish: the last one under way runs what was
-// deferred during it. It runs after the sinks, with mu released.
-func (h *Hub) endPublish() {
-	h.dmu.Lock()
-	h.publishing--
-	var ds []Deferred
-	if h.publishing == 0 {
-		ds, h.deferred = h.deferred, nil
-	}
-	h.dmu.Unlock()
-	if len(ds) == 0 {
-		return
-	}
-	for i, d := range ds {
-		ds[i] = nil
-		d.AfterPublish()
-	}
-	h.dmu.Lock()
-	if h.deferred == nil {
-		h.deferred = ds[:0] // keep the array for the next publish
-	}
-	h.dmu.Unlock()
 }
 
 // NewHub returns an empty hub.
@@ -268,11 +204,8 @@ func (h *Hub) cancel(s *subscription) {
 }
 
 // Publish delivers cs to every matching subscription. Callers publish in
-// commit order; Publish returns after every sink has returned and then
-// what the sinks deferred (Defer) has run.
+// commit order; Publish returns after every sink has returned.
 func (h *Hub) Publish(cs ChangeSet) {
-	h.beginPublish()
-	defer h.endPublish()
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	deliver := func(s *subscription, c Change) {
@@ -301,10 +234,8 @@ func (h *Hub) Publish(cs ChangeSet) {
 // whatever its filter's fields. A sink that cannot tell what changed
 // wakes its watcher or fails it with ErrReset; a spurious event is
 // allowed, a missed one never. Callers call Reset in revision order with
-// Publish. What the sinks defer (Defer) runs once every sink was called.
+// Publish.
 func (h *Hub) Reset(rev uint64) {
-	h.beginPublish()
-	defer h.endPublish()
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	for _, index := range []map[subKey]*subscription{h.subs, h.byID, h.byParent} {
@@ -315,6 +246,19 @@ func (h *Hub) Reset(rev uint64) {
 			}
 		}
 	}
+}
+
+// Sync returns once the Publish and Reset calls under way when it was
+// called have returned: what their sinks record, and what the sinks give
+// to others, is then whole (it does not wait for a later publish). A
+// consumer of what sinks hand on (a connection writing the replies that
+// the sinks of one commit completed) calls it to take a commit's
+// deliveries together. It takes the hub's lock for an instant: callers
+// must not hold anything a sink waits for.
+func (h *Hub) Sync() {
+	h.mu.Lock()
+	//lint:ignore SA2001 an empty critical section: waiting for the publishes under way is the point
+	h.mu.Unlock()
 }
 
 // Subscriptions returns the number of live subscriptions (for metrics).

@@ -1,11 +1,9 @@
 package watcher_test
 
 import (
-	"fmt"
 	"reflect"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -555,78 +553,5 @@ func TestHubConcurrent(t *testing.T) {
 	// watcher has cancelled by the time Kill returns, so the count is exact.
 	if got := hub.Subscriptions(); got != 0 {
 		t.Errorf("after all cancels, Subscriptions() = %d, want 0", got)
-	}
-}
-
-type deferredFunc func()
-
-func (f deferredFunc) AfterPublish() { f() }
-
-// What sinks defer during a publish runs once every sink of the commit
-// has been called, in the order given; outside a publish Defer declines
-// and the caller does the work itself.
-func TestDeferRunsAfterEverySink(t *testing.T) {
-	h := watcher.NewHub()
-	l := &orderLog{}
-	for i := range 3 {
-		name := fmt.Sprint("s", i)
-		h.Subscribe(watcher.Filter{Kind: "machine", Model: "m"}, func(uint64, watcher.Change) {
-			l.add(name)
-			if !h.Defer(deferredFunc(func() { l.add("after-" + name) })) {
-				t.Errorf("Defer declined during a publish")
-			}
-		})
-	}
-	h.Publish(watcher.ChangeSet{Rev: 1, Changes: []watcher.Change{
-		{Kind: "machine", Model: "m", ID: "1"}, {Kind: "machine", Model: "m", ID: "2"},
-	}})
-	// Subscriptions are called newest first.
-	want := "s2 s1 s0 s2 s1 s0 after-s2 after-s1 after-s0 after-s2 after-s1 after-s0"
-	if got := strings.Join(l.get(), " "); got != want {
-		t.Fatalf("order %q, want %q", got, want)
-	}
-	if h.Defer(deferredFunc(func() { t.Error("deferred outside a publish ran") })) {
-		t.Fatal("Defer accepted work outside a publish")
-	}
-	// A second publish starts afresh: nothing of the first runs again.
-	*l = orderLog{}
-	h.Publish(watcher.ChangeSet{Rev: 2, Changes: []watcher.Change{{Kind: "machine", Model: "m", ID: "3"}}})
-	if got, want := strings.Join(l.get(), " "), "s2 s1 s0 after-s2 after-s1 after-s0"; got != want {
-		t.Fatalf("second publish: %q, want %q", got, want)
-	}
-}
-
-// Reset defers as Publish does: every sink first, then the deferred work.
-func TestDeferDuringReset(t *testing.T) {
-	h := watcher.NewHub()
-	var l orderLog
-	for _, id := range []string{"a", "b"} {
-		h.Subscribe(watcher.Filter{Kind: "machine", Model: "m", ID: id}, func(uint64, watcher.Change) {
-			l.add(id)
-			h.Defer(deferredFunc(func() { l.add("after-" + id) }))
-		})
-	}
-	h.Reset(7)
-	got := strings.Join(l.get(), " ")
-	if got != "a b after-a after-b" && got != "b a after-b after-a" {
-		t.Fatalf("order %q: want both sinks before the deferred work, in the order given", got)
-	}
-}
-
-// Work deferred during a publish may publish nothing, but it may defer
-// no more: Defer after the publish ended declines. A deferred function
-// that runs code calling Defer (a reply given from it) does the work at
-// once.
-func TestDeferFromDeferredWorkDeclines(t *testing.T) {
-	h := watcher.NewHub()
-	var declined atomic.Bool
-	h.Subscribe(watcher.Filter{Kind: "machine", Model: "m"}, func(uint64, watcher.Change) {
-		h.Defer(deferredFunc(func() {
-			declined.Store(!h.Defer(deferredFunc(func() { t.Error("nested deferred work ran") })))
-		}))
-	})
-	h.Publish(watcher.ChangeSet{Rev: 1, Changes: []watcher.Change{{Kind: "machine", Model: "m", ID: "1"}}})
-	if !declined.Load() {
-		t.Fatal("Defer from deferred work was accepted")
 	}
 }
