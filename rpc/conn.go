@@ -76,15 +76,13 @@ type ConnInfo struct {
 	RemoteAddr string
 }
 
-// Conn is one websocket connection, served by two goroutines (the package
-// doc has the contract): the reader, started by Server.ServeHTTP after
-// the upgrade, which reads and dispatches requests and tears the
-// connection down; and the writer, which runs on a worker of the
-// Server's pool while replies are queued, writes them and ends when none
-// is left, so an idle connection has the reader alone. Handlers (at most
-// Config.MaxRequests at once) run on the pool's workers; a call that
-// replies later (a watcher's Next, see Later) holds no goroutine while
-// it waits. Pings are sent from a timer.
+// Conn is one websocket connection, served by two goroutines that live
+// as long as it does (the package doc has the contract): the reader,
+// which reads and dispatches requests and tears the connection down, and
+// the writer, which writes the queued replies and the pings. Handlers (at
+// most Config.MaxRequests at once) run on the Server's worker pool; a call
+// that replies later (a watcher's Next, see Later) holds no goroutine
+// while it waits.
 type Conn struct {
 	srv  *Server
 	ws   *websocket.Conn
@@ -98,32 +96,41 @@ type Conn struct {
 	sem   chan struct{}       // one slot per call not yet answered
 	items *semaphore.Weighted // list items of running calls (limits.go); nil: no limit
 
-	mu   sync.Mutex // guards the fields below
-	cond sync.Cond  // on mu: a call was answered, the queue was taken, the writer stopped, or Close
+	// room bounds the replies queued for the writer: maxQueued slots (a
+	// send takes one) and Config.MaxUnsent bytes. The writer gives both
+	// back once it has written (or dropped) a reply.
+	slots chan struct{}
+	bytes *semaphore.Weighted
 
+	// Wake-ups, each with one waiter: wake the writer's (a reply was
+	// queued, or teardown asks it to end), notify the reader's (a call was
+	// answered, Close, or the writer ended). A send never blocks: a
+	// pending wake-up covers every change made before it is taken.
+	wake   chan struct{}
+	notify chan struct{}
+
+	mu sync.Mutex // guards the fields below
 	// The reader's budget (limits.go).
 	pending   int64 // bytes of the requests not yet answered
 	calls     int   // calls not yet answered
 	closed    bool  // Close was called: the reader stops waiting
 	closeCode int   // close frame the server sends; 0: none
+	// The writer's.
+	queue  []outgoing // the replies, in the order given
+	dead   bool       // a write failed: replies are dropped
+	ending bool       // every call is answered: the writer ends once the queue is empty
+	ended  bool       // the writer has ended
 
-	// The replies, for the writer.
-	queue   []outgoing // in the order given
-	queued  int        // encoded replies in queue (maxQueued bounds them)
-	unsent  int64      // bytes of the encoded replies queued or being written
-	writing bool       // the writer runs: it takes what is queued
-	dead    bool       // a write failed: replies are dropped
-	ending  bool       // teardown has flushed the replies: the ping timer stops
-
-	ping      *time.Timer
 	stopOnce  sync.Once
 	stopping  atomic.Bool // set to ask the reader to stop
 	overLimit bool        // the reader stopped at a message over the read limit (the reader's)
 }
 
-// outgoing is one reply for the writer: encoded (msg), or the reply of a
-// Later call, which the writer encodes, so that whoever completed the call
-// (the hub's publisher, a timer) is not held by it.
+// outgoing is one reply for the writer: encoded (msg, holding a slot and
+// its bytes of the room), or the reply of a Later call, which the writer
+// encodes, so that whoever completed the call (the hub's publisher, a
+// timer) is not held by it; such replies are bounded by the request
+// slots instead.
 type outgoing struct {
 	msg   []byte
 	later *laterCall
@@ -168,8 +175,8 @@ func (c *Conn) Close(code int) {
 			c.closeCode = code
 		}
 		c.closed = true
-		c.cond.Broadcast()
 		c.mu.Unlock()
+		signal(c.notify)
 		// stopping before the deadline: a reader setting its own deadline
 		// after this one sees it (beforeRead).
 		c.stopping.Store(true)
@@ -188,12 +195,37 @@ func (c *Conn) setCloseCode(code int) {
 	c.mu.Unlock()
 }
 
-// serve is the connection's reader: it reads requests until reading ends,
-// tears the connection down, then calls ended. Between requests it waits
-// in gorilla's NextReader (readRequest), so its own frame is kept small:
-// the work of a request is in functions that are not inlined here.
+// signal wakes ch's waiter without blocking: a wake-up already pending
+// covers this one.
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// waitUntil waits on the reader until done (called with mu held) holds, or
+// the connection is closed if interruptible; it reports whether done
+// holds. It returns with mu unlocked.
+func (c *Conn) waitUntil(done func() bool, interruptible bool) bool {
+	for {
+		c.mu.Lock()
+		ok, stop := done(), interruptible && c.closed
+		c.mu.Unlock()
+		if ok || stop {
+			return ok
+		}
+		<-c.notify
+	}
+}
+
+// serve is the connection's reader: it starts the writer, reads requests
+// until reading ends, tears the connection down, then calls ended. Between
+// requests it waits in gorilla's NextReader (readRequest), so its own
+// frame is kept small: the work of a request is in functions that are not
+// inlined here.
 func (c *Conn) serve(ended func()) {
-	c.ping = time.AfterFunc(c.srv.cfg.PingPeriod, c.sendPing)
+	go c.write()
 	pongWait := c.srv.cfg.PongWait
 	c.ws.SetPongHandler(func(string) error {
 		return c.ws.SetReadDeadline(time.Now().Add(pongWait))
@@ -208,18 +240,20 @@ func (c *Conn) serve(ended func()) {
 func (c *Conn) teardown() {
 	// In this order: no more requests (reading has ended); cancel the
 	// calls' context and stop the root's resources, which answers the
-	// waiting calls; wait for every call to be answered and every reply
-	// written; send the close frame; close the socket.
+	// waiting calls; wait for every call to be answered, then for the
+	// writer to write every reply and end; send the close frame; close
+	// the socket.
 	c.cancel()
 	c.root.Kill()
+	c.waitUntil(func() bool { return c.calls == 0 }, false)
 	c.mu.Lock()
-	for c.calls > 0 || c.writing {
-		c.cond.Wait()
-	}
 	c.ending = true
+	c.mu.Unlock()
+	signal(c.wake)
+	c.waitUntil(func() bool { return c.ended }, false)
+	c.mu.Lock()
 	dead, code := c.dead, c.closeCode
 	c.mu.Unlock()
-	c.ping.Stop()
 	if c.overLimit {
 		c.discardInput()
 	}
@@ -354,12 +388,7 @@ func readMessage(r io.Reader) ([]byte, error) {
 // waitIdle waits on the reader's goroutine until every request read so far
 // is answered, or the connection closes; it reports false for the latter.
 func (c *Conn) waitIdle() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for c.calls > 0 && !c.closed {
-		c.cond.Wait()
-	}
-	return !c.closed
+	return c.waitUntil(func() bool { return c.calls == 0 && !c.closed }, true)
 }
 
 // dispatch starts the call of h, a message of size bytes. While the
@@ -379,15 +408,12 @@ func (c *Conn) dispatch(h *header, size int64) bool {
 		return true
 	}
 	limit := c.srv.cfg.ReadLimit
-	c.mu.Lock()
-	for c.pending > 0 && c.pending+size > limit && !c.closed {
-		c.cond.Wait()
-	}
-	if c.closed {
-		c.mu.Unlock()
+	room := func() bool { return c.pending == 0 || c.pending+size <= limit }
+	if !c.waitUntil(room, true) {
 		<-c.sem
 		return false
 	}
+	c.mu.Lock()
 	c.pending += size
 	c.calls++
 	c.mu.Unlock()
@@ -420,8 +446,8 @@ func (c *Conn) release(h *header) {
 	c.mu.Lock()
 	c.pending -= h.size
 	c.calls--
-	c.cond.Broadcast()
 	c.mu.Unlock()
+	signal(c.notify)
 	<-c.sem
 }
 
@@ -531,105 +557,103 @@ func (c *Conn) encodeLater(lc *laterCall) []byte {
 	return msg
 }
 
-// enqueue queues msg, an encoded reply, for the writer, waiting while
-// maxQueued replies are queued or the unsent replies would go over
-// Config.MaxUnsent bytes (a reply alone may be larger). A reply to a
-// connection whose writes failed is dropped.
+// enqueue queues msg, an encoded reply, for the writer, waiting for room:
+// one of maxQueued slots and its size in Config.MaxUnsent bytes (a reply
+// larger than that waits until nothing else is unsent). The writer makes
+// room as it writes, or drops the replies of a connection whose writes
+// failed, so the wait ends within the write deadline.
 func (c *Conn) enqueue(msg []byte) {
-	size, limit := int64(len(msg)), c.srv.cfg.MaxUnsent
+	c.slots <- struct{}{}
+	if n := c.weight(msg); !c.bytes.TryAcquire(n) {
+		_ = c.bytes.Acquire(context.Background(), n)
+	}
 	c.mu.Lock()
-	for !c.dead && (c.queued >= maxQueued || c.unsent > 0 && c.unsent+size > limit) {
-		c.cond.Wait()
-	}
-	if c.dead {
-		c.mu.Unlock()
-		return
-	}
 	c.queue = append(c.queue, outgoing{msg: msg})
-	c.queued++
-	c.unsent += size
-	start := c.startWriterLocked()
 	c.mu.Unlock()
-	if start {
-		c.srv.workers.run(c.write)
-	}
+	signal(c.wake)
 }
+
+// weight is what msg takes of the MaxUnsent bytes.
+func (c *Conn) weight(msg []byte) int64 { return min(int64(len(msg)), c.srv.cfg.MaxUnsent) }
 
 // push queues the reply of a Later call without waiting: the Later calls
 // are bounded by the request slots, and the writer encodes their replies
-// within the unsent bound. A connection whose writes failed answers the
-// call at once, its reply dropped.
+// within the unsent bound.
 func (c *Conn) push(lc *laterCall) {
 	c.mu.Lock()
-	if c.dead {
-		c.mu.Unlock()
-		c.encodeLater(lc)
-		return
-	}
 	c.queue = append(c.queue, outgoing{later: lc})
-	start := c.startWriterLocked()
 	c.mu.Unlock()
-	if start {
-		c.srv.workers.run(c.write)
-	}
+	signal(c.wake)
 }
 
-// startWriterLocked reports whether the caller, having queued a reply,
-// must start the writer: none is running.
-func (c *Conn) startWriterLocked() bool {
-	if c.writing {
-		return false
-	}
-	c.writing = true
-	return true
-}
-
-// write is the connection's writer, on a worker: it takes everything
-// queued and writes it as one corked write (writeBatch), until nothing is
-// queued; then it ends, and the next reply queued starts it again. It is
-// the connection's only writer of data frames.
+// write is the connection's writer, started by the reader: it sends a
+// ping every Config.PingPeriod and, when woken, takes everything queued
+// and writes it as one corked write (writeBatch), until nothing is queued.
+// It is the connection's only writer of data frames and pings (gorilla
+// writes pongs and close frames from the reader, which WriteControl allows
+// alongside). It ends when teardown asks, once the queue is empty.
 func (c *Conn) write() {
-	var batch []outgoing
+	ping := time.NewTimer(c.srv.cfg.PingPeriod)
+	defer ping.Stop()
+	var spare []outgoing
 	for {
-		if batch = c.take(batch, true); batch == nil {
-			return
+		select {
+		case <-c.wake:
+		case <-ping.C:
+			c.sendPing()
+			ping.Reset(c.srv.cfg.PingPeriod)
+			continue
 		}
-		batch = c.writeBatch(batch)
+		for {
+			batch, end := c.take(spare)
+			if end {
+				c.mu.Lock()
+				c.ended = true
+				c.mu.Unlock()
+				signal(c.notify)
+				return
+			}
+			if batch == nil {
+				break
+			}
+			spare = c.writeBatch(batch)
+		}
+		spare = nil // an idle connection keeps no array
 	}
 }
 
 // take returns the queued replies, leaving spare's array (emptied) as the
-// queue, or nil when none is queued; then, if stop, the writer ends.
-func (c *Conn) take(spare []outgoing, stop bool) []outgoing {
+// queue, or nil when none is queued; end reports that none is and
+// teardown has asked the writer to end (every call is answered, so none
+// will be).
+func (c *Conn) take(spare []outgoing) (batch []outgoing, end bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	batch := c.queue
+	batch = c.queue
 	if len(batch) == 0 {
-		if stop {
-			c.writing = false
-			c.queue = nil // an idle connection keeps no array
-			c.cond.Broadcast()
-		}
-		return nil
+		c.queue = nil
+		return nil, c.ending
 	}
 	c.queue = spare[:0]
-	c.queued = 0
-	c.cond.Broadcast()
-	return batch
+	return batch, false
 }
 
 // writeBatch writes batch, and what is queued while it does, as websocket
 // text messages, in order, corked: gorilla frames each, and the frames go
 // to the TLS connection in one write (wire.go), one TLS record and one
 // syscall, cut where the bytes gathered would go over Config.MaxUnsent
-// and at corkMax. The replies of Later calls are encoded here. It returns
-// batch's array, emptied, for the next take. On a write error the socket
-// is closed, so the reader ends the connection, and later replies are
-// dropped.
+// and at corkMax. The replies of Later calls are encoded here; once some
+// were, the root's Settle (if it has one) lets whoever gives replies
+// together finish before the queue is looked at again. It returns batch's
+// array, emptied, for the next take. After a write error nothing more is
+// written: the socket is closed, so the reader ends the connection, and
+// the replies are dropped (their room given back, their calls answered).
 func (c *Conn) writeBatch(batch []outgoing) []outgoing {
 	cfg := &c.srv.cfg
-	var err error
-	var gathered, taken int64 // bytes gathered since the last write; of encoded replies taken from the queue
+	c.mu.Lock()
+	err := errDead(c.dead)
+	c.mu.Unlock()
+	var gathered int64 // bytes gathered since the last write
 	c.wire.cork()
 	settler, _ := c.root.(Settler)
 	for {
@@ -639,7 +663,8 @@ func (c *Conn) writeBatch(batch []outgoing) []outgoing {
 			if lc := batch[i].later; lc != nil {
 				msg, later = c.encodeLater(lc), true
 			} else {
-				taken += int64(len(msg))
+				c.bytes.Release(c.weight(msg))
+				<-c.slots
 			}
 			batch[i] = outgoing{} // let the reply go
 			if err != nil {
@@ -655,10 +680,10 @@ func (c *Conn) writeBatch(batch []outgoing) []outgoing {
 			err = c.ws.WriteMessage(websocket.TextMessage, msg)
 			gathered += int64(len(msg))
 		}
-		if later && settler != nil {
+		if later && settler != nil && err == nil {
 			settler.Settle() // what is given with these replies is then queued
 		}
-		next := c.take(batch, false) // batch's array becomes the queue's
+		next, _ := c.take(batch) // batch's array becomes the queue's
 		if next == nil {
 			break
 		}
@@ -669,40 +694,46 @@ func (c *Conn) writeBatch(batch []outgoing) []outgoing {
 	if ferr := c.wire.uncork(time.Now().Add(cfg.WriteTimeout)); err == nil {
 		err = ferr
 	}
-	c.mu.Lock()
-	c.unsent -= taken
-	var dropped []outgoing
-	if err != nil && !c.dead {
-		c.dead = true
-		dropped, c.queue, c.queued, c.unsent = c.queue, nil, 0, 0
-	}
-	c.cond.Broadcast()
-	c.mu.Unlock()
 	if err != nil {
-		c.log().Debug("write failed; closing connection", "err", err)
-		c.fail()
-		for _, o := range dropped {
-			if o.later != nil {
-				c.encodeLater(o.later)
-			}
-		}
+		c.failWrite(err)
 	}
 	return batch[:0]
 }
 
-// sendPing sends a websocket ping (WriteControl may run alongside the
-// writer) and re-arms its timer until teardown has flushed the replies.
+// errDead is the error of a connection whose writes failed before.
+func errDead(dead bool) error {
+	if dead {
+		return ErrConnClosed
+	}
+	return nil
+}
+
+// sendPing sends a websocket ping, on the writer, unless its writes
+// failed.
 func (c *Conn) sendPing() {
-	cfg := &c.srv.cfg
-	if err := c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(cfg.WriteTimeout)); err != nil {
-		c.fail()
+	c.mu.Lock()
+	dead := c.dead
+	c.mu.Unlock()
+	if dead {
 		return
 	}
-	c.mu.Lock()
-	if !c.ending {
-		c.ping.Reset(cfg.PingPeriod)
+	err := c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(c.srv.cfg.WriteTimeout))
+	if err != nil {
+		c.failWrite(err)
 	}
+}
+
+// failWrite ends a connection whose write failed with err: later replies
+// are dropped and the socket is closed under the reader.
+func (c *Conn) failWrite(err error) {
+	c.mu.Lock()
+	first := !c.dead
+	c.dead = true
 	c.mu.Unlock()
+	if first {
+		c.log().Debug("write failed; closing connection", "err", err)
+		c.fail()
+	}
 }
 
 // lingerTime bounds how long discardInput reads.

@@ -236,7 +236,7 @@ func TestPongsKeepAnIdleConnection(t *testing.T) {
 	case <-timeout:
 		t.Fatal("no reply after the pongs")
 	}
-	waitConnGoroutines(t, 1) // the reader; the writer ended with its reply
+	waitConnGoroutines(t, 2) // the reader and the writer
 }
 
 // A client that stops answering pings is dropped after the pong wait.

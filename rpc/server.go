@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"golang.org/x/sync/semaphore"
 )
 
 // Observer receives connection and request events, for metrics. Its
@@ -219,8 +220,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		cancel: cancel,
 		sem:    make(chan struct{}, s.cfg.MaxRequests),
 		items:  newItemBudget(s.cfg.MaxBulkItems),
+		slots:  make(chan struct{}, maxQueued),
+		bytes:  semaphore.NewWeighted(s.cfg.MaxUnsent),
+		wake:   make(chan struct{}, 1),
+		notify: make(chan struct{}, 1),
 	}
-	c.cond.L = &c.mu
 	c.root = s.cfg.NewRoot(c.info, c)
 
 	s.mu.Lock()

@@ -137,6 +137,10 @@ type Hub struct {
 	subs     map[subKey]*subscription
 	byID     map[subKey]*subscription
 	byParent map[subKey]*subscription
+
+	pmu        sync.Mutex    // guards the fields below (not mu: Sync must not wait for subscribers)
+	publishing int           // Publish and Reset calls under way
+	synced     chan struct{} // made by Sync during them; closed when the last ends
 }
 
 // NewHub returns an empty hub.
@@ -206,6 +210,8 @@ func (h *Hub) cancel(s *subscription) {
 // Publish delivers cs to every matching subscription. Callers publish in
 // commit order; Publish returns after every sink has returned.
 func (h *Hub) Publish(cs ChangeSet) {
+	h.beginPublish()
+	defer h.endPublish()
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	deliver := func(s *subscription, c Change) {
@@ -236,6 +242,8 @@ func (h *Hub) Publish(cs ChangeSet) {
 // allowed, a missed one never. Callers call Reset in revision order with
 // Publish.
 func (h *Hub) Reset(rev uint64) {
+	h.beginPublish()
+	defer h.endPublish()
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	for _, index := range []map[subKey]*subscription{h.subs, h.byID, h.byParent} {
@@ -249,16 +257,40 @@ func (h *Hub) Reset(rev uint64) {
 }
 
 // Sync returns once the Publish and Reset calls under way when it was
-// called have returned: what their sinks record, and what the sinks give
-// to others, is then whole (it does not wait for a later publish). A
-// consumer of what sinks hand on (a connection writing the replies that
-// the sinks of one commit completed) calls it to take a commit's
-// deliveries together. It takes the hub's lock for an instant: callers
-// must not hold anything a sink waits for.
+// called have returned (at once if none is): what their sinks did, and
+// what the sinks handed on, is then whole. A consumer of what sinks hand
+// on (a connection writing the replies that one commit's sinks gave it)
+// calls it to take a commit's deliveries together. It must not be called
+// from a sink.
 func (h *Hub) Sync() {
-	h.mu.Lock()
-	//lint:ignore SA2001 an empty critical section: waiting for the publishes under way is the point
-	h.mu.Unlock()
+	h.pmu.Lock()
+	if h.publishing == 0 {
+		h.pmu.Unlock()
+		return
+	}
+	if h.synced == nil {
+		h.synced = make(chan struct{})
+	}
+	ch := h.synced
+	h.pmu.Unlock()
+	<-ch
+}
+
+// beginPublish and endPublish bracket a Publish or Reset for Sync.
+func (h *Hub) beginPublish() {
+	h.pmu.Lock()
+	h.publishing++
+	h.pmu.Unlock()
+}
+
+func (h *Hub) endPublish() {
+	h.pmu.Lock()
+	h.publishing--
+	if h.publishing == 0 && h.synced != nil {
+		close(h.synced)
+		h.synced = nil
+	}
+	h.pmu.Unlock()
 }
 
 // Subscriptions returns the number of live subscriptions (for metrics).

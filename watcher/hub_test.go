@@ -555,3 +555,74 @@ func TestHubConcurrent(t *testing.T) {
 		t.Errorf("after all cancels, Subscriptions() = %d, want 0", got)
 	}
 }
+
+// Sync returns at once when no publish is under way, and otherwise once
+// the publish under way has called every sink: a consumer of what a
+// commit's sinks hand on then has all of it. Sync waits for Reset too.
+func TestHubSyncWaitsForThePublishUnderWay(t *testing.T) {
+	t.Parallel()
+	hub := watcher.NewHub()
+	hub.Sync() // nothing under way
+
+	inSink, release := make(chan struct{}), make(chan struct{})
+	var delivered atomic.Int32
+	first := true
+	t.Cleanup(hub.Subscribe(watcher.Filter{Kind: kindMachine, Model: model1}, func(uint64, watcher.Change) {
+		if first {
+			first = false
+			close(inSink)
+			<-release
+		}
+		delivered.Add(1)
+	}))
+	t.Cleanup(hub.Subscribe(watcher.Filter{Kind: kindMachine, Model: model1}, func(uint64, watcher.Change) {
+		delivered.Add(1)
+	}))
+	published := make(chan struct{})
+	go func() {
+		defer close(published)
+		hub.Publish(watcher.ChangeSet{Rev: 1, Changes: []watcher.Change{{Kind: kindMachine, Model: model1, ID: "0"}}})
+	}()
+	<-inSink
+	synced := make(chan struct{})
+	go func() {
+		hub.Sync()
+		close(synced)
+	}()
+	select {
+	case <-synced:
+		t.Fatal("Sync returned while a sink of the publish was running")
+	case <-time.After(50 * time.Millisecond): // Sync must still be waiting
+	}
+	close(release)
+	select {
+	case <-synced:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Sync still waiting 10s after the publish ended")
+	}
+	if got := delivered.Load(); got != 2 {
+		t.Fatalf("Sync returned after %d of 2 deliveries", got)
+	}
+	<-published
+	hub.Sync() // nothing under way again
+
+	// Reset is a publish too.
+	inSink2, release2 := make(chan struct{}), make(chan struct{})
+	t.Cleanup(hub.Subscribe(watcher.Filter{Kind: kindApp, Model: model2}, func(uint64, watcher.Change) {
+		close(inSink2)
+		<-release2
+	}))
+	go hub.Reset(2)
+	<-inSink2
+	synced2 := make(chan struct{})
+	go func() {
+		hub.Sync()
+		close(synced2)
+	}()
+	close(release2)
+	select {
+	case <-synced2:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Sync still waiting 10s after the reset ended")
+	}
+}
