@@ -32,18 +32,6 @@ type Root interface {
 	Kill()
 }
 
-// Settler is implemented by a Root whose Later calls another goroutine
-// answers several at a time: the watcher hub's publisher answering, one
-// after another, every watcher of the connection that one commit wakes.
-// Settle returns once such a goroutine has given the replies it is giving
-// (the publish under way has ended). The writer calls it after it has
-// taken replies of Later calls and before it looks for more, so that the
-// replies given together are written together, one write of the socket.
-// It must wait for nothing else, and briefly.
-type Settler interface {
-	Settle()
-}
-
 // Request is what routes a call: the header fields of one request.
 type Request struct {
 	RequestID uint64
@@ -643,8 +631,8 @@ func (c *Conn) take(spare []outgoing) (batch []outgoing, end bool) {
 // to the TLS connection in one write (wire.go), one TLS record and one
 // syscall, cut where the bytes gathered would go over Config.MaxUnsent
 // and at corkMax. The replies of Later calls are encoded here; once some
-// were, the root's Settle (if it has one) lets whoever gives replies
-// together finish before the queue is looked at again. It returns batch's
+// were, Config.Settle (if set) lets whoever gives replies together
+// finish before the queue is looked at again. It returns batch's
 // array, emptied, for the next take. After a write error nothing more is
 // written: the socket is closed, so the reader ends the connection, and
 // the replies are dropped (their room given back, their calls answered).
@@ -655,7 +643,6 @@ func (c *Conn) writeBatch(batch []outgoing) []outgoing {
 	c.mu.Unlock()
 	var gathered int64 // bytes gathered since the last write
 	c.wire.cork()
-	settler, _ := c.root.(Settler)
 	for {
 		later := false
 		for i := range batch {
@@ -680,8 +667,8 @@ func (c *Conn) writeBatch(batch []outgoing) []outgoing {
 			err = c.ws.WriteMessage(websocket.TextMessage, msg)
 			gathered += int64(len(msg))
 		}
-		if later && settler != nil && err == nil {
-			settler.Settle() // what is given with these replies is then queued
+		if later && cfg.Settle != nil && err == nil {
+			cfg.Settle() // what is given with these replies is then queued
 		}
 		next, _ := c.take(batch) // batch's array becomes the queue's
 		if next == nil {

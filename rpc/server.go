@@ -64,6 +64,16 @@ type Config struct {
 	PingPeriod time.Duration
 	PongWait   time.Duration
 
+	// Settle, if set, returns once whoever is answering several Later
+	// calls at a time has given the replies it is giving: the daemon's is
+	// the watcher hub's Sync, which waits for the publish under way, whose
+	// sinks answer every Next of a connection that one commit wakes. A
+	// connection's writer calls it after encoding replies of Later calls
+	// and before it looks for more, so that replies given together are
+	// written together, in one write of the socket. It must wait for
+	// nothing else, and briefly.
+	Settle func()
+
 	Observer Observer
 }
 

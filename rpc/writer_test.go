@@ -16,21 +16,19 @@ import (
 // write deadline, and no goroutine of a connection outlives it. Writes are
 // counted at the server's TCP connection (tapConn), under its TLS.
 
-// publishingRoot is testRoot with a Settle that waits while a "commit" of
-// the test is giving replies, as the facade layer's waits for the
-// watcher hub's publish.
-type publishingRoot struct {
-	*testRoot
+// commit stands for the watcher hub's publish of one commit: Settle,
+// the server's Config.Settle, waits while it is giving replies.
+type commit struct {
 	settling  chan struct{} // Settle was called during the commit
 	published chan struct{} // closed when the commit has given every reply
 }
 
-func (r *publishingRoot) Settle() {
+func (c *commit) Settle() {
 	select {
-	case r.settling <- struct{}{}:
+	case c.settling <- struct{}{}:
 	default:
 	}
-	<-r.published
+	<-c.published
 }
 
 // A commit gives ten waiting calls their replies one after another; the
@@ -40,14 +38,8 @@ func (r *publishingRoot) Settle() {
 // alone: the writer was already writing it when the others came.
 func TestOneCommitsRepliesLeaveInOneWrite(t *testing.T) {
 	const n = 10
-	root := &publishingRoot{settling: make(chan struct{}, 1), published: make(chan struct{})}
-	ws, sc, reps, _ := startLaterCalls(t, func(c *rpc.Config) {
-		inner := c.NewRoot
-		c.NewRoot = func(info rpc.ConnInfo, conn *rpc.Conn) rpc.Root {
-			root.testRoot = inner(info, conn).(*testRoot)
-			return root
-		}
-	}, n)
+	root := &commit{settling: make(chan struct{}, 1), published: make(chan struct{})}
+	ws, sc, reps, _ := startLaterCalls(t, func(c *rpc.Config) { c.Settle = root.Settle }, n)
 	before, recBefore := sc.counts()
 
 	reps[0](params.StringResult{Result: smallResult(1)}, nil)

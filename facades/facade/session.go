@@ -194,16 +194,6 @@ func (s *Session) laterError(req rpc.Request, err error) error {
 	return c.ServerError(err)
 }
 
-// Settle implements rpc.Settler: it returns once the hub's publish under
-// way, which answers the connection's waiting Next calls one watcher at a
-// time, has ended, so that the replies one commit gives the connection are
-// written together.
-func (s *Session) Settle() {
-	if hub := s.deps.Hub; hub != nil {
-		hub.Sync()
-	}
-}
-
 // Kill implements rpc.Root: it stops every resource and the ping timer.
 func (s *Session) Kill() {
 	s.mu.Lock()
