@@ -192,19 +192,19 @@ func signal(ch chan struct{}) {
 	}
 }
 
-// waitUntil waits on the reader until done (called with mu held) holds, or
-// the connection is closed if interruptible; it reports whether done
-// holds. It returns with mu unlocked.
-func (c *Conn) waitUntil(done func() bool, interruptible bool) bool {
-	for {
-		c.mu.Lock()
-		ok, stop := done(), interruptible && c.closed
-		c.mu.Unlock()
-		if ok || stop {
-			return ok
+// waitLocked waits on the reader, with mu held, until done (called with
+// mu held) reports true, or, if interruptible, the connection is closed;
+// it reports whether done does. It returns with mu held.
+func (c *Conn) waitLocked(done func() bool, interruptible bool) bool {
+	for !done() {
+		if interruptible && c.closed {
+			return false
 		}
+		c.mu.Unlock()
 		<-c.notify
+		c.mu.Lock()
 	}
+	return true
 }
 
 // serve is the connection's reader: it starts the writer, reads requests
@@ -233,13 +233,13 @@ func (c *Conn) teardown() {
 	// the socket.
 	c.cancel()
 	c.root.Kill()
-	c.waitUntil(func() bool { return c.calls == 0 }, false)
 	c.mu.Lock()
+	c.waitLocked(func() bool { return c.calls == 0 }, false)
 	c.ending = true
 	c.mu.Unlock()
 	signal(c.wake)
-	c.waitUntil(func() bool { return c.ended }, false)
 	c.mu.Lock()
+	c.waitLocked(func() bool { return c.ended }, false)
 	dead, code := c.dead, c.closeCode
 	c.mu.Unlock()
 	if c.overLimit {
@@ -376,7 +376,9 @@ func readMessage(r io.Reader) ([]byte, error) {
 // waitIdle waits on the reader's goroutine until every request read so far
 // is answered, or the connection closes; it reports false for the latter.
 func (c *Conn) waitIdle() bool {
-	return c.waitUntil(func() bool { return c.calls == 0 && !c.closed }, true)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.waitLocked(func() bool { return c.calls == 0 }, true) && !c.closed
 }
 
 // dispatch starts the call of h, a message of size bytes. While the
@@ -396,12 +398,12 @@ func (c *Conn) dispatch(h *header, size int64) bool {
 		return true
 	}
 	limit := c.srv.cfg.ReadLimit
-	room := func() bool { return c.pending == 0 || c.pending+size <= limit }
-	if !c.waitUntil(room, true) {
+	c.mu.Lock()
+	if !c.waitLocked(func() bool { return c.pending == 0 || c.pending+size <= limit }, true) || c.closed {
+		c.mu.Unlock()
 		<-c.sem
 		return false
 	}
-	c.mu.Lock()
 	c.pending += size
 	c.calls++
 	c.mu.Unlock()

@@ -1,6 +1,8 @@
 package rpc_test
 
 import (
+	"crypto/tls"
+	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -64,25 +66,47 @@ func TestOneCommitsRepliesLeaveInOneWrite(t *testing.T) {
 	}
 }
 
-// A client that stops reading is dropped once a write has waited for the
-// write deadline: the server's socket buffers fill, the writer's write
-// times out, the connection ends with every call answered (the handlers
-// waiting for room in the queue get it back), and neither the reader nor
-// the writer nor a handler of it is left.
-func TestStuckClientEndsAtTheWriteDeadline(t *testing.T) {
-	const n = 100
-	large := strings.Repeat("z", 64<<10)
-	ws, _, reps, ts := startLaterCalls(t, func(c *rpc.Config) {
-		c.WriteTimeout = 300 * time.Millisecond
-		c.MaxUnsent = 256 << 10
-	}, n)
-	defer ws.Close()
-	start := time.Now()
-	for i := range reps {
-		reps[i](params.StringResult{Result: large}, nil)
+// smallBuffers makes the server's sockets' send buffers small, so that a
+// client that stops reading stalls the server's writes after little data
+// whatever the kernel's autotuning would allow.
+type smallBuffers struct{ net.Listener }
+
+func (l smallBuffers) Accept() (net.Conn, error) {
+	nc, err := l.Listener.Accept()
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetWriteBuffer(16 << 10)
 	}
-	// Encoded replies too, from handlers that wait for room: they get it
-	// when the writer drops the replies of the failed connection.
+	return nc, err
+}
+
+// A client that stops reading is dropped once a write has waited for the
+// write deadline: the socket buffers fill, the writer's write times out,
+// the connection ends with every call answered (the handlers waiting for
+// room in the queue get it back as the writer drops the replies), and
+// neither the reader nor the writer nor a handler of it is left.
+func TestStuckClientEndsAtTheWriteDeadline(t *testing.T) {
+	const n = 40
+	large := strings.Repeat("z", 64<<10)
+	ts := startServerOn(t, func(c *rpc.Config) {
+		c.WriteTimeout = 300 * time.Millisecond
+		c.MaxUnsent = 128 << 10
+	}, func(ln net.Listener) net.Listener { return smallBuffers{ln} })
+	ws := ts.dialRaw(t)
+	defer ws.Close()
+	if tc, ok := ws.NetConn().(*tls.Conn); ok {
+		if tcp, ok := tc.NetConn().(*net.TCPConn); ok {
+			_ = tcp.SetReadBuffer(16 << 10)
+		}
+	}
+	for i := 1; i <= n; i++ {
+		send(t, ws, `{"request-id":`+strconv.Itoa(i)+`,"type":"T","version":1,"request":"Later"}`)
+	}
+	reps := ts.root.later.takeAll(t, n)
+	start := time.Now()
+	for _, r := range reps {
+		r(params.StringResult{Result: large}, nil)
+	}
+	// Encoded replies too, from handlers that wait for room.
 	for i := n + 1; i <= n+20; i++ {
 		send(t, ws, `{"request-id":`+strconv.Itoa(i)+`,"type":"T","version":1,"request":"Echo","params":{"entities":[{"tag":"`+large[:8<<10]+`"}]}}`)
 	}
