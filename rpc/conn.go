@@ -64,56 +64,76 @@ type ConnInfo struct {
 	RemoteAddr string
 }
 
-// Conn is one websocket connection. Its goroutines: the reader (started by
-// Server.ServeHTTP after the upgrade, which then returns net/http's
-// goroutine; the reader also tears the connection down) and nothing else
-// while the connection is idle (see the package doc). Handlers (at most Config.MaxRequests
-// at once) run on the Server's reused worker goroutines; a call that
-// replies later (a watcher's Next, see Later) holds no goroutine while it
-// waits. Replies are queued and written by a drain that runs on a worker
-// only while the queue is not empty, so at most one goroutine writes data
-// frames at a time; pings are sent from a timer.
+// Conn is one websocket connection, served by two goroutines that live
+// as long as it does (the package doc has the contract): the reader,
+// which reads and dispatches requests and tears the connection down, and
+// the writer, which writes the queued replies and the pings. Handlers (at
+// most Config.MaxRequests at once) run on the Server's worker pool; a call
+// that replies later (a watcher's Next, see Later) holds no goroutine
+// while it waits.
 type Conn struct {
 	srv  *Server
 	ws   *websocket.Conn
-	wire *wireConn // the connection under ws, whose writes the drain corks
+	wire *wireConn // the connection under ws, whose writes the writer corks
 	info ConnInfo
 	root Root
 
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	sem      chan struct{} // one slot per call not yet replied to
-	handlers sync.WaitGroup
-	items    *semaphore.Weighted // list items of running calls (limits.go); nil: no limit
+	sem   chan struct{}       // one slot per call not yet answered
+	items *semaphore.Weighted // list items of running calls (limits.go); nil: no limit
 
-	bmu     sync.Mutex // guards the request budget fields below
-	bcond   sync.Cond  // on bmu: a call was answered or the connection closes
-	pending int64      // bytes of the requests not yet answered
-	calls   int        // requests not yet answered
-	bclosed bool       // Close was called: the reader stops waiting
+	// room bounds the replies queued for the writer: maxQueued slots (a
+	// send takes one) and Config.MaxUnsent bytes. The writer gives both
+	// back once it has written (or dropped) a reply.
+	slots chan struct{}
+	bytes *semaphore.Weighted
 
-	rmu       sync.Mutex   // guards ready, answering and holds
-	ready     []laterReply // Later replies given and not yet queued
-	answering bool         // a worker is queuing the ready replies
-	holds     int32        // HoldReplies not yet released: ready replies wait
+	// Wake-ups, each with one waiter: wake the writer's (a reply was
+	// queued, or teardown asks it to end), notify the reader's (a call was
+	// answered, Close, or the writer ended). A send never blocks: a
+	// pending wake-up covers every change made before it is taken.
+	wake   chan struct{}
+	notify chan struct{}
 
-	wmu     sync.Mutex // guards the write fields below
-	wcond   sync.Cond  // on wmu: the queue shrank or the drain stopped
-	queue   [][]byte   // replies waiting to be written
-	unsent  int64      // bytes of the replies queued or being written
-	writing bool       // a drain is running
-	wdead   bool       // a write failed: later replies are dropped
-	wclosed bool       // teardown began: the ping timer is not re-armed
-	ping    *time.Timer
+	mu sync.Mutex // guards the fields below
+	// The reader's budget (limits.go).
+	pending   int64 // bytes of the requests not yet answered
+	calls     int   // calls not yet answered
+	closed    bool  // Close was called: the reader stops waiting
+	closeCode int   // close frame the server sends; 0: none
+	// The writer's.
+	queue  []outgoing // the replies, in the order given
+	dead   bool       // a write failed: replies are dropped
+	ending bool       // every call is answered: the writer ends once the queue is empty
+	ended  bool       // the writer has ended
 
 	stopOnce  sync.Once
 	stopping  atomic.Bool // set to ask the reader to stop
-	mu        sync.Mutex  // guards closeCode
-	closeCode int         // close frame the server sends; 0: none
-	overLimit bool        // the reader stopped at a message over the read limit
-	nread     uint64      // messages read whole (the reader's)
-	ended     func()      // called by the reader once the connection has ended
+	overLimit bool        // the reader stopped at a message over the read limit (the reader's)
+}
+
+// outgoing is one reply for the writer: encoded (msg, holding a slot and
+// its bytes of the room), or the reply of a Later call, which the writer
+// encodes, so that whoever completed the call (the hub's publisher, a
+// timer) is not held by it; such replies are bounded by the request
+// slots instead.
+type outgoing struct {
+	msg   []byte
+	later *laterCall
+}
+
+// laterCall is a Later call from its start: its reply function's receiver,
+// and the reply once given, for the writer.
+type laterCall struct {
+	c       *Conn
+	h       *header
+	mapErr  func(Request, error) error // Later.MapErr's
+	start   time.Time
+	replied atomic.Bool
+	res     any
+	err     error
 }
 
 // log returns the connection's logger: the server's, with the client's
@@ -121,9 +141,10 @@ type Conn struct {
 // not kept with each connection.
 func (c *Conn) log() *slog.Logger { return c.srv.cfg.Logger.With("remote", c.info.RemoteAddr) }
 
-// maxQueued bounds the replies waiting to be written on one connection;
-// the reader and handlers wait for room, so a client that stops reading
-// stops being read (until the write deadline ends the connection).
+// maxQueued bounds the encoded replies waiting to be written on one
+// connection; the reader and handlers wait for room, so a client that
+// stops reading stops being read (until the write deadline ends the
+// connection).
 const maxQueued = 64
 
 // ErrConnClosed is the cause of a connection closed by the server.
@@ -141,13 +162,13 @@ func (c *Conn) Close(code int) {
 		if c.closeCode == 0 {
 			c.closeCode = code
 		}
+		c.closed = true
 		c.mu.Unlock()
+		signal(c.notify)
+		// stopping before the deadline: a reader setting its own deadline
+		// after this one sees it (beforeRead).
 		c.stopping.Store(true)
 		_ = c.ws.SetReadDeadline(time.Now().Add(-time.Second))
-		c.bmu.Lock()
-		c.bclosed = true
-		c.bcond.Broadcast()
-		c.bmu.Unlock()
 	})
 }
 
@@ -162,84 +183,73 @@ func (c *Conn) setCloseCode(code int) {
 	c.mu.Unlock()
 }
 
-// serve runs the connection until it ends, then calls ended; it is the
-// reader (see read).
+// signal wakes ch's waiter without blocking: a wake-up already pending
+// covers this one.
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// waitLocked waits on the reader, with mu held, until done (called with
+// mu held) reports true, or, if interruptible, the connection is closed;
+// it reports whether done does. It returns with mu held.
+func (c *Conn) waitLocked(done func() bool, interruptible bool) bool {
+	for !done() {
+		if interruptible && c.closed {
+			return false
+		}
+		c.mu.Unlock()
+		<-c.notify
+		c.mu.Lock()
+	}
+	return true
+}
+
+// serve is the connection's reader: it starts the writer, reads requests
+// until reading ends, tears the connection down, then calls ended. Between
+// requests it waits in gorilla's NextReader (readRequest), so its own
+// frame is kept small: the work of a request is in functions that are not
+// inlined here.
 func (c *Conn) serve(ended func()) {
-	c.ended = ended
-	c.ping = time.AfterFunc(c.srv.cfg.PingPeriod, c.sendPing)
+	go c.write()
 	pongWait := c.srv.cfg.PongWait
 	c.ws.SetPongHandler(func(string) error {
 		return c.ws.SetReadDeadline(time.Now().Add(pongWait))
 	})
-	c.read(false)
-}
-
-// read is the connection's reader: it reads requests until reading ends,
-// then tears the connection down, unless it hands its wait for the next
-// request to a new goroutine (idle.go), which goes on as the reader with
-// resumed set.
-func (c *Conn) read(resumed bool) {
-	if c.readLoop(resumed) {
-		return
+	for c.beforeRead() && c.readRequest() {
 	}
 	c.teardown()
-	c.ended()
+	ended()
 }
 
 // teardown ends the connection, on the reader, once reading has ended.
 func (c *Conn) teardown() {
-	// In this order: no more requests; cancel waiting calls and stop
-	// resources; wait for every call to reply; let the queue drain and
-	// send the close frame; close the socket.
+	// In this order: no more requests (reading has ended); cancel the
+	// calls' context and stop the root's resources, which answers the
+	// waiting calls; wait for every call to be answered, then for the
+	// writer to write every reply and end; send the close frame; close
+	// the socket.
 	c.cancel()
 	c.root.Kill()
-	c.handlers.Wait()
-	c.wmu.Lock()
-	c.wclosed = true
-	for c.writing {
-		c.wcond.Wait()
-	}
-	dead := c.wdead
-	c.wmu.Unlock()
-	c.ping.Stop()
+	c.mu.Lock()
+	c.waitLocked(func() bool { return c.calls == 0 }, false)
+	c.ending = true
+	c.mu.Unlock()
+	signal(c.wake)
+	c.mu.Lock()
+	c.waitLocked(func() bool { return c.ended }, false)
+	dead, code := c.dead, c.closeCode
+	c.mu.Unlock()
 	if c.overLimit {
 		c.discardInput()
 	}
-	if !dead {
-		c.mu.Lock()
-		code := c.closeCode
-		c.mu.Unlock()
-		if code != 0 {
-			_ = c.ws.WriteControl(websocket.CloseMessage,
-				websocket.FormatCloseMessage(code, ""), time.Now().Add(c.srv.cfg.WriteTimeout))
-		}
+	if !dead && code != 0 {
+		_ = c.ws.WriteControl(websocket.CloseMessage,
+			websocket.FormatCloseMessage(code, ""), time.Now().Add(c.srv.cfg.WriteTimeout))
 	}
 	_ = c.ws.Close()
-}
-
-// readLoop reads and dispatches requests until reading ends (false) or it
-// has handed the reader's wait to a new goroutine (true). Between
-// requests it waits in wireConn.await, whose frames are the only ones
-// above the poller's: its own frame is kept small, and the work of a
-// request is in readRequest and beforeRead, not inlined here.
-func (c *Conn) readLoop(resumed bool) bool {
-	for {
-		var handover time.Time
-		if !resumed {
-			if !c.beforeRead() {
-				return false
-			}
-			handover = time.Now().Add(handoverAfter)
-		}
-		if c.wire.await(c.nread, c.srv.cfg.PongWait, handover, resumed) == waitedHandover {
-			go c.read(true)
-			return true
-		}
-		resumed = false
-		if !c.readRequest() {
-			return false
-		}
-	}
 }
 
 // beforeRead readies the reader for the next request: before login it
@@ -276,25 +286,43 @@ func (c *Conn) readLimit() int64 {
 	return c.srv.cfg.ReadLimit
 }
 
-// readRequest reads one message and dispatches its request; it reports
-// false when reading ends.
+// readRequest waits for the next message, reads it and dispatches its
+// request; it reports false when reading ends. An idle connection's reader
+// waits here, in NextReader: what runs once a message has begun
+// (readMessage, handle) is not inlined, so that its frames are not on the
+// idle reader's stack (with them there the stack went over 4 KiB and
+// every idle connection held 8 KiB of stack instead of 4).
 //
 //go:noinline
 func (c *Conn) readRequest() bool {
-	var data []byte
 	_, r, err := c.ws.NextReader()
-	if err == nil {
-		data, err = readMessage(r)
-	}
 	if err != nil {
-		if errors.Is(err, websocket.ErrReadLimit) {
-			// gorilla has already sent close code 1009.
-			c.log().Debug("message over the read limit", "limit", c.readLimit())
-			c.overLimit = true
-		}
-		return false
+		return c.readFailed(err)
 	}
-	c.nread++
+	data, err := readMessage(r)
+	if err != nil {
+		return c.readFailed(err)
+	}
+	return c.handle(data)
+}
+
+// readFailed ends reading on err.
+//
+//go:noinline
+func (c *Conn) readFailed(err error) bool {
+	if errors.Is(err, websocket.ErrReadLimit) {
+		// gorilla has already sent close code 1009.
+		c.log().Debug("message over the read limit", "limit", c.readLimit())
+		c.overLimit = true
+	}
+	return false
+}
+
+// handle decodes the message data and dispatches its request; it reports
+// false when reading ends.
+//
+//go:noinline
+func (c *Conn) handle(data []byte) bool {
 	h, err := decodeHeader(data)
 	if err != nil {
 		c.log().Debug("closing connection on a malformed message", "err", err)
@@ -318,16 +346,9 @@ var readPool = sync.Pool{New: func() any { b := make([]byte, readPoolSize); retu
 // readMessage reads the message of r whole, as gorilla's ReadMessage
 // does, into a slice of its own size: ReadMessage's io.ReadAll starts
 // every message with 512 bytes, so each request of a hundred bytes cost
-// five times its size (issue 16: 15% of the daemon's allocated bytes
-// under watch at 100,000 watchers). A message larger than a pooled
-// buffer grows from it and is copied out at its size, as ReadAll does.
-//
-// The reader waits for the next message in NextReader, with only
-// readLoop's frame above it: readMessage, called once a message has
-// begun, is kept out of readLoop (not inlined) so that its frame is not
-// on the stack of the idle reader. With it there, the reader's stack
-// went over 4 KiB and every idle connection held 8 KiB of stack instead
-// of 4 (conns -n 3000: 8.0 KiB per agent against 3.98).
+// five times its size (15% of the daemon's allocated bytes under watch at
+// 100,000 watchers). A message larger than a pooled buffer grows from it
+// and is copied out at its size, as ReadAll does.
 //
 //go:noinline
 func readMessage(r io.Reader) ([]byte, error) {
@@ -355,12 +376,9 @@ func readMessage(r io.Reader) ([]byte, error) {
 // waitIdle waits on the reader's goroutine until every request read so far
 // is answered, or the connection closes; it reports false for the latter.
 func (c *Conn) waitIdle() bool {
-	c.bmu.Lock()
-	defer c.bmu.Unlock()
-	for c.calls > 0 && !c.bclosed {
-		c.bcond.Wait()
-	}
-	return !c.bclosed
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.waitLocked(func() bool { return c.calls == 0 }, true) && !c.closed
 }
 
 // dispatch starts the call of h, a message of size bytes. While the
@@ -370,35 +388,33 @@ func (c *Conn) waitIdle() bool {
 func (c *Conn) dispatch(h *header, size int64) bool {
 	call, err := c.root.FindMethod(h.request())
 	if err != nil {
-		c.replyFromReader(h, false, nil, err)
+		c.replyFromReader(h, false, err)
 		return true
 	}
 	select {
 	case c.sem <- struct{}{}:
 	default:
-		c.replyFromReader(h, true, nil, TooManyRequestsError(cap(c.sem)))
+		c.replyFromReader(h, true, TooManyRequestsError(cap(c.sem)))
 		return true
 	}
 	limit := c.srv.cfg.ReadLimit
-	c.bmu.Lock()
-	for c.pending > 0 && c.pending+size > limit && !c.bclosed {
-		c.bcond.Wait()
-	}
-	if c.bclosed {
-		c.bmu.Unlock()
+	c.mu.Lock()
+	if !c.waitLocked(func() bool { return c.pending == 0 || c.pending+size <= limit }, true) || c.closed {
+		c.mu.Unlock()
 		<-c.sem
 		return false
 	}
 	c.pending += size
 	c.calls++
-	c.bmu.Unlock()
+	c.mu.Unlock()
 	h.size = size
 	h.cc = callCtx{Context: c.ctx, conn: c}
-	c.handlers.Add(1)
 	c.srv.workers.run(func() { c.run(h, call) })
 	return true
 }
 
+// run is a call's handler, on a worker: it calls the method and queues
+// its reply, or starts a Later and returns without waiting for it.
 func (c *Conn) run(h *header, call Caller) {
 	start := time.Now()
 	res, err := c.call(h, call)
@@ -406,214 +422,81 @@ func (c *Conn) run(h *header, call Caller) {
 		c.await(h, l, start)
 		return
 	}
-	c.finish(h, res, err, start)
-}
-
-// finish replies to a call that started at start and, once the reply is
-// queued, gives back what the call held: its MaxRequests slot, its items
-// and its request's bytes.
-func (c *Conn) finish(h *header, res any, err error, start time.Time) {
-	c.reply(h, true, res, err, time.Since(start))
+	c.enqueue(c.encode(h, true, res, err, time.Since(start)))
 	c.release(h)
 }
 
-// release gives back what the call of h held once its reply is queued.
+// release gives back what the call of h held once its reply is queued
+// (encoded, for a Later call's): its MaxRequests slot, its items and its
+// request's bytes.
 func (c *Conn) release(h *header) {
 	if h.cc.items > 0 {
 		c.items.Release(h.cc.items)
 	}
-	c.bmu.Lock()
+	c.mu.Lock()
 	c.pending -= h.size
 	c.calls--
-	c.bcond.Broadcast()
-	c.bmu.Unlock()
+	c.mu.Unlock()
+	signal(c.notify)
 	<-c.sem
-	c.handlers.Done()
 }
 
-// pendingCall is a Later call between its start and its reply.
-type pendingCall struct {
-	mu       sync.Mutex
-	starting bool // still in Later.start: a reply is kept for the caller
-	replied  bool
-	res      any
-	err      error
-}
-
-// await starts l and returns without waiting for its reply. A reply given
-// while l starts (an event already pending) is sent from this goroutine;
-// a later one joins the connection's ready replies (answerLater), since
-// it comes from whichever goroutine completed the call (the hub's
-// publisher, a timer) and must not block it.
+// await starts l and returns without waiting for its reply: the call
+// keeps its slot and is answered when l replies (laterCall.reply), from
+// any goroutine, or with the panic if l's start panics before replying.
 func (c *Conn) await(h *header, l *Later, start time.Time) {
-	p := &pendingCall{starting: true}
-	mapErr := l.mapErr
-	reply := func(res any, err error) {
-		if err != nil && mapErr != nil {
-			err = mapErr(h.request(), err)
-		}
-		p.mu.Lock()
-		if p.replied {
-			p.mu.Unlock()
-			c.log().Error("a call replied twice; second reply dropped", "facade", h.Type, "method", h.Request)
-			return
-		}
-		p.replied = true
-		if p.starting {
-			p.res, p.err = res, err
-			p.mu.Unlock()
-			return
-		}
-		p.mu.Unlock()
-		c.answerLater(laterReply{h: h, res: res, err: err, start: start})
-	}
-	_, perr := c.call(h, CallerFunc(func(ctx context.Context, _ json.RawMessage) (any, error) {
-		l.start(ctx, reply)
-		return nil, nil
-	}))
-	p.mu.Lock()
-	p.starting = false
-	replied, res, err := p.replied, p.res, p.err
-	if perr != nil && !replied {
-		// It panicked before replying: reply with the panic; a reply
-		// that comes later anyway is dropped.
-		p.replied, replied, res, err = true, true, nil, perr
-	}
-	p.mu.Unlock()
-	if replied {
-		c.finish(h, res, err, start)
+	lc := &laterCall{c: c, h: h, mapErr: l.mapErr, start: start}
+	if err := c.startLater(lc, l); err != nil && lc.replied.CompareAndSwap(false, true) {
+		lc.err = err // the panic, replied as a handler's is
+		c.push(lc)
 	}
 }
 
-// laterReply is the reply of a Later call, given and not yet queued.
-type laterReply struct {
-	h     *header
-	res   any
-	err   error
-	start time.Time
-}
-
-// answerLater queues r's reply from a worker, without blocking. One
-// worker at a time answers the connection's ready replies (answerReady),
-// so the replies given together (one commit waking several watchers of
-// the connection) are queued together and written as one batch. While
-// the connection is held (HoldReplies) the reply waits with the others
-// given meanwhile, and the last ReleaseReplies starts the worker.
-func (c *Conn) answerLater(r laterReply) {
-	c.rmu.Lock()
-	c.ready = append(c.ready, r)
-	start := !c.answering && c.holds == 0
-	if start {
-		c.answering = true
-	}
-	c.rmu.Unlock()
-	if start {
-		c.srv.workers.run(c.answerReady)
-	}
-}
-
-// ConnOf returns the connection of a call's context (the ctx a Caller or
-// a Later's start is given), or nil for any other context.
-func ConnOf(ctx context.Context) *Conn {
-	if cc, _ := ctx.Value(callKey{}).(*callCtx); cc != nil {
-		return cc.conn
-	}
+// startLater runs l's start, turning a panic into an error.
+func (c *Conn) startLater(lc *laterCall, l *Later) (err error) {
+	var res any
+	defer c.recoverPanic(lc.h, &res, &err)
+	l.start(&lc.h.cc, lc.reply)
 	return nil
 }
 
-// HoldReplies keeps the Later replies given on c from being queued until
-// the matching ReleaseReplies, and ReleaseReplies lets them go: the
-// replies given between a connection's first hold and its last release
-// are encoded, queued and written together, in the order given (one
-// batch: one write of the socket, one TLS record, for up to 16 KiB).
-//
-// It is for the code that completes several calls of a connection at
-// once without knowing which is the last: the hub's publisher wakes a
-// connection's watchers one by one for a commit, and without a hold the
-// first reply starts the connection's worker, which can write it before
-// the publisher has given the others (a commit's replies then leave in
-// two writes or more). Holds nest; each must be released, promptly (the
-// replies wait for it), and a hold does not delay replies already being
-// written. Both never block.
-func (c *Conn) HoldReplies() {
-	c.rmu.Lock()
-	c.holds++
-	c.rmu.Unlock()
-}
-
-// ReleaseReplies ends a HoldReplies; the last one lets the replies given
-// meanwhile go.
-func (c *Conn) ReleaseReplies() {
-	c.rmu.Lock()
-	c.holds--
-	if c.holds < 0 {
-		c.rmu.Unlock()
-		panic("rpc: ReleaseReplies without HoldReplies")
+// reply is a Later call's reply function: it never blocks. The reply joins
+// the queue in the order given, and the writer encodes it; a second reply
+// is dropped.
+func (lc *laterCall) reply(res any, err error) {
+	if !lc.replied.CompareAndSwap(false, true) {
+		lc.c.log().Error("a call replied twice; second reply dropped", "facade", lc.h.Type, "method", lc.h.Request)
+		return
 	}
-	start := c.holds == 0 && !c.answering && len(c.ready) > 0
-	if start {
-		c.answering = true
+	if err != nil && lc.mapErr != nil {
+		err = lc.mapErr(lc.h.request(), err)
 	}
-	c.rmu.Unlock()
-	if start {
-		c.srv.workers.run(c.answerReady)
-	}
-}
-
-// answerReady encodes and queues the ready replies, writing them itself
-// when no drain runs, until none is left or the connection is held (the
-// last release starts it again); then it gives back what their calls
-// held.
-func (c *Conn) answerReady() {
-	var msgs [][]byte
-	for {
-		c.rmu.Lock()
-		batch := c.ready
-		if len(batch) == 0 || c.holds > 0 {
-			c.answering = false
-			c.rmu.Unlock()
-			return
-		}
-		c.ready = nil
-		c.rmu.Unlock()
-		msgs = msgs[:0]
-		for _, r := range batch {
-			msgs = append(msgs, c.encode(r.h, true, r.res, r.err, time.Since(r.start)))
-		}
-		c.enqueue(msgs, true)
-		clear(msgs)
-		for _, r := range batch {
-			c.release(r.h)
-		}
-	}
+	lc.res, lc.err = res, err
+	lc.c.push(lc)
 }
 
 // call runs one handler, turning a panic into an error reply.
 func (c *Conn) call(h *header, call Caller) (res any, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			// Operators get the panic, not Go source locations; the
-			// stack is for developers, at debug level.
-			c.log().Error("panic in request handler", "facade", h.Type, "version", h.Version,
-				"method", h.Request, "panic", fmt.Sprint(r))
-			c.log().Debug("panic in request handler: stack", "method", h.Request, "stack", string(debug.Stack()))
-			res, err = nil, PanicError(r)
-		}
-	}()
+	defer c.recoverPanic(h, &res, &err)
 	return call.Call(&h.cc, h.Params)
 }
 
-// replyFromReader queues a reply the reader makes itself (an unknown
-// method, no free request slot); a drain it starts runs on a worker, so
-// the reader goes on reading.
-func (c *Conn) replyFromReader(h *header, resolved bool, res any, err error) {
-	c.enqueue([][]byte{c.encode(h, resolved, res, err, 0)}, false)
+// recoverPanic, deferred, turns a panic of the call of h into its error.
+func (c *Conn) recoverPanic(h *header, res *any, err *error) {
+	if r := recover(); r != nil {
+		// Operators get the panic, not Go source locations; the stack is
+		// for developers, at debug level.
+		c.log().Error("panic in request handler", "facade", h.Type, "version", h.Version,
+			"method", h.Request, "panic", fmt.Sprint(r))
+		c.log().Debug("panic in request handler: stack", "method", h.Request, "stack", string(debug.Stack()))
+		*res, *err = nil, PanicError(r)
+	}
 }
 
-// reply encodes and queues the reply to h from a worker goroutine, which
-// writes it itself if no drain is running (saving a hand-off).
-func (c *Conn) reply(h *header, resolved bool, res any, err error, d time.Duration) {
-	c.enqueue([][]byte{c.encode(h, resolved, res, err, d)}, true)
+// replyFromReader queues a reply the reader makes itself (an unknown
+// method, no free request slot), in read order.
+func (c *Conn) replyFromReader(h *header, resolved bool, err error) {
+	c.enqueue(c.encode(h, resolved, nil, err, 0))
 }
 
 // encode makes the reply frame to h. resolved says whether h named a
@@ -657,133 +540,189 @@ func (c *Conn) encode(h *header, resolved bool, res any, err error, d time.Durat
 	return msg
 }
 
-// enqueue queues msgs for writing, waiting while maxQueued replies are
-// queued or the unsent replies would go over Config.MaxUnsent bytes (a
-// reply alone may be larger), and starts a drain if none runs: on this
-// goroutine if inline, else on a worker. The goroutine that starts a
-// drain queues what fits first, so replies queued together are written
-// together. Replies to a connection whose writes failed are dropped.
-func (c *Conn) enqueue(msgs [][]byte, inline bool) {
-	limit := c.srv.cfg.MaxUnsent
-	for len(msgs) > 0 {
-		drainer := false
-		c.wmu.Lock()
-		for len(msgs) > 0 && !c.wdead {
-			size := int64(len(msgs[0]))
-			if len(c.queue) >= maxQueued || (c.unsent > 0 && c.unsent+size > limit) {
-				if drainer {
-					break // the drain this goroutine starts makes room
-				}
-				c.wcond.Wait()
-				continue
-			}
-			c.unsent += size
-			c.queue = append(c.queue, msgs[0])
-			msgs = msgs[1:]
-			if !c.writing {
-				c.writing = true
-				drainer = true
-			}
-		}
-		dead := c.wdead
-		c.wmu.Unlock()
-		if drainer {
-			if inline {
-				c.drain()
-			} else {
-				c.srv.workers.run(c.drain)
-			}
-		}
-		if dead {
-			return
-		}
-	}
+// encodeLater encodes the reply of a Later call and answers the call.
+func (c *Conn) encodeLater(lc *laterCall) []byte {
+	msg := c.encode(lc.h, true, lc.res, lc.err, time.Since(lc.start))
+	c.release(lc.h)
+	return msg
 }
 
-// drain writes queued replies until the queue is empty, then stops. Only
-// one drain runs at a time (Conn.writing), so it is the connection's only
-// writer of data frames. It takes the whole queue at once and writes it
-// corked (writeBatch). On a write error it closes the socket, so the
-// reader ends the connection, and drops what is queued.
-func (c *Conn) drain() {
+// enqueue queues msg, an encoded reply, for the writer, waiting for room:
+// one of maxQueued slots and its size in Config.MaxUnsent bytes (a reply
+// larger than that waits until nothing else is unsent). The writer makes
+// room as it writes, or drops the replies of a connection whose writes
+// failed, so the wait ends within the write deadline.
+func (c *Conn) enqueue(msg []byte) {
+	c.slots <- struct{}{}
+	if n := c.weight(msg); !c.bytes.TryAcquire(n) {
+		_ = c.bytes.Acquire(context.Background(), n)
+	}
+	c.mu.Lock()
+	c.queue = append(c.queue, outgoing{msg: msg})
+	c.mu.Unlock()
+	signal(c.wake)
+}
+
+// weight is what msg takes of the MaxUnsent bytes.
+func (c *Conn) weight(msg []byte) int64 { return min(int64(len(msg)), c.srv.cfg.MaxUnsent) }
+
+// push queues the reply of a Later call without waiting: the Later calls
+// are bounded by the request slots, and the writer encodes their replies
+// within the unsent bound.
+func (c *Conn) push(lc *laterCall) {
+	c.mu.Lock()
+	c.queue = append(c.queue, outgoing{later: lc})
+	c.mu.Unlock()
+	signal(c.wake)
+}
+
+// write is the connection's writer, started by the reader: it sends a
+// ping every Config.PingPeriod and, when woken, takes everything queued
+// and writes it as one corked write (writeBatch), until nothing is queued.
+// It is the connection's only writer of data frames and pings (gorilla
+// writes pongs and close frames from the reader, which WriteControl allows
+// alongside). It ends when teardown asks, once the queue is empty.
+func (c *Conn) write() {
+	ping := time.NewTimer(c.srv.cfg.PingPeriod)
+	defer ping.Stop()
+	var spare []outgoing
 	for {
-		c.wmu.Lock()
-		batch := c.queue
-		c.queue = nil
-		if len(batch) == 0 {
-			c.writing = false
-			c.wcond.Broadcast()
-			c.wmu.Unlock()
-			return
+		select {
+		case <-c.wake:
+		case <-ping.C:
+			c.sendPing()
+			ping.Reset(c.srv.cfg.PingPeriod)
+			continue
 		}
-		c.wcond.Broadcast()
-		c.wmu.Unlock()
-		err := c.writeBatch(batch)
-		var n int64
-		for i, msg := range batch {
-			n += int64(len(msg))
-			batch[i] = nil // let the written reply go
+		for {
+			batch, end := c.take(spare)
+			if end {
+				c.mu.Lock()
+				c.ended = true
+				c.mu.Unlock()
+				signal(c.notify)
+				return
+			}
+			if batch == nil {
+				break
+			}
+			spare = c.writeBatch(batch)
 		}
-		if err != nil {
-			c.log().Debug("write failed; closing connection", "err", err)
-			c.fail()
-		}
-		c.wmu.Lock()
-		if err != nil {
-			c.wdead = true
-			c.queue = nil
-			c.unsent = 0
-			c.writing = false
-		} else {
-			c.unsent -= n
-		}
-		c.wcond.Broadcast()
-		c.wmu.Unlock()
-		if err != nil {
-			return
-		}
+		spare = nil // an idle connection keeps no array
 	}
 }
 
-// writeBatch writes msgs as websocket text messages, in order. Several
-// are written corked: gorilla frames each, and the frames go to the TLS
-// connection in one write (of up to corkMax bytes each), so one TLS
-// record and one syscall carry them all.
-func (c *Conn) writeBatch(msgs [][]byte) error {
-	timeout := c.srv.cfg.WriteTimeout
-	if len(msgs) == 1 {
-		_ = c.ws.SetWriteDeadline(time.Now().Add(timeout))
-		return c.ws.WriteMessage(websocket.TextMessage, msgs[0])
+// take returns the queued replies, leaving spare's array (emptied) as the
+// queue, or nil when none is queued; end reports that none is and
+// teardown has asked the writer to end (every call is answered, so none
+// will be).
+func (c *Conn) take(spare []outgoing) (batch []outgoing, end bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	batch = c.queue
+	if len(batch) == 0 {
+		c.queue = nil
+		return nil, c.ending
 	}
+	c.queue = spare[:0]
+	return batch, false
+}
+
+// writeBatch writes batch, and what is queued while it does, as websocket
+// text messages, in order, corked: gorilla frames each, and the frames go
+// to the TLS connection in one write (wire.go), one TLS record and one
+// syscall, cut where the bytes gathered would go over Config.MaxUnsent
+// and at corkMax. The replies of Later calls are encoded here; once some
+// were, Config.Settle (if set) lets whoever gives replies together
+// finish before the queue is looked at again. It returns batch's
+// array, emptied, for the next take. After a write error nothing more is
+// written: the socket is closed, so the reader ends the connection, and
+// the replies are dropped (their room given back, their calls answered).
+func (c *Conn) writeBatch(batch []outgoing) []outgoing {
+	cfg := &c.srv.cfg
+	c.mu.Lock()
+	err := errDead(c.dead)
+	c.mu.Unlock()
+	var gathered int64 // bytes gathered since the last write
 	c.wire.cork()
-	var err error
-	for _, msg := range msgs {
-		_ = c.ws.SetWriteDeadline(time.Now().Add(timeout))
-		if err = c.ws.WriteMessage(websocket.TextMessage, msg); err != nil {
+	for {
+		later := false
+		for i := range batch {
+			msg := batch[i].msg
+			if lc := batch[i].later; lc != nil {
+				msg, later = c.encodeLater(lc), true
+			} else {
+				c.bytes.Release(c.weight(msg))
+				<-c.slots
+			}
+			batch[i] = outgoing{} // let the reply go
+			if err != nil {
+				continue // dropped
+			}
+			if gathered > 0 && gathered+int64(len(msg)) > cfg.MaxUnsent {
+				err, gathered = c.wire.flush(time.Now().Add(cfg.WriteTimeout)), 0
+				if err != nil {
+					continue
+				}
+			}
+			_ = c.ws.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout))
+			err = c.ws.WriteMessage(websocket.TextMessage, msg)
+			gathered += int64(len(msg))
+		}
+		if later && cfg.Settle != nil && err == nil {
+			cfg.Settle() // what is given with these replies is then queued
+		}
+		next, _ := c.take(batch) // batch's array becomes the queue's
+		if next == nil {
 			break
 		}
+		batch = next
 	}
 	// What was gathered goes out even after an error: it may end in a
 	// close frame gorilla wrote meanwhile.
-	if ferr := c.wire.uncork(time.Now().Add(timeout)); err == nil {
+	if ferr := c.wire.uncork(time.Now().Add(cfg.WriteTimeout)); err == nil {
 		err = ferr
 	}
-	return err
+	if err != nil {
+		c.failWrite(err)
+	}
+	return batch[:0]
 }
 
-// sendPing sends a websocket ping (WriteControl may run alongside the
-// drain) and re-arms its timer until teardown begins.
+// errDead is the error of a connection whose writes failed before.
+func errDead(dead bool) error {
+	if dead {
+		return ErrConnClosed
+	}
+	return nil
+}
+
+// sendPing sends a websocket ping, on the writer, unless its writes
+// failed.
 func (c *Conn) sendPing() {
-	cfg := &c.srv.cfg
-	if err := c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(cfg.WriteTimeout)); err != nil {
-		c.fail()
+	c.mu.Lock()
+	dead := c.dead
+	c.mu.Unlock()
+	if dead {
 		return
 	}
-	c.wmu.Lock()
-	if !c.wclosed {
-		c.ping.Reset(cfg.PingPeriod)
+	err := c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(c.srv.cfg.WriteTimeout))
+	if err != nil {
+		c.failWrite(err)
 	}
-	c.wmu.Unlock()
+}
+
+// failWrite ends a connection whose write failed with err: later replies
+// are dropped and the socket is closed under the reader.
+func (c *Conn) failWrite(err error) {
+	c.mu.Lock()
+	first := !c.dead
+	c.dead = true
+	c.mu.Unlock()
+	if first {
+		c.log().Debug("write failed; closing connection", "err", err)
+		c.fail()
+	}
 }
 
 // lingerTime bounds how long discardInput reads.

@@ -110,14 +110,14 @@ type testServer struct {
 	root *testRoot
 }
 
-func startServer(t *testing.T, mod func(*rpc.Config)) *testServer {
+func startServer(t testing.TB, mod func(*rpc.Config)) *testServer {
 	t.Helper()
 	return startServerOn(t, mod, nil)
 }
 
 // startServerOn is startServer with the server's TCP listener wrapped by
 // wrap (nil: as it is), under TLS.
-func startServerOn(t *testing.T, mod func(*rpc.Config), wrap func(net.Listener) net.Listener) *testServer {
+func startServerOn(t testing.TB, mod func(*rpc.Config), wrap func(net.Listener) net.Listener) *testServer {
 	t.Helper()
 	mat, err := pki.LoadOrCreate(t.TempDir(), []string{"127.0.0.1"})
 	if err != nil {
@@ -162,7 +162,7 @@ func startServerOn(t *testing.T, mod func(*rpc.Config), wrap func(net.Listener) 
 	return ts
 }
 
-func (ts *testServer) dial(t *testing.T) *client.Conn {
+func (ts *testServer) dial(t testing.TB) *client.Conn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -174,7 +174,7 @@ func (ts *testServer) dial(t *testing.T) *client.Conn {
 	return c
 }
 
-func (ts *testServer) dialRaw(t *testing.T) *websocket.Conn {
+func (ts *testServer) dialRaw(t testing.TB) *websocket.Conn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -186,14 +186,14 @@ func (ts *testServer) dialRaw(t *testing.T) *websocket.Conn {
 	return ws
 }
 
-func ctxT(t *testing.T) context.Context {
+func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	t.Cleanup(cancel)
 	return ctx
 }
 
 // readRaw reads one message with a deadline.
-func readRaw(t *testing.T, ws *websocket.Conn) map[string]any {
+func readRaw(t testing.TB, ws *websocket.Conn) map[string]any {
 	t.Helper()
 	_ = ws.SetReadDeadline(time.Now().Add(10 * time.Second))
 	_, data, err := ws.ReadMessage()
@@ -207,7 +207,7 @@ func readRaw(t *testing.T, ws *websocket.Conn) map[string]any {
 	return m
 }
 
-func send(t *testing.T, ws *websocket.Conn, msg string) {
+func send(t testing.TB, ws *websocket.Conn, msg string) {
 	t.Helper()
 	if err := ws.WriteMessage(websocket.TextMessage, []byte(msg)); err != nil {
 		t.Fatal(err)

@@ -12,8 +12,8 @@
 //     methods. Each method is composed once, at registration, into one
 //     function that builds the facade instance, decodes the params and calls
 //     the method: no reflection runs per call.
-//   - conn.go: one connection (Conn): the reader, dispatch, request slots,
-//     the reply queue and its drain, pings, teardown.
+//   - conn.go: one connection (Conn): its reader, dispatch, request slots,
+//     the reply queue, its writer (which also sends the pings), teardown.
 //   - server.go: Server (the upgrade, the connection cap, Shutdown) and the
 //     worker pool handlers run on.
 //   - limits.go: what one connection may make the server hold (request
@@ -21,12 +21,8 @@
 //   - freeform.go: the bounds of free-form values (status data, config
 //     values: an `any` in the params), checked before the method runs.
 //   - wire.go: the transport under gorilla: the small read buffer, and
-//     the connection whose writes the drain corks so that a batch of
+//     the connection whose writes the writer corks so that a batch of
 //     replies is one TLS record and one syscall.
-//   - idle.go: how the reader waits between requests: on the socket, with
-//     only its own few frames on its stack, once nothing is left unread
-//     in gorilla or crypto/tls; pongs taken there; the wait handed to a
-//     new goroutine with a small stack once idle.
 //
 // # Dispatch: one lookup, one call
 //
@@ -42,66 +38,62 @@
 //
 // # Concurrency contract
 //
-//   - The reader. Server.ServeHTTP (on net/http's goroutine for the
-//     request) upgrades the connection, starts one goroutine for it and
-//     returns, so net/http lets go of that goroutine and its per-request
-//     state. That goroutine is the connection's reader: it alone reads the
-//     socket, decodes headers and dispatches, and it tears the connection
-//     down when reading ends. The Server tracks it (Shutdown waits for it).
-//     An idle connection has no other goroutine. An idle reader hands its
-//     wait to a new goroutine and ends (idle.go): the reader is then that
-//     goroutine, and never more than one goroutine is the reader.
-//   - Dispatch happens on the reader, in read order. Root.FindMethod runs
+// A connection is served by two goroutines that live as long as it does,
+// a reader and a writer, as in etcd's v3rpc and gorilla's chat example;
+// handlers run on the Server's worker pool.
+//
+//  1. The reader. Server.ServeHTTP upgrades the connection, starts its
+//     reader and returns (net/http lets go of its goroutine and request
+//     state). The reader starts the writer; it alone reads the socket,
+//     decodes headers and dispatches, and it tears the connection down
+//     when reading ends. The Server tracks it: Shutdown waits for it, and
+//     it ends only after the writer has.
+//  2. Dispatch happens on the reader, in read order. Root.FindMethod runs
 //     there and must not block. A request it refuses, or one over
-//     Config.MaxRequests, is answered from the reader, so such replies keep
-//     their read order. The reader itself waits (limits.go) while the
-//     requests being answered hold Config.ReadLimit bytes, and before login
-//     until the previous request is answered.
-//   - Handlers. Every resolved request takes one of the connection's
-//     MaxRequests slots and runs on a worker of the Server's pool (reused
-//     goroutines; an idle worker exits after workerIdle and at Shutdown).
-//     Calls on one connection run concurrently and reply in any order
-//     (clients match replies by request id). A panic in a handler becomes
-//     an error reply; the connection stays.
-//   - What a handler may block on: its own work (state reads and writes,
-//     which are bounded), its share of the connection's list-item budget
-//     (Config.MaxBulkItems; given back when its reply is queued) and, when
-//     it queues its reply, room in the reply queue (at most maxQueued
-//     replies and Config.MaxUnsent bytes; the drain makes room or the write
-//     deadline ends the connection). It must not wait for an outside event:
-//     such a call returns a Later (HandleLater), holds its slot but no
-//     goroutine, and is answered when something calls its reply function,
-//     which never blocks: the reply joins the connection's ready replies,
-//     which one worker at a time encodes and queues together, so replies
-//     given together (one commit waking several of the connection's
-//     watchers) are written together, in the order given (a reply given
-//     while its call starts, an event already pending, is queued by the
-//     handler when the start returns). Teardown waits
-//     for every call to be answered, so whatever a call waits for must end
-//     when Root.Kill runs or the context ends.
-//   - The reply drain. A reply is encoded on the handler's goroutine and
-//     queued. If no drain is running, the goroutine that queued becomes the
-//     drain: it writes queued replies until the queue is empty, under the
-//     write deadline, taking the whole queue each time and writing it as
-//     one write of the TLS connection (wire.go), then returns to its pool (a reply the reader queues
-//     starts its drain on a worker, so the reader goes on reading). One
-//     drain at a time is the connection's only writer of data frames; a
-//     write error closes the socket, which ends the reader, and later
-//     replies are dropped.
-//   - Pings are sent from a time.AfterFunc timer that the reader starts and
-//     that re-arms itself after each ping until teardown begins (WriteControl
-//     may run alongside the drain). A pong extends the read deadline
-//     (Config.PongWait), as every read does.
-//   - Contexts. The context a call gets is the connection's (with the
-//     call's item share as a value): it ends when the connection does.
-//     Juju requests carry no per-call cancellation.
-//   - Teardown, on the reader, when reading ends (a read error, a malformed
-//     message, Conn.Close from Shutdown or the facade layer): cancel the
-//     context, Root.Kill (which must make waiting calls return), wait for
-//     every call to be answered, wait for the drain to empty the queue,
-//     send the close frame, close the socket.
-//   - Observer methods are called from the reader and the handlers; they
-//     must not block.
+//     Config.MaxRequests, is answered from the reader, so such replies
+//     keep their read order. The reader waits (limits.go) while the
+//     requests being answered hold Config.ReadLimit bytes, and before
+//     login until the previous request is answered.
+//  3. Handlers. Each resolved request takes one of MaxRequests slots and
+//     runs on a worker of the pool. Calls on one connection run
+//     concurrently and reply in any order (clients match replies by
+//     request id). A panic in a handler becomes an error reply.
+//  4. A handler's reply is encoded on the handler and queued; queueing
+//     waits for room (maxQueued replies, Config.MaxUnsent bytes; a reply
+//     alone may be larger), so a client that stops reading stops being
+//     read. That, its own work and its share of Config.MaxBulkItems are
+//     all a handler may wait for: a call that waits for an outside event
+//     returns a Later (HandleLater), keeps its slot, holds no goroutine,
+//     and is answered when its reply function is called, from any
+//     goroutine; that never blocks: the reply joins the queue, and the
+//     writer encodes it.
+//  5. The writer is the only goroutine that writes data frames and pings
+//     (gorilla writes pongs and close frames from the reader, which its
+//     WriteControl allows). Woken by a queued reply, it takes the whole
+//     queue and writes it, in the order queued, as one corked write of
+//     the TLS connection (wire.go): one record and one syscall per
+//     batch, cut at corkMax and MaxUnsent bytes. After encoding replies
+//     of Later calls it calls Config.Settle, if set, and takes what was
+//     queued meanwhile into the same write: the daemon's waits there for
+//     the watcher hub's publish under way, so the replies one commit
+//     gives a connection leave in one record. Every
+//     write has the write deadline (Config.WriteTimeout); a failed write
+//     closes the socket, which ends the reader, and the replies queued
+//     then and later are dropped, their room given back.
+//  6. Pings go out every Config.PingPeriod from the writer; a pong, like
+//     every read, extends the read deadline (Config.PongWait).
+//  7. Contexts. A call's context is the connection's (with the call's
+//     item share as a value): it ends when reading ends. Juju requests
+//     carry no per-call cancellation.
+//  8. Teardown, on the reader, once reading ends (a read error, a
+//     malformed message, Conn.Close from Shutdown or the facade layer),
+//     in order: cancel the context; Root.Kill, which must make waiting
+//     calls return; wait for every call to be answered; ask the writer
+//     to end, which it does once it has written everything queued; send
+//     the close frame; close the socket. No goroutine of the connection
+//     outlives it.
+//  9. Observer methods are called from the reader, the handlers and the
+//     writer; they must not block.
 //
 // rpc never imports the facade layer: it reads the wire code of an error
 // from its ErrorCode method (params.Error has one), and the Registry's

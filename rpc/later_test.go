@@ -39,7 +39,7 @@ func (l *laterCalls) add(reply func(any, error)) {
 
 // take removes and returns the oldest waiting reply, waiting a bounded
 // time for one.
-func (l *laterCalls) take(t *testing.T) func(any, error) {
+func (l *laterCalls) take(t testing.TB) func(any, error) {
 	t.Helper()
 	l.waitFor(t, 1)
 	l.mu.Lock()
@@ -50,7 +50,7 @@ func (l *laterCalls) take(t *testing.T) func(any, error) {
 }
 
 // waitFor waits (bounded) until n calls are waiting.
-func (l *laterCalls) waitFor(t *testing.T, n int) {
+func (l *laterCalls) waitFor(t testing.TB, n int) {
 	t.Helper()
 	deadline := time.NewTimer(10 * time.Second)
 	defer deadline.Stop()
@@ -83,21 +83,14 @@ func (l *laterCalls) stopAll() {
 }
 
 // connGoroutines counts the goroutines whose stack is inside a method of
-// rpc.Conn: the reader, a drain that is writing, handlers (not a ping
-// timer's, which ends with its ping).
+// rpc.Conn: each connection's reader and writer, and handlers.
 func connGoroutines() int {
-	n := 0
-	for _, g := range leaktest.Stacks("github.com/provisiond/provisiond/rpc.(*Conn).") {
-		if !strings.Contains(g, "github.com/provisiond/provisiond/rpc.(*Conn).sendPing") {
-			n++
-		}
-	}
-	return n
+	return len(leaktest.Stacks("github.com/provisiond/provisiond/rpc.(*Conn)."))
 }
 
 // waitConnGoroutines waits (bounded) until at most want goroutines are in
-// rpc.Conn: a drain ends once it has written its replies.
-func waitConnGoroutines(t *testing.T, want int) {
+// rpc.Conn: handlers end once they have queued their replies.
+func waitConnGoroutines(t testing.TB, want int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -169,7 +162,8 @@ func TestLaterPanicIsAnErrorReply(t *testing.T) {
 }
 
 // Waiting Later calls hold their request slots, but no goroutine: with
-// 200 of them waiting, only the connection's reader is in rpc.Conn.
+// 200 of them waiting, only the connection's reader and writer are in
+// rpc.Conn.
 func TestLaterCallsHoldNoGoroutine(t *testing.T) {
 	ts := startServer(t, func(c *rpc.Config) { c.MaxRequests = 201 })
 	ws := ts.dialRaw(t)
@@ -178,7 +172,7 @@ func TestLaterCallsHoldNoGoroutine(t *testing.T) {
 		send(t, ws, `{"request-id":`+strconv.Itoa(i)+`,"type":"T","version":1,"request":"Later"}`)
 	}
 	ts.root.later.waitFor(t, n)
-	waitConnGoroutines(t, 1)
+	waitConnGoroutines(t, 2)
 
 	// One slot is left: the next call is served, the one after is refused.
 	send(t, ws, `{"request-id":1001,"type":"T","version":1,"request":"Later"}`)
@@ -203,7 +197,7 @@ func TestLaterCallsHoldNoGoroutine(t *testing.T) {
 		}
 		seen[id] = true
 	}
-	waitConnGoroutines(t, 1)
+	waitConnGoroutines(t, 2)
 }
 
 // Closing the connection kills the root, which replies to waiting Later
@@ -225,9 +219,9 @@ func TestShutdownEndsLaterCalls(t *testing.T) {
 	}
 }
 
-// An idle connection is served by its reader alone: the replies' drain
-// and the pings need no goroutine of their own.
-func TestIdleConnectionHasOneGoroutine(t *testing.T) {
+// An idle connection is served by its reader and its writer alone: the
+// pings need no goroutine of their own, and no handler stays.
+func TestIdleConnectionHasTwoGoroutines(t *testing.T) {
 	ts := startServer(t, func(c *rpc.Config) { c.PingPeriod = 5 * time.Millisecond; c.PongWait = time.Minute })
 	c := ts.dial(t)
 	for i := 0; i < 10; i++ {
@@ -235,8 +229,8 @@ func TestIdleConnectionHasOneGoroutine(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitConnGoroutines(t, 1)
-	if n := connGoroutines(); n != 1 {
-		t.Fatalf("%d goroutines in rpc.Conn, want 1 (the reader)", n)
+	waitConnGoroutines(t, 2)
+	if n := connGoroutines(); n != 2 {
+		t.Fatalf("%d goroutines in rpc.Conn, want 2 (the reader and the writer)", n)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"golang.org/x/sync/semaphore"
 )
 
 // Observer receives connection and request events, for metrics. Its
@@ -62,6 +63,16 @@ type Config struct {
 	// how long it waits for any frame before closing. Defaults 50 s, 60 s.
 	PingPeriod time.Duration
 	PongWait   time.Duration
+
+	// Settle, if set, returns once whoever is answering several Later
+	// calls at a time has given the replies it is giving: the daemon's is
+	// the watcher hub's Sync, which waits for the publish under way, whose
+	// sinks answer every Next of a connection that one commit wakes. A
+	// connection's writer calls it after encoding replies of Later calls
+	// and before it looks for more, so that replies given together are
+	// written together, in one write of the socket. It must wait for
+	// nothing else, and briefly.
+	Settle func()
 
 	Observer Observer
 }
@@ -219,9 +230,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		cancel: cancel,
 		sem:    make(chan struct{}, s.cfg.MaxRequests),
 		items:  newItemBudget(s.cfg.MaxBulkItems),
+		slots:  make(chan struct{}, maxQueued),
+		bytes:  semaphore.NewWeighted(s.cfg.MaxUnsent),
+		wake:   make(chan struct{}, 1),
+		notify: make(chan struct{}, 1),
 	}
-	c.wcond.L = &c.wmu
-	c.bcond.L = &c.bmu
 	c.root = s.cfg.NewRoot(c.info, c)
 
 	s.mu.Lock()

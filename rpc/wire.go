@@ -5,12 +5,11 @@ import (
 	"net"
 	"net/http"
 	"sync"
-	"syscall"
 	"time"
 )
 
-// What one connection holds and writes at the transport (issue 16;
-// docs/performance.md, "Issue 16: per-connection costs").
+// What one connection holds and writes at the transport
+// (docs/performance.md, "Per-connection costs").
 //
 //   - Reading: gorilla reads through a bufio.Reader of ReadBufferSize
 //     bytes that it keeps for the life of the connection (its Conn has no
@@ -19,7 +18,7 @@ import (
 //     larger than it is read straight into the message's own buffer.
 //     net/http's 4 KiB reader of the hijacked connection is let go.
 //   - Writing: gorilla's write buffer comes from the upgrader's pool only
-//     while a message is written; the drain writes the replies it found
+//     while a message is written; the writer writes the replies it found
 //     queued together as one write of the TLS connection (wireConn's
 //     cork), one TLS record and one write syscall for up to corkMax bytes,
 //     instead of one of each per reply.
@@ -49,27 +48,17 @@ var corkPool = sync.Pool{New: func() any { b := make([]byte, 0, corkMax); return
 
 // wireConn is the connection gorilla reads and writes: the hijacked TLS
 // connection, whose writes can be gathered. Between cork and uncork (the
-// drain writing a batch of replies) every Write is appended to one
-// buffer, written when it would go over corkMax and at uncork; any
-// other time Write goes straight through. A control frame gorilla
-// writes while the drain is corked (a ping, a pong, a close) joins the
+// writer writing a batch of replies) every Write is appended to one
+// buffer, written when it would go over corkMax, at flush and at uncork;
+// any other time Write goes straight through. A control frame gorilla
+// writes while the writer is corked (a ping, a pong, a close) joins the
 // batch in its place in the stream. Its methods are safe for concurrent
-// use, but Read and await (idle.go), which the reader alone calls.
+// use.
 type wireConn struct {
 	net.Conn
 
 	mu  sync.Mutex // guards buf and the writes of the connection
 	buf *[]byte    // non-nil while corked
-
-	// The reader's (idle.go).
-	raw    syscall.RawConn // the socket, to wait on; nil: the reader waits in Read
-	stash  *[]byte         // what the reader read for gorilla, not yet taken; pooled
-	off    int             // of stash, taken
-	one    [1]byte         // what a wait reads into
-	frames frameTracker    // of what gorilla was given
-
-	dmu      sync.Mutex // guards deadline and orders the deadlines set
-	deadline time.Time  // the read deadline asked for
 }
 
 func (w *wireConn) Write(p []byte) (int, error) {
@@ -97,6 +86,17 @@ func (w *wireConn) cork() {
 		w.buf = corkPool.Get().(*[]byte)
 	}
 	w.mu.Unlock()
+}
+
+// flush writes what was gathered, under deadline, and goes on gathering.
+func (w *wireConn) flush(deadline time.Time) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.buf == nil || len(*w.buf) == 0 {
+		return nil
+	}
+	_ = w.Conn.SetWriteDeadline(deadline)
+	return w.flushLocked()
 }
 
 // uncork writes what was gathered, under deadline, and stops gathering.
@@ -136,6 +136,6 @@ func (h *hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	h.wire = &wireConn{Conn: nc, raw: rawConn(nc)}
+	h.wire = &wireConn{Conn: nc}
 	return h.wire, brw, nil
 }

@@ -45,7 +45,7 @@ func (l *tapListener) Accept() (net.Conn, error) {
 }
 
 // conn returns the server side of the next accepted connection.
-func (l *tapListener) conn(t *testing.T) *tapConn {
+func (l *tapListener) conn(t testing.TB) *tapConn {
 	t.Helper()
 	select {
 	case c := <-l.accepted:
@@ -108,7 +108,7 @@ func (c *tapConn) holdWrites() {
 }
 
 // waitHeld waits (bounded) until a write is waiting.
-func (c *tapConn) waitHeld(t *testing.T) {
+func (c *tapConn) waitHeld(t testing.TB) {
 	t.Helper()
 	c.mu.Lock()
 	held := c.held
@@ -136,7 +136,7 @@ func (c *tapConn) counts() (sizes []int, records int) {
 
 // takeAll removes and returns the waiting Later replies, oldest first,
 // once n are waiting.
-func (l *laterCalls) takeAll(t *testing.T, n int) []func(any, error) {
+func (l *laterCalls) takeAll(t testing.TB, n int) []func(any, error) {
 	t.Helper()
 	l.waitFor(t, n)
 	l.mu.Lock()
@@ -150,7 +150,7 @@ func (l *laterCalls) takeAll(t *testing.T, n int) []func(any, error) {
 // websocket of a server whose TCP connections are tapped, and returns
 // their reply functions in request order and the server side of the
 // connection.
-func startLaterCalls(t *testing.T, mod func(*rpc.Config), n int) (*websocket.Conn, *tapConn, []func(any, error), *testServer) {
+func startLaterCalls(t testing.TB, mod func(*rpc.Config), n int) (*websocket.Conn, *tapConn, []func(any, error), *testServer) {
 	t.Helper()
 	tap := newTap()
 	ts := startServerOn(t, mod, tap.wrap)
@@ -164,13 +164,13 @@ func startLaterCalls(t *testing.T, mod func(*rpc.Config), n int) (*websocket.Con
 	}
 	// Every call has started (a reply given while its call starts is
 	// sent when the start returns, from the handler).
-	waitConnGoroutines(t, 1)
+	waitConnGoroutines(t, 2)
 	return ws, sc, reps, ts
 }
 
 // readReplies reads the replies to request-ids from..to, in that order,
 // and checks each carries the result its reply function was given.
-func readReplies(t *testing.T, ws *websocket.Conn, from, to int, result func(int) string) {
+func readReplies(t testing.TB, ws *websocket.Conn, from, to int, result func(int) string) {
 	t.Helper()
 	for i := from; i <= to; i++ {
 		m := readRaw(t, ws)
@@ -359,7 +359,7 @@ func TestClientGathersCallsSentFromCompletions(t *testing.T) {
 		})
 	}
 	reps := ts.root.later.takeAll(t, n)
-	waitConnGoroutines(t, 1)
+	waitConnGoroutines(t, 2)
 	sc.holdWrites()
 	reps[0](params.StringResult{Result: "first"}, nil) // its write waits
 	sc.waitHeld(t)

@@ -138,69 +138,9 @@ type Hub struct {
 	byID     map[subKey]*subscription
 	byParent map[subKey]*subscription
 
-	dmu        sync.Mutex // guards the fields below (not mu: Defer is called from sinks)
-	publishing int        // Publish and Reset calls under way
-	deferred   []Deferred // given to Defer during them; run when the last ends
-}
-
-// Deferred is work a delivery leaves for the end of the publish that made
-// it (Defer).
-type Deferred interface {
-	// AfterPublish runs once the publish has called every sink. It runs
-	// on the publisher's goroutine with no lock of the hub held, and must
-	// not block.
-	AfterPublish()
-}
-
-// Defer reports whether a publish (Publish or Reset) is under way and, if
-// so, has d run when it ends, after every sink of the commit has been
-// called, in the order given; otherwise it does nothing and the caller
-// runs d's work itself. A sink's delivery uses it to say where a commit's
-// deliveries end: the rpc layer holds a connection's replies while its
-// watchers are woken one by one and lets them go together from
-// AfterPublish, one write for the ten replies of a commit instead of two
-// or more. d may be given from any goroutine (a timer's); one given while
-// another goroutine publishes waits for that publish to end, which takes
-// no longer than its sinks.
-func (h *Hub) Defer(d Deferred) bool {
-	h.dmu.Lock()
-	defer h.dmu.Unlock()
-	if h.publishing == 0 {
-		return false
-	}
-	h.deferred = append(h.deferred, d)
-	return true
-}
-
-// beginPublish marks a publish under way (Defer then defers).
-func (h *Hub) beginPublish() {
-	h.dmu.Lock()
-	h.publishing++
-	h.dmu.Unlock()
-}
-
-// endPublish ends a publish: the last one under way runs what was
-// deferred during it. It runs after the sinks, with mu released.
-func (h *Hub) endPublish() {
-	h.dmu.Lock()
-	h.publishing--
-	var ds []Deferred
-	if h.publishing == 0 {
-		ds, h.deferred = h.deferred, nil
-	}
-	h.dmu.Unlock()
-	if len(ds) == 0 {
-		return
-	}
-	for i, d := range ds {
-		ds[i] = nil
-		d.AfterPublish()
-	}
-	h.dmu.Lock()
-	if h.deferred == nil {
-		h.deferred = ds[:0] // keep the array for the next publish
-	}
-	h.dmu.Unlock()
+	pmu        sync.Mutex    // guards the fields below (not mu: Sync must not wait for subscribers)
+	publishing int           // Publish and Reset calls under way
+	synced     chan struct{} // made by Sync during them; closed when the last ends
 }
 
 // NewHub returns an empty hub.
@@ -268,8 +208,7 @@ func (h *Hub) cancel(s *subscription) {
 }
 
 // Publish delivers cs to every matching subscription. Callers publish in
-// commit order; Publish returns after every sink has returned and then
-// what the sinks deferred (Defer) has run.
+// commit order; Publish returns after every sink has returned.
 func (h *Hub) Publish(cs ChangeSet) {
 	h.beginPublish()
 	defer h.endPublish()
@@ -301,7 +240,7 @@ func (h *Hub) Publish(cs ChangeSet) {
 // whatever its filter's fields. A sink that cannot tell what changed
 // wakes its watcher or fails it with ErrReset; a spurious event is
 // allowed, a missed one never. Callers call Reset in revision order with
-// Publish. What the sinks defer (Defer) runs once every sink was called.
+// Publish.
 func (h *Hub) Reset(rev uint64) {
 	h.beginPublish()
 	defer h.endPublish()
@@ -315,6 +254,43 @@ func (h *Hub) Reset(rev uint64) {
 			}
 		}
 	}
+}
+
+// Sync returns once the Publish and Reset calls under way when it was
+// called have returned (at once if none is): what their sinks did, and
+// what the sinks handed on, is then whole. A consumer of what sinks hand
+// on (a connection writing the replies that one commit's sinks gave it)
+// calls it to take a commit's deliveries together. It must not be called
+// from a sink.
+func (h *Hub) Sync() {
+	h.pmu.Lock()
+	if h.publishing == 0 {
+		h.pmu.Unlock()
+		return
+	}
+	if h.synced == nil {
+		h.synced = make(chan struct{})
+	}
+	ch := h.synced
+	h.pmu.Unlock()
+	<-ch
+}
+
+// beginPublish and endPublish bracket a Publish or Reset for Sync.
+func (h *Hub) beginPublish() {
+	h.pmu.Lock()
+	h.publishing++
+	h.pmu.Unlock()
+}
+
+func (h *Hub) endPublish() {
+	h.pmu.Lock()
+	h.publishing--
+	if h.publishing == 0 && h.synced != nil {
+		close(h.synced)
+		h.synced = nil
+	}
+	h.pmu.Unlock()
 }
 
 // Subscriptions returns the number of live subscriptions (for metrics).

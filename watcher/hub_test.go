@@ -1,11 +1,9 @@
 package watcher_test
 
 import (
-	"fmt"
 	"reflect"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -558,75 +556,73 @@ func TestHubConcurrent(t *testing.T) {
 	}
 }
 
-type deferredFunc func()
+// Sync returns at once when no publish is under way, and otherwise once
+// the publish under way has called every sink: a consumer of what a
+// commit's sinks hand on then has all of it. Sync waits for Reset too.
+func TestHubSyncWaitsForThePublishUnderWay(t *testing.T) {
+	t.Parallel()
+	hub := watcher.NewHub()
+	hub.Sync() // nothing under way
 
-func (f deferredFunc) AfterPublish() { f() }
+	inSink, release := make(chan struct{}), make(chan struct{})
+	var delivered atomic.Int32
+	first := true
+	t.Cleanup(hub.Subscribe(watcher.Filter{Kind: kindMachine, Model: model1}, func(uint64, watcher.Change) {
+		if first {
+			first = false
+			close(inSink)
+			<-release
+		}
+		delivered.Add(1)
+	}))
+	t.Cleanup(hub.Subscribe(watcher.Filter{Kind: kindMachine, Model: model1}, func(uint64, watcher.Change) {
+		delivered.Add(1)
+	}))
+	published := make(chan struct{})
+	go func() {
+		defer close(published)
+		hub.Publish(watcher.ChangeSet{Rev: 1, Changes: []watcher.Change{{Kind: kindMachine, Model: model1, ID: "0"}}})
+	}()
+	<-inSink
+	synced := make(chan struct{})
+	go func() {
+		hub.Sync()
+		close(synced)
+	}()
+	select {
+	case <-synced:
+		t.Fatal("Sync returned while a sink of the publish was running")
+	case <-time.After(50 * time.Millisecond): // Sync must still be waiting
+	}
+	close(release)
+	select {
+	case <-synced:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Sync still waiting 10s after the publish ended")
+	}
+	if got := delivered.Load(); got != 2 {
+		t.Fatalf("Sync returned after %d of 2 deliveries", got)
+	}
+	<-published
+	hub.Sync() // nothing under way again
 
-// What sinks defer during a publish runs once every sink of the commit
-// has been called, in the order given; outside a publish Defer declines
-// and the caller does the work itself.
-func TestDeferRunsAfterEverySink(t *testing.T) {
-	h := watcher.NewHub()
-	l := &orderLog{}
-	for i := range 3 {
-		name := fmt.Sprint("s", i)
-		h.Subscribe(watcher.Filter{Kind: "machine", Model: "m"}, func(uint64, watcher.Change) {
-			l.add(name)
-			if !h.Defer(deferredFunc(func() { l.add("after-" + name) })) {
-				t.Errorf("Defer declined during a publish")
-			}
-		})
-	}
-	h.Publish(watcher.ChangeSet{Rev: 1, Changes: []watcher.Change{
-		{Kind: "machine", Model: "m", ID: "1"}, {Kind: "machine", Model: "m", ID: "2"},
-	}})
-	// Subscriptions are called newest first.
-	want := "s2 s1 s0 s2 s1 s0 after-s2 after-s1 after-s0 after-s2 after-s1 after-s0"
-	if got := strings.Join(l.get(), " "); got != want {
-		t.Fatalf("order %q, want %q", got, want)
-	}
-	if h.Defer(deferredFunc(func() { t.Error("deferred outside a publish ran") })) {
-		t.Fatal("Defer accepted work outside a publish")
-	}
-	// A second publish starts afresh: nothing of the first runs again.
-	*l = orderLog{}
-	h.Publish(watcher.ChangeSet{Rev: 2, Changes: []watcher.Change{{Kind: "machine", Model: "m", ID: "3"}}})
-	if got, want := strings.Join(l.get(), " "), "s2 s1 s0 after-s2 after-s1 after-s0"; got != want {
-		t.Fatalf("second publish: %q, want %q", got, want)
-	}
-}
-
-// Reset defers as Publish does: every sink first, then the deferred work.
-func TestDeferDuringReset(t *testing.T) {
-	h := watcher.NewHub()
-	var l orderLog
-	for _, id := range []string{"a", "b"} {
-		h.Subscribe(watcher.Filter{Kind: "machine", Model: "m", ID: id}, func(uint64, watcher.Change) {
-			l.add(id)
-			h.Defer(deferredFunc(func() { l.add("after-" + id) }))
-		})
-	}
-	h.Reset(7)
-	got := strings.Join(l.get(), " ")
-	if got != "a b after-a after-b" && got != "b a after-b after-a" {
-		t.Fatalf("order %q: want both sinks before the deferred work, in the order given", got)
-	}
-}
-
-// Work deferred during a publish may publish nothing, but it may defer
-// no more: Defer after the publish ended declines. A deferred function
-// that runs code calling Defer (a reply given from it) does the work at
-// once.
-func TestDeferFromDeferredWorkDeclines(t *testing.T) {
-	h := watcher.NewHub()
-	var declined atomic.Bool
-	h.Subscribe(watcher.Filter{Kind: "machine", Model: "m"}, func(uint64, watcher.Change) {
-		h.Defer(deferredFunc(func() {
-			declined.Store(!h.Defer(deferredFunc(func() { t.Error("nested deferred work ran") })))
-		}))
-	})
-	h.Publish(watcher.ChangeSet{Rev: 1, Changes: []watcher.Change{{Kind: "machine", Model: "m", ID: "1"}}})
-	if !declined.Load() {
-		t.Fatal("Defer from deferred work was accepted")
+	// Reset is a publish too.
+	inSink2, release2 := make(chan struct{}), make(chan struct{})
+	t.Cleanup(hub.Subscribe(watcher.Filter{Kind: kindApp, Model: model2}, func(uint64, watcher.Change) {
+		close(inSink2)
+		<-release2
+	}))
+	go hub.Reset(2)
+	<-inSink2
+	synced2 := make(chan struct{})
+	go func() {
+		hub.Sync()
+		close(synced2)
+	}()
+	close(release2)
+	select {
+	case <-synced2:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Sync still waiting 10s after the reset ended")
 	}
 }

@@ -86,46 +86,12 @@ func newStrings(c *facade.Context) (*StringsWatcher, error) {
 // stops the watcher (Session.Kill stops every resource), which replies
 // "stopped" as the context's end would. A context that never ends costs
 // the waiting call nothing (no context callback, no reference to the
-// call's state): a third of what each agent's watcher held (issue 16).
-// The waiting call keeps its connection and the hub, to reply together
-// with the connection's other watchers the same commit wakes (together).
-func (n *NotifyWatcher) Next(ctx context.Context, reply func(error)) {
-	conn, hub := rpc.ConnOf(ctx), n.ctx.Deps.Hub
-	n.w.NextAsync(context.Background(), func(err error) {
-		hold(conn)
-		reply(err)
-		release(hub, conn)
-	})
-}
-
-// heldConn is a connection whose Later replies are held (HoldReplies)
-// until the hub's publish ends.
-type heldConn rpc.Conn
-
-// AfterPublish lets the connection's replies go.
-func (c *heldConn) AfterPublish() { (*rpc.Conn)(c).ReleaseReplies() }
-
-// hold and release bracket a Next's reply. When the reply is given during
-// a publish of hub (the commit's publisher waking watchers, the usual way
-// a Next is answered), conn stays held until the publish has called every
-// sink, so the replies of all the connection's watchers that the commit
-// wakes are written together: one write of the socket, not one for the
-// first reply and another for the rest (issue 16). Otherwise (a timer, a
-// stop, a Next answered at once) release lets the reply go at once. A
-// conn of nil (a call outside a connection) is not held.
-func hold(conn *rpc.Conn) {
-	if conn != nil {
-		conn.HoldReplies()
-	}
-}
-
-func release(hub *watcher.Hub, conn *rpc.Conn) {
-	if conn == nil {
-		return
-	}
-	if hub == nil || !hub.Defer((*heldConn)(conn)) {
-		conn.ReleaseReplies()
-	}
+// call's state). The reply is given on the goroutine that completes the
+// call (the hub's publisher, a timer); the connection's writer encodes and
+// writes it, with whatever else is queued by then (the other watchers of
+// the connection that the same commit wakes).
+func (n *NotifyWatcher) Next(_ context.Context, reply func(error)) {
+	n.w.NextAsync(context.Background(), reply)
 }
 
 // Stop stops the watcher and forgets its id.
@@ -135,16 +101,13 @@ func (n *NotifyWatcher) Stop(context.Context) error {
 
 // Next replies with the next changed ids; see NotifyWatcher.Next for its
 // context.
-func (s *StringsWatcher) Next(ctx context.Context, reply func(params.StringsWatchResult, error)) {
-	conn, hub := rpc.ConnOf(ctx), s.ctx.Deps.Hub
+func (s *StringsWatcher) Next(_ context.Context, reply func(params.StringsWatchResult, error)) {
 	s.w.NextAsync(context.Background(), func(ids []string, err error) {
-		hold(conn)
 		if err != nil {
 			reply(params.StringsWatchResult{}, err)
-		} else {
-			reply(params.StringsWatchResult{Changes: ids}, nil)
+			return
 		}
-		release(hub, conn)
+		reply(params.StringsWatchResult{Changes: ids}, nil)
 	})
 }
 

@@ -407,6 +407,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 		MaxReplySize:      cfg.MaxReplySize,
 		MaxUnsent:         cfg.MaxUnsent,
 		WriteTimeout:      cfg.WriteTimeout,
+		Settle:            d.hub.Sync,
 		Observer:          d.metrics,
 	})
 	if err != nil {

@@ -342,15 +342,15 @@ func TestSlowReaderDropped(t *testing.T) {
 	}()
 
 	// The other client keeps working while the slow one is stuck: a ping
-	// that starts while the slow connection's drain is blocked writing and
+	// that starts while the slow connection's writer is blocked writing and
 	// ends before that connection is dropped was not held up by it. The
 	// server's goroutines in rpc.Conn code stay bounded by the cap: the
 	// slow connection's handlers (they wait for room in its reply queue),
-	// its reader (which waits likewise with a "try again" reply), a drain
-	// on a worker, the other's reader and handler, a ping timer each.
+	// its reader (which waits likewise with a "try again" reply) and its
+	// writer, the other's reader, writer and handler.
 	const connGoroutineCap = maxRequests + 6
 	stuck := func() bool {
-		return len(leaktest.Stacks("provisiond/rpc.(*Conn).drain", "internal/poll.runtime_pollWait")) > 0
+		return len(leaktest.Stacks("provisiond/rpc.(*Conn).writeBatch", "internal/poll.runtime_pollWait")) > 0
 	}
 	pingsWhileStuck, peak := 0, 0
 	for d.RPC().Conns() > 1 {

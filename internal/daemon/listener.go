@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"net"
 	"net/netip"
 	"os"
@@ -267,16 +266,6 @@ type limitConn struct {
 	slot   atomic.Pointer[handshakeGate]
 	inGate atomic.Pointer[handshakeGate]
 	wrote  atomic.Bool
-}
-
-// SyscallConn is the socket's: the rpc reader waits on it for the next
-// request without reading (rpc/idle.go).
-func (c *limitConn) SyscallConn() (syscall.RawConn, error) {
-	sc, ok := c.Conn.(syscall.Conn)
-	if !ok {
-		return nil, errors.ErrUnsupported
-	}
-	return sc.SyscallConn()
 }
 
 func (c *limitConn) Close() error {

@@ -5,7 +5,7 @@ import "crypto/tls"
 // apiTLS sets what the API listener's TLS does per connection (issue 16;
 // docs/performance.md, "Issue 16: per-connection costs"):
 //
-//   - Records are sized by what is written, up to 16 KiB: the rpc drain
+//   - Records are sized by what is written, up to 16 KiB: the rpc writer
 //     writes the replies it found queued together in one write, which is
 //     then one record and one syscall. (crypto/tls's dynamic record sizing
 //     starts each connection with records of one TCP segment, growing

@@ -59,7 +59,7 @@ func Check(grace time.Duration) error {
 // Stacks returns the stacks of the live goroutines, other than the
 // caller's and the test binary's main goroutine, that run provisiond code
 // and contain every one of substrings (typically function names such as
-// "provisiond/rpc.(*Conn).drain").
+// "provisiond/rpc.(*Conn).write").
 func Stacks(substrings ...string) []string {
 	var out []string
 	for _, g := range allStacks() {
