@@ -179,7 +179,7 @@ func runRPC(ctx context.Context, e *env, n int) (*values, error) {
 				return err
 			}
 			if len(res.Results) != 1 || res.Results[0].Error != nil {
-				return fmt.Errorf("Life: %+v", res)
+				return fmt.Errorf("result of Life: %+v", res)
 			}
 			return nil
 		}
