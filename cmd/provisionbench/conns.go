@@ -36,7 +36,7 @@ var connsWorkload = &workload{
 		return []string{
 			mem,
 			fmt.Sprintf("KiB/agent logged in = (logged in - before) / agents; KiB/watcher = (watching - logged in) / (agents x %d); daemon KiB/agent = (watching - before) / agents", o.connsWatchers()),
-			fmt.Sprintf("each agent: logged in, %d watchers, a Next pending on each, pinging every minute; target (issue 16): at most 16 KiB per agent + 0.5 KiB per watcher = %.1f KiB/agent", o.connsWatchers(), connsTarget(o.connsWatchers())),
+			fmt.Sprintf("each agent: logged in, %d watchers, a Next pending on each, pinging every minute; target: at most 16 KiB per agent + 0.5 KiB per watcher = %.1f KiB/agent", o.connsWatchers(), connsTarget(o.connsWatchers())),
 			"baseline: the echo server (same TLS websocket transport) holding the same number of idle connections",
 		}
 	},
@@ -51,7 +51,9 @@ func (o *options) connsWatchers() int {
 	return 2
 }
 
-// connsTarget is issue 16's memory target per agent with k watchers, KiB.
+// connsTarget is the daemon's memory target per agent with k watchers,
+// KiB: 16 KiB per agent and 0.5 KiB per watcher (docs/performance.md,
+// "conns").
 func connsTarget(k int) float64 { return 16 + 0.5*float64(k) }
 
 // session is a connected agent with its watchers, each with a Next

@@ -54,7 +54,7 @@ var writeWorkload = &workload{
 				"every write is answered after its etcd transaction is committed (on a quorum, fsync) and the daemon's replica has applied it; writers spread over the daemons",
 				"baseline: etcd's own client, the same number of writers, each one transaction at a time on a key of its own (one compare of its mod revision, one 512-byte put), through as many clients as there are daemons",
 				"baseline, 1 writer: the echo server answering the same SetInstanceStatus message, one at a time; raw etcd txn + echo = 1 / (1/raw etcd txn + 1/echo)",
-				"targets (issue 11): 64 and 256 writers >= 0.8 of raw etcd txn; 1 writer >= 0.8 of raw etcd txn + echo",
+				"targets: 64 and 256 writers >= 0.8 of raw etcd txn; 1 writer >= 0.8 of raw etcd txn + echo",
 				"writes per commit: Updates per etcd transaction (grouped when commits are in flight), from the first daemon's /metrics",
 				daemonGCNote,
 			}
@@ -63,7 +63,7 @@ var writeWorkload = &workload{
 			"every write is answered after its commit is on disk (fsync); commits and writes/commit from the daemon's /metrics",
 			"baseline: raw bbolt on the same file system, one put per transaction: serial Update (1 writer), Batch with the same number of writers",
 			"baseline, 1 writer: the echo server answering the same SetInstanceStatus message, one at a time; raw serial + echo = 1 / (1/raw serial + 1/echo), the floor of a durable write over the wire",
-			"targets (issue 16): 1 writer >= 0.9 of raw serial + echo; 64 and 256 writers >= 2 x raw Batch (the first round's: 0.9 of raw serial, and above raw Batch and etcd's durable puts, about 6,300/s at 64 and 7,100/s at 256)",
+			"targets: 1 writer >= 0.9 of raw serial + echo; 64 and 256 writers >= 2 x raw Batch (and above etcd's durable puts, about 6,300/s at 64 and 7,100/s at 256)",
 			daemonGCNote,
 		}
 	},

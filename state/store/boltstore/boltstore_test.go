@@ -299,7 +299,7 @@ func TestFailingAndPanickingFunctionsInABatch(t *testing.T) {
 	}
 }
 
-// Issue 11's figure: a batch of 1,024 functions whose second half fails
+// A batch of 1,024 functions whose second half fails
 // ran 263,168 function calls under the rerun-the-batch design of state/db
 // (each failure rolled back and reran everything before it). With a write
 // set per function it runs each function once.
