@@ -112,7 +112,7 @@ func (st *State) Initialize(args InitArgs) (InitResult, error) {
 		} else if ok {
 			return errors.AlreadyExistsf("controller")
 		}
-		if err := tx.stampSchema(); err != nil {
+		if err := tx.stampSchema(SchemaVersion); err != nil {
 			return err
 		}
 		if err := tx.putIdentity(args.Identity); err != nil {

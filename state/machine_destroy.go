@@ -17,9 +17,13 @@ import (
 // Without force, a machine with units assigned refuses (ErrHasAssignedUnits)
 // and so does one hosting containers, whatever their life
 // (ErrHasContainers). With force, the machine's containers, at any depth,
-// and the units assigned to it and to them become dying with it. A machine
-// that is already dying or dead is left as it is (with force, what it hosts
-// still becomes dying). A controller machine refuses even with force.
+// become dying with it, and the units assigned to it and to them are
+// removed (their subordinates with them, their storage detached and kept),
+// as Juju's force-destroy cleanup does for units whose agent never ran:
+// provisiond runs no unit agents, so a dying unit would keep its machine
+// from ever being dead. A machine that is already dying or dead is left as
+// it is (with force, what it hosts still becomes dying and its units
+// still go). A controller machine refuses even with force.
 //
 // It returns the ids of the machines it moved to dying, in id order.
 func (st *State) DestroyMachines(model string, ids []string, force bool) ([]string, error) {
@@ -36,6 +40,7 @@ func (st *State) DestroyMachines(model string, ids []string, force bool) ([]stri
 			return err
 		}
 		dying := map[string]bool{}
+		var removed removal
 		for _, id := range ids {
 			d, err := getMachine(tx, model, id)
 			if err != nil {
@@ -85,11 +90,13 @@ func (st *State) DestroyMachines(model string, ids []string, force bool) ([]stri
 				units = append(units, more...)
 			}
 			for _, u := range units {
-				w, err := tx.setUnitDying(model, u.Name)
-				if err != nil {
+				if slices.Contains(removed.units, u.Name) {
+					continue // a subordinate of one removed before
+				}
+				if err := tx.removeUnit(model, u.Name, false, &removed); err != nil {
 					return err
 				}
-				wrote = wrote || w
+				wrote = true
 			}
 		}
 		for id, ok := range dying {
@@ -101,6 +108,10 @@ func (st *State) DestroyMachines(model string, ids []string, force bool) ([]stri
 				return err
 			}
 			if d.Life != Alive {
+				// Made dying by the removal of its last unit above.
+				if slices.Contains(removed.machines, id) {
+					changed = append(changed, id)
+				}
 				continue
 			}
 			d.Life = Dying
@@ -119,16 +130,4 @@ func (st *State) DestroyMachines(model string, ids []string, force bool) ([]stri
 		return nil, err
 	}
 	return slices.Clip(changed), nil
-}
-
-// setUnitDying moves an alive unit to dying within tx and reports whether
-// it wrote.
-func (tx *txn) setUnitDying(model, name string) (bool, error) {
-	var d unitDoc
-	ok, err := get(tx, KindUnit, model, name, &d)
-	if err != nil || !ok || d.Life != Alive {
-		return false, err
-	}
-	d.Life = Dying
-	return true, tx.put(KindUnit, model, name, &d, lifeFields(Dying)...)
 }

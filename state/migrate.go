@@ -11,8 +11,9 @@ import (
 // SchemaVersion is the version of state's records and derived indexes this
 // build writes, kept in the store under schemaKey. It is state's, not the
 // engine's (boltstore has its own layout version): a store of an older
-// version is migrated once when it opens (migrations, one transaction), a
-// newer one is refused, so an older build never writes a store whose
+// version is migrated once when it opens (migrations, one transaction; a
+// version at a time, in steps where it has them, when the engine refuses
+// one transaction as too large), a newer one is refused, so an older build never writes a store whose
 // indexes it does not keep.
 //
 //	1  (no schemaKey) what state/db's builds wrote: records carry the
@@ -44,28 +45,57 @@ var migrations = []func(tx *txn) error{
 	// the kinds of the older indexes deleted.
 	func(tx *txn) error { return buildIndexes(tx, "unit-provider-id", "model-name") },
 	// 3 → 4: Juju's model config defaults in every model.
+	func(tx *txn) error {
+		_, err := fillModelConfigDefaults(tx, 0)
+		return err
+	},
+}
+
+// steppedMigrations[v-1], where set, is migrations[v-1] in steps, for a
+// store whose engine refuses it as one transaction (store.ErrTooLarge:
+// etcd's --max-txn-ops, 128 by default, is one put per model for the 3 →
+// 4 migration). A step writes at most migrationStep records and reports
+// whether more are left; each step is idempotent, so steps interrupted or
+// run by two daemons at once do no harm, and the version is stamped by the
+// step that finds nothing left, in the same transaction.
+var steppedMigrations = []func(tx *txn, most int) (more bool, err error){
+	nil,
+	nil,
 	fillModelConfigDefaults,
 }
 
-// fillModelConfigDefaults adds to every model's config the defaults of its
-// type that it lacks; a value an operator set, of any type, stays.
-func fillModelConfigDefaults(tx *txn) error {
+// migrationStep is the most records a step of a stepped migration writes
+// at first: with the feed key and the version, well under etcd's default
+// 128 operations per transaction; halved while the engine refuses a step as
+// too large.
+const migrationStep = 64
+
+// fillModelConfigDefaults adds to the config of every model the defaults of
+// its type that it lacks (a value an operator set, of any type, stays),
+// writing at most most models (0: no bound) and reporting whether models
+// were left to fill.
+func fillModelConfigDefaults(tx *txn, most int) (more bool, err error) {
 	docs, err := list[modelDoc](tx, KindModel, "")
 	if err != nil {
-		return err
+		return false, err
 	}
+	wrote := 0
 	for i := range docs {
 		d := &docs[i]
 		cfg, added := withConfigDefaults(d.Type, d.Config)
 		if !added {
 			continue
 		}
+		if most > 0 && wrote == most {
+			return true, nil
+		}
 		d.Config = cfg
 		if err := tx.put(KindModel, d.UUID, d.UUID, d, FieldConfig); err != nil {
-			return err
+			return false, err
 		}
+		wrote++
 	}
-	return nil
+	return false, nil
 }
 
 // ErrNewerSchema is returned by Open for a store written by a newer
@@ -110,7 +140,9 @@ func checkSchema(r reader) (int, error) {
 	return v, nil
 }
 
-// migrate brings the store's schema to SchemaVersion, in one transaction.
+// migrate brings the store's schema to SchemaVersion, in one transaction;
+// when the engine refuses that transaction as too large, one version at a
+// time, each in steps where steppedMigrations has them (migrateInSteps).
 func (st *State) migrate() error {
 	var v int
 	if err := st.view(func(r reader) error {
@@ -134,8 +166,12 @@ func (st *State) migrate() error {
 				return errors.Annotatef(err, "migrating the state schema from version %d to %d", v, v+1)
 			}
 		}
-		return tx.stampSchema()
+		return tx.stampSchema(SchemaVersion)
 	})
+	if errors.Is(err, store.ErrTooLarge) {
+		st.logger.Info("state schema migration too large for one transaction of the store; migrating in steps", "from", from, "to", SchemaVersion)
+		err = st.migrateInSteps()
+	}
 	if err != nil {
 		return err
 	}
@@ -143,7 +179,50 @@ func (st *State) migrate() error {
 	return nil
 }
 
-// stampSchema stores SchemaVersion (Initialize, migrate).
-func (tx *txn) stampSchema() error {
-	return errors.Trace(tx.Put(schemaKey, strconv.AppendInt(nil, SchemaVersion, 10)))
+// migrateInSteps runs the pending migrations one version at a time, each
+// stamping its version as it completes: a migration with a stepped form in
+// as many transactions as it needs, any other in one.
+func (st *State) migrateInSteps() error {
+	most := migrationStep
+	for {
+		done := false
+		err := st.update(func(tx *txn) error {
+			v, err := checkSchema(tx)
+			if err != nil {
+				return err
+			}
+			if done = v == SchemaVersion; done {
+				return errNoChange
+			}
+			more := false
+			if step := steppedMigrations[v-1]; step != nil {
+				more, err = step(tx, most)
+			} else {
+				err = migrations[v-1](tx)
+			}
+			if err != nil {
+				return errors.Annotatef(err, "migrating the state schema from version %d to %d", v, v+1)
+			}
+			if more {
+				return nil
+			}
+			return tx.stampSchema(v + 1)
+		})
+		if errors.Is(err, store.ErrTooLarge) && most > 1 {
+			most /= 2 // the engine allows fewer operations per transaction
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if done {
+			return nil
+		}
+	}
+}
+
+// stampSchema stores version v (Initialize and migrate: SchemaVersion;
+// migrateInSteps: each version as it completes).
+func (tx *txn) stampSchema(v int) error {
+	return errors.Trace(tx.Put(schemaKey, strconv.AppendInt(nil, int64(v), 10)))
 }

@@ -2,6 +2,7 @@ package state_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -319,5 +320,40 @@ func TestMigrateModelConfigDefaults(t *testing.T) {
 	rev = st.Revision()
 	if err := state.Migrate(st); err != nil || st.Revision() != rev {
 		t.Errorf("a second migration: %v, revision %d -> %d", err, rev, st.Revision())
+	}
+}
+
+// A store whose engine refuses the migration as one transaction (etcd's
+// --max-txn-ops below one put per model) is migrated in steps: every
+// model gets its defaults, the version is stamped once all have them.
+func TestMigrateModelConfigDefaultsInSteps(t *testing.T) {
+	t.Parallel()
+	st := smallTxnState(t, 12)
+	var uuids []string
+	for i := range 30 {
+		m := statetest.AddModel(t, st, fmt.Sprintf("m%d", i), state.ModelTypeIAAS)
+		uuids = append(uuids, m.UUID)
+	}
+	for _, uuid := range uuids {
+		if err := state.RegressModelConfig(st, uuid, map[string]any{"own": "x"}, 3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := state.Migrate(st); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := state.StoredSchemaVersion(st); err != nil || v != state.SchemaVersion {
+		t.Errorf("schema version after the migration: %d, %v", v, err)
+	}
+	for _, uuid := range uuids {
+		m, err := st.Model(uuid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := state.ModelConfigDefaults(m.Type)
+		want["own"] = "x"
+		if g, w := configJSON(t, m.Config), configJSON(t, want); g != w {
+			t.Errorf("model %s after the migration:\n got %s\nwant %s", m.Name, g, w)
+		}
 	}
 }

@@ -202,13 +202,13 @@ func TestDestroyMachines(t *testing.T) {
 	if got, err := st.DestroyMachines(model, []string{m0}, false); err != nil || len(got) != 0 || st.Revision() != rev {
 		t.Fatalf("DestroyMachines(0) again = %v, %v (revision %d -> %d)", got, err, rev, st.Revision())
 	}
-	// Forced: the whole tree and the units on it.
+	// Forced: the whole tree becomes dying and the units on it go (no
+	// unit agent would ever take a dying unit off its machine).
 	got, err := st.DestroyMachines(model, []string{m1, m2}, true)
 	if err != nil || !slices.Equal(got, []string{m1, c1, c2, m2}) {
 		t.Fatalf("DestroyMachines(1, 2, force) = %v, %v", got, err)
 	}
-	want := map[string]state.Life{m0: state.Dying, m1: state.Dying, c1: state.Dying, c2: state.Dying, m2: state.Dying,
-		"app/0": state.Dying, "app/1": state.Dying}
+	want := map[string]state.Life{m0: state.Dying, m1: state.Dying, c1: state.Dying, c2: state.Dying, m2: state.Dying}
 	if l := lives(t, st, model); !reflect.DeepEqual(l, want) {
 		t.Errorf("lives = %v, want %v", l, want)
 	}

@@ -142,6 +142,10 @@ type State struct {
 
 	machines *recordCache[Machine] // decoded machine records, for Machine
 
+	// verifyTimes are how long this state's last verifications of users'
+	// passwords took (userhash.go).
+	verifyTimes *durationSample
+
 	// afterSubscribe, if set (internal tests only), runs in every Watch
 	// method between its subscription and its snapshot.
 	afterSubscribe func()
@@ -181,7 +185,7 @@ func Open(opts Options) (*State, error) {
 }
 
 func newState(opts Options) *State {
-	st := &State{hub: opts.Hub, logger: opts.Logger, now: opts.Now, machines: newMachineCache()}
+	st := &State{hub: opts.Hub, logger: opts.Logger, now: opts.Now, machines: newMachineCache(), verifyTimes: &durationSample{}}
 	if st.hub == nil {
 		st.hub = watcher.NewHub()
 	}

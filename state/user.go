@@ -168,7 +168,7 @@ func (st *State) CheckUserPassword(name, password string) (User, error) {
 		}
 	}
 	if !found {
-		unknownUserWait()
+		st.unknownUserWait()
 		return User{}, ErrBadCredentials
 	}
 	if verified.check(d.Name, d.PasswordHash, password) {
@@ -176,7 +176,7 @@ func (st *State) CheckUserPassword(name, password string) (User, error) {
 	}
 	start := time.Now()
 	ok, old := checkUserPasswordHash(password, d.PasswordHash, d.PasswordSalt)
-	verifyTimes.add(time.Since(start))
+	st.verifyTimes.add(time.Since(start))
 	if !ok {
 		return User{}, ErrBadCredentials
 	}

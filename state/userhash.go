@@ -39,7 +39,7 @@ import (
 //
 //   - a login as a user who does not exist runs no hash at all: it waits
 //     as long as one of the last verifications took (slot wait included),
-//     drawn at random from them (verifyTimes), so neither its answer nor
+//     drawn at random from them (State.verifyTimes), so neither its answer nor
 //     its time says whether the user exists, and a flood of unknown names
 //     costs timers, not CPU;
 //   - guesses at users who exist are what the failed-login throttle
@@ -78,12 +78,9 @@ func argon2Key(password string, salt []byte, m, t uint32, p uint8, n uint32) []b
 	return argon2.IDKey([]byte(password), salt, t, m, p, n)
 }
 
-// verifyTimes are how long the last verifications of users' passwords
-// took, slot wait included: what a login as an unknown user waits.
-var verifyTimes = &durationSample{}
-
 // durationSample keeps the last len(d) durations; safe for concurrent
-// use.
+// use. A State keeps how long its verifications took, slot wait
+// included: what a login as an unknown user waits.
 type durationSample struct {
 	mu   sync.Mutex
 	d    [32]time.Duration
@@ -113,12 +110,12 @@ func (s *durationSample) pick() (time.Duration, bool) {
 // unknownUserWait makes a login as a user who does not exist take as
 // long as a verification does, without hashing; the first one, with no
 // verification to go by, hashes once.
-func unknownUserWait() {
-	d, ok := verifyTimes.pick()
+func (st *State) unknownUserWait() {
+	d, ok := st.verifyTimes.pick()
 	if !ok {
 		start := time.Now()
 		checkUserPasswordHash("", dummyUserHash(), "")
-		verifyTimes.add(time.Since(start))
+		st.verifyTimes.add(time.Since(start))
 		return
 	}
 	time.Sleep(d)

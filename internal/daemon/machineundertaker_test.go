@@ -408,6 +408,9 @@ func TestMachineUndertakerHandsOverOnEtcd(t *testing.T) {
 	}
 	deadAndMarked(t, prov, "0")
 	removed("0")
+	// The undertaker logs a removal after its transaction commits: a
+	// status read may see the machine gone a moment before the line.
+	waitFor(t, "the leader to log the removal", func() bool { return removals(leader) >= 1 })
 	if l, o := removals(leader), removals(other); l != 1 || o != 0 {
 		t.Errorf("removals logged: leader %d, other %d; want 1 and 0", l, o)
 	}
@@ -418,6 +421,7 @@ func TestMachineUndertakerHandsOverOnEtcd(t *testing.T) {
 	waitFor(t, "the other daemon to lead", other.Daemon().SingularLeading)
 	deadAndMarked(t, prov, "1")
 	removed("1")
+	waitFor(t, "the new leader to log the removal", func() bool { return removals(other) >= 1 })
 	if o := removals(other); o != 1 {
 		t.Errorf("removals logged by the new leader: %d; want 1", o)
 	}
