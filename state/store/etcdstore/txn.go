@@ -291,6 +291,9 @@ func (t *txn) Nest(fn func() error) error {
 // one guard compare, when they would exceed MaxTxnOps) and its writes with
 // the change set. It is nil when t writes nothing.
 func (t *txn) commit() (*proposal, error) {
+	if len(t.writes) == 0 {
+		return nil, nil
+	}
 	s := t.s
 	p := &proposal{snapRev: t.snap.rev}
 	p.ops = make([]clientv3.Op, 0, len(t.writes)+1) // room for sendOne's feed put
