@@ -29,11 +29,12 @@ test-state-etcd: ## the state tests again on a one-member embedded etcd instead 
 test-short: ## quick tests without the race detector
 	$(GO) test -short -count=1 $(PKGS)
 
-lint: ## gofmt check, go vet, and no built binaries tracked in git
+lint: ## gofmt check, go vet, staticcheck (go.mod's tool), and no built binaries tracked in git
 	@scripts/check-tracked.sh
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	$(GO) tool staticcheck $(PKGS)
 
 depcheck: ## check the package dependency direction (docs/architecture.md, Packages)
 	@scripts/depcheck.sh

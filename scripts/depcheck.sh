@@ -17,7 +17,6 @@
 #   environ (the built-in provider) → nothing of ours; state and facades import it
 #   charm (metadata.yaml) → nothing of ours; state, facades and cmd import it
 #   internal/buildinfo (version, VCS revision) → nothing of ours; cmd, facades, internal/daemon
-#   internal/gcfloor (the heap floor under the GC) → nothing of ours; cmd/provisiond and cmd/provisionbench
 #   internal/tlsrecord (a TLS record counter for tests) → nothing of ours
 #   internal/presence (which agents are connected) → nothing of ours; facades and internal/daemon import it
 #   internal/asuser (sockets opened as another local user, for tests) → nothing of ours
@@ -71,7 +70,6 @@ while read -r pkg imports; do
       state/internal/*) ok=0 ;;
       state*) case $dep in state/store|state/internal/*|watcher|storage|environ|charm|size) ok=1 ;; esac ;;
       internal/etcdtest*) ok=0 ;;
-      internal/gcfloor*) ok=0 ;;
       internal/tlsrecord*) ok=0 ;;
       internal/presence*) ok=0 ;;
       internal/asuser*) ok=0 ;;

@@ -7,7 +7,7 @@ import (
 	"github.com/juju/errors"
 )
 
-// Config size limits (issue 17 item 7). Config comes from clients (model,
+// Config size limits. Config comes from clients (model,
 // controller and application config, storage pool and volume attributes)
 // and is sent back whole to every agent that reads it: a 69 MB value made
 // a reply over python-libjuju's 4 MiB limit. Sizes are of the JSON

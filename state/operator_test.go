@@ -238,6 +238,9 @@ func TestAddContainerSupportedTypes(t *testing.T) {
 	if !errors.Is(err, errors.NotSupported) || err.Error() != "machine 0 cannot host kvm containers" {
 		t.Errorf("kvm on an lxd-only machine: %v", err)
 	}
+	if st.Revision() != rev {
+		t.Errorf("refused AddMachine of a kvm container wrote (revision %d, was %d)", st.Revision(), rev)
+	}
 	if err := st.SetSupportedContainers(t.Context(), model, host.ID, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +249,7 @@ func TestAddContainerSupportedTypes(t *testing.T) {
 		t.Error("container on a machine that supports none")
 	}
 	if st.Revision() != rev {
-		t.Errorf("refused AddMachine wrote")
+		t.Errorf("refused AddMachine of a container on a machine that supports none wrote (revision %d, was %d)", st.Revision(), rev)
 	}
 }
 

@@ -11,7 +11,7 @@ import (
 	"github.com/provisiond/provisiond/watcher"
 )
 
-// Issue 17 item 11: user passwords are hashed with argon2id; a record
+// User passwords are hashed with argon2id; a record
 // hashed with Juju's PBKDF2 still logs in, and its first successful login
 // rewrites it as argon2id without ending the user's sessions (the
 // password is the same); agent hashes stay a single SHA-512.

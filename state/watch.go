@@ -153,41 +153,14 @@ func (st *State) WatchContainers(ctx context.Context, model, parent, ctype strin
 // machine.
 func (st *State) WatchModelMachineStartTimes(ctx context.Context, model string, clock watcher.Clock, quiesce time.Duration) (*watcher.Strings, []string, error) {
 	w := watcher.NewStrings()
-	var (
-		mu      sync.Mutex
-		pending []string
-		timer   watcher.Timer
-		stopped bool
-	)
-	flush := func() {
-		mu.Lock()
-		ids := pending
-		pending, timer = nil, nil
-		mu.Unlock()
-		w.Add(ids...)
-	}
+	// Made before the subscription: stopping w cancels the subscription
+	// first, then the batch's timer (OnStop functions run last first).
+	batch := watcher.NewBatch(w, clock, quiesce)
 	sink := func(_ uint64, c watcher.Change) {
-		if ParentID(c.ID) != "" {
-			return
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if stopped {
-			return
-		}
-		pending = append(pending, c.ID)
-		if timer == nil {
-			timer = clock.AfterFunc(quiesce, flush)
+		if ParentID(c.ID) == "" {
+			batch.Add(c.ID)
 		}
 	}
-	w.OnStop(func() { // after the subscription's cancel: OnStop functions run last first
-		mu.Lock()
-		stopped = true
-		if timer != nil {
-			timer.Stop()
-		}
-		mu.Unlock()
-	})
 	s := st.subscribeStamped(w, sink, watcher.Filter{
 		Kind:   KindMachine,
 		Model:  model,

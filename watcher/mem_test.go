@@ -34,7 +34,7 @@ func retainedPerWatcher(n int, newWatcher func(i int) Stopper) float64 {
 }
 
 // TestWatcherMemory bounds what an agent's idle watcher holds in this
-// package (issue 16: 0.5 KiB per watcher of daemon memory in all): a
+// package (the daemon's target is 0.5 KiB per watcher in all): a
 // Notify or Strings watcher with a hub subscription of each index kind
 // and a Next waiting. The bounds are the measured sizes with about a fifth
 // of room (360, 489 and 505 bytes; 856, 1,109 and 1,077 before the waiting

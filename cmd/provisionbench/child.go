@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/provisiond/provisiond/internal/daemon"
-	"github.com/provisiond/provisiond/internal/gcfloor"
 )
 
 // The hidden commands the tool re-executes itself with: the daemon under
@@ -166,10 +165,6 @@ func childDaemon(args []string, stderr io.Writer) int {
 		_ = pprof.StartCPUProfile(f)
 		defer pprof.StopCPUProfile()
 	}
-	// The heap floor provisiond serve starts by default (and, as serve,
-	// none when GOGC is set).
-	floor, _ := gcfloor.FromEnvironment(gcfloor.Default)
-	defer floor.Stop()
 	d, err := daemon.Start(cfg)
 	if err != nil {
 		fmt.Fprintln(stderr, "provisionbench daemon:", err)

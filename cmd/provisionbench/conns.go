@@ -36,7 +36,7 @@ var connsWorkload = &workload{
 		return []string{
 			mem,
 			fmt.Sprintf("KiB/agent logged in = (logged in - before) / agents; KiB/watcher = (watching - logged in) / (agents x %d); daemon KiB/agent = (watching - before) / agents", o.connsWatchers()),
-			fmt.Sprintf("each agent: logged in, %d watchers, a Next pending on each, pinging every minute; target (issue 16): at most 16 KiB per agent + 0.5 KiB per watcher = %.1f KiB/agent", o.connsWatchers(), connsTarget(o.connsWatchers())),
+			fmt.Sprintf("each agent: logged in, %d watchers, a Next pending on each, pinging every minute; target: at most 16 KiB per agent + 0.5 KiB per watcher = %.1f KiB/agent", o.connsWatchers(), connsTarget(o.connsWatchers())),
 			"baseline: the echo server (same TLS websocket transport) holding the same number of idle connections",
 		}
 	},
@@ -51,7 +51,9 @@ func (o *options) connsWatchers() int {
 	return 2
 }
 
-// connsTarget is issue 16's memory target per agent with k watchers, KiB.
+// connsTarget is the daemon's memory target per agent with k watchers,
+// KiB: 16 KiB per agent and 0.5 KiB per watcher (docs/performance.md,
+// "conns").
 func connsTarget(k int) float64 { return 16 + 0.5*float64(k) }
 
 // session is a connected agent with its watchers, each with a Next
@@ -276,6 +278,9 @@ func runConns(ctx context.Context, e *env, n int) (*values, error) {
 		}
 		v.set("  heap free, not returned KiB/agent", "KiB", (free(after.rt)-free(before.rt))/1024/float64(n))
 	}
+	if goal, ok := after.rt[heapGoal]; ok {
+		v.set("daemon heap goal after", "MiB", goal/(1<<20))
+	}
 	return v, nil
 }
 
@@ -324,22 +329,26 @@ var runtimeMemMetrics = []struct {
 }{
 	{"go_memstats_heap_inuse_bytes", "  of which heap KiB/agent", "KiB", 1024},
 	{"go_memstats_heap_alloc_bytes", "    of which live objects KiB/agent", "KiB", 1024},
+	{heapLive, "    live after the last collection KiB/agent", "KiB", 1024},
 	{"go_memstats_stack_inuse_bytes", "  of which stacks KiB/agent", "KiB", 1024},
 	{"go_memstats_heap_idle_bytes", "", "KiB", 1024}, // with heap_released: "heap free, not returned"
 	{"go_memstats_heap_released_bytes", "", "KiB", 1024},
 	{"go_memstats_mspan_inuse_bytes", "  runtime span metadata KiB/agent", "KiB", 1024},
 	{"go_memstats_gc_sys_bytes", "  runtime GC metadata KiB/agent", "KiB", 1024},
 	{"go_goroutines", "daemon goroutines/agent", "", 1},
+	{heapGoal, "", "MiB", 1 << 20}, // "daemon heap goal after"
 }
 
 // runtimeMem scrapes runtimeMemMetrics; metrics it cannot read are left
 // out (a daemon without /metrics).
 func (t *target) runtimeMem() map[string]float64 {
-	out := make(map[string]float64)
-	for _, m := range runtimeMemMetrics {
-		if v, err := t.scrape(m.metric); err == nil {
-			out[m.metric] = v
-		}
+	names := make([]string, len(runtimeMemMetrics))
+	for i, m := range runtimeMemMetrics {
+		names[i] = m.metric
+	}
+	out, err := t.scrapeSeries(names)
+	if err != nil {
+		return map[string]float64{}
 	}
 	return out
 }

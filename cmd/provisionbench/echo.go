@@ -31,10 +31,9 @@ type echoServer struct {
 	ca   []byte
 	pid  int
 
-	srv  *echo.Server // in process
-	cmd  *exec.Cmd    // child process
-	dir  string
-	stop func()
+	srv *echo.Server // in process
+	cmd *exec.Cmd    // child process
+	dir string
 }
 
 // startEcho starts the echo server the way the daemon runs: in a child

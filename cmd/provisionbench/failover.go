@@ -34,7 +34,7 @@ var failoverWorkload = &workload{
 	run: runFailover,
 	notes: func(*options) []string {
 		return []string{
-			"all back: from the SIGKILL until every agent of the killed daemon is logged in again on another daemon with both its watchers (target, issue 11: 3,000 agents per daemon, 3 daemons, within 10 s)",
+			"all back: from the SIGKILL until every agent of the killed daemon is logged in again on another daemon with both its watchers (target: 3,000 agents per daemon, 3 daemons, within 10 s)",
 			"the agents of the other daemons must not notice: survivors dropped must be 0; other errors are errors but try again and connections refused",
 			"between runs the killed daemon is started again on its data dir (it joins the controller) and every agent reconnects afresh",
 		}

@@ -9,7 +9,7 @@ import (
 	"github.com/provisiond/provisiond/internal/daemon"
 )
 
-// The load generator's own garbage collector (issue 16).
+// The load generator's own garbage collector.
 //
 // The tool runs every simulated agent in one process. At 10,000 agents its
 // heap is hundreds of MiB of small objects (connections, TLS states,
@@ -19,8 +19,8 @@ import (
 // with, and its own goroutines, which read the replies and take the
 // latencies, wait for the marker. At 10,000 agents x 10 watchers, with
 // the daemon's own collector off, the watch p99 was 4.44 ms with the
-// tool's collector and 2.63 ms without it (docs/performance.md, "Session
-// 11"). Real agents are separate processes, each with a heap of its own,
+// tool's collector and 2.63 ms without it (docs/performance.md, "what the
+// watch tail is made of"). Real agents are separate processes, each with a heap of its own,
 // on other machines.
 //
 // So by default (--loadgen-gc quiet) the tool collects its garbage just

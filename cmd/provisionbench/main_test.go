@@ -368,7 +368,7 @@ func TestCompactIDs(t *testing.T) {
 func TestEtcdWrite(t *testing.T) {
 	// A second rather than 300 ms: under the whole suite on two cores one
 	// stall of etcd's fsync or of a daemon can outlast a 300 ms window at
-	// one writer, which then counts no write (seen once in CI, session 7).
+	// one writer, which then counts no write (seen once in CI).
 	rep := runJSON(t, "write", "-n", "1,3", "--duration", "1s", "--baseline", "--daemon", "inproc",
 		"--store", "etcd", "--daemons", "2")
 	for _, n := range []int{1, 3} {

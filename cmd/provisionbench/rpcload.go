@@ -39,10 +39,10 @@ var rpcWorkload = &workload{
 		if o.store == daemon.StoreEtcd {
 			return []string{
 				"reads are served from each daemon's replica of the prefix; agents spread over the daemons",
-				"baseline: the same agents and calls on a daemon on bbolt started the same way in the same run (target, issue 11: >= 0.7 of its calls/s)",
+				"baseline: the same agents and calls on a daemon on bbolt started the same way in the same run (target: >= 0.7 of its calls/s)",
 			}
 		}
-		return []string{"baseline: a JSON echo server on the same TLS websocket transport, answering from its read loop; targets: 64 agents >= 0.9 of its calls/s, 1 agent p99 < 0.3 ms (issue 16; the first round's were 0.6 and 0.5 ms)"}
+		return []string{"baseline: a JSON echo server on the same TLS websocket transport, answering from its read loop; targets: 64 agents >= 0.9 of its calls/s, 1 agent p99 < 0.3 ms"}
 	},
 }
 
@@ -179,7 +179,7 @@ func runRPC(ctx context.Context, e *env, n int) (*values, error) {
 				return err
 			}
 			if len(res.Results) != 1 || res.Results[0].Error != nil {
-				return fmt.Errorf("Life: %+v", res)
+				return fmt.Errorf("result of Life: %+v", res)
 			}
 			return nil
 		}

@@ -27,7 +27,7 @@ var stormWorkload = &workload{
 	run: runStorm,
 	notes: func(*options) []string {
 		return []string{
-			"all back: from the restart beginning until every agent is logged in again with its watchers; 10,000 back: until the 10,000th is (all of them below 10,000 agents); targets (issue 16): 100,000 agents all back within 60 s, 10,000 within 10 s, no error but try again",
+			"all back: from the restart beginning until every agent is logged in again with its watchers; 10,000 back: until the 10,000th is (all of them below 10,000 agents); targets: 100,000 agents all back within 60 s, 10,000 within 10 s, no error but try again",
 			"listening: when a socket listens on the daemon's port (/proc/net/tcp, read every 1 ms); /health after listening: from then until the first 200 from /health (asked in a loop, one at a time, a new TLS connection each from 127.0.0.1; target: 1 s); /health slowest: the longest of the probes after that one until all are back; both watched from a process of their own (internal-health), not behind the agents' goroutines",
 			"daemon restart: from the restart beginning until the new daemon's first 200 from /health (the health watch's)",
 			"connection errors are dials refused or cut while the daemon is down; other errors must be 0",

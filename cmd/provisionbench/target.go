@@ -38,7 +38,7 @@ type target struct {
 	ownsDir  bool
 	creds    *credentials.Credentials
 	pid      int           // of the daemon process, when known
-	lastStop time.Duration // how long the last restart took to stop the daemon
+	lastStop time.Duration // how long the storm's restart took to stop the daemon
 
 	caasApps   int // seeded applications (self-started daemons only)
 	caasModel  string
@@ -369,20 +369,6 @@ func (t *target) kill() error {
 	<-t.exited
 	t.cmd = nil
 	return nil
-}
-
-// restart stops the daemon and starts it again on the same data dir and
-// address. It returns when the new daemon serves.
-func (t *target) restart(ctx context.Context) error {
-	if t.mode == modeExternal {
-		return errors.New("cannot restart a daemon given by --credentials; let the tool start one")
-	}
-	t0 := time.Now()
-	if err := t.stop(); err != nil {
-		fmt.Fprintf(t.logw, "provisionbench: daemon stop: %v\n", err)
-	}
-	t.lastStop = time.Since(t0)
-	return t.start(ctx)
 }
 
 func (t *target) close() {

@@ -26,7 +26,8 @@ import (
 	"github.com/provisiond/provisiond/state"
 )
 
-// The operator verbs and habits of issue 13, through the built binary.
+// The operator verbs and habits (the removals, --no-wait, show-controller,
+// models by UUID), through the built binary.
 
 // unreachable writes a credentials file whose daemon is not there: a verb
 // that fails with it before saying "cannot connect" checked its input

@@ -46,7 +46,7 @@ func writeFile(t *testing.T, path, text string) string {
 	return path
 }
 
-// Issue 17 item 10: a backup archive holds the admin password and the CA
+// A backup archive holds the admin password and the CA
 // key, so it is made 0600, its help says so, and backup encrypts it with
 // a passphrase or to a public key; restore decrypts it, and refuses a
 // wrong key without leaving a data dir.

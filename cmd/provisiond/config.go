@@ -16,7 +16,6 @@ import (
 
 	"github.com/provisiond/provisiond/credentials"
 	"github.com/provisiond/provisiond/internal/daemon"
-	"github.com/provisiond/provisiond/internal/gcfloor"
 	"github.com/provisiond/provisiond/state/store/etcdstore"
 )
 
@@ -70,7 +69,10 @@ type options struct {
 
 	MaxAgentBinarySize int64 `yaml:"max-agent-binary-size"`
 
-	// GCHeapFloor is the heap goal's floor in bytes (internal/gcfloor).
+	// GCHeapFloor is a removed setting, still parsed so that a config
+	// file, unit or environment that sets it is refused with a message
+	// naming its replacement (errRemovedGCHeapFloor) rather than as an
+	// unknown name; 0, what the daemon now does, is accepted.
 	GCHeapFloor int64 `yaml:"gc-heap-floor"`
 
 	// Agent runs the reference agent in the daemon's process: "sim".
@@ -136,7 +138,6 @@ func defaultOptions(getenv func(string) string) options {
 		IdleTimeout:       d.IdleTimeout,
 
 		MaxAgentBinarySize: daemon.DefaultMaxAgentBinarySize,
-		GCHeapFloor:        gcfloor.Default,
 
 		MaxConnsPerEntity:    d.MaxConnsPerEntity,
 		MaxWatchersPerEntity: d.MaxWatchersPerEntity,
@@ -195,7 +196,7 @@ func (o *options) settings() []setting {
 		{"max-header-bytes", "largest HTTP request header in bytes", &o.MaxHeaderBytes},
 		{"idle-timeout", "close HTTP keep-alive connections idle for this long", &o.IdleTimeout},
 		{"max-agent-binary-size", "largest agent binaries upload in bytes", &o.MaxAgentBinarySize},
-		{"gc-heap-floor", "the Go heap may grow to this many bytes before the garbage collector runs (0: GOGC alone; ignored when $GOGC is set)", &o.GCHeapFloor},
+		{"gc-heap-floor", "removed: set $GOGC or $GOMEMLIMIT instead", &o.GCHeapFloor},
 		{"agent", "run the reference agent in this process on its simulated cloud: sim (a demo; see provisionagent)", &o.Agent},
 		{"max-connections-per-entity", "connections of one machine agent or non-superuser user (0: unlimited)", &o.MaxConnsPerEntity},
 		{"max-pending-connections", "connections that have not logged in, the local operator's aside (0: half of --max-connections)", &o.MaxPendingConns},
@@ -229,8 +230,16 @@ func bindServeFlags(fs *pflag.FlagSet, getenv func(string) string) *serveFlags {
 	for _, s := range sf.scratch.settings() {
 		bindFlag(fs, s)
 	}
+	_ = fs.MarkHidden("gc-heap-floor")
 	return sf
 }
+
+// errRemovedGCHeapFloor refuses a non-zero --gc-heap-floor (or
+// $PROVISIOND_GC_HEAP_FLOOR, or gc-heap-floor in the config file): the
+// heap floor is gone, and the Go runtime's own GOGC and GOMEMLIMIT tune
+// the collector. A daemon that silently dropped it would collect several
+// times as often as its operator asked for.
+var errRemovedGCHeapFloor = errors.New("gc-heap-floor was removed: drop it and set the Go runtime's GOGC (e.g. GOGC=400) or GOMEMLIMIT (e.g. GOMEMLIMIT=512MiB) in the daemon's environment instead (README, Memory and the garbage collector)")
 
 // resolve applies defaults, then the YAML file, then the environment,
 // then the flags given in fs.
@@ -264,6 +273,9 @@ func (sf *serveFlags) resolve(fs *pflag.FlagSet, getenv func(string) string) (op
 				return o, fmt.Errorf("--%s: %w", s.name, err)
 			}
 		}
+	}
+	if o.GCHeapFloor != 0 {
+		return o, errRemovedGCHeapFloor
 	}
 	return o, nil
 }

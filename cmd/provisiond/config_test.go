@@ -50,6 +50,9 @@ func TestOptionsDefaults(t *testing.T) {
 func TestOptionsErrors(t *testing.T) {
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
 	_ = os.WriteFile(bad, []byte("adr: typo\n"), 0o600)
+	floor := filepath.Join(t.TempDir(), "floor.yaml")
+	_ = os.WriteFile(floor, []byte("gc-heap-floor: 134217728\n"), 0o600)
+	const removed = "gc-heap-floor was removed: drop it and set the Go runtime's GOGC"
 	tests := []struct {
 		name string
 		args []string
@@ -61,6 +64,11 @@ func TestOptionsErrors(t *testing.T) {
 		{"bad env number", nil, map[string]string{"PROVISIOND_MAX_WATCHERS": "many"}, `"many" is not a whole number`},
 		{"bad env duration", nil, map[string]string{"PROVISIOND_PING_TIMEOUT": "soon"}, "is not a duration"},
 		{"stray argument", []string{"extra"}, nil, "unexpected arguments"},
+		// The removed heap floor, wherever an operator's setup still
+		// carries it, is refused with its replacement named.
+		{"removed gc-heap-floor flag", []string{"--gc-heap-floor", "134217728"}, nil, removed},
+		{"removed gc-heap-floor env", nil, map[string]string{"PROVISIOND_GC_HEAP_FLOOR": "134217728"}, removed},
+		{"removed gc-heap-floor in file", []string{"--config", floor}, nil, removed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -69,6 +77,10 @@ func TestOptionsErrors(t *testing.T) {
 				t.Fatalf("err = %v; want %q", err, tt.want)
 			}
 		})
+	}
+	// 0, the daemon's behaviour now, is what the floor's 0 asked for.
+	if _, err := loadOptions([]string{"--gc-heap-floor", "0"}, env(nil), &strings.Builder{}); err != nil {
+		t.Errorf("--gc-heap-floor 0: %v", err)
 	}
 	if _, err := newLogger(&strings.Builder{}, "xml", "info"); err == nil {
 		t.Error("log format xml accepted")

@@ -75,7 +75,7 @@ func crashed(s string) bool {
 	return strings.Contains(s, "goroutine ") || strings.Contains(s, ".go:") || strings.Contains(s, "panic:")
 }
 
-// Issue 17 item 14: bytes flipped in any used page of the database make
+// Bytes flipped in any used page of the database make
 // check report damage (exit 1, what bbolt found, no crash and no stack),
 // never crash; serve refuses such a file before opening it. Before, 9 of
 // 32 flips crashed check and serve with a panic or a fault.

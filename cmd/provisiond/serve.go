@@ -15,7 +15,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/provisiond/provisiond/internal/daemon"
-	"github.com/provisiond/provisiond/internal/gcfloor"
 )
 
 func serveCommand(e sys) *cobra.Command {
@@ -72,9 +71,6 @@ and READY=1 around a reload, STOPPING=1, and pings the watchdog
 		if err := checkAgent(opts.Agent); err != nil {
 			return usageError{err}
 		}
-		if opts.GCHeapFloor < 0 {
-			return usageError{fmt.Errorf("--gc-heap-floor %d: must be 0 (off) or a size in bytes", opts.GCHeapFloor)}
-		}
 		svc := &service{
 			log:      log,
 			level:    level,
@@ -120,8 +116,6 @@ func serve(opts options, s *service) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-
-	defer startGCFloor(opts.GCHeapFloor, log).Stop()
 
 	d, err := daemon.Start(cfg)
 	if err != nil {
@@ -178,16 +172,6 @@ func serve(opts options, s *service) error {
 		return exitCode(exitError)
 	}
 	return nil
-}
-
-// startGCFloor starts the heap floor of floor bytes, unless floor is 0 or
-// the operator set GOGC, which then decides alone.
-func startGCFloor(floor int64, log *slog.Logger) *gcfloor.Floor {
-	f, gogc := gcfloor.FromEnvironment(uint64(floor))
-	if gogc != "" {
-		log.Info("GOGC is set: no heap floor", "GOGC", gogc)
-	}
-	return f
 }
 
 // startWatchdog pings systemd's watchdog every half period while the

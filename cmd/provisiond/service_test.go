@@ -25,7 +25,7 @@ import (
 	"github.com/provisiond/provisiond/internal/daemon"
 )
 
-// The daemon as a service, through the built binary (issue 13):
+// The daemon as a service, through the built binary:
 // sd_notify readiness and watchdog, SIGHUP reload, rotate-cert, the
 // systemd configuration directory.
 

@@ -18,41 +18,41 @@ import (
 // update a part of it that fails alone.
 func (a *API) UpdateApplicationsUnits(ctx context.Context, args params.UpdateApplicationUnitArgs) (params.UpdateApplicationUnitResults, error) {
 	out := make([]params.UpdateApplicationUnitResult, len(args.Args))
-	var (
-		ups []state.ApplicationUnitsUpdate
-		idx []int
-	)
-	for i, arg := range args.Args {
-		if ctx.Err() != nil {
-			for j := range out {
-				out[j] = params.UpdateApplicationUnitResult{Error: facade.ErrCallCancelled}
+	// The items go by index, so that each update's unit info reaches its
+	// own result.
+	items := make([]int, len(args.Args))
+	for i := range items {
+		items[i] = i
+	}
+	type update struct {
+		item int
+		up   state.ApplicationUnitsUpdate
+	}
+	errs := facade.BulkWriteErrors(ctx, items, func(i int) (update, error) {
+		up, err := a.unitsUpdate(ctx, args.Args[i])
+		return update{i, up}, err
+	}, func(us []update) []error {
+		ups := make([]state.ApplicationUnitsUpdate, len(us))
+		for k, u := range us {
+			ups[k] = u.up
+		}
+		// A refused scale change comes back with the unit info of the
+		// update that committed, so a result may carry both.
+		infos, errs := a.st.UpdateCAASApplicationsUnits(ctx, a.model, ups)
+		for k, u := range us {
+			if len(infos[k]) == 0 {
+				continue
 			}
-			return params.UpdateApplicationUnitResults{Results: out}, nil
-		}
-		up, err := a.unitsUpdate(ctx, arg)
-		if err != nil {
-			out[i].Error = facade.ServerError(err)
-			continue
-		}
-		ups, idx = append(ups, up), append(idx, i)
-	}
-	if len(ups) == 0 {
-		return params.UpdateApplicationUnitResults{Results: out}, nil
-	}
-	// A refused scale change comes back with the unit info of the update
-	// that committed, so a result may carry both.
-	infos, errs := a.st.UpdateCAASApplicationsUnits(ctx, a.model, ups)
-	for k, i := range idx {
-		if len(infos[k]) > 0 {
 			units := make([]params.ApplicationUnitInfo, len(infos[k]))
-			for j, u := range infos[k] {
-				units[j] = params.ApplicationUnitInfo{ProviderId: u.ProviderID, UnitTag: names.NewUnitTag(u.Unit).String()}
+			for j, info := range infos[k] {
+				units[j] = params.ApplicationUnitInfo{ProviderId: info.ProviderID, UnitTag: names.NewUnitTag(info.Unit).String()}
 			}
-			out[i].Info = &params.UpdateApplicationUnitsInfo{Units: units}
+			out[u.item].Info = &params.UpdateApplicationUnitsInfo{Units: units}
 		}
-		if errs[k] != nil {
-			out[i].Error = facade.ServerError(errs[k])
-		}
+		return errs
+	})
+	for i, err := range errs {
+		out[i].Error = err
 	}
 	return params.UpdateApplicationUnitResults{Results: out}, nil
 }

@@ -262,7 +262,7 @@ func (s *Session) EndLogin(auth *Auth) {
 		}
 		if s.loginTimer != nil {
 			s.loginTimer.Stop()
-			s.loginTimer = nil // the timer and its closure go (issue 16: memory per agent)
+			s.loginTimer = nil // the timer and its closure go: a logged-in connection holds no login timer
 		}
 	}
 }

@@ -10,8 +10,7 @@ import (
 	"github.com/provisiond/provisiond/watcher"
 )
 
-// What a session does about its login beyond Admin.Login's checks (issue
-// 17 items 2, 5 and 9):
+// What a session does about its login beyond Admin.Login's checks:
 //
 //   - before login the rpc layer reads small messages one at a time
 //     (rpc.Authenticator);

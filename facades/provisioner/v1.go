@@ -69,7 +69,7 @@ func registerV1(m *rpc.Methods[*facade.Context, *V1]) {
 func entities(a params.V1Entities) params.Entities {
 	out := params.Entities{Entities: make([]params.Entity, len(a.Entities))}
 	for i, e := range a.Entities {
-		out.Entities[i] = params.Entity{Tag: e.Tag}
+		out.Entities[i] = params.Entity(e)
 	}
 	return out
 }
@@ -147,7 +147,7 @@ func (v *V1) APIHostPorts(ctx context.Context) (params.V1APIHostPortsResult, err
 
 func (v *V1) CACert(ctx context.Context) (params.V1BytesResult, error) {
 	r, err := v.p.CACert(ctx)
-	return params.V1BytesResult{Result: r.Result}, err
+	return params.V1BytesResult(r), err
 }
 
 func (v *V1) Constraints(ctx context.Context, args params.V1Entities) (params.V1ConstraintsResults, error) {
@@ -196,8 +196,8 @@ func v1AptProxy(cfg map[string]any, general params.Settings) params.Settings {
 }
 
 func (v *V1) ContainerManagerConfig(ctx context.Context, args params.V1ContainerManagerConfigParams) (params.V1ContainerManagerConfig, error) {
-	r, err := v.p.ContainerManagerConfig(ctx, params.ContainerManagerConfigParams{Type: args.Type})
-	return params.V1ContainerManagerConfig{ManagerConfig: r.ManagerConfig}, err
+	r, err := v.p.ContainerManagerConfig(ctx, params.ContainerManagerConfigParams(args))
+	return params.V1ContainerManagerConfig(r), err
 }
 
 func (v *V1) DistributionGroup(ctx context.Context, args params.V1Entities) (params.V1DistributionGroupResults, error) {
@@ -482,7 +482,7 @@ func (v *V1) SetInstanceInfo(ctx context.Context, args params.V1InstancesInfo) (
 func (v *V1) SetPasswords(ctx context.Context, args params.V1EntityPasswords) (params.V1ErrorResults, error) {
 	in := params.EntityPasswords{Changes: make([]params.EntityPassword, len(args.Changes))}
 	for i, c := range args.Changes {
-		in.Changes[i] = params.EntityPassword{Tag: c.Tag, Password: c.Password}
+		in.Changes[i] = params.EntityPassword(c)
 	}
 	r, err := v.p.SetPasswords(ctx, in)
 	return v1Errors(r), err
@@ -502,7 +502,7 @@ func (v *V1) SetProvisioned(ctx context.Context, args params.V1SetProvisioned) (
 func setStatusArgs(args params.V1SetStatus) params.SetStatus {
 	out := params.SetStatus{Entities: make([]params.EntityStatusArgs, len(args.Entities))}
 	for i, e := range args.Entities {
-		out.Entities[i] = params.EntityStatusArgs{Tag: e.Tag, Status: e.Status, Info: e.Info, Data: e.Data}
+		out.Entities[i] = params.EntityStatusArgs(e)
 	}
 	return out
 }
@@ -526,7 +526,7 @@ func (v *V1) UpdateStatus(ctx context.Context, args params.V1SetStatus) (params.
 func (v *V1) SetSupportedContainers(ctx context.Context, args params.V1MachineContainersParams) (params.V1ErrorResults, error) {
 	in := params.MachineContainersParams{Params: make([]params.MachineContainers, len(args.Params))}
 	for i, a := range args.Params {
-		in.Params[i] = params.MachineContainers{MachineTag: a.MachineTag, ContainerTypes: a.ContainerTypes}
+		in.Params[i] = params.MachineContainers(a)
 	}
 	r, err := v.p.SetSupportedContainers(ctx, in)
 	return v1Errors(r), err
@@ -594,7 +594,7 @@ func (v *V1) WatchAPIHostPorts(ctx context.Context) (params.V1NotifyWatchResult,
 func v1WatchContainers(args params.V1WatchContainers) params.WatchContainers {
 	out := params.WatchContainers{Params: make([]params.WatchContainer, len(args.Params))}
 	for i, a := range args.Params {
-		out.Params[i] = params.WatchContainer{MachineTag: a.MachineTag, ContainerType: a.ContainerType}
+		out.Params[i] = params.WatchContainer(a)
 	}
 	return out
 }

@@ -92,7 +92,7 @@ func TestSimCloudPods(t *testing.T) {
 		t.Errorf("scaled down: %+v %+v", svc2, pods)
 	}
 	_, pods, _ = c.EnsureService(agent.ServiceParams{Model: "m", App: "web", Scale: 2})
-	if len(pods) != 2 || !strings.HasPrefix(pods[0].ProviderID, "web-") || len(pods[0].ProviderID) != len("web-abcde") || pods[0].Filesystems != nil && len(pods[0].Filesystems) != 0 {
+	if len(pods) != 2 || !strings.HasPrefix(pods[0].ProviderID, "web-") || len(pods[0].ProviderID) != len("web-abcde") || len(pods[0].Filesystems) != 0 {
 		t.Errorf("stateless pods %+v", pods)
 	}
 	if c.Pods() != 3 {

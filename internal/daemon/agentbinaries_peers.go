@@ -18,7 +18,7 @@ import (
 	"github.com/provisiond/provisiond/watcher"
 )
 
-// Agent binaries on a controller of several daemons (issue 11). The
+// Agent binaries on a controller of several daemons. The
 // catalog is in the shared store; the tarballs are not (a 50 MiB value
 // per version in etcd would sit in every daemon's replica). Each daemon
 // keeps its own copy in its data dir:

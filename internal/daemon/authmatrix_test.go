@@ -17,7 +17,7 @@ import (
 	"github.com/provisiond/provisiond/state"
 )
 
-// The authorisation matrix (issue 7): every facade x version x method of
+// The authorisation matrix: every facade x version x method of
 // the registry x identity, to "allowed" or the exact call-level error; and
 // for the Provisioner's per-machine methods, every machine-agent identity x
 // target machine (itself, another machine, its container, a grandchild,
@@ -486,7 +486,7 @@ func TestLoginAfterPasswordChangeOrRevocation(t *testing.T) {
 	mustFail("removed machine", login(w.model, req))
 }
 
-// Authorisation is not fixed at login (issue 17 item 9): when an entity's
+// Authorisation is not fixed at login: when an entity's
 // password changes, or the entity is removed, every connection logged in
 // as it is closed at once (close code 1008), the one that changed it
 // included once it has its reply; the old password then fails

@@ -39,9 +39,9 @@ type tarEntry struct {
 func entrySize(size int64) int64 { return 512 + (size+511)/512*512 }
 
 // A backup is taken in two steps, so a client that reads slowly or stops
-// reading never holds the database (issue 17 item 4: a stalled /backup held
-// a read transaction while writes grew the file to the memory map's size,
-// and then every write hung): the snapshot is first copied into a
+// reading never holds the database (a stalled /backup holding a read
+// transaction let writes grow the file to the memory map's size, and then
+// every write hung): the snapshot is first copied into a
 // temporary file in the data dir (mode 0600; one short read transaction
 // at the disk's pace, bounded by backupSnapshotTimeout), then streamed from
 // that file with a write deadline before each write (--write-timeout), and

@@ -22,7 +22,7 @@ import (
 	"github.com/provisiond/provisiond/state/store/boltstore"
 )
 
-// A backup client that stops reading (issue 17 item 4) holds no read
+// A backup client that stops reading holds no read
 // transaction while it stalls: the snapshot was copied to a temporary
 // file first. So no read transaction is open while the client stalls
 // (bbolt's count of them), writes that overwrite the same record reuse

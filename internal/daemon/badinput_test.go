@@ -19,7 +19,7 @@ import (
 	"github.com/provisiond/provisiond/rpc/params"
 )
 
-// Bad input, everywhere (issue 7): every method of every facade version
+// Bad input, everywhere: every method of every facade version
 // the daemon registers gets null, missing and empty params, params of the
 // wrong JSON type (whole and field by field), malformed, unknown and
 // wrong-kind tags, tags of another model's entities, huge lists, deep
@@ -78,7 +78,7 @@ var tagClasses = []struct{ name, value string }{
 	// overflows an int (found by FuzzTags).
 	{"tag/controller-agent-overflow", "controller-10000000000000000000"},
 	// Over facade.MaxTagLength: refused before parsing, quoted by its first
-	// 64 bytes only (issue 17 item 6).
+	// 64 bytes only.
 	{"tag/over-length", "machine-" + strings.Repeat("1", 2000)},
 }
 

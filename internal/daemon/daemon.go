@@ -67,7 +67,8 @@ type Config struct {
 	PingTimeout  time.Duration
 	LoginTimeout time.Duration
 
-	// Limits of issue 17 (limits.go, listener.go, rpc/limits.go).
+	// Limits on what a client may make the daemon hold (limits.go,
+	// listener.go, rpc/limits.go; README's flags table has each default).
 	PreLoginReadLimit int64
 	MaxBulkItems      int
 	MaxReplySize      int64

@@ -355,7 +355,7 @@ func TestWatchersStoppedOnDisconnect(t *testing.T) {
 	creds := d.Credentials()
 	c := loginController(t, d, creds.DefaultModelUUID)
 	// After the login: a logged-in connection holds a subscription to its
-	// entity's credentials (issue 17 item 9).
+	// entity's credentials, which ends the connection when they change.
 	base := d.Hub().Subscriptions()
 	for i := 0; i < 5; i++ {
 		var res params.NotifyWatchResult

@@ -14,7 +14,8 @@ import (
 	"github.com/provisiond/provisiond/state/store/boltstore"
 )
 
-// Checks of the data dir at start (issue 17 items 13, 15 and 17).
+// Checks of the data dir at start: an earlier controller's files without
+// its database, a full disk, loose permissions.
 
 // ErrEarlierController is returned by Start when the data dir shows an
 // earlier controller (its credentials.yaml or its CA key) but its database

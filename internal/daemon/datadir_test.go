@@ -36,7 +36,7 @@ func stop(t *testing.T, d *daemon.Daemon) {
 }
 
 // A data dir whose database is missing or empty beside an earlier
-// controller's credentials.yaml and CA (issue 17 item 13) is refused with
+// controller's credentials.yaml and CA is refused with
 // ErrEarlierController, and nothing in it changes: no new database, the
 // old credentials.yaml as it was. --reinitialise makes a new controller and
 // keeps the old credentials.yaml aside.
@@ -91,8 +91,8 @@ func TestRefusesEarlierControllerWithoutDatabase(t *testing.T) {
 	}
 }
 
-// A data dir that exists with group or other permissions (issue 17 item
-// 17) is tightened to 0700, its secret files to 0600, with a warning.
+// A data dir that exists with group or other permissions is tightened to
+// 0700, its secret files to 0600, with a warning.
 func TestDataDirModeTightened(t *testing.T) {
 	dir := t.TempDir()
 	d, _, err := startIn(t, dir, nil)
@@ -126,7 +126,7 @@ func TestDataDirModeTightened(t *testing.T) {
 	}
 }
 
-// A full disk at start (issue 17 item 15): a data dir whose files need no
+// A full disk at start: a data dir whose files need no
 // change starts and serves; credentials.yaml is not rewritten when it is
 // unchanged, and a refresh of its api-addresses (a new port) that cannot be
 // written is a warning, not a failure.
@@ -168,7 +168,7 @@ func TestStartOnAFullDisk(t *testing.T) {
 	}
 }
 
-// credentials.yaml deleted (issue 17 item 16): the daemon rewrites it
+// credentials.yaml deleted: the daemon rewrites it
 // without passwords, and provisiond reset-admin-password (this function)
 // puts a new admin password in the database and the file, and a new
 // controller agent password since the file had none; both log in. A data

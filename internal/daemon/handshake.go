@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// The handshake gate (issue 16; docs/performance.md, "Issue 16: storm").
+// The handshake gate (docs/performance.md, "storm").
 //
 // Without it every accepted connection did its TLS handshake at once, in
 // its own net/http goroutine: when thousands of agents reconnect after a

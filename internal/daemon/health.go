@@ -11,8 +11,8 @@ import (
 	"github.com/provisiond/provisiond/state"
 )
 
-// /health says "ok" only while the store commits (issue 17 item 4: it said
-// ok while every write hung). Each check runs a write transaction that
+// /health says "ok" only while the store commits (a check that did not
+// write said ok while every write hung). Each check runs a write transaction that
 // changes nothing (state.ProbeWrite), queued behind the commits in progress
 // like any write; if it has not come back within Config.HealthTimeout the
 // daemon is unhealthy (503 "store cannot commit..."). At most one probe
@@ -71,7 +71,9 @@ func (h *healthProbe) check() error {
 		// it will say is not known before the timeout, and a hang is
 		// reported as soon as it has overrun either way. Answering now
 		// keeps /health from waiting behind a commit's fsync, or behind
-		// a storm's CPU, when nothing is wrong (issue 16).
+		// a storm's CPU, when nothing is wrong (in a storm of 10,000
+		// agents the slowest /health's answer took 2.28 s, most of it
+		// waiting for a fresh probe).
 		h.mu.Unlock()
 		return nil
 	}

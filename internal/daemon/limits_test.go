@@ -32,7 +32,7 @@ import (
 	"github.com/provisiond/provisiond/state"
 )
 
-// Limits and slow clients (issue 7). The watcher limit and the login
+// Limits and slow clients. The watcher limit and the login
 // timeout are TestWatcherLimit and TestLoginTimeout (daemon_test.go).
 
 // The connection cap (--max-connections) counts accepted TCP connections,
@@ -117,8 +117,8 @@ func droppedConn(err error) bool {
 }
 
 // HTTP keep-alive connections count against the connection cap like API
-// connections (issue 17 item 3: 1,013 idle /health connections made an
-// admin login time out), and the server closes them once idle for
+// connections (uncounted, 1,013 idle /health connections made an admin
+// login time out), and the server closes them once idle for
 // --idle-timeout, which frees their slots.
 func TestIdleKeepAliveCountedAndClosed(t *testing.T) {
 	const limit, idle = 4, 3 * time.Second
@@ -392,7 +392,7 @@ func TestSlowReaderDropped(t *testing.T) {
 	}
 }
 
-// Bulk calls (issue 17 item 1): a call may hold at most --max-bulk-items
+// Bulk calls: a call may hold at most --max-bulk-items
 // list items, counted in the top-level lists and in the lists of their
 // elements; over it the call is refused with code "quota limit exceeded"
 // before any work, the connection stays, and other clients are served.
@@ -592,7 +592,7 @@ func grepLines(s, sub string) string {
 	return strings.Join(out, "\n")
 }
 
-// Long tags (issue 17 item 6): a 3 MB auth tag cost 1.7 s of CPU and each
+// Long tags: a 3 MB auth tag cost 1.7 s of CPU and each
 // failed login logged all of it (70 logins wrote 210 MB). A tag over
 // facade.MaxTagLength (1 KiB) is refused before parsing; errors and log
 // lines quote its first 64 bytes, and no error message reaching a client is
@@ -641,8 +641,8 @@ func TestLongTagsBounded(t *testing.T) {
 	}
 }
 
-// Config sizes (issue 17 item 7: a 69 MB value made a reply over
-// python-libjuju's 4 MiB limit). Wherever config is set, a key over 256
+// Config sizes (a 69 MB value made a reply over python-libjuju's 4 MiB
+// limit). Wherever config is set, a key over 256
 // bytes, a value over 256 KiB and a config over 1 MiB in all (after the
 // update is merged) are refused with code "not valid", and nothing is
 // written; what is kept reads back in a reply well under 4 MiB.
@@ -706,8 +706,8 @@ func TestConfigLimits(t *testing.T) {
 	}
 }
 
-// Per entity (issue 17 item 5: one machine agent opened 150 connections x
-// 1,000 watchers, +690 MB): a machine agent (or a user who is not a
+// Per entity (one machine agent opened 150 connections x 1,000 watchers,
+// +690 MB): a machine agent (or a user who is not a
 // superuser) may hold --max-connections-per-entity connections and
 // --max-watchers-per-entity watchers across them, besides --max-watchers
 // per connection; over them the login or the Watch call gets code "quota
@@ -838,8 +838,8 @@ func watcherAttack(t *testing.T, f *provFixture, conns, perConn int) (got int, g
 	return got, grown, time.Since(t0)
 }
 
-// Failed logins are throttled (issue 17 item 8: 186-206 guesses a second at
-// a user's password, 86 at /backup's basic auth): after --login-failures
+// Failed logins are throttled (unthrottled: 186-206 guesses a second at a
+// user's password, 86 at /backup's basic auth): after --login-failures
 // failures of a user or an agent from one client, its logins from there
 // back off (1 s, doubling, up to --login-backoff-max), refused unchecked
 // with code "try again" (HTTP 429 on /backup); never for good; counted in
@@ -936,7 +936,7 @@ func TestLoginThrottle(t *testing.T) {
 	}
 }
 
-// /metrics (issue 17 item 12) is open on loopback and, from other
+// /metrics is open on loopback and, from other
 // addresses, needs a superuser's basic auth or the bearer token of
 // --metrics-token-file; --metrics-auth always asks loopback clients too.
 // The daemon listens on every address so a client can come from a

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -83,10 +84,19 @@ func newMetrics(watchers func() float64, revision func() float64) *metrics {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "provisiond_state_revision", Help: "Last committed state revision.",
 		}, revision),
-		collectors.NewGoCollector(),
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(goRuntimeMetrics)),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	return m
+}
+
+// goRuntimeMetrics are the runtime/metrics series served beside the Go
+// collector's defaults: where the process's CPU time went (the collector's
+// share of it among them) and the live heap and heap goal, the figures an
+// operator tunes GOGC and GOMEMLIMIT by (README, "Memory and the garbage
+// collector").
+var goRuntimeMetrics = collectors.GoRuntimeMetricsRule{
+	Matcher: regexp.MustCompile(`^/cpu/classes/|^/gc/heap/(live|goal):bytes$`),
 }
 
 func (m *metrics) ConnOpened() { m.conns.Inc(); m.connsTotal.Inc() }

@@ -11,8 +11,8 @@ import (
 	"github.com/provisiond/provisiond/facades/admin"
 )
 
-// Who may read /metrics (issue 17 item 12: it told anyone who could reach
-// the port the requests per method, the logins by outcome, the versions).
+// Who may read /metrics (open, it told anyone who could reach the port the
+// requests per method, the logins by outcome, the versions).
 const (
 	// MetricsAuthLocal: clients on loopback read it freely (a Prometheus
 	// or an operator on the box); others present a superuser's name and

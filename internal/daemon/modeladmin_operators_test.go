@@ -11,7 +11,7 @@ import (
 	"github.com/provisiond/provisiond/state"
 )
 
-// ModelAdmin's methods behind provisionctl's operator verbs (issue 13),
+// ModelAdmin's methods behind provisionctl's operator verbs,
 // through the real websocket: ControllerInfo, models by UUID, the
 // removals, remove-machine --no-wait and ModelEntities.
 

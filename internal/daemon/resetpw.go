@@ -15,8 +15,8 @@ import (
 
 // ResetAdminPassword gives the admin user of a stopped daemon's data dir a
 // new random password and writes it into the dir's credentials.yaml
-// (issue 17 item 16: a deleted credentials.yaml was rewritten without
-// passwords, and there was no way back in). When credentials.yaml is
+// (a deleted credentials.yaml is rewritten without passwords, which left
+// no way back in). When credentials.yaml is
 // missing it is made again from the database and ca.crt; when it has no
 // controller agent password either, the controller agent gets a new one
 // too (the controller's own login; nothing outside the data dir uses it).

@@ -40,8 +40,8 @@ var completeFacades = []fv{
 // incrementalFacades are being built method by method: missing methods are
 // logged, and fail only with PROVISIOND_SCHEMA_STRICT=1.
 //
-// None is left: Provisioner v11 (issue 4) and CAASUnitProvisioner v2
-// (issue 5) are complete. A facade built method by method goes here.
+// None is left: Provisioner v11 and CAASUnitProvisioner v2 are
+// complete. A facade built method by method goes here.
 var incrementalFacades = map[fv]bool{}
 
 // nonSchemaFacades are served but are not in the Juju 3.3 schema, with why.

@@ -31,7 +31,7 @@ import (
 	"github.com/provisiond/provisiond/rpc/params"
 )
 
-// The daemon as a service (issue 13): metrics, the audit trail, the TLS
+// The daemon as a service: metrics, the audit trail, the TLS
 // certificate's checks, reload and renewal, health.
 
 // jsonLogLines decodes a JSON log.

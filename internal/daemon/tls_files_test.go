@@ -20,7 +20,7 @@ import (
 	"github.com/provisiond/provisiond/rpc/params"
 )
 
-// Secrets and TLS (issue 7). TestTLSRefusesOldVersions (daemon_test.go)
+// Secrets and TLS. TestTLSRefusesOldVersions (daemon_test.go)
 // refuses TLS 1.0 and 1.1; TestNoSecretsInLogs (secrets_test.go) greps
 // the log and error messages of good and bad logins.
 

@@ -2,8 +2,8 @@ package daemon
 
 import "crypto/tls"
 
-// apiTLS sets what the API listener's TLS does per connection (issue 16;
-// docs/performance.md, "Issue 16: per-connection costs"):
+// apiTLS sets what the API listener's TLS does per connection
+// (docs/performance.md, "per-connection costs"):
 //
 //   - Records are sized by what is written, up to 16 KiB: the rpc writer
 //     writes the replies it found queued together in one write, which is

@@ -29,8 +29,8 @@ func TestAPIResumesTLSSessions(t *testing.T) {
 	}
 }
 
-// Which key exchange clients get (issue 16, docs/performance.md "Issue 16:
-// storm"): our client (Go's defaults) the hybrid X25519MLKEM768 it offers
+// Which key exchange clients get (docs/performance.md, "storm"): our
+// client (Go's defaults) the hybrid X25519MLKEM768 it offers
 // first, a client that offers X25519 alone (Go before 1.24, OpenSSL before
 // 3.5) X25519, one offering P-256 alone P-256; none needs a
 // HelloRetryRequest, each offering a key share the daemon takes.

@@ -15,7 +15,7 @@ import (
 	"github.com/provisiond/provisiond/state"
 )
 
-// Regression tests of issue 12 (what Juju's own clients tripped on). Each
+// Regression tests of what Juju's own clients tripped on. Each
 // reads the reply's bytes off a raw websocket and decodes them as Juju's
 // client would (its own types, with its embedded structs), never through
 // provisiond's rpc/params types.
@@ -120,7 +120,7 @@ type jujuContainerConfig struct {
 	*JujuUpdateBehavior
 }
 
-// Issue 12, case 1: ContainerConfig (v11) sends UpdateBehavior's keys at
+// Case 1: ContainerConfig (v11) sends UpdateBehavior's keys at
 // the top level, so Juju's client fills its embedded pointer.
 func TestWireContainerConfigFlatUpdateBehavior(t *testing.T) {
 	f := newProvFixture(t)
@@ -152,7 +152,7 @@ func TestWireContainerConfigFlatUpdateBehavior(t *testing.T) {
 	}
 }
 
-// Issue 12, case 2: CharmInfo and ApplicationCharmInfo always send
+// Case 2: CharmInfo and ApplicationCharmInfo always send
 // meta.min-juju-version, "0.0.0" when the charm sets none, in a form
 // Juju's version parser accepts.
 func TestWireCharmInfoMinJujuVersion(t *testing.T) {
@@ -187,7 +187,7 @@ func TestWireCharmInfoMinJujuVersion(t *testing.T) {
 	}
 }
 
-// Issue 12, case 3: the 2015 Provisioner derives series from the
+// Case 3: the 2015 Provisioner derives series from the
 // machine's base in every method that speaks series, and a series given
 // the 2015 way is stored as its base.
 func TestWireV1SeriesFromBase(t *testing.T) {
@@ -274,7 +274,7 @@ func TestWireV1SeriesFromBase(t *testing.T) {
 	}
 }
 
-// Issue 12, case 4: InstanceId says Juju's "machine N not provisioned".
+// Case 4: InstanceId says Juju's "machine N not provisioned".
 func TestWireInstanceIdNotProvisioned(t *testing.T) {
 	f := newProvFixture(t)
 	ctrl := rawController(t, f.d, f.model)
@@ -314,7 +314,7 @@ var pythonLibjujuKnown = map[string][]int{
 	"MachineUndertaker":   nil,
 }
 
-// Issue 12, case 5: a python-libjuju connection, user or agent, logs no
+// Case 5: a python-libjuju connection, user or agent, logs no
 // warning: the login result lists no Admin (as Juju) and no ModelAdmin
 // (provisiond's own), and a superuser still reaches ModelAdmin.
 func TestWireLoginFacadesPythonLibjuju(t *testing.T) {
@@ -371,7 +371,7 @@ func TestWireLoginFacadesPythonLibjuju(t *testing.T) {
 	}
 }
 
-// Issue 12, case 6: controller-config api-port is the port the daemon
+// Case 6: controller-config api-port is the port the daemon
 // listens on (the tests listen on 127.0.0.1:0).
 func TestWireAPIPort(t *testing.T) {
 	f := newProvFixture(t)

@@ -24,116 +24,110 @@ const (
 // (others: ErrUnauthorized; an IAAS model: ErrNotSupported). It is safe
 // for concurrent use, as its Conn.
 type CAASUnitProvisioner struct {
-	c *Conn
+	f facade
 }
 
 // NewCAASUnitProvisioner returns the CAASUnitProvisioner client of c,
 // logged in as the controller agent on a CAAS model.
-func NewCAASUnitProvisioner(c *Conn) *CAASUnitProvisioner { return &CAASUnitProvisioner{c: c} }
+func NewCAASUnitProvisioner(c *Conn) *CAASUnitProvisioner {
+	return &CAASUnitProvisioner{f: facade{c, CAASUnitProvisionerFacade, CAASUnitProvisionerVersion}}
+}
 
 // Conn returns the connection u calls on.
-func (u *CAASUnitProvisioner) Conn() *Conn { return u.c }
-
-func caasCall[R any](ctx context.Context, u *CAASUnitProvisioner, method string, args any) (R, error) {
-	return call[R](ctx, u.c, CAASUnitProvisionerFacade, CAASUnitProvisionerVersion, method, args)
-}
-
-func caasBulk[R any](ctx context.Context, u *CAASUnitProvisioner, method string, args any, n int) (R, error) {
-	return bulk[R](ctx, u.c, CAASUnitProvisionerFacade, CAASUnitProvisionerVersion, method, args, n)
-}
+func (u *CAASUnitProvisioner) Conn() *Conn { return u.f.c }
 
 // ApplicationCharmInfo returns an application's charm.
 func (u *CAASUnitProvisioner) ApplicationCharmInfo(ctx context.Context, args params.Entity) (params.Charm, error) {
-	return caasCall[params.Charm](ctx, u, "ApplicationCharmInfo", args)
+	return call[params.Charm](ctx, u.f, "ApplicationCharmInfo", args)
 }
 
 // ApplicationsConfig returns each application's config.
 func (u *CAASUnitProvisioner) ApplicationsConfig(ctx context.Context, args params.Entities) (params.ApplicationGetConfigResults, error) {
-	return caasBulk[params.ApplicationGetConfigResults](ctx, u, "ApplicationsConfig", args, len(args.Entities))
+	return bulk[params.ApplicationGetConfigResults](ctx, u.f, "ApplicationsConfig", args, len(args.Entities))
 }
 
 // ApplicationsScale returns each application's desired number of units.
 func (u *CAASUnitProvisioner) ApplicationsScale(ctx context.Context, args params.Entities) (params.IntResults, error) {
-	return caasBulk[params.IntResults](ctx, u, "ApplicationsScale", args, len(args.Entities))
+	return bulk[params.IntResults](ctx, u.f, "ApplicationsScale", args, len(args.Entities))
 }
 
 // ApplicationsTrust reports whether each application is trusted.
 func (u *CAASUnitProvisioner) ApplicationsTrust(ctx context.Context, args params.Entities) (params.BoolResults, error) {
-	return caasBulk[params.BoolResults](ctx, u, "ApplicationsTrust", args, len(args.Entities))
+	return bulk[params.BoolResults](ctx, u.f, "ApplicationsTrust", args, len(args.Entities))
 }
 
 // CharmInfo returns the charm with a URL.
 func (u *CAASUnitProvisioner) CharmInfo(ctx context.Context, args params.CharmURL) (params.Charm, error) {
-	return caasCall[params.Charm](ctx, u, "CharmInfo", args)
+	return call[params.Charm](ctx, u.f, "CharmInfo", args)
 }
 
 // ClearApplicationsResources clears the resources each application's
 // operator recorded.
 func (u *CAASUnitProvisioner) ClearApplicationsResources(ctx context.Context, args params.Entities) (params.ErrorResults, error) {
-	return caasBulk[params.ErrorResults](ctx, u, "ClearApplicationsResources", args, len(args.Entities))
+	return bulk[params.ErrorResults](ctx, u.f, "ClearApplicationsResources", args, len(args.Entities))
 }
 
 // DeploymentMode returns each application's deployment mode.
 func (u *CAASUnitProvisioner) DeploymentMode(ctx context.Context, args params.Entities) (params.StringResults, error) {
-	return caasBulk[params.StringResults](ctx, u, "DeploymentMode", args, len(args.Entities))
+	return bulk[params.StringResults](ctx, u.f, "DeploymentMode", args, len(args.Entities))
 }
 
 // Life returns each application's or unit's life.
 func (u *CAASUnitProvisioner) Life(ctx context.Context, args params.Entities) (params.LifeResults, error) {
-	return caasBulk[params.LifeResults](ctx, u, "Life", args, len(args.Entities))
+	return bulk[params.LifeResults](ctx, u.f, "Life", args, len(args.Entities))
 }
 
 // ProvisioningInfo returns what running each application's pods needs.
 func (u *CAASUnitProvisioner) ProvisioningInfo(ctx context.Context, args params.Entities) (params.KubernetesProvisioningInfoResults, error) {
-	return caasBulk[params.KubernetesProvisioningInfoResults](ctx, u, "ProvisioningInfo", args, len(args.Entities))
+	return bulk[params.KubernetesProvisioningInfoResults](ctx, u.f, "ProvisioningInfo", args, len(args.Entities))
 }
 
 // SetOperatorStatus sets the status of each application's operator.
 func (u *CAASUnitProvisioner) SetOperatorStatus(ctx context.Context, args params.SetStatus) (params.ErrorResults, error) {
-	return caasBulk[params.ErrorResults](ctx, u, "SetOperatorStatus", args, len(args.Entities))
+	return bulk[params.ErrorResults](ctx, u.f, "SetOperatorStatus", args, len(args.Entities))
 }
 
 // UpdateApplicationsService records each application's service (provider
 // id, addresses, scale).
 func (u *CAASUnitProvisioner) UpdateApplicationsService(ctx context.Context, args params.UpdateApplicationServiceArgs) (params.ErrorResults, error) {
-	return caasBulk[params.ErrorResults](ctx, u, "UpdateApplicationsService", args, len(args.Args))
+	return bulk[params.ErrorResults](ctx, u.f, "UpdateApplicationsService", args, len(args.Args))
 }
 
 // UpdateApplicationsUnits reports each application's pods: the daemon
 // makes, updates and removes units to match, with their storage.
 func (u *CAASUnitProvisioner) UpdateApplicationsUnits(ctx context.Context, args params.UpdateApplicationUnitArgs) (params.UpdateApplicationUnitResults, error) {
-	return caasBulk[params.UpdateApplicationUnitResults](ctx, u, "UpdateApplicationsUnits", args, len(args.Args))
+	return bulk[params.UpdateApplicationUnitResults](ctx, u.f, "UpdateApplicationsUnits", args, len(args.Args))
 }
 
 // Watch watches each application (its record: life, charm, config).
 func (u *CAASUnitProvisioner) Watch(ctx context.Context, args params.Entities) (params.NotifyWatchResults, error) {
-	return caasBulk[params.NotifyWatchResults](ctx, u, "Watch", args, len(args.Entities))
+	return bulk[params.NotifyWatchResults](ctx, u.f, "Watch", args, len(args.Entities))
 }
 
 // WatchApplications watches the model's applications; the first value
 // lists them all.
 func (u *CAASUnitProvisioner) WatchApplications(ctx context.Context) (*StringsWatch, error) {
-	res, err := caasCall[params.StringsWatchResult](ctx, u, "WatchApplications", nil)
+	res, err := call[params.StringsWatchResult](ctx, u.f, "WatchApplications", nil)
 	if err != nil {
 		return nil, err
 	}
-	return NewStringsWatch(u.c, res)
+	return NewStringsWatch(u.f.c, res)
 }
 
 // WatchApplicationsScale watches each application's scale.
 func (u *CAASUnitProvisioner) WatchApplicationsScale(ctx context.Context, args params.Entities) (params.NotifyWatchResults, error) {
-	return caasBulk[params.NotifyWatchResults](ctx, u, "WatchApplicationsScale", args, len(args.Entities))
+	return bulk[params.NotifyWatchResults](ctx, u.f, "WatchApplicationsScale", args, len(args.Entities))
 }
 
 // WatchApplicationsTrustHash watches each application's trust; each
 // value is a hash of it.
 func (u *CAASUnitProvisioner) WatchApplicationsTrustHash(ctx context.Context, args params.Entities) (params.StringsWatchResults, error) {
-	return caasBulk[params.StringsWatchResults](ctx, u, "WatchApplicationsTrustHash", args, len(args.Entities))
+	return bulk[params.StringsWatchResults](ctx, u.f, "WatchApplicationsTrustHash", args, len(args.Entities))
 }
 
 // WatchPodSpec watches each application's pod spec.
 func (u *CAASUnitProvisioner) WatchPodSpec(ctx context.Context, args params.Entities) (params.NotifyWatchResults, error) {
-	return caasBulk[params.NotifyWatchResults](ctx, u, "WatchPodSpec", args, len(args.Entities))
+	return bulk[params.NotifyWatchResults](ctx, u.f, "WatchPodSpec", args, len(args.Entities))
 }
 
 // Application is one CAAS application as the unit provisioner sees it:
@@ -278,12 +272,12 @@ func (a *Application) WatchTrustHash(ctx context.Context) (*StringsWatch, error)
 	if err != nil {
 		return nil, err
 	}
-	return NewStringsWatch(a.u.c, res.Results[0])
+	return NewStringsWatch(a.u.f.c, res.Results[0])
 }
 
 func (a *Application) notify(res params.NotifyWatchResults, err error) (*NotifyWatch, error) {
 	if err != nil {
 		return nil, err
 	}
-	return NewNotifyWatch(a.u.c, res.Results[0])
+	return NewNotifyWatch(a.u.f.c, res.Results[0])
 }

@@ -83,8 +83,9 @@ type Config struct {
 	// check. Nil uses one cache shared by the process; each Config's
 	// sessions are kept apart by address and CA certificate, so a session
 	// is offered only to the server address and CA it was made with.
-	// Resumption needs the server to offer tickets (provisiond does;
-	// docs/performance.md, "Issue 16: per-connection costs"); without
+	// Resumption needs the server to offer tickets (provisiond does: a
+	// resumed handshake skips the certificate's signature and its check,
+	// docs/performance.md, "TLS session resumption"); without
 	// them every connection makes a full handshake, as it does with
 	// NoSessionCache.
 	SessionCache tls.ClientSessionCache

@@ -26,226 +26,224 @@ const (
 // by the daemon; bad input is ErrNotValid and changes nothing. It is safe
 // for concurrent use, as its Conn.
 type ModelAdmin struct {
-	c *Conn
+	f facade
 }
 
 // NewModelAdmin returns the ModelAdmin client of c, logged in as a
 // controller superuser (the admin user of credentials.yaml).
-func NewModelAdmin(c *Conn) *ModelAdmin { return &ModelAdmin{c: c} }
+func NewModelAdmin(c *Conn) *ModelAdmin {
+	return &ModelAdmin{f: facade{c, ModelAdminFacade, ModelAdminVersion}}
+}
 
 // Conn returns the connection a calls on.
-func (a *ModelAdmin) Conn() *Conn { return a.c }
-
-func adminCall[R any](ctx context.Context, a *ModelAdmin, method string, args any) (R, error) {
-	return call[R](ctx, a.c, ModelAdminFacade, ModelAdminVersion, method, args)
-}
+func (a *ModelAdmin) Conn() *Conn { return a.f.c }
 
 // AddAgentBinaries adds one entry to the controller's agent binaries catalog (a version already there is refused).
 func (a *ModelAdmin) AddAgentBinaries(ctx context.Context, args params.AddAgentBinariesArgs) (params.AgentBinaryInfo, error) {
-	return adminCall[params.AgentBinaryInfo](ctx, a, "AddAgentBinaries", args)
+	return call[params.AgentBinaryInfo](ctx, a.f, "AddAgentBinaries", args)
 }
 
 // AddMachines adds machines or containers to an IAAS model and returns their ids.
 func (a *ModelAdmin) AddMachines(ctx context.Context, args params.AddMachinesArgs) (params.AddMachinesResult, error) {
-	return adminCall[params.AddMachinesResult](ctx, a, "AddMachines", args)
+	return call[params.AddMachinesResult](ctx, a.f, "AddMachines", args)
 }
 
 // AddModel adds a model (iaas by default).
 func (a *ModelAdmin) AddModel(ctx context.Context, args params.AddModelArgs) (params.ModelSummary, error) {
-	return adminCall[params.ModelSummary](ctx, a, "AddModel", args)
+	return call[params.ModelSummary](ctx, a.f, "AddModel", args)
 }
 
 // AddSpace adds a space to a model.
 func (a *ModelAdmin) AddSpace(ctx context.Context, args params.AddSpaceArgs) (params.SpaceInfo, error) {
-	return adminCall[params.SpaceInfo](ctx, a, "AddSpace", args)
+	return call[params.SpaceInfo](ctx, a.f, "AddSpace", args)
 }
 
 // AddSubnet adds a subnet to a model.
 func (a *ModelAdmin) AddSubnet(ctx context.Context, args params.AddSubnetArgs) (params.SubnetInfo, error) {
-	return adminCall[params.SubnetInfo](ctx, a, "AddSubnet", args)
+	return call[params.SubnetInfo](ctx, a.f, "AddSubnet", args)
 }
 
 // AddUnits adds units to an IAAS application, on the machines given or on new ones.
 func (a *ModelAdmin) AddUnits(ctx context.Context, args params.AddUnitsArgs) (params.AddUnitsResult, error) {
-	return adminCall[params.AddUnitsResult](ctx, a, "AddUnits", args)
+	return call[params.AddUnitsResult](ctx, a.f, "AddUnits", args)
 }
 
 // AgentBinaries lists the agent binaries catalog, by version.
 func (a *ModelAdmin) AgentBinaries(ctx context.Context) (params.AgentBinariesResult, error) {
-	return adminCall[params.AgentBinariesResult](ctx, a, "AgentBinaries", nil)
+	return call[params.AgentBinariesResult](ctx, a.f, "AgentBinaries", nil)
 }
 
 // Application reports one application as Status does.
 func (a *ModelAdmin) Application(ctx context.Context, args params.ApplicationArgs) (params.ApplicationStatus, error) {
-	return adminCall[params.ApplicationStatus](ctx, a, "Application", args)
+	return call[params.ApplicationStatus](ctx, a.f, "Application", args)
 }
 
 // ApplicationConfig returns an application's config.
 func (a *ModelAdmin) ApplicationConfig(ctx context.Context, args params.ApplicationArgs) (params.ApplicationConfigInfo, error) {
-	return adminCall[params.ApplicationConfigInfo](ctx, a, "ApplicationConfig", args)
+	return call[params.ApplicationConfigInfo](ctx, a.f, "ApplicationConfig", args)
 }
 
 // ControllerConfig returns the controller config.
 func (a *ModelAdmin) ControllerConfig(ctx context.Context) (params.ControllerConfigResult, error) {
-	return adminCall[params.ControllerConfigResult](ctx, a, "ControllerConfig", nil)
+	return call[params.ControllerConfigResult](ctx, a.f, "ControllerConfig", nil)
 }
 
 // CreateStoragePool creates a storage pool in a model.
 func (a *ModelAdmin) CreateStoragePool(ctx context.Context, args params.CreateStoragePoolArgs) (params.StoragePoolInfo, error) {
-	return adminCall[params.StoragePoolInfo](ctx, a, "CreateStoragePool", args)
+	return call[params.StoragePoolInfo](ctx, a.f, "CreateStoragePool", args)
 }
 
 // Deploy deploys an application from a charm's metadata.yaml text (CAAS: at args.Scale, default 1; IAAS: without units).
 func (a *ModelAdmin) Deploy(ctx context.Context, args params.DeployArgs) (params.ApplicationStatus, error) {
-	return adminCall[params.ApplicationStatus](ctx, a, "Deploy", args)
+	return call[params.ApplicationStatus](ctx, a.f, "Deploy", args)
 }
 
 // ListModels lists every model, by name.
 func (a *ModelAdmin) ListModels(ctx context.Context) (params.ListModelsResult, error) {
-	return adminCall[params.ListModelsResult](ctx, a, "ListModels", nil)
+	return call[params.ListModelsResult](ctx, a.f, "ListModels", nil)
 }
 
 // ModelConfig returns a model's stored config.
 func (a *ModelAdmin) ModelConfig(ctx context.Context, args params.ModelArgs) (params.ModelConfigInfo, error) {
-	return adminCall[params.ModelConfigInfo](ctx, a, "ModelConfig", args)
+	return call[params.ModelConfigInfo](ctx, a.f, "ModelConfig", args)
 }
 
 // RemoveApplication destroys an application: its units go at once, and it
 // is removed (IAAS) or dead until its cluster resources are cleared (CAAS).
 func (a *ModelAdmin) RemoveApplication(ctx context.Context, args params.RemoveApplicationArgs) (params.RemoveApplicationResult, error) {
-	return adminCall[params.RemoveApplicationResult](ctx, a, "RemoveApplication", args)
+	return call[params.RemoveApplicationResult](ctx, a.f, "RemoveApplication", args)
 }
 
 // RemoveMachines makes machines dying (with Force, their containers and units too).
 func (a *ModelAdmin) RemoveMachines(ctx context.Context, args params.RemoveMachinesArgs) (params.RemoveMachinesResult, error) {
-	return adminCall[params.RemoveMachinesResult](ctx, a, "RemoveMachines", args)
+	return call[params.RemoveMachinesResult](ctx, a.f, "RemoveMachines", args)
 }
 
 // RemoveModel makes a model dying, its storage destroyed or released as told; it is removed with its last entity (at once when empty).
 func (a *ModelAdmin) RemoveModel(ctx context.Context, args params.RemoveModelArgs) (params.RemoveModelResult, error) {
-	return adminCall[params.RemoveModelResult](ctx, a, "RemoveModel", args)
+	return call[params.RemoveModelResult](ctx, a.f, "RemoveModel", args)
 }
 
 // RemoveStorage takes storage instances out of a model, destroyed or released.
 func (a *ModelAdmin) RemoveStorage(ctx context.Context, args params.RemoveStorageArgs) (params.RemoveStorageResult, error) {
-	return adminCall[params.RemoveStorageResult](ctx, a, "RemoveStorage", args)
+	return call[params.RemoveStorageResult](ctx, a.f, "RemoveStorage", args)
 }
 
 // DetachStorage detaches storage instances from their units.
 func (a *ModelAdmin) DetachStorage(ctx context.Context, args params.DetachStorageArgs) (params.DetachStorageResult, error) {
-	return adminCall[params.DetachStorageResult](ctx, a, "DetachStorage", args)
+	return call[params.DetachStorageResult](ctx, a.f, "DetachStorage", args)
 }
 
 // RemoveStoragePool removes a storage pool that nothing uses.
 func (a *ModelAdmin) RemoveStoragePool(ctx context.Context, args params.RemoveStoragePoolArgs) (params.StoragePoolInfo, error) {
-	return adminCall[params.StoragePoolInfo](ctx, a, "RemoveStoragePool", args)
+	return call[params.StoragePoolInfo](ctx, a.f, "RemoveStoragePool", args)
 }
 
 // RemoveUnits removes IAAS units at once (their machines, left without a unit, become dying).
 func (a *ModelAdmin) RemoveUnits(ctx context.Context, args params.RemoveUnitsArgs) (params.RemoveUnitsResult, error) {
-	return adminCall[params.RemoveUnitsResult](ctx, a, "RemoveUnits", args)
+	return call[params.RemoveUnitsResult](ctx, a.f, "RemoveUnits", args)
 }
 
 // ScaleApplication sets the desired scale of a CAAS application.
 func (a *ModelAdmin) ScaleApplication(ctx context.Context, args params.ScaleArgs) (params.ApplicationStatus, error) {
-	return adminCall[params.ApplicationStatus](ctx, a, "ScaleApplication", args)
+	return call[params.ApplicationStatus](ctx, a.f, "ScaleApplication", args)
 }
 
 // SetApplicationConfig sets and unsets keys of an application's config in one commit.
 func (a *ModelAdmin) SetApplicationConfig(ctx context.Context, args params.SetApplicationConfigArgs) (params.ApplicationConfigInfo, error) {
-	return adminCall[params.ApplicationConfigInfo](ctx, a, "SetApplicationConfig", args)
+	return call[params.ApplicationConfigInfo](ctx, a.f, "SetApplicationConfig", args)
 }
 
 // SetApplicationConstraints replaces an application's constraints ("" clears them).
 func (a *ModelAdmin) SetApplicationConstraints(ctx context.Context, args params.SetApplicationConstraintsArgs) (params.ApplicationStatus, error) {
-	return adminCall[params.ApplicationStatus](ctx, a, "SetApplicationConstraints", args)
+	return call[params.ApplicationStatus](ctx, a.f, "SetApplicationConstraints", args)
 }
 
 // SetApplicationTrust sets an application's trust.
 func (a *ModelAdmin) SetApplicationTrust(ctx context.Context, args params.SetTrustArgs) (params.ApplicationStatus, error) {
-	return adminCall[params.ApplicationStatus](ctx, a, "SetApplicationTrust", args)
+	return call[params.ApplicationStatus](ctx, a.f, "SetApplicationTrust", args)
 }
 
 // SetControllerConfig sets and unsets keys of the controller config in one commit.
 func (a *ModelAdmin) SetControllerConfig(ctx context.Context, args params.SetControllerConfigArgs) (params.ControllerConfigResult, error) {
-	return adminCall[params.ControllerConfigResult](ctx, a, "SetControllerConfig", args)
+	return call[params.ControllerConfigResult](ctx, a.f, "SetControllerConfig", args)
 }
 
 // SetModelConfig sets and unsets keys of a model's config in one commit.
 func (a *ModelAdmin) SetModelConfig(ctx context.Context, args params.SetModelConfigArgs) (params.ModelConfigInfo, error) {
-	return adminCall[params.ModelConfigInfo](ctx, a, "SetModelConfig", args)
+	return call[params.ModelConfigInfo](ctx, a.f, "SetModelConfig", args)
 }
 
 // SetPodSpec sets the pod spec (or the raw Kubernetes spec) of a CAAS application.
 func (a *ModelAdmin) SetPodSpec(ctx context.Context, args params.SetPodSpecArgs) (params.PodSpecResult, error) {
-	return adminCall[params.PodSpecResult](ctx, a, "SetPodSpec", args)
+	return call[params.PodSpecResult](ctx, a.f, "SetPodSpec", args)
 }
 
 // Spaces lists a model's spaces with their subnets.
 func (a *ModelAdmin) Spaces(ctx context.Context, args params.ModelArgs) (params.SpacesResult, error) {
-	return adminCall[params.SpacesResult](ctx, a, "Spaces", args)
+	return call[params.SpacesResult](ctx, a.f, "Spaces", args)
 }
 
 // Status reports a model: machines, network, applications and units, storage.
 func (a *ModelAdmin) Status(ctx context.Context, args params.ModelArgs) (params.ModelStatus, error) {
-	return adminCall[params.ModelStatus](ctx, a, "Status", args)
+	return call[params.ModelStatus](ctx, a.f, "Status", args)
 }
 
 // StoragePools lists a model's storage pools.
 func (a *ModelAdmin) StoragePools(ctx context.Context, args params.ModelArgs) (params.StoragePoolsResult, error) {
-	return adminCall[params.StoragePoolsResult](ctx, a, "StoragePools", args)
+	return call[params.StoragePoolsResult](ctx, a.f, "StoragePools", args)
 }
 
 // Subnets lists a model's subnets and the addresses in use in them.
 func (a *ModelAdmin) Subnets(ctx context.Context, args params.ModelArgs) (params.SubnetsResult, error) {
-	return adminCall[params.SubnetsResult](ctx, a, "Subnets", args)
+	return call[params.SubnetsResult](ctx, a.f, "Subnets", args)
 }
 
 // WatchModel watches everything that changes in a model: each value lists
 // "<kind>/<id>" of the changed entities ("machine/0/lxd/1",
 // "model/<uuid>"). It is a feed, not a set: the first value is empty.
 func (a *ModelAdmin) WatchModel(ctx context.Context, args params.ModelArgs) (*StringsWatch, error) {
-	res, err := adminCall[params.StringsWatchResult](ctx, a, "WatchModel", args)
+	res, err := call[params.StringsWatchResult](ctx, a.f, "WatchModel", args)
 	if err != nil {
 		return nil, err
 	}
-	return NewStringsWatch(a.c, res)
+	return NewStringsWatch(a.f.c, res)
 }
 
 // WatchModels watches the controller's models: the first value lists every
 // model's UUID, later ones the models added, made dying or removed.
 func (a *ModelAdmin) WatchModels(ctx context.Context) (*StringsWatch, error) {
-	res, err := adminCall[params.StringsWatchResult](ctx, a, "WatchModels", nil)
+	res, err := call[params.StringsWatchResult](ctx, a.f, "WatchModels", nil)
 	if err != nil {
 		return nil, err
 	}
-	return NewStringsWatch(a.c, res)
+	return NewStringsWatch(a.f.c, res)
 }
 
 // ControllerInfo describes the controller: UUIDs, API addresses, build and
 // API version, models and store.
 func (a *ModelAdmin) ControllerInfo(ctx context.Context) (params.ControllerInfo, error) {
-	return adminCall[params.ControllerInfo](ctx, a, "ControllerInfo", nil)
+	return call[params.ControllerInfo](ctx, a.f, "ControllerInfo", nil)
 }
 
 // ModelEntities returns the current stored fields of a model's entities,
 // named "<kind>/<id>" as WatchModel reports them (what provisionctl watch
 // prints); one that no longer exists is reported removed.
 func (a *ModelAdmin) ModelEntities(ctx context.Context, args params.ModelEntitiesArgs) (params.ModelEntitiesResult, error) {
-	return adminCall[params.ModelEntitiesResult](ctx, a, "ModelEntities", args)
+	return call[params.ModelEntitiesResult](ctx, a.f, "ModelEntities", args)
 }
 
 // RemoveSpace removes a space no subnet, constraint or binding uses.
 func (a *ModelAdmin) RemoveSpace(ctx context.Context, args params.RemoveSpaceArgs) (params.SpaceInfo, error) {
-	return adminCall[params.SpaceInfo](ctx, a, "RemoveSpace", args)
+	return call[params.SpaceInfo](ctx, a.f, "RemoveSpace", args)
 }
 
 // RemoveSubnet removes a subnet with no address in use.
 func (a *ModelAdmin) RemoveSubnet(ctx context.Context, args params.RemoveSubnetArgs) (params.SubnetInfo, error) {
-	return adminCall[params.SubnetInfo](ctx, a, "RemoveSubnet", args)
+	return call[params.SubnetInfo](ctx, a.f, "RemoveSubnet", args)
 }
 
 // RemoveAgentBinaries removes a version from the agent binaries catalog.
 func (a *ModelAdmin) RemoveAgentBinaries(ctx context.Context, args params.RemoveAgentBinariesArgs) (params.AgentBinaryInfo, error) {
-	return adminCall[params.AgentBinaryInfo](ctx, a, "RemoveAgentBinaries", args)
+	return call[params.AgentBinaryInfo](ctx, a.f, "RemoveAgentBinaries", args)
 }

@@ -30,236 +30,230 @@ const (
 // machine agent reaches itself and its direct containers. A Provisioner is
 // safe for concurrent use, as its Conn.
 type Provisioner struct {
-	c *Conn
+	f facade
 }
 
 // NewProvisioner returns the Provisioner client of c, which must be logged
 // in as an agent on a model endpoint.
-func NewProvisioner(c *Conn) *Provisioner { return &Provisioner{c: c} }
+func NewProvisioner(c *Conn) *Provisioner {
+	return &Provisioner{f: facade{c, ProvisionerFacade, ProvisionerVersion}}
+}
 
 // Conn returns the connection p calls on.
-func (p *Provisioner) Conn() *Conn { return p.c }
-
-func provCall[R any](ctx context.Context, p *Provisioner, method string, args any) (R, error) {
-	return call[R](ctx, p.c, ProvisionerFacade, ProvisionerVersion, method, args)
-}
-
-func provBulk[R any](ctx context.Context, p *Provisioner, method string, args any, n int) (R, error) {
-	return bulk[R](ctx, p.c, ProvisionerFacade, ProvisionerVersion, method, args, n)
-}
+func (p *Provisioner) Conn() *Conn { return p.f.c }
 
 // APIAddresses returns the API addresses agents connect to ("host:port").
 func (p *Provisioner) APIAddresses(ctx context.Context) (params.StringsResult, error) {
-	return provCall[params.StringsResult](ctx, p, "APIAddresses", nil)
+	return call[params.StringsResult](ctx, p.f, "APIAddresses", nil)
 }
 
 // APIHostPorts returns the API servers' addresses, one list per server.
 func (p *Provisioner) APIHostPorts(ctx context.Context) (params.APIHostPortsResult, error) {
-	return provCall[params.APIHostPortsResult](ctx, p, "APIHostPorts", nil)
+	return call[params.APIHostPortsResult](ctx, p.f, "APIHostPorts", nil)
 }
 
 // AvailabilityZone returns each machine's availability zone.
 func (p *Provisioner) AvailabilityZone(ctx context.Context, args params.Entities) (params.StringResults, error) {
-	return provBulk[params.StringResults](ctx, p, "AvailabilityZone", args, len(args.Entities))
+	return bulk[params.StringResults](ctx, p.f, "AvailabilityZone", args, len(args.Entities))
 }
 
 // CACert returns the controller's CA certificate (PEM).
 func (p *Provisioner) CACert(ctx context.Context) (params.BytesResult, error) {
-	return provCall[params.BytesResult](ctx, p, "CACert", nil)
+	return call[params.BytesResult](ctx, p.f, "CACert", nil)
 }
 
 // Constraints returns each machine's constraints.
 func (p *Provisioner) Constraints(ctx context.Context, args params.Entities) (params.ConstraintsResults, error) {
-	return provBulk[params.ConstraintsResults](ctx, p, "Constraints", args, len(args.Entities))
+	return bulk[params.ConstraintsResults](ctx, p.f, "Constraints", args, len(args.Entities))
 }
 
 // ContainerConfig returns what a container needs from the model's config
 // (proxies, mirrors, keys, cloud-init user data).
 func (p *Provisioner) ContainerConfig(ctx context.Context) (params.ContainerConfig, error) {
-	return provCall[params.ContainerConfig](ctx, p, "ContainerConfig", nil)
+	return call[params.ContainerConfig](ctx, p.f, "ContainerConfig", nil)
 }
 
 // ContainerManagerConfig returns the container manager's configuration for
 // a container type.
 func (p *Provisioner) ContainerManagerConfig(ctx context.Context, args params.ContainerManagerConfigParams) (params.ContainerManagerConfig, error) {
-	return provCall[params.ContainerManagerConfig](ctx, p, "ContainerManagerConfig", args)
+	return call[params.ContainerManagerConfig](ctx, p.f, "ContainerManagerConfig", args)
 }
 
 // ControllerAPIInfoForModels returns the controller's addresses and CA
 // certificate for each model tag.
 func (p *Provisioner) ControllerAPIInfoForModels(ctx context.Context, args params.Entities) (params.ControllerAPIInfoResults, error) {
-	return provBulk[params.ControllerAPIInfoResults](ctx, p, "ControllerAPIInfoForModels", args, len(args.Entities))
+	return bulk[params.ControllerAPIInfoResults](ctx, p.f, "ControllerAPIInfoForModels", args, len(args.Entities))
 }
 
 // ControllerConfig returns the controller's configuration.
 func (p *Provisioner) ControllerConfig(ctx context.Context) (params.ControllerConfigResult, error) {
-	return provCall[params.ControllerConfigResult](ctx, p, "ControllerConfig", nil)
+	return call[params.ControllerConfigResult](ctx, p.f, "ControllerConfig", nil)
 }
 
 // DistributionGroup returns, for each machine, the instance ids of the
 // machines it should be spread from.
 func (p *Provisioner) DistributionGroup(ctx context.Context, args params.Entities) (params.DistributionGroupResults, error) {
-	return provBulk[params.DistributionGroupResults](ctx, p, "DistributionGroup", args, len(args.Entities))
+	return bulk[params.DistributionGroupResults](ctx, p.f, "DistributionGroup", args, len(args.Entities))
 }
 
 // DistributionGroupByMachineId is DistributionGroup with machine ids.
 func (p *Provisioner) DistributionGroupByMachineId(ctx context.Context, args params.Entities) (params.StringsResults, error) {
-	return provBulk[params.StringsResults](ctx, p, "DistributionGroupByMachineId", args, len(args.Entities))
+	return bulk[params.StringsResults](ctx, p.f, "DistributionGroupByMachineId", args, len(args.Entities))
 }
 
 // EnsureDead makes each machine dead.
 func (p *Provisioner) EnsureDead(ctx context.Context, args params.Entities) (params.ErrorResults, error) {
-	return provBulk[params.ErrorResults](ctx, p, "EnsureDead", args, len(args.Entities))
+	return bulk[params.ErrorResults](ctx, p.f, "EnsureDead", args, len(args.Entities))
 }
 
 // FindTools lists the agent binaries matching args.
 func (p *Provisioner) FindTools(ctx context.Context, args params.FindToolsParams) (params.FindToolsResult, error) {
-	return provCall[params.FindToolsResult](ctx, p, "FindTools", args)
+	return call[params.FindToolsResult](ctx, p.f, "FindTools", args)
 }
 
 // GetContainerInterfaceInfo returns each container's network config as
 // prepared before.
 func (p *Provisioner) GetContainerInterfaceInfo(ctx context.Context, args params.Entities) (params.MachineNetworkConfigResults, error) {
-	return provBulk[params.MachineNetworkConfigResults](ctx, p, "GetContainerInterfaceInfo", args, len(args.Entities))
+	return bulk[params.MachineNetworkConfigResults](ctx, p.f, "GetContainerInterfaceInfo", args, len(args.Entities))
 }
 
 // GetContainerProfileInfo returns the LXD profiles each container needs.
 func (p *Provisioner) GetContainerProfileInfo(ctx context.Context, args params.Entities) (params.ContainerProfileResults, error) {
-	return provBulk[params.ContainerProfileResults](ctx, p, "GetContainerProfileInfo", args, len(args.Entities))
+	return bulk[params.ContainerProfileResults](ctx, p.f, "GetContainerProfileInfo", args, len(args.Entities))
 }
 
 // HostChangesForContainers returns the bridges each container's host
 // needs.
 func (p *Provisioner) HostChangesForContainers(ctx context.Context, args params.Entities) (params.HostNetworkChangeResults, error) {
-	return provBulk[params.HostNetworkChangeResults](ctx, p, "HostChangesForContainers", args, len(args.Entities))
+	return bulk[params.HostNetworkChangeResults](ctx, p.f, "HostChangesForContainers", args, len(args.Entities))
 }
 
 // InstanceId returns each machine's instance id (ErrNotProvisioned before
 // SetInstanceInfo).
 func (p *Provisioner) InstanceId(ctx context.Context, args params.Entities) (params.StringResults, error) {
-	return provBulk[params.StringResults](ctx, p, "InstanceId", args, len(args.Entities))
+	return bulk[params.StringResults](ctx, p.f, "InstanceId", args, len(args.Entities))
 }
 
 // InstanceStatus returns the status of each machine's instance.
 func (p *Provisioner) InstanceStatus(ctx context.Context, args params.Entities) (params.StatusResults, error) {
-	return provBulk[params.StatusResults](ctx, p, "InstanceStatus", args, len(args.Entities))
+	return bulk[params.StatusResults](ctx, p.f, "InstanceStatus", args, len(args.Entities))
 }
 
 // KeepInstance reports whether each machine's instance is kept when the
 // machine is removed.
 func (p *Provisioner) KeepInstance(ctx context.Context, args params.Entities) (params.BoolResults, error) {
-	return provBulk[params.BoolResults](ctx, p, "KeepInstance", args, len(args.Entities))
+	return bulk[params.BoolResults](ctx, p.f, "KeepInstance", args, len(args.Entities))
 }
 
 // Life returns each machine's life ("alive", "dying", "dead").
 func (p *Provisioner) Life(ctx context.Context, args params.Entities) (params.LifeResults, error) {
-	return provBulk[params.LifeResults](ctx, p, "Life", args, len(args.Entities))
+	return bulk[params.LifeResults](ctx, p.f, "Life", args, len(args.Entities))
 }
 
 // MachinesWithTransientErrors returns the machines whose provisioning
 // failed with an error worth retrying.
 func (p *Provisioner) MachinesWithTransientErrors(ctx context.Context) (params.StatusResults, error) {
-	return provCall[params.StatusResults](ctx, p, "MachinesWithTransientErrors", nil)
+	return call[params.StatusResults](ctx, p.f, "MachinesWithTransientErrors", nil)
 }
 
 // MarkMachinesForRemoval marks each dead machine for removal.
 func (p *Provisioner) MarkMachinesForRemoval(ctx context.Context, args params.Entities) (params.ErrorResults, error) {
-	return provBulk[params.ErrorResults](ctx, p, "MarkMachinesForRemoval", args, len(args.Entities))
+	return bulk[params.ErrorResults](ctx, p.f, "MarkMachinesForRemoval", args, len(args.Entities))
 }
 
 // ModelConfig returns the model's configuration.
 func (p *Provisioner) ModelConfig(ctx context.Context) (params.ModelConfigResult, error) {
-	return provCall[params.ModelConfigResult](ctx, p, "ModelConfig", nil)
+	return call[params.ModelConfigResult](ctx, p.f, "ModelConfig", nil)
 }
 
 // ModelUUID returns the UUID of the connection's model.
 func (p *Provisioner) ModelUUID(ctx context.Context) (params.StringResult, error) {
-	return provCall[params.StringResult](ctx, p, "ModelUUID", nil)
+	return call[params.StringResult](ctx, p.f, "ModelUUID", nil)
 }
 
 // PrepareContainerInterfaceInfo allocates each container's addresses and
 // returns its network config.
 func (p *Provisioner) PrepareContainerInterfaceInfo(ctx context.Context, args params.Entities) (params.MachineNetworkConfigResults, error) {
-	return provBulk[params.MachineNetworkConfigResults](ctx, p, "PrepareContainerInterfaceInfo", args, len(args.Entities))
+	return bulk[params.MachineNetworkConfigResults](ctx, p.f, "PrepareContainerInterfaceInfo", args, len(args.Entities))
 }
 
 // ProvisioningInfo returns what starting each machine's instance needs.
 func (p *Provisioner) ProvisioningInfo(ctx context.Context, args params.Entities) (params.ProvisioningInfoResults, error) {
-	return provBulk[params.ProvisioningInfoResults](ctx, p, "ProvisioningInfo", args, len(args.Entities))
+	return bulk[params.ProvisioningInfoResults](ctx, p.f, "ProvisioningInfo", args, len(args.Entities))
 }
 
 // ReleaseContainerAddresses releases each container's addresses.
 func (p *Provisioner) ReleaseContainerAddresses(ctx context.Context, args params.Entities) (params.ErrorResults, error) {
-	return provBulk[params.ErrorResults](ctx, p, "ReleaseContainerAddresses", args, len(args.Entities))
+	return bulk[params.ErrorResults](ctx, p.f, "ReleaseContainerAddresses", args, len(args.Entities))
 }
 
 // Remove removes each dead machine.
 func (p *Provisioner) Remove(ctx context.Context, args params.Entities) (params.ErrorResults, error) {
-	return provBulk[params.ErrorResults](ctx, p, "Remove", args, len(args.Entities))
+	return bulk[params.ErrorResults](ctx, p.f, "Remove", args, len(args.Entities))
 }
 
 // SetCharmProfiles records the charm profiles applied to each machine.
 func (p *Provisioner) SetCharmProfiles(ctx context.Context, args params.SetProfileArgs) (params.ErrorResults, error) {
-	return provBulk[params.ErrorResults](ctx, p, "SetCharmProfiles", args, len(args.Args))
+	return bulk[params.ErrorResults](ctx, p.f, "SetCharmProfiles", args, len(args.Args))
 }
 
 // SetHostMachineNetworkConfig records a host's network config.
 func (p *Provisioner) SetHostMachineNetworkConfig(ctx context.Context, args params.SetMachineNetworkConfig) error {
-	return p.c.Call(ctx, ProvisionerFacade, ProvisionerVersion, "", "SetHostMachineNetworkConfig", args, nil)
+	return p.f.call(ctx, "SetHostMachineNetworkConfig", args, nil)
 }
 
 // SetInstanceInfo records each machine's instance: id, nonce (what its
 // agent logs in with), hardware, volumes, network config.
 func (p *Provisioner) SetInstanceInfo(ctx context.Context, args params.InstancesInfo) (params.ErrorResults, error) {
-	return provBulk[params.ErrorResults](ctx, p, "SetInstanceInfo", args, len(args.Machines))
+	return bulk[params.ErrorResults](ctx, p.f, "SetInstanceInfo", args, len(args.Machines))
 }
 
 // SetInstanceStatus sets the status of each machine's instance.
 func (p *Provisioner) SetInstanceStatus(ctx context.Context, args params.SetStatus) (params.ErrorResults, error) {
-	return provBulk[params.ErrorResults](ctx, p, "SetInstanceStatus", args, len(args.Entities))
+	return bulk[params.ErrorResults](ctx, p.f, "SetInstanceStatus", args, len(args.Entities))
 }
 
 // SetModificationStatus sets the status of changes to each machine.
 func (p *Provisioner) SetModificationStatus(ctx context.Context, args params.SetStatus) (params.ErrorResults, error) {
-	return provBulk[params.ErrorResults](ctx, p, "SetModificationStatus", args, len(args.Entities))
+	return bulk[params.ErrorResults](ctx, p.f, "SetModificationStatus", args, len(args.Entities))
 }
 
 // SetObservedNetworkConfig records the network config a machine observed.
 func (p *Provisioner) SetObservedNetworkConfig(ctx context.Context, args params.SetMachineNetworkConfig) error {
-	return p.c.Call(ctx, ProvisionerFacade, ProvisionerVersion, "", "SetObservedNetworkConfig", args, nil)
+	return p.f.call(ctx, "SetObservedNetworkConfig", args, nil)
 }
 
 // SetPasswords sets each machine agent's password (at least 18
 // characters).
 func (p *Provisioner) SetPasswords(ctx context.Context, args params.EntityPasswords) (params.ErrorResults, error) {
-	return provBulk[params.ErrorResults](ctx, p, "SetPasswords", args, len(args.Changes))
+	return bulk[params.ErrorResults](ctx, p.f, "SetPasswords", args, len(args.Changes))
 }
 
 // SetStatus sets each machine's agent status.
 func (p *Provisioner) SetStatus(ctx context.Context, args params.SetStatus) (params.ErrorResults, error) {
-	return provBulk[params.ErrorResults](ctx, p, "SetStatus", args, len(args.Entities))
+	return bulk[params.ErrorResults](ctx, p.f, "SetStatus", args, len(args.Entities))
 }
 
 // SetSupportedContainers records the container types each machine
 // supports.
 func (p *Provisioner) SetSupportedContainers(ctx context.Context, args params.MachineContainersParams) (params.ErrorResults, error) {
-	return provBulk[params.ErrorResults](ctx, p, "SetSupportedContainers", args, len(args.Params))
+	return bulk[params.ErrorResults](ctx, p.f, "SetSupportedContainers", args, len(args.Params))
 }
 
 // Status returns each machine's agent status.
 func (p *Provisioner) Status(ctx context.Context, args params.Entities) (params.StatusResults, error) {
-	return provBulk[params.StatusResults](ctx, p, "Status", args, len(args.Entities))
+	return bulk[params.StatusResults](ctx, p.f, "Status", args, len(args.Entities))
 }
 
 // SupportedContainers returns the container types each machine supports,
 // and whether it has reported them.
 func (p *Provisioner) SupportedContainers(ctx context.Context, args params.Entities) (params.MachineContainerResults, error) {
-	return provBulk[params.MachineContainerResults](ctx, p, "SupportedContainers", args, len(args.Entities))
+	return bulk[params.MachineContainerResults](ctx, p.f, "SupportedContainers", args, len(args.Entities))
 }
 
 // Tools returns the agent binaries each machine should run.
 func (p *Provisioner) Tools(ctx context.Context, args params.Entities) (params.ToolsResults, error) {
-	return provBulk[params.ToolsResults](ctx, p, "Tools", args, len(args.Entities))
+	return bulk[params.ToolsResults](ctx, p.f, "Tools", args, len(args.Entities))
 }
 
 // WatchAPIHostPorts watches the API servers' addresses.
@@ -271,14 +265,14 @@ func (p *Provisioner) WatchAPIHostPorts(ctx context.Context) (*NotifyWatch, erro
 // start one watch per item with NewStringsWatch, or use
 // Machine.WatchAllContainers.
 func (p *Provisioner) WatchAllContainers(ctx context.Context, args params.WatchContainers) (params.StringsWatchResults, error) {
-	return provBulk[params.StringsWatchResults](ctx, p, "WatchAllContainers", args, len(args.Params))
+	return bulk[params.StringsWatchResults](ctx, p.f, "WatchAllContainers", args, len(args.Params))
 }
 
 // WatchContainers watches the containers of one type of each machine;
 // start one watch per item with NewStringsWatch, or use
 // Machine.WatchContainers.
 func (p *Provisioner) WatchContainers(ctx context.Context, args params.WatchContainers) (params.StringsWatchResults, error) {
-	return provBulk[params.StringsWatchResults](ctx, p, "WatchContainers", args, len(args.Params))
+	return bulk[params.StringsWatchResults](ctx, p.f, "WatchContainers", args, len(args.Params))
 }
 
 // WatchForModelConfigChanges watches the model's configuration.
@@ -305,19 +299,19 @@ func (p *Provisioner) WatchModelMachines(ctx context.Context) (*StringsWatch, er
 }
 
 func provNotify(ctx context.Context, p *Provisioner, method string) (*NotifyWatch, error) {
-	res, err := provCall[params.NotifyWatchResult](ctx, p, method, nil)
+	res, err := call[params.NotifyWatchResult](ctx, p.f, method, nil)
 	if err != nil {
 		return nil, err
 	}
-	return NewNotifyWatch(p.c, res)
+	return NewNotifyWatch(p.f.c, res)
 }
 
 func provStrings(ctx context.Context, p *Provisioner, method string) (*StringsWatch, error) {
-	res, err := provCall[params.StringsWatchResult](ctx, p, method, nil)
+	res, err := call[params.StringsWatchResult](ctx, p.f, method, nil)
 	if err != nil {
 		return nil, err
 	}
-	return NewStringsWatch(p.c, res)
+	return NewStringsWatch(p.f.c, res)
 }
 
 // Machine is one machine as Juju's provisioner worker sees it: each method
@@ -525,7 +519,7 @@ func (m *Machine) WatchContainers(ctx context.Context, ctype string) (*StringsWa
 	if err != nil {
 		return nil, err
 	}
-	return NewStringsWatch(m.p.c, res.Results[0])
+	return NewStringsWatch(m.p.f.c, res.Results[0])
 }
 
 // WatchAllContainers watches the machine's containers of every type.
@@ -534,7 +528,7 @@ func (m *Machine) WatchAllContainers(ctx context.Context) (*StringsWatch, error)
 	if err != nil {
 		return nil, err
 	}
-	return NewStringsWatch(m.p.c, res.Results[0])
+	return NewStringsWatch(m.p.f.c, res.Results[0])
 }
 
 // PrepareContainerInterfaceInfo allocates the container's addresses and

@@ -35,23 +35,37 @@ func ApplicationTag(name string) string { return "application-" + name }
 // UnitTag returns the tag of unit name: "gitlab/0" is "unit-gitlab-0".
 func UnitTag(name string) string { return "unit-" + strings.ReplaceAll(name, "/", "-") }
 
+// facade is one version of a facade on a connection: what every typed
+// client calls through, with call and bulk.
+type facade struct {
+	c       *Conn
+	name    string
+	version int
+}
+
+// call makes one call of method, decoding its result into result (nil:
+// none is read).
+func (f facade) call(ctx context.Context, method string, args, result any) error {
+	return f.c.Call(ctx, f.name, f.version, "", method, args, result)
+}
+
 // call makes one call and decodes its result into a fresh R.
-func call[R any](ctx context.Context, c *Conn, facade string, version int, method string, args any) (R, error) {
+func call[R any](ctx context.Context, f facade, method string, args any) (R, error) {
 	var r R
-	err := c.Call(ctx, facade, version, "", method, args, &r)
+	err := f.call(ctx, method, args, &r)
 	return r, err
 }
 
 // bulk is call for a bulk method of n items: a reply whose Results do not
 // have one item per argument item is an error, so callers may index the
 // results by argument position. Per-item errors stay in the results.
-func bulk[R any](ctx context.Context, c *Conn, facade string, version int, method string, args any, n int) (R, error) {
-	r, err := call[R](ctx, c, facade, version, method, args)
+func bulk[R any](ctx context.Context, f facade, method string, args any, n int) (R, error) {
+	r, err := call[R](ctx, f, method, args)
 	if err != nil {
 		return r, err
 	}
 	if got := reflect.ValueOf(r).FieldByName("Results").Len(); got != n {
-		return r, fmt.Errorf("client: %s.%s: %d results for %d items", facade, method, got, n)
+		return r, fmt.Errorf("client: %s.%s: %d results for %d items", f.name, method, got, n)
 	}
 	return r, nil
 }

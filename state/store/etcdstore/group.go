@@ -247,7 +247,9 @@ func (s *Store) sendOne(ctx context.Context, p *proposal) outcome {
 	// for is that of our latest commit, not the cluster's revision, which
 	// writes outside the prefix move too (other controllers on the same
 	// etcd) and which this process's watch of the prefix may never reach.
-	ops := append(p.ops[:len(p.ops):len(p.ops)], clientv3.OpPut(s.feedK, string(p.cs)))
+	// p.ops has room for the feed put (commit): appending writes past
+	// its length, which nothing else reads, the same Op each time.
+	ops := append(p.ops, opPut(s.feedK, p.cs))
 	start := time.Now()
 	resp, err := s.cli.Txn(rctx).If(p.cmps...).Then(ops...).Else(clientv3.OpGet(s.feedK, clientv3.WithKeysOnly())).Commit()
 	if err != nil {
@@ -271,7 +273,7 @@ func (s *Store) sendGroup(group []*proposal) []outcome {
 	for _, p := range group {
 		then = append(then, clientv3.OpTxn(p.cmps, p.ops, elseOp))
 	}
-	then = append(then, clientv3.OpPut(s.feedK, string(encodeGroup(group))))
+	then = append(then, opPut(s.feedK, encodeGroup(group)))
 	rctx, cancel := context.WithTimeout(s.ctx, s.cfg.RequestTimeout)
 	start := time.Now()
 	resp, err := s.cli.Txn(rctx).Then(then...).Commit()

@@ -156,7 +156,7 @@ func (s *Store) pause(backoff *time.Duration) bool {
 // response through three goroutines of its own (a stream reader, a
 // substream and its buffer) before this one, which under a lone writer
 // cost the daemon 47 µs of CPU per write for revisions it had applied
-// already (docs/scale-out.md, session 7). What clientv3 would add, the
+// already (docs/scale-out.md, "Figures"). What clientv3 would add, the
 // store does: starting again after an error (follow), from the revision
 // after the latest applied. established says whether etcd had accepted
 // the watch (its created response came) before it ended.

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unsafe"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -290,20 +291,26 @@ func (t *txn) Nest(fn func() error) error {
 // one guard compare, when they would exceed MaxTxnOps) and its writes with
 // the change set. It is nil when t writes nothing.
 func (t *txn) commit() (*proposal, error) {
+	if len(t.writes) == 0 {
+		return nil, nil
+	}
 	s := t.s
 	p := &proposal{snapRev: t.snap.rev}
+	p.ops = make([]clientv3.Op, 0, len(t.writes)+1) // room for sendOne's feed put
+	p.writes = make([]string, 0, len(t.writes))
 	for k, w := range t.writes {
+		ek := s.prefix + k
 		if w.del {
 			if !t.snap.tree.Has(item{key: k}) {
 				continue // removing what is not there writes nothing
 			}
-			p.ops = append(p.ops, clientv3.OpDelete(s.prefix+k))
-			p.writes = append(p.writes, s.prefix+k)
+			p.ops = append(p.ops, clientv3.OpDelete(ek))
+			p.writes = append(p.writes, ek)
 			p.size += len(s.prefix) + len(k) + 16
 			continue
 		}
-		p.ops = append(p.ops, clientv3.OpPut(s.prefix+k, string(w.val)))
-		p.writes = append(p.writes, s.prefix+k)
+		p.ops = append(p.ops, opPut(ek, w.val))
+		p.writes = append(p.writes, ek)
 		p.size += len(s.prefix) + len(k) + len(w.val) + 16
 		if p.witness == "" || k < p.witness {
 			p.witness = k
@@ -346,6 +353,14 @@ func (t *txn) commit() (*proposal, error) {
 	}
 	p.ranges = t.ranges
 	return p, nil
+}
+
+// opPut is clientv3.OpPut of a value that nothing changes any more (a
+// transaction's buffered write, which Put copied; an encoded change set):
+// OpPut copies the value into the Op itself, so converting it to a string
+// first would copy it twice.
+func opPut(key string, val []byte) clientv3.Op {
+	return clientv3.OpPut(key, unsafe.String(unsafe.SliceData(val), len(val)))
 }
 
 // Update implements store.Store (see the package documentation).

@@ -887,7 +887,7 @@ func testAtomic(t *testing.T, s Suite) {
 					}
 					v, _, err := r.Get("unit/m/00")
 					if err == nil && string(v) != got[0][1] {
-						return fmt.Errorf("Get sees generation %s, Scan %s", v, got[0][1])
+						return fmt.Errorf("r.Get sees generation %s, Scan %s", v, got[0][1])
 					}
 					return err
 				})
