@@ -78,7 +78,7 @@ func isClient(stack []uintptr) bool {
 
 // TestWatcherMemoryOnTheWire measures, through a real daemon, its TLS
 // websocket and our client, what the daemon holds for each idle watcher
-// of an agent with a Next waiting (issue 16: 0.5 KiB per watcher of RSS in
+// of an agent with a Next waiting (a target of 0.5 KiB per watcher of RSS in
 // all): agents log in, then each opens WatchContainers on its machine and
 // WatchForModelConfigChanges, as provisionbench conns does. The bound is
 // the measured figure with a fifth of room (1,234 bytes when it was set;
