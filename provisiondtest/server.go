@@ -21,6 +21,7 @@ import (
 	"github.com/provisiond/provisiond/credentials"
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/internal/etcdtest"
+	"github.com/provisiond/provisiond/internal/testkit/hook"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/watcher"
 )
@@ -69,6 +70,16 @@ type Limits struct {
 	MaxUnsent         int64         // reply bytes a connection may have queued unsent
 	MaxHeaderBytes    int           // HTTP request header bytes
 	IdleTimeout       time.Duration // HTTP keep-alive idle timeout
+
+	MaxConnsPerEntity    int // open connections of one user or agent
+	MaxWatchersPerEntity int // watchers of one user or agent
+	MaxPendingConns      int // connections not yet logged in
+	MaxPendingPerAddress int // connections not yet logged in from one client address
+
+	LoginFailures   int           // failed logins from one client let through before its logins back off
+	LoginBackoffMax time.Duration // the longest such backoff
+
+	MaxAgentBinarySize int64 // largest agent binaries upload
 }
 
 // Option configures a Server.
@@ -99,7 +110,11 @@ func WithStore(s Store) Option { return func(o *options) { o.store = s } }
 // WithEtcd runs the daemon on the etcd cluster at endpoints, under prefix
 // ("" for a prefix of the Server's own): several Servers given the same
 // endpoints and prefix are several daemons of one controller. It implies
-// WithStore(StoreEtcd).
+// WithStore(StoreEtcd). The endpoints are those of an etcd (3.5 or later)
+// the test runs itself, e.g. with go.etcd.io/etcd/server/v3/embed or an
+// etcd process; for the kit's own embedded etcd, start the first Server
+// with WithStore(StoreEtcd) and the others with Join(first), or read its
+// endpoints from Server.Etcd.
 func WithEtcd(endpoints []string, prefix string) Option {
 	return func(o *options) {
 		o.store = StoreEtcd
@@ -131,11 +146,14 @@ func WithLogLevel(l slog.Level) Option { return func(o *options) { o.logLevel = 
 // copy either way.
 func WithLogOutput(w io.Writer) Option { return func(o *options) { o.logTo = w } }
 
-// WithDaemonConfig edits the daemon's configuration after the other
-// options. It is for provisiond's own tests (internal/daemon cannot be
-// imported from other modules).
-func WithDaemonConfig(f func(*daemon.Config)) Option {
-	return func(o *options) { o.daemon = append(o.daemon, f) }
+// The repository's own tests reach the daemon through internal/testkit,
+// which these hooks serve; provisiondtest's exported API names no type of
+// an internal package.
+func init() {
+	hook.WithDaemonConfig = func(f func(*daemon.Config)) any {
+		return Option(func(o *options) { o.daemon = append(o.daemon, f) })
+	}
+	hook.Daemon = func(s any) *daemon.Daemon { return s.(*Server).d }
 }
 
 // Server is a running daemon; see the package documentation.
@@ -254,9 +272,10 @@ func start(tempDir string, opts []Option) (*Server, error) {
 		}
 		return nil, fmt.Errorf("provisiondtest: the daemon did not start: %w\nthe daemon's log:\n%s", err, buf.String())
 	}
-	return &Server{d: d, dataDir: o.dataDir, log: buf, etcd: own,
+	s := &Server{d: d, dataDir: o.dataDir, log: buf, etcd: own,
 		etcdEndpoints: o.etcdEndpoints, etcdPrefix: o.etcdPrefix,
-		conns: make(map[connKey]*client.Conn), agents: make(map[agentKey]AgentLogin)}, nil
+		conns: make(map[connKey]*client.Conn), agents: make(map[agentKey]AgentLogin)}
+	return s, nil
 }
 
 func applyLimits(cfg *daemon.Config, l Limits) {
@@ -291,6 +310,13 @@ func applyLimits(cfg *daemon.Config, l Limits) {
 	set(&cfg.MaxBulkItems, l.MaxBulkItems)
 	set(&cfg.MaxHeaderBytes, l.MaxHeaderBytes)
 	setD(&cfg.IdleTimeout, l.IdleTimeout)
+	set(&cfg.MaxConnsPerEntity, l.MaxConnsPerEntity)
+	set(&cfg.MaxWatchersPerEntity, l.MaxWatchersPerEntity)
+	set(&cfg.MaxPendingConns, l.MaxPendingConns)
+	set(&cfg.MaxPendingPerAddress, l.MaxPendingPerAddress)
+	set(&cfg.LoginFailures, l.LoginFailures)
+	setD(&cfg.LoginBackoffMax, l.LoginBackoffMax)
+	set64(&cfg.MaxAgentBinarySize, l.MaxAgentBinarySize)
 }
 
 // Close closes the Server's own connections, stops the daemon (every
@@ -356,7 +382,8 @@ func (s *Server) DefaultModel() string { return s.d.Credentials().DefaultModelUU
 func (s *Server) Log() string { return s.log.String() }
 
 // Daemon returns the daemon itself, for provisiond's own tests (its state,
-// hub, provider). Tests in other modules should go through the API.
+// hub, provider); internal/testkit.Daemon does the same. Tests in other
+// modules go through the API.
 func (s *Server) Daemon() *daemon.Daemon { return s.d }
 
 // Revision returns the latest revision of the state the daemon has
