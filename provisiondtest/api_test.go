@@ -4,6 +4,8 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -137,4 +139,50 @@ func exportedPart(s *ast.TypeSpec) ast.Node {
 		}
 	}
 	return &ast.TypeSpec{Name: s.Name, TypeParams: s.TypeParams, Type: &ast.StructType{Fields: fields}}
+}
+
+// testdata/outside is a module of its own that uses the kit as another
+// repository would (a replace of this module); go vet type-checks it, so
+// whatever its test uses of the kit is usable from outside. It runs on a
+// copy, with the replace pointing at this checkout and this module's
+// go.sum, offline (every module it needs is this module's).
+func TestUsableFromAnotherModule(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds another module")
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command:", err)
+	}
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, name := range []string{"go.mod", "outside_test.go"} {
+		b, err := os.ReadFile(filepath.Join("testdata", "outside", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name == "go.mod" {
+			b = []byte(strings.Replace(string(b), "=> ../../..", "=> "+root, 1))
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go.sum"), sum, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(goTool, "vet", "./...")
+	cmd.Dir = dir
+	// -mod=mod completes the copy's go.mod from this module's requirements.
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off", "GOSUMDB=off")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go vet of testdata/outside (a module that imports the kit): %v\n%s", err, out)
+	}
 }

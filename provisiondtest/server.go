@@ -93,6 +93,7 @@ type options struct {
 	logLevel slog.Level
 	logTo    io.Writer
 	daemon   []func(*daemon.Config)
+	agent    bool
 
 	etcdEndpoints []string // WithEtcd; none: an embedded etcd of the Server's own
 	etcdPrefix    string
@@ -146,6 +147,22 @@ func WithLogLevel(l slog.Level) Option { return func(o *options) { o.logLevel = 
 // copy either way.
 func WithLogOutput(w io.Writer) Option { return func(o *options) { o.logTo = w } }
 
+// WithAgent runs provisiond's reference agent (what `provisionagent` and
+// `provisiond serve --agent sim` run) beside the daemon, on a simulated
+// cloud: as the controller agent it provisions every model's new machines
+// (an instance id, hardware, addresses; the machine's agent logs in and
+// reports it started, and provisions its containers) and runs every
+// Kubernetes model's pods, and it tears down what is removed, so that a
+// test of tooling sees a controller at work. WaitStatus waits for what it
+// does. The agent stops before the daemon when the Server closes; its log
+// is in the daemon's (component=agent).
+//
+// Machines are the agent's to provision: with WithAgent, MachineAgent and
+// ProvisionMachine are for containers of machines the kit provisioned,
+// not for the machines the agent starts. Of several daemons of one
+// controller (Join), give WithAgent to one: it works for them all.
+func WithAgent() Option { return func(o *options) { o.agent = true } }
+
 // The repository's own tests reach the daemon through internal/testkit,
 // which these hooks serve; provisiondtest's exported API names no type of
 // an internal package.
@@ -160,6 +177,7 @@ func init() {
 type Server struct {
 	d       *daemon.Daemon
 	dataDir string
+	agent   *runningAgent     // WithAgent's; nil otherwise
 	etcd    *etcdtest.Cluster // the Server's own embedded etcd; nil otherwise
 
 	etcdEndpoints []string
@@ -275,6 +293,12 @@ func start(tempDir string, opts []Option) (*Server, error) {
 	s := &Server{d: d, dataDir: o.dataDir, log: buf, etcd: own,
 		etcdEndpoints: o.etcdEndpoints, etcdPrefix: o.etcdPrefix,
 		conns: make(map[connKey]*client.Conn), agents: make(map[agentKey]AgentLogin)}
+	if o.agent {
+		if s.agent, err = startAgent(s, cfg.Logger.With("component", "agent")); err != nil {
+			err = errors.Join(err, s.Close())
+			return nil, fmt.Errorf("provisiondtest: the agent did not start: %w", err)
+		}
+	}
 	return s, nil
 }
 
@@ -319,11 +343,15 @@ func applyLimits(cfg *daemon.Config, l Limits) {
 	set64(&cfg.MaxAgentBinarySize, l.MaxAgentBinarySize)
 }
 
-// Close closes the Server's own connections, stops the daemon (every
-// connection closes, then the state) and, for a Server made by New,
-// removes its data dir. It is idempotent; Start's cleanup calls it.
+// Close stops the agent (WithAgent), closes the Server's own connections,
+// stops the daemon (every connection closes, then the state) and, for a
+// Server made by New, removes its data dir. It is idempotent; Start's
+// cleanup calls it.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
+		if s.agent != nil {
+			s.agent.stop()
+		}
 		s.mu.Lock()
 		s.closed = true
 		conns := s.conns
