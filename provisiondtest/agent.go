@@ -1,7 +1,6 @@
 package provisiondtest
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,40 +11,18 @@ import (
 	"github.com/provisiond/provisiond/rpc/params"
 )
 
-// runningAgent is WithAgent's reference agent: the Server starts it after
-// the daemon and stops it (stop cancels Run and waits for it, and so for
-// every goroutine the agent started) before anything else closes.
-type runningAgent struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
-func (a *runningAgent) stop() {
-	a.cancel()
-	<-a.done
-}
-
 // startAgent runs the reference agent on a simulated cloud against s's
 // daemon, logged in with the credentials it wrote, as
-// `provisiond serve --agent sim` does.
-func startAgent(s *Server, log *slog.Logger) (*runningAgent, error) {
-	a, err := agent.New(agent.Config{
+// `provisiond serve --agent sim` does. The Server calls the returned stop
+// first when it closes.
+func startAgent(s *Server, log *slog.Logger) (stop func(), err error) {
+	return agent.Start(agent.Config{
 		Credentials: s.Credentials(), Addrs: []string{s.Addr()}, Cloud: agent.NewSimCloud(),
 		Logger: log,
 		// A daemon on loopback that went away (a test stopping it) is
 		// retried soon.
 		MinBackoff: 10 * time.Millisecond, MaxBackoff: time.Second,
 	})
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &runningAgent{cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(r.done)
-		_ = a.Run(ctx) // nil once ctx ends
-	}()
-	return r, nil
 }
 
 // WaitStatus waits until cond holds for model's status (a name or UUID;

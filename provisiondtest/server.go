@@ -175,10 +175,10 @@ func init() {
 
 // Server is a running daemon; see the package documentation.
 type Server struct {
-	d       *daemon.Daemon
-	dataDir string
-	agent   *runningAgent     // WithAgent's; nil otherwise
-	etcd    *etcdtest.Cluster // the Server's own embedded etcd; nil otherwise
+	d         *daemon.Daemon
+	dataDir   string
+	stopAgent func()            // WithAgent's; nil otherwise
+	etcd      *etcdtest.Cluster // the Server's own embedded etcd; nil otherwise
 
 	etcdEndpoints []string
 	etcdPrefix    string
@@ -294,7 +294,7 @@ func start(tempDir string, opts []Option) (*Server, error) {
 		etcdEndpoints: o.etcdEndpoints, etcdPrefix: o.etcdPrefix,
 		conns: make(map[connKey]*client.Conn), agents: make(map[agentKey]AgentLogin)}
 	if o.agent {
-		if s.agent, err = startAgent(s, cfg.Logger.With("component", "agent")); err != nil {
+		if s.stopAgent, err = startAgent(s, cfg.Logger.With("component", "agent")); err != nil {
 			err = errors.Join(err, s.Close())
 			return nil, fmt.Errorf("provisiondtest: the agent did not start: %w", err)
 		}
@@ -349,8 +349,8 @@ func applyLimits(cfg *daemon.Config, l Limits) {
 // cleanup calls it.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
-		if s.agent != nil {
-			s.agent.stop()
+		if s.stopAgent != nil {
+			s.stopAgent()
 		}
 		s.mu.Lock()
 		s.closed = true
