@@ -26,8 +26,10 @@
 // the Provisioner facade, by the controller agent for a top-level machine
 // and by the host's agent for a container). CAASModel makes a Kubernetes
 // model with applications at a given scale; WaitRevision waits until the
-// daemon has applied a revision of its state. Typed clients for the
-// facades are in package rpc/client: client.NewProvisioner(conn),
+// daemon has applied a revision of its state, WaitStatus until a model's
+// status (what `provisionctl status` shows) meets a condition. Helpers
+// take a model's name ("default") or UUID. Typed clients for the facades
+// are in package rpc/client: client.NewProvisioner(conn),
 // client.NewCAASUnitProvisioner(conn), client.NewModelAdmin(conn).
 //
 // # Options
@@ -41,7 +43,19 @@
 // a one-member embedded etcd on loopback for the Server (stopped when it
 // closes). Several daemons of one controller: start the first on etcd,
 // then others with Join(first), or give each WithEtcd(endpoints, prefix)
-// of a cluster the test started (internal/etcdtest in this module).
+// of an etcd the test runs itself. WithAgent runs the reference agent
+// (provisionagent's) beside the daemon on a simulated cloud, so machines
+// the test adds get provisioned and started and Kubernetes applications'
+// pods run, as on a controller at work.
+//
+// Every option and type here can be used from another module. The module
+// is not published: a repository depends on it with a replace directive
+// pointing at a checkout (go.mod: `require github.com/provisiond/provisiond
+// v0.0.0` and `replace github.com/provisiond/provisiond => ../provisiond`),
+// or, where it can reach the repository with git, on a tag or commit:
+// GOPRIVATE=github.com/provisiond/provisiond go get
+// github.com/provisiond/provisiond@<tag> (fetched from the repository
+// itself, not the module proxy).
 //
 // New and Close do what Start does without a testing.TB, for a TestMain or
 // a runnable Example; the caller must Close.
@@ -53,6 +67,7 @@
 // goroutine. The Server owns the daemon (its goroutines: the HTTP server,
 // the connections' readers, the state's committer) and the connections it
 // opens for its own use (the controller agent and the hosts' agents that
-// provision machines); Close stops them all. Connections it returns to a
-// test are closed at that test's cleanup.
+// provision machines), and WithAgent's agent (its goroutines and
+// connections); Close stops them all, the agent first. Connections it
+// returns to a test are closed at that test's cleanup.
 package provisiondtest

@@ -21,6 +21,7 @@ import (
 	"github.com/provisiond/provisiond/credentials"
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/internal/etcdtest"
+	"github.com/provisiond/provisiond/internal/testkit/hook"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/watcher"
 )
@@ -69,6 +70,16 @@ type Limits struct {
 	MaxUnsent         int64         // reply bytes a connection may have queued unsent
 	MaxHeaderBytes    int           // HTTP request header bytes
 	IdleTimeout       time.Duration // HTTP keep-alive idle timeout
+
+	MaxConnsPerEntity    int // open connections of one user or agent
+	MaxWatchersPerEntity int // watchers of one user or agent
+	MaxPendingConns      int // connections not yet logged in
+	MaxPendingPerAddress int // connections not yet logged in from one client address
+
+	LoginFailures   int           // failed logins from one client let through before its logins back off
+	LoginBackoffMax time.Duration // the longest such backoff
+
+	MaxAgentBinarySize int64 // largest agent binaries upload
 }
 
 // Option configures a Server.
@@ -82,6 +93,7 @@ type options struct {
 	logLevel slog.Level
 	logTo    io.Writer
 	daemon   []func(*daemon.Config)
+	agent    bool
 
 	etcdEndpoints []string // WithEtcd; none: an embedded etcd of the Server's own
 	etcdPrefix    string
@@ -99,7 +111,11 @@ func WithStore(s Store) Option { return func(o *options) { o.store = s } }
 // WithEtcd runs the daemon on the etcd cluster at endpoints, under prefix
 // ("" for a prefix of the Server's own): several Servers given the same
 // endpoints and prefix are several daemons of one controller. It implies
-// WithStore(StoreEtcd).
+// WithStore(StoreEtcd). The endpoints are those of an etcd (3.5 or later)
+// the test runs itself, e.g. with go.etcd.io/etcd/server/v3/embed or an
+// etcd process; for the kit's own embedded etcd, start the first Server
+// with WithStore(StoreEtcd) and the others with Join(first), or read its
+// endpoints from Server.Etcd.
 func WithEtcd(endpoints []string, prefix string) Option {
 	return func(o *options) {
 		o.store = StoreEtcd
@@ -131,18 +147,38 @@ func WithLogLevel(l slog.Level) Option { return func(o *options) { o.logLevel = 
 // copy either way.
 func WithLogOutput(w io.Writer) Option { return func(o *options) { o.logTo = w } }
 
-// WithDaemonConfig edits the daemon's configuration after the other
-// options. It is for provisiond's own tests (internal/daemon cannot be
-// imported from other modules).
-func WithDaemonConfig(f func(*daemon.Config)) Option {
-	return func(o *options) { o.daemon = append(o.daemon, f) }
+// WithAgent runs provisiond's reference agent (what `provisionagent` and
+// `provisiond serve --agent sim` run) beside the daemon, on a simulated
+// cloud: as the controller agent it provisions every model's new machines
+// (an instance id, hardware, addresses; the machine's agent logs in and
+// reports it started, and provisions its containers) and runs every
+// Kubernetes model's pods, and it tears down what is removed, so that a
+// test of tooling sees a controller at work. WaitStatus waits for what it
+// does. The agent stops before the daemon when the Server closes; its log
+// is in the daemon's (component=agent).
+//
+// Machines are the agent's to provision: with WithAgent, MachineAgent and
+// ProvisionMachine are for containers of machines the kit provisioned,
+// not for the machines the agent starts. Of several daemons of one
+// controller (Join), give WithAgent to one: it works for them all.
+func WithAgent() Option { return func(o *options) { o.agent = true } }
+
+// The repository's own tests reach the daemon through internal/testkit,
+// which these hooks serve; provisiondtest's exported API names no type of
+// an internal package.
+func init() {
+	hook.WithDaemonConfig = func(f func(*daemon.Config)) any {
+		return Option(func(o *options) { o.daemon = append(o.daemon, f) })
+	}
+	hook.Daemon = func(s any) *daemon.Daemon { return s.(*Server).d }
 }
 
 // Server is a running daemon; see the package documentation.
 type Server struct {
-	d       *daemon.Daemon
-	dataDir string
-	etcd    *etcdtest.Cluster // the Server's own embedded etcd; nil otherwise
+	d         *daemon.Daemon
+	dataDir   string
+	stopAgent func()            // WithAgent's; nil otherwise
+	etcd      *etcdtest.Cluster // the Server's own embedded etcd; nil otherwise
 
 	etcdEndpoints []string
 	etcdPrefix    string
@@ -254,9 +290,16 @@ func start(tempDir string, opts []Option) (*Server, error) {
 		}
 		return nil, fmt.Errorf("provisiondtest: the daemon did not start: %w\nthe daemon's log:\n%s", err, buf.String())
 	}
-	return &Server{d: d, dataDir: o.dataDir, log: buf, etcd: own,
+	s := &Server{d: d, dataDir: o.dataDir, log: buf, etcd: own,
 		etcdEndpoints: o.etcdEndpoints, etcdPrefix: o.etcdPrefix,
-		conns: make(map[connKey]*client.Conn), agents: make(map[agentKey]AgentLogin)}, nil
+		conns: make(map[connKey]*client.Conn), agents: make(map[agentKey]AgentLogin)}
+	if o.agent {
+		if s.stopAgent, err = startAgent(s, cfg.Logger.With("component", "agent")); err != nil {
+			err = errors.Join(err, s.Close())
+			return nil, fmt.Errorf("provisiondtest: the agent did not start: %w", err)
+		}
+	}
+	return s, nil
 }
 
 func applyLimits(cfg *daemon.Config, l Limits) {
@@ -291,13 +334,24 @@ func applyLimits(cfg *daemon.Config, l Limits) {
 	set(&cfg.MaxBulkItems, l.MaxBulkItems)
 	set(&cfg.MaxHeaderBytes, l.MaxHeaderBytes)
 	setD(&cfg.IdleTimeout, l.IdleTimeout)
+	set(&cfg.MaxConnsPerEntity, l.MaxConnsPerEntity)
+	set(&cfg.MaxWatchersPerEntity, l.MaxWatchersPerEntity)
+	set(&cfg.MaxPendingConns, l.MaxPendingConns)
+	set(&cfg.MaxPendingPerAddress, l.MaxPendingPerAddress)
+	set(&cfg.LoginFailures, l.LoginFailures)
+	setD(&cfg.LoginBackoffMax, l.LoginBackoffMax)
+	set64(&cfg.MaxAgentBinarySize, l.MaxAgentBinarySize)
 }
 
-// Close closes the Server's own connections, stops the daemon (every
-// connection closes, then the state) and, for a Server made by New,
-// removes its data dir. It is idempotent; Start's cleanup calls it.
+// Close stops the agent (WithAgent), closes the Server's own connections,
+// stops the daemon (every connection closes, then the state) and, for a
+// Server made by New, removes its data dir. It is idempotent; Start's
+// cleanup calls it.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
+		if s.stopAgent != nil {
+			s.stopAgent()
+		}
 		s.mu.Lock()
 		s.closed = true
 		conns := s.conns
@@ -356,7 +410,8 @@ func (s *Server) DefaultModel() string { return s.d.Credentials().DefaultModelUU
 func (s *Server) Log() string { return s.log.String() }
 
 // Daemon returns the daemon itself, for provisiond's own tests (its state,
-// hub, provider). Tests in other modules should go through the API.
+// hub, provider); internal/testkit.Daemon does the same. Tests in other
+// modules go through the API.
 func (s *Server) Daemon() *daemon.Daemon { return s.d }
 
 // Revision returns the latest revision of the state the daemon has

@@ -15,6 +15,7 @@ import (
 
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/internal/leaktest"
+	"github.com/provisiond/provisiond/internal/testkit"
 	"github.com/provisiond/provisiond/provisiondtest"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
@@ -225,7 +226,7 @@ func run(t *testing.T, fn func(tb testing.TB)) string {
 func TestFailingStartReportsWhy(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "no-such-cert.pem")
 	msg := run(t, func(tb testing.TB) {
-		provisiondtest.Start(tb, provisiondtest.WithDaemonConfig(func(c *daemon.Config) {
+		provisiondtest.Start(tb, testkit.WithDaemonConfig(func(c *daemon.Config) {
 			c.CertFile, c.KeyFile = missing, missing
 		}))
 		tb.Fatal("Start returned")
@@ -243,7 +244,7 @@ func TestFailingStartReportsWhy(t *testing.T) {
 
 	// An etcd nobody answers on: the error names it.
 	_, err = provisiondtest.New(provisiondtest.WithEtcd([]string{"http://127.0.0.1:1"}, ""),
-		provisiondtest.WithDaemonConfig(func(c *daemon.Config) { c.Etcd.DialTimeout = time.Second }))
+		testkit.WithDaemonConfig(func(c *daemon.Config) { c.Etcd.DialTimeout = time.Second }))
 	if err == nil || !strings.Contains(err.Error(), "etcd http://127.0.0.1:1") {
 		t.Errorf("etcd not answering: %v", err)
 	}

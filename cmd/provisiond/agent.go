@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"net"
@@ -35,23 +34,10 @@ func startAgent(d *daemon.Daemon, dataDir, kind string, log *slog.Logger) (stop 
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
-	a, err := agent.New(agent.Config{
+	return agent.Start(agent.Config{
 		Credentials: creds, Addrs: []string{loopback(d.Addr())}, Cloud: agent.NewSimCloud(),
 		Logger: log.With("component", "agent"),
 	})
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = a.Run(ctx)
-	}()
-	return func() {
-		cancel()
-		<-done
-	}, nil
 }
 
 // loopback is the address a local client dials for listen address addr:

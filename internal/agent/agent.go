@@ -151,6 +151,27 @@ func New(cfg Config) (*Agent, error) {
 	return a, nil
 }
 
+// Start checks cfg and runs the agent on a goroutine of its own, for a
+// process that runs it beside a daemon (provisiond serve --agent sim,
+// provisiondtest.WithAgent). The returned stop cancels it and returns once
+// Run has, and so every goroutine the agent started; it must be called.
+func Start(cfg Config) (stop func(), err error) {
+	a, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = a.Run(ctx) // nil once ctx ends
+	}()
+	return func() {
+		cancel()
+		<-done
+	}, nil
+}
+
 // Run runs the agent until ctx is done, then stops every worker and
 // machine agent and returns once all of their goroutines have. It
 // returns nil after ctx ends; Run may be called once.

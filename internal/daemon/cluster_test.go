@@ -16,6 +16,7 @@ import (
 	"github.com/provisiond/provisiond/credentials"
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/internal/etcdtest"
+	"github.com/provisiond/provisiond/internal/testkit"
 	"github.com/provisiond/provisiond/provisiondtest"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
@@ -205,7 +206,7 @@ func TestDaemonsStartingAtOnceMakeOneController(t *testing.T) {
 func TestHealthReportsTheStore(t *testing.T) {
 	cluster := etcdtest.New(t)
 	s := provisiondtest.Start(t, provisiondtest.WithEtcd(cluster.Endpoints(), ""),
-		provisiondtest.WithDaemonConfig(func(c *daemon.Config) { c.Etcd.RequestTimeout = time.Second }))
+		testkit.WithDaemonConfig(func(c *daemon.Config) { c.Etcd.RequestTimeout = time.Second }))
 	if code, body := health(t, s); code != http.StatusOK || body != "ok\n" {
 		t.Fatalf("/health = %d %q", code, body)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/internal/leaktest"
+	"github.com/provisiond/provisiond/internal/testkit"
 	"github.com/provisiond/provisiond/provisiondtest"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
@@ -36,7 +37,7 @@ func start(t testing.TB, mod func(*daemon.Config)) *daemon.Daemon {
 		opts = append(opts, provisiondtest.WithLogLevel(slog.LevelDebug), provisiondtest.WithLogOutput(os.Stderr))
 	}
 	if mod != nil {
-		opts = append(opts, provisiondtest.WithDaemonConfig(mod))
+		opts = append(opts, testkit.WithDaemonConfig(mod))
 	}
 	return provisiondtest.Start(t, opts...).Daemon()
 }

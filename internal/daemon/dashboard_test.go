@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/provisiondtest"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
@@ -89,7 +88,7 @@ func (c *dashClient) login(user, password string) int {
 func TestDashboardSharesTheLoginThrottle(t *testing.T) {
 	clock := watchertest.NewFakeClock(time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC))
 	srv := provisiondtest.Start(t, provisiondtest.WithClock(clock),
-		provisiondtest.WithDaemonConfig(func(c *daemon.Config) { c.LoginFailures = 2 }))
+		provisiondtest.WithLimits(provisiondtest.Limits{LoginFailures: 2}))
 	creds := srv.Credentials()
 	c := newDashClient(t, srv)
 	for i := range 3 { // the free failures, and the one that starts the wait

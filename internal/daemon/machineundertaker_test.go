@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/internal/etcdtest"
 	"github.com/provisiond/provisiond/provisiondtest"
 	"github.com/provisiond/provisiond/rpc/client"
@@ -267,9 +266,7 @@ func deref(p *[]string) []string {
 // one gets there first, Juju's worker gets no error.
 func TestMachineUndertakerFacade(t *testing.T) {
 	logs := &syncBuffer{}
-	srv := provisiondtest.Start(t, provisiondtest.WithDaemonConfig(func(c *daemon.Config) {
-		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}))
+	srv := provisiondtest.Start(t, provisiondtest.WithLogLevel(slog.LevelDebug), provisiondtest.WithLogOutput(logs))
 	w := newUndertakerWorld(t, srv)
 	ctx := ctxT(t)
 	if _, err := w.admin.SetControllerConfig(ctx, params.SetControllerConfigArgs{
