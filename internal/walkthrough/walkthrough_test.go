@@ -44,7 +44,8 @@ const (
 //   - In a line, "..." stands for any characters but spaces, and absorbs
 //     the hex digits right before it ("9a2e..." is any UUID); an RFC 3339
 //     time stands for any time; runs of spaces match runs of spaces.
-//   - A command whose output shows an ERROR line must fail (exit 1);
+//   - A command whose output shows an ERROR line must fail (exit 1, or 2
+//     for input that is not valid);
 //     every other must succeed.
 //   - Commands that only read (status, models, ...) are run again after
 //     each change to their model until their output matches (the agent
@@ -381,7 +382,7 @@ func (e *env) run(s step) {
 		ccancel()
 		lines := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
 		failed := err != nil
-		if ee, ok := err.(*exec.ExitError); err != nil && (!ok || ee.ExitCode() != 1) {
+		if ee, ok := err.(*exec.ExitError); err != nil && (!ok || (ee.ExitCode() != 1 && ee.ExitCode() != 2)) {
 			t.Fatalf("%s: %v\n%s", where, err, out.String())
 		}
 		if matches(lines, s.expect) && failed == wantFail {
