@@ -5,6 +5,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/provisiond/provisiond/internal/clidoc"
 )
 
 // The complete test file of docs/developing.md ("Testing against
@@ -35,23 +37,11 @@ func TestREADMETestFileIsTheOneThatRuns(t *testing.T) {
 		t.Fatal("the Go block is not closed")
 	}
 	if got, want := block[:end+1], string(file); got != want {
-		t.Errorf("docs/developing.md's test file differs from internal/readme/agent_test.go; copy the file into it:\n%s", firstDiff(got, want))
+		t.Errorf("docs/developing.md's test file differs from internal/readme/agent_test.go; copy the file into it:\n%s", diff(got, want))
 	}
 }
 
-func firstDiff(a, b string) string {
-	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
-	for i := 0; i < len(al) || i < len(bl); i++ {
-		var x, y string
-		if i < len(al) {
-			x = al[i]
-		}
-		if i < len(bl) {
-			y = bl[i]
-		}
-		if x != y {
-			return fmt.Sprintf("line %d:\n docs:   %s\n file:   %s", i+1, x, y)
-		}
-	}
-	return ""
+func diff(docs, file string) string {
+	line, x, y := clidoc.FirstDiff(docs, file)
+	return fmt.Sprintf("line %d:\n docs:   %s\n file:   %s", line, x, y)
 }
