@@ -77,7 +77,8 @@ clean: ## remove build output
 help: ## list the targets and where the docs are
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} {printf "  %-12s %s\n", $$1, $$2}'
 	@echo
-	@echo "Docs: README.md (running, operating, testing against it), docs/architecture.md (start here:"
+	@echo "Docs: README.md (the front door and its map of docs/), docs/operator-guide.md, docs/provisionctl.md,"
+	@echo "docs/cli.md, docs/developing.md, docs/architecture.md (start here:"
 	@echo "packages, a request's path, goroutines, errors), docs/reliability.md, docs/performance.md,"
 	@echo "docs/benchmarks.md, docs/provisioner.md, docs/caasunitprovisioner.md."
 

@@ -5,12 +5,15 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/provisiond/provisiond/internal/clidoc"
 )
 
-// The README's complete test file is internal/readme/agent_test.go, which
-// go test runs: the two must stay the same.
+// The complete test file of docs/developing.md ("Testing against
+// provisiond", which the README points to) is internal/readme/agent_test.go,
+// which go test runs: the two must stay the same.
 func TestREADMETestFileIsTheOneThatRuns(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/developing.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,7 +24,7 @@ func TestREADMETestFileIsTheOneThatRuns(t *testing.T) {
 	text := string(readme)
 	i := strings.Index(text, "\n## Testing against provisiond\n")
 	if i < 0 {
-		t.Fatal(`README.md has no section "Testing against provisiond"`)
+		t.Fatal(`docs/developing.md has no section "Testing against provisiond"`)
 	}
 	const open = "\n```go\n"
 	j := strings.Index(text[i:], open)
@@ -34,23 +37,11 @@ func TestREADMETestFileIsTheOneThatRuns(t *testing.T) {
 		t.Fatal("the Go block is not closed")
 	}
 	if got, want := block[:end+1], string(file); got != want {
-		t.Errorf("README.md's test file differs from internal/readme/agent_test.go; copy the file into the README:\n%s", firstDiff(got, want))
+		t.Errorf("docs/developing.md's test file differs from internal/readme/agent_test.go; copy the file into it:\n%s", diff(got, want))
 	}
 }
 
-func firstDiff(a, b string) string {
-	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
-	for i := 0; i < len(al) || i < len(bl); i++ {
-		var x, y string
-		if i < len(al) {
-			x = al[i]
-		}
-		if i < len(bl) {
-			y = bl[i]
-		}
-		if x != y {
-			return fmt.Sprintf("line %d:\n README: %s\n file:   %s", i+1, x, y)
-		}
-	}
-	return ""
+func diff(docs, file string) string {
+	line, x, y := clidoc.FirstDiff(docs, file)
+	return fmt.Sprintf("line %d:\n docs:   %s\n file:   %s", line, x, y)
 }

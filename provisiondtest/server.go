@@ -50,7 +50,7 @@ const (
 	StoreEtcd Store = "etcd"
 )
 
-// Limits are the daemon's limits (README, "Running the daemon"). A zero
+// Limits are the daemon's limits (docs/operator-guide.md, "Flags, environment and config file"). A zero
 // field keeps the daemon's default.
 type Limits struct {
 	ReadLimit       int64         // largest message in bytes

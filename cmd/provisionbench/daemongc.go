@@ -5,7 +5,7 @@ package main
 // collections that ran in the window, the share of the daemon's Go CPU
 // time the collector took in it, and its live heap and heap goal as the
 // window closed. These, with the latencies, are what GOGC and GOMEMLIMIT
-// trade (README, "Memory and the garbage collector").
+// trade (docs/operator-guide.md, "Memory and the garbage collector").
 type daemonGC struct {
 	t          *target
 	start, end map[string]float64

@@ -114,7 +114,7 @@ func reportPods(t *testing.T, st *state.State, model, app string, n int, gen int
 	}
 }
 
-// The README walk-through, application side: a CAAS model, a pool, a
+// The walk-through of docs/provisionctl.md, application side: a CAAS model, a pool, a
 // deploy with storage at scale 3, status, settings, scale, removal; then
 // an IAAS application with units on machines.
 func TestApplicationsWalkthrough(t *testing.T) {

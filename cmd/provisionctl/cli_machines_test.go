@@ -51,7 +51,7 @@ type modelStatus struct {
 	}
 }
 
-// The README walk-through, machine side: a space, a subnet, machines and a
+// The walk-through of docs/provisionctl.md, machine side: a space, a subnet, machines and a
 // container, status; then agent binaries and removal.
 func TestMachinesWalkthrough(t *testing.T) {
 	e := startDaemon(t)

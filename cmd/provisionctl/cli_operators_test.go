@@ -115,7 +115,7 @@ func TestShowController(t *testing.T) {
 	}
 }
 
-// version and show-controller on an etcd controller (README's scale-out
+// version and show-controller on an etcd controller (operator-guide.md's scale-out
 // quick start): the server answers, and the store is shown in etcd's
 // figures, with its member.
 func TestVersionAndShowControllerOnEtcd(t *testing.T) {

@@ -17,7 +17,7 @@
 // It finds the daemon and the admin password in credentials.yaml:
 // --credentials FILE, then $PROVISIOND_CREDENTIALS, then credentials.yaml in
 // the daemon's default data dir. Run "provisionctl help" for every verb;
-// README.md has a walk-through.
+// docs/provisionctl.md has a walk-through and docs/cli.md every verb's help.
 //
 // Output: data on stdout (--format table, json or yaml; with json or yaml
 // nothing else is ever written there), messages and errors on stderr. Exit

@@ -92,7 +92,7 @@ type options struct {
 	MetricsAuth      string        `yaml:"metrics-auth"`
 	MetricsTokenFile string        `yaml:"metrics-token-file"`
 
-	// The daemon as a service (README, As a system service).
+	// The daemon as a service (docs/operator-guide.md, As a system service).
 	MetricsAddr string `yaml:"metrics-addr"`
 	AuditLog    string `yaml:"audit-log"`
 }
@@ -239,7 +239,7 @@ func bindServeFlags(fs *pflag.FlagSet, getenv func(string) string) *serveFlags {
 // heap floor is gone, and the Go runtime's own GOGC and GOMEMLIMIT tune
 // the collector. A daemon that silently dropped it would collect several
 // times as often as its operator asked for.
-var errRemovedGCHeapFloor = errors.New("gc-heap-floor was removed: drop it and set the Go runtime's GOGC (e.g. GOGC=400) or GOMEMLIMIT (e.g. GOMEMLIMIT=512MiB) in the daemon's environment instead (README, Memory and the garbage collector)")
+var errRemovedGCHeapFloor = errors.New("gc-heap-floor was removed: drop it and set the Go runtime's GOGC (e.g. GOGC=400) or GOMEMLIMIT (e.g. GOMEMLIMIT=512MiB) in the daemon's environment instead (docs/operator-guide.md, Memory and the garbage collector)")
 
 // resolve applies defaults, then the YAML file, then the environment,
 // then the flags given in fs.

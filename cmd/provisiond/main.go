@@ -10,8 +10,9 @@
 //	provisiond version                         print the version
 //
 // The verbs are cobra commands (as provisionctl's), one file each; a new
-// verb adds its constructor to the list in rootCommand. See README.md for
-// the flags, the environment variables and the YAML config file.
+// verb adds its constructor to the list in rootCommand. See
+// docs/operator-guide.md for the flags, the environment variables and the
+// YAML config file, and docs/cli.md for every verb's help.
 //
 // Exit status: 0 on success, 1 when the command failed, 2 for a usage
 // error (unknown verb or flag, wrong arguments, a bad setting), found

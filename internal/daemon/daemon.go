@@ -68,7 +68,7 @@ type Config struct {
 	LoginTimeout time.Duration
 
 	// Limits on what a client may make the daemon hold (limits.go,
-	// listener.go, rpc/limits.go; README's flags table has each default).
+	// listener.go, rpc/limits.go; docs/operator-guide.md's flags table has each default).
 	PreLoginReadLimit int64
 	MaxBulkItems      int
 	MaxReplySize      int64

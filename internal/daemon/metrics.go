@@ -93,8 +93,8 @@ func newMetrics(watchers func() float64, revision func() float64) *metrics {
 // goRuntimeMetrics are the runtime/metrics series served beside the Go
 // collector's defaults: where the process's CPU time went (the collector's
 // share of it among them) and the live heap and heap goal, the figures an
-// operator tunes GOGC and GOMEMLIMIT by (README, "Memory and the garbage
-// collector").
+// operator tunes GOGC and GOMEMLIMIT by (docs/operator-guide.md, "Memory and
+// the garbage collector").
 var goRuntimeMetrics = collectors.GoRuntimeMetricsRule{
 	Matcher: regexp.MustCompile(`^/cpu/classes/|^/gc/heap/(live|goal):bytes$`),
 }

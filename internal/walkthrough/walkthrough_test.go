@@ -30,7 +30,8 @@ const (
 	agentTimeout   = 60 * time.Second
 )
 
-// The README's notation, as the test reads it:
+// The notation of the walk-throughs (README.md's and docs/provisionctl.md's),
+// as the test reads it:
 //
 //   - In a ```sh block, a line not starting with "#" is a command; a
 //     trailing "\" continues it on the next line; "# ..." after it is a
@@ -59,7 +60,8 @@ type expect struct {
 }
 
 type step struct {
-	line   int // in README.md
+	file   string // README.md or docs/provisionctl.md
+	line   int    // in file
 	cmd    string
 	expect []expect
 }
@@ -95,15 +97,15 @@ func pattern(line string) *regexp.Regexp {
 	return regexp.MustCompile(`^` + strings.Join(parts, `\s+`) + `$`)
 }
 
-// parseBlocks returns the commands of the ```sh blocks of README's section
-// titled heading (up to the next heading of any level).
-func parseBlocks(t *testing.T, readme []byte, heading string) []step {
+// parseBlocks returns the commands of the ```sh blocks of file's section
+// titled heading (up to the next heading of any level); text is the file.
+func parseBlocks(t *testing.T, file string, text []byte, heading string) []step {
 	t.Helper()
 	var steps []step
 	in, inBlock := false, false
 	var cur *step
 	cont := false
-	for i, raw := range strings.Split(string(readme), "\n") {
+	for i, raw := range strings.Split(string(text), "\n") {
 		line := strings.TrimRight(raw, " \t")
 		if strings.HasPrefix(line, "#") && !inBlock {
 			in = strings.TrimLeft(line, "# ") == heading
@@ -127,7 +129,7 @@ func parseBlocks(t *testing.T, readme []byte, heading string) []step {
 		case line == "" || line == "#":
 		case strings.HasPrefix(line, "# "):
 			if cur == nil {
-				t.Fatalf("README.md:%d: output line before any command", i+1)
+				t.Fatalf("%s:%d: output line before any command", file, i+1)
 			}
 			text := strings.TrimPrefix(line, "# ")
 			e := expect{fromWatch: strings.HasSuffix(text, "(from watch)"), text: text}
@@ -137,13 +139,13 @@ func parseBlocks(t *testing.T, readme []byte, heading string) []step {
 			}
 			cur.expect = append(cur.expect, e)
 		default:
-			steps = append(steps, step{line: i + 1, cmd: strings.TrimSpace(strings.TrimSuffix(line, `\`))})
+			steps = append(steps, step{file: file, line: i + 1, cmd: strings.TrimSpace(strings.TrimSuffix(line, `\`))})
 			cur = &steps[len(steps)-1]
 			cont = strings.HasSuffix(line, `\`)
 		}
 	}
 	if len(steps) == 0 {
-		t.Fatalf("README.md has no commands under %q", heading)
+		t.Fatalf("%s has no commands under %q", file, heading)
 	}
 	return steps
 }
@@ -249,7 +251,7 @@ func waitLine(t *testing.T, b *background, from int, re *regexp.Regexp, what str
 	}
 }
 
-// matches reports whether the output lines are what the README shows.
+// matches reports whether the output lines are what the walk-through shows.
 func matches(out []string, want []expect) bool {
 	var lines []string
 	for _, l := range out {
@@ -333,7 +335,7 @@ func (e *env) watch(ctx context.Context, model string) func() error {
 func (e *env) run(s step) {
 	t := e.t
 	t.Helper()
-	where := fmt.Sprintf("README.md:%d: %s", s.line, s.cmd)
+	where := fmt.Sprintf("%s:%d: %s", s.file, s.line, s.cmd)
 	if strings.TrimSpace(stripComment(s.cmd)) == "kill %?watch" {
 		for _, b := range e.bg {
 			if strings.Contains(strings.Join(b.cmd.Args, " "), " watch") {
@@ -387,10 +389,10 @@ func (e *env) run(s step) {
 			break
 		}
 		if !ro {
-			t.Fatalf("%s: exit error %v (want failure: %v); it printed:\n%s\nREADME shows:\n%s", where, err, wantFail, out.String(), shown(s.expect))
+			t.Fatalf("%s: exit error %v (want failure: %v); it printed:\n%s\nthe walk-through shows:\n%s", where, err, wantFail, out.String(), shown(s.expect))
 		}
 		if err := next(); err != nil {
-			t.Fatalf("%s: not as README shows within %v (%v); last output:\n%s\nREADME shows:\n%s", where, agentTimeout, err, out.String(), shown(s.expect))
+			t.Fatalf("%s: not as the walk-through shows within %v (%v); last output:\n%s\nit shows:\n%s", where, agentTimeout, err, out.String(), shown(s.expect))
 		}
 	}
 	// Lines the background watch prints because of this command.
@@ -426,9 +428,21 @@ func shown(es []expect) string {
 	return b.String()
 }
 
-// TestReadmeWalkthrough runs README.md's quick start daemon and its
-// walk-through of provisionctl, and checks what each command prints.
+// TestReadmeWalkthrough runs README.md's quick start daemon and its short
+// walk-through (a machine and a pod), and checks what each command prints.
 func TestReadmeWalkthrough(t *testing.T) {
+	runWalkthrough(t, "README.md", "A first machine and a first pod")
+}
+
+// TestProvisionctlWalkthrough runs README.md's quick start daemon and the
+// longer walk-through of docs/provisionctl.md on it.
+func TestProvisionctlWalkthrough(t *testing.T) {
+	runWalkthrough(t, "docs/provisionctl.md", "Walk-through")
+}
+
+// runWalkthrough starts the daemon as README.md's quick start does, on a
+// fresh data dir, and runs the commands of file's section heading on it.
+func runWalkthrough(t *testing.T, file, heading string) {
 	if testing.Short() {
 		t.Skip("builds the binaries and runs the whole walk-through")
 	}
@@ -436,8 +450,14 @@ func TestReadmeWalkthrough(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	quick := parseBlocks(t, readme, "Quick start")
-	walk := parseBlocks(t, readme, "Operating it with provisionctl")
+	quick := parseBlocks(t, "README.md", readme, "Quick start")
+	text := readme
+	if file != "README.md" {
+		if text, err = os.ReadFile(filepath.Join("../..", file)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	walk := parseBlocks(t, file, text, heading)
 
 	dir := t.TempDir()
 	build := exec.Command("go", "build", "-o", filepath.Join(dir, "bin")+"/", "./cmd/provisiond", "./cmd/provisionctl")
@@ -473,7 +493,7 @@ func TestReadmeWalkthrough(t *testing.T) {
 			waitLine(t, d, 0, re, "the quick start's daemon")
 			serving = true
 		default:
-			t.Fatalf("README.md:%d: the test does not know how to run %q from the quick start", s.line, s.cmd)
+			t.Fatalf("%s:%d: the test does not know how to run %q from the quick start", s.file, s.line, s.cmd)
 		}
 	}
 	if !serving {

@@ -18,8 +18,8 @@ const (
 // list a model's machines marked for removal, read their interfaces at the
 // provider and complete their removal. The controller agent is its only
 // caller, on a model endpoint; model tags name that model
-// (ModelTag(uuid)). The controller runs its own undertaker too (README,
-// Machines): CompleteMachineRemovals of a machine already removed succeeds.
+// (ModelTag(uuid)). The controller runs its own undertaker too (docs/provisionctl.md,
+// Machine removal): CompleteMachineRemovals of a machine already removed succeeds.
 // A MachineUndertaker is safe for concurrent use, as its Conn.
 type MachineUndertaker struct {
 	f facade
