@@ -20,6 +20,8 @@
 #   internal/tlsrecord (a TLS record counter for tests) → nothing of ours
 #   internal/presence (which agents are connected) → nothing of ours; facades and internal/daemon import it
 #   internal/asuser (sockets opened as another local user, for tests) → nothing of ours
+#   internal/connlimit (the connection cap, the pending bounds, the TLS handshake gate) → nothing of ours;
+#   internal/daemon and cmd/provisionbench import it
 #   size (the one size parser) → nothing of ours; storage, charm, state, facades and
 #   cmd/provisionctl import it
 #   internal/dashboard (the status page) → state, watcher, rpc/params, size: it reads state and the
@@ -73,6 +75,7 @@ while read -r pkg imports; do
       internal/tlsrecord*) ok=0 ;;
       internal/presence*) ok=0 ;;
       internal/asuser*) ok=0 ;;
+      internal/connlimit*) ok=0 ;;
       environ*) ok=0 ;;
       charm*) case $dep in size) ok=1 ;; esac ;;
       storage*) case $dep in size) ok=1 ;; esac ;;

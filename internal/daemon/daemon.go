@@ -28,6 +28,7 @@ import (
 	"github.com/provisiond/provisiond/facades/pinger"
 	"github.com/provisiond/provisiond/facades/provisioner"
 	"github.com/provisiond/provisiond/facades/watchers"
+	"github.com/provisiond/provisiond/internal/connlimit"
 	"github.com/provisiond/provisiond/internal/dashboard"
 	"github.com/provisiond/provisiond/internal/presence"
 	"github.com/provisiond/provisiond/internal/singular"
@@ -68,7 +69,7 @@ type Config struct {
 	LoginTimeout time.Duration
 
 	// Limits on what a client may make the daemon hold (limits.go,
-	// listener.go, rpc/limits.go; README's flags table has each default).
+	// internal/connlimit, rpc/limits.go; README's flags table has each default).
 	PreLoginReadLimit int64
 	MaxBulkItems      int
 	MaxReplySize      int64
@@ -82,7 +83,7 @@ type Config struct {
 	// MaxPendingConns bounds the connections that have not logged in (0:
 	// half of MaxConns), MaxPendingPerAddress those of one client (0: a
 	// sixteenth of MaxConns, at least 8, at most a quarter of
-	// MaxPendingConns); listener.go.
+	// MaxPendingConns); internal/connlimit.
 	MaxPendingConns      int
 	MaxPendingPerAddress int
 
@@ -113,7 +114,7 @@ type Config struct {
 
 	// HandshakeSlots bounds the TLS handshakes of the API listener doing
 	// their work at once (0: two per GOMAXPROCS); HandshakeWait is how
-	// long one may wait for a slot (0: DefaultHandshakeWait). handshake.go.
+	// long one may wait for a slot (0: connlimit.DefaultHandshakeWait).
 	HandshakeSlots int
 	HandshakeWait  time.Duration
 
@@ -158,7 +159,7 @@ func Default(dataDir string) Config {
 		LoginRateRefill: DefaultLoginRateRefill,
 		LoginConcurrent: DefaultLoginConcurrent,
 
-		MaxConns:          DefaultMaxConns(),
+		MaxConns:          connlimit.DefaultMaxConns(),
 		PreLoginReadLimit: rpc.DefaultPreLoginReadLimit,
 		MaxBulkItems:      rpc.DefaultMaxBulkItems,
 		MaxReplySize:      rpc.DefaultMaxReplySize,
@@ -202,7 +203,7 @@ func (c *Config) Validate() error {
 // setDefaults fills in the zero limits that rpc does not default itself.
 func (c *Config) setDefaults() {
 	if c.MaxConns == 0 {
-		c.MaxConns = DefaultMaxConns()
+		c.MaxConns = connlimit.DefaultMaxConns()
 	}
 	if c.MaxHeaderBytes == 0 {
 		c.MaxHeaderBytes = DefaultMaxHeaderBytes
@@ -228,8 +229,8 @@ type Daemon struct {
 	rpc      *rpc.Server
 	http     *http.Server
 	ln       net.Listener
-	tcp      *limitListener
-	gate     *handshakeGate
+	tcp      *connlimit.Listener
+	gate     *connlimit.HandshakeGate
 	throttle *admin.Throttle
 	// metricsToken opens /metrics as a bearer token; empty: none.
 	metricsToken string
