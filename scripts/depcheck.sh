@@ -22,6 +22,8 @@
 #   internal/asuser (sockets opened as another local user, for tests) → nothing of ours
 #   internal/connlimit (the connection cap, the pending bounds, the TLS handshake gate) → nothing of ours;
 #   internal/daemon and cmd/provisionbench import it
+#   internal/agentbinaries (the agent binaries' HTTP routes and each daemon's copies) → state, watcher,
+#   internal/blobstore, environ, facades/facade (the error table), rpc/params (Juju's error body)
 #   size (the one size parser) → nothing of ours; storage, charm, state, facades and
 #   cmd/provisionctl import it
 #   internal/dashboard (the status page) → state, watcher, rpc/params, size: it reads state and the
@@ -49,6 +51,7 @@ while read -r pkg imports; do
     case $rel in
       cmd/provisionctl*) case $dep in rpc/client|rpc/params|credentials|size|internal/progress|internal/buildinfo) ok=1 ;; esac ;;
       cmd/provisionagent*) case $dep in internal/agent|rpc/client|rpc/params|credentials) ok=1 ;; esac ;;
+      internal/agentbinaries*) case $dep in state|watcher|internal/blobstore|environ|facades/facade|rpc/params) ok=1 ;; esac ;;
       internal/agent*) case $dep in rpc/client|rpc/params|credentials) ok=1 ;; esac ;;
       cmd/*) ok=1 ;;
       internal/daemon*) [[ $dep != cmd/* ]] && ok=1 ;;

@@ -28,6 +28,7 @@ import (
 	"github.com/provisiond/provisiond/facades/pinger"
 	"github.com/provisiond/provisiond/facades/provisioner"
 	"github.com/provisiond/provisiond/facades/watchers"
+	"github.com/provisiond/provisiond/internal/agentbinaries"
 	"github.com/provisiond/provisiond/internal/connlimit"
 	"github.com/provisiond/provisiond/internal/dashboard"
 	"github.com/provisiond/provisiond/internal/presence"
@@ -123,7 +124,7 @@ type Config struct {
 	Clock watcher.Clock
 
 	// MaxAgentBinarySize bounds an agent binaries upload in bytes (0:
-	// DefaultMaxAgentBinarySize).
+	// agentbinaries.DefaultMaxSize).
 	MaxAgentBinarySize int64
 
 	// MetricsAddr, when set, is a loopback address where /metrics is also
@@ -246,7 +247,7 @@ type Daemon struct {
 	hostPorts  []params.HostPort
 	unregister func()
 	cluster    *cluster // the shared-store goroutines; nil on bbolt
-	binaries   *agentBinaries
+	binaries   *agentbinaries.Server
 	metrics    *metrics
 	environ    *environ.Provider
 	dash       *dashboard.Dashboard
@@ -442,7 +443,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 	if cfg.shared() {
 		d.startCluster()
 	}
-	d.binaries.startFollowing()
+	d.binaries.Start()
 	d.startSingular()
 	log.Info("serving", "addr", ln.Addr().String(), "data-dir", cfg.DataDir,
 		"controller", d.creds.ControllerUUID, "store", d.state.Store().Info().Engine, "server-id", d.serverID,
@@ -600,7 +601,7 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 	d.singular.Cancel() // waited for below, with the cluster's
 	clusterStopped := d.cluster.stop(clusterStopWait)
 	singularStopped := d.singular.Stop(clusterStopWait)
-	d.binaries.stopFollowing()
+	d.binaries.Stop()
 	d.unregister() // others see this daemon go at once, not when its lease expires
 	serr := d.state.Close()
 	if !clusterStopped {
