@@ -12,8 +12,9 @@
 #   environ, charm, size; state/statetest → state, state/store, state/store/boltstore (tests' default store);
 #   state/store → watcher; state/store/{boltstore,etcdstore,storetest} → state/store, watcher
 #   (boltstore/rawbolt, the raw baseline, → boltstore); only state/store/boltstore* imports bbolt, only
-#   state/store/etcdstore* and internal/etcdtest import etcd; outside state only internal/daemon and cmd
-#   import the store implementations
+#   state/store/etcdstore* and internal/etcdtest import etcd; outside state only internal/daemon, cmd and
+#   internal/controllerstore (opening the controller's store from the daemon's settings: it → state,
+#   state/store and both stores) import the store implementations
 #   environ (the built-in provider) → nothing of ours; state and facades import it
 #   charm (metadata.yaml) → nothing of ours; state, facades and cmd import it
 #   internal/buildinfo (version, VCS revision) → nothing of ours; cmd, facades, internal/daemon
@@ -79,6 +80,7 @@ while read -r pkg imports; do
       internal/presence*) ok=0 ;;
       internal/asuser*) ok=0 ;;
       internal/connlimit*) ok=0 ;;
+      internal/controllerstore*) case $dep in state|state/store|state/store/boltstore|state/store/etcdstore) ok=1 ;; esac ;;
       environ*) ok=0 ;;
       charm*) case $dep in size) ok=1 ;; esac ;;
       storage*) case $dep in size) ok=1 ;; esac ;;

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/provisiond/provisiond/internal/controllerstore"
 	"github.com/provisiond/provisiond/pki"
 	"github.com/provisiond/provisiond/state/store/boltstore"
 )
@@ -244,9 +245,6 @@ type readerFunc func([]byte) (int, error)
 
 func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
 
-// ErrDataDirInUse is returned by Restore when a daemon runs on the data dir.
-var ErrDataDirInUse = errors.New("data dir is in use by a running daemon")
-
 // RestoreOptions are how Restore treats the data dir and the archive.
 type RestoreOptions struct {
 	// Force replaces a database the data dir holds (never a live one).
@@ -265,9 +263,9 @@ type RestoreOptions struct {
 func Restore(archive io.Reader, dataDir string, opts RestoreOptions) error {
 	dbPath := filepath.Join(dataDir, DBFile)
 	if _, err := os.Stat(dbPath); err == nil {
-		st, _, err := openBoltState(dbPath, nil)
+		st, _, err := controllerstore.OpenBolt(dbPath, nil)
 		if errors.Is(err, boltstore.ErrLocked) {
-			return fmt.Errorf("restore into %s: %w", dataDir, ErrDataDirInUse)
+			return fmt.Errorf("restore into %s: %w", dataDir, controllerstore.ErrDataDirInUse)
 		}
 		if err == nil {
 			st.Close()
@@ -297,7 +295,7 @@ func Restore(archive io.Reader, dataDir string, opts RestoreOptions) error {
 			return fmt.Errorf("restore: %w", err)
 		}
 	}
-	st, db, err := openBoltState(filepath.Join(tmp, DBFile), nil)
+	st, db, err := controllerstore.OpenBolt(filepath.Join(tmp, DBFile), nil)
 	if err != nil {
 		return fmt.Errorf("restore: the archived database does not open: %w", err)
 	}
@@ -334,7 +332,7 @@ func Restore(archive io.Reader, dataDir string, opts RestoreOptions) error {
 // checkArchivedStats opens the unpacked database at path read-only and
 // compares its schema version, revision and counts with the manifest's.
 func checkArchivedStats(m *Manifest, path string) error {
-	st, err := OpenReadOnly(path)
+	st, err := controllerstore.OpenReadOnly(path)
 	if err != nil {
 		return fmt.Errorf("the archived database does not open: %w", err)
 	}

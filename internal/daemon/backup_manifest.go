@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/provisiond/provisiond/internal/buildinfo"
+	"github.com/provisiond/provisiond/internal/controllerstore"
 )
 
 // Every backup archive carries a manifest (docs/reliability.md, Backup
@@ -104,7 +105,7 @@ func (d *Daemon) backupManifest(small []tarEntry, db *os.File, size int64) ([]by
 		return nil, err
 	}
 	m.Files = append(m.Files, ManifestEntry{Name: DBFile, Size: size, SHA256: hex.EncodeToString(h.Sum(nil))})
-	st, err := OpenReadOnly(db.Name())
+	st, err := controllerstore.OpenReadOnly(db.Name())
 	if err != nil {
 		return nil, fmt.Errorf("the snapshot does not open: %w", err)
 	}

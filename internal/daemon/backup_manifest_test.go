@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/provisiond/provisiond/internal/controllerstore"
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/state"
 	"github.com/provisiond/provisiond/state/statetest"
@@ -229,7 +230,7 @@ func TestArchiveTamperingRefused(t *testing.T) {
 	if err := daemon.Restore(bytes.NewReader(buf.Bytes()), dir, daemon.RestoreOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	st, err := daemon.OpenReadOnly(filepath.Join(dir, daemon.DBFile))
+	st, err := controllerstore.OpenReadOnly(filepath.Join(dir, daemon.DBFile))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/provisiond/provisiond/internal/controllerstore"
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/state"
 )
@@ -59,7 +60,7 @@ func TestBackupRestore(t *testing.T) {
 	}()
 	// A restored daemon on its data dir refuses another restore.
 	err = daemon.Restore(bytes.NewReader(archive.Bytes()), dir, daemon.RestoreOptions{Force: true})
-	if !errors.Is(err, daemon.ErrDataDirInUse) {
+	if !errors.Is(err, controllerstore.ErrDataDirInUse) {
 		t.Fatalf("restore into a live data dir: %v", err)
 	}
 	c2 := d2.Credentials()

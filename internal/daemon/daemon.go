@@ -30,6 +30,7 @@ import (
 	"github.com/provisiond/provisiond/facades/watchers"
 	"github.com/provisiond/provisiond/internal/agentbinaries"
 	"github.com/provisiond/provisiond/internal/connlimit"
+	"github.com/provisiond/provisiond/internal/controllerstore"
 	"github.com/provisiond/provisiond/internal/dashboard"
 	"github.com/provisiond/provisiond/internal/presence"
 	"github.com/provisiond/provisiond/internal/singular"
@@ -45,7 +46,7 @@ import (
 const ServerVersion = "3.3.0"
 
 // DBFile is the name of the bbolt file in the data dir.
-const DBFile = "provisiond.db"
+const DBFile = controllerstore.DBFile
 
 // Config is everything Start needs. Zero values take the defaults below.
 type Config struct {

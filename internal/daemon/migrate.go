@@ -18,6 +18,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/provisiond/provisiond/internal/blobstore"
+	"github.com/provisiond/provisiond/internal/controllerstore"
 	"github.com/provisiond/provisiond/pki"
 	"github.com/provisiond/provisiond/state"
 	"github.com/provisiond/provisiond/state/store"
@@ -126,8 +127,7 @@ func (c *MigrateConfig) Validate() error {
 				return fmt.Errorf("migrating %s bbolt needs --%s-data-dir", e.side, e.side)
 			}
 		case StoreEtcd:
-			cfg := Config{Store: StoreEtcd, Etcd: e.end.Etcd}
-			if err := cfg.validateStore(); err != nil {
+			if err := controllerstore.Validate(StoreEtcd, e.end.Etcd); err != nil {
 				return err
 			}
 		default:
@@ -145,73 +145,6 @@ func (c *MigrateConfig) Validate() error {
 	return nil
 }
 
-// openEtcdState opens state on the etcd cluster e.
-func openEtcdState(e EtcdConfig, log *slog.Logger) (*state.State, error) {
-	s, err := openEtcd(e, store.Feed{}, log, nil)
-	if err != nil {
-		return nil, fmt.Errorf("opening state: %w", err)
-	}
-	return state.Open(s, state.Options{Logger: log})
-}
-
-// openEtcd opens an etcd store with the daemon's settings and registers
-// its prefix (etcdstore.ClaimPrefix); observe, if not nil, is told of each
-// commit (etcdstore.Config.ObserveCommit).
-func openEtcd(e EtcdConfig, feed store.Feed, log *slog.Logger, observe func(time.Duration, int)) (*etcdstore.Store, error) {
-	cfg := e.storeConfig()
-	cfg.Feed, cfg.Logger, cfg.ObserveCommit = feed, log, observe
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.DialTimeout+e.RequestTimeout+5*time.Second)
-	defer cancel()
-	s, err := etcdstore.Open(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("etcd %s: %w", strings.Join(e.Endpoints, ","), err)
-	}
-	// A controller's prefix must neither contain nor be inside another's
-	// (whose records its replica would load): refused here for serve,
-	// migrate and restore alike.
-	if err := s.ClaimPrefix(ctx); err != nil {
-		s.Close()
-		return nil, err
-	}
-	return s, nil
-}
-
-// storeConfig is the etcd store's configuration of e (no feed, logger or
-// commit observer).
-func (e EtcdConfig) storeConfig() etcdstore.Config {
-	dial := e.DialTimeout
-	if dial == 0 {
-		dial = 5 * time.Second
-	}
-	return etcdstore.Config{
-		Endpoints:       e.Endpoints,
-		Prefix:          e.Prefix,
-		CAFile:          e.CAFile,
-		CertFile:        e.CertFile,
-		KeyFile:         e.KeyFile,
-		Username:        e.Username,
-		Password:        e.Password,
-		DialTimeout:     dial,
-		RequestTimeout:  e.RequestTimeout,
-		LeaseTTL:        e.LeaseTTL,
-		MaxTxnOps:       e.MaxTxnOps,
-		MaxRequestBytes: e.MaxRequestBytes,
-		CommitsInFlight: e.CommitsInFlight,
-	}
-}
-
-// checkLoaded refuses an etcd store whose prefix holds an unfinished load
-// (a daemon must not serve part of a controller); other stores pass.
-func checkLoaded(st *state.State) error {
-	s, ok := st.Store().(*etcdstore.Store)
-	if !ok {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	return s.CheckLoad(ctx)
-}
-
 // openMigrateSource opens the source's state and reads the controller's
 // identity from where that store keeps it.
 func openMigrateSource(ctx context.Context, from MigrateEnd, log *slog.Logger) (*state.State, state.Identity, error) {
@@ -225,20 +158,20 @@ func openMigrateSource(ctx context.Context, from MigrateEnd, log *slog.Logger) (
 			return nil, id, fmt.Errorf("no database at %s: --from-data-dir must be a provisiond data dir", path)
 		}
 		var err error
-		st, _, err = openBoltState(path, log)
+		st, _, err = controllerstore.OpenBolt(path, log)
 		if errors.Is(err, boltstore.ErrLocked) {
-			return nil, id, fmt.Errorf("%s is in use: a running provisiond holds its database's lock; stop it before migrating (%w)", from.DataDir, ErrDataDirInUse)
+			return nil, id, fmt.Errorf("%s is in use: a running provisiond holds its database's lock; stop it before migrating (%w)", from.DataDir, controllerstore.ErrDataDirInUse)
 		}
 		if err != nil {
 			return nil, id, err
 		}
 	} else {
-		where = "etcd prefix " + etcdPrefix(from.Etcd)
+		where = "etcd prefix " + from.Etcd.PrefixOrDefault()
 		var err error
-		if st, err = openEtcdState(from.Etcd, log); err != nil {
+		if st, err = controllerstore.OpenEtcdState(from.Etcd, log); err != nil {
 			return nil, id, err
 		}
-		if err := checkLoaded(st); err != nil {
+		if err := controllerstore.CheckLoaded(st); err != nil {
 			st.Close()
 			return nil, id, err
 		}
@@ -281,13 +214,6 @@ func openMigrateSource(ctx context.Context, from MigrateEnd, log *slog.Logger) (
 		return fail(err)
 	}
 	return st, id, nil
-}
-
-func etcdPrefix(e EtcdConfig) string {
-	if e.Prefix == "" {
-		return etcdstore.DefaultPrefix
-	}
-	return e.Prefix
 }
 
 // identityFromDataDir makes the identity a daemon on etcd reads from what
@@ -397,18 +323,18 @@ func dataDirFiles(id state.Identity, st *state.State) ([]tarEntry, error) {
 // migrateToEtcd loads the source into an empty etcd prefix, the identity
 // record with it, and copies the agent binaries to the data dir given.
 func migrateToEtcd(ctx context.Context, cfg MigrateConfig, src *state.State, id state.Identity, res *MigrateResult) error {
-	where := "etcd prefix " + etcdPrefix(cfg.To.Etcd)
+	where := "etcd prefix " + cfg.To.Etcd.PrefixOrDefault()
 	if cfg.To.DataDir != "" {
 		if err := checkBlobTarget(cfg.To.DataDir); err != nil {
 			return err
 		}
 	}
-	dst, err := openEtcdState(cfg.To.Etcd, cfg.Logger)
+	dst, err := controllerstore.OpenEtcdState(cfg.To.Etcd, cfg.Logger)
 	if err != nil {
 		return err
 	}
 	defer dst.Close()
-	if err := checkLoaded(dst); err != nil {
+	if err := controllerstore.CheckLoaded(dst); err != nil {
 		return err
 	}
 	if ok, err := dst.Initialized(ctx); err != nil {
@@ -659,7 +585,7 @@ func stageDataDir(ctx context.Context, cfg MigrateConfig, src *state.State, id s
 // snapshot, it also writes a snapshot of the database there (as /backup
 // takes one: its pages in use, not the file's preallocated size).
 func stageDatabase(ctx context.Context, cfg MigrateConfig, src *state.State, id state.Identity, path string, snapshot io.Writer, opts copyOptions, res *MigrateResult) ([]tarEntry, error) {
-	dst, db, err := openBoltState(path, cfg.Logger)
+	dst, db, err := controllerstore.OpenBolt(path, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/provisiond/provisiond/credentials"
 	"github.com/provisiond/provisiond/internal/blobstore"
+	"github.com/provisiond/provisiond/internal/controllerstore"
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/internal/etcdtest"
 	"github.com/provisiond/provisiond/provisiondtest"
@@ -246,7 +247,7 @@ func TestMigrateBoltToEtcdAndBack(t *testing.T) {
 	}
 
 	// A data dir that holds a database is refused.
-	if _, err := daemon.Migrate(ctx, back); !errors.Is(err, daemon.ErrDataDirInUse) && !errors.Is(err, daemon.ErrNotEmpty) {
+	if _, err := daemon.Migrate(ctx, back); !errors.Is(err, controllerstore.ErrDataDirInUse) && !errors.Is(err, daemon.ErrNotEmpty) {
 		t.Fatalf("migrate into a data dir with a database: %v", err)
 	}
 }
@@ -287,7 +288,7 @@ func TestMigrateRefusesBadSourcesAndTargets(t *testing.T) {
 		From: daemon.MigrateEnd{DataDir: live.DataDir()},
 		To:   daemon.MigrateEnd{Store: daemon.StoreEtcd, Etcd: ecfg},
 	})
-	if !errors.Is(err, daemon.ErrDataDirInUse) || !strings.Contains(err.Error(), "stop it before migrating") {
+	if !errors.Is(err, controllerstore.ErrDataDirInUse) || !strings.Contains(err.Error(), "stop it before migrating") {
 		t.Fatalf("migrate of a live data dir: %v", err)
 	}
 	for _, c := range []struct {
