@@ -12,9 +12,11 @@
 #   environ, charm, size; state/statetest → state, state/store, state/store/boltstore (tests' default store);
 #   state/store → watcher; state/store/{boltstore,etcdstore,storetest} → state/store, watcher
 #   (boltstore/rawbolt, the raw baseline, → boltstore); only state/store/boltstore* imports bbolt, only
-#   state/store/etcdstore* and internal/etcdtest import etcd; outside state only internal/daemon, cmd and
+#   state/store/etcdstore* and internal/etcdtest import etcd; outside state only internal/daemon, cmd,
 #   internal/controllerstore (opening the controller's store from the daemon's settings: it → state,
-#   state/store and both stores) import the store implementations
+#   state/store and both stores) and internal/migrate (copying a controller between stores: it →
+#   state, state/store, both stores, internal/controllerstore, internal/blobstore, internal/agentbinaries
+#   for its directory's name, credentials, pki) import the store implementations
 #   environ (the built-in provider) → nothing of ours; state and facades import it
 #   charm (metadata.yaml) → nothing of ours; state, facades and cmd import it
 #   internal/buildinfo (version, VCS revision) → nothing of ours; cmd, facades, internal/daemon
@@ -80,6 +82,7 @@ while read -r pkg imports; do
       internal/presence*) ok=0 ;;
       internal/asuser*) ok=0 ;;
       internal/connlimit*) ok=0 ;;
+      internal/migrate*) case $dep in state|state/store|state/store/boltstore|state/store/etcdstore|internal/controllerstore|internal/blobstore|internal/agentbinaries|credentials|pki) ok=1 ;; esac ;;
       internal/controllerstore*) case $dep in state|state/store|state/store/boltstore|state/store/etcdstore) ok=1 ;; esac ;;
       environ*) ok=0 ;;
       charm*) case $dep in size) ok=1 ;; esac ;;

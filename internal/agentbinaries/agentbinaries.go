@@ -50,6 +50,9 @@ import (
 // replace the binaries of an entry agents already use, and a refused one
 // removes only its own blob.
 
+// DirName is the blob store's directory in a daemon's data dir.
+const DirName = "agent-binaries"
+
 // DefaultMaxSize bounds an upload (Juju's agent tarballs are some 30 to
 // 60 MiB).
 const DefaultMaxSize = 1 << 30

@@ -11,7 +11,7 @@ import (
 
 // AgentBinariesDir is the agent binaries' blob store's directory in the
 // data dir (internal/agentbinaries serves them).
-const AgentBinariesDir = "agent-binaries"
+const AgentBinariesDir = agentbinaries.DirName
 
 // serveAgentBinaries opens the agent binaries' blob store under the data
 // dir and adds their routes to mux (internal/agentbinaries).

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/provisiond/provisiond/internal/controllerstore"
-	"github.com/provisiond/provisiond/pki"
+	"github.com/provisiond/provisiond/internal/migrate"
 	"github.com/provisiond/provisiond/state/store/boltstore"
 )
 
@@ -28,9 +28,6 @@ import (
 // The daemon serves it at GET /backup to superusers (HTTP basic auth);
 // Restore verifies it and unpacks it into a data dir the daemon starts
 // from.
-
-// backupFiles are the small files a backup carries besides the database.
-var backupFiles = []string{CredentialsFile, pki.CACertFile, pki.CAKeyFile, pki.ServerCertFile, pki.ServerKeyFile}
 
 type tarEntry struct {
 	name string
@@ -139,7 +136,7 @@ func (d *Daemon) handleBackup(w http.ResponseWriter, r *http.Request) {
 // backupSmallFiles reads the data dir files a backup carries.
 func (d *Daemon) backupSmallFiles() ([]tarEntry, error) {
 	var small []tarEntry
-	for _, name := range backupFiles {
+	for _, name := range migrate.IdentityFiles { // the small files a backup carries besides the database
 		data, err := os.ReadFile(filepath.Join(d.cfg.DataDir, name))
 		if errors.Is(err, fs.ErrNotExist) {
 			continue

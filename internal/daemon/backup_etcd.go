@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/provisiond/provisiond/internal/migrate"
 )
 
 // Backup and restore on etcd. A daemon on etcd answers GET /backup with
@@ -52,11 +54,13 @@ func (d *Daemon) sharedSnapshotToTemp() ([]tarEntry, *os.File, int64, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), backupSnapshotTimeout)
 	defer cancel()
-	var res MigrateResult
-	cfg := MigrateConfig{Progress: func(string, int, int) {}, Logger: d.log}
-	small, err := stageDatabase(ctx, cfg, d.state, id, dbPath, f, copyOptions{}, &res)
+	files, res, err := migrate.Snapshot(ctx, d.state, id, dbPath, f, d.log)
 	if err != nil {
 		return fail(err)
+	}
+	small := make([]tarEntry, len(files))
+	for i, f := range files {
+		small[i] = tarEntry{f.Name, f.Data}
 	}
 	size, err := f.Seek(0, io.SeekCurrent)
 	if err == nil {
@@ -73,25 +77,25 @@ func (d *Daemon) sharedSnapshotToTemp() ([]tarEntry, *os.File, int64, error) {
 // etcd prefix of e: it is verified, unpacked and checked as Restore does
 // (allowUnverified as RestoreOptions'), in a
 // temporary directory under tmpDir ("" for the system's), and migrated
-// from there as a stopped bbolt controller (Migrate: the identity from its
+// from there as a stopped bbolt controller (migrate.Run: the identity from its
 // files, the records loaded under the load's mark, read back and
-// compared). progress is as MigrateConfig's.
-func RestoreToEtcd(ctx context.Context, archive io.Reader, e EtcdConfig, tmpDir string, allowUnverified bool, progress func(phase string, done, total int)) (MigrateResult, error) {
-	cfg := MigrateConfig{To: MigrateEnd{Store: StoreEtcd, Etcd: e}, From: MigrateEnd{Store: StoreBolt, DataDir: "archive"}, Progress: progress}
+// compared). progress is as migrate.Config's.
+func RestoreToEtcd(ctx context.Context, archive io.Reader, e EtcdConfig, tmpDir string, allowUnverified bool, progress func(phase string, done, total int)) (migrate.Result, error) {
+	cfg := migrate.Config{To: migrate.End{Store: StoreEtcd, Etcd: e}, From: migrate.End{Store: StoreBolt, DataDir: "archive"}, Progress: progress}
 	if err := cfg.Validate(); err != nil {
-		return MigrateResult{}, err
+		return migrate.Result{}, err
 	}
 	tmp, err := os.MkdirTemp(tmpDir, "provisiond-restore-")
 	if err != nil {
-		return MigrateResult{}, fmt.Errorf("restore: %w", err)
+		return migrate.Result{}, fmt.Errorf("restore: %w", err)
 	}
 	defer os.RemoveAll(tmp)
 	dir := filepath.Join(tmp, "data")
 	if err := Restore(archive, dir, RestoreOptions{AllowUnverified: allowUnverified}); err != nil {
-		return MigrateResult{}, err
+		return migrate.Result{}, err
 	}
 	cfg.From.DataDir = dir
-	res, err := Migrate(ctx, cfg)
+	res, err := migrate.Run(ctx, cfg)
 	if err != nil {
 		return res, fmt.Errorf("restore: %w", err)
 	}

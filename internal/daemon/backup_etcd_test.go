@@ -14,6 +14,7 @@ import (
 
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/internal/etcdtest"
+	"github.com/provisiond/provisiond/internal/migrate"
 	"github.com/provisiond/provisiond/provisiondtest"
 	"github.com/provisiond/provisiond/state"
 )
@@ -91,7 +92,7 @@ func TestBackupRestoreOnEtcd(t *testing.T) {
 	if res.Controller != creds.ControllerUUID {
 		t.Fatalf("restored %+v", res)
 	}
-	if _, err := daemon.RestoreToEtcd(ctx, bytes.NewReader(archive), ecfg, t.TempDir(), false, nil); !errors.Is(err, daemon.ErrNotEmpty) {
+	if _, err := daemon.RestoreToEtcd(ctx, bytes.NewReader(archive), ecfg, t.TempDir(), false, nil); !errors.Is(err, migrate.ErrNotEmpty) {
 		t.Fatalf("restore into a full prefix: %v", err)
 	}
 	if err := a.Close(); err != nil {

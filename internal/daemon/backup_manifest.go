@@ -18,6 +18,7 @@ import (
 
 	"github.com/provisiond/provisiond/internal/buildinfo"
 	"github.com/provisiond/provisiond/internal/controllerstore"
+	"github.com/provisiond/provisiond/internal/migrate"
 )
 
 // Every backup archive carries a manifest (docs/reliability.md, Backup
@@ -214,7 +215,7 @@ func UnpackArchive(archive io.Reader, dir string, allowUnverified bool) (*Manife
 			continue
 		case first && !allowUnverified:
 			return nil, nil, errUnverified()
-		case h.Name != DBFile && !slices.Contains(backupFiles, h.Name):
+		case h.Name != DBFile && !slices.Contains(migrate.IdentityFiles, h.Name):
 			return m, names, fmt.Errorf("archive holds %q, which is not part of a provisiond backup", h.Name)
 		}
 		if slices.Contains(names, h.Name) {

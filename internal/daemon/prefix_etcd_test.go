@@ -10,6 +10,7 @@ import (
 
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/internal/etcdtest"
+	"github.com/provisiond/provisiond/internal/migrate"
 	"github.com/provisiond/provisiond/provisiondtest"
 	"github.com/provisiond/provisiond/state/store/etcdstore"
 )
@@ -37,9 +38,9 @@ func TestNestedEtcdPrefixRefused(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_, err = daemon.Migrate(ctx, daemon.MigrateConfig{
-		From: daemon.MigrateEnd{DataDir: bolt.DataDir()},
-		To:   daemon.MigrateEnd{Store: daemon.StoreEtcd, Etcd: migrateEtcd(eps, "/outer/migrated/")},
+	_, err = migrate.Run(ctx, migrate.Config{
+		From: migrate.End{DataDir: bolt.DataDir()},
+		To:   migrate.End{Store: daemon.StoreEtcd, Etcd: migrateEtcd(eps, "/outer/migrated/")},
 	})
 	if !errors.Is(err, etcdstore.ErrNestedPrefix) || !strings.Contains(err.Error(), "is inside /outer/") {
 		t.Errorf("migrate into /outer/migrated/: %v; want it refused", err)
