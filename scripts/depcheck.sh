@@ -16,7 +16,9 @@
 #   internal/controllerstore (opening the controller's store from the daemon's settings: it → state,
 #   state/store and both stores) and internal/migrate (copying a controller between stores: it →
 #   state, state/store, both stores, internal/controllerstore, internal/blobstore, internal/agentbinaries
-#   for its directory's name, credentials, pki) import the store implementations
+#   for its directory's name, credentials, pki) and internal/backup (backup archives: it → state,
+#   state/store/boltstore, internal/controllerstore, internal/migrate, internal/buildinfo, credentials)
+#   import the store implementations
 #   environ (the built-in provider) → nothing of ours; state and facades import it
 #   charm (metadata.yaml) → nothing of ours; state, facades and cmd import it
 #   internal/buildinfo (version, VCS revision) → nothing of ours; cmd, facades, internal/daemon
@@ -82,6 +84,7 @@ while read -r pkg imports; do
       internal/presence*) ok=0 ;;
       internal/asuser*) ok=0 ;;
       internal/connlimit*) ok=0 ;;
+      internal/backup*) case $dep in state|state/store/boltstore|internal/controllerstore|internal/migrate|internal/buildinfo|credentials) ok=1 ;; esac ;;
       internal/migrate*) case $dep in state|state/store|state/store/boltstore|state/store/etcdstore|internal/controllerstore|internal/blobstore|internal/agentbinaries|credentials|pki) ok=1 ;; esac ;;
       internal/controllerstore*) case $dep in state|state/store|state/store/boltstore|state/store/etcdstore) ok=1 ;; esac ;;
       environ*) ok=0 ;;

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/provisiond/provisiond/internal/backup"
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/internal/migrate"
 	"github.com/provisiond/provisiond/internal/progress"
@@ -251,7 +252,7 @@ func restoreToEtcd(ctx context.Context, e sys, archive io.Reader, file string, e
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	res, err := daemon.RestoreToEtcd(ctx, archive, ecfg, "", allowUnverified, migrateProgress(e.stderr))
+	res, err := backup.RestoreToEtcd(ctx, archive, ecfg, "", allowUnverified, migrateProgress(e.stderr))
 	if err != nil {
 		return err
 	}

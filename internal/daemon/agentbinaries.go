@@ -54,3 +54,7 @@ func (d *Daemon) movingWriter(w http.ResponseWriter) io.Writer {
 		return w.Write(p)
 	})
 }
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

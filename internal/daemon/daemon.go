@@ -29,6 +29,7 @@ import (
 	"github.com/provisiond/provisiond/facades/provisioner"
 	"github.com/provisiond/provisiond/facades/watchers"
 	"github.com/provisiond/provisiond/internal/agentbinaries"
+	"github.com/provisiond/provisiond/internal/backup"
 	"github.com/provisiond/provisiond/internal/connlimit"
 	"github.com/provisiond/provisiond/internal/controllerstore"
 	"github.com/provisiond/provisiond/internal/dashboard"
@@ -237,8 +238,7 @@ type Daemon struct {
 	// metricsToken opens /metrics as a bearer token; empty: none.
 	metricsToken string
 	health       healthProbe
-	backupSlot   chan struct{} // one backup at a time
-	earlier      bool          // the data dir held an earlier controller's files at start
+	earlier      bool // the data dir held an earlier controller's files at start
 	tls          *pki.Material
 	credsMu      sync.Mutex // guards creds' api-addresses once serving (cluster.go)
 	creds        Credentials
@@ -289,9 +289,9 @@ func Start(cfg Config) (d *Daemon, err error) {
 		}
 	}
 	d = &Daemon{cfg: cfg, log: log, hub: watcher.NewHub(), environ: environ.New(), done: make(chan struct{}), failure: newStoreFailure(),
-		backupSlot: make(chan struct{}, 1), serverID: newServerID(), earlier: earlier}
+		serverID: newServerID(), earlier: earlier}
 	d.health.d = d
-	removeStaleBackups(cfg.DataDir, log)
+	backup.RemoveStale(cfg.DataDir, log)
 	d.metrics = newMetrics(func() float64 { return float64(d.hub.Subscriptions()) },
 		func() float64 {
 			if d.state == nil {
@@ -421,7 +421,10 @@ func Start(cfg Config) (d *Daemon, err error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", d.handleHealth)
 	mux.Handle("GET /metrics", d.metricsHandler(promhttp.HandlerFor(d.metrics.reg, promhttp.HandlerOpts{})))
-	mux.HandleFunc("GET /backup", d.handleBackup)
+	mux.Handle("GET /backup", backup.NewHandler(backup.Config{
+		DataDir: cfg.DataDir, State: d.state, Bolt: d.bolt, Shared: cfg.shared(), Controller: d.creds.ControllerUUID,
+		Superuser: d.superuser, Writer: d.movingWriter, Logger: d.log,
+	}))
 	if err := d.serveAgentBinaries(mux); err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/provisiond/provisiond/internal/backup"
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/internal/etcdtest"
 	"github.com/provisiond/provisiond/internal/migrate"
@@ -45,12 +46,12 @@ func TestNestedEtcdPrefixRefused(t *testing.T) {
 	if !errors.Is(err, etcdstore.ErrNestedPrefix) || !strings.Contains(err.Error(), "is inside /outer/") {
 		t.Errorf("migrate into /outer/migrated/: %v; want it refused", err)
 	}
-	_, err = daemon.RestoreToEtcd(ctx, bytes.NewReader(archive), migrateEtcd(eps, "/"), t.TempDir(), false, nil)
+	_, err = backup.RestoreToEtcd(ctx, bytes.NewReader(archive), migrateEtcd(eps, "/"), t.TempDir(), false, nil)
 	if !errors.Is(err, etcdstore.ErrNestedPrefix) || !strings.Contains(err.Error(), "/ contains /outer/") {
 		t.Errorf("restore into /: %v; want it refused", err)
 	}
 
-	if _, err := daemon.RestoreToEtcd(ctx, bytes.NewReader(archive), migrateEtcd(eps, "/outer-restored/"), t.TempDir(), false, nil); err != nil {
+	if _, err := backup.RestoreToEtcd(ctx, bytes.NewReader(archive), migrateEtcd(eps, "/outer-restored/"), t.TempDir(), false, nil); err != nil {
 		t.Fatalf("restore into a sibling prefix: %v", err)
 	}
 	provisiondtest.Start(t, provisiondtest.WithEtcd(eps, "/outer-restored/"))

@@ -1,4 +1,4 @@
-package daemon
+package backup
 
 import (
 	"context"
@@ -8,12 +8,13 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/provisiond/provisiond/internal/controllerstore"
 	"github.com/provisiond/provisiond/internal/migrate"
 )
 
 // Backup and restore on etcd. A daemon on etcd answers GET /backup with
 // the same archive a bbolt daemon gives: the controller as a bbolt
-// database (DBFile) and the data dir files of its identity
+// database (controllerstore.DBFile) and the data dir files of its identity
 // (credentials.yaml with the passwords, the CA and server certificate and
 // keys). The database is made from a dump of the prefix at one revision
 // (store.Dumper: etcd reads it in pages at that revision, writers go on)
@@ -26,8 +27,8 @@ import (
 // the data dir and returns the identity's files and the file, positioned
 // at its start, with its size. It must finish within
 // backupSnapshotTimeout.
-func (d *Daemon) sharedSnapshotToTemp() ([]tarEntry, *os.File, int64, error) {
-	id, ok, err := d.state.Identity(context.Background())
+func (h *Handler) sharedSnapshotToTemp() ([]tarEntry, *os.File, int64, error) {
+	id, ok, err := h.cfg.State.Identity(context.Background())
 	if err != nil {
 		return nil, nil, 0, err
 	}
@@ -36,14 +37,14 @@ func (d *Daemon) sharedSnapshotToTemp() ([]tarEntry, *os.File, int64, error) {
 	}
 	// The database is made in one temporary file and its snapshot
 	// written to another, which is streamed.
-	db, err := os.CreateTemp(d.cfg.DataDir, backupTempPrefix+"*.db")
+	db, err := os.CreateTemp(h.cfg.DataDir, backupTempPrefix+"*.db")
 	if err != nil {
 		return nil, nil, 0, err
 	}
 	dbPath := db.Name()
 	db.Close() // bbolt makes a database of the empty file
 	defer os.Remove(dbPath)
-	f, err := os.CreateTemp(d.cfg.DataDir, backupTempPrefix+"*.db")
+	f, err := os.CreateTemp(h.cfg.DataDir, backupTempPrefix+"*.db")
 	if err != nil {
 		return nil, nil, 0, err
 	}
@@ -54,7 +55,7 @@ func (d *Daemon) sharedSnapshotToTemp() ([]tarEntry, *os.File, int64, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), backupSnapshotTimeout)
 	defer cancel()
-	files, res, err := migrate.Snapshot(ctx, d.state, id, dbPath, f, d.log)
+	files, res, err := migrate.Snapshot(ctx, h.cfg.State, id, dbPath, f, h.log)
 	if err != nil {
 		return fail(err)
 	}
@@ -69,7 +70,7 @@ func (d *Daemon) sharedSnapshotToTemp() ([]tarEntry, *os.File, int64, error) {
 	if err != nil {
 		return fail(err)
 	}
-	d.log.Info("backup: snapshot of the store", "records", res.Records, "revision", res.SourceRevision, "took", res.Copy+res.Verify)
+	h.log.Info("backup: snapshot of the store", "records", res.Records, "revision", res.SourceRevision, "took", res.Copy+res.Verify)
 	return small, f, size, nil
 }
 
@@ -80,8 +81,8 @@ func (d *Daemon) sharedSnapshotToTemp() ([]tarEntry, *os.File, int64, error) {
 // from there as a stopped bbolt controller (migrate.Run: the identity from its
 // files, the records loaded under the load's mark, read back and
 // compared). progress is as migrate.Config's.
-func RestoreToEtcd(ctx context.Context, archive io.Reader, e EtcdConfig, tmpDir string, allowUnverified bool, progress func(phase string, done, total int)) (migrate.Result, error) {
-	cfg := migrate.Config{To: migrate.End{Store: StoreEtcd, Etcd: e}, From: migrate.End{Store: StoreBolt, DataDir: "archive"}, Progress: progress}
+func RestoreToEtcd(ctx context.Context, archive io.Reader, e controllerstore.EtcdConfig, tmpDir string, allowUnverified bool, progress func(phase string, done, total int)) (migrate.Result, error) {
+	cfg := migrate.Config{To: migrate.End{Store: controllerstore.StoreEtcd, Etcd: e}, From: migrate.End{Store: controllerstore.StoreBolt, DataDir: "archive"}, Progress: progress}
 	if err := cfg.Validate(); err != nil {
 		return migrate.Result{}, err
 	}
