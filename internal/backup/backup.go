@@ -365,7 +365,7 @@ func Restore(archive io.Reader, dataDir string, opts RestoreOptions) error {
 			return fmt.Errorf("restore: %w", err)
 		}
 	}
-	return syncDir(dataDir)
+	return controllerstore.SyncDir(dataDir)
 }
 
 // checkArchivedStats opens the unpacked database at path read-only and
@@ -384,29 +384,4 @@ func checkArchivedStats(m *Manifest, path string) error {
 		return fmt.Errorf("%w: %w", ErrTampered, err)
 	}
 	return nil
-}
-
-func writeFileSynced(path string, r io.Reader) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(f, r); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("sync %s: %w", filepath.Base(path), err)
-	}
-	return f.Close()
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

@@ -226,7 +226,7 @@ func UnpackArchive(archive io.Reader, dir string, allowUnverified bool) (*Manife
 			return m, names, tampered("%q is not in the manifest", h.Name)
 		}
 		sum := sha256.New()
-		if err := writeFileSynced(filepath.Join(dir, h.Name), io.TeeReader(tr, sum)); err != nil {
+		if err := controllerstore.WriteFileSynced(filepath.Join(dir, h.Name), io.TeeReader(tr, sum)); err != nil {
 			return m, names, err
 		}
 		names = append(names, h.Name)

@@ -2,9 +2,9 @@
 // settings, for the daemon and for the tools that work on a stopped
 // controller (restore, migrate, reset-admin-password, check): the bbolt
 // file of a data dir (DBFile), or the controller's prefix of an etcd
-// cluster (EtcdConfig), each handed to state.Open. Beside internal/daemon
-// and cmd it is the one importer of the store implementations outside
-// state.
+// cluster (EtcdConfig), each handed to state.Open; and the durable
+// writes of a data dir's files (WriteFileSynced, SyncDir) that restore
+// and migrate make before they move files into place.
 //
 // # Concurrency contract
 //

@@ -123,13 +123,3 @@ func credentialsUnchanged(path string, c *Credentials) bool {
 	old, err := ReadCredentials(path)
 	return err == nil && reflect.DeepEqual(*old, *c)
 }
-
-// syncDir makes dir's entries durable (a file renamed or made in it).
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}

@@ -23,6 +23,7 @@ import (
 	"github.com/provisiond/provisiond/facades/admin"
 	"github.com/provisiond/provisiond/internal/buildinfo"
 	"github.com/provisiond/provisiond/internal/connlimit"
+	"github.com/provisiond/provisiond/internal/controllerstore"
 	"github.com/provisiond/provisiond/pki"
 )
 
@@ -330,7 +331,7 @@ func writeAtomic(path string, data []byte) error {
 	if err := os.Rename(tmp, path); err != nil {
 		return err
 	}
-	return syncDir(filepath.Dir(path))
+	return controllerstore.SyncDir(filepath.Dir(path))
 }
 
 // registerServiceMetrics adds the build, database and certificate metrics.

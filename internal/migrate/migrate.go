@@ -574,7 +574,7 @@ func migrateToDataDir(ctx context.Context, cfg Config, src *state.State, id stat
 	if len(id.CAKey) == 0 {
 		res.Notes = append(res.Notes, "the controller's certificates were supplied by the operator (--cert-file): start the daemon with --cert-file, --key-file and --ca-file")
 	}
-	return syncDir(dir)
+	return controllerstore.SyncDir(dir)
 }
 
 // stageDataDir makes a bbolt data dir in the new directory stage from
@@ -586,7 +586,7 @@ func stageDataDir(ctx context.Context, cfg Config, src *state.State, id state.Id
 		return err
 	}
 	for _, f := range files {
-		if err := writeFileSynced(filepath.Join(stage, f.Name), strings.NewReader(string(f.Data))); err != nil {
+		if err := controllerstore.WriteFileSynced(filepath.Join(stage, f.Name), strings.NewReader(string(f.Data))); err != nil {
 			return err
 		}
 	}
@@ -738,29 +738,4 @@ func missingDirs(dir string) []string {
 			return out
 		}
 	}
-}
-
-func writeFileSynced(path string, r io.Reader) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(f, r); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("sync %s: %w", filepath.Base(path), err)
-	}
-	return f.Close()
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
