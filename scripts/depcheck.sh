@@ -12,7 +12,12 @@
 #   environ, charm, size; state/statetest → state, state/store, state/store/boltstore (tests' default store);
 #   state/store → watcher; state/store/{boltstore,etcdstore,storetest} → state/store, watcher
 #   (boltstore/rawbolt, the raw baseline, → boltstore); only state/store/boltstore* imports bbolt, only
-#   state/store/etcdstore* and internal/etcdtest import etcd; outside state only internal/daemon and cmd
+#   state/store/etcdstore* and internal/etcdtest import etcd; outside state only internal/daemon, cmd,
+#   internal/controllerstore (opening the controller's store from the daemon's settings: it → state,
+#   state/store and both stores) and internal/migrate (copying a controller between stores: it →
+#   state, state/store, both stores, internal/controllerstore, internal/blobstore, internal/agentbinaries
+#   for its directory's name, credentials, pki) and internal/backup (backup archives: it → state,
+#   state/store/boltstore, internal/controllerstore, internal/migrate, internal/buildinfo, credentials)
 #   import the store implementations
 #   environ (the built-in provider) → nothing of ours; state and facades import it
 #   charm (metadata.yaml) → nothing of ours; state, facades and cmd import it
@@ -20,6 +25,10 @@
 #   internal/tlsrecord (a TLS record counter for tests) → nothing of ours
 #   internal/presence (which agents are connected) → nothing of ours; facades and internal/daemon import it
 #   internal/asuser (sockets opened as another local user, for tests) → nothing of ours
+#   internal/connlimit (the connection cap, the pending bounds, the TLS handshake gate) → nothing of ours;
+#   internal/daemon and cmd/provisionbench import it
+#   internal/agentbinaries (the agent binaries' HTTP routes and each daemon's copies) → state, watcher,
+#   internal/blobstore, environ, facades/facade (the error table), rpc/params (Juju's error body)
 #   size (the one size parser) → nothing of ours; storage, charm, state, facades and
 #   cmd/provisionctl import it
 #   internal/dashboard (the status page) → state, watcher, rpc/params, size: it reads state and the
@@ -50,6 +59,7 @@ while read -r pkg imports; do
     case $rel in
       cmd/provisionctl*) case $dep in rpc/client|rpc/params|credentials|size|internal/progress|internal/buildinfo) ok=1 ;; esac ;;
       cmd/provisionagent*) case $dep in internal/agent|rpc/client|rpc/params|credentials) ok=1 ;; esac ;;
+      internal/agentbinaries*) case $dep in state|watcher|internal/blobstore|environ|facades/facade|rpc/params) ok=1 ;; esac ;;
       internal/agent*) case $dep in rpc/client|rpc/params|credentials) ok=1 ;; esac ;;
       cmd/*) ok=1 ;;
       internal/daemon*) [[ $dep != cmd/* ]] && ok=1 ;;
@@ -78,6 +88,10 @@ while read -r pkg imports; do
       internal/tlsrecord*) ok=0 ;;
       internal/presence*) ok=0 ;;
       internal/asuser*) ok=0 ;;
+      internal/connlimit*) ok=0 ;;
+      internal/backup*) case $dep in state|state/store/boltstore|internal/controllerstore|internal/migrate|internal/buildinfo|credentials) ok=1 ;; esac ;;
+      internal/migrate*) case $dep in state|state/store|state/store/boltstore|state/store/etcdstore|internal/controllerstore|internal/blobstore|internal/agentbinaries|credentials|pki) ok=1 ;; esac ;;
+      internal/controllerstore*) case $dep in state|state/store|state/store/boltstore|state/store/etcdstore) ok=1 ;; esac ;;
       environ*) ok=0 ;;
       charm*) case $dep in size) ok=1 ;; esac ;;
       storage*) case $dep in size) ok=1 ;; esac ;;

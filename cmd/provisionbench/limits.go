@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/provisiond/provisiond/internal/daemon"
+	"github.com/provisiond/provisiond/internal/connlimit"
 )
 
 // What a run of many agents needs from the box, checked (and, as root,
@@ -27,7 +27,7 @@ import (
 //     to its children.
 //   - The child daemon's connection cap (--max-connections): its default is
 //     sized to a quarter of the box's memory at the worst a client can make
-//     a connection hold before login (internal/daemon.DefaultMaxConns), so on
+//     a connection hold before login (internal/connlimit.DefaultMaxConns), so on
 //     this 24 GiB box about 39,000. A self-started daemon is given a cap of
 //     agents + fileMargin when the default is below that.
 //   - Source ports: each loopback source address has the ephemeral port
@@ -170,11 +170,11 @@ func checkDaemonFileLimit(o *options) error {
 
 // maxConnsFlag is the --max-connections a self-started daemon is given
 // (0: none, its default is enough): the default is sized to a quarter of
-// the box's memory (internal/daemon.DefaultMaxConns) and refuses
+// the box's memory (internal/connlimit.DefaultMaxConns) and refuses
 // connections over it.
 func (o *options) maxConnsFlag() int {
 	need := o.agentsMax() + fileMargin
-	if daemon.DefaultMaxConns() >= need {
+	if connlimit.DefaultMaxConns() >= need {
 		return 0
 	}
 	return need

@@ -6,7 +6,7 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 
-	"github.com/provisiond/provisiond/internal/daemon"
+	"github.com/provisiond/provisiond/internal/connlimit"
 )
 
 // The load generator's own garbage collector.
@@ -46,7 +46,7 @@ const (
 
 // gcHeadroomMax bounds what a window may allocate before the collector
 // runs in it: at most this, and at most an eighth of the memory a process
-// here may use (daemon.MemoryLimit: MemTotal or the cgroup's limit).
+// here may use (connlimit.MemoryLimit: MemTotal or the cgroup's limit).
 const gcHeadroomMax = 4 << 30
 
 // toolWindow is what the tool does and reads at the edges of one
@@ -122,7 +122,7 @@ func (w *toolWindow) set(v *values, prefix string) {
 // gcHeadroom is how much a quiet window may allocate before the
 // collector runs in it.
 func gcHeadroom() int64 {
-	if limit := daemon.MemoryLimit(); limit > 0 {
+	if limit := connlimit.MemoryLimit(); limit > 0 {
 		return min(gcHeadroomMax, limit/8)
 	}
 	return 1 << 30

@@ -15,6 +15,7 @@ import (
 
 	"filippo.io/age"
 
+	"github.com/provisiond/provisiond/internal/backup"
 	"github.com/provisiond/provisiond/internal/daemon"
 )
 
@@ -69,7 +70,7 @@ func TestCheckArchive(t *testing.T) {
 	var buf bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := daemon.FetchBackup(ctx, &creds, &buf, nil); err != nil {
+	if err := backup.Fetch(ctx, &creds, &buf, nil); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
@@ -98,7 +99,7 @@ func TestCheckArchive(t *testing.T) {
 		t.Errorf("report: %+v", rep)
 	}
 
-	for _, part := range []string{daemon.DBFile, daemon.ManifestFile, daemon.ManifestDigestFile} {
+	for _, part := range []string{daemon.DBFile, backup.ManifestFile, backup.ManifestDigestFile} {
 		t.Run(part, func(t *testing.T) {
 			bad := filepath.Join(t.TempDir(), "bad.tar")
 			if err := os.WriteFile(bad, flipIn(t, buf.Bytes(), part), 0o600); err != nil {

@@ -13,6 +13,7 @@ import (
 	"filippo.io/age"
 	"github.com/spf13/cobra"
 
+	"github.com/provisiond/provisiond/internal/backup"
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/internal/progress"
 )
@@ -54,7 +55,7 @@ recognises an encrypted archive and decrypts it.`,
 			if err != nil {
 				return err
 			}
-			return backup(cmd.Context(), e, path, output, recipients)
+			return runBackup(cmd.Context(), e, path, output, recipients)
 		},
 	}
 	keys.backupFlags(cmd.Flags(), e)
@@ -73,7 +74,7 @@ func dataDirFromEnv(getenv func(string) string) string {
 	return defaultDataDir(getenv)
 }
 
-func backup(ctx context.Context, e sys, credsPath, output string, recipients []age.Recipient) error {
+func runBackup(ctx context.Context, e sys, credsPath, output string, recipients []age.Recipient) error {
 	creds, err := daemon.ReadCredentials(credsPath)
 	if err != nil {
 		return err
@@ -92,7 +93,7 @@ func backup(ctx context.Context, e sys, credsPath, output string, recipients []a
 		if err != nil {
 			return err
 		}
-		if err := daemon.FetchBackup(ctx, creds, w, func(int64, int64) {}); err != nil {
+		if err := backup.Fetch(ctx, creds, w, func(int64, int64) {}); err != nil {
 			return err
 		}
 		if err := w.Close(); err != nil {
@@ -110,7 +111,7 @@ func backup(ctx context.Context, e sys, credsPath, output string, recipients []a
 	bar := progress.New(e.stderr, "backup")
 	w, err := encryptTo(f, recipients)
 	if err == nil {
-		err = daemon.FetchBackup(ctx, creds, w, bar.Update)
+		err = backup.Fetch(ctx, creds, w, bar.Update)
 	}
 	bar.Done()
 	if err == nil {
@@ -200,7 +201,7 @@ etcd flags are migrate's); daemons started there serve the controller.`,
 				return restoreToEtcd(cmd.Context(), e, archive, file, &ef, allowUnverified)
 			}
 			made := missingDirs(dataDir)
-			if err := daemon.Restore(archive, dataDir, daemon.RestoreOptions{Force: force, AllowUnverified: allowUnverified}); err != nil {
+			if err := backup.Restore(archive, dataDir, backup.RestoreOptions{Force: force, AllowUnverified: allowUnverified}); err != nil {
 				// Leave no half-made data dir: remove the directories
 				// restore made (deepest first; os.Remove keeps any that
 				// are not empty).

@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/provisiond/provisiond/internal/backup"
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/internal/progress"
 )
@@ -47,7 +48,7 @@ type archiveReport struct {
 	// Verified says the archive matched its manifest; Manifest is the
 	// manifest (nil for an archive without one, --allow-unverified).
 	Verified bool             `json:"verified"`
-	Manifest *daemon.Manifest `json:"manifest,omitempty"`
+	Manifest *backup.Manifest `json:"manifest,omitempty"`
 }
 
 func checkCommand(e sys) *cobra.Command {
@@ -154,7 +155,7 @@ func checkArchive(ctx context.Context, file string, keys *archiveKeys, allowUnve
 		return fail(err)
 	}
 	defer os.RemoveAll(tmp)
-	m, names, err := daemon.UnpackArchive(r, tmp, allowUnverified)
+	m, names, err := backup.UnpackArchive(r, tmp, allowUnverified)
 	ar.Manifest = m
 	if err != nil {
 		return fail(err)
@@ -167,7 +168,7 @@ func checkArchive(ctx context.Context, file string, keys *archiveKeys, allowUnve
 	rep.Path, rep.Archive = file+": "+daemon.DBFile, ar
 	if rep.OK && m != nil {
 		if err := m.CheckStats(rep.SchemaVersion, rep.Revision, rep.Records); err != nil {
-			rep.OK, rep.Error = false, fmt.Errorf("%w: %w", daemon.ErrTampered, err).Error()
+			rep.OK, rep.Error = false, fmt.Errorf("%w: %w", backup.ErrTampered, err).Error()
 		}
 	}
 	return rep

@@ -15,6 +15,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/provisiond/provisiond/credentials"
+	"github.com/provisiond/provisiond/internal/agentbinaries"
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/state/store/etcdstore"
 )
@@ -137,7 +138,7 @@ func defaultOptions(getenv func(string) string) options {
 		MaxHeaderBytes:    d.MaxHeaderBytes,
 		IdleTimeout:       d.IdleTimeout,
 
-		MaxAgentBinarySize: daemon.DefaultMaxAgentBinarySize,
+		MaxAgentBinarySize: agentbinaries.DefaultMaxSize,
 
 		MaxConnsPerEntity:    d.MaxConnsPerEntity,
 		MaxWatchersPerEntity: d.MaxWatchersPerEntity,

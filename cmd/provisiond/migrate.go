@@ -12,7 +12,9 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/provisiond/provisiond/internal/backup"
 	"github.com/provisiond/provisiond/internal/daemon"
+	"github.com/provisiond/provisiond/internal/migrate"
 	"github.com/provisiond/provisiond/internal/progress"
 	"github.com/provisiond/provisiond/state/store/etcdstore"
 )
@@ -61,9 +63,9 @@ The etcd flags are serve's, and read $PROVISIOND_ETCD_* as serve does.`,
 		if err != nil {
 			return usageError{err}
 		}
-		cfg := daemon.MigrateConfig{
-			From: daemon.MigrateEnd{Store: from, DataDir: fromDir},
-			To:   daemon.MigrateEnd{Store: to, DataDir: toDir},
+		cfg := migrate.Config{
+			From: migrate.End{Store: from, DataDir: fromDir},
+			To:   migrate.End{Store: to, DataDir: toDir},
 		}
 		if from == daemon.StoreEtcd {
 			cfg.From.Etcd = ecfg
@@ -77,7 +79,7 @@ The etcd flags are serve's, and read $PROVISIOND_ETCD_* as serve does.`,
 		if err := cfg.Validate(); err != nil {
 			return usageError{err}
 		}
-		return migrate(cmd.Context(), e, cfg)
+		return runMigrate(cmd.Context(), e, cfg)
 	}
 	return cmd
 }
@@ -144,14 +146,14 @@ func (f *etcdFlags) config() (daemon.EtcdConfig, error) {
 	}, nil
 }
 
-func migrate(ctx context.Context, e sys, cfg daemon.MigrateConfig) error {
+func runMigrate(ctx context.Context, e sys, cfg migrate.Config) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	cfg.Progress = migrateProgress(e.stderr)
-	res, err := daemon.Migrate(ctx, cfg)
+	res, err := migrate.Run(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -169,7 +171,7 @@ func migrate(ctx context.Context, e sys, cfg daemon.MigrateConfig) error {
 }
 
 // describeEnd names one side of a migration for people.
-func describeEnd(end daemon.MigrateEnd) string {
+func describeEnd(end migrate.End) string {
 	if end.Store == daemon.StoreEtcd {
 		return fmt.Sprintf("etcd %s prefix %s", strings.Join(end.Etcd.Endpoints, ","), prefixOf(end.Etcd))
 	}
@@ -185,7 +187,7 @@ func prefixOf(e daemon.EtcdConfig) string {
 
 // serveLine is the serve command line of the target (without the etcd
 // credentials, which the operator has).
-func serveLine(end daemon.MigrateEnd) string {
+func serveLine(end migrate.End) string {
 	if end.Store != daemon.StoreEtcd {
 		return "provisiond serve --data-dir " + end.DataDir
 	}
@@ -250,11 +252,11 @@ func restoreToEtcd(ctx context.Context, e sys, archive io.Reader, file string, e
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	res, err := daemon.RestoreToEtcd(ctx, archive, ecfg, "", allowUnverified, migrateProgress(e.stderr))
+	res, err := backup.RestoreToEtcd(ctx, archive, ecfg, "", allowUnverified, migrateProgress(e.stderr))
 	if err != nil {
 		return err
 	}
-	end := daemon.MigrateEnd{Store: daemon.StoreEtcd, Etcd: ecfg}
+	end := migrate.End{Store: daemon.StoreEtcd, Etcd: ecfg}
 	fmt.Fprintf(e.stderr, "restored %s (controller %s, %d records) into %s; start its daemons with: %s --data-dir DIR\n",
 		file, res.Controller, res.Records, describeEnd(end), serveLine(end))
 	return nil

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/provisiond/provisiond/internal/controllerstore"
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
@@ -135,7 +136,7 @@ func (h *harness) openState() (*state.State, error) {
 	if e := h.cfg.Etcd; e != nil {
 		return e.OpenState()
 	}
-	return daemon.OpenReadOnly(h.dbPath())
+	return controllerstore.OpenReadOnly(h.dbPath())
 }
 
 // start runs the daemon with env.

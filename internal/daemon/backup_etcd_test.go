@@ -12,8 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/provisiond/provisiond/internal/backup"
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/internal/etcdtest"
+	"github.com/provisiond/provisiond/internal/migrate"
 	"github.com/provisiond/provisiond/provisiondtest"
 	"github.com/provisiond/provisiond/state"
 )
@@ -34,7 +36,7 @@ func fetchBackup(t *testing.T, s *provisiondtest.Server) []byte {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var buf bytes.Buffer
-	if err := daemon.FetchBackup(ctx, s.Credentials(), &buf, nil); err != nil {
+	if err := backup.Fetch(ctx, s.Credentials(), &buf, nil); err != nil {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
@@ -75,7 +77,7 @@ func TestBackupRestoreOnEtcd(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	t.Logf("archive of %d bytes", len(archive))
-	want := []string{daemon.CredentialsFile, "ca.crt", "ca.key", daemon.DBFile, "server.crt", "server.key", daemon.ManifestFile, daemon.ManifestDigestFile}
+	want := []string{daemon.CredentialsFile, "ca.crt", "ca.key", daemon.DBFile, "server.crt", "server.key", backup.ManifestFile, backup.ManifestDigestFile}
 	slices.Sort(want)
 	if got := tarNames(t, archive); !slices.Equal(got, want) {
 		t.Fatalf("archive holds %v, want %v", got, want)
@@ -84,14 +86,14 @@ func TestBackupRestoreOnEtcd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	ecfg := migrateEtcd(etcd.Endpoints(), "/restored/")
-	res, err := daemon.RestoreToEtcd(ctx, bytes.NewReader(archive), ecfg, t.TempDir(), false, nil)
+	res, err := backup.RestoreToEtcd(ctx, bytes.NewReader(archive), ecfg, t.TempDir(), false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Controller != creds.ControllerUUID {
 		t.Fatalf("restored %+v", res)
 	}
-	if _, err := daemon.RestoreToEtcd(ctx, bytes.NewReader(archive), ecfg, t.TempDir(), false, nil); !errors.Is(err, daemon.ErrNotEmpty) {
+	if _, err := backup.RestoreToEtcd(ctx, bytes.NewReader(archive), ecfg, t.TempDir(), false, nil); !errors.Is(err, migrate.ErrNotEmpty) {
 		t.Fatalf("restore into a full prefix: %v", err)
 	}
 	if err := a.Close(); err != nil {
@@ -105,7 +107,7 @@ func TestBackupRestoreOnEtcd(t *testing.T) {
 	consistentMachines(t, onEtcd.Daemon().State(), model)
 
 	dir := filepath.Join(t.TempDir(), "data")
-	if err := daemon.Restore(bytes.NewReader(archive), dir, daemon.RestoreOptions{}); err != nil {
+	if err := backup.Restore(bytes.NewReader(archive), dir, backup.RestoreOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	onBolt := provisiondtest.Start(t, provisiondtest.WithDataDir(dir))
@@ -159,7 +161,7 @@ func TestBoltBackupRestoresIntoEtcd(t *testing.T) {
 	archive := fetchBackup(t, b)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := daemon.RestoreToEtcd(ctx, bytes.NewReader(archive), migrateEtcd(etcd.Endpoints(), "/from-bolt/"), t.TempDir(), false, nil); err != nil {
+	if _, err := backup.RestoreToEtcd(ctx, bytes.NewReader(archive), migrateEtcd(etcd.Endpoints(), "/from-bolt/"), t.TempDir(), false, nil); err != nil {
 		t.Fatal(err)
 	}
 	want := modelEntities(t, b.Daemon().State(), b.DefaultModel())
@@ -170,10 +172,10 @@ func TestBoltBackupRestoresIntoEtcd(t *testing.T) {
 		t.Fatalf("entities on etcd\n%v\nwant\n%v", got, want)
 	}
 	// A garbage archive is refused, and leaves the prefix empty.
-	if _, err := daemon.RestoreToEtcd(ctx, strings.NewReader("not a tar archive"), migrateEtcd(etcd.Endpoints(), "/garbage/"), t.TempDir(), false, nil); err == nil || !strings.Contains(err.Error(), "restore") {
+	if _, err := backup.RestoreToEtcd(ctx, strings.NewReader("not a tar archive"), migrateEtcd(etcd.Endpoints(), "/garbage/"), t.TempDir(), false, nil); err == nil || !strings.Contains(err.Error(), "restore") {
 		t.Fatalf("restore of garbage: %v", err)
 	}
-	if _, err := daemon.RestoreToEtcd(ctx, bytes.NewReader(archive), migrateEtcd(etcd.Endpoints(), "/garbage/"), t.TempDir(), false, nil); err != nil {
+	if _, err := backup.RestoreToEtcd(ctx, bytes.NewReader(archive), migrateEtcd(etcd.Endpoints(), "/garbage/"), t.TempDir(), false, nil); err != nil {
 		t.Fatalf("restore after a refused one: %v", err)
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/provisiond/provisiond/internal/backup"
+	"github.com/provisiond/provisiond/internal/controllerstore"
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/state"
 	"github.com/provisiond/provisiond/state/statetest"
@@ -87,11 +89,11 @@ func flip(b []byte) []byte {
 
 // withManifest rewrites the manifest with change applied and its digest
 // recomputed: a consistent archive whose manifest lies.
-func withManifest(t *testing.T, files []tarFile, change func(*daemon.Manifest)) []tarFile {
+func withManifest(t *testing.T, files []tarFile, change func(*backup.Manifest)) []tarFile {
 	t.Helper()
 	var raw []byte
-	files = edited(files, daemon.ManifestFile, func(b []byte) []byte {
-		var m daemon.Manifest
+	files = edited(files, backup.ManifestFile, func(b []byte) []byte {
+		var m backup.Manifest
 		if err := json.Unmarshal(b, &m); err != nil {
 			t.Fatal(err)
 		}
@@ -100,7 +102,7 @@ func withManifest(t *testing.T, files []tarFile, change func(*daemon.Manifest)) 
 		return raw
 	})
 	sum := sha256.Sum256(raw)
-	return edited(files, daemon.ManifestDigestFile, func([]byte) []byte { return []byte(hex.EncodeToString(sum[:]) + "\n") })
+	return edited(files, backup.ManifestDigestFile, func([]byte) []byte { return []byte(hex.EncodeToString(sum[:]) + "\n") })
 }
 
 // Every archive carries a manifest that restore verifies: a changed byte in
@@ -118,18 +120,18 @@ func TestArchiveTamperingRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	if err := daemon.FetchBackup(ctxT(t), &creds, &buf, nil); err != nil {
+	if err := backup.Fetch(ctxT(t), &creds, &buf, nil); err != nil {
 		t.Fatal(err)
 	}
 	files := untar(t, buf.Bytes())
-	if files[0].name != daemon.ManifestFile || files[len(files)-1].name != daemon.ManifestDigestFile {
+	if files[0].name != backup.ManifestFile || files[len(files)-1].name != backup.ManifestDigestFile {
 		t.Fatalf("archive entries: first %s, last %s", files[0].name, files[len(files)-1].name)
 	}
-	var m daemon.Manifest
+	var m backup.Manifest
 	if err := json.Unmarshal(files[0].data, &m); err != nil {
 		t.Fatal(err)
 	}
-	if m.Format != daemon.ManifestFormat || m.Controller != creds.ControllerUUID || m.Revision == 0 || m.Records["model"] != 2 ||
+	if m.Format != backup.ManifestFormat || m.Controller != creds.ControllerUUID || m.Revision == 0 || m.Records["model"] != 2 ||
 		len(m.Files) != len(files)-2 {
 		t.Fatalf("manifest: %+v", m)
 	}
@@ -170,33 +172,33 @@ func TestArchiveTamperingRefused(t *testing.T) {
 		{"byte of credentials.yaml", func(*testing.T) []tarFile { return edited(files, daemon.CredentialsFile, flip) }, "credentials.yaml does not match the manifest"},
 		{"byte of the CA key", func(*testing.T) []tarFile { return edited(files, "ca.key", flip) }, "ca.key does not match the manifest"},
 		{"byte of the manifest", func(*testing.T) []tarFile {
-			return edited(files, daemon.ManifestFile, func(b []byte) []byte {
+			return edited(files, backup.ManifestFile, func(b []byte) []byte {
 				return bytes.Replace(b, []byte(`"revision": `), []byte(`"revision": 9`), 1)
 			})
 		}, "manifest.json does not match its digest"},
-		{"byte of the digest", func(*testing.T) []tarFile { return edited(files, daemon.ManifestDigestFile, flip) }, "manifest.json does not match its digest"},
+		{"byte of the digest", func(*testing.T) []tarFile { return edited(files, backup.ManifestDigestFile, flip) }, "manifest.json does not match its digest"},
 		{"digest missing", func(*testing.T) []tarFile {
-			return edited(files, daemon.ManifestDigestFile, func([]byte) []byte { return nil })
+			return edited(files, backup.ManifestDigestFile, func([]byte) []byte { return nil })
 		}, "ends without the manifest's digest"},
 		{"a file missing", func(*testing.T) []tarFile { return edited(files, "server.key", func([]byte) []byte { return nil }) }, "server.key is in the manifest but not in the archive"},
 		{"a file after the digest", func(*testing.T) []tarFile {
 			return append(edited(files, "server.key", func([]byte) []byte { return nil }), tarFile{"server.key", files[len(files)-3].data})
 		}, `"server.key" follows the manifest's digest`},
 		{"a file not in the manifest", func(t *testing.T) []tarFile {
-			return withManifest(t, files, func(m *daemon.Manifest) { m.Files = m.Files[1:] })
+			return withManifest(t, files, func(m *backup.Manifest) { m.Files = m.Files[1:] })
 		}, "is not in the manifest"},
 		{"the manifest lies about the revision", func(t *testing.T) []tarFile {
-			return withManifest(t, files, func(m *daemon.Manifest) { m.Revision++ })
+			return withManifest(t, files, func(m *backup.Manifest) { m.Revision++ })
 		}, "the manifest says"},
 		{"the manifest lies about the records", func(t *testing.T) []tarFile {
-			return withManifest(t, files, func(m *daemon.Manifest) { m.Records["model"] = 3 })
+			return withManifest(t, files, func(m *backup.Manifest) { m.Records["model"] = 3 })
 		}, "2 model records, the manifest says 3"},
 	}
 	for _, tt := range cases {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "data")
-			err := daemon.Restore(bytes.NewReader(retar(t, tt.files(t))), dir, daemon.RestoreOptions{})
-			if !errors.Is(err, daemon.ErrTampered) || !strings.Contains(err.Error(), tt.want) {
+			err := backup.Restore(bytes.NewReader(retar(t, tt.files(t))), dir, backup.RestoreOptions{})
+			if !errors.Is(err, backup.ErrTampered) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("restore: %v; want refused (tampered): %q", err, tt.want)
 			}
 			if _, err := os.Stat(filepath.Join(dir, daemon.DBFile)); err == nil {
@@ -206,7 +208,7 @@ func TestArchiveTamperingRefused(t *testing.T) {
 	}
 	t.Run("cut short", func(t *testing.T) {
 		for _, n := range []int{len(buf.Bytes()) - 2048, len(buf.Bytes()) / 2, 1024} {
-			err := daemon.Restore(bytes.NewReader(buf.Bytes()[:n]), filepath.Join(t.TempDir(), "data"), daemon.RestoreOptions{})
+			err := backup.Restore(bytes.NewReader(buf.Bytes()[:n]), filepath.Join(t.TempDir(), "data"), backup.RestoreOptions{})
 			if err == nil {
 				t.Errorf("an archive cut to %d bytes restored", n)
 			}
@@ -215,21 +217,21 @@ func TestArchiveTamperingRefused(t *testing.T) {
 
 	// An earlier provisiond's archive (no manifest): refused, unless
 	// allowed, and then restored as it is.
-	old := edited(edited(files, daemon.ManifestFile, func([]byte) []byte { return nil }), daemon.ManifestDigestFile, func([]byte) []byte { return nil })
+	old := edited(edited(files, backup.ManifestFile, func([]byte) []byte { return nil }), backup.ManifestDigestFile, func([]byte) []byte { return nil })
 	dir := filepath.Join(t.TempDir(), "data")
-	if err := daemon.Restore(bytes.NewReader(retar(t, old)), dir, daemon.RestoreOptions{}); !errors.Is(err, daemon.ErrUnverified) ||
+	if err := backup.Restore(bytes.NewReader(retar(t, old)), dir, backup.RestoreOptions{}); !errors.Is(err, backup.ErrUnverified) ||
 		!strings.Contains(err.Error(), "--allow-unverified") {
 		t.Fatalf("restore of an archive without a manifest: %v", err)
 	}
-	if err := daemon.Restore(bytes.NewReader(retar(t, old)), dir, daemon.RestoreOptions{AllowUnverified: true}); err != nil {
+	if err := backup.Restore(bytes.NewReader(retar(t, old)), dir, backup.RestoreOptions{AllowUnverified: true}); err != nil {
 		t.Fatalf("restore of an archive without a manifest, allowed: %v", err)
 	}
 	// The untouched archive restores, with the original value.
 	dir = filepath.Join(t.TempDir(), "data")
-	if err := daemon.Restore(bytes.NewReader(buf.Bytes()), dir, daemon.RestoreOptions{}); err != nil {
+	if err := backup.Restore(bytes.NewReader(buf.Bytes()), dir, backup.RestoreOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	st, err := daemon.OpenReadOnly(filepath.Join(dir, daemon.DBFile))
+	st, err := controllerstore.OpenReadOnly(filepath.Join(dir, daemon.DBFile))
 	if err != nil {
 		t.Fatal(err)
 	}

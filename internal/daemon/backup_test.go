@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/provisiond/provisiond/internal/backup"
+	"github.com/provisiond/provisiond/internal/controllerstore"
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/state"
 )
@@ -27,7 +29,7 @@ func TestBackupRestore(t *testing.T) {
 
 	var archive bytes.Buffer
 	var lastDone, lastTotal int64
-	if err := daemon.FetchBackup(ctxT(t), &creds, &archive, func(done, total int64) { lastDone, lastTotal = done, total }); err != nil {
+	if err := backup.Fetch(ctxT(t), &creds, &archive, func(done, total int64) { lastDone, lastTotal = done, total }); err != nil {
 		t.Fatal(err)
 	}
 	if lastTotal <= 0 || lastDone != lastTotal || int64(archive.Len()) != lastTotal {
@@ -35,14 +37,14 @@ func TestBackupRestore(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	if err := daemon.Restore(bytes.NewReader(archive.Bytes()), dir, daemon.RestoreOptions{}); err != nil {
+	if err := backup.Restore(bytes.NewReader(archive.Bytes()), dir, backup.RestoreOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// Again without --force: refused; with it: fine.
-	if err := daemon.Restore(bytes.NewReader(archive.Bytes()), dir, daemon.RestoreOptions{}); err == nil || !strings.Contains(err.Error(), "--force") {
+	if err := backup.Restore(bytes.NewReader(archive.Bytes()), dir, backup.RestoreOptions{}); err == nil || !strings.Contains(err.Error(), "--force") {
 		t.Fatalf("second restore: %v", err)
 	}
-	if err := daemon.Restore(bytes.NewReader(archive.Bytes()), dir, daemon.RestoreOptions{Force: true}); err != nil {
+	if err := backup.Restore(bytes.NewReader(archive.Bytes()), dir, backup.RestoreOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -58,8 +60,8 @@ func TestBackupRestore(t *testing.T) {
 		d2.Shutdown(ctx)
 	}()
 	// A restored daemon on its data dir refuses another restore.
-	err = daemon.Restore(bytes.NewReader(archive.Bytes()), dir, daemon.RestoreOptions{Force: true})
-	if !errors.Is(err, daemon.ErrDataDirInUse) {
+	err = backup.Restore(bytes.NewReader(archive.Bytes()), dir, backup.RestoreOptions{Force: true})
+	if !errors.Is(err, controllerstore.ErrDataDirInUse) {
 		t.Fatalf("restore into a live data dir: %v", err)
 	}
 	c2 := d2.Credentials()
@@ -92,7 +94,7 @@ func TestBackupNeedsSuperuser(t *testing.T) {
 	} {
 		c := creds
 		c.AdminUser, c.AdminPassword = tc.user, tc.pass
-		err := daemon.FetchBackup(ctxT(t), &c, &bytes.Buffer{}, nil)
+		err := backup.Fetch(ctxT(t), &c, &bytes.Buffer{}, nil)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("backup as %s: %v; want %s", tc.user, err, tc.want)
 		}
@@ -111,11 +113,11 @@ func TestRestoreRejectsBadArchives(t *testing.T) {
 			// Without a manifest, each is refused as unverified; allowed
 			// unverified, each is refused for what it is.
 			dir := t.TempDir()
-			err := daemon.Restore(bytes.NewReader(data), dir, daemon.RestoreOptions{})
-			if err == nil || (name != "not a tar" && !errors.Is(err, daemon.ErrUnverified)) {
+			err := backup.Restore(bytes.NewReader(data), dir, backup.RestoreOptions{})
+			if err == nil || (name != "not a tar" && !errors.Is(err, backup.ErrUnverified)) {
 				t.Errorf("restore: %v; want refused as unverified", err)
 			}
-			if err := daemon.Restore(bytes.NewReader(data), dir, daemon.RestoreOptions{AllowUnverified: true}); err == nil {
+			if err := backup.Restore(bytes.NewReader(data), dir, backup.RestoreOptions{AllowUnverified: true}); err == nil {
 				t.Fatal("restore succeeded")
 			}
 		})

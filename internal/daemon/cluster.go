@@ -19,6 +19,7 @@ import (
 	jujuerrors "github.com/juju/errors"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/provisiond/provisiond/internal/controllerstore"
 	"github.com/provisiond/provisiond/pki"
 	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state"
@@ -120,7 +121,7 @@ func (d *Daemon) initialiseShared(addrs, hosts []string) error {
 	// holds part of a controller: refuse it, before and (a load that
 	// began meanwhile puts its mark with the controller record) after
 	// finding the controller.
-	if err := checkLoaded(d.state); err != nil {
+	if err := controllerstore.CheckLoaded(d.state); err != nil {
 		return err
 	}
 	ok, err := d.state.Initialized(context.Background())
@@ -136,7 +137,7 @@ func (d *Daemon) initialiseShared(addrs, hosts []string) error {
 	if err != nil {
 		return err
 	}
-	if err := checkLoaded(d.state); err != nil {
+	if err := controllerstore.CheckLoaded(d.state); err != nil {
 		return err
 	}
 	if !ok {

@@ -28,6 +28,10 @@ import (
 	"github.com/provisiond/provisiond/facades/pinger"
 	"github.com/provisiond/provisiond/facades/provisioner"
 	"github.com/provisiond/provisiond/facades/watchers"
+	"github.com/provisiond/provisiond/internal/agentbinaries"
+	"github.com/provisiond/provisiond/internal/backup"
+	"github.com/provisiond/provisiond/internal/connlimit"
+	"github.com/provisiond/provisiond/internal/controllerstore"
 	"github.com/provisiond/provisiond/internal/dashboard"
 	"github.com/provisiond/provisiond/internal/presence"
 	"github.com/provisiond/provisiond/internal/singular"
@@ -43,7 +47,7 @@ import (
 const ServerVersion = "3.3.0"
 
 // DBFile is the name of the bbolt file in the data dir.
-const DBFile = "provisiond.db"
+const DBFile = controllerstore.DBFile
 
 // Config is everything Start needs. Zero values take the defaults below.
 type Config struct {
@@ -68,7 +72,7 @@ type Config struct {
 	LoginTimeout time.Duration
 
 	// Limits on what a client may make the daemon hold (limits.go,
-	// listener.go, rpc/limits.go; docs/operator-guide.md's flags table has each default).
+	// internal/connlimit, rpc/limits.go; docs/operator-guide.md's flags table has each default).
 	PreLoginReadLimit int64
 	MaxBulkItems      int
 	MaxReplySize      int64
@@ -82,7 +86,7 @@ type Config struct {
 	// MaxPendingConns bounds the connections that have not logged in (0:
 	// half of MaxConns), MaxPendingPerAddress those of one client (0: a
 	// sixteenth of MaxConns, at least 8, at most a quarter of
-	// MaxPendingConns); listener.go.
+	// MaxPendingConns); internal/connlimit.
 	MaxPendingConns      int
 	MaxPendingPerAddress int
 
@@ -113,7 +117,7 @@ type Config struct {
 
 	// HandshakeSlots bounds the TLS handshakes of the API listener doing
 	// their work at once (0: two per GOMAXPROCS); HandshakeWait is how
-	// long one may wait for a slot (0: DefaultHandshakeWait). handshake.go.
+	// long one may wait for a slot (0: connlimit.DefaultHandshakeWait).
 	HandshakeSlots int
 	HandshakeWait  time.Duration
 
@@ -122,7 +126,7 @@ type Config struct {
 	Clock watcher.Clock
 
 	// MaxAgentBinarySize bounds an agent binaries upload in bytes (0:
-	// DefaultMaxAgentBinarySize).
+	// agentbinaries.DefaultMaxSize).
 	MaxAgentBinarySize int64
 
 	// MetricsAddr, when set, is a loopback address where /metrics is also
@@ -158,7 +162,7 @@ func Default(dataDir string) Config {
 		LoginRateRefill: DefaultLoginRateRefill,
 		LoginConcurrent: DefaultLoginConcurrent,
 
-		MaxConns:          DefaultMaxConns(),
+		MaxConns:          connlimit.DefaultMaxConns(),
 		PreLoginReadLimit: rpc.DefaultPreLoginReadLimit,
 		MaxBulkItems:      rpc.DefaultMaxBulkItems,
 		MaxReplySize:      rpc.DefaultMaxReplySize,
@@ -202,7 +206,7 @@ func (c *Config) Validate() error {
 // setDefaults fills in the zero limits that rpc does not default itself.
 func (c *Config) setDefaults() {
 	if c.MaxConns == 0 {
-		c.MaxConns = DefaultMaxConns()
+		c.MaxConns = connlimit.DefaultMaxConns()
 	}
 	if c.MaxHeaderBytes == 0 {
 		c.MaxHeaderBytes = DefaultMaxHeaderBytes
@@ -228,14 +232,13 @@ type Daemon struct {
 	rpc      *rpc.Server
 	http     *http.Server
 	ln       net.Listener
-	tcp      *limitListener
-	gate     *handshakeGate
+	tcp      *connlimit.Listener
+	gate     *connlimit.HandshakeGate
 	throttle *admin.Throttle
 	// metricsToken opens /metrics as a bearer token; empty: none.
 	metricsToken string
 	health       healthProbe
-	backupSlot   chan struct{} // one backup at a time
-	earlier      bool          // the data dir held an earlier controller's files at start
+	earlier      bool // the data dir held an earlier controller's files at start
 	tls          *pki.Material
 	credsMu      sync.Mutex // guards creds' api-addresses once serving (cluster.go)
 	creds        Credentials
@@ -245,7 +248,7 @@ type Daemon struct {
 	hostPorts  []params.HostPort
 	unregister func()
 	cluster    *cluster // the shared-store goroutines; nil on bbolt
-	binaries   *agentBinaries
+	binaries   *agentbinaries.Server
 	metrics    *metrics
 	environ    *environ.Provider
 	dash       *dashboard.Dashboard
@@ -286,9 +289,9 @@ func Start(cfg Config) (d *Daemon, err error) {
 		}
 	}
 	d = &Daemon{cfg: cfg, log: log, hub: watcher.NewHub(), environ: environ.New(), done: make(chan struct{}), failure: newStoreFailure(),
-		backupSlot: make(chan struct{}, 1), serverID: newServerID(), earlier: earlier}
+		serverID: newServerID(), earlier: earlier}
 	d.health.d = d
-	removeStaleBackups(cfg.DataDir, log)
+	backup.RemoveStale(cfg.DataDir, log)
 	d.metrics = newMetrics(func() float64 { return float64(d.hub.Subscriptions()) },
 		func() float64 {
 			if d.state == nil {
@@ -418,7 +421,10 @@ func Start(cfg Config) (d *Daemon, err error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", d.handleHealth)
 	mux.Handle("GET /metrics", d.metricsHandler(promhttp.HandlerFor(d.metrics.reg, promhttp.HandlerOpts{})))
-	mux.HandleFunc("GET /backup", d.handleBackup)
+	mux.Handle("GET /backup", backup.NewHandler(backup.Config{
+		DataDir: cfg.DataDir, State: d.state, Bolt: d.bolt, Shared: cfg.shared(), Controller: d.creds.ControllerUUID,
+		Superuser: d.superuser, Writer: d.movingWriter, Logger: d.log,
+	}))
 	if err := d.serveAgentBinaries(mux); err != nil {
 		return nil, err
 	}
@@ -441,7 +447,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 	if cfg.shared() {
 		d.startCluster()
 	}
-	d.binaries.startFollowing()
+	d.binaries.Start()
 	d.startSingular()
 	log.Info("serving", "addr", ln.Addr().String(), "data-dir", cfg.DataDir,
 		"controller", d.creds.ControllerUUID, "store", d.state.Store().Info().Engine, "server-id", d.serverID,
@@ -599,7 +605,7 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 	d.singular.Cancel() // waited for below, with the cluster's
 	clusterStopped := d.cluster.stop(clusterStopWait)
 	singularStopped := d.singular.Stop(clusterStopWait)
-	d.binaries.stopFollowing()
+	d.binaries.Stop()
 	d.unregister() // others see this daemon go at once, not when its lease expires
 	serr := d.state.Close()
 	if !clusterStopped {

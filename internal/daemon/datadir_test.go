@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/provisiond/provisiond/internal/controllerstore"
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/pki"
 )
@@ -180,7 +181,7 @@ func TestResetAdminPassword(t *testing.T) {
 		t.Fatal(err)
 	}
 	old := d.Credentials()
-	if _, err := daemon.ResetAdminPassword(dir); !errors.Is(err, daemon.ErrDataDirInUse) {
+	if _, err := daemon.ResetAdminPassword(dir); !errors.Is(err, controllerstore.ErrDataDirInUse) {
 		t.Fatalf("on a running daemon: %v; want ErrDataDirInUse", err)
 	}
 	stop(t, d)

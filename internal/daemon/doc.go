@@ -7,7 +7,7 @@
 //
 // Start owns: the HTTP server's accept loop (net/http's per-connection
 // goroutines run the TLS handshake, waiting first for a slot of the
-// handshake gate, handshake.go, and the websocket upgrade, then return:
+// handshake gate, internal/connlimit, and the websocket upgrade, then return:
 // rpc.Server starts and tracks each API connection's reader, see package
 // rpc), the state's committer. Shutdown stops accepting, closes every API connection (which
 // stops their watchers), waits for them, then closes the state. Done is

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/provisiond/provisiond/internal/asuser"
+	"github.com/provisiond/provisiond/internal/connlimit"
 	"github.com/provisiond/provisiond/rpc/client"
 )
 
@@ -41,15 +42,6 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// hold takes one of g's slots as a handshake would; the returned func
-// gives it back.
-func (g *handshakeGate) hold() func() {
-	g.mu.Lock()
-	g.take()
-	g.mu.Unlock()
-	return g.release
-}
-
 // waitFor polls cond until it holds, failing the test after a bound.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -68,14 +60,12 @@ type traceGate struct {
 	events []string
 }
 
-func (tr *traceGate) install(g *handshakeGate) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.trace = func(ev string, c *limitConn) {
+func (tr *traceGate) install(g *connlimit.HandshakeGate) {
+	g.SetTrace(func(ev string, c net.Conn) {
 		tr.mu.Lock()
 		defer tr.mu.Unlock()
 		tr.events = append(tr.events, ev+" "+c.RemoteAddr().String())
-	}
+	})
 }
 
 func (tr *traceGate) of(ev string) []string {
@@ -122,7 +112,7 @@ func TestHandshakeGateServesNewestFirst(t *testing.T) {
 	var tr traceGate
 	tr.install(d.gate)
 	creds := d.Credentials()
-	release := d.gate.hold()
+	release := d.gate.Hold()
 
 	const agents = 5
 	errs := make(chan error, agents)
@@ -136,7 +126,7 @@ func TestHandshakeGateServesNewestFirst(t *testing.T) {
 			}
 			errs <- err
 		}()
-		waitFor(t, "the agent's handshake to wait", func() bool { return d.gate.waiting() == i+1 })
+		waitFor(t, "the agent's handshake to wait", func() bool { return d.gate.Waiting() == i+1 })
 	}
 	local := make(chan string, 1)
 	health := make(chan error, 1)
@@ -152,7 +142,7 @@ func TestHandshakeGateServesNewestFirst(t *testing.T) {
 		health <- err
 	}()
 	probe := <-local
-	waitFor(t, "the probe's handshake to wait", func() bool { return d.gate.waiting() == agents+1 })
+	waitFor(t, "the probe's handshake to wait", func() bool { return d.gate.Waiting() == agents+1 })
 	release()
 
 	if err := <-health; err != nil {
@@ -173,7 +163,7 @@ func TestHandshakeGateServesNewestFirst(t *testing.T) {
 	if !slices.Equal(granted, want) {
 		t.Fatalf("granted %q; want the lone newest first, then the crowded: %q", granted, want)
 	}
-	if now, peak := d.gate.held(); now != 0 || peak != 1 {
+	if now, peak := d.gate.Held(); now != 0 || peak != 1 {
 		t.Fatalf("slots held %d (peak %d) after every handshake; want 0 (peak 1)", now, peak)
 	}
 }
@@ -210,7 +200,7 @@ func TestHandshakeGateBoundsHandshakes(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	if now, peak := d.gate.held(); now != 0 || peak > 2 {
+	if now, peak := d.gate.Held(); now != 0 || peak > 2 {
 		t.Fatalf("slots held %d, at most %d at once; want 0, at most 2", now, peak)
 	}
 }
@@ -220,7 +210,7 @@ func TestHandshakeGateBoundsHandshakes(t *testing.T) {
 func TestHandshakeGateDropsStaleWaiters(t *testing.T) {
 	d := startGated(t, 1, 300*time.Millisecond)
 	creds := d.Credentials()
-	release := d.gate.hold()
+	release := d.gate.Hold()
 	_, err := client.Dial(testCtx(t), client.Config{Addr: d.Addr(), CACert: []byte(creds.CACert)})
 	if err == nil {
 		t.Fatal("a handshake that waited past HandshakeWait was served")
@@ -229,7 +219,7 @@ func TestHandshakeGateDropsStaleWaiters(t *testing.T) {
 		t.Fatalf("dropped %v handshakes; want 1", n)
 	}
 	release()
-	if now, _ := d.gate.held(); now != 0 {
+	if now, _ := d.gate.Held(); now != 0 {
 		t.Fatalf("%d slots held after the dropped handshake", now)
 	}
 	dialAndClose(t, d)
@@ -240,7 +230,7 @@ func TestHandshakeGateDropsStaleWaiters(t *testing.T) {
 // (counted as dropped: HandshakeWait is an hour here), and keeps no slot.
 func TestHandshakeGateDropsGoneClients(t *testing.T) {
 	d := startGated(t, 1, time.Hour)
-	release := d.gate.hold()
+	release := d.gate.Hold()
 	raw, err := net.Dial("tcp", d.Addr())
 	if err != nil {
 		t.Fatal(err)
@@ -250,12 +240,12 @@ func TestHandshakeGateDropsGoneClients(t *testing.T) {
 		defer close(done)
 		_ = tls.Client(raw, &tls.Config{ServerName: client.DefaultServerName, InsecureSkipVerify: true}).Handshake()
 	}()
-	waitFor(t, "the handshake to wait", func() bool { return d.gate.waiting() == 1 })
+	waitFor(t, "the handshake to wait", func() bool { return d.gate.Waiting() == 1 })
 	raw.Close()
 	<-done
 	release()
 	waitFor(t, "the gone client's handshake to be dropped", func() bool { return droppedHandshakes(t, d) == 1 })
-	waitFor(t, "its slot to be given back", func() bool { now, _ := d.gate.held(); return now == 0 })
+	waitFor(t, "its slot to be given back", func() bool { now, _ := d.gate.Held(); return now == 0 })
 	dialAndClose(t, d)
 }
 
@@ -276,7 +266,7 @@ func TestHandshakeGateSlotFreedOnFailedHandshake(t *testing.T) {
 			t.Fatal("handshake without the CA succeeded")
 		}
 	}
-	waitFor(t, "the slot to be given back", func() bool { now, _ := d.gate.held(); return now == 0 })
+	waitFor(t, "the slot to be given back", func() bool { now, _ := d.gate.Held(); return now == 0 })
 	dialAndClose(t, d)
 }
 
@@ -284,13 +274,13 @@ func TestHandshakeGateSlotFreedOnFailedHandshake(t *testing.T) {
 func TestHandshakeGateShutdownRefusesWaiters(t *testing.T) {
 	d := startGated(t, 1, time.Hour)
 	creds := d.Credentials()
-	d.gate.hold() // never given back
+	d.gate.Hold() // never given back
 	errs := make(chan error, 1)
 	go func() {
 		_, err := client.Dial(testCtx(t), client.Config{Addr: d.Addr(), CACert: []byte(creds.CACert)})
 		errs <- err
 	}()
-	waitFor(t, "the handshake to wait", func() bool { return d.gate.waiting() == 1 })
+	waitFor(t, "the handshake to wait", func() bool { return d.gate.Waiting() == 1 })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := d.Shutdown(ctx); err != nil {
@@ -299,7 +289,7 @@ func TestHandshakeGateShutdownRefusesWaiters(t *testing.T) {
 	if err := <-errs; err == nil {
 		t.Fatal("a handshake waiting at shutdown was served")
 	}
-	if n := d.gate.waiting(); n != 0 {
+	if n := d.gate.Waiting(); n != 0 {
 		t.Fatalf("%d handshakes still waiting after Shutdown", n)
 	}
 }
@@ -350,7 +340,7 @@ func TestHandshakeGateStalledClientHoldsNoSlot(t *testing.T) {
 		_ = tls.Client(sc, &tls.Config{ServerName: client.DefaultServerName, InsecureSkipVerify: true}).Handshake()
 	}()
 	waitFor(t, "the server's flight to be written and the slot given back", func() bool {
-		now, peak := d.gate.held()
+		now, peak := d.gate.Held()
 		return peak == 1 && now == 0
 	})
 	dialAndClose(t, d)
@@ -383,7 +373,7 @@ func TestHandshakeGateBoundsAClientsHandshakes(t *testing.T) {
 	d := startGated(t, 1, time.Minute)
 	var tr traceGate
 	tr.install(d.gate)
-	release := d.gate.hold()
+	release := d.gate.Hold()
 	handshake := func(uid uint32) (local string, done <-chan error) {
 		var raw net.Conn
 		if err := asuser.Do(uid, func() error {
@@ -400,12 +390,12 @@ func TestHandshakeGateBoundsAClientsHandshakes(t *testing.T) {
 		}()
 		return raw.LocalAddr().String(), errs
 	}
-	perClient := d.gate.perClient
+	perClient := d.gate.PerClient()
 	var waiting []<-chan error
 	for i := range perClient {
 		_, done := handshake(65534)
 		waiting = append(waiting, done)
-		waitFor(t, "the handshake to wait", func() bool { return d.gate.waiting() == i+1 })
+		waitFor(t, "the handshake to wait", func() bool { return d.gate.Waiting() == i+1 })
 	}
 	_, refused := handshake(65534)
 	if err := <-refused; err == nil {
@@ -415,7 +405,7 @@ func TestHandshakeGateBoundsAClientsHandshakes(t *testing.T) {
 		t.Fatalf("%v refusals for handshakes counted; want 1", m)
 	}
 	operator, done := handshake(0)
-	waitFor(t, "the operator's handshake to wait", func() bool { return d.gate.waiting() == perClient+1 })
+	waitFor(t, "the operator's handshake to wait", func() bool { return d.gate.Waiting() == perClient+1 })
 	release()
 	if err := <-done; err != nil {
 		t.Fatalf("the operator's handshake: %v", err)

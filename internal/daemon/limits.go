@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/provisiond/provisiond/facades/admin"
+	"github.com/provisiond/provisiond/internal/connlimit"
 	"github.com/provisiond/provisiond/state"
 )
 
@@ -67,8 +68,9 @@ func (d *Daemon) newHTTPServer(handler http.Handler, tlsCfg *tls.Config) *http.S
 	}
 }
 
-// listen wraps ln in the connection cap and its bounds (listener.go), TLS
-// and the handshake gate (handshake.go), and registers their metrics.
+// listen wraps ln in the connection cap and its bounds (connlimit.Listener),
+// TLS and the handshake gate (connlimit.HandshakeGate), and registers their
+// metrics.
 // d.http must be made.
 func (d *Daemon) listen(ln net.Listener, tlsCfg *tls.Config) net.Listener {
 	d.svc.connRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -76,20 +78,20 @@ func (d *Daemon) listen(ln net.Listener, tlsCfg *tls.Config) net.Listener {
 		Help: "TCP connections closed at once, by listener (api, metrics) and reason: cap (--max-connections, less the local operator's share), " +
 			"pending (--max-pending-connections), address (--max-pending-per-address), handshakes (a client's TLS handshakes in progress).",
 	}, []string{"listener", "reason"})
-	for _, r := range []string{refusedCap, refusedPending, refusedAddress, refusedHandshakes} {
+	for _, r := range []string{connlimit.RefusedCap, connlimit.RefusedPending, connlimit.RefusedAddress, connlimit.RefusedHandshakes} {
 		d.svc.connRefused.WithLabelValues("api", r) // every reason shows, at 0
 	}
-	d.tcp = newLimitListener(ln, d.connLimits(), d.countRefused("api"))
+	d.tcp = connlimit.NewListener(ln, d.cfg.MaxConns, d.cfg.MaxPendingConns, d.cfg.MaxPendingPerAddress, admin.ClientOf, d.countRefused("api"))
 	dropped := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "provisiond_tls_handshakes_dropped_total",
 		Help: "TLS handshakes refused unstarted: they waited too long for a handshake slot, or their client had gone (handshake.go).",
 	})
-	d.gate = newHandshakeGate(d.cfg.HandshakeSlots, d.cfg.HandshakeWait, httpReadHeaderTimeout, dropped.Inc)
-	d.gate.refused = func() { d.countRefused("api")(refusedHandshakes) }
-	d.http.RegisterOnShutdown(d.gate.close)
+	d.gate = connlimit.NewHandshakeGate(d.cfg.HandshakeSlots, d.cfg.HandshakeWait, httpReadHeaderTimeout, dropped.Inc,
+		func() { d.countRefused("api")(connlimit.RefusedHandshakes) })
+	d.http.RegisterOnShutdown(d.gate.Close)
 	d.http.ConnState = func(c net.Conn, s http.ConnState) {
 		if s != http.StateNew {
-			releaseHandshakeSlot(c) // served (or closed) without VerifyConnection
+			connlimit.ReleaseSlot(c) // served (or closed) without VerifyConnection
 		}
 	}
 	d.metrics.reg.MustRegister(d.svc.connRefused, dropped, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -101,8 +103,8 @@ func (d *Daemon) listen(ln net.Listener, tlsCfg *tls.Config) net.Listener {
 	}, func() float64 { return float64(d.tcp.Pending()) }), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "provisiond_tls_handshakes_waiting",
 		Help: "TLS handshakes waiting for one of the handshake slots (handshake.go).",
-	}, func() float64 { return float64(d.gate.waiting()) }))
-	return tls.NewListener(d.tcp, gateTLS(tlsCfg, d.gate))
+	}, func() float64 { return float64(d.gate.Waiting()) }))
+	return tls.NewListener(d.tcp, d.gate.TLSConfig(tlsCfg))
 }
 
 // countRefused returns what counts (and logs at debug) the connections a
@@ -112,11 +114,6 @@ func (d *Daemon) countRefused(listener string) func(reason string) {
 		d.svc.connRefused.WithLabelValues(listener, reason).Inc()
 		d.log.Debug("connection refused", "listener", listener, "reason", reason)
 	}
-}
-
-// connLimits are the API listener's bounds, from the config.
-func (d *Daemon) connLimits() connLimits {
-	return newConnLimits(d.cfg.MaxConns, d.cfg.MaxPendingConns, d.cfg.MaxPendingPerAddress)
 }
 
 // newThrottle is the failed-login throttle of every path that checks a
@@ -145,7 +142,7 @@ func (d *Daemon) newThrottle() *admin.Throttle {
 		Free: d.cfg.LoginFailures,
 		Max:  d.cfg.LoginBackoffMax,
 		Now:  now,
-		// The listener knows its connections' clients (listener.go); the
+		// The listener knows its connections' clients (connlimit); the
 		// throttle is made before it, so it asks through d.
 		Client: d.clientOf,
 		Failed: func(path, kind string) {
@@ -164,9 +161,9 @@ func (d *Daemon) TCPConns() int { return d.tcp.Open() }
 // clientOf names the client at remote (host:port) for the login
 // throttle: by its open connection to the API port, else by its address.
 func (d *Daemon) clientOf(remote string) admin.Client {
-	for _, l := range []*limitListener{d.tcp, d.svc.metricsTCP} {
-		if lc := l.lookup(remote); lc != nil {
-			return admin.Client{Key: lc.client, Operator: lc.operator}
+	for _, l := range []*connlimit.Listener{d.tcp, d.svc.metricsTCP} {
+		if client, operator, ok := l.Client(remote); ok {
+			return admin.Client{Key: client, Operator: operator}
 		}
 	}
 	return admin.ClientOfRemote(remote)

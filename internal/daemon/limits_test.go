@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/provisiond/provisiond/facades/facade"
+	"github.com/provisiond/provisiond/internal/connlimit"
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/internal/leaktest"
 	"github.com/provisiond/provisiond/rpc"
@@ -189,7 +190,7 @@ func TestHeaderLimit(t *testing.T) {
 // message held 5.8 GB): connections each send all but the end of a
 // message just under the limit. What the daemon holds per connection
 // stays under the worst case the default --max-connections is sized by
-// (daemon.ConnWorstCase), and an admin still logs in meanwhile.
+// (connlimit.ConnWorstCase), and an admin still logs in meanwhile.
 func TestPreLoginMemoryBound(t *testing.T) {
 	const conns = 200
 	d := start(t, nil)
@@ -198,9 +199,9 @@ func TestPreLoginMemoryBound(t *testing.T) {
 	// The heap is the test's too: its side of each connection (a TLS
 	// connection after an upgrade by hand, a few KiB) is counted in.
 	t.Logf("%d connections holding %d bytes of a message each: daemon heap +%d KiB per connection (bound %d KiB)",
-		conns, held, perConn>>10, daemon.ConnWorstCase>>10)
-	if perConn > daemon.ConnWorstCase {
-		t.Errorf("the daemon holds %d KiB per connection before login; the bound is %d KiB", perConn>>10, daemon.ConnWorstCase>>10)
+		conns, held, perConn>>10, connlimit.ConnWorstCase>>10)
+	if perConn > connlimit.ConnWorstCase {
+		t.Errorf("the daemon holds %d KiB per connection before login; the bound is %d KiB", perConn>>10, connlimit.ConnWorstCase>>10)
 	}
 	loginAdmin(t, d, model)
 }
@@ -797,7 +798,7 @@ func TestEntityWatcherAttackBounded(t *testing.T) {
 	if got > daemon.DefaultMaxWatchersPerEntity {
 		t.Errorf("machine 0 holds %d watchers; the limit is %d", got, daemon.DefaultMaxWatchersPerEntity)
 	}
-	if bound := int64(daemon.DefaultMaxWatchersPerEntity*8<<10 + daemon.DefaultMaxConnsPerEntity*daemon.ConnWorstCase); grown > bound {
+	if bound := int64(daemon.DefaultMaxWatchersPerEntity*8<<10 + daemon.DefaultMaxConnsPerEntity*connlimit.ConnWorstCase); grown > bound {
 		t.Errorf("heap grew by %.1f MiB; the bound is %.1f MiB", float64(grown)/(1<<20), float64(bound)/(1<<20))
 	}
 	if err := f.admin.Ping(ctxT(t)); err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/internal/etcdtest"
+	"github.com/provisiond/provisiond/internal/migrate"
 	"github.com/provisiond/provisiond/provisiondtest"
 	"github.com/provisiond/provisiond/state"
 )
@@ -66,9 +67,9 @@ func BenchmarkMigrate(b *testing.B) {
 				ecfg := daemon.EtcdConfig{Endpoints: etcd.Endpoints(), Prefix: fmt.Sprintf("/bench-%d/", n),
 					MaxTxnOps: ops, MaxRequestBytes: etcdtest.MaxRequestBytes, RequestTimeout: time.Minute}
 				start := time.Now()
-				res, err := daemon.Migrate(ctx, daemon.MigrateConfig{
-					From: daemon.MigrateEnd{DataDir: src.DataDir()},
-					To:   daemon.MigrateEnd{Store: daemon.StoreEtcd, Etcd: ecfg},
+				res, err := migrate.Run(ctx, migrate.Config{
+					From: migrate.End{DataDir: src.DataDir()},
+					To:   migrate.End{Store: daemon.StoreEtcd, Etcd: ecfg},
 				})
 				if err != nil {
 					b.Fatal(err)
@@ -76,9 +77,9 @@ func BenchmarkMigrate(b *testing.B) {
 				toEtcd += time.Since(start)
 				records = res.Records
 				start = time.Now()
-				if _, err := daemon.Migrate(ctx, daemon.MigrateConfig{
-					From: daemon.MigrateEnd{Store: daemon.StoreEtcd, Etcd: ecfg},
-					To:   daemon.MigrateEnd{DataDir: filepath.Join(b.TempDir(), "back")},
+				if _, err := migrate.Run(ctx, migrate.Config{
+					From: migrate.End{Store: daemon.StoreEtcd, Etcd: ecfg},
+					To:   migrate.End{DataDir: filepath.Join(b.TempDir(), "back")},
 				}); err != nil {
 					b.Fatal(err)
 				}

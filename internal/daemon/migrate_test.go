@@ -19,8 +19,10 @@ import (
 
 	"github.com/provisiond/provisiond/credentials"
 	"github.com/provisiond/provisiond/internal/blobstore"
+	"github.com/provisiond/provisiond/internal/controllerstore"
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/internal/etcdtest"
+	"github.com/provisiond/provisiond/internal/migrate"
 	"github.com/provisiond/provisiond/provisiondtest"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/state"
@@ -153,9 +155,9 @@ func TestMigrateBoltToEtcdAndBack(t *testing.T) {
 	ecfg := migrateEtcd(etcd.Endpoints(), "/migrated/")
 	etcdDir := filepath.Join(t.TempDir(), "etcd-daemon")
 	var phases []string
-	res, err := daemon.Migrate(ctx, daemon.MigrateConfig{
-		From: daemon.MigrateEnd{Store: daemon.StoreBolt, DataDir: old.DataDir()},
-		To:   daemon.MigrateEnd{Store: daemon.StoreEtcd, Etcd: ecfg, DataDir: etcdDir},
+	res, err := migrate.Run(ctx, migrate.Config{
+		From: migrate.End{Store: daemon.StoreBolt, DataDir: old.DataDir()},
+		To:   migrate.End{Store: daemon.StoreEtcd, Etcd: ecfg, DataDir: etcdDir},
 		Progress: func(phase string, done, total int) {
 			if len(phases) == 0 || phases[len(phases)-1] != phase {
 				phases = append(phases, phase)
@@ -176,11 +178,11 @@ func TestMigrateBoltToEtcdAndBack(t *testing.T) {
 	}
 
 	// The prefix now holds a controller: a second migrate is refused.
-	_, err = daemon.Migrate(ctx, daemon.MigrateConfig{
-		From: daemon.MigrateEnd{Store: daemon.StoreBolt, DataDir: old.DataDir()},
-		To:   daemon.MigrateEnd{Store: daemon.StoreEtcd, Etcd: ecfg},
+	_, err = migrate.Run(ctx, migrate.Config{
+		From: migrate.End{Store: daemon.StoreBolt, DataDir: old.DataDir()},
+		To:   migrate.End{Store: daemon.StoreEtcd, Etcd: ecfg},
 	})
-	if !errors.Is(err, daemon.ErrNotEmpty) || !strings.Contains(err.Error(), "already holds controller "+oldCreds.ControllerUUID) {
+	if !errors.Is(err, migrate.ErrNotEmpty) || !strings.Contains(err.Error(), "already holds controller "+oldCreds.ControllerUUID) {
 		t.Fatalf("migrate into a full prefix: %v", err)
 	}
 
@@ -201,11 +203,11 @@ func TestMigrateBoltToEtcdAndBack(t *testing.T) {
 
 	// Back to bbolt: refused while the daemon serves the prefix.
 	backDir := filepath.Join(t.TempDir(), "back", "data")
-	back := daemon.MigrateConfig{
-		From: daemon.MigrateEnd{Store: daemon.StoreEtcd, Etcd: ecfg, DataDir: etcdDir},
-		To:   daemon.MigrateEnd{Store: daemon.StoreBolt, DataDir: backDir},
+	back := migrate.Config{
+		From: migrate.End{Store: daemon.StoreEtcd, Etcd: ecfg, DataDir: etcdDir},
+		To:   migrate.End{Store: daemon.StoreBolt, DataDir: backDir},
 	}
-	if _, err := daemon.Migrate(ctx, back); err == nil || !strings.Contains(err.Error(), "is being served by 1 daemon") {
+	if _, err := migrate.Run(ctx, back); err == nil || !strings.Contains(err.Error(), "is being served by 1 daemon") {
 		t.Fatalf("migrate from a served prefix: %v", err)
 	}
 	if _, err := os.Stat(filepath.Dir(backDir)); !os.IsNotExist(err) {
@@ -220,7 +222,7 @@ func TestMigrateBoltToEtcdAndBack(t *testing.T) {
 			last = [2]int{done, total}
 		}
 	}
-	res, err = daemon.Migrate(ctx, back)
+	res, err = migrate.Run(ctx, back)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +248,7 @@ func TestMigrateBoltToEtcdAndBack(t *testing.T) {
 	}
 
 	// A data dir that holds a database is refused.
-	if _, err := daemon.Migrate(ctx, back); !errors.Is(err, daemon.ErrDataDirInUse) && !errors.Is(err, daemon.ErrNotEmpty) {
+	if _, err := migrate.Run(ctx, back); !errors.Is(err, controllerstore.ErrDataDirInUse) && !errors.Is(err, migrate.ErrNotEmpty) {
 		t.Fatalf("migrate into a data dir with a database: %v", err)
 	}
 }
@@ -283,27 +285,27 @@ func TestMigrateRefusesBadSourcesAndTargets(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	ecfg := migrateEtcd(etcd.Endpoints(), "/refused/")
-	_, err := daemon.Migrate(ctx, daemon.MigrateConfig{
-		From: daemon.MigrateEnd{DataDir: live.DataDir()},
-		To:   daemon.MigrateEnd{Store: daemon.StoreEtcd, Etcd: ecfg},
+	_, err := migrate.Run(ctx, migrate.Config{
+		From: migrate.End{DataDir: live.DataDir()},
+		To:   migrate.End{Store: daemon.StoreEtcd, Etcd: ecfg},
 	})
-	if !errors.Is(err, daemon.ErrDataDirInUse) || !strings.Contains(err.Error(), "stop it before migrating") {
+	if !errors.Is(err, controllerstore.ErrDataDirInUse) || !strings.Contains(err.Error(), "stop it before migrating") {
 		t.Fatalf("migrate of a live data dir: %v", err)
 	}
 	for _, c := range []struct {
-		cfg  daemon.MigrateConfig
+		cfg  migrate.Config
 		want string
 	}{
-		{daemon.MigrateConfig{From: daemon.MigrateEnd{DataDir: t.TempDir()}, To: daemon.MigrateEnd{Store: daemon.StoreEtcd, Etcd: ecfg}}, "no database at"},
-		{daemon.MigrateConfig{To: daemon.MigrateEnd{Store: daemon.StoreEtcd, Etcd: ecfg}}, "needs --from-data-dir"},
-		{daemon.MigrateConfig{From: daemon.MigrateEnd{DataDir: "a"}, To: daemon.MigrateEnd{DataDir: "b"}}, "between bbolt and etcd"},
-		{daemon.MigrateConfig{From: daemon.MigrateEnd{Store: daemon.StoreEtcd, Etcd: ecfg}, To: daemon.MigrateEnd{Store: daemon.StoreEtcd, Etcd: ecfg}}, "between bbolt and etcd"},
-		{daemon.MigrateConfig{From: daemon.MigrateEnd{DataDir: "a"}, To: daemon.MigrateEnd{Store: daemon.StoreEtcd}}, "needs --etcd-endpoints"},
-		{daemon.MigrateConfig{From: daemon.MigrateEnd{DataDir: "a"}, To: daemon.MigrateEnd{Store: "mongo"}}, `--to "mongo"`},
-		{daemon.MigrateConfig{From: daemon.MigrateEnd{Store: daemon.StoreEtcd, Etcd: ecfg}, To: daemon.MigrateEnd{DataDir: t.TempDir()}}, "holds no controller"},
-		{daemon.MigrateConfig{From: daemon.MigrateEnd{Store: daemon.StoreEtcd, Etcd: ecfg}, To: daemon.MigrateEnd{DataDir: live.DataDir()}}, "holds no controller"},
+		{migrate.Config{From: migrate.End{DataDir: t.TempDir()}, To: migrate.End{Store: daemon.StoreEtcd, Etcd: ecfg}}, "no database at"},
+		{migrate.Config{To: migrate.End{Store: daemon.StoreEtcd, Etcd: ecfg}}, "needs --from-data-dir"},
+		{migrate.Config{From: migrate.End{DataDir: "a"}, To: migrate.End{DataDir: "b"}}, "between bbolt and etcd"},
+		{migrate.Config{From: migrate.End{Store: daemon.StoreEtcd, Etcd: ecfg}, To: migrate.End{Store: daemon.StoreEtcd, Etcd: ecfg}}, "between bbolt and etcd"},
+		{migrate.Config{From: migrate.End{DataDir: "a"}, To: migrate.End{Store: daemon.StoreEtcd}}, "needs --etcd-endpoints"},
+		{migrate.Config{From: migrate.End{DataDir: "a"}, To: migrate.End{Store: "mongo"}}, `--to "mongo"`},
+		{migrate.Config{From: migrate.End{Store: daemon.StoreEtcd, Etcd: ecfg}, To: migrate.End{DataDir: t.TempDir()}}, "holds no controller"},
+		{migrate.Config{From: migrate.End{Store: daemon.StoreEtcd, Etcd: ecfg}, To: migrate.End{DataDir: live.DataDir()}}, "holds no controller"},
 	} {
-		if _, err := daemon.Migrate(ctx, c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := migrate.Run(ctx, c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: got %v, want %q", c.cfg, err, c.want)
 		}
 	}
@@ -317,19 +319,19 @@ func TestMigrateRefusesBadSourcesAndTargets(t *testing.T) {
 	if err := onEtcd.Close(); err != nil {
 		t.Fatal(err)
 	}
-	_, err = daemon.Migrate(ctx, daemon.MigrateConfig{
-		From: daemon.MigrateEnd{Store: daemon.StoreEtcd, Etcd: migrateEtcd(etcd.Endpoints(), "/full/")},
-		To:   daemon.MigrateEnd{DataDir: stopped.DataDir()},
+	_, err = migrate.Run(ctx, migrate.Config{
+		From: migrate.End{Store: daemon.StoreEtcd, Etcd: migrateEtcd(etcd.Endpoints(), "/full/")},
+		To:   migrate.End{DataDir: stopped.DataDir()},
 	})
-	if !errors.Is(err, daemon.ErrNotEmpty) {
+	if !errors.Is(err, migrate.ErrNotEmpty) {
 		t.Fatalf("migrate into a data dir with a database: %v", err)
 	}
 	// And into a prefix that holds a controller.
-	_, err = daemon.Migrate(ctx, daemon.MigrateConfig{
-		From: daemon.MigrateEnd{DataDir: stopped.DataDir()},
-		To:   daemon.MigrateEnd{Store: daemon.StoreEtcd, Etcd: migrateEtcd(etcd.Endpoints(), "/full/")},
+	_, err = migrate.Run(ctx, migrate.Config{
+		From: migrate.End{DataDir: stopped.DataDir()},
+		To:   migrate.End{Store: daemon.StoreEtcd, Etcd: migrateEtcd(etcd.Endpoints(), "/full/")},
 	})
-	if !errors.Is(err, daemon.ErrNotEmpty) {
+	if !errors.Is(err, migrate.ErrNotEmpty) {
 		t.Fatalf("migrate into a full prefix: %v", err)
 	}
 }
@@ -353,9 +355,9 @@ func TestMigrateLoadIsAllOrNothing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	ecfg := daemon.EtcdConfig{Endpoints: etcd.Endpoints(), Prefix: "/partial/", MaxTxnOps: 8, MaxRequestBytes: 8 << 10}
-	_, err := daemon.Migrate(ctx, daemon.MigrateConfig{
-		From: daemon.MigrateEnd{DataDir: old.DataDir()},
-		To:   daemon.MigrateEnd{Store: daemon.StoreEtcd, Etcd: ecfg},
+	_, err := migrate.Run(ctx, migrate.Config{
+		From: migrate.End{DataDir: old.DataDir()},
+		To:   migrate.End{Store: daemon.StoreEtcd, Etcd: ecfg},
 	})
 	if err == nil || !strings.Contains(err.Error(), "removed again") {
 		t.Fatalf("a load that fails part way: %v", err)
@@ -379,11 +381,11 @@ func TestMigrateLoadIsAllOrNothing(t *testing.T) {
 	if _, err := cli.Put(ctx, "/stray/x/y", "z"); err != nil {
 		t.Fatal(err)
 	}
-	_, err = daemon.Migrate(ctx, daemon.MigrateConfig{
-		From: daemon.MigrateEnd{DataDir: old.DataDir()},
-		To:   daemon.MigrateEnd{Store: daemon.StoreEtcd, Etcd: migrateEtcd(etcd.Endpoints(), "/stray/")},
+	_, err = migrate.Run(ctx, migrate.Config{
+		From: migrate.End{DataDir: old.DataDir()},
+		To:   migrate.End{Store: daemon.StoreEtcd, Etcd: migrateEtcd(etcd.Endpoints(), "/stray/")},
 	})
-	if !errors.Is(err, daemon.ErrNotEmpty) || !strings.Contains(err.Error(), "is not empty (1 keys)") {
+	if !errors.Is(err, migrate.ErrNotEmpty) || !strings.Contains(err.Error(), "is not empty (1 keys)") {
 		t.Fatalf("migrate into a prefix with a stray key: %v", err)
 	}
 	if resp, err := cli.Get(ctx, "/stray/", clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || resp.Count != 1 {
@@ -400,9 +402,9 @@ func TestMigrateLoadIsAllOrNothing(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "unfinished load") || !strings.Contains(err.Error(), "etcdctl del --prefix /interrupted/") {
 		t.Fatalf("a daemon on a half-loaded prefix: %v", err)
 	}
-	_, err = daemon.Migrate(ctx, daemon.MigrateConfig{
-		From: daemon.MigrateEnd{DataDir: old.DataDir()},
-		To:   daemon.MigrateEnd{Store: daemon.StoreEtcd, Etcd: migrateEtcd(etcd.Endpoints(), "/interrupted/")},
+	_, err = migrate.Run(ctx, migrate.Config{
+		From: migrate.End{DataDir: old.DataDir()},
+		To:   migrate.End{Store: daemon.StoreEtcd, Etcd: migrateEtcd(etcd.Endpoints(), "/interrupted/")},
 	})
 	if err == nil || !strings.Contains(err.Error(), "unfinished load") {
 		t.Fatalf("migrate into a half-loaded prefix: %v", err)

@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/provisiond/provisiond/internal/backup"
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/internal/etcdtest"
+	"github.com/provisiond/provisiond/internal/migrate"
 	"github.com/provisiond/provisiond/provisiondtest"
 	"github.com/provisiond/provisiond/state/store/etcdstore"
 )
@@ -37,19 +39,19 @@ func TestNestedEtcdPrefixRefused(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_, err = daemon.Migrate(ctx, daemon.MigrateConfig{
-		From: daemon.MigrateEnd{DataDir: bolt.DataDir()},
-		To:   daemon.MigrateEnd{Store: daemon.StoreEtcd, Etcd: migrateEtcd(eps, "/outer/migrated/")},
+	_, err = migrate.Run(ctx, migrate.Config{
+		From: migrate.End{DataDir: bolt.DataDir()},
+		To:   migrate.End{Store: daemon.StoreEtcd, Etcd: migrateEtcd(eps, "/outer/migrated/")},
 	})
 	if !errors.Is(err, etcdstore.ErrNestedPrefix) || !strings.Contains(err.Error(), "is inside /outer/") {
 		t.Errorf("migrate into /outer/migrated/: %v; want it refused", err)
 	}
-	_, err = daemon.RestoreToEtcd(ctx, bytes.NewReader(archive), migrateEtcd(eps, "/"), t.TempDir(), false, nil)
+	_, err = backup.RestoreToEtcd(ctx, bytes.NewReader(archive), migrateEtcd(eps, "/"), t.TempDir(), false, nil)
 	if !errors.Is(err, etcdstore.ErrNestedPrefix) || !strings.Contains(err.Error(), "/ contains /outer/") {
 		t.Errorf("restore into /: %v; want it refused", err)
 	}
 
-	if _, err := daemon.RestoreToEtcd(ctx, bytes.NewReader(archive), migrateEtcd(eps, "/outer-restored/"), t.TempDir(), false, nil); err != nil {
+	if _, err := backup.RestoreToEtcd(ctx, bytes.NewReader(archive), migrateEtcd(eps, "/outer-restored/"), t.TempDir(), false, nil); err != nil {
 		t.Fatalf("restore into a sibling prefix: %v", err)
 	}
 	provisiondtest.Start(t, provisiondtest.WithEtcd(eps, "/outer-restored/"))

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/provisiond/provisiond/internal/controllerstore"
 	"github.com/provisiond/provisiond/pki"
 	"github.com/provisiond/provisiond/state"
 	"github.com/provisiond/provisiond/state/store/boltstore"
@@ -20,16 +21,16 @@ import (
 // missing it is made again from the database and ca.crt; when it has no
 // controller agent password either, the controller agent gets a new one
 // too (the controller's own login; nothing outside the data dir uses it).
-// A data dir a daemon is running on is refused (ErrDataDirInUse). It
+// A data dir a daemon is running on is refused (controllerstore.ErrDataDirInUse). It
 // returns the path written.
 func ResetAdminPassword(dataDir string) (string, error) {
 	dbPath := filepath.Join(dataDir, DBFile)
 	if _, err := os.Stat(dbPath); err != nil {
 		return "", fmt.Errorf("reset the admin password: %w", err)
 	}
-	st, _, err := openBoltState(dbPath, nil)
+	st, _, err := controllerstore.OpenBolt(dbPath, nil)
 	if errors.Is(err, boltstore.ErrLocked) {
-		return "", fmt.Errorf("reset the admin password in %s: %w (stop it first)", dataDir, ErrDataDirInUse)
+		return "", fmt.Errorf("reset the admin password in %s: %w (stop it first)", dataDir, controllerstore.ErrDataDirInUse)
 	}
 	if err != nil {
 		return "", fmt.Errorf("reset the admin password: %w", err)

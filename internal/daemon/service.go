@@ -20,7 +20,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/provisiond/provisiond/facades/admin"
 	"github.com/provisiond/provisiond/internal/buildinfo"
+	"github.com/provisiond/provisiond/internal/connlimit"
+	"github.com/provisiond/provisiond/internal/controllerstore"
 	"github.com/provisiond/provisiond/pki"
 )
 
@@ -51,11 +54,11 @@ type service struct {
 	tlsHosts   []string                        // the hosts of a generated certificate
 	expiry     *time.Timer
 	metricsLn  net.Listener
-	metricsTCP *limitListener // metricsLn, bounded
+	metricsTCP *connlimit.Listener // metricsLn, bounded
 	metricsSv  *http.Server
 	metricsWG  sync.WaitGroup
 	// connRefused counts the connections the listeners refuse at accept
-	// (listener.go), by listener and reason.
+	// (connlimit.Listener), by listener and reason.
 	connRefused *prometheus.CounterVec
 }
 
@@ -328,7 +331,7 @@ func writeAtomic(path string, data []byte) error {
 	if err := os.Rename(tmp, path); err != nil {
 		return err
 	}
-	return syncDir(filepath.Dir(path))
+	return controllerstore.SyncDir(filepath.Dir(path))
 }
 
 // registerServiceMetrics adds the build, database and certificate metrics.
@@ -381,7 +384,7 @@ func (d *Daemon) serveMetrics() error {
 	// Bounded as the API port is, on a small cap of its own: a local
 	// user cannot fill it for the others, nor spend the daemon's file
 	// descriptors through it; the API port's state never reaches it.
-	ln := newLimitListener(raw, newConnLimits(metricsMaxConns, 0, metricsPerClient), d.countRefused("metrics"))
+	ln := connlimit.NewListener(raw, metricsMaxConns, 0, metricsPerClient, admin.ClientOf, d.countRefused("metrics"))
 	d.svc.metricsTCP = ln
 	mux := http.NewServeMux()
 	// The same rule as on the API port (--metrics-auth): on loopback,
@@ -403,7 +406,7 @@ func (d *Daemon) serveMetrics() error {
 }
 
 // The metrics listener's bounds: its connections never log in, so all
-// but the local operator's are pending (listener.go).
+// but the local operator's are pending (connlimit.Listener).
 const (
 	metricsMaxConns  = 32
 	metricsPerClient = 4

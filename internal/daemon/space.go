@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/provisiond/provisiond/internal/controllerstore"
 	"github.com/provisiond/provisiond/state/store/etcdstore"
 )
 
@@ -14,9 +15,8 @@ import (
 // alarm if every member's database is then below its quota
 // (etcdstore.ReclaimSpace). The daemons may go on serving meanwhile.
 func ReclaimEtcdSpace(ctx context.Context, e EtcdConfig, log *slog.Logger) (etcdstore.SpaceReport, error) {
-	c := Config{Store: StoreEtcd, Etcd: e}
-	if err := c.validateStore(); err != nil {
+	if err := controllerstore.Validate(StoreEtcd, e); err != nil {
 		return etcdstore.SpaceReport{}, err
 	}
-	return etcdstore.ReclaimSpace(ctx, e.storeConfig(), log)
+	return etcdstore.ReclaimSpace(ctx, e.StoreConfig(), log)
 }

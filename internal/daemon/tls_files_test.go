@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/provisiond/provisiond/internal/backup"
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/rpc/params"
 )
@@ -144,7 +145,7 @@ func TestDataDirFileModes(t *testing.T) {
 		t.Fatal(err)
 	}
 	var archive bytes.Buffer
-	if err := daemon.FetchBackup(ctxT(t), &creds, &archive, nil); err != nil {
+	if err := backup.Fetch(ctxT(t), &creds, &archive, nil); err != nil {
 		t.Fatal(err)
 	}
 	c.Close()
@@ -152,7 +153,7 @@ func TestDataDirFileModes(t *testing.T) {
 		t.Fatal(err)
 	}
 	restored := filepath.Join(t.TempDir(), "restored")
-	if err := daemon.Restore(bytes.NewReader(archive.Bytes()), restored, daemon.RestoreOptions{}); err != nil {
+	if err := backup.Restore(bytes.NewReader(archive.Bytes()), restored, backup.RestoreOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, root := range []string{dir, restored} {

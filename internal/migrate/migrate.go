@@ -1,4 +1,4 @@
-package daemon
+package migrate
 
 import (
 	"context"
@@ -17,7 +17,10 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/provisiond/provisiond/credentials"
+	"github.com/provisiond/provisiond/internal/agentbinaries"
 	"github.com/provisiond/provisiond/internal/blobstore"
+	"github.com/provisiond/provisiond/internal/controllerstore"
 	"github.com/provisiond/provisiond/pki"
 	"github.com/provisiond/provisiond/state"
 	"github.com/provisiond/provisiond/state/store"
@@ -25,7 +28,7 @@ import (
 	"github.com/provisiond/provisiond/state/store/etcdstore"
 )
 
-// Migrate copies a stopped controller from one store to another, empty
+// Run copies a stopped controller from one store to another, empty
 // one (provisiond migrate; docs/scale-out.md, Moving between stores):
 // bbolt to etcd, or etcd to bbolt. What moves:
 //
@@ -45,21 +48,21 @@ import (
 // After the copy it reads the target back and compares the records (their
 // count and digest) with the source's.
 
-// MigrateEnd is one side of a migration.
-type MigrateEnd struct {
-	// Store is StoreBolt or StoreEtcd.
+// End is one side of a migration.
+type End struct {
+	// Store is controllerstore.StoreBolt or controllerstore.StoreEtcd.
 	Store string
 	// DataDir is, for bbolt, the data dir holding the database; for etcd
 	// (optional) the data dir of one of its daemons, whose agent binaries
 	// move.
 	DataDir string
 	// Etcd is the cluster, for etcd.
-	Etcd EtcdConfig
+	Etcd controllerstore.EtcdConfig
 }
 
-// MigrateConfig says what to migrate.
-type MigrateConfig struct {
-	From, To MigrateEnd
+// Config says what to migrate.
+type Config struct {
+	From, To End
 	// Progress, if set, is told how the copy goes: phase "counting",
 	// "copying" or "verifying", done of total records (total is the
 	// source's count; 0 while counting).
@@ -68,8 +71,8 @@ type MigrateConfig struct {
 	Logger *slog.Logger
 }
 
-// MigrateResult is what Migrate did.
-type MigrateResult struct {
+// Result is what Run did.
+type Result struct {
 	Controller       string // its UUID
 	Records          int    // records loaded into the target
 	SourceRevision   uint64 // the revision the source was read at
@@ -84,12 +87,23 @@ type MigrateResult struct {
 	Notes []string
 }
 
+// IdentityFiles are the files a bbolt data dir keeps the controller's
+// identity in: credentials.yaml (the passwords) and the TLS material,
+// where present. A backup carries them beside the database.
+var IdentityFiles = []string{credentials.File, pki.CACertFile, pki.CAKeyFile, pki.ServerCertFile, pki.ServerKeyFile}
+
+// File is one of IdentityFiles and its content.
+type File struct {
+	Name string
+	Data []byte
+}
+
 // ErrNotEmpty is returned when a migration's or restore's target holds
 // anything.
 var ErrNotEmpty = errors.New("the target is not empty")
 
-// Migrate runs a migration (see above).
-func Migrate(ctx context.Context, cfg MigrateConfig) (res MigrateResult, err error) {
+// Run runs a migration (see above).
+func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	if err := cfg.Validate(); err != nil {
 		return res, err
 	}
@@ -104,7 +118,7 @@ func Migrate(ctx context.Context, cfg MigrateConfig) (res MigrateResult, err err
 		return res, err
 	}
 	defer src.Close()
-	if cfg.To.Store == StoreEtcd {
+	if cfg.To.Store == controllerstore.StoreEtcd {
 		err = migrateToEtcd(ctx, cfg, src, id, &res)
 	} else {
 		err = migrateToDataDir(ctx, cfg, src, id, &res)
@@ -112,30 +126,29 @@ func Migrate(ctx context.Context, cfg MigrateConfig) (res MigrateResult, err err
 	return res, err
 }
 
-// Validate checks the configuration (Migrate does too), filling in the
+// Validate checks the configuration (Run does too), filling in the
 // default store (bbolt) of each side.
-func (c *MigrateConfig) Validate() error {
+func (c *Config) Validate() error {
 	for _, e := range []struct {
-		end  *MigrateEnd
+		end  *End
 		side string
 	}{{&c.From, "from"}, {&c.To, "to"}} {
 		switch e.end.Store {
-		case "", StoreBolt:
-			e.end.Store = StoreBolt
+		case "", controllerstore.StoreBolt:
+			e.end.Store = controllerstore.StoreBolt
 			if e.end.DataDir == "" {
 				return fmt.Errorf("migrating %s bbolt needs --%s-data-dir", e.side, e.side)
 			}
-		case StoreEtcd:
-			cfg := Config{Store: StoreEtcd, Etcd: e.end.Etcd}
-			if err := cfg.validateStore(); err != nil {
+		case controllerstore.StoreEtcd:
+			if err := controllerstore.Validate(controllerstore.StoreEtcd, e.end.Etcd); err != nil {
 				return err
 			}
 		default:
-			return fmt.Errorf("--%s %q: want %s or %s", e.side, e.end.Store, StoreBolt, StoreEtcd)
+			return fmt.Errorf("--%s %q: want %s or %s", e.side, e.end.Store, controllerstore.StoreBolt, controllerstore.StoreEtcd)
 		}
 	}
 	switch {
-	case c.From.Store == c.To.Store && c.From.Store == StoreBolt:
+	case c.From.Store == c.To.Store && c.From.Store == controllerstore.StoreBolt:
 		return errors.New("migrate copies between bbolt and etcd; from one bbolt data dir to another, use provisiond backup and restore (or copy the stopped data dir)")
 	case c.From.Store == c.To.Store:
 		return errors.New("migrate copies between bbolt and etcd; from one etcd prefix to another, migrate to a bbolt data dir and back")
@@ -145,100 +158,33 @@ func (c *MigrateConfig) Validate() error {
 	return nil
 }
 
-// openEtcdState opens state on the etcd cluster e.
-func openEtcdState(e EtcdConfig, log *slog.Logger) (*state.State, error) {
-	s, err := openEtcd(e, store.Feed{}, log, nil)
-	if err != nil {
-		return nil, fmt.Errorf("opening state: %w", err)
-	}
-	return state.Open(s, state.Options{Logger: log})
-}
-
-// openEtcd opens an etcd store with the daemon's settings and registers
-// its prefix (etcdstore.ClaimPrefix); observe, if not nil, is told of each
-// commit (etcdstore.Config.ObserveCommit).
-func openEtcd(e EtcdConfig, feed store.Feed, log *slog.Logger, observe func(time.Duration, int)) (*etcdstore.Store, error) {
-	cfg := e.storeConfig()
-	cfg.Feed, cfg.Logger, cfg.ObserveCommit = feed, log, observe
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.DialTimeout+e.RequestTimeout+5*time.Second)
-	defer cancel()
-	s, err := etcdstore.Open(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("etcd %s: %w", strings.Join(e.Endpoints, ","), err)
-	}
-	// A controller's prefix must neither contain nor be inside another's
-	// (whose records its replica would load): refused here for serve,
-	// migrate and restore alike.
-	if err := s.ClaimPrefix(ctx); err != nil {
-		s.Close()
-		return nil, err
-	}
-	return s, nil
-}
-
-// storeConfig is the etcd store's configuration of e (no feed, logger or
-// commit observer).
-func (e EtcdConfig) storeConfig() etcdstore.Config {
-	dial := e.DialTimeout
-	if dial == 0 {
-		dial = 5 * time.Second
-	}
-	return etcdstore.Config{
-		Endpoints:       e.Endpoints,
-		Prefix:          e.Prefix,
-		CAFile:          e.CAFile,
-		CertFile:        e.CertFile,
-		KeyFile:         e.KeyFile,
-		Username:        e.Username,
-		Password:        e.Password,
-		DialTimeout:     dial,
-		RequestTimeout:  e.RequestTimeout,
-		LeaseTTL:        e.LeaseTTL,
-		MaxTxnOps:       e.MaxTxnOps,
-		MaxRequestBytes: e.MaxRequestBytes,
-		CommitsInFlight: e.CommitsInFlight,
-	}
-}
-
-// checkLoaded refuses an etcd store whose prefix holds an unfinished load
-// (a daemon must not serve part of a controller); other stores pass.
-func checkLoaded(st *state.State) error {
-	s, ok := st.Store().(*etcdstore.Store)
-	if !ok {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	return s.CheckLoad(ctx)
-}
-
 // openMigrateSource opens the source's state and reads the controller's
 // identity from where that store keeps it.
-func openMigrateSource(ctx context.Context, from MigrateEnd, log *slog.Logger) (*state.State, state.Identity, error) {
+func openMigrateSource(ctx context.Context, from End, log *slog.Logger) (*state.State, state.Identity, error) {
 	var id state.Identity
 	var st *state.State
 	where := ""
-	if from.Store == StoreBolt {
+	if from.Store == controllerstore.StoreBolt {
 		where = from.DataDir
-		path := filepath.Join(from.DataDir, DBFile)
+		path := filepath.Join(from.DataDir, controllerstore.DBFile)
 		if _, err := os.Stat(path); err != nil {
 			return nil, id, fmt.Errorf("no database at %s: --from-data-dir must be a provisiond data dir", path)
 		}
 		var err error
-		st, _, err = openBoltState(path, log)
+		st, _, err = controllerstore.OpenBolt(path, log)
 		if errors.Is(err, boltstore.ErrLocked) {
-			return nil, id, fmt.Errorf("%s is in use: a running provisiond holds its database's lock; stop it before migrating (%w)", from.DataDir, ErrDataDirInUse)
+			return nil, id, fmt.Errorf("%s is in use: a running provisiond holds its database's lock; stop it before migrating (%w)", from.DataDir, controllerstore.ErrDataDirInUse)
 		}
 		if err != nil {
 			return nil, id, err
 		}
 	} else {
-		where = "etcd prefix " + etcdPrefix(from.Etcd)
+		where = "etcd prefix " + from.Etcd.PrefixOrDefault()
 		var err error
-		if st, err = openEtcdState(from.Etcd, log); err != nil {
+		if st, err = controllerstore.OpenEtcdState(from.Etcd, log); err != nil {
 			return nil, id, err
 		}
-		if err := checkLoaded(st); err != nil {
+		if err := controllerstore.CheckLoaded(st); err != nil {
 			st.Close()
 			return nil, id, err
 		}
@@ -268,7 +214,7 @@ func openMigrateSource(ctx context.Context, from MigrateEnd, log *slog.Logger) (
 	if !ok {
 		return fail(fmt.Errorf("%s holds no controller (it was never initialised): nothing to migrate", where))
 	}
-	if from.Store == StoreBolt {
+	if from.Store == controllerstore.StoreBolt {
 		id, err = identityFromDataDir(from.DataDir, st)
 	} else {
 		var found bool
@@ -283,24 +229,17 @@ func openMigrateSource(ctx context.Context, from MigrateEnd, log *slog.Logger) (
 	return st, id, nil
 }
 
-func etcdPrefix(e EtcdConfig) string {
-	if e.Prefix == "" {
-		return etcdstore.DefaultPrefix
-	}
-	return e.Prefix
-}
-
 // identityFromDataDir makes the identity a daemon on etcd reads from what
-// a bbolt daemon keeps in its data dir (see Start and initialise): the TLS
+// a bbolt daemon keeps in its data dir (internal/daemon: Start and initialise): the TLS
 // material pki.LoadOrCreate keeps there and the passwords of
 // credentials.yaml, which must be the controller's (the database's
 // password hashes must accept them).
 func identityFromDataDir(dir string, st *state.State) (state.Identity, error) {
 	var id state.Identity
-	credsPath := filepath.Join(dir, CredentialsFile)
-	creds, err := ReadCredentials(credsPath)
+	credsPath := filepath.Join(dir, credentials.File)
+	creds, err := credentials.Read(credsPath)
 	if errors.Is(err, fs.ErrNotExist) {
-		return id, fmt.Errorf("%s has no %s: the controller's admin and controller-agent passwords are in it, and a daemon on etcd needs them", dir, CredentialsFile)
+		return id, fmt.Errorf("%s has no %s: the controller's admin and controller-agent passwords are in it, and a daemon on etcd needs them", dir, credentials.File)
 	}
 	if err != nil {
 		return id, err
@@ -366,17 +305,17 @@ func identityFromDataDir(dir string, st *state.State) (state.Identity, error) {
 // from an identity record (what identityFromDataDir reads): the TLS
 // material, unless the operator supplied it, and credentials.yaml, whose
 // api-addresses the daemon fills in when it starts.
-func dataDirFiles(id state.Identity, st *state.State) ([]tarEntry, error) {
+func dataDirFiles(id state.Identity, st *state.State) ([]File, error) {
 	ctrl, err := st.Controller(context.Background())
 	if err != nil {
 		return nil, err
 	}
-	creds := Credentials{
+	creds := credentials.Credentials{
 		ControllerUUID:      ctrl.UUID,
 		ControllerModelUUID: ctrl.ModelUUID,
 		AdminUser:           "admin",
 		AdminPassword:       id.AdminPassword,
-		ControllerAgent:     ControllerAgent{Tag: "machine-0", Password: id.AgentPassword, Nonce: id.AgentNonce},
+		ControllerAgent:     credentials.ControllerAgent{Tag: "machine-0", Password: id.AgentPassword, Nonce: id.AgentNonce},
 		CACert:              string(id.CACert),
 	}
 	if m, err := st.ModelByName(context.Background(), state.DefaultModelName); err == nil {
@@ -386,29 +325,29 @@ func dataDirFiles(id state.Identity, st *state.State) ([]tarEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := []tarEntry{{CredentialsFile, b}}
+	out := []File{{credentials.File, b}}
 	if len(id.CAKey) > 0 {
-		out = append(out, tarEntry{pki.CACertFile, id.CACert}, tarEntry{pki.CAKeyFile, id.CAKey},
-			tarEntry{pki.ServerCertFile, id.ServerCert}, tarEntry{pki.ServerKeyFile, id.ServerKey})
+		out = append(out, File{pki.CACertFile, id.CACert}, File{pki.CAKeyFile, id.CAKey},
+			File{pki.ServerCertFile, id.ServerCert}, File{pki.ServerKeyFile, id.ServerKey})
 	}
 	return out, nil
 }
 
 // migrateToEtcd loads the source into an empty etcd prefix, the identity
 // record with it, and copies the agent binaries to the data dir given.
-func migrateToEtcd(ctx context.Context, cfg MigrateConfig, src *state.State, id state.Identity, res *MigrateResult) error {
-	where := "etcd prefix " + etcdPrefix(cfg.To.Etcd)
+func migrateToEtcd(ctx context.Context, cfg Config, src *state.State, id state.Identity, res *Result) error {
+	where := "etcd prefix " + cfg.To.Etcd.PrefixOrDefault()
 	if cfg.To.DataDir != "" {
 		if err := checkBlobTarget(cfg.To.DataDir); err != nil {
 			return err
 		}
 	}
-	dst, err := openEtcdState(cfg.To.Etcd, cfg.Logger)
+	dst, err := controllerstore.OpenEtcdState(cfg.To.Etcd, cfg.Logger)
 	if err != nil {
 		return err
 	}
 	defer dst.Close()
-	if err := checkLoaded(dst); err != nil {
+	if err := controllerstore.CheckLoaded(dst); err != nil {
 		return err
 	}
 	if ok, err := dst.Initialized(ctx); err != nil {
@@ -457,7 +396,7 @@ func migrateToEtcd(ctx context.Context, cfg MigrateConfig, src *state.State, id 
 			}
 		} else if n, size := countBlobs(cfg.From.DataDir); n > 0 {
 			res.Notes = append(res.Notes, fmt.Sprintf("%d agent binaries (%.1f MiB) stay in %s: no daemon on etcd has them (it would copy them from a peer that has); copy that directory into the data dir of the first daemon to start on etcd",
-				n, float64(size)/(1<<20), filepath.Join(cfg.From.DataDir, AgentBinariesDir)))
+				n, float64(size)/(1<<20), filepath.Join(cfg.From.DataDir, agentbinaries.DirName)))
 		}
 	}
 	if len(id.CAKey) == 0 {
@@ -490,7 +429,7 @@ type copyOptions struct {
 // copyAndVerify copies src into dst (empty): the dump of src but its
 // identity record (the target's is in opts.first, or in files), then
 // reads dst back and compares.
-func copyAndVerify(ctx context.Context, cfg MigrateConfig, src, dst *state.State, opts copyOptions, res *MigrateResult) error {
+func copyAndVerify(ctx context.Context, cfg Config, src, dst *state.State, opts copyOptions, res *Result) error {
 	dumper, loader, err := dumperLoader(src, dst)
 	if err != nil {
 		return err
@@ -551,7 +490,7 @@ func copyAndVerify(ctx context.Context, cfg MigrateConfig, src, dst *state.State
 	if cr.source.unordered {
 		return errors.New("the source's dump is not in key order: it is damaged (run provisiond check)")
 	}
-	if opts.count && (!cr.source.same(&counted) || cr.rev != rev && src.Store().Info().Engine == StoreBolt) {
+	if opts.count && (!cr.source.same(&counted) || cr.rev != rev && src.Store().Info().Engine == controllerstore.StoreBolt) {
 		return fmt.Errorf("the source changed during the copy (%d records at revision %d, then %d at %d): is a daemon running on it?",
 			counted.n, rev, cr.source.n, cr.rev)
 	}
@@ -586,7 +525,7 @@ func copyAndVerify(ctx context.Context, cfg MigrateConfig, src, dst *state.State
 // migrateToDataDir loads the source into a new bbolt database and writes
 // the data dir files of its identity, all in a staging directory inside
 // the target, moved into place (the database last) once verified.
-func migrateToDataDir(ctx context.Context, cfg MigrateConfig, src *state.State, id state.Identity, res *MigrateResult) (err error) {
+func migrateToDataDir(ctx context.Context, cfg Config, src *state.State, id state.Identity, res *Result) (err error) {
 	dir := cfg.To.DataDir
 	if err := checkDataDirTarget(dir); err != nil {
 		return err
@@ -615,39 +554,39 @@ func migrateToDataDir(ctx context.Context, cfg MigrateConfig, src *state.State, 
 			return err
 		}
 	} else {
-		res.Notes = append(res.Notes, fmt.Sprintf("no agent binaries were copied (give --from-data-dir, the data dir of a daemon on etcd, to copy its %s)", AgentBinariesDir))
+		res.Notes = append(res.Notes, fmt.Sprintf("no agent binaries were copied (give --from-data-dir, the data dir of a daemon on etcd, to copy its %s)", agentbinaries.DirName))
 	}
 	entries, err := os.ReadDir(stage)
 	if err != nil {
 		return err
 	}
 	for _, e := range entries {
-		if e.Name() == DBFile {
+		if e.Name() == controllerstore.DBFile {
 			continue
 		}
 		if err := os.Rename(filepath.Join(stage, e.Name()), filepath.Join(dir, e.Name())); err != nil {
 			return err
 		}
 	}
-	if err := os.Rename(filepath.Join(stage, DBFile), filepath.Join(dir, DBFile)); err != nil {
+	if err := os.Rename(filepath.Join(stage, controllerstore.DBFile), filepath.Join(dir, controllerstore.DBFile)); err != nil {
 		return err
 	}
 	if len(id.CAKey) == 0 {
 		res.Notes = append(res.Notes, "the controller's certificates were supplied by the operator (--cert-file): start the daemon with --cert-file, --key-file and --ca-file")
 	}
-	return syncDir(dir)
+	return controllerstore.SyncDir(dir)
 }
 
 // stageDataDir makes a bbolt data dir in the new directory stage from
 // src: the database, without the identity record, and the identity's
 // files.
-func stageDataDir(ctx context.Context, cfg MigrateConfig, src *state.State, id state.Identity, stage string, opts copyOptions, res *MigrateResult) error {
-	files, err := stageDatabase(ctx, cfg, src, id, filepath.Join(stage, DBFile), nil, opts, res)
+func stageDataDir(ctx context.Context, cfg Config, src *state.State, id state.Identity, stage string, opts copyOptions, res *Result) error {
+	files, err := stageDatabase(ctx, cfg, src, id, filepath.Join(stage, controllerstore.DBFile), nil, opts, res)
 	if err != nil {
 		return err
 	}
 	for _, f := range files {
-		if err := writeFileSynced(filepath.Join(stage, f.name), strings.NewReader(string(f.data))); err != nil {
+		if err := controllerstore.WriteFileSynced(filepath.Join(stage, f.Name), strings.NewReader(string(f.Data))); err != nil {
 			return err
 		}
 	}
@@ -658,8 +597,8 @@ func stageDataDir(ctx context.Context, cfg MigrateConfig, src *state.State, id s
 // identity record, checks it, and returns the data dir files of id. With
 // snapshot, it also writes a snapshot of the database there (as /backup
 // takes one: its pages in use, not the file's preallocated size).
-func stageDatabase(ctx context.Context, cfg MigrateConfig, src *state.State, id state.Identity, path string, snapshot io.Writer, opts copyOptions, res *MigrateResult) ([]tarEntry, error) {
-	dst, db, err := openBoltState(path, cfg.Logger)
+func stageDatabase(ctx context.Context, cfg Config, src *state.State, id state.Identity, path string, snapshot io.Writer, opts copyOptions, res *Result) ([]File, error) {
+	dst, db, err := controllerstore.OpenBolt(path, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -682,10 +621,20 @@ func stageDatabase(ctx context.Context, cfg MigrateConfig, src *state.State, id 
 	return files, dst.Close()
 }
 
+// Snapshot makes a new bbolt database at path from src, a live
+// controller on a shared store read once at one revision (a backup of it),
+// checks it, writes a snapshot of it to snapshot (its pages in use), and
+// returns the data dir files of id; res says what was copied.
+func Snapshot(ctx context.Context, src *state.State, id state.Identity, path string, snapshot io.Writer, log *slog.Logger) (files []File, res Result, err error) {
+	cfg := Config{Progress: func(string, int, int) {}, Logger: log}
+	files, err = stageDatabase(ctx, cfg, src, id, path, snapshot, copyOptions{}, &res)
+	return files, res, err
+}
+
 // checkDataDirTarget refuses a data dir that holds any of what a bbolt
 // target gets.
 func checkDataDirTarget(dir string) error {
-	for _, name := range append([]string{DBFile}, backupFiles...) {
+	for _, name := range append([]string{controllerstore.DBFile}, IdentityFiles...) {
 		if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {
 			return fmt.Errorf("%s already holds %s: %w (migrate only into a new or empty data dir)", dir, name, ErrNotEmpty)
 		}
@@ -696,16 +645,16 @@ func checkDataDirTarget(dir string) error {
 // checkBlobTarget refuses a data dir whose agent binaries directory holds
 // anything.
 func checkBlobTarget(dir string) error {
-	entries, err := os.ReadDir(filepath.Join(dir, AgentBinariesDir))
+	entries, err := os.ReadDir(filepath.Join(dir, agentbinaries.DirName))
 	if err == nil && len(entries) > 0 {
-		return fmt.Errorf("%s already holds agent binaries: %w", filepath.Join(dir, AgentBinariesDir), ErrNotEmpty)
+		return fmt.Errorf("%s already holds agent binaries: %w", filepath.Join(dir, agentbinaries.DirName), ErrNotEmpty)
 	}
 	return nil
 }
 
 // countBlobs counts the agent binaries in a data dir.
 func countBlobs(dir string) (n int, size int64) {
-	entries, _ := os.ReadDir(filepath.Join(dir, AgentBinariesDir))
+	entries, _ := os.ReadDir(filepath.Join(dir, agentbinaries.DirName))
 	for _, e := range entries {
 		if !blobstore.ValidName(e.Name()) {
 			continue
@@ -721,19 +670,19 @@ func countBlobs(dir string) (n int, size int64) {
 // copyAgentBinaries copies the blobs of one data dir's agent binaries
 // store into another's, each checked against its SHA-256 (the end of its
 // name, VERSION.SHA256) as it is written.
-func copyAgentBinaries(ctx context.Context, fromDir, toDir string, res *MigrateResult) error {
-	entries, err := os.ReadDir(filepath.Join(fromDir, AgentBinariesDir))
+func copyAgentBinaries(ctx context.Context, fromDir, toDir string, res *Result) error {
+	entries, err := os.ReadDir(filepath.Join(fromDir, agentbinaries.DirName))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("agent binaries: %w", err)
 	}
-	from, err := blobstore.NewFS(filepath.Join(fromDir, AgentBinariesDir))
+	from, err := blobstore.NewFS(filepath.Join(fromDir, agentbinaries.DirName))
 	if err != nil {
 		return fmt.Errorf("agent binaries: %w", err)
 	}
-	to, err := blobstore.NewFS(filepath.Join(toDir, AgentBinariesDir))
+	to, err := blobstore.NewFS(filepath.Join(toDir, agentbinaries.DirName))
 	if err != nil {
 		return fmt.Errorf("agent binaries: %w", err)
 	}
@@ -744,7 +693,7 @@ func copyAgentBinaries(ctx context.Context, fromDir, toDir string, res *MigrateR
 		}
 		sum := name[strings.LastIndexByte(name, '.')+1:]
 		if len(sum) != 2*sha256.Size {
-			if sum, err = fileSHA256(filepath.Join(fromDir, AgentBinariesDir, name)); err != nil {
+			if sum, err = fileSHA256(filepath.Join(fromDir, agentbinaries.DirName, name)); err != nil {
 				return fmt.Errorf("agent binaries: %w", err)
 			}
 		}

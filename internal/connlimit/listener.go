@@ -1,10 +1,8 @@
-package daemon
+package connlimit
 
 import (
 	"bufio"
 	"bytes"
-	"context"
-	"encoding/json"
 	"net"
 	"net/netip"
 	"os"
@@ -14,9 +12,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-
-	"github.com/provisiond/provisiond/facades/admin"
-	"github.com/provisiond/provisiond/rpc"
 )
 
 // The connection cap (--max-connections) counts accepted TCP connections:
@@ -48,13 +43,14 @@ import (
 //     connections count only against the cap itself, not against the
 //     bounds above, and its TLS handshakes go first (handshake.go).
 
-// Reasons a connection is refused at accept (the metric's label).
+// Reasons a connection is refused at accept (the refused callback's
+// argument: provisiond_connections_refused_total's label).
 const (
-	refusedCap     = "cap"     // --max-connections (less the operator's share)
-	refusedPending = "pending" // --max-pending-connections
-	refusedAddress = "address" // --max-pending-per-address
-	// refusedHandshakes: a client's handshakes in progress (handshake.go).
-	refusedHandshakes = "handshakes"
+	RefusedCap     = "cap"     // --max-connections (less the operator's share)
+	RefusedPending = "pending" // --max-pending-connections
+	RefusedAddress = "address" // --max-pending-per-address
+	// RefusedHandshakes: a client's handshakes in progress (handshake.go).
+	RefusedHandshakes = "handshakes"
 )
 
 // connLimits are a listener's bounds (see above).
@@ -83,37 +79,50 @@ func newConnLimits(maxConns, maxPending, perClient int) connLimits {
 	return l
 }
 
-// limitListener is a net.Listener that keeps at most lim.max accepted
+// Listener is a net.Listener that keeps at most lim.max accepted
 // connections open, within them the bounds above.
-type limitListener struct {
+type Listener struct {
 	net.Listener
 	lim   connLimits
 	peers *peerLookup
 	// operators are the users whose local connections are the operator's.
 	operators map[uint32]bool
-	refused   func(reason string) // called for each connection closed at accept
+	clientOf  func(netip.Addr) string // the client of a remote address
+	refused   func(reason string)     // called for each connection closed at accept
 
 	mu        sync.Mutex // guards the fields below
 	open      int
 	pending   int            // pending connections but the operator's
 	pendingBy map[string]int // the same by client
 	// conns are the open connections by client address, for the login
-	// throttle and the login notice (clientOf, loggedIn).
+	// throttle and the login notice (Client, LoggedIn).
 	conns map[netip.AddrPort]*limitConn
 }
 
-func newLimitListener(ln net.Listener, lim connLimits, refused func(reason string)) *limitListener {
+// NewListener wraps ln in the connection cap maxConns and, within it, at
+// most maxPending connections that have not logged in and perClient of
+// them from one client (0: derived from the cap, see newConnLimits).
+// clientOf names the client of a remote address (an address, an IPv6
+// /64: the login throttle's key); refused, if not nil, is called with
+// the reason of each connection closed at accept.
+func NewListener(ln net.Listener, maxConns, maxPending, perClient int, clientOf func(netip.Addr) string, refused func(reason string)) *Listener {
+	l := newListener(ln, newConnLimits(maxConns, maxPending, perClient), refused)
+	l.clientOf = clientOf
+	return l
+}
+
+func newListener(ln net.Listener, lim connLimits, refused func(reason string)) *Listener {
 	if refused == nil {
 		refused = func(string) {}
 	}
-	return &limitListener{Listener: ln, lim: lim, peers: newPeerLookup(), refused: refused,
+	return &Listener{Listener: ln, lim: lim, peers: newPeerLookup(), refused: refused, clientOf: netip.Addr.String,
 		operators: map[uint32]bool{0: true, uint32(os.Geteuid()): true},
 		pendingBy: map[string]int{}, conns: map[netip.AddrPort]*limitConn{}}
 }
 
 // Accept returns the next connection within the bounds; connections over
 // them are closed here and never returned.
-func (l *limitListener) Accept() (net.Conn, error) {
+func (l *Listener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
@@ -134,7 +143,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 }
 
 // Close closes the listener and its peer lookup's socket.
-func (l *limitListener) Close() error {
+func (l *Listener) Close() error {
 	err := l.Listener.Close()
 	l.peers.close()
 	return err
@@ -142,32 +151,32 @@ func (l *limitListener) Close() error {
 
 // classify names the client of a connection from remote to local, and
 // says whether it is the local operator's.
-func (l *limitListener) classify(local, remote netip.AddrPort) (client string, operator bool) {
+func (l *Listener) classify(local, remote netip.AddrPort) (client string, operator bool) {
 	ip := remote.Addr().Unmap()
 	if ip.IsLoopback() || ip == local.Addr().Unmap() {
 		if uid, ok := l.peers.uid(local, remote); ok {
 			return "local user " + strconv.FormatUint(uint64(uid), 10), l.operators[uid]
 		}
 	}
-	return admin.ClientOf(ip), false
+	return l.clientOf(ip), false
 }
 
 // admit counts lc in, or returns why it is refused.
-func (l *limitListener) admit(lc *limitConn) (refused string) {
+func (l *Listener) admit(lc *limitConn) (refused string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if lc.operator {
 		if l.open >= l.lim.max {
-			return refusedCap
+			return RefusedCap
 		}
 	} else {
 		switch {
 		case l.open >= l.lim.max-l.lim.reserve:
-			return refusedCap
+			return RefusedCap
 		case l.pending >= l.lim.maxPending:
-			return refusedPending
+			return RefusedPending
 		case l.pendingBy[lc.client] >= l.lim.perClient:
-			return refusedAddress
+			return RefusedAddress
 		}
 		l.pending++
 		l.pendingBy[lc.client]++
@@ -181,7 +190,7 @@ func (l *limitListener) admit(lc *limitConn) (refused string) {
 }
 
 // unpend stops counting lc as pending; l.mu is held.
-func (l *limitListener) unpend(lc *limitConn) {
+func (l *Listener) unpend(lc *limitConn) {
 	if !lc.pending {
 		return
 	}
@@ -193,7 +202,7 @@ func (l *limitListener) unpend(lc *limitConn) {
 }
 
 // closed counts lc out.
-func (l *limitListener) closed(lc *limitConn) {
+func (l *Listener) closed(lc *limitConn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.open--
@@ -205,7 +214,7 @@ func (l *limitListener) closed(lc *limitConn) {
 
 // lookup is the open connection from remote (host:port), or nil (also
 // for a nil listener).
-func (l *limitListener) lookup(remote string) *limitConn {
+func (l *Listener) lookup(remote string) *limitConn {
 	ap, err := netip.ParseAddrPort(remote)
 	if l == nil || err != nil {
 		return nil
@@ -215,9 +224,20 @@ func (l *limitListener) lookup(remote string) *limitConn {
 	return l.conns[netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())]
 }
 
-// loggedIn stops counting the connection from remote as pending: it has
+// Client is the client the open connection from remote (host:port) is
+// counted under, and whether it is the local operator's; ok is false when
+// there is no such connection (also for a nil listener).
+func (l *Listener) Client(remote string) (client string, operator, ok bool) {
+	lc := l.lookup(remote)
+	if lc == nil {
+		return "", false, false
+	}
+	return lc.client, lc.operator, true
+}
+
+// LoggedIn stops counting the connection from remote as pending: it has
 // logged in.
-func (l *limitListener) loggedIn(remote string) {
+func (l *Listener) LoggedIn(remote string) {
 	lc := l.lookup(remote)
 	if lc == nil {
 		return
@@ -228,7 +248,7 @@ func (l *limitListener) loggedIn(remote string) {
 }
 
 // Open returns the number of accepted connections not yet closed.
-func (l *limitListener) Open() int {
+func (l *Listener) Open() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.open
@@ -236,7 +256,7 @@ func (l *limitListener) Open() int {
 
 // Pending returns the number of open connections that have not logged in,
 // the local operator's aside.
-func (l *limitListener) Pending() int {
+func (l *Listener) Pending() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.pending
@@ -252,7 +272,7 @@ func addrPortOf(a net.Addr) netip.AddrPort {
 
 type limitConn struct {
 	net.Conn
-	l        *limitListener
+	l        *Listener
 	once     sync.Once
 	accepted time.Time // when Accept returned it (the handshake gate's wait starts)
 	remote   netip.AddrPort
@@ -263,8 +283,8 @@ type limitConn struct {
 	// slot is the gate whose slot the handshake holds (nil: none), wrote
 	// whether the server's flight has been written since (handshake.go);
 	// inGate is the gate that counts the handshake as in progress.
-	slot   atomic.Pointer[handshakeGate]
-	inGate atomic.Pointer[handshakeGate]
+	slot   atomic.Pointer[HandshakeGate]
+	inGate atomic.Pointer[HandshakeGate]
 	wrote  atomic.Bool
 }
 
@@ -285,7 +305,7 @@ const (
 	// logs in, in bytes: a message up to the pre-login read limit (64 KiB), HTTP
 	// headers up to --max-header-bytes (16 KiB, plus net/http's 4 KiB of
 	// slack), TLS record buffers and the connection's goroutine. Measured:
-	// TestPreLoginMemoryBound.
+	// internal/daemon's TestPreLoginMemoryBound.
 	ConnWorstCase = 160 << 10
 	// connMemoryShare is the part of the box's memory the connection cap
 	// lets clients that have not logged in fill: a quarter.
@@ -365,46 +385,4 @@ func meminfoTotal(path string) int64 {
 		}
 	}
 	return 0
-}
-
-// noticeLogins wraps NewRoot so that a connection stops counting as
-// pending (listener.go) once its websocket logs in.
-func (d *Daemon) noticeLogins(newRoot func(rpc.ConnInfo, *rpc.Conn) rpc.Root) func(rpc.ConnInfo, *rpc.Conn) rpc.Root {
-	return func(info rpc.ConnInfo, c *rpc.Conn) rpc.Root {
-		root := newRoot(info, c)
-		if d.tcp == nil {
-			return root
-		}
-		if lc := d.tcp.lookup(info.RemoteAddr); lc == nil || lc.operator {
-			return root // the operator's connections are not counted
-		}
-		return &loginNotice{Root: root, tcp: d.tcp, remote: info.RemoteAddr}
-	}
-}
-
-// loginNotice tells the listener when its connection's login succeeds.
-type loginNotice struct {
-	rpc.Root
-	tcp    *limitListener
-	remote string
-}
-
-// Authenticated forwards rpc.Authenticator (as auditRoot does).
-func (r *loginNotice) Authenticated() bool {
-	a, ok := r.Root.(rpc.Authenticator)
-	return !ok || a.Authenticated()
-}
-
-func (r *loginNotice) FindMethod(req rpc.Request) (rpc.Caller, error) {
-	call, err := r.Root.FindMethod(req)
-	if err != nil || req.Facade != "Admin" || req.Method != "Login" {
-		return call, err
-	}
-	return rpc.CallerFunc(func(ctx context.Context, params json.RawMessage) (any, error) {
-		res, err := call.Call(ctx, params)
-		if err == nil {
-			r.tcp.loggedIn(r.remote)
-		}
-		return res, err
-	}), nil
 }

@@ -1,4 +1,4 @@
-package daemon
+package backup
 
 import (
 	"context"
@@ -7,11 +7,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/provisiond/provisiond/internal/controllerstore"
+	"github.com/provisiond/provisiond/internal/migrate"
 )
 
 // Backup and restore on etcd. A daemon on etcd answers GET /backup with
 // the same archive a bbolt daemon gives: the controller as a bbolt
-// database (DBFile) and the data dir files of its identity
+// database (controllerstore.DBFile) and the data dir files of its identity
 // (credentials.yaml with the passwords, the CA and server certificate and
 // keys). The database is made from a dump of the prefix at one revision
 // (store.Dumper: etcd reads it in pages at that revision, writers go on)
@@ -24,8 +27,8 @@ import (
 // the data dir and returns the identity's files and the file, positioned
 // at its start, with its size. It must finish within
 // backupSnapshotTimeout.
-func (d *Daemon) sharedSnapshotToTemp() ([]tarEntry, *os.File, int64, error) {
-	id, ok, err := d.state.Identity(context.Background())
+func (h *Handler) sharedSnapshotToTemp() ([]tarEntry, *os.File, int64, error) {
+	id, ok, err := h.cfg.State.Identity(context.Background())
 	if err != nil {
 		return nil, nil, 0, err
 	}
@@ -34,14 +37,14 @@ func (d *Daemon) sharedSnapshotToTemp() ([]tarEntry, *os.File, int64, error) {
 	}
 	// The database is made in one temporary file and its snapshot
 	// written to another, which is streamed.
-	db, err := os.CreateTemp(d.cfg.DataDir, backupTempPrefix+"*.db")
+	db, err := os.CreateTemp(h.cfg.DataDir, backupTempPrefix+"*.db")
 	if err != nil {
 		return nil, nil, 0, err
 	}
 	dbPath := db.Name()
 	db.Close() // bbolt makes a database of the empty file
 	defer os.Remove(dbPath)
-	f, err := os.CreateTemp(d.cfg.DataDir, backupTempPrefix+"*.db")
+	f, err := os.CreateTemp(h.cfg.DataDir, backupTempPrefix+"*.db")
 	if err != nil {
 		return nil, nil, 0, err
 	}
@@ -52,11 +55,13 @@ func (d *Daemon) sharedSnapshotToTemp() ([]tarEntry, *os.File, int64, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), backupSnapshotTimeout)
 	defer cancel()
-	var res MigrateResult
-	cfg := MigrateConfig{Progress: func(string, int, int) {}, Logger: d.log}
-	small, err := stageDatabase(ctx, cfg, d.state, id, dbPath, f, copyOptions{}, &res)
+	files, res, err := migrate.Snapshot(ctx, h.cfg.State, id, dbPath, f, h.log)
 	if err != nil {
 		return fail(err)
+	}
+	small := make([]tarEntry, len(files))
+	for i, f := range files {
+		small[i] = tarEntry{f.Name, f.Data}
 	}
 	size, err := f.Seek(0, io.SeekCurrent)
 	if err == nil {
@@ -65,7 +70,7 @@ func (d *Daemon) sharedSnapshotToTemp() ([]tarEntry, *os.File, int64, error) {
 	if err != nil {
 		return fail(err)
 	}
-	d.log.Info("backup: snapshot of the store", "records", res.Records, "revision", res.SourceRevision, "took", res.Copy+res.Verify)
+	h.log.Info("backup: snapshot of the store", "records", res.Records, "revision", res.SourceRevision, "took", res.Copy+res.Verify)
 	return small, f, size, nil
 }
 
@@ -73,25 +78,25 @@ func (d *Daemon) sharedSnapshotToTemp() ([]tarEntry, *os.File, int64, error) {
 // etcd prefix of e: it is verified, unpacked and checked as Restore does
 // (allowUnverified as RestoreOptions'), in a
 // temporary directory under tmpDir ("" for the system's), and migrated
-// from there as a stopped bbolt controller (Migrate: the identity from its
+// from there as a stopped bbolt controller (migrate.Run: the identity from its
 // files, the records loaded under the load's mark, read back and
-// compared). progress is as MigrateConfig's.
-func RestoreToEtcd(ctx context.Context, archive io.Reader, e EtcdConfig, tmpDir string, allowUnverified bool, progress func(phase string, done, total int)) (MigrateResult, error) {
-	cfg := MigrateConfig{To: MigrateEnd{Store: StoreEtcd, Etcd: e}, From: MigrateEnd{Store: StoreBolt, DataDir: "archive"}, Progress: progress}
+// compared). progress is as migrate.Config's.
+func RestoreToEtcd(ctx context.Context, archive io.Reader, e controllerstore.EtcdConfig, tmpDir string, allowUnverified bool, progress func(phase string, done, total int)) (migrate.Result, error) {
+	cfg := migrate.Config{To: migrate.End{Store: controllerstore.StoreEtcd, Etcd: e}, From: migrate.End{Store: controllerstore.StoreBolt, DataDir: "archive"}, Progress: progress}
 	if err := cfg.Validate(); err != nil {
-		return MigrateResult{}, err
+		return migrate.Result{}, err
 	}
 	tmp, err := os.MkdirTemp(tmpDir, "provisiond-restore-")
 	if err != nil {
-		return MigrateResult{}, fmt.Errorf("restore: %w", err)
+		return migrate.Result{}, fmt.Errorf("restore: %w", err)
 	}
 	defer os.RemoveAll(tmp)
 	dir := filepath.Join(tmp, "data")
 	if err := Restore(archive, dir, RestoreOptions{AllowUnverified: allowUnverified}); err != nil {
-		return MigrateResult{}, err
+		return migrate.Result{}, err
 	}
 	cfg.From.DataDir = dir
-	res, err := Migrate(ctx, cfg)
+	res, err := migrate.Run(ctx, cfg)
 	if err != nil {
 		return res, fmt.Errorf("restore: %w", err)
 	}

@@ -1,4 +1,4 @@
-package daemon
+package connlimit
 
 import (
 	"container/list"
@@ -91,9 +91,9 @@ var (
 	errClientBusy      = errors.New("too many tls handshakes in progress from this client")
 )
 
-// handshakeGate bounds the TLS handshakes doing their work at once. Safe
+// HandshakeGate bounds the TLS handshakes doing their work at once. Safe
 // for concurrent use.
-type handshakeGate struct {
+type HandshakeGate struct {
 	slots   int
 	maxWait time.Duration
 	// bound is the time a handshake admitted after a wait is given from
@@ -118,9 +118,9 @@ type handshakeGate struct {
 	inProgress map[string]int     // handshakes in progress by client (not the operator's)
 	closed     bool
 	peak       int // the most slots held at once (tests)
-	// trace, when set (tests), is called with g.mu held as c starts to
-	// wait ("wait") and as a waiter c is given a slot ("grant").
-	trace func(event string, c *limitConn)
+	// trace, when set (tests: SetTrace), is called with g.mu held as c
+	// starts to wait ("wait") and as a waiter c is given a slot ("grant").
+	trace func(event string, c net.Conn)
 }
 
 type hsWaiter struct {
@@ -131,7 +131,14 @@ type hsWaiter struct {
 	elem  *list.Element
 }
 
-func newHandshakeGate(slots int, maxWait, bound time.Duration, dropped func()) *handshakeGate {
+// NewHandshakeGate makes a gate of slots slots (0: handshakesPerCore per
+// GOMAXPROCS) whose handshakes wait at most maxWait from their accept (0:
+// DefaultHandshakeWait); one admitted after a wait gets bound for its
+// reads and writes from then (0: no new deadline). dropped is called for
+// each handshake refused after waiting too long or found with its client
+// gone, refused for each refused for its client's handshakes in progress
+// (RefusedHandshakes); either may be nil.
+func NewHandshakeGate(slots int, maxWait, bound time.Duration, dropped, refused func()) *HandshakeGate {
 	if slots <= 0 {
 		slots = handshakesPerCore * runtime.GOMAXPROCS(0)
 	}
@@ -141,14 +148,17 @@ func newHandshakeGate(slots int, maxWait, bound time.Duration, dropped func()) *
 	if dropped == nil {
 		dropped = func() {}
 	}
-	return &handshakeGate{slots: slots, maxWait: maxWait, bound: bound, closing: make(chan struct{}), dropped: dropped,
-		refused: func() {}, perClient: max(4, handshakesPerClient*slots), perAddr: map[netip.Addr]int{}, inProgress: map[string]int{}}
+	if refused == nil {
+		refused = func() {}
+	}
+	return &HandshakeGate{slots: slots, maxWait: maxWait, bound: bound, closing: make(chan struct{}), dropped: dropped,
+		refused: refused, perClient: max(4, handshakesPerClient*slots), perAddr: map[netip.Addr]int{}, inProgress: map[string]int{}}
 }
 
 // acquire takes a slot for the handshake of c, waiting newest first
 // until c has waited maxWait since it was accepted, done is closed or the
 // gate closes. On a nil error the caller holds the slot.
-func (g *handshakeGate) acquire(c *limitConn, done <-chan struct{}) error {
+func (g *HandshakeGate) acquire(c *limitConn, done <-chan struct{}) error {
 	err := g.wait(c, done)
 	if err != nil {
 		g.end(c)
@@ -158,7 +168,7 @@ func (g *handshakeGate) acquire(c *limitConn, done <-chan struct{}) error {
 
 // begin counts c's handshake in progress, or reports that its client has
 // too many; g.mu is held.
-func (g *handshakeGate) begin(c *limitConn) bool {
+func (g *HandshakeGate) begin(c *limitConn) bool {
 	if c.operator {
 		return true
 	}
@@ -171,7 +181,7 @@ func (g *handshakeGate) begin(c *limitConn) bool {
 }
 
 // end stops counting c's handshake in progress, if it was; idempotent.
-func (g *handshakeGate) end(c *limitConn) {
+func (g *HandshakeGate) end(c *limitConn) {
 	if !c.inGate.CompareAndSwap(g, nil) {
 		return
 	}
@@ -184,7 +194,7 @@ func (g *handshakeGate) end(c *limitConn) {
 
 // wait does acquire's work; acquire ends the count of a handshake it
 // refuses.
-func (g *handshakeGate) wait(c *limitConn, done <-chan struct{}) error {
+func (g *HandshakeGate) wait(c *limitConn, done <-chan struct{}) error {
 	g.mu.Lock()
 	if g.closed {
 		g.mu.Unlock()
@@ -259,13 +269,13 @@ func (g *handshakeGate) wait(c *limitConn, done <-chan struct{}) error {
 }
 
 // take counts a slot taken; g.mu is held.
-func (g *handshakeGate) take() {
+func (g *HandshakeGate) take() {
 	g.busy++
 	g.peak = max(g.peak, g.busy)
 }
 
 // remove takes w off its list; g.mu is held.
-func (g *handshakeGate) remove(w *hsWaiter) {
+func (g *HandshakeGate) remove(w *hsWaiter) {
 	if g.perAddr[w.addr]--; g.perAddr[w.addr] <= 0 {
 		delete(g.perAddr, w.addr)
 	}
@@ -275,7 +285,7 @@ func (g *handshakeGate) remove(w *hsWaiter) {
 
 // release gives a slot back: to the newest waiter of the first queue
 // that has one, if any.
-func (g *handshakeGate) release() {
+func (g *HandshakeGate) release() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	var e *list.Element
@@ -294,8 +304,8 @@ func (g *handshakeGate) release() {
 	w.grant <- struct{}{}
 }
 
-// close refuses every waiting and later handshake.
-func (g *handshakeGate) close() {
+// Close refuses every waiting and later handshake.
+func (g *HandshakeGate) Close() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if !g.closed {
@@ -304,8 +314,8 @@ func (g *handshakeGate) close() {
 	}
 }
 
-// waiting is the number of handshakes waiting for a slot.
-func (g *handshakeGate) waiting() int {
+// Waiting is the number of handshakes waiting for a slot.
+func (g *HandshakeGate) Waiting() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	n := 0
@@ -315,16 +325,16 @@ func (g *handshakeGate) waiting() int {
 	return n
 }
 
-// held is the number of slots held, and the most held at once so far.
-func (g *handshakeGate) held() (now, peak int) {
+// Held is the number of slots held, and the most held at once so far.
+func (g *HandshakeGate) Held() (now, peak int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.busy, g.peak
 }
 
-// gateTLS returns the listener's TLS config: base, whose handshakes take
-// a slot of g first.
-func gateTLS(base *tls.Config, g *handshakeGate) *tls.Config {
+// TLSConfig returns the listener's TLS config: base, whose handshakes
+// on a Listener's connections take a slot of g first.
+func (g *HandshakeGate) TLSConfig(base *tls.Config) *tls.Config {
 	cfg := base.Clone()
 	cfg.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
 		c, ok := hello.Conn.(*limitConn)
@@ -341,15 +351,38 @@ func gateTLS(base *tls.Config, g *handshakeGate) *tls.Config {
 	return cfg
 }
 
-// releaseHandshakeSlot gives back the slot c's handshake holds, if it
-// still does (http.Server.ConnState once c is served).
-func releaseHandshakeSlot(c net.Conn) {
+// ReleaseSlot gives back the slot c's handshake holds, if it still does
+// (http.Server.ConnState once c is served); c is a Listener's connection
+// or a TLS connection over one, anything else is ignored.
+func ReleaseSlot(c net.Conn) {
 	if tc, ok := c.(*tls.Conn); ok {
 		c = tc.NetConn()
 	}
 	if lc, ok := c.(*limitConn); ok {
 		lc.releaseSlot()
 	}
+}
+
+// Hold takes one of g's slots as a handshake would; the returned func
+// gives it back (tests).
+func (g *HandshakeGate) Hold() (release func()) {
+	g.mu.Lock()
+	g.take()
+	g.mu.Unlock()
+	return g.release
+}
+
+// PerClient is the most handshakes one client may have in progress
+// (tests).
+func (g *HandshakeGate) PerClient() int { return g.perClient }
+
+// SetTrace installs trace (tests): it is called with the gate's lock held
+// as a connection starts to wait ("wait") and as a waiting one is given a
+// slot ("grant").
+func (g *HandshakeGate) SetTrace(trace func(event string, c net.Conn)) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.trace = trace
 }
 
 // Read gives back the handshake's slot at the first read after the

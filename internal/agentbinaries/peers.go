@@ -1,4 +1,4 @@
-package daemon
+package agentbinaries
 
 import (
 	"context"
@@ -46,13 +46,13 @@ const peerHeader = "X-Provisiond-Peer"
 // peerTimeout bounds one copy from a peer.
 const peerTimeout = fetchTimeout
 
-// startFollowing starts the goroutine that keeps this daemon's copies in
-// line with the catalog; Shutdown stops it (stopFollowing) before the
-// state closes.
-func (a *agentBinaries) startFollowing() {
-	if a.d.cfg.shared() {
+// Start starts the goroutine that keeps this daemon's copies in line with
+// the catalog; the daemon's Shutdown stops it (Stop) before the state
+// closes.
+func (a *Server) Start() {
+	if a.cfg.Shared {
 		pool := x509.NewCertPool()
-		pool.AppendCertsFromPEM(a.d.tls.CACertPEM)
+		pool.AppendCertsFromPEM(a.cfg.CACertPEM)
 		a.peers = &http.Client{Timeout: peerTimeout, Transport: &http.Transport{
 			TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "juju-apiserver", MinVersion: tls.VersionTLS12},
 		}}
@@ -66,8 +66,9 @@ func (a *agentBinaries) startFollowing() {
 	}()
 }
 
-// stopFollowing stops what startFollowing started and waits for it.
-func (a *agentBinaries) stopFollowing() {
+// Stop stops what Start started and waits for it; a nil Server (a daemon
+// that failed to start) or one never started is a no-op.
+func (a *Server) Stop() {
 	if a == nil || a.stopFollow == nil {
 		return
 	}
@@ -79,9 +80,9 @@ func (a *agentBinaries) stopFollowing() {
 }
 
 // follow syncs at start and on every change of the catalog.
-func (a *agentBinaries) follow(ctx context.Context) {
+func (a *Server) follow(ctx context.Context) {
 	w := watcher.NewNotify()
-	w.OnStop(a.d.hub.Subscribe(watcher.Filter{Kind: state.KindTools, AllModels: true}, w.Sink()))
+	w.OnStop(a.cfg.Hub.Subscribe(watcher.Filter{Kind: state.KindTools, AllModels: true}, w.Sink()))
 	defer w.Stop()
 	w.Trigger() // what the catalog held before this daemon subscribed
 	backoff := time.Second
@@ -90,7 +91,7 @@ func (a *agentBinaries) follow(ctx context.Context) {
 			return
 		}
 		if err := a.reconcile(ctx); err != nil && ctx.Err() == nil {
-			a.d.log.Warn("agent binaries: cannot bring this daemon's copies in line with the catalog; trying again",
+			a.log.Warn("agent binaries: cannot bring this daemon's copies in line with the catalog; trying again",
 				"err", err, "in", backoff)
 			t := time.NewTimer(backoff)
 			select {
@@ -109,13 +110,13 @@ func (a *agentBinaries) follow(ctx context.Context) {
 
 // reconcile removes the copies of entries gone from the catalog and, on a
 // shared store, copies the stored entries this daemon lacks from peers.
-func (a *agentBinaries) reconcile(ctx context.Context) error {
+func (a *Server) reconcile(ctx context.Context) error {
 	held, err := a.store.List(ctx)
 	if err != nil {
 		return err
 	}
 	a.mu.Lock()
-	catalog, err := a.d.state.AgentBinaryCatalog(ctx)
+	catalog, err := a.state.AgentBinaryCatalog(ctx)
 	if err != nil {
 		a.mu.Unlock()
 		return err
@@ -141,7 +142,7 @@ func (a *agentBinaries) reconcile(ctx context.Context) error {
 	}
 	a.mu.Unlock()
 	for _, name := range removed {
-		a.d.log.Info("agent binaries: removed this daemon's copy of an entry no longer in the catalog", "blob", name)
+		a.log.Info("agent binaries: removed this daemon's copy of an entry no longer in the catalog", "blob", name)
 	}
 	if a.peers == nil {
 		return nil
@@ -160,7 +161,7 @@ func (a *agentBinaries) reconcile(ctx context.Context) error {
 
 // markBusy keeps a blob being stored from reconcile's removal until done is
 // called (after its catalog entry commits, or it failed).
-func (a *agentBinaries) markBusy(name string) (done func()) {
+func (a *Server) markBusy(name string) (done func()) {
 	a.mu.Lock()
 	a.busy[name]++
 	a.mu.Unlock()
@@ -174,7 +175,7 @@ func (a *agentBinaries) markBusy(name string) (done func()) {
 }
 
 // versionLock is the per-version mutex of fetches into the store.
-func (a *agentBinaries) versionLock(version string) func() {
+func (a *Server) versionLock(version string) func() {
 	a.mu.Lock()
 	m := a.fetching[version]
 	if m == nil {
@@ -188,7 +189,7 @@ func (a *agentBinaries) versionLock(version string) func() {
 
 // fetchFromPeers copies b from the first live peer that has it. It
 // returns nil if this daemon holds b already.
-func (a *agentBinaries) fetchFromPeers(ctx context.Context, b state.AgentBinary) error {
+func (a *Server) fetchFromPeers(ctx context.Context, b state.AgentBinary) error {
 	unlock := a.versionLock(b.Version)
 	defer unlock()
 	name := blobName(b)
@@ -196,20 +197,20 @@ func (a *agentBinaries) fetchFromPeers(ctx context.Context, b state.AgentBinary)
 		f.Close()
 		return nil // copied while this one waited
 	}
-	servers, err := a.d.state.APIServers(ctx)
+	servers, err := a.state.APIServers(ctx)
 	if err != nil {
 		return err
 	}
 	var tried []string
 	for _, s := range servers {
-		if s.ID == a.d.serverID {
+		if s.ID == a.cfg.ServerID {
 			continue
 		}
 		for _, hp := range s.Addresses {
 			addr := net.JoinHostPort(hp.Value, strconv.Itoa(hp.Port))
 			err := a.copyFrom(ctx, addr, b)
 			if err == nil {
-				a.d.log.Info("agent binaries: copied from a peer", "version", b.Version, "peer", s.ID, "addr", addr)
+				a.log.Info("agent binaries: copied from a peer", "version", b.Version, "peer", s.ID, "addr", addr)
 				return nil
 			}
 			if ctx.Err() != nil {
@@ -225,14 +226,14 @@ func (a *agentBinaries) fetchFromPeers(ctx context.Context, b state.AgentBinary)
 }
 
 // copyFrom downloads b from the daemon at addr into the store.
-func (a *agentBinaries) copyFrom(ctx context.Context, addr string, b state.AgentBinary) error {
+func (a *Server) copyFrom(ctx context.Context, addr string, b state.AgentBinary) error {
 	ctx, cancel := context.WithTimeout(ctx, peerTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+addr+"/tools/"+b.Version, nil)
 	if err != nil {
 		return err
 	}
-	req.Header.Set(peerHeader, a.d.serverID)
+	req.Header.Set(peerHeader, a.cfg.ServerID)
 	resp, err := a.peers.Do(req)
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-package daemon
+package connlimit
 
 import (
 	"encoding/binary"

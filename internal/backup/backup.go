@@ -1,4 +1,4 @@
-package daemon
+package backup
 
 import (
 	"archive/tar"
@@ -16,20 +16,20 @@ import (
 	"slices"
 	"time"
 
-	"github.com/provisiond/provisiond/pki"
+	"github.com/provisiond/provisiond/credentials"
+	"github.com/provisiond/provisiond/internal/controllerstore"
+	"github.com/provisiond/provisiond/internal/migrate"
+	"github.com/provisiond/provisiond/state"
 	"github.com/provisiond/provisiond/state/store/boltstore"
 )
 
 // A backup is an uncompressed USTAR tar archive holding a consistent
-// snapshot of the database (DBFile) and the data dir's small files:
-// credentials.yaml and the TLS material, where present, between its
-// manifest (first) and the manifest's digest (last; backup_manifest.go).
-// The daemon serves it at GET /backup to superusers (HTTP basic auth);
-// Restore verifies it and unpacks it into a data dir the daemon starts
-// from.
-
-// backupFiles are the small files a backup carries besides the database.
-var backupFiles = []string{CredentialsFile, pki.CACertFile, pki.CAKeyFile, pki.ServerCertFile, pki.ServerKeyFile}
+// snapshot of the database (controllerstore.DBFile) and the data dir's
+// small files: credentials.yaml and the TLS material, where present,
+// between its manifest (first) and the manifest's digest (last;
+// manifest.go). The daemon serves it at GET /backup to superusers (HTTP
+// basic auth; Handler); Restore verifies it and unpacks it into a data
+// dir the daemon starts from.
 
 type tarEntry struct {
 	name string
@@ -51,14 +51,54 @@ const (
 	backupTempPrefix      = ".backup-"
 )
 
-func (d *Daemon) handleBackup(w http.ResponseWriter, r *http.Request) {
-	u, ok := d.superuser(w, r, "backup", "backup")
+// Config is what a Handler needs of the daemon.
+type Config struct {
+	// DataDir holds the temporary snapshots.
+	DataDir string
+	// State is the controller's; Bolt its store on bbolt, whose snapshot
+	// a backup takes (nil when Shared: the daemon runs on etcd, and a
+	// backup is a dump of the store loaded into a bbolt file).
+	State  *state.State
+	Bolt   *boltstore.Store
+	Shared bool
+	// Controller is the controller's UUID, for the manifest.
+	Controller string
+	// Superuser checks the request's HTTP basic auth for a superuser; on
+	// failure it has answered (path and what name the endpoint and what
+	// needs it).
+	Superuser func(w http.ResponseWriter, r *http.Request, path, what string) (state.User, bool)
+	// Writer is the response's writer: w, whose write deadline moves out
+	// before each write.
+	Writer func(w http.ResponseWriter) io.Writer
+	// Logger defaults to discarding.
+	Logger *slog.Logger
+}
+
+// Handler serves GET /backup to superusers, one backup at a time.
+type Handler struct {
+	cfg  Config
+	log  *slog.Logger
+	slot chan struct{} // one backup at a time
+}
+
+// NewHandler returns the handler of GET /backup.
+func NewHandler(cfg Config) *Handler {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Handler{cfg: cfg, log: log, slot: make(chan struct{}, 1)}
+}
+
+// ServeHTTP takes a backup and streams it (see above).
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	u, ok := h.cfg.Superuser(w, r, "backup", "backup")
 	if !ok {
 		return
 	}
 	select {
-	case d.backupSlot <- struct{}{}:
-		defer func() { <-d.backupSlot }()
+	case h.slot <- struct{}{}:
+		defer func() { <-h.slot }()
 	default:
 		w.Header().Set("Retry-After", "10")
 		http.Error(w, "another backup is being taken; try again", http.StatusServiceUnavailable)
@@ -70,13 +110,13 @@ func (d *Daemon) handleBackup(w http.ResponseWriter, r *http.Request) {
 		dbSize int64
 		err    error
 	)
-	if d.cfg.shared() {
-		small, snap, dbSize, err = d.sharedSnapshotToTemp()
-	} else if small, err = d.backupSmallFiles(); err == nil {
-		snap, dbSize, err = d.snapshotToTemp()
+	if h.cfg.Shared {
+		small, snap, dbSize, err = h.sharedSnapshotToTemp()
+	} else if small, err = h.backupSmallFiles(); err == nil {
+		snap, dbSize, err = h.snapshotToTemp()
 	}
 	if err != nil {
-		d.log.Error("backup: snapshot failed", "err", err)
+		h.log.Error("backup: snapshot failed", "err", err)
 		http.Error(w, "cannot take a snapshot: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
@@ -84,9 +124,9 @@ func (d *Daemon) handleBackup(w http.ResponseWriter, r *http.Request) {
 		snap.Close()
 		os.Remove(snap.Name())
 	}()
-	manifest, err := d.backupManifest(small, snap, dbSize)
+	manifest, err := h.backupManifest(small, snap, dbSize)
 	if err != nil {
-		d.log.Error("backup: manifest failed", "err", err)
+		h.log.Error("backup: manifest failed", "err", err)
 		http.Error(w, "cannot take a snapshot: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
@@ -100,7 +140,7 @@ func (d *Daemon) handleBackup(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Length", fmt.Sprint(total))
 	w.Header().Set("Content-Disposition", `attachment; filename="provisiond-backup.tar"`)
 	now := time.Now().Truncate(time.Second)
-	tw := tar.NewWriter(d.movingWriter(w))
+	tw := tar.NewWriter(h.cfg.Writer(w))
 	header := func(name string, size int64) *tar.Header {
 		return &tar.Header{Name: name, Size: size, Mode: 0o600, ModTime: now, Typeflag: tar.TypeReg, Format: tar.FormatUSTAR}
 	}
@@ -113,7 +153,7 @@ func (d *Daemon) handleBackup(w http.ResponseWriter, r *http.Request) {
 				return err
 			}
 		}
-		if err := tw.WriteHeader(header(DBFile, dbSize)); err != nil {
+		if err := tw.WriteHeader(header(controllerstore.DBFile, dbSize)); err != nil {
 			return err
 		}
 		if _, err := io.Copy(tw, snap); err != nil {
@@ -129,17 +169,17 @@ func (d *Daemon) handleBackup(w http.ResponseWriter, r *http.Request) {
 	}()
 	if err != nil {
 		// The status line has gone out; a short body tells the client.
-		d.log.Warn("backup not delivered", "user", u.Name, "err", err)
+		h.log.Warn("backup not delivered", "user", u.Name, "err", err)
 		return
 	}
-	d.log.Info("backup taken", "user", u.Name, "bytes", total)
+	h.log.Info("backup taken", "user", u.Name, "bytes", total)
 }
 
 // backupSmallFiles reads the data dir files a backup carries.
-func (d *Daemon) backupSmallFiles() ([]tarEntry, error) {
+func (h *Handler) backupSmallFiles() ([]tarEntry, error) {
 	var small []tarEntry
-	for _, name := range backupFiles {
-		data, err := os.ReadFile(filepath.Join(d.cfg.DataDir, name))
+	for _, name := range migrate.IdentityFiles { // the small files a backup carries besides the database
+		data, err := os.ReadFile(filepath.Join(h.cfg.DataDir, name))
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
@@ -154,13 +194,13 @@ func (d *Daemon) backupSmallFiles() ([]tarEntry, error) {
 // snapshotToTemp copies a consistent snapshot of the database into a new
 // temporary file in the data dir, positioned at its start, and returns it
 // with its size. The copy must finish within backupSnapshotTimeout.
-func (d *Daemon) snapshotToTemp() (*os.File, int64, error) {
-	f, err := os.CreateTemp(d.cfg.DataDir, backupTempPrefix+"*.db")
+func (h *Handler) snapshotToTemp() (*os.File, int64, error) {
+	f, err := os.CreateTemp(h.cfg.DataDir, backupTempPrefix+"*.db")
 	if err != nil {
 		return nil, 0, err
 	}
 	deadline := time.Now().Add(backupSnapshotTimeout)
-	n, err := d.bolt.Snapshot(writerFunc(func(p []byte) (int, error) {
+	n, err := h.cfg.Bolt.Snapshot(writerFunc(func(p []byte) (int, error) {
 		if time.Now().After(deadline) {
 			return 0, fmt.Errorf("the snapshot took longer than %v", backupSnapshotTimeout)
 		}
@@ -177,9 +217,9 @@ func (d *Daemon) snapshotToTemp() (*os.File, int64, error) {
 	return f, n, nil
 }
 
-// removeStaleBackups removes the temporary snapshots a daemon that died
+// RemoveStale removes the temporary snapshots a daemon that died
 // mid-backup left in the data dir.
-func removeStaleBackups(dataDir string, log *slog.Logger) {
+func RemoveStale(dataDir string, log *slog.Logger) {
 	stale, _ := filepath.Glob(filepath.Join(dataDir, backupTempPrefix+"*.db"))
 	for _, p := range stale {
 		if err := os.Remove(p); err != nil {
@@ -192,9 +232,9 @@ type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
-// FetchBackup downloads a backup from the daemon that creds describe into
+// Fetch downloads a backup from the daemon that creds describe into
 // out. progress, if not nil, is called as bytes arrive with the total size.
-func FetchBackup(ctx context.Context, creds *Credentials, out io.Writer, progress func(done, total int64)) error {
+func Fetch(ctx context.Context, creds *credentials.Credentials, out io.Writer, progress func(done, total int64)) error {
 	if len(creds.APIAddresses) == 0 {
 		return errors.New("credentials name no API address")
 	}
@@ -244,9 +284,6 @@ type readerFunc func([]byte) (int, error)
 
 func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
 
-// ErrDataDirInUse is returned by Restore when a daemon runs on the data dir.
-var ErrDataDirInUse = errors.New("data dir is in use by a running daemon")
-
 // RestoreOptions are how Restore treats the data dir and the archive.
 type RestoreOptions struct {
 	// Force replaces a database the data dir holds (never a live one).
@@ -263,11 +300,11 @@ type RestoreOptions struct {
 // database is opened and checked there, and only then are the files
 // moved into place.
 func Restore(archive io.Reader, dataDir string, opts RestoreOptions) error {
-	dbPath := filepath.Join(dataDir, DBFile)
+	dbPath := filepath.Join(dataDir, controllerstore.DBFile)
 	if _, err := os.Stat(dbPath); err == nil {
-		st, _, err := openBoltState(dbPath, nil)
+		st, _, err := controllerstore.OpenBolt(dbPath, nil)
 		if errors.Is(err, boltstore.ErrLocked) {
-			return fmt.Errorf("restore into %s: %w", dataDir, ErrDataDirInUse)
+			return fmt.Errorf("restore into %s: %w", dataDir, controllerstore.ErrDataDirInUse)
 		}
 		if err == nil {
 			st.Close()
@@ -289,15 +326,15 @@ func Restore(archive io.Reader, dataDir string, opts RestoreOptions) error {
 	if err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
-	if !slices.Contains(names, DBFile) {
-		return fmt.Errorf("restore: archive holds no %s", DBFile)
+	if !slices.Contains(names, controllerstore.DBFile) {
+		return fmt.Errorf("restore: archive holds no %s", controllerstore.DBFile)
 	}
 	if m != nil {
-		if err := checkArchivedStats(m, filepath.Join(tmp, DBFile)); err != nil {
+		if err := checkArchivedStats(m, filepath.Join(tmp, controllerstore.DBFile)); err != nil {
 			return fmt.Errorf("restore: %w", err)
 		}
 	}
-	st, db, err := openBoltState(filepath.Join(tmp, DBFile), nil)
+	st, db, err := controllerstore.OpenBolt(filepath.Join(tmp, controllerstore.DBFile), nil)
 	if err != nil {
 		return fmt.Errorf("restore: the archived database does not open: %w", err)
 	}
@@ -315,10 +352,10 @@ func Restore(archive io.Reader, dataDir string, opts RestoreOptions) error {
 	// The database goes last, so a daemon never starts on new files with
 	// an old database half-replaced.
 	slices.SortFunc(names, func(a, b string) int {
-		if a == DBFile {
+		if a == controllerstore.DBFile {
 			return 1
 		}
-		if b == DBFile {
+		if b == controllerstore.DBFile {
 			return -1
 		}
 		return 0
@@ -328,13 +365,13 @@ func Restore(archive io.Reader, dataDir string, opts RestoreOptions) error {
 			return fmt.Errorf("restore: %w", err)
 		}
 	}
-	return syncDir(dataDir)
+	return controllerstore.SyncDir(dataDir)
 }
 
 // checkArchivedStats opens the unpacked database at path read-only and
 // compares its schema version, revision and counts with the manifest's.
 func checkArchivedStats(m *Manifest, path string) error {
-	st, err := OpenReadOnly(path)
+	st, err := controllerstore.OpenReadOnly(path)
 	if err != nil {
 		return fmt.Errorf("the archived database does not open: %w", err)
 	}
@@ -347,29 +384,4 @@ func checkArchivedStats(m *Manifest, path string) error {
 		return fmt.Errorf("%w: %w", ErrTampered, err)
 	}
 	return nil
-}
-
-func writeFileSynced(path string, r io.Reader) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(f, r); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("sync %s: %w", filepath.Base(path), err)
-	}
-	return f.Close()
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

@@ -1,4 +1,4 @@
-package daemon
+package connlimit
 
 import (
 	"net/netip"
@@ -57,7 +57,7 @@ func TestConnLimits(t *testing.T) {
 // the cap less its share; a login or a close gives the pending place
 // back; the operator counts against the cap alone.
 func TestAdmission(t *testing.T) {
-	l := newLimitListener(nil, connLimits{max: 10, reserve: 2, maxPending: 5, perClient: 3}, nil)
+	l := newListener(nil, connLimits{max: 10, reserve: 2, maxPending: 5, perClient: 3}, nil)
 	var port uint16
 	conn := func(client string, operator bool) *limitConn {
 		port++
@@ -72,10 +72,10 @@ func TestAdmission(t *testing.T) {
 		return c
 	}
 	a1, a2, _ := admit(conn("a", false), ""), admit(conn("a", false), ""), admit(conn("a", false), "")
-	admit(conn("a", false), refusedAddress)
+	admit(conn("a", false), RefusedAddress)
 	b1 := admit(conn("b", false), "")
 	admit(conn("c", false), "")
-	admit(conn("d", false), refusedPending)
+	admit(conn("d", false), RefusedPending)
 	// A login frees a pending place, also for its own client.
 	unpend := func(c *limitConn) {
 		l.mu.Lock()
@@ -85,7 +85,7 @@ func TestAdmission(t *testing.T) {
 	unpend(a1)
 	admit(conn("a", false), "")
 	l.closed(b1)
-	admit(conn("a", false), refusedAddress)
+	admit(conn("a", false), RefusedAddress)
 	unpend(a2)
 	admit(conn("d", false), "")
 	if l.Open() != 6 || l.Pending() != 4 {
@@ -96,10 +96,10 @@ func TestAdmission(t *testing.T) {
 	e := admit(conn("e", false), "")
 	unpend(e)
 	admit(conn("f", false), "")
-	admit(conn("g", false), refusedCap)
+	admit(conn("g", false), RefusedCap)
 	op1 := admit(conn("local user 0", true), "")
 	admit(conn("local user 0", true), "")
-	admit(conn("local user 0", true), refusedCap)
+	admit(conn("local user 0", true), RefusedCap)
 	l.closed(op1)
 	admit(conn("local user 0", true), "")
 	if l.Open() != 10 || l.Pending() != 5 {

@@ -1,4 +1,4 @@
-package daemon
+package backup
 
 import (
 	"archive/tar"
@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/provisiond/provisiond/internal/buildinfo"
+	"github.com/provisiond/provisiond/internal/controllerstore"
+	"github.com/provisiond/provisiond/internal/migrate"
 )
 
 // Every backup archive carries a manifest (docs/reliability.md, Backup
@@ -87,24 +89,24 @@ func sha256Hex(b []byte) string {
 
 // backupManifest makes the manifest of an archive of small and the
 // database snapshot db (at its start, size bytes; left at its start).
-func (d *Daemon) backupManifest(small []tarEntry, db *os.File, size int64) ([]byte, error) {
+func (h *Handler) backupManifest(small []tarEntry, db *os.File, size int64) ([]byte, error) {
 	m := Manifest{Format: ManifestFormat, Created: time.Now().UTC().Truncate(time.Second), Version: buildinfo.Version,
-		Controller: d.creds.ControllerUUID, Store: d.state.Store().Info().Engine}
+		Controller: h.cfg.Controller, Store: h.cfg.State.Store().Info().Engine}
 	if m.Store == "" {
-		m.Store = StoreBolt
+		m.Store = controllerstore.StoreBolt
 	}
 	for _, e := range small {
 		m.Files = append(m.Files, ManifestEntry{Name: e.name, Size: int64(len(e.data)), SHA256: sha256Hex(e.data)})
 	}
-	h := sha256.New()
-	if n, err := io.Copy(h, db); err != nil || n != size {
+	sum := sha256.New()
+	if n, err := io.Copy(sum, db); err != nil || n != size {
 		return nil, fmt.Errorf("reading the snapshot: %d of %d bytes: %v", n, size, err)
 	}
 	if _, err := db.Seek(0, io.SeekStart); err != nil {
 		return nil, err
 	}
-	m.Files = append(m.Files, ManifestEntry{Name: DBFile, Size: size, SHA256: hex.EncodeToString(h.Sum(nil))})
-	st, err := OpenReadOnly(db.Name())
+	m.Files = append(m.Files, ManifestEntry{Name: controllerstore.DBFile, Size: size, SHA256: hex.EncodeToString(sum.Sum(nil))})
+	st, err := controllerstore.OpenReadOnly(db.Name())
 	if err != nil {
 		return nil, fmt.Errorf("the snapshot does not open: %w", err)
 	}
@@ -213,7 +215,7 @@ func UnpackArchive(archive io.Reader, dir string, allowUnverified bool) (*Manife
 			continue
 		case first && !allowUnverified:
 			return nil, nil, errUnverified()
-		case h.Name != DBFile && !slices.Contains(backupFiles, h.Name):
+		case h.Name != controllerstore.DBFile && !slices.Contains(migrate.IdentityFiles, h.Name):
 			return m, names, fmt.Errorf("archive holds %q, which is not part of a provisiond backup", h.Name)
 		}
 		if slices.Contains(names, h.Name) {
@@ -224,7 +226,7 @@ func UnpackArchive(archive io.Reader, dir string, allowUnverified bool) (*Manife
 			return m, names, tampered("%q is not in the manifest", h.Name)
 		}
 		sum := sha256.New()
-		if err := writeFileSynced(filepath.Join(dir, h.Name), io.TeeReader(tr, sum)); err != nil {
+		if err := controllerstore.WriteFileSynced(filepath.Join(dir, h.Name), io.TeeReader(tr, sum)); err != nil {
 			return m, names, err
 		}
 		names = append(names, h.Name)
