@@ -409,11 +409,6 @@ func (s *Server) DefaultModel() string { return s.d.Credentials().DefaultModelUU
 // Log returns the daemon's log so far (its last 4 MiB).
 func (s *Server) Log() string { return s.log.String() }
 
-// Daemon returns the daemon itself, for provisiond's own tests (its state,
-// hub, provider); internal/testkit.Daemon does the same. Tests in other
-// modules go through the API.
-func (s *Server) Daemon() *daemon.Daemon { return s.d }
-
 // Revision returns the latest revision of the state the daemon has
 // applied. Every acknowledged write has moved it.
 func (s *Server) Revision() uint64 { return s.d.State().Revision() }

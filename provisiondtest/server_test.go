@@ -309,7 +309,7 @@ func TestMachineAgent(t *testing.T) {
 	}
 
 	// A machine provisioned outside the kit, and one that cannot be added.
-	if _, err := srv.Daemon().State().AddMachine(t.Context(), model, state.MachineParams{Nonce: "n", InstanceID: "i-x"}); err != nil {
+	if _, err := testkit.Daemon(srv).State().AddMachine(t.Context(), model, state.MachineParams{Nonce: "n", InstanceID: "i-x"}); err != nil {
 		t.Fatal(err)
 	}
 	if msg := run(t, func(tb testing.TB) { srv.MachineAgent(tb, model, "3") }); !strings.Contains(msg, "already provisioned") {

@@ -26,6 +26,7 @@ import (
 	"github.com/provisiond/provisiond/credentials"
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/internal/leaktest"
+	"github.com/provisiond/provisiond/internal/testkit"
 	"github.com/provisiond/provisiond/provisiondtest"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
@@ -81,7 +82,7 @@ func startDaemon(t *testing.T, opts ...provisiondtest.Option) *env {
 		t.Skip("builds and runs the binary")
 	}
 	srv := provisiondtest.Start(t, opts...)
-	return &env{d: srv.Daemon(), creds: srv.CredentialsFile(), home: t.TempDir()}
+	return &env{d: testkit.Daemon(srv), creds: srv.CredentialsFile(), home: t.TempDir()}
 }
 
 type result struct {

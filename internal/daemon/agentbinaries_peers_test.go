@@ -10,6 +10,7 @@ import (
 
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/internal/etcdtest"
+	"github.com/provisiond/provisiond/internal/testkit"
 	"github.com/provisiond/provisiond/provisiondtest"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
@@ -46,7 +47,7 @@ func TestAgentBinariesOnEveryDaemon(t *testing.T) {
 	// A third daemon joining later copies them at start; asked at once, it
 	// fetches them from a peer if it has not yet.
 	c := provisiondtest.Start(t, provisiondtest.Join(a))
-	hc := httpsClient(t, c.Daemon())
+	hc := httpsClient(t, testkit.Daemon(c))
 	r := do(t, hc, "GET", "https://"+c.Addr()+"/tools/"+version, nil, nil)
 	if r.status != http.StatusOK || sha256Hex(r.body) != sum {
 		t.Fatalf("GET through a daemon that joined after the upload: %d (%d bytes)", r.status, len(r.body))
@@ -67,7 +68,7 @@ func TestAgentBinariesOnEveryDaemon(t *testing.T) {
 	// entry not stored yet is not fetched from its source for it (nor
 	// from another daemon), so no request goes round the daemons.
 	notStored := state.AgentBinary{Version: "3.4.9-ubuntu-amd64", SHA256: sum, Size: int64(len(data)), URL: "http://127.0.0.1:1/never"}
-	if err := b.Daemon().State().AddAgentBinary(t.Context(), notStored); err != nil {
+	if err := testkit.Daemon(b).State().AddAgentBinary(t.Context(), notStored); err != nil {
 		t.Fatal(err)
 	}
 	r = do(t, hc, "GET", "https://"+b.Addr()+"/tools/"+notStored.Version, nil, func(req *http.Request) {

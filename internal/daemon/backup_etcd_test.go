@@ -16,6 +16,7 @@ import (
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/internal/etcdtest"
 	"github.com/provisiond/provisiond/internal/migrate"
+	"github.com/provisiond/provisiond/internal/testkit"
 	"github.com/provisiond/provisiond/provisiondtest"
 	"github.com/provisiond/provisiond/state"
 )
@@ -67,7 +68,7 @@ func TestBackupRestoreOnEtcd(t *testing.T) {
 				return
 			default:
 			}
-			if _, err := a.Daemon().State().AddMachine(t.Context(), model, state.MachineParams{}); err != nil {
+			if _, err := testkit.Daemon(a).State().AddMachine(t.Context(), model, state.MachineParams{}); err != nil {
 				t.Error(err)
 				return
 			}
@@ -103,8 +104,8 @@ func TestBackupRestoreOnEtcd(t *testing.T) {
 	onEtcd := provisiondtest.Start(t, provisiondtest.WithEtcd(etcd.Endpoints(), "/restored/"))
 	sameController(t, onEtcd, creds)
 	loginsWork(t, onEtcd, creds, login)
-	restored := modelEntities(t, onEtcd.Daemon().State(), model)
-	consistentMachines(t, onEtcd.Daemon().State(), model)
+	restored := modelEntities(t, testkit.Daemon(onEtcd).State(), model)
+	consistentMachines(t, testkit.Daemon(onEtcd).State(), model)
 
 	dir := filepath.Join(t.TempDir(), "data")
 	if err := backup.Restore(bytes.NewReader(archive), dir, backup.RestoreOptions{}); err != nil {
@@ -113,7 +114,7 @@ func TestBackupRestoreOnEtcd(t *testing.T) {
 	onBolt := provisiondtest.Start(t, provisiondtest.WithDataDir(dir))
 	sameController(t, onBolt, creds)
 	loginsWork(t, onBolt, creds, login)
-	if got := modelEntities(t, onBolt.Daemon().State(), model); !slices.Equal(got, restored) {
+	if got := modelEntities(t, testkit.Daemon(onBolt).State(), model); !slices.Equal(got, restored) {
 		t.Fatalf("the archive restored on bbolt holds\n%v\nand on etcd\n%v", got, restored)
 	}
 }
@@ -164,11 +165,11 @@ func TestBoltBackupRestoresIntoEtcd(t *testing.T) {
 	if _, err := backup.RestoreToEtcd(ctx, bytes.NewReader(archive), migrateEtcd(etcd.Endpoints(), "/from-bolt/"), t.TempDir(), false, nil); err != nil {
 		t.Fatal(err)
 	}
-	want := modelEntities(t, b.Daemon().State(), b.DefaultModel())
+	want := modelEntities(t, testkit.Daemon(b).State(), b.DefaultModel())
 	onEtcd := provisiondtest.Start(t, provisiondtest.WithEtcd(etcd.Endpoints(), "/from-bolt/"))
 	sameController(t, onEtcd, creds)
 	loginsWork(t, onEtcd, creds, login)
-	if got := modelEntities(t, onEtcd.Daemon().State(), b.DefaultModel()); !slices.Equal(got, want) {
+	if got := modelEntities(t, testkit.Daemon(onEtcd).State(), b.DefaultModel()); !slices.Equal(got, want) {
 		t.Fatalf("entities on etcd\n%v\nwant\n%v", got, want)
 	}
 	// A garbage archive is refused, and leaves the prefix empty.

@@ -226,7 +226,7 @@ func TestHealthReportsTheStore(t *testing.T) {
 
 func health(t *testing.T, s *provisiondtest.Server) (int, string) {
 	t.Helper()
-	resp, err := httpsClient(t, s.Daemon()).Get("https://" + s.Addr() + "/health")
+	resp, err := httpsClient(t, testkit.Daemon(s)).Get("https://" + s.Addr() + "/health")
 	if err != nil {
 		t.Fatal(err)
 	}

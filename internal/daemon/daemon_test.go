@@ -39,7 +39,7 @@ func start(t testing.TB, mod func(*daemon.Config)) *daemon.Daemon {
 	if mod != nil {
 		opts = append(opts, testkit.WithDaemonConfig(mod))
 	}
-	return provisiondtest.Start(t, opts...).Daemon()
+	return testkit.Daemon(provisiondtest.Start(t, opts...))
 }
 
 func ctxT(t testing.TB) context.Context {

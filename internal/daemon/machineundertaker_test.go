@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/provisiond/provisiond/internal/etcdtest"
+	"github.com/provisiond/provisiond/internal/testkit"
 	"github.com/provisiond/provisiond/provisiondtest"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
@@ -175,8 +176,8 @@ func TestMachineUndertakerRemovesMarkedMachines(t *testing.T) {
 			if len(sn.Subnets) != 1 || len(sn.Subnets[0].Addresses) != 0 {
 				t.Errorf("subnets after the removal: %+v; want no address in use", sn.Subnets)
 			}
-			if !slices.Contains(w.srv.Daemon().Environ().Released(), w.addr) {
-				t.Errorf("the built-in provider released %v; want %s among them", w.srv.Daemon().Environ().Released(), w.addr)
+			if !slices.Contains(testkit.Daemon(w.srv).Environ().Released(), w.addr) {
+				t.Errorf("the built-in provider released %v; want %s among them", testkit.Daemon(w.srv).Environ().Released(), w.addr)
 			}
 			// The link-layer device went with the machine; nothing is
 			// left to undertake.
@@ -273,8 +274,8 @@ func TestMachineUndertakerFacade(t *testing.T) {
 		Config: map[string]any{state.MachineUndertakerKey: state.MachineUndertakerExternal}}); err != nil {
 		t.Fatal(err)
 	}
-	creds := srv.Daemon().Credentials()
-	raw := newRawConn(t, srv.Daemon(), w.model)
+	creds := testkit.Daemon(srv).Credentials()
+	raw := newRawConn(t, testkit.Daemon(srv), w.model)
 	raw.login(params.LoginRequest{AuthTag: creds.ControllerAgent.Tag, Credentials: creds.ControllerAgent.Password, Nonce: creds.ControllerAgent.Nonce})
 	modelTag, otherTag := "model-"+w.model, "model-"+srv.ControllerModel()
 	perm := `{"message":"permission denied","code":"unauthorized access"}`
@@ -341,8 +342,8 @@ func TestMachineUndertakerFacade(t *testing.T) {
 	if w.machine(t, w.ctr).ID != "" || w.machine(t, "1").ID != "" {
 		t.Error("CompleteMachineRemovals answered; the machines are still there")
 	}
-	if !slices.Contains(srv.Daemon().Environ().Released(), w.addr) {
-		t.Errorf("the built-in provider released %v; want %s among them", srv.Daemon().Environ().Released(), w.addr)
+	if !slices.Contains(testkit.Daemon(srv).Environ().Released(), w.addr) {
+		t.Errorf("the built-in provider released %v; want %s among them", testkit.Daemon(srv).Environ().Released(), w.addr)
 	}
 	exchange("CompleteMachineRemovals", ents(ctag, "machine-1", "machine-42"), `{}`)
 	exchange("AllMachineRemovals", ents(modelTag), `{"results":[{"entities":null}]}`)
@@ -380,9 +381,9 @@ func TestMachineUndertakerHandsOverOnEtcd(t *testing.T) {
 	cluster := etcdtest.New(t) // not a daemon's own: either may stop
 	a := provisiondtest.Start(t, provisiondtest.WithEtcd(cluster.Endpoints(), "/undertaker/"))
 	b := provisiondtest.Start(t, provisiondtest.WithEtcd(cluster.Endpoints(), "/undertaker/"))
-	waitFor(t, "one daemon to lead", func() bool { return a.Daemon().SingularLeading() != b.Daemon().SingularLeading() })
+	waitFor(t, "one daemon to lead", func() bool { return testkit.Daemon(a).SingularLeading() != testkit.Daemon(b).SingularLeading() })
 	leader, other := a, b
-	if b.Daemon().SingularLeading() {
+	if testkit.Daemon(b).SingularLeading() {
 		leader, other = b, a
 	}
 	model := a.DefaultModel()
@@ -415,7 +416,7 @@ func TestMachineUndertakerHandsOverOnEtcd(t *testing.T) {
 	if err := leader.Close(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the other daemon to lead", other.Daemon().SingularLeading)
+	waitFor(t, "the other daemon to lead", testkit.Daemon(other).SingularLeading)
 	deadAndMarked(t, prov, "1")
 	removed("1")
 	waitFor(t, "the new leader to log the removal", func() bool { return removals(other) >= 1 })

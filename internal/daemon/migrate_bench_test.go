@@ -13,6 +13,7 @@ import (
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/internal/etcdtest"
 	"github.com/provisiond/provisiond/internal/migrate"
+	"github.com/provisiond/provisiond/internal/testkit"
 	"github.com/provisiond/provisiond/provisiondtest"
 	"github.com/provisiond/provisiond/state"
 )
@@ -26,7 +27,7 @@ func BenchmarkMigrate(b *testing.B) {
 	const machines = 10_000
 	src := provisiondtest.Start(b)
 	model := src.DefaultModel()
-	st := src.Daemon().State()
+	st := testkit.Daemon(src).State()
 	if _, err := st.AddApplication(b.Context(), model, state.ApplicationParams{Name: "app"}); err != nil {
 		b.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/internal/etcdtest"
 	"github.com/provisiond/provisiond/internal/migrate"
+	"github.com/provisiond/provisiond/internal/testkit"
 	"github.com/provisiond/provisiond/provisiondtest"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/state"
@@ -36,7 +37,7 @@ func fillController(t *testing.T, s *provisiondtest.Server) provisiondtest.Agent
 	t.Helper()
 	model := s.DefaultModel()
 	login := s.ProvisionMachine(t, model, "0")
-	st := s.Daemon().State()
+	st := testkit.Daemon(s).State()
 	for i := 0; i < 20; i++ {
 		if _, err := st.AddMachine(t.Context(), model, state.MachineParams{}); err != nil {
 			t.Fatal(err)
@@ -145,7 +146,7 @@ func TestMigrateBoltToEtcdAndBack(t *testing.T) {
 	login := fillController(t, old)
 	oldCreds := *old.Credentials()
 	model := old.DefaultModel()
-	want := modelEntities(t, old.Daemon().State(), model)
+	want := modelEntities(t, testkit.Daemon(old).State(), model)
 	if err := old.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -189,17 +190,17 @@ func TestMigrateBoltToEtcdAndBack(t *testing.T) {
 	onEtcd := provisiondtest.Start(t, provisiondtest.WithEtcd(etcd.Endpoints(), "/migrated/"), provisiondtest.WithDataDir(etcdDir))
 	sameController(t, onEtcd, oldCreds)
 	loginsWork(t, onEtcd, oldCreds, login)
-	if got := modelEntities(t, onEtcd.Daemon().State(), model); !slices.Equal(got, want) {
+	if got := modelEntities(t, testkit.Daemon(onEtcd).State(), model); !slices.Equal(got, want) {
 		t.Fatalf("entities on etcd:\n%v\nwant\n%v", got, want)
 	}
 	if n := countFiles(t, filepath.Join(etcdDir, daemon.AgentBinariesDir)); n != 1 {
 		t.Errorf("%d agent binaries in the etcd daemon's data dir, want 1", n)
 	}
 	// A change on etcd, to see it come back.
-	if _, err := onEtcd.Daemon().State().AddMachine(t.Context(), model, state.MachineParams{}); err != nil {
+	if _, err := testkit.Daemon(onEtcd).State().AddMachine(t.Context(), model, state.MachineParams{}); err != nil {
 		t.Fatal(err)
 	}
-	want = modelEntities(t, onEtcd.Daemon().State(), model)
+	want = modelEntities(t, testkit.Daemon(onEtcd).State(), model)
 
 	// Back to bbolt: refused while the daemon serves the prefix.
 	backDir := filepath.Join(t.TempDir(), "back", "data")
@@ -240,10 +241,10 @@ func TestMigrateBoltToEtcdAndBack(t *testing.T) {
 	onBolt := provisiondtest.Start(t, provisiondtest.WithDataDir(backDir))
 	sameController(t, onBolt, oldCreds)
 	loginsWork(t, onBolt, oldCreds, login)
-	if got := modelEntities(t, onBolt.Daemon().State(), model); !slices.Equal(got, want) {
+	if got := modelEntities(t, testkit.Daemon(onBolt).State(), model); !slices.Equal(got, want) {
 		t.Fatalf("entities back on bbolt:\n%v\nwant\n%v", got, want)
 	}
-	if _, ok, err := onBolt.Daemon().State().Identity(t.Context()); ok || err != nil {
+	if _, ok, err := testkit.Daemon(onBolt).State().Identity(t.Context()); ok || err != nil {
 		t.Errorf("the bbolt database holds an identity record (%v, %v): a bbolt controller keeps it in files", ok, err)
 	}
 
@@ -346,7 +347,7 @@ func TestMigrateLoadIsAllOrNothing(t *testing.T) {
 	fillController(t, old)
 	// A model whose record is over the request size (half of 8 KiB),
 	// after the machines and units in key order.
-	if _, err := old.Daemon().State().AddModel(t.Context(), "big", state.ModelTypeIAAS, map[string]any{"note": strings.Repeat("x", 6000)}); err != nil {
+	if _, err := testkit.Daemon(old).State().AddModel(t.Context(), "big", state.ModelTypeIAAS, map[string]any{"note": strings.Repeat("x", 6000)}); err != nil {
 		t.Fatal(err)
 	}
 	if err := old.Close(); err != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/provisiond/provisiond/internal/buildinfo"
+	"github.com/provisiond/provisiond/internal/testkit"
 	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state"
 )
@@ -60,7 +61,7 @@ func TestModelAdminControllerInfo(t *testing.T) {
 // engine-neutral keys, with etcd's member; and /metrics exports them.
 func TestModelAdminControllerInfoOnEtcd(t *testing.T) {
 	srv := startEtcd(t)
-	d := srv.Daemon()
+	d := testkit.Daemon(srv)
 	c := loginAdmin(t, d, "")
 	endpoints, _ := srv.Etcd()
 	var info params.ControllerInfo

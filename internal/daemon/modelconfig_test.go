@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/provisiond/provisiond/internal/daemon"
+	"github.com/provisiond/provisiond/internal/testkit"
 	"github.com/provisiond/provisiond/provisiondtest"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
@@ -290,7 +291,7 @@ func TestModelConfigMigratedStoreJujuDefaults(t *testing.T) {
 	}
 	// Write the records as a version 3 build left them: each model's
 	// config as set, and the state schema version 3.
-	writeModelConfigs(t, s.Daemon(), before, "3")
+	writeModelConfigs(t, testkit.Daemon(s), before, "3")
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}

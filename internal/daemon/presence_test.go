@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/provisiond/provisiond/internal/daemon"
+	"github.com/provisiond/provisiond/internal/testkit"
 	"github.com/provisiond/provisiond/provisiondtest"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
@@ -140,7 +141,7 @@ func agentAt(t *testing.T, s *provisiondtest.Server, login provisiondtest.AgentL
 
 func TestAgentPresenceInStatus(t *testing.T) {
 	srv := provisiondtest.Start(t)
-	d := srv.Daemon()
+	d := testkit.Daemon(srv)
 	model := srv.AddModel(t, "presence", "iaas", nil) // nobody runs its provisioner yet
 	admin := srv.Admin(t, model)
 	machineAgents := func() float64 {
@@ -287,7 +288,7 @@ func TestAgentPresenceAcrossDaemons(t *testing.T) {
 	if m := machine0(); m.AgentStatus.Status != "started" {
 		t.Errorf("machine 0 alive: agent status %+v", m.AgentStatus)
 	}
-	if n := gauge(t, a.Daemon(), "provisiond_agents_connected", map[string]string{"kind": "machine"}); n != 1 {
+	if n := gauge(t, testkit.Daemon(a), "provisiond_agents_connected", map[string]string{"kind": "machine"}); n != 1 {
 		t.Errorf(`a's provisiond_agents_connected{kind="machine"} = %v, want 1 (machine 0 of the default model, at b)`, n)
 	}
 	closed := time.Now()

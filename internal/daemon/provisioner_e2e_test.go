@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/provisiond/provisiond/internal/testkit"
 	"github.com/provisiond/provisiond/provisiondtest"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
@@ -45,7 +46,7 @@ func must(t *testing.T, err error) {
 // as the agents and provisionctl send them.
 func TestProvisioningFlowEndToEnd(t *testing.T) {
 	srv := provisiondtest.Start(t)
-	d, ctx, model := srv.Daemon(), ctxT(t), srv.DefaultModel()
+	d, ctx, model := testkit.Daemon(srv), ctxT(t), srv.DefaultModel()
 	op := client.NewModelAdmin(srv.Admin(t, model))
 
 	// The operator's network: a space with one subnet in zone-a.

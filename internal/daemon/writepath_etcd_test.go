@@ -9,6 +9,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/provisiond/provisiond/internal/testkit"
 	"github.com/provisiond/provisiond/provisiondtest"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/state"
@@ -34,7 +35,7 @@ import (
 // write (at info, the default, each SetInstanceStatus is one).
 func BenchmarkWritePathEtcd(b *testing.B) {
 	srv := provisiondtest.Start(b, provisiondtest.WithStore(provisiondtest.StoreEtcd), provisiondtest.WithLogLevel(slog.LevelWarn))
-	d := srv.Daemon()
+	d := testkit.Daemon(srv)
 	st := d.State()
 	model := d.Credentials().DefaultModelUUID
 	agent, tag := loginNewMachine(b, d, model)
@@ -77,7 +78,7 @@ func BenchmarkWritePathEtcd(b *testing.B) {
 // alone (for profiles of the daemon's write path in etcd mode).
 func BenchmarkSetInstanceStatusEtcd(b *testing.B) {
 	srv := provisiondtest.Start(b, provisiondtest.WithStore(provisiondtest.StoreEtcd), provisiondtest.WithLogLevel(slog.LevelWarn))
-	d := srv.Daemon()
+	d := testkit.Daemon(srv)
 	agent, tag := loginNewMachine(b, d, d.Credentials().DefaultModelUUID)
 	setInstanceStatusLoop(b, agent, tag)
 }

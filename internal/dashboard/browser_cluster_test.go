@@ -10,6 +10,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/provisiond/provisiond/internal/testkit"
 	"github.com/provisiond/provisiond/provisiondtest"
 )
 
@@ -31,7 +32,7 @@ func TestBrowserClusterView(t *testing.T) {
 	rev := a.Revision()
 
 	b := startBrowserTest(t, a)
-	aID, bID := a.Daemon().ServerID(), bsrv.Daemon().ServerID()
+	aID, bID := testkit.Daemon(a).ServerID(), testkit.Daemon(bsrv).ServerID()
 	get(t, b.ctx, "see the second daemon's agent", chromedp.Poll[bool](
 		`document.querySelector('#cluster-servers li[data-server="`+bID+`"] li[data-model="default"]')?.textContent === 'default: provisioner'`,
 		chromedp.WithPollingTimeout(20*time.Second)))

@@ -13,6 +13,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/provisiond/provisiond/internal/testkit"
 	"github.com/provisiond/provisiond/provisiondtest"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
@@ -212,7 +213,7 @@ func (b *browserTest) storageLikeCLI(model string) []domStorageRow {
 func TestBrowserStorageMessagesRatesAndFeed(t *testing.T) {
 	srv := provisiondtest.Start(t)
 	b := startBrowserTest(t, srv)
-	st := srv.Daemon().State()
+	st := testkit.Daemon(srv).State()
 
 	// Storage, as provisionctl's storage walk-through leaves it: scale
 	// 3 to 1 (two instances detached), then a new pod claims c-pod's
