@@ -70,9 +70,12 @@ func write(w io.Writer, format formatFlag, v any, table func(io.Writer) error) e
 
 // writeJSON writes v as one line of JSON.
 func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	return enc.Encode(v)
+	b, err := compactJSON(v)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
 }
 
 // compactJSON is v as compact JSON without HTML escaping (a "<" stays a
