@@ -41,7 +41,12 @@
 // watcher/watchertest.FakeClock, so they are deterministic. WithStore
 // chooses the state engine: bbolt, the default, or StoreEtcd, which starts
 // a one-member embedded etcd on loopback for the Server (stopped when it
-// closes). Several daemons of one controller: start the first on etcd,
+// closes) when the test links one in with
+//
+//	import _ "github.com/provisiond/provisiond/provisiondtest/embeddedetcd"
+//
+// (kept apart so that the kit alone does not link etcd's server: the kit
+// brings about 37 modules, the embedded etcd about 24 more). Several daemons of one controller: start the first on etcd,
 // then others with Join(first), or give each WithEtcd(endpoints, prefix)
 // of an etcd the test runs itself. WithAgent runs the reference agent
 // (provisionagent's) beside the daemon on a simulated cloud, so machines

@@ -16,12 +16,10 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
-
 	"github.com/provisiond/provisiond/credentials"
 	"github.com/provisiond/provisiond/internal/daemon"
-	"github.com/provisiond/provisiond/internal/etcdtest"
 	"github.com/provisiond/provisiond/internal/testkit/hook"
+	"github.com/provisiond/provisiond/provisiondtest/internal/etcdhook"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/watcher"
 )
@@ -97,6 +95,8 @@ type options struct {
 
 	etcdEndpoints []string // WithEtcd; none: an embedded etcd of the Server's own
 	etcdPrefix    string
+
+	etcdMaxTxnOps, etcdMaxRequestBytes int // Join's, or the Server's own etcd's
 }
 
 // WithDataDir runs the daemon on dir instead of a fresh temp dir, to start
@@ -105,7 +105,11 @@ type options struct {
 func WithDataDir(dir string) Option { return func(o *options) { o.dataDir = dir } }
 
 // WithStore chooses the state engine (default StoreBolt). StoreEtcd alone
-// starts an embedded etcd for this Server.
+// starts an embedded etcd for this Server; the test must link one in with
+//
+//	import _ "github.com/provisiond/provisiond/provisiondtest/embeddedetcd"
+//
+// (without it, New says so), or name an etcd of its own with WithEtcd.
 func WithStore(s Store) Option { return func(o *options) { o.store = s } }
 
 // WithEtcd runs the daemon on the etcd cluster at endpoints, under prefix
@@ -113,7 +117,8 @@ func WithStore(s Store) Option { return func(o *options) { o.store = s } }
 // endpoints and prefix are several daemons of one controller. It implies
 // WithStore(StoreEtcd). The endpoints are those of an etcd (3.5 or later)
 // the test runs itself, e.g. with go.etcd.io/etcd/server/v3/embed or an
-// etcd process; for the kit's own embedded etcd, start the first Server
+// etcd process, whose --max-txn-ops and --max-request-bytes are at least
+// etcd's defaults; for the kit's own embedded etcd, start the first Server
 // with WithStore(StoreEtcd) and the others with Join(first), or read its
 // endpoints from Server.Etcd.
 func WithEtcd(endpoints []string, prefix string) Option {
@@ -125,10 +130,14 @@ func WithEtcd(endpoints []string, prefix string) Option {
 }
 
 // Join runs the daemon as another daemon of s's controller: on the etcd
-// cluster and prefix s uses. s must run on etcd.
+// cluster and prefix s uses (and within its limits). s must run on etcd.
 func Join(s *Server) Option {
 	endpoints, prefix := s.Etcd()
-	return WithEtcd(endpoints, prefix)
+	join := WithEtcd(endpoints, prefix)
+	return func(o *options) {
+		join(o)
+		o.etcdMaxTxnOps, o.etcdMaxRequestBytes = s.etcdMaxTxnOps, s.etcdMaxRequestBytes
+	}
 }
 
 // WithLimits sets the daemon's limits; zero fields keep the defaults.
@@ -178,12 +187,15 @@ type Server struct {
 	d         *daemon.Daemon
 	dataDir   string
 	stopAgent func()            // WithAgent's; nil otherwise
-	etcd      *etcdtest.Cluster // the Server's own embedded etcd; nil otherwise
+	etcd      *etcdhook.Cluster // the Server's own embedded etcd; nil otherwise
 
 	etcdEndpoints []string
 	etcdPrefix    string
-	tempDir       string // New's temp dir (the data dir, or etcd's and the daemon's): Close removes it
-	log           *logBuffer
+	// etcd's limits for the daemon: those of the Server's own etcd (or of
+	// the Server it joined); zero (etcd's defaults) for WithEtcd's
+	etcdMaxTxnOps, etcdMaxRequestBytes int
+	tempDir                            string // New's temp dir (the data dir, or etcd's and the daemon's): Close removes it
+	log                                *logBuffer
 
 	provMu sync.Mutex // serialises ProvisionMachine
 
@@ -244,17 +256,21 @@ func start(tempDir string, opts []Option) (*Server, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	var own *etcdtest.Cluster
+	var own *etcdhook.Cluster
 	switch o.store {
 	case StoreBolt:
 	case StoreEtcd:
 		if len(o.etcdEndpoints) == 0 {
-			c, err := etcdtest.Start(etcdtest.Options{Dir: filepath.Join(tempDir, "etcd"), NoFsync: true, Logger: zap.NewNop()})
+			if etcdhook.Start == nil {
+				return nil, errors.New(`provisiondtest: StoreEtcd without WithEtcd needs an embedded etcd: import _ "github.com/provisiond/provisiond/provisiondtest/embeddedetcd" in the test`)
+			}
+			c, err := etcdhook.Start(filepath.Join(tempDir, "etcd"))
 			if err != nil {
 				return nil, fmt.Errorf("provisiondtest: starting an embedded etcd: %w", err)
 			}
 			own = c
-			o.etcdEndpoints = c.Endpoints()
+			o.etcdEndpoints = c.Endpoints
+			o.etcdMaxTxnOps, o.etcdMaxRequestBytes = c.MaxTxnOps, c.MaxRequestBytes
 		}
 		if o.etcdPrefix == "" {
 			o.etcdPrefix = "/provisiondtest-" + randomSuffix() + "/"
@@ -278,7 +294,7 @@ func start(tempDir string, opts []Option) (*Server, error) {
 	if o.store == StoreEtcd {
 		cfg.Store = daemon.StoreEtcd
 		cfg.Etcd = daemon.EtcdConfig{Endpoints: o.etcdEndpoints, Prefix: o.etcdPrefix,
-			MaxTxnOps: etcdtest.MaxTxnOps, MaxRequestBytes: etcdtest.MaxRequestBytes}
+			MaxTxnOps: o.etcdMaxTxnOps, MaxRequestBytes: o.etcdMaxRequestBytes}
 	}
 	for _, f := range o.daemon {
 		f(&cfg)
@@ -292,6 +308,7 @@ func start(tempDir string, opts []Option) (*Server, error) {
 	}
 	s := &Server{d: d, dataDir: o.dataDir, log: buf, etcd: own,
 		etcdEndpoints: o.etcdEndpoints, etcdPrefix: o.etcdPrefix,
+		etcdMaxTxnOps: o.etcdMaxTxnOps, etcdMaxRequestBytes: o.etcdMaxRequestBytes,
 		conns: make(map[connKey]*client.Conn), agents: make(map[agentKey]AgentLogin)}
 	if o.agent {
 		if s.stopAgent, err = startAgent(s, cfg.Logger.With("component", "agent")); err != nil {

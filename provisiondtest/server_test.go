@@ -17,10 +17,13 @@ import (
 	"github.com/provisiond/provisiond/internal/leaktest"
 	"github.com/provisiond/provisiond/internal/testkit"
 	"github.com/provisiond/provisiond/provisiondtest"
+	"github.com/provisiond/provisiond/provisiondtest/internal/etcdhook"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state"
 	"github.com/provisiond/provisiond/watcher/watchertest"
+
+	_ "github.com/provisiond/provisiond/provisiondtest/embeddedetcd" // WithStore(StoreEtcd)
 )
 
 func TestMain(m *testing.M) { leaktest.Main(m) }
@@ -247,6 +250,16 @@ func TestFailingStartReportsWhy(t *testing.T) {
 		testkit.WithDaemonConfig(func(c *daemon.Config) { c.Etcd.DialTimeout = time.Second }))
 	if err == nil || !strings.Contains(err.Error(), "etcd http://127.0.0.1:1") {
 		t.Errorf("etcd not answering: %v", err)
+	}
+
+	// StoreEtcd alone in a test that did not link the embedded etcd in: the
+	// error says what to import.
+	linked := etcdhook.Start
+	etcdhook.Start = nil
+	_, err = provisiondtest.New(provisiondtest.WithStore(provisiondtest.StoreEtcd))
+	etcdhook.Start = linked
+	if err == nil || !strings.Contains(err.Error(), `import _ "github.com/provisiond/provisiond/provisiondtest/embeddedetcd"`) {
+		t.Errorf("StoreEtcd without an embedded etcd: %v", err)
 	}
 
 	// A data dir that is a file.

@@ -36,8 +36,10 @@
 #   modeladmin's status
 #   internal/singular (the controller's singular workers' runner) → nothing of ours
 #   internal/undertaker (the built-in machine undertaker) → state, environ, watcher
-#   provisiondtest (the test kit) → internal/daemon, internal/etcdtest (its embedded etcd), internal/agent (WithAgent),
-#   internal/testkit/hook, rpc/client, rpc/params, credentials, watcher, watcher/watchertest
+#   provisiondtest (the test kit) → internal/daemon, provisiondtest/internal/etcdhook, internal/agent (WithAgent),
+#   internal/testkit/hook, rpc/client, rpc/params, credentials, watcher, watcher/watchertest;
+#   provisiondtest/embeddedetcd (the kit's embedded etcd, linked in by a blank import) → internal/etcdtest,
+#   provisiondtest/internal/etcdhook; provisiondtest/internal/etcdhook → nothing of ours
 #   internal/testkit (this module's way to the kit's daemon) → provisiondtest, internal/daemon, internal/testkit/hook;
 #   internal/testkit/hook → internal/daemon
 set -euo pipefail
@@ -66,7 +68,9 @@ while read -r pkg imports; do
       internal/dashboard*) case $dep in state|watcher|rpc/params|size) ok=1 ;; esac ;;
       internal/singular*) ok=0 ;;
       internal/undertaker*) case $dep in state|environ|watcher) ok=1 ;; esac ;;
-      provisiondtest*) case $dep in internal/daemon|internal/etcdtest|internal/agent|internal/testkit/hook|rpc/client|rpc/params|credentials|watcher|watcher/watchertest) ok=1 ;; esac ;;
+      provisiondtest/internal/etcdhook) ok=0 ;;
+      provisiondtest/embeddedetcd) case $dep in internal/etcdtest|provisiondtest/internal/etcdhook) ok=1 ;; esac ;;
+      provisiondtest*) case $dep in internal/daemon|provisiondtest/internal/etcdhook|internal/agent|internal/testkit/hook|rpc/client|rpc/params|credentials|watcher|watcher/watchertest) ok=1 ;; esac ;;
       internal/testkit/hook) case $dep in internal/daemon) ok=1 ;; esac ;;
       internal/testkit) case $dep in provisiondtest|internal/daemon|internal/testkit/hook) ok=1 ;; esac ;;
       credentials*) ok=0 ;;

@@ -31,6 +31,8 @@ import (
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state"
+
+	_ "github.com/provisiond/provisiond/provisiondtest/embeddedetcd" // WithStore(StoreEtcd)
 )
 
 // bin is the provisionctl binary built by TestMain ("" with -short).

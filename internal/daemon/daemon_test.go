@@ -25,6 +25,8 @@ import (
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state"
+
+	_ "github.com/provisiond/provisiond/provisiondtest/embeddedetcd" // WithStore(StoreEtcd)
 )
 
 // start runs a daemon on a temp data dir and loopback port 0 through the

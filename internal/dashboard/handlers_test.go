@@ -24,6 +24,8 @@ import (
 	"github.com/provisiond/provisiond/state"
 	"github.com/provisiond/provisiond/state/statetest"
 	"github.com/provisiond/provisiond/watcher"
+
+	_ "github.com/provisiond/provisiond/provisiondtest/embeddedetcd" // WithStore(StoreEtcd)
 )
 
 func TestMain(m *testing.M) { leaktest.Main(m) }

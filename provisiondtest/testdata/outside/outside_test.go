@@ -12,6 +12,8 @@ import (
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/watcher/watchertest"
+
+	_ "github.com/provisiond/provisiond/provisiondtest/embeddedetcd" // WithStore(StoreEtcd)
 )
 
 // Every option of the kit can be made from outside.
