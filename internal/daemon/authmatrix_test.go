@@ -24,7 +24,7 @@ import (
 // another machine's container, a machine of another model) to allowed or
 // permission denied. The rules are written out here from the specs
 // (rpc.md §1.6, provisioner.md §1, caasunitprovisioner.md §2,
-// architecture.md for ModelAdmin and users); the table is what the
+// docs/decisions.md for ModelAdmin and users); the table is what the
 // running daemon answers.
 
 // identity is one way of being connected.
