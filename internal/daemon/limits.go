@@ -98,6 +98,9 @@ func (d *Daemon) listen(ln net.Listener, tlsCfg *tls.Config) net.Listener {
 		Name: "provisiond_tcp_connections",
 		Help: "Open TCP connections (API and HTTP), which --max-connections caps.",
 	}, func() float64 { return float64(d.tcp.Open()) }), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "provisiond_tcp_connections_limit",
+		Help: "The cap on open TCP connections (--max-connections), for alerting on provisiond_tcp_connections near it.",
+	}, func() float64 { return float64(d.cfg.MaxConns) }), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "provisiond_tcp_connections_pending",
 		Help: "Open TCP connections that have not logged in (the local operator's aside), which --max-pending-connections caps.",
 	}, func() float64 { return float64(d.tcp.Pending()) }), prometheus.NewGaugeFunc(prometheus.GaugeOpts{

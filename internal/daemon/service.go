@@ -364,6 +364,15 @@ func (d *Daemon) registerServiceMetrics() {
 			}
 			return float64(t.Unix())
 		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "provisiond_healthy",
+			Help: "1 while /health says ok (the store commits, and on etcd answers with a quorum), else 0; the same probe as /health, reused for a second.",
+		}, func() float64 {
+			if d.state == nil || d.health.check() != nil {
+				return 0
+			}
+			return 1
+		}),
 	)
 }
 
