@@ -70,7 +70,7 @@ func (o *options) checkStore() error {
 		}
 	}
 	switch o.workload {
-	case "conns", "storm", "churn":
+	case "churn":
 		if o.daemons > 1 {
 			return fmt.Errorf("%s runs on one daemon: --daemons must be 1", o.workload)
 		}
