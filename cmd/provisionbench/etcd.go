@@ -254,14 +254,7 @@ func startEtcd(ctx context.Context, o *options) ([]string, int, func(), error) {
 	}
 	stop := func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
+		waitOrKill(cmd, 30*time.Second)
 		os.RemoveAll(dir)
 	}
 	line, err := readLine(ctx, out)

@@ -146,6 +146,10 @@ func (p *loadgenProc) call(req lgRequest) (*lgReply, error) {
 // loadgens are the run's load generator processes.
 type loadgens struct {
 	procs []*loadgenProc
+	// stop ends the goroutine that kills the load generators when the
+	// run's context ends (a command waiting for a reply would otherwise
+	// wait for the whole of it: a connect of thousands of agents).
+	stop chan struct{}
 }
 
 // startLoadgens starts o.loadgens load generators for the daemons of e
@@ -155,7 +159,7 @@ func startLoadgens(ctx context.Context, e *env) (*loadgens, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &loadgens{}
+	l := &loadgens{stop: make(chan struct{})}
 	addrs := make([]string, len(e.targets))
 	for i, t := range e.targets {
 		addrs[i] = t.addr
@@ -187,6 +191,15 @@ func startLoadgens(ctx context.Context, e *env) (*loadgens, error) {
 			return nil, err
 		}
 	}
+	go func() {
+		select {
+		case <-ctx.Done():
+			for _, p := range l.procs {
+				_ = p.cmd.Process.Kill()
+			}
+		case <-l.stop:
+		}
+	}()
 	return l, ctx.Err()
 }
 
@@ -278,18 +291,29 @@ func (l *loadgens) close() {
 	if l == nil {
 		return
 	}
+	select {
+	case <-l.stop:
+	default:
+		close(l.stop)
+	}
 	for _, p := range l.procs {
 		p.in.Close() // the child exits at the end of its input
 	}
 	for _, p := range l.procs {
-		done := make(chan struct{})
-		go func() { _ = p.cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-done
-		}
+		waitOrKill(p.cmd, 30*time.Second)
+	}
+}
+
+// waitOrKill waits for child process cmd to exit, and kills it if it has
+// not within d.
+func waitOrKill(cmd *exec.Cmd, d time.Duration) {
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(d):
+		_ = cmd.Process.Kill()
+		<-done
 	}
 }
 
@@ -391,21 +415,15 @@ func (lg *lgChild) handle(ctx context.Context, req lgRequest) (*lgReply, error) 
 	case "window-close":
 		lg.win.mark(false)
 		return &lgReply{GCCycles: lg.win.cycles}, nil
-	case "deliveries":
+	case "results": // the counts, every delivery and every reconnection
 		r := lg.counts()
 		lg.mu.Lock()
-		r.Delivered = lg.delivered
+		r.Delivered, r.Events = lg.delivered, lg.events
 		lg.mu.Unlock()
 		return r, nil
 	case "arm":
 		lg.arm()
 		return nil, nil
-	case "events":
-		r := lg.counts()
-		lg.mu.Lock()
-		r.Events = lg.events
-		lg.mu.Unlock()
-		return r, nil
 	case "close":
 		r := lg.counts()
 		lg.closeAgents()

@@ -26,7 +26,10 @@
 // at the end, or, with --keep-machines, listed as left behind. --store etcd
 // runs the self-started daemons on etcd (one member the tool starts, or
 // --etcd-endpoints), --daemons N of them on one prefix (etcd.go).
-// See docs/performance.md.
+// --loadgens N runs the agents of conns, watch, failover and storm in N
+// load generator processes (loadgen.go, spreadruns.go), so that no process
+// holds more sockets than its open file limit allows.
+// See docs/performance.md and docs/benchmarks.md.
 package main
 
 import (
@@ -66,6 +69,9 @@ workloads:
   churn   the reference agent under machines, containers and pods added and removed at R/s
   failover  N agents on each of D daemons on one etcd; one daemon is killed; time until its
           agents are logged in with their watchers on the others
+
+--loadgens N runs the agents of conns, watch, failover and storm in N processes, --daemons N
+(with --store etcd) serves them from N daemons; by default as many as the open file limit needs.
 
 Run "provisionbench WORKLOAD -h" for the flags.
 `

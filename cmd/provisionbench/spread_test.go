@@ -44,7 +44,8 @@ func TestSpreadConns(t *testing.T) {
 			figure(t, rep, 200, d+name)
 		}
 	}
-	for _, name := range []string{"daemon KiB/agent", "daemon KiB/watcher", "idle conn KiB/conn", "KiB/agent vs idle conn"} {
+	for _, name := range []string{"daemon KiB/agent", "daemon KiB/watcher", "idle conn KiB/conn", "KiB/agent vs idle conn",
+		"etcd RSS", "etcd database in use", "  in use KiB/machine of the model"} {
 		figure(t, rep, 200, name)
 	}
 }

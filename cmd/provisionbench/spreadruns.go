@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/provisiond/provisiond/rpc/client"
+	"github.com/provisiond/provisiond/state/store/etcdstore/rawetcd"
 )
 
 // The workloads with their agents in load generator processes
@@ -51,13 +52,29 @@ func setConnect(v *values, prefix string, s lgReply) {
 	v.set(prefix+"other errors", "", float64(s.Other))
 }
 
-func runConnsSpread(ctx context.Context, e *env, n int) (*values, error) {
-	k := e.o.connsWatchers()
+// spreadSetup makes sure n machines exist and the load generators run.
+func (e *env) spreadSetup(ctx context.Context, n int) ([]machineCred, *loadgens, error) {
 	ms, err := e.fix.ensureMachines(ctx, n)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	lg, err := e.loadgenPool(ctx)
+	return ms, lg, err
+}
+
+// connectWatching connects the agents of ms, each with k watchers of its
+// own containers (lgWatch); the caller closes them (closeAgents).
+func (l *loadgens) connectWatching(ms []machineCred, k int) error {
+	if _, err := l.connect(ms, lgWatch, k); err != nil {
+		l.closeAgents()
+		return err
+	}
+	return nil
+}
+
+func runConnsSpread(ctx context.Context, e *env, n int) (*values, error) {
+	k := e.o.connsWatchers()
+	ms, lg, err := e.spreadSetup(ctx, n)
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +125,32 @@ func runConnsSpread(ctx context.Context, e *env, n int) (*values, error) {
 	v.set("agents connected", "", float64(sumPerDaemon(st.PerDaemon)))
 	connsFigures(v, sumMem(before), sumMem(loggedIn), sumMem(after), n, k)
 	setPerDaemonMem(v, before, after, st.PerDaemon)
+	e.setEtcdSize(ctx, v)
 	return v, nil
+}
+
+// setEtcdSize sets what the model costs etcd: the tool's member's RSS
+// (when it is a child process) and the database's size and the part in
+// use, also per machine of the model.
+func (e *env) setEtcdSize(ctx context.Context, v *values) {
+	if !e.etcdMode() {
+		return
+	}
+	et := e.cl.etcd
+	if et.pid != 0 {
+		if rss, err := procRSS(et.pid); err == nil {
+			v.set("etcd RSS", "MiB", float64(rss)/(1<<20))
+		}
+	}
+	size, inUse, err := rawetcd.DBSize(ctx, et.conn())
+	if err != nil {
+		return
+	}
+	v.set("etcd database size", "MiB", float64(size)/(1<<20))
+	v.set("etcd database in use", "MiB", float64(inUse)/(1<<20))
+	if n := len(e.fix.machines); n > 0 {
+		v.set("  in use KiB/machine of the model", "KiB", float64(inUse)/1024/float64(n))
+	}
 }
 
 func sumPerDaemon(m map[int]int) int {
@@ -268,7 +310,7 @@ func (e *env) adminConns(ctx context.Context) ([]*client.Conn, func(), error) {
 
 func runWatchSpread(ctx context.Context, e *env, n int) (*values, error) {
 	k, d := e.o.watchers, len(e.targets)
-	mcs, err := e.fix.ensureMachines(ctx, n)
+	mcs, lg, err := e.spreadSetup(ctx, n)
 	if err != nil {
 		return nil, err
 	}
@@ -277,14 +319,9 @@ func runWatchSpread(ctx context.Context, e *env, n int) (*values, error) {
 		return nil, err
 	}
 	defer closeDrivers()
-	lg, err := e.loadgenPool(ctx)
-	if err != nil {
-		return nil, err
-	}
 	heap0 := liveHeaps(e.targets)
 	e.o.progress.set(fmt.Sprintf("watch: connecting %d agents x %d watchers from %d load generators", n, k, len(lg.procs)))
-	if _, err := lg.connect(mcs, lgWatch, k); err != nil {
-		lg.closeAgents()
+	if err := lg.connectWatching(mcs, k); err != nil {
 		return nil, err
 	}
 	defer lg.closeAgents()
@@ -321,7 +358,7 @@ func runWatchSpread(ctx context.Context, e *env, n int) (*values, error) {
 	if err != nil {
 		return nil, err
 	}
-	dels, err := lg.all(lgRequest{Op: "deliveries"})
+	dels, err := lg.all(lgRequest{Op: "results"})
 	if err != nil {
 		return nil, err
 	}
@@ -354,6 +391,7 @@ func runWatchSpread(ctx context.Context, e *env, n int) (*values, error) {
 	v.set("load generators' GC cycles", "", float64(sumReplies(gcs).GCCycles))
 	dw.set(v, map[string]float64{"change": changes, "delivery": float64(len(ds))}, []string{"change", "delivery"})
 	setLiveHeaps(v, heap0, heap1, n, k)
+	e.setEtcdSize(ctx, v)
 	v.set("lost", "", float64(ws.lost))
 	v.set("spurious wake-ups", "", float64(got.Spurious))
 	v.set("duplicates", "", float64(got.Duplicates))
@@ -441,7 +479,7 @@ func (l *loadgens) waitBack(ctx context.Context, back int64, exited ...chan stru
 func runFailoverSpread(ctx context.Context, e *env, n int) (*values, error) {
 	d := len(e.targets)
 	k := e.o.connsWatchers()
-	ms, err := e.fix.ensureMachines(ctx, n*d)
+	ms, lg, err := e.spreadSetup(ctx, n*d)
 	if err != nil {
 		return nil, err
 	}
@@ -456,13 +494,8 @@ func runFailoverSpread(ctx context.Context, e *env, n int) (*values, error) {
 			return nil, fmt.Errorf("restart the killed daemon: %w", err)
 		}
 	}
-	lg, err := e.loadgenPool(ctx)
-	if err != nil {
-		return nil, err
-	}
 	e.o.progress.set(fmt.Sprintf("failover: connecting %d agents x %d watchers from %d load generators", n*d, k, len(lg.procs)))
-	if _, err := lg.connect(ms, lgWatch, k); err != nil {
-		lg.closeAgents()
+	if err := lg.connectWatching(ms, k); err != nil {
 		return nil, err
 	}
 	defer lg.closeAgents()
@@ -509,11 +542,11 @@ func runFailoverSpread(ctx context.Context, e *env, n int) (*values, error) {
 	if err := lg.waitDeliveries(ctx, run.expectedDeliveries(k), e.o.settle); err != nil {
 		return nil, err
 	}
-	evr, err := lg.all(lgRequest{Op: "events"})
+	evr, err := lg.all(lgRequest{Op: "results"})
 	if err != nil {
 		return nil, err
 	}
-	dels, err := lg.all(lgRequest{Op: "deliveries"})
+	dels, err := lg.all(lgRequest{Op: "results"})
 	if err != nil {
 		return nil, err
 	}
@@ -547,17 +580,12 @@ func runStormSpread(ctx context.Context, e *env, n int) (*values, error) {
 		return nil, fmt.Errorf("storm restarts the daemons: let the tool start them (no --credentials)")
 	}
 	k := e.o.connsWatchers()
-	ms, err := e.fix.ensureMachines(ctx, n)
-	if err != nil {
-		return nil, err
-	}
-	lg, err := e.loadgenPool(ctx)
+	ms, lg, err := e.spreadSetup(ctx, n)
 	if err != nil {
 		return nil, err
 	}
 	e.o.progress.set(fmt.Sprintf("storm: connecting %d agents x %d watchers from %d load generators", n, k, len(lg.procs)))
-	if _, err := lg.connect(ms, lgWatch, k); err != nil {
-		lg.closeAgents()
+	if err := lg.connectWatching(ms, k); err != nil {
 		return nil, err
 	}
 	defer lg.closeAgents()
@@ -626,7 +654,7 @@ func runStormSpread(ctx context.Context, e *env, n int) (*values, error) {
 		slowest = max(slowest, hf.maxProbe)
 		failed += hf.failed
 	}
-	evr, err := lg.all(lgRequest{Op: "events"})
+	evr, err := lg.all(lgRequest{Op: "results"})
 	if err != nil {
 		return nil, err
 	}
@@ -700,7 +728,7 @@ func rollingStorm(ctx context.Context, e *env, lg *loadgens, n int) (*values, er
 	}
 	total := time.Since(t0)
 	stolen := readCPUTicks().stolenSince(ticks0)
-	evr, err := lg.all(lgRequest{Op: "events"})
+	evr, err := lg.all(lgRequest{Op: "results"})
 	if err != nil {
 		return nil, err
 	}
