@@ -77,6 +77,7 @@ func TestRPC(t *testing.T) {
 		}
 		figure(t, rep, n, "calls/s vs echo")
 		figure(t, rep, n, "p99 latency")
+		figure(t, rep, n, "daemon objects allocated per call")
 	}
 	if rep.Repeat != 2 || len(rep.Sizes[0].Metrics[0].Runs) != 2 {
 		t.Errorf("repeat: %+v", rep.Sizes[0].Metrics[0])
