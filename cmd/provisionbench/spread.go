@@ -249,8 +249,10 @@ func spreadNotes(o *options) []string {
 	notes := []string{"spread: the agents run in --loadgens load generator processes (this binary re-executed), each a contiguous block of them from loopback source addresses of its own, driven by this process over their stdin and stdout; each reports what its agents saw (deliveries and reconnections with their wall-clock times) and this process computes every figure over all of them"}
 	switch o.workload {
 	case "conns":
-		notes = append(notes, "several daemons: the memory rows are all daemons together (per agent: over every agent), then each daemon's (agents on it, KiB/agent, live heap after a collection per agent, before the agents (the daemon's replica of the model and its state) and with them, goroutines/agent, RSS); the baseline's idle connections are one daemon's share of the agents",
-			"etcd (conns and watch on etcd): the tool's member's RSS, its database's size and the part in use (etcd's status), and that per machine of the model: etcd holds the model, not the agents")
+		if o.daemons > 1 {
+			notes = append(notes, "several daemons: the memory rows are all daemons together (per agent: over every agent), then each daemon's (agents on it, KiB/agent, live heap after a collection per agent, before the agents (the daemon's replica of the model and its state) and with them, goroutines/agent, RSS); the baseline's idle connections are one daemon's share of the agents")
+		}
+		notes = append(notes, "etcd (conns and watch on etcd): the tool's member's RSS, its database's size and the part in use (etcd's status), and that per machine of the model: etcd holds the model, not the agents")
 	case "watch":
 		notes = append(notes,
 			"spread watch: agent j watches on daemon j mod D and its changes are written through daemon j+1 mod D, so with several daemons every change crosses daemons through etcd and every daemon writes; latency from the driver issuing the write to the agent's Next returning, across load generator processes by the wall clock; daemon K p50/p99: of the watchers on daemon K",
