@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,8 +23,12 @@ var connsWorkload = &workload{
 		_, err := e.fix.ensureMachines(ctx, n)
 		return err
 	},
-	run:      runConns,
-	baseline: runConnsBaseline,
+	run: runConns,
+	baseline: func(ctx context.Context, e *env, n int) (*values, error) {
+		// One daemon's share of the agents: what each daemon holds, and
+		// what this process can hold under its open file limit.
+		return runConnsBaseline(ctx, e, ceilDiv(n, len(e.targets)))
+	},
 	ratios: []ratio{
 		{"KiB/agent vs idle conn", "daemon KiB/agent", "idle conn KiB/conn"},
 		{"KiB/agent vs target", "daemon KiB/agent", "target KiB/agent"},
@@ -193,16 +198,36 @@ type memReading struct {
 	rt  map[string]float64
 }
 
-func (e *env) readMem() (memReading, error) {
-	e.t.settle()
-	rss, err := e.t.rss()
+func (e *env) readMem() (memReading, error) { return readMemOf(e.t) }
+
+// readMemOf reads daemon t's memory after a collection.
+func readMemOf(t *target) (memReading, error) {
+	t.settle()
+	rss, err := t.rss()
 	if err != nil {
 		return memReading{}, fmt.Errorf("daemon memory: %w", err)
 	}
-	return memReading{rss: rss, rt: e.t.runtimeMem()}, nil
+	return memReading{rss: rss, rt: t.runtimeMem()}, nil
+}
+
+// plus is the sum of two readings (of two daemons).
+func (m memReading) plus(o memReading) memReading {
+	out := memReading{rss: m.rss + o.rss, rt: map[string]float64{}}
+	for k, v := range m.rt {
+		if w, ok := o.rt[k]; ok {
+			out.rt[k] = v + w
+		}
+	}
+	if m.rt == nil {
+		maps.Copy(out.rt, o.rt)
+	}
+	return out
 }
 
 func runConns(ctx context.Context, e *env, n int) (*values, error) {
+	if e.o.loadgens > 0 {
+		return runConnsSpread(ctx, e, n)
+	}
 	k := e.o.connsWatchers()
 	ms, err := e.fix.ensureMachines(ctx, n)
 	if err != nil {
@@ -256,6 +281,14 @@ func runConns(ctx context.Context, e *env, n int) (*values, error) {
 	v.set("agents connected/s", "", float64(n)/took.Seconds())
 	v.set("watchers opened/s", "", float64(n*k)/wtook.Seconds())
 	v.set("login try again", "", float64(st.tryAgain.Load()))
+	connsFigures(v, before, loggedIn, after, n, k)
+	return v, nil
+}
+
+// connsFigures sets the memory figures of n agents with k watchers each
+// from the readings before them, with them logged in and with their
+// watchers open.
+func connsFigures(v *values, before, loggedIn, after memReading, n, k int) {
 	v.set("daemon RSS before", "MiB", float64(before.rss)/(1<<20))
 	v.set("daemon RSS logged in", "MiB", float64(loggedIn.rss)/(1<<20))
 	v.set("daemon RSS after", "MiB", float64(after.rss)/(1<<20))
@@ -281,7 +314,6 @@ func runConns(ctx context.Context, e *env, n int) (*values, error) {
 	if goal, ok := after.rt[heapGoal]; ok {
 		v.set("daemon heap goal after", "MiB", goal/(1<<20))
 	}
-	return v, nil
 }
 
 // runConnsBaseline: the echo server's RSS per idle TLS websocket

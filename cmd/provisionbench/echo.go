@@ -126,14 +126,7 @@ func (es *echoServer) close() {
 	}
 	if es.cmd != nil {
 		_ = es.cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = es.cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = es.cmd.Process.Kill()
-			<-done
-		}
+		waitOrKill(es.cmd, 10*time.Second)
 	}
 	os.RemoveAll(es.dir)
 }

@@ -70,7 +70,7 @@ func (o *options) checkStore() error {
 		}
 	}
 	switch o.workload {
-	case "conns", "storm", "churn":
+	case "churn":
 		if o.daemons > 1 {
 			return fmt.Errorf("%s runs on one daemon: --daemons must be 1", o.workload)
 		}
@@ -254,14 +254,7 @@ func startEtcd(ctx context.Context, o *options) ([]string, int, func(), error) {
 	}
 	stop := func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
+		waitOrKill(cmd, 30*time.Second)
 		os.RemoveAll(dir)
 	}
 	line, err := readLine(ctx, out)

@@ -42,6 +42,9 @@ var failoverWorkload = &workload{
 }
 
 func runFailover(ctx context.Context, e *env, n int) (*values, error) {
+	if e.o.loadgens > 0 {
+		return runFailoverSpread(ctx, e, n)
+	}
 	d := len(e.targets)
 	ms, err := e.fix.ensureMachines(ctx, n*d)
 	if err != nil {
@@ -113,7 +116,12 @@ func runFailover(ctx context.Context, e *env, n int) (*values, error) {
 			case <-actx.Done():
 				return
 			}
-			ns, err := e.failOver(actx, i, ms[i], servers[i], &st)
+			var ns *session
+			_, err := e.failOver(actx, i, ms[i], servers[i], &st, func(ctx context.Context, c *client.Conn) error {
+				s, err := startSession(ctx, c, ms[i], 2)
+				ns = s
+				return err
+			})
 			if err != nil {
 				return // cancelled
 			}
@@ -174,13 +182,19 @@ func loginServers(r *params.LoginResult) []string {
 	return out
 }
 
-// failOver logs agent i in again at one of servers and starts its
-// watchers. The first server is the one it was on: it tries the others
-// first, from its own place among them (so the agents spread over them),
-// going on to the next at a refused connection and after a backoff at
-// "try again".
-func (e *env) failOver(ctx context.Context, i int, m machineCred, servers []string, st *connectStats) (*session, error) {
-	place := 1 + (i/len(e.targets))%(len(servers)-1)
+// failOver logs agent i in again at one of servers and opens its
+// watchers (open; on its error the connection is closed and the next
+// address tried). The first server is the one it was on: it tries the
+// others first, from its own place among them (so the agents spread over
+// them), going on to the next at a refused connection and after a backoff
+// at "try again" or once every address has refused. With one server it
+// tries that one.
+func (e *env) failOver(ctx context.Context, i int, m machineCred, servers []string, st *connectStats,
+	open func(context.Context, *client.Conn) error) (*client.Conn, error) {
+	place := 0
+	if len(servers) > 1 {
+		place = 1 + (i/len(e.targets))%(len(servers)-1)
+	}
 	for attempt := 0; ; attempt++ {
 		addr := servers[(place+attempt)%len(servers)]
 		cfg := e.agentConfig(e.fix.model, i)
@@ -194,9 +208,9 @@ func (e *env) failOver(ctx context.Context, i int, m machineCred, servers []stri
 			err = &dialError{err}
 		}
 		if err == nil {
-			s, serr := startSession(ctx, c, m, 2)
+			serr := open(ctx, c)
 			if serr == nil {
-				return s, nil
+				return c, nil
 			}
 			c.Close()
 			err = serr
@@ -206,7 +220,7 @@ func (e *env) failOver(ctx context.Context, i int, m machineCred, servers []stri
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
 		case errors.As(err, &de), errors.Is(err, client.ErrConnClosed):
-			st.dialErr.Add(1)
+			st.connErr(err)
 			if (attempt+1)%len(servers) != 0 {
 				continue // the next address at once
 			}

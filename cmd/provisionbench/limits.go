@@ -40,11 +40,23 @@ import (
 const fileMargin = 1024
 
 // agentsMax is the most agents (or writers, or machines) of the run.
-func (o *options) agentsMax() int { return maxInt(o.sizes) }
+func (o *options) agentsMax() int { return o.totalAgents() }
 
 // filesNeeded is the open file limit each process of the run needs.
 func (o *options) filesNeeded() uint64 {
 	n := uint64(o.agentsMax())
+	if o.loadgens > 0 || o.daemons > 1 {
+		// Spread: the busiest process holds a share (spread.go).
+		d := o.division(o.agentsMax())
+		need := d.filesPerProcess()
+		if o.loadgens == 0 {
+			need = max(need, o.agentsMax()) // the agents are in this process
+		}
+		if o.daemonInProcess() {
+			need = o.agentsMax() + d.agents // every daemon and the agents share it
+		}
+		return uint64(need) + fileMargin
+	}
 	if o.daemonInProcess() {
 		return 2*n + fileMargin // both ends of every connection
 	}
@@ -173,7 +185,7 @@ func checkDaemonFileLimit(o *options) error {
 // the box's memory (internal/connlimit.DefaultMaxConns) and refuses
 // connections over it.
 func (o *options) maxConnsFlag() int {
-	need := o.agentsMax() + fileMargin
+	need := o.division(o.agentsMax()).peakPerDaemon + fileMargin
 	if connlimit.DefaultMaxConns() >= need {
 		return 0
 	}
@@ -218,6 +230,9 @@ type sourcePlan struct {
 	ports   int // ephemeral ports of one source address
 	perAddr int // agents per source address
 	addrs   int // source addresses the largest size uses
+	// A load generator's share (loadgen.go): its agents are first, first+1,
+	// ... and it binds addresses from 127.0.0.2 + base on, its own.
+	first, base int
 }
 
 // portsPerAgent is the ephemeral ports an agent may hold on its source
@@ -253,7 +268,7 @@ func sourcePlanFor(lo, hi, agents int) (sourcePlan, error) {
 // sourceAddr is the source address of agent i: 127.0.0.2 for the first
 // perAddr agents, then 127.0.0.3, ..., on into 127.0.1.x and beyond.
 func (p sourcePlan) sourceAddr(i int) net.IP {
-	k := 2 + (i/p.perAddr)%maxSourceAddrs
+	k := 2 + (p.base+(i-p.first)/p.perAddr)%maxSourceAddrs
 	return net.IPv4(127, byte(k>>16), byte(k>>8), byte(k))
 }
 

@@ -26,7 +26,10 @@
 // at the end, or, with --keep-machines, listed as left behind. --store etcd
 // runs the self-started daemons on etcd (one member the tool starts, or
 // --etcd-endpoints), --daemons N of them on one prefix (etcd.go).
-// See docs/performance.md.
+// --loadgens N runs the agents of conns, watch, failover and storm in N
+// load generator processes (loadgen.go, spreadruns.go), so that no process
+// holds more sockets than its open file limit allows.
+// See docs/performance.md and docs/benchmarks.md.
 package main
 
 import (
@@ -67,6 +70,9 @@ workloads:
   failover  N agents on each of D daemons on one etcd; one daemon is killed; time until its
           agents are logged in with their watchers on the others
 
+--loadgens N runs the agents of conns, watch, failover and storm in N processes, --daemons N
+(with --store etcd) serves them from N daemons; by default as many as the open file limit needs.
+
 Run "provisionbench WORKLOAD -h" for the flags.
 `
 
@@ -84,6 +90,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return childEtcd(args[1:], stdout, stderr)
 	case childHealthCmd:
 		return childHealth(args[1:], os.Stdin, stdout, stderr)
+	case childLoadgenCmd:
+		return childLoadgen(os.Stdin, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usageText)
 		return 0
@@ -163,6 +171,11 @@ type options struct {
 	etcdEndpoints []string
 	etcdPrefix    string
 	daemons       int
+	// loadgens is the load generator processes the agents run in
+	// (loadgen.go; 0: this process); rolling restarts the daemons of a
+	// storm one at a time.
+	loadgens int
+	rolling  bool
 	// The given cluster's security (with etcdEndpoints), for the daemons
 	// and the baselines alike.
 	etcdSec etcdSecurity
@@ -239,7 +252,9 @@ func parseOptions(name string, args []string, stdout, stderr io.Writer) (*option
 	fs.StringVar(&o.etcdSec.keyFile, "etcd-key-file", "", "with --etcd-endpoints: client key PEM, with --etcd-cert-file")
 	fs.StringVar(&o.etcdSec.username, "etcd-username", "", "with --etcd-endpoints: etcd auth user (daemons and baselines)")
 	fs.StringVar(&o.etcdSec.password, "etcd-password", os.Getenv(etcdPasswordEnv), "with --etcd-username: its password (default $"+etcdPasswordEnv+", which ps does not show)")
-	fs.IntVar(&o.daemons, "daemons", 1, "with --store etcd: daemons serving the one controller; agents spread over them")
+	fs.IntVar(&o.daemons, "daemons", 1, "with --store etcd: daemons serving the one controller; agents spread over them (default: one per 17,000 agents)")
+	fs.IntVar(&o.loadgens, "loadgens", 0, "conns, watch, failover, storm: run the agents in this many load generator processes, each with its own loopback source addresses (0: in this process; default: one per 15,000 agents, and one for conns and storm over several daemons)")
+	fs.BoolVar(&o.rolling, "rolling", false, "storm: restart the daemons one at a time (a rolling restart) instead of all together")
 	d := daemon.Default("")
 	fs.IntVar(&o.loginRateMax, "login-rate-max", d.LoginRateMax, "self-started daemon: agent login token bucket size")
 	fs.DurationVar(&o.loginRateRefill, "login-rate-refill", d.LoginRateRefill, "self-started daemon: time to earn one login token")
@@ -284,6 +299,9 @@ func parseOptions(name string, args []string, stdout, stderr io.Writer) (*option
 			o.etcdEndpoints = append(o.etcdEndpoints, strings.TrimSpace(ep))
 		}
 	}
+	if err := o.resolveShape(); err != nil {
+		return nil, err
+	}
 	if err := o.checkStore(); err != nil {
 		return nil, err
 	}
@@ -301,7 +319,7 @@ func parseOptions(name string, args []string, stdout, stderr io.Writer) (*option
 		o.caasApps = maxInt(o.sizes)
 	}
 	var err error
-	if o.sources, err = newSourcePlan(maxInt(o.sizes)); err != nil {
+	if o.sources, err = newSourcePlan(o.totalAgents()); err != nil {
 		return nil, err
 	}
 	o.progress = newProgress(stderr)
@@ -392,6 +410,7 @@ type env struct {
 	targets  []*target // every daemon (--daemons)
 	agentsOn []*target // the daemons agents spread over (nil: every one)
 	bolt     *env      // rpc's bbolt baseline in etcd mode
+	lg       *loadgens // the load generator processes (--loadgens)
 }
 
 func runWorkload(ctx context.Context, w *workload, o *options) error {
@@ -437,12 +456,18 @@ func runWorkload(ctx context.Context, w *workload, o *options) error {
 	defer e.fix.close()
 	defer e.fix.cleanup() // before close: it uses the fixture's connections
 	defer e.closeBaselines()
+	defer func() { e.lg.close() }()
 	rep := &Report{
 		Workload: o.workload, Started: time.Now().UTC(), Daemon: t.describe(), Repeat: o.repeat,
 		SizeName: w.sizeName, Parameters: w.describe(o),
 		Machine: machineInfo{Cores: runtime.NumCPU(), GoVersion: runtime.Version(), OS: runtime.GOOS + "/" + runtime.GOARCH, LoadStart: load},
 	}
 	rep.Parameters["open-file-limit"] = files
+	if o.loadgens > 0 || len(cl.targets) > 1 {
+		div := o.division(o.totalAgents()).describe()
+		rep.Parameters["division"] = div
+		fmt.Fprintf(o.stderr, "provisionbench: %s\n", div)
+	}
 	if o.localAddr(t.addr, 0) != nil {
 		rep.Parameters["agent-source-addresses"] = o.sources.describe()
 	}
@@ -477,6 +502,7 @@ func runWorkload(ctx context.Context, w *workload, o *options) error {
 	if w.notes != nil {
 		rep.Notes = w.notes(o)
 	}
+	rep.Notes = append(rep.Notes, spreadNotes(o)...)
 	o.progress.done()
 	rep.Machine.LoadEnd = loadAverage()
 	if o.json {

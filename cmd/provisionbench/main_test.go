@@ -22,7 +22,7 @@ import (
 // TestMain lets the test binary serve as the child daemon and echo server
 // (the tool re-executes itself for them).
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && (os.Args[1] == childDaemonCmd || os.Args[1] == childEchoCmd || os.Args[1] == childEtcdCmd || os.Args[1] == childHealthCmd) {
+	if len(os.Args) > 1 && (os.Args[1] == childDaemonCmd || os.Args[1] == childEchoCmd || os.Args[1] == childEtcdCmd || os.Args[1] == childHealthCmd || os.Args[1] == childLoadgenCmd) {
 		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
@@ -77,6 +77,7 @@ func TestRPC(t *testing.T) {
 		}
 		figure(t, rep, n, "calls/s vs echo")
 		figure(t, rep, n, "p99 latency")
+		figure(t, rep, n, "daemon objects allocated per call")
 	}
 	if rep.Repeat != 2 || len(rep.Sizes[0].Metrics[0].Runs) != 2 {
 		t.Errorf("repeat: %+v", rep.Sizes[0].Metrics[0])
@@ -216,7 +217,7 @@ func TestBadFlags(t *testing.T) {
 		{"rpc", "--store", "mongo"}, {"rpc", "--daemons", "2"}, {"rpc", "--etcd-endpoints", "http://127.0.0.1:2379"},
 		{"rpc", "--store", "etcd", "--etcd-prefix", "nope"}, {"rpc", "--store", "etcd", "--etcd-endpoints", "127.0.0.1:2379"},
 		{"rpc", "--store", "etcd", "--daemons", "0"}, {"rpc", "--store", "etcd", "--credentials", "x.yaml"},
-		{"conns", "--store", "etcd", "--daemons", "2"}, {"storm", "--store", "etcd", "--daemons", "2"},
+		{"churn", "--store", "etcd", "--daemons", "2"},
 		{"failover"}, {"failover", "--store", "etcd"}, {"failover", "--store", "etcd", "--daemons", "3", "--daemon", "inproc"},
 		{"write", "--store", "etcd", "--etcd-ca-file", "ca.pem"}, {"write", "--store", "etcd", "--etcd-username", "root"},
 		{"write", "--store", "etcd", "--etcd-endpoints", "https://127.0.0.1:2379", "--etcd-cert-file", "c.pem"},

@@ -36,13 +36,15 @@ var rpcWorkload = &workload{
 		{"p99 vs bbolt p99", "p99 latency", "bbolt p99 latency"},
 	},
 	notes: func(o *options) []string {
+		alloc := "daemon bytes and objects allocated per call: the daemons' go_memstats_alloc_bytes_total and go_memstats_mallocs_total over the window, over the calls counted in it (with --daemon inproc they include the agents', which share the process)"
 		if o.store == daemon.StoreEtcd {
 			return []string{
+				alloc,
 				"reads are served from each daemon's replica of the prefix; agents spread over the daemons",
 				"baseline: the same agents and calls on a daemon on bbolt started the same way in the same run (target: >= 0.7 of its calls/s)",
 			}
 		}
-		return []string{"baseline: a JSON echo server on the same TLS websocket transport, answering from its read loop; targets: 64 agents >= 0.9 of its calls/s, 1 agent p99 < 0.3 ms"}
+		return []string{alloc, "baseline: a JSON echo server on the same TLS websocket transport, answering from its read loop; targets: 64 agents >= 0.9 of its calls/s, 1 agent p99 < 0.3 ms"}
 	},
 }
 
@@ -172,7 +174,17 @@ func runRPC(ctx context.Context, e *env, n int) (*values, error) {
 		args[i] = params.Entities{Entities: []params.Entity{{Tag: m.Tag}}}
 	}
 	win := e.o.newToolWindow()
-	r := closedLoop(ctx, n, warmup(e.o.duration), e.o.duration, win.mark, func(ctx context.Context, i, k int) error {
+	dw := newDaemonsWindow(e.targets)
+	window := func(start bool) {
+		if start {
+			win.mark(true)
+			dw.open()
+			return
+		}
+		dw.close()
+		win.mark(false)
+	}
+	r := closedLoop(ctx, n, warmup(e.o.duration), e.o.duration, window, func(ctx context.Context, i, k int) error {
 		if k%2 == 0 {
 			var res params.LifeResults
 			if err := conns[i].Call(ctx, "Provisioner", 11, "", "Life", args[i], &res); err != nil {
@@ -198,6 +210,8 @@ func runRPC(ctx context.Context, e *env, n int) (*values, error) {
 	v := newValues()
 	r.set(v, "")
 	win.set(v, "")
+	// Counted calls and those in flight as the window closed: within n.
+	dw.set(v, map[string]float64{"call": float64(r.calls)}, []string{"call"})
 	return v, nil
 }
 

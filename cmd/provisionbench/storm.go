@@ -40,6 +40,9 @@ var stormWorkload = &workload{
 const stormFirst = 10000
 
 func runStorm(ctx context.Context, e *env, n int) (*values, error) {
+	if e.o.loadgens > 0 {
+		return runStormSpread(ctx, e, n)
+	}
 	ms, err := e.fix.ensureMachines(ctx, n)
 	if err != nil {
 		return nil, err

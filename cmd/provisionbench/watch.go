@@ -33,6 +33,7 @@ var watchWorkload = &workload{
 		}
 		return newValues(), nil // bbolt: the peer figures of etcd are quoted in the notes
 	},
+	ratios: []ratio{{"p99 vs etcd p99", "p99 latency", "etcd p99 latency"}},
 	diffs: []ratio{
 		{"p99 over etcd p99", "p99 latency", "etcd p99 latency"},
 		{"p50 over etcd p50", "p50 latency", "etcd p50 latency"},
@@ -89,6 +90,9 @@ func (w *watchRun) issuedAt(id string) (time.Time, bool) {
 }
 
 func runWatch(ctx context.Context, e *env, n int) (*values, error) {
+	if e.o.loadgens > 0 {
+		return runWatchSpread(ctx, e, n)
+	}
 	mcs, err := e.fix.ensureMachines(ctx, n)
 	if err != nil {
 		return nil, err
@@ -205,11 +209,7 @@ func runWatch(ctx context.Context, e *env, n int) (*values, error) {
 	// The driver: an open loop at the rate, round robin over the agents'
 	// machines, at most one add in flight per machine (so a change's id
 	// is known before its reply).
-	interval := time.Duration(float64(time.Second) / e.o.rate)
-	var (
-		issuedN, failed atomic.Int64
-		dwg             sync.WaitGroup
-	)
+	var issuedN, failed atomic.Int64
 	e.o.progress.setWith(fmt.Sprintf("watch: %d agents x %d watchers, %.0f changes/s", n, k, e.o.rate), func() string {
 		return fmt.Sprintf("issued %d, delivered %d", issuedN.Load(), run.deliveries.Load())
 	})
@@ -218,62 +218,7 @@ func runWatch(ctx context.Context, e *env, n int) (*values, error) {
 	cpu.profile = e.o.windowProf != ""
 	cpu.gc, cpu.agents = newDaemonGC(driverT), n
 	cpu.mark(true)
-	start := time.Now()
-	next := 0
-	for i := 0; ; i++ {
-		at := start.Add(time.Duration(i) * interval)
-		if at.Sub(start) >= e.o.duration {
-			break
-		}
-		if err := sleepCtx(ctx, time.Until(at)); err != nil {
-			break
-		}
-		var m string
-		run.mu.Lock()
-		for tries := 0; tries < n; tries++ {
-			cand := mcs[next%n].ID
-			next++
-			if _, busy := run.inflight[cand]; !busy {
-				m = cand
-				break
-			}
-		}
-		if m == "" {
-			run.mu.Unlock()
-			continue // every machine has an add in flight: skip this tick
-		}
-		t0 := time.Now()
-		run.inflight[m] = t0
-		run.mu.Unlock()
-		issuedN.Add(1)
-		dwg.Add(1)
-		go func() {
-			defer dwg.Done()
-			var res params.AddMachinesResult
-			err := driver.Call(ctx, "ModelAdmin", 1, "", "AddMachines",
-				params.AddMachinesArgs{Placement: "lxd:" + m}, &res)
-			if err == nil {
-				run.writeLat.add(time.Since(t0))
-			}
-			run.mu.Lock()
-			defer run.mu.Unlock()
-			delete(run.inflight, m)
-			if err != nil || len(res.Machines) != 1 {
-				failed.Add(1)
-				msg := fmt.Sprintf("%d machines in the reply", len(res.Machines))
-				if err != nil {
-					msg = err.Error()
-				}
-				run.failures[msg]++
-				return
-			}
-			id := res.Machines[0]
-			run.issued[id] = t0
-			run.added[m] = append(run.added[m], id)
-		}()
-	}
-	elapsed := time.Since(start)
-	dwg.Wait()
+	elapsed := run.drive(ctx, nil, e.o.rate, e.o.duration, mcs, func(int) *client.Conn { return driver }, &issuedN, &failed)
 
 	// Late events: wait until every watcher has seen every change, or
 	// the settle time passes.
@@ -324,6 +269,83 @@ func runWatch(ctx context.Context, e *env, n int) (*values, error) {
 	v.set("duplicates", "", float64(run.duplicates.Load()))
 	v.set("failed writes", "", float64(failed.Load()))
 	return v, nil
+}
+
+// drive is the watch's driver: an open loop at rate changes a second for
+// d or until stop is closed (nil: never), each a container added
+// (ModelAdmin.AddMachines lxd:M) through through(j) to machine mcs[j],
+// round robin over them, at most one add in flight per machine (so a
+// change's id is known before its reply). It returns the time it drove,
+// once every add it issued has its reply.
+func (run *watchRun) drive(ctx context.Context, stop <-chan struct{}, rate float64, d time.Duration, mcs []machineCred,
+	through func(j int) *client.Conn, issuedN, failed *atomic.Int64) time.Duration {
+	n := len(mcs)
+	interval := time.Duration(float64(time.Second) / rate)
+	var dwg sync.WaitGroup
+	start := time.Now()
+	next := 0
+loop:
+	for i := 0; ; i++ {
+		at := start.Add(time.Duration(i) * interval)
+		if at.Sub(start) >= d {
+			break
+		}
+		select {
+		case <-stop:
+			break loop
+		default:
+		}
+		if err := sleepCtx(ctx, time.Until(at)); err != nil {
+			break
+		}
+		j := -1
+		run.mu.Lock()
+		for tries := 0; tries < n; tries++ {
+			cand := next % n
+			next++
+			if _, busy := run.inflight[mcs[cand].ID]; !busy {
+				j = cand
+				break
+			}
+		}
+		if j < 0 {
+			run.mu.Unlock()
+			continue // every machine has an add in flight: skip this tick
+		}
+		m := mcs[j].ID
+		t0 := time.Now()
+		run.inflight[m] = t0
+		run.mu.Unlock()
+		issuedN.Add(1)
+		dwg.Add(1)
+		go func() {
+			defer dwg.Done()
+			var res params.AddMachinesResult
+			err := through(j).Call(ctx, "ModelAdmin", 1, "", "AddMachines",
+				params.AddMachinesArgs{Placement: "lxd:" + m}, &res)
+			if err == nil {
+				run.writeLat.add(time.Since(t0))
+			}
+			run.mu.Lock()
+			defer run.mu.Unlock()
+			delete(run.inflight, m)
+			if err != nil || len(res.Machines) != 1 {
+				failed.Add(1)
+				msg := fmt.Sprintf("%d machines in the reply", len(res.Machines))
+				if err != nil {
+					msg = err.Error()
+				}
+				run.failures[msg]++
+				return
+			}
+			id := res.Machines[0]
+			run.issued[id] = t0
+			run.added[m] = append(run.added[m], id)
+		}()
+	}
+	elapsed := time.Since(start)
+	dwg.Wait()
+	return elapsed
 }
 
 // daemonSide reads the daemon's own view of the run from its /metrics:

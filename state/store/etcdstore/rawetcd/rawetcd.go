@@ -64,6 +64,22 @@ func subPrefix(prefix string) string {
 	return prefix + "rawetcd-" + hex.EncodeToString(b) + "/"
 }
 
+// DBSize is the database size of the first endpoint's member, bytes:
+// the file's and the part of it in use (what a defragmentation would
+// leave), for the tool's reports of what a model costs etcd.
+func DBSize(ctx context.Context, c Conn) (size, inUse int64, err error) {
+	clis, err := dial(c, 1)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer closeAll(clis)
+	st, err := clis[0].Status(ctx, c.Endpoints[0])
+	if err != nil {
+		return 0, 0, fmt.Errorf("rawetcd: status: %w", err)
+	}
+	return st.DbSize, st.DbSizeInUse, nil
+}
+
 // DeletePrefix deletes every key under prefix.
 func DeletePrefix(ctx context.Context, c Conn, prefix string) error {
 	if prefix == "" {

@@ -1,0 +1,696 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/provisiond/provisiond/credentials"
+	"github.com/provisiond/provisiond/rpc/client"
+	"github.com/provisiond/provisiond/rpc/params"
+)
+
+// Load generators in processes of their own (--loadgens N): every process
+// may hold at most 20,000 open files here, so 100,000 agents cannot live
+// in one. The tool re-executes itself as N load generators
+// (childLoadgenCmd), each running a contiguous block of the agents from
+// loopback source addresses of its own (sourcePlan's base), and drives
+// them over their stdin and stdout: one JSON request a line, one JSON
+// reply a line, in turn. The parent keeps the fixture, the driver, the
+// daemons and the report; the children hold the agents and say what they
+// saw (counts, deliveries with their wall-clock times, reconnections), so
+// the figures are computed once, in the parent, over all of them. Times
+// cross processes as Unix nanoseconds: one kernel clock on one box.
+
+// childLoadgenCmd is the hidden command of a load generator process.
+const childLoadgenCmd = "internal-loadgen"
+
+// The kinds of agent a load generator runs.
+const (
+	// lgConns: conns' agents (session: WatchContainers on itself and
+	// WatchForModelConfigChanges alternately, a Next always pending).
+	lgConns = "conns"
+	// lgWatch: watch's agents: K WatchContainers watchers on the agent's
+	// own machine, each delivery recorded (agent, watcher, container,
+	// time); after a reconnection the new watchers' first event is
+	// checked against what each watcher had seen, so a change made while
+	// the agent was away is found or counted lost.
+	lgWatch = "watch"
+)
+
+// lgRequest is one command to a load generator.
+type lgRequest struct {
+	Op string `json:"op"`
+	// init
+	Model   string   `json:"model,omitempty"`
+	CACert  string   `json:"ca,omitempty"`
+	Addrs   []string `json:"addrs,omitempty"` // the daemons, agent i on i mod len
+	Buffer  int      `json:"buffer,omitempty"`
+	PerAddr int      `json:"per-addr,omitempty"`
+	Base    int      `json:"base,omitempty"`
+	// connect
+	Kind     string        `json:"kind,omitempty"`
+	Watchers int           `json:"watchers,omitempty"`
+	First    int           `json:"first,omitempty"`
+	Agents   []machineCred `json:"agents,omitempty"` // agent First+j is Agents[j]
+}
+
+// lgReply is a load generator's answer; Err is set when the command
+// failed.
+type lgReply struct {
+	Err string `json:"err,omitempty"`
+
+	Seconds    float64 `json:"seconds,omitempty"`
+	TryAgain   int64   `json:"try-again,omitempty"`
+	ConnErrors int64   `json:"conn-errors,omitempty"`
+	Refused    int64   `json:"refused,omitempty"`
+	NoPort     int64   `json:"no-port,omitempty"`
+	Other      int64   `json:"other,omitempty"`
+	LastOther  string  `json:"last-other,omitempty"`
+
+	Deliveries int64 `json:"deliveries,omitempty"`
+	Duplicates int64 `json:"duplicates,omitempty"`
+	Spurious   int64 `json:"spurious,omitempty"`
+	Down       int64 `json:"down,omitempty"` // agents without a daemon now
+	Back       int64 `json:"back,omitempty"` // reconnections made since arm
+
+	GCCycles  uint64         `json:"gc-cycles,omitempty"`
+	Delivered []lgDelivery   `json:"delivered,omitempty"`
+	Events    []lgReconnect  `json:"events,omitempty"`
+	PerDaemon map[int]int    `json:"per-daemon,omitempty"` // agents on each daemon now
+	Extra     map[string]any `json:"extra,omitempty"`
+}
+
+// lgDelivery is one container a watcher saw for the first time: in a
+// Next (Rewatch false) or in the first event of a watcher opened again
+// after a reconnection (Rewatch true: its time is when the agent was back,
+// not when the change reached the daemon).
+type lgDelivery struct {
+	Agent   int    `json:"a"`
+	Watcher int    `json:"w"`
+	Daemon  int    `json:"d"`
+	ID      string `json:"id"`
+	At      int64  `json:"t"`
+	Rewatch bool   `json:"r,omitempty"`
+}
+
+// lgReconnect is one agent's connection lost (Drop) and made again with
+// its watchers (Back) on daemon To, Unix nanoseconds.
+type lgReconnect struct {
+	Agent int   `json:"a"`
+	From  int   `json:"from"`
+	To    int   `json:"to"`
+	Drop  int64 `json:"drop"`
+	Back  int64 `json:"back"`
+}
+
+// loadgenProc is one load generator process, driven by the parent.
+type loadgenProc struct {
+	k   int
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	enc *json.Encoder
+	dec *json.Decoder
+	mu  sync.Mutex
+	// its share of the current run: agents first .. first+count-1
+	first, count int
+}
+
+// call sends req and waits for the reply.
+func (p *loadgenProc) call(req lgRequest) (*lgReply, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.enc.Encode(req); err != nil {
+		return nil, fmt.Errorf("load generator %d: %s: %w", p.k+1, req.Op, err)
+	}
+	var r lgReply
+	if err := p.dec.Decode(&r); err != nil {
+		return nil, fmt.Errorf("load generator %d: %s: no reply: %w", p.k+1, req.Op, err)
+	}
+	if r.Err != "" {
+		return &r, fmt.Errorf("load generator %d: %s: %s", p.k+1, req.Op, r.Err)
+	}
+	return &r, nil
+}
+
+// loadgens are the run's load generator processes.
+type loadgens struct {
+	procs []*loadgenProc
+	// stop ends the goroutine that kills the load generators when the
+	// run's context ends (a command waiting for a reply would otherwise
+	// wait for the whole of it: a connect of thousands of agents).
+	stop chan struct{}
+}
+
+// startLoadgens starts o.loadgens load generators for the daemons of e
+// and initialises each with its own source addresses.
+func startLoadgens(ctx context.Context, e *env) (*loadgens, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	l := &loadgens{stop: make(chan struct{})}
+	addrs := make([]string, len(e.targets))
+	for i, t := range e.targets {
+		addrs[i] = t.addr
+	}
+	d := e.o.division(maxInt(e.o.sizes))
+	for k := range e.o.loadgens {
+		cmd := exec.Command(self, childLoadgenCmd)
+		cmd.Stderr = e.o.stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			l.close()
+			return nil, err
+		}
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			l.close()
+			return nil, err
+		}
+		if err := cmd.Start(); err != nil {
+			l.close()
+			return nil, fmt.Errorf("load generator %d: %w", k+1, err)
+		}
+		p := &loadgenProc{k: k, cmd: cmd, in: in, enc: json.NewEncoder(in), dec: json.NewDecoder(bufio.NewReader(out))}
+		l.procs = append(l.procs, p)
+		if _, err := p.call(lgRequest{Op: "init", Model: e.fix.model, CACert: e.t.creds.CACert, Addrs: addrs,
+			Buffer: e.o.bufferSize, PerAddr: e.o.sources.perAddr, Base: k * d.addrsPerLoadgen}); err != nil {
+			l.close()
+			return nil, err
+		}
+	}
+	go func() {
+		select {
+		case <-ctx.Done():
+			for _, p := range l.procs {
+				_ = p.cmd.Process.Kill()
+			}
+		case <-l.stop:
+		}
+	}()
+	return l, ctx.Err()
+}
+
+// share divides agents 0..n-1 into contiguous blocks, one per load
+// generator, and records each one's.
+func (l *loadgens) share(n int) {
+	for k, p := range l.procs {
+		p.first = k * n / len(l.procs)
+		p.count = (k+1)*n/len(l.procs) - p.first
+	}
+}
+
+// each runs fn on every load generator at once; the first error wins.
+func (l *loadgens) each(fn func(p *loadgenProc) error) error {
+	errs := make([]error, len(l.procs))
+	var wg sync.WaitGroup
+	for i, p := range l.procs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = fn(p)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// all sends req to every load generator and returns their replies.
+func (l *loadgens) all(req lgRequest) ([]*lgReply, error) {
+	out := make([]*lgReply, len(l.procs))
+	err := l.each(func(p *loadgenProc) error {
+		r, err := p.call(req)
+		out[p.k] = r
+		return err
+	})
+	return out, err
+}
+
+// connect connects agents ms (agent i is ms[i]), each load generator its
+// share, with watchers watchers of kind.
+func (l *loadgens) connect(ms []machineCred, kind string, watchers int) ([]*lgReply, error) {
+	l.share(len(ms))
+	out := make([]*lgReply, len(l.procs))
+	err := l.each(func(p *loadgenProc) error {
+		r, err := p.call(lgRequest{Op: "connect", Kind: kind, Watchers: watchers, First: p.first, Agents: ms[p.first : p.first+p.count]})
+		out[p.k] = r
+		return err
+	})
+	return out, err
+}
+
+// sum adds up the counters of replies.
+func sumReplies(rs []*lgReply) lgReply {
+	var s lgReply
+	for _, r := range rs {
+		if r == nil {
+			continue
+		}
+		s.Seconds = max(s.Seconds, r.Seconds)
+		s.TryAgain += r.TryAgain
+		s.ConnErrors += r.ConnErrors
+		s.Refused += r.Refused
+		s.NoPort += r.NoPort
+		s.Other += r.Other
+		if r.LastOther != "" {
+			s.LastOther = r.LastOther
+		}
+		s.Deliveries += r.Deliveries
+		s.Duplicates += r.Duplicates
+		s.Spurious += r.Spurious
+		s.Down += r.Down
+		s.Back += r.Back
+		s.GCCycles += r.GCCycles
+		s.Delivered = append(s.Delivered, r.Delivered...)
+		s.Events = append(s.Events, r.Events...)
+		for d, n := range r.PerDaemon {
+			if s.PerDaemon == nil {
+				s.PerDaemon = map[int]int{}
+			}
+			s.PerDaemon[d] += n
+		}
+	}
+	return s
+}
+
+// close ends every load generator (its agents' connections close with
+// it) and waits for it.
+func (l *loadgens) close() {
+	if l == nil {
+		return
+	}
+	select {
+	case <-l.stop:
+	default:
+		close(l.stop)
+	}
+	for _, p := range l.procs {
+		p.in.Close() // the child exits at the end of its input
+	}
+	for _, p := range l.procs {
+		waitOrKill(p.cmd, 30*time.Second)
+	}
+}
+
+// waitOrKill waits for child process cmd to exit, and kills it if it has
+// not within d.
+func waitOrKill(cmd *exec.Cmd, d time.Duration) {
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(d):
+		_ = cmd.Process.Kill()
+		<-done
+	}
+}
+
+// lgChild is a load generator's state: its agents and what they saw.
+type lgChild struct {
+	e     *env
+	addrs map[string]int // daemon address -> index
+
+	kind   string
+	k      int
+	agents []*lgAgent
+	st     *connectStats
+
+	mu         sync.Mutex
+	delivered  []lgDelivery
+	events     []lgReconnect
+	deliveries atomic.Int64
+	duplicates atomic.Int64
+	spurious   atomic.Int64
+	down, back atomic.Int64
+
+	armCancel context.CancelFunc
+	armWG     sync.WaitGroup
+	win       *toolWindow
+}
+
+// lgAgent is one simulated agent of a load generator.
+type lgAgent struct {
+	i int
+	m machineCred
+
+	mu      sync.Mutex
+	c       *client.Conn
+	on      int // the daemon it is on
+	servers []string
+	sess    *session          // lgConns
+	seen    []map[string]bool // lgWatch: per watcher, the containers seen
+}
+
+// childLoadgen is the hidden command of a load generator: requests on
+// stdin, replies on stdout, until stdin ends.
+func childLoadgen(stdin io.Reader, stdout, stderr io.Writer) int {
+	ctx := context.Background()
+	lg := &lgChild{st: &connectStats{}}
+	dec := json.NewDecoder(bufio.NewReader(stdin))
+	enc := json.NewEncoder(stdout)
+	for {
+		var req lgRequest
+		if err := dec.Decode(&req); err != nil {
+			if !errors.Is(err, io.EOF) {
+				fmt.Fprintln(stderr, "provisionbench load generator:", err)
+			}
+			break
+		}
+		r, err := lg.handle(ctx, req)
+		if r == nil {
+			r = &lgReply{}
+		}
+		if err != nil {
+			r.Err = err.Error()
+		}
+		if err := enc.Encode(r); err != nil {
+			fmt.Fprintln(stderr, "provisionbench load generator:", err)
+			break
+		}
+	}
+	lg.closeAgents()
+	return 0
+}
+
+func (lg *lgChild) handle(ctx context.Context, req lgRequest) (*lgReply, error) {
+	if req.Op != "init" && lg.e == nil {
+		return nil, errors.New("not initialised")
+	}
+	switch req.Op {
+	case "init":
+		return nil, lg.init(req)
+	case "connect":
+		return lg.connect(ctx, req)
+	case "watch": // lgConns: open the watchers on the logged-in agents
+		start := time.Now()
+		err := parallel(ctx, len(lg.agents), 64, func(ctx context.Context, j int) error {
+			a := lg.agents[j]
+			return a.sess.watch(ctx, a.m, req.Watchers)
+		})
+		return &lgReply{Seconds: time.Since(start).Seconds()}, err
+	case "status":
+		r := lg.counts()
+		r.PerDaemon = map[int]int{}
+		for _, a := range lg.agents {
+			a.mu.Lock()
+			r.PerDaemon[a.on]++
+			a.mu.Unlock()
+		}
+		return r, nil
+	case "window-open":
+		lg.win.mark(true)
+		return nil, nil
+	case "window-close":
+		lg.win.mark(false)
+		return &lgReply{GCCycles: lg.win.cycles}, nil
+	case "results": // the counts, every delivery and every reconnection
+		r := lg.counts()
+		lg.mu.Lock()
+		r.Delivered, r.Events = lg.delivered, lg.events
+		lg.mu.Unlock()
+		return r, nil
+	case "arm":
+		lg.arm()
+		return nil, nil
+	case "close":
+		r := lg.counts()
+		lg.closeAgents()
+		return r, nil
+	}
+	return nil, fmt.Errorf("unknown request %q", req.Op)
+}
+
+// init makes the env the agents are dialled through: the daemons'
+// addresses and CA, this load generator's source addresses.
+func (lg *lgChild) init(req lgRequest) error {
+	if len(req.Addrs) == 0 || req.PerAddr < 1 {
+		return errors.New("init: no daemon address or source plan")
+	}
+	o := &options{bufferSize: req.Buffer, stderr: io.Discard, loadgenGC: loadgenGCQuiet,
+		sources: sourcePlan{perAddr: req.PerAddr, base: req.Base}}
+	creds := &credentials.Credentials{CACert: req.CACert}
+	lg.addrs = map[string]int{}
+	var targets []*target
+	for i, a := range req.Addrs {
+		targets = append(targets, &target{addr: a, creds: creds})
+		lg.addrs[a] = i
+	}
+	lg.e = &env{o: o, t: targets[0], fix: &fixture{model: req.Model, o: o}, targets: targets}
+	lg.win = o.newToolWindow()
+	return nil
+}
+
+func (lg *lgChild) counts() *lgReply {
+	return &lgReply{TryAgain: lg.st.tryAgain.Load(), ConnErrors: lg.st.dialErr.Load(), Refused: lg.st.refused.Load(),
+		NoPort: lg.st.noPort.Load(), Other: lg.st.otherErr.Load(), LastOther: deref(lg.st.lastOther.Load()),
+		Deliveries: lg.deliveries.Load(), Duplicates: lg.duplicates.Load(), Spurious: lg.spurious.Load(),
+		Down: lg.down.Load(), Back: lg.back.Load()}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// connect dials and logs in its agents (agent req.First+j is
+// req.Agents[j], on daemon (req.First+j) mod daemons) and opens their
+// watchers, 64 at a time.
+func (lg *lgChild) connect(ctx context.Context, req lgRequest) (*lgReply, error) {
+	lg.closeAgents()
+	lg.kind, lg.k = req.Kind, req.Watchers
+	lg.e.o.sources.first = req.First
+	lg.agents = make([]*lgAgent, len(req.Agents))
+	for j, m := range req.Agents {
+		lg.agents[j] = &lgAgent{i: req.First + j, m: m}
+	}
+	start := time.Now()
+	err := parallel(ctx, len(lg.agents), 64, func(ctx context.Context, j int) error {
+		a := lg.agents[j]
+		c, err := lg.e.connectAgent(ctx, a.i, a.m, lg.st)
+		if err != nil {
+			return err
+		}
+		if err := lg.open(ctx, a, c); err != nil {
+			c.Close()
+			return fmt.Errorf("agent %d: %w", a.i, err)
+		}
+		return nil
+	})
+	r := lg.counts()
+	r.Seconds = time.Since(start).Seconds()
+	return r, err
+}
+
+// open makes c agent a's connection and opens its watchers on it.
+func (lg *lgChild) open(ctx context.Context, a *lgAgent, c *client.Conn) error {
+	on := lg.addrs[c.RemoteAddr().String()]
+	switch lg.kind {
+	case lgConns:
+		s, err := startSession(ctx, c, a.m, lg.k)
+		if err != nil {
+			return err
+		}
+		a.mu.Lock()
+		a.sess = s
+	default:
+		ws, err := lg.watchContainers(ctx, a, c, on)
+		if err != nil {
+			return err
+		}
+		c.StartPinger(time.Minute)
+		for w, sw := range ws {
+			lg.loopWatch(a, sw, w, on)
+		}
+		a.mu.Lock()
+	}
+	a.c, a.on = c, on
+	a.servers = mergeServers(loginServers(c.LoginResult()), a.servers)
+	a.mu.Unlock()
+	return nil
+}
+
+// mergeServers is the addresses an agent keeps after a login: the
+// login's list (its daemon first), then those it knew that the list
+// leaves out. A daemon that is down is off the list its peers give, so
+// an agent that logged in meanwhile would otherwise never go back to it
+// (a Juju agent keeps its addresses up to date from a watcher; this one
+// keeps every address it has seen).
+func mergeServers(login, known []string) []string {
+	out := slices.Clone(login)
+	for _, s := range known {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// watchContainers opens lg.k WatchContainers watchers on a's machine (one
+// bulk call) and checks their first event against what a's watchers had
+// seen: the first time it is what they start from; after a reconnection
+// each container not seen yet is a delivery, late.
+func (lg *lgChild) watchContainers(ctx context.Context, a *lgAgent, c *client.Conn, on int) ([]*client.StringsWatcher, error) {
+	args := params.WatchContainers{Params: make([]params.WatchContainer, lg.k)}
+	for w := range args.Params {
+		args.Params[w] = params.WatchContainer{MachineTag: a.m.Tag}
+	}
+	var res params.StringsWatchResults
+	if err := c.Call(ctx, "Provisioner", 11, "", "WatchContainers", args, &res); err != nil {
+		return nil, err
+	}
+	if len(res.Results) != lg.k {
+		return nil, fmt.Errorf("WatchContainers: %d results for %d", len(res.Results), lg.k)
+	}
+	now := time.Now().UnixNano()
+	out := make([]*client.StringsWatcher, lg.k)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	first := a.seen == nil
+	if first {
+		a.seen = make([]map[string]bool, lg.k)
+	}
+	for w, r := range res.Results {
+		if r.Error != nil {
+			return nil, fmt.Errorf("WatchContainers: %w", r.Error)
+		}
+		if first {
+			a.seen[w] = map[string]bool{}
+		}
+		for _, id := range r.Changes {
+			if a.seen[w][id] {
+				continue
+			}
+			a.seen[w][id] = true
+			if !first {
+				lg.deliver(lgDelivery{Agent: a.i, Watcher: w, Daemon: on, ID: id, At: now, Rewatch: true})
+			}
+		}
+		out[w] = client.NewStringsWatcher(c, r.StringsWatcherId)
+	}
+	return out, nil
+}
+
+func (lg *lgChild) deliver(d lgDelivery) {
+	lg.deliveries.Add(1)
+	lg.mu.Lock()
+	lg.delivered = append(lg.delivered, d)
+	lg.mu.Unlock()
+}
+
+// loopWatch keeps a Next pending on watcher w of a until one fails (its
+// connection ended), recording every container not seen before. Called
+// without a.mu held; the completions run on the connection's reader.
+func (lg *lgChild) loopWatch(a *lgAgent, sw *client.StringsWatcher, w, on int) {
+	sw.GoNext(func(ids []string, err error) {
+		now := time.Now().UnixNano()
+		if err != nil {
+			return
+		}
+		fresh := 0
+		a.mu.Lock()
+		for _, id := range ids {
+			if a.seen[w][id] {
+				lg.duplicates.Add(1)
+				continue
+			}
+			a.seen[w][id] = true
+			fresh++
+			lg.deliver(lgDelivery{Agent: a.i, Watcher: w, Daemon: on, ID: id, At: now})
+		}
+		a.mu.Unlock()
+		if fresh == 0 {
+			lg.spurious.Add(1)
+		}
+		lg.loopWatch(a, sw, w, on)
+	})
+}
+
+// arm makes every agent reconnect when its connection ends: through the
+// addresses its login listed (failOver), its watchers opened again, the
+// time it was without a daemon recorded; until close.
+func (lg *lgChild) arm() {
+	if lg.armCancel != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	lg.armCancel = cancel
+	for _, a := range lg.agents {
+		lg.armWG.Add(1)
+		go func() {
+			defer lg.armWG.Done()
+			for {
+				a.mu.Lock()
+				c, from, servers := a.c, a.on, a.servers
+				a.mu.Unlock()
+				if c == nil {
+					return
+				}
+				select {
+				case <-c.Done():
+				case <-ctx.Done():
+					return
+				}
+				drop := time.Now()
+				lg.down.Add(1)
+				_, err := lg.e.failOver(ctx, a.i, a.m, servers, lg.st, func(ctx context.Context, nc *client.Conn) error {
+					return lg.open(ctx, a, nc)
+				})
+				if err != nil {
+					return // closing
+				}
+				back := time.Now()
+				lg.down.Add(-1)
+				lg.back.Add(1)
+				a.mu.Lock()
+				to := a.on
+				a.mu.Unlock()
+				lg.mu.Lock()
+				lg.events = append(lg.events, lgReconnect{Agent: a.i, From: from, To: to, Drop: drop.UnixNano(), Back: back.UnixNano()})
+				lg.mu.Unlock()
+			}
+		}()
+	}
+}
+
+// closeAgents ends the reconnections and closes every agent, and forgets
+// what they saw.
+func (lg *lgChild) closeAgents() {
+	if lg.armCancel != nil {
+		lg.armCancel()
+		lg.armWG.Wait()
+		lg.armCancel = nil
+	}
+	conns := make([]*client.Conn, 0, len(lg.agents))
+	for _, a := range lg.agents {
+		a.mu.Lock()
+		if a.c != nil {
+			conns = append(conns, a.c)
+		}
+		a.mu.Unlock()
+	}
+	closeAll(conns)
+	lg.agents = nil
+	lg.mu.Lock()
+	lg.delivered, lg.events = nil, nil
+	lg.mu.Unlock()
+	lg.deliveries.Store(0)
+	lg.duplicates.Store(0)
+	lg.spurious.Store(0)
+	lg.down.Store(0)
+	lg.back.Store(0)
+	lg.st = &connectStats{}
+}

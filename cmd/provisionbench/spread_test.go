@@ -1,0 +1,170 @@
+package main
+
+import (
+	"io"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The spread workloads (spreadruns.go): agents in load generator
+// processes (this test binary re-executed, see TestMain) on two or three
+// child daemons on one etcd member the tool starts. Small and short;
+// correctness only: every agent connected, nothing lost or duplicated,
+// the report's shape. Never speed.
+
+func checkZero(t *testing.T, rep *Report, size int, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		if v := figure(t, rep, size, name); v != 0 {
+			t.Errorf("%s %d: %s = %v, want 0", rep.Workload, size, name, v)
+		}
+	}
+}
+
+func checkDivision(t *testing.T, rep *Report, want string) {
+	t.Helper()
+	d, _ := rep.Parameters["division"].(string)
+	if !strings.Contains(d, want) {
+		t.Errorf("division %q does not say %q", d, want)
+	}
+}
+
+func TestSpreadConns(t *testing.T) {
+	rep := runJSON(t, "conns", "-n", "200", "--settle", "100ms", "--baseline", "--store", "etcd", "--daemons", "2", "--loadgens", "2")
+	checkDivision(t, rep, "200 agents in 2 load generator processes of at most 100")
+	if v := figure(t, rep, 200, "agents connected"); v != 200 {
+		t.Errorf("agents connected = %v, want 200", v)
+	}
+	for _, d := range []string{"daemon 1 ", "daemon 2 "} {
+		if v := figure(t, rep, 200, d+"agents"); v != 100 {
+			t.Errorf("%sagents = %v, want 100 (agent i on daemon i mod 2)", d, v)
+		}
+		for _, name := range []string{"KiB/agent", "live heap KiB/agent", "goroutines/agent", "live heap before the agents (replica, state)", "RSS"} {
+			figure(t, rep, 200, d+name)
+		}
+	}
+	for _, name := range []string{"daemon KiB/agent", "daemon KiB/watcher", "idle conn KiB/conn", "KiB/agent vs idle conn",
+		"etcd RSS", "etcd database in use", "  in use KiB/machine of the model"} {
+		figure(t, rep, 200, name)
+	}
+}
+
+func TestSpreadWatch(t *testing.T) {
+	rep := runJSON(t, "watch", "-n", "100", "--watchers", "3", "--rate", "20", "--duration", "1s", "--baseline",
+		"--store", "etcd", "--daemons", "2", "--loadgens", "2")
+	if d := figure(t, rep, 100, "deliveries"); d <= 0 {
+		t.Error("no deliveries")
+	}
+	checkZero(t, rep, 100, "lost", "duplicates", "unknown changes", "failed writes", "etcd lost")
+	for _, name := range []string{"spurious wake-ups", "daemon 1 p99 latency", "daemon 2 p99 latency", "etcd p99 latency",
+		"p99 vs etcd p99", "daemon bytes allocated per delivery", "daemon objects allocated per change",
+		"daemon GC cycles (all daemons)", "  live heap KiB/watcher", "load generators' GC cycles", "daemon CPU per change",
+		"etcd CPU per change", "CPU stolen by the host"} {
+		figure(t, rep, 100, name)
+	}
+	// One daemon on bbolt: the load generators alone.
+	rep = runJSON(t, "watch", "-n", "40", "--watchers", "2", "--rate", "20", "--duration", "1s", "--loadgens", "2")
+	checkDivision(t, rep, "1 daemon(s)")
+	if d := figure(t, rep, 40, "deliveries"); d <= 0 {
+		t.Error("bbolt: no deliveries")
+	}
+	checkZero(t, rep, 40, "lost", "duplicates", "unknown changes", "failed writes")
+}
+
+// The last of three daemons is killed while changes go on; its agents
+// come back on the others and their watchers miss nothing.
+func TestSpreadFailover(t *testing.T) {
+	rep := runJSON(t, "failover", "-n", "40", "--rate", "20", "--store", "etcd", "--daemons", "3", "--loadgens", "2")
+	checkDivision(t, rep, "120 agents in 2 load generator processes of at most 60")
+	if v := figure(t, rep, 40, "agents moved"); v != 40 {
+		t.Errorf("agents moved = %v, want 40", v)
+	}
+	checkZero(t, rep, 40, "lost", "duplicates", "survivors dropped", "other errors", "failed writes", "  of which no free source port")
+	if figure(t, rep, 40, "all back") <= 0 || figure(t, rep, 40, "longest without a daemon") <= 0 {
+		t.Error("no failover times")
+	}
+	figure(t, rep, 40, "changes during the failover")
+}
+
+// Both daemons restart at once, then one at a time (--rolling): every
+// agent is back, with no error but try again and refused connections.
+func TestSpreadStorm(t *testing.T) {
+	rep := runJSON(t, "storm", "-n", "60", "--store", "etcd", "--daemons", "2", "--loadgens", "2")
+	if v := figure(t, rep, 60, "reconnections"); v != 60 {
+		t.Errorf("reconnections = %v, want 60", v)
+	}
+	checkZero(t, rep, 60, "other errors", "/health probes failed", "  of which no free source port")
+	for _, name := range []string{"all back", "all daemons ready", "/health after listening, slowest daemon", "longest without a daemon"} {
+		if figure(t, rep, 60, name) <= 0 {
+			t.Errorf("%s: not positive", name)
+		}
+	}
+
+	rep = runJSON(t, "storm", "-n", "60", "--store", "etcd", "--daemons", "2", "--loadgens", "2", "--rolling")
+	// Daemon 1's 30 agents move to daemon 2, then all 60 to daemon 1.
+	if v := figure(t, rep, 60, "reconnections"); v != 90 {
+		t.Errorf("reconnections = %v, want 90", v)
+	}
+	if v := figure(t, rep, 60, "daemon 2: agents moved"); v != 60 {
+		t.Errorf("daemon 2: agents moved = %v, want 60", v)
+	}
+	checkZero(t, rep, 60, "other errors")
+	if figure(t, rep, 60, "longest without a daemon") <= 0 {
+		t.Error("no time without a daemon")
+	}
+}
+
+func TestSpreadShape(t *testing.T) {
+	for _, tc := range []struct {
+		args               []string
+		loadgens, daemons  int
+		perLoadgen, peakOn int
+	}{
+		// The defaults: a load generator per 15,000 agents, a daemon per
+		// 17,000 on etcd.
+		{[]string{"conns", "-n", "100000", "--store", "etcd"}, 7, 6, 14286, 16667},
+		{[]string{"watch", "-n", "10000"}, 0, 1, 0, 10000},
+		{[]string{"watch", "-n", "10000", "--loadgens", "2", "--store", "etcd", "--daemons", "2"}, 2, 2, 5000, 5000},
+		{[]string{"storm", "-n", "1000", "--store", "etcd", "--daemons", "3"}, 1, 3, 1000, 500},
+		{[]string{"failover", "-n", "3000", "--store", "etcd", "--daemons", "3", "--loadgens", "2"}, 2, 3, 4500, 4500},
+	} {
+		o, err := parseOptions(tc.args[0], tc.args[1:], io.Discard, io.Discard)
+		if err != nil {
+			t.Errorf("%q: %v", tc.args, err)
+			continue
+		}
+		d := o.division(o.totalAgents())
+		if d.loadgens != tc.loadgens || d.daemons != tc.daemons || d.perLoadgen != tc.perLoadgen || d.peakPerDaemon != tc.peakOn {
+			t.Errorf("%q: %+v, want %d load generators of %d, %d daemons of at most %d", tc.args, d, tc.loadgens, tc.perLoadgen, tc.daemons, tc.peakOn)
+		}
+	}
+}
+
+func TestSpreadBadFlags(t *testing.T) {
+	for _, args := range [][]string{{"rpc", "--loadgens", "2"}, {"watch", "--loadgens", "-1"}, {"storm", "--rolling"},
+		{"conns", "--store", "etcd", "--daemons", "2", "--loadgens", "0"}, {"watch", "-n", "3", "--loadgens", "4"},
+		{"storm", "--store", "etcd", "--daemons", "1", "--loadgens", "1", "--rolling"}} {
+		o, err := parseOptions(args[0], args[1:], io.Discard, io.Discard)
+		if err == nil {
+			t.Errorf("%q: accepted (%+v)", args, o.division(o.totalAgents()))
+		}
+	}
+}
+
+func TestMergeServers(t *testing.T) {
+	got := mergeServers([]string{"b", "c"}, []string{"a", "b", "c"})
+	if !slices.Equal(got, []string{"b", "c", "a"}) {
+		t.Errorf("mergeServers = %q", got)
+	}
+}
+
+// Each load generator binds source addresses of its own.
+func TestSourcePlanBase(t *testing.T) {
+	p := sourcePlan{perAddr: 10, first: 100, base: 3}
+	for i, want := range map[int]string{100: "127.0.0.5", 109: "127.0.0.5", 110: "127.0.0.6"} {
+		if got := p.sourceAddr(i).String(); got != want {
+			t.Errorf("agent %d: %s, want %s", i, got, want)
+		}
+	}
+}

@@ -1,0 +1,749 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/provisiond/provisiond/rpc/client"
+	"github.com/provisiond/provisiond/state/store/etcdstore/rawetcd"
+)
+
+// The workloads with their agents in load generator processes
+// (--loadgens, loadgen.go) and, on etcd, over several daemons: conns,
+// watch, failover and storm (all together, or --rolling). Each figure is
+// computed here from what the load generators report.
+
+// readMemAll reads every daemon's memory after a collection.
+func readMemAll(ts []*target) ([]memReading, error) {
+	out := make([]memReading, len(ts))
+	for i, t := range ts {
+		m, err := readMemOf(t)
+		if err != nil {
+			return nil, fmt.Errorf("daemon %d: %w", i+1, err)
+		}
+		out[i] = m
+	}
+	return out, nil
+}
+
+func sumMem(ms []memReading) memReading {
+	var s memReading
+	for _, m := range ms {
+		s = s.plus(m)
+	}
+	return s
+}
+
+// closeAgents closes every load generator's agents (at the end of a run).
+func (l *loadgens) closeAgents() { _, _ = l.all(lgRequest{Op: "close"}) }
+
+// setConnect sets what the agents met while connecting.
+func setConnect(v *values, prefix string, s lgReply) {
+	v.set(prefix+"try again", "", float64(s.TryAgain))
+	v.set(prefix+"connection errors", "", float64(s.ConnErrors))
+	v.set(prefix+"  of which refused (not listening)", "", float64(s.Refused))
+	v.set(prefix+"  of which no free source port", "", float64(s.NoPort))
+	v.set(prefix+"other errors", "", float64(s.Other))
+}
+
+// spreadSetup makes sure n machines exist and the load generators run.
+func (e *env) spreadSetup(ctx context.Context, n int) ([]machineCred, *loadgens, error) {
+	ms, err := e.fix.ensureMachines(ctx, n)
+	if err != nil {
+		return nil, nil, err
+	}
+	lg, err := e.loadgenPool(ctx)
+	return ms, lg, err
+}
+
+// connectWatching connects the agents of ms, each with k watchers of its
+// own containers (lgWatch); the caller closes them (closeAgents).
+func (l *loadgens) connectWatching(ms []machineCred, k int) error {
+	if _, err := l.connect(ms, lgWatch, k); err != nil {
+		l.closeAgents()
+		return err
+	}
+	return nil
+}
+
+func runConnsSpread(ctx context.Context, e *env, n int) (*values, error) {
+	k := e.o.connsWatchers()
+	ms, lg, err := e.spreadSetup(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	e.o.progress.set("conns: reading the daemons' memory")
+	before, err := readMemAll(e.targets)
+	if err != nil {
+		return nil, err
+	}
+	e.o.progress.set(fmt.Sprintf("conns: connecting %d agents from %d load generators", n, len(lg.procs)))
+	start := time.Now()
+	rs, err := lg.connect(ms, lgConns, 0)
+	defer lg.closeAgents()
+	if err != nil {
+		return nil, err
+	}
+	took := time.Since(start)
+	e.o.progress.set(fmt.Sprintf("conns: %d agents logged in; settling", n))
+	if err := sleepCtx(ctx, e.o.settle); err != nil {
+		return nil, err
+	}
+	loggedIn, err := readMemAll(e.targets)
+	if err != nil {
+		return nil, err
+	}
+	e.o.progress.set(fmt.Sprintf("conns: opening %d watchers on each of %d agents", k, n))
+	wstart := time.Now()
+	if _, err := lg.all(lgRequest{Op: "watch", Watchers: k}); err != nil {
+		return nil, err
+	}
+	wtook := time.Since(wstart)
+	if err := sleepCtx(ctx, e.o.settle); err != nil {
+		return nil, err
+	}
+	after, err := readMemAll(e.targets)
+	if err != nil {
+		return nil, err
+	}
+	sts, err := lg.all(lgRequest{Op: "status"})
+	if err != nil {
+		return nil, err
+	}
+	st := sumReplies(sts)
+	v := newValues()
+	v.set("connect time", "s", took.Seconds())
+	v.set("agents connected/s", "", float64(n)/took.Seconds())
+	v.set("watchers opened/s", "", float64(n*k)/wtook.Seconds())
+	v.set("login try again", "", float64(sumReplies(rs).TryAgain))
+	v.set("agents connected", "", float64(sumPerDaemon(st.PerDaemon)))
+	connsFigures(v, sumMem(before), sumMem(loggedIn), sumMem(after), n, k)
+	setPerDaemonMem(v, before, after, st.PerDaemon)
+	e.setEtcdSize(ctx, v)
+	return v, nil
+}
+
+// setEtcdSize sets what the model costs etcd: the tool's member's RSS
+// (when it is a child process) and the database's size and the part in
+// use, also per machine of the model.
+func (e *env) setEtcdSize(ctx context.Context, v *values) {
+	if !e.etcdMode() {
+		return
+	}
+	et := e.cl.etcd
+	if et.pid != 0 {
+		if rss, err := procRSS(et.pid); err == nil {
+			v.set("etcd RSS", "MiB", float64(rss)/(1<<20))
+		}
+	}
+	size, inUse, err := rawetcd.DBSize(ctx, et.conn())
+	if err != nil {
+		return
+	}
+	v.set("etcd database size", "MiB", float64(size)/(1<<20))
+	v.set("etcd database in use", "MiB", float64(inUse)/(1<<20))
+	if n := len(e.fix.machines); n > 0 {
+		v.set("  in use KiB/machine of the model", "KiB", float64(inUse)/1024/float64(n))
+	}
+}
+
+func sumPerDaemon(m map[int]int) int {
+	s := 0
+	for _, n := range m {
+		s += n
+	}
+	return s
+}
+
+// setPerDaemonMem sets each daemon's figures (several daemons): its
+// agents, its memory per agent, its live heap after a collection (before
+// the agents: its replica of the model and the state), its goroutines.
+func setPerDaemonMem(v *values, before, after []memReading, on map[int]int) {
+	if len(before) < 2 {
+		return
+	}
+	const mib = 1 << 20
+	for i := range before {
+		p := fmt.Sprintf("daemon %d ", i+1)
+		a := float64(on[i])
+		v.set(p+"agents", "", a)
+		if a > 0 {
+			v.set(p+"KiB/agent", "KiB", float64(after[i].rss-before[i].rss)/1024/a)
+			if l0, ok := before[i].rt[heapLive]; ok {
+				v.set(p+"live heap KiB/agent", "KiB", (after[i].rt[heapLive]-l0)/1024/a)
+			}
+			if g0, ok := before[i].rt["go_goroutines"]; ok {
+				v.set(p+"goroutines/agent", "", (after[i].rt["go_goroutines"]-g0)/a)
+			}
+		}
+		if l, ok := before[i].rt[heapLive]; ok {
+			v.set(p+"live heap before the agents (replica, state)", "MiB", l/mib)
+			v.set(p+"live heap", "MiB", after[i].rt[heapLive]/mib)
+		}
+		v.set(p+"RSS", "MiB", float64(after[i].rss)/mib)
+	}
+}
+
+// watchSpread is what one watch-kind run over load generators measured.
+type watchSpread struct {
+	lat       latencies
+	perDaemon map[int]*latencies
+	lost      int
+	unknown   int
+	rewatched int
+}
+
+// tally matches the load generators' deliveries against the changes run
+// made: latency (from the add issued to the Next returning; not for a
+// change found in a watcher opened again after a reconnection, which is
+// counted in rewatched), and each watcher (agent j of ms, watcher w < k)
+// that has not seen a change made to its machine is one lost.
+func tally(run *watchRun, ms []machineCred, k int, ds []lgDelivery) *watchSpread {
+	type key struct {
+		a, w int
+		id   string
+	}
+	seen := make(map[key]bool, len(ds))
+	ws := &watchSpread{perDaemon: map[int]*latencies{}}
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	for _, d := range ds {
+		seen[key{d.Agent, d.Watcher, d.ID}] = true
+		if d.Rewatch {
+			ws.rewatched++
+			continue
+		}
+		t0, ok := run.issued[d.ID]
+		if !ok {
+			ws.unknown++
+			continue
+		}
+		l := time.Duration(d.At - t0.UnixNano())
+		ws.lat.add(l)
+		if ws.perDaemon[d.Daemon] == nil {
+			ws.perDaemon[d.Daemon] = &latencies{}
+		}
+		ws.perDaemon[d.Daemon].add(l)
+	}
+	for j, m := range ms {
+		for _, id := range run.added[m.ID] {
+			for w := range k {
+				if !seen[key{j, w, id}] {
+					ws.lost++
+				}
+			}
+		}
+	}
+	return ws
+}
+
+// expectedDeliveries is every watcher's changes: k per change made.
+func (run *watchRun) expectedDeliveries(k int) int64 {
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	n := int64(0)
+	for _, ids := range run.added {
+		n += int64(len(ids) * k)
+	}
+	return n
+}
+
+// waitDeliveries waits until the load generators have seen want
+// deliveries, or settle passes.
+func (l *loadgens) waitDeliveries(ctx context.Context, want int64, settle time.Duration) error {
+	deadline := time.Now().Add(settle)
+	for {
+		rs, err := l.all(lgRequest{Op: "status"})
+		if err != nil {
+			return err
+		}
+		if sumReplies(rs).Deliveries >= want || time.Now().After(deadline) {
+			return nil
+		}
+		if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+func newWatchRun() *watchRun {
+	return &watchRun{issued: map[string]time.Time{}, inflight: map[string]time.Time{}, added: map[string][]string{},
+		failures: map[string]int{}}
+}
+
+func (run *watchRun) reportFailures(e *env, n int) {
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	for msg, count := range run.failures {
+		fmt.Fprintf(e.o.stderr, "%s: %d agents: %d writes failed: %s\n", e.o.workload, n, count, msg)
+	}
+}
+
+// adminConns are an admin connection to each daemon (the first is the
+// fixture's); close closes the others.
+func (e *env) adminConns(ctx context.Context) ([]*client.Conn, func(), error) {
+	if err := e.fix.conns(ctx); err != nil {
+		return nil, nil, err
+	}
+	cs := []*client.Conn{e.fix.admin}
+	closeAll := func() {
+		for _, c := range cs[1:] {
+			c.Close()
+		}
+	}
+	for _, t := range e.targets[1:] {
+		c, err := t.dialAdmin(ctx, e.fix.model)
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		cs = append(cs, c)
+	}
+	return cs, closeAll, nil
+}
+
+func runWatchSpread(ctx context.Context, e *env, n int) (*values, error) {
+	k, d := e.o.watchers, len(e.targets)
+	mcs, lg, err := e.spreadSetup(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	drivers, closeDrivers, err := e.adminConns(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer closeDrivers()
+	heap0 := liveHeaps(e.targets)
+	e.o.progress.set(fmt.Sprintf("watch: connecting %d agents x %d watchers from %d load generators", n, k, len(lg.procs)))
+	if err := lg.connectWatching(mcs, k); err != nil {
+		return nil, err
+	}
+	defer lg.closeAgents()
+
+	// Agent j is on daemon j mod d; its changes are written through the
+	// next daemon, so with several every change crosses daemons through
+	// etcd, and every daemon writes.
+	through := func(j int) *client.Conn { return drivers[(j+1)%d] }
+	run := newWatchRun()
+	var issuedN, failed atomic.Int64
+	e.o.progress.setWith(fmt.Sprintf("watch: %d agents x %d watchers, %.0f changes/s", n, k, e.o.rate), func() string {
+		return fmt.Sprintf("issued %d", issuedN.Load())
+	})
+	var et *etcdTarget
+	if e.etcdMode() {
+		et = e.cl.etcd
+	}
+	cpu := newCPUWindow(e.daemonPIDs(), et, e.o.newToolWindow())
+	cpu.pids[2] = append(cpu.pids[2], lg.pids()...)
+	cpu.profile = e.o.windowProf != ""
+	dw := newDaemonsWindow(e.targets)
+	if _, err := lg.all(lgRequest{Op: "window-open"}); err != nil {
+		return nil, err
+	}
+	dw.open()
+	cpu.mark(true)
+	elapsed := run.drive(ctx, nil, e.o.rate, e.o.duration, mcs, through, &issuedN, &failed)
+	if err := lg.waitDeliveries(ctx, run.expectedDeliveries(k), e.o.settle); err != nil {
+		return nil, err
+	}
+	cpu.mark(false)
+	dw.close()
+	gcs, err := lg.all(lgRequest{Op: "window-close"})
+	if err != nil {
+		return nil, err
+	}
+	dels, err := lg.all(lgRequest{Op: "results"})
+	if err != nil {
+		return nil, err
+	}
+	heap1 := liveHeaps(e.targets)
+	got := sumReplies(dels)
+	ws := tally(run, mcs, k, got.Delivered)
+	run.reportFailures(e, n)
+
+	ds, wl := ws.lat.snapshot(), run.writeLat.snapshot()
+	changes := float64(issuedN.Load() - failed.Load())
+	v := newValues()
+	v.set("watchers", "", float64(n*k))
+	v.set("changes/s", "", changes/elapsed.Seconds())
+	v.set("deliveries", "", float64(len(ds)))
+	v.set("p50 latency", "ms", ms(percentile(ds, 50)))
+	v.set("p99 latency", "ms", ms(percentile(ds, 99)))
+	v.set("max latency", "ms", ms(percentile(ds, 100)))
+	v.set("write p50 latency", "ms", ms(percentile(wl, 50)))
+	v.set("write p99 latency", "ms", ms(percentile(wl, 99)))
+	if d > 1 {
+		for i := range d {
+			if l := ws.perDaemon[i]; l != nil {
+				s := l.snapshot()
+				v.set(fmt.Sprintf("daemon %d p50 latency", i+1), "ms", ms(percentile(s, 50)))
+				v.set(fmt.Sprintf("daemon %d p99 latency", i+1), "ms", ms(percentile(s, 99)))
+			}
+		}
+	}
+	cpu.set(v, "", "change", changes, "ms")
+	v.set("load generators' GC cycles", "", float64(sumReplies(gcs).GCCycles))
+	dw.set(v, map[string]float64{"change": changes, "delivery": float64(len(ds))}, []string{"change", "delivery"})
+	setLiveHeaps(v, heap0, heap1, n, k)
+	e.setEtcdSize(ctx, v)
+	v.set("lost", "", float64(ws.lost))
+	v.set("spurious wake-ups", "", float64(got.Spurious))
+	v.set("duplicates", "", float64(got.Duplicates))
+	v.set("unknown changes", "", float64(ws.unknown))
+	v.set("failed writes", "", float64(failed.Load()))
+	return v, nil
+}
+
+// setLiveHeaps sets the daemons' live heap after a collection, with the
+// agents' watchers open (after) against before them: in all, per agent,
+// per watcher, and each daemon's.
+func setLiveHeaps(v *values, before, after []float64, n, k int) {
+	var b, a float64
+	for i := range before {
+		b += before[i]
+		a += after[i]
+	}
+	if math.IsNaN(a) || math.IsNaN(b) {
+		return
+	}
+	v.set("daemons' live heap after a collection", "MiB", a/(1<<20))
+	v.set("  of which before the agents (replica, state)", "MiB", b/(1<<20))
+	v.set("  live heap KiB/agent", "KiB", (a-b)/1024/float64(n))
+	v.set("  live heap KiB/watcher", "KiB", (a-b)/1024/float64(n*k))
+	if len(after) > 1 {
+		for i := range after {
+			v.set(fmt.Sprintf("daemon %d live heap after a collection", i+1), "MiB", after[i]/(1<<20))
+		}
+	}
+}
+
+// reconnects are the load generators' reconnections, as durations from t0
+// (back) and without a daemon (gap).
+type reconnects struct {
+	back, gap []time.Duration
+	last      time.Time // the latest back
+}
+
+func collectReconnects(evs []lgReconnect, t0 time.Time, keep func(lgReconnect) bool) reconnects {
+	var r reconnects
+	for _, ev := range evs {
+		if !keep(ev) {
+			continue
+		}
+		b := time.Unix(0, ev.Back)
+		r.back = append(r.back, b.Sub(t0))
+		r.gap = append(r.gap, time.Duration(ev.Back-ev.Drop))
+		if b.After(r.last) {
+			r.last = b
+		}
+	}
+	return r
+}
+
+// waitBack waits until the load generators report back reconnections
+// made and no agent without a daemon, or ctx or 10 minutes end.
+func (l *loadgens) waitBack(ctx context.Context, back int64, exited ...chan struct{}) (lgReply, error) {
+	timeout := time.After(10 * time.Minute)
+	for {
+		rs, err := l.all(lgRequest{Op: "status"})
+		if err != nil {
+			return lgReply{}, err
+		}
+		s := sumReplies(rs)
+		if s.Back >= back && s.Down == 0 {
+			return s, nil
+		}
+		for _, ch := range exited {
+			select {
+			case <-ch:
+				return s, errors.New("a restarted daemon exited")
+			default:
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return s, ctx.Err()
+		case <-timeout:
+			return s, fmt.Errorf("only %d of %d agents back after 10 minutes (%d without a daemon)", s.Back, back, s.Down)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func runFailoverSpread(ctx context.Context, e *env, n int) (*values, error) {
+	d := len(e.targets)
+	k := e.o.connsWatchers()
+	ms, lg, err := e.spreadSetup(ctx, n*d)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.fix.conns(ctx); err != nil {
+		return nil, err
+	}
+	last := d - 1 // the first holds the fixture's connections
+	victim := e.targets[last]
+	if victim.cmd == nil {
+		e.o.progress.set("failover: starting the killed daemon again")
+		if err := victim.start(ctx); err != nil {
+			return nil, fmt.Errorf("restart the killed daemon: %w", err)
+		}
+	}
+	e.o.progress.set(fmt.Sprintf("failover: connecting %d agents x %d watchers from %d load generators", n*d, k, len(lg.procs)))
+	if err := lg.connectWatching(ms, k); err != nil {
+		return nil, err
+	}
+	defer lg.closeAgents()
+	if _, err := lg.all(lgRequest{Op: "arm"}); err != nil {
+		return nil, err
+	}
+	victims := 0
+	for i := range ms {
+		if i%d == last {
+			victims++
+		}
+	}
+	// Changes go on through the first daemon while the victim's agents
+	// move: each of its watchers must see every one of them, in a Next or
+	// in the first event of its watcher opened again.
+	run := newWatchRun()
+	var issuedN, failed atomic.Int64
+	stop := make(chan struct{})
+	var dwg sync.WaitGroup
+	dwg.Add(1)
+	go func() {
+		defer dwg.Done()
+		run.drive(ctx, stop, e.o.rate, 10*time.Minute, ms, func(int) *client.Conn { return e.fix.admin }, &issuedN, &failed)
+	}()
+	stopDriver := func() {
+		if stop != nil {
+			close(stop)
+			stop = nil
+			dwg.Wait()
+		}
+	}
+	defer stopDriver()
+	e.o.progress.set(fmt.Sprintf("failover: killing daemon %d of %d under %d agents each", d, d, n))
+	ticks0 := readCPUTicks()
+	t0 := time.Now()
+	if err := victim.kill(); err != nil {
+		return nil, err
+	}
+	if _, err := lg.waitBack(ctx, int64(victims)); err != nil {
+		return nil, err
+	}
+	stolen := readCPUTicks().stolenSince(ticks0)
+	stopDriver()
+	if err := lg.waitDeliveries(ctx, run.expectedDeliveries(k), e.o.settle); err != nil {
+		return nil, err
+	}
+	evr, err := lg.all(lgRequest{Op: "results"})
+	if err != nil {
+		return nil, err
+	}
+	dels, err := lg.all(lgRequest{Op: "results"})
+	if err != nil {
+		return nil, err
+	}
+	evs, got := sumReplies(evr), sumReplies(dels)
+	moved := collectReconnects(evs.Events, t0, func(ev lgReconnect) bool { return ev.From == last })
+	survivors := len(evs.Events) - len(moved.back)
+	ws := tally(run, ms, k, got.Delivered)
+	run.reportFailures(e, n)
+	v := newValues()
+	v.set("agents moved", "", float64(len(moved.back)))
+	v.set("all back", "s", moved.last.Sub(t0).Seconds())
+	v.set("agent back p50", "s", percentile(moved.back, 50).Seconds())
+	v.set("agent back p99", "s", percentile(moved.back, 99).Seconds())
+	v.set("longest without a daemon", "s", percentile(moved.gap, 100).Seconds())
+	v.set("logins/s", "", float64(len(moved.back))/max(moved.last.Sub(t0), time.Millisecond).Seconds())
+	setConnect(v, "", evs)
+	v.set("survivors dropped", "", float64(survivors))
+	v.set("changes during the failover", "", float64(issuedN.Load()-failed.Load()))
+	v.set("events caught up by a watcher opened again", "", float64(ws.rewatched))
+	v.set("lost", "", float64(ws.lost))
+	v.set("duplicates", "", float64(got.Duplicates))
+	v.set("failed writes", "", float64(failed.Load()))
+	if !math.IsNaN(stolen) {
+		v.set("CPU stolen by the host", "%", stolen)
+	}
+	return v, nil
+}
+
+func runStormSpread(ctx context.Context, e *env, n int) (*values, error) {
+	if e.t.mode == modeExternal {
+		return nil, fmt.Errorf("storm restarts the daemons: let the tool start them (no --credentials)")
+	}
+	k := e.o.connsWatchers()
+	ms, lg, err := e.spreadSetup(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	e.o.progress.set(fmt.Sprintf("storm: connecting %d agents x %d watchers from %d load generators", n, k, len(lg.procs)))
+	if err := lg.connectWatching(ms, k); err != nil {
+		return nil, err
+	}
+	defer lg.closeAgents()
+	if _, err := lg.all(lgRequest{Op: "arm"}); err != nil {
+		return nil, err
+	}
+	if e.o.rolling {
+		return rollingStorm(ctx, e, lg, n)
+	}
+	// Every daemon stops (SIGTERM) and starts again at once.
+	e.o.progress.set(fmt.Sprintf("storm: restarting %d daemons under %d agents", len(e.targets), n))
+	ticks0 := readCPUTicks()
+	t0 := time.Now()
+	var wg sync.WaitGroup
+	for _, t := range e.targets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := time.Now()
+			if err := t.stop(); err != nil {
+				fmt.Fprintf(e.o.stderr, "provisionbench: daemon stop: %v\n", err)
+			}
+			t.lastStop = time.Since(s)
+		}()
+	}
+	wg.Wait()
+	stopping := time.Since(t0)
+	hws := make([]*healthProc, len(e.targets))
+	defer func() {
+		for _, hw := range hws {
+			if hw != nil {
+				_, _ = hw.finish()
+			}
+		}
+	}()
+	var exited []chan struct{}
+	for i, t := range e.targets {
+		hw, err := t.watchHealth(ctx)
+		if err != nil {
+			return nil, err
+		}
+		hws[i] = hw
+		if err := t.startWaiting(ctx, false); err != nil {
+			return nil, err
+		}
+		exited = append(exited, t.exited)
+	}
+	if _, err := lg.waitBack(ctx, int64(n), exited...); err != nil {
+		return nil, err
+	}
+	stolen := readCPUTicks().stolenSince(ticks0)
+	v := newValues()
+	var ready, afterListening, slowest time.Duration
+	failed := 0
+	for i, hw := range hws {
+		hws[i] = nil
+		hf, err := hw.finish()
+		if err != nil {
+			return nil, err
+		}
+		if hf.firstOK.IsZero() || hf.listening.IsZero() {
+			return nil, fmt.Errorf("daemon %d: its /health never answered 200 after the restart", i+1)
+		}
+		ready = max(ready, hf.firstOK.Sub(t0))
+		afterListening = max(afterListening, hf.firstOK.Sub(hf.listening))
+		slowest = max(slowest, hf.maxProbe)
+		failed += hf.failed
+	}
+	evr, err := lg.all(lgRequest{Op: "results"})
+	if err != nil {
+		return nil, err
+	}
+	evs := sumReplies(evr)
+	r := collectReconnects(evs.Events, t0, func(lgReconnect) bool { return true })
+	v.set("daemons restarted", "", float64(len(e.targets)))
+	v.set("all daemons ready", "s", ready.Seconds())
+	v.set("  of which stopping", "s", stopping.Seconds())
+	v.set("/health after listening, slowest daemon", "s", afterListening.Seconds())
+	v.set("/health slowest during the storm", "s", slowest.Seconds())
+	v.set("/health probes failed", "", float64(failed))
+	v.set("all back", "s", r.last.Sub(t0).Seconds())
+	v.set("all back after ready", "s", (r.last.Sub(t0) - ready).Seconds())
+	v.set("agent back p50", "s", percentile(r.back, 50).Seconds())
+	v.set("agent back p99", "s", percentile(r.back, 99).Seconds())
+	v.set("longest without a daemon", "s", percentile(r.gap, 100).Seconds())
+	v.set("reconnections", "", float64(len(r.back)))
+	v.set("logins/s after ready", "", float64(n)/max(r.last.Sub(t0)-ready, time.Millisecond).Seconds())
+	setConnect(v, "", evs)
+	if !math.IsNaN(stolen) {
+		v.set("CPU stolen by the host", "%", stolen)
+	}
+	if evs.LastOther != "" {
+		fmt.Fprintf(e.o.stderr, "provisionbench: storm: last other error: %s\n", evs.LastOther)
+	}
+	return v, nil
+}
+
+// rollingStorm restarts the daemons one at a time: each stops (SIGTERM),
+// its agents move to the others, it starts again and serves, then the
+// next. The figure is the longest any agent was without a daemon.
+func rollingStorm(ctx context.Context, e *env, lg *loadgens, n int) (*values, error) {
+	ticks0 := readCPUTicks()
+	t0 := time.Now()
+	v := newValues()
+	var afterListening time.Duration
+	moved := int64(0)
+	for i, t := range e.targets {
+		sts, err := lg.all(lgRequest{Op: "status"})
+		if err != nil {
+			return nil, err
+		}
+		on := sumReplies(sts).PerDaemon[i]
+		e.o.progress.set(fmt.Sprintf("storm --rolling: restarting daemon %d of %d (%d agents on it)", i+1, len(e.targets), on))
+		ti := time.Now()
+		if err := t.stop(); err != nil {
+			fmt.Fprintf(e.o.stderr, "provisionbench: daemon stop: %v\n", err)
+		}
+		moved += int64(on)
+		if _, err := lg.waitBack(ctx, moved); err != nil {
+			return nil, fmt.Errorf("daemon %d's agents: %w", i+1, err)
+		}
+		hw, err := t.watchHealth(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if err := t.startWaiting(ctx, false); err != nil {
+			_, _ = hw.finish()
+			return nil, err
+		}
+		hf, err := hw.finish()
+		if err != nil {
+			return nil, err
+		}
+		if hf.firstOK.IsZero() || hf.listening.IsZero() {
+			return nil, fmt.Errorf("daemon %d: its /health never answered 200 after the restart", i+1)
+		}
+		afterListening = max(afterListening, hf.firstOK.Sub(hf.listening))
+		v.set(fmt.Sprintf("daemon %d: agents moved", i+1), "", float64(on))
+		v.set(fmt.Sprintf("daemon %d: stopped, agents moved and restarted", i+1), "s", hf.firstOK.Sub(ti).Seconds())
+	}
+	total := time.Since(t0)
+	stolen := readCPUTicks().stolenSince(ticks0)
+	evr, err := lg.all(lgRequest{Op: "results"})
+	if err != nil {
+		return nil, err
+	}
+	evs := sumReplies(evr)
+	r := collectReconnects(evs.Events, t0, func(lgReconnect) bool { return true })
+	gaps := slices.Clone(r.gap)
+	v.set("rolling restart", "s", total.Seconds())
+	v.set("reconnections", "", float64(len(gaps)))
+	v.set("longest without a daemon", "s", percentile(gaps, 100).Seconds())
+	v.set("without a daemon p99", "s", percentile(gaps, 99).Seconds())
+	v.set("without a daemon p50", "s", percentile(gaps, 50).Seconds())
+	v.set("/health after listening, slowest daemon", "s", afterListening.Seconds())
+	setConnect(v, "", evs)
+	if !math.IsNaN(stolen) {
+		v.set("CPU stolen by the host", "%", stolen)
+	}
+	return v, nil
+}
