@@ -82,7 +82,6 @@ type Conn struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	sem   chan struct{}       // one slot per call not yet answered
 	items *semaphore.Weighted // list items of running calls (limits.go); nil: no limit
 
 	// room bounds the replies queued for the writer: maxQueued slots (a
@@ -105,7 +104,7 @@ type Conn struct {
 	mu sync.Mutex // guards the fields below
 	// The reader's budget (limits.go).
 	pending   int64 // bytes of the requests not yet answered
-	calls     int   // calls not yet answered
+	calls     int   // calls not yet answered: at most Config.MaxRequests
 	closed    bool  // Close was called: the reader stops waiting
 	closeCode int   // close frame the server sends; 0: none
 	// The writer's. Whoever queues a reply or finds a ping due starts the
@@ -402,17 +401,17 @@ func (c *Conn) dispatch(h *header, size int64) bool {
 		c.replyFromReader(h, false, err)
 		return true
 	}
-	select {
-	case c.sem <- struct{}{}:
-	default:
-		c.replyFromReader(h, true, TooManyRequestsError(cap(c.sem)))
+	maxCalls, limit := c.srv.cfg.MaxRequests, c.srv.cfg.ReadLimit
+	c.mu.Lock()
+	// Only the reader adds calls: none is added between this check and
+	// the count below.
+	if c.calls >= maxCalls {
+		c.mu.Unlock()
+		c.replyFromReader(h, true, TooManyRequestsError(maxCalls))
 		return true
 	}
-	limit := c.srv.cfg.ReadLimit
-	c.mu.Lock()
 	if !c.waitLocked(func() bool { return c.pending == 0 || c.pending+size <= limit }, true) || c.closed {
 		c.mu.Unlock()
-		<-c.sem
 		return false
 	}
 	c.pending += size
@@ -449,7 +448,6 @@ func (c *Conn) release(h *header) {
 	c.calls--
 	c.mu.Unlock()
 	signal(c.notify)
-	<-c.sem
 }
 
 // await starts l and returns without waiting for its reply: the call

@@ -228,7 +228,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		info:   ConnInfo{ModelUUID: modelUUID, RemoteAddr: r.RemoteAddr},
 		ctx:    ctx,
 		cancel: cancel,
-		sem:    make(chan struct{}, s.cfg.MaxRequests),
 		items:  newItemBudget(s.cfg.MaxBulkItems),
 		slots:  make(chan struct{}, maxQueued),
 		bytes:  semaphore.NewWeighted(s.cfg.MaxUnsent),
