@@ -432,8 +432,13 @@ func (c *Conn) run(h *header, call Caller) {
 		c.await(h, l, start)
 		return
 	}
-	c.enqueue(c.encode(h, true, res, err, time.Since(start)))
+	writer := c.enqueue(c.encode(h, true, res, err, time.Since(start)))
 	c.release(h)
+	if writer {
+		// This handler's worker becomes the writer: one hand-off fewer
+		// per call than starting one on the pool.
+		c.write()
+	}
 }
 
 // release gives back what the call of h held once its reply is queued
@@ -505,7 +510,9 @@ func (c *Conn) recoverPanic(h *header, res *any, err *error) {
 // replyFromReader queues a reply the reader makes itself (an unknown
 // method, no free request slot), in read order.
 func (c *Conn) replyFromReader(h *header, resolved bool, err error) {
-	c.enqueue(c.encode(h, resolved, nil, err, 0))
+	if c.enqueue(c.encode(h, resolved, nil, err, 0)) {
+		c.srv.workers.run(c.writeFn)
+	}
 }
 
 // encode makes the reply frame to h. resolved says whether h named a
@@ -560,13 +567,14 @@ func (c *Conn) encodeLater(lc *laterCall) []byte {
 // one of maxQueued slots and its size in Config.MaxUnsent bytes (a reply
 // larger than that waits until nothing else is unsent). The writer makes
 // room as it writes, or drops the replies of a connection whose writes
-// failed, so the wait ends within the write deadline.
-func (c *Conn) enqueue(msg []byte) {
+// failed, so the wait ends within the write deadline. It reports whether
+// the caller must run the writer (add).
+func (c *Conn) enqueue(msg []byte) (writer bool) {
 	c.slots <- struct{}{}
 	if n := c.weight(msg); !c.bytes.TryAcquire(n) {
 		_ = c.bytes.Acquire(context.Background(), n)
 	}
-	c.add(outgoing{msg: msg})
+	return c.add(outgoing{msg: msg})
 }
 
 // weight is what msg takes of the MaxUnsent bytes.
@@ -576,19 +584,19 @@ func (c *Conn) weight(msg []byte) int64 { return min(int64(len(msg)), c.srv.cfg.
 // are bounded by the request slots, and the writer encodes their replies
 // within the unsent bound.
 func (c *Conn) push(lc *laterCall) {
-	c.add(outgoing{later: lc})
+	if c.add(outgoing{later: lc}) {
+		c.srv.workers.run(c.writeFn) // whoever replied is not held
+	}
 }
 
-// add queues o for the writer and starts the writer unless it runs. It
-// never waits.
-func (c *Conn) add(o outgoing) {
+// add queues o for the writer, without waiting. It reports whether the
+// caller must run the writer, none running: then the caller calls write,
+// on its own goroutine or on the pool's.
+func (c *Conn) add(o outgoing) (writer bool) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.queue = append(c.queue, o)
-	start := c.startWriterLocked()
-	c.mu.Unlock()
-	if start {
-		c.srv.workers.run(c.writeFn)
-	}
+	return c.startWriterLocked()
 }
 
 // startWriterLocked, with mu held, reports whether the caller, who has
@@ -620,8 +628,9 @@ func (c *Conn) pingDue() {
 	}
 }
 
-// write is the connection's writer, on a worker of the Server's pool,
-// started by whoever queues a reply or finds a ping due when none runs:
+// write is the connection's writer, on a worker of the Server's pool
+// (the handler's own, for a handler's reply), started by whoever queues a
+// reply or finds a ping due when none runs:
 // it sends the ping due, takes everything queued and writes it as one
 // corked write (writeBatch), and stops once nothing is queued and no
 // ping is due. It is the connection's only writer of data frames and

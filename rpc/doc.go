@@ -73,9 +73,11 @@
 //     writer encodes it.
 //  5. The writer is the only goroutine that writes data frames and pings
 //     (gorilla writes pongs and close frames from the reader, which its
-//     WriteControl allows). It runs on demand: whoever queues a reply, or
-//     the ping timer, starts it on the worker pool unless it runs (the
-//     flag and the queue share one mutex); it stops, under that mutex,
+//     WriteControl allows). It runs on demand, started by whoever queues a
+//     reply or by the ping timer unless it runs (the flag and the queue
+//     share one mutex): a handler runs it on its own worker once its
+//     reply is queued, anyone else starts it on the pool (the reader and a
+//     Later's reply function must not be held). It stops, under that mutex,
 //     only once the queue is empty and no ping is due, so there is one
 //     writer at a time and nothing queued is left unwritten. It takes the
 //     whole queue and writes it, in the order queued, as one corked write
