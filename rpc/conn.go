@@ -629,11 +629,10 @@ func (c *Conn) pingDue() {
 }
 
 // write is the connection's writer, on a worker of the Server's pool
-// (the handler's own, for a handler's reply), started by whoever queues a
-// reply or finds a ping due when none runs:
-// it sends the ping due, takes everything queued and writes it as one
-// corked write (writeBatch), and stops once nothing is queued and no
-// ping is due. It is the connection's only writer of data frames and
+// (the handler's own, for a handler's reply), run by whoever queues a
+// reply or finds a ping due when none runs: it sends the ping due, takes
+// everything queued and writes it as one corked write (writeBatch), and
+// stops once nothing is queued and no ping is due. It is the connection's only writer of data frames and
 // pings (gorilla writes pongs and close frames from the reader, which
 // WriteControl allows alongside).
 func (c *Conn) write() {
