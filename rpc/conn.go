@@ -64,13 +64,14 @@ type ConnInfo struct {
 	RemoteAddr string
 }
 
-// Conn is one websocket connection, served by two goroutines that live
-// as long as it does (the package doc has the contract): the reader,
-// which reads and dispatches requests and tears the connection down, and
-// the writer, which writes the queued replies and the pings. Handlers (at
-// most Config.MaxRequests at once) run on the Server's worker pool; a call
-// that replies later (a watcher's Next, see Later) holds no goroutine
-// while it waits.
+// Conn is one websocket connection (the package doc has the contract).
+// Its reader lives as long as it does: it reads and dispatches requests
+// and tears the connection down. Its writer, which writes the queued
+// replies and the pings, runs only while there is something to write, on
+// the Server's worker pool, as do the handlers (at most
+// Config.MaxRequests at once); a call that replies later (a watcher's
+// Next, see Later) holds no goroutine while it waits, and an idle
+// connection holds its reader alone.
 type Conn struct {
 	srv  *Server
 	ws   *websocket.Conn
@@ -81,7 +82,6 @@ type Conn struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	sem   chan struct{}       // one slot per call not yet answered
 	items *semaphore.Weighted // list items of running calls (limits.go); nil: no limit
 
 	// room bounds the replies queued for the writer: maxQueued slots (a
@@ -90,24 +90,32 @@ type Conn struct {
 	slots chan struct{}
 	bytes *semaphore.Weighted
 
-	// Wake-ups, each with one waiter: wake the writer's (a reply was
-	// queued, or teardown asks it to end), notify the reader's (a call was
-	// answered, Close, or the writer ended). A send never blocks: a
-	// pending wake-up covers every change made before it is taken.
-	wake   chan struct{}
+	// notify wakes the reader's waits (a call was answered, Close, the
+	// writer stopped). A send never blocks: a pending wake-up covers every
+	// change made before it is taken.
 	notify chan struct{}
+
+	// ping calls pingDue every Config.PingPeriod: it starts the writer to
+	// send a ping. writeFn is c.write, made once (the writer is started
+	// once per batch).
+	ping    *time.Timer
+	writeFn func()
 
 	mu sync.Mutex // guards the fields below
 	// The reader's budget (limits.go).
 	pending   int64 // bytes of the requests not yet answered
-	calls     int   // calls not yet answered
+	calls     int   // calls not yet answered: at most Config.MaxRequests
 	closed    bool  // Close was called: the reader stops waiting
 	closeCode int   // close frame the server sends; 0: none
-	// The writer's.
-	queue  []outgoing // the replies, in the order given
-	dead   bool       // a write failed: replies are dropped
-	ending bool       // every call is answered: the writer ends once the queue is empty
-	ended  bool       // the writer has ended
+	// The writer's. Whoever queues a reply or finds a ping due starts the
+	// writer unless it runs (writing); the writer stops only here, with
+	// the queue empty and no ping due, so what is queued is always
+	// written, by one writer at a time.
+	queue    []outgoing // the replies, in the order given
+	pingWant bool       // a ping is due
+	writing  bool       // the writer runs
+	dead     bool       // a write failed: replies are dropped
+	ended    bool       // teardown is done with the writer: none starts again
 
 	stopOnce  sync.Once
 	stopping  atomic.Bool // set to ask the reader to stop
@@ -207,13 +215,16 @@ func (c *Conn) waitLocked(done func() bool, interruptible bool) bool {
 	return true
 }
 
-// serve is the connection's reader: it starts the writer, reads requests
-// until reading ends, tears the connection down, then calls ended. Between
-// requests it waits in gorilla's NextReader (readRequest), so its own
-// frame is kept small: the work of a request is in functions that are not
-// inlined here.
+// serve is the connection's reader: it starts the ping timer, reads
+// requests until reading ends, tears the connection down, then calls
+// ended. Between requests it waits in gorilla's NextReader (readRequest),
+// so its own frame is kept small: the work of a request is in functions
+// that are not inlined here.
 func (c *Conn) serve(ended func()) {
-	go c.write()
+	c.writeFn = c.write
+	c.mu.Lock() // pingDue reads ping under mu
+	c.ping = time.AfterFunc(c.srv.cfg.PingPeriod, c.pingDue)
+	c.mu.Unlock()
 	pongWait := c.srv.cfg.PongWait
 	c.ws.SetPongHandler(func(string) error {
 		return c.ws.SetReadDeadline(time.Now().Add(pongWait))
@@ -228,20 +239,19 @@ func (c *Conn) serve(ended func()) {
 func (c *Conn) teardown() {
 	// In this order: no more requests (reading has ended); cancel the
 	// calls' context and stop the root's resources, which answers the
-	// waiting calls; wait for every call to be answered, then for the
-	// writer to write every reply and end; send the close frame; close
-	// the socket.
+	// waiting calls; wait for every call to be answered and the writer,
+	// if one runs, to have written every reply and stopped (a call is
+	// answered once its reply is queued, and the writer stops only with
+	// the queue empty); no writer starts after that, not even for a ping;
+	// send the close frame; close the socket.
 	c.cancel()
 	c.root.Kill()
 	c.mu.Lock()
-	c.waitLocked(func() bool { return c.calls == 0 }, false)
-	c.ending = true
-	c.mu.Unlock()
-	signal(c.wake)
-	c.mu.Lock()
-	c.waitLocked(func() bool { return c.ended }, false)
+	c.waitLocked(func() bool { return c.calls == 0 && !c.writing }, false)
+	c.ended = true
 	dead, code := c.dead, c.closeCode
 	c.mu.Unlock()
+	c.ping.Stop()
 	if c.overLimit {
 		c.discardInput()
 	}
@@ -391,17 +401,17 @@ func (c *Conn) dispatch(h *header, size int64) bool {
 		c.replyFromReader(h, false, err)
 		return true
 	}
-	select {
-	case c.sem <- struct{}{}:
-	default:
-		c.replyFromReader(h, true, TooManyRequestsError(cap(c.sem)))
+	maxCalls, limit := c.srv.cfg.MaxRequests, c.srv.cfg.ReadLimit
+	c.mu.Lock()
+	// Only the reader adds calls: none is added between this check and
+	// the count below.
+	if c.calls >= maxCalls {
+		c.mu.Unlock()
+		c.replyFromReader(h, true, TooManyRequestsError(maxCalls))
 		return true
 	}
-	limit := c.srv.cfg.ReadLimit
-	c.mu.Lock()
 	if !c.waitLocked(func() bool { return c.pending == 0 || c.pending+size <= limit }, true) || c.closed {
 		c.mu.Unlock()
-		<-c.sem
 		return false
 	}
 	c.pending += size
@@ -422,8 +432,13 @@ func (c *Conn) run(h *header, call Caller) {
 		c.await(h, l, start)
 		return
 	}
-	c.enqueue(c.encode(h, true, res, err, time.Since(start)))
+	writer := c.enqueue(c.encode(h, true, res, err, time.Since(start)))
 	c.release(h)
+	if writer {
+		// This handler's worker becomes the writer: one hand-off fewer
+		// per call than starting one on the pool.
+		c.write()
+	}
 }
 
 // release gives back what the call of h held once its reply is queued
@@ -438,7 +453,6 @@ func (c *Conn) release(h *header) {
 	c.calls--
 	c.mu.Unlock()
 	signal(c.notify)
-	<-c.sem
 }
 
 // await starts l and returns without waiting for its reply: the call
@@ -496,7 +510,9 @@ func (c *Conn) recoverPanic(h *header, res *any, err *error) {
 // replyFromReader queues a reply the reader makes itself (an unknown
 // method, no free request slot), in read order.
 func (c *Conn) replyFromReader(h *header, resolved bool, err error) {
-	c.enqueue(c.encode(h, resolved, nil, err, 0))
+	if c.enqueue(c.encode(h, resolved, nil, err, 0)) {
+		c.srv.workers.run(c.writeFn)
+	}
 }
 
 // encode makes the reply frame to h. resolved says whether h named a
@@ -551,16 +567,14 @@ func (c *Conn) encodeLater(lc *laterCall) []byte {
 // one of maxQueued slots and its size in Config.MaxUnsent bytes (a reply
 // larger than that waits until nothing else is unsent). The writer makes
 // room as it writes, or drops the replies of a connection whose writes
-// failed, so the wait ends within the write deadline.
-func (c *Conn) enqueue(msg []byte) {
+// failed, so the wait ends within the write deadline. It reports whether
+// the caller must run the writer (add).
+func (c *Conn) enqueue(msg []byte) (writer bool) {
 	c.slots <- struct{}{}
 	if n := c.weight(msg); !c.bytes.TryAcquire(n) {
 		_ = c.bytes.Acquire(context.Background(), n)
 	}
-	c.mu.Lock()
-	c.queue = append(c.queue, outgoing{msg: msg})
-	c.mu.Unlock()
-	signal(c.wake)
+	return c.add(outgoing{msg: msg})
 }
 
 // weight is what msg takes of the MaxUnsent bytes.
@@ -570,62 +584,97 @@ func (c *Conn) weight(msg []byte) int64 { return min(int64(len(msg)), c.srv.cfg.
 // are bounded by the request slots, and the writer encodes their replies
 // within the unsent bound.
 func (c *Conn) push(lc *laterCall) {
-	c.mu.Lock()
-	c.queue = append(c.queue, outgoing{later: lc})
-	c.mu.Unlock()
-	signal(c.wake)
+	if c.add(outgoing{later: lc}) {
+		c.srv.workers.run(c.writeFn) // whoever replied is not held
+	}
 }
 
-// write is the connection's writer, started by the reader: it sends a
-// ping every Config.PingPeriod and, when woken, takes everything queued
-// and writes it as one corked write (writeBatch), until nothing is queued.
-// It is the connection's only writer of data frames and pings (gorilla
-// writes pongs and close frames from the reader, which WriteControl allows
-// alongside). It ends when teardown asks, once the queue is empty.
+// add queues o for the writer, without waiting. It reports whether the
+// caller must run the writer, none running: then the caller calls write,
+// on its own goroutine or on the pool's.
+func (c *Conn) add(o outgoing) (writer bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.queue = append(c.queue, o)
+	return c.startWriterLocked()
+}
+
+// startWriterLocked, with mu held, reports whether the caller, who has
+// just given the writer something to do, must start it: it does not run
+// and teardown is not done with it. It marks it running.
+func (c *Conn) startWriterLocked() bool {
+	if c.writing || c.ended {
+		return false
+	}
+	c.writing = true
+	return true
+}
+
+// pingDue is the ping timer's function: it re-arms the timer and has the
+// writer send a ping, starting it unless it runs. After teardown it does
+// nothing.
+func (c *Conn) pingDue() {
+	c.mu.Lock()
+	if c.ended {
+		c.mu.Unlock()
+		return
+	}
+	c.ping.Reset(c.srv.cfg.PingPeriod)
+	c.pingWant = true
+	start := c.startWriterLocked()
+	c.mu.Unlock()
+	if start {
+		c.srv.workers.run(c.writeFn)
+	}
+}
+
+// write is the connection's writer, on a worker of the Server's pool
+// (the handler's own, for a handler's reply), run by whoever queues a
+// reply or finds a ping due when none runs: it sends the ping due, takes
+// everything queued and writes it as one corked write (writeBatch), and
+// stops once nothing is queued and no ping is due. It is the connection's only writer of data frames and
+// pings (gorilla writes pongs and close frames from the reader, which
+// WriteControl allows alongside).
 func (c *Conn) write() {
-	ping := time.NewTimer(c.srv.cfg.PingPeriod)
-	defer ping.Stop()
 	var spare []outgoing
 	for {
-		select {
-		case <-c.wake:
-		case <-ping.C:
-			c.sendPing()
-			ping.Reset(c.srv.cfg.PingPeriod)
-			continue
+		c.mu.Lock()
+		ping := c.pingWant
+		c.pingWant = false
+		batch := c.queue
+		if len(batch) > 0 {
+			c.queue = spare[:0]
+		} else if !ping {
+			// Nothing to do: the writer stops with the queue empty, under
+			// the lock the queue is given under, so a reply queued from
+			// now on starts a new one. An idle connection keeps no array.
+			c.queue = nil
+			c.writing = false
+			c.mu.Unlock()
+			signal(c.notify) // teardown may wait for the writer
+			return
 		}
-		for {
-			batch, end := c.take(spare)
-			if end {
-				c.mu.Lock()
-				c.ended = true
-				c.mu.Unlock()
-				signal(c.notify)
-				return
-			}
-			if batch == nil {
-				break
-			}
+		c.mu.Unlock()
+		if ping {
+			c.sendPing()
+		}
+		if len(batch) > 0 {
 			spare = c.writeBatch(batch)
 		}
-		spare = nil // an idle connection keeps no array
 	}
 }
 
 // take returns the queued replies, leaving spare's array (emptied) as the
-// queue, or nil when none is queued; end reports that none is and
-// teardown has asked the writer to end (every call is answered, so none
-// will be).
-func (c *Conn) take(spare []outgoing) (batch []outgoing, end bool) {
+// queue, or nil when none is queued.
+func (c *Conn) take(spare []outgoing) []outgoing {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	batch = c.queue
+	batch := c.queue
 	if len(batch) == 0 {
-		c.queue = nil
-		return nil, c.ending
+		return nil
 	}
 	c.queue = spare[:0]
-	return batch, false
+	return batch
 }
 
 // writeBatch writes batch, and what is queued while it does, as websocket
@@ -672,7 +721,7 @@ func (c *Conn) writeBatch(batch []outgoing) []outgoing {
 		if later && cfg.Settle != nil && err == nil {
 			cfg.Settle() // what is given with these replies is then queued
 		}
-		next, _ := c.take(batch) // batch's array becomes the queue's
+		next := c.take(batch) // batch's array becomes the queue's
 		if next == nil {
 			break
 		}

@@ -13,7 +13,8 @@
 //     function that builds the facade instance, decodes the params and calls
 //     the method: no reflection runs per call.
 //   - conn.go: one connection (Conn): its reader, dispatch, request slots,
-//     the reply queue, its writer (which also sends the pings), teardown.
+//     the reply queue, its on-demand writer (which also sends the pings),
+//     teardown.
 //   - server.go: Server (the upgrade, the connection cap, Shutdown) and the
 //     worker pool handlers run on.
 //   - limits.go: what one connection may make the server hold (request
@@ -38,16 +39,19 @@
 //
 // # Concurrency contract
 //
-// A connection is served by two goroutines that live as long as it does,
-// a reader and a writer, as in etcd's v3rpc and gorilla's chat example;
-// handlers run on the Server's worker pool.
+// A connection is served by one reader, which lives as long as it does,
+// and one writer at a time, as in etcd's v3rpc and gorilla's chat
+// example, except that the writer runs only while there is something to
+// write: an idle connection holds one goroutine (its reader's 4 KiB
+// stack), not two. Handlers and the writer run on the Server's worker
+// pool.
 //
 //  1. The reader. Server.ServeHTTP upgrades the connection, starts its
 //     reader and returns (net/http lets go of its goroutine and request
-//     state). The reader starts the writer; it alone reads the socket,
+//     state). The reader starts the ping timer; it alone reads the socket,
 //     decodes headers and dispatches, and it tears the connection down
 //     when reading ends. The Server tracks it: Shutdown waits for it, and
-//     it ends only after the writer has.
+//     it ends only after the writer has stopped.
 //  2. Dispatch happens on the reader, in read order. Root.FindMethod runs
 //     there and must not block. A request it refuses, or one over
 //     Config.MaxRequests, is answered from the reader, so such replies
@@ -69,9 +73,15 @@
 //     writer encodes it.
 //  5. The writer is the only goroutine that writes data frames and pings
 //     (gorilla writes pongs and close frames from the reader, which its
-//     WriteControl allows). Woken by a queued reply, it takes the whole
-//     queue and writes it, in the order queued, as one corked write of
-//     the TLS connection (wire.go): one record and one syscall per
+//     WriteControl allows). It runs on demand, started by whoever queues a
+//     reply or by the ping timer unless it runs (the flag and the queue
+//     share one mutex): a handler runs it on its own worker once its
+//     reply is queued, anyone else starts it on the pool (the reader and a
+//     Later's reply function must not be held). It stops, under that mutex,
+//     only once the queue is empty and no ping is due, so there is one
+//     writer at a time and nothing queued is left unwritten. It takes the
+//     whole queue and writes it, in the order queued, as one corked write
+//     of the TLS connection (wire.go): one record and one syscall per
 //     batch, cut at corkMax and MaxUnsent bytes. After encoding replies
 //     of Later calls it calls Config.Settle, if set, and takes what was
 //     queued meanwhile into the same write: the daemon's waits there for
@@ -80,18 +90,19 @@
 //     write has the write deadline (Config.WriteTimeout); a failed write
 //     closes the socket, which ends the reader, and the replies queued
 //     then and later are dropped, their room given back.
-//  6. Pings go out every Config.PingPeriod from the writer; a pong, like
-//     every read, extends the read deadline (Config.PongWait).
+//  6. Pings go out every Config.PingPeriod from the writer, which a timer
+//     (no goroutine) starts; a pong, like every read, extends the read
+//     deadline (Config.PongWait).
 //  7. Contexts. A call's context is the connection's (with the call's
 //     item share as a value): it ends when reading ends. Juju requests
 //     carry no per-call cancellation.
 //  8. Teardown, on the reader, once reading ends (a read error, a
 //     malformed message, Conn.Close from Shutdown or the facade layer),
 //     in order: cancel the context; Root.Kill, which must make waiting
-//     calls return; wait for every call to be answered; ask the writer
-//     to end, which it does once it has written everything queued; send
-//     the close frame; close the socket. No goroutine of the connection
-//     outlives it.
+//     calls return; wait for every call to be answered and the writer, if
+//     one runs, to have written everything queued and stopped; stop the
+//     ping timer (no writer starts again); send the close frame; close the
+//     socket. No goroutine of the connection outlives it.
 //  9. Observer methods are called from the reader, the handlers and the
 //     writer; they must not block.
 //

@@ -83,7 +83,8 @@ func (l *laterCalls) stopAll() {
 }
 
 // connGoroutines counts the goroutines whose stack is inside a method of
-// rpc.Conn: each connection's reader and writer, and handlers.
+// rpc.Conn: each connection's reader, its writer while it runs, and
+// handlers.
 func connGoroutines() int {
 	return len(leaktest.Stacks("github.com/provisiond/provisiond/rpc.(*Conn)."))
 }
@@ -162,8 +163,7 @@ func TestLaterPanicIsAnErrorReply(t *testing.T) {
 }
 
 // Waiting Later calls hold their request slots, but no goroutine: with
-// 200 of them waiting, only the connection's reader and writer are in
-// rpc.Conn.
+// 200 of them waiting, only the connection's reader is in rpc.Conn.
 func TestLaterCallsHoldNoGoroutine(t *testing.T) {
 	ts := startServer(t, func(c *rpc.Config) { c.MaxRequests = 201 })
 	ws := ts.dialRaw(t)
@@ -172,7 +172,7 @@ func TestLaterCallsHoldNoGoroutine(t *testing.T) {
 		send(t, ws, `{"request-id":`+strconv.Itoa(i)+`,"type":"T","version":1,"request":"Later"}`)
 	}
 	ts.root.later.waitFor(t, n)
-	waitConnGoroutines(t, 2)
+	waitConnGoroutines(t, 1)
 
 	// One slot is left: the next call is served, the one after is refused.
 	send(t, ws, `{"request-id":1001,"type":"T","version":1,"request":"Later"}`)
@@ -197,7 +197,7 @@ func TestLaterCallsHoldNoGoroutine(t *testing.T) {
 		}
 		seen[id] = true
 	}
-	waitConnGoroutines(t, 2)
+	waitConnGoroutines(t, 1)
 }
 
 // Closing the connection kills the root, which replies to waiting Later
@@ -219,18 +219,19 @@ func TestShutdownEndsLaterCalls(t *testing.T) {
 	}
 }
 
-// An idle connection is served by its reader and its writer alone: the
-// pings need no goroutine of their own, and no handler stays.
-func TestIdleConnectionHasTwoGoroutines(t *testing.T) {
-	ts := startServer(t, func(c *rpc.Config) { c.PingPeriod = 5 * time.Millisecond; c.PongWait = time.Minute })
+// An idle connection is served by its reader alone: its writer stops once
+// nothing is left to write, the pings need no goroutine of their own, and
+// no handler stays.
+func TestIdleConnectionHasOneGoroutine(t *testing.T) {
+	ts := startServer(t, nil)
 	c := ts.dial(t)
 	for i := 0; i < 10; i++ {
 		if err := c.Call(ctxT(t), "T", 1, "", "Nothing", nil, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	waitConnGoroutines(t, 2)
-	if n := connGoroutines(); n != 2 {
-		t.Fatalf("%d goroutines in rpc.Conn, want 2 (the reader and the writer)", n)
+	waitConnGoroutines(t, 1)
+	if n := connGoroutines(); n != 1 {
+		t.Fatalf("%d goroutines in rpc.Conn, want 1 (the reader)", n)
 	}
 }

@@ -228,11 +228,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		info:   ConnInfo{ModelUUID: modelUUID, RemoteAddr: r.RemoteAddr},
 		ctx:    ctx,
 		cancel: cancel,
-		sem:    make(chan struct{}, s.cfg.MaxRequests),
 		items:  newItemBudget(s.cfg.MaxBulkItems),
 		slots:  make(chan struct{}, maxQueued),
 		bytes:  semaphore.NewWeighted(s.cfg.MaxUnsent),
-		wake:   make(chan struct{}, 1),
 		notify: make(chan struct{}, 1),
 	}
 	c.root = s.cfg.NewRoot(c.info, c)
@@ -298,7 +296,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // request before it exits.
 const workerIdle = 2 * time.Second
 
-// workerPool runs request handlers on reused goroutines. A new goroutine
+// workerPool runs request handlers and connections' writers on reused
+// goroutines. A new goroutine
 // starts with a small stack that a typical handler (JSON decoding, a bbolt
 // read, the facade) grows by copying it several times: at thousands of
 // calls a second that was a sixth of the daemon's CPU (provisionbench rpc).

@@ -164,7 +164,7 @@ func startLaterCalls(t testing.TB, mod func(*rpc.Config), n int) (*websocket.Con
 	}
 	// Every call has started (a reply given while its call starts is
 	// sent when the start returns, from the handler).
-	waitConnGoroutines(t, 2)
+	waitConnGoroutines(t, 1)
 	return ws, sc, reps, ts
 }
 
@@ -359,7 +359,7 @@ func TestClientGathersCallsSentFromCompletions(t *testing.T) {
 		})
 	}
 	reps := ts.root.later.takeAll(t, n)
-	waitConnGoroutines(t, 2)
+	waitConnGoroutines(t, 1)
 	sc.holdWrites()
 	reps[0](params.StringResult{Result: "first"}, nil) // its write waits
 	sc.waitHeld(t)

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
+
 	"github.com/provisiond/provisiond/internal/leaktest"
 	"github.com/provisiond/provisiond/rpc"
 	"github.com/provisiond/provisiond/rpc/params"
@@ -140,4 +142,63 @@ func TestNoGoroutineOutlivesItsConnection(t *testing.T) {
 	}
 	waitConns(t, ts, 0)
 	leaktest.WaitAtMost(t, 0, "provisiond/rpc.(*Conn).")
+}
+
+// The writer runs only while there is something to write: on an idle
+// connection it stops, and the next ping or reply starts it again. Each
+// step waits (bounded) for the writer to have stopped, so the ping and
+// the reply that follow are written by a writer started for them.
+func TestIdleWritersStopAndStartAgain(t *testing.T) {
+	ts := startServer(t, func(c *rpc.Config) { c.PingPeriod = 20 * time.Millisecond; c.PongWait = time.Minute })
+	ws := ts.dialRaw(t)
+	pings := make(chan struct{}, 1000)
+	ws.SetPingHandler(func(data string) error {
+		pings <- struct{}{}
+		return ws.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(time.Second))
+	})
+	replies := make(chan []byte, 10)
+	go func() { // the client's reader: it answers the pings
+		for {
+			_, data, err := ws.ReadMessage()
+			if err != nil {
+				close(replies)
+				return
+			}
+			replies <- data
+		}
+	}()
+	const writer = "provisiond/rpc.(*Conn).write"
+	timeout := time.After(10 * time.Second)
+	for id := 1; id <= 3; id++ {
+		leaktest.WaitAtMost(t, 0, writer)
+		drain(pings)
+		for range 2 { // pings, the second at least from a writer the ping timer started
+			select {
+			case <-pings:
+			case <-timeout:
+				t.Fatal("no ping after the writer stopped")
+			}
+		}
+		leaktest.WaitAtMost(t, 0, writer)
+		send(t, ws, `{"request-id":`+strconv.Itoa(id)+`,"type":"T","version":1,"request":"Nothing"}`)
+		select { // the reply, from a writer the reply started
+		case data, ok := <-replies:
+			if !ok || !strings.Contains(string(data), `"request-id":`+strconv.Itoa(id)) {
+				t.Fatalf("reply %q %v, want one to request %d", data, ok, id)
+			}
+		case <-timeout:
+			t.Fatalf("no reply to request %d after the writer stopped", id)
+		}
+	}
+}
+
+// drain empties ch without waiting.
+func drain(ch chan struct{}) {
+	for {
+		select {
+		case <-ch:
+		default:
+			return
+		}
+	}
 }

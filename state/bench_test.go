@@ -66,6 +66,21 @@ func BenchmarkMachineParallel(b *testing.B) {
 	})
 }
 
+// BenchmarkMachines is State.Machines of a model of 64 provisioned
+// machines: a list read, which decodes every record (the record caches
+// serve single reads only).
+func BenchmarkMachines(b *testing.B) {
+	st := statetest.New(b)
+	benchMachines(b, st, 64)
+	b.ReportAllocs()
+	for b.Loop() {
+		ms, err := st.Machines(b.Context(), statetest.DefaultModelUUID)
+		if err != nil || len(ms) != 64 {
+			b.Fatal(len(ms), err)
+		}
+	}
+}
+
 // BenchmarkModel is State.Model of the default model: what every
 // Provisioner call that reads the model config (ModelConfig,
 // ContainerConfig, ProvisioningInfo, Tools) reads, its config cloned from
