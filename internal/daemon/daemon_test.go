@@ -4,10 +4,8 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -21,74 +19,62 @@ import (
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/internal/leaktest"
 	"github.com/provisiond/provisiond/internal/testkit"
-	"github.com/provisiond/provisiond/provisiondtest"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/watcher/watchertest"
 )
 
-// start runs a daemon on a temp data dir and loopback port 0 through the
-// test kit (stopped at cleanup, its log in the output of a failed test);
-// mod edits its configuration.
-func start(t testing.TB, mod func(*daemon.Config)) *daemon.Daemon {
+// The daemon's tests and the facades' share these helpers, from
+// internal/testkit; short names here.
+var (
+	start           = testkit.Start
+	ctxT            = testkit.Ctx
+	dial            = testkit.Dial
+	loginAdmin      = testkit.LoginAdmin
+	loginController = testkit.LoginController
+	wantErr         = testkit.WantErr
+
+	ents    = testkit.Ents
+	rawCall = testkit.RawCall
+	isCode  = testkit.IsCode
+)
+
+// call and mustCall call the Provisioner (internal/testkit).
+func call[R any](t *testing.T, c *client.Conn, v int, method string, args any) (R, error) {
 	t.Helper()
-	var opts []provisiondtest.Option
-	if testing.Verbose() {
-		opts = append(opts, provisiondtest.WithLogLevel(slog.LevelDebug), provisiondtest.WithLogOutput(os.Stderr))
-	}
-	if mod != nil {
-		opts = append(opts, testkit.WithDaemonConfig(mod))
-	}
-	return testkit.Daemon(provisiondtest.Start(t, opts...))
+	return testkit.Call[R](t, c, v, method, args)
 }
 
-func ctxT(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	t.Cleanup(cancel)
-	return ctx
+func mustCall[R any](t *testing.T, c *client.Conn, v int, method string, args any) R {
+	t.Helper()
+	return testkit.MustCall[R](t, c, v, method, args)
 }
 
-// dial connects to model (""; /api) without logging in.
-func dial(t testing.TB, d *daemon.Daemon, model string) *client.Conn {
-	t.Helper()
-	creds := d.Credentials()
-	c, err := client.Dial(ctxT(t), client.Config{Addr: d.Addr(), ModelUUID: model, CACert: []byte(creds.CACert)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
+// provFixture is internal/testkit's ProvFixture (the Provisioner tests'
+// model) under the short field names of this package's tests.
+type provFixture struct {
+	d     *daemon.Daemon
+	st    *state.State
+	model string
+	clock *watchertest.FakeClock
+	ctrl  *client.Conn // the controller agent on the default model
+	agent *client.Conn // machine 0's agent
+	admin *client.Conn // user admin
 }
 
-func loginAdmin(t testing.TB, d *daemon.Daemon, model string) *client.Conn {
+func newProvFixture(t *testing.T) *provFixture { return newProvFixtureWith(t, nil) }
+
+func newProvFixtureWith(t *testing.T, mod func(*daemon.Config)) *provFixture {
 	t.Helper()
-	c := dial(t, d, model)
-	if _, err := c.LoginUser(ctxT(t), "admin", d.Credentials().AdminPassword); err != nil {
-		t.Fatal(err)
-	}
-	return c
+	f := testkit.NewProvFixtureWith(t, mod)
+	return &provFixture{d: f.D, st: f.St, model: f.Model, clock: f.Clock, ctrl: f.Ctrl, agent: f.Agent, admin: f.Admin}
 }
 
-func loginController(t testing.TB, d *daemon.Daemon, model string) *client.Conn {
-	t.Helper()
-	c := dial(t, d, model)
-	a := d.Credentials().ControllerAgent
-	if _, err := c.LoginAgent(ctxT(t), a.Tag, a.Password, a.Nonce); err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-func wantErr(t testing.TB, err error, msg, code string) {
-	t.Helper()
-	var pe *params.Error
-	if !errors.As(err, &pe) {
-		t.Fatalf("error = %v; want %q (code %q)", err, msg, code)
-	}
-	if (msg != "" && pe.Message != msg) || pe.Code != code {
-		t.Fatalf("error = %q (code %q); want %q (code %q)", pe.Message, pe.Code, msg, code)
-	}
-}
+const (
+	m0Password = testkit.M0Password
+	m0Nonce    = testkit.M0Nonce
+)
 
 func TestLoginResult(t *testing.T) {
 	d := start(t, nil)

@@ -27,6 +27,7 @@ import (
 	"github.com/provisiond/provisiond/internal/connlimit"
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/internal/leaktest"
+	"github.com/provisiond/provisiond/internal/testkit"
 	"github.com/provisiond/provisiond/rpc"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
@@ -543,16 +544,7 @@ func heapAlloc() uint64 {
 }
 
 // waitFor polls cond for up to 20 seconds.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+var waitFor = testkit.WaitFor
 
 // httpsTransport is an HTTP transport that trusts d's CA.
 func httpsTransport(d *daemon.Daemon) *http.Transport {

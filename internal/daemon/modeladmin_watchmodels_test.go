@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/provisiond/provisiond/internal/testkit"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
 )
@@ -28,19 +29,19 @@ func TestWatchModels(t *testing.T) {
 	}
 	w := client.NewStringsWatcher(op, wr.StringsWatcherId)
 
-	next := pendingStrings(t, w)
+	next := testkit.PendingStrings(t, w)
 	var added params.ModelSummary
 	if err := op.Call(ctxT(t), "ModelAdmin", 1, "", "AddModel", params.AddModelArgs{Name: "edge"}, &added); err != nil {
 		t.Fatal(err)
 	}
-	wantIDs(t, next, added.UUID)
+	testkit.WantIDs(t, next, added.UUID)
 
-	next = pendingStrings(t, w)
+	next = testkit.PendingStrings(t, w)
 	if err := op.Call(ctxT(t), "ModelAdmin", 1, "", "SetModelConfig",
 		params.SetModelConfigArgs{Model: "edge", Config: map[string]any{"k": "v"}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	notYet(t, next)
+	testkit.NotYet(t, next)
 	// A machine keeps the model dying: the life change, then the removal.
 	if err := op.Call(ctxT(t), "ModelAdmin", 1, "", "AddMachines", params.AddMachinesArgs{Model: "edge"}, nil); err != nil {
 		t.Fatal(err)
@@ -48,8 +49,8 @@ func TestWatchModels(t *testing.T) {
 	if err := op.Call(ctxT(t), "ModelAdmin", 1, "", "RemoveModel", params.RemoveModelArgs{Model: "edge"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	wantIDs(t, next, added.UUID)
-	next = pendingStrings(t, w)
+	testkit.WantIDs(t, next, added.UUID)
+	next = testkit.PendingStrings(t, w)
 	st := d.State()
 	if err := st.EnsureMachineDead(t.Context(), added.UUID, "0"); err != nil {
 		t.Fatal(err)
@@ -57,7 +58,7 @@ func TestWatchModels(t *testing.T) {
 	if _, err := st.RemoveMachine(t.Context(), added.UUID, "0"); err != nil {
 		t.Fatal(err)
 	}
-	wantIDs(t, next, added.UUID)
+	testkit.WantIDs(t, next, added.UUID)
 	if _, err := st.Model(t.Context(), added.UUID); err == nil {
 		t.Fatal("model still there after its last machine went")
 	}
