@@ -39,7 +39,8 @@
 #   provisiondtest (the test kit) → internal/daemon, internal/etcdtest (its embedded etcd), internal/agent (WithAgent),
 #   internal/testkit/hook, rpc/client, rpc/params, credentials, watcher, watcher/watchertest
 #   internal/testkit (this module's way to the kit's daemon, and the helpers the daemon's and the facades' tests
-#   share) → provisiondtest, internal/daemon, internal/testkit/hook, rpc/client, rpc/params, state, watcher/watchertest;
+#   share) → provisiondtest, internal/daemon, internal/testkit/hook, rpc/client, rpc/params, state, state/store, charm, storage,
+#   watcher/watchertest;
 #   internal/testkit/hook → internal/daemon
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -69,7 +70,7 @@ while read -r pkg imports; do
       internal/undertaker*) case $dep in state|environ|watcher) ok=1 ;; esac ;;
       provisiondtest*) case $dep in internal/daemon|internal/etcdtest|internal/agent|internal/testkit/hook|rpc/client|rpc/params|credentials|watcher|watcher/watchertest) ok=1 ;; esac ;;
       internal/testkit/hook) case $dep in internal/daemon) ok=1 ;; esac ;;
-      internal/testkit) case $dep in provisiondtest|internal/daemon|internal/testkit/hook|rpc/client|rpc/params|state|watcher/watchertest) ok=1 ;; esac ;;
+      internal/testkit) case $dep in provisiondtest|internal/daemon|internal/testkit/hook|rpc/client|rpc/params|state|state/store|charm|storage|watcher/watchertest) ok=1 ;; esac ;;
       credentials*) ok=0 ;;
       internal/progress*) ok=0 ;;
       internal/buildinfo*) ok=0 ;;

@@ -74,7 +74,15 @@ func newProvFixtureWith(t *testing.T, mod func(*daemon.Config)) *provFixture {
 const (
 	m0Password = testkit.M0Password
 	m0Nonce    = testkit.M0Nonce
+	gitlabMeta = testkit.GitlabMeta
 )
+
+// caasEnv is internal/testkit's CAASEnv with this package's own helpers.
+type caasEnv struct{ *testkit.CAASEnv }
+
+func newCAAS(t *testing.T, cfg map[string]any) *caasEnv { return &caasEnv{testkit.NewCAAS(t, cfg)} }
+
+func ptr[T any](v T) *T { return &v }
 
 func TestLoginResult(t *testing.T) {
 	d := start(t, nil)

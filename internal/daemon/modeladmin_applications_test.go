@@ -11,6 +11,7 @@ import (
 	jujuerrors "github.com/juju/errors"
 
 	"github.com/provisiond/provisiond/facades/modeladmin"
+	"github.com/provisiond/provisiond/internal/testkit"
 	"github.com/provisiond/provisiond/rpc"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
@@ -57,7 +58,7 @@ storage:
 
 func TestModelAdminCAASApplications(t *testing.T) {
 	e := newCAAS(t, nil)
-	c := loginAdmin(t, e.d, "")
+	c := loginAdmin(t, e.D, "")
 
 	pool := adminCall[params.StoragePoolInfo](t, c, "CreateStoragePool", params.CreateStoragePoolArgs{Model: "k8s",
 		Name: "fast", Provider: "kubernetes", Attrs: map[string]any{"storage-class": "ssd"}})
@@ -71,11 +72,11 @@ func TestModelAdminCAASApplications(t *testing.T) {
 	}
 
 	var apps params.StringsWatchResult
-	e.mustCall("WatchApplications", nil, &apps)
-	appsW := client.NewStringsWatcher(e.c, apps.StringsWatcherId)
+	e.MustCall("WatchApplications", nil, &apps)
+	appsW := client.NewStringsWatcher(e.C, apps.StringsWatcherId)
 
 	app := adminCall[params.ApplicationStatus](t, c, "Deploy", params.DeployArgs{Model: "k8s", Application: "web",
-		CharmMetadata: webMeta, Scale: ptr(3), Config: map[string]any{"port": 8080.0}, Constraints: "mem=1G",
+		CharmMetadata: webMeta, Scale: testkit.Ptr(3), Config: map[string]any{"port": 8080.0}, Constraints: "mem=1G",
 		Storage: []string{"data=fast,2G", "cache=mem,100M,2"}, Devices: []string{"gpu=2,nvidia.com/gpu"}, Trust: true})
 	want := params.ApplicationStatus{Name: "web", Life: "alive", Charm: "local:web-0", Scale: 3, Trust: true,
 		Constraints: "mem=1024M", Storage: map[string]string{"data": "fast,1,2048M", "cache": "mem,2,100M"},
@@ -104,16 +105,16 @@ func TestModelAdminCAASApplications(t *testing.T) {
 	// Each setting fires what the agents watch.
 	watch := func(method string) *client.NotifyWatcher {
 		var res params.NotifyWatchResults
-		e.mustCall(method, entities("application-web"), &res)
+		e.MustCall(method, testkit.Ents("application-web"), &res)
 		if res.Results[0].Error != nil {
 			t.Fatalf("%s = %+v", method, res)
 		}
-		return client.NewNotifyWatcher(e.c, res.Results[0].NotifyWatcherId)
+		return client.NewNotifyWatcher(e.C, res.Results[0].NotifyWatcherId)
 	}
 	entity, scale, spec := watch("Watch"), watch("WatchApplicationsScale"), watch("WatchPodSpec")
 	var hashes params.StringsWatchResults
-	e.mustCall("WatchApplicationsTrustHash", entities("application-web"), &hashes)
-	hash := client.NewStringsWatcher(e.c, hashes.Results[0].StringsWatcherId)
+	e.MustCall("WatchApplicationsTrustHash", testkit.Ents("application-web"), &hashes)
+	hash := client.NewStringsWatcher(e.C, hashes.Results[0].StringsWatcherId)
 	hashNext := func() bool {
 		ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
 		defer cancel()
@@ -122,12 +123,12 @@ func TestModelAdminCAASApplications(t *testing.T) {
 	}
 
 	app = adminCall[params.ApplicationStatus](t, c, "ScaleApplication", params.ScaleArgs{Model: "k8s", Application: "web", Scale: 5})
-	if app.Scale != 5 || !nextWithin(t, scale, 5*time.Second) || !nextWithin(t, entity, 5*time.Second) {
+	if app.Scale != 5 || !testkit.NextWithin(t, scale, 5*time.Second) || !testkit.NextWithin(t, entity, 5*time.Second) {
 		t.Errorf("scale: %+v, or the scale and entity watchers did not fire", app)
 	}
 	app = adminCall[params.ApplicationStatus](t, c, "SetApplicationConstraints", params.SetApplicationConstraintsArgs{Model: "k8s",
 		Application: "web", Constraints: "mem=2G cores=1"})
-	if app.Constraints != "cores=1 mem=2048M" || !nextWithin(t, entity, 5*time.Second) {
+	if app.Constraints != "cores=1 mem=2048M" || !testkit.NextWithin(t, entity, 5*time.Second) {
 		t.Errorf("constraints: %+v, or the entity watcher did not fire", app)
 	}
 	cfg := adminCall[params.ApplicationConfigInfo](t, c, "SetApplicationConfig", params.SetApplicationConfigArgs{Model: "k8s",
@@ -141,12 +142,12 @@ func TestModelAdminCAASApplications(t *testing.T) {
 	}
 	ps := adminCall[params.PodSpecResult](t, c, "SetPodSpec", params.SetPodSpecArgs{Model: "k8s", Application: "web",
 		Spec: "containers:\n  - name: web\n    image: nginx\n"})
-	if ps.UpgradeCounter != 1 || !nextWithin(t, spec, 5*time.Second) {
+	if ps.UpgradeCounter != 1 || !testkit.NextWithin(t, spec, 5*time.Second) {
 		t.Errorf("pod spec: %+v, or the spec watcher did not fire", ps)
 	}
 	ps = adminCall[params.PodSpecResult](t, c, "SetPodSpec", params.SetPodSpecArgs{Model: "k8s", Application: "web",
 		Spec: "kind: Deployment\n", Raw: true})
-	if spec, err := e.st.K8sSpec(t.Context(), e.model, "web"); ps.UpgradeCounter != 2 || err != nil || spec.RawSpec != "kind: Deployment\n" {
+	if spec, err := e.St.K8sSpec(t.Context(), e.Model, "web"); ps.UpgradeCounter != 2 || err != nil || spec.RawSpec != "kind: Deployment\n" {
 		t.Errorf("raw spec: %+v; stored %+v, %v", ps, spec, err)
 	}
 	// A spec nested as deep as a spec may be (deepYAML(n) nests n+1).
@@ -158,12 +159,12 @@ func TestModelAdminCAASApplications(t *testing.T) {
 
 	// Status: the application's pods, addresses and storage once the
 	// unit provisioner reports them.
-	e.update(params.UpdateApplicationUnits{ApplicationTag: "application-web", Scale: intp(5), Generation: i64p(1),
+	e.Update(params.UpdateApplicationUnits{ApplicationTag: "application-web", Scale: testkit.Ptr[int](5), Generation: testkit.Ptr[int64](1),
 		Units: []params.ApplicationUnitParams{{ProviderId: "web-0", Address: "10.1.0.1", Ports: []string{"80"}, Status: "running",
 			Stateful: true, FilesystemInfo: []params.KubernetesFilesystemInfo{{StorageName: "data", Size: 2048, FilesystemId: "pv-0",
 				Status: "attached", MountPoint: "/srv/data", Volume: params.KubernetesVolumeInfo{VolumeId: "vol-0", Size: 2048,
 					Persistent: true, Status: "attached"}}}}}})
-	if err := e.st.UpdateCloudService(t.Context(), e.model, "web", "svc-web", []state.Address{{Value: "10.2.0.1"}}); err != nil {
+	if err := e.St.UpdateCloudService(t.Context(), e.Model, "web", "svc-web", []state.Address{{Value: "10.2.0.1"}}); err != nil {
 		t.Fatal(err)
 	}
 	st := adminCall[params.ModelStatus](t, c, "Status", params.ModelArgs{Model: "k8s"})
@@ -306,7 +307,7 @@ func TestModelAdminIAASApplications(t *testing.T) {
 // Bad input: a clear error with a code, and nothing written.
 func TestModelAdminApplicationsBadInput(t *testing.T) {
 	e := newCAAS(t, nil)
-	d, st := e.d, e.d.State()
+	d, st := e.D, e.D.State()
 	c := loginAdmin(t, d, "")
 	model := d.Credentials().DefaultModelUUID
 	adminCall[params.StoragePoolInfo](t, c, "CreateStoragePool", params.CreateStoragePoolArgs{Model: "k8s", Name: "fast", Provider: "kubernetes"})
@@ -319,7 +320,7 @@ func TestModelAdminApplicationsBadInput(t *testing.T) {
 	adminCall[params.AddMachinesResult](t, c, "AddMachines", params.AddMachinesArgs{Count: 2})
 	adminCall[params.AddUnitsResult](t, c, "AddUnits", params.AddUnitsArgs{Application: "db", To: []string{"0"}})
 	adminCall[params.RemoveMachinesResult](t, c, "RemoveMachines", params.RemoveMachinesArgs{Machines: []string{"1"}})
-	if _, err := st.AddCAASUnit(t.Context(), e.model, "web", state.CAASUnitParams{}); err != nil {
+	if _, err := st.AddCAASUnit(t.Context(), e.Model, "web", state.CAASUnitParams{}); err != nil {
 		t.Fatal(err)
 	}
 	adminCall[params.ModelSummary](t, c, "AddModel", params.AddModelArgs{Name: "going"})
@@ -369,8 +370,8 @@ func TestModelAdminApplicationsBadInput(t *testing.T) {
 		{"deploy storage count", "Deploy", k8s(params.DeployArgs{Storage: []string{"cache=fast,5"}}), `storage "cache" count 5 (charm allows 0 to 4)`, nv},
 		{"deploy iaas unknown pool", "Deploy", iaas(params.DeployArgs{Storage: []string{"disk=nope"}}), `storage "disk": pool "nope" not found`, nf},
 		{"deploy iaas filesystem pool for block", "Deploy", iaas(params.DeployArgs{Storage: []string{"disk=tmpfs"}}), `pool "tmpfs" (provider tmpfs) for block storage not valid`, nv},
-		{"deploy negative scale", "Deploy", k8s(params.DeployArgs{Scale: ptr(-1)}), "application scale -1 not valid", nv},
-		{"deploy scale on iaas", "Deploy", iaas(params.DeployArgs{Scale: ptr(2)}), `model "default" is an iaas model: scale is for caas applications`, nv},
+		{"deploy negative scale", "Deploy", k8s(params.DeployArgs{Scale: testkit.Ptr(-1)}), "application scale -1 not valid", nv},
+		{"deploy scale on iaas", "Deploy", iaas(params.DeployArgs{Scale: testkit.Ptr(2)}), `model "default" is an iaas model: scale is for caas applications`, nv},
 		{"deploy devices on iaas", "Deploy", iaas(params.DeployArgs{Devices: []string{"gpu=1,x"}}), "devices are for caas applications", ns},
 		{"deploy k8s charm on iaas", "Deploy", iaas(params.DeployArgs{CharmMetadata: webMeta}), `charm "web" is a kubernetes charm`, ns},
 		{"deploy subordinate on caas", "Deploy", k8s(params.DeployArgs{CharmMetadata: "name: s\nsubordinate: true\n"}), "caas models take no subordinates", ns},

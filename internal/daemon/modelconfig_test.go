@@ -2,9 +2,7 @@ package daemon_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"fmt"
 	"maps"
 	"reflect"
 	"slices"
@@ -16,7 +14,6 @@ import (
 	"github.com/provisiond/provisiond/provisiondtest"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
-	"github.com/provisiond/provisiond/state/store"
 )
 
 // jujuModelConfigDefaults is the config Juju's controller stores when it
@@ -239,39 +236,9 @@ func TestModelConfigJujuDefaults(t *testing.T) {
 	checkJujuConfig(t, "k8s defaults (ModelAdmin)", info.Defaults, stored)
 }
 
-// writeModelConfigs writes, in the daemon's store itself, each model's
-// config as given (no defaults, no checks: what an older build may have
-// left), and the state schema version when it is not "".
-func writeModelConfigs(t *testing.T, d *daemon.Daemon, configs map[string]map[string]any, schema string) {
-	t.Helper()
-	_, err := d.State().Store().Update(context.Background(), func(tx store.Txn) error {
-		for uuid, cfg := range configs {
-			key := store.Key("model", uuid)
-			b, ok, err := tx.Get(key)
-			if err != nil || !ok {
-				return fmt.Errorf("model record %s: %v, %v", key, ok, err)
-			}
-			var rec map[string]any
-			if err := json.Unmarshal(b, &rec); err != nil {
-				return err
-			}
-			rec["config"] = cfg
-			if b, err = json.Marshal(rec); err != nil {
-				return err
-			}
-			if err := tx.Put(key, b); err != nil {
-				return err
-			}
-		}
-		if schema == "" {
-			return nil
-		}
-		return tx.Put(store.Key("schema", "state"), []byte(schema))
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
+// writeModelConfigs writes each model's config in the store itself
+// (internal/testkit).
+var writeModelConfigs = testkit.WriteModelConfigs
 
 // A store written by the previous schema version (3), whose models hold
 // only the keys set on them, gets Juju's defaults when the daemon opens

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/provisiond/provisiond/internal/testkit"
 	"github.com/provisiond/provisiond/rpc/params"
 )
 
@@ -15,8 +16,8 @@ import (
 // agent's TestKubernetesApplication flaky).
 func TestStatusWhileApplicationsComeAndGo(t *testing.T) {
 	e := newCAAS(t, nil)
-	writer := loginAdmin(t, e.d, "")
-	reader := loginAdmin(t, e.d, "")
+	writer := loginAdmin(t, e.D, "")
+	reader := loginAdmin(t, e.D, "")
 	const apps = 25
 
 	done := make(chan struct{})
@@ -55,7 +56,7 @@ func TestStatusWhileApplicationsComeAndGo(t *testing.T) {
 			wg.Wait()
 			t.Fatalf("RemoveApplication %s: %v", name, err)
 		}
-		if err := e.call("ClearApplicationsResources", entities("application-"+name), &clr); err != nil || len(clr.Results) != 1 || clr.Results[0].Error != nil {
+		if err := e.Call("ClearApplicationsResources", testkit.Ents("application-"+name), &clr); err != nil || len(clr.Results) != 1 || clr.Results[0].Error != nil {
 			close(done)
 			wg.Wait()
 			t.Fatalf("ClearApplicationsResources %s: %v %+v", name, err, clr.Results)

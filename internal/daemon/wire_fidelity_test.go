@@ -157,9 +157,9 @@ func TestWireContainerConfigFlatUpdateBehavior(t *testing.T) {
 // Juju's version parser accepts.
 func TestWireCharmInfoMinJujuVersion(t *testing.T) {
 	e := newCAAS(t, nil)
-	e.deploy("gitlab", gitlabMeta, 1, nil)
-	e.deploy("mattermost", "name: mattermost\nmin-juju-version: 3.1.0\n", 1, nil)
-	a := rawController(t, e.d, e.model)
+	e.Deploy("gitlab", gitlabMeta, 1, nil)
+	e.Deploy("mattermost", "name: mattermost\nmin-juju-version: 3.1.0\n", 1, nil)
+	a := rawController(t, e.D, e.Model)
 
 	for _, c := range []struct {
 		method string
@@ -393,9 +393,9 @@ func TestWireAPIPort(t *testing.T) {
 // ExpressionTree marshals it (the expression list), absent without one.
 func TestWireCharmInfoAssumes(t *testing.T) {
 	e := newCAAS(t, nil)
-	e.deploy("gitlab", gitlabMeta, 1, nil)
-	e.deploy("mattermost", "name: mattermost\nassumes:\n  - k8s-api\n  - any-of:\n      - juju >= 3.1\n      - juju < 3\n", 1, nil)
-	a := rawController(t, e.d, e.model)
+	e.Deploy("gitlab", gitlabMeta, 1, nil)
+	e.Deploy("mattermost", "name: mattermost\nassumes:\n  - k8s-api\n  - any-of:\n      - juju >= 3.1\n      - juju < 3\n", 1, nil)
+	a := rawController(t, e.D, e.Model)
 	var ch struct {
 		Meta    map[string]json.RawMessage `json:"meta"`
 		Metrics json.RawMessage            `json:"metrics"`

@@ -1,4 +1,4 @@
-package daemon_test
+package caasunitprovisioner_test
 
 import (
 	"reflect"
@@ -18,7 +18,7 @@ import (
 // storage kept detached.
 func TestCAASEndToEnd(t *testing.T) {
 	srv := provisiondtest.Start(t)
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	k8s := srv.AddModel(t, "k8s", "caas", map[string]any{"workload-storage": "kubernetes"})
 	op := client.NewModelAdmin(srv.Admin(t, ""))
 	u := client.NewCAASUnitProvisioner(srv.ControllerAgent(t, k8s))
@@ -57,7 +57,7 @@ func TestCAASEndToEnd(t *testing.T) {
 	for i := range testkit.Got(app.Scale(ctx)).OK(t) {
 		pods = append(pods, pod(i))
 	}
-	if info := testkit.Got(app.UpdateUnits(ctx, params.UpdateApplicationUnits{Scale: intp(3), Generation: i64p(1), Units: pods})).OK(t); len(info.Units) != 3 {
+	if info := testkit.Got(app.UpdateUnits(ctx, params.UpdateApplicationUnits{Scale: testkit.Ptr[int](3), Generation: testkit.Ptr[int64](1), Units: pods})).OK(t); len(info.Units) != 3 {
 		t.Fatalf("UpdateUnits = %+v", info)
 	}
 
@@ -100,7 +100,7 @@ func TestCAASEndToEnd(t *testing.T) {
 	if n := testkit.Got(app.Scale(ctx)).OK(t); n != 1 {
 		t.Fatalf("scale = %d", n)
 	}
-	testkit.Got(app.UpdateUnits(ctx, params.UpdateApplicationUnits{Scale: intp(1), Generation: i64p(2), Units: pods[:1]})).OK(t)
+	testkit.Got(app.UpdateUnits(ctx, params.UpdateApplicationUnits{Scale: testkit.Ptr[int](1), Generation: testkit.Ptr[int64](2), Units: pods[:1]})).OK(t)
 	if got := status(); !reflect.DeepEqual(got, map[string]string{"gitlab/0": "a-pod 10.0.0.1 pv-a-pod:attached"}) {
 		t.Fatalf("status after scale = %v", got)
 	}
