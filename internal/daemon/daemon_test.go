@@ -35,6 +35,9 @@ var (
 	loginController = testkit.LoginController
 	wantErr         = testkit.WantErr
 
+	wantErrContaining = testkit.WantErrContaining
+	modelAdmin        = testkit.ModelAdmin
+
 	ents    = testkit.Ents
 	rawCall = testkit.RawCall
 	isCode  = testkit.IsCode
@@ -49,6 +52,12 @@ func call[R any](t *testing.T, c *client.Conn, v int, method string, args any) (
 func mustCall[R any](t *testing.T, c *client.Conn, v int, method string, args any) R {
 	t.Helper()
 	return testkit.MustCall[R](t, c, v, method, args)
+}
+
+// adminCall is a ModelAdmin call that must succeed (internal/testkit).
+func adminCall[R any](t testing.TB, c *client.Conn, method string, args any) R {
+	t.Helper()
+	return testkit.AdminCall[R](t, c, method, args)
 }
 
 // provFixture is internal/testkit's ProvFixture (the Provisioner tests'

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/provisiond/provisiond/internal/testkit"
 	"github.com/provisiond/provisiond/rpc"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
@@ -31,15 +32,8 @@ func jsonDepth(b []byte) int {
 	return deepest
 }
 
-// deepYAML is a YAML mapping nested depth mappings deep, in block style.
-func deepYAML(depth int) string {
-	var b strings.Builder
-	for i := range depth {
-		b.WriteString(strings.Repeat("  ", i) + "a:\n")
-	}
-	b.WriteString(strings.Repeat("  ", depth) + "b: c\n")
-	return b.String()
-}
+// deepYAML is internal/testkit's DeepYAML.
+var deepYAML = testkit.DeepYAML
 
 // A machine agent cannot make its model's status unreadable. The attack:
 // SetStatus on itself with data nested 9,995 deep (a 60 KB message, under

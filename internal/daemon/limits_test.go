@@ -546,33 +546,11 @@ func heapAlloc() uint64 {
 // waitFor polls cond for up to 20 seconds.
 var waitFor = testkit.WaitFor
 
-// httpsTransport is an HTTP transport that trusts d's CA.
-func httpsTransport(d *daemon.Daemon) *http.Transport {
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM([]byte(d.Credentials().CACert))
-	return &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "juju-apiserver"}}
-}
-
-// metricsText GETs d's /metrics, with the headers of req if not nil.
-func metricsText(t *testing.T, d *daemon.Daemon, hdr http.Header) string {
-	t.Helper()
-	tr := httpsTransport(d)
-	defer tr.CloseIdleConnections()
-	req, _ := http.NewRequest(http.MethodGet, "https://"+d.Addr()+"/metrics", nil)
-	for k, v := range hdr {
-		req.Header[k] = v
-	}
-	resp, err := (&http.Client{Transport: tr}).Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET /metrics: %s: %s", resp.Status, body)
-	}
-	return string(body)
-}
+// httpsTransport and metricsText are internal/testkit's.
+var (
+	httpsTransport = testkit.HTTPSTransport
+	metricsText    = testkit.MetricsText
+)
 
 // grepLines returns the lines of s that contain sub.
 func grepLines(s, sub string) string {

@@ -2,9 +2,14 @@ package testkit
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
+	"io"
 	"log/slog"
+	"net/http"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -122,4 +127,71 @@ func Must(t testing.TB, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// WantErrContaining is WantErr with a message fragment.
+func WantErrContaining(t testing.TB, err error, msg, code string) {
+	t.Helper()
+	var pe *params.Error
+	if !errors.As(err, &pe) {
+		t.Fatalf("error = %v; want %q (code %q)", err, msg, code)
+	}
+	if !strings.Contains(pe.Message, msg) || pe.Code != code {
+		t.Fatalf("error = %q (code %q); want %q (code %q)", pe.Message, pe.Code, msg, code)
+	}
+}
+
+// ModelAdmin calls ModelAdmin v1.
+func ModelAdmin(t testing.TB, c *client.Conn, method string, args, result any) error {
+	t.Helper()
+	return c.Call(Ctx(t), "ModelAdmin", 1, "", method, args, result)
+}
+
+// AdminCall is a ModelAdmin call that must succeed.
+func AdminCall[R any](t testing.TB, c *client.Conn, method string, args any) R {
+	t.Helper()
+	var r R
+	if err := ModelAdmin(t, c, method, args, &r); err != nil {
+		t.Fatalf("%s(%+v): %v", method, args, err)
+	}
+	return r
+}
+
+// HTTPSTransport is an HTTP transport that trusts d's CA (its certificate
+// names juju-apiserver, as Juju's does).
+func HTTPSTransport(d *daemon.Daemon) *http.Transport {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM([]byte(d.Credentials().CACert))
+	return &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "juju-apiserver"}}
+}
+
+// MetricsText GETs d's /metrics, with the headers hdr if not nil.
+func MetricsText(t testing.TB, d *daemon.Daemon, hdr http.Header) string {
+	t.Helper()
+	tr := HTTPSTransport(d)
+	defer tr.CloseIdleConnections()
+	req, _ := http.NewRequest(http.MethodGet, "https://"+d.Addr()+"/metrics", nil)
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics: %s: %s", resp.Status, body)
+	}
+	return string(body)
+}
+
+// DeepYAML is a YAML mapping nested depth mappings deep, in block style.
+func DeepYAML(depth int) string {
+	var b strings.Builder
+	for i := range depth {
+		b.WriteString(strings.Repeat("  ", i) + "a:\n")
+	}
+	b.WriteString(strings.Repeat("  ", depth) + "b: c\n")
+	return b.String()
 }

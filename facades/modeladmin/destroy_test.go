@@ -1,4 +1,4 @@
-package daemon_test
+package modeladmin_test
 
 import (
 	"context"
@@ -63,7 +63,7 @@ func (e *caasEnv) watchApplications() (*client.StringsWatcher, []string) {
 // when none comes within d.
 func nextApps(t *testing.T, w *client.StringsWatcher, d time.Duration) []string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(ctxT(t), d)
+	ctx, cancel := context.WithTimeout(testkit.Ctx(t), d)
 	defer cancel()
 	got, err := w.Next(ctx)
 	if err != nil {
@@ -114,8 +114,8 @@ func TestRemoveCAASApplication(t *testing.T) {
 			if !slices.Equal(initial, []string{"db"}) {
 				t.Fatalf("WatchApplications initial = %v", initial)
 			}
-			admin := client.NewModelAdmin(loginAdmin(t, e.D, ""))
-			res, err := admin.RemoveApplication(ctxT(t), params.RemoveApplicationArgs{Model: "k8s", Application: "db", DestroyStorage: tc.destroyStorage})
+			admin := client.NewModelAdmin(testkit.LoginAdmin(t, e.D, ""))
+			res, err := admin.RemoveApplication(testkit.Ctx(t), params.RemoveApplicationArgs{Model: "k8s", Application: "db", DestroyStorage: tc.destroyStorage})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -135,7 +135,7 @@ func TestRemoveCAASApplication(t *testing.T) {
 			if err := e.Call("ApplicationCharmInfo", params.Entity{Tag: "application-db"}, &ch); err != nil || ch.URL == "" {
 				t.Errorf("ApplicationCharmInfo of a dead application = %+v, %v", ch, err)
 			}
-			st := adminCall[params.ModelStatus](t, loginAdmin(t, e.D, ""), "Status", params.ModelArgs{Model: "k8s"})
+			st := testkit.AdminCall[params.ModelStatus](t, testkit.LoginAdmin(t, e.D, ""), "Status", params.ModelArgs{Model: "k8s"})
 			if len(st.Applications) != 1 || st.Applications[0].Life != "dead" || len(st.Applications[0].Units) != 0 ||
 				len(st.Storage.Instances) != tc.storage {
 				t.Errorf("Status = %+v, storage %+v", st.Applications, st.Storage.Instances)
@@ -152,7 +152,7 @@ func TestRemoveCAASApplication(t *testing.T) {
 			if got := nextApps(t, apps, 200*time.Millisecond); got != nil {
 				t.Errorf("WatchApplications after the removal of a reported dead application = %v", got)
 			}
-			st = adminCall[params.ModelStatus](t, loginAdmin(t, e.D, ""), "Status", params.ModelArgs{Model: "k8s"})
+			st = testkit.AdminCall[params.ModelStatus](t, testkit.LoginAdmin(t, e.D, ""), "Status", params.ModelArgs{Model: "k8s"})
 			if len(st.Applications) != 0 || len(st.Storage.Instances) != tc.storage {
 				t.Errorf("Status after clearing = %+v, storage %+v", st.Applications, st.Storage.Instances)
 			}
@@ -185,17 +185,17 @@ func TestRemoveModelStorage(t *testing.T) {
 			e := newCAAS(t, nil)
 			e.Deploy("db", dataMeta, 2, map[string]storage.Constraints{"data": {Count: 1, Size: 1024}})
 			e.podsWithStorage("db", 2)
-			admin := client.NewModelAdmin(loginAdmin(t, e.D, ""))
+			admin := client.NewModelAdmin(testkit.LoginAdmin(t, e.D, ""))
 
 			rev := e.St.Revision()
-			_, err := admin.RemoveModel(ctxT(t), params.RemoveModelArgs{Model: "k8s"})
-			wantErr(t, err, "model contains persistent storage: 2 volumes and 2 filesystems", params.CodeHasPersistentStorage)
+			_, err := admin.RemoveModel(testkit.Ctx(t), params.RemoveModelArgs{Model: "k8s"})
+			testkit.WantErr(t, err, "model contains persistent storage: 2 volumes and 2 filesystems", params.CodeHasPersistentStorage)
 			if e.St.Revision() != rev {
 				t.Errorf("a refused RemoveModel wrote")
 			}
 
 			apps, _ := e.watchApplications()
-			res, err := admin.RemoveModel(ctxT(t), params.RemoveModelArgs{Model: "k8s", DestroyStorage: tc.decision})
+			res, err := admin.RemoveModel(testkit.Ctx(t), params.RemoveModelArgs{Model: "k8s", DestroyStorage: tc.decision})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -215,7 +215,7 @@ func TestRemoveModelStorage(t *testing.T) {
 			if clr.Results[0].Error != nil {
 				t.Fatal(clr.Results[0].Error)
 			}
-			models, err := admin.ListModels(ctxT(t))
+			models, err := admin.ListModels(testkit.Ctx(t))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -243,7 +243,7 @@ func TestRemoveAndDetachStorage(t *testing.T) {
 		Units: []params.ApplicationUnitParams{{ProviderId: "one-0", Status: "running"}}}); res.Error != nil {
 		t.Fatal(res.Error)
 	}
-	c := loginAdmin(t, e.D, "")
+	c := testkit.LoginAdmin(t, e.D, "")
 	admin := client.NewModelAdmin(c)
 	const nf, nv, attached = params.CodeNotFound, params.CodeNotValid, params.CodeStorageAttached
 	runBadInput(t, e.D, c, []badInputCase{
@@ -270,26 +270,26 @@ func TestRemoveAndDetachStorage(t *testing.T) {
 	})
 
 	// Detach: the storage stays, detached; again, nothing to do.
-	det, err := admin.DetachStorage(ctxT(t), params.DetachStorageArgs{Model: "k8s", Storage: []string{"data/0"}})
+	det, err := admin.DetachStorage(testkit.Ctx(t), params.DetachStorageArgs{Model: "k8s", Storage: []string{"data/0"}})
 	if err != nil || !slices.Equal(det.Detached, []string{"data/0"}) {
 		t.Fatalf("DetachStorage = %+v, %v", det, err)
 	}
-	if det, err := admin.DetachStorage(ctxT(t), params.DetachStorageArgs{Model: "k8s", Storage: []string{"data/0"}}); err != nil || len(det.Detached) != 0 {
+	if det, err := admin.DetachStorage(testkit.Ctx(t), params.DetachStorageArgs{Model: "k8s", Storage: []string{"data/0"}}); err != nil || len(det.Detached) != 0 {
 		t.Errorf("DetachStorage again = %+v, %v", det, err)
 	}
 	// Remove: detached storage needs no force; attached needs it;
 	// released storage is reported with its provider ids.
-	rm, err := admin.RemoveStorage(ctxT(t), params.RemoveStorageArgs{Model: "k8s", Storage: []string{"data/0"}})
+	rm, err := admin.RemoveStorage(testkit.Ctx(t), params.RemoveStorageArgs{Model: "k8s", Storage: []string{"data/0"}})
 	want := []params.RemovedStorage{{Kind: "storage", ID: "data/0"}, {Kind: "filesystem", ID: "db/0/0", ProviderID: "pvc-db-0"},
 		{Kind: "volume", ID: "0", ProviderID: "pv-db-0"}}
 	if err != nil || !slices.Equal(rm.Removed, want) {
 		t.Errorf("RemoveStorage = %+v, %v\nwant %+v", rm, err, want)
 	}
-	rm, err = admin.RemoveStorage(ctxT(t), params.RemoveStorageArgs{Model: "k8s", Storage: []string{"data/1"}, Force: true, NoDestroy: true})
+	rm, err = admin.RemoveStorage(testkit.Ctx(t), params.RemoveStorageArgs{Model: "k8s", Storage: []string{"data/1"}, Force: true, NoDestroy: true})
 	if err != nil || len(rm.Removed) != 3 || !rm.Removed[2].Released || rm.Removed[2].ProviderID != "pv-db-1" {
 		t.Errorf("RemoveStorage --force --no-destroy = %+v, %v", rm, err)
 	}
-	st := adminCall[params.ModelStatus](t, c, "Status", params.ModelArgs{Model: "k8s"})
+	st := testkit.AdminCall[params.ModelStatus](t, c, "Status", params.ModelArgs{Model: "k8s"})
 	var ids []string
 	for _, si := range st.Storage.Instances {
 		ids = append(ids, si.ID)

@@ -1,4 +1,4 @@
-package daemon_test
+package modeladmin_test
 
 import (
 	"slices"
@@ -13,11 +13,11 @@ import (
 // made dying and removed, by UUID; a model's config changes are not
 // reported.
 func TestWatchModels(t *testing.T) {
-	d := start(t, nil)
+	d := testkit.Start(t, nil)
 	creds := d.Credentials()
-	op := loginAdmin(t, d, "")
+	op := testkit.LoginAdmin(t, d, "")
 	var wr params.StringsWatchResult
-	if err := op.Call(ctxT(t), "ModelAdmin", 1, "", "WatchModels", nil, &wr); err != nil {
+	if err := op.Call(testkit.Ctx(t), "ModelAdmin", 1, "", "WatchModels", nil, &wr); err != nil {
 		t.Fatal(err)
 	}
 	initial := slices.Clone(wr.Changes)
@@ -31,22 +31,22 @@ func TestWatchModels(t *testing.T) {
 
 	next := testkit.PendingStrings(t, w)
 	var added params.ModelSummary
-	if err := op.Call(ctxT(t), "ModelAdmin", 1, "", "AddModel", params.AddModelArgs{Name: "edge"}, &added); err != nil {
+	if err := op.Call(testkit.Ctx(t), "ModelAdmin", 1, "", "AddModel", params.AddModelArgs{Name: "edge"}, &added); err != nil {
 		t.Fatal(err)
 	}
 	testkit.WantIDs(t, next, added.UUID)
 
 	next = testkit.PendingStrings(t, w)
-	if err := op.Call(ctxT(t), "ModelAdmin", 1, "", "SetModelConfig",
+	if err := op.Call(testkit.Ctx(t), "ModelAdmin", 1, "", "SetModelConfig",
 		params.SetModelConfigArgs{Model: "edge", Config: map[string]any{"k": "v"}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	testkit.NotYet(t, next)
 	// A machine keeps the model dying: the life change, then the removal.
-	if err := op.Call(ctxT(t), "ModelAdmin", 1, "", "AddMachines", params.AddMachinesArgs{Model: "edge"}, nil); err != nil {
+	if err := op.Call(testkit.Ctx(t), "ModelAdmin", 1, "", "AddMachines", params.AddMachinesArgs{Model: "edge"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := op.Call(ctxT(t), "ModelAdmin", 1, "", "RemoveModel", params.RemoveModelArgs{Model: "edge"}, nil); err != nil {
+	if err := op.Call(testkit.Ctx(t), "ModelAdmin", 1, "", "RemoveModel", params.RemoveModelArgs{Model: "edge"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	testkit.WantIDs(t, next, added.UUID)

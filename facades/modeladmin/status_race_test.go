@@ -1,4 +1,4 @@
-package daemon_test
+package modeladmin_test
 
 import (
 	"fmt"
@@ -16,8 +16,8 @@ import (
 // agent's TestKubernetesApplication flaky).
 func TestStatusWhileApplicationsComeAndGo(t *testing.T) {
 	e := newCAAS(t, nil)
-	writer := loginAdmin(t, e.D, "")
-	reader := loginAdmin(t, e.D, "")
+	writer := testkit.LoginAdmin(t, e.D, "")
+	reader := testkit.LoginAdmin(t, e.D, "")
 	const apps = 25
 
 	done := make(chan struct{})
@@ -32,7 +32,7 @@ func TestStatusWhileApplicationsComeAndGo(t *testing.T) {
 			default:
 			}
 			var st params.ModelStatus
-			if err := modelAdmin(t, reader, "Status", params.ModelArgs{Model: "k8s"}, &st); err != nil {
+			if err := testkit.ModelAdmin(t, reader, "Status", params.ModelArgs{Model: "k8s"}, &st); err != nil {
 				statusErr = err
 				return
 			}
@@ -43,7 +43,7 @@ func TestStatusWhileApplicationsComeAndGo(t *testing.T) {
 		name := fmt.Sprintf("app%d", i)
 		meta := fmt.Sprintf("name: %s\nsummary: s\n", name)
 		var app params.ApplicationStatus
-		if err := modelAdmin(t, writer, "Deploy", params.DeployArgs{Model: "k8s", Application: name, CharmMetadata: meta}, &app); err != nil {
+		if err := testkit.ModelAdmin(t, writer, "Deploy", params.DeployArgs{Model: "k8s", Application: name, CharmMetadata: meta}, &app); err != nil {
 			close(done)
 			wg.Wait()
 			t.Fatalf("Deploy %s: %v", name, err)
@@ -51,7 +51,7 @@ func TestStatusWhileApplicationsComeAndGo(t *testing.T) {
 		// remove-application makes it dead; its cluster resources
 		// cleared by the unit provisioner, it goes.
 		var clr params.ErrorResults
-		if err := modelAdmin(t, writer, "RemoveApplication", params.ApplicationArgs{Model: "k8s", Application: name}, &app); err != nil {
+		if err := testkit.ModelAdmin(t, writer, "RemoveApplication", params.ApplicationArgs{Model: "k8s", Application: name}, &app); err != nil {
 			close(done)
 			wg.Wait()
 			t.Fatalf("RemoveApplication %s: %v", name, err)
@@ -68,7 +68,7 @@ func TestStatusWhileApplicationsComeAndGo(t *testing.T) {
 		t.Fatalf("Status after %d calls, while applications were deployed and removed: %v", calls, statusErr)
 	}
 	var st params.ModelStatus
-	if err := modelAdmin(t, reader, "Status", params.ModelArgs{Model: "k8s"}, &st); err != nil || len(st.Applications) != 0 {
+	if err := testkit.ModelAdmin(t, reader, "Status", params.ModelArgs{Model: "k8s"}, &st); err != nil || len(st.Applications) != 0 {
 		t.Fatalf("Status at the end: %d applications, %v", len(st.Applications), err)
 	}
 	t.Logf("%d Status calls raced %d deploys and removals", calls, apps)
