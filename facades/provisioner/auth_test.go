@@ -160,3 +160,14 @@ func TestProvisionerCAASAndControllerModel(t *testing.T) {
 		t.Errorf("controller DistributionGroup = %+v", dg.Results[0])
 	}
 }
+
+func TestProvisionerRefusesUsers(t *testing.T) {
+	d := testkit.Start(t, nil)
+	c := testkit.LoginAdmin(t, d, d.Credentials().DefaultModelUUID)
+	testkit.WantErr(t, c.Call(testkit.Ctx(t), "Provisioner", 11, "", "ModelUUID", nil, nil), "permission denied", params.CodeUnauthorized)
+	var res params.StringResult
+	agent := testkit.LoginController(t, d, d.Credentials().DefaultModelUUID)
+	if err := agent.Call(testkit.Ctx(t), "Provisioner", 11, "", "ModelUUID", nil, &res); err != nil || res.Result != d.Credentials().DefaultModelUUID {
+		t.Fatalf("ModelUUID = %+v, %v", res, err)
+	}
+}

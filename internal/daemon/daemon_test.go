@@ -286,17 +286,6 @@ func TestPingKeepsAgentConnection(t *testing.T) {
 	}
 }
 
-func TestProvisionerRefusesUsers(t *testing.T) {
-	d := start(t, nil)
-	c := loginAdmin(t, d, d.Credentials().DefaultModelUUID)
-	wantErr(t, c.Call(ctxT(t), "Provisioner", 11, "", "ModelUUID", nil, nil), "permission denied", params.CodeUnauthorized)
-	var res params.StringResult
-	agent := loginController(t, d, d.Credentials().DefaultModelUUID)
-	if err := agent.Call(ctxT(t), "Provisioner", 11, "", "ModelUUID", nil, &res); err != nil || res.Result != d.Credentials().DefaultModelUUID {
-		t.Fatalf("ModelUUID = %+v, %v", res, err)
-	}
-}
-
 func TestRestartKeepsCredentials(t *testing.T) {
 	dir := t.TempDir()
 	cfg := daemon.Default(dir)

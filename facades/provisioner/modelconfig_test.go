@@ -1,4 +1,4 @@
-package daemon_test
+package provisioner_test
 
 import (
 	"bytes"
@@ -197,7 +197,7 @@ func modelConfigBytes(t *testing.T, c *client.Conn) json.RawMessage {
 	var res struct {
 		Config json.RawMessage `json:"config"`
 	}
-	if err := json.Unmarshal(rawCall(t, c, 11, "ModelConfig", nil), &res); err != nil {
+	if err := json.Unmarshal(testkit.RawCall(t, c, 11, "ModelConfig", nil), &res); err != nil {
 		t.Fatal(err)
 	}
 	return res.Config
@@ -226,7 +226,7 @@ func TestModelConfigJujuDefaults(t *testing.T) {
 		Config   json.RawMessage `json:"config"`
 		Defaults json.RawMessage `json:"defaults"`
 	}
-	if err := s.Admin(t, "").Call(ctxT(t), "ModelAdmin", 1, "", "ModelConfig", params.ModelArgs{Model: "k8s"}, &info); err != nil {
+	if err := s.Admin(t, "").Call(testkit.Ctx(t), "ModelAdmin", 1, "", "ModelConfig", params.ModelArgs{Model: "k8s"}, &info); err != nil {
 		t.Fatal(err)
 	}
 	stored := jujuWant(t, map[string]any{"agent-version": daemon.ServerVersion, "resource-tags": ""},
@@ -235,10 +235,6 @@ func TestModelConfigJujuDefaults(t *testing.T) {
 	delete(stored, "agent-version")
 	checkJujuConfig(t, "k8s defaults (ModelAdmin)", info.Defaults, stored)
 }
-
-// writeModelConfigs writes each model's config in the store itself
-// (internal/testkit).
-var writeModelConfigs = testkit.WriteModelConfigs
 
 // A store written by the previous schema version (3), whose models hold
 // only the keys set on them, gets Juju's defaults when the daemon opens
@@ -258,7 +254,7 @@ func TestModelConfigMigratedStoreJujuDefaults(t *testing.T) {
 	}
 	// Write the records as a version 3 build left them: each model's
 	// config as set, and the state schema version 3.
-	writeModelConfigs(t, testkit.Daemon(s), before, "3")
+	testkit.WriteModelConfigs(t, testkit.Daemon(s), before, "3")
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -284,9 +280,9 @@ func TestModelConfigMigratedStoreJujuDefaults(t *testing.T) {
 // addSchemeIfMissing, SnapProxySettings), each object with all five keys
 // of Juju's proxy.Settings, AutoNoProxy always "" from a controller.
 func TestContainerConfigProxiesAsJuju(t *testing.T) {
-	d := start(t, nil)
+	d := testkit.Start(t, nil)
 	model := d.Credentials().DefaultModelUUID
-	agent := loginController(t, d, model)
+	agent := testkit.LoginController(t, d, model)
 	const local = "127.0.0.1,localhost,::1"
 	settings := func(http, https, ftp, noProxy string) string {
 		b, err := json.Marshal(map[string]string{"Http": http, "Https": https, "Ftp": ftp, "NoProxy": noProxy, "AutoNoProxy": ""})
@@ -325,7 +321,7 @@ func TestContainerConfigProxiesAsJuju(t *testing.T) {
 			t.Fatalf("%s: %v", c.name, err)
 		}
 		var got map[string]json.RawMessage
-		if err := json.Unmarshal(rawCall(t, agent, 11, "ContainerConfig", nil), &got); err != nil {
+		if err := json.Unmarshal(testkit.RawCall(t, agent, 11, "ContainerConfig", nil), &got); err != nil {
 			t.Fatal(err)
 		}
 		for k, want := range c.want {
