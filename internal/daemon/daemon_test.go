@@ -91,40 +91,6 @@ func newCAAS(t *testing.T, cfg map[string]any) *caasEnv { return &caasEnv{testki
 
 func ptr[T any](v T) *T { return &v }
 
-func TestPingTimeoutClosesAgentConnection(t *testing.T) {
-	d := start(t, func(c *daemon.Config) { c.PingTimeout = 200 * time.Millisecond })
-	creds := d.Credentials()
-	agent := loginController(t, d, creds.ControllerModelUUID)
-	user := loginAdmin(t, d, creds.ControllerModelUUID)
-	select {
-	case <-agent.Done():
-	case <-time.After(20 * time.Second):
-		t.Fatal("agent connection without pings was not closed")
-	}
-	if code := agent.CloseCode(); code != websocket.CloseNormalClosure {
-		t.Errorf("close code = %d; want 1000", code)
-	}
-	// Users get no ping timeout.
-	if err := user.Ping(ctxT(t)); err != nil {
-		t.Fatalf("user connection: %v", err)
-	}
-}
-
-func TestPingKeepsAgentConnection(t *testing.T) {
-	d := start(t, func(c *daemon.Config) { c.PingTimeout = 2 * time.Second })
-	agent := loginController(t, d, d.Credentials().ControllerModelUUID)
-	for i := 0; i < 6; i++ {
-		if err := agent.Ping(ctxT(t)); err != nil {
-			t.Fatalf("ping %d: %v", i, err)
-		}
-		select {
-		case <-agent.Done():
-			t.Fatal("pinging connection closed")
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
-}
-
 func TestRestartKeepsCredentials(t *testing.T) {
 	dir := t.TempDir()
 	cfg := daemon.Default(dir)
