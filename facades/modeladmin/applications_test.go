@@ -57,7 +57,7 @@ storage:
 `
 
 func TestModelAdminCAASApplications(t *testing.T) {
-	e := newCAAS(t, nil)
+	e := testkit.NewCAAS(t, nil)
 	c := testkit.LoginAdmin(t, e.D, "")
 
 	pool := testkit.AdminCall[params.StoragePoolInfo](t, c, "CreateStoragePool", params.CreateStoragePoolArgs{Model: "k8s",
@@ -306,7 +306,7 @@ func TestModelAdminIAASApplications(t *testing.T) {
 
 // Bad input: a clear error with a code, and nothing written.
 func TestModelAdminApplicationsBadInput(t *testing.T) {
-	e := newCAAS(t, nil)
+	e := testkit.NewCAAS(t, nil)
 	d, st := e.D, e.D.State()
 	c := testkit.LoginAdmin(t, d, "")
 	model := d.Credentials().DefaultModelUUID

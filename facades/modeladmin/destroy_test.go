@@ -32,7 +32,7 @@ storage:
 
 // podsWithStorage reports n pods of app with their data filesystem and
 // its persistent volume provisioned, as the unit provisioner does.
-func (e *caasEnv) podsWithStorage(app string, n int) {
+func podsWithStorage(e *testkit.CAASEnv, app string, n int) {
 	e.T.Helper()
 	var pods []params.ApplicationUnitParams
 	for i := range n {
@@ -49,7 +49,7 @@ func (e *caasEnv) podsWithStorage(app string, n int) {
 
 // watchApplications starts the unit provisioner's lifecycle watcher and
 // returns it with its initial event.
-func (e *caasEnv) watchApplications() (*client.StringsWatcher, []string) {
+func watchApplications(e *testkit.CAASEnv) (*client.StringsWatcher, []string) {
 	e.T.Helper()
 	var res params.StringsWatchResult
 	e.MustCall("WatchApplications", nil, &res)
@@ -74,7 +74,7 @@ func nextApps(t *testing.T, w *client.StringsWatcher, d time.Duration) []string 
 
 // life is what the unit provisioner's Life answers for an application:
 // its life, or the error's code.
-func (e *caasEnv) life(app string) string {
+func life(e *testkit.CAASEnv, app string) string {
 	e.T.Helper()
 	var res params.LifeResults
 	e.MustCall("Life", testkit.Ents("application-"+app), &res)
@@ -105,12 +105,12 @@ func TestRemoveCAASApplication(t *testing.T) {
 		{name: "units, destroy-storage", pods: 2, destroyStorage: true, units: []string{"db/0", "db/1"}, destroyed: 6},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newCAAS(t, nil)
+			e := testkit.NewCAAS(t, nil)
 			e.Deploy("db", dataMeta, tc.pods, map[string]storage.Constraints{"data": {Count: 1, Size: 1024}})
 			if tc.pods > 0 {
-				e.podsWithStorage("db", tc.pods)
+				podsWithStorage(e, "db", tc.pods)
 			}
-			apps, initial := e.watchApplications()
+			apps, initial := watchApplications(e)
 			if !slices.Equal(initial, []string{"db"}) {
 				t.Fatalf("WatchApplications initial = %v", initial)
 			}
@@ -126,7 +126,7 @@ func TestRemoveCAASApplication(t *testing.T) {
 			if got := nextApps(t, apps, 5*time.Second); !slices.Equal(got, []string{"db"}) {
 				t.Errorf("WatchApplications after remove-application = %v", got)
 			}
-			if l := e.life("db"); l != "dead" {
+			if l := life(e, "db"); l != "dead" {
 				t.Errorf("Life = %s", l)
 			}
 			// The worker reads the charm of a dead application (to check
@@ -146,7 +146,7 @@ func TestRemoveCAASApplication(t *testing.T) {
 			if clr.Results[0].Error != nil {
 				t.Fatal(clr.Results[0].Error)
 			}
-			if l := e.life("db"); l != "error: "+params.CodeNotFound {
+			if l := life(e, "db"); l != "error: "+params.CodeNotFound {
 				t.Errorf("Life after clearing = %s", l)
 			}
 			if got := nextApps(t, apps, 200*time.Millisecond); got != nil {
@@ -182,9 +182,9 @@ func TestRemoveModelStorage(t *testing.T) {
 		{"release-storage", testkit.Ptr(false), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newCAAS(t, nil)
+			e := testkit.NewCAAS(t, nil)
 			e.Deploy("db", dataMeta, 2, map[string]storage.Constraints{"data": {Count: 1, Size: 1024}})
-			e.podsWithStorage("db", 2)
+			podsWithStorage(e, "db", 2)
 			admin := client.NewModelAdmin(testkit.LoginAdmin(t, e.D, ""))
 
 			rev := e.St.Revision()
@@ -194,7 +194,7 @@ func TestRemoveModelStorage(t *testing.T) {
 				t.Errorf("a refused RemoveModel wrote")
 			}
 
-			apps, _ := e.watchApplications()
+			apps, _ := watchApplications(e)
 			res, err := admin.RemoveModel(testkit.Ctx(t), params.RemoveModelArgs{Model: "k8s", DestroyStorage: tc.decision})
 			if err != nil {
 				t.Fatal(err)
@@ -207,8 +207,8 @@ func TestRemoveModelStorage(t *testing.T) {
 					t.Errorf("storage %+v", s)
 				}
 			}
-			if got := nextApps(t, apps, 5*time.Second); !slices.Equal(got, []string{"db"}) || e.life("db") != "dead" {
-				t.Fatalf("WatchApplications = %v, Life %s", got, e.life("db"))
+			if got := nextApps(t, apps, 5*time.Second); !slices.Equal(got, []string{"db"}) || life(e, "db") != "dead" {
+				t.Fatalf("WatchApplications = %v, Life %s", got, life(e, "db"))
 			}
 			var clr params.ErrorResults
 			e.MustCall("ClearApplicationsResources", testkit.Ents("application-db"), &clr)
@@ -233,9 +233,9 @@ func TestRemoveModelStorage(t *testing.T) {
 // apiserver/errors: "storage is attached"); nothing a refusal names is
 // changed.
 func TestRemoveAndDetachStorage(t *testing.T) {
-	e := newCAAS(t, nil)
+	e := testkit.NewCAAS(t, nil)
 	e.Deploy("db", dataMeta, 3, map[string]storage.Constraints{"data": {Count: 1, Size: 1024}})
-	e.podsWithStorage("db", 3)
+	podsWithStorage(e, "db", 3)
 	// one/0 has data/3, singular, and scratch/0, both on tmpfs.
 	e.Deploy("one", "name: one\nstorage:\n  data:\n    type: filesystem\n  scratch:\n    type: filesystem\n    multiple:\n      range: 0-2\n", 1,
 		map[string]storage.Constraints{"data": {Pool: "tmpfs", Count: 1, Size: 64}, "scratch": {Pool: "tmpfs", Count: 1, Size: 64}})

@@ -14,11 +14,6 @@ import (
 
 func TestMain(m *testing.M) { leaktest.Main(m) }
 
-// caasEnv is internal/testkit's CAASEnv with this package's own helpers.
-type caasEnv struct{ *testkit.CAASEnv }
-
-func newCAAS(t *testing.T, cfg map[string]any) *caasEnv { return &caasEnv{testkit.NewCAAS(t, cfg)} }
-
 func modelNames(t testing.TB, c *client.Conn) []string {
 	t.Helper()
 	var res params.ListModelsResult

@@ -15,7 +15,7 @@ import (
 // shows as a model that could not be read, and which made the reference
 // agent's TestKubernetesApplication flaky).
 func TestStatusWhileApplicationsComeAndGo(t *testing.T) {
-	e := newCAAS(t, nil)
+	e := testkit.NewCAAS(t, nil)
 	writer := testkit.LoginAdmin(t, e.D, "")
 	reader := testkit.LoginAdmin(t, e.D, "")
 	const apps = 25

@@ -19,8 +19,6 @@ import (
 	"github.com/provisiond/provisiond/internal/testkit"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
-	"github.com/provisiond/provisiond/state"
-	"github.com/provisiond/provisiond/watcher/watchertest"
 )
 
 // The daemon's tests and the facades' share these helpers, from
@@ -59,24 +57,13 @@ func adminCall[R any](t testing.TB, c *client.Conn, method string, args any) R {
 }
 
 // provFixture is internal/testkit's ProvFixture (the Provisioner tests'
-// model) under the short field names of this package's tests.
-type provFixture struct {
-	d     *daemon.Daemon
-	st    *state.State
-	model string
-	clock *watchertest.FakeClock
-	ctrl  *client.Conn // the controller agent on the default model
-	agent *client.Conn // machine 0's agent
-	admin *client.Conn // user admin
-}
+// model).
+type provFixture = testkit.ProvFixture
 
-func newProvFixture(t *testing.T) *provFixture { return newProvFixtureWith(t, nil) }
-
-func newProvFixtureWith(t *testing.T, mod func(*daemon.Config)) *provFixture {
-	t.Helper()
-	f := testkit.NewProvFixtureWith(t, mod)
-	return &provFixture{d: f.D, st: f.St, model: f.Model, clock: f.Clock, ctrl: f.Ctrl, agent: f.Agent, admin: f.Admin}
-}
+var (
+	newProvFixture     = testkit.NewProvFixture
+	newProvFixtureWith = testkit.NewProvFixtureWith
+)
 
 const (
 	m0Password = testkit.M0Password
@@ -84,10 +71,8 @@ const (
 	gitlabMeta = testkit.GitlabMeta
 )
 
-// caasEnv is internal/testkit's CAASEnv with this package's own helpers.
-type caasEnv struct{ *testkit.CAASEnv }
-
-func newCAAS(t *testing.T, cfg map[string]any) *caasEnv { return &caasEnv{testkit.NewCAAS(t, cfg)} }
+// newCAAS is internal/testkit's NewCAAS.
+var newCAAS = testkit.NewCAAS
 
 func ptr[T any](v T) *T { return &v }
 
