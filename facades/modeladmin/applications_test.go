@@ -150,9 +150,9 @@ func TestModelAdminCAASApplications(t *testing.T) {
 	if spec, err := e.St.K8sSpec(t.Context(), e.Model, "web"); ps.UpgradeCounter != 2 || err != nil || spec.RawSpec != "kind: Deployment\n" {
 		t.Errorf("raw spec: %+v; stored %+v, %v", ps, spec, err)
 	}
-	// A spec nested as deep as a spec may be (testkit.DeepYAML(n) nests n+1).
+	// A spec nested as deep as a spec may be (deepYAML(n) nests n+1).
 	ps = testkit.AdminCall[params.PodSpecResult](t, c, "SetPodSpec", params.SetPodSpecArgs{Model: "k8s", Application: "web",
-		Spec: testkit.DeepYAML(rpc.MaxValueDepth - 1), Raw: true})
+		Spec: deepYAML(rpc.MaxValueDepth - 1), Raw: true})
 	if ps.UpgradeCounter != 3 {
 		t.Errorf("raw spec at the depth bound: %+v", ps)
 	}
@@ -424,7 +424,7 @@ func TestModelAdminApplicationsBadInput(t *testing.T) {
 		{"raw spec empty", "SetPodSpec", params.SetPodSpecArgs{Model: "k8s", Application: "web", Raw: true}, "raw k8s spec is empty", nv},
 		{"pod spec iaas", "SetPodSpec", params.SetPodSpecArgs{Application: "db", Spec: "a: b"}, "pod specs are for caas applications", ns},
 		{"pod spec unknown app", "SetPodSpec", params.SetPodSpecArgs{Model: "k8s", Application: "nope", Spec: "a: b"}, `application "nope" not found`, nf},
-		{"pod spec too deep", "SetPodSpec", params.SetPodSpecArgs{Model: "k8s", Application: "web", Spec: testkit.DeepYAML(rpc.MaxValueDepth + 1)},
+		{"pod spec too deep", "SetPodSpec", params.SetPodSpecArgs{Model: "k8s", Application: "web", Spec: deepYAML(rpc.MaxValueDepth + 1)},
 			"pod spec is nested deeper than 64 mappings and sequences (limit 64)", nv},
 		{"raw spec too deep", "SetPodSpec", params.SetPodSpecArgs{Model: "k8s", Application: "web", Raw: true, Spec: "a: " + strings.Repeat("[", 100) + strings.Repeat("]", 100)},
 			"raw k8s spec is nested deeper than 64", nv},
@@ -454,4 +454,14 @@ func mustModel(t *testing.T, d interface{ State() *state.State }, name string) s
 		t.Fatal(err)
 	}
 	return m
+}
+
+// deepYAML is a YAML mapping nested depth mappings deep, in block style.
+func deepYAML(depth int) string {
+	var b strings.Builder
+	for i := range depth {
+		b.WriteString(strings.Repeat("  ", i) + "a:\n")
+	}
+	b.WriteString(strings.Repeat("  ", depth) + "b: c\n")
+	return b.String()
 }

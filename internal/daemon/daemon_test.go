@@ -74,8 +74,6 @@ const (
 // newCAAS is internal/testkit's NewCAAS.
 var newCAAS = testkit.NewCAAS
 
-func ptr[T any](v T) *T { return &v }
-
 func TestRestartKeepsCredentials(t *testing.T) {
 	dir := t.TempDir()
 	cfg := daemon.Default(dir)

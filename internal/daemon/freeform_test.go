@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/provisiond/provisiond/internal/testkit"
 	"github.com/provisiond/provisiond/rpc"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
@@ -31,9 +30,6 @@ func jsonDepth(b []byte) int {
 	}
 	return deepest
 }
-
-// deepYAML is internal/testkit's DeepYAML.
-var deepYAML = testkit.DeepYAML
 
 // A machine agent cannot make its model's status unreadable. The attack:
 // SetStatus on itself with data nested 9,995 deep (a 60 KB message, under

@@ -188,16 +188,6 @@ func MetricsText(t testing.TB, d *daemon.Daemon, hdr http.Header) string {
 	return string(body)
 }
 
-// DeepYAML is a YAML mapping nested depth mappings deep, in block style.
-func DeepYAML(depth int) string {
-	var b strings.Builder
-	for i := range depth {
-		b.WriteString(strings.Repeat("  ", i) + "a:\n")
-	}
-	b.WriteString(strings.Repeat("  ", depth) + "b: c\n")
-	return b.String()
-}
-
 // SyncBuffer is a bytes.Buffer safe for concurrent use: a daemon's log
 // (provisiondtest.WithLogOutput) read while the daemon writes it.
 type SyncBuffer struct {
