@@ -40,7 +40,9 @@
 #   internal/testkit/hook, rpc/client, rpc/params, credentials, watcher, watcher/watchertest;
 #   provisiondtest/embeddedetcd (the kit's embedded etcd, linked in by a blank import) → internal/etcdtest,
 #   provisiondtest/internal/etcdhook; provisiondtest/internal/etcdhook → nothing of ours
-#   internal/testkit (this module's way to the kit's daemon) → provisiondtest, internal/daemon, internal/testkit/hook;
+#   internal/testkit (this module's way to the kit's daemon, and the helpers the daemon's and the facades' tests
+#   share) → provisiondtest, internal/daemon, internal/testkit/hook, rpc/client, rpc/params, state, state/store, charm, storage,
+#   watcher/watchertest;
 #   internal/testkit/hook → internal/daemon
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -72,7 +74,7 @@ while read -r pkg imports; do
       provisiondtest/embeddedetcd) case $dep in internal/etcdtest|provisiondtest/internal/etcdhook) ok=1 ;; esac ;;
       provisiondtest*) case $dep in internal/daemon|provisiondtest/internal/etcdhook|internal/agent|internal/testkit/hook|rpc/client|rpc/params|credentials|watcher|watcher/watchertest) ok=1 ;; esac ;;
       internal/testkit/hook) case $dep in internal/daemon) ok=1 ;; esac ;;
-      internal/testkit) case $dep in provisiondtest|internal/daemon|internal/testkit/hook) ok=1 ;; esac ;;
+      internal/testkit) case $dep in provisiondtest|internal/daemon|internal/testkit/hook|rpc/client|rpc/params|state|state/store|charm|storage|watcher/watchertest) ok=1 ;; esac ;;
       credentials*) ok=0 ;;
       internal/progress*) ok=0 ;;
       internal/buildinfo*) ok=0 ;;

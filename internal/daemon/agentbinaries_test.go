@@ -87,9 +87,9 @@ func do(t *testing.T, hc *http.Client, method, u string, body io.Reader, mod fun
 func TestAgentBinariesUploadAndServe(t *testing.T) {
 	const limit = 1 << 20
 	f := newProvFixtureWith(t, func(c *daemon.Config) { c.MaxAgentBinarySize = limit })
-	creds := f.d.Credentials()
-	hc := httpsClient(t, f.d)
-	base := "https://" + f.d.Addr()
+	creds := f.D.Credentials()
+	hc := httpsClient(t, f.D)
+	base := "https://" + f.D.Addr()
 	data := randomBytes(t, 300<<10)
 	sum := sha256Hex(data)
 
@@ -101,10 +101,10 @@ func TestAgentBinariesUploadAndServe(t *testing.T) {
 		up.URL != base+"/tools/3.4.0-ubuntu-amd64" {
 		t.Errorf("upload answered %+v", up)
 	}
-	if rec, err := f.st.AgentBinaryRecord(t.Context(), "3.4.0-ubuntu-amd64"); err != nil || !rec.Stored || rec.SHA256 != sum {
+	if rec, err := f.St.AgentBinaryRecord(t.Context(), "3.4.0-ubuntu-amd64"); err != nil || !rec.Stored || rec.SHA256 != sum {
 		t.Errorf("catalog entry = %+v, %v", rec, err)
 	}
-	if _, err := os.Stat(filepath.Join(f.d.DataDir(), daemon.AgentBinariesDir, "3.4.0-ubuntu-amd64."+sum)); err != nil {
+	if _, err := os.Stat(filepath.Join(f.D.DataDir(), daemon.AgentBinariesDir, "3.4.0-ubuntu-amd64."+sum)); err != nil {
 		t.Errorf("blob not under the data dir: %v", err)
 	}
 
@@ -112,9 +112,9 @@ func TestAgentBinariesUploadAndServe(t *testing.T) {
 	// version (what 2015 clients are told) is its OS's entry.
 	for _, p := range []string{
 		"/tools/3.4.0-ubuntu-amd64",
-		"/model/" + f.model + "/tools/3.4.0-ubuntu-amd64",
-		"/environment/" + f.model + "/tools/3.4.0-jammy-amd64",
-		"/model/" + f.model + "/tools/3.4.0-noble-amd64",
+		"/model/" + f.Model + "/tools/3.4.0-ubuntu-amd64",
+		"/environment/" + f.Model + "/tools/3.4.0-jammy-amd64",
+		"/model/" + f.Model + "/tools/3.4.0-noble-amd64",
 	} {
 		r := do(t, hc, "GET", base+p, nil, nil)
 		if r.status != http.StatusOK || r.header.Get("Content-Type") != "application/x-tar-gz" ||
@@ -131,8 +131,8 @@ func TestAgentBinariesUploadAndServe(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	must(f.st.UpdateModelConfig(t.Context(), f.model, map[string]any{"agent-version": "3.4.0"}, nil))
-	agent := rawLogin(t, f.d, f.model, "machine-0", m0Password, m0Nonce)
+	must(f.St.UpdateModelConfig(t.Context(), f.Model, map[string]any{"agent-version": "3.4.0"}, nil))
+	agent := rawLogin(t, f.D, f.Model, "machine-0", m0Password, m0Nonce)
 	var ft struct {
 		List []struct {
 			Version, URL, SHA256 string
@@ -153,7 +153,7 @@ func TestAgentBinariesUploadAndServe(t *testing.T) {
 		t.Fatalf("FindTools = %+v, Tools = %+v", ft, tools)
 	}
 	for _, u := range []string{ft.List[0].URL, tools.Results[0].Tools[0].URL} {
-		if u != base+"/model/"+f.model+"/tools/3.4.0-ubuntu-amd64" {
+		if u != base+"/model/"+f.Model+"/tools/3.4.0-ubuntu-amd64" {
 			t.Errorf("agents are sent %s", u)
 		}
 		r := do(t, hc, "GET", u, nil, nil)
@@ -180,7 +180,7 @@ func TestAgentBinariesUploadAndServe(t *testing.T) {
 
 	// Upload refusals; none stores anything.
 	post := func(query url.Values, body []byte, mod func(*http.Request)) httpReply {
-		return do(t, hc, "POST", base+"/model/"+f.model+"/tools?"+query.Encode(), bytes.NewReader(body), func(r *http.Request) {
+		return do(t, hc, "POST", base+"/model/"+f.Model+"/tools?"+query.Encode(), bytes.NewReader(body), func(r *http.Request) {
 			r.Header.Set("Content-Type", "application/x-tar-gz")
 			r.SetBasicAuth("user-admin", creds.AdminPassword)
 			if mod != nil {
@@ -190,7 +190,7 @@ func TestAgentBinariesUploadAndServe(t *testing.T) {
 	}
 	q := func(v, sum string) url.Values { return url.Values{"binaryVersion": {v}, "sha256": {sum}} }
 	other := randomBytes(t, 1000)
-	_, err = f.st.AddUser(t.Context(), "bob", "Bob", "bob-password-long-enough", "login")
+	_, err = f.St.AddUser(t.Context(), "bob", "Bob", "bob-password-long-enough", "login")
 	must(err)
 	for _, c := range []struct {
 		name   string
@@ -241,10 +241,10 @@ func TestAgentBinariesUploadAndServe(t *testing.T) {
 			}
 		})
 	}
-	if _, err := f.st.AgentBinaryRecord(t.Context(), "3.5.0-ubuntu-amd64"); err == nil {
+	if _, err := f.St.AgentBinaryRecord(t.Context(), "3.5.0-ubuntu-amd64"); err == nil {
 		t.Error("a refused upload left a catalog entry")
 	}
-	entries, err := os.ReadDir(filepath.Join(f.d.DataDir(), daemon.AgentBinariesDir))
+	entries, err := os.ReadDir(filepath.Join(f.D.DataDir(), daemon.AgentBinariesDir))
 	if err != nil || len(entries) != 1 {
 		t.Errorf("the store holds %d files (%v); want the one uploaded", len(entries), err)
 	}

@@ -72,7 +72,7 @@ func guessOn(t *testing.T, d *daemon.Daemon, c **client.Conn, model, tag, passwo
 // admin, from the same loopback client, gets in every time.
 func TestLoginGuessesKeepOthersIn(t *testing.T) {
 	f := newProvFixtureWith(t, func(c *daemon.Config) { c.LoginFailures = 3 })
-	creds := f.d.Credentials()
+	creds := f.D.Credentials()
 	for _, c := range []struct {
 		what    string
 		guesses int
@@ -82,19 +82,19 @@ func TestLoginGuessesKeepOthersIn(t *testing.T) {
 		{"fresh unknown names", 20, func(i int) string { return fmt.Sprintf("nobody-%d", i) }},
 	} {
 		t.Run(c.what, func(t *testing.T) {
-			guesser := dial(t, f.d, "") // one connection: a failed login may be tried again
+			guesser := dial(t, f.D, "") // one connection: a failed login may be tried again
 			outcomes := map[string]int{}
 			refused := 0
 			for i := range c.guesses { // 5 a second of the daemon's clock
-				outcomes[guessOn(t, f.d, &guesser, "", "user-"+c.name(i), "guess", "")]++
+				outcomes[guessOn(t, f.D, &guesser, "", "user-"+c.name(i), "guess", "")]++
 				if i%5 == 0 { // the admin, every second
-					a := dial(t, f.d, f.model)
+					a := dial(t, f.D, f.Model)
 					if got := guessLogin(t, a, "user-admin", creds.AdminPassword, ""); got != "ok" {
 						refused++
 					}
 					a.Close()
 				}
-				f.clock.Advance(200 * time.Millisecond)
+				f.Clock.Advance(200 * time.Millisecond)
 			}
 			t.Logf("guesses: %v", outcomes)
 			if refused != 0 {
@@ -103,7 +103,7 @@ func TestLoginGuessesKeepOthersIn(t *testing.T) {
 			if c.guesses == 200 && outcomes["checked"] > 3+1+5 { // free, the next, then after 1, 2, 4, 8 and 16 s
 				t.Errorf("%d guesses at one name checked in 40 s", outcomes["checked"])
 			}
-			f.clock.Advance(time.Hour) // forget
+			f.Clock.Advance(time.Hour) // forget
 		})
 	}
 }
@@ -116,22 +116,22 @@ func TestLoginGuessesKeepOthersIn(t *testing.T) {
 // client, waits its turn (it cannot be told from the guesser).
 func TestControllerAgentNotLockedOutOfHostedModel(t *testing.T) {
 	f := newProvFixtureWith(t, func(c *daemon.Config) { c.LoginFailures = 3 })
-	ctrl := f.d.Credentials().ControllerAgent
-	guesser := dial(t, f.d, f.model)
+	ctrl := f.D.Credentials().ControllerAgent
+	guesser := dial(t, f.D, f.Model)
 	outcomes := map[string]int{}
 	refused := 0
 	for i := range 200 {
-		outcomes[guessOn(t, f.d, &guesser, f.model, "machine-0", "wrong-password-0123456789", m0Nonce)]++
+		outcomes[guessOn(t, f.D, &guesser, f.Model, "machine-0", "wrong-password-0123456789", m0Nonce)]++
 		if i%5 == 0 { // the controller agent, every second, at the hosted model and its own
-			for _, model := range []string{f.model, f.d.Credentials().ControllerModelUUID} {
-				c := dial(t, f.d, model)
+			for _, model := range []string{f.Model, f.D.Credentials().ControllerModelUUID} {
+				c := dial(t, f.D, model)
 				if got := guessLogin(t, c, ctrl.Tag, ctrl.Password, ctrl.Nonce); got != "ok" {
 					refused++
 				}
 				c.Close()
 			}
 		}
-		f.clock.Advance(200 * time.Millisecond)
+		f.Clock.Advance(200 * time.Millisecond)
 	}
 	t.Logf("guesses: %v", outcomes)
 	if refused != 0 {
@@ -140,11 +140,11 @@ func TestControllerAgentNotLockedOutOfHostedModel(t *testing.T) {
 	if outcomes["throttled"] == 0 {
 		t.Error("the guesses at the hosted model's machine-0 were never throttled")
 	}
-	if got := guessLogin(t, dial(t, f.d, f.model), "machine-0", m0Password, m0Nonce); got != "throttled" {
+	if got := guessLogin(t, dial(t, f.D, f.Model), "machine-0", m0Password, m0Nonce); got != "throttled" {
 		t.Errorf("machine-0 of the hosted model from the guesser's client: %s; want throttled", got)
 	}
-	f.clock.Advance(time.Minute)
-	if got := guessLogin(t, dial(t, f.d, f.model), "machine-0", m0Password, m0Nonce); got != "ok" {
+	f.Clock.Advance(time.Minute)
+	if got := guessLogin(t, dial(t, f.D, f.Model), "machine-0", m0Password, m0Nonce); got != "ok" {
 		t.Errorf("machine-0 of the hosted model after the longest wait: %s", got)
 	}
 }
@@ -156,13 +156,13 @@ func TestControllerAgentNotLockedOutOfHostedModel(t *testing.T) {
 // the user from a client it logged in from before.
 func TestGuessesAcrossAddressesThrottled(t *testing.T) {
 	f := newProvFixtureWith(t, func(c *daemon.Config) { c.LoginFailures = 3 })
-	if _, err := f.st.AddUser(t.Context(), "bob", "Bob", "bob-password-0123456789", state.AccessLogin); err != nil {
+	if _, err := f.St.AddUser(t.Context(), "bob", "Bob", "bob-password-0123456789", state.AccessLogin); err != nil {
 		t.Fatal(err)
 	}
-	creds := f.d.Credentials()
+	creds := f.D.Credentials()
 	outcomes := map[string]int{}
 	for i := range 150 {
-		c, err := client.Dial(ctxT(t), client.Config{Addr: f.d.Addr(), CACert: []byte(creds.CACert),
+		c, err := client.Dial(ctxT(t), client.Config{Addr: f.D.Addr(), CACert: []byte(creds.CACert),
 			LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, byte(i/200), byte(i%200+2))}})
 		if err != nil {
 			t.Fatal(err)
@@ -177,31 +177,31 @@ func TestGuessesAcrossAddressesThrottled(t *testing.T) {
 	if !asuser.Supported() {
 		t.Skip("guesses from other local users need root (internal/asuser)")
 	}
-	f.clock.Advance(time.Hour)
+	f.Clock.Advance(time.Hour)
 	// bob logs in from a client of his own (uid 3000), then 40 other
 	// local users guess.
-	asBob := dialAs(t, f.d, 3000, "")
+	asBob := dialAs(t, f.D, 3000, "")
 	if got := guessLogin(t, asBob, "user-bob", "bob-password-0123456789", ""); got != "ok" {
 		t.Fatalf("bob: %s", got)
 	}
 	outcomes = map[string]int{}
 	for i := range 40 {
-		c := dialAs(t, f.d, uint32(3001+i), "")
+		c := dialAs(t, f.D, uint32(3001+i), "")
 		outcomes[guessLogin(t, c, "user-bob", "guess", "")]++
 		c.Close()
-		f.clock.Advance(200 * time.Millisecond)
+		f.Clock.Advance(200 * time.Millisecond)
 	}
 	t.Logf("40 guesses from 40 local users: %v", outcomes)
 	if outcomes["checked"] > 12+1+2 { // 12 free across clients, the next, then after 1 and 2 s
 		t.Errorf("%d of 40 guesses from 40 clients checked", outcomes["checked"])
 	}
-	if got := guessLogin(t, dialAs(t, f.d, 3000, ""), "user-bob", "bob-password-0123456789", ""); got != "ok" {
+	if got := guessLogin(t, dialAs(t, f.D, 3000, ""), "user-bob", "bob-password-0123456789", ""); got != "ok" {
 		t.Errorf("bob from his own client: %s", got)
 	}
-	if got := guessLogin(t, dialAs(t, f.d, 3100, ""), "user-bob", "bob-password-0123456789", ""); got != "throttled" {
+	if got := guessLogin(t, dialAs(t, f.D, 3100, ""), "user-bob", "bob-password-0123456789", ""); got != "throttled" {
 		t.Errorf("bob from a client new to him while his name is guessed at: %s; want throttled", got)
 	}
-	if got := guessLogin(t, dial(t, f.d, f.model), "user-admin", creds.AdminPassword, ""); got != "ok" {
+	if got := guessLogin(t, dial(t, f.D, f.Model), "user-admin", creds.AdminPassword, ""); got != "ok" {
 		t.Errorf("the admin: %s", got)
 	}
 }

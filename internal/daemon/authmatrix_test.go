@@ -39,17 +39,17 @@ type identity struct {
 }
 
 func matrixIdentities(w *world) []identity {
-	creds := w.d.Credentials()
+	creds := w.D.Credentials()
 	ca := &params.LoginRequest{AuthTag: creds.ControllerAgent.Tag, Credentials: creds.ControllerAgent.Password, Nonce: creds.ControllerAgent.Nonce}
 	admin := &params.LoginRequest{AuthTag: "user-admin", Credentials: creds.AdminPassword}
 	return []identity{
-		{name: "no login", model: w.model},
-		{name: "admin user", model: w.model, login: admin, user: true, superuser: true},
+		{name: "no login", model: w.Model},
+		{name: "admin user", model: w.Model, login: admin, user: true, superuser: true},
 		{name: "admin user on /api", login: admin, user: true, superuser: true},
 		{name: "other user on /api", login: &params.LoginRequest{AuthTag: "user-bob", Credentials: bobPassword}, user: true},
-		{name: "controller agent", model: w.model, login: ca, agent: true, controller: true},
+		{name: "controller agent", model: w.Model, login: ca, agent: true, controller: true},
 		{name: "controller agent on a CAAS model", model: w.caas, login: ca, agent: true, controller: true, caas: true},
-		{name: "machine agent", model: w.model, login: &params.LoginRequest{AuthTag: "machine-0", Credentials: m0Password, Nonce: m0Nonce},
+		{name: "machine agent", model: w.Model, login: &params.LoginRequest{AuthTag: "machine-0", Credentials: m0Password, Nonce: m0Nonce},
 			agent: true, self: "machine-0"},
 		{name: "machine agent of another model", model: w.other, login: &params.LoginRequest{AuthTag: "machine-0", Credentials: otherM0Password, Nonce: otherM0Nonce},
 			agent: true, self: "machine-0"},
@@ -195,7 +195,7 @@ func TestAuthorisationMatrix(t *testing.T) {
 	cells, entityCells := 0, 0
 	for _, id := range matrixIdentities(w) {
 		t.Run(id.name, func(t *testing.T) {
-			c := newRawConn(t, w.d, id.model)
+			c := newRawConn(t, w.D, id.model)
 			if id.login != nil {
 				c.login(*id.login)
 			}
@@ -211,7 +211,7 @@ func TestAuthorisationMatrix(t *testing.T) {
 								p = []byte(o)
 							}
 						}
-						rev := w.st.Revision()
+						rev := w.St.Revision()
 						r, err := c.call(fv.Name, v, "", m, p)
 						if err != nil {
 							t.Fatalf("%s: %v", name, err)
@@ -231,8 +231,8 @@ func TestAuthorisationMatrix(t *testing.T) {
 							}
 							t.Errorf("%s: %s; want %s", name, got, want)
 						}
-						if _, writes := matrixParams[name]; !writes && w.st.Revision() != rev {
-							t.Errorf("%s: revision %d -> %d", name, rev, w.st.Revision())
+						if _, writes := matrixParams[name]; !writes && w.St.Revision() != rev {
+							t.Errorf("%s: revision %d -> %d", name, rev, w.St.Revision())
 						}
 						if want == "" && fv.Name == "Provisioner" && !notMachineTags[m] && pt != nil {
 							entityCells += checkTargets(t, w, c, id, name, fv.Name, v, m, pt)
@@ -279,7 +279,7 @@ func checkTargets(t *testing.T, w *world, c *rawConn, id identity, name, facadeN
 		return 0
 	}
 	var errs []*params.Error
-	rev := w.st.Revision()
+	rev := w.St.Revision()
 	for _, body := range bodies {
 		r, err := c.call(facadeName, v, "", method, body)
 		if err != nil {
@@ -315,7 +315,7 @@ func checkTargets(t *testing.T, w *world, c *rawConn, id identity, name, facadeN
 				name, tg, id.name, errString(errs[i]))
 		}
 	}
-	if got := w.st.Revision(); got != rev && !readOnly[method] {
+	if got := w.St.Revision(); got != rev && !readOnly[method] {
 		t.Errorf("%s: refused targets changed state (revision %d -> %d)", name, rev, got)
 	}
 	return len(targets)
@@ -414,7 +414,7 @@ func tagPath(t reflect.Type, depth int) []string {
 func TestLoginAfterPasswordChangeOrRevocation(t *testing.T) {
 	w := newWorld(t)
 	login := func(model string, req params.LoginRequest) error {
-		c := newRawConn(t, w.d, model)
+		c := newRawConn(t, w.D, model)
 		r := c.mustCall("Admin", 3, "", "Login", req)
 		if r.err != nil {
 			return r.err
@@ -442,7 +442,7 @@ func TestLoginAfterPasswordChangeOrRevocation(t *testing.T) {
 	// A user's password changed.
 	bob := params.LoginRequest{AuthTag: "user-bob", Credentials: bobPassword}
 	mustWork("bob", login("", bob))
-	if err := w.st.SetUserPassword(t.Context(), "bob", "bob-new-password-987654"); err != nil {
+	if err := w.St.SetUserPassword(t.Context(), "bob", "bob-new-password-987654"); err != nil {
 		t.Fatal(err)
 	}
 	mustFail("bob with the old password", login("", bob))
@@ -450,40 +450,40 @@ func TestLoginAfterPasswordChangeOrRevocation(t *testing.T) {
 
 	// A machine agent's password rotated through the Provisioner.
 	m0 := params.LoginRequest{AuthTag: "machine-0", Credentials: m0Password, Nonce: m0Nonce}
-	mustWork("machine 0", login(w.model, m0))
+	mustWork("machine 0", login(w.Model, m0))
 	const rotated = "machine-0-rotated-password-xyz"
-	res := mustCall[params.ErrorResults](t, w.ctrl, 11, "SetPasswords",
+	res := mustCall[params.ErrorResults](t, w.Ctrl, 11, "SetPasswords",
 		params.EntityPasswords{Changes: []params.EntityPassword{{Tag: "machine-0", Password: rotated}}})
 	if len(res.Results) != 1 || res.Results[0].Error != nil {
 		t.Fatalf("SetPasswords = %+v", res)
 	}
-	mustFail("machine 0 with the old password", login(w.model, m0))
+	mustFail("machine 0 with the old password", login(w.Model, m0))
 	m0.Credentials = rotated
-	mustWork("machine 0 with the new password", login(w.model, m0))
+	mustWork("machine 0 with the new password", login(w.Model, m0))
 	// ... and through state.
-	if err := w.st.SetMachinePassword(t.Context(), w.model, "0", "machine-0-third-password-xyz"); err != nil {
+	if err := w.St.SetMachinePassword(t.Context(), w.Model, "0", "machine-0-third-password-xyz"); err != nil {
 		t.Fatal(err)
 	}
-	mustFail("machine 0 after the state change", login(w.model, m0))
+	mustFail("machine 0 after the state change", login(w.Model, m0))
 	// The machine's password does not open another model's machine 0.
 	mustFail("machine 0 of the default model on the other model", login(w.other, params.LoginRequest{
 		AuthTag: "machine-0", Credentials: "machine-0-third-password-xyz", Nonce: m0Nonce}))
 
 	// Revoked: a removed machine cannot log in.
 	const pw = "machine-3-agent-password-xyz"
-	m, err := w.st.AddMachine(t.Context(), w.model, state.MachineParams{Password: pw, Nonce: "n3", InstanceID: "i-3"})
+	m, err := w.St.AddMachine(t.Context(), w.Model, state.MachineParams{Password: pw, Nonce: "n3", InstanceID: "i-3"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	req := params.LoginRequest{AuthTag: "machine-" + m.ID, Credentials: pw, Nonce: "n3"}
-	mustWork("new machine", login(w.model, req))
-	if err := w.st.EnsureMachineDead(t.Context(), w.model, m.ID); err != nil {
+	mustWork("new machine", login(w.Model, req))
+	if err := w.St.EnsureMachineDead(t.Context(), w.Model, m.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.st.RemoveMachine(t.Context(), w.model, m.ID); err != nil {
+	if _, err := w.St.RemoveMachine(t.Context(), w.Model, m.ID); err != nil {
 		t.Fatal(err)
 	}
-	mustFail("removed machine", login(w.model, req))
+	mustFail("removed machine", login(w.Model, req))
 }
 
 // Authorisation is not fixed at login: when an entity's
@@ -513,7 +513,7 @@ func TestCredentialChangeEndsSessions(t *testing.T) {
 	}
 	agent := func(tag, password, nonce string) *client.Conn {
 		t.Helper()
-		c := dial(t, f.d, f.model)
+		c := dial(t, f.D, f.Model)
 		if _, err := c.LoginAgent(ctxT(t), tag, password, nonce); err != nil {
 			t.Fatalf("%s: %v", tag, err)
 		}
@@ -524,30 +524,30 @@ func TestCredentialChangeEndsSessions(t *testing.T) {
 	// connections close; the controller's own stays.
 	second := agent("machine-0", m0Password, m0Nonce)
 	const rotated = "machine-0-rotated-password-xyz"
-	res := mustCall[params.ErrorResults](t, f.ctrl, 11, "SetPasswords",
+	res := mustCall[params.ErrorResults](t, f.Ctrl, 11, "SetPasswords",
 		params.EntityPasswords{Changes: []params.EntityPassword{{Tag: "machine-0", Password: rotated}}})
 	if res.Results[0].Error != nil {
 		t.Fatal(res.Results[0].Error)
 	}
-	closed("machine 0's agent", f.agent)
+	closed("machine 0's agent", f.Agent)
 	closed("machine 0's second connection", second)
-	alive("the controller agent", f.ctrl)
-	alive("the admin", f.admin)
-	if _, err := dial(t, f.d, f.model).LoginAgent(ctxT(t), "machine-0", m0Password, m0Nonce); !isCode(err, params.CodeUnauthorized) {
+	alive("the controller agent", f.Ctrl)
+	alive("the admin", f.Admin)
+	if _, err := dial(t, f.D, f.Model).LoginAgent(ctxT(t), "machine-0", m0Password, m0Nonce); !isCode(err, params.CodeUnauthorized) {
 		t.Fatalf("login with the old password: %v", err)
 	}
 	// Setting the same password again changes nothing and closes nothing.
 	fresh := agent("machine-0", rotated, m0Nonce)
-	mustCall[params.ErrorResults](t, f.ctrl, 11, "SetPasswords",
+	mustCall[params.ErrorResults](t, f.Ctrl, 11, "SetPasswords",
 		params.EntityPasswords{Changes: []params.EntityPassword{{Tag: "machine-0", Password: rotated}}})
 	alive("machine 0 after a SetPasswords to the same password", fresh)
 
 	// A container's host sets its container's password: the container's
 	// agent is closed, the host's connection gets its reply and stays.
-	if err := f.st.SetMachinePassword(t.Context(), f.model, "0/lxd/0", "container-password-0123456789"); err != nil {
+	if err := f.St.SetMachinePassword(t.Context(), f.Model, "0/lxd/0", "container-password-0123456789"); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.st.SetInstanceInfo(t.Context(), f.model, "0/lxd/0", state.InstanceInfo{InstanceID: "c-0", Nonce: "cn"}); err != nil {
+	if err := f.St.SetInstanceInfo(t.Context(), f.Model, "0/lxd/0", state.InstanceInfo{InstanceID: "c-0", Nonce: "cn"}); err != nil {
 		t.Fatal(err)
 	}
 	container := agent("machine-0-lxd-0", "container-password-0123456789", "cn")
@@ -561,32 +561,32 @@ func TestCredentialChangeEndsSessions(t *testing.T) {
 
 	// A removed machine's agent is closed.
 	const pw = "machine-3-agent-password-xyz"
-	m, err := f.st.AddMachine(t.Context(), f.model, state.MachineParams{Password: pw, Nonce: "n3", InstanceID: "i-3"})
+	m, err := f.St.AddMachine(t.Context(), f.Model, state.MachineParams{Password: pw, Nonce: "n3", InstanceID: "i-3"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	removed := agent("machine-"+m.ID, pw, "n3")
-	if err := f.st.EnsureMachineDead(t.Context(), f.model, m.ID); err != nil {
+	if err := f.St.EnsureMachineDead(t.Context(), f.Model, m.ID); err != nil {
 		t.Fatal(err)
 	}
 	alive("a dead machine's agent (Juju's agents see their death and stop)", removed)
-	if _, err := f.st.RemoveMachine(t.Context(), f.model, m.ID); err != nil {
+	if _, err := f.St.RemoveMachine(t.Context(), f.Model, m.ID); err != nil {
 		t.Fatal(err)
 	}
 	closed("the removed machine's agent", removed)
 
 	// A user's password changed: the user's connections close.
-	if _, err := f.st.AddUser(t.Context(), "carol", "Carol", "carol-password-0123456789", state.AccessLogin); err != nil {
+	if _, err := f.St.AddUser(t.Context(), "carol", "Carol", "carol-password-0123456789", state.AccessLogin); err != nil {
 		t.Fatal(err)
 	}
-	carol := dial(t, f.d, "")
+	carol := dial(t, f.D, "")
 	if _, err := carol.LoginUser(ctxT(t), "carol", "carol-password-0123456789"); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.st.SetUserPassword(t.Context(), "carol", "carol-new-password-987654"); err != nil {
+	if err := f.St.SetUserPassword(t.Context(), "carol", "carol-new-password-987654"); err != nil {
 		t.Fatal(err)
 	}
 	closed("carol", carol)
-	alive("the admin", f.admin)
+	alive("the admin", f.Admin)
 	alive("machine 0", fresh)
 }

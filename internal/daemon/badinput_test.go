@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -219,7 +220,7 @@ func holdsFreeForm(t reflect.Type, seen map[reflect.Type]bool) bool {
 func TestBadInputEverywhere(t *testing.T) {
 	w := newWorld(t)
 	reg := buildRegistry()
-	creds := w.d.Credentials()
+	creds := w.D.Credentials()
 	agent := params.LoginRequest{AuthTag: creds.ControllerAgent.Tag, Credentials: creds.ControllerAgent.Password, Nonce: creds.ControllerAgent.Nonce}
 	// Each facade gets fresh connections: a raw connection answers the
 	// server's websocket pings only while it reads, so one left idle
@@ -228,17 +229,17 @@ func TestBadInputEverywhere(t *testing.T) {
 	dialAs := func(who string) *rawConn {
 		switch who {
 		case "anonymous":
-			return newRawConn(t, w.d, w.model)
+			return newRawConn(t, w.D, w.Model)
 		case "controller":
-			c := newRawConn(t, w.d, w.model)
+			c := newRawConn(t, w.D, w.Model)
 			c.login(agent)
 			return c
 		case "controller@k8s":
-			c := newRawConn(t, w.d, w.caas)
+			c := newRawConn(t, w.D, w.caas)
 			c.login(agent)
 			return c
 		case "admin":
-			c := newRawConn(t, w.d, w.scratch)
+			c := newRawConn(t, w.D, w.scratch)
 			c.login(params.LoginRequest{AuthTag: "user-admin", Credentials: creds.AdminPassword})
 			return c
 		}
@@ -261,7 +262,7 @@ func TestBadInputEverywhere(t *testing.T) {
 				pt := reg.ParamsType(fv.Name, v, m)
 				outcomes := map[string]string{}
 				for _, bc := range badCases(fv.Name, pt) {
-					rev := w.st.Revision()
+					rev := w.St.Revision()
 					r, err := c.call(fv.Name, v, "", m, bc.params)
 					calls++
 					if err != nil {
@@ -272,7 +273,7 @@ func TestBadInputEverywhere(t *testing.T) {
 					outcomes[bc.class] = out
 					fmt.Fprintf(&golden, "%s %s: %s\n", name, bc.class, w.normalise(out))
 					writes := validEmpty[name] != "" && (bc.class == "null" || bc.class == "missing" || bc.class == "empty")
-					if got := w.st.Revision(); got != rev && !writes {
+					if got := w.St.Revision(); got != rev && !writes {
 						t.Errorf("%s %s: revision %d -> %d: bad input changed state (%s)", name, bc.class, rev, got, out)
 					}
 					if err := c.alive(who != "anonymous"); err != nil {
@@ -423,7 +424,7 @@ func outcome(r rawReply) string {
 	return "items: " + strings.Join(parts, ", ")
 }
 
-var updateBadInput = updateGolden
+var updateBadInput = flag.Bool("update", false, "rewrite the golden files (bad input, audited methods)")
 
 // checkGolden compares got with the golden file at path. With -update it
 // writes got instead, but only if the test has not failed so far: the
@@ -641,11 +642,11 @@ func fillWith(v reflect.Value, s string, n, depth int, value any) {
 // nothing in state changes.
 func TestBadFraming(t *testing.T) {
 	w := newWorld(t)
-	ctrl := loginController(t, w.d, w.model)
-	rev := w.st.Revision()
+	ctrl := loginController(t, w.D, w.Model)
+	rev := w.St.Revision()
 	deep := strings.Repeat("[", 20000) + strings.Repeat("]", 20000)
-	agent := params.LoginRequest{AuthTag: w.d.Credentials().ControllerAgent.Tag,
-		Credentials: w.d.Credentials().ControllerAgent.Password, Nonce: w.d.Credentials().ControllerAgent.Nonce}
+	agent := params.LoginRequest{AuthTag: w.D.Credentials().ControllerAgent.Tag,
+		Credentials: w.D.Credentials().ControllerAgent.Password, Nonce: w.D.Credentials().ControllerAgent.Nonce}
 	tests := []struct {
 		name  string
 		typ   int
@@ -683,7 +684,7 @@ func TestBadFraming(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := newRawConn(t, w.d, w.model)
+			c := newRawConn(t, w.D, w.Model)
 			loggedIn := strings.HasSuffix(tt.name, "after login")
 			if loggedIn {
 				c.login(agent)
@@ -718,7 +719,7 @@ func TestBadFraming(t *testing.T) {
 	if err := ctrl.Ping(ctxT(t)); err != nil {
 		t.Errorf("another connection: %v", err)
 	}
-	if got := w.st.Revision(); got != rev {
+	if got := w.St.Revision(); got != rev {
 		t.Errorf("revision %d -> %d", rev, got)
 	}
 	w.noPanics(t)
@@ -736,11 +737,11 @@ func jsonEqual(a, b string) bool {
 // "unknown watcher id" (code not found); the connection stays.
 func TestUnknownWatcherIDs(t *testing.T) {
 	w := newWorld(t)
-	creds := w.d.Credentials()
+	creds := w.D.Credentials()
 	agent := params.LoginRequest{AuthTag: creds.ControllerAgent.Tag, Credentials: creds.ControllerAgent.Password, Nonce: creds.ControllerAgent.Nonce}
-	c := newRawConn(t, w.d, w.model)
+	c := newRawConn(t, w.D, w.Model)
 	c.login(agent)
-	other := newRawConn(t, w.d, w.model)
+	other := newRawConn(t, w.D, w.Model)
 	other.login(agent)
 	if r := c.mustCall("Provisioner", 11, "", "WatchForModelConfigChanges", nil); r.err != nil || !strings.Contains(string(r.response), `"1"`) {
 		t.Fatalf("notify watcher: %s", r.raw)

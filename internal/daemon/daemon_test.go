@@ -1,13 +1,9 @@
 package daemon_test
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
-	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -21,388 +17,64 @@ import (
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/internal/leaktest"
 	"github.com/provisiond/provisiond/internal/testkit"
-	"github.com/provisiond/provisiond/provisiondtest"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
-	"github.com/provisiond/provisiond/state"
 
 	_ "github.com/provisiond/provisiond/provisiondtest/embeddedetcd" // WithStore(StoreEtcd)
 )
 
-// start runs a daemon on a temp data dir and loopback port 0 through the
-// test kit (stopped at cleanup, its log in the output of a failed test);
-// mod edits its configuration.
-func start(t testing.TB, mod func(*daemon.Config)) *daemon.Daemon {
+// The daemon's tests and the facades' share these helpers, from
+// internal/testkit; short names here.
+var (
+	start           = testkit.Start
+	ctxT            = testkit.Ctx
+	dial            = testkit.Dial
+	loginAdmin      = testkit.LoginAdmin
+	loginController = testkit.LoginController
+	wantErr         = testkit.WantErr
+
+	wantErrContaining = testkit.WantErrContaining
+	modelAdmin        = testkit.ModelAdmin
+
+	ents    = testkit.Ents
+	rawCall = testkit.RawCall
+	isCode  = testkit.IsCode
+)
+
+// call and mustCall call the Provisioner (internal/testkit).
+func call[R any](t *testing.T, c *client.Conn, v int, method string, args any) (R, error) {
 	t.Helper()
-	var opts []provisiondtest.Option
-	if testing.Verbose() {
-		opts = append(opts, provisiondtest.WithLogLevel(slog.LevelDebug), provisiondtest.WithLogOutput(os.Stderr))
-	}
-	if mod != nil {
-		opts = append(opts, testkit.WithDaemonConfig(mod))
-	}
-	return testkit.Daemon(provisiondtest.Start(t, opts...))
+	return testkit.Call[R](t, c, v, method, args)
 }
 
-func ctxT(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// dial connects to model (""; /api) without logging in.
-func dial(t testing.TB, d *daemon.Daemon, model string) *client.Conn {
+func mustCall[R any](t *testing.T, c *client.Conn, v int, method string, args any) R {
 	t.Helper()
-	creds := d.Credentials()
-	c, err := client.Dial(ctxT(t), client.Config{Addr: d.Addr(), ModelUUID: model, CACert: []byte(creds.CACert)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
+	return testkit.MustCall[R](t, c, v, method, args)
 }
 
-func loginAdmin(t testing.TB, d *daemon.Daemon, model string) *client.Conn {
+// adminCall is a ModelAdmin call that must succeed (internal/testkit).
+func adminCall[R any](t testing.TB, c *client.Conn, method string, args any) R {
 	t.Helper()
-	c := dial(t, d, model)
-	if _, err := c.LoginUser(ctxT(t), "admin", d.Credentials().AdminPassword); err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return testkit.AdminCall[R](t, c, method, args)
 }
 
-func loginController(t testing.TB, d *daemon.Daemon, model string) *client.Conn {
-	t.Helper()
-	c := dial(t, d, model)
-	a := d.Credentials().ControllerAgent
-	if _, err := c.LoginAgent(ctxT(t), a.Tag, a.Password, a.Nonce); err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
+// provFixture is internal/testkit's ProvFixture (the Provisioner tests'
+// model).
+type provFixture = testkit.ProvFixture
 
-func wantErr(t testing.TB, err error, msg, code string) {
-	t.Helper()
-	var pe *params.Error
-	if !errors.As(err, &pe) {
-		t.Fatalf("error = %v; want %q (code %q)", err, msg, code)
-	}
-	if (msg != "" && pe.Message != msg) || pe.Code != code {
-		t.Fatalf("error = %q (code %q); want %q (code %q)", pe.Message, pe.Code, msg, code)
-	}
-}
+var (
+	newProvFixture     = testkit.NewProvFixture
+	newProvFixtureWith = testkit.NewProvFixtureWith
+)
 
-func TestLoginResult(t *testing.T) {
-	d := start(t, nil)
-	creds := d.Credentials()
-	c := dial(t, d, creds.DefaultModelUUID)
-	res, err := c.LoginUser(ctxT(t), "admin", creds.AdminPassword)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.ModelTag != "model-"+creds.DefaultModelUUID || res.ControllerTag != "controller-"+creds.ControllerUUID {
-		t.Errorf("tags = %q, %q", res.ModelTag, res.ControllerTag)
-	}
-	if res.ServerVersion != "3.3.0" {
-		t.Errorf("server-version = %q", res.ServerVersion)
-	}
-	if res.UserInfo == nil || res.UserInfo.Identity != "user-admin" || res.UserInfo.ControllerAccess != "superuser" || res.UserInfo.ModelAccess != "admin" {
-		t.Errorf("user-info = %+v", res.UserInfo)
-	}
-	if len(res.Servers) != 1 || len(res.Servers[0]) != 1 || res.Servers[0][0].Value != "127.0.0.1" ||
-		res.Servers[0][0].Scope != "local-machine" || res.Servers[0][0].Type != "ipv4" {
-		t.Errorf("servers = %+v", res.Servers)
-	}
-	got := map[string][]int{}
-	for _, f := range res.Facades {
-		got[f.Name] = f.Versions
-	}
-	for _, name := range []string{"Pinger", "NotifyWatcher", "StringsWatcher", "Provisioner"} {
-		if len(got[name]) == 0 {
-			t.Errorf("facades lack %s: %v", name, got)
-		}
-	}
+const (
+	m0Password = testkit.M0Password
+	m0Nonce    = testkit.M0Nonce
+	gitlabMeta = testkit.GitlabMeta
+)
 
-	// The controller endpoint: no model tag, only controller facades.
-	c2 := dial(t, d, "")
-	res, err = c2.LoginUser(ctxT(t), "admin", creds.AdminPassword)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.ModelTag != "" {
-		t.Errorf("/api model-tag = %q; want empty", res.ModelTag)
-	}
-	for _, f := range res.Facades {
-		if f.Name == "Provisioner" {
-			t.Errorf("/api offers Provisioner")
-		}
-	}
-	err = c2.Call(ctxT(t), "Provisioner", 11, "", "ModelUUID", nil, nil)
-	wantErr(t, err, `facade "Provisioner" not supported for controller API connection`, params.CodeNotSupported)
-}
-
-func TestLoginMatrix(t *testing.T) {
-	d := start(t, nil)
-	creds := d.Credentials()
-	st := d.State()
-	// machine 0 of the default model, provisioned with its own password and
-	// nonce: on that model's endpoint it is checked before the controller.
-	if _, err := st.AddMachine(t.Context(), creds.DefaultModelUUID, state.MachineParams{
-		Password: "hosted-machine-0-password", Nonce: "hosted-nonce", InstanceID: "i-0",
-	}); err != nil {
-		t.Fatal(err)
-	}
-	// machine 1, not yet provisioned.
-	if _, err := st.AddMachine(t.Context(), creds.DefaultModelUUID, state.MachineParams{Password: "machine-1-password-long"}); err != nil {
-		t.Fatal(err)
-	}
-	agent := creds.ControllerAgent
-	tests := []struct {
-		name  string
-		model string
-		req   params.LoginRequest
-		msg   string
-		code  string
-	}{
-		{"admin", creds.DefaultModelUUID, params.LoginRequest{AuthTag: "user-admin", Credentials: creds.AdminPassword}, "", ""},
-		{"admin@local", "", params.LoginRequest{AuthTag: "user-admin@local", Credentials: creds.AdminPassword}, "", ""},
-		{"admin wrong password", creds.DefaultModelUUID, params.LoginRequest{AuthTag: "user-admin", Credentials: "nope"}, "invalid entity name or password", params.CodeUnauthorized},
-		{"unknown user", "", params.LoginRequest{AuthTag: "user-bob", Credentials: "x"}, "invalid entity name or password", params.CodeUnauthorized},
-		{"controller agent on controller model", creds.ControllerModelUUID, params.LoginRequest{AuthTag: agent.Tag, Credentials: agent.Password, Nonce: agent.Nonce}, "", ""},
-		{"controller agent on /api", "", params.LoginRequest{AuthTag: agent.Tag, Credentials: agent.Password, Nonce: agent.Nonce}, "", ""},
-		{"controller agent on hosted model", creds.DefaultModelUUID, params.LoginRequest{AuthTag: agent.Tag, Credentials: agent.Password, Nonce: agent.Nonce}, "", ""},
-		{"hosted machine 0 on its model", creds.DefaultModelUUID, params.LoginRequest{AuthTag: "machine-0", Credentials: "hosted-machine-0-password", Nonce: "hosted-nonce"}, "", ""},
-		{"hosted machine 0 on the controller model", creds.ControllerModelUUID, params.LoginRequest{AuthTag: "machine-0", Credentials: "hosted-machine-0-password", Nonce: "hosted-nonce"}, "invalid entity name or password", params.CodeUnauthorized},
-		{"controller agent wrong nonce", creds.ControllerModelUUID, params.LoginRequest{AuthTag: agent.Tag, Credentials: agent.Password, Nonce: "other"}, "machine 0 not provisioned", params.CodeNotProvisioned},
-		{"controller agent no nonce", creds.ControllerModelUUID, params.LoginRequest{AuthTag: agent.Tag, Credentials: agent.Password}, "machine 0 not provisioned", params.CodeNotProvisioned},
-		{"controller agent wrong password", creds.ControllerModelUUID, params.LoginRequest{AuthTag: agent.Tag, Credentials: "wrong-password-wrong", Nonce: agent.Nonce}, "invalid entity name or password", params.CodeUnauthorized},
-		{"unprovisioned machine", creds.DefaultModelUUID, params.LoginRequest{AuthTag: "machine-1", Credentials: "machine-1-password-long", Nonce: "x"}, "machine 1 not provisioned", params.CodeNotProvisioned},
-		{"unknown machine", creds.DefaultModelUUID, params.LoginRequest{AuthTag: "machine-42", Credentials: "whatever-whatever-whatever"}, "invalid entity name or password", params.CodeUnauthorized},
-		{"unit agent", creds.DefaultModelUUID, params.LoginRequest{AuthTag: "unit-mysql-0", Credentials: "whatever-whatever-whatever"}, "invalid entity name or password", params.CodeUnauthorized},
-		{"bad tag", creds.DefaultModelUUID, params.LoginRequest{AuthTag: "foo", Credentials: "x"}, `"foo" is not a valid tag`, ""},
-		{"no tag", creds.DefaultModelUUID, params.LoginRequest{}, "no credentials provided", params.CodeNoCreds},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c := dial(t, d, tt.model)
-			_, err := c.Login(ctxT(t), tt.req)
-			if tt.msg == "" && tt.code == "" {
-				if err != nil {
-					t.Fatalf("login: %v", err)
-				}
-				if err := c.Ping(ctxT(t)); err != nil {
-					t.Fatalf("ping after login: %v", err)
-				}
-				return
-			}
-			wantErr(t, err, tt.msg, tt.code)
-			// A failed login leaves the connection logged out but usable.
-			err = c.Call(ctxT(t), "Pinger", 1, "", "Ping", nil, nil)
-			wantErr(t, err, `unknown version 1 for facade type "Pinger"`, params.CodeNotImplemented)
-		})
-	}
-}
-
-func TestAdminRules(t *testing.T) {
-	d := start(t, nil)
-	creds := d.Credentials()
-	c := dial(t, d, creds.DefaultModelUUID)
-
-	wantErr(t, c.Call(ctxT(t), "Pinger", 1, "", "Ping", nil, nil), `unknown version 1 for facade type "Pinger"`, params.CodeNotImplemented)
-	wantErr(t, c.Call(ctxT(t), "Admin", 2, "", "Login", params.LoginRequest{}, nil),
-		"this version of Juju does not support login from old clients", params.CodeNotSupported)
-	wantErr(t, c.Call(ctxT(t), "Admin", 3, "x", "Login", params.LoginRequest{}, nil), "id not found", params.CodeNotFound)
-	wantErr(t, c.Call(ctxT(t), "Admin", 3, "", "RedirectInfo", nil, nil), "not redirected", "")
-
-	if _, err := c.LoginUser(ctxT(t), "admin", creds.AdminPassword); err != nil {
-		t.Fatal(err)
-	}
-	_, err := c.LoginUser(ctxT(t), "admin", creds.AdminPassword)
-	wantErr(t, err, "already logged in", "")
-}
-
-func TestUnknownModel(t *testing.T) {
-	d := start(t, nil)
-	const uuid = "11111111-2222-4333-8444-555555555555"
-	c := dial(t, d, uuid)
-	_, err := c.LoginUser(ctxT(t), "admin", d.Credentials().AdminPassword)
-	wantErr(t, err, fmt.Sprintf("unknown model: %q", uuid), params.CodeModelNotFound)
-	wantErr(t, c.Ping(ctxT(t)), fmt.Sprintf("unknown model: %q", uuid), params.CodeModelNotFound)
-}
-
-func TestLoginRateLimit(t *testing.T) {
-	d := start(t, func(c *daemon.Config) {
-		c.LoginRateMax = 2
-		c.LoginRateRefill = time.Hour
-	})
-	creds := d.Credentials()
-	a := creds.ControllerAgent
-	for i := 0; i < 2; i++ {
-		c := dial(t, d, creds.ControllerModelUUID)
-		if _, err := c.LoginAgent(ctxT(t), a.Tag, a.Password, a.Nonce); err != nil {
-			t.Fatalf("login %d: %v", i, err)
-		}
-	}
-	c := dial(t, d, creds.ControllerModelUUID)
-	_, err := c.LoginAgent(ctxT(t), a.Tag, a.Password, a.Nonce)
-	wantErr(t, err, "try again", params.CodeTryAgain)
-	// Users are not limited.
-	if _, err := c.LoginUser(ctxT(t), "admin", creds.AdminPassword); err != nil {
-		t.Fatalf("user login under agent rate limit: %v", err)
-	}
-}
-
-func TestPingTimeoutClosesAgentConnection(t *testing.T) {
-	d := start(t, func(c *daemon.Config) { c.PingTimeout = 200 * time.Millisecond })
-	creds := d.Credentials()
-	agent := loginController(t, d, creds.ControllerModelUUID)
-	user := loginAdmin(t, d, creds.ControllerModelUUID)
-	select {
-	case <-agent.Done():
-	case <-time.After(20 * time.Second):
-		t.Fatal("agent connection without pings was not closed")
-	}
-	if code := agent.CloseCode(); code != websocket.CloseNormalClosure {
-		t.Errorf("close code = %d; want 1000", code)
-	}
-	// Users get no ping timeout.
-	if err := user.Ping(ctxT(t)); err != nil {
-		t.Fatalf("user connection: %v", err)
-	}
-}
-
-func TestPingKeepsAgentConnection(t *testing.T) {
-	d := start(t, func(c *daemon.Config) { c.PingTimeout = 2 * time.Second })
-	agent := loginController(t, d, d.Credentials().ControllerModelUUID)
-	for i := 0; i < 6; i++ {
-		if err := agent.Ping(ctxT(t)); err != nil {
-			t.Fatalf("ping %d: %v", i, err)
-		}
-		select {
-		case <-agent.Done():
-			t.Fatal("pinging connection closed")
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
-}
-
-func TestModelConfigWatcher(t *testing.T) {
-	d := start(t, nil)
-	creds := d.Credentials()
-	c := loginController(t, d, creds.DefaultModelUUID)
-	var res params.NotifyWatchResult
-	if err := c.Call(ctxT(t), "Provisioner", 11, "", "WatchForModelConfigChanges", nil, &res); err != nil {
-		t.Fatal(err)
-	}
-	if res.NotifyWatcherId != "1" {
-		t.Fatalf("first watcher id = %q; want \"1\"", res.NotifyWatcherId)
-	}
-	w := client.NewNotifyWatcher(c, res.NotifyWatcherId)
-
-	// The first Next waits for a change after the Watch call.
-	next := make(chan error, 1)
-	go func() { next <- w.Next(ctxT(t)) }()
-	select {
-	case err := <-next:
-		t.Fatalf("Next returned before any change: %v", err)
-	case <-time.After(100 * time.Millisecond):
-	}
-	if err := d.State().UpdateModelConfig(t.Context(), creds.DefaultModelUUID, map[string]any{"logging-config": "<root>=DEBUG"}, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-next; err != nil {
-		t.Fatalf("Next: %v", err)
-	}
-
-	// Several changes between two Next calls coalesce into one event.
-	for i := 0; i < 5; i++ {
-		if err := d.State().UpdateModelConfig(t.Context(), creds.DefaultModelUUID, map[string]any{"n": i}, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Next(ctxT(t)); err != nil {
-		t.Fatal(err)
-	}
-	// A change to another model does not fire.
-	if err := d.State().UpdateModelConfig(t.Context(), creds.ControllerModelUUID, map[string]any{"x": 1}, nil); err != nil {
-		t.Fatal(err)
-	}
-	go func() { next <- w.Next(ctxT(t)) }()
-	select {
-	case err := <-next:
-		t.Fatalf("Next fired for another model's change: %v", err)
-	case <-time.After(100 * time.Millisecond):
-	}
-
-	// Stop ends the blocked Next with "stopped"; later calls get "not found".
-	if err := w.Stop(ctxT(t)); err != nil {
-		t.Fatal(err)
-	}
-	wantErr(t, <-next, "watcher has been stopped", params.CodeStopped)
-	wantErr(t, w.Next(ctxT(t)), "unknown watcher id", params.CodeNotFound)
-	wantErr(t, w.Stop(ctxT(t)), "unknown watcher id", params.CodeNotFound)
-
-	// Ids are never reused; a notify id is unknown to StringsWatcher.
-	if err := c.Call(ctxT(t), "Provisioner", 11, "", "WatchForModelConfigChanges", nil, &res); err != nil {
-		t.Fatal(err)
-	}
-	if res.NotifyWatcherId != "2" {
-		t.Fatalf("second watcher id = %q; want \"2\"", res.NotifyWatcherId)
-	}
-	_, err := client.NewStringsWatcher(c, "2").Next(ctxT(t))
-	wantErr(t, err, "unknown watcher id", params.CodeNotFound)
-}
-
-func TestWatchersStoppedOnDisconnect(t *testing.T) {
-	d := start(t, nil)
-	creds := d.Credentials()
-	c := loginController(t, d, creds.DefaultModelUUID)
-	// After the login: a logged-in connection holds a subscription to its
-	// entity's credentials, which ends the connection when they change.
-	base := d.Hub().Subscriptions()
-	for i := 0; i < 5; i++ {
-		var res params.NotifyWatchResult
-		if err := c.Call(ctxT(t), "Provisioner", 11, "", "WatchForModelConfigChanges", nil, &res); err != nil {
-			t.Fatal(err)
-		}
-		go func() { _ = client.NewNotifyWatcher(c, res.NotifyWatcherId).Next(context.Background()) }()
-	}
-	if got := d.Hub().Subscriptions(); got != base+5 {
-		t.Fatalf("subscriptions = %d; want %d", got, base+5)
-	}
-	c.Close()
-	deadline := time.Now().Add(20 * time.Second)
-	for d.Hub().Subscriptions() != base-1 || d.RPC().Conns() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("after disconnect: %d subscriptions (want %d), %d connections", d.Hub().Subscriptions(), base-1, d.RPC().Conns())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-func TestWatcherLimit(t *testing.T) {
-	d := start(t, func(c *daemon.Config) { c.MaxWatchers = 2 })
-	c := loginController(t, d, d.Credentials().DefaultModelUUID)
-	var res params.NotifyWatchResult
-	for i := 0; i < 2; i++ {
-		if err := c.Call(ctxT(t), "Provisioner", 11, "", "WatchForModelConfigChanges", nil, &res); err != nil {
-			t.Fatal(err)
-		}
-	}
-	err := c.Call(ctxT(t), "Provisioner", 11, "", "WatchForModelConfigChanges", nil, &res)
-	wantErr(t, err, "too many watchers on this connection (limit 2)", params.CodeQuotaLimitExceeded)
-}
-
-func TestProvisionerRefusesUsers(t *testing.T) {
-	d := start(t, nil)
-	c := loginAdmin(t, d, d.Credentials().DefaultModelUUID)
-	wantErr(t, c.Call(ctxT(t), "Provisioner", 11, "", "ModelUUID", nil, nil), "permission denied", params.CodeUnauthorized)
-	var res params.StringResult
-	agent := loginController(t, d, d.Credentials().DefaultModelUUID)
-	if err := agent.Call(ctxT(t), "Provisioner", 11, "", "ModelUUID", nil, &res); err != nil || res.Result != d.Credentials().DefaultModelUUID {
-		t.Fatalf("ModelUUID = %+v, %v", res, err)
-	}
-}
+// newCAAS is internal/testkit's NewCAAS.
+var newCAAS = testkit.NewCAAS
 
 func TestRestartKeepsCredentials(t *testing.T) {
 	dir := t.TempDir()

@@ -31,16 +31,6 @@ func jsonDepth(b []byte) int {
 	return deepest
 }
 
-// deepYAML is a YAML mapping nested depth mappings deep, in block style.
-func deepYAML(depth int) string {
-	var b strings.Builder
-	for i := range depth {
-		b.WriteString(strings.Repeat("  ", i) + "a:\n")
-	}
-	b.WriteString(strings.Repeat("  ", depth) + "b: c\n")
-	return b.String()
-}
-
 // A machine agent cannot make its model's status unreadable. The attack:
 // SetStatus on itself with data nested 9,995 deep (a 60 KB message, under
 // encoding/json's decoding limit of 10,000), after which every status
@@ -56,12 +46,12 @@ func TestStatusStaysReadable(t *testing.T) {
 	deep := func(n int) string { return strings.Repeat(`{"a":`, n) + `"x"` + strings.Repeat("}", n) }
 	setStatus := func(data string) (json.RawMessage, error) {
 		var raw json.RawMessage
-		err := f.agent.Call(ctx, "Provisioner", 11, "", "SetStatus",
+		err := f.Agent.Call(ctx, "Provisioner", 11, "", "SetStatus",
 			json.RawMessage(`{"entities":[{"tag":"machine-0","status":"started","info":"i","data":{"k":`+data+`}}]}`), &raw)
 		return raw, err
 	}
 
-	rev := f.st.Revision()
+	rev := f.St.Revision()
 	msg := deep(9995)
 	if n := len(msg); n < 50_000 {
 		t.Fatalf("the attack's data is %d bytes", n)
@@ -70,7 +60,7 @@ func TestStatusStaysReadable(t *testing.T) {
 	if !isCode(err, params.CodeNotValid) || !strings.Contains(err.Error(), `entities[0].data["k"]: nested deeper than 64`) {
 		t.Fatalf("SetStatus with data nested 9,995 deep: %v; want refused, not valid", err)
 	}
-	if got := f.st.Revision(); got != rev {
+	if got := f.St.Revision(); got != rev {
 		t.Fatalf("refused status moved the revision %d -> %d", rev, got)
 	}
 	// At the bound: stored as sent.
@@ -82,7 +72,7 @@ func TestStatusStaysReadable(t *testing.T) {
 	for i := range 40 {
 		big[strings.Repeat("k", i+1)] = strings.Repeat("v", 500)
 	}
-	res, err := client.NewProvisioner(f.agent).SetStatus(ctx, params.SetStatus{Entities: []params.EntityStatusArgs{
+	res, err := client.NewProvisioner(f.Agent).SetStatus(ctx, params.SetStatus{Entities: []params.EntityStatusArgs{
 		{Tag: "machine-0", Status: "started", Data: big}}})
 	if err != nil || len(res.Results) != 1 || res.Results[0].Error == nil || res.Results[0].Error.Code != params.CodeNotValid ||
 		!strings.Contains(res.Results[0].Error.Message, "(limit 16384)") {
@@ -95,17 +85,17 @@ func TestStatusStaysReadable(t *testing.T) {
 	for range 2000 {
 		old = map[string]any{"a": old}
 	}
-	if err := f.st.SetMachineStatus(t.Context(), f.model, "1", state.AgentStatus, state.Status{Status: "error", Message: "old", Data: map[string]any{"k": old}}); err != nil {
+	if err := f.St.SetMachineStatus(t.Context(), f.Model, "1", state.AgentStatus, state.Status{Status: "error", Message: "old", Data: map[string]any{"k": old}}); err != nil {
 		t.Fatal(err)
 	}
 
 	// Every reply that carries status data decodes, and nests far less
 	// than Python's json decoder allows (about 1,000).
 	var status json.RawMessage
-	if err := f.admin.Call(ctx, "ModelAdmin", 1, "", "Status", params.ModelArgs{}, &status); err != nil {
+	if err := f.Admin.Call(ctx, "ModelAdmin", 1, "", "Status", params.ModelArgs{}, &status); err != nil {
 		t.Fatalf("ModelAdmin.Status: %v", err)
 	}
-	provStatus := rawCall(t, f.ctrl, 11, "Status", ents("machine-0", "machine-1"))
+	provStatus := rawCall(t, f.Ctrl, 11, "Status", ents("machine-0", "machine-1"))
 	for name, raw := range map[string]json.RawMessage{"ModelAdmin.Status": status, "Provisioner.Status": provStatus} {
 		if d := jsonDepth(raw); d > rpc.MaxValueDepth+20 {
 			t.Errorf("%s nests %d deep", name, d)

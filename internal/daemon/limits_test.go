@@ -27,6 +27,7 @@ import (
 	"github.com/provisiond/provisiond/internal/connlimit"
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/internal/leaktest"
+	"github.com/provisiond/provisiond/internal/testkit"
 	"github.com/provisiond/provisiond/rpc"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
@@ -404,27 +405,27 @@ func TestBulkItemLimit(t *testing.T) {
 	for i := range tags {
 		tags[i] = "machine-0"
 	}
-	rev := f.st.Revision()
+	rev := f.St.Revision()
 	// At the limit: one result per item.
-	if res := mustCall[params.LifeResults](t, f.agent, 11, "Life", ents(tags...)); len(res.Results) != limit {
+	if res := mustCall[params.LifeResults](t, f.Agent, 11, "Life", ents(tags...)); len(res.Results) != limit {
 		t.Fatalf("%d results for %d items", len(res.Results), limit)
 	}
 	// One over it.
-	_, err := call[params.LifeResults](t, f.agent, 11, "Life", ents(append(tags, "machine-0")...))
+	_, err := call[params.LifeResults](t, f.Agent, 11, "Life", ents(append(tags, "machine-0")...))
 	wantErr(t, err, "too many items in one call: 101 (limit 100); send them in smaller calls", params.CodeQuotaLimitExceeded)
 	// Nested lists count too: one machine with 100 network interfaces is
 	// 101 items.
 	nics := make([]params.NetworkConfig, limit)
-	_, err = call[params.ErrorResults](t, f.ctrl, 11, "SetInstanceInfo", params.InstancesInfo{Machines: []params.InstanceInfo{
+	_, err = call[params.ErrorResults](t, f.Ctrl, 11, "SetInstanceInfo", params.InstancesInfo{Machines: []params.InstanceInfo{
 		{Tag: "machine-1", InstanceId: "i-1", Nonce: "n-1", NetworkConfig: nics}}})
 	wantErr(t, err, "too many items in one call: 101 (limit 100); send them in smaller calls", params.CodeQuotaLimitExceeded)
-	if got := f.st.Revision(); got != rev {
+	if got := f.St.Revision(); got != rev {
 		t.Errorf("revision %d -> %d: a refused call wrote", rev, got)
 	}
-	if err := f.agent.Ping(ctxT(t)); err != nil {
+	if err := f.Agent.Ping(ctxT(t)); err != nil {
 		t.Fatalf("the refused connection: %v", err)
 	}
-	if err := f.admin.Ping(ctxT(t)); err != nil {
+	if err := f.Admin.Ping(ctxT(t)); err != nil {
 		t.Fatalf("another client: %v", err)
 	}
 }
@@ -438,13 +439,13 @@ func TestReplySizeLimit(t *testing.T) {
 	for i := range tags {
 		tags[i] = "machine-0"
 	}
-	_, err := call[params.ProvisioningInfoResults](t, f.agent, 11, "ProvisioningInfo", ents(tags...))
+	_, err := call[params.ProvisioningInfoResults](t, f.Agent, 11, "ProvisioningInfo", ents(tags...))
 	var pe *params.Error
 	if !errors.As(err, &pe) || pe.Code != params.CodeQuotaLimitExceeded ||
 		!strings.HasPrefix(pe.Message, "reply of ") || !strings.HasSuffix(pe.Message, " bytes is over the limit of 65536 bytes; ask for fewer items") {
 		t.Fatalf("ProvisioningInfo of 200 items with a 64 KiB reply limit: %v", err)
 	}
-	if res := mustCall[params.ProvisioningInfoResults](t, f.agent, 11, "ProvisioningInfo", ents("machine-0")); len(res.Results) != 1 || res.Results[0].Error != nil {
+	if res := mustCall[params.ProvisioningInfoResults](t, f.Agent, 11, "ProvisioningInfo", ents("machine-0")); len(res.Results) != 1 || res.Results[0].Error != nil {
 		t.Fatalf("a small ProvisioningInfo afterwards: %+v", res)
 	}
 }
@@ -474,7 +475,7 @@ func TestBulkAmplificationBounded(t *testing.T) {
 		tags[i] = "machine-0"
 	}
 	body := mustJSON(ents(tags...))
-	replyJSON := rawCall(t, f.agent, 11, "ProvisioningInfo", ents(tags...))
+	replyJSON := rawCall(t, f.Agent, 11, "ProvisioningInfo", ents(tags...))
 	reply := len(replyJSON)
 	// What one call's results take as Go values (the handler's, before
 	// they are encoded): the same reply decoded, measured.
@@ -488,7 +489,7 @@ func TestBulkAmplificationBounded(t *testing.T) {
 	results = params.ProvisioningInfoResults{}
 	base := heapAlloc()
 
-	slow := newRawConn(t, f.d, f.model)
+	slow := newRawConn(t, f.D, f.Model)
 	slow.login(params.LoginRequest{AuthTag: "machine-0", Credentials: m0Password, Nonce: m0Nonce})
 	go func() {
 		for i := 0; i < calls; i++ {
@@ -498,11 +499,11 @@ func TestBulkAmplificationBounded(t *testing.T) {
 		}
 	}()
 	var peak uint64
-	for waited := time.Now(); f.d.RPC().Conns() > 3; {
+	for waited := time.Now(); f.D.RPC().Conns() > 3; {
 		if time.Since(waited) > writeTimeout+60*time.Second {
 			t.Fatal("the client that does not read was not dropped")
 		}
-		if err := f.admin.Ping(ctxT(t)); err != nil {
+		if err := f.Admin.Ping(ctxT(t)); err != nil {
 			t.Fatalf("another client: %v", err)
 		}
 		peak = max(peak, heapAlloc())
@@ -543,44 +544,13 @@ func heapAlloc() uint64 {
 }
 
 // waitFor polls cond for up to 20 seconds.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+var waitFor = testkit.WaitFor
 
-// httpsTransport is an HTTP transport that trusts d's CA.
-func httpsTransport(d *daemon.Daemon) *http.Transport {
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM([]byte(d.Credentials().CACert))
-	return &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "juju-apiserver"}}
-}
-
-// metricsText GETs d's /metrics, with the headers of req if not nil.
-func metricsText(t *testing.T, d *daemon.Daemon, hdr http.Header) string {
-	t.Helper()
-	tr := httpsTransport(d)
-	defer tr.CloseIdleConnections()
-	req, _ := http.NewRequest(http.MethodGet, "https://"+d.Addr()+"/metrics", nil)
-	for k, v := range hdr {
-		req.Header[k] = v
-	}
-	resp, err := (&http.Client{Transport: tr}).Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET /metrics: %s: %s", resp.Status, body)
-	}
-	return string(body)
-}
+// httpsTransport and metricsText are internal/testkit's.
+var (
+	httpsTransport = testkit.HTTPSTransport
+	metricsText    = testkit.MetricsText
+)
 
 // grepLines returns the lines of s that contain sub.
 func grepLines(s, sub string) string {
@@ -607,7 +577,7 @@ func TestLongTagsBounded(t *testing.T) {
 	before := len(logs.String())
 	const logins = 70
 	for i := 0; i < logins; i++ {
-		c := newRawConn(t, f.d, f.model)
+		c := newRawConn(t, f.D, f.Model)
 		r := c.mustCall("Admin", 3, "", "Login", params.LoginRequest{AuthTag: long, Credentials: "x"})
 		if r.err == nil || len(r.err.Message) > 200 || !strings.Contains(r.err.Message, "(61445 bytes, over the limit of 1024) is not a valid tag") {
 			t.Fatalf("login with a 60 KiB tag: %v", r.err)
@@ -615,7 +585,7 @@ func TestLongTagsBounded(t *testing.T) {
 		c.ws.Close()
 	}
 	// A valid user tag under the cap is logged by its first 64 bytes.
-	c := newRawConn(t, f.d, f.model)
+	c := newRawConn(t, f.D, f.Model)
 	if r := c.mustCall("Admin", 3, "", "Login", params.LoginRequest{AuthTag: "user-" + strings.Repeat("b", 1000), Credentials: "x"}); r.err == nil {
 		t.Fatal("a login as an unknown 1000-byte user succeeded")
 	}
@@ -630,14 +600,14 @@ func TestLongTagsBounded(t *testing.T) {
 	}
 	// After login, in a bulk call: the item's error is bounded too.
 	huge := "machine-" + strings.Repeat("9", 1<<20)
-	res := mustCall[params.LifeResults](t, f.agent, 11, "Life", ents(huge, "machine-0"))
+	res := mustCall[params.LifeResults](t, f.Agent, 11, "Life", ents(huge, "machine-0"))
 	if e := res.Results[0].Error; e == nil || len(e.Message) > facade.MaxErrorMessage {
 		t.Fatalf("Life of a 1 MiB tag: %+v", e)
 	}
 	if res.Results[1].Error != nil || res.Results[1].Life != "alive" {
 		t.Fatalf("the other item: %+v", res.Results[1])
 	}
-	if err := f.admin.Ping(ctxT(t)); err != nil {
+	if err := f.Admin.Ping(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -726,10 +696,10 @@ func TestEntityLimits(t *testing.T) {
 		c.MaxWatchersPerEntity = perEntity
 		c.MaxWatchers = perConn
 	})
-	// machine 0 already has one connection (f.agent).
+	// machine 0 already has one connection (f.Agent).
 	var agents []*client.Conn
 	for i := 0; i < attackConns; i++ {
-		c := dial(t, f.d, f.model)
+		c := dial(t, f.D, f.Model)
 		_, err := c.LoginAgent(ctxT(t), "machine-0", m0Password, m0Nonce)
 		if len(agents) < conns-1 {
 			if err != nil {
@@ -740,7 +710,7 @@ func TestEntityLimits(t *testing.T) {
 		}
 		wantErr(t, err, "too many connections for machine-0 (limit 3)", params.CodeQuotaLimitExceeded)
 	}
-	agents = append(agents, f.agent)
+	agents = append(agents, f.Agent)
 	watch := func(c *client.Conn) error {
 		var r params.NotifyWatchResult
 		if err := c.Call(ctxT(t), "Provisioner", 11, "", "WatchForModelConfigChanges", nil, &r); err != nil {
@@ -751,7 +721,7 @@ func TestEntityLimits(t *testing.T) {
 		}
 		return nil
 	}
-	base := f.d.Hub().Subscriptions()
+	base := f.D.Hub().Subscriptions()
 	for i := 0; i < perConn; i++ {
 		if err := watch(agents[0]); err != nil {
 			t.Fatalf("watcher %d on one connection: %v", i, err)
@@ -764,25 +734,25 @@ func TestEntityLimits(t *testing.T) {
 		}
 	}
 	wantErr(t, watch(agents[2]), "too many watchers for machine-0 across its connections (limit 6)", params.CodeQuotaLimitExceeded)
-	if got := f.d.Hub().Subscriptions() - base; got != perEntity {
+	if got := f.D.Hub().Subscriptions() - base; got != perEntity {
 		t.Errorf("machine 0 holds %d watcher subscriptions; the limit is %d", got, perEntity)
 	}
 	// A connection that ends frees its watchers and its slot.
 	agents[0].Close()
 	// (The hub also counts one subscription per logged-in connection: the
 	// watch of its credentials.)
-	waitFor(t, "the connection to end", func() bool { return f.d.Hub().Subscriptions()-base == perEntity-perConn-1 })
+	waitFor(t, "the connection to end", func() bool { return f.D.Hub().Subscriptions()-base == perEntity-perConn-1 })
 	if err := watch(agents[2]); err != nil {
 		t.Fatalf("a watcher after another connection ended: %v", err)
 	}
 	waitFor(t, "a free connection slot", func() bool {
-		c := dial(t, f.d, f.model)
+		c := dial(t, f.D, f.Model)
 		_, err := c.LoginAgent(ctxT(t), "machine-0", m0Password, m0Nonce)
 		return err == nil
 	})
 	// The controller agent is not counted.
 	for i := 0; i < conns+2; i++ {
-		loginController(t, f.d, f.model)
+		loginController(t, f.D, f.Model)
 	}
 }
 
@@ -801,7 +771,7 @@ func TestEntityWatcherAttackBounded(t *testing.T) {
 	if bound := int64(daemon.DefaultMaxWatchersPerEntity*8<<10 + daemon.DefaultMaxConnsPerEntity*connlimit.ConnWorstCase); grown > bound {
 		t.Errorf("heap grew by %.1f MiB; the bound is %.1f MiB", float64(grown)/(1<<20), float64(bound)/(1<<20))
 	}
-	if err := f.admin.Ping(ctxT(t)); err != nil {
+	if err := f.Admin.Ping(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -814,7 +784,7 @@ func watcherAttack(t *testing.T, f *provFixture, conns, perConn int) (got int, g
 	t.Helper()
 	base := heapAlloc()
 	for i := 0; i < conns; i++ {
-		c := newRawConn(t, f.d, f.model)
+		c := newRawConn(t, f.D, f.Model)
 		r := c.mustCall("Admin", 3, "", "Login", params.LoginRequest{AuthTag: "machine-0", Credentials: m0Password, Nonce: m0Nonce})
 		if r.err != nil {
 			continue // over the connection limit
@@ -833,7 +803,7 @@ func watcherAttack(t *testing.T, f *provFixture, conns, perConn int) (got int, g
 	}
 	grown = int64(heapAlloc()) - int64(base)
 	t0 := time.Now()
-	if err := f.st.UpdateModelConfig(t.Context(), f.model, map[string]any{"wake": time.Now().String()}, nil); err != nil {
+	if err := f.St.UpdateModelConfig(t.Context(), f.Model, map[string]any{"wake": time.Now().String()}, nil); err != nil {
 		t.Fatal(err)
 	}
 	return got, grown, time.Since(t0)
@@ -847,11 +817,11 @@ func watcherAttack(t *testing.T, f *provFixture, conns, perConn int) (got int, g
 // /metrics. The daemon's clock is the fixture's fake one.
 func TestLoginThrottle(t *testing.T) {
 	f := newProvFixtureWith(t, func(c *daemon.Config) { c.LoginFailures = 3 })
-	if _, err := f.st.AddUser(t.Context(), "bob", "Bob", "bob-password-0123456789", state.AccessLogin); err != nil {
+	if _, err := f.St.AddUser(t.Context(), "bob", "Bob", "bob-password-0123456789", state.AccessLogin); err != nil {
 		t.Fatal(err)
 	}
 	login := func(tag, password string) error {
-		c := dial(t, f.d, "")
+		c := dial(t, f.D, "")
 		defer c.Close()
 		var err error
 		if strings.HasPrefix(tag, "user-") {
@@ -864,7 +834,7 @@ func TestLoginThrottle(t *testing.T) {
 	// A guesser on loopback, as fast as the daemon lets it, for a minute of
 	// the daemon's clock: it gets 3 free guesses, then one per wait.
 	guesses := 0
-	for end := f.clock.Now().Add(time.Minute); f.clock.Now().Before(end); {
+	for end := f.Clock.Now().Add(time.Minute); f.Clock.Now().Before(end); {
 		err := login("user-bob", "guess")
 		switch {
 		case isCode(err, params.CodeUnauthorized):
@@ -873,7 +843,7 @@ func TestLoginThrottle(t *testing.T) {
 			if !strings.HasPrefix(err.Error(), "too many failed logins; try again in ") {
 				t.Fatalf("throttled login: %v", err)
 			}
-			f.clock.Advance(time.Second)
+			f.Clock.Advance(time.Second)
 		default:
 			t.Fatalf("guess: %v", err)
 		}
@@ -885,7 +855,7 @@ func TestLoginThrottle(t *testing.T) {
 	// The right password waits its turn too, but gets in once it is up.
 	err := login("user-bob", "bob-password-0123456789")
 	wantErrContaining(t, err, "too many failed logins; try again in", params.CodeTryAgain)
-	f.clock.Advance(daemon.Default("").LoginBackoffMax)
+	f.Clock.Advance(daemon.Default("").LoginBackoffMax)
 	if err := login("user-bob", "bob-password-0123456789"); err != nil {
 		t.Fatalf("after the longest wait: %v", err)
 	}
@@ -894,13 +864,13 @@ func TestLoginThrottle(t *testing.T) {
 		_ = login("machine-0", "wrong-password-0123456789")
 	}
 	wantErrContaining(t, login("machine-0", m0Password), "too many failed logins", params.CodeTryAgain)
-	loginController(t, f.d, f.model)
+	loginController(t, f.D, f.Model)
 
 	// /backup's basic auth is throttled the same way (429, Retry-After).
-	tr := httpsTransport(f.d)
+	tr := httpsTransport(f.D)
 	defer tr.CloseIdleConnections()
 	backup := func(password string) *http.Response {
-		req, _ := http.NewRequest(http.MethodGet, "https://"+f.d.Addr()+"/backup", nil)
+		req, _ := http.NewRequest(http.MethodGet, "https://"+f.D.Addr()+"/backup", nil)
 		req.SetBasicAuth("admin", password)
 		resp, err := (&http.Client{Transport: tr}).Do(req)
 		if err != nil {
@@ -910,7 +880,7 @@ func TestLoginThrottle(t *testing.T) {
 		resp.Body.Close()
 		return resp
 	}
-	f.clock.Advance(time.Hour) // the address's failures above are forgotten
+	f.Clock.Advance(time.Hour) // the address's failures above are forgotten
 	var last *http.Response
 	for i := 0; i < 5; i++ {
 		last = backup("wrong")
@@ -918,12 +888,12 @@ func TestLoginThrottle(t *testing.T) {
 	if last.StatusCode != http.StatusTooManyRequests || last.Header.Get("Retry-After") == "" {
 		t.Fatalf("/backup after 5 wrong passwords: %s, Retry-After %q", last.Status, last.Header.Get("Retry-After"))
 	}
-	f.clock.Advance(time.Minute)
-	if resp := backup(f.d.Credentials().AdminPassword); resp.StatusCode != http.StatusOK {
+	f.Clock.Advance(time.Minute)
+	if resp := backup(f.D.Credentials().AdminPassword); resp.StatusCode != http.StatusOK {
 		t.Fatalf("/backup with the right password after the wait: %s", resp.Status)
 	}
 
-	m := metricsText(t, f.d, nil)
+	m := metricsText(t, f.D, nil)
 	for _, want := range []string{
 		`provisiond_login_failures_total{kind="user",path="api"} ` + strconv.Itoa(guesses),
 		`provisiond_login_failures_total{kind="agent",path="api"} 4`,

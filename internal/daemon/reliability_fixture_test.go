@@ -58,7 +58,7 @@ func newWorld(t *testing.T) *world {
 		c.LoginRateMax = 1 << 20
 	})
 	w := &world{provFixture: f, logs: logs}
-	st := f.st
+	st := f.St
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -110,8 +110,8 @@ func (w *world) noPanics(t *testing.T) {
 // normalise replaces the world's model UUIDs (random per run) by names,
 // for golden files.
 func (w *world) normalise(s string) string {
-	for uuid, name := range map[string]string{w.model: "<default>", w.other: "<other>", w.caas: "<k8s>", w.caas2: "<k8s2>", w.scratch: "<scratch>",
-		w.d.Credentials().ControllerModelUUID: "<controller>", w.d.Credentials().ControllerUUID: "<controller-uuid>"} {
+	for uuid, name := range map[string]string{w.Model: "<default>", w.other: "<other>", w.caas: "<k8s>", w.caas2: "<k8s2>", w.scratch: "<scratch>",
+		w.D.Credentials().ControllerModelUUID: "<controller>", w.D.Credentials().ControllerUUID: "<controller-uuid>"} {
 		s = strings.ReplaceAll(s, uuid, name)
 	}
 	return uuidRE.ReplaceAllString(s, "<uuid>")

@@ -201,7 +201,7 @@ func TestNoSecretsInLogsPasswordChanges(t *testing.T) {
 	const long = "rotated-secret-password-0123456789"
 	const short = "shortsecret"
 	var errs []string
-	res := mustCall[params.ErrorResults](t, f.ctrl, 11, "SetPasswords", params.EntityPasswords{Changes: []params.EntityPassword{
+	res := mustCall[params.ErrorResults](t, f.Ctrl, 11, "SetPasswords", params.EntityPasswords{Changes: []params.EntityPassword{
 		{Tag: "machine-1", Password: long}, {Tag: "machine-1", Password: short}, {Tag: "machine-42", Password: long}, {Tag: "bad", Password: long}}})
 	for _, r := range res.Results {
 		if r.Error != nil {
@@ -215,7 +215,7 @@ func TestNoSecretsInLogsPasswordChanges(t *testing.T) {
 	if !strings.Contains(all, "login") {
 		t.Fatal("nothing was logged; the test would prove nothing")
 	}
-	for _, secret := range []string{long, short, m0Password, f.d.Credentials().AdminPassword, f.d.Credentials().ControllerAgent.Password} {
+	for _, secret := range []string{long, short, m0Password, f.D.Credentials().AdminPassword, f.D.Credentials().ControllerAgent.Password} {
 		if strings.Contains(all, secret) {
 			t.Errorf("a password appears in a log line or error message")
 		}

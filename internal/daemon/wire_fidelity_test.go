@@ -124,10 +124,10 @@ type jujuContainerConfig struct {
 // the top level, so Juju's client fills its embedded pointer.
 func TestWireContainerConfigFlatUpdateBehavior(t *testing.T) {
 	f := newProvFixture(t)
-	if err := f.st.UpdateModelConfig(t.Context(), f.model, map[string]any{"enable-os-upgrade": false}, nil); err != nil {
+	if err := f.St.UpdateModelConfig(t.Context(), f.Model, map[string]any{"enable-os-upgrade": false}, nil); err != nil {
 		t.Fatal(err)
 	}
-	a := rawLogin(t, f.d, f.model, "machine-0", m0Password, m0Nonce)
+	a := rawLogin(t, f.D, f.Model, "machine-0", m0Password, m0Nonce)
 
 	var cc jujuContainerConfig
 	m := a.must("Provisioner", 11, "ContainerConfig", nil, &cc)
@@ -157,9 +157,9 @@ func TestWireContainerConfigFlatUpdateBehavior(t *testing.T) {
 // Juju's version parser accepts.
 func TestWireCharmInfoMinJujuVersion(t *testing.T) {
 	e := newCAAS(t, nil)
-	e.deploy("gitlab", gitlabMeta, 1, nil)
-	e.deploy("mattermost", "name: mattermost\nmin-juju-version: 3.1.0\n", 1, nil)
-	a := rawController(t, e.d, e.model)
+	e.Deploy("gitlab", gitlabMeta, 1, nil)
+	e.Deploy("mattermost", "name: mattermost\nmin-juju-version: 3.1.0\n", 1, nil)
+	a := rawController(t, e.D, e.Model)
 
 	for _, c := range []struct {
 		method string
@@ -192,7 +192,7 @@ func TestWireCharmInfoMinJujuVersion(t *testing.T) {
 // the 2015 way is stored as its base.
 func TestWireV1SeriesFromBase(t *testing.T) {
 	f := newProvFixture(t)
-	admin := rawLogin(t, f.d, f.model, "user-admin", f.d.Credentials().AdminPassword, "")
+	admin := rawLogin(t, f.D, f.Model, "user-admin", f.D.Credentials().AdminPassword, "")
 	want := map[string]string{} // machine tag -> series
 	for base, series := range map[string]string{"ubuntu@22.04": "jammy", "ubuntu@20.04": "focal",
 		"ubuntu@24.04": "noble", "ubuntu@18.04": "bionic", "centos@7": "centos7"} {
@@ -201,16 +201,16 @@ func TestWireV1SeriesFromBase(t *testing.T) {
 		want["machine-"+res.Machines[0]] = series
 	}
 	// 2015 data: a machine added with a series only keeps it as its base.
-	m, err := f.st.AddMachine(t.Context(), f.model, state.MachineParams{Series: "xenial"})
+	m, err := f.St.AddMachine(t.Context(), f.Model, state.MachineParams{Series: "xenial"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := f.st.Machine(t.Context(), f.model, m.ID); err != nil || got.Base.String() != "ubuntu@16.04" || got.Series != "" {
+	if got, err := f.St.Machine(t.Context(), f.Model, m.ID); err != nil || got.Base.String() != "ubuntu@16.04" || got.Series != "" {
 		t.Errorf("a 2015 series is stored as base %q, series %q (%v); want ubuntu@16.04 and no series", got.Base, got.Series, err)
 	}
 	want[m.Tag().String()] = "xenial"
 
-	ctrl := rawController(t, f.d, f.model)
+	ctrl := rawController(t, f.D, f.Model)
 	var tags []map[string]string
 	for tag := range want {
 		tags = append(tags, map[string]string{"Tag": tag})
@@ -252,7 +252,7 @@ func TestWireV1SeriesFromBase(t *testing.T) {
 	ctrl.must("Provisioner", 1, "FindTools", map[string]any{"Number": "3.3.0", "MajorVersion": 3, "MinorVersion": -1,
 		"Series": "jammy", "Arch": "amd64"}, &ft)
 	if ft.Error != nil || len(ft.List) != 1 || ft.List[0].Version != "3.3.0-jammy-amd64" ||
-		ft.List[0].URL != "https://"+f.d.Addr()+"/environment/"+f.model+"/tools/3.3.0-jammy-amd64" {
+		ft.List[0].URL != "https://"+f.D.Addr()+"/environment/"+f.Model+"/tools/3.3.0-jammy-amd64" {
 		t.Errorf("FindTools(jammy) = %+v", ft)
 	}
 	ctrl.must("Provisioner", 1, "FindTools", map[string]any{"MajorVersion": 1, "MinorVersion": -1, "Series": "trusty"}, &ft)
@@ -261,7 +261,7 @@ func TestWireV1SeriesFromBase(t *testing.T) {
 	}
 
 	// Tools: machine 0 (base ubuntu@22.04) gets its binaries as jammy.
-	agent := rawLogin(t, f.d, f.model, "machine-0", m0Password, m0Nonce)
+	agent := rawLogin(t, f.D, f.Model, "machine-0", m0Password, m0Nonce)
 	var tools struct {
 		Results []struct {
 			Tools *struct{ Version string }
@@ -277,7 +277,7 @@ func TestWireV1SeriesFromBase(t *testing.T) {
 // Case 4: InstanceId says Juju's "machine N not provisioned".
 func TestWireInstanceIdNotProvisioned(t *testing.T) {
 	f := newProvFixture(t)
-	ctrl := rawController(t, f.d, f.model)
+	ctrl := rawController(t, f.D, f.Model)
 	for _, c := range []struct {
 		version int
 		args    any
@@ -319,22 +319,22 @@ var pythonLibjujuKnown = map[string][]int{
 // (provisiond's own), and a superuser still reaches ModelAdmin.
 func TestWireLoginFacadesPythonLibjuju(t *testing.T) {
 	f := newProvFixture(t)
-	creds := f.d.Credentials()
-	caas, err := f.st.AddModel(t.Context(), "k8s", state.ModelTypeCAAS, nil)
+	creds := f.D.Credentials()
+	caas, err := f.St.AddModel(t.Context(), "k8s", state.ModelTypeCAAS, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
 		who, model, tag, password, nonce string
 	}{
-		{"user on a model", f.model, "user-admin", creds.AdminPassword, ""},
+		{"user on a model", f.Model, "user-admin", creds.AdminPassword, ""},
 		{"user on /api", "", "user-admin", creds.AdminPassword, ""},
-		{"machine agent", f.model, "machine-0", m0Password, m0Nonce},
-		{"controller agent", f.model, creds.ControllerAgent.Tag, creds.ControllerAgent.Password, creds.ControllerAgent.Nonce},
+		{"machine agent", f.Model, "machine-0", m0Password, m0Nonce},
+		{"controller agent", f.Model, creds.ControllerAgent.Tag, creds.ControllerAgent.Password, creds.ControllerAgent.Nonce},
 		{"controller agent on caas", caas.UUID, creds.ControllerAgent.Tag, creds.ControllerAgent.Password, creds.ControllerAgent.Nonce},
 	} {
 		t.Run(c.who, func(t *testing.T) {
-			a := &rawAgent{t: t, ws: rawDial(t, f.d, c.model)}
+			a := &rawAgent{t: t, ws: rawDial(t, f.D, c.model)}
 			login := map[string]any{"auth-tag": c.tag, "credentials": c.password, "client-version": "3.5.2.0"}
 			if c.nonce != "" {
 				login["nonce"] = c.nonce
@@ -375,9 +375,9 @@ func TestWireLoginFacadesPythonLibjuju(t *testing.T) {
 // listens on (the tests listen on 127.0.0.1:0).
 func TestWireAPIPort(t *testing.T) {
 	f := newProvFixture(t)
-	_, port, _ := net.SplitHostPort(f.d.Addr())
-	admin := rawLogin(t, f.d, "", "user-admin", f.d.Credentials().AdminPassword, "")
-	ctrl := rawController(t, f.d, f.model)
+	_, port, _ := net.SplitHostPort(f.D.Addr())
+	admin := rawLogin(t, f.D, "", "user-admin", f.D.Credentials().AdminPassword, "")
+	ctrl := rawController(t, f.D, f.Model)
 	for who, m := range map[string]map[string]any{
 		"ModelAdmin.ControllerConfig":  admin.must("ModelAdmin", 1, "ControllerConfig", nil, nil),
 		"Provisioner.ControllerConfig": ctrl.must("Provisioner", 11, "ControllerConfig", nil, nil),
@@ -393,9 +393,9 @@ func TestWireAPIPort(t *testing.T) {
 // ExpressionTree marshals it (the expression list), absent without one.
 func TestWireCharmInfoAssumes(t *testing.T) {
 	e := newCAAS(t, nil)
-	e.deploy("gitlab", gitlabMeta, 1, nil)
-	e.deploy("mattermost", "name: mattermost\nassumes:\n  - k8s-api\n  - any-of:\n      - juju >= 3.1\n      - juju < 3\n", 1, nil)
-	a := rawController(t, e.d, e.model)
+	e.Deploy("gitlab", gitlabMeta, 1, nil)
+	e.Deploy("mattermost", "name: mattermost\nassumes:\n  - k8s-api\n  - any-of:\n      - juju >= 3.1\n      - juju < 3\n", 1, nil)
+	a := rawController(t, e.D, e.Model)
 	var ch struct {
 		Meta    map[string]json.RawMessage `json:"meta"`
 		Metrics json.RawMessage            `json:"metrics"`
@@ -423,11 +423,11 @@ func TestWireCharmInfoAssumes(t *testing.T) {
 // client parses it) or an empty 2015 series.
 func TestWireDefaultBase(t *testing.T) {
 	f := newProvFixture(t)
-	m, err := f.st.AddMachine(t.Context(), f.model, state.MachineParams{})
+	m, err := f.St.AddMachine(t.Context(), f.Model, state.MachineParams{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctrl := rawController(t, f.d, f.model)
+	ctrl := rawController(t, f.D, f.Model)
 	check := func(wantName, wantChannel, wantSeries string) {
 		t.Helper()
 		var v11 struct {
@@ -448,7 +448,7 @@ func TestWireDefaultBase(t *testing.T) {
 		}
 	}
 	check("ubuntu", "22.04/stable", "jammy")
-	if err := f.st.UpdateModelConfig(t.Context(), f.model, map[string]any{"default-base": "ubuntu@24.04"}, nil); err != nil {
+	if err := f.St.UpdateModelConfig(t.Context(), f.Model, map[string]any{"default-base": "ubuntu@24.04"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	check("ubuntu", "24.04/stable", "noble")

@@ -1,10 +1,8 @@
-package daemon_test
+package provisioner_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"fmt"
 	"maps"
 	"reflect"
 	"slices"
@@ -16,7 +14,6 @@ import (
 	"github.com/provisiond/provisiond/provisiondtest"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
-	"github.com/provisiond/provisiond/state/store"
 )
 
 // jujuModelConfigDefaults is the config Juju's controller stores when it
@@ -200,7 +197,7 @@ func modelConfigBytes(t *testing.T, c *client.Conn) json.RawMessage {
 	var res struct {
 		Config json.RawMessage `json:"config"`
 	}
-	if err := json.Unmarshal(rawCall(t, c, 11, "ModelConfig", nil), &res); err != nil {
+	if err := json.Unmarshal(testkit.RawCall(t, c, 11, "ModelConfig", nil), &res); err != nil {
 		t.Fatal(err)
 	}
 	return res.Config
@@ -229,7 +226,7 @@ func TestModelConfigJujuDefaults(t *testing.T) {
 		Config   json.RawMessage `json:"config"`
 		Defaults json.RawMessage `json:"defaults"`
 	}
-	if err := s.Admin(t, "").Call(ctxT(t), "ModelAdmin", 1, "", "ModelConfig", params.ModelArgs{Model: "k8s"}, &info); err != nil {
+	if err := s.Admin(t, "").Call(testkit.Ctx(t), "ModelAdmin", 1, "", "ModelConfig", params.ModelArgs{Model: "k8s"}, &info); err != nil {
 		t.Fatal(err)
 	}
 	stored := jujuWant(t, map[string]any{"agent-version": daemon.ServerVersion, "resource-tags": ""},
@@ -237,40 +234,6 @@ func TestModelConfigJujuDefaults(t *testing.T) {
 	checkJujuConfig(t, "k8s (ModelAdmin)", info.Config, stored)
 	delete(stored, "agent-version")
 	checkJujuConfig(t, "k8s defaults (ModelAdmin)", info.Defaults, stored)
-}
-
-// writeModelConfigs writes, in the daemon's store itself, each model's
-// config as given (no defaults, no checks: what an older build may have
-// left), and the state schema version when it is not "".
-func writeModelConfigs(t *testing.T, d *daemon.Daemon, configs map[string]map[string]any, schema string) {
-	t.Helper()
-	_, err := d.State().Store().Update(context.Background(), func(tx store.Txn) error {
-		for uuid, cfg := range configs {
-			key := store.Key("model", uuid)
-			b, ok, err := tx.Get(key)
-			if err != nil || !ok {
-				return fmt.Errorf("model record %s: %v, %v", key, ok, err)
-			}
-			var rec map[string]any
-			if err := json.Unmarshal(b, &rec); err != nil {
-				return err
-			}
-			rec["config"] = cfg
-			if b, err = json.Marshal(rec); err != nil {
-				return err
-			}
-			if err := tx.Put(key, b); err != nil {
-				return err
-			}
-		}
-		if schema == "" {
-			return nil
-		}
-		return tx.Put(store.Key("schema", "state"), []byte(schema))
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // A store written by the previous schema version (3), whose models hold
@@ -291,7 +254,7 @@ func TestModelConfigMigratedStoreJujuDefaults(t *testing.T) {
 	}
 	// Write the records as a version 3 build left them: each model's
 	// config as set, and the state schema version 3.
-	writeModelConfigs(t, testkit.Daemon(s), before, "3")
+	testkit.WriteModelConfigs(t, testkit.Daemon(s), before, "3")
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -317,9 +280,9 @@ func TestModelConfigMigratedStoreJujuDefaults(t *testing.T) {
 // addSchemeIfMissing, SnapProxySettings), each object with all five keys
 // of Juju's proxy.Settings, AutoNoProxy always "" from a controller.
 func TestContainerConfigProxiesAsJuju(t *testing.T) {
-	d := start(t, nil)
+	d := testkit.Start(t, nil)
 	model := d.Credentials().DefaultModelUUID
-	agent := loginController(t, d, model)
+	agent := testkit.LoginController(t, d, model)
 	const local = "127.0.0.1,localhost,::1"
 	settings := func(http, https, ftp, noProxy string) string {
 		b, err := json.Marshal(map[string]string{"Http": http, "Https": https, "Ftp": ftp, "NoProxy": noProxy, "AutoNoProxy": ""})
@@ -358,7 +321,7 @@ func TestContainerConfigProxiesAsJuju(t *testing.T) {
 			t.Fatalf("%s: %v", c.name, err)
 		}
 		var got map[string]json.RawMessage
-		if err := json.Unmarshal(rawCall(t, agent, 11, "ContainerConfig", nil), &got); err != nil {
+		if err := json.Unmarshal(testkit.RawCall(t, agent, 11, "ContainerConfig", nil), &got); err != nil {
 			t.Fatal(err)
 		}
 		for k, want := range c.want {

@@ -1,10 +1,11 @@
-package daemon_test
+package caasunitprovisioner_test
 
 import (
 	"reflect"
 	"slices"
 	"testing"
 
+	"github.com/provisiond/provisiond/internal/testkit"
 	"github.com/provisiond/provisiond/provisiondtest"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
@@ -17,11 +18,11 @@ import (
 // storage kept detached.
 func TestCAASEndToEnd(t *testing.T) {
 	srv := provisiondtest.Start(t)
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	k8s := srv.AddModel(t, "k8s", "caas", map[string]any{"workload-storage": "kubernetes"})
 	op := client.NewModelAdmin(srv.Admin(t, ""))
 	u := client.NewCAASUnitProvisioner(srv.ControllerAgent(t, k8s))
-	apps := got(u.WatchApplications(ctx)).ok(t)
+	apps := testkit.Got(u.WatchApplications(ctx)).OK(t)
 	defer apps.Stop()
 	if got := provisiondtest.Next(t, apps); len(got) != 0 {
 		t.Fatalf("initial applications = %v", got)
@@ -29,17 +30,17 @@ func TestCAASEndToEnd(t *testing.T) {
 
 	// The operator deploys gitlab with storage at scale 3.
 	scale := 3
-	got(op.Deploy(ctx, params.DeployArgs{Model: "k8s", Application: "gitlab", CharmMetadata: storageMeta,
-		Scale: &scale, Storage: []string{"data=1G"}})).ok(t)
-	got(op.SetPodSpec(ctx, params.SetPodSpecArgs{Model: "k8s", Application: "gitlab", Spec: "containers: []"})).ok(t)
+	testkit.Got(op.Deploy(ctx, params.DeployArgs{Model: "k8s", Application: "gitlab", CharmMetadata: storageMeta,
+		Scale: &scale, Storage: []string{"data=1G"}})).OK(t)
+	testkit.Got(op.SetPodSpec(ctx, params.SetPodSpecArgs{Model: "k8s", Application: "gitlab", Spec: "containers: []"})).OK(t)
 	if got := provisiondtest.Next(t, apps); !slices.Equal(got, []string{"gitlab"}) {
 		t.Fatalf("applications = %v", got)
 	}
 	app := u.Application("gitlab")
-	if info := got(app.ProvisioningInfo(ctx)).ok(t); len(info.Filesystems) != 1 || info.Filesystems[0].Size != 1024 {
+	if info := testkit.Got(app.ProvisioningInfo(ctx)).OK(t); len(info.Filesystems) != 1 || info.Filesystems[0].Size != 1024 {
 		t.Fatalf("ProvisioningInfo = %+v", info)
 	}
-	scaleW := got(app.WatchScale(ctx)).ok(t)
+	scaleW := testkit.Got(app.WatchScale(ctx)).OK(t)
 	defer scaleW.Stop()
 	provisiondtest.Next(t, scaleW)
 
@@ -53,10 +54,10 @@ func TestCAASEndToEnd(t *testing.T) {
 				Volume: params.KubernetesVolumeInfo{VolumeId: "pv-" + id, Size: 1024, Persistent: true, Status: "attached"}}}}
 	}
 	var pods []params.ApplicationUnitParams
-	for i := range got(app.Scale(ctx)).ok(t) {
+	for i := range testkit.Got(app.Scale(ctx)).OK(t) {
 		pods = append(pods, pod(i))
 	}
-	if info := got(app.UpdateUnits(ctx, params.UpdateApplicationUnits{Scale: intp(3), Generation: i64p(1), Units: pods})).ok(t); len(info.Units) != 3 {
+	if info := testkit.Got(app.UpdateUnits(ctx, params.UpdateApplicationUnits{Scale: testkit.Ptr[int](3), Generation: testkit.Ptr[int64](1), Units: pods})).OK(t); len(info.Units) != 3 {
 		t.Fatalf("UpdateUnits = %+v", info)
 	}
 
@@ -64,7 +65,7 @@ func TestCAASEndToEnd(t *testing.T) {
 	// provider ids, addresses and attached storage.
 	status := func() map[string]string {
 		t.Helper()
-		st := got(op.Status(ctx, params.ModelArgs{Model: "k8s"})).ok(t)
+		st := testkit.Got(op.Status(ctx, params.ModelArgs{Model: "k8s"})).OK(t)
 		if len(st.Applications) != 1 || st.Applications[0].Name != "gitlab" {
 			t.Fatalf("Status applications = %+v", st.Applications)
 		}
@@ -94,16 +95,16 @@ func TestCAASEndToEnd(t *testing.T) {
 	// The operator scales to 1: the scale watcher fires; the unit
 	// provisioner's next report with one pod removes the surplus units and
 	// detaches their storage.
-	got(op.ScaleApplication(ctx, params.ScaleArgs{Model: "k8s", Application: "gitlab", Scale: 1})).ok(t)
+	testkit.Got(op.ScaleApplication(ctx, params.ScaleArgs{Model: "k8s", Application: "gitlab", Scale: 1})).OK(t)
 	provisiondtest.Next(t, scaleW)
-	if n := got(app.Scale(ctx)).ok(t); n != 1 {
+	if n := testkit.Got(app.Scale(ctx)).OK(t); n != 1 {
 		t.Fatalf("scale = %d", n)
 	}
-	got(app.UpdateUnits(ctx, params.UpdateApplicationUnits{Scale: intp(1), Generation: i64p(2), Units: pods[:1]})).ok(t)
+	testkit.Got(app.UpdateUnits(ctx, params.UpdateApplicationUnits{Scale: testkit.Ptr[int](1), Generation: testkit.Ptr[int64](2), Units: pods[:1]})).OK(t)
 	if got := status(); !reflect.DeepEqual(got, map[string]string{"gitlab/0": "a-pod 10.0.0.1 pv-a-pod:attached"}) {
 		t.Fatalf("status after scale = %v", got)
 	}
-	st := got(op.Status(ctx, params.ModelArgs{Model: "k8s"})).ok(t)
+	st := testkit.Got(op.Status(ctx, params.ModelArgs{Model: "k8s"})).OK(t)
 	detached, owned := 0, 0
 	for _, f := range st.Storage.Filesystems {
 		if f.Attachment == nil && f.Status.Status == "detached" {

@@ -1,39 +1,17 @@
-package daemon_test
+package modeladmin_test
 
 import (
-	"errors"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/provisiond/provisiond/internal/daemon"
+	"github.com/provisiond/provisiond/internal/testkit"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state"
 )
-
-// wantErrContaining is wantErr with a message fragment.
-func wantErrContaining(t testing.TB, err error, msg, code string) {
-	t.Helper()
-	var pe *params.Error
-	if !errors.As(err, &pe) {
-		t.Fatalf("error = %v; want %q (code %q)", err, msg, code)
-	}
-	if !strings.Contains(pe.Message, msg) || pe.Code != code {
-		t.Fatalf("error = %q (code %q); want %q (code %q)", pe.Message, pe.Code, msg, code)
-	}
-}
-
-// adminCall is a ModelAdmin call that must succeed.
-func adminCall[R any](t testing.TB, c *client.Conn, method string, args any) R {
-	t.Helper()
-	var r R
-	if err := modelAdmin(t, c, method, args, &r); err != nil {
-		t.Fatalf("%s(%+v): %v", method, args, err)
-	}
-	return r
-}
 
 // badInputCase is a ModelAdmin call that must fail with code and a message
 // containing msg.
@@ -51,7 +29,7 @@ func runBadInput(t *testing.T, d *daemon.Daemon, c *client.Conn, cases []badInpu
 	rev := d.State().Revision()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			wantErrContaining(t, modelAdmin(t, c, tc.method, tc.args, nil), tc.msg, tc.code)
+			testkit.WantErrContaining(t, testkit.ModelAdmin(t, c, tc.method, tc.args, nil), tc.msg, tc.code)
 		})
 	}
 	if got := d.State().Revision(); got != rev {
@@ -60,22 +38,22 @@ func runBadInput(t *testing.T, d *daemon.Daemon, c *client.Conn, cases []badInpu
 }
 
 func TestModelAdminNetwork(t *testing.T) {
-	d := start(t, nil)
-	c := loginAdmin(t, d, "")
+	d := testkit.Start(t, nil)
+	c := testkit.LoginAdmin(t, d, "")
 	model := d.Credentials().DefaultModelUUID
 
-	sp := adminCall[params.SpaceInfo](t, c, "AddSpace", params.AddSpaceArgs{Name: "db", ProviderID: "sp-1"})
+	sp := testkit.AdminCall[params.SpaceInfo](t, c, "AddSpace", params.AddSpaceArgs{Name: "db", ProviderID: "sp-1"})
 	if sp.Name != "db" || sp.ProviderID != "sp-1" {
 		t.Errorf("AddSpace = %+v", sp)
 	}
-	adminCall[params.SpaceInfo](t, c, "AddSpace", params.AddSpaceArgs{Name: "public"})
-	sn := adminCall[params.SubnetInfo](t, c, "AddSubnet", params.AddSubnetArgs{CIDR: "10.0.0.0/24", Space: "db",
+	testkit.AdminCall[params.SpaceInfo](t, c, "AddSpace", params.AddSpaceArgs{Name: "public"})
+	sn := testkit.AdminCall[params.SubnetInfo](t, c, "AddSubnet", params.AddSubnetArgs{CIDR: "10.0.0.0/24", Space: "db",
 		Zones: []string{"z1", "z2"}, ProviderID: "sn-0", VLANTag: 42, AllocatableRange: "10.0.0.10-10.0.0.20"})
 	if sn.CIDR != "10.0.0.0/24" || sn.Space != "db" || !slices.Equal(sn.Zones, []string{"z1", "z2"}) || sn.VLANTag != 42 ||
 		sn.AllocatableIPLow != "10.0.0.10" || sn.AllocatableIPHigh != "10.0.0.20" || sn.Gateway != "10.0.0.1" || sn.Life != "alive" {
 		t.Errorf("AddSubnet = %+v", sn)
 	}
-	adminCall[params.SubnetInfo](t, c, "AddSubnet", params.AddSubnetArgs{Model: "default", CIDR: "192.168.0.0/16",
+	testkit.AdminCall[params.SubnetInfo](t, c, "AddSubnet", params.AddSubnetArgs{Model: "default", CIDR: "192.168.0.0/16",
 		Space: "public", Zones: []string{"z3"}, ProviderID: "sn-1"})
 
 	// Addresses in use show under their subnet, in address order.
@@ -88,7 +66,7 @@ func TestModelAdminNetwork(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	subnets := adminCall[params.SubnetsResult](t, c, "Subnets", params.ModelArgs{})
+	subnets := testkit.AdminCall[params.SubnetsResult](t, c, "Subnets", params.ModelArgs{})
 	if len(subnets.Subnets) != 2 || subnets.Subnets[0].CIDR != "10.0.0.0/24" || subnets.Subnets[1].CIDR != "192.168.0.0/16" {
 		t.Fatalf("Subnets = %+v", subnets)
 	}
@@ -102,14 +80,14 @@ func TestModelAdminNetwork(t *testing.T) {
 	if a := subnets.Subnets[1].Addresses; a == nil || len(a) != 0 {
 		t.Errorf("unused subnet addresses = %#v", a)
 	}
-	spaces := adminCall[params.SpacesResult](t, c, "Spaces", params.ModelArgs{})
+	spaces := testkit.AdminCall[params.SpacesResult](t, c, "Spaces", params.ModelArgs{})
 	if len(spaces.Spaces) != 2 || !slices.Equal(spaces.Spaces[0].Subnets, []string{"10.0.0.0/24"}) ||
 		!slices.Equal(spaces.Spaces[1].Subnets, []string{"192.168.0.0/16"}) {
 		t.Errorf("Spaces = %+v", spaces)
 	}
 
 	// A dying model takes no new spaces or subnets.
-	adminCall[params.ModelSummary](t, c, "AddModel", params.AddModelArgs{Name: "going"})
+	testkit.AdminCall[params.ModelSummary](t, c, "AddModel", params.AddModelArgs{Name: "going"})
 	goingModel, err := d.State().ModelByName(t.Context(), "going")
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +95,7 @@ func TestModelAdminNetwork(t *testing.T) {
 	if _, err := d.State().AddMachine(t.Context(), goingModel.UUID, state.MachineParams{}); err != nil {
 		t.Fatal(err)
 	}
-	adminCall[params.RemoveModelResult](t, c, "RemoveModel", params.RemoveModelArgs{Model: "going"})
+	testkit.AdminCall[params.RemoveModelResult](t, c, "RemoveModel", params.RemoveModelArgs{Model: "going"})
 
 	ok := params.AddSubnetArgs{CIDR: "172.16.0.0/24", Space: "db", Zones: []string{"z1"}, ProviderID: "sn-2"}
 	with := func(f func(*params.AddSubnetArgs)) params.AddSubnetArgs { a := ok; f(&a); return a }
@@ -152,12 +130,12 @@ func TestModelAdminNetwork(t *testing.T) {
 }
 
 func TestModelAdminAddMachines(t *testing.T) {
-	d := start(t, nil)
-	c := loginAdmin(t, d, "")
+	d := testkit.Start(t, nil)
+	c := testkit.LoginAdmin(t, d, "")
 	st := d.State()
 	model := d.Credentials().DefaultModelUUID
-	adminCall[params.SpaceInfo](t, c, "AddSpace", params.AddSpaceArgs{Name: "db"})
-	adminCall[params.SubnetInfo](t, c, "AddSubnet", params.AddSubnetArgs{CIDR: "10.0.0.0/24", Space: "db", Zones: []string{"z1"}, ProviderID: "sn-0"})
+	testkit.AdminCall[params.SpaceInfo](t, c, "AddSpace", params.AddSpaceArgs{Name: "db"})
+	testkit.AdminCall[params.SubnetInfo](t, c, "AddSubnet", params.AddSubnetArgs{CIDR: "10.0.0.0/24", Space: "db", Zones: []string{"z1"}, ProviderID: "sn-0"})
 	if err := st.AddStoragePool(t.Context(), model, "fast", "loop", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +143,7 @@ func TestModelAdminAddMachines(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	res := adminCall[params.AddMachinesResult](t, c, "AddMachines", params.AddMachinesArgs{Base: "ubuntu@22.04",
+	res := testkit.AdminCall[params.AddMachinesResult](t, c, "AddMachines", params.AddMachinesArgs{Base: "ubuntu@22.04",
 		Constraints: "cores=2 mem=4G spaces=db zones=z1", Count: 2, Disks: []string{"fast,2G,2", "ebs,10G"}})
 	if !slices.Equal(res.Machines, []string{"0", "1"}) {
 		t.Fatalf("AddMachines = %v", res.Machines)
@@ -190,7 +168,7 @@ func TestModelAdminAddMachines(t *testing.T) {
 		t.Errorf("machine 1 volumes %v, want %v", got, want)
 	}
 	// A disk without a pool is the default block source; loop without one.
-	res = adminCall[params.AddMachinesResult](t, c, "AddMachines", params.AddMachinesArgs{Disks: []string{"3G"}, Placement: "zone=z1"})
+	res = testkit.AdminCall[params.AddMachinesResult](t, c, "AddMachines", params.AddMachinesArgs{Disks: []string{"3G"}, Placement: "zone=z1"})
 	if vols, err := st.MachineVolumes(t.Context(), model, res.Machines[0]); err != nil || len(vols) != 1 || vols[0].Pool != "loop" || vols[0].Size != 3072 {
 		t.Errorf("default pool volumes %+v, %v", vols, err)
 	}
@@ -198,11 +176,11 @@ func TestModelAdminAddMachines(t *testing.T) {
 		t.Errorf("placement %q", m.Placement)
 	}
 	// Containers: on a machine whose agent has not reported, any type.
-	res = adminCall[params.AddMachinesResult](t, c, "AddMachines", params.AddMachinesArgs{Placement: "lxd:0", Count: 2})
+	res = testkit.AdminCall[params.AddMachinesResult](t, c, "AddMachines", params.AddMachinesArgs{Placement: "lxd:0", Count: 2})
 	if !slices.Equal(res.Machines, []string{"0/lxd/0", "0/lxd/1"}) {
 		t.Errorf("containers = %v", res.Machines)
 	}
-	res = adminCall[params.AddMachinesResult](t, c, "AddMachines", params.AddMachinesArgs{Placement: "kvm:0/lxd/0"})
+	res = testkit.AdminCall[params.AddMachinesResult](t, c, "AddMachines", params.AddMachinesArgs{Placement: "kvm:0/lxd/0"})
 	if !slices.Equal(res.Machines, []string{"0/lxd/0/kvm/0"}) {
 		t.Errorf("nested container = %v", res.Machines)
 	}
@@ -244,12 +222,12 @@ func TestModelAdminAddMachines(t *testing.T) {
 }
 
 func TestModelAdminRemoveMachines(t *testing.T) {
-	d := start(t, nil)
-	c := loginAdmin(t, d, "")
+	d := testkit.Start(t, nil)
+	c := testkit.LoginAdmin(t, d, "")
 	st := d.State()
 	model := d.Credentials().DefaultModelUUID
-	adminCall[params.AddMachinesResult](t, c, "AddMachines", params.AddMachinesArgs{Count: 3})
-	adminCall[params.AddMachinesResult](t, c, "AddMachines", params.AddMachinesArgs{Placement: "lxd:1"})
+	testkit.AdminCall[params.AddMachinesResult](t, c, "AddMachines", params.AddMachinesArgs{Count: 3})
+	testkit.AdminCall[params.AddMachinesResult](t, c, "AddMachines", params.AddMachinesArgs{Placement: "lxd:1"})
 	if _, err := st.AddApplication(t.Context(), model, state.ApplicationParams{Name: "app"}); err != nil {
 		t.Fatal(err)
 	}
@@ -267,15 +245,15 @@ func TestModelAdminRemoveMachines(t *testing.T) {
 		{"controller machine", "RemoveMachines", params.RemoveMachinesArgs{Model: "controller", Machines: []string{"0"}, Force: true}, "machine 0 is required by the model", ""},
 	})
 
-	r := adminCall[params.RemoveMachinesResult](t, c, "RemoveMachines", params.RemoveMachinesArgs{Machines: []string{"0"}})
+	r := testkit.AdminCall[params.RemoveMachinesResult](t, c, "RemoveMachines", params.RemoveMachinesArgs{Machines: []string{"0"}})
 	if !slices.Equal(r.Dying, []string{"0"}) {
 		t.Errorf("RemoveMachines(0) = %v", r)
 	}
-	r = adminCall[params.RemoveMachinesResult](t, c, "RemoveMachines", params.RemoveMachinesArgs{Machines: []string{"0"}})
+	r = testkit.AdminCall[params.RemoveMachinesResult](t, c, "RemoveMachines", params.RemoveMachinesArgs{Machines: []string{"0"}})
 	if r.Dying == nil || len(r.Dying) != 0 {
 		t.Errorf("RemoveMachines(0) again = %#v", r)
 	}
-	r = adminCall[params.RemoveMachinesResult](t, c, "RemoveMachines", params.RemoveMachinesArgs{Machines: []string{"2", "1"}, Force: true})
+	r = testkit.AdminCall[params.RemoveMachinesResult](t, c, "RemoveMachines", params.RemoveMachinesArgs{Machines: []string{"2", "1"}, Force: true})
 	if !slices.Equal(r.Dying, []string{"1", "1/lxd/0", "2"}) {
 		t.Errorf("RemoveMachines(force) = %v", r)
 	}
@@ -287,17 +265,17 @@ func TestModelAdminRemoveMachines(t *testing.T) {
 }
 
 func TestModelAdminAgentBinaries(t *testing.T) {
-	d := start(t, nil)
-	c := loginAdmin(t, d, "")
+	d := testkit.Start(t, nil)
+	c := testkit.LoginAdmin(t, d, "")
 	sum := strings.Repeat("0f", 32)
-	b := adminCall[params.AgentBinaryInfo](t, c, "AddAgentBinaries", params.AddAgentBinariesArgs{Version: "3.3.0", OS: "ubuntu",
+	b := testkit.AdminCall[params.AgentBinaryInfo](t, c, "AddAgentBinaries", params.AddAgentBinariesArgs{Version: "3.3.0", OS: "ubuntu",
 		Arch: "amd64", URL: "https://example.com/juju-3.3.0-ubuntu-amd64.tgz", SHA256: strings.ToUpper(sum), Size: 1234})
 	if b.Version != "3.3.0-ubuntu-amd64" || b.SHA256 != sum || b.Size != 1234 || b.URL != "https://example.com/juju-3.3.0-ubuntu-amd64.tgz" {
 		t.Errorf("AddAgentBinaries = %+v", b)
 	}
-	adminCall[params.AgentBinaryInfo](t, c, "AddAgentBinaries", params.AddAgentBinariesArgs{Version: "2.9.1", OS: "ubuntu",
+	testkit.AdminCall[params.AgentBinaryInfo](t, c, "AddAgentBinaries", params.AddAgentBinariesArgs{Version: "2.9.1", OS: "ubuntu",
 		Arch: "arm64", URL: "http://mirror/x", SHA256: sum, Size: 1})
-	list := adminCall[params.AgentBinariesResult](t, c, "AgentBinaries", nil)
+	list := testkit.AdminCall[params.AgentBinariesResult](t, c, "AgentBinaries", nil)
 	if len(list.AgentBinaries) != 2 || list.AgentBinaries[0].Version != "2.9.1-ubuntu-arm64" || list.AgentBinaries[1] != b {
 		t.Errorf("AgentBinaries = %+v", list)
 	}
@@ -321,17 +299,17 @@ func TestModelAdminAgentBinaries(t *testing.T) {
 }
 
 func TestModelAdminStatus(t *testing.T) {
-	d := start(t, nil)
-	c := loginAdmin(t, d, d.Credentials().DefaultModelUUID)
+	d := testkit.Start(t, nil)
+	c := testkit.LoginAdmin(t, d, d.Credentials().DefaultModelUUID)
 	st := d.State()
 	model := d.Credentials().DefaultModelUUID
-	adminCall[params.SpaceInfo](t, c, "AddSpace", params.AddSpaceArgs{Name: "db"})
-	adminCall[params.SubnetInfo](t, c, "AddSubnet", params.AddSubnetArgs{CIDR: "10.0.0.0/24", Space: "db", Zones: []string{"z1"},
+	testkit.AdminCall[params.SpaceInfo](t, c, "AddSpace", params.AddSpaceArgs{Name: "db"})
+	testkit.AdminCall[params.SubnetInfo](t, c, "AddSubnet", params.AddSubnetArgs{CIDR: "10.0.0.0/24", Space: "db", Zones: []string{"z1"},
 		ProviderID: "sn-0", AllocatableRange: "10.0.0.10-10.0.0.20"})
-	adminCall[params.AddMachinesResult](t, c, "AddMachines", params.AddMachinesArgs{Base: "ubuntu@22.04", Constraints: "mem=4G", Count: 2, Disks: []string{"loop,1G"}})
-	adminCall[params.AddMachinesResult](t, c, "AddMachines", params.AddMachinesArgs{Placement: "lxd:0"})
-	adminCall[params.AddMachinesResult](t, c, "AddMachines", params.AddMachinesArgs{Placement: "kvm:0/lxd/0"})
-	adminCall[params.AddMachinesResult](t, c, "AddMachines", params.AddMachinesArgs{Placement: "lxd:0"})
+	testkit.AdminCall[params.AddMachinesResult](t, c, "AddMachines", params.AddMachinesArgs{Base: "ubuntu@22.04", Constraints: "mem=4G", Count: 2, Disks: []string{"loop,1G"}})
+	testkit.AdminCall[params.AddMachinesResult](t, c, "AddMachines", params.AddMachinesArgs{Placement: "lxd:0"})
+	testkit.AdminCall[params.AddMachinesResult](t, c, "AddMachines", params.AddMachinesArgs{Placement: "kvm:0/lxd/0"})
+	testkit.AdminCall[params.AddMachinesResult](t, c, "AddMachines", params.AddMachinesArgs{Placement: "lxd:0"})
 	arch, mem, zone := "amd64", uint64(4096), "z1"
 	if err := st.SetInstanceInfo(t.Context(), model, "0", state.InstanceInfo{InstanceID: "i-0", Nonce: "n",
 		Hardware: &state.HardwareCharacteristics{Arch: &arch, Mem: &mem, AvailabilityZone: &zone}}); err != nil {
@@ -355,11 +333,11 @@ func TestModelAdminStatus(t *testing.T) {
 	if err := st.SetMachinePassword(t.Context(), model, "0", agentPassword); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := dial(t, d, model).LoginAgent(ctxT(t), "machine-0", agentPassword, "n"); err != nil {
+	if _, err := testkit.Dial(t, d, model).LoginAgent(testkit.Ctx(t), "machine-0", agentPassword, "n"); err != nil {
 		t.Fatal(err)
 	}
 
-	s := adminCall[params.ModelStatus](t, c, "Status", params.ModelArgs{})
+	s := testkit.AdminCall[params.ModelStatus](t, c, "Status", params.ModelArgs{})
 	if s.Model != "default" || s.UUID != model || s.Type != "iaas" || s.Life != "alive" || len(s.Machines) != 2 {
 		t.Fatalf("Status = %+v", s)
 	}
@@ -392,9 +370,9 @@ func TestModelAdminStatus(t *testing.T) {
 	}
 
 	// An empty model, and an unknown one.
-	adminCall[params.ModelSummary](t, c, "AddModel", params.AddModelArgs{Name: "empty"})
-	if e := adminCall[params.ModelStatus](t, c, "Status", params.ModelArgs{Model: "empty"}); e.Machines == nil || e.Subnets == nil || e.Spaces == nil {
+	testkit.AdminCall[params.ModelSummary](t, c, "AddModel", params.AddModelArgs{Name: "empty"})
+	if e := testkit.AdminCall[params.ModelStatus](t, c, "Status", params.ModelArgs{Model: "empty"}); e.Machines == nil || e.Subnets == nil || e.Spaces == nil {
 		t.Errorf("empty model status has nulls: %+v", e)
 	}
-	wantErr(t, modelAdmin(t, c, "Status", params.ModelArgs{Model: "nope"}, nil), `model "nope" not found`, params.CodeNotFound)
+	testkit.WantErr(t, testkit.ModelAdmin(t, c, "Status", params.ModelArgs{Model: "nope"}, nil), `model "nope" not found`, params.CodeNotFound)
 }

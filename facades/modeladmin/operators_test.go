@@ -1,4 +1,4 @@
-package daemon_test
+package modeladmin_test
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/provisiond/provisiond/internal/buildinfo"
 	"github.com/provisiond/provisiond/internal/testkit"
+	"github.com/provisiond/provisiond/provisiondtest"
 	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state"
 )
@@ -17,10 +18,10 @@ import (
 // removals, remove-machine --no-wait and ModelEntities.
 
 func TestModelAdminControllerInfo(t *testing.T) {
-	d := start(t, nil)
-	c := loginAdmin(t, d, "")
+	d := testkit.Start(t, nil)
+	c := testkit.LoginAdmin(t, d, "")
 	// The keys on the wire, present even when empty.
-	raw := adminCall[map[string]json.RawMessage](t, c, "ControllerInfo", nil)
+	raw := testkit.AdminCall[map[string]json.RawMessage](t, c, "ControllerInfo", nil)
 	for _, k := range []string{"controller-uuid", "controller-model-uuid", "api-addresses", "api-version", "version",
 		"revision", "go-version", "models", "store"} {
 		if _, ok := raw[k]; !ok {
@@ -36,7 +37,7 @@ func TestModelAdminControllerInfo(t *testing.T) {
 			t.Errorf("store lacks %q: %s", k, raw["store"])
 		}
 	}
-	info := adminCall[params.ControllerInfo](t, c, "ControllerInfo", nil)
+	info := testkit.AdminCall[params.ControllerInfo](t, c, "ControllerInfo", nil)
 	creds := d.Credentials()
 	if info.ControllerUUID != creds.ControllerUUID || info.ControllerModelUUID != creds.ControllerModelUUID ||
 		!slices.Equal(info.APIAddresses, []string{d.Addr()}) || info.APIVersion != "3.3.0" ||
@@ -45,7 +46,7 @@ func TestModelAdminControllerInfo(t *testing.T) {
 		info.Store.InUseBytes <= 0 || info.Store.InUseBytes > info.Store.SizeBytes || info.Store.QuotaBytes != 0 || info.Store.Members != nil {
 		t.Fatalf("ControllerInfo = %+v", info)
 	}
-	metrics := metricsText(t, d, nil)
+	metrics := testkit.MetricsText(t, d, nil)
 	for _, want := range []string{"provisiond_store_size_bytes ", "provisiond_store_size_in_use_bytes "} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %q", want)
@@ -60,15 +61,15 @@ func TestModelAdminControllerInfo(t *testing.T) {
 // show-controller call): the store's figures are etcd's, in the same
 // engine-neutral keys, with etcd's member; and /metrics exports them.
 func TestModelAdminControllerInfoOnEtcd(t *testing.T) {
-	srv := startEtcd(t)
+	srv := provisiondtest.Start(t, provisiondtest.WithStore(provisiondtest.StoreEtcd))
 	d := testkit.Daemon(srv)
-	c := loginAdmin(t, d, "")
+	c := testkit.LoginAdmin(t, d, "")
 	endpoints, _ := srv.Etcd()
 	var info params.ControllerInfo
 	// The member watch probes at once; its first answer may still be on
 	// its way.
-	waitFor(t, "the etcd member's first status", func() bool {
-		info = adminCall[params.ControllerInfo](t, c, "ControllerInfo", nil)
+	testkit.WaitFor(t, "the etcd member's first status", func() bool {
+		info = testkit.AdminCall[params.ControllerInfo](t, c, "ControllerInfo", nil)
 		return len(info.Store.Members) == 1 && info.Store.Members[0].SizeBytes > 0
 	})
 	s := info.Store
@@ -77,7 +78,7 @@ func TestModelAdminControllerInfoOnEtcd(t *testing.T) {
 		s.Members[0].Endpoint != endpoints[0] || !s.Members[0].Up || s.Members[0].SizeBytes != s.SizeBytes {
 		t.Fatalf("ControllerInfo on etcd = %+v", info)
 	}
-	raw := adminCall[map[string]json.RawMessage](t, c, "ControllerInfo", nil)
+	raw := testkit.AdminCall[map[string]json.RawMessage](t, c, "ControllerInfo", nil)
 	var store map[string]json.RawMessage
 	if err := json.Unmarshal(raw["store"], &store); err != nil {
 		t.Fatal(err)
@@ -87,7 +88,7 @@ func TestModelAdminControllerInfoOnEtcd(t *testing.T) {
 			t.Errorf("store lacks %q: %s", k, raw["store"])
 		}
 	}
-	metrics := metricsText(t, d, nil)
+	metrics := testkit.MetricsText(t, d, nil)
 	for _, want := range []string{"provisiond_store_size_bytes ", "provisiond_store_size_in_use_bytes ",
 		`provisiond_store_etcd_member_up{endpoint="` + endpoints[0] + `"} 1`, `provisiond_store_etcd_db_size_bytes{endpoint="` + endpoints[0] + `"}`} {
 		if !strings.Contains(metrics, want) {
@@ -98,53 +99,53 @@ func TestModelAdminControllerInfoOnEtcd(t *testing.T) {
 
 // -m takes a UUID as well as a name.
 func TestModelAdminModelByUUID(t *testing.T) {
-	d := start(t, nil)
-	c := loginAdmin(t, d, "")
+	d := testkit.Start(t, nil)
+	c := testkit.LoginAdmin(t, d, "")
 	uuid := d.Credentials().DefaultModelUUID
-	st := adminCall[params.ModelStatus](t, c, "Status", params.ModelArgs{Model: uuid})
+	st := testkit.AdminCall[params.ModelStatus](t, c, "Status", params.ModelArgs{Model: uuid})
 	if st.Model != "default" || st.UUID != uuid {
 		t.Fatalf("Status by UUID = %+v", st)
 	}
-	added := adminCall[params.ModelSummary](t, c, "AddModel", params.AddModelArgs{Name: "edge"})
-	res := adminCall[params.RemoveModelResult](t, c, "RemoveModel", params.RemoveModelArgs{Model: added.UUID})
+	added := testkit.AdminCall[params.ModelSummary](t, c, "AddModel", params.AddModelArgs{Name: "edge"})
+	res := testkit.AdminCall[params.RemoveModelResult](t, c, "RemoveModel", params.RemoveModelArgs{Model: added.UUID})
 	if !res.Removed || res.Name != "edge" {
 		t.Fatalf("RemoveModel by UUID = %+v", res)
 	}
 	// A UUID that is no model's (any more) is not found, whatever it
 	// looks like as a name.
 	for _, u := range []string{added.UUID, "0" + added.UUID[1:], "a" + added.UUID[1:]} {
-		wantErr(t, modelAdmin(t, c, "Status", params.ModelArgs{Model: u}, nil), `model "`+u+`" not found`, params.CodeNotFound)
+		testkit.WantErr(t, testkit.ModelAdmin(t, c, "Status", params.ModelArgs{Model: u}, nil), `model "`+u+`" not found`, params.CodeNotFound)
 	}
 	// ModelEntities of a removed model, by UUID: its record is gone.
-	gone := adminCall[params.ModelEntitiesResult](t, c, "ModelEntities", params.ModelEntitiesArgs{Model: added.UUID,
+	gone := testkit.AdminCall[params.ModelEntitiesResult](t, c, "ModelEntities", params.ModelEntitiesArgs{Model: added.UUID,
 		Entities: []string{"model/" + added.UUID}})
 	if len(gone.Entities) != 1 || !gone.Entities[0].Removed {
 		t.Errorf("ModelEntities of a removed model = %+v", gone)
 	}
 	// A model whose name looks like a UUID is found by name.
 	look := "a" + added.UUID[1:]
-	adminCall[params.ModelSummary](t, c, "AddModel", params.AddModelArgs{Name: look})
-	if st := adminCall[params.ModelStatus](t, c, "Status", params.ModelArgs{Model: look}); st.Model != look {
+	testkit.AdminCall[params.ModelSummary](t, c, "AddModel", params.AddModelArgs{Name: look})
+	if st := testkit.AdminCall[params.ModelStatus](t, c, "Status", params.ModelArgs{Model: look}); st.Model != look {
 		t.Fatalf("Status of a model named like a UUID = %+v", st)
 	}
 }
 
 func TestModelAdminRemovals(t *testing.T) {
-	d := start(t, nil)
-	c := loginAdmin(t, d, "")
-	adminCall[params.SpaceInfo](t, c, "AddSpace", params.AddSpaceArgs{Name: "db"})
-	adminCall[params.SpaceInfo](t, c, "AddSpace", params.AddSpaceArgs{Name: "spare", ProviderID: "sp-1"})
-	adminCall[params.SubnetInfo](t, c, "AddSubnet", params.AddSubnetArgs{CIDR: "10.0.0.0/24", Space: "db",
+	d := testkit.Start(t, nil)
+	c := testkit.LoginAdmin(t, d, "")
+	testkit.AdminCall[params.SpaceInfo](t, c, "AddSpace", params.AddSpaceArgs{Name: "db"})
+	testkit.AdminCall[params.SpaceInfo](t, c, "AddSpace", params.AddSpaceArgs{Name: "spare", ProviderID: "sp-1"})
+	testkit.AdminCall[params.SubnetInfo](t, c, "AddSubnet", params.AddSubnetArgs{CIDR: "10.0.0.0/24", Space: "db",
 		Zones: []string{"z"}, ProviderID: "s0", AllocatableRange: "10.0.0.10-10.0.0.20"})
-	host := adminCall[params.AddMachinesResult](t, c, "AddMachines", params.AddMachinesArgs{Placement: "zone=z"}).Machines[0]
-	ctr := adminCall[params.AddMachinesResult](t, c, "AddMachines", params.AddMachinesArgs{Placement: "lxd:" + host}).Machines[0]
+	host := testkit.AdminCall[params.AddMachinesResult](t, c, "AddMachines", params.AddMachinesArgs{Placement: "zone=z"}).Machines[0]
+	ctr := testkit.AdminCall[params.AddMachinesResult](t, c, "AddMachines", params.AddMachinesArgs{Placement: "lxd:" + host}).Machines[0]
 	m := d.Credentials().DefaultModelUUID
 	if _, err := d.State().AllocateAddress(t.Context(), m, "10.0.0.0/24", ctr, "eth0", "00:16:3e:00:00:01", 0); err != nil {
 		t.Fatal(err)
 	}
 	bin := params.AddAgentBinariesArgs{Version: "3.3.0", OS: "ubuntu", Arch: "amd64", URL: "https://example.com/a.tgz",
 		SHA256: strings.Repeat("ab", 32), Size: 1024}
-	adminCall[params.AgentBinaryInfo](t, c, "AddAgentBinaries", bin)
+	testkit.AdminCall[params.AgentBinaryInfo](t, c, "AddAgentBinaries", bin)
 
 	nv, nf := params.CodeNotValid, params.CodeNotFound
 	runBadInput(t, d, c, []badInputCase{
@@ -159,41 +160,41 @@ func TestModelAdminRemovals(t *testing.T) {
 		{"unknown model", "RemoveSpace", params.RemoveSpaceArgs{Model: "nope", Name: "spare"}, `model "nope" not found`, nf},
 	})
 
-	sp := adminCall[params.SpaceInfo](t, c, "RemoveSpace", params.RemoveSpaceArgs{Name: "spare"})
+	sp := testkit.AdminCall[params.SpaceInfo](t, c, "RemoveSpace", params.RemoveSpaceArgs{Name: "spare"})
 	if sp.Name != "spare" || sp.ProviderID != "sp-1" {
 		t.Errorf("RemoveSpace = %+v", sp)
 	}
-	b := adminCall[params.AgentBinaryInfo](t, c, "RemoveAgentBinaries", params.RemoveAgentBinariesArgs{Version: "3.3.0-ubuntu-amd64"})
+	b := testkit.AdminCall[params.AgentBinaryInfo](t, c, "RemoveAgentBinaries", params.RemoveAgentBinariesArgs{Version: "3.3.0-ubuntu-amd64"})
 	if b.Version != "3.3.0-ubuntu-amd64" || b.Size != 1024 {
 		t.Errorf("RemoveAgentBinaries = %+v", b)
 	}
-	if cat := adminCall[params.AgentBinariesResult](t, c, "AgentBinaries", nil); len(cat.AgentBinaries) != 0 {
+	if cat := testkit.AdminCall[params.AgentBinariesResult](t, c, "AgentBinaries", nil); len(cat.AgentBinaries) != 0 {
 		t.Errorf("catalog after removal = %+v", cat)
 	}
 
 	// remove-machine --force --no-wait: the container and its host go at
 	// once, deepest first, and the address is released; then the subnet
 	// and its space can go.
-	wantErr(t, modelAdmin(t, c, "RemoveMachines", params.RemoveMachinesArgs{Machines: []string{host}, NoWait: true}, nil),
+	testkit.WantErr(t, testkit.ModelAdmin(t, c, "RemoveMachines", params.RemoveMachinesArgs{Machines: []string{host}, NoWait: true}, nil),
 		"no-wait needs force: it removes what the machines host", nv)
-	rm := adminCall[params.RemoveMachinesResult](t, c, "RemoveMachines", params.RemoveMachinesArgs{Machines: []string{host}, Force: true, NoWait: true})
+	rm := testkit.AdminCall[params.RemoveMachinesResult](t, c, "RemoveMachines", params.RemoveMachinesArgs{Machines: []string{host}, Force: true, NoWait: true})
 	if !slices.Equal(rm.Removed, []string{ctr, host}) || rm.Dying == nil || len(rm.Dying) != 0 {
 		t.Fatalf("RemoveMachines no-wait = %+v; want removed [%s %s]", rm, ctr, host)
 	}
 	if ms, err := d.State().Machines(t.Context(), m); err != nil || len(ms) != 0 {
 		t.Fatalf("machines after no-wait removal: %v %v", ms, err)
 	}
-	sn := adminCall[params.SubnetInfo](t, c, "RemoveSubnet", params.RemoveSubnetArgs{CIDR: "10.0.0.0/24"})
+	sn := testkit.AdminCall[params.SubnetInfo](t, c, "RemoveSubnet", params.RemoveSubnetArgs{CIDR: "10.0.0.0/24"})
 	if sn.CIDR != "10.0.0.0/24" || sn.Space != "db" {
 		t.Errorf("RemoveSubnet = %+v", sn)
 	}
-	adminCall[params.SpaceInfo](t, c, "RemoveSpace", params.RemoveSpaceArgs{Name: "db"})
-	if st := adminCall[params.ModelStatus](t, c, "Status", params.ModelArgs{}); len(st.Spaces) != 0 || len(st.Subnets) != 0 {
+	testkit.AdminCall[params.SpaceInfo](t, c, "RemoveSpace", params.RemoveSpaceArgs{Name: "db"})
+	if st := testkit.AdminCall[params.ModelStatus](t, c, "Status", params.ModelArgs{}); len(st.Spaces) != 0 || len(st.Subnets) != 0 {
 		t.Errorf("status after the removals: spaces %v subnets %v", st.Spaces, st.Subnets)
 	}
 	// Without no-wait the result still has both keys.
-	again := adminCall[map[string]json.RawMessage](t, c, "RemoveMachines", params.RemoveMachinesArgs{
-		Machines: adminCall[params.AddMachinesResult](t, c, "AddMachines", params.AddMachinesArgs{}).Machines})
+	again := testkit.AdminCall[map[string]json.RawMessage](t, c, "RemoveMachines", params.RemoveMachinesArgs{
+		Machines: testkit.AdminCall[params.AddMachinesResult](t, c, "AddMachines", params.AddMachinesArgs{}).Machines})
 	if string(again["dying"]) == "" || string(again["removed"]) != "[]" {
 		t.Errorf("RemoveMachines keys = %s", again)
 	}
@@ -201,9 +202,9 @@ func TestModelAdminRemovals(t *testing.T) {
 
 // The messages of bad operator input name the rule.
 func TestModelAdminMessagesNameTheRule(t *testing.T) {
-	d := start(t, nil)
-	c := loginAdmin(t, d, "")
-	adminCall[params.SpaceInfo](t, c, "AddSpace", params.AddSpaceArgs{Name: "db"})
+	d := testkit.Start(t, nil)
+	c := testkit.LoginAdmin(t, d, "")
+	testkit.AdminCall[params.SpaceInfo](t, c, "AddSpace", params.AddSpaceArgs{Name: "db"})
 	sub := func(cidr, rng string) params.AddSubnetArgs {
 		return params.AddSubnetArgs{CIDR: cidr, Space: "db", Zones: []string{"z"}, ProviderID: "s0", AllocatableRange: rng}
 	}
@@ -222,11 +223,11 @@ func TestModelAdminMessagesNameTheRule(t *testing.T) {
 }
 
 func TestModelAdminModelEntities(t *testing.T) {
-	d := start(t, nil)
-	c := loginAdmin(t, d, "")
-	id := adminCall[params.AddMachinesResult](t, c, "AddMachines", params.AddMachinesArgs{Constraints: "mem=1GiB"}).Machines[0]
+	d := testkit.Start(t, nil)
+	c := testkit.LoginAdmin(t, d, "")
+	id := testkit.AdminCall[params.AddMachinesResult](t, c, "AddMachines", params.AddMachinesArgs{Constraints: "mem=1GiB"}).Machines[0]
 	uuid := d.Credentials().DefaultModelUUID
-	res := adminCall[params.ModelEntitiesResult](t, c, "ModelEntities", params.ModelEntitiesArgs{
+	res := testkit.AdminCall[params.ModelEntitiesResult](t, c, "ModelEntities", params.ModelEntitiesArgs{
 		Entities: []string{"machine/" + id, "model/" + uuid, "machine/99"}})
 	if len(res.Entities) != 3 {
 		t.Fatalf("ModelEntities = %+v", res)
@@ -247,7 +248,7 @@ func TestModelAdminModelEntities(t *testing.T) {
 		t.Errorf("missing machine = %+v", gone)
 	}
 	// On the wire a removed entity has "value": null and "removed": true.
-	raw := adminCall[map[string][]map[string]json.RawMessage](t, c, "ModelEntities", params.ModelEntitiesArgs{Entities: []string{"machine/99"}})
+	raw := testkit.AdminCall[map[string][]map[string]json.RawMessage](t, c, "ModelEntities", params.ModelEntitiesArgs{Entities: []string{"machine/99"}})
 	if e := raw["entities"][0]; string(e["removed"]) != "true" || string(e["value"]) != "null" {
 		t.Errorf("removed entity on the wire = %s", e)
 	}

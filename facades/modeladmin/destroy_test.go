@@ -1,4 +1,4 @@
-package daemon_test
+package modeladmin_test
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/provisiond/provisiond/internal/testkit"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/storage"
@@ -31,8 +32,8 @@ storage:
 
 // podsWithStorage reports n pods of app with their data filesystem and
 // its persistent volume provisioned, as the unit provisioner does.
-func (e *caasEnv) podsWithStorage(app string, n int) {
-	e.t.Helper()
+func podsWithStorage(e *testkit.CAASEnv, app string, n int) {
+	e.T.Helper()
 	var pods []params.ApplicationUnitParams
 	for i := range n {
 		id := app + "-" + string(rune('0'+i))
@@ -41,28 +42,28 @@ func (e *caasEnv) podsWithStorage(app string, n int) {
 				Status: "attached", MountPoint: "/data", Volume: params.KubernetesVolumeInfo{VolumeId: "pv-" + id, Size: 1024,
 					Persistent: true, Status: "attached"}}}})
 	}
-	if res := e.update(params.UpdateApplicationUnits{ApplicationTag: "application-" + app, Scale: intp(n), Generation: i64p(1), Units: pods}); res.Error != nil {
-		e.t.Fatal(res.Error)
+	if res := e.Update(params.UpdateApplicationUnits{ApplicationTag: "application-" + app, Scale: testkit.Ptr[int](n), Generation: testkit.Ptr[int64](1), Units: pods}); res.Error != nil {
+		e.T.Fatal(res.Error)
 	}
 }
 
 // watchApplications starts the unit provisioner's lifecycle watcher and
 // returns it with its initial event.
-func (e *caasEnv) watchApplications() (*client.StringsWatcher, []string) {
-	e.t.Helper()
+func watchApplications(e *testkit.CAASEnv) (*client.StringsWatcher, []string) {
+	e.T.Helper()
 	var res params.StringsWatchResult
-	e.mustCall("WatchApplications", nil, &res)
+	e.MustCall("WatchApplications", nil, &res)
 	if res.Error != nil {
-		e.t.Fatal(res.Error)
+		e.T.Fatal(res.Error)
 	}
-	return client.NewStringsWatcher(e.c, res.StringsWatcherId), res.Changes
+	return client.NewStringsWatcher(e.C, res.StringsWatcherId), res.Changes
 }
 
 // nextApps waits (bounded) for the next event of a strings watcher; nil
 // when none comes within d.
 func nextApps(t *testing.T, w *client.StringsWatcher, d time.Duration) []string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(ctxT(t), d)
+	ctx, cancel := context.WithTimeout(testkit.Ctx(t), d)
 	defer cancel()
 	got, err := w.Next(ctx)
 	if err != nil {
@@ -73,10 +74,10 @@ func nextApps(t *testing.T, w *client.StringsWatcher, d time.Duration) []string 
 
 // life is what the unit provisioner's Life answers for an application:
 // its life, or the error's code.
-func (e *caasEnv) life(app string) string {
-	e.t.Helper()
+func life(e *testkit.CAASEnv, app string) string {
+	e.T.Helper()
 	var res params.LifeResults
-	e.mustCall("Life", entities("application-"+app), &res)
+	e.MustCall("Life", testkit.Ents("application-"+app), &res)
 	if r := res.Results[0]; r.Error != nil {
 		return "error: " + r.Error.Code
 	}
@@ -104,17 +105,17 @@ func TestRemoveCAASApplication(t *testing.T) {
 		{name: "units, destroy-storage", pods: 2, destroyStorage: true, units: []string{"db/0", "db/1"}, destroyed: 6},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newCAAS(t, nil)
-			e.deploy("db", dataMeta, tc.pods, map[string]storage.Constraints{"data": {Count: 1, Size: 1024}})
+			e := testkit.NewCAAS(t, nil)
+			e.Deploy("db", dataMeta, tc.pods, map[string]storage.Constraints{"data": {Count: 1, Size: 1024}})
 			if tc.pods > 0 {
-				e.podsWithStorage("db", tc.pods)
+				podsWithStorage(e, "db", tc.pods)
 			}
-			apps, initial := e.watchApplications()
+			apps, initial := watchApplications(e)
 			if !slices.Equal(initial, []string{"db"}) {
 				t.Fatalf("WatchApplications initial = %v", initial)
 			}
-			admin := client.NewModelAdmin(loginAdmin(t, e.d, ""))
-			res, err := admin.RemoveApplication(ctxT(t), params.RemoveApplicationArgs{Model: "k8s", Application: "db", DestroyStorage: tc.destroyStorage})
+			admin := client.NewModelAdmin(testkit.LoginAdmin(t, e.D, ""))
+			res, err := admin.RemoveApplication(testkit.Ctx(t), params.RemoveApplicationArgs{Model: "k8s", Application: "db", DestroyStorage: tc.destroyStorage})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -125,33 +126,33 @@ func TestRemoveCAASApplication(t *testing.T) {
 			if got := nextApps(t, apps, 5*time.Second); !slices.Equal(got, []string{"db"}) {
 				t.Errorf("WatchApplications after remove-application = %v", got)
 			}
-			if l := e.life("db"); l != "dead" {
+			if l := life(e, "db"); l != "dead" {
 				t.Errorf("Life = %s", l)
 			}
 			// The worker reads the charm of a dead application (to check
 			// its format) before it acts.
 			var ch params.Charm
-			if err := e.call("ApplicationCharmInfo", params.Entity{Tag: "application-db"}, &ch); err != nil || ch.URL == "" {
+			if err := e.Call("ApplicationCharmInfo", params.Entity{Tag: "application-db"}, &ch); err != nil || ch.URL == "" {
 				t.Errorf("ApplicationCharmInfo of a dead application = %+v, %v", ch, err)
 			}
-			st := adminCall[params.ModelStatus](t, loginAdmin(t, e.d, ""), "Status", params.ModelArgs{Model: "k8s"})
+			st := testkit.AdminCall[params.ModelStatus](t, testkit.LoginAdmin(t, e.D, ""), "Status", params.ModelArgs{Model: "k8s"})
 			if len(st.Applications) != 1 || st.Applications[0].Life != "dead" || len(st.Applications[0].Units) != 0 ||
 				len(st.Storage.Instances) != tc.storage {
 				t.Errorf("Status = %+v, storage %+v", st.Applications, st.Storage.Instances)
 			}
 
 			var clr params.ErrorResults
-			e.mustCall("ClearApplicationsResources", entities("application-db"), &clr)
+			e.MustCall("ClearApplicationsResources", testkit.Ents("application-db"), &clr)
 			if clr.Results[0].Error != nil {
 				t.Fatal(clr.Results[0].Error)
 			}
-			if l := e.life("db"); l != "error: "+params.CodeNotFound {
+			if l := life(e, "db"); l != "error: "+params.CodeNotFound {
 				t.Errorf("Life after clearing = %s", l)
 			}
 			if got := nextApps(t, apps, 200*time.Millisecond); got != nil {
 				t.Errorf("WatchApplications after the removal of a reported dead application = %v", got)
 			}
-			st = adminCall[params.ModelStatus](t, loginAdmin(t, e.d, ""), "Status", params.ModelArgs{Model: "k8s"})
+			st = testkit.AdminCall[params.ModelStatus](t, testkit.LoginAdmin(t, e.D, ""), "Status", params.ModelArgs{Model: "k8s"})
 			if len(st.Applications) != 0 || len(st.Storage.Instances) != tc.storage {
 				t.Errorf("Status after clearing = %+v, storage %+v", st.Applications, st.Storage.Instances)
 			}
@@ -177,24 +178,24 @@ func TestRemoveModelStorage(t *testing.T) {
 		decision *bool
 		released bool
 	}{
-		{"destroy-storage", ptr(true), false},
-		{"release-storage", ptr(false), true},
+		{"destroy-storage", testkit.Ptr(true), false},
+		{"release-storage", testkit.Ptr(false), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newCAAS(t, nil)
-			e.deploy("db", dataMeta, 2, map[string]storage.Constraints{"data": {Count: 1, Size: 1024}})
-			e.podsWithStorage("db", 2)
-			admin := client.NewModelAdmin(loginAdmin(t, e.d, ""))
+			e := testkit.NewCAAS(t, nil)
+			e.Deploy("db", dataMeta, 2, map[string]storage.Constraints{"data": {Count: 1, Size: 1024}})
+			podsWithStorage(e, "db", 2)
+			admin := client.NewModelAdmin(testkit.LoginAdmin(t, e.D, ""))
 
-			rev := e.st.Revision()
-			_, err := admin.RemoveModel(ctxT(t), params.RemoveModelArgs{Model: "k8s"})
-			wantErr(t, err, "model contains persistent storage: 2 volumes and 2 filesystems", params.CodeHasPersistentStorage)
-			if e.st.Revision() != rev {
+			rev := e.St.Revision()
+			_, err := admin.RemoveModel(testkit.Ctx(t), params.RemoveModelArgs{Model: "k8s"})
+			testkit.WantErr(t, err, "model contains persistent storage: 2 volumes and 2 filesystems", params.CodeHasPersistentStorage)
+			if e.St.Revision() != rev {
 				t.Errorf("a refused RemoveModel wrote")
 			}
 
-			apps, _ := e.watchApplications()
-			res, err := admin.RemoveModel(ctxT(t), params.RemoveModelArgs{Model: "k8s", DestroyStorage: tc.decision})
+			apps, _ := watchApplications(e)
+			res, err := admin.RemoveModel(testkit.Ctx(t), params.RemoveModelArgs{Model: "k8s", DestroyStorage: tc.decision})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -206,15 +207,15 @@ func TestRemoveModelStorage(t *testing.T) {
 					t.Errorf("storage %+v", s)
 				}
 			}
-			if got := nextApps(t, apps, 5*time.Second); !slices.Equal(got, []string{"db"}) || e.life("db") != "dead" {
-				t.Fatalf("WatchApplications = %v, Life %s", got, e.life("db"))
+			if got := nextApps(t, apps, 5*time.Second); !slices.Equal(got, []string{"db"}) || life(e, "db") != "dead" {
+				t.Fatalf("WatchApplications = %v, Life %s", got, life(e, "db"))
 			}
 			var clr params.ErrorResults
-			e.mustCall("ClearApplicationsResources", entities("application-db"), &clr)
+			e.MustCall("ClearApplicationsResources", testkit.Ents("application-db"), &clr)
 			if clr.Results[0].Error != nil {
 				t.Fatal(clr.Results[0].Error)
 			}
-			models, err := admin.ListModels(ctxT(t))
+			models, err := admin.ListModels(testkit.Ctx(t))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -232,20 +233,20 @@ func TestRemoveModelStorage(t *testing.T) {
 // apiserver/errors: "storage is attached"); nothing a refusal names is
 // changed.
 func TestRemoveAndDetachStorage(t *testing.T) {
-	e := newCAAS(t, nil)
-	e.deploy("db", dataMeta, 3, map[string]storage.Constraints{"data": {Count: 1, Size: 1024}})
-	e.podsWithStorage("db", 3)
+	e := testkit.NewCAAS(t, nil)
+	e.Deploy("db", dataMeta, 3, map[string]storage.Constraints{"data": {Count: 1, Size: 1024}})
+	podsWithStorage(e, "db", 3)
 	// one/0 has data/3, singular, and scratch/0, both on tmpfs.
-	e.deploy("one", "name: one\nstorage:\n  data:\n    type: filesystem\n  scratch:\n    type: filesystem\n    multiple:\n      range: 0-2\n", 1,
+	e.Deploy("one", "name: one\nstorage:\n  data:\n    type: filesystem\n  scratch:\n    type: filesystem\n    multiple:\n      range: 0-2\n", 1,
 		map[string]storage.Constraints{"data": {Pool: "tmpfs", Count: 1, Size: 64}, "scratch": {Pool: "tmpfs", Count: 1, Size: 64}})
-	if res := e.update(params.UpdateApplicationUnits{ApplicationTag: "application-one", Scale: intp(1), Generation: i64p(1),
+	if res := e.Update(params.UpdateApplicationUnits{ApplicationTag: "application-one", Scale: testkit.Ptr[int](1), Generation: testkit.Ptr[int64](1),
 		Units: []params.ApplicationUnitParams{{ProviderId: "one-0", Status: "running"}}}); res.Error != nil {
 		t.Fatal(res.Error)
 	}
-	c := loginAdmin(t, e.d, "")
+	c := testkit.LoginAdmin(t, e.D, "")
 	admin := client.NewModelAdmin(c)
 	const nf, nv, attached = params.CodeNotFound, params.CodeNotValid, params.CodeStorageAttached
-	runBadInput(t, e.d, c, []badInputCase{
+	runBadInput(t, e.D, c, []badInputCase{
 		{"remove none", "RemoveStorage", params.RemoveStorageArgs{Model: "k8s"}, "no storage given", nv},
 		{"remove bad id", "RemoveStorage", params.RemoveStorageArgs{Model: "k8s", Storage: []string{"data"}}, `storage id "data" not valid (want NAME/N, such as data/0)`, nv},
 		{"remove unknown", "RemoveStorage", params.RemoveStorageArgs{Model: "k8s", Storage: []string{"data/9"}}, `storage "data/9" not found`, nf},
@@ -269,26 +270,26 @@ func TestRemoveAndDetachStorage(t *testing.T) {
 	})
 
 	// Detach: the storage stays, detached; again, nothing to do.
-	det, err := admin.DetachStorage(ctxT(t), params.DetachStorageArgs{Model: "k8s", Storage: []string{"data/0"}})
+	det, err := admin.DetachStorage(testkit.Ctx(t), params.DetachStorageArgs{Model: "k8s", Storage: []string{"data/0"}})
 	if err != nil || !slices.Equal(det.Detached, []string{"data/0"}) {
 		t.Fatalf("DetachStorage = %+v, %v", det, err)
 	}
-	if det, err := admin.DetachStorage(ctxT(t), params.DetachStorageArgs{Model: "k8s", Storage: []string{"data/0"}}); err != nil || len(det.Detached) != 0 {
+	if det, err := admin.DetachStorage(testkit.Ctx(t), params.DetachStorageArgs{Model: "k8s", Storage: []string{"data/0"}}); err != nil || len(det.Detached) != 0 {
 		t.Errorf("DetachStorage again = %+v, %v", det, err)
 	}
 	// Remove: detached storage needs no force; attached needs it;
 	// released storage is reported with its provider ids.
-	rm, err := admin.RemoveStorage(ctxT(t), params.RemoveStorageArgs{Model: "k8s", Storage: []string{"data/0"}})
+	rm, err := admin.RemoveStorage(testkit.Ctx(t), params.RemoveStorageArgs{Model: "k8s", Storage: []string{"data/0"}})
 	want := []params.RemovedStorage{{Kind: "storage", ID: "data/0"}, {Kind: "filesystem", ID: "db/0/0", ProviderID: "pvc-db-0"},
 		{Kind: "volume", ID: "0", ProviderID: "pv-db-0"}}
 	if err != nil || !slices.Equal(rm.Removed, want) {
 		t.Errorf("RemoveStorage = %+v, %v\nwant %+v", rm, err, want)
 	}
-	rm, err = admin.RemoveStorage(ctxT(t), params.RemoveStorageArgs{Model: "k8s", Storage: []string{"data/1"}, Force: true, NoDestroy: true})
+	rm, err = admin.RemoveStorage(testkit.Ctx(t), params.RemoveStorageArgs{Model: "k8s", Storage: []string{"data/1"}, Force: true, NoDestroy: true})
 	if err != nil || len(rm.Removed) != 3 || !rm.Removed[2].Released || rm.Removed[2].ProviderID != "pv-db-1" {
 		t.Errorf("RemoveStorage --force --no-destroy = %+v, %v", rm, err)
 	}
-	st := adminCall[params.ModelStatus](t, c, "Status", params.ModelArgs{Model: "k8s"})
+	st := testkit.AdminCall[params.ModelStatus](t, c, "Status", params.ModelArgs{Model: "k8s"})
 	var ids []string
 	for _, si := range st.Storage.Instances {
 		ids = append(ids, si.ID)

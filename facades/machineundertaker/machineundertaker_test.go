@@ -1,6 +1,8 @@
-package daemon_test
+package machineundertaker_test
 
 import (
+	"encoding/json"
+	"errors"
 	"log/slog"
 	"regexp"
 	"slices"
@@ -8,12 +10,17 @@ import (
 	"testing"
 
 	"github.com/provisiond/provisiond/internal/etcdtest"
+	"github.com/provisiond/provisiond/internal/leaktest"
 	"github.com/provisiond/provisiond/internal/testkit"
 	"github.com/provisiond/provisiond/provisiondtest"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state"
+
+	_ "github.com/provisiond/provisiond/provisiondtest/embeddedetcd" // WithStore(StoreEtcd)
 )
+
+func TestMain(m *testing.M) { leaktest.Main(m) }
 
 // The machine undertaker's work: a machine marked for removal by its
 // provisioner (Juju's worker/provisioner: dead, instance stopped,
@@ -38,7 +45,7 @@ type undertakerWorld struct {
 
 func newUndertakerWorld(t *testing.T, srv *provisiondtest.Server) *undertakerWorld {
 	t.Helper()
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	w := &undertakerWorld{srv: srv, model: srv.DefaultModel()}
 	w.admin = client.NewModelAdmin(srv.Admin(t, w.model))
 	w.ctrl = srv.ControllerAgent(t, w.model)
@@ -77,7 +84,7 @@ func newUndertakerWorld(t *testing.T, srv *provisiondtest.Server) *undertakerWor
 // status reads the model's status.
 func (w *undertakerWorld) status(t *testing.T) params.ModelStatus {
 	t.Helper()
-	st, err := w.admin.Status(ctxT(t), params.ModelArgs{})
+	st, err := w.admin.Status(testkit.Ctx(t), params.ModelArgs{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,10 +117,10 @@ func (w *undertakerWorld) machine(t *testing.T, id string) params.MachineStatus 
 func deadAndMarked(t *testing.T, p *client.Provisioner, id string) {
 	t.Helper()
 	m := p.Machine(client.MachineTag(id))
-	if err := m.EnsureDead(ctxT(t)); err != nil {
+	if err := m.EnsureDead(testkit.Ctx(t)); err != nil {
 		t.Fatalf("EnsureDead(%s): %v", id, err)
 	}
-	if err := m.MarkForRemoval(ctxT(t)); err != nil {
+	if err := m.MarkForRemoval(testkit.Ctx(t)); err != nil {
 		t.Fatalf("MarkMachinesForRemoval(%s): %v", id, err)
 	}
 }
@@ -127,7 +134,7 @@ func TestMachineUndertakerRemovesMarkedMachines(t *testing.T) {
 	for _, store := range []provisiondtest.Store{provisiondtest.StoreBolt, provisiondtest.StoreEtcd} {
 		t.Run(string(store), func(t *testing.T) {
 			w := newUndertakerWorld(t, provisiondtest.Start(t, provisiondtest.WithStore(store)))
-			ctx := ctxT(t)
+			ctx := testkit.Ctx(t)
 			mu := client.NewMachineUndertaker(w.ctrl)
 
 			machines, err := w.prov.WatchModelMachines(ctx)
@@ -164,7 +171,7 @@ func TestMachineUndertakerRemovesMarkedMachines(t *testing.T) {
 
 			deadAndMarked(t, w.host, w.ctr)
 			deadAndMarked(t, w.prov, "1")
-			waitFor(t, "the marked machines removed", func() bool {
+			testkit.WaitFor(t, "the marked machines removed", func() bool {
 				return w.machine(t, w.ctr).ID == "" && w.machine(t, "1").ID == ""
 			})
 
@@ -266,44 +273,49 @@ func deref(p *[]string) []string {
 // back to builtin, a sweep removes what was left; and when the built-in
 // one gets there first, Juju's worker gets no error.
 func TestMachineUndertakerFacade(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &testkit.SyncBuffer{}
 	srv := provisiondtest.Start(t, provisiondtest.WithLogLevel(slog.LevelDebug), provisiondtest.WithLogOutput(logs))
 	w := newUndertakerWorld(t, srv)
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	if _, err := w.admin.SetControllerConfig(ctx, params.SetControllerConfigArgs{
 		Config: map[string]any{state.MachineUndertakerKey: state.MachineUndertakerExternal}}); err != nil {
 		t.Fatal(err)
 	}
-	creds := testkit.Daemon(srv).Credentials()
-	raw := newRawConn(t, testkit.Daemon(srv), w.model)
-	raw.login(params.LoginRequest{AuthTag: creds.ControllerAgent.Tag, Credentials: creds.ControllerAgent.Password, Nonce: creds.ControllerAgent.Nonce})
+	// The controller agent's calls, each reply's response as it came.
+	raw := testkit.LoginController(t, testkit.Daemon(srv), w.model)
+	call := func(method string, args any) (json.RawMessage, error) {
+		var resp json.RawMessage
+		err := raw.Call(ctx, "MachineUndertaker", 1, "", method, args, &resp)
+		return resp, err
+	}
 	modelTag, otherTag := "model-"+w.model, "model-"+srv.ControllerModel()
 	perm := `{"message":"permission denied","code":"unauthorized access"}`
 	exchange := func(method string, args any, want string) {
 		t.Helper()
-		r := raw.mustCall("MachineUndertaker", 1, "", method, args)
-		if r.err != nil {
-			t.Fatalf("%s: %v", method, r.err)
+		resp, err := call(method, args)
+		if err != nil {
+			t.Fatalf("%s: %v", method, err)
 		}
-		if got := string(r.response); got != want {
+		if got := string(resp); got != want {
 			t.Errorf("%s:\n got %s\nwant %s", method, got, want)
 		}
 	}
 	refused := func(method string, args any, want string) {
 		t.Helper()
-		r := raw.mustCall("MachineUndertaker", 1, "", method, args)
-		if r.err == nil || r.err.Message != want || r.err.Code != "" {
-			t.Errorf("%s: %s; want the error %q without a code", method, outcome(r), want)
+		resp, err := call(method, args)
+		var pe *params.Error
+		if !errors.As(err, &pe) || pe.Message != want || pe.Code != "" {
+			t.Errorf("%s: %s, %v; want the error %q without a code", method, resp, err, want)
 		}
 	}
 
-	exchange("AllMachineRemovals", ents(modelTag), `{"results":[{"entities":null}]}`)
+	exchange("AllMachineRemovals", testkit.Ents(modelTag), `{"results":[{"entities":null}]}`)
 	deadAndMarked(t, w.host, w.ctr)
 	deadAndMarked(t, w.prov, "1")
 	// Left to the external undertaker: the built-in one says so of each
 	// mark it sees.
 	for _, id := range []string{w.ctr, "1"} {
-		waitFor(t, "the built-in undertaker to leave machine "+id, func() bool {
+		testkit.WaitFor(t, "the built-in undertaker to leave machine "+id, func() bool {
 			return slices.ContainsFunc(strings.Split(logs.String(), "\n"), func(l string) bool {
 				return strings.Contains(l, `msg="machine removal left to an external undertaker"`) && strings.HasSuffix(l, " machine="+id)
 			})
@@ -319,34 +331,34 @@ func TestMachineUndertakerFacade(t *testing.T) {
 	}
 
 	ctag := client.MachineTag(w.ctr)
-	exchange("AllMachineRemovals", ents(modelTag, otherTag),
+	exchange("AllMachineRemovals", testkit.Ents(modelTag, otherTag),
 		`{"results":[{"entities":[{"tag":"`+ctag+`"},{"tag":"machine-1"}]},{"entities":null,"error":`+perm+`}]}`)
-	exchange("GetMachineProviderInterfaceInfo", ents(ctag, "machine-1", "machine-42", "unit-x-0"), `{"results":[`+
+	exchange("GetMachineProviderInterfaceInfo", testkit.Ents(ctag, "machine-1", "machine-42", "unit-x-0"), `{"results":[`+
 		`{"machine-tag":"`+ctag+`","interfaces":[{"interface-name":"eth0","mac-address":"`+w.mac+`","provider-id":"nic-c0"}]},`+
 		`{"machine-tag":"machine-1","interfaces":[]},`+
 		`{"machine-tag":"machine-42","interfaces":null,"error":{"message":"machine 42 not found","code":"not found"}},`+
 		`{"machine-tag":"unit-x-0","interfaces":null,"error":{"message":"\"unit-x-0\" is not a valid machine tag","code":""}}]}`)
-	r := raw.mustCall("MachineUndertaker", 1, "", "WatchMachineRemovals", ents(modelTag, otherTag))
-	if !regexp.MustCompile(`^\{"results":\[\{"NotifyWatcherId":"[0-9]+"\},\{"NotifyWatcherId":"","error":` + regexp.QuoteMeta(perm) + `\}\]\}$`).Match(r.response) {
-		t.Errorf("WatchMachineRemovals: %s", r.response)
+	resp, err := call("WatchMachineRemovals", testkit.Ents(modelTag, otherTag))
+	if !regexp.MustCompile(`^\{"results":\[\{"NotifyWatcherId":"[0-9]+"\},\{"NotifyWatcherId":"","error":` + regexp.QuoteMeta(perm) + `\}\]\}$`).Match(resp) {
+		t.Errorf("WatchMachineRemovals: %s, %v", resp, err)
 	}
 
 	// Completing: refused for a machine not marked (nothing removed), and
 	// for a tag that is no machine's; then done, and done again.
-	refused("CompleteMachineRemovals", ents(ctag, "machine-0"), "cannot remove machine 0: not marked for removal")
-	refused("CompleteMachineRemovals", ents("unit-x-0"), `"unit-x-0" is not a valid machine tag`)
+	refused("CompleteMachineRemovals", testkit.Ents(ctag, "machine-0"), "cannot remove machine 0: not marked for removal")
+	refused("CompleteMachineRemovals", testkit.Ents("unit-x-0"), `"unit-x-0" is not a valid machine tag`)
 	if m := w.machine(t, w.ctr); m.ID == "" {
 		t.Fatal("a refused CompleteMachineRemovals removed the container")
 	}
-	exchange("CompleteMachineRemovals", ents(ctag, "machine-1"), `{}`)
+	exchange("CompleteMachineRemovals", testkit.Ents(ctag, "machine-1"), `{}`)
 	if w.machine(t, w.ctr).ID != "" || w.machine(t, "1").ID != "" {
 		t.Error("CompleteMachineRemovals answered; the machines are still there")
 	}
 	if !slices.Contains(testkit.Daemon(srv).Environ().Released(), w.addr) {
 		t.Errorf("the built-in provider released %v; want %s among them", testkit.Daemon(srv).Environ().Released(), w.addr)
 	}
-	exchange("CompleteMachineRemovals", ents(ctag, "machine-1", "machine-42"), `{}`)
-	exchange("AllMachineRemovals", ents(modelTag), `{"results":[{"entities":null}]}`)
+	exchange("CompleteMachineRemovals", testkit.Ents(ctag, "machine-1", "machine-42"), `{}`)
+	exchange("AllMachineRemovals", testkit.Ents(modelTag), `{"results":[{"entities":null}]}`)
 
 	// Back to the built-in undertaker: what was left marked meanwhile is
 	// swept up.
@@ -355,7 +367,7 @@ func TestMachineUndertakerFacade(t *testing.T) {
 	if _, err := w.admin.SetControllerConfig(ctx, params.SetControllerConfigArgs{Unset: []string{state.MachineUndertakerKey}}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "machine 2 removed by the built-in undertaker's sweep", func() bool { return w.machine(t, "2").ID == "" })
+	testkit.WaitFor(t, "machine 2 removed by the built-in undertaker's sweep", func() bool { return w.machine(t, "2").ID == "" })
 
 	// The built-in one gets there first: Juju's worker, which listed the
 	// removal before, reads the interfaces (its client checks the machine
@@ -363,10 +375,10 @@ func TestMachineUndertakerFacade(t *testing.T) {
 	// the removal without an error.
 	srv.ProvisionMachine(t, w.model, "3")
 	deadAndMarked(t, w.prov, "3")
-	waitFor(t, "machine 3 removed by the built-in undertaker", func() bool { return w.machine(t, "3").ID == "" })
-	exchange("GetMachineProviderInterfaceInfo", ents("machine-3"),
+	testkit.WaitFor(t, "machine 3 removed by the built-in undertaker", func() bool { return w.machine(t, "3").ID == "" })
+	exchange("GetMachineProviderInterfaceInfo", testkit.Ents("machine-3"),
 		`{"results":[{"machine-tag":"machine-3","interfaces":null,"error":{"message":"machine 3 not found","code":"not found"}}]}`)
-	exchange("CompleteMachineRemovals", ents("machine-3"), `{}`)
+	exchange("CompleteMachineRemovals", testkit.Ents("machine-3"), `{}`)
 	if got := strings.Count(logs.String(), `msg="machine removed"`); got != 2 {
 		t.Errorf("the built-in undertaker logged %d removals; want 2 (machines 2 and 3)", got)
 	}
@@ -381,7 +393,7 @@ func TestMachineUndertakerHandsOverOnEtcd(t *testing.T) {
 	cluster := etcdtest.New(t) // not a daemon's own: either may stop
 	a := provisiondtest.Start(t, provisiondtest.WithEtcd(cluster.Endpoints(), "/undertaker/"))
 	b := provisiondtest.Start(t, provisiondtest.WithEtcd(cluster.Endpoints(), "/undertaker/"))
-	waitFor(t, "one daemon to lead", func() bool { return testkit.Daemon(a).SingularLeading() != testkit.Daemon(b).SingularLeading() })
+	testkit.WaitFor(t, "one daemon to lead", func() bool { return testkit.Daemon(a).SingularLeading() != testkit.Daemon(b).SingularLeading() })
 	leader, other := a, b
 	if testkit.Daemon(b).SingularLeading() {
 		leader, other = b, a
@@ -391,8 +403,8 @@ func TestMachineUndertakerHandsOverOnEtcd(t *testing.T) {
 	prov := client.NewProvisioner(other.ControllerAgent(t, model))
 	removed := func(id string) {
 		t.Helper()
-		waitFor(t, "machine "+id+" removed", func() bool {
-			st, err := admin.Status(ctxT(t), params.ModelArgs{})
+		testkit.WaitFor(t, "machine "+id+" removed", func() bool {
+			st, err := admin.Status(testkit.Ctx(t), params.ModelArgs{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -401,14 +413,14 @@ func TestMachineUndertakerHandsOverOnEtcd(t *testing.T) {
 	}
 	removals := func(s *provisiondtest.Server) int { return strings.Count(s.Log(), `msg="machine removed"`) }
 
-	if res, err := admin.AddMachines(ctxT(t), params.AddMachinesArgs{Count: 2}); err != nil || !slices.Equal(res.Machines, []string{"0", "1"}) {
+	if res, err := admin.AddMachines(testkit.Ctx(t), params.AddMachinesArgs{Count: 2}); err != nil || !slices.Equal(res.Machines, []string{"0", "1"}) {
 		t.Fatalf("AddMachines = %+v, %v", res, err)
 	}
 	deadAndMarked(t, prov, "0")
 	removed("0")
 	// The undertaker logs a removal after its transaction commits: a
 	// status read may see the machine gone a moment before the line.
-	waitFor(t, "the leader to log the removal", func() bool { return removals(leader) >= 1 })
+	testkit.WaitFor(t, "the leader to log the removal", func() bool { return removals(leader) >= 1 })
 	if l, o := removals(leader), removals(other); l != 1 || o != 0 {
 		t.Errorf("removals logged: leader %d, other %d; want 1 and 0", l, o)
 	}
@@ -416,10 +428,10 @@ func TestMachineUndertakerHandsOverOnEtcd(t *testing.T) {
 	if err := leader.Close(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the other daemon to lead", testkit.Daemon(other).SingularLeading)
+	testkit.WaitFor(t, "the other daemon to lead", testkit.Daemon(other).SingularLeading)
 	deadAndMarked(t, prov, "1")
 	removed("1")
-	waitFor(t, "the new leader to log the removal", func() bool { return removals(other) >= 1 })
+	testkit.WaitFor(t, "the new leader to log the removal", func() bool { return removals(other) >= 1 })
 	if o := removals(other); o != 1 {
 		t.Errorf("removals logged by the new leader: %d; want 1", o)
 	}

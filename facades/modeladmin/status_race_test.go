@@ -1,10 +1,11 @@
-package daemon_test
+package modeladmin_test
 
 import (
 	"fmt"
 	"sync"
 	"testing"
 
+	"github.com/provisiond/provisiond/internal/testkit"
 	"github.com/provisiond/provisiond/rpc/params"
 )
 
@@ -14,9 +15,9 @@ import (
 // shows as a model that could not be read, and which made the reference
 // agent's TestKubernetesApplication flaky).
 func TestStatusWhileApplicationsComeAndGo(t *testing.T) {
-	e := newCAAS(t, nil)
-	writer := loginAdmin(t, e.d, "")
-	reader := loginAdmin(t, e.d, "")
+	e := testkit.NewCAAS(t, nil)
+	writer := testkit.LoginAdmin(t, e.D, "")
+	reader := testkit.LoginAdmin(t, e.D, "")
 	const apps = 25
 
 	done := make(chan struct{})
@@ -31,7 +32,7 @@ func TestStatusWhileApplicationsComeAndGo(t *testing.T) {
 			default:
 			}
 			var st params.ModelStatus
-			if err := modelAdmin(t, reader, "Status", params.ModelArgs{Model: "k8s"}, &st); err != nil {
+			if err := testkit.ModelAdmin(t, reader, "Status", params.ModelArgs{Model: "k8s"}, &st); err != nil {
 				statusErr = err
 				return
 			}
@@ -42,7 +43,7 @@ func TestStatusWhileApplicationsComeAndGo(t *testing.T) {
 		name := fmt.Sprintf("app%d", i)
 		meta := fmt.Sprintf("name: %s\nsummary: s\n", name)
 		var app params.ApplicationStatus
-		if err := modelAdmin(t, writer, "Deploy", params.DeployArgs{Model: "k8s", Application: name, CharmMetadata: meta}, &app); err != nil {
+		if err := testkit.ModelAdmin(t, writer, "Deploy", params.DeployArgs{Model: "k8s", Application: name, CharmMetadata: meta}, &app); err != nil {
 			close(done)
 			wg.Wait()
 			t.Fatalf("Deploy %s: %v", name, err)
@@ -50,12 +51,12 @@ func TestStatusWhileApplicationsComeAndGo(t *testing.T) {
 		// remove-application makes it dead; its cluster resources
 		// cleared by the unit provisioner, it goes.
 		var clr params.ErrorResults
-		if err := modelAdmin(t, writer, "RemoveApplication", params.ApplicationArgs{Model: "k8s", Application: name}, &app); err != nil {
+		if err := testkit.ModelAdmin(t, writer, "RemoveApplication", params.ApplicationArgs{Model: "k8s", Application: name}, &app); err != nil {
 			close(done)
 			wg.Wait()
 			t.Fatalf("RemoveApplication %s: %v", name, err)
 		}
-		if err := e.call("ClearApplicationsResources", entities("application-"+name), &clr); err != nil || len(clr.Results) != 1 || clr.Results[0].Error != nil {
+		if err := e.Call("ClearApplicationsResources", testkit.Ents("application-"+name), &clr); err != nil || len(clr.Results) != 1 || clr.Results[0].Error != nil {
 			close(done)
 			wg.Wait()
 			t.Fatalf("ClearApplicationsResources %s: %v %+v", name, err, clr.Results)
@@ -67,7 +68,7 @@ func TestStatusWhileApplicationsComeAndGo(t *testing.T) {
 		t.Fatalf("Status after %d calls, while applications were deployed and removed: %v", calls, statusErr)
 	}
 	var st params.ModelStatus
-	if err := modelAdmin(t, reader, "Status", params.ModelArgs{Model: "k8s"}, &st); err != nil || len(st.Applications) != 0 {
+	if err := testkit.ModelAdmin(t, reader, "Status", params.ModelArgs{Model: "k8s"}, &st); err != nil || len(st.Applications) != 0 {
 		t.Fatalf("Status at the end: %d applications, %v", len(st.Applications), err)
 	}
 	t.Logf("%d Status calls raced %d deploys and removals", calls, apps)

@@ -1,4 +1,4 @@
-package daemon_test
+package provisioner_test
 
 import (
 	"encoding/base64"
@@ -9,14 +9,15 @@ import (
 
 	jujuerrors "github.com/juju/errors"
 
+	"github.com/provisiond/provisiond/internal/testkit"
 	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state"
 )
 
 // Per-method behaviour of version 11 through the real RPC stack.
 func TestProvisionerV11Methods(t *testing.T) {
-	f := newProvFixture(t)
-	st, model := f.st, f.model
+	f := testkit.NewProvFixture(t)
+	st, model := f.St, f.Model
 	addMachine := func(t *testing.T, p state.MachineParams) state.Machine {
 		t.Helper()
 		m, err := st.AddMachine(t.Context(), model, p)
@@ -27,41 +28,41 @@ func TestProvisionerV11Methods(t *testing.T) {
 	}
 
 	t.Run("no-arg model methods", func(t *testing.T) {
-		uuid := mustCall[params.StringResult](t, f.agent, 11, "ModelUUID", nil)
+		uuid := testkit.MustCall[params.StringResult](t, f.Agent, 11, "ModelUUID", nil)
 		if uuid.Result != model {
 			t.Errorf("ModelUUID = %q", uuid.Result)
 		}
-		cfg := mustCall[params.ModelConfigResult](t, f.agent, 11, "ModelConfig", nil)
+		cfg := testkit.MustCall[params.ModelConfigResult](t, f.Agent, 11, "ModelConfig", nil)
 		if cfg.Config["name"] != "default" || cfg.Config["agent-version"] != "3.3.0" || cfg.Config["type"] != "builtin" {
 			t.Errorf("ModelConfig = %v", cfg.Config)
 		}
-		cc := mustCall[params.ControllerConfigResult](t, f.agent, 11, "ControllerConfig", nil)
-		if cc.Config["controller-uuid"] != f.d.Credentials().ControllerUUID {
+		cc := testkit.MustCall[params.ControllerConfigResult](t, f.Agent, 11, "ControllerConfig", nil)
+		if cc.Config["controller-uuid"] != f.D.Credentials().ControllerUUID {
 			t.Errorf("ControllerConfig = %v", cc.Config)
 		}
-		raw := rawCall(t, f.agent, 11, "CACert", nil)
+		raw := testkit.RawCall(t, f.Agent, 11, "CACert", nil)
 		var b struct{ Result string }
 		if err := json.Unmarshal(raw, &b); err != nil {
 			t.Fatal(err)
 		}
 		pem, err := base64.StdEncoding.DecodeString(b.Result)
-		if err != nil || string(pem) != f.d.Credentials().CACert {
+		if err != nil || string(pem) != f.D.Credentials().CACert {
 			t.Errorf("CACert is not the base64 CA certificate: %v", err)
 		}
-		addrs := mustCall[params.StringsResult](t, f.agent, 11, "APIAddresses", nil)
-		if !slices.Equal(addrs.Result, []string{f.d.Addr()}) {
-			t.Errorf("APIAddresses = %v; want [%s]", addrs.Result, f.d.Addr())
+		addrs := testkit.MustCall[params.StringsResult](t, f.Agent, 11, "APIAddresses", nil)
+		if !slices.Equal(addrs.Result, []string{f.D.Addr()}) {
+			t.Errorf("APIAddresses = %v; want [%s]", addrs.Result, f.D.Addr())
 		}
-		hps := mustCall[params.APIHostPortsResult](t, f.agent, 11, "APIHostPorts", nil)
+		hps := testkit.MustCall[params.APIHostPortsResult](t, f.Agent, 11, "APIHostPorts", nil)
 		if len(hps.Servers) != 1 || hps.Servers[0][0].Value != "127.0.0.1" {
 			t.Errorf("APIHostPorts = %+v", hps)
 		}
-		cc2 := mustCall[params.ContainerConfig](t, f.agent, 11, "ContainerConfig", nil)
+		cc2 := testkit.MustCall[params.ContainerConfig](t, f.Agent, 11, "ContainerConfig", nil)
 		if cc2.ProviderType != "builtin" || cc2.AuthorizedKeys != "ssh-rsa AAA" || !cc2.SSLHostnameVerification ||
 			cc2.UpdateBehavior == nil || !cc2.UpdateBehavior.EnableOSRefreshUpdate {
 			t.Errorf("ContainerConfig = %+v", cc2)
 		}
-		cmc := mustCall[params.ContainerManagerConfig](t, f.agent, 11, "ContainerManagerConfig", params.ContainerManagerConfigParams{Type: "lxd"})
+		cmc := testkit.MustCall[params.ContainerManagerConfig](t, f.Agent, 11, "ContainerManagerConfig", params.ContainerManagerConfigParams{Type: "lxd"})
 		if cmc.ManagerConfig["model-uuid"] != model || cmc.ManagerConfig["container-image-stream"] != "released" ||
 			cmc.ManagerConfig["lxd-snap-channel"] == "" {
 			t.Errorf("ContainerManagerConfig = %v", cmc.ManagerConfig)
@@ -69,20 +70,20 @@ func TestProvisionerV11Methods(t *testing.T) {
 	})
 
 	t.Run("FindTools and Tools", func(t *testing.T) {
-		ft := mustCall[params.FindToolsResult](t, f.agent, 11, "FindTools", params.FindToolsParams{Number: "3.3.0", OSType: "ubuntu", Arch: "amd64"})
+		ft := testkit.MustCall[params.FindToolsResult](t, f.Agent, 11, "FindTools", params.FindToolsParams{Number: "3.3.0", OSType: "ubuntu", Arch: "amd64"})
 		if ft.Error != nil || len(ft.List) != 1 || ft.List[0].Version != "3.3.0-ubuntu-amd64" ||
-			ft.List[0].URL != "https://"+f.d.Addr()+"/model/"+model+"/tools/3.3.0-ubuntu-amd64" || ft.List[0].Size != 330 {
+			ft.List[0].URL != "https://"+f.D.Addr()+"/model/"+model+"/tools/3.3.0-ubuntu-amd64" || ft.List[0].Size != 330 {
 			t.Errorf("FindTools = %+v", ft)
 		}
-		all := mustCall[params.FindToolsResult](t, f.agent, 11, "FindTools", params.FindToolsParams{})
+		all := testkit.MustCall[params.FindToolsResult](t, f.Agent, 11, "FindTools", params.FindToolsParams{})
 		if len(all.List) != 2 || all.List[0].Version != "1.25.0-trusty-amd64" {
 			t.Errorf("FindTools(all) = %+v", all)
 		}
-		none := mustCall[params.FindToolsResult](t, f.agent, 11, "FindTools", params.FindToolsParams{Number: "9.9.9"})
+		none := testkit.MustCall[params.FindToolsResult](t, f.Agent, 11, "FindTools", params.FindToolsParams{Number: "9.9.9"})
 		checkItem(t, "no match", none.Error, itemErr{"no matching agent binaries available", params.CodeNotFound})
-		bad := mustCall[params.FindToolsResult](t, f.agent, 11, "FindTools", params.FindToolsParams{Number: "x"})
+		bad := testkit.MustCall[params.FindToolsResult](t, f.Agent, 11, "FindTools", params.FindToolsParams{Number: "x"})
 		checkItem(t, "bad number", bad.Error, itemErr{`invalid version "x"`, params.CodeNotValid})
-		tr := mustCall[params.ToolsResults](t, f.agent, 11, "Tools", ents("machine-0", "machine-0-lxd-0", "bad"))
+		tr := testkit.MustCall[params.ToolsResults](t, f.Agent, 11, "Tools", testkit.Ents("machine-0", "machine-0-lxd-0", "bad"))
 		if tr.Results[0].Error != nil || len(tr.Results[0].Tools) != 1 || tr.Results[0].Tools[0].Version != "3.3.0-ubuntu-amd64" {
 			t.Errorf("Tools(machine-0) = %+v", tr.Results[0])
 		}
@@ -95,10 +96,10 @@ func TestProvisionerV11Methods(t *testing.T) {
 		c := addMachine(t, state.MachineParams{ParentID: m.ID, ContainerType: "lxd"})
 		tag, ctag := "machine-"+m.ID, state.Machine{ID: c.ID}.Tag().String()
 		// Alive: Remove refuses.
-		rm := mustCall[params.ErrorResults](t, f.ctrl, 11, "Remove", ents(tag))
+		rm := testkit.MustCall[params.ErrorResults](t, f.Ctrl, 11, "Remove", testkit.Ents(tag))
 		checkItem(t, "remove alive", rm.Results[0].Error, itemErr{`cannot remove entity "` + tag + `": still alive`, ""})
 		// A machine hosting a container cannot die.
-		ed := mustCall[params.ErrorResults](t, f.ctrl, 11, "EnsureDead", ents(tag))
+		ed := testkit.MustCall[params.ErrorResults](t, f.Ctrl, 11, "EnsureDead", testkit.Ents(tag))
 		checkItem(t, "hosting", ed.Results[0].Error, itemErr{`machine ` + m.ID + ` is hosting containers "` + c.ID + `"`, params.CodeHasContainers})
 		// Dying (operator) then Remove: not dead.
 		if err := st.SetMachineDying(t.Context(), model, c.ID); err != nil {
@@ -107,7 +108,7 @@ func TestProvisionerV11Methods(t *testing.T) {
 		if err := st.SetMachineDying(t.Context(), model, m.ID); err != nil {
 			t.Fatal(err)
 		}
-		rm = mustCall[params.ErrorResults](t, f.ctrl, 11, "Remove", ents(tag))
+		rm = testkit.MustCall[params.ErrorResults](t, f.Ctrl, 11, "Remove", testkit.Ents(tag))
 		checkItem(t, "remove dying", rm.Results[0].Error, itemErr{"cannot remove machine " + m.ID + ": machine is not dead", ""})
 		// The container goes first (its host's agent would do this).
 		if err := st.EnsureMachineDead(t.Context(), model, c.ID); err != nil {
@@ -117,27 +118,27 @@ func TestProvisionerV11Methods(t *testing.T) {
 			t.Fatal(err)
 		}
 		_ = ctag
-		ed = mustCall[params.ErrorResults](t, f.ctrl, 11, "EnsureDead", ents(tag, tag))
+		ed = testkit.MustCall[params.ErrorResults](t, f.Ctrl, 11, "EnsureDead", testkit.Ents(tag, tag))
 		checkItem(t, "dead", ed.Results[0].Error, noErr)
 		checkItem(t, "dead again", ed.Results[1].Error, noErr)
-		life := mustCall[params.LifeResults](t, f.ctrl, 11, "Life", ents(tag))
+		life := testkit.MustCall[params.LifeResults](t, f.Ctrl, 11, "Life", testkit.Ents(tag))
 		if life.Results[0].Life != "dead" {
 			t.Errorf("Life = %+v", life.Results[0])
 		}
-		rm = mustCall[params.ErrorResults](t, f.ctrl, 11, "Remove", ents(tag, tag))
+		rm = testkit.MustCall[params.ErrorResults](t, f.Ctrl, 11, "Remove", testkit.Ents(tag, tag))
 		checkItem(t, "removed", rm.Results[0].Error, noErr)
 		checkItem(t, "removed twice", rm.Results[1].Error, notFound(m.ID))
-		life = mustCall[params.LifeResults](t, f.ctrl, 11, "Life", ents(tag))
+		life = testkit.MustCall[params.LifeResults](t, f.Ctrl, 11, "Life", testkit.Ents(tag))
 		checkItem(t, "life after removal", life.Results[0].Error, notFound(m.ID))
 		// Units keep a machine alive.
-		ed = mustCall[params.ErrorResults](t, f.ctrl, 11, "EnsureDead", ents("machine-1"))
+		ed = testkit.MustCall[params.ErrorResults](t, f.Ctrl, 11, "EnsureDead", testkit.Ents("machine-1"))
 		checkItem(t, "units", ed.Results[0].Error, itemErr{`machine 1 has unit "mysql/0" assigned`, params.CodeHasAssignedUnits})
 	})
 
 	t.Run("SetPasswords", func(t *testing.T) {
 		m := addMachine(t, state.MachineParams{})
 		tag := "machine-" + m.ID
-		res := mustCall[params.ErrorResults](t, f.ctrl, 11, "SetPasswords", params.EntityPasswords{Changes: []params.EntityPassword{
+		res := testkit.MustCall[params.ErrorResults](t, f.Ctrl, 11, "SetPasswords", params.EntityPasswords{Changes: []params.EntityPassword{
 			{Tag: tag, Password: "short"}, {Tag: tag, Password: "a-long-enough-agent-password"}, {Tag: "machine-0-lxd-0", Password: "a-long-enough-agent-password"},
 		}})
 		checkItem(t, "short", res.Results[0].Error, itemErr{"password is only 5 bytes long, and is not a valid Agent password", params.CodeNotValid})
@@ -158,7 +159,7 @@ func TestProvisionerV11Methods(t *testing.T) {
 			VolumeAttachments: map[string]params.VolumeAttachmentInfo{"volume-1": {DeviceName: "sdb"}},
 			NetworkConfig:     []params.NetworkConfig{{InterfaceName: "eth0", MACAddress: "00:16:3e:00:00:01", Address: "10.0.0.5"}},
 		}
-		res := mustCall[params.ErrorResults](t, f.ctrl, 11, "SetInstanceInfo", params.InstancesInfo{Machines: []params.InstanceInfo{
+		res := testkit.MustCall[params.ErrorResults](t, f.Ctrl, 11, "SetInstanceInfo", params.InstancesInfo{Machines: []params.InstanceInfo{
 			info, info, {Tag: tag, InstanceId: "", Nonce: ""}, {Tag: "machine-0-lxd-0", InstanceId: "i", Nonce: "n"}, {Tag: "machine-77", InstanceId: "i", Nonce: "n"},
 		}})
 		checkItem(t, "first", res.Results[0].Error, noErr)
@@ -166,11 +167,11 @@ func TestProvisionerV11Methods(t *testing.T) {
 		checkItem(t, "empty", res.Results[2].Error, itemErr{`cannot record provisioning info for "": cannot set instance data for machine "` + m.ID + `": instance id and nonce cannot be empty`, params.CodeNotValid})
 		checkItem(t, "container", res.Results[3].Error, permErr)
 		checkItem(t, "missing", res.Results[4].Error, notFound("77"))
-		ids := mustCall[params.StringResults](t, f.ctrl, 11, "InstanceId", ents(tag))
+		ids := testkit.MustCall[params.StringResults](t, f.Ctrl, 11, "InstanceId", testkit.Ents(tag))
 		if ids.Results[0].Result != "i-x" {
 			t.Errorf("InstanceId = %+v", ids.Results[0])
 		}
-		az := mustCall[params.StringResults](t, f.ctrl, 11, "AvailabilityZone", ents(tag, "machine-1"))
+		az := testkit.MustCall[params.StringResults](t, f.Ctrl, 11, "AvailabilityZone", testkit.Ents(tag, "machine-1"))
 		if az.Results[0].Result != "zone-b" || az.Results[1].Result != "" || az.Results[1].Error != nil {
 			t.Errorf("AvailabilityZone = %+v", az.Results)
 		}
@@ -188,31 +189,31 @@ func TestProvisionerV11Methods(t *testing.T) {
 	t.Run("statuses", func(t *testing.T) {
 		m := addMachine(t, state.MachineParams{})
 		tag := "machine-" + m.ID
-		res := mustCall[params.ErrorResults](t, f.ctrl, 11, "SetStatus", params.SetStatus{Entities: []params.EntityStatusArgs{
+		res := testkit.MustCall[params.ErrorResults](t, f.Ctrl, 11, "SetStatus", params.SetStatus{Entities: []params.EntityStatusArgs{
 			{Tag: tag, Status: "started"}, {Tag: tag, Status: "bogus"}, {Tag: tag, Status: "error"},
 		}})
 		checkItem(t, "started", res.Results[0].Error, noErr)
 		checkItem(t, "bogus", res.Results[1].Error, itemErr{`cannot set invalid status "bogus"`, params.CodeNotValid})
 		checkItem(t, "error without info", res.Results[2].Error, itemErr{`cannot set status "error" without info`, params.CodeNotValid})
-		sr := mustCall[params.StatusResults](t, f.ctrl, 11, "Status", ents(tag))
+		sr := testkit.MustCall[params.StatusResults](t, f.Ctrl, 11, "Status", testkit.Ents(tag))
 		if sr.Results[0].Status != "started" || sr.Results[0].Since == nil || sr.Results[0].Data == nil {
 			t.Errorf("Status = %+v", sr.Results[0])
 		}
-		res = mustCall[params.ErrorResults](t, f.ctrl, 11, "SetInstanceStatus", params.SetStatus{Entities: []params.EntityStatusArgs{
+		res = testkit.MustCall[params.ErrorResults](t, f.Ctrl, 11, "SetInstanceStatus", params.SetStatus{Entities: []params.EntityStatusArgs{
 			{Tag: tag, Status: "provisioning error", Info: "no capacity", Data: map[string]any{"transient": true}},
 			{Tag: tag, Status: "exploded"},
 		}})
 		checkItem(t, "instance", res.Results[0].Error, noErr)
 		checkItem(t, "instance bogus", res.Results[1].Error, itemErr{`cannot set invalid status "exploded"`, params.CodeNotValid})
-		is := mustCall[params.StatusResults](t, f.ctrl, 11, "InstanceStatus", ents(tag))
+		is := testkit.MustCall[params.StatusResults](t, f.Ctrl, 11, "InstanceStatus", testkit.Ents(tag))
 		if is.Results[0].Status != "provisioning error" || is.Results[0].Info != "no capacity" {
 			t.Errorf("InstanceStatus = %+v", is.Results[0])
 		}
-		sr = mustCall[params.StatusResults](t, f.ctrl, 11, "Status", ents(tag))
+		sr = testkit.MustCall[params.StatusResults](t, f.Ctrl, 11, "Status", testkit.Ents(tag))
 		if sr.Results[0].Status != "error" || sr.Results[0].Info != "no capacity" {
 			t.Errorf("agent status after provisioning error = %+v", sr.Results[0])
 		}
-		te := mustCall[params.StatusResults](t, f.ctrl, 11, "MachinesWithTransientErrors", nil)
+		te := testkit.MustCall[params.StatusResults](t, f.Ctrl, 11, "MachinesWithTransientErrors", nil)
 		found := false
 		for _, r := range te.Results {
 			if r.Id == m.ID {
@@ -222,7 +223,7 @@ func TestProvisionerV11Methods(t *testing.T) {
 		if !found {
 			t.Errorf("MachinesWithTransientErrors = %+v; want machine %s", te.Results, m.ID)
 		}
-		mod := mustCall[params.ErrorResults](t, f.ctrl, 11, "SetModificationStatus", params.SetStatus{Entities: []params.EntityStatusArgs{
+		mod := testkit.MustCall[params.ErrorResults](t, f.Ctrl, 11, "SetModificationStatus", params.SetStatus{Entities: []params.EntityStatusArgs{
 			{Tag: tag, Status: "applied"}, {Tag: tag, Status: "running"},
 		}})
 		checkItem(t, "modification", mod.Results[0].Error, noErr)
@@ -230,7 +231,7 @@ func TestProvisionerV11Methods(t *testing.T) {
 		// The status setters check the tag and access, then leave the
 		// existence check to the write: same errors as a read first.
 		for _, method := range []string{"SetInstanceStatus", "SetModificationStatus"} {
-			res := mustCall[params.ErrorResults](t, f.ctrl, 11, method, params.SetStatus{Entities: []params.EntityStatusArgs{
+			res := testkit.MustCall[params.ErrorResults](t, f.Ctrl, 11, method, params.SetStatus{Entities: []params.EntityStatusArgs{
 				{Tag: "machine-42", Status: "bogus"}, {Tag: "bad", Status: "running"}, {Tag: "machine-0-lxd-0", Status: "running"},
 			}})
 			checkItem(t, method+" missing", res.Results[0].Error, itemErr{"machine 42 not found", params.CodeNotFound})
@@ -243,16 +244,16 @@ func TestProvisionerV11Methods(t *testing.T) {
 		m := addMachine(t, state.MachineParams{})
 		c := addMachine(t, state.MachineParams{ParentID: m.ID, ContainerType: "kvm"})
 		tag := "machine-" + m.ID
-		sc := mustCall[params.MachineContainerResults](t, f.ctrl, 11, "SupportedContainers", ents(tag))
+		sc := testkit.MustCall[params.MachineContainerResults](t, f.Ctrl, 11, "SupportedContainers", testkit.Ents(tag))
 		if len(sc.Results[0].ContainerTypes) != 0 || sc.Results[0].Determined {
 			t.Errorf("before: %+v", sc.Results[0])
 		}
-		res := mustCall[params.ErrorResults](t, f.ctrl, 11, "SetSupportedContainers", params.MachineContainersParams{Params: []params.MachineContainers{
+		res := testkit.MustCall[params.ErrorResults](t, f.Ctrl, 11, "SetSupportedContainers", params.MachineContainersParams{Params: []params.MachineContainers{
 			{MachineTag: tag, ContainerTypes: []string{"docker"}}, {MachineTag: tag, ContainerTypes: []string{"lxd"}},
 		}})
 		checkItem(t, "unknown type", res.Results[0].Error, itemErr{`container type "docker" not valid`, params.CodeNotValid})
 		checkItem(t, "lxd", res.Results[1].Error, noErr)
-		sc = mustCall[params.MachineContainerResults](t, f.ctrl, 11, "SupportedContainers", ents(tag))
+		sc = testkit.MustCall[params.MachineContainerResults](t, f.Ctrl, 11, "SupportedContainers", testkit.Ents(tag))
 		if !slices.Equal(sc.Results[0].ContainerTypes, []string{"lxd"}) || !sc.Results[0].Determined {
 			t.Errorf("after: %+v", sc.Results[0])
 		}
@@ -260,17 +261,17 @@ func TestProvisionerV11Methods(t *testing.T) {
 		if got.Status.Status != "error" || got.Status.Message != "unsupported container" || got.Status.Data["type"] != "kvm" {
 			t.Errorf("pending kvm container status = %+v", got.Status)
 		}
-		res = mustCall[params.ErrorResults](t, f.ctrl, 11, "SetSupportedContainers", params.MachineContainersParams{Params: []params.MachineContainers{
+		res = testkit.MustCall[params.ErrorResults](t, f.Ctrl, 11, "SetSupportedContainers", params.MachineContainersParams{Params: []params.MachineContainers{
 			{MachineTag: tag}}})
 		checkItem(t, "none", res.Results[0].Error, noErr)
-		sc = mustCall[params.MachineContainerResults](t, f.ctrl, 11, "SupportedContainers", ents(tag))
+		sc = testkit.MustCall[params.MachineContainerResults](t, f.Ctrl, 11, "SupportedContainers", testkit.Ents(tag))
 		if len(sc.Results[0].ContainerTypes) != 0 || !sc.Results[0].Determined {
 			t.Errorf("none: %+v", sc.Results[0])
 		}
 	})
 
 	t.Run("Constraints", func(t *testing.T) {
-		res := mustCall[params.ConstraintsResults](t, f.ctrl, 11, "Constraints", ents("machine-1", "machine-0"))
+		res := testkit.MustCall[params.ConstraintsResults](t, f.Ctrl, 11, "Constraints", testkit.Ents("machine-1", "machine-0"))
 		c := res.Results[0].Constraints
 		if c.Mem == nil || *c.Mem != 2048 || c.Spaces == nil || !slices.Equal(*c.Spaces, []string{"db"}) || c.Arch != nil {
 			t.Errorf("Constraints(1) = %+v", c)
@@ -278,14 +279,14 @@ func TestProvisionerV11Methods(t *testing.T) {
 		if res.Results[1].Error != nil || res.Results[1].Constraints != (params.Value{}) {
 			t.Errorf("Constraints(0) = %+v", res.Results[1])
 		}
-		raw := rawCall(t, f.ctrl, 11, "Constraints", ents("machine-1"))
+		raw := testkit.RawCall(t, f.Ctrl, 11, "Constraints", testkit.Ents("machine-1"))
 		if string(raw) != `{"results":[{"constraints":{"mem":2048,"spaces":["db"]}}]}` {
 			t.Errorf("wire = %s", raw)
 		}
 	})
 
 	t.Run("ProvisioningInfo", func(t *testing.T) {
-		res := mustCall[params.ProvisioningInfoResults](t, f.ctrl, 11, "ProvisioningInfo", ents("machine-1"))
+		res := testkit.MustCall[params.ProvisioningInfoResults](t, f.Ctrl, 11, "ProvisioningInfo", testkit.Ents("machine-1"))
 		info := res.Results[0].Result
 		if res.Results[0].Error != nil || info == nil {
 			t.Fatalf("ProvisioningInfo = %+v", res.Results[0])
@@ -314,7 +315,7 @@ func TestProvisionerV11Methods(t *testing.T) {
 			t.Fatal(err)
 		}
 		m := addMachine(t, state.MachineParams{Constraints: state.Constraints{Spaces: &empty}})
-		res = mustCall[params.ProvisioningInfoResults](t, f.ctrl, 11, "ProvisioningInfo", ents("machine-"+m.ID))
+		res = testkit.MustCall[params.ProvisioningInfoResults](t, f.Ctrl, 11, "ProvisioningInfo", testkit.Ents("machine-"+m.ID))
 		checkItem(t, "empty space", res.Results[0].Error, itemErr{`matching subnets to zones: cannot use space "empty" as deployment target: no subnets`, ""})
 	})
 
@@ -324,14 +325,14 @@ func TestProvisionerV11Methods(t *testing.T) {
 		if _, err := st.AddUnit(t.Context(), model, "wordpress", m.ID, ""); err != nil {
 			t.Fatal(err)
 		}
-		dg := mustCall[params.DistributionGroupResults](t, f.ctrl, 11, "DistributionGroup", ents("machine-0", "machine-1"))
+		dg := testkit.MustCall[params.DistributionGroupResults](t, f.Ctrl, 11, "DistributionGroup", testkit.Ents("machine-0", "machine-1"))
 		if !slices.Equal(dg.Results[0].Result, []string{"i-0", "i-dg"}) {
 			t.Errorf("DistributionGroup(0) = %+v", dg.Results[0])
 		}
 		if dg.Results[1].Result == nil || len(dg.Results[1].Result) != 0 {
 			t.Errorf("DistributionGroup(1) = %#v; want [] (machine 1 is unprovisioned)", dg.Results[1].Result)
 		}
-		by := mustCall[params.StringsResults](t, f.ctrl, 11, "DistributionGroupByMachineId", ents("machine-0", "machine-1"))
+		by := testkit.MustCall[params.StringsResults](t, f.Ctrl, 11, "DistributionGroupByMachineId", testkit.Ents("machine-0", "machine-1"))
 		if !slices.Equal(by.Results[0].Result, []string{m.ID}) || len(by.Results[1].Result) != 0 {
 			t.Errorf("DistributionGroupByMachineId = %+v", by.Results)
 		}
@@ -340,7 +341,7 @@ func TestProvisionerV11Methods(t *testing.T) {
 	t.Run("charm profiles, keep-instance, removal marks", func(t *testing.T) {
 		m := addMachine(t, state.MachineParams{})
 		tag := "machine-" + m.ID
-		res := mustCall[params.ErrorResults](t, f.ctrl, 11, "SetCharmProfiles", params.SetProfileArgs{Args: []params.SetProfileArg{
+		res := testkit.MustCall[params.ErrorResults](t, f.Ctrl, 11, "SetCharmProfiles", params.SetProfileArgs{Args: []params.SetProfileArg{
 			{Entity: params.Entity{Tag: tag}, Profiles: []string{"juju-default-wordpress-3"}}}})
 		checkItem(t, "profiles", res.Results[0].Error, noErr)
 		got, _ := st.Machine(t.Context(), model, m.ID)
@@ -350,20 +351,20 @@ func TestProvisionerV11Methods(t *testing.T) {
 		if err := st.SetKeepInstance(t.Context(), model, m.ID, true); err != nil {
 			t.Fatal(err)
 		}
-		ki := mustCall[params.BoolResults](t, f.ctrl, 11, "KeepInstance", ents(tag))
+		ki := testkit.MustCall[params.BoolResults](t, f.Ctrl, 11, "KeepInstance", testkit.Ents(tag))
 		if !ki.Results[0].Result {
 			t.Errorf("KeepInstance = %+v", ki.Results[0])
 		}
-		mk := mustCall[params.ErrorResults](t, f.ctrl, 11, "MarkMachinesForRemoval", ents(tag))
+		mk := testkit.MustCall[params.ErrorResults](t, f.Ctrl, 11, "MarkMachinesForRemoval", testkit.Ents(tag))
 		checkItem(t, "alive", mk.Results[0].Error, itemErr{"cannot remove machine " + m.ID + ": machine is not dead", ""})
 		if err := st.EnsureMachineDead(t.Context(), model, m.ID); err != nil {
 			t.Fatal(err)
 		}
-		mk = mustCall[params.ErrorResults](t, f.ctrl, 11, "MarkMachinesForRemoval", ents(tag))
+		mk = testkit.MustCall[params.ErrorResults](t, f.Ctrl, 11, "MarkMachinesForRemoval", testkit.Ents(tag))
 		checkItem(t, "dead", mk.Results[0].Error, noErr)
 		// The controller's machine undertaker removes it
 		// (machineundertaker_test.go).
-		waitFor(t, "the marked machine removed", func() bool {
+		testkit.WaitFor(t, "the marked machine removed", func() bool {
 			_, err := st.Machine(t.Context(), model, m.ID)
 			return jujuerrors.Is(err, jujuerrors.NotFound)
 		})
@@ -372,21 +373,21 @@ func TestProvisionerV11Methods(t *testing.T) {
 	t.Run("observed network config", func(t *testing.T) {
 		cfg := []params.NetworkConfig{{InterfaceName: "br-eth0", InterfaceType: "bridge", MACAddress: "aa"},
 			{InterfaceName: "eth0", ParentInterfaceName: "br-eth0", Address: "10.0.0.1"}}
-		if err := f.agent.Call(ctxT(t), "Provisioner", 11, "", "SetObservedNetworkConfig",
+		if err := f.Agent.Call(testkit.Ctx(t), "Provisioner", 11, "", "SetObservedNetworkConfig",
 			params.SetMachineNetworkConfig{Tag: "machine-0", Config: cfg}, nil); err != nil {
 			t.Fatal(err)
 		}
-		if err := f.agent.Call(ctxT(t), "Provisioner", 11, "", "SetHostMachineNetworkConfig",
+		if err := f.Agent.Call(testkit.Ctx(t), "Provisioner", 11, "", "SetHostMachineNetworkConfig",
 			params.SetMachineNetworkConfig{Tag: "machine-0"}, nil); err != nil {
 			t.Fatal(err)
 		}
-		wantErr(t, f.agent.Call(ctxT(t), "Provisioner", 11, "", "SetObservedNetworkConfig",
+		testkit.WantErr(t, f.Agent.Call(testkit.Ctx(t), "Provisioner", 11, "", "SetObservedNetworkConfig",
 			params.SetMachineNetworkConfig{Tag: "unit-x-0"}, nil), `"unit-x-0" is not a valid machine tag`, "")
 		got, _ := st.Machine(t.Context(), model, "0")
 		if len(got.LinkLayerDevices) != 2 || got.LinkLayerDevices[0].Name != "br-eth0" {
 			t.Errorf("devices = %+v", got.LinkLayerDevices)
 		}
-		hc := mustCall[params.HostNetworkChangeResults](t, f.agent, 11, "HostChangesForContainers", ents("machine-0-lxd-0", "machine-0"))
+		hc := testkit.MustCall[params.HostNetworkChangeResults](t, f.Agent, 11, "HostChangesForContainers", testkit.Ents("machine-0-lxd-0", "machine-0"))
 		if hc.Results[0].Error != nil || len(hc.Results[0].NewBridges) != 0 || hc.Results[0].ReconfigureDelay != 17 {
 			t.Errorf("HostChangesForContainers with br-eth0 present = %+v", hc.Results[0])
 		}
@@ -397,23 +398,23 @@ func TestProvisionerV11Methods(t *testing.T) {
 		if _, err := st.AddUnit(t.Context(), model, "wordpress", "0/lxd/0", ""); err != nil {
 			t.Fatal(err)
 		}
-		res := mustCall[params.ContainerProfileResults](t, f.agent, 11, "GetContainerProfileInfo", ents("machine-0-lxd-0"))
+		res := testkit.MustCall[params.ContainerProfileResults](t, f.Agent, 11, "GetContainerProfileInfo", testkit.Ents("machine-0-lxd-0"))
 		r := res.Results[0]
 		if r.Error != nil || len(r.LXDProfiles) != 1 || r.LXDProfiles[0].Name != "juju-default-wordpress-3" ||
 			r.LXDProfiles[0].Profile.Config["security.nesting"] != "true" {
 			t.Errorf("GetContainerProfileInfo = %+v", r)
 		}
 		// The controller agent has no host machine in this model.
-		err := f.ctrl.Call(ctxT(t), "Provisioner", 11, "", "GetContainerProfileInfo", ents("machine-0-lxd-0"), nil)
-		wantErr(t, err, "permission denied", params.CodeUnauthorized)
+		err := f.Ctrl.Call(testkit.Ctx(t), "Provisioner", 11, "", "GetContainerProfileInfo", testkit.Ents("machine-0-lxd-0"), nil)
+		testkit.WantErr(t, err, "permission denied", params.CodeUnauthorized)
 	})
 
 	t.Run("empty and null params", func(t *testing.T) {
 		for _, m := range []string{"Life", "Remove", "EnsureDead", "InstanceId", "Status", "ProvisioningInfo", "Constraints",
 			"DistributionGroup", "AvailabilityZone", "KeepInstance", "InstanceStatus", "SupportedContainers", "Tools",
 			"MarkMachinesForRemoval", "ReleaseContainerAddresses"} {
-			for _, args := range []any{nil, ents(), json.RawMessage(`{"entities":null}`)} {
-				raw := rawCall(t, f.agent, 11, m, args)
+			for _, args := range []any{nil, testkit.Ents(), json.RawMessage(`{"entities":null}`)} {
+				raw := testkit.RawCall(t, f.Agent, 11, m, args)
 				if !strings.Contains(string(raw), `"results":[]`) {
 					t.Errorf("%s(%v) = %s; want empty results", m, args, raw)
 				}

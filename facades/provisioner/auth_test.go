@@ -1,9 +1,10 @@
-package daemon_test
+package provisioner_test
 
 import (
 	"fmt"
 	"testing"
 
+	"github.com/provisiond/provisiond/internal/testkit"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
 )
@@ -13,7 +14,7 @@ import (
 // checked before existence; bad and non-machine tags are permission
 // denied.
 func TestProvisionerAuthMatrix(t *testing.T) {
-	f := newProvFixture(t)
+	f := testkit.NewProvFixture(t)
 	targets := []string{
 		"machine-0",             // the agent itself; top-level for the controller
 		"machine-1",             // another top-level machine
@@ -31,7 +32,7 @@ func TestProvisionerAuthMatrix(t *testing.T) {
 		"controller": {noErr, noErr, permErr, permErr, permErr, notFound("42"), permErr, permErr, permErr, permErr, permErr},
 		"agent":      {noErr, permErr, noErr, permErr, permErr, permErr, notFound("0/lxd/9"), permErr, permErr, permErr, permErr},
 	}
-	callers := map[string]*client.Conn{"controller": f.ctrl, "agent": f.agent}
+	callers := map[string]*client.Conn{"controller": f.Ctrl, "agent": f.Agent}
 
 	// Read-only per-entity methods that follow the machine accessor.
 	methods11 := []string{"Life", "Constraints", "ProvisioningInfo", "DistributionGroup",
@@ -44,7 +45,7 @@ func TestProvisionerAuthMatrix(t *testing.T) {
 						Error *params.Error `json:"error"`
 					} `json:"results"`
 				}
-				if err := c.Call(ctxT(t), "Provisioner", 11, "", m, ents(targets...), &res); err != nil {
+				if err := c.Call(testkit.Ctx(t), "Provisioner", 11, "", m, testkit.Ents(targets...), &res); err != nil {
 					t.Fatal(err)
 				}
 				if len(res.Results) != len(targets) {
@@ -63,7 +64,7 @@ func TestProvisionerAuthMatrix(t *testing.T) {
 							Error *params.V1Error `json:"Error"`
 						} `json:"Results"`
 					}
-					if err := c.Call(ctxT(t), "Provisioner", v, "", m, v1ents(targets...), &res); err != nil {
+					if err := c.Call(testkit.Ctx(t), "Provisioner", v, "", m, testkit.V1Ents(targets...), &res); err != nil {
 						t.Fatal(err)
 					}
 					if len(res.Results) != len(targets) {
@@ -82,47 +83,47 @@ func TestProvisionerAuthMatrix(t *testing.T) {
 	}
 
 	// Instance id: the agent's machine is provisioned, its container not.
-	res := mustCall[params.StringResults](t, f.agent, 11, "InstanceId", ents("machine-0", "machine-0-lxd-0", "machine-1"))
+	res := testkit.MustCall[params.StringResults](t, f.Agent, 11, "InstanceId", testkit.Ents("machine-0", "machine-0-lxd-0", "machine-1"))
 	if res.Results[0].Result != "i-0" {
 		t.Errorf("InstanceId(machine-0) = %+v", res.Results[0])
 	}
 	checkItem(t, "container", res.Results[1].Error, itemErr{"machine 0/lxd/0 not provisioned", params.CodeNotProvisioned})
 	checkItem(t, "other", res.Results[2].Error, permErr)
-	v1res := mustCall[params.V1StringResults](t, f.agent, 1, "InstanceId", v1ents("machine-0-lxd-0"))
+	v1res := testkit.MustCall[params.V1StringResults](t, f.Agent, 1, "InstanceId", testkit.V1Ents("machine-0-lxd-0"))
 	checkV1Item(t, "v1 container", v1res.Results[0].Error, itemErr{"machine 0/lxd/0 not provisioned", params.CodeNotProvisioned})
 
 	// The parse-error exceptions (spec §1.3).
-	pres := mustCall[params.MachineNetworkConfigResults](t, f.agent, 11, "GetContainerInterfaceInfo",
-		ents("unit-wordpress-0", "anything-invalid", "machine-1-lxd-0", "machine-0"))
+	pres := testkit.MustCall[params.MachineNetworkConfigResults](t, f.Agent, 11, "GetContainerInterfaceInfo",
+		testkit.Ents("unit-wordpress-0", "anything-invalid", "machine-1-lxd-0", "machine-0"))
 	checkItem(t, "unit", pres.Results[0].Error, itemErr{`"unit-wordpress-0" is not a valid machine tag`, ""})
 	checkItem(t, "invalid", pres.Results[1].Error, itemErr{`"anything-invalid" is not a valid tag`, ""})
 	checkItem(t, "other container", pres.Results[2].Error, permErr)
 	checkItem(t, "host", pres.Results[3].Error, itemErr{`cannot prepare network config for "machine-0": not a container`, ""})
-	mres := mustCall[params.ErrorResults](t, f.ctrl, 11, "MarkMachinesForRemoval", ents("application-thing"))
+	mres := testkit.MustCall[params.ErrorResults](t, f.Ctrl, 11, "MarkMachinesForRemoval", testkit.Ents("application-thing"))
 	checkItem(t, "mark", mres.Results[0].Error, itemErr{`"application-thing" is not a valid machine tag`, ""})
-	sres := mustCall[params.StatusResults](t, f.agent, 11, "Status", ents("not a tag", "application-wordpress"))
+	sres := testkit.MustCall[params.StatusResults](t, f.Agent, 11, "Status", testkit.Ents("not a tag", "application-wordpress"))
 	checkItem(t, "status bad tag", sres.Results[0].Error, itemErr{`"not a tag" is not a valid tag`, ""})
 	checkItem(t, "status application", sres.Results[1].Error, permErr)
-	cres := mustCall[params.ControllerAPIInfoResults](t, f.agent, 11, "ControllerAPIInfoForModels", ents("machine-0", "model-"+f.model))
+	cres := testkit.MustCall[params.ControllerAPIInfoResults](t, f.Agent, 11, "ControllerAPIInfoForModels", testkit.Ents("machine-0", "model-"+f.Model))
 	checkItem(t, "model tag", cres.Results[0].Error, itemErr{`"machine-0" is not a valid model tag`, ""})
 	if cres.Results[1].Error != nil || len(cres.Results[1].Addresses) == 0 || cres.Results[1].CACert == "" {
 		t.Errorf("ControllerAPIInfoForModels = %+v", cres.Results[1])
 	}
 
 	// Tools and SetObservedNetworkConfig: only the caller itself.
-	tres := mustCall[params.ToolsResults](t, f.ctrl, 11, "Tools", ents("machine-0", "machine-1"))
+	tres := testkit.MustCall[params.ToolsResults](t, f.Ctrl, 11, "Tools", testkit.Ents("machine-0", "machine-1"))
 	checkItem(t, "controller tools machine-0 (another model's machine 0)", tres.Results[0].Error, permErr)
 	checkItem(t, "controller tools machine-1", tres.Results[1].Error, permErr)
-	err := f.agent.Call(ctxT(t), "Provisioner", 11, "", "SetObservedNetworkConfig",
+	err := f.Agent.Call(testkit.Ctx(t), "Provisioner", 11, "", "SetObservedNetworkConfig",
 		params.SetMachineNetworkConfig{Tag: "machine-1", Config: []params.NetworkConfig{{InterfaceName: "eth0"}}}, nil)
-	wantErr(t, err, "permission denied", params.CodeUnauthorized)
+	testkit.WantErr(t, err, "permission denied", params.CodeUnauthorized)
 
 	// Controller-only watchers refuse machine agents at call level.
 	for _, m := range []string{"WatchModelMachines", "WatchModelMachineStartTimes", "WatchMachineErrorRetry"} {
-		wantErr(t, f.agent.Call(ctxT(t), "Provisioner", 11, "", m, nil, nil), "permission denied", params.CodeUnauthorized)
+		testkit.WantErr(t, f.Agent.Call(testkit.Ctx(t), "Provisioner", 11, "", m, nil, nil), "permission denied", params.CodeUnauthorized)
 	}
 	for _, m := range []string{"WatchEnvironMachines", "WatchMachineErrorRetry"} {
-		wantErr(t, f.agent.Call(ctxT(t), "Provisioner", 1, "", m, nil, nil), "permission denied", params.CodeUnauthorized)
+		testkit.WantErr(t, f.Agent.Call(testkit.Ctx(t), "Provisioner", 1, "", m, nil, nil), "permission denied", params.CodeUnauthorized)
 	}
 
 	// Users: every method of every version is refused at call level.
@@ -131,7 +132,7 @@ func TestProvisionerAuthMatrix(t *testing.T) {
 			if v != 11 && m == "ModelUUID" {
 				m = "EnvironUUID"
 			}
-			wantErr(t, f.admin.Call(ctxT(t), "Provisioner", v, "", m, nil, nil), "permission denied", params.CodeUnauthorized)
+			testkit.WantErr(t, f.Admin.Call(testkit.Ctx(t), "Provisioner", v, "", m, nil, nil), "permission denied", params.CodeUnauthorized)
 		}
 	}
 }
@@ -140,22 +141,33 @@ func TestProvisionerAuthMatrix(t *testing.T) {
 // that model's machine 0, and a machine agent of the hosted model reaches
 // its containers only there.
 func TestProvisionerCAASAndControllerModel(t *testing.T) {
-	d := start(t, nil)
+	d := testkit.Start(t, nil)
 	st := d.State()
 	caas, err := st.AddModel(t.Context(), "k8s", "caas", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := loginController(t, d, caas.UUID)
-	wantErr(t, c.Call(ctxT(t), "Provisioner", 11, "", "ModelUUID", nil, nil),
+	c := testkit.LoginController(t, d, caas.UUID)
+	testkit.WantErr(t, c.Call(testkit.Ctx(t), "Provisioner", 11, "", "ModelUUID", nil, nil),
 		`facade "Provisioner" not supported for a CAAS model API connection`, params.CodeNotSupported)
 
 	// On the controller model, the controller agent is machine 0 itself.
-	cm := loginController(t, d, d.Credentials().ControllerModelUUID)
-	res := mustCall[params.LifeResults](t, cm, 11, "Life", ents("machine-0"))
+	cm := testkit.LoginController(t, d, d.Credentials().ControllerModelUUID)
+	res := testkit.MustCall[params.LifeResults](t, cm, 11, "Life", testkit.Ents("machine-0"))
 	checkItem(t, "self", res.Results[0].Error, noErr)
-	dg := mustCall[params.DistributionGroupResults](t, cm, 11, "DistributionGroup", ents("machine-0"))
+	dg := testkit.MustCall[params.DistributionGroupResults](t, cm, 11, "DistributionGroup", testkit.Ents("machine-0"))
 	if len(dg.Results[0].Result) != 1 || dg.Results[0].Result[0] != "controller-0" {
 		t.Errorf("controller DistributionGroup = %+v", dg.Results[0])
+	}
+}
+
+func TestProvisionerRefusesUsers(t *testing.T) {
+	d := testkit.Start(t, nil)
+	c := testkit.LoginAdmin(t, d, d.Credentials().DefaultModelUUID)
+	testkit.WantErr(t, c.Call(testkit.Ctx(t), "Provisioner", 11, "", "ModelUUID", nil, nil), "permission denied", params.CodeUnauthorized)
+	var res params.StringResult
+	agent := testkit.LoginController(t, d, d.Credentials().DefaultModelUUID)
+	if err := agent.Call(testkit.Ctx(t), "Provisioner", 11, "", "ModelUUID", nil, &res); err != nil || res.Result != d.Credentials().DefaultModelUUID {
+		t.Fatalf("ModelUUID = %+v, %v", res, err)
 	}
 }

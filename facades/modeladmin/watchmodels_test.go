@@ -1,9 +1,10 @@
-package daemon_test
+package modeladmin_test
 
 import (
 	"slices"
 	"testing"
 
+	"github.com/provisiond/provisiond/internal/testkit"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
 )
@@ -12,11 +13,11 @@ import (
 // made dying and removed, by UUID; a model's config changes are not
 // reported.
 func TestWatchModels(t *testing.T) {
-	d := start(t, nil)
+	d := testkit.Start(t, nil)
 	creds := d.Credentials()
-	op := loginAdmin(t, d, "")
+	op := testkit.LoginAdmin(t, d, "")
 	var wr params.StringsWatchResult
-	if err := op.Call(ctxT(t), "ModelAdmin", 1, "", "WatchModels", nil, &wr); err != nil {
+	if err := op.Call(testkit.Ctx(t), "ModelAdmin", 1, "", "WatchModels", nil, &wr); err != nil {
 		t.Fatal(err)
 	}
 	initial := slices.Clone(wr.Changes)
@@ -28,28 +29,28 @@ func TestWatchModels(t *testing.T) {
 	}
 	w := client.NewStringsWatcher(op, wr.StringsWatcherId)
 
-	next := pendingStrings(t, w)
+	next := testkit.PendingStrings(t, w)
 	var added params.ModelSummary
-	if err := op.Call(ctxT(t), "ModelAdmin", 1, "", "AddModel", params.AddModelArgs{Name: "edge"}, &added); err != nil {
+	if err := op.Call(testkit.Ctx(t), "ModelAdmin", 1, "", "AddModel", params.AddModelArgs{Name: "edge"}, &added); err != nil {
 		t.Fatal(err)
 	}
-	wantIDs(t, next, added.UUID)
+	testkit.WantIDs(t, next, added.UUID)
 
-	next = pendingStrings(t, w)
-	if err := op.Call(ctxT(t), "ModelAdmin", 1, "", "SetModelConfig",
+	next = testkit.PendingStrings(t, w)
+	if err := op.Call(testkit.Ctx(t), "ModelAdmin", 1, "", "SetModelConfig",
 		params.SetModelConfigArgs{Model: "edge", Config: map[string]any{"k": "v"}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	notYet(t, next)
+	testkit.NotYet(t, next)
 	// A machine keeps the model dying: the life change, then the removal.
-	if err := op.Call(ctxT(t), "ModelAdmin", 1, "", "AddMachines", params.AddMachinesArgs{Model: "edge"}, nil); err != nil {
+	if err := op.Call(testkit.Ctx(t), "ModelAdmin", 1, "", "AddMachines", params.AddMachinesArgs{Model: "edge"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := op.Call(ctxT(t), "ModelAdmin", 1, "", "RemoveModel", params.RemoveModelArgs{Model: "edge"}, nil); err != nil {
+	if err := op.Call(testkit.Ctx(t), "ModelAdmin", 1, "", "RemoveModel", params.RemoveModelArgs{Model: "edge"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	wantIDs(t, next, added.UUID)
-	next = pendingStrings(t, w)
+	testkit.WantIDs(t, next, added.UUID)
+	next = testkit.PendingStrings(t, w)
 	st := d.State()
 	if err := st.EnsureMachineDead(t.Context(), added.UUID, "0"); err != nil {
 		t.Fatal(err)
@@ -57,7 +58,7 @@ func TestWatchModels(t *testing.T) {
 	if _, err := st.RemoveMachine(t.Context(), added.UUID, "0"); err != nil {
 		t.Fatal(err)
 	}
-	wantIDs(t, next, added.UUID)
+	testkit.WantIDs(t, next, added.UUID)
 	if _, err := st.Model(t.Context(), added.UUID); err == nil {
 		t.Fatal("model still there after its last machine went")
 	}

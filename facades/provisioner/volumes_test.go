@@ -1,10 +1,11 @@
-package daemon_test
+package provisioner_test
 
 import (
 	"context"
 	"maps"
 	"testing"
 
+	"github.com/provisiond/provisiond/internal/testkit"
 	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state"
 )
@@ -15,9 +16,9 @@ import (
 // stands for itself, no pool is storage-default-block-source else loop,
 // and an unknown or invalid pool fails the machine's item.
 func TestProvisionerVolumes(t *testing.T) {
-	f := newProvFixture(t)
-	st, model := f.st, f.model
-	ctrlUUID := f.d.Credentials().ControllerUUID
+	f := testkit.NewProvFixture(t)
+	st, model := f.St, f.Model
+	ctrlUUID := f.D.Credentials().ControllerUUID
 	mgr, err := st.StorageManager(t.Context(), model)
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +56,7 @@ func TestProvisionerVolumes(t *testing.T) {
 	}
 	info := func(t *testing.T, tag string) *params.ProvisioningInfo {
 		t.Helper()
-		res := mustCall[params.ProvisioningInfoResults](t, f.ctrl, 11, "ProvisioningInfo", ents(tag))
+		res := testkit.MustCall[params.ProvisioningInfoResults](t, f.Ctrl, 11, "ProvisioningInfo", testkit.Ents(tag))
 		if res.Results[0].Error != nil || res.Results[0].Result == nil {
 			t.Fatalf("ProvisioningInfo(%s) = %+v", tag, res.Results[0].Error)
 		}
@@ -63,7 +64,7 @@ func TestProvisionerVolumes(t *testing.T) {
 	}
 	v1info := func(t *testing.T, tag string) *params.V1ProvisioningInfo {
 		t.Helper()
-		res := mustCall[params.V1ProvisioningInfoResults](t, f.ctrl, 1, "ProvisioningInfo", v1ents(tag))
+		res := testkit.MustCall[params.V1ProvisioningInfoResults](t, f.Ctrl, 1, "ProvisioningInfo", testkit.V1Ents(tag))
 		if res.Results[0].Error != nil || res.Results[0].Result == nil {
 			t.Fatalf("ProvisioningInfo v1(%s) = %+v", tag, res.Results[0].Error)
 		}
@@ -152,10 +153,10 @@ func TestProvisionerVolumes(t *testing.T) {
 		} {
 			m, vols := machine(t, state.VolumeParams{Pool: c.pool, Size: 1})
 			want := c.want(vols[0][len("volume-"):])
-			res := mustCall[params.ProvisioningInfoResults](t, f.ctrl, 11, "ProvisioningInfo", ents(m, "machine-0"))
+			res := testkit.MustCall[params.ProvisioningInfoResults](t, f.Ctrl, 11, "ProvisioningInfo", testkit.Ents(m, "machine-0"))
 			checkItem(t, c.pool, res.Results[0].Error, want)
 			checkItem(t, c.pool+": other machine", res.Results[1].Error, noErr)
-			v1 := mustCall[params.V1ProvisioningInfoResults](t, f.ctrl, 1, "ProvisioningInfo", v1ents(m))
+			v1 := testkit.MustCall[params.V1ProvisioningInfoResults](t, f.Ctrl, 1, "ProvisioningInfo", testkit.V1Ents(m))
 			checkV1Item(t, c.pool+" v1", v1.Results[0].Error, want)
 		}
 	})

@@ -1,4 +1,4 @@
-package daemon_test
+package modeladmin_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	jujuerrors "github.com/juju/errors"
 
 	"github.com/provisiond/provisiond/facades/modeladmin"
+	"github.com/provisiond/provisiond/internal/testkit"
 	"github.com/provisiond/provisiond/rpc"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
@@ -56,26 +57,26 @@ storage:
 `
 
 func TestModelAdminCAASApplications(t *testing.T) {
-	e := newCAAS(t, nil)
-	c := loginAdmin(t, e.d, "")
+	e := testkit.NewCAAS(t, nil)
+	c := testkit.LoginAdmin(t, e.D, "")
 
-	pool := adminCall[params.StoragePoolInfo](t, c, "CreateStoragePool", params.CreateStoragePoolArgs{Model: "k8s",
+	pool := testkit.AdminCall[params.StoragePoolInfo](t, c, "CreateStoragePool", params.CreateStoragePoolArgs{Model: "k8s",
 		Name: "fast", Provider: "kubernetes", Attrs: map[string]any{"storage-class": "ssd"}})
 	if pool.Name != "fast" || pool.Provider != "kubernetes" || pool.Attrs["storage-class"] != "ssd" {
 		t.Errorf("CreateStoragePool = %+v", pool)
 	}
-	adminCall[params.StoragePoolInfo](t, c, "CreateStoragePool", params.CreateStoragePoolArgs{Model: "k8s", Name: "mem", Provider: "tmpfs"})
-	pools := adminCall[params.StoragePoolsResult](t, c, "StoragePools", params.ModelArgs{Model: "k8s"})
+	testkit.AdminCall[params.StoragePoolInfo](t, c, "CreateStoragePool", params.CreateStoragePoolArgs{Model: "k8s", Name: "mem", Provider: "tmpfs"})
+	pools := testkit.AdminCall[params.StoragePoolsResult](t, c, "StoragePools", params.ModelArgs{Model: "k8s"})
 	if len(pools.Pools) != 2 || pools.Pools[0].Name != "fast" || pools.Pools[1].Name != "mem" {
 		t.Errorf("StoragePools = %+v", pools)
 	}
 
 	var apps params.StringsWatchResult
-	e.mustCall("WatchApplications", nil, &apps)
-	appsW := client.NewStringsWatcher(e.c, apps.StringsWatcherId)
+	e.MustCall("WatchApplications", nil, &apps)
+	appsW := client.NewStringsWatcher(e.C, apps.StringsWatcherId)
 
-	app := adminCall[params.ApplicationStatus](t, c, "Deploy", params.DeployArgs{Model: "k8s", Application: "web",
-		CharmMetadata: webMeta, Scale: ptr(3), Config: map[string]any{"port": 8080.0}, Constraints: "mem=1G",
+	app := testkit.AdminCall[params.ApplicationStatus](t, c, "Deploy", params.DeployArgs{Model: "k8s", Application: "web",
+		CharmMetadata: webMeta, Scale: testkit.Ptr(3), Config: map[string]any{"port": 8080.0}, Constraints: "mem=1G",
 		Storage: []string{"data=fast,2G", "cache=mem,100M,2"}, Devices: []string{"gpu=2,nvidia.com/gpu"}, Trust: true})
 	want := params.ApplicationStatus{Name: "web", Life: "alive", Charm: "local:web-0", Scale: 3, Trust: true,
 		Constraints: "mem=1024M", Storage: map[string]string{"data": "fast,1,2048M", "cache": "mem,2,100M"},
@@ -83,7 +84,7 @@ func TestModelAdminCAASApplications(t *testing.T) {
 	if !reflect.DeepEqual(app, want) {
 		t.Errorf("Deploy =\n%+v\nwant\n%+v", app, want)
 	}
-	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
+	ctx, cancel := context.WithTimeout(testkit.Ctx(t), 5*time.Second)
 	got, err := appsW.Next(ctx)
 	cancel()
 	if err != nil || !slices.Equal(got, []string{"web"}) {
@@ -91,11 +92,11 @@ func TestModelAdminCAASApplications(t *testing.T) {
 	}
 	// The same metadata again reuses the charm; different metadata under
 	// the same name gets the next revision.
-	app = adminCall[params.ApplicationStatus](t, c, "Deploy", params.DeployArgs{Model: "k8s", Application: "web2", CharmMetadata: webMeta})
+	app = testkit.AdminCall[params.ApplicationStatus](t, c, "Deploy", params.DeployArgs{Model: "k8s", Application: "web2", CharmMetadata: webMeta})
 	if app.Charm != "local:web-0" || app.Scale != 1 || app.Storage["data"] != "1,1024M" {
 		t.Errorf("second deploy = %+v", app)
 	}
-	app = adminCall[params.ApplicationStatus](t, c, "Deploy", params.DeployArgs{Model: "k8s", Application: "web3",
+	app = testkit.AdminCall[params.ApplicationStatus](t, c, "Deploy", params.DeployArgs{Model: "k8s", Application: "web3",
 		CharmMetadata: "name: web\nsummary: other\n"})
 	if app.Charm != "local:web-1" || app.CharmRevision != 1 {
 		t.Errorf("third deploy = %+v", app)
@@ -104,53 +105,53 @@ func TestModelAdminCAASApplications(t *testing.T) {
 	// Each setting fires what the agents watch.
 	watch := func(method string) *client.NotifyWatcher {
 		var res params.NotifyWatchResults
-		e.mustCall(method, entities("application-web"), &res)
+		e.MustCall(method, testkit.Ents("application-web"), &res)
 		if res.Results[0].Error != nil {
 			t.Fatalf("%s = %+v", method, res)
 		}
-		return client.NewNotifyWatcher(e.c, res.Results[0].NotifyWatcherId)
+		return client.NewNotifyWatcher(e.C, res.Results[0].NotifyWatcherId)
 	}
 	entity, scale, spec := watch("Watch"), watch("WatchApplicationsScale"), watch("WatchPodSpec")
 	var hashes params.StringsWatchResults
-	e.mustCall("WatchApplicationsTrustHash", entities("application-web"), &hashes)
-	hash := client.NewStringsWatcher(e.c, hashes.Results[0].StringsWatcherId)
+	e.MustCall("WatchApplicationsTrustHash", testkit.Ents("application-web"), &hashes)
+	hash := client.NewStringsWatcher(e.C, hashes.Results[0].StringsWatcherId)
 	hashNext := func() bool {
-		ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
+		ctx, cancel := context.WithTimeout(testkit.Ctx(t), 5*time.Second)
 		defer cancel()
 		_, err := hash.Next(ctx)
 		return err == nil
 	}
 
-	app = adminCall[params.ApplicationStatus](t, c, "ScaleApplication", params.ScaleArgs{Model: "k8s", Application: "web", Scale: 5})
-	if app.Scale != 5 || !nextWithin(t, scale, 5*time.Second) || !nextWithin(t, entity, 5*time.Second) {
+	app = testkit.AdminCall[params.ApplicationStatus](t, c, "ScaleApplication", params.ScaleArgs{Model: "k8s", Application: "web", Scale: 5})
+	if app.Scale != 5 || !testkit.NextWithin(t, scale, 5*time.Second) || !testkit.NextWithin(t, entity, 5*time.Second) {
 		t.Errorf("scale: %+v, or the scale and entity watchers did not fire", app)
 	}
-	app = adminCall[params.ApplicationStatus](t, c, "SetApplicationConstraints", params.SetApplicationConstraintsArgs{Model: "k8s",
+	app = testkit.AdminCall[params.ApplicationStatus](t, c, "SetApplicationConstraints", params.SetApplicationConstraintsArgs{Model: "k8s",
 		Application: "web", Constraints: "mem=2G cores=1"})
-	if app.Constraints != "cores=1 mem=2048M" || !nextWithin(t, entity, 5*time.Second) {
+	if app.Constraints != "cores=1 mem=2048M" || !testkit.NextWithin(t, entity, 5*time.Second) {
 		t.Errorf("constraints: %+v, or the entity watcher did not fire", app)
 	}
-	cfg := adminCall[params.ApplicationConfigInfo](t, c, "SetApplicationConfig", params.SetApplicationConfigArgs{Model: "k8s",
+	cfg := testkit.AdminCall[params.ApplicationConfigInfo](t, c, "SetApplicationConfig", params.SetApplicationConfigArgs{Model: "k8s",
 		Application: "web", Config: map[string]any{"name": "x"}, Unset: []string{"port"}})
 	if !reflect.DeepEqual(cfg.Config, map[string]any{"name": "x", "trust": true}) || !hashNext() {
 		t.Errorf("config: %+v, or the trust hash watcher did not fire", cfg)
 	}
-	app = adminCall[params.ApplicationStatus](t, c, "SetApplicationTrust", params.SetTrustArgs{Model: "k8s", Application: "web"})
+	app = testkit.AdminCall[params.ApplicationStatus](t, c, "SetApplicationTrust", params.SetTrustArgs{Model: "k8s", Application: "web"})
 	if app.Trust || !hashNext() {
 		t.Errorf("trust: %+v, or the trust hash watcher did not fire", app)
 	}
-	ps := adminCall[params.PodSpecResult](t, c, "SetPodSpec", params.SetPodSpecArgs{Model: "k8s", Application: "web",
+	ps := testkit.AdminCall[params.PodSpecResult](t, c, "SetPodSpec", params.SetPodSpecArgs{Model: "k8s", Application: "web",
 		Spec: "containers:\n  - name: web\n    image: nginx\n"})
-	if ps.UpgradeCounter != 1 || !nextWithin(t, spec, 5*time.Second) {
+	if ps.UpgradeCounter != 1 || !testkit.NextWithin(t, spec, 5*time.Second) {
 		t.Errorf("pod spec: %+v, or the spec watcher did not fire", ps)
 	}
-	ps = adminCall[params.PodSpecResult](t, c, "SetPodSpec", params.SetPodSpecArgs{Model: "k8s", Application: "web",
+	ps = testkit.AdminCall[params.PodSpecResult](t, c, "SetPodSpec", params.SetPodSpecArgs{Model: "k8s", Application: "web",
 		Spec: "kind: Deployment\n", Raw: true})
-	if spec, err := e.st.K8sSpec(t.Context(), e.model, "web"); ps.UpgradeCounter != 2 || err != nil || spec.RawSpec != "kind: Deployment\n" {
+	if spec, err := e.St.K8sSpec(t.Context(), e.Model, "web"); ps.UpgradeCounter != 2 || err != nil || spec.RawSpec != "kind: Deployment\n" {
 		t.Errorf("raw spec: %+v; stored %+v, %v", ps, spec, err)
 	}
 	// A spec nested as deep as a spec may be (deepYAML(n) nests n+1).
-	ps = adminCall[params.PodSpecResult](t, c, "SetPodSpec", params.SetPodSpecArgs{Model: "k8s", Application: "web",
+	ps = testkit.AdminCall[params.PodSpecResult](t, c, "SetPodSpec", params.SetPodSpecArgs{Model: "k8s", Application: "web",
 		Spec: deepYAML(rpc.MaxValueDepth - 1), Raw: true})
 	if ps.UpgradeCounter != 3 {
 		t.Errorf("raw spec at the depth bound: %+v", ps)
@@ -158,15 +159,15 @@ func TestModelAdminCAASApplications(t *testing.T) {
 
 	// Status: the application's pods, addresses and storage once the
 	// unit provisioner reports them.
-	e.update(params.UpdateApplicationUnits{ApplicationTag: "application-web", Scale: intp(5), Generation: i64p(1),
+	e.Update(params.UpdateApplicationUnits{ApplicationTag: "application-web", Scale: testkit.Ptr[int](5), Generation: testkit.Ptr[int64](1),
 		Units: []params.ApplicationUnitParams{{ProviderId: "web-0", Address: "10.1.0.1", Ports: []string{"80"}, Status: "running",
 			Stateful: true, FilesystemInfo: []params.KubernetesFilesystemInfo{{StorageName: "data", Size: 2048, FilesystemId: "pv-0",
 				Status: "attached", MountPoint: "/srv/data", Volume: params.KubernetesVolumeInfo{VolumeId: "vol-0", Size: 2048,
 					Persistent: true, Status: "attached"}}}}}})
-	if err := e.st.UpdateCloudService(t.Context(), e.model, "web", "svc-web", []state.Address{{Value: "10.2.0.1"}}); err != nil {
+	if err := e.St.UpdateCloudService(t.Context(), e.Model, "web", "svc-web", []state.Address{{Value: "10.2.0.1"}}); err != nil {
 		t.Fatal(err)
 	}
-	st := adminCall[params.ModelStatus](t, c, "Status", params.ModelArgs{Model: "k8s"})
+	st := testkit.AdminCall[params.ModelStatus](t, c, "Status", params.ModelArgs{Model: "k8s"})
 	if len(st.Applications) != 3 || st.Applications[0].Name != "web" {
 		t.Fatalf("Status applications = %+v", st.Applications)
 	}
@@ -195,11 +196,11 @@ func TestModelAdminCAASApplications(t *testing.T) {
 	}
 
 	// A pool in use stays; an unused one goes.
-	wantErrContaining(t, modelAdmin(t, c, "RemoveStoragePool", params.RemoveStoragePoolArgs{Model: "k8s", Name: "fast"}, nil),
+	testkit.WantErrContaining(t, testkit.ModelAdmin(t, c, "RemoveStoragePool", params.RemoveStoragePoolArgs{Model: "k8s", Name: "fast"}, nil),
 		`storage pool "fast" in use`, "")
-	adminCall[params.ApplicationStatus](t, c, "Deploy", params.DeployArgs{Model: "k8s", Application: "tmp", CharmMetadata: "name: tmp\n"})
-	adminCall[params.StoragePoolInfo](t, c, "CreateStoragePool", params.CreateStoragePoolArgs{Model: "k8s", Name: "spare", Provider: "rootfs"})
-	if p := adminCall[params.StoragePoolInfo](t, c, "RemoveStoragePool", params.RemoveStoragePoolArgs{Model: "k8s", Name: "spare"}); p.Provider != "rootfs" {
+	testkit.AdminCall[params.ApplicationStatus](t, c, "Deploy", params.DeployArgs{Model: "k8s", Application: "tmp", CharmMetadata: "name: tmp\n"})
+	testkit.AdminCall[params.StoragePoolInfo](t, c, "CreateStoragePool", params.CreateStoragePoolArgs{Model: "k8s", Name: "spare", Provider: "rootfs"})
+	if p := testkit.AdminCall[params.StoragePoolInfo](t, c, "RemoveStoragePool", params.RemoveStoragePoolArgs{Model: "k8s", Name: "spare"}); p.Provider != "rootfs" {
 		t.Errorf("RemoveStoragePool = %+v", p)
 	}
 
@@ -207,12 +208,12 @@ func TestModelAdminCAASApplications(t *testing.T) {
 	// (Juju's remove-application without --destroy-storage), and it is
 	// dead, waiting for its unit provisioner; the lifecycle watcher sees
 	// it.
-	rm := adminCall[params.RemoveApplicationResult](t, c, "RemoveApplication", params.RemoveApplicationArgs{Model: "k8s", Application: "web"})
+	rm := testkit.AdminCall[params.RemoveApplicationResult](t, c, "RemoveApplication", params.RemoveApplicationArgs{Model: "k8s", Application: "web"})
 	if rm.Life != "dead" || rm.Removed || !slices.Equal(rm.RemovedUnits, []string{"web/0"}) || len(rm.Units) != 0 || len(rm.Storage) != 0 {
 		t.Errorf("RemoveApplication = %+v", rm)
 	}
 	for {
-		ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
+		ctx, cancel := context.WithTimeout(testkit.Ctx(t), 5*time.Second)
 		got, err := appsW.Next(ctx)
 		cancel()
 		if err != nil {
@@ -222,11 +223,11 @@ func TestModelAdminCAASApplications(t *testing.T) {
 			break
 		}
 	}
-	rm = adminCall[params.RemoveApplicationResult](t, c, "RemoveApplication", params.RemoveApplicationArgs{Model: "k8s", Application: "web"})
+	rm = testkit.AdminCall[params.RemoveApplicationResult](t, c, "RemoveApplication", params.RemoveApplicationArgs{Model: "k8s", Application: "web"})
 	if rm.Life != "dead" || len(rm.RemovedUnits) != 0 {
 		t.Errorf("RemoveApplication again = %+v", rm)
 	}
-	st = adminCall[params.ModelStatus](t, c, "Status", params.ModelArgs{Model: "k8s"})
+	st = testkit.AdminCall[params.ModelStatus](t, c, "Status", params.ModelArgs{Model: "k8s"})
 	for _, si := range st.Storage.Instances {
 		if si.Unit != "" || si.Owner != "" {
 			t.Errorf("storage after remove-application: %+v", si)
@@ -235,22 +236,22 @@ func TestModelAdminCAASApplications(t *testing.T) {
 }
 
 func TestModelAdminIAASApplications(t *testing.T) {
-	d := start(t, nil)
-	c := loginAdmin(t, d, "")
+	d := testkit.Start(t, nil)
+	c := testkit.LoginAdmin(t, d, "")
 	st := d.State()
 	model := d.Credentials().DefaultModelUUID
 
-	adminCall[params.StoragePoolInfo](t, c, "CreateStoragePool", params.CreateStoragePoolArgs{Name: "disks", Provider: "loop"})
-	app := adminCall[params.ApplicationStatus](t, c, "Deploy", params.DeployArgs{Application: "db", CharmMetadata: dbMeta,
+	testkit.AdminCall[params.StoragePoolInfo](t, c, "CreateStoragePool", params.CreateStoragePoolArgs{Name: "disks", Provider: "loop"})
+	app := testkit.AdminCall[params.ApplicationStatus](t, c, "Deploy", params.DeployArgs{Application: "db", CharmMetadata: dbMeta,
 		Constraints: "cores=2", Storage: []string{"disk=disks,5G,2"}, Trust: true})
 	if app.Charm != "local:db-0" || app.Scale != 0 || !app.Trust || app.Storage["disk"] != "disks,2,5120M" || len(app.Units) != 0 {
 		t.Errorf("Deploy = %+v", app)
 	}
-	host := adminCall[params.AddMachinesResult](t, c, "AddMachines", params.AddMachinesArgs{})
+	host := testkit.AdminCall[params.AddMachinesResult](t, c, "AddMachines", params.AddMachinesArgs{})
 
 	// Two units on machine 0, then one on a new machine with the
 	// application's constraints and block storage.
-	res := adminCall[params.AddUnitsResult](t, c, "AddUnits", params.AddUnitsArgs{Application: "db", To: []string{"0", "0"}, Count: 3})
+	res := testkit.AdminCall[params.AddUnitsResult](t, c, "AddUnits", params.AddUnitsArgs{Application: "db", To: []string{"0", "0"}, Count: 3})
 	if !slices.Equal(res.Units, []string{"db/0", "db/1", "db/2"}) || !slices.Equal(res.Machines, []string{"1"}) {
 		t.Fatalf("AddUnits = %+v (host %v)", res, host)
 	}
@@ -262,12 +263,12 @@ func TestModelAdminIAASApplications(t *testing.T) {
 	if err != nil || m1.Constraints.String() != "cores=2" || len(vols) != 2 || vols[0].Pool != "disks" || vols[0].Size != 5120 {
 		t.Errorf("new machine = %+v, volumes %+v, %v", m1, vols, err)
 	}
-	res = adminCall[params.AddUnitsResult](t, c, "AddUnits", params.AddUnitsArgs{Application: "db"})
+	res = testkit.AdminCall[params.AddUnitsResult](t, c, "AddUnits", params.AddUnitsArgs{Application: "db"})
 	if !slices.Equal(res.Units, []string{"db/3"}) || !slices.Equal(res.Machines, []string{"2"}) {
 		t.Errorf("AddUnits (no placement) = %+v", res)
 	}
 
-	status := adminCall[params.ModelStatus](t, c, "Status", params.ModelArgs{})
+	status := testkit.AdminCall[params.ModelStatus](t, c, "Status", params.ModelArgs{})
 	if len(status.Applications) != 1 || len(status.Applications[0].Units) != 4 || status.Applications[0].Units[2].Machine != "1" {
 		t.Fatalf("Status = %+v", status.Applications)
 	}
@@ -280,20 +281,20 @@ func TestModelAdminIAASApplications(t *testing.T) {
 
 	// db/3 was machine 2's only unit: the machine becomes dying (Juju's
 	// destroyHostOps); machine 0 keeps db/0.
-	rm := adminCall[params.RemoveUnitsResult](t, c, "RemoveUnits", params.RemoveUnitsArgs{Units: []string{"db/1", "db/3", "db/1"}})
+	rm := testkit.AdminCall[params.RemoveUnitsResult](t, c, "RemoveUnits", params.RemoveUnitsArgs{Units: []string{"db/1", "db/3", "db/1"}})
 	if !slices.Equal(rm.Removed, []string{"db/1", "db/3"}) || !slices.Equal(rm.DyingMachines, []string{"2"}) {
 		t.Errorf("RemoveUnits = %+v", rm)
 	}
 	if us, _ := st.UnitsOnMachine(t.Context(), model, "0"); len(us) != 1 || us[0].Name != "db/0" {
 		t.Errorf("units on machine 0 = %+v", us)
 	}
-	cfg := adminCall[params.ApplicationConfigInfo](t, c, "ApplicationConfig", params.ApplicationArgs{Application: "db"})
+	cfg := testkit.AdminCall[params.ApplicationConfigInfo](t, c, "ApplicationConfig", params.ApplicationArgs{Application: "db"})
 	if !reflect.DeepEqual(cfg.Config, map[string]any{"trust": true}) {
 		t.Errorf("ApplicationConfig = %+v", cfg)
 	}
 	// An IAAS application goes at once, with its units; their machines,
 	// left without a unit, become dying.
-	ra := adminCall[params.RemoveApplicationResult](t, c, "RemoveApplication", params.RemoveApplicationArgs{Application: "db"})
+	ra := testkit.AdminCall[params.RemoveApplicationResult](t, c, "RemoveApplication", params.RemoveApplicationArgs{Application: "db"})
 	if ra.Life != "dead" || !ra.Removed || !slices.Equal(ra.RemovedUnits, []string{"db/0", "db/2"}) ||
 		!slices.Equal(ra.DyingMachines, []string{"0", "1"}) {
 		t.Errorf("RemoveApplication = %+v", ra)
@@ -305,29 +306,29 @@ func TestModelAdminIAASApplications(t *testing.T) {
 
 // Bad input: a clear error with a code, and nothing written.
 func TestModelAdminApplicationsBadInput(t *testing.T) {
-	e := newCAAS(t, nil)
-	d, st := e.d, e.d.State()
-	c := loginAdmin(t, d, "")
+	e := testkit.NewCAAS(t, nil)
+	d, st := e.D, e.D.State()
+	c := testkit.LoginAdmin(t, d, "")
 	model := d.Credentials().DefaultModelUUID
-	adminCall[params.StoragePoolInfo](t, c, "CreateStoragePool", params.CreateStoragePoolArgs{Model: "k8s", Name: "fast", Provider: "kubernetes"})
-	adminCall[params.ApplicationStatus](t, c, "Deploy", params.DeployArgs{Model: "k8s", Application: "web", CharmMetadata: webMeta,
+	testkit.AdminCall[params.StoragePoolInfo](t, c, "CreateStoragePool", params.CreateStoragePoolArgs{Model: "k8s", Name: "fast", Provider: "kubernetes"})
+	testkit.AdminCall[params.ApplicationStatus](t, c, "Deploy", params.DeployArgs{Model: "k8s", Application: "web", CharmMetadata: webMeta,
 		Storage: []string{"data=fast"}})
-	adminCall[params.ApplicationStatus](t, c, "Deploy", params.DeployArgs{Application: "db", CharmMetadata: dbMeta})
-	adminCall[params.ApplicationStatus](t, c, "Deploy", params.DeployArgs{Application: "sub", CharmMetadata: "name: sub\nsubordinate: true\n"})
-	adminCall[params.ApplicationStatus](t, c, "Deploy", params.DeployArgs{Model: "k8s", Application: "gone", CharmMetadata: "name: gone\n"})
-	adminCall[params.RemoveApplicationResult](t, c, "RemoveApplication", params.RemoveApplicationArgs{Model: "k8s", Application: "gone"})
-	adminCall[params.AddMachinesResult](t, c, "AddMachines", params.AddMachinesArgs{Count: 2})
-	adminCall[params.AddUnitsResult](t, c, "AddUnits", params.AddUnitsArgs{Application: "db", To: []string{"0"}})
-	adminCall[params.RemoveMachinesResult](t, c, "RemoveMachines", params.RemoveMachinesArgs{Machines: []string{"1"}})
-	if _, err := st.AddCAASUnit(t.Context(), e.model, "web", state.CAASUnitParams{}); err != nil {
+	testkit.AdminCall[params.ApplicationStatus](t, c, "Deploy", params.DeployArgs{Application: "db", CharmMetadata: dbMeta})
+	testkit.AdminCall[params.ApplicationStatus](t, c, "Deploy", params.DeployArgs{Application: "sub", CharmMetadata: "name: sub\nsubordinate: true\n"})
+	testkit.AdminCall[params.ApplicationStatus](t, c, "Deploy", params.DeployArgs{Model: "k8s", Application: "gone", CharmMetadata: "name: gone\n"})
+	testkit.AdminCall[params.RemoveApplicationResult](t, c, "RemoveApplication", params.RemoveApplicationArgs{Model: "k8s", Application: "gone"})
+	testkit.AdminCall[params.AddMachinesResult](t, c, "AddMachines", params.AddMachinesArgs{Count: 2})
+	testkit.AdminCall[params.AddUnitsResult](t, c, "AddUnits", params.AddUnitsArgs{Application: "db", To: []string{"0"}})
+	testkit.AdminCall[params.RemoveMachinesResult](t, c, "RemoveMachines", params.RemoveMachinesArgs{Machines: []string{"1"}})
+	if _, err := st.AddCAASUnit(t.Context(), e.Model, "web", state.CAASUnitParams{}); err != nil {
 		t.Fatal(err)
 	}
-	adminCall[params.ModelSummary](t, c, "AddModel", params.AddModelArgs{Name: "going"})
+	testkit.AdminCall[params.ModelSummary](t, c, "AddModel", params.AddModelArgs{Name: "going"})
 	going := mustModel(t, d, "going")
 	if _, err := st.AddMachine(t.Context(), going.UUID, state.MachineParams{}); err != nil {
 		t.Fatal(err)
 	}
-	adminCall[params.RemoveModelResult](t, c, "RemoveModel", params.RemoveModelArgs{Model: "going"})
+	testkit.AdminCall[params.RemoveModelResult](t, c, "RemoveModel", params.RemoveModelArgs{Model: "going"})
 	_ = model
 
 	k8s := func(args params.DeployArgs) params.DeployArgs {
@@ -369,8 +370,8 @@ func TestModelAdminApplicationsBadInput(t *testing.T) {
 		{"deploy storage count", "Deploy", k8s(params.DeployArgs{Storage: []string{"cache=fast,5"}}), `storage "cache" count 5 (charm allows 0 to 4)`, nv},
 		{"deploy iaas unknown pool", "Deploy", iaas(params.DeployArgs{Storage: []string{"disk=nope"}}), `storage "disk": pool "nope" not found`, nf},
 		{"deploy iaas filesystem pool for block", "Deploy", iaas(params.DeployArgs{Storage: []string{"disk=tmpfs"}}), `pool "tmpfs" (provider tmpfs) for block storage not valid`, nv},
-		{"deploy negative scale", "Deploy", k8s(params.DeployArgs{Scale: ptr(-1)}), "application scale -1 not valid", nv},
-		{"deploy scale on iaas", "Deploy", iaas(params.DeployArgs{Scale: ptr(2)}), `model "default" is an iaas model: scale is for caas applications`, nv},
+		{"deploy negative scale", "Deploy", k8s(params.DeployArgs{Scale: testkit.Ptr(-1)}), "application scale -1 not valid", nv},
+		{"deploy scale on iaas", "Deploy", iaas(params.DeployArgs{Scale: testkit.Ptr(2)}), `model "default" is an iaas model: scale is for caas applications`, nv},
 		{"deploy devices on iaas", "Deploy", iaas(params.DeployArgs{Devices: []string{"gpu=1,x"}}), "devices are for caas applications", ns},
 		{"deploy k8s charm on iaas", "Deploy", iaas(params.DeployArgs{CharmMetadata: webMeta}), `charm "web" is a kubernetes charm`, ns},
 		{"deploy subordinate on caas", "Deploy", k8s(params.DeployArgs{CharmMetadata: "name: s\nsubordinate: true\n"}), "caas models take no subordinates", ns},
@@ -453,4 +454,14 @@ func mustModel(t *testing.T, d interface{ State() *state.State }, name string) s
 		t.Fatal(err)
 	}
 	return m
+}
+
+// deepYAML is a YAML mapping nested depth mappings deep, in block style.
+func deepYAML(depth int) string {
+	var b strings.Builder
+	for i := range depth {
+		b.WriteString(strings.Repeat("  ", i) + "a:\n")
+	}
+	b.WriteString(strings.Repeat("  ", depth) + "b: c\n")
+	return b.String()
 }

@@ -1,25 +1,25 @@
-package daemon_test
+package modeladmin_test
 
 import (
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/provisiond/provisiond/internal/leaktest"
+	"github.com/provisiond/provisiond/internal/testkit"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state"
+
+	_ "github.com/provisiond/provisiond/provisiondtest/embeddedetcd" // WithStore(StoreEtcd)
 )
 
-// modelAdmin calls ModelAdmin v1.
-func modelAdmin(t testing.TB, c *client.Conn, method string, args, result any) error {
-	t.Helper()
-	return c.Call(ctxT(t), "ModelAdmin", 1, "", method, args, result)
-}
+func TestMain(m *testing.M) { leaktest.Main(m) }
 
 func modelNames(t testing.TB, c *client.Conn) []string {
 	t.Helper()
 	var res params.ListModelsResult
-	if err := modelAdmin(t, c, "ListModels", nil, &res); err != nil {
+	if err := testkit.ModelAdmin(t, c, "ListModels", nil, &res); err != nil {
 		t.Fatal(err)
 	}
 	var out []string
@@ -30,13 +30,13 @@ func modelNames(t testing.TB, c *client.Conn) []string {
 }
 
 func TestModelAdminAccess(t *testing.T) {
-	d := start(t, nil)
+	d := testkit.Start(t, nil)
 	creds := d.Credentials()
 	if _, err := d.State().AddUser(t.Context(), "bob", "", "bob-password", state.AccessLogin); err != nil {
 		t.Fatal(err)
 	}
-	bob := dial(t, d, "")
-	if _, err := bob.LoginUser(ctxT(t), "bob", "bob-password"); err != nil {
+	bob := testkit.Dial(t, d, "")
+	if _, err := bob.LoginUser(testkit.Ctx(t), "bob", "bob-password"); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -44,11 +44,11 @@ func TestModelAdminAccess(t *testing.T) {
 		c    *client.Conn
 		ok   bool
 	}{
-		{"admin on /api", loginAdmin(t, d, ""), true},
-		{"admin on a model endpoint", loginAdmin(t, d, creds.DefaultModelUUID), true},
-		{"controller agent on /api", loginController(t, d, ""), false},
-		{"controller agent on the controller model", loginController(t, d, creds.ControllerModelUUID), false},
-		{"controller agent on a hosted model", loginController(t, d, creds.DefaultModelUUID), false},
+		{"admin on /api", testkit.LoginAdmin(t, d, ""), true},
+		{"admin on a model endpoint", testkit.LoginAdmin(t, d, creds.DefaultModelUUID), true},
+		{"controller agent on /api", testkit.LoginController(t, d, ""), false},
+		{"controller agent on the controller model", testkit.LoginController(t, d, creds.ControllerModelUUID), false},
+		{"controller agent on a hosted model", testkit.LoginController(t, d, creds.DefaultModelUUID), false},
 		{"non-superuser on /api", bob, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -57,30 +57,30 @@ func TestModelAdminAccess(t *testing.T) {
 				"AddMachines", "RemoveMachines", "AddSpace", "Spaces", "AddSubnet", "Subnets",
 				"AddAgentBinaries", "AgentBinaries", "Status"} {
 				var res map[string]any
-				err := modelAdmin(t, tc.c, method, map[string]any{"name": "x", "model": "x"}, &res)
+				err := testkit.ModelAdmin(t, tc.c, method, map[string]any{"name": "x", "model": "x"}, &res)
 				if tc.ok {
 					if client.IsCode(err, params.CodeUnauthorized) {
 						t.Errorf("%s: %v", method, err)
 					}
 					continue
 				}
-				wantErr(t, err, "permission denied", params.CodeUnauthorized)
+				testkit.WantErr(t, err, "permission denied", params.CodeUnauthorized)
 			}
 		})
 	}
 	// The admin rows added model "x" and removed it again; the refused
 	// rows must not have left anything either.
-	if got := modelNames(t, loginAdmin(t, d, "")); !slices.Equal(got, []string{"controller:alive", "default:alive"}) {
+	if got := modelNames(t, testkit.LoginAdmin(t, d, "")); !slices.Equal(got, []string{"controller:alive", "default:alive"}) {
 		t.Errorf("refused calls changed the models: %v", got)
 	}
 }
 
 func TestModelAdminModels(t *testing.T) {
-	d := start(t, nil)
-	c := loginAdmin(t, d, "")
+	d := testkit.Start(t, nil)
+	c := testkit.LoginAdmin(t, d, "")
 
 	var list params.ListModelsResult
-	if err := modelAdmin(t, c, "ListModels", nil, &list); err != nil {
+	if err := testkit.ModelAdmin(t, c, "ListModels", nil, &list); err != nil {
 		t.Fatal(err)
 	}
 	if len(list.Models) != 2 || list.Models[0].Name != "controller" || !list.Models[0].IsController ||
@@ -90,18 +90,18 @@ func TestModelAdminModels(t *testing.T) {
 	}
 
 	var added params.ModelSummary
-	if err := modelAdmin(t, c, "AddModel", params.AddModelArgs{Name: "k8s", Type: "caas",
+	if err := testkit.ModelAdmin(t, c, "AddModel", params.AddModelArgs{Name: "k8s", Type: "caas",
 		Config: map[string]any{"logging-config": "<root>=DEBUG", "n": 3, "b": true}}, &added); err != nil {
 		t.Fatal(err)
 	}
 	if added.Name != "k8s" || added.Type != "caas" || added.Life != "alive" || !state.IsValidUUID(added.UUID) {
 		t.Fatalf("AddModel = %+v", added)
 	}
-	if err := modelAdmin(t, c, "AddModel", params.AddModelArgs{Name: "vms"}, &added); err != nil || added.Type != "iaas" {
+	if err := testkit.ModelAdmin(t, c, "AddModel", params.AddModelArgs{Name: "vms"}, &added); err != nil || added.Type != "iaas" {
 		t.Fatalf("AddModel without a type = %+v, %v", added, err)
 	}
 	var cfg params.ModelConfigInfo
-	if err := modelAdmin(t, c, "ModelConfig", params.ModelArgs{Model: "k8s"}, &cfg); err != nil {
+	if err := testkit.ModelAdmin(t, c, "ModelConfig", params.ModelArgs{Model: "k8s"}, &cfg); err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Model != "k8s" || cfg.Config["logging-config"] != "<root>=DEBUG" || cfg.Config["n"] != 3.0 || cfg.Config["b"] != true {
@@ -128,14 +128,14 @@ func TestModelAdminModels(t *testing.T) {
 		{"malformed params", map[string]any{"name": 7}, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := modelAdmin(t, c, "AddModel", tc.args, nil)
+			err := testkit.ModelAdmin(t, c, "AddModel", tc.args, nil)
 			if tc.msg == "" {
 				if err == nil {
 					t.Fatal("no error")
 				}
 				return
 			}
-			wantErr(t, err, tc.msg, tc.code)
+			testkit.WantErr(t, err, tc.msg, tc.code)
 		})
 	}
 	if d.State().Revision() != rev {
@@ -147,10 +147,10 @@ func TestModelAdminModels(t *testing.T) {
 }
 
 func TestModelAdminRemoveModel(t *testing.T) {
-	d := start(t, nil)
-	c := loginAdmin(t, d, d.Credentials().DefaultModelUUID)
+	d := testkit.Start(t, nil)
+	c := testkit.LoginAdmin(t, d, d.Credentials().DefaultModelUUID)
 	for _, name := range []string{"empty", "busy"} {
-		if err := modelAdmin(t, c, "AddModel", params.AddModelArgs{Name: name}, nil); err != nil {
+		if err := testkit.ModelAdmin(t, c, "AddModel", params.AddModelArgs{Name: name}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -171,21 +171,21 @@ func TestModelAdminRemoveModel(t *testing.T) {
 		{"bad name", "No", `model name "No" not valid: lowercase letters, digits and hyphens, starting with a letter, at most 63 characters`, params.CodeNotValid},
 		{"controller model", "controller", "cannot remove the controller model", params.CodeForbidden},
 	} {
-		err := modelAdmin(t, c, "RemoveModel", params.RemoveModelArgs{Model: tc.model}, nil)
-		t.Run(tc.name, func(t *testing.T) { wantErr(t, err, tc.msg, tc.code) })
+		err := testkit.ModelAdmin(t, c, "RemoveModel", params.RemoveModelArgs{Model: tc.model}, nil)
+		t.Run(tc.name, func(t *testing.T) { testkit.WantErr(t, err, tc.msg, tc.code) })
 	}
 	if d.State().Revision() != rev {
 		t.Errorf("refused RemoveModel calls wrote: revision %d -> %d", rev, d.State().Revision())
 	}
 
 	var res params.RemoveModelResult
-	if err := modelAdmin(t, c, "RemoveModel", params.RemoveModelArgs{Model: "empty"}, &res); err != nil {
+	if err := testkit.ModelAdmin(t, c, "RemoveModel", params.RemoveModelArgs{Model: "empty"}, &res); err != nil {
 		t.Fatal(err)
 	}
 	if !res.Removed || res.Life != "dead" || res.Name != "empty" {
 		t.Errorf("RemoveModel(empty) = %+v", res)
 	}
-	if err := modelAdmin(t, c, "RemoveModel", params.RemoveModelArgs{Model: "busy"}, &res); err != nil {
+	if err := testkit.ModelAdmin(t, c, "RemoveModel", params.RemoveModelArgs{Model: "busy"}, &res); err != nil {
 		t.Fatal(err)
 	}
 	if res.Removed || res.Life != "dying" || res.UUID != busy.UUID {
@@ -195,32 +195,32 @@ func TestModelAdminRemoveModel(t *testing.T) {
 		t.Errorf("models = %v", got)
 	}
 	// The name of a removed model can be used again.
-	if err := modelAdmin(t, c, "AddModel", params.AddModelArgs{Name: "empty"}, nil); err != nil {
+	if err := testkit.ModelAdmin(t, c, "AddModel", params.AddModelArgs{Name: "empty"}, nil); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func TestModelAdminConfig(t *testing.T) {
-	d := start(t, nil)
+	d := testkit.Start(t, nil)
 	creds := d.Credentials()
-	api := loginAdmin(t, d, "")
-	onCtrl := loginAdmin(t, d, creds.ControllerModelUUID)
+	api := testkit.LoginAdmin(t, d, "")
+	onCtrl := testkit.LoginAdmin(t, d, creds.ControllerModelUUID)
 
 	// The default model: "default" on /api, the connection's model elsewhere.
 	var cfg params.ModelConfigInfo
-	if err := modelAdmin(t, api, "ModelConfig", params.ModelArgs{}, &cfg); err != nil || cfg.Model != "default" || cfg.UUID != creds.DefaultModelUUID {
+	if err := testkit.ModelAdmin(t, api, "ModelConfig", params.ModelArgs{}, &cfg); err != nil || cfg.Model != "default" || cfg.UUID != creds.DefaultModelUUID {
 		t.Fatalf("ModelConfig on /api = %+v, %v", cfg, err)
 	}
-	if err := modelAdmin(t, onCtrl, "ModelConfig", params.ModelArgs{}, &cfg); err != nil || cfg.Model != "controller" {
+	if err := testkit.ModelAdmin(t, onCtrl, "ModelConfig", params.ModelArgs{}, &cfg); err != nil || cfg.Model != "controller" {
 		t.Fatalf("ModelConfig on the controller model = %+v, %v", cfg, err)
 	}
 
-	if err := modelAdmin(t, api, "SetModelConfig", params.SetModelConfigArgs{
+	if err := testkit.ModelAdmin(t, api, "SetModelConfig", params.SetModelConfigArgs{
 		Config: map[string]any{"a": "x", "b": 2.5, "c": false}}, &cfg); err != nil {
 		t.Fatal(err)
 	}
 	cfg = params.ModelConfigInfo{} // decoding into a map merges
-	if err := modelAdmin(t, api, "SetModelConfig", params.SetModelConfigArgs{
+	if err := testkit.ModelAdmin(t, api, "SetModelConfig", params.SetModelConfigArgs{
 		Config: map[string]any{"a": "y"}, Unset: []string{"b", "never-set"}}, &cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -229,15 +229,15 @@ func TestModelAdminConfig(t *testing.T) {
 	}
 	// The Provisioner sees it (agents read what operators set).
 	var pcfg params.ModelConfigResult
-	agent := loginController(t, d, creds.DefaultModelUUID)
-	if err := agent.Call(ctxT(t), "Provisioner", 11, "", "ModelConfig", nil, &pcfg); err != nil || pcfg.Config["a"] != "y" {
+	agent := testkit.LoginController(t, d, creds.DefaultModelUUID)
+	if err := agent.Call(testkit.Ctx(t), "Provisioner", 11, "", "ModelConfig", nil, &pcfg); err != nil || pcfg.Config["a"] != "y" {
 		t.Fatalf("Provisioner.ModelConfig = %+v, %v", pcfg, err)
 	}
 
 	// Juju's keys are typed as Juju types them ("8" is the number 8);
 	// unsetting one sets its default back; the defaults come along.
 	cfg = params.ModelConfigInfo{}
-	if err := modelAdmin(t, api, "SetModelConfig", params.SetModelConfigArgs{
+	if err := testkit.ModelAdmin(t, api, "SetModelConfig", params.SetModelConfigArgs{
 		Config: map[string]any{"num-provision-workers": "8", "enable-os-upgrade": "false"}}, &cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +246,7 @@ func TestModelAdminConfig(t *testing.T) {
 		t.Fatalf("SetModelConfig typed = %v, defaults %v", cfg.Config, cfg.Defaults)
 	}
 	cfg = params.ModelConfigInfo{}
-	if err := modelAdmin(t, api, "SetModelConfig", params.SetModelConfigArgs{Unset: []string{"num-provision-workers", "enable-os-upgrade"}}, &cfg); err != nil {
+	if err := testkit.ModelAdmin(t, api, "SetModelConfig", params.SetModelConfigArgs{Unset: []string{"num-provision-workers", "enable-os-upgrade"}}, &cfg); err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Config["num-provision-workers"] != 16.0 || cfg.Config["enable-os-upgrade"] != true {
@@ -281,31 +281,31 @@ func TestModelAdminConfig(t *testing.T) {
 		{"controller-uuid", "SetControllerConfig", params.SetControllerConfigArgs{Unset: []string{"controller-uuid"}}, `config key "controller-uuid" is read-only`, params.CodeNotValid},
 		{"controller value", "SetControllerConfig", params.SetControllerConfigArgs{Config: map[string]any{"x": []any{}}}, `config value of "x": a list is not a string, number or boolean`, params.CodeNotValid},
 	} {
-		err := modelAdmin(t, api, tc.method, tc.args, nil)
-		t.Run(tc.name, func(t *testing.T) { wantErr(t, err, tc.msg, tc.code) })
+		err := testkit.ModelAdmin(t, api, tc.method, tc.args, nil)
+		t.Run(tc.name, func(t *testing.T) { testkit.WantErr(t, err, tc.msg, tc.code) })
 	}
 	if d.State().Revision() != rev {
 		t.Errorf("refused config calls wrote: revision %d -> %d", rev, d.State().Revision())
 	}
 
 	var ccfg params.ControllerConfigResult
-	if err := modelAdmin(t, api, "SetControllerConfig", params.SetControllerConfigArgs{Config: map[string]any{"max-logs": 10}}, &ccfg); err != nil {
+	if err := testkit.ModelAdmin(t, api, "SetControllerConfig", params.SetControllerConfigArgs{Config: map[string]any{"max-logs": 10}}, &ccfg); err != nil {
 		t.Fatal(err)
 	}
 	if ccfg.Config["max-logs"] != 10.0 || ccfg.Config["controller-uuid"] != creds.ControllerUUID || ccfg.Config["ca-cert"] != creds.CACert {
 		t.Fatalf("SetControllerConfig = %+v", ccfg)
 	}
-	if err := modelAdmin(t, onCtrl, "ControllerConfig", nil, &ccfg); err != nil || ccfg.Config["max-logs"] != 10.0 {
+	if err := testkit.ModelAdmin(t, onCtrl, "ControllerConfig", nil, &ccfg); err != nil || ccfg.Config["max-logs"] != 10.0 {
 		t.Fatalf("ControllerConfig = %+v, %v", ccfg, err)
 	}
 }
 
 func TestModelAdminWatchModel(t *testing.T) {
-	d := start(t, nil)
+	d := testkit.Start(t, nil)
 	creds := d.Credentials()
-	c := loginAdmin(t, d, "")
+	c := testkit.LoginAdmin(t, d, "")
 	var res params.StringsWatchResult
-	if err := modelAdmin(t, c, "WatchModel", params.ModelArgs{}, &res); err != nil {
+	if err := testkit.ModelAdmin(t, c, "WatchModel", params.ModelArgs{}, &res); err != nil {
 		t.Fatal(err)
 	}
 	if res.StringsWatcherId == "" || len(res.Changes) != 0 {
@@ -314,28 +314,28 @@ func TestModelAdminWatchModel(t *testing.T) {
 	w := client.NewStringsWatcher(c, res.StringsWatcherId)
 
 	// A change to another model comes first; it must not be reported.
-	if err := modelAdmin(t, c, "SetModelConfig", params.SetModelConfigArgs{Model: "controller", Config: map[string]any{"a": 1}}, nil); err != nil {
+	if err := testkit.ModelAdmin(t, c, "SetModelConfig", params.SetModelConfigArgs{Model: "controller", Config: map[string]any{"a": 1}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := d.State().AddMachine(t.Context(), creds.DefaultModelUUID, state.MachineParams{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := modelAdmin(t, c, "SetModelConfig", params.SetModelConfigArgs{Config: map[string]any{"a": 1}}, nil); err != nil {
+	if err := testkit.ModelAdmin(t, c, "SetModelConfig", params.SetModelConfigArgs{Config: map[string]any{"a": 1}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	// Both changes were published before the writes returned, so one Next
 	// sees them together.
-	got, err := w.Next(ctxT(t))
+	got, err := w.Next(testkit.Ctx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := []string{"machine/0", "model/" + creds.DefaultModelUUID}; !slices.Equal(got, want) {
 		t.Fatalf("Next = %v, want %v", got, want)
 	}
-	if err := w.Stop(ctxT(t)); err != nil {
+	if err := w.Stop(testkit.Ctx(t)); err != nil {
 		t.Fatal(err)
 	}
 
-	err = modelAdmin(t, c, "WatchModel", params.ModelArgs{Model: "nope"}, &res)
-	wantErr(t, err, `model "nope" not found`, params.CodeNotFound)
+	err = testkit.ModelAdmin(t, c, "WatchModel", params.ModelArgs{Model: "nope"}, &res)
+	testkit.WantErr(t, err, `model "nope" not found`, params.CodeNotFound)
 }

@@ -1,4 +1,4 @@
-package daemon_test
+package provisioner_test
 
 import (
 	"errors"
@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/provisiond/provisiond/internal/testkit"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state"
@@ -16,8 +17,8 @@ import (
 // exhausted range is reported per container; an address the provider
 // refuses is marked unavailable and another one tried.
 func TestProvisionerAddressAllocation(t *testing.T) {
-	f := newProvFixture(t)
-	st, model := f.st, f.model
+	f := testkit.NewProvFixture(t)
+	st, model := f.St, f.Model
 	// 11 allocatable addresses (.10-.20): the fixture's 0/lxd/0 plus 11
 	// new containers of machine 0 make one too many.
 	tags := []string{"machine-0-lxd-0"}
@@ -30,7 +31,7 @@ func TestProvisionerAddressAllocation(t *testing.T) {
 	}
 	// The provider refuses .15 once.
 	refused := make(chan string, 1)
-	f.d.Environ().SetAllocateHook(func(_, _, addr, _, _ string) error {
+	f.D.Environ().SetAllocateHook(func(_, _, addr, _, _ string) error {
 		if addr == "10.0.0.15" {
 			select {
 			case refused <- addr:
@@ -40,12 +41,12 @@ func TestProvisionerAddressAllocation(t *testing.T) {
 		}
 		return nil
 	})
-	defer f.d.Environ().SetAllocateHook(nil)
+	defer f.D.Environ().SetAllocateHook(nil)
 
-	conns := []*client.Conn{f.agent}
+	conns := []*client.Conn{f.Agent}
 	for range 3 {
-		c := dial(t, f.d, model)
-		if _, err := c.LoginAgent(ctxT(t), "machine-0", m0Password, m0Nonce); err != nil {
+		c := testkit.Dial(t, f.D, model)
+		if _, err := c.LoginAgent(testkit.Ctx(t), "machine-0", testkit.M0Password, testkit.M0Nonce); err != nil {
 			t.Fatal(err)
 		}
 		conns = append(conns, c)
@@ -56,7 +57,7 @@ func TestProvisionerAddressAllocation(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, err := call[params.MachineNetworkConfigResults](t, conns[i%len(conns)], 11, "PrepareContainerInterfaceInfo", ents(tag))
+			res, err := testkit.Call[params.MachineNetworkConfigResults](t, conns[i%len(conns)], 11, "PrepareContainerInterfaceInfo", testkit.Ents(tag))
 			if err != nil {
 				t.Errorf("%s: %v", tag, err)
 				return
@@ -104,13 +105,13 @@ func TestProvisionerAddressAllocation(t *testing.T) {
 		victim = tag
 		break
 	}
-	rel := mustCall[params.ErrorResults](t, f.agent, 11, "ReleaseContainerAddresses", ents(victim, "machine-0", "machine-1-lxd-0"))
+	rel := testkit.MustCall[params.ErrorResults](t, f.Agent, 11, "ReleaseContainerAddresses", testkit.Ents(victim, "machine-0", "machine-1-lxd-0"))
 	checkItem(t, "release", rel.Results[0].Error, noErr)
 	checkItem(t, "host", rel.Results[1].Error, itemErr{`cannot mark addresses for removal for "machine-0": not a container`, ""})
 	checkItem(t, "other", rel.Results[2].Error, permErr)
 	for i, r := range results {
 		if r.Error != nil {
-			res := mustCall[params.MachineNetworkConfigResults](t, f.agent, 11, "PrepareContainerInterfaceInfo", ents(tags[i]))
+			res := testkit.MustCall[params.MachineNetworkConfigResults](t, f.Agent, 11, "PrepareContainerInterfaceInfo", testkit.Ents(tags[i]))
 			checkItem(t, "after release", res.Results[0].Error, noErr)
 			break
 		}
@@ -120,8 +121,8 @@ func TestProvisionerAddressAllocation(t *testing.T) {
 // The container networking methods' call-level checks and the 2015
 // variants.
 func TestProvisionerContainerNetworkingChecks(t *testing.T) {
-	f := newProvFixture(t)
-	st, model := f.st, f.model
+	f := testkit.NewProvFixture(t)
+	st, model := f.St, f.Model
 	// A provisioned host in a zone without subnets, and an unprovisioned one.
 	zone := "zone-b"
 	h, err := st.AddMachine(t.Context(), model, state.MachineParams{Password: "host-password-zone-b-long"})
@@ -136,48 +137,48 @@ func TestProvisionerContainerNetworkingChecks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hostConn := dial(t, f.d, model)
-	if _, err := hostConn.LoginAgent(ctxT(t), "machine-"+h.ID, "host-password-zone-b-long", "nh"); err != nil {
+	hostConn := testkit.Dial(t, f.D, model)
+	if _, err := hostConn.LoginAgent(testkit.Ctx(t), "machine-"+h.ID, "host-password-zone-b-long", "nh"); err != nil {
 		t.Fatal(err)
 	}
 	ctag := state.Machine{ID: hc.ID}.Tag().String()
 
 	// v11 without an allocatable subnet: DHCP.
-	res := mustCall[params.MachineNetworkConfigResults](t, hostConn, 11, "PrepareContainerInterfaceInfo", ents(ctag))
+	res := testkit.MustCall[params.MachineNetworkConfigResults](t, hostConn, 11, "PrepareContainerInterfaceInfo", testkit.Ents(ctag))
 	if res.Results[0].Error != nil || res.Results[0].Config[0].ConfigType != "dhcp" || res.Results[0].Config[0].Address != "" {
 		t.Errorf("v11 without subnets = %+v", res.Results[0])
 	}
 	// 2015: a call-level error.
-	err = hostConn.Call(ctxT(t), "Provisioner", 1, "", "PrepareContainerInterfaceInfo", v1ents(ctag), nil)
-	wantErr(t, err, "cannot allocate addresses: no interfaces available", "")
+	err = hostConn.Call(testkit.Ctx(t), "Provisioner", 1, "", "PrepareContainerInterfaceInfo", testkit.V1Ents(ctag), nil)
+	testkit.WantErr(t, err, "cannot allocate addresses: no interfaces available", "")
 
 	// The 2015 Prepare refuses a provisioned container; v11 Get does.
 	if err := st.SetInstanceInfo(t.Context(), model, "0/lxd/0", state.InstanceInfo{InstanceID: "juju-c", Nonce: "nc"}); err != nil {
 		t.Fatal(err)
 	}
-	v1 := mustCall[params.V1MachineNetworkConfigResults](t, f.agent, 1, "PrepareContainerInterfaceInfo", v1ents("machine-0-lxd-0", "machine-0", "unit-x-0"))
+	v1 := testkit.MustCall[params.V1MachineNetworkConfigResults](t, f.Agent, 1, "PrepareContainerInterfaceInfo", testkit.V1Ents("machine-0-lxd-0", "machine-0", "unit-x-0"))
 	checkV1Item(t, "provisioned", v1.Results[0].Error, itemErr{`container "0/lxd/0" already provisioned as "juju-c"`, ""})
 	checkV1Item(t, "host", v1.Results[1].Error, itemErr{`cannot allocate address for "machine-0": not a container`, ""})
 	checkV1Item(t, "unit", v1.Results[2].Error, itemErr{`"unit-x-0" is not a valid machine tag`, ""})
-	get := mustCall[params.MachineNetworkConfigResults](t, f.agent, 11, "GetContainerInterfaceInfo", ents("machine-0-lxd-0"))
+	get := testkit.MustCall[params.MachineNetworkConfigResults](t, f.Agent, 11, "GetContainerInterfaceInfo", testkit.Ents("machine-0-lxd-0"))
 	checkItem(t, "v11 get provisioned", get.Results[0].Error, itemErr{`container "0/lxd/0" already provisioned as "juju-c"`, ""})
-	v1get := mustCall[params.V1MachineNetworkConfigResults](t, f.agent, 1, "GetContainerInterfaceInfo", v1ents("machine-0-lxd-0"))
+	v1get := testkit.MustCall[params.V1MachineNetworkConfigResults](t, f.Agent, 1, "GetContainerInterfaceInfo", testkit.V1Ents("machine-0-lxd-0"))
 	checkV1Item(t, "v1 get without address", v1get.Results[0].Error, itemErr{`expected 1 address for container "0/lxd/0", got 0`, ""})
 
 	// 2015 ContainerManagerConfig: ip-forwarding, as a subnet allows
 	// allocation.
-	v1cfg := mustCall[params.V1ContainerManagerConfig](t, f.agent, 1, "ContainerManagerConfig", params.V1ContainerManagerConfigParams{Type: "lxc"})
+	v1cfg := testkit.MustCall[params.V1ContainerManagerConfig](t, f.Agent, 1, "ContainerManagerConfig", params.V1ContainerManagerConfigParams{Type: "lxc"})
 	if v1cfg.ManagerConfig["name"] != "juju" || v1cfg.ManagerConfig["ip-forwarding"] != "true" {
 		t.Errorf("v1 ContainerManagerConfig = %v", v1cfg.ManagerConfig)
 	}
 	// A provider that refuses every address burns a bounded number.
-	f.d.Environ().SetAllocateHook(func(_, _, _, _, _ string) error { return errors.New("no") })
-	defer f.d.Environ().SetAllocateHook(nil)
+	f.D.Environ().SetAllocateHook(func(_, _, _, _, _ string) error { return errors.New("no") })
+	defer f.D.Environ().SetAllocateHook(nil)
 	nc, err := st.AddMachine(t.Context(), model, state.MachineParams{ParentID: "0", ContainerType: "lxd"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := mustCall[params.MachineNetworkConfigResults](t, f.agent, 11, "PrepareContainerInterfaceInfo", ents(state.Machine{ID: nc.ID}.Tag().String()))
+	ref := testkit.MustCall[params.MachineNetworkConfigResults](t, f.Agent, 11, "PrepareContainerInterfaceInfo", testkit.Ents(state.Machine{ID: nc.ID}.Tag().String()))
 	checkItem(t, "refused", ref.Results[0].Error, itemErr{`failed to allocate an address for "` + nc.ID + `": the provider refused 8 addresses: no`, ""})
 	addrs, _ := st.IPAddresses(t.Context(), model)
 	unavailable := 0
@@ -191,6 +192,6 @@ func TestProvisionerContainerNetworkingChecks(t *testing.T) {
 	}
 
 	// The controller agent has no host in this model.
-	err = f.ctrl.Call(ctxT(t), "Provisioner", 11, "", "PrepareContainerInterfaceInfo", ents("machine-0-lxd-0"), nil)
-	wantErr(t, err, "permission denied", params.CodeUnauthorized)
+	err = f.Ctrl.Call(testkit.Ctx(t), "Provisioner", 11, "", "PrepareContainerInterfaceInfo", testkit.Ents("machine-0-lxd-0"), nil)
+	testkit.WantErr(t, err, "permission denied", params.CodeUnauthorized)
 }

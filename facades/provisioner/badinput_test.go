@@ -1,10 +1,11 @@
-package daemon_test
+package provisioner_test
 
 import (
 	"encoding/json"
 	"strings"
 	"testing"
 
+	"github.com/provisiond/provisiond/internal/testkit"
 	"github.com/provisiond/provisiond/rpc/params"
 )
 
@@ -12,7 +13,7 @@ import (
 // request's length and order, and changes nothing else: a call whose items
 // all fail commits no revision.
 func TestProvisionerBadInputChangesNothing(t *testing.T) {
-	f := newProvFixture(t)
+	f := testkit.NewProvFixture(t)
 	bad := []string{"machine-42", "machine-0-lxd-0", "unit-wordpress-0", "bad", ""}
 	tests := []struct {
 		name   string
@@ -21,8 +22,8 @@ func TestProvisionerBadInputChangesNothing(t *testing.T) {
 		args   any
 		n      int // items
 	}{
-		{"Remove alive", 11, "Remove", ents(append(bad, "machine-1")...), 6},
-		{"EnsureDead with units", 11, "EnsureDead", ents(append(bad, "machine-1")...), 6},
+		{"Remove alive", 11, "Remove", testkit.Ents(append(bad, "machine-1")...), 6},
+		{"EnsureDead with units", 11, "EnsureDead", testkit.Ents(append(bad, "machine-1")...), 6},
 		{"SetPasswords short", 11, "SetPasswords", params.EntityPasswords{Changes: []params.EntityPassword{
 			{Tag: "machine-1", Password: "short"}, {Tag: "machine-42", Password: "long-enough-password-1234"}, {Tag: "bad", Password: "long-enough-password-1234"}}}, 3},
 		{"SetStatus invalid", 11, "SetStatus", params.SetStatus{Entities: []params.EntityStatusArgs{
@@ -36,23 +37,23 @@ func TestProvisionerBadInputChangesNothing(t *testing.T) {
 		{"SetInstanceInfo twice", 11, "SetInstanceInfo", params.InstancesInfo{Machines: []params.InstanceInfo{
 			{Tag: "machine-0", InstanceId: "i-again", Nonce: "n"}, {Tag: "machine-1", InstanceId: "", Nonce: "n"},
 			{Tag: "machine-1", InstanceId: "i-1", Nonce: "n", Volumes: []params.Volume{{VolumeTag: "bad"}}}, {Tag: "bad"}}}, 4},
-		{"MarkMachinesForRemoval alive", 11, "MarkMachinesForRemoval", ents("machine-1", "machine-42", "bad"), 3},
+		{"MarkMachinesForRemoval alive", 11, "MarkMachinesForRemoval", testkit.Ents("machine-1", "machine-42", "bad"), 3},
 		{"SetCharmProfiles bad tags", 11, "SetCharmProfiles", params.SetProfileArgs{Args: []params.SetProfileArg{
 			{Entity: params.Entity{Tag: "unit-x-0"}}, {Entity: params.Entity{Tag: "machine-42"}}}}, 2},
-		{"ReleaseContainerAddresses", 11, "ReleaseContainerAddresses", ents(bad...), 5},
+		{"ReleaseContainerAddresses", 11, "ReleaseContainerAddresses", testkit.Ents(bad...), 5},
 		{"v1 SetProvisioned", 1, "SetProvisioned", params.V1SetProvisioned{Machines: []params.V1MachineSetProvisioned{
 			{Tag: "machine-0", InstanceId: "i", Nonce: "n"}, {Tag: "bad"}}}, 2},
 		{"v1 UpdateStatus", 1, "UpdateStatus", params.V1SetStatus{Entities: []params.V1EntityStatusArgs{
 			{Tag: "machine-1", Data: map[string]any{"a": 1}}, {Tag: "bad"}}}, 2},
-		{"v0 Remove", 0, "Remove", v1ents(bad...), 5},
-		{"v1 EnsureDead", 1, "EnsureDead", v1ents("machine-1", "bad"), 2},
+		{"v0 Remove", 0, "Remove", testkit.V1Ents(bad...), 5},
+		{"v1 EnsureDead", 1, "EnsureDead", testkit.V1Ents("machine-1", "bad"), 2},
 		{"v1 SetInstanceInfo network tag", 1, "SetInstanceInfo", params.V1InstancesInfo{Machines: []params.V1InstanceInfo{
 			{Tag: "machine-1", InstanceId: "i", Nonce: "n", Networks: []params.V1Network{{Tag: "net"}}}}}, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rev := f.st.Revision()
-			raw := rawCall(t, f.ctrl, tt.v, tt.method, tt.args)
+			rev := f.St.Revision()
+			raw := testkit.RawCall(t, f.Ctrl, tt.v, tt.method, tt.args)
 			var res map[string][]map[string]json.RawMessage
 			if err := json.Unmarshal(raw, &res); err != nil {
 				t.Fatal(err)
@@ -73,7 +74,7 @@ func TestProvisionerBadInputChangesNothing(t *testing.T) {
 					t.Errorf("item %d has no error: %s", i, raw)
 				}
 			}
-			if got := f.st.Revision(); got != rev {
+			if got := f.St.Revision(); got != rev {
 				t.Errorf("revision %d -> %d: a failed call changed state", rev, got)
 			}
 		})
@@ -95,18 +96,18 @@ func TestProvisionerBadInputChangesNothing(t *testing.T) {
 		{1, "ProvisioningInfo", "Results"}, {1, "Tools", "Results"}, {1, "UpdateStatus", "Results"},
 	} {
 		for _, args := range []any{nil, json.RawMessage(`{}`)} {
-			raw := rawCall(t, f.agent, c.v, c.method, args)
+			raw := testkit.RawCall(t, f.Agent, c.v, c.method, args)
 			if !strings.Contains(string(raw), `"`+c.key+`":[]`) {
 				t.Errorf("%s v%d(%s) = %s; want empty %s", c.method, c.v, args, raw, c.key)
 			}
 		}
 	}
 	// Params of the wrong JSON type are a call error; the connection stays.
-	err := f.agent.Call(ctxT(t), "Provisioner", 11, "", "Life", json.RawMessage(`{"entities":"machine-0"}`), nil)
+	err := f.Agent.Call(testkit.Ctx(t), "Provisioner", 11, "", "Life", json.RawMessage(`{"entities":"machine-0"}`), nil)
 	if err == nil {
 		t.Error("Life with a string for entities succeeded")
 	}
-	if err := f.agent.Ping(ctxT(t)); err != nil {
+	if err := f.Agent.Ping(testkit.Ctx(t)); err != nil {
 		t.Errorf("connection after bad params: %v", err)
 	}
 }

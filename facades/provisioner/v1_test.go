@@ -1,4 +1,4 @@
-package daemon_test
+package provisioner_test
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/provisiond/provisiond/internal/testkit"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state"
@@ -27,7 +28,7 @@ var updateGolden = flag.Bool("update", false, "rewrite the golden files of the 2
 // with testdata/provisioner_v1/<name>.json, after normalising the decoded
 // fields that differ between runs (see normaliser). With -update it writes
 // the file instead, unless the test has already failed.
-func golden(t *testing.T, f *provFixture, name, method string, args any, raw json.RawMessage) {
+func golden(t *testing.T, f *testkit.ProvFixture, name, method string, args any, raw json.RawMessage) {
 	t.Helper()
 	reqParams, err := json.Marshal(args)
 	if err != nil {
@@ -90,10 +91,10 @@ type normaliser struct {
 	exact  map[string]string // whole strings and what replaces them
 }
 
-func newNormaliser(f *provFixture, method string) *normaliser {
-	creds := f.d.Credentials()
-	_, port, _ := strings.Cut(f.d.Addr(), ":")
-	return &normaliser{method: method, addr: f.d.Addr(), port: json.Number(port), exact: map[string]string{
+func newNormaliser(f *testkit.ProvFixture, method string) *normaliser {
+	creds := f.D.Credentials()
+	_, port, _ := strings.Cut(f.D.Addr(), ":")
+	return &normaliser{method: method, addr: f.D.Addr(), port: json.Number(port), exact: map[string]string{
 		creds.DefaultModelUUID: "MODEL-UUID",
 		creds.ControllerUUID:   "CONTROLLER-UUID",
 		base64.StdEncoding.EncodeToString([]byte(creds.CACert)): "CA-CERT-BASE64",
@@ -243,16 +244,16 @@ func decodeOrderedValue(dec *json.Decoder) (any, error) {
 // answered (after the same normalisation), writes and watcher ids included.
 func TestProvisionerV1Shapes(t *testing.T) {
 	type twin struct {
-		f    *provFixture
+		f    *testkit.ProvFixture
 		mtag string
 	}
 	setUp := func() twin {
-		f := newProvFixture(t)
-		if err := f.st.SetMachineStatus(t.Context(), f.model, "0/lxd/0", state.AgentStatus, state.Status{Status: "error", Message: "boom",
+		f := testkit.NewProvFixture(t)
+		if err := f.St.SetMachineStatus(t.Context(), f.Model, "0/lxd/0", state.AgentStatus, state.Status{Status: "error", Message: "boom",
 			Data: map[string]any{"transient": true}}); err != nil {
 			t.Fatal(err)
 		}
-		m, err := f.st.AddMachine(t.Context(), f.model, state.MachineParams{Series: "trusty"})
+		m, err := f.St.AddMachine(t.Context(), f.Model, state.MachineParams{Series: "trusty"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -276,14 +277,14 @@ func TestProvisionerV1Shapes(t *testing.T) {
 		method string
 		args   any
 	}{
-		{"Life", agent, "Life", v1ents("machine-0", "machine-0-lxd-0", "machine-1", "bad")},
-		{"Series", ctrl, "Series", v1ents("machine-0", "machine-1", "machine-42")},
-		{"RequestedNetworks", ctrl, "RequestedNetworks", v1ents("machine-1", "machine-0")},
-		{"InstanceId", ctrl, "InstanceId", v1ents("machine-0", "machine-1")},
-		{"Constraints", ctrl, "Constraints", v1ents("machine-1")},
-		{"ProvisioningInfo", ctrl, "ProvisioningInfo", v1ents("machine-1", "machine-0-lxd-0")},
-		{"DistributionGroup", ctrl, "DistributionGroup", v1ents("machine-0", "machine-1")},
-		{"Status", agent, "Status", v1ents("machine-0-lxd-0", "not a tag")},
+		{"Life", agent, "Life", testkit.V1Ents("machine-0", "machine-0-lxd-0", "machine-1", "bad")},
+		{"Series", ctrl, "Series", testkit.V1Ents("machine-0", "machine-1", "machine-42")},
+		{"RequestedNetworks", ctrl, "RequestedNetworks", testkit.V1Ents("machine-1", "machine-0")},
+		{"InstanceId", ctrl, "InstanceId", testkit.V1Ents("machine-0", "machine-1")},
+		{"Constraints", ctrl, "Constraints", testkit.V1Ents("machine-1")},
+		{"ProvisioningInfo", ctrl, "ProvisioningInfo", testkit.V1Ents("machine-1", "machine-0-lxd-0")},
+		{"DistributionGroup", ctrl, "DistributionGroup", testkit.V1Ents("machine-0", "machine-1")},
+		{"Status", agent, "Status", testkit.V1Ents("machine-0-lxd-0", "not a tag")},
 		{"MachinesWithTransientErrors", agent, "MachinesWithTransientErrors", nil},
 		{"SetPasswords", ctrl, "SetPasswords", params.V1EntityPasswords{Changes: []params.V1EntityPassword{
 			{Tag: mtag, Password: "xxxx"}, {Tag: mtag, Password: "a-long-enough-agent-password"}}}},
@@ -313,22 +314,22 @@ func TestProvisionerV1Shapes(t *testing.T) {
 		{"CACert", agent, "CACert", nil},
 		{"SetStatus", agent, "SetStatus", params.V1SetStatus{Entities: []params.V1EntityStatusArgs{
 			{Tag: "machine-0", Status: "started", Info: "ok"}, {Tag: "machine-0", Status: "bogus"}, {Tag: "not a tag"}}}},
-		{"Remove", ctrl, "Remove", v1ents(mtag, "machine-0-lxd-0", "machine-42")},
-		{"EnsureDead", ctrl, "EnsureDead", v1ents("machine-1", "bad")},
-		{"ReleaseContainerAddresses", agent, "ReleaseContainerAddresses", v1ents("machine-0-lxd-0", "machine-0", "bad")},
-		{"Status after SetStatus", agent, "Status", v1ents("machine-0")},
+		{"Remove", ctrl, "Remove", testkit.V1Ents(mtag, "machine-0-lxd-0", "machine-42")},
+		{"EnsureDead", ctrl, "EnsureDead", testkit.V1Ents("machine-1", "bad")},
+		{"ReleaseContainerAddresses", agent, "ReleaseContainerAddresses", testkit.V1Ents("machine-0-lxd-0", "machine-0", "bad")},
+		{"Status after SetStatus", agent, "Status", testkit.V1Ents("machine-0")},
 	}
-	caller := func(f *provFixture, asCtrl bool) *client.Conn {
+	caller := func(f *testkit.ProvFixture, asCtrl bool) *client.Conn {
 		if asCtrl {
-			return f.ctrl
+			return f.Ctrl
 		}
-		return f.agent
+		return f.Agent
 	}
 	both := func(t *testing.T, name string, asCtrl bool, method string, args any) {
 		t.Helper()
-		raw1 := rawCall(t, caller(v1.f, asCtrl), 1, method, args)
+		raw1 := testkit.RawCall(t, caller(v1.f, asCtrl), 1, method, args)
 		golden(t, v1.f, name, method, args, raw1)
-		raw0 := rawCall(t, caller(v0.f, asCtrl), 0, method, args)
+		raw0 := testkit.RawCall(t, caller(v0.f, asCtrl), 0, method, args)
 		if got, want := normalised(t, v0.f, method, raw0), normalised(t, v1.f, method, raw1); !bytes.Equal(got, want) {
 			t.Errorf("%s: version 0 answered\n%s\nversion 1 (on the twin fixture)\n%s", name, got, want)
 		}
@@ -341,14 +342,14 @@ func TestProvisionerV1Shapes(t *testing.T) {
 	// jammy): the catalog's 3.3.0-ubuntu-amd64 named by the series, first
 	// match with hostname verification off.
 	for _, tw := range []twin{v1, v0} {
-		must(tw.f.st.UpdateModelConfig(t.Context(), tw.f.model, map[string]any{"agent-version": "3.3.0"}, nil))
+		must(tw.f.St.UpdateModelConfig(t.Context(), tw.f.Model, map[string]any{"agent-version": "3.3.0"}, nil))
 	}
-	both(t, "Tools", agent, "Tools", v1ents("machine-0", "machine-1"))
+	both(t, "Tools", agent, "Tools", testkit.V1Ents("machine-0", "machine-1"))
 	for _, tw := range []twin{v1, v0} {
-		must(tw.f.st.UpdateModelConfig(t.Context(), tw.f.model, nil, []string{"agent-version"}))
+		must(tw.f.St.UpdateModelConfig(t.Context(), tw.f.Model, nil, []string{"agent-version"}))
 	}
 	for _, v := range []int{1, 0} {
-		wantErr(t, v1.f.agent.Call(ctxT(t), "Provisioner", v, "", "Tools", v1ents("machine-0"), nil),
+		testkit.WantErr(t, v1.f.Agent.Call(testkit.Ctx(t), "Provisioner", v, "", "Tools", testkit.V1Ents("machine-0"), nil),
 			"agent version not set in environment config", "")
 	}
 	both(t, "EnvironConfig", agent, "EnvironConfig", nil)
@@ -356,7 +357,7 @@ func TestProvisionerV1Shapes(t *testing.T) {
 
 // normalised is a response after the golden files' normalisation, as
 // indented JSON.
-func normalised(t *testing.T, f *provFixture, method string, raw json.RawMessage) []byte {
+func normalised(t *testing.T, f *testkit.ProvFixture, method string, raw json.RawMessage) []byte {
 	t.Helper()
 	v, err := decodeOrdered(raw)
 	if err != nil {
@@ -399,9 +400,9 @@ func TestV1NormaliserComparesFieldsWhole(t *testing.T) {
 
 // Version 1 is reachable with the legacy capitalised (V0) framing.
 func TestProvisionerV0Framing(t *testing.T) {
-	f := newProvFixture(t)
-	creds := f.d.Credentials()
-	ws, err := client.DialRaw(ctxT(t), client.Config{Addr: f.d.Addr(), ModelUUID: f.model, CACert: []byte(creds.CACert)})
+	f := testkit.NewProvFixture(t)
+	creds := f.D.Credentials()
+	ws, err := client.DialRaw(testkit.Ctx(t), client.Config{Addr: f.D.Addr(), ModelUUID: f.Model, CACert: []byte(creds.CACert)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -423,7 +424,7 @@ func TestProvisionerV0Framing(t *testing.T) {
 		return out
 	}
 	login := roundTrip(`{"RequestId":1,"Type":"Admin","Version":3,"Request":"Login","Params":{"auth-tag":"machine-0","credentials":"` +
-		m0Password + `","nonce":"` + m0Nonce + `"}}`)
+		testkit.M0Password + `","nonce":"` + testkit.M0Nonce + `"}}`)
 	if _, ok := login["Response"]; !ok || login["Error"] != nil {
 		t.Fatalf("V0 login = %v", login)
 	}
