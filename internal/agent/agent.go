@@ -61,9 +61,8 @@ const (
 	// EventMachineStarted: a machine's (or container's) agent logged in
 	// for the first time and reported itself started.
 	EventMachineStarted EventKind = "machine-started"
-	// EventMachineRemoved: a provisioner stopped a dead machine's (or
-	// container's) instance and marked it for removal
-	// (MarkMachinesForRemoval); the controller's undertaker removes it.
+	// EventMachineRemoved: a provisioner removed a dead machine (or
+	// container) after stopping its instance.
 	EventMachineRemoved EventKind = "machine-removed"
 	// EventUnitsReported: the unit provisioner reported an application's
 	// pods (UpdateApplicationsUnits succeeded).

@@ -17,9 +17,8 @@
 //     the cloud's StartInstance, SetInstanceInfo with a nonce, hardware,
 //     network config and volumes, SetInstanceStatus), which starts a machine
 //     agent for each machine it provisions; dead machines have their
-//     instance stopped and are marked for removal (MarkMachinesForRemoval,
-//     as Juju's provisioner task: the controller's undertaker removes
-//     them), dying ones that never started are made dead first (EnsureDead).
+//     instance stopped and are removed (Remove), dying ones that never
+//     started are made dead first (EnsureDead).
 //   - CAAS models: the unit provisioner (CAASUnitProvisioner v2:
 //     WatchApplications, Life, ApplicationCharmInfo, WatchApplicationsScale,
 //     WatchPodSpec, WatchApplicationsTrustHash, ApplicationsScale,
@@ -38,8 +37,7 @@
 // ProvisioningInfo, SetPasswords, SetInstanceInfo, SetInstanceStatus), which
 // starts the containers' own agents. Dying containers are torn down by their
 // host: their agent makes them dead (EnsureDead), the host releases their
-// addresses (ReleaseContainerAddresses) and marks them for removal
-// (MarkMachinesForRemoval). A dying
+// addresses (ReleaseContainerAddresses) and removes them (Remove). A dying
 // machine's agent makes it dead once it hosts no containers.
 //
 // # Goroutines and connections

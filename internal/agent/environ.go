@@ -137,10 +137,8 @@ func (p *environProvisioner) process(ctx context.Context, c *client.Conn, ids []
 	return p.provision(ctx, c, pending)
 }
 
-// remove stops a dead machine's instance and marks the machine for
-// removal, as Juju's provisioner task does (MarkForRemoval); the
-// controller's machine undertaker then releases its addresses and removes
-// it.
+// remove stops a dead machine's instance and removes the machine (which
+// releases its addresses).
 func (p *environProvisioner) remove(ctx context.Context, c *client.Conn, id, instanceID string) error {
 	p.a.stopMachineAgent(p.model, id)
 	if instanceID != "" {
@@ -149,16 +147,16 @@ func (p *environProvisioner) remove(ctx context.Context, c *client.Conn, id, ins
 		}
 	}
 	delete(p.missing, id)
-	if err := one(ctx, c, "MarkMachinesForRemoval", entities(machineTag(id))); err != nil {
+	if err := one(ctx, c, "Remove", entities(machineTag(id))); err != nil {
 		if connLost(err) {
 			return err
 		}
 		if !isCode(err, params.CodeNotFound) {
-			p.log.Warn("cannot mark machine for removal", "machine", id, "err", err)
+			p.log.Warn("cannot remove machine", "machine", id, "err", err)
 		}
 		return nil
 	}
-	p.log.Info("machine marked for removal", "machine", id)
+	p.log.Info("machine removed", "machine", id)
 	p.a.observe(Event{Kind: EventMachineRemoved, Model: p.model, ID: id})
 	return nil
 }

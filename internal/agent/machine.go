@@ -431,9 +431,7 @@ func (cp *containerProvisioner) start(ctx context.Context, id string) error {
 	return nil
 }
 
-// remove stops a dead container, releases its addresses and marks it for
-// removal (Juju's provisioner task, as for machines; the undertaker
-// removes it).
+// remove stops a dead container, releases its addresses and removes it.
 func (cp *containerProvisioner) remove(ctx context.Context, id, instanceID string) error {
 	m, c := cp.m, cp.c
 	m.a.stopMachineAgent(m.model, id)
@@ -444,10 +442,10 @@ func (cp *containerProvisioner) remove(ctx context.Context, id, instanceID strin
 	if err := one(ctx, c, "ReleaseContainerAddresses", entities(tag)); err != nil && !isCode(err, params.CodeNotFound) {
 		return fmt.Errorf("releasing addresses: %w", err)
 	}
-	if err := one(ctx, c, "MarkMachinesForRemoval", entities(tag)); err != nil && !isCode(err, params.CodeNotFound) {
-		return fmt.Errorf("marking for removal: %w", err)
+	if err := one(ctx, c, "Remove", entities(tag)); err != nil && !isCode(err, params.CodeNotFound) {
+		return fmt.Errorf("removing: %w", err)
 	}
-	m.log.Info("container marked for removal", "container", id)
+	m.log.Info("container removed", "container", id)
 	m.a.observe(Event{Kind: EventMachineRemoved, Model: m.model, ID: id})
 	return nil
 }
