@@ -65,7 +65,7 @@ func TestCheckerHistories(t *testing.T) {
 			Faults:  []Fault{{Kind: FaultCompact, At: 30}}},
 	}, {
 		name: "lost write: acknowledged, then read as never written",
-		h: History{Ops: []Op{w(0, "0", "a", 5, 10, OK), w(0, "0", "b", 20, 30, OK), r(1, "0", "a", 40, 45)}},
+		h:    History{Ops: []Op{w(0, "0", "a", 5, 10, OK), w(0, "0", "b", 20, 30, OK), r(1, "0", "a", 40, 45)}},
 		want: NotLinearizable,
 	}, {
 		name: "stale read: a read after a read that saw the newer value",

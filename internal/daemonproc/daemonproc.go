@@ -1,4 +1,8 @@
-package crashtest
+// Package daemonproc runs the built provisiond binary as a process of
+// its own, for the harnesses that kill, stop and restart it
+// (internal/crashtest, internal/robustness): it reads the daemon's JSON
+// log for the "serving" line and keeps the log's tail for reports.
+package daemonproc
 
 import (
 	"bufio"
@@ -18,8 +22,8 @@ import (
 // logTailLines is how many daemon log lines a process keeps for reports.
 const logTailLines = 40
 
-// process is one run of the daemon binary.
-type process struct {
+// Process is one run of the daemon binary.
+type Process struct {
 	cmd   *exec.Cmd
 	ready chan string // the listen address, from the "serving" log line
 	exit  chan error  // cmd.Wait's result, once stderr is drained
@@ -28,9 +32,9 @@ type process struct {
 	tail []string
 }
 
-// startProcess runs `bin serve` on dataDir and a free loopback port, with
+// Start runs `bin serve` on dataDir and a free loopback port, with
 // more flags args.
-func startProcess(bin, dataDir string, env []string, args ...string) (*process, error) {
+func Start(bin, dataDir string, env []string, args ...string) (*Process, error) {
 	cmd := exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0", "--data-dir", dataDir,
 		"--log-format", "json", "--log-level", "info"}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
@@ -41,13 +45,13 @@ func startProcess(bin, dataDir string, env []string, args ...string) (*process, 
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
-	p := &process{cmd: cmd, ready: make(chan string, 1), exit: make(chan error, 1)}
+	p := &Process{cmd: cmd, ready: make(chan string, 1), exit: make(chan error, 1)}
 	go p.read(stderr)
 	return p, nil
 }
 
 // read scans the daemon's log until it closes, then reaps the process.
-func (p *process) read(r io.Reader) {
+func (p *Process) read(r io.Reader) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	served := false
@@ -75,30 +79,30 @@ func (p *process) read(r io.Reader) {
 	p.exit <- p.cmd.Wait()
 }
 
-// waitServing waits for the "serving" line and returns the address.
-func (p *process) waitServing(ctx context.Context) (string, error) {
+// WaitServing waits for the "serving" line and returns the address.
+func (p *Process) WaitServing(ctx context.Context) (string, error) {
 	select {
 	case addr := <-p.ready:
 		return addr, nil
 	case err := <-p.exit:
 		p.exit <- err
-		return "", fmt.Errorf("daemon exited before serving (%v); log:\n%s", err, p.logTail())
+		return "", fmt.Errorf("daemon exited before serving (%v); log:\n%s", err, p.LogTail())
 	case <-ctx.Done():
-		return "", fmt.Errorf("daemon did not start serving: %w; log:\n%s", ctx.Err(), p.logTail())
+		return "", fmt.Errorf("daemon did not start serving: %w; log:\n%s", ctx.Err(), p.LogTail())
 	}
 }
 
-// kill sends SIGKILL and waits (bounded) until the process is reaped, so
+// Kill sends SIGKILL and waits (bounded) until the process is reaped, so
 // its file lock is released.
-func (p *process) kill() error {
+func (p *Process) Kill() error {
 	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return err
 	}
 	return p.wait(30 * time.Second)
 }
 
-// stop sends SIGTERM and waits for a clean exit.
-func (p *process) stop() error {
+// Stop sends SIGTERM and waits for a clean exit.
+func (p *Process) Stop() error {
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		return err
 	}
@@ -106,7 +110,7 @@ func (p *process) stop() error {
 	case err := <-p.exit:
 		p.exit <- err
 		if err != nil {
-			return fmt.Errorf("daemon exit after SIGTERM: %v; log:\n%s", err, p.logTail())
+			return fmt.Errorf("daemon exit after SIGTERM: %v; log:\n%s", err, p.LogTail())
 		}
 		return nil
 	case <-time.After(30 * time.Second):
@@ -114,7 +118,7 @@ func (p *process) stop() error {
 	}
 }
 
-func (p *process) wait(d time.Duration) error {
+func (p *Process) wait(d time.Duration) error {
 	select {
 	case err := <-p.exit:
 		p.exit <- err
@@ -124,8 +128,8 @@ func (p *process) wait(d time.Duration) error {
 	}
 }
 
-// exited reports whether the process has been reaped.
-func (p *process) exited() bool {
+// Exited reports whether the process has been reaped.
+func (p *Process) Exited() bool {
 	select {
 	case err := <-p.exit:
 		p.exit <- err
@@ -135,8 +139,14 @@ func (p *process) exited() bool {
 	}
 }
 
-func (p *process) logTail() string {
+func (p *Process) LogTail() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return strings.Join(p.tail, "\n")
 }
+
+// Signal sends sig to the process (SIGSTOP and SIGCONT pause and resume it).
+func (p *Process) Signal(sig syscall.Signal) error { return p.cmd.Process.Signal(sig) }
+
+// Pid is the process's id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
