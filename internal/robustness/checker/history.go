@@ -5,21 +5,26 @@
 // the history must fit:
 //
 //   - Linearizability (Linearizable): every register (one stored value,
-//     such as a machine's status or a model config key) is checked
-//     separately with porcupine, the checker etcd's own robustness tests
-//     use, against a register model: a read returns the value of the last
-//     write linearized before it. A write in doubt (its reply never came,
-//     or came as an error: the daemon may have sent it to etcd before it
-//     failed) may or may not have taken effect, at any moment after its
-//     call: it is given an infinite return time, as etcd's tests do.
+//     such as a machine's status or a model config key) is checked with
+//     porcupine, the checker etcd's own robustness tests use, against a
+//     register model, once per daemon that served reads of it: writes are
+//     linearizable, and a daemon's reads see its own acknowledged writes
+//     and never go back, but may miss another daemon's latest write for a
+//     moment (linearizable.go has the exact rule). A write in doubt (its
+//     reply never came, or came as an error: the daemon may have sent it
+//     to etcd before it failed) may or may not have taken effect, at any
+//     moment after its call: it is given an infinite return time, as
+//     etcd's tests do.
 //   - Watch delivery (Watches): each watcher stream (one WatchModel
 //     subscription, from its start to its end) is checked against the
-//     writes: every acknowledged write of a watched entity committed after
-//     the stream started is delivered by the time the stream has proved it
-//     is past it; no entity is delivered without a write to justify it
-//     (nothing invented, nothing delivered twice); a write is never
-//     delivered after a write that followed it in real time (order); a
-//     stream ends in a reset only where the harness compacted etcd.
+//     writes. A daemon applies etcd's commits to its feed in revision
+//     order a moment after the writer's answer, so a stream is bound to
+//     the order of the writes, not to their answers: no entity is
+//     delivered without a write to justify it (nothing invented, nothing
+//     delivered more often than written); an acknowledged write committed
+//     after the stream started is delivered no later than any write
+//     called after it returned (none lost, none out of order); a stream
+//     ends in a reset only where the harness compacted etcd.
 //
 // Times are nanoseconds since the run's start, as the recorder takes them.
 package checker
@@ -49,6 +54,7 @@ const (
 // Op is one operation on one register.
 type Op struct {
 	Client   int     `json:"client"`
+	Daemon   string  `json:"daemon"`           // the daemon it went through
 	Register string  `json:"register"`         // e.g. "machine/3#status"
 	Entity   string  `json:"entity,omitempty"` // what WatchModel names for a change of it ("machine/3"); "" if not watched
 	Write    bool    `json:"write"`
@@ -60,7 +66,8 @@ type Op struct {
 }
 
 // Delivery is one value a watcher received: Next was called at Next and
-// its result arrived at Recv, naming Entities.
+// its result arrived at Recv, naming Entities (Next is kept for a reader
+// of the history; the checks need only Recv).
 type Delivery struct {
 	Next     int64    `json:"next"`
 	Recv     int64    `json:"recv"`

@@ -17,83 +17,190 @@ var CheckTimeout = time.Minute
 // Undecided: porcupine did not decide a register within CheckTimeout.
 const Undecided = "linearizability undecided"
 
-// unknown is the register's state before anything is known of it: the
-// first read may return anything (the value it had before the run) and
-// fixes it.
-const unknown = "\x00unknown"
+// What a daemon promises about reads (docs/scale-out.md, "Reads are
+// local"): writes are linearizable (one etcd transaction each), but a
+// daemon reads from its replica of etcd, which applies etcd's revisions in
+// order a moment after they commit, except that a daemon applies its own
+// write before answering it. So a read through daemon D may miss another
+// daemon's recent write, but never goes back, never misses D's own
+// acknowledged writes, and never misses a write that returned before D
+// was asked for a write it acknowledged (D had applied everything up to
+// that one's revision by then).
+//
+// Each register is therefore checked once per daemon with porcupine: the
+// register's writes (through any daemon) and the reads through D. A write
+// made through D keeps its return time; an acknowledged write made
+// through another daemon is visible on D by the return of the first write
+// D acknowledged that was called after it returned (infinite if none); a
+// write in doubt may take effect at any time after its call (an infinite
+// return, as etcd's own robustness tests give it). The model is a
+// register that applies its writes in their order (one writer at a time:
+// write k+1 was called after write k returned): applying a write older
+// than the register's value changes nothing (it was applied before the
+// newer one, unseen).
 
-type regInput struct {
-	write bool
+// regState is the register: the last write applied, and its value. Before
+// any write it holds the value it had before the run, unknown until a
+// read returns a value no write wrote.
+type regState struct {
+	index int // of the last write applied; -1 before any
 	value string
+	known bool
 }
 
-// registerModel is a single value written and read whole.
+type regInput struct {
+	write   bool
+	index   int // the write's place among the register's writes
+	value   string
+	written bool // a read: some write of the register wrote the value it returned
+}
+
+// registerModel is a single value, written whole in order, read whole.
 var registerModel = porcupine.Model{
-	Init: func() any { return unknown },
+	Init: func() any { return regState{index: -1} },
 	Step: func(state, input, output any) (bool, any) {
-		in := input.(regInput)
+		st, in := state.(regState), input.(regInput)
 		if in.write {
-			return true, in.value
+			if in.index > st.index {
+				return true, regState{index: in.index, value: in.value, known: true}
+			}
+			return true, st
 		}
 		got := output.(string)
-		if state.(string) == unknown {
-			return true, got
+		if !in.written {
+			// No write wrote it: the value before the run, read before
+			// any write took effect.
+			ok := st.index == -1 && (!st.known || st.value == got)
+			return ok, regState{index: -1, value: got, known: true}
 		}
-		return got == state.(string), state
+		return st.index >= 0 && got == st.value, st
 	},
 	DescribeOperation: func(input, output any) string {
 		in := input.(regInput)
 		if in.write {
-			return fmt.Sprintf("write %q", in.value)
+			return fmt.Sprintf("write #%d %q", in.index, in.value)
 		}
 		return fmt.Sprintf("read %q", output)
 	},
 }
 
-// Linearizable checks each register's operations against a register
-// model and returns one anomaly per register that fails.
+// Linearizable checks each register's operations, once per daemon that
+// served reads of it, against the register model (see above) and returns
+// one anomaly per register and daemon that fails.
 func Linearizable(ops []Op) []Anomaly {
-	byReg := map[string][]porcupine.Operation{}
+	vis := visibility(ops)
+	writes := map[string][]Op{}           // by register, in call order
+	reads := map[string]map[string][]Op{} // by register, then daemon
 	for _, op := range ops {
-		if op.Outcome == Failed {
-			continue // a refused write did not happen; a failed read saw nothing
+		switch {
+		case op.Outcome == Failed:
+			// A refused write did not happen; a failed read saw nothing.
+		case op.Write:
+			writes[op.Register] = append(writes[op.Register], op)
+		case op.Outcome == OK:
+			if reads[op.Register] == nil {
+				reads[op.Register] = map[string][]Op{}
+			}
+			reads[op.Register][op.Daemon] = append(reads[op.Register][op.Daemon], op)
 		}
-		if !op.Write && op.Outcome != OK {
-			continue
-		}
-		ret := op.Return
-		if op.Outcome == InDoubt {
-			// It may take effect at any time after its call.
-			ret = math.MaxInt64
-		}
-		byReg[op.Register] = append(byReg[op.Register], porcupine.Operation{
-			ClientId: op.Client, Input: regInput{write: op.Write, value: op.Value},
-			Call: op.Call, Output: op.Value, Return: ret,
-		})
 	}
-	regs := make([]string, 0, len(byReg))
-	for r := range byReg {
+	regs := make([]string, 0, len(reads))
+	for r := range reads {
 		regs = append(regs, r)
 	}
 	sort.Strings(regs)
 	var out []Anomaly
 	for _, r := range regs {
-		switch porcupine.CheckOperationsTimeout(registerModel, byReg[r], CheckTimeout) {
-		case porcupine.Illegal:
-			out = append(out, Anomaly{Kind: NotLinearizable, Detail: fmt.Sprintf("register %s: %s", r, describe(byReg[r]))})
-		case porcupine.Unknown:
-			out = append(out, Anomaly{Kind: Undecided, Detail: fmt.Sprintf("register %s: %d operations not decided in %s", r, len(byReg[r]), CheckTimeout)})
+		ws := writes[r]
+		sort.SliceStable(ws, func(i, j int) bool { return ws[i].Call < ws[j].Call })
+		daemons := make([]string, 0, len(reads[r]))
+		for d := range reads[r] {
+			daemons = append(daemons, d)
+		}
+		sort.Strings(daemons)
+		written := map[string]bool{}
+		for _, w := range ws {
+			written[w.Value] = true
+		}
+		for _, d := range daemons {
+			hist := make([]porcupine.Operation, 0, len(ws)+len(reads[r][d]))
+			for k, w := range ws {
+				ret := int64(math.MaxInt64)
+				switch {
+				case w.Outcome != OK:
+				case w.Daemon == d:
+					ret = w.Return
+				default:
+					ret = vis.by(d, w.Return)
+				}
+				hist = append(hist, porcupine.Operation{ClientId: w.Client, Input: regInput{write: true, index: k, value: w.Value},
+					Call: w.Call, Output: "", Return: ret})
+			}
+			for _, rd := range reads[r][d] {
+				hist = append(hist, porcupine.Operation{ClientId: rd.Client, Input: regInput{written: written[rd.Value]},
+					Call: rd.Call, Output: rd.Value, Return: rd.Return})
+			}
+			switch porcupine.CheckOperationsTimeout(registerModel, hist, CheckTimeout) {
+			case porcupine.Illegal:
+				out = append(out, Anomaly{Kind: NotLinearizable, Detail: fmt.Sprintf("register %s read through %s: %s", r, d, describe(hist))})
+			case porcupine.Unknown:
+				out = append(out, Anomaly{Kind: Undecided, Detail: fmt.Sprintf("register %s read through %s: %d operations not decided in %s", r, d, len(hist), CheckTimeout)})
+			}
 		}
 	}
 	return out
 }
 
-// describe lists a register's operations (the last 12), for a report.
+// visibilityIndex answers, per daemon, by when a write that returned at
+// some time is certainly applied there: the earliest return of a write
+// the daemon acknowledged that was called after that time.
+type visibilityIndex map[string]struct {
+	calls  []int64 // of the daemon's acknowledged writes, ascending
+	minRet []int64 // minRet[i]: the earliest return among calls[i:]
+}
+
+func visibility(ops []Op) visibilityIndex {
+	byDaemon := map[string][]Op{}
+	for _, op := range ops {
+		if op.Write && op.Outcome == OK && op.Daemon != "" {
+			byDaemon[op.Daemon] = append(byDaemon[op.Daemon], op)
+		}
+	}
+	v := visibilityIndex{}
+	for d, ws := range byDaemon {
+		sort.Slice(ws, func(i, j int) bool { return ws[i].Call < ws[j].Call })
+		e := v[d]
+		e.calls = make([]int64, len(ws))
+		e.minRet = make([]int64, len(ws))
+		m := int64(math.MaxInt64)
+		for i := len(ws) - 1; i >= 0; i-- {
+			e.calls[i] = ws[i].Call
+			m = min(m, ws[i].Return)
+			e.minRet[i] = m
+		}
+		v[d] = e
+	}
+	return v
+}
+
+func (v visibilityIndex) by(daemon string, returned int64) int64 {
+	e, ok := v[daemon]
+	if !ok {
+		return math.MaxInt64
+	}
+	i := sort.Search(len(e.calls), func(i int) bool { return e.calls[i] > returned })
+	if i == len(e.calls) {
+		return math.MaxInt64
+	}
+	return e.minRet[i]
+}
+
+// describe lists a register's operations (the last 16), for a report.
 func describe(ops []porcupine.Operation) string {
 	sorted := append([]porcupine.Operation(nil), ops...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Call < sorted[j].Call })
-	if len(sorted) > 12 {
-		sorted = sorted[len(sorted)-12:]
+	if len(sorted) > 16 {
+		sorted = sorted[len(sorted)-16:]
 	}
 	s := ""
 	for _, op := range sorted {

@@ -2,7 +2,6 @@ package checker
 
 import (
 	"fmt"
-	"math"
 	"sort"
 	"time"
 )
@@ -51,20 +50,23 @@ func checkStream(st *Stream, writes map[string][]Op, compactions []int64) []Anom
 		}
 	}
 
+	// A daemon applies etcd's commits to its feed in revision order, a
+	// moment after the writer had its answer (the feed follows etcd's
+	// watch), and a watcher's Next returns what its feed applied since
+	// the last one. So a delivery is not bound to the Next calls, only to
+	// the order of the writes.
+	//
 	// Each delivery of an entity must be justified by a write of it not
-	// used by an earlier delivery: one whose commit could fall after the
-	// previous Next was composed (it returned after that Next was called)
-	// and before this one arrived (it was called before). The earliest
-	// such write is taken: that leaves the most for later deliveries, and
-	// is the weakest claim about order below.
+	// used by an earlier delivery and called before the delivery arrived.
+	// The earliest such write is taken: that leaves the most for later
+	// deliveries (a delivery may coalesce several), and is the weakest
+	// claim about order below.
 	next := map[string]int{}                       // entity -> index of its first write not yet used
 	threshold := make([]int64, len(st.Deliveries)) // writes returned before it must be delivered by then
 	delivered := map[string][]int64{}              // entity -> Recv of its deliveries
 	deliveredAt := map[string][]int{}              // entity -> index of its deliveries
 	var run int64
-	prevNext := st.Start
 	for j, d := range st.Deliveries {
-		t := d.Next
 		for _, e := range d.Entities {
 			ws, tracked := writes[e]
 			delivered[e] = append(delivered[e], d.Recv)
@@ -73,27 +75,22 @@ func checkStream(st *Stream, writes map[string][]Op, compactions []int64) []Anom
 				continue // an entity the workload does not write
 			}
 			k := next[e]
-			for k < len(ws) && ret(ws[k]) <= prevNext {
-				k++ // committed before the previous Next: delivered then, or before the stream
-			}
 			if k == len(ws) || ws[k].Call >= d.Recv {
 				out = append(out, Anomaly{Kind: UnjustifiedDeliv, Detail: fmt.Sprintf(
-					"%s: delivery %d (Next at %s, received %s) names %s, and no write of it is left that could explain it",
-					name, j, time.Duration(d.Next), time.Duration(d.Recv), e)})
+					"%s: delivery %d (received %s) names %s, and no write of it is left that could explain it",
+					name, j, time.Duration(d.Recv), e)})
 				continue
 			}
-			t = max(t, ws[k].Call)
+			run = max(run, ws[k].Call)
 			next[e] = k + 1
 		}
-		run = max(run, t)
 		threshold[j] = run
-		prevNext = d.Next
 	}
 
-	// Every acknowledged write committed after the stream started must be
-	// delivered by the first delivery that is past it: one whose Next was
-	// called after the write returned (lost otherwise), or that delivered
-	// a write called after it returned (out of order otherwise).
+	// Every acknowledged write committed after the stream started was
+	// committed before any write called after it returned: it must be
+	// delivered no later than such a write is (lost if never, out of
+	// order if later).
 	for e, ws := range writes {
 		for _, w := range ws {
 			if w.Outcome != OK || w.Call <= st.Started {
@@ -101,7 +98,7 @@ func checkStream(st *Stream, writes map[string][]Op, compactions []int64) []Anom
 			}
 			j := sort.Search(len(threshold), func(j int) bool { return threshold[j] > w.Return })
 			if j == len(threshold) {
-				continue // the stream ended before it had to show it
+				continue // nothing later was delivered: the stream may have ended before it
 			}
 			recvs := delivered[e]
 			k := sort.Search(len(recvs), func(k int) bool { return recvs[k] > w.Call })
@@ -109,23 +106,15 @@ func checkStream(st *Stream, writes map[string][]Op, compactions []int64) []Anom
 				continue
 			}
 			kind := LostDelivery
-			if st.Deliveries[j].Next <= w.Return {
+			if k < len(recvs) {
 				kind = Reordered
 			}
 			out = append(out, Anomaly{Kind: kind, Detail: fmt.Sprintf(
-				"%s: write %q of %s (%s) [%s, %s] not delivered by delivery %d (Next at %s, received %s, naming %v)",
+				"%s: write %q of %s (%s) [%s, %s] not delivered by delivery %d (received %s, naming %v), which delivered a later write",
 				name, w.Value, e, w.Register, time.Duration(w.Call), time.Duration(w.Return), j,
-				time.Duration(st.Deliveries[j].Next), time.Duration(st.Deliveries[j].Recv), st.Deliveries[j].Entities)})
+				time.Duration(st.Deliveries[j].Recv), st.Deliveries[j].Entities)})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Detail < out[j].Detail })
 	return out
-}
-
-// ret is when a write is known to have taken effect by, if at all.
-func ret(w Op) int64 {
-	if w.Outcome == InDoubt {
-		return math.MaxInt64
-	}
-	return w.Return
 }

@@ -1,0 +1,172 @@
+package robustness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"syscall"
+	"time"
+
+	"github.com/provisiond/provisiond/internal/robustness/checker"
+)
+
+// Fault kinds.
+const (
+	FaultKillLeader    = "kill-leader"    // SIGKILL of the etcd leader, restarted on its data
+	FaultKillFollower  = "kill-follower"  // the same of a follower
+	FaultPauseLeader   = "pause-leader"   // SIGSTOP of the etcd leader, SIGCONT later
+	FaultPauseFollower = "pause-follower" // the same of a follower
+	FaultKillDaemon    = "kill-daemon"    // SIGKILL of a daemon, restarted on its data dir
+	FaultPauseDaemon   = "pause-daemon"   // SIGSTOP of a daemon (at times past its lease), SIGCONT later
+	FaultCompact       = checker.FaultCompact
+)
+
+// faultKinds are drawn from uniformly.
+var faultKinds = []string{FaultKillLeader, FaultKillFollower, FaultPauseLeader, FaultPauseFollower,
+	FaultKillDaemon, FaultPauseDaemon, FaultCompact}
+
+// recoveryWait bounds how long the injector waits for the workload's
+// first acknowledged write after a fault is healed.
+const recoveryWait = 30 * time.Second
+
+// injectFaults injects faults one after another until ctx ends: the
+// kinds, targets (but for which member leads), the gaps and how long
+// each lasts are drawn from the seed, so a seed replays its schedule.
+// Each fault is healed before the next; then the injector waits until
+// a write is acknowledged again, which is the fault's recovery time.
+func (h *harness) injectFaults(ctx context.Context) error {
+	rng := newRand(h.cfg.Seed, 1)
+	for {
+		gap := time.Duration(500+rng.IntN(1500)) * time.Millisecond
+		kind := faultKinds[rng.IntN(len(faultKinds))]
+		hold := time.Duration(500+rng.IntN(3000)) * time.Millisecond
+		pick := rng.IntN(1 << 20)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(gap):
+		}
+		f, err := h.inject(ctx, kind, hold, pick)
+		if err != nil {
+			return fmt.Errorf("fault %s: %w", kind, err)
+		}
+		healed := max(f.Healed, f.At)
+		deadline := time.Now().Add(recoveryWait)
+		for h.lastAck.Load() <= healed && time.Now().Before(deadline) && ctx.Err() == nil {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if ack := h.lastAck.Load(); ack > healed {
+			f.Recovery = ack - healed
+		}
+		h.rec.fault(f)
+		h.logf("robustness: %s %s at %s, held %s, recovered in %s", f.Kind, f.Target,
+			time.Duration(f.At).Round(time.Millisecond), time.Duration(f.Healed-f.At).Round(time.Millisecond), time.Duration(f.Recovery).Round(time.Millisecond))
+	}
+}
+
+// inject applies one fault and heals it after hold.
+func (h *harness) inject(ctx context.Context, kind string, hold time.Duration, pick int) (checker.Fault, error) {
+	f := checker.Fault{Kind: kind}
+	wait := func() {
+		select {
+		case <-ctx.Done():
+		case <-time.After(hold):
+		}
+	}
+	switch kind {
+	case FaultKillLeader, FaultKillFollower, FaultPauseLeader, FaultPauseFollower:
+		i, err := h.member(ctx, kind == FaultKillLeader || kind == FaultPauseLeader, pick)
+		if err != nil {
+			return f, err
+		}
+		f.Target = h.etcd.Members()[i].Name
+		f.At = h.now()
+		if kind == FaultKillLeader || kind == FaultKillFollower {
+			h.etcd.Stop(i)
+			wait()
+			f.Healed = h.now()
+			return f, h.etcd.Restart(i)
+		}
+		if err := h.etcd.Pause(i); err != nil {
+			return f, err
+		}
+		wait()
+		f.Healed = h.now()
+		return f, h.etcd.Resume(i)
+	case FaultKillDaemon, FaultPauseDaemon:
+		d := h.daemons[pick%len(h.daemons)]
+		f.Target = d.name
+		p := d.process()
+		f.At = h.now()
+		if kind == FaultKillDaemon {
+			d.mu.Lock()
+			d.proc = nil
+			d.mu.Unlock()
+			if err := p.Kill(); err != nil {
+				return f, err
+			}
+			wait()
+			f.Healed = h.now()
+			return f, h.startDaemon(ctx, d)
+		}
+		d.mu.Lock()
+		d.paused = true
+		d.mu.Unlock()
+		if err := p.Signal(syscall.SIGSTOP); err != nil {
+			return f, err
+		}
+		wait()
+		f.Healed = h.now()
+		d.mu.Lock()
+		d.paused = false
+		d.mu.Unlock()
+		return f, p.Signal(syscall.SIGCONT)
+	case FaultCompact:
+		f.Target = "etcd"
+		f.At = h.now()
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if _, err := h.etcd.Compact(cctx); err != nil && ctx.Err() == nil {
+			return f, err
+		}
+		return f, nil
+	}
+	return f, errors.New("unknown fault kind")
+}
+
+// member picks the leader, or a follower (pick chooses which).
+func (h *harness) member(ctx context.Context, leader bool, pick int) (int, error) {
+	lctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	l, err := h.etcd.Leader(lctx)
+	if err != nil || leader {
+		return l, err
+	}
+	n := len(h.etcd.Members())
+	return (l + 1 + pick%(n-1)) % n, nil
+}
+
+// healAll undoes whatever a fault left (a run ending in the middle of
+// one): every member and daemon running and none paused.
+func (h *harness) healAll(ctx context.Context) error {
+	var errs []error
+	for i := range h.etcd.Members() {
+		_ = h.etcd.Resume(i)
+		if !h.etcd.Running(i) {
+			errs = append(errs, h.etcd.Restart(i))
+		}
+	}
+	for _, d := range h.daemons {
+		d.mu.Lock()
+		p, paused := d.proc, d.paused
+		d.paused = false
+		d.mu.Unlock()
+		switch {
+		case p == nil:
+			errs = append(errs, h.startDaemon(ctx, d))
+		case paused:
+			errs = append(errs, p.Signal(syscall.SIGCONT))
+		}
+	}
+	return errors.Join(errs...)
+}
