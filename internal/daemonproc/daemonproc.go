@@ -38,6 +38,7 @@ func Start(bin, dataDir string, env []string, args ...string) (*Process, error) 
 	cmd := exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0", "--data-dir", dataDir,
 		"--log-format", "json", "--log-level", "info"}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
+	cmd.SysProcAttr = procAttr()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		return nil, err

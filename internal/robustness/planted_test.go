@@ -38,7 +38,7 @@ func TestCheckerCatchesPlantedBugs(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := run(t, robustness.Config{Provisiond: provisiond, Etcd: etcd, Dir: t.TempDir(),
-				Seed: seed(t), Duration: duration(t, 10*time.Second), NoFaults: true,
+				Seed: seed(t), Duration: 10 * time.Second, NoFaults: true,
 				Env: []string{"PROVISIOND_FAILPOINTS=" + tc.failpoints}, Logf: logf(t)})
 			found := map[string]int{}
 			for _, a := range res.Anomalies {

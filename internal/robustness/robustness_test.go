@@ -80,7 +80,7 @@ func run(t *testing.T, cfg robustness.Config) robustness.Result {
 
 // TestRobustness runs three etcd members and three daemons, each a process
 // of its own, under a mixed workload through the API and faults drawn
-// from a seed (ROBUSTNESS_SEED), for ROBUSTNESS_DURATION (default 75s;
+// from a seed (ROBUSTNESS_SEED), for ROBUSTNESS_DURATION (default 60s;
 // make robustness runs longer), and fails on any anomaly the checker
 // finds in the recorded history, which it then writes to a file it
 // names.
@@ -90,7 +90,7 @@ func TestRobustness(t *testing.T) {
 	}
 	provisiond, etcd := build(t, "")
 	res := run(t, robustness.Config{Provisiond: provisiond, Etcd: etcd, Dir: t.TempDir(),
-		Seed: seed(t), Duration: duration(t, 75*time.Second), Logf: logf(t)})
+		Seed: seed(t), Duration: duration(t, 60*time.Second), Logf: logf(t)})
 	if len(res.Anomalies) > 0 {
 		path, err := robustness.WriteHistory(res.History)
 		t.Fatalf("seed %d: %d anomalies; history in %s (%v)", res.History.Seed, len(res.Anomalies), path, err)
