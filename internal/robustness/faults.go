@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -19,7 +21,17 @@ const (
 	FaultKillDaemon    = "kill-daemon"    // SIGKILL of a daemon, restarted on its data dir
 	FaultPauseDaemon   = "pause-daemon"   // SIGSTOP of a daemon (at times past its lease), SIGCONT later
 	FaultCompact       = checker.FaultCompact
+	// FaultCrashAt is the prefix of a crash at a failpoint: a daemon
+	// restarted with PROVISIOND_FAILPOINTS=POINT=crash dies at the
+	// point's next pass (or is killed after the hold), then starts again
+	// without it. Only with Config.Failpoints.
+	FaultCrashAt = "crash-at-"
 )
+
+// crashPoints are the failpoints a crash fault picks from: a write about
+// to be sent, a write committed and not answered, a change set about to
+// reach the watchers.
+var crashPoints = []string{"store/commit", "store/reply", "feed/apply"}
 
 // faultKinds are drawn from uniformly.
 var faultKinds = []string{FaultKillLeader, FaultKillFollower, FaultPauseLeader, FaultPauseFollower,
@@ -38,7 +50,14 @@ func (h *harness) injectFaults(ctx context.Context) error {
 	rng := newRand(h.cfg.Seed, 1)
 	for {
 		gap := time.Duration(500+rng.IntN(1500)) * time.Millisecond
-		kind := faultKinds[rng.IntN(len(faultKinds))]
+		kinds := faultKinds
+		if h.cfg.Failpoints {
+			kinds = append(slices.Clone(faultKinds), FaultCrashAt)
+		}
+		kind := kinds[rng.IntN(len(kinds))]
+		if kind == FaultCrashAt {
+			kind += crashPoints[rng.IntN(len(crashPoints))]
+		}
 		hold := time.Duration(500+rng.IntN(3000)) * time.Millisecond
 		pick := rng.IntN(1 << 20)
 		select {
@@ -60,7 +79,7 @@ func (h *harness) injectFaults(ctx context.Context) error {
 		}
 		h.rec.fault(f)
 		h.logf("robustness: %s %s at %s, held %s, recovered in %s", f.Kind, f.Target,
-			time.Duration(f.At).Round(time.Millisecond), time.Duration(f.Healed-f.At).Round(time.Millisecond), time.Duration(f.Recovery).Round(time.Millisecond))
+			time.Duration(f.At).Round(time.Millisecond), time.Duration(healed-f.At).Round(time.Millisecond), time.Duration(f.Recovery).Round(time.Millisecond))
 	}
 }
 
@@ -121,6 +140,10 @@ func (h *harness) inject(ctx context.Context, kind string, hold time.Duration, p
 		d.paused = false
 		d.mu.Unlock()
 		return f, p.Signal(syscall.SIGCONT)
+	case FaultCrashAt + "store/commit", FaultCrashAt + "store/reply", FaultCrashAt + "feed/apply":
+		d := h.daemons[pick%len(h.daemons)]
+		f.Target = d.name
+		return f, h.crashAt(ctx, d, strings.TrimPrefix(kind, FaultCrashAt), hold, &f)
 	case FaultCompact:
 		f.Target = "etcd"
 		f.At = h.now()
@@ -169,4 +192,45 @@ func (h *harness) healAll(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// crashAt restarts d with a crash at failpoint point, waits (up to hold
+// after it serves) for it to die there, kills it if it has not, and
+// starts it again without the failpoint.
+func (h *harness) crashAt(ctx context.Context, d *daemon, point string, hold time.Duration, f *checker.Fault) error {
+	d.mu.Lock()
+	p := d.proc
+	d.proc = nil
+	d.mu.Unlock()
+	if err := p.Kill(); err != nil {
+		return err
+	}
+	f.At = h.now()
+	fp, err := h.spawnDaemon(d, []string{"PROVISIOND_FAILPOINTS=" + point + "=crash"})
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(startTimeout)
+	served := false
+	for !fp.Exited() && time.Now().Before(deadline) && ctx.Err() == nil {
+		if !served {
+			sctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+			_, err := fp.WaitServing(sctx)
+			cancel()
+			if err == nil {
+				served, deadline = true, time.Now().Add(hold)
+			}
+			continue
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	crashed := fp.Exited()
+	if err := fp.Kill(); err != nil {
+		return err
+	}
+	f.Healed = h.now()
+	if !crashed {
+		f.Target += " (killed: the point was not reached)"
+	}
+	return h.startDaemon(ctx, d)
 }

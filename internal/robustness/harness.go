@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,6 +37,9 @@ type Config struct {
 	Members, Daemons int
 	// Env is added to the daemons' environment (e.g. a failpoint).
 	Env []string
+	// Failpoints says Provisiond was built with -tags failpoints: the
+	// faults then include crashes at the stores' failpoints.
+	Failpoints bool
 	// NoFaults runs the workload without injecting any (a baseline).
 	NoFaults bool
 	// Logf, if set, logs the run's progress.
@@ -195,10 +199,7 @@ func freePort() (int, error) {
 
 // startDaemon runs d on the cluster and waits until it serves.
 func (h *harness) startDaemon(ctx context.Context, d *daemon) error {
-	p, err := daemonproc.Start(h.cfg.Provisiond, d.dataDir, h.cfg.Env,
-		"--store", "etcd", "--etcd-endpoints", strings.Join(h.etcd.Endpoints(), ","), "--etcd-prefix", "/robust/",
-		"--etcd-lease-ttl", leaseTTL.String(), "--etcd-request-timeout", "2s", "--etcd-compaction-interval", "-1s",
-		"--etcd-max-txn-ops", "1024", "--etcd-max-request-bytes", "8388608", "--addr", d.addr)
+	p, err := h.spawnDaemon(d, nil)
 	if err != nil {
 		return err
 	}
@@ -212,6 +213,14 @@ func (h *harness) startDaemon(ctx context.Context, d *daemon) error {
 	d.proc, d.paused = p, false
 	d.mu.Unlock()
 	return nil
+}
+
+// spawnDaemon starts d's process with more environment env.
+func (h *harness) spawnDaemon(d *daemon, env []string) (*daemonproc.Process, error) {
+	return daemonproc.Start(h.cfg.Provisiond, d.dataDir, append(slices.Clone(h.cfg.Env), env...),
+		"--store", "etcd", "--etcd-endpoints", strings.Join(h.etcd.Endpoints(), ","), "--etcd-prefix", "/robust/",
+		"--etcd-lease-ttl", leaseTTL.String(), "--etcd-request-timeout", "2s", "--etcd-compaction-interval", "-1s",
+		"--etcd-max-txn-ops", "1024", "--etcd-max-request-bytes", "8388608", "--addr", d.addr)
 }
 
 // stopDaemons kills every daemon (the end of the run, or a failure).

@@ -24,10 +24,7 @@ import (
 //
 // No faults are injected: each bug is caught by the workload alone.
 func TestCheckerCatchesPlantedBugs(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs etcd members and daemons as processes")
-	}
-	provisiond, etcd := build(t, "failpoints")
+	provisiond, etcd := bins(t)
 	for _, tc := range []struct {
 		name, failpoints string
 		want             []string // one of these anomaly kinds must be found

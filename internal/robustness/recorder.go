@@ -1,11 +1,9 @@
 package robustness
 
 import (
-	"errors"
 	"sync"
 
 	"github.com/provisiond/provisiond/internal/robustness/checker"
-	"github.com/provisiond/provisiond/rpc/params"
 )
 
 // recorder collects the history's operations and faults; watchers keep
@@ -59,13 +57,4 @@ func (r *recorder) fault(f checker.Fault) {
 	r.mu.Lock()
 	r.faults = append(r.faults, f)
 	r.mu.Unlock()
-}
-
-// errCode is the error code of a call's answer ("" for none).
-func errCode(err error) string {
-	var perr *params.Error
-	if errors.As(err, &perr) {
-		return perr.Code
-	}
-	return ""
 }

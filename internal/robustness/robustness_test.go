@@ -2,6 +2,8 @@ package robustness_test
 
 import (
 	"context"
+	"flag"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,22 +14,47 @@ import (
 	"github.com/provisiond/provisiond/internal/robustness"
 )
 
-// build builds provisiond (with the given build tags) and etcdcluster (the
-// etcd member program) into a temporary directory. The daemons are built
-// without the race detector: they are the system under test, killed and
-// stopped; this test's process runs with -race.
-func build(t *testing.T, tags string) (provisiond, etcd string) {
+// binDir holds the binaries TestMain built ("" with -short): provisiond
+// with -tags failpoints (its failpoints do nothing unless
+// PROVISIOND_FAILPOINTS names them; the harness crashes daemons at them,
+// and the planted-bug test switches the planted bugs on) and etcdcluster,
+// the etcd member program. They are built without the race detector:
+// the daemons are the system under test, killed and stopped; this test's
+// process runs with -race.
+var binDir string
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		os.Exit(m.Run())
+	}
+	dir, err := os.MkdirTemp("", "provisiond-robustness-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	cmd := exec.Command("go", "build", "-tags", "failpoints", "-o", dir+string(filepath.Separator),
+		"github.com/provisiond/provisiond/cmd/provisiond", "github.com/provisiond/provisiond/cmd/etcdcluster")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "go build:", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// bins returns the built provisiond and etcdcluster, or skips the test
+// with -short.
+func bins(t *testing.T) (provisiond, etcd string) {
 	t.Helper()
-	dir := t.TempDir()
-	args := []string{"build", "-o", dir + string(filepath.Separator)}
-	if tags != "" {
-		args = append(args, "-tags", tags)
+	if binDir == "" {
+		t.Skip("builds and runs etcd members and daemons as processes")
 	}
-	cmd := exec.Command("go", append(args, "github.com/provisiond/provisiond/cmd/provisiond", "github.com/provisiond/provisiond/cmd/etcdcluster")...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build %v: %v\n%s", args, err, out)
-	}
-	return filepath.Join(dir, "provisiond"), filepath.Join(dir, "etcdcluster")
+	return filepath.Join(binDir, "provisiond"), filepath.Join(binDir, "etcdcluster")
 }
 
 // seed is $ROBUSTNESS_SEED, or a new one.
@@ -85,11 +112,8 @@ func run(t *testing.T, cfg robustness.Config) robustness.Result {
 // finds in the recorded history, which it then writes to a file it
 // names.
 func TestRobustness(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs etcd members and daemons as processes")
-	}
-	provisiond, etcd := build(t, "")
-	res := run(t, robustness.Config{Provisiond: provisiond, Etcd: etcd, Dir: t.TempDir(),
+	provisiond, etcd := bins(t)
+	res := run(t, robustness.Config{Provisiond: provisiond, Etcd: etcd, Dir: t.TempDir(), Failpoints: true,
 		Seed: seed(t), Duration: duration(t, 60*time.Second), Logf: logf(t)})
 	if len(res.Anomalies) > 0 {
 		path, err := robustness.WriteHistory(res.History)

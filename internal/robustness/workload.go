@@ -46,11 +46,18 @@ func machineEntity(id string) string {
 	return "machine/" + id
 }
 
+// readValue is what a read found.
+type readValue struct {
+	v      string
+	skip   bool // nothing to record (the register is gone with its machine)
+	absent bool // not found: v (a removal) or not written yet (checker.Op.Absent)
+}
+
 // reg is a register readers may read.
 type reg struct {
 	name, entity string
-	read         func(ctx context.Context, c *client.Conn) (string, bool, error) // value, whether to record it
-	agent        bool                                                            // read as the controller agent, else the admin
+	read         func(ctx context.Context, c *client.Conn) (readValue, error)
+	agent        bool // read as the controller agent, else the admin
 }
 
 type workload struct {
@@ -96,47 +103,44 @@ func (h *harness) setup(ctx context.Context) (*workload, error) {
 	return w, nil
 }
 
-func readStatus(id string) func(ctx context.Context, c *client.Conn) (string, bool, error) {
-	return func(ctx context.Context, c *client.Conn) (string, bool, error) {
+func readStatus(id string) func(ctx context.Context, c *client.Conn) (readValue, error) {
+	return func(ctx context.Context, c *client.Conn) (readValue, error) {
 		st, err := client.NewProvisioner(c).Machine("machine-" + id).Status(ctx)
-		if client.IsCode(err, params.CodeNotFound) {
-			return "", false, nil // removed: the register is gone
-		}
-		return st.Info, true, err
+		return readValue{v: st.Info}, err
 	}
 }
 
-func readConfig(key string) func(ctx context.Context, c *client.Conn) (string, bool, error) {
-	return func(ctx context.Context, c *client.Conn) (string, bool, error) {
+func readConfig(key string) func(ctx context.Context, c *client.Conn) (readValue, error) {
+	return func(ctx context.Context, c *client.Conn) (readValue, error) {
 		info, err := client.NewModelAdmin(c).ModelConfig(ctx, params.ModelArgs{Model: "default"})
 		if err != nil {
-			return "", true, err
+			return readValue{}, err
 		}
 		v, _ := info.Config[key].(string)
-		return v, true, nil
+		return readValue{v: v}, nil
 	}
 }
 
-func readLife(id string) func(ctx context.Context, c *client.Conn) (string, bool, error) {
-	return func(ctx context.Context, c *client.Conn) (string, bool, error) {
+func readLife(id string) func(ctx context.Context, c *client.Conn) (readValue, error) {
+	return func(ctx context.Context, c *client.Conn) (readValue, error) {
 		life, err := client.NewProvisioner(c).Machine("machine-" + id).Life(ctx)
 		if client.IsCode(err, params.CodeNotFound) {
-			return "removed", true, nil
+			return readValue{v: "removed", absent: true}, nil
 		}
-		return life, true, err
+		return readValue{v: life}, err
 	}
 }
 
-func readInstance(id string) func(ctx context.Context, c *client.Conn) (string, bool, error) {
-	return func(ctx context.Context, c *client.Conn) (string, bool, error) {
+func readInstance(id string) func(ctx context.Context, c *client.Conn) (readValue, error) {
+	return func(ctx context.Context, c *client.Conn) (readValue, error) {
 		inst, err := client.NewProvisioner(c).Machine("machine-" + id).InstanceId(ctx)
 		switch {
 		case client.IsCode(err, params.CodeNotProvisioned):
-			return "", true, nil
+			return readValue{}, nil
 		case client.IsCode(err, params.CodeNotFound):
-			return "", false, nil
+			return readValue{skip: true}, nil // the register is gone with its machine
 		}
-		return inst, true, err
+		return readValue{v: inst}, err
 	}
 }
 
@@ -261,18 +265,18 @@ func (w *workload) reader(ctx context.Context, admin, agent *session) {
 		if r.agent {
 			s = agent
 		}
-		var v string
-		record := true
+		var v readValue
 		call := w.h.rec.begin(s.id, r.name, r.entity, false, "")
 		err := s.do(ctx, func(ctx context.Context, c *client.Conn) error {
 			var err error
-			v, record, err = r.read(ctx, c)
+			v, err = r.read(ctx, c)
 			return err
 		})
-		if s.skip(ctx, err) || !record {
+		if s.skip(ctx, err) || v.skip {
 			continue
 		}
-		call.end(s.daemon, err, v)
+		call.op.Absent = v.absent
+		call.end(s.daemon, err, v.v)
 	}
 }
 
@@ -317,16 +321,16 @@ func (w *workload) settle(ctx context.Context, watchers []*watcherRun) error {
 				ss = sa
 			}
 			err := retry(ctx, func() error {
-				var v string
-				record := true
+				var v readValue
 				call := w.h.rec.begin(ss.id, r.name, r.entity, false, "")
 				err := ss.do(ctx, func(ctx context.Context, c *client.Conn) error {
 					var err error
-					v, record, err = r.read(ctx, c)
+					v, err = r.read(ctx, c)
 					return err
 				})
-				if record && err == nil {
-					call.end(ss.daemon, nil, v)
+				if err == nil && !v.skip {
+					call.op.Absent = v.absent
+					call.end(ss.daemon, nil, v.v)
 				}
 				return err
 			})

@@ -17,6 +17,9 @@ func r(c int, e, v string, call, ret int64) Op {
 	return Op{Client: c, Register: "machine/" + e + "#status", Entity: "machine/" + e, Value: v, Call: call, Return: ret, Outcome: OK}
 }
 
+// absent marks a read as finding nothing.
+func absent(op Op) Op { op.Absent = true; return op }
+
 // on sets the daemon an operation went through.
 func on(daemon string, op Op) Op { op.Daemon = daemon; return op }
 
@@ -95,6 +98,20 @@ func TestCheckerHistories(t *testing.T) {
 		h: History{Ops: []Op{
 			on("d1", w(0, "0", "a", 0, 2, OK)), on("d1", w(0, "0", "b", 5, 10, OK)), on("d2", w(2, "1", "x", 12, 15, OK)),
 			on("d2", r(1, "0", "a", 20, 25)),
+		}},
+		want: NotLinearizable,
+	}, {
+		name: "good: a daemon finds nothing before it has seen an addition",
+		h: History{Ops: []Op{
+			on("d1", w(0, "0", "alive", 5, 10, OK)), on("d2", absent(r(1, "0", "removed", 12, 15))),
+			on("d2", r(1, "0", "alive", 20, 25)), on("d1", w(0, "0", "removed", 30, 35, OK)),
+			on("d2", absent(r(1, "0", "removed", 40, 45))),
+		}},
+	}, {
+		name: "stale read: a daemon finds nothing after it read the addition",
+		h: History{Ops: []Op{
+			on("d1", w(0, "0", "alive", 5, 10, OK)), on("d2", r(1, "0", "alive", 20, 25)),
+			on("d2", absent(r(1, "0", "removed", 30, 35))), on("d1", w(0, "0", "removed", 40, 45, OK)),
 		}},
 		want: NotLinearizable,
 	}, {

@@ -53,16 +53,20 @@ const (
 
 // Op is one operation on one register.
 type Op struct {
-	Client   int     `json:"client"`
-	Daemon   string  `json:"daemon"`           // the daemon it went through
-	Register string  `json:"register"`         // e.g. "machine/3#status"
-	Entity   string  `json:"entity,omitempty"` // what WatchModel names for a change of it ("machine/3"); "" if not watched
-	Write    bool    `json:"write"`
-	Value    string  `json:"value"` // written, or read ("" for absent)
-	Call     int64   `json:"call"`
-	Return   int64   `json:"return"`
-	Outcome  Outcome `json:"outcome"`
-	Err      string  `json:"err,omitempty"`
+	Client   int    `json:"client"`
+	Daemon   string `json:"daemon"`           // the daemon it went through
+	Register string `json:"register"`         // e.g. "machine/3#status"
+	Entity   string `json:"entity,omitempty"` // what WatchModel names for a change of it ("machine/3"); "" if not watched
+	Write    bool   `json:"write"`
+	Value    string `json:"value"` // written, or read ("" for absent)
+	Call     int64  `json:"call"`
+	Return   int64  `json:"return"`
+	// Absent marks a read that found nothing: the register holds Value
+	// (what a removal writes) or has not been written yet (a daemon that
+	// has not seen the addition either).
+	Absent  bool    `json:"absent,omitempty"`
+	Outcome Outcome `json:"outcome"`
+	Err     string  `json:"err,omitempty"`
 }
 
 // Delivery is one value a watcher received: Next was called at Next and

@@ -53,6 +53,7 @@ type regInput struct {
 	index   int // the write's place among the register's writes
 	value   string
 	written bool // a read: some write of the register wrote the value it returned
+	absent  bool // a read that found nothing (Op.Absent)
 }
 
 // registerModel is a single value, written whole in order, read whole.
@@ -67,6 +68,9 @@ var registerModel = porcupine.Model{
 			return true, st
 		}
 		got := output.(string)
+		if in.absent && st.index == -1 {
+			return true, st // not written yet
+		}
 		if !in.written {
 			// No write wrote it: the value before the run, read before
 			// any write took effect.
@@ -137,7 +141,7 @@ func Linearizable(ops []Op) []Anomaly {
 					Call: w.Call, Output: "", Return: ret})
 			}
 			for _, rd := range reads[r][d] {
-				hist = append(hist, porcupine.Operation{ClientId: rd.Client, Input: regInput{written: written[rd.Value]},
+				hist = append(hist, porcupine.Operation{ClientId: rd.Client, Input: regInput{written: written[rd.Value], absent: rd.Absent},
 					Call: rd.Call, Output: rd.Value, Return: rd.Return})
 			}
 			switch porcupine.CheckOperationsTimeout(registerModel, hist, CheckTimeout) {
