@@ -67,6 +67,9 @@ func (h *harness) injectFaults(ctx context.Context) error {
 		}
 		f, err := h.inject(ctx, kind, hold, pick)
 		if err != nil {
+			if ctx.Err() != nil {
+				return nil // the run ended under it: healAll undoes what is left
+			}
 			return fmt.Errorf("fault %s: %w", kind, err)
 		}
 		healed := max(f.Healed, f.At)
@@ -83,9 +86,11 @@ func (h *harness) injectFaults(ctx context.Context) error {
 	}
 }
 
-// inject applies one fault and heals it after hold.
+// inject applies one fault and heals it after hold (at once if ctx, the
+// run, ends meanwhile; the healing itself is not cut short by it).
 func (h *harness) inject(ctx context.Context, kind string, hold time.Duration, pick int) (checker.Fault, error) {
 	f := checker.Fault{Kind: kind}
+	heal := context.WithoutCancel(ctx) // bounded by each step's own timeout
 	wait := func() {
 		select {
 		case <-ctx.Done():
@@ -126,7 +131,7 @@ func (h *harness) inject(ctx context.Context, kind string, hold time.Duration, p
 			}
 			wait()
 			f.Healed = h.now()
-			return f, h.startDaemon(ctx, d)
+			return f, h.startDaemon(heal, d)
 		}
 		d.mu.Lock()
 		d.paused = true
@@ -143,7 +148,7 @@ func (h *harness) inject(ctx context.Context, kind string, hold time.Duration, p
 	case FaultCrashAt + "store/commit", FaultCrashAt + "store/reply", FaultCrashAt + "feed/apply":
 		d := h.daemons[pick%len(h.daemons)]
 		f.Target = d.name
-		return f, h.crashAt(ctx, d, strings.TrimPrefix(kind, FaultCrashAt), hold, &f)
+		return f, h.crashAt(ctx, heal, d, strings.TrimPrefix(kind, FaultCrashAt), hold, &f)
 	case FaultCompact:
 		f.Target = "etcd"
 		f.At = h.now()
@@ -197,7 +202,7 @@ func (h *harness) healAll(ctx context.Context) error {
 // crashAt restarts d with a crash at failpoint point, waits (up to hold
 // after it serves) for it to die there, kills it if it has not, and
 // starts it again without the failpoint.
-func (h *harness) crashAt(ctx context.Context, d *daemon, point string, hold time.Duration, f *checker.Fault) error {
+func (h *harness) crashAt(ctx, heal context.Context, d *daemon, point string, hold time.Duration, f *checker.Fault) error {
 	d.mu.Lock()
 	p := d.proc
 	d.proc = nil
@@ -232,5 +237,5 @@ func (h *harness) crashAt(ctx context.Context, d *daemon, point string, hold tim
 	if !crashed {
 		f.Target += " (killed: the point was not reached)"
 	}
-	return h.startDaemon(ctx, d)
+	return h.startDaemon(heal, d)
 }
