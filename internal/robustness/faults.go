@@ -20,6 +20,7 @@ const (
 	FaultPauseFollower = "pause-follower" // the same of a follower
 	FaultKillDaemon    = "kill-daemon"    // SIGKILL of a daemon, restarted on its data dir
 	FaultPauseDaemon   = "pause-daemon"   // SIGSTOP of a daemon (at times past its lease), SIGCONT later
+	FaultPartition     = "partition"      // a daemon cut off from every member (proxy.go), healed later
 	FaultCompact       = checker.FaultCompact
 	// FaultCrashAt is the prefix of a crash at a failpoint: a daemon
 	// restarted with PROVISIOND_FAILPOINTS=POINT=crash dies at the
@@ -35,7 +36,7 @@ var crashPoints = []string{"store/commit", "store/reply", "feed/apply"}
 
 // faultKinds are drawn from uniformly.
 var faultKinds = []string{FaultKillLeader, FaultKillFollower, FaultPauseLeader, FaultPauseFollower,
-	FaultKillDaemon, FaultPauseDaemon, FaultCompact}
+	FaultKillDaemon, FaultPauseDaemon, FaultPartition, FaultCompact}
 
 // recoveryWait bounds how long the injector waits for the workload's
 // first acknowledged write after a fault is healed.
@@ -149,6 +150,19 @@ func (h *harness) inject(ctx context.Context, kind string, hold time.Duration, p
 		d := h.daemons[pick%len(h.daemons)]
 		f.Target = d.name
 		return f, h.crashAt(ctx, heal, d, strings.TrimPrefix(kind, FaultCrashAt), hold, &f)
+	case FaultPartition:
+		d := h.daemons[pick%len(h.daemons)]
+		f.Target = d.name
+		f.At = h.now()
+		for _, p := range d.proxies {
+			p.block(true)
+		}
+		wait()
+		f.Healed = h.now()
+		for _, p := range d.proxies {
+			p.block(false)
+		}
+		return f, nil
 	case FaultCompact:
 		f.Target = "etcd"
 		f.At = h.now()
@@ -185,6 +199,9 @@ func (h *harness) healAll(ctx context.Context) error {
 		}
 	}
 	for _, d := range h.daemons {
+		for _, p := range d.proxies {
+			p.block(false)
+		}
 		d.mu.Lock()
 		p, paused := d.proc, d.paused
 		d.paused = false

@@ -91,9 +91,20 @@ type daemon struct {
 	dataDir string
 	addr    string // a fixed loopback port, kept across restarts
 
+	proxies []*proxy // its links to the members (proxy.go), one per member
+
 	mu     sync.Mutex
 	proc   *daemonproc.Process // nil while down
 	paused bool
+}
+
+// endpoints are the daemon's etcd endpoints: its proxies.
+func (d *daemon) endpoints() string {
+	eps := make([]string, len(d.proxies))
+	for i, p := range d.proxies {
+		eps[i] = p.url()
+	}
+	return strings.Join(eps, ",")
 }
 
 func (d *daemon) process() *daemonproc.Process {
@@ -122,14 +133,23 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	h.etcd = etcd
 	defer etcd.Close()
+	defer h.closeProxies()
 	defer h.stopDaemons()
 	for i := range cfg.Daemons {
 		port, err := freePort()
 		if err != nil {
 			return res, err
 		}
-		h.daemons = append(h.daemons, &daemon{name: "d" + strconv.Itoa(i), dataDir: filepath.Join(cfg.Dir, "d"+strconv.Itoa(i)),
-			addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))})
+		d := &daemon{name: "d" + strconv.Itoa(i), dataDir: filepath.Join(cfg.Dir, "d"+strconv.Itoa(i)),
+			addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
+		h.daemons = append(h.daemons, d)
+		for _, ep := range etcd.Endpoints() {
+			p, err := newProxy(ep)
+			if err != nil {
+				return res, err
+			}
+			d.proxies = append(d.proxies, p)
+		}
 	}
 	// The first initialises the controller; the others join it.
 	for _, d := range h.daemons {
@@ -171,9 +191,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		wg.Wait()
 		return res, errors.Join(faultErr, err)
 	}
+	settleStart := time.Now()
 	settleErr := w.settle(ctx, watchers)
 	stopWatch()
 	wg.Wait()
+	h.logf("robustness: settled in %s", time.Since(settleStart).Round(time.Millisecond))
 
 	hist := &checker.History{Seed: cfg.Seed, Ops: h.rec.ops, Faults: h.rec.faults}
 	for _, wr := range watchers {
@@ -182,7 +204,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	res.History = hist
 	res.Elapsed = time.Since(h.t0)
 	res.Summary = checker.Summarize(hist)
+	checkStart := time.Now()
 	res.Anomalies = checker.Check(hist)
+	h.logf("robustness: checked in %s", time.Since(checkStart).Round(time.Millisecond))
 	return res, errors.Join(faultErr, settleErr)
 }
 
@@ -218,7 +242,7 @@ func (h *harness) startDaemon(ctx context.Context, d *daemon) error {
 // spawnDaemon starts d's process with more environment env.
 func (h *harness) spawnDaemon(d *daemon, env []string) (*daemonproc.Process, error) {
 	return daemonproc.Start(h.cfg.Provisiond, d.dataDir, append(slices.Clone(h.cfg.Env), env...),
-		"--store", "etcd", "--etcd-endpoints", strings.Join(h.etcd.Endpoints(), ","), "--etcd-prefix", "/robust/",
+		"--store", "etcd", "--etcd-endpoints", d.endpoints(), "--etcd-prefix", "/robust/",
 		"--etcd-lease-ttl", leaseTTL.String(), "--etcd-request-timeout", "2s", "--etcd-compaction-interval", "-1s",
 		"--etcd-max-txn-ops", "1024", "--etcd-max-request-bytes", "8388608", "--addr", d.addr)
 }
@@ -232,6 +256,15 @@ func (h *harness) stopDaemons() {
 			d.proc = nil
 		}
 		d.mu.Unlock()
+	}
+}
+
+// closeProxies ends every daemon's links (after the daemons).
+func (h *harness) closeProxies() {
+	for _, d := range h.daemons {
+		for _, p := range d.proxies {
+			p.close()
+		}
 	}
 }
 

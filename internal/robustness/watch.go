@@ -68,7 +68,7 @@ func (wr *watcherRun) stream(ctx context.Context) error {
 			switch {
 			case ctx.Err() != nil:
 				reason = checker.EndStopped
-			case strings.Contains(err.Error(), "reset"):
+			case strings.Contains(err.Error(), "watcher reset"): // the feed was compacted past: the daemon reset its watchers
 				reason = checker.EndReset
 			}
 			wr.mu.Lock()
