@@ -25,19 +25,23 @@ const Undecided = "linearizability undecided"
 // daemon's recent write, but never goes back, never misses D's own
 // acknowledged writes, and never misses a write that returned before D
 // was asked for a write it acknowledged (D had applied everything up to
-// that one's revision by then).
+// that one's revision by then, and so, by the time a read through D
+// returned a write's value, every write that returned before that write
+// was called).
 //
 // Each register is therefore checked once per daemon with porcupine: the
 // register's writes (through any daemon) and the reads through D. A write
 // made through D keeps its return time; an acknowledged write made
-// through another daemon is visible on D by the return of the first write
-// D acknowledged that was called after it returned (infinite if none); a
+// through another daemon is visible on D by the earliest return of a
+// write D acknowledged, or of a read through D that saw a write, called
+// after it returned (infinite if none); a
 // write in doubt may take effect at any time after its call (an infinite
 // return, as etcd's own robustness tests give it). The model is a
 // register that applies its writes in their order (one writer at a time:
-// write k+1 was called after write k returned): applying a write older
-// than the register's value changes nothing (it was applied before the
-// newer one, unseen).
+// write k+1 was called after write k returned, so it has the later
+// revision). A write in doubt that never landed is then taken as landing
+// just before the next write: that can only hide an anomaly in that
+// moment, never make one up.
 
 // regState is the register: the last write applied, and its value. Before
 // any write it holds the value it had before the run, unknown until a
@@ -62,10 +66,11 @@ var registerModel = porcupine.Model{
 	Step: func(state, input, output any) (bool, any) {
 		st, in := state.(regState), input.(regInput)
 		if in.write {
-			if in.index > st.index {
-				return true, regState{index: in.index, value: in.value, known: true}
-			}
-			return true, st
+			// In order, none skipped: the search then only ever holds a
+			// prefix of the writes, which keeps it small (with skips
+			// allowed, a daemon cut off for two seconds behind forty
+			// writes made it explore which of them to skip).
+			return in.index == st.index+1, regState{index: in.index, value: in.value, known: true}
 		}
 		got := output.(string)
 		if in.absent && st.index == -1 {
@@ -156,18 +161,38 @@ func Linearizable(ops []Op) []Anomaly {
 }
 
 // visibilityIndex answers, per daemon, by when a write that returned at
-// some time is certainly applied there: the earliest return of a write
-// the daemon acknowledged that was called after that time.
+// some time is certainly applied there: the earliest return of the
+// evidence (below) of a write called after that time.
 type visibilityIndex map[string]struct {
-	calls  []int64 // of the daemon's acknowledged writes, ascending
+	calls  []int64 // of the writes the evidence shows applied, ascending
 	minRet []int64 // minRet[i]: the earliest return among calls[i:]
 }
 
+// The evidence that a daemon had applied everything up to a write's
+// revision: a write it acknowledged (applied by its return), and a read
+// through it that returned a write's value (values are unique: that
+// write's revision was applied by the read's return). Either way, every
+// write that returned before that write was called has an earlier
+// revision, and the replica applies revisions in order.
 func visibility(ops []Op) visibilityIndex {
-	byDaemon := map[string][]Op{}
+	callOf := map[[2]string]int64{} // (register, value) -> the call of the write of it
 	for _, op := range ops {
-		if op.Write && op.Outcome == OK && op.Daemon != "" {
+		if op.Write && op.Outcome != Failed {
+			callOf[[2]string{op.Register, op.Value}] = op.Call
+		}
+	}
+	byDaemon := map[string][]Op{} // evidence: Call of the write seen, Return when it was seen
+	for _, op := range ops {
+		if op.Daemon == "" || op.Outcome != OK {
+			continue
+		}
+		switch {
+		case op.Write:
 			byDaemon[op.Daemon] = append(byDaemon[op.Daemon], op)
+		case !op.Absent:
+			if c, ok := callOf[[2]string{op.Register, op.Value}]; ok {
+				byDaemon[op.Daemon] = append(byDaemon[op.Daemon], Op{Call: c, Return: op.Return})
+			}
 		}
 	}
 	v := visibilityIndex{}
