@@ -37,6 +37,10 @@ type Config struct {
 	Members, Daemons int
 	// Env is added to the daemons' environment (e.g. a failpoint).
 	Env []string
+	// LaterEnv is added to the daemons' environment once the controller
+	// is set up (each daemon is restarted with it): a planted bug that
+	// would stop a new controller from initialising itself.
+	LaterEnv []string
 	// Failpoints says Provisiond was built with -tags failpoints: the
 	// faults then include crashes at the stores' failpoints.
 	Failpoints bool
@@ -92,6 +96,8 @@ type daemon struct {
 	addr    string // a fixed loopback port, kept across restarts
 
 	proxies []*proxy // its links to the members (proxy.go), one per member
+
+	env []string // more environment, from Config.LaterEnv after setup
 
 	mu     sync.Mutex
 	proc   *daemonproc.Process // nil while down
@@ -163,6 +169,18 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	w, err := h.setup(ctx)
 	if err != nil {
 		return res, fmt.Errorf("setup: %w", err)
+	}
+	if len(cfg.LaterEnv) > 0 {
+		for _, d := range h.daemons {
+			p := d.process()
+			if err := p.Kill(); err != nil {
+				return res, err
+			}
+			d.env = cfg.LaterEnv
+			if err := h.startDaemon(ctx, d); err != nil {
+				return res, err
+			}
+		}
 	}
 	h.logf("robustness: seed %d: %d etcd members, %d daemons, %d machines; running %s", cfg.Seed, cfg.Members, cfg.Daemons, len(w.machines), cfg.Duration)
 
@@ -241,7 +259,7 @@ func (h *harness) startDaemon(ctx context.Context, d *daemon) error {
 
 // spawnDaemon starts d's process with more environment env.
 func (h *harness) spawnDaemon(d *daemon, env []string) (*daemonproc.Process, error) {
-	return daemonproc.Start(h.cfg.Provisiond, d.dataDir, append(slices.Clone(h.cfg.Env), env...),
+	return daemonproc.Start(h.cfg.Provisiond, d.dataDir, slices.Concat(h.cfg.Env, d.env, env),
 		"--store", "etcd", "--etcd-endpoints", d.endpoints(), "--etcd-prefix", "/robust/",
 		"--etcd-lease-ttl", leaseTTL.String(), "--etcd-request-timeout", "2s", "--etcd-compaction-interval", "-1s",
 		"--etcd-max-txn-ops", "1024", "--etcd-max-request-bytes", "8388608", "--addr", d.addr)

@@ -22,7 +22,9 @@ import (
 //   - feed/apply=repeat: a share of them reach the watchers again with
 //     the next one (a delivery without a write).
 //
-// No faults are injected: each bug is caught by the workload alone.
+// No faults are injected: each bug is caught by the workload alone. The
+// bug is switched on once the controller is set up (Config.LaterEnv): a
+// daemon whose first writes are answered early cannot initialise.
 func TestCheckerCatchesPlantedBugs(t *testing.T) {
 	provisiond, etcd := bins(t)
 	for _, tc := range []struct {
@@ -36,7 +38,7 @@ func TestCheckerCatchesPlantedBugs(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			res := run(t, robustness.Config{Provisiond: provisiond, Etcd: etcd, Dir: t.TempDir(),
 				Seed: seed(t), Duration: 10 * time.Second, NoFaults: true,
-				Env: []string{"PROVISIOND_FAILPOINTS=" + tc.failpoints}, Logf: logf(t)})
+				LaterEnv: []string{"PROVISIOND_FAILPOINTS=" + tc.failpoints}, Logf: logf(t)})
 			found := map[string]int{}
 			for _, a := range res.Anomalies {
 				found[a.Kind]++
