@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 )
 
@@ -151,3 +153,43 @@ func (p *Process) Signal(sig syscall.Signal) error { return p.cmd.Process.Signal
 
 // Pid is the process's id.
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Build builds the commands pkgs (import paths) with go build, with the
+// build tags tags (none if ""), into dir. It is built without the race
+// detector: a daemon under test is killed and restarted; its races are
+// the in-process tests' business.
+func Build(dir, tags string, pkgs ...string) error {
+	args := []string{"build", "-o", dir + string(os.PathSeparator)}
+	if tags != "" {
+		args = append(args, "-tags", tags)
+	}
+	out, err := exec.Command("go", append(args, pkgs...)...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+// RunTests is the TestMain of a package whose tests run built binaries:
+// unless -short, it builds pkgs (with tags) into a temporary directory,
+// sets *dir to it, runs the tests, removes it and exits with their
+// status. With -short *dir stays "" and the tests are to skip.
+func RunTests(m *testing.M, dir *string, tags string, pkgs ...string) {
+	flag.Parse()
+	if testing.Short() {
+		os.Exit(m.Run())
+	}
+	d, err := os.MkdirTemp("", "provisiond-bin-")
+	if err == nil {
+		err = Build(d, tags, pkgs...)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.RemoveAll(d)
+		os.Exit(1)
+	}
+	*dir = d
+	code := m.Run()
+	os.RemoveAll(d)
+	os.Exit(code)
+}

@@ -2,15 +2,13 @@ package robustness_test
 
 import (
 	"context"
-	"flag"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/provisiond/provisiond/internal/daemonproc"
 	"github.com/provisiond/provisiond/internal/robustness"
 )
 
@@ -24,27 +22,7 @@ import (
 var binDir string
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	if testing.Short() {
-		os.Exit(m.Run())
-	}
-	dir, err := os.MkdirTemp("", "provisiond-robustness-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	cmd := exec.Command("go", "build", "-tags", "failpoints", "-o", dir+string(filepath.Separator),
-		"github.com/provisiond/provisiond/cmd/provisiond", "github.com/provisiond/provisiond/cmd/etcdcluster")
-	cmd.Stderr = os.Stderr
-	if err := cmd.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "go build:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	binDir = dir
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	daemonproc.RunTests(m, &binDir, "failpoints", "github.com/provisiond/provisiond/cmd/provisiond", "github.com/provisiond/provisiond/cmd/etcdcluster")
 }
 
 // bins returns the built provisiond and etcdcluster, or skips the test
