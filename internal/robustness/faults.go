@@ -73,17 +73,16 @@ func (h *harness) injectFaults(ctx context.Context) error {
 			}
 			return fmt.Errorf("fault %s: %w", kind, err)
 		}
+		h.rec.fault(f)
 		healed := max(f.Healed, f.At)
+		h.logf("robustness: %s %s at %s, held %s", f.Kind, f.Target,
+			time.Duration(f.At).Round(time.Millisecond), time.Duration(healed-f.At).Round(time.Millisecond))
+		// The next fault comes once a write is acknowledged again (the
+		// recovery time itself is taken from the history: recoveries).
 		deadline := time.Now().Add(recoveryWait)
 		for h.lastAck.Load() <= healed && time.Now().Before(deadline) && ctx.Err() == nil {
 			time.Sleep(10 * time.Millisecond)
 		}
-		if ack := h.lastAck.Load(); ack > healed {
-			f.Recovery = ack - healed
-		}
-		h.rec.fault(f)
-		h.logf("robustness: %s %s at %s, held %s, recovered in %s", f.Kind, f.Target,
-			time.Duration(f.At).Round(time.Millisecond), time.Duration(healed-f.At).Round(time.Millisecond), time.Duration(f.Recovery).Round(time.Millisecond))
 	}
 }
 
@@ -120,7 +119,7 @@ func (h *harness) inject(ctx context.Context, kind string, hold time.Duration, p
 		return f, h.etcd.Resume(i)
 	case FaultKillDaemon, FaultPauseDaemon:
 		d := h.daemons[pick%len(h.daemons)]
-		f.Target = d.name
+		f.Target, f.Daemon = d.name, d.name
 		p := d.process()
 		f.At = h.now()
 		if kind == FaultKillDaemon {
@@ -148,11 +147,11 @@ func (h *harness) inject(ctx context.Context, kind string, hold time.Duration, p
 		return f, p.Signal(syscall.SIGCONT)
 	case FaultCrashAt + "store/commit", FaultCrashAt + "store/reply", FaultCrashAt + "feed/apply":
 		d := h.daemons[pick%len(h.daemons)]
-		f.Target = d.name
+		f.Target, f.Daemon = d.name, d.name
 		return f, h.crashAt(ctx, heal, d, strings.TrimPrefix(kind, FaultCrashAt), hold, &f)
 	case FaultPartition:
 		d := h.daemons[pick%len(h.daemons)]
-		f.Target = d.name
+		f.Target, f.Daemon = d.name, d.name
 		f.At = h.now()
 		for _, p := range d.proxies {
 			p.block(true)
@@ -255,4 +254,40 @@ func (h *harness) crashAt(ctx, heal context.Context, d *daemon, point string, ho
 		f.Target += " (killed: the point was not reached)"
 	}
 	return h.startDaemon(heal, d)
+}
+
+// recoveries sets each fault's recovery time from the history: after a
+// fault of a daemon, until the first operation it answered or watch it
+// started after the fault was healed; after any other, until the first
+// write acknowledged after it was healed (or, for a compaction, made).
+func recoveries(hist *checker.History) {
+	var acks []int64
+	byDaemon := map[string][]int64{}
+	for _, op := range hist.Ops {
+		if op.Outcome != checker.OK {
+			continue
+		}
+		byDaemon[op.Daemon] = append(byDaemon[op.Daemon], op.Return)
+		if op.Write {
+			acks = append(acks, op.Return)
+		}
+	}
+	for _, st := range hist.Streams {
+		byDaemon[st.Daemon] = append(byDaemon[st.Daemon], st.Started)
+	}
+	slices.Sort(acks)
+	for _, ts := range byDaemon {
+		slices.Sort(ts)
+	}
+	for i := range hist.Faults {
+		f := &hist.Faults[i]
+		healed := max(f.Healed, f.At)
+		ts := acks
+		if f.Daemon != "" {
+			ts = byDaemon[f.Daemon]
+		}
+		if j, _ := slices.BinarySearch(ts, healed+1); j < len(ts) {
+			f.Recovery = ts[j] - healed
+		}
+	}
 }

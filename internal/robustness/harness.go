@@ -76,7 +76,7 @@ type harness struct {
 	rec     *recorder
 
 	// lastAck is the time (since t0) of the latest acknowledged write:
-	// the fault injector measures recovery with it.
+	// the fault injector waits for one after each fault.
 	lastAck atomic.Int64
 }
 
@@ -219,6 +219,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	for _, wr := range watchers {
 		hist.Streams = append(hist.Streams, wr.streams...)
 	}
+	recoveries(hist)
 	res.History = hist
 	res.Elapsed = time.Since(h.t0)
 	res.Summary = checker.Summarize(hist)

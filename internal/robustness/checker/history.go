@@ -103,10 +103,12 @@ type Stream struct {
 type Fault struct {
 	Kind   string `json:"kind"`
 	Target string `json:"target"`
+	Daemon string `json:"daemon,omitempty"` // the daemon it befell, if it was one
 	At     int64  `json:"at"`
 	Healed int64  `json:"healed,omitempty"`
-	// Recovery is how long after the fault (or its healing) the workload
-	// first had a write acknowledged again (0: not measured).
+	// Recovery is how long after the fault was healed (or made, for an
+	// instant one) the daemon it befell first answered (for a fault of
+	// etcd: the first write acknowledged); 0 if it never did.
 	Recovery int64 `json:"recovery,omitempty"`
 }
 
