@@ -257,9 +257,11 @@ func (h *harness) crashAt(ctx, heal context.Context, d *daemon, point string, ho
 }
 
 // recoveries sets each fault's recovery time from the history: after a
-// fault of a daemon, until the first operation it answered or watch it
-// started after the fault was healed; after any other, until the first
-// write acknowledged after it was healed (or, for a compaction, made).
+// fault of a daemon, until it first answered after the fault was healed
+// (an operation, or its watcher's Next or Watch: the watcher stays on
+// that daemon, and delivers as soon as its feed moves, whoever writes);
+// after any other, until the first write acknowledged after it was
+// healed (or, for a compaction, made).
 func recoveries(hist *checker.History) {
 	var acks []int64
 	byDaemon := map[string][]int64{}
@@ -274,6 +276,9 @@ func recoveries(hist *checker.History) {
 	}
 	for _, st := range hist.Streams {
 		byDaemon[st.Daemon] = append(byDaemon[st.Daemon], st.Started)
+		for _, d := range st.Deliveries {
+			byDaemon[st.Daemon] = append(byDaemon[st.Daemon], d.Recv)
+		}
 	}
 	slices.Sort(acks)
 	for _, ts := range byDaemon {
