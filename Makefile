@@ -63,6 +63,11 @@ fuzz: ## run each fuzz target for FUZZTIME (their seed corpora run in every `mak
 crash: ## crash-safety harness: CRASH_CYCLES (1000) SIGKILL/restart cycles under write load, on bbolt and on etcd (CI runs 50)
 	CRASH_CYCLES=$(CRASH_CYCLES) $(GO) test -race -count=1 -timeout 3h -v -run '^(TestCrashRecovery|TestCrashRecoveryEtcd|TestHarnessCatchesPlantedBug)$$' ./internal/crashtest/
 
+ROBUSTNESS_DURATION ?= 5m
+
+robustness: ## robustness harness: etcd members and daemons as processes under faults drawn from a seed, the history checked by a model, for ROBUSTNESS_DURATION (5m; ROBUSTNESS_SEED replays; CI runs 60s)
+	ROBUSTNESS_DURATION=$(ROBUSTNESS_DURATION) $(GO) test -race -count=1 -timeout 0 -v -run '^TestRobustness$$' ./internal/robustness/
+
 tidy-check: ## fail when go.mod/go.sum are not tidy
 	$(GO) mod tidy && git diff --exit-code go.mod go.sum
 
@@ -82,4 +87,4 @@ help: ## list the targets and where the docs are
 	@echo "packages, a request's path, goroutines, errors), docs/reliability.md, docs/performance.md,"
 	@echo "docs/benchmarks.md, docs/provisioner.md, docs/caasunitprovisioner.md."
 
-.PHONY: screenshots build completions test test-state-etcd test-short lint depcheck bench fuzz crash tidy-check clean help
+.PHONY: screenshots build completions test test-state-etcd test-short lint depcheck bench fuzz crash robustness tidy-check clean help

@@ -10,7 +10,8 @@
 #   rpc/internal/*, watcher, storage, pki, credentials → nothing of ours
 #   state → state/store (the store seam: the caller opens a store and hands it over), watcher, storage,
 #   environ, charm, size; state/statetest → state, state/store, state/store/boltstore (tests' default store);
-#   state/store → watcher; state/store/{boltstore,etcdstore,storetest} → state/store, watcher
+#   state/store → watcher; state/store/{boltstore,etcdstore,storetest} → state/store, watcher, state/internal/*
+#   (state/internal/failpoint: the failpoints of a -tags failpoints build)
 #   (boltstore/rawbolt, the raw baseline, → boltstore); only state/store/boltstore* imports bbolt, only
 #   state/store/etcdstore* and internal/etcdtest import etcd; outside state only internal/daemon, cmd,
 #   internal/controllerstore (opening the controller's store from the daemon's settings: it → state,
@@ -44,6 +45,10 @@
 #   share) → provisiondtest, internal/daemon, internal/testkit/hook, rpc/client, rpc/params, state, state/store, charm, storage,
 #   watcher/watchertest;
 #   internal/testkit/hook → internal/daemon
+#   internal/daemonproc (the built daemon run as a process) → nothing of ours
+#   internal/robustness/checker (a robustness run's history and its checks) → nothing of ours
+#   internal/robustness (the robustness harness) → internal/robustness/checker, internal/etcdtest (its
+#   member processes), internal/daemonproc, credentials, rpc/client, rpc/params
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mod=github.com/provisiond/provisiond
@@ -91,6 +96,9 @@ while read -r pkg imports; do
       state/internal/*) ok=0 ;;
       state*) case $dep in state/store|state/internal/*|watcher|storage|environ|charm|size) ok=1 ;; esac ;;
       internal/etcdtest*) ok=0 ;;
+      internal/daemonproc*) ok=0 ;;
+      internal/robustness/checker*) ok=0 ;;
+      internal/robustness*) case $dep in internal/robustness/checker|internal/etcdtest|internal/daemonproc|credentials|rpc/client|rpc/params) ok=1 ;; esac ;;
       internal/tlsrecord*) ok=0 ;;
       internal/presence*) ok=0 ;;
       internal/asuser*) ok=0 ;;

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/provisiond/provisiond/internal/crashtest"
+	"github.com/provisiond/provisiond/internal/daemonproc"
 )
 
 // build builds the provisiond binary (with the given build tags) into a
@@ -20,16 +20,11 @@ import (
 // -race under make test.
 func build(t *testing.T, tags string) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "provisiond")
-	args := []string{"build", "-o", bin}
-	if tags != "" {
-		args = append(args, "-tags", tags)
+	dir := t.TempDir()
+	if err := daemonproc.Build(dir, tags, "github.com/provisiond/provisiond/cmd/provisiond"); err != nil {
+		t.Fatal(err)
 	}
-	cmd := exec.Command("go", append(args, "github.com/provisiond/provisiond/cmd/provisiond")...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build %v: %v\n%s", args, err, out)
-	}
-	return bin
+	return filepath.Join(dir, "provisiond")
 }
 
 func envInt(t *testing.T, name string, def int) int {

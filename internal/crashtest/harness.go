@@ -16,6 +16,7 @@ import (
 
 	"github.com/provisiond/provisiond/internal/controllerstore"
 	"github.com/provisiond/provisiond/internal/daemon"
+	"github.com/provisiond/provisiond/internal/daemonproc"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state"
@@ -140,13 +141,13 @@ func (h *harness) openState() (*state.State, error) {
 }
 
 // start runs the daemon with env.
-func (h *harness) start(env []string) (*process, error) {
+func (h *harness) start(env []string) (*daemonproc.Process, error) {
 	var args []string
 	if e := h.cfg.Etcd; e != nil {
 		args = append([]string{"--store", "etcd", "--etcd-endpoints", strings.Join(e.Endpoints, ","),
 			"--etcd-prefix", e.Prefix}, e.Args...)
 	}
-	return startProcess(h.cfg.Binary, h.cfg.DataDir, env, args...)
+	return daemonproc.Start(h.cfg.Binary, h.cfg.DataDir, env, args...)
 }
 
 func (h *harness) logf(format string, args ...any) {
@@ -262,18 +263,18 @@ func (h *harness) setup(ctx context.Context) error {
 	}
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	addr, err := p.waitServing(sctx)
+	addr, err := p.WaitServing(sctx)
 	if err == nil {
 		if h.creds, err = daemon.ReadCredentials(filepath.Join(h.cfg.DataDir, daemon.CredentialsFile)); err == nil {
 			err = h.populate(sctx, addr)
 		}
 	}
 	if err != nil {
-		_ = p.kill()
-		return fmt.Errorf("setup: %w; daemon log:\n%s", err, p.logTail())
+		_ = p.Kill()
+		return fmt.Errorf("setup: %w; daemon log:\n%s", err, p.LogTail())
 	}
-	if err := p.stop(); err != nil {
-		_ = p.kill()
+	if err := p.Stop(); err != nil {
+		_ = p.Kill()
 		return err
 	}
 	st, err := h.openState()
@@ -417,18 +418,18 @@ func (h *harness) cycle(ctx context.Context, cycle int) (refusals []string, err 
 		return nil, err
 	}
 	defer func() {
-		if !p.exited() {
-			_ = p.kill()
+		if !p.Exited() {
+			_ = p.Kill()
 		}
 		var v *Violation
 		if errors.As(err, &v) {
-			v.Log = p.logTail()
+			v.Log = p.LogTail()
 		}
 	}()
 
 	if cycle > 1 && h.rng.IntN(100) < h.cfg.EarlyKillPercent {
 		time.Sleep(time.Duration(h.rng.IntN(30_000)) * time.Microsecond)
-		if err := p.kill(); err != nil {
+		if err := p.Kill(); err != nil {
 			return nil, err
 		}
 		if err := h.verify(ctx, cycle, baseline, 0, 0, 0); err != nil {
@@ -440,7 +441,7 @@ func (h *harness) cycle(ctx context.Context, cycle int) (refusals []string, err 
 	}
 
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)
-	addr, err := p.waitServing(sctx)
+	addr, err := p.WaitServing(sctx)
 	cancel()
 	if err != nil {
 		return nil, err
@@ -481,7 +482,7 @@ func (h *harness) cycle(ctx context.Context, cycle int) (refusals []string, err 
 	delay := h.cfg.MinKill + time.Duration(h.rng.Int64N(int64(h.cfg.MaxKill-h.cfg.MinKill)+1))
 	time.Sleep(delay)
 	killed := time.Now()
-	if err := p.kill(); err != nil {
+	if err := p.Kill(); err != nil {
 		return nil, err
 	}
 	stop()
@@ -500,7 +501,7 @@ func (h *harness) cycle(ctx context.Context, cycle int) (refusals []string, err 
 		h.res.AckedBy[strings.TrimRight(h.writers[i].name, "-0123456789")] += e.acked
 		refusals = append(refusals, e.refusals...)
 		if e.err != nil && e.at.Before(killed) {
-			return refusals, fmt.Errorf("cycle %d: writer stopped before the kill: %w; daemon log:\n%s", cycle, e.err, p.logTail())
+			return refusals, fmt.Errorf("cycle %d: writer stopped before the kill: %w; daemon log:\n%s", cycle, e.err, p.LogTail())
 		}
 	}
 	if err := h.verify(ctx, cycle, baseline, acked, sc.min.Load(), sc.max.Load()); err != nil {

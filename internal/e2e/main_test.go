@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/provisiond/provisiond/credentials"
+	"github.com/provisiond/provisiond/internal/daemonproc"
 )
 
 // binDir holds the binaries TestMain built ("" with -short).
@@ -27,28 +27,8 @@ var binDir string
 // system under test, killed and restarted; their races are the in-process
 // tests' business (internal/daemon). This test process runs with -race.
 func TestMain(m *testing.M) {
-	flag.Parse()
-	if testing.Short() {
-		os.Exit(m.Run())
-	}
-	dir, err := os.MkdirTemp("", "provisiond-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator),
-		"github.com/provisiond/provisiond/cmd/provisiond", "github.com/provisiond/provisiond/cmd/provisionctl",
-		"github.com/provisiond/provisiond/cmd/etcdcluster")
-	cmd.Stderr = os.Stderr
-	if err := cmd.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "go build:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	binDir = dir
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	daemonproc.RunTests(m, &binDir, "", "github.com/provisiond/provisiond/cmd/provisiond",
+		"github.com/provisiond/provisiond/cmd/provisionctl", "github.com/provisiond/provisiond/cmd/etcdcluster")
 }
 
 // bin returns the path of a built binary, or skips the test with -short.

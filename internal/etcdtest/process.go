@@ -17,8 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"go.etcd.io/etcd/client/pkg/v3/transport"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
 
@@ -294,15 +292,7 @@ func (c *Processes) Restart(i int) error {
 // answer within a second say, waiting up to ctx for one to be elected. A
 // paused member answers nothing and is never found leading.
 func (c *Processes) Leader(ctx context.Context) (int, error) {
-	cfg := clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: time.Second, Logger: zap.NewNop()}
-	if t := c.opts.TLS; t != nil {
-		tc, err := transport.TLSInfo{CertFile: t.ClientCert, KeyFile: t.ClientKey, TrustedCAFile: t.CAFile}.ClientConfig()
-		if err != nil {
-			return -1, err
-		}
-		cfg.TLS = tc
-	}
-	cli, err := clientv3.New(cfg)
+	cli, err := c.client()
 	if err != nil {
 		return -1, err
 	}

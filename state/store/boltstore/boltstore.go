@@ -14,6 +14,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 
+	"github.com/provisiond/provisiond/state/internal/failpoint"
 	"github.com/provisiond/provisiond/state/store"
 	"github.com/provisiond/provisiond/watcher"
 )
@@ -635,6 +636,9 @@ func (s *Store) commitBatch(batch []*request) (committedFns int) {
 		tx = nil
 		return fail(err)
 	}
+	if failpoint.Enabled {
+		failpoint.Eval("store/commit")
+	}
 	size := tx.Size()
 	err = s.commit(tx)
 	tx = nil // a failed Commit has already rolled back
@@ -649,6 +653,9 @@ func (s *Store) commitBatch(batch []*request) (committedFns int) {
 	s.oldestChange = oldest
 	if s.opts.ObserveCommit != nil && len(done) > 0 {
 		s.opts.ObserveCommit(time.Since(start), len(done))
+	}
+	if failpoint.Enabled {
+		failpoint.Eval("store/reply")
 	}
 	if s.opts.Feed.Apply != nil {
 		for _, c := range done {

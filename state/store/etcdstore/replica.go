@@ -16,6 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 
+	"github.com/provisiond/provisiond/state/internal/failpoint"
 	"github.com/provisiond/provisiond/state/store"
 	"github.com/provisiond/provisiond/watcher"
 )
@@ -86,6 +87,9 @@ func (s *Store) follow() {
 		s.applyMu.Lock()
 		s.deliver(watched) // the new watch starts after it
 		s.applyMu.Unlock()
+		if failpoint.Enabled {
+			failpoint.Eval("replica/catch-up")
+		}
 		established, err := s.watch(watched)
 		if s.ctx.Err() != nil {
 			return
@@ -377,15 +381,11 @@ func (s *Store) apply(evs []*mvccpb.Event, hdrRev int64) {
 				s.cfg.Feed.Reset(uint64(rc.rev))
 			}
 		case rc.hasFeed:
-			if s.cfg.Feed.Apply != nil {
-				s.cfg.Feed.Apply(watcher.ChangeSet{Rev: uint64(rc.rev), Changes: rc.recorded})
-			}
+			s.feed(watcher.ChangeSet{Rev: uint64(rc.rev), Changes: rc.recorded})
 		case len(rc.derived) > 0:
 			// A revision without our change set (a lease's expiry, a
 			// write by another tool): the changes derived from its keys.
-			if s.cfg.Feed.Apply != nil {
-				s.cfg.Feed.Apply(watcher.ChangeSet{Rev: uint64(rc.rev), Changes: rc.derived})
-			}
+			s.feed(watcher.ChangeSet{Rev: uint64(rc.rev), Changes: rc.derived})
 		}
 		s.setApplied(rc.rev)
 	}
@@ -469,9 +469,7 @@ func (s *Store) applyOwn(rev int64, members []*proposal) {
 		}
 	}
 	s.publish(&snapshot{tree: t.Clone(), rev: rev, feedMod: rev})
-	if s.cfg.Feed.Apply != nil {
-		s.cfg.Feed.Apply(watcher.ChangeSet{Rev: uint64(rev), Changes: changes})
-	}
+	s.feed(watcher.ChangeSet{Rev: uint64(rev), Changes: changes})
 	s.stats.ownApplied.Add(1)
 	s.setApplied(rev)
 }

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/provisiond/provisiond/state/internal/failpoint"
 	"github.com/provisiond/provisiond/state/store"
 	"github.com/provisiond/provisiond/watcher"
 )
@@ -390,11 +391,17 @@ func (s *Store) Update(ctx context.Context, fn func(store.Txn) error) (uint64, e
 		if p == nil {
 			return uint64(snap.rev), nil
 		}
+		if failpoint.Enabled && failpoint.Eval("store/commit") == failpoint.Early {
+			return s.commitLate(p, snap)
+		}
 		o := s.propose(ctx, p)
 		if o.err != nil {
 			return 0, s.fail(ctx, "commit", o.err)
 		}
 		if o.ok {
+			if failpoint.Enabled {
+				failpoint.Eval("store/reply")
+			}
 			// Durable (a quorum has it); return once this process has
 			// applied it, whatever the caller's context says now.
 			if err := s.waitLocal(ctx, o.rev); err != nil {

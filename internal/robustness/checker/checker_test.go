@@ -1,0 +1,192 @@
+package checker
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// w and r make operations of client c on register "machine/<e>#status"
+// (entity "machine/<e>") over [call, ret].
+func w(c int, e, v string, call, ret int64, out Outcome) Op {
+	return Op{Client: c, Register: "machine/" + e + "#status", Entity: "machine/" + e, Write: true, Value: v, Call: call, Return: ret, Outcome: out}
+}
+
+func r(c int, e, v string, call, ret int64) Op {
+	return Op{Client: c, Register: "machine/" + e + "#status", Entity: "machine/" + e, Value: v, Call: call, Return: ret, Outcome: OK}
+}
+
+// absent marks a read as finding nothing.
+func absent(op Op) Op { op.Absent = true; return op }
+
+// on sets the daemon an operation went through.
+func on(daemon string, op Op) Op { op.Daemon = daemon; return op }
+
+func d(next, recv int64, entities ...string) Delivery {
+	return Delivery{Next: next, Recv: recv, Entities: entities}
+}
+
+func stream(ds ...Delivery) Stream {
+	return Stream{Watcher: "w", Daemon: "a", Start: 0, Started: 1, Deliveries: ds, End: 1000, EndReason: EndStopped}
+}
+
+func kinds(as []Anomaly) string {
+	var ks []string
+	for _, a := range as {
+		ks = append(ks, a.Kind)
+	}
+	return strings.Join(ks, ",")
+}
+
+func TestCheckerHistories(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		h    History
+		want string // the anomaly kinds, in order ("" for none)
+	}{{
+		name: "good: writes, reads, concurrent read, one delivery per write",
+		h: History{Ops: []Op{
+			w(0, "0", "a", 5, 10, OK), r(1, "0", "a", 12, 14), w(0, "0", "b", 20, 30, OK),
+			r(1, "0", "a", 21, 25), // concurrent with b: may see a
+			r(1, "0", "b", 31, 35), w(0, "1", "x", 40, 45, OK),
+		}, Streams: []Stream{stream(d(1, 11, "machine/0"), d(11, 28, "machine/0"), d(28, 46, "machine/1"))}},
+	}, {
+		name: "good: two writes coalesced into one delivery, an unwatched entity",
+		h: History{Ops: []Op{w(0, "0", "a", 5, 10, OK), w(0, "0", "b", 11, 15, OK)},
+			Streams: []Stream{stream(d(1, 20, "machine/0", "model/x"))}},
+	}, {
+		name: "good: a write in doubt lands, later reads agree",
+		h: History{Ops: []Op{
+			w(0, "0", "a", 5, 10, OK), w(0, "0", "b", 20, 25, InDoubt), r(1, "0", "b", 40, 45), r(1, "0", "b", 50, 55),
+		}, Streams: []Stream{stream(d(1, 11, "machine/0"), d(11, 60, "machine/0"))}},
+	}, {
+		name: "good: a write in doubt that did not land, a failed write",
+		h: History{Ops: []Op{
+			w(0, "0", "a", 5, 10, OK), w(0, "0", "b", 20, 25, InDoubt), w(0, "0", "c", 26, 27, Failed), r(1, "0", "a", 40, 45),
+		}},
+	}, {
+		name: "good: a reset after a compaction; writes while no stream ran",
+		h: History{Ops: []Op{w(0, "0", "a", 5, 10, OK), w(0, "0", "b", 50, 55, OK)},
+			Streams: []Stream{{Watcher: "w", Daemon: "a", Start: 0, Started: 1, End: 40, EndReason: EndReset}},
+			Faults:  []Fault{{Kind: FaultCompact, At: 30}}},
+	}, {
+		name: "lost write: acknowledged, then read as never written",
+		h:    History{Ops: []Op{w(0, "0", "a", 5, 10, OK), w(0, "0", "b", 20, 30, OK), r(1, "0", "a", 40, 45)}},
+		want: NotLinearizable,
+	}, {
+		name: "stale read: a read after a read that saw the newer value",
+		h: History{Ops: []Op{
+			w(0, "0", "a", 5, 10, OK), w(0, "0", "b", 20, 100, InDoubt), r(1, "0", "b", 30, 35), r(2, "0", "a", 40, 45),
+		}},
+		want: NotLinearizable,
+	}, {
+		name: "good: a read through another daemon misses a write for a moment",
+		h: History{Ops: []Op{
+			on("d1", w(0, "0", "a", 5, 10, OK)), on("d1", w(0, "0", "b", 20, 25, OK)), on("d2", r(1, "0", "a", 30, 35)),
+			on("d2", r(1, "0", "b", 40, 45)),
+		}},
+	}, {
+		name: "stale read: a daemon's reads go back",
+		h: History{Ops: []Op{
+			on("d1", w(0, "0", "a", 5, 10, OK)), on("d1", w(0, "0", "b", 20, 25, OK)), on("d2", r(1, "0", "b", 30, 35)),
+			on("d2", r(1, "0", "a", 40, 45)),
+		}},
+		want: NotLinearizable,
+	}, {
+		name: "stale read: a daemon misses a write that returned before one it acknowledged",
+		h: History{Ops: []Op{
+			on("d1", w(0, "0", "a", 0, 2, OK)), on("d1", w(0, "0", "b", 5, 10, OK)), on("d2", w(2, "1", "x", 12, 15, OK)),
+			on("d2", r(1, "0", "a", 20, 25)),
+		}},
+		want: NotLinearizable,
+	}, {
+		name: "good: a daemon finds nothing before it has seen an addition",
+		h: History{Ops: []Op{
+			on("d1", w(0, "0", "alive", 5, 10, OK)), on("d2", absent(r(1, "0", "removed", 12, 15))),
+			on("d2", r(1, "0", "alive", 20, 25)), on("d1", w(0, "0", "removed", 30, 35, OK)),
+			on("d2", absent(r(1, "0", "removed", 40, 45))),
+		}},
+	}, {
+		name: "stale read: a daemon finds nothing after it read the addition",
+		h: History{Ops: []Op{
+			on("d1", w(0, "0", "alive", 5, 10, OK)), on("d2", r(1, "0", "alive", 20, 25)),
+			on("d2", absent(r(1, "0", "removed", 30, 35))), on("d1", w(0, "0", "removed", 40, 45, OK)),
+		}},
+		want: NotLinearizable,
+	}, {
+		name: "duplicate delivery: one write delivered twice",
+		h: History{Ops: []Op{w(0, "0", "a", 5, 10, OK)},
+			Streams: []Stream{stream(d(1, 12, "machine/0"), d(12, 30, "machine/0"))}},
+		want: UnjustifiedDeliv,
+	}, {
+		name: "invented delivery: an entity delivered before any write of it",
+		h: History{Ops: []Op{w(0, "0", "a", 50, 60, OK)},
+			Streams: []Stream{stream(d(1, 20, "machine/0"), d(20, 70, "machine/0"))}},
+		want: UnjustifiedDeliv,
+	}, {
+		name: "reordered delivery: a later write delivered before an earlier one",
+		h: History{Ops: []Op{w(0, "0", "a", 5, 10, OK), w(0, "1", "b", 15, 20, OK)},
+			Streams: []Stream{stream(d(1, 25, "machine/1"), d(25, 30, "machine/0"))}},
+		want: Reordered,
+	}, {
+		name: "lost delivery: a Next past the write returns without it",
+		h: History{Ops: []Op{w(0, "0", "a", 5, 10, OK), w(1, "1", "b", 20, 25, OK)},
+			Streams: []Stream{stream(d(12, 40, "machine/1"))}},
+		want: LostDelivery,
+	}, {
+		name: "reset without a compaction",
+		h: History{Streams: []Stream{{Watcher: "w", Daemon: "a", Start: 0, Started: 1, End: 40, EndReason: EndReset}},
+			Faults: []Fault{{Kind: FaultCompact, At: 50}, {Kind: "kill-daemon", At: 20}}},
+		want: UnexpectedReset,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Check(&tc.h)
+			if kinds(got) != tc.want {
+				t.Fatalf("anomalies %q, want %q: %v", kinds(got), tc.want, got)
+			}
+		})
+	}
+}
+
+// TestHistoryRoundTrip: a history saved as JSON reads back whole.
+func TestHistoryRoundTrip(t *testing.T) {
+	h := &History{Seed: 7, Ops: []Op{w(0, "0", "a", 5, 10, InDoubt)},
+		Streams: []Stream{stream(d(1, 12, "machine/0"))}, Faults: []Fault{{Kind: FaultCompact, At: 3}}}
+	path := filepath.Join(t.TempDir(), "h.json")
+	if err := h.Write(path); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Seed != 7 || len(got.Ops) != 1 || got.Ops[0] != h.Ops[0] || len(got.Streams[0].Deliveries) != 1 || got.Faults[0] != h.Faults[0] {
+		t.Fatalf("read back %+v", got)
+	}
+	if s := Summarize(got).String(); !strings.Contains(s, "1 watch streams (1 deliveries") {
+		t.Fatalf("summary %s", s)
+	}
+}
+
+// TestCheckSavedHistory checks the history file $ROBUSTNESS_HISTORY (one a
+// failing run wrote) again, printing its anomalies: for working on the
+// checker or a bug it found. Skipped without it.
+func TestCheckSavedHistory(t *testing.T) {
+	path := os.Getenv("ROBUSTNESS_HISTORY")
+	if path == "" {
+		t.Skip("ROBUSTNESS_HISTORY names no history file")
+	}
+	h, err := Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	as := Check(h)
+	for _, a := range as {
+		t.Log(a)
+	}
+	t.Logf("seed %d: %s; %d anomalies", h.Seed, Summarize(h), len(as))
+	if len(as) > 0 {
+		t.Fail()
+	}
+}

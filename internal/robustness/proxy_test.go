@@ -1,0 +1,69 @@
+package robustness
+
+import (
+	"bufio"
+	"net"
+	"testing"
+	"time"
+)
+
+// TestProxyBlocksAndHeals: bytes pass through the proxy; blocked, none do
+// (the sockets stay open); healed, what was sent meanwhile arrives.
+func TestProxyBlocksAndHeals(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() { // the echo server: ends with the listener
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { // ends with the connection
+				defer c.Close()
+				r := bufio.NewReader(c)
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					if _, err := c.Write([]byte(line)); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	p, err := newProxy("http://" + ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+	c, err := net.Dial("tcp", p.ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := bufio.NewReader(c)
+	echo := func(s string, within time.Duration) (string, error) {
+		if _, err := c.Write([]byte(s + "\n")); err != nil {
+			return "", err
+		}
+		_ = c.SetReadDeadline(time.Now().Add(within))
+		return r.ReadString('\n')
+	}
+	if got, err := echo("one", 10*time.Second); err != nil || got != "one\n" {
+		t.Fatalf("through the proxy: %q, %v", got, err)
+	}
+	p.block(true)
+	if got, err := echo("two", 200*time.Millisecond); err == nil {
+		t.Fatalf("blocked, yet %q came back", got)
+	}
+	p.block(false)
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if got, err := r.ReadString('\n'); err != nil || got != "two\n" {
+		t.Fatalf("healed: %q, %v; want what was sent while blocked", got, err)
+	}
+}
