@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/provisiond/provisiond/internal/backup"
+	"github.com/provisiond/provisiond/internal/controllerstore"
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/internal/progress"
 )
@@ -200,7 +200,7 @@ etcd flags are migrate's); daemons started there serve the controller.`,
 			if to == daemon.StoreEtcd {
 				return restoreToEtcd(cmd.Context(), e, archive, file, &ef, allowUnverified)
 			}
-			made := missingDirs(dataDir)
+			made := controllerstore.MissingDirs(dataDir)
 			if err := backup.Restore(archive, dataDir, backup.RestoreOptions{Force: force, AllowUnverified: allowUnverified}); err != nil {
 				// Leave no half-made data dir: remove the directories
 				// restore made (deepest first; os.Remove keeps any that
@@ -221,19 +221,4 @@ etcd flags are migrate's); daemons started there serve the controller.`,
 	ef.bind(cmd.Flags(), e.getenv)
 	keys.restoreFlags(cmd.Flags(), e)
 	return cmd
-}
-
-// missingDirs lists dir and those of its parents that do not exist,
-// deepest first.
-func missingDirs(dir string) []string {
-	var out []string
-	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
-		if _, err := os.Lstat(d); err == nil || !errors.Is(err, fs.ErrNotExist) {
-			return out
-		}
-		out = append(out, d)
-		if filepath.Dir(d) == d {
-			return out
-		}
-	}
 }

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -206,4 +209,20 @@ func (e EtcdConfig) PrefixOrDefault() string {
 		return etcdstore.DefaultPrefix
 	}
 	return e.Prefix
+}
+
+// MissingDirs lists dir and those of its parents that do not exist,
+// deepest first: what a tool that makes a data dir (restore, migrate)
+// removes again when it fails, so that it leaves no half-made data dir.
+func MissingDirs(dir string) []string {
+	var out []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); err == nil || !errors.Is(err, fs.ErrNotExist) {
+			return out
+		}
+		out = append(out, d)
+		if filepath.Dir(d) == d {
+			return out
+		}
+	}
 }

@@ -530,7 +530,7 @@ func migrateToDataDir(ctx context.Context, cfg Config, src *state.State, id stat
 	if err := checkDataDirTarget(dir); err != nil {
 		return err
 	}
-	made := missingDirs(dir)
+	made := controllerstore.MissingDirs(dir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
@@ -723,19 +723,4 @@ func fileSHA256(path string) (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
-// missingDirs lists dir and those of its parents that do not exist,
-// deepest first.
-func missingDirs(dir string) []string {
-	var out []string
-	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
-		if _, err := os.Lstat(d); err == nil || !errors.Is(err, fs.ErrNotExist) {
-			return out
-		}
-		out = append(out, d)
-		if filepath.Dir(d) == d {
-			return out
-		}
-	}
 }
