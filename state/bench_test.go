@@ -96,6 +96,19 @@ func BenchmarkModel(b *testing.B) {
 	}
 }
 
+// BenchmarkModelHead is State.ModelHead of the default model: State.Model
+// without the copy of its config (ModelAdmin.AddMachines).
+func BenchmarkModelHead(b *testing.B) {
+	st := statetest.New(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		m, err := st.ModelHead(b.Context(), statetest.DefaultModelUUID)
+		if err != nil || m.Name != "default" {
+			b.Fatal(m, err)
+		}
+	}
+}
+
 // BenchmarkSetMachineStatus is State.SetMachineStatuses of one machine's
 // agent status, the Provisioner's SetStatus (provisionbench write --op
 // status at one writer): a lone write, committed on the caller's goroutine

@@ -97,6 +97,24 @@ func (st *State) Model(ctx context.Context, uuid string) (Model, error) {
 	return d.model(), nil
 }
 
+// ModelHead returns the model with the given UUID without its config
+// (Config nil): its identity, type and life, for a caller that reads no
+// config. A model's config is some 70 values, copied for every caller of
+// Model; ModelAdmin.AddMachines, the write of every added machine, needs
+// none of them.
+func (st *State) ModelHead(ctx context.Context, uuid string) (Model, error) {
+	var h modelHead
+	err := st.view(ctx, func(r reader) error {
+		var err error
+		h, err = getModelHead(r, uuid)
+		return err
+	})
+	if err != nil {
+		return Model{}, err
+	}
+	return Model{UUID: h.UUID, Name: h.Name, Type: h.Type, Life: h.Life}, nil
+}
+
 // ModelByName returns the model with the given name.
 func (st *State) ModelByName(ctx context.Context, name string) (Model, error) {
 	var d modelDoc

@@ -193,6 +193,11 @@ func TestModelReadsAreCurrentAndPrivate(t *testing.T) {
 			if err != nil || got.Config["k"] != want || got.Name != "prod" || got.Life != state.Alive {
 				t.Fatalf("Model after setting k=%s: %+v, %v", want, got, err)
 			}
+			head, err := st.ModelHead(t.Context(), m.UUID)
+			if err != nil || head.UUID != m.UUID || head.Name != "prod" || head.Type != state.ModelTypeIAAS ||
+				head.Life != state.Alive || head.Config != nil {
+				t.Fatalf("ModelHead after setting k=%s: %+v, %v", want, head, err)
+			}
 			got.Config["k"] = "scribbled"
 			got.Config["new"] = "scribbled"
 			byName, err := st.ModelByName(t.Context(), "prod")
@@ -207,5 +212,8 @@ func TestModelReadsAreCurrentAndPrivate(t *testing.T) {
 	}
 	if _, err := st.Model(t.Context(), m.UUID); !errors.Is(err, errors.NotFound) {
 		t.Errorf("Model after removal: %v", err)
+	}
+	if _, err := st.ModelHead(t.Context(), m.UUID); !errors.Is(err, errors.NotFound) {
+		t.Errorf("ModelHead after removal: %v", err)
 	}
 }

@@ -48,7 +48,13 @@ const (
 // was added (the model or host changed meanwhile), the error names the
 // machines already added.
 func (a *ModelAdmin) AddMachines(ctx context.Context, args params.AddMachinesArgs) (params.AddMachinesResult, error) {
-	m, err := a.model(ctx, args.Model)
+	// Only disks without a pool read the config (the model's default
+	// block source): the model's head is what every other add needs.
+	read := a.modelHead
+	if len(args.Disks) > 0 {
+		read = a.model
+	}
+	m, err := read(ctx, args.Model)
 	if err != nil {
 		return params.AddMachinesResult{}, err
 	}

@@ -83,14 +83,26 @@ func New(c *facade.Context) (*ModelAdmin, error) {
 // -m), see the package documentation for the empty name. A UUID that is
 // no model's is tried as a name (a name may look like a UUID).
 func (a *ModelAdmin) model(ctx context.Context, name string) (state.Model, error) {
+	return a.findModel(ctx, name, a.st.Model)
+}
+
+// modelHead is model without the model's config (Config nil) when name is
+// empty or a UUID: for a method that reads no config.
+func (a *ModelAdmin) modelHead(ctx context.Context, name string) (state.Model, error) {
+	return a.findModel(ctx, name, a.st.ModelHead)
+}
+
+// findModel is model, reading a model by UUID with byUUID.
+func (a *ModelAdmin) findModel(ctx context.Context, name string,
+	byUUID func(context.Context, string) (state.Model, error)) (state.Model, error) {
 	if name == "" {
 		if !a.ctx.ControllerOnly {
-			return a.st.Model(ctx, a.ctx.Model.UUID)
+			return byUUID(ctx, a.ctx.Model.UUID)
 		}
 		name = state.DefaultModelName
 	}
 	if state.IsValidUUID(name) {
-		m, err := a.st.Model(ctx, name)
+		m, err := byUUID(ctx, name)
 		if !errors.Is(err, errors.NotFound) {
 			return m, err
 		}
