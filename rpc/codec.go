@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
+	"sync"
+	"sync/atomic"
 
 	"github.com/provisiond/provisiond/rpc/internal/jsonscan"
 )
@@ -195,7 +198,36 @@ const maxVersion = 1<<31 - 1
 
 func plainStringValue(data []byte, i int) (string, int, bool) {
 	s, j, ok := jsonscan.PlainString(data, i)
+	if m := interned.Load(); m != nil {
+		if name, found := (*m)[string(s)]; found { // no allocation for the lookup
+			return name, j, ok
+		}
+	}
 	return string(s), j, ok
+}
+
+// interned holds the names of every registered facade and method, each
+// its own key and value: a request's "type" and "request" that name them
+// (nearly all do) decode to these strings instead of new ones, two
+// allocations fewer per call. It is replaced whole, never modified, so
+// decoders read it without a lock.
+var interned atomic.Pointer[map[string]string]
+
+// internMu serialises internNames.
+var internMu sync.Mutex
+
+// internNames adds names to interned (Register, once per facade version).
+func internNames(names []string) {
+	internMu.Lock()
+	defer internMu.Unlock()
+	next := map[string]string{}
+	if m := interned.Load(); m != nil {
+		maps.Copy(next, *m)
+	}
+	for _, n := range names {
+		next[n] = n
+	}
+	interned.Store(&next)
 }
 
 // isRequest says whether h is a request. Anything else is taken as a reply

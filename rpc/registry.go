@@ -77,6 +77,11 @@ func Register[C, F any](r *Registry[C], name string, version int, newF func(C) (
 	def := &facadeDef[C]{name: name, version: version, methods: make(map[string]*Method[C])}
 	methods(&Methods[C, F]{def: def, newF: newF})
 	versions[version] = def
+	names := []string{name}
+	for m := range def.methods {
+		names = append(names, m)
+	}
+	internNames(names)
 }
 
 func (m *Methods[C, F]) add(name string, params reflect.Type, call func(context.Context, C, json.RawMessage) (any, error)) {
