@@ -30,8 +30,9 @@ type header struct {
 
 	// Set by the connection for a call it runs: the message's size and
 	// the call's context (limits.go).
-	size int64
-	cc   callCtx
+	size   int64
+	cc     callCtx
+	caller Caller // what runs it
 }
 
 // request is what routes h's call.

@@ -419,8 +419,17 @@ func (c *Conn) dispatch(h *header, size int64) bool {
 	c.mu.Unlock()
 	h.size = size
 	h.cc = callCtx{Context: c.ctx, conn: c}
-	c.srv.workers.run(func() { c.run(h, call) })
+	h.caller = call
+	c.srv.workers.runTask(h) // h.runTask
 	return true
+}
+
+// runTask runs the call of h on a worker (dispatch): the connection's run.
+// h lets the Caller go: a Later call holds h until it is answered.
+func (h *header) runTask() {
+	call := h.caller
+	h.caller = nil
+	h.cc.conn.run(h, call)
 }
 
 // run is a call's handler, on a worker: it calls the method and queues

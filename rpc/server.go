@@ -306,7 +306,7 @@ const workerIdle = 2 * time.Second
 // an idle daemon holds none; the runtime's GC shrinks the stacks of
 // workers blocked in long calls (watcher Next).
 type workerPool struct {
-	work     chan func() // unbuffered: a send succeeds only if a worker is idle
+	work     chan task // unbuffered: a send succeeds only if a worker is idle
 	quit     chan struct{}
 	quitOnce sync.Once
 	idle     time.Duration
@@ -314,29 +314,42 @@ type workerPool struct {
 }
 
 func newWorkerPool(idle time.Duration) *workerPool {
-	return &workerPool{work: make(chan func()), quit: make(chan struct{}), idle: idle}
+	return &workerPool{work: make(chan task), quit: make(chan struct{}), idle: idle}
 }
+
+// task is what a worker runs: a call (*header, which holds what its run
+// needs, so a call costs no closure) or a function (funcTask).
+type task interface{ runTask() }
+
+// funcTask is a function as a task (a func value is one pointer: it
+// becomes a task without an allocation).
+type funcTask func()
+
+func (f funcTask) runTask() { f() }
 
 // run runs fn on an idle worker, or on a new one if none is idle. It never
 // waits.
-func (p *workerPool) run(fn func()) {
+func (p *workerPool) run(fn func()) { p.runTask(funcTask(fn)) }
+
+// runTask is run for a task.
+func (p *workerPool) runTask(t task) {
 	select {
-	case p.work <- fn:
+	case p.work <- t:
 	default:
-		go p.worker(fn)
+		go p.worker(t)
 	}
 }
 
-func (p *workerPool) worker(fn func()) {
+func (p *workerPool) worker(first task) {
 	p.live.Add(1)
 	defer p.live.Add(-1)
-	fn()
+	first.runTask()
 	t := time.NewTimer(p.idle)
 	defer t.Stop()
 	for {
 		select {
-		case fn := <-p.work:
-			fn()
+		case next := <-p.work:
+			next.runTask()
 			t.Reset(p.idle)
 		case <-t.C:
 			return
