@@ -479,7 +479,7 @@ func (c *Conn) await(h *header, l *Later, start time.Time) {
 func (c *Conn) startLater(lc *laterCall, l *Later) (err error) {
 	var res any
 	defer c.recoverPanic(lc.h, &res, &err)
-	l.start(&lc.h.cc, lc.reply)
+	l.begin(&lc.h.cc, lc.reply)
 	return nil
 }
 

@@ -204,7 +204,11 @@ func HandleNone[C, F any](m *Methods[C, F], name string, fn func(F, context.Cont
 // change without a goroutine waiting on its behalf. The connection keeps
 // the call's MaxRequests slot until the reply is sent.
 type Later struct {
-	start func(ctx context.Context, reply func(any, error))
+	// start starts the call of f (the facade's instance, or LaterFunc's
+	// function): one function per method, made at registration, so that
+	// a call's Later is its one allocation.
+	start func(f any, ctx context.Context, reply func(any, error))
+	f     any
 	// mapErr, if set, maps the reply's error (MapErr).
 	mapErr func(req Request, err error) error
 }
@@ -213,18 +217,26 @@ type Later struct {
 // Registry: start must see to it that reply is called exactly once, from
 // any goroutine; reply never blocks.
 func LaterFunc(start func(ctx context.Context, reply func(any, error))) *Later {
-	return &Later{start: start}
+	return &Later{start: startFunc, f: start}
 }
+
+// startFunc is the start of a LaterFunc's Later: f is its function.
+func startFunc(f any, ctx context.Context, reply func(any, error)) {
+	f.(func(context.Context, func(any, error)))(ctx, reply)
+}
+
+// begin runs l's start.
+func (l *Later) begin(ctx context.Context, reply func(any, error)) { l.start(l.f, ctx, reply) }
 
 // Start runs the call outside a connection (tests, in-process callers):
 // reply is called exactly once, from any goroutine, and must not block.
 // Its error has been through MapErr's function, with a zero Request.
 func (l *Later) Start(ctx context.Context, reply func(any, error)) {
 	if l.mapErr == nil {
-		l.start(ctx, reply)
+		l.begin(ctx, reply)
 		return
 	}
-	l.start(ctx, func(res any, err error) {
+	l.begin(ctx, func(res any, err error) {
 		if err != nil {
 			err = l.mapErr(Request{}, err)
 		}
@@ -252,20 +264,21 @@ func (l *Later) MapErr(f func(req Request, err error) error) *Later {
 // encoded and written on a worker goroutine). Params sent are ignored.
 func HandleLater[C, F, R any](m *Methods[C, F], name string, fn func(F, context.Context, func(R, error))) {
 	newF := m.newF
+	start := func(f any, ctx context.Context, reply func(any, error)) {
+		fn(f.(F), ctx, func(r R, err error) {
+			if err != nil {
+				reply(nil, err)
+				return
+			}
+			reply(r, nil)
+		})
+	}
 	m.add(name, nil, func(_ context.Context, c C, _ json.RawMessage) (any, error) {
 		f, err := newF(c)
 		if err != nil {
 			return nil, err
 		}
-		return &Later{start: func(ctx context.Context, reply func(any, error)) {
-			fn(f, ctx, func(r R, err error) {
-				if err != nil {
-					reply(nil, err)
-					return
-				}
-				reply(r, nil)
-			})
-		}}, nil
+		return &Later{start: start, f: f}, nil
 	})
 }
 

@@ -24,6 +24,11 @@ func (f *testFacade) Who(context.Context) (params.StringResult, error) {
 }
 func (f *testFacade) Nothing(context.Context) error { return nil }
 
+// Wait is a Later method that replies at once, with the caller's name.
+func (f *testFacade) Wait(_ context.Context, reply func(params.StringResult, error)) {
+	reply(params.StringResult{Result: f.c.name}, nil)
+}
+
 func newTestRegistry() *Registry[*testCtx] {
 	r := NewRegistry[*testCtx]()
 	Register(r, "Test", 2, func(c *testCtx) (*testFacade, error) { return &testFacade{c: c}, nil },
@@ -31,6 +36,7 @@ func newTestRegistry() *Registry[*testCtx] {
 			Handle(m, "Echo", (*testFacade).Echo)
 			HandleNoArgs(m, "Who", (*testFacade).Who)
 			HandleNone(m, "Nothing", (*testFacade).Nothing)
+			HandleLater(m, "Wait", (*testFacade).Wait)
 		})
 	return r
 }
@@ -85,8 +91,44 @@ func TestRegistryCall(t *testing.T) {
 	if got := r.Facades(); len(got) != 1 || got[0].Name != "Test" || got[0].Versions[0] != 2 {
 		t.Errorf("Facades() = %+v", got)
 	}
-	if got := r.MethodNames("Test", 2); len(got) != 3 {
+	if got := r.MethodNames("Test", 2); len(got) != 4 {
 		t.Errorf("MethodNames = %v", got)
+	}
+	wait, _ := r.Find("Test", 2, "Wait")
+	res, err = wait.Call(context.Background(), &testCtx{name: "later"}, nil)
+	l, ok := res.(*Later)
+	if err != nil || !ok {
+		t.Fatalf("Wait = %v, %v; want a Later", res, err)
+	}
+	var got any
+	l.Start(context.Background(), func(res any, err error) { got = res })
+	if got.(params.StringResult).Result != "later" {
+		t.Errorf("Wait replied %v", got)
+	}
+}
+
+// BenchmarkHandleLater is a HandleLater method's call and reply, as a
+// watcher's Next is answered (the connection's part aside): the facade
+// made, its Later, the reply's result boxed.
+func BenchmarkHandleLater(b *testing.B) {
+	r := newTestRegistry()
+	wait, err := r.Find("Test", 2, "Wait")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, tc := context.Background(), &testCtx{name: "0/lxd/1"}
+	var got any
+	reply := func(res any, _ error) { got = res }
+	b.ReportAllocs()
+	for b.Loop() {
+		res, err := wait.Call(ctx, tc, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		res.(*Later).Start(ctx, reply)
+	}
+	if got.(params.StringResult).Result != "0/lxd/1" {
+		b.Fatal(got)
 	}
 }
 
