@@ -78,6 +78,10 @@ func run(t *testing.T, cfg robustness.Config) robustness.Result {
 		t.Log(robustness.Report(res))
 	}
 	if err != nil {
+		if res.History != nil {
+			path, werr := robustness.WriteHistory(res.History)
+			t.Fatalf("seed %d: %v; history in %s (%v)", cfg.Seed, err, path, werr)
+		}
 		t.Fatalf("seed %d: %v", cfg.Seed, err)
 	}
 	return res

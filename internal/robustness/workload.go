@@ -286,10 +286,14 @@ func (w *workload) reader(ctx context.Context, admin, agent *session) {
 // own, so these reads catch any acknowledged write lost. Then it waits
 // until every watcher has delivered the last of those writes (which
 // shows each stream got past every earlier write). Calls are tried again
-// (each try recorded) until they succeed or settleWait has passed: the
-// daemons and etcd may still be recovering from the last fault.
+// (each try recorded) until they succeed or the settle budget has passed
+// (settleBudget): the daemons and etcd may still be recovering from the
+// last fault.
 func (w *workload) settle(ctx context.Context, watchers []*watcherRun) error {
-	ctx, cancel := context.WithTimeout(ctx, settleWait)
+	w.mu.Lock()
+	nregs := len(w.regs)
+	w.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, settleBudget(nregs, len(w.h.daemons)))
 	defer cancel()
 	var after int64 // the last final write's call
 	for i, d := range w.h.daemons {
@@ -315,28 +319,8 @@ func (w *workload) settle(ctx context.Context, watchers []*watcherRun) error {
 		w.mu.Lock()
 		regs := append([]reg(nil), w.regs...)
 		w.mu.Unlock()
-		for _, r := range regs {
-			ss := s
-			if r.agent {
-				ss = sa
-			}
-			err := retry(ctx, func() error {
-				var v readValue
-				call := w.h.rec.begin(ss.id, r.name, r.entity, false, "")
-				err := ss.do(ctx, func(ctx context.Context, c *client.Conn) error {
-					var err error
-					v, err = r.read(ctx, c)
-					return err
-				})
-				if err == nil && !v.skip {
-					call.op.Absent = v.absent
-					call.end(ss.daemon, nil, v.v)
-				}
-				return err
-			})
-			if err != nil {
-				return fmt.Errorf("final read of %s through %s: %w", r.name, d.name, err)
-			}
+		if err := w.finalReads(ctx, i, d, regs); err != nil {
+			return err
 		}
 		s.close()
 		sa.close()
@@ -351,6 +335,78 @@ func (w *workload) settle(ctx context.Context, watchers []*watcherRun) error {
 }
 
 // retry calls fn until it succeeds or ctx ends (then its last error).
+// finalReaders is how many sessions read the registers through one daemon
+// at the end of a run, each its own connection (as many as a long run's
+// tens of thousands of registers need to be read in seconds, not minutes).
+const finalReaders = 8
+
+// settleBudget is how long the settle phase may take: settleWait, plus
+// what reading every register through every daemon costs a loaded box
+// (10 ms a read, spread over finalReaders), so a long run's many
+// registers do not run the final reads out of time.
+func settleBudget(regs, daemons int) time.Duration {
+	return settleWait + time.Duration(regs*daemons/finalReaders)*10*time.Millisecond
+}
+
+// finalReads reads every register in regs through daemon d (the i-th),
+// finalReaders sessions at a time, each read tried again until it
+// succeeds or ctx ends; it returns the first read that never succeeded.
+func (w *workload) finalReads(ctx context.Context, i int, d *daemon, regs []reg) error {
+	next := make(chan reg)
+	errs := make(chan error, finalReaders)
+	var wg sync.WaitGroup
+	for k := range finalReaders {
+		s := &session{h: w.h, id: 10000 + 100*i + 2*k, fixed: d}
+		sa := &session{h: w.h, id: 10000 + 100*i + 2*k + 1, agent: true, fixed: d}
+		wg.Go(func() {
+			defer s.close()
+			defer sa.close()
+			for r := range next {
+				ss := s
+				if r.agent {
+					ss = sa
+				}
+				err := retry(ctx, func() error {
+					var v readValue
+					call := w.h.rec.begin(ss.id, r.name, r.entity, false, "")
+					err := ss.do(ctx, func(ctx context.Context, c *client.Conn) error {
+						var err error
+						v, err = r.read(ctx, c)
+						return err
+					})
+					if err == nil && !v.skip {
+						call.op.Absent = v.absent
+						call.end(ss.daemon, nil, v.v)
+					}
+					return err
+				})
+				if err != nil {
+					errs <- fmt.Errorf("final read of %s through %s: %w", r.name, d.name, err)
+					return
+				}
+			}
+		})
+	}
+	func() {
+		defer close(next)
+		for _, r := range regs {
+			select {
+			case next <- r:
+			case err := <-errs:
+				errs <- err
+				return
+			}
+		}
+	}()
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return err
+	default:
+		return nil
+	}
+}
+
 func retry(ctx context.Context, fn func() error) error {
 	for {
 		err := fn()
