@@ -44,6 +44,10 @@ type Config struct {
 	// Failpoints says Provisiond was built with -tags failpoints: the
 	// faults then include crashes at the stores' failpoints.
 	Failpoints bool
+	// FaultKinds, if set, are the only fault kinds drawn (FaultKinds and
+	// FaultCrashAt+POINT); else every kind is (crashes at failpoints only
+	// with Failpoints).
+	FaultKinds []string
 	// NoFaults runs the workload without injecting any (a baseline).
 	NoFaults bool
 	// Logf, if set, logs the run's progress.
@@ -189,10 +193,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	var wg sync.WaitGroup
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	watchers := make([]*watcherRun, len(h.daemons))
-	for i, d := range h.daemons {
-		watchers[i] = &watcherRun{h: h, d: d, name: "watch-" + d.name}
-		wg.Go(func() { watchers[i].run(watchCtx) })
+	var watchers []*watcherRun
+	for _, d := range h.daemons {
+		for _, wr := range w.newWatchers(d) {
+			watchers = append(watchers, wr)
+			wg.Go(func() { wr.run(watchCtx, w) })
+		}
 	}
 	var workers sync.WaitGroup
 	w.start(runCtx, &workers)
@@ -278,6 +284,13 @@ func (h *harness) stopDaemons() {
 	}
 }
 
+// resetLinks closes d's connections to every member.
+func (d *daemon) resetLinks() {
+	for _, p := range d.proxies {
+		p.reset()
+	}
+}
+
 // closeProxies ends every daemon's links (after the daemons).
 func (h *harness) closeProxies() {
 	for _, d := range h.daemons {
@@ -290,9 +303,14 @@ func (h *harness) closeProxies() {
 // dial connects to daemon d and logs in: as the admin user (agent false)
 // or as the controller agent, on the default model.
 func (h *harness) dial(ctx context.Context, d *daemon, agent bool) (*client.Conn, error) {
+	return h.dialModel(ctx, d, agent, h.creds.DefaultModelUUID)
+}
+
+// dialModel is dial on the model whose UUID is model.
+func (h *harness) dialModel(ctx context.Context, d *daemon, agent bool, model string) (*client.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	c, err := client.Dial(ctx, client.Config{Addr: d.addr, ModelUUID: h.creds.DefaultModelUUID,
+	c, err := client.Dial(ctx, client.Config{Addr: d.addr, ModelUUID: model,
 		CACert: []byte(h.creds.CACert), DialTimeout: callTimeout})
 	if err != nil {
 		return nil, err

@@ -137,6 +137,17 @@ func (p *proxy) block(b bool) {
 	p.cond.Broadcast()
 }
 
+// reset closes every connection through the proxy (as a member's restart
+// would end them); new ones are made as usual.
+func (p *proxy) reset() {
+	p.mu.Lock()
+	for c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
+	p.cond.Broadcast()
+}
+
 // close stops the proxy and waits for its goroutines.
 func (p *proxy) close() {
 	p.mu.Lock()

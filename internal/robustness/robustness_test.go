@@ -78,6 +78,10 @@ func run(t *testing.T, cfg robustness.Config) robustness.Result {
 		t.Log(robustness.Report(res))
 	}
 	if err != nil {
+		if res.History != nil {
+			path, herr := robustness.WriteHistory(res.History)
+			t.Logf("history in %s (%v)", path, herr)
+		}
 		t.Fatalf("seed %d: %v", cfg.Seed, err)
 	}
 	return res
