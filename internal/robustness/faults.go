@@ -20,7 +20,7 @@ const (
 	FaultPauseFollower = "pause-follower" // the same of a follower
 	FaultKillDaemon    = "kill-daemon"    // SIGKILL of a daemon, restarted on its data dir
 	FaultPauseDaemon   = "pause-daemon"   // SIGSTOP of a daemon (at times past its lease), SIGCONT later
-	FaultPartition     = "partition"      // a daemon cut off from every member (proxy.go), healed later
+	FaultPartition     = "partition"      // a daemon cut off from every member (netns.go or proxy.go), healed later
 	FaultResetLinks    = "reset-links"    // a daemon's connections to every member closed at once (proxy.go): its etcd watch starts again
 	FaultCompact       = checker.FaultCompact
 	// FaultCrashAt is the prefix of a crash at a failpoint: a daemon
@@ -157,15 +157,12 @@ func (h *harness) inject(ctx context.Context, kind string, hold time.Duration, p
 		d := h.daemons[pick%len(h.daemons)]
 		f.Target, f.Daemon = d.name, d.name
 		f.At = h.now()
-		for _, p := range d.proxies {
-			p.block(true)
+		if err := d.partition(true); err != nil {
+			return f, err
 		}
 		wait()
 		f.Healed = h.now()
-		for _, p := range d.proxies {
-			p.block(false)
-		}
-		return f, nil
+		return f, d.partition(false)
 	case FaultResetLinks:
 		d := h.daemons[pick%len(h.daemons)]
 		f.Target, f.Daemon = d.name, d.name
@@ -208,9 +205,7 @@ func (h *harness) healAll(ctx context.Context) error {
 		}
 	}
 	for _, d := range h.daemons {
-		for _, p := range d.proxies {
-			p.block(false)
-		}
+		errs = append(errs, d.partition(false))
 		d.mu.Lock()
 		p, paused := d.proc, d.paused
 		d.paused = false

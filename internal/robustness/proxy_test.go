@@ -36,7 +36,7 @@ func TestProxyBlocksAndHeals(t *testing.T) {
 			}()
 		}
 	}()
-	p, err := newProxy("http://" + ln.Addr().String())
+	p, err := newProxy("127.0.0.1", "http://"+ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestProxyReset(t *testing.T) {
 			}()
 		}
 	}()
-	p, err := newProxy("http://" + ln.Addr().String())
+	p, err := newProxy("127.0.0.1", "http://"+ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
