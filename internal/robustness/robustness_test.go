@@ -99,7 +99,7 @@ func TestRobustness(t *testing.T) {
 	provisiond, etcd := bins(t)
 	res := run(t, robustness.Config{Provisiond: provisiond, Etcd: etcd, Dir: t.TempDir(), Failpoints: true,
 		NoNetns: os.Getenv("ROBUSTNESS_NETNS") == "off",
-		Seed: seed(t), Duration: duration(t, 60*time.Second), Logf: logf(t)})
+		Seed:    seed(t), Duration: duration(t, 60*time.Second), Logf: logf(t)})
 	if len(res.Anomalies) > 0 {
 		path, err := robustness.WriteHistory(res.History)
 		t.Fatalf("seed %d: %d anomalies; history in %s (%v)", res.History.Seed, len(res.Anomalies), path, err)
