@@ -71,6 +71,10 @@ const (
 	callTimeout  = 5 * time.Second  // one API call or dial (etcd requests time out after 2s)
 	leaseTTL     = 2 * time.Second  // the daemons' --etcd-lease-ttl
 	settleWait   = 60 * time.Second // the final reads and the watchers' last delivery
+	// agreeWait bounds the rounds of final reads until the daemons agree:
+	// every daemon has applied everything by its barrier write, so only a
+	// write a resumed daemon sent late may still be landing.
+	agreeWait = 10 * time.Second
 )
 
 // harness is one run's state.

@@ -400,7 +400,7 @@ func (w *workload) reader(ctx context.Context, admin, agent *session) {
 //     it acknowledged its own, so these reads catch any acknowledged
 //     write lost;
 //  3. reads every register still there through every daemon (reads
-//     marked final), again until the daemons agree or settleWait has
+//     marked final), again until the daemons agree or agreeWait has
 //     passed (checker.Agreement: they must agree; a daemon only just
 //     resumed may still send a write it held, which lands everywhere);
 //  4. waits until every watcher has delivered its kind's last write
@@ -434,17 +434,8 @@ func (w *workload) settle(ctx context.Context, watchers []*watcherRun) error {
 		}},
 	}
 	for _, fw := range writes {
-		err := retry(ctx, func() error {
-			call := w.h.rec.begin(admin.id, fw.reg, fw.entity, true, fw.v)
-			call.op.Model = fw.model
-			last[fw.kind] = mark{fw.entity, call.op.Call}
-			err := admin.do(ctx, fw.fn)
-			var nc errNoCall
-			if !errors.As(err, &nc) {
-				call.end(admin.daemon, err, "")
-			}
-			return err
-		})
+		called, err := w.write(ctx, admin, fw.reg, fw.entity, fw.model, fw.v, fw.fn)
+		last[fw.kind] = mark{fw.entity, called}
 		if err != nil {
 			return fmt.Errorf("final %s write: %w", fw.kind, err)
 		}
@@ -472,17 +463,9 @@ func (w *workload) settle(ctx context.Context, watchers []*watcherRun) error {
 		sa := &session{h: w.h, id: 2000 + i, agent: true, fixed: d}
 		m := w.machines[0]
 		v := fmt.Sprintf("settle-%d", i)
-		err := retry(ctx, func() error {
-			call := w.h.rec.begin(sa.id, statusReg(m), machineEntity(m), true, v)
-			after = call.op.Call
-			err := sa.do(ctx, func(ctx context.Context, c *client.Conn) error {
-				return client.NewProvisioner(c).Machine(machineTag(m)).SetStatus(ctx, "started", v, nil)
-			})
-			var nc errNoCall
-			if !errors.As(err, &nc) {
-				call.end(sa.daemon, err, "")
-			}
-			return err
+		var err error
+		after, err = w.write(ctx, sa, statusReg(m), machineEntity(m), "", v, func(ctx context.Context, c *client.Conn) error {
+			return client.NewProvisioner(c).Machine(machineTag(m)).SetStatus(ctx, "started", v, nil)
 		})
 		if err != nil {
 			return fmt.Errorf("final write through %s: %w", d.name, err)
@@ -519,6 +502,25 @@ func (w *workload) settle(ctx context.Context, watchers []*watcherRun) error {
 	return errors.Join(errs...)
 }
 
+// write makes a write of value v through s with fn until it succeeds or
+// ctx ends, recording each try that was sent; called is the last try's
+// call time.
+func (w *workload) write(ctx context.Context, s *session, register, entity, model, v string,
+	fn func(ctx context.Context, c *client.Conn) error) (called int64, err error) {
+	err = retry(ctx, func() error {
+		call := w.h.rec.begin(s.id, register, entity, true, v)
+		call.op.Model = model
+		called = call.op.Call
+		err := s.do(ctx, fn)
+		var nc errNoCall
+		if !errors.As(err, &nc) {
+			call.end(s.daemon, err, "")
+		}
+		return err
+	})
+	return called, err
+}
+
 // registers are what readers may read, now.
 func (w *workload) registers() []reg {
 	w.mu.Lock()
@@ -550,8 +552,10 @@ func (w *workload) read(ctx context.Context, s *session, r reg, final bool) (op 
 
 // agree reads every register no daemon found gone through every daemon,
 // in rounds, until a round finds the daemons agreeing (checker.Agreement)
-// or ctx ends; the checker takes each daemon's last read.
+// or agreeWait has passed; the checker takes each daemon's last read.
 func (w *workload) agree(ctx context.Context, gone map[string]int) error {
+	ctx, cancel := context.WithTimeout(ctx, agreeWait)
+	defer cancel()
 	var regs []reg
 	for _, r := range w.registers() {
 		if gone[r.name] == 0 {

@@ -2,6 +2,8 @@ package checker
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -28,13 +30,8 @@ func Agreement(ops []Op) []Anomaly {
 			last[op.Register][op.Daemon] = op
 		}
 	}
-	regs := make([]string, 0, len(last))
-	for r := range last {
-		regs = append(regs, r)
-	}
-	sort.Strings(regs)
 	var out []Anomaly
-	for _, r := range regs {
+	for _, r := range slices.Sorted(maps.Keys(last)) {
 		seen := map[string][]string{} // value -> daemons
 		for d, op := range last[r] {
 			v := op.Value

@@ -77,7 +77,9 @@ func lifecycleReported(ws []Op) []Op {
 	return out
 }
 
-// parentID is the host of container id "H/TYPE/N" ("" for a machine).
+// parentID is the host of container id "H/TYPE/N" ("" for a machine):
+// state.ParentID's rule, which the checker (importing nothing of the
+// project's) cannot call.
 func parentID(id string) string {
 	i := strings.LastIndexByte(id, '/')
 	if i < 0 {
