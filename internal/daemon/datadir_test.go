@@ -12,6 +12,7 @@ import (
 
 	"github.com/provisiond/provisiond/internal/controllerstore"
 	"github.com/provisiond/provisiond/internal/daemon"
+	"github.com/provisiond/provisiond/internal/daemonproc"
 	"github.com/provisiond/provisiond/pki"
 )
 
@@ -132,7 +133,7 @@ func TestDataDirModeTightened(t *testing.T) {
 // unchanged, and a refresh of its api-addresses (a new port) that cannot be
 // written is a warning, not a failure.
 func TestStartOnAFullDisk(t *testing.T) {
-	dir := filepath.Join(mountTmpfs(t, "16m"), "data")
+	dir := filepath.Join(daemonproc.MountTmpfs(t, "16m"), "data")
 	d, _, err := startIn(t, dir, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -141,7 +142,7 @@ func TestStartOnAFullDisk(t *testing.T) {
 	stop(t, d)
 	credsPath := filepath.Join(dir, daemon.CredentialsFile)
 	fi0, _ := os.Stat(credsPath)
-	filler := fillDisk(t, filepath.Dir(dir))
+	filler := daemonproc.FillDisk(t, filepath.Dir(dir))
 	defer os.Remove(filler)
 
 	// The same address: nothing to rewrite.

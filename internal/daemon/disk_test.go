@@ -2,65 +2,25 @@ package daemon_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/provisiond/provisiond/internal/daemon"
+	"github.com/provisiond/provisiond/internal/daemonproc"
 	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state"
 	"github.com/provisiond/provisiond/state/store/boltstore"
 )
 
-// mountTmpfs mounts a tmpfs of size at a new directory for the test, or
-// skips the test where mounting is not allowed (not root, no privilege).
-func mountTmpfs(t *testing.T, size string) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount a small tmpfs")
-	}
-	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size+",mode=0700", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs here: %v: %s", err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", dir, err, out)
-		}
-	})
-	return dir
-}
-
-// fillDisk writes a file until the filesystem is full and returns its path.
-func fillDisk(t *testing.T, dir string) string {
-	t.Helper()
-	path := filepath.Join(dir, "filler")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	buf := make([]byte, 64<<10)
-	for {
-		if _, err := f.Write(buf); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatalf("filling the disk: %v", err)
-			}
-			return path
-		}
-	}
-}
-
 // A full disk: writes fail with a clear error, acknowledged data stays,
 // the daemon keeps serving, and once there is room again writes succeed and
 // the database passes its consistency check after a restart.
 func TestDiskFull(t *testing.T) {
-	dir := filepath.Join(mountTmpfs(t, "48m"), "data")
+	dir := filepath.Join(daemonproc.MountTmpfs(t, "48m"), "data")
 	cfg := daemon.Default(dir)
 	cfg.Addr = "127.0.0.1:0"
 	d, err := daemon.Start(cfg)
@@ -82,7 +42,7 @@ func TestDiskFull(t *testing.T) {
 	if err := set("before", 1000); err != nil {
 		t.Fatal(err)
 	}
-	filler := fillDisk(t, filepath.Dir(dir))
+	filler := daemonproc.FillDisk(t, filepath.Dir(dir))
 
 	// Keep adding models with 200 KiB of config (a config holds at most
 	// 1 MiB) until the database needs space it cannot get.
@@ -146,7 +106,7 @@ func TestDiskFull(t *testing.T) {
 // A read-only data dir: the daemon refuses to start with a clear error and
 // changes nothing; made writable again, it starts with everything intact.
 func TestReadOnlyDataDir(t *testing.T) {
-	mnt := mountTmpfs(t, "64m")
+	mnt := daemonproc.MountTmpfs(t, "64m")
 	dir := filepath.Join(mnt, "data")
 	cfg := daemon.Default(dir)
 	cfg.Addr = "127.0.0.1:0"

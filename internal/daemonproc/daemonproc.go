@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -37,8 +38,15 @@ type Process struct {
 // Start runs `bin serve` on dataDir and a free loopback port, with
 // more flags args.
 func Start(bin, dataDir string, env []string, args ...string) (*Process, error) {
-	cmd := exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0", "--data-dir", dataDir,
-		"--log-format", "json", "--log-level", "info"}, args...)...)
+	return StartIn(nil, bin, dataDir, env, args...)
+}
+
+// StartIn is Start through the command wrap, which must exec what follows
+// it (e.g. "ip netns exec NS": the process is then the daemon's own).
+func StartIn(wrap []string, bin, dataDir string, env []string, args ...string) (*Process, error) {
+	argv := slices.Concat(wrap, []string{bin, "serve", "--addr", "127.0.0.1:0", "--data-dir", dataDir,
+		"--log-format", "json", "--log-level", "info"}, args)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.SysProcAttr = procAttr()
 	stderr, err := cmd.StderrPipe()

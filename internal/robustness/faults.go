@@ -20,7 +20,8 @@ const (
 	FaultPauseFollower = "pause-follower" // the same of a follower
 	FaultKillDaemon    = "kill-daemon"    // SIGKILL of a daemon, restarted on its data dir
 	FaultPauseDaemon   = "pause-daemon"   // SIGSTOP of a daemon (at times past its lease), SIGCONT later
-	FaultPartition     = "partition"      // a daemon cut off from every member (proxy.go), healed later
+	FaultPartition     = "partition"      // a daemon cut off from every member (netns.go or proxy.go), healed later
+	FaultResetLinks    = "reset-links"    // a daemon's connections to every member closed at once (proxy.go): its etcd watch starts again
 	FaultCompact       = checker.FaultCompact
 	// FaultCrashAt is the prefix of a crash at a failpoint: a daemon
 	// restarted with PROVISIOND_FAILPOINTS=POINT=crash dies at the
@@ -31,12 +32,13 @@ const (
 
 // crashPoints are the failpoints a crash fault picks from: a write about
 // to be sent, a write committed and not answered, a change set about to
-// reach the watchers.
-var crashPoints = []string{"store/commit", "store/reply", "feed/apply"}
+// reach the watchers, the replica about to catch up after its watch broke
+// (the harness then closes the daemon's connections to etcd, to break it).
+var crashPoints = []string{"store/commit", "store/reply", "feed/apply", "replica/catch-up"}
 
-// faultKinds are drawn from uniformly.
-var faultKinds = []string{FaultKillLeader, FaultKillFollower, FaultPauseLeader, FaultPauseFollower,
-	FaultKillDaemon, FaultPauseDaemon, FaultPartition, FaultCompact}
+// FaultKinds are drawn from uniformly (Config.FaultKinds narrows them).
+var FaultKinds = []string{FaultKillLeader, FaultKillFollower, FaultPauseLeader, FaultPauseFollower,
+	FaultKillDaemon, FaultPauseDaemon, FaultPartition, FaultResetLinks, FaultCompact}
 
 // recoveryWait bounds how long the injector waits for the workload's
 // first acknowledged write after a fault is healed.
@@ -51,9 +53,11 @@ func (h *harness) injectFaults(ctx context.Context) error {
 	rng := newRand(h.cfg.Seed, 1)
 	for {
 		gap := time.Duration(500+rng.IntN(1500)) * time.Millisecond
-		kinds := faultKinds
-		if h.cfg.Failpoints {
-			kinds = append(slices.Clone(faultKinds), FaultCrashAt)
+		kinds := FaultKinds
+		if len(h.cfg.FaultKinds) > 0 {
+			kinds = h.cfg.FaultKinds
+		} else if h.cfg.Failpoints {
+			kinds = append(slices.Clone(FaultKinds), FaultCrashAt)
 		}
 		kind := kinds[rng.IntN(len(kinds))]
 		if kind == FaultCrashAt {
@@ -145,7 +149,7 @@ func (h *harness) inject(ctx context.Context, kind string, hold time.Duration, p
 		d.paused = false
 		d.mu.Unlock()
 		return f, p.Signal(syscall.SIGCONT)
-	case FaultCrashAt + "store/commit", FaultCrashAt + "store/reply", FaultCrashAt + "feed/apply":
+	case FaultCrashAt + "store/commit", FaultCrashAt + "store/reply", FaultCrashAt + "feed/apply", FaultCrashAt + "replica/catch-up":
 		d := h.daemons[pick%len(h.daemons)]
 		f.Target, f.Daemon = d.name, d.name
 		return f, h.crashAt(ctx, heal, d, strings.TrimPrefix(kind, FaultCrashAt), hold, &f)
@@ -153,14 +157,17 @@ func (h *harness) inject(ctx context.Context, kind string, hold time.Duration, p
 		d := h.daemons[pick%len(h.daemons)]
 		f.Target, f.Daemon = d.name, d.name
 		f.At = h.now()
-		for _, p := range d.proxies {
-			p.block(true)
+		if err := d.partition(true); err != nil {
+			return f, err
 		}
 		wait()
 		f.Healed = h.now()
-		for _, p := range d.proxies {
-			p.block(false)
-		}
+		return f, d.partition(false)
+	case FaultResetLinks:
+		d := h.daemons[pick%len(h.daemons)]
+		f.Target, f.Daemon = d.name, d.name
+		f.At = h.now()
+		d.resetLinks()
 		return f, nil
 	case FaultCompact:
 		f.Target = "etcd"
@@ -198,9 +205,7 @@ func (h *harness) healAll(ctx context.Context) error {
 		}
 	}
 	for _, d := range h.daemons {
-		for _, p := range d.proxies {
-			p.block(false)
-		}
+		errs = append(errs, d.partition(false))
 		d.mu.Lock()
 		p, paused := d.proc, d.paused
 		d.paused = false
@@ -240,6 +245,9 @@ func (h *harness) crashAt(ctx, heal context.Context, d *daemon, point string, ho
 			cancel()
 			if err == nil {
 				served, deadline = true, time.Now().Add(hold)
+				if point == "replica/catch-up" {
+					d.resetLinks() // the watch breaks: the replica catches up
+				}
 			}
 			continue
 		}

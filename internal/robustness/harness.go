@@ -44,6 +44,13 @@ type Config struct {
 	// Failpoints says Provisiond was built with -tags failpoints: the
 	// faults then include crashes at the stores' failpoints.
 	Failpoints bool
+	// FaultKinds, if set, are the only fault kinds drawn (FaultKinds and
+	// FaultCrashAt+POINT); else every kind is (crashes at failpoints only
+	// with Failpoints).
+	FaultKinds []string
+	// NoNetns keeps every daemon in the harness's network namespace even
+	// when the run is root (netns.go): partitions are then the proxies'.
+	NoNetns bool
 	// NoFaults runs the workload without injecting any (a baseline).
 	NoFaults bool
 	// Logf, if set, logs the run's progress.
@@ -64,6 +71,10 @@ const (
 	callTimeout  = 5 * time.Second  // one API call or dial (etcd requests time out after 2s)
 	leaseTTL     = 2 * time.Second  // the daemons' --etcd-lease-ttl
 	settleWait   = 60 * time.Second // the final reads and the watchers' last delivery
+	// agreeWait bounds the rounds of final reads until the daemons agree:
+	// every daemon has applied everything by its barrier write, so only a
+	// write a resumed daemon sent late may still be landing.
+	agreeWait = 10 * time.Second
 )
 
 // harness is one run's state.
@@ -96,6 +107,7 @@ type daemon struct {
 	addr    string // a fixed loopback port, kept across restarts
 
 	proxies []*proxy // its links to the members (proxy.go), one per member
+	ns      *netns   // its network namespace (netns.go), nil if it runs in the harness's
 
 	env []string // more environment, from Config.LaterEnv after setup
 
@@ -140,17 +152,37 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	h.etcd = etcd
 	defer etcd.Close()
 	defer h.closeProxies()
+	defer h.removeNetns() // after the daemons are killed
 	defer h.stopDaemons()
+	why := "NoNetns"
+	if !cfg.NoNetns {
+		why = netnsReason()
+	}
+	if why == "" {
+		h.logf("robustness: each daemon in a network namespace of its own: partitions cut its link")
+	} else {
+		h.logf("robustness: partitions through loopback proxies (no network namespaces: %s)", why)
+	}
+	prefix, octet := netnsPrefix()
 	for i := range cfg.Daemons {
-		port, err := freePort()
-		if err != nil {
-			return res, err
-		}
-		d := &daemon{name: "d" + strconv.Itoa(i), dataDir: filepath.Join(cfg.Dir, "d"+strconv.Itoa(i)),
-			addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
+		d := &daemon{name: "d" + strconv.Itoa(i), dataDir: filepath.Join(cfg.Dir, "d"+strconv.Itoa(i))}
 		h.daemons = append(h.daemons, d)
+		listen := "127.0.0.1"
+		if why == "" {
+			if d.ns, err = newNetns(prefix, octet, i); err != nil {
+				return res, err
+			}
+			// Its own namespace: any port is free there.
+			listen, d.addr = d.ns.hostIP, net.JoinHostPort(d.ns.peerIP, "17070")
+		} else {
+			port, err := freePort()
+			if err != nil {
+				return res, err
+			}
+			d.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		}
 		for _, ep := range etcd.Endpoints() {
-			p, err := newProxy(ep)
+			p, err := newProxy(listen, ep)
 			if err != nil {
 				return res, err
 			}
@@ -189,10 +221,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	var wg sync.WaitGroup
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	watchers := make([]*watcherRun, len(h.daemons))
-	for i, d := range h.daemons {
-		watchers[i] = &watcherRun{h: h, d: d, name: "watch-" + d.name}
-		wg.Go(func() { watchers[i].run(watchCtx) })
+	var watchers []*watcherRun
+	for _, d := range h.daemons {
+		for _, wr := range w.newWatchers(d) {
+			watchers = append(watchers, wr)
+			wg.Go(func() { wr.run(watchCtx, w) })
+		}
 	}
 	var workers sync.WaitGroup
 	w.start(runCtx, &workers)
@@ -260,7 +294,11 @@ func (h *harness) startDaemon(ctx context.Context, d *daemon) error {
 
 // spawnDaemon starts d's process with more environment env.
 func (h *harness) spawnDaemon(d *daemon, env []string) (*daemonproc.Process, error) {
-	return daemonproc.Start(h.cfg.Provisiond, d.dataDir, slices.Concat(h.cfg.Env, d.env, env),
+	var wrap []string
+	if d.ns != nil {
+		wrap = d.ns.wrap()
+	}
+	return daemonproc.StartIn(wrap, h.cfg.Provisiond, d.dataDir, slices.Concat(h.cfg.Env, d.env, env),
 		"--store", "etcd", "--etcd-endpoints", d.endpoints(), "--etcd-prefix", "/robust/",
 		"--etcd-lease-ttl", leaseTTL.String(), "--etcd-request-timeout", "2s", "--etcd-compaction-interval", "-1s",
 		"--etcd-max-txn-ops", "1024", "--etcd-max-request-bytes", "8388608", "--addr", d.addr)
@@ -278,6 +316,34 @@ func (h *harness) stopDaemons() {
 	}
 }
 
+// removeNetns removes the daemons' namespaces (after the daemons).
+func (h *harness) removeNetns() {
+	for _, d := range h.daemons {
+		if d.ns != nil {
+			d.ns.remove()
+		}
+	}
+}
+
+// partition cuts d off from etcd (true) or heals it (false): in the
+// kernel if it has a namespace of its own, else through its proxies.
+func (d *daemon) partition(cut bool) error {
+	if d.ns != nil {
+		return d.ns.cut(cut)
+	}
+	for _, p := range d.proxies {
+		p.block(cut)
+	}
+	return nil
+}
+
+// resetLinks closes d's connections to every member.
+func (d *daemon) resetLinks() {
+	for _, p := range d.proxies {
+		p.reset()
+	}
+}
+
 // closeProxies ends every daemon's links (after the daemons).
 func (h *harness) closeProxies() {
 	for _, d := range h.daemons {
@@ -290,9 +356,14 @@ func (h *harness) closeProxies() {
 // dial connects to daemon d and logs in: as the admin user (agent false)
 // or as the controller agent, on the default model.
 func (h *harness) dial(ctx context.Context, d *daemon, agent bool) (*client.Conn, error) {
+	return h.dialModel(ctx, d, agent, h.creds.DefaultModelUUID)
+}
+
+// dialModel is dial on the model whose UUID is model.
+func (h *harness) dialModel(ctx context.Context, d *daemon, agent bool, model string) (*client.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	c, err := client.Dial(ctx, client.Config{Addr: d.addr, ModelUUID: h.creds.DefaultModelUUID,
+	c, err := client.Dial(ctx, client.Config{Addr: d.addr, ModelUUID: model,
 		CACert: []byte(h.creds.CACert), DialTimeout: callTimeout})
 	if err != nil {
 		return nil, err

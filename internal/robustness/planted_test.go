@@ -21,9 +21,15 @@ import (
 //   - feed/apply=skip: a share of the change sets never reach the
 //     watchers (a lost delivery);
 //   - feed/apply=repeat: a share of them reach the watchers again with
-//     the next one (a delivery without a write).
+//     the next one (a delivery without a write);
+//   - replica/catch-up=skip: after its etcd watch broke, the replica
+//     watches again from one revision too late and never applies the one
+//     it skipped (a write lost to that daemon's reads and watchers, or
+//     the daemons disagreeing once settled).
 //
-// No faults are injected: each bug is caught by the workload alone. The
+// No faults are injected but for the catch-up bug, which needs the
+// watch to break: its daemons' links to etcd are closed (reset-links)
+// on the seed's schedule. Otherwise each bug is caught by the workload alone. The
 // bug is switched on once the controller is set up (Config.LaterEnv): a
 // daemon whose first writes are answered early cannot initialise.
 func TestCheckerCatchesPlantedBugs(t *testing.T) {
@@ -31,14 +37,18 @@ func TestCheckerCatchesPlantedBugs(t *testing.T) {
 	for _, tc := range []struct {
 		name, failpoints string
 		want             []string // one of these anomaly kinds must be found
+		faults           []string // the fault kinds to inject (none if nil)
 	}{
-		{"reply before commit", "store/commit=20%early", []string{checker.NotLinearizable}},
-		{"skipped feed event", "feed/apply=5%skip", []string{checker.LostDelivery, checker.Reordered}},
-		{"duplicated delivery", "feed/apply=5%repeat", []string{checker.UnjustifiedDeliv}},
+		{"reply before commit", "store/commit=20%early", []string{checker.NotLinearizable}, nil},
+		{"skipped feed event", "feed/apply=5%skip", []string{checker.LostDelivery, checker.Reordered}, nil},
+		{"duplicated delivery", "feed/apply=5%repeat", []string{checker.UnjustifiedDeliv}, nil},
+		{"catch-up a revision late", "replica/catch-up=skip",
+			[]string{checker.LostDelivery, checker.Reordered, checker.NotLinearizable, checker.Disagreement},
+			[]string{robustness.FaultResetLinks}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := robustness.Config{Provisiond: provisiond, Etcd: etcd, Dir: t.TempDir(),
-				Seed: seed(t), Duration: 10 * time.Second, NoFaults: true,
+				Seed: seed(t), Duration: 10 * time.Second, NoFaults: tc.faults == nil, FaultKinds: tc.faults,
 				LaterEnv: []string{"PROVISIOND_FAILPOINTS=" + tc.failpoints}, Logf: logf(t)}
 			ctx, cancel := context.WithTimeout(t.Context(), cfg.Duration+10*time.Minute)
 			defer cancel()

@@ -27,14 +27,14 @@ type proxy struct {
 	wg      sync.WaitGroup
 }
 
-// newProxy listens on a free loopback port for a member whose client URL
-// is memberURL.
-func newProxy(memberURL string) (*proxy, error) {
+// newProxy listens on a free port of host (an address) for a member whose
+// client URL is memberURL.
+func newProxy(host, memberURL string) (*proxy, error) {
 	u, err := url.Parse(memberURL)
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return nil, err
 	}
@@ -133,6 +133,17 @@ func (p *proxy) pass() bool {
 func (p *proxy) block(b bool) {
 	p.mu.Lock()
 	p.blocked = b
+	p.mu.Unlock()
+	p.cond.Broadcast()
+}
+
+// reset closes every connection through the proxy (as a member's restart
+// would end them); new ones are made as usual.
+func (p *proxy) reset() {
+	p.mu.Lock()
+	for c := range p.conns {
+		c.Close()
+	}
 	p.mu.Unlock()
 	p.cond.Broadcast()
 }

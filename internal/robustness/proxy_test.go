@@ -36,7 +36,7 @@ func TestProxyBlocksAndHeals(t *testing.T) {
 			}()
 		}
 	}()
-	p, err := newProxy("http://" + ln.Addr().String())
+	p, err := newProxy("127.0.0.1", "http://"+ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,4 +66,52 @@ func TestProxyBlocksAndHeals(t *testing.T) {
 	if got, err := r.ReadString('\n'); err != nil || got != "two\n" {
 		t.Fatalf("healed: %q, %v; want what was sent while blocked", got, err)
 	}
+}
+
+// TestProxyReset: a reset closes the connections through the proxy (the
+// client reads EOF); a new connection passes again.
+func TestProxyReset(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() { // the server: writes one line per connection, then holds it until it ends
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { // ends with the connection
+				defer c.Close()
+				_, _ = c.Write([]byte("hello\n"))
+				_, _ = c.Read(make([]byte, 1))
+			}()
+		}
+	}()
+	p, err := newProxy("127.0.0.1", "http://"+ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+	dial := func() (net.Conn, *bufio.Reader) {
+		c, err := net.Dial("tcp", p.ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		r := bufio.NewReader(c)
+		if got, err := r.ReadString('\n'); err != nil || got != "hello\n" {
+			t.Fatalf("through the proxy: %q, %v", got, err)
+		}
+		return c, r
+	}
+	c, r := dial()
+	defer c.Close()
+	p.reset()
+	if got, err := r.ReadString('\n'); err == nil {
+		t.Fatalf("reset, yet %q came", got)
+	}
+	c2, _ := dial()
+	c2.Close()
 }

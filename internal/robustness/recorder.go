@@ -30,7 +30,7 @@ func (r *recorder) begin(client int, register, entity string, write bool, value 
 // doubt (an error answer such as a timeout from etcd may come after etcd
 // committed it; a broken connection says nothing); a read's error makes
 // it failed (it saw nothing). value is what a read returned.
-func (c *call) end(daemon string, err error, value string) {
+func (c *call) end(daemon string, err error, value string) checker.Op {
 	c.op.Return = c.r.h.now()
 	c.op.Daemon = daemon
 	switch {
@@ -51,6 +51,7 @@ func (c *call) end(daemon string, err error, value string) {
 	c.r.mu.Lock()
 	c.r.ops = append(c.r.ops, c.op)
 	c.r.mu.Unlock()
+	return c.op
 }
 
 func (r *recorder) fault(f checker.Fault) {

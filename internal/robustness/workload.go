@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/provisiond/provisiond/internal/robustness/checker"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
 )
@@ -21,12 +24,17 @@ import (
 //     (register machine/N#status);
 //   - a config writer (the admin, ModelAdmin SetModelConfig): keys of the
 //     default model's config (register config/KEY, entity model/UUID);
-//   - a lifecycle client: the admin adds a machine (ModelAdmin
-//     AddMachines), then the controller agent provisions it
+//   - two lifecycle clients: the admin adds a machine (ModelAdmin
+//     AddMachines), or an LXD container on a host machine of its own
+//     (placement lxd:HOST), then the controller agent provisions it
 //     (SetInstanceInfo), makes it dead (EnsureDead) and removes it
 //     (Remove): registers machine/N#life and machine/N#instance;
+//   - a scale writer (the admin, ModelAdmin ScaleApplication): the scale
+//     of a CAAS application in a CAAS model of its own (register
+//     application/web#scale, in model k8s);
 //   - readers reading any register through any daemon;
-//   - a WatchModel watcher on each daemon (watch.go).
+//   - a watcher of each kind (checker.WatchKinds) on each daemon
+//     (watch.go).
 //
 // Each register has one writer at a time, and every written value is
 // unique, so the checker can tell every write apart.
@@ -35,6 +43,8 @@ const (
 	machinesPerWriter = 3
 	configKeys        = 3
 	readers           = 2
+	caasModel         = "k8s" // the CAAS model of the scale writer
+	caasApp           = "web"
 )
 
 // register names and entities.
@@ -42,6 +52,10 @@ func statusReg(id string) string   { return "machine/" + id + "#status" }
 func lifeReg(id string) string     { return "machine/" + id + "#life" }
 func instanceReg(id string) string { return "machine/" + id + "#instance" }
 func configReg(key string) string  { return "config/" + key }
+func scaleReg(app string) string   { return "application/" + app + "#scale" }
+
+// machineTag is the tag of machine (or container) id.
+func machineTag(id string) string { return "machine-" + strings.ReplaceAll(id, "/", "-") }
 func machineEntity(id string) string {
 	return "machine/" + id
 }
@@ -56,6 +70,7 @@ type readValue struct {
 // reg is a register readers may read.
 type reg struct {
 	name, entity string
+	model        string // "" for the default model (checker.Op.Model)
 	read         func(ctx context.Context, c *client.Conn) (readValue, error)
 	agent        bool // read as the controller agent, else the admin
 }
@@ -63,6 +78,8 @@ type reg struct {
 type workload struct {
 	h        *harness
 	machines []string // the status writers' machines
+	host     string   // the machine the container lifecycle client adds containers to
+	caasUUID string   // the CAAS model's
 
 	mu   sync.Mutex
 	regs []reg // what readers may read
@@ -87,11 +104,24 @@ func (h *harness) setup(ctx context.Context) (*workload, error) {
 		return nil, err
 	}
 	defer c.Close()
-	res, err := client.NewModelAdmin(c).AddMachines(ctx, params.AddMachinesArgs{Model: "default", Count: statusWriters * machinesPerWriter})
+	ma := client.NewModelAdmin(c)
+	res, err := ma.AddMachines(ctx, params.AddMachinesArgs{Model: "default", Count: statusWriters*machinesPerWriter + 1})
 	if err != nil {
 		return nil, err
 	}
-	w := &workload{h: h, machines: res.Machines}
+	n := len(res.Machines) - 1
+	w := &workload{h: h, machines: res.Machines[:n], host: res.Machines[n]}
+	k8s, err := ma.AddModel(ctx, params.AddModelArgs{Name: caasModel, Type: "caas"})
+	if err != nil {
+		return nil, err
+	}
+	w.caasUUID = k8s.UUID
+	one := 1
+	if _, err := ma.Deploy(ctx, params.DeployArgs{Model: caasModel, Application: caasApp, Scale: &one,
+		CharmMetadata: "name: web\nsummary: web\ndescription: A web server.\n"}); err != nil {
+		return nil, err
+	}
+	w.addReg(reg{name: scaleReg(caasApp), entity: "application/" + caasApp, model: caasModel, read: readScale(caasApp)})
 	for _, id := range res.Machines {
 		w.addReg(reg{name: statusReg(id), entity: machineEntity(id), agent: true, read: readStatus(id)})
 	}
@@ -105,7 +135,7 @@ func (h *harness) setup(ctx context.Context) (*workload, error) {
 
 func readStatus(id string) func(ctx context.Context, c *client.Conn) (readValue, error) {
 	return func(ctx context.Context, c *client.Conn) (readValue, error) {
-		st, err := client.NewProvisioner(c).Machine("machine-" + id).Status(ctx)
+		st, err := client.NewProvisioner(c).Machine(machineTag(id)).Status(ctx)
 		return readValue{v: st.Info}, err
 	}
 }
@@ -123,24 +153,40 @@ func readConfig(key string) func(ctx context.Context, c *client.Conn) (readValue
 
 func readLife(id string) func(ctx context.Context, c *client.Conn) (readValue, error) {
 	return func(ctx context.Context, c *client.Conn) (readValue, error) {
-		life, err := client.NewProvisioner(c).Machine("machine-" + id).Life(ctx)
-		if client.IsCode(err, params.CodeNotFound) {
+		life, err := client.NewProvisioner(c).Machine(machineTag(id)).Life(ctx)
+		if gone(id, err) {
 			return readValue{v: "removed", absent: true}, nil
 		}
 		return readValue{v: life}, err
 	}
 }
 
+// gone says err is how the Provisioner answers for machine id when there
+// is none: not found, or for a container permission denied (the
+// controller agent's access to a container is through its record, as
+// Juju's provisioner's auth function reads it).
+func gone(id string, err error) bool {
+	return client.IsCode(err, params.CodeNotFound) ||
+		(strings.Contains(id, "/") && client.IsCode(err, params.CodeUnauthorized))
+}
+
 func readInstance(id string) func(ctx context.Context, c *client.Conn) (readValue, error) {
 	return func(ctx context.Context, c *client.Conn) (readValue, error) {
-		inst, err := client.NewProvisioner(c).Machine("machine-" + id).InstanceId(ctx)
+		inst, err := client.NewProvisioner(c).Machine(machineTag(id)).InstanceId(ctx)
 		switch {
 		case client.IsCode(err, params.CodeNotProvisioned):
 			return readValue{}, nil
-		case client.IsCode(err, params.CodeNotFound):
+		case gone(id, err):
 			return readValue{skip: true}, nil // the register is gone with its machine
 		}
 		return readValue{v: inst}, err
+	}
+}
+
+func readScale(app string) func(ctx context.Context, c *client.Conn) (readValue, error) {
+	return func(ctx context.Context, c *client.Conn) (readValue, error) {
+		st, err := client.NewModelAdmin(c).Application(ctx, params.ApplicationArgs{Model: caasModel, Application: app})
+		return readValue{v: strconv.Itoa(st.Scale)}, err
 	}
 }
 
@@ -158,8 +204,12 @@ func (w *workload) start(ctx context.Context, wg *sync.WaitGroup) {
 	}
 	cs := newSession(false)
 	wg.Go(func() { w.configWriter(ctx, cs) })
-	admin, agent := newSession(false), newSession(true)
-	wg.Go(func() { w.lifecycle(ctx, admin, agent) })
+	for _, placement := range []string{"", "lxd:" + w.host} {
+		admin, agent := newSession(false), newSession(true)
+		wg.Go(func() { w.lifecycle(ctx, admin, agent, placement) })
+	}
+	ss := newSession(false)
+	wg.Go(func() { w.scaleWriter(ctx, ss) })
 	for range readers {
 		admin, agent := newSession(false), newSession(true)
 		wg.Go(func() { w.reader(ctx, admin, agent) })
@@ -200,32 +250,91 @@ func (w *workload) configWriter(ctx context.Context, s *session) {
 	}
 }
 
-// lifecycle takes machines through their life, one at a time.
-func (w *workload) lifecycle(ctx context.Context, admin, agent *session) {
+func (w *workload) scaleWriter(ctx context.Context, s *session) {
+	defer s.close()
+	for seq := 2; ctx.Err() == nil; seq++ {
+		v := strconv.Itoa(seq)
+		call := w.h.rec.begin(s.id, scaleReg(caasApp), "application/"+caasApp, true, v)
+		call.op.Model = caasModel
+		err := s.do(ctx, func(ctx context.Context, c *client.Conn) error {
+			_, err := client.NewModelAdmin(c).ScaleApplication(ctx, params.ScaleArgs{Model: caasModel, Application: caasApp, Scale: seq})
+			return err
+		})
+		if s.skip(ctx, err) {
+			continue
+		}
+		call.end(s.daemon, err, "")
+	}
+}
+
+// addMachine adds one machine, or container (placement lxd:HOST), and
+// records the addition as writes of its registers, which readers may
+// then read. It returns the new id, "" if the call failed (an addition in
+// doubt names no machine: nothing to record).
+func (w *workload) addMachine(ctx context.Context, admin *session, placement string) (string, error) {
+	start := w.h.now()
+	var added []string
+	err := admin.do(ctx, func(ctx context.Context, c *client.Conn) error {
+		res, err := client.NewModelAdmin(c).AddMachines(ctx, params.AddMachinesArgs{Model: "default", Count: 1, Placement: placement})
+		added = res.Machines
+		return err
+	})
+	if err != nil || len(added) != 1 {
+		return "", err
+	}
+	id := added[0]
+	for _, r := range []struct{ reg, v string }{{lifeReg(id), "alive"}, {instanceReg(id), ""}} {
+		c := w.h.rec.begin(admin.id, r.reg, machineEntity(id), true, r.v)
+		c.op.Call = start
+		c.end(admin.daemon, nil, "")
+	}
+	if placement == "" {
+		// A container's registers are not read: the controller agent
+		// may not read a container (its host's agent does, in Juju).
+		w.addReg(reg{name: lifeReg(id), entity: machineEntity(id), agent: true, read: readLife(id)})
+		w.addReg(reg{name: instanceReg(id), entity: machineEntity(id), agent: true, read: readInstance(id)})
+	}
+	return id, nil
+}
+
+// lifecycle takes machines (placement "") or containers (placement
+// lxd:HOST) through their life, one at a time: a machine is added by the
+// admin, provisioned, made dead and removed by the controller agent; a
+// container (which the controller agent may not touch: its host's agent
+// would) is added and then removed at once by the admin (ModelAdmin
+// RemoveMachines with force and no-wait: it becomes dying, then dead,
+// then is removed, three commits, recorded as three writes of its life).
+func (w *workload) lifecycle(ctx context.Context, admin, agent *session, placement string) {
 	defer admin.close()
 	defer agent.close()
 	for ctx.Err() == nil {
-		start := w.h.now()
-		var added []string
-		err := admin.do(ctx, func(ctx context.Context, c *client.Conn) error {
-			res, err := client.NewModelAdmin(c).AddMachines(ctx, params.AddMachinesArgs{Model: "default", Count: 1})
-			added = res.Machines
-			return err
-		})
-		if err != nil || len(added) != 1 {
-			admin.skip(ctx, err) // an addition in doubt names no machine: nothing to record
+		id, err := w.addMachine(ctx, admin, placement)
+		if id == "" {
+			admin.skip(ctx, err)
 			continue
 		}
-		id := added[0]
-		// The addition, as writes of the new machine's registers.
-		for _, r := range []struct{ reg, v string }{{lifeReg(id), "alive"}, {instanceReg(id), ""}} {
-			c := w.h.rec.begin(admin.id, r.reg, machineEntity(id), true, r.v)
-			c.op.Call = start
-			c.end(admin.daemon, nil, "")
+		if placement != "" {
+			for ctx.Err() == nil {
+				// Three commits: the container dying, dead, removed.
+				var calls []*call
+				for _, v := range []string{"dying", "dead", "removed"} {
+					calls = append(calls, w.h.rec.begin(admin.id, lifeReg(id), machineEntity(id), true, v))
+				}
+				err := admin.do(ctx, func(ctx context.Context, c *client.Conn) error {
+					_, err := client.NewModelAdmin(c).RemoveMachines(ctx, params.RemoveMachinesArgs{Model: "default", Machines: []string{id}, Force: true, NoWait: true})
+					return err
+				})
+				if !admin.skip(ctx, err) {
+					for _, c := range calls {
+						c.op.Call = calls[0].op.Call
+						c.end(admin.daemon, err, "")
+					}
+					break
+				}
+			}
+			continue
 		}
-		w.addReg(reg{name: lifeReg(id), entity: machineEntity(id), agent: true, read: readLife(id)})
-		w.addReg(reg{name: instanceReg(id), entity: machineEntity(id), agent: true, read: readInstance(id)})
-		m := "machine-" + id
+		m := machineTag(id)
 		steps := []struct {
 			reg, v string
 			fn     func(ctx context.Context, c *client.Conn) error
@@ -267,6 +376,7 @@ func (w *workload) reader(ctx context.Context, admin, agent *session) {
 		}
 		var v readValue
 		call := w.h.rec.begin(s.id, r.name, r.entity, false, "")
+		call.op.Model = r.model
 		err := s.do(ctx, func(ctx context.Context, c *client.Conn) error {
 			var err error
 			v, err = r.read(ctx, c)
@@ -280,84 +390,220 @@ func (w *workload) reader(ctx context.Context, admin, agent *session) {
 	}
 }
 
-// settle, once the faults are healed and the writers stopped, writes one
-// status through each daemon, then reads every register through it: the
-// daemon had applied every earlier write by the time it acknowledged its
-// own, so these reads catch any acknowledged write lost. Then it waits
-// until every watcher has delivered the last of those writes (which
-// shows each stream got past every earlier write). Calls are tried again
-// (each try recorded) until they succeed or the settle budget has passed
-// (settleBudget): the daemons and etcd may still be recovering from the
+// settle, once the faults are healed and the writers stopped:
+//
+//  1. makes one last write of each watcher kind through the first
+//     daemon (a config key, the scale, a machine, a container), for the
+//     watchers to deliver;
+//  2. writes one status through each daemon, then reads every register
+//     through it: the daemon had applied every earlier write by the time
+//     it acknowledged its own, so these reads catch any acknowledged
+//     write lost;
+//  3. reads every register still there through every daemon (reads
+//     marked final), again until the daemons agree or agreeWait has
+//     passed (checker.Agreement: they must agree; a daemon only just
+//     resumed may still send a write it held, which lands everywhere);
+//  4. waits until every watcher has delivered its kind's last write
+//     (which shows each stream got past every earlier write).
+//
+// Calls are tried again (each try recorded) until they succeed or the
+// settle budget has passed (settleWait and the reads' share of it,
+// readBudget): the daemons and etcd may still be recovering from the
 // last fault.
 func (w *workload) settle(ctx context.Context, watchers []*watcherRun) error {
-	w.mu.Lock()
-	nregs := len(w.regs)
-	w.mu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, settleBudget(nregs, len(w.h.daemons)))
+	ctx, cancel := context.WithTimeout(ctx, settleWait+readBudget(len(w.registers()), len(w.h.daemons)))
 	defer cancel()
-	var after int64 // the last final write's call
+	type mark struct {
+		entity string
+		after  int64 // the write's call
+	}
+	last := map[string]mark{}
+	admin := &session{h: w.h, id: 3000, fixed: w.h.daemons[0]}
+	defer admin.close()
+	uuid := w.h.creds.DefaultModelUUID
+	writes := []struct {
+		kind, reg, entity, model, v string
+		fn                          func(ctx context.Context, c *client.Conn) error
+	}{
+		{checker.KindConfig, configReg("robust-k0"), "model/" + uuid, "", "settle", func(ctx context.Context, c *client.Conn) error {
+			_, err := client.NewModelAdmin(c).SetModelConfig(ctx, params.SetModelConfigArgs{Model: "default", Config: map[string]any{"robust-k0": "settle"}})
+			return err
+		}},
+		{checker.KindScale, scaleReg(caasApp), "application/" + caasApp, caasModel, "0", func(ctx context.Context, c *client.Conn) error {
+			_, err := client.NewModelAdmin(c).ScaleApplication(ctx, params.ScaleArgs{Model: caasModel, Application: caasApp, Scale: 0})
+			return err
+		}},
+	}
+	for _, fw := range writes {
+		called, err := w.write(ctx, admin, fw.reg, fw.entity, fw.model, fw.v, fw.fn)
+		last[fw.kind] = mark{fw.entity, called}
+		if err != nil {
+			return fmt.Errorf("final %s write: %w", fw.kind, err)
+		}
+	}
+	for kind, placement := range map[string]string{checker.KindMachines: "", checker.KindContainers: "lxd:" + w.host} {
+		err := retry(ctx, func() error {
+			start := w.h.now()
+			id, err := w.addMachine(ctx, admin, placement)
+			if id != "" {
+				last[kind] = mark{machineEntity(id), start}
+			} else if err == nil {
+				err = errors.New("no machine added")
+			}
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("final %s addition: %w", kind, err)
+		}
+	}
+
+	var after int64          // the last final status write's call
+	gone := map[string]int{} // register -> daemons that found it gone
 	for i, d := range w.h.daemons {
 		s := &session{h: w.h, id: 1000 + i, fixed: d}
 		sa := &session{h: w.h, id: 2000 + i, agent: true, fixed: d}
 		m := w.machines[0]
 		v := fmt.Sprintf("settle-%d", i)
-		err := retry(ctx, func() error {
-			call := w.h.rec.begin(sa.id, statusReg(m), machineEntity(m), true, v)
-			after = call.op.Call
-			err := sa.do(ctx, func(ctx context.Context, c *client.Conn) error {
-				return client.NewProvisioner(c).Machine("machine-"+m).SetStatus(ctx, "started", v, nil)
-			})
-			var nc errNoCall
-			if !errors.As(err, &nc) {
-				call.end(sa.daemon, err, "")
-			}
-			return err
+		var err error
+		after, err = w.write(ctx, sa, statusReg(m), machineEntity(m), "", v, func(ctx context.Context, c *client.Conn) error {
+			return client.NewProvisioner(c).Machine(machineTag(m)).SetStatus(ctx, "started", v, nil)
 		})
 		if err != nil {
 			return fmt.Errorf("final write through %s: %w", d.name, err)
 		}
-		w.mu.Lock()
-		regs := append([]reg(nil), w.regs...)
-		w.mu.Unlock()
-		if err := w.finalReads(ctx, i, d, regs); err != nil {
-			return err
+		_, g, err := w.readAll(ctx, 10000+100*i, d, w.registers(), false)
+		if err != nil {
+			return fmt.Errorf("final %w", err)
+		}
+		for _, name := range g {
+			gone[name]++
 		}
 		s.close()
 		sa.close()
 	}
+	last[checker.KindModel] = mark{machineEntity(w.machines[0]), after}
+
+	if err := w.agree(ctx, gone); err != nil {
+		return err
+	}
+
 	var errs []error
 	for _, wr := range watchers {
-		if err := wr.waitDelivered(ctx, machineEntity(w.machines[0]), after); err != nil {
+		m := last[wr.kind]
+		if err := wr.waitDelivered(ctx, m.entity, m.after); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// retry calls fn until it succeeds or ctx ends (then its last error).
-// finalReaders is how many sessions read the registers through one daemon
-// at the end of a run, each its own connection (as many as a long run's
-// tens of thousands of registers need to be read in seconds, not minutes).
-const finalReaders = 8
-
-// settleBudget is how long the settle phase may take: settleWait, plus
-// what reading every register through every daemon costs a loaded box
-// (10 ms a read, spread over finalReaders), so a long run's many
-// registers do not run the final reads out of time.
-func settleBudget(regs, daemons int) time.Duration {
-	return settleWait + time.Duration(regs*daemons/finalReaders)*10*time.Millisecond
+// write makes a write of value v through s with fn until it succeeds or
+// ctx ends, recording each try that was sent; called is the last try's
+// call time.
+func (w *workload) write(ctx context.Context, s *session, register, entity, model, v string,
+	fn func(ctx context.Context, c *client.Conn) error) (called int64, err error) {
+	err = retry(ctx, func() error {
+		call := w.h.rec.begin(s.id, register, entity, true, v)
+		call.op.Model = model
+		called = call.op.Call
+		err := s.do(ctx, fn)
+		var nc errNoCall
+		if !errors.As(err, &nc) {
+			call.end(s.daemon, err, "")
+		}
+		return err
+	})
+	return called, err
 }
 
-// finalReads reads every register in regs through daemon d (the i-th),
-// finalReaders sessions at a time, each read tried again until it
-// succeeds or ctx ends; it returns the first read that never succeeded.
-func (w *workload) finalReads(ctx context.Context, i int, d *daemon, regs []reg) error {
+// registers are what readers may read, now.
+func (w *workload) registers() []reg {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]reg(nil), w.regs...)
+}
+
+// read reads r through s until it succeeds or ctx ends, and records it
+// (final: as one of the settled run's last round); found is false if
+// there was nothing to record (the register is gone with its machine).
+func (w *workload) read(ctx context.Context, s *session, r reg, final bool) (op checker.Op, found bool, err error) {
+	err = retry(ctx, func() error {
+		var v readValue
+		call := w.h.rec.begin(s.id, r.name, r.entity, false, "")
+		call.op.Model, call.op.Final = r.model, final
+		err := s.do(ctx, func(ctx context.Context, c *client.Conn) error {
+			var err error
+			v, err = r.read(ctx, c)
+			return err
+		})
+		if err == nil && !v.skip {
+			call.op.Absent = v.absent
+			op, found = call.end(s.daemon, nil, v.v), true
+		}
+		return err
+	})
+	return op, found, err
+}
+
+// agree reads every register no daemon found gone through every daemon,
+// in rounds, until a round finds the daemons agreeing (checker.Agreement)
+// or agreeWait has passed; the checker takes each daemon's last read.
+func (w *workload) agree(ctx context.Context, gone map[string]int) error {
+	var regs []reg
+	for _, r := range w.registers() {
+		if gone[r.name] == 0 {
+			regs = append(regs, r)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, agreeWait+readBudget(len(regs), len(w.h.daemons)))
+	defer cancel()
+	for round := 0; ; round++ {
+		var ops []checker.Op
+		for i, d := range w.h.daemons {
+			dops, _, err := w.readAll(ctx, 20000+100*i, d, regs, true)
+			if err != nil {
+				return fmt.Errorf("agreement %w", err)
+			}
+			ops = append(ops, dops...)
+		}
+		as := checker.Agreement(ops)
+		if len(as) == 0 {
+			return nil
+		}
+		w.h.logf("robustness: agreement round %d: %d registers differ (%s)", round, len(as), as[0].Detail)
+		select {
+		case <-ctx.Done():
+			return nil // the checker reports the disagreement
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// finalReaders is how many sessions read the registers through one daemon
+// once the run has settled, each its own connection: a long run's tens of
+// thousands of registers are read in seconds, not minutes.
+const finalReaders = 8
+
+// readBudget is what reading regs registers through each of daemons
+// daemons may take on a loaded box (10 ms a read, finalReaders at a
+// time), added to the settle phase's fixed waits so that a long run's
+// many registers do not run its final reads out of time.
+func readBudget(regs, daemons int) time.Duration {
+	return time.Duration(regs*daemons/finalReaders) * 10 * time.Millisecond
+}
+
+// readAll reads every register in regs through daemon d, finalReaders
+// sessions at a time (client ids base and up), each read tried again
+// until it succeeds or ctx ends. It returns the reads that found
+// something, in no particular order, and the registers found gone; err
+// names the first read that never succeeded.
+func (w *workload) readAll(ctx context.Context, base int, d *daemon, regs []reg, final bool) (ops []checker.Op, gone []string, err error) {
+	var mu sync.Mutex
 	next := make(chan reg)
-	errs := make(chan error, finalReaders)
 	var wg sync.WaitGroup
 	for k := range finalReaders {
-		s := &session{h: w.h, id: 10000 + 100*i + 2*k, fixed: d}
-		sa := &session{h: w.h, id: 10000 + 100*i + 2*k + 1, agent: true, fixed: d}
+		s := &session{h: w.h, id: base + 2*k, fixed: d}
+		sa := &session{h: w.h, id: base + 2*k + 1, agent: true, fixed: d}
 		wg.Go(func() {
 			defer s.close()
 			defer sa.close()
@@ -366,47 +612,37 @@ func (w *workload) finalReads(ctx context.Context, i int, d *daemon, regs []reg)
 				if r.agent {
 					ss = sa
 				}
-				err := retry(ctx, func() error {
-					var v readValue
-					call := w.h.rec.begin(ss.id, r.name, r.entity, false, "")
-					err := ss.do(ctx, func(ctx context.Context, c *client.Conn) error {
-						var err error
-						v, err = r.read(ctx, c)
-						return err
-					})
-					if err == nil && !v.skip {
-						call.op.Absent = v.absent
-						call.end(ss.daemon, nil, v.v)
+				op, found, rerr := w.read(ctx, ss, r, final)
+				mu.Lock()
+				switch {
+				case rerr != nil:
+					if err == nil {
+						err = fmt.Errorf("read of %s through %s: %w", r.name, d.name, rerr)
 					}
-					return err
-				})
-				if err != nil {
-					errs <- fmt.Errorf("final read of %s through %s: %w", r.name, d.name, err)
-					return
+				case !found || op.Absent:
+					gone = append(gone, r.name)
+					if found {
+						ops = append(ops, op)
+					}
+				default:
+					ops = append(ops, op)
 				}
+				mu.Unlock()
 			}
 		})
 	}
-	func() {
-		defer close(next)
-		for _, r := range regs {
-			select {
-			case next <- r:
-			case err := <-errs:
-				errs <- err
-				return
-			}
+	for _, r := range regs {
+		if ctx.Err() != nil {
+			break // each reader's read returns at once, with its error
 		}
-	}()
-	wg.Wait()
-	select {
-	case err := <-errs:
-		return err
-	default:
-		return nil
+		next <- r
 	}
+	close(next)
+	wg.Wait()
+	return ops, gone, err
 }
 
+// retry calls fn until it succeeds or ctx ends (then its last error).
 func retry(ctx context.Context, fn func() error) error {
 	for {
 		err := fn()

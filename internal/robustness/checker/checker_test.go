@@ -23,6 +23,26 @@ func absent(op Op) Op { op.Absent = true; return op }
 // on sets the daemon an operation went through.
 func on(daemon string, op Op) Op { op.Daemon = daemon; return op }
 
+// life is an acknowledged write of machine id's life (register
+// machine/ID#life), config one of the default model's config.
+func life(id, v string, call, ret int64) Op {
+	return Op{Register: "machine/" + id + "#life", Entity: "machine/" + id, Write: true, Value: v, Call: call, Return: ret, Outcome: OK}
+}
+
+func config(v string, call, ret int64) Op {
+	return Op{Register: "config/k", Entity: "model/u", Write: true, Value: v, Call: call, Return: ret, Outcome: OK}
+}
+
+// final marks a read as one of the settled run's last round.
+func final(op Op) Op { op.Final = true; return op }
+
+// kind is a stream of a watcher of kind on scope.
+func kind(k, scope string, ds ...Delivery) Stream {
+	st := stream(ds...)
+	st.Kind, st.Scope = k, scope
+	return st
+}
+
 func d(next, recv int64, entities ...string) Delivery {
 	return Delivery{Next: next, Recv: recv, Entities: entities}
 }
@@ -139,6 +159,40 @@ func TestCheckerHistories(t *testing.T) {
 		h: History{Streams: []Stream{{Watcher: "w", Daemon: "a", Start: 0, Started: 1, End: 40, EndReason: EndReset}},
 			Faults: []Fault{{Kind: FaultCompact, At: 50}, {Kind: "kill-daemon", At: 20}}},
 		want: UnexpectedReset,
+	}, {
+		name: "good: a machines watcher is delivered additions and deaths, not status writes or removals",
+		h: History{Ops: []Op{
+			life("3", "alive", 5, 10), w(0, "3", "s1", 12, 14, OK), life("3", "dead", 20, 25), life("3", "removed", 30, 35),
+			life("0/lxd/1", "alive", 40, 45),
+		}, Streams: []Stream{kind(KindMachines, "", d(1, 11, "machine/3"), d(11, 26, "machine/3"))}},
+	}, {
+		name: "good: a container removed while alive is reported at its removal",
+		h: History{Ops: []Op{life("0/lxd/1", "alive", 5, 10), life("0/lxd/1", "removed", 20, 25)},
+			Streams: []Stream{kind(KindContainers, "0", d(1, 11, "machine/0/lxd/1"), d(11, 26, "machine/0/lxd/1"))}},
+	}, {
+		name: "lost delivery: a container watcher misses a death",
+		h: History{Ops: []Op{
+			life("0/lxd/1", "alive", 5, 10), life("0/lxd/1", "dead", 20, 25), life("0/lxd/2", "alive", 30, 35),
+		}, Streams: []Stream{kind(KindContainers, "0", d(1, 11, "machine/0/lxd/1"), d(11, 40, "machine/0/lxd/2"))}},
+		want: LostDelivery,
+	}, {
+		name: "duplicate delivery: a config notify watcher fires twice for one write",
+		h: History{Ops: []Op{config("a", 5, 10)},
+			Streams: []Stream{kind(KindConfig, "", d(1, 12, "model/u"), d(12, 30, "model/u"))}},
+		want: UnjustifiedDeliv,
+	}, {
+		name: "good: the daemons agree on a settled register, an in-doubt write seen by all",
+		h: History{Ops: []Op{
+			w(0, "0", "a", 5, 10, OK), w(0, "0", "b", 20, 25, InDoubt),
+			final(on("d1", r(1, "0", "b", 40, 45))), final(on("d2", r(1, "0", "b", 40, 45))),
+		}},
+	}, {
+		name: "daemons disagree: an in-doubt write seen by one daemon only",
+		h: History{Ops: []Op{
+			w(0, "0", "a", 5, 10, OK), w(0, "0", "b", 20, 25, InDoubt),
+			final(on("d1", r(1, "0", "b", 40, 45))), final(on("d2", r(1, "0", "a", 40, 45))),
+		}},
+		want: Disagreement,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := Check(&tc.h)

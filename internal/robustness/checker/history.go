@@ -33,6 +33,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -57,6 +58,7 @@ type Op struct {
 	Daemon   string `json:"daemon"`           // the daemon it went through
 	Register string `json:"register"`         // e.g. "machine/3#status"
 	Entity   string `json:"entity,omitempty"` // what WatchModel names for a change of it ("machine/3"); "" if not watched
+	Model    string `json:"model,omitempty"`  // the model it is in, "" for the default model
 	Write    bool   `json:"write"`
 	Value    string `json:"value"` // written, or read ("" for absent)
 	Call     int64  `json:"call"`
@@ -64,7 +66,10 @@ type Op struct {
 	// Absent marks a read that found nothing: the register holds Value
 	// (what a removal writes) or has not been written yet (a daemon that
 	// has not seen the addition either).
-	Absent  bool    `json:"absent,omitempty"`
+	Absent bool `json:"absent,omitempty"`
+	// Final marks a read of the settled run's last round, made through
+	// every daemon once every fault was healed (Agreement).
+	Final   bool    `json:"final,omitempty"`
 	Outcome Outcome `json:"outcome"`
 	Err     string  `json:"err,omitempty"`
 }
@@ -88,7 +93,11 @@ const (
 // Stream is one watcher subscription: the Watch call at Start returned
 // at Started; from then on it delivered Deliveries until End.
 type Stream struct {
-	Watcher    string     `json:"watcher"`
+	Watcher string `json:"watcher"`
+	// Kind is the watcher's kind (KindModel if ""), Scope what it watches
+	// where the kind needs one (a host machine, an application).
+	Kind       string     `json:"kind,omitempty"`
+	Scope      string     `json:"scope,omitempty"`
 	Daemon     string     `json:"daemon"`
 	Start      int64      `json:"start"`
 	Started    int64      `json:"started"`
@@ -127,6 +136,7 @@ const (
 	UnjustifiedDeliv = "delivery without a write" // invented or duplicated
 	Reordered        = "delivered out of order"
 	UnexpectedReset  = "reset without compaction"
+	Disagreement     = "daemons disagree" // a settled register read differently through two daemons
 )
 
 // Anomaly is one thing the history shows that must not happen.
@@ -139,7 +149,7 @@ func (a Anomaly) String() string { return a.Kind + ": " + a.Detail }
 
 // Check runs every check on h.
 func Check(h *History) []Anomaly {
-	return append(Linearizable(h.Ops), Watches(h)...)
+	return slices.Concat(Linearizable(h.Ops), Watches(h), Agreement(h.Ops))
 }
 
 // Write saves h as JSON to path.
@@ -170,11 +180,13 @@ type Summary struct {
 	Registers                          int
 	Streams, Deliveries, Resets        int
 	Faults                             map[string]int
+	// Kinds: per watcher kind, its streams and deliveries.
+	Kinds map[string][2]int
 }
 
 // Summarize counts h.
 func Summarize(h *History) Summary {
-	s := Summary{Faults: map[string]int{}}
+	s := Summary{Faults: map[string]int{}, Kinds: map[string][2]int{}}
 	regs := map[string]bool{}
 	for _, op := range h.Ops {
 		s.Ops++
@@ -196,6 +208,10 @@ func Summarize(h *History) Summary {
 	for _, st := range h.Streams {
 		s.Streams++
 		s.Deliveries += len(st.Deliveries)
+		k := s.Kinds[kindOf(st)]
+		k[0]++
+		k[1] += len(st.Deliveries)
+		s.Kinds[kindOf(st)] = k
 		if st.EndReason == EndReset {
 			s.Resets++
 		}

@@ -9,26 +9,44 @@ import (
 // Watches checks every watcher stream of h against h's writes (see the
 // package comment) and that each reset is explained by a compaction.
 func Watches(h *History) []Anomaly {
-	writes := map[string][]Op{} // by entity, in call order
-	for _, op := range h.Ops {
-		if op.Write && op.Entity != "" && op.Outcome != Failed {
-			writes[op.Entity] = append(writes[op.Entity], op)
-		}
-	}
-	for _, ws := range writes {
-		sort.SliceStable(ws, func(i, j int) bool { return ws[i].Call < ws[j].Call })
-	}
 	var compactions []int64
 	for _, f := range h.Faults {
 		if f.Kind == FaultCompact {
 			compactions = append(compactions, f.At)
 		}
 	}
+	byKind := map[[2]string]map[string][]Op{} // (kind, scope) -> entity -> writes, in call order
 	var out []Anomaly
 	for i := range h.Streams {
-		out = append(out, checkStream(&h.Streams[i], writes, compactions)...)
+		st := &h.Streams[i]
+		ks := [2]string{kindOf(*st), st.Scope}
+		writes, ok := byKind[ks]
+		if !ok {
+			writes = map[string][]Op{}
+			for _, op := range h.Ops {
+				if op.Outcome != Failed && Matches(ks[0], ks[1], op) {
+					writes[op.Entity] = append(writes[op.Entity], op)
+				}
+			}
+			for e, ws := range writes {
+				sort.SliceStable(ws, func(i, j int) bool { return ws[i].Call < ws[j].Call })
+				if ks[0] == KindMachines || ks[0] == KindContainers {
+					writes[e] = lifecycleReported(ws)
+				}
+			}
+			byKind[ks] = writes
+		}
+		out = append(out, checkStream(st, writes, compactions)...)
 	}
 	return out
+}
+
+// kindOf is a stream's watcher kind (KindModel for a history that named none).
+func kindOf(st Stream) string {
+	if st.Kind == "" {
+		return KindModel
+	}
+	return st.Kind
 }
 
 // FaultCompact is the Fault kind of a compaction of etcd's history: what
@@ -37,7 +55,7 @@ const FaultCompact = "compact"
 
 func checkStream(st *Stream, writes map[string][]Op, compactions []int64) []Anomaly {
 	var out []Anomaly
-	name := fmt.Sprintf("watcher %s on %s (stream started %s)", st.Watcher, st.Daemon, time.Duration(st.Start))
+	name := fmt.Sprintf("watcher %s (%s) on %s (stream started %s)", st.Watcher, kindOf(*st), st.Daemon, time.Duration(st.Start))
 	if st.EndReason == EndReset {
 		explained := false
 		for _, at := range compactions {

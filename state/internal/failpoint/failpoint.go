@@ -26,7 +26,8 @@
 // write committed, not yet answered), feed/apply (a change set about to
 // reach the watchers; skip: never reaches them; repeat: reaches them
 // again with the next one), replica/catch-up (the replica about to watch
-// etcd again from where it was after its watch broke or at start).
+// etcd again from where it was, after its watch broke; skip: the watch
+// starts one revision late, which the replica then never applies).
 package failpoint
 
 // Action is what the call site is to do beside its normal step.

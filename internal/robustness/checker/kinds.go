@@ -1,0 +1,93 @@
+package checker
+
+import "strings"
+
+// Watcher kinds: which facade's watch a stream is, and so which writes
+// it must deliver. Each stream is checked against the writes its kind
+// matches (Matches), by the same rules (Watches); a notify watcher's
+// deliveries name the one entity its writes are of (Stream.Scope's), so
+// that a notify stream is an entity stream of one entity.
+const (
+	// KindModel is ModelAdmin.WatchModel: every change to the default
+	// model's entities, named "KIND/ID" (every write whose Op.Model is
+	// "" and that names an Entity).
+	KindModel = "model"
+	// KindMachines is Provisioner.WatchModelMachines: a top-level
+	// machine's id when it is added, when it dies and when it is removed
+	// (a lifecycle watcher: but a removal is not reported once the death
+	// was).
+	KindMachines = "machines"
+	// KindContainers is Provisioner.WatchContainers of the host machine
+	// Stream.Scope (type lxd): the lifecycle of its containers, as
+	// KindMachines.
+	KindContainers = "containers"
+	// KindConfig is Provisioner.WatchForModelConfigChanges, a notify
+	// watcher: the default model's config written (registers config/KEY).
+	KindConfig = "config"
+	// KindScale is CAASUnitProvisioner.WatchApplicationsScale of the
+	// application Stream.Scope, a notify watcher: its scale written
+	// (register application/APP#scale).
+	KindScale = "scale"
+)
+
+// WatchKinds are the watcher kinds, in the order a report lists them.
+var WatchKinds = []string{KindModel, KindMachines, KindContainers, KindConfig, KindScale}
+
+// Matches reports whether a write op is one a watcher of kind (on scope)
+// must deliver.
+func Matches(kind, scope string, op Op) bool {
+	if !op.Write || op.Entity == "" {
+		return false
+	}
+	switch kind {
+	case "", KindModel:
+		return op.Model == ""
+	case KindMachines, KindContainers:
+		id, ok := strings.CutPrefix(op.Register, "machine/")
+		if !ok || op.Model != "" {
+			return false
+		}
+		id, ok = strings.CutSuffix(id, "#life")
+		if !ok {
+			return false
+		}
+		if kind == KindMachines {
+			return parentID(id) == ""
+		}
+		return parentID(id) == scope
+	case KindConfig:
+		return op.Model == "" && strings.HasPrefix(op.Register, "config/")
+	case KindScale:
+		return op.Register == "application/"+scope+"#scale"
+	}
+	return false
+}
+
+// lifecycleReported drops from one entity's life writes (in call order)
+// the removals a lifecycle watcher does not report: those after a death,
+// which it reported (and then forgot the id).
+func lifecycleReported(ws []Op) []Op {
+	out := ws[:0:0]
+	for i, w := range ws {
+		if w.Value == "removed" && i > 0 && ws[i-1].Value == "dead" {
+			continue
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+// parentID is the host of container id "H/TYPE/N" ("" for a machine):
+// state.ParentID's rule, which the checker (importing nothing of the
+// project's) cannot call.
+func parentID(id string) string {
+	i := strings.LastIndexByte(id, '/')
+	if i < 0 {
+		return ""
+	}
+	j := strings.LastIndexByte(id[:i], '/')
+	if j < 0 {
+		return ""
+	}
+	return id[:j]
+}
