@@ -55,6 +55,9 @@ type Deps struct {
 	// the controller agent): a connection is recorded when its login
 	// succeeds, until its session ends. ModelAdmin's Status reads it.
 	Presence *presence.Recorder
+	// ServerID names this daemon in the history of commits (the origin
+	// of each call's writes; "" in tests).
+	ServerID string
 }
 
 // WatcherClock returns d.Clock, or the wall clock.

@@ -386,6 +386,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 	reg := NewRegistry(d.limiter)
 
 	deps := &facade.Deps{
+		ServerID:      d.serverID,
 		State:         d.state,
 		Hub:           d.hub,
 		Registry:      reg,

@@ -573,7 +573,10 @@ func (s *Store) commitBatch(batch []*request) (committedFns int) {
 			res[i] = result{err: err} // its write set is dropped
 			continue
 		}
-		wrote, meta, err := t.apply()
+		// bbolt keeps the value given to Put until the commit: each
+		// record has a buffer of its own.
+		hist := store.AppendCommitHead(make([]byte, 0, 256), start, store.OriginOf(req.ctx))
+		wrote, meta, err := t.apply(&hist)
 		if err != nil {
 			_ = tx.Rollback()
 			tx = nil
@@ -586,6 +589,11 @@ func (s *Store) commitBatch(batch []*request) (committedFns int) {
 		}
 		rev++
 		if err := putChangeSet(tx, rev, t.changes); err != nil {
+			_ = tx.Rollback()
+			tx = nil
+			return fail(err)
+		}
+		if err := putHistory(tx, rev, hist); err != nil {
 			_ = tx.Rollback()
 			tx = nil
 			return fail(err)

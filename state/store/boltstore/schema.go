@@ -22,7 +22,8 @@ import (
 //	   beside meta, so meta stays small enough for bbolt to keep it inline
 //	   in the root page, and no kind can be named like them (kinds hold
 //	   no "/")
-const SchemaVersion = 2
+//	3  the history of commits ("meta/history": revision -> history record)
+const SchemaVersion = 3
 
 // The store's own buckets: meta (its keys below), and those named
 // "meta/...", which no kind can be.
@@ -34,6 +35,7 @@ var (
 	recentBucket     = []byte(store.MetaKind + "/recent")    // revision -> change set, the newest few
 	changesBucket    = []byte(store.MetaKind + "/changes")   // revision -> change set, the older ones
 	ephemeralBucket  = []byte(store.MetaKind + "/ephemeral") // key -> "" (held by a process)
+	historyBucket    = []byte(store.MetaKind + "/history")   // revision -> history record (history.go)
 )
 
 // ownBucket reports whether a bucket is the store's own, not a kind's.
@@ -49,6 +51,15 @@ type migration func(tx *bolt.Tx) error
 var migrations = []migration{
 	// 1 → 2: the buckets of the change sets and ephemeral keys.
 	createOwnBuckets,
+	// 2 → 3: the bucket of the history.
+	createHistoryBucket,
+}
+
+func createHistoryBucket(tx *bolt.Tx) error {
+	if _, err := tx.CreateBucketIfNotExists(historyBucket); err != nil {
+		return fmt.Errorf("creating bucket %q: %w", historyBucket, err)
+	}
+	return nil
 }
 
 func createOwnBuckets(tx *bolt.Tx) error {
@@ -79,6 +90,11 @@ func initFile(tx *bolt.Tx, target uint64, steps []migration) (uint64, error) {
 		}
 		if target >= 2 {
 			if err := createOwnBuckets(tx); err != nil {
+				return 0, err
+			}
+		}
+		if target >= 3 {
+			if err := createHistoryBucket(tx); err != nil {
 				return 0, err
 			}
 		}

@@ -154,6 +154,7 @@ type txn struct {
 	depth   int              // Nest depth
 	undos   []undo           // writes made inside Nest, to undo
 	done    bool
+	origin  store.Origin // on whose behalf (the Update's context)
 }
 
 var errTxnDone = errors.New("etcdstore: transaction used after its function returned")
@@ -298,17 +299,23 @@ func (t *txn) commit() (*proposal, error) {
 	p := &proposal{snapRev: t.snap.rev}
 	p.ops = make([]clientv3.Op, 0, len(t.writes)+1) // room for sendOne's feed put
 	p.writes = make([]string, 0, len(t.writes))
+	// The history record: each key's value before is the snapshot's
+	// (see history.go for what that means for a key written unread).
+	hist := store.AppendCommitHead(make([]byte, 0, 256), time.Now(), t.origin)
 	for k, w := range t.writes {
 		ek := s.prefix + k
+		before, had := t.snap.tree.Get(item{key: k})
 		if w.del {
-			if !t.snap.tree.Has(item{key: k}) {
+			if !had {
 				continue // removing what is not there writes nothing
 			}
+			hist = store.AppendWrite(hist, k, before.val, true, nil, false)
 			p.ops = append(p.ops, clientv3.OpDelete(ek))
 			p.writes = append(p.writes, ek)
 			p.size += len(s.prefix) + len(k) + 16
 			continue
 		}
+		hist = store.AppendWrite(hist, k, before.val, had, w.val, true)
 		p.ops = append(p.ops, opPut(ek, w.val))
 		p.writes = append(p.writes, ek)
 		p.size += len(s.prefix) + len(k) + len(w.val) + 16
@@ -319,7 +326,7 @@ func (t *txn) commit() (*proposal, error) {
 	if len(p.ops) == 0 {
 		return nil, nil
 	}
-	p.cs, p.changes = encodeChanges(t.changes), t.changes
+	p.cs, p.changes = encodeFeed(t.changes, hist), t.changes
 	size := p.size + len(s.feedK) + len(p.cs) + 16
 	if len(p.ops)+1 > s.cfg.MaxTxnOps {
 		return nil, fmt.Errorf("etcdstore: %w: %d writes, etcd allows %d operations per transaction (MaxTxnOps; etcd's --max-txn-ops)",
@@ -369,6 +376,7 @@ func (s *Store) Update(ctx context.Context, fn func(store.Txn) error) (uint64, e
 		return 0, err
 	}
 	defer s.leave()
+	origin := store.OriginOf(ctx)
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return 0, err
@@ -377,7 +385,7 @@ func (s *Store) Update(ctx context.Context, fn func(store.Txn) error) (uint64, e
 			return 0, err
 		}
 		snap := s.snap.Load()
-		t := &txn{s: s, snap: snap}
+		t := &txn{s: s, snap: snap, origin: origin}
 		err := fn(t)
 		t.done = true
 		if err != nil {
