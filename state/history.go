@@ -27,6 +27,9 @@ type Origin = store.Origin
 // OriginKey is the context key of a call's Origin (store.OriginKey).
 type OriginKey = store.OriginKey
 
+// HistoryStats describes the history kept (store.HistoryStats).
+type HistoryStats = store.HistoryStats
+
 // HistoryFilter selects the changes History returns. Zero fields select
 // everything.
 type HistoryFilter struct {

@@ -331,7 +331,8 @@ type compactor interface {
 
 // compactUnderElection compacts etcd's history every interval while this
 // daemon leads the "compactor" election, to the revision it saw one
-// interval before: every daemon whose feed lags less than an interval
+// interval before, or older as the history's retention needs
+// (compactionFloor): every daemon whose feed lags less than an interval
 // follows on; one further behind reloads and wakes its watchers (the
 // store's Feed.Reset). A daemon that loses the election stops; the next
 // leader starts over.
@@ -357,20 +358,29 @@ func (d *Daemon) compactUnderElection(ctx context.Context, every time.Duration) 
 		}
 		d.log.Info("leading etcd compaction", "every", every)
 		t := time.NewTicker(every)
-		var prev uint64
+		var prev, done uint64
+		// The revisions seen, for the history's retention: etcd's history
+		// is the history of commits, and is kept as long as the retention
+		// says (a new leader starts its samples over: it keeps more, never
+		// less).
+		var samples []revisionSample
 	lead:
 		for {
 			select {
 			case <-leading.Done():
 				break lead
-			case <-t.C:
+			case now := <-t.C:
 				rev := st.Revision()
-				if prev > 0 {
-					if err := c.Compact(leading, prev); err != nil {
-						d.log.Warn("compacting etcd", "revision", prev, "err", err)
+				samples = append(samples, revisionSample{at: now, rev: rev})
+				var floor uint64
+				floor, samples = compactionFloor(samples, d.history.Retention(), rev, now)
+				if to := min(prev, floor); to > done {
+					if err := c.Compact(leading, to); err != nil {
+						d.log.Warn("compacting etcd", "revision", to, "err", err)
 					} else {
+						done = to
 						d.metrics.compactions.Inc()
-						d.log.Debug("compacted etcd", "revision", prev)
+						d.log.Debug("compacted etcd", "revision", to)
 					}
 				}
 				prev = rev

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -467,4 +470,68 @@ func skipString(b []byte, i int) (int, bool) {
 		}
 	}
 	return 0, false
+}
+
+// DefaultRetention is the history kept unless the operator says otherwise:
+// seven days.
+var DefaultRetention = Retention{Age: 7 * 24 * time.Hour}
+
+// ParseRetention reads a retention as operators write it: a
+// comma-separated list of a duration ("7d", "36h", "90m") and a number of
+// revisions ("500000"), either or both.
+func ParseRetention(s string) (Retention, error) {
+	var r Retention
+	bad := func(why string) (Retention, error) {
+		return Retention{}, fmt.Errorf("history retention %q: %s: want a duration (7d, 36h) and/or a number of revisions (500000), comma-separated", s, why)
+	}
+	items := strings.Split(s, ",")
+	for _, item := range items {
+		item = strings.TrimSpace(item)
+		switch {
+		case item == "":
+			return bad("an empty item")
+		case strings.Trim(item, "0123456789") == "":
+			if r.Revisions != 0 {
+				return bad("two numbers of revisions")
+			}
+			n, err := strconv.ParseUint(item, 10, 64)
+			if err != nil || n == 0 {
+				return bad("the number of revisions must be at least 1")
+			}
+			r.Revisions = n
+		default:
+			if r.Age != 0 {
+				return bad("two durations")
+			}
+			var d time.Duration
+			var err error
+			if days, ok := strings.CutSuffix(item, "d"); ok && strings.Trim(days, "0123456789") == "" && days != "" {
+				n, perr := strconv.ParseUint(days, 10, 16)
+				d, err = time.Duration(n)*24*time.Hour, perr
+			} else {
+				d, err = time.ParseDuration(item)
+			}
+			if err != nil || d < time.Minute {
+				return bad("the duration must be one minute at least")
+			}
+			r.Age = d
+		}
+	}
+	return r, nil
+}
+
+// String writes r as ParseRetention reads it ("" for the zero Retention).
+func (r Retention) String() string {
+	var items []string
+	if r.Age > 0 {
+		if r.Age%(24*time.Hour) == 0 {
+			items = append(items, strconv.FormatInt(int64(r.Age/(24*time.Hour)), 10)+"d")
+		} else {
+			items = append(items, r.Age.String())
+		}
+	}
+	if r.Revisions > 0 {
+		items = append(items, strconv.FormatUint(r.Revisions, 10))
+	}
+	return strings.Join(items, ",")
 }

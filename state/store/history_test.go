@@ -3,6 +3,7 @@ package store_test
 import (
 	"encoding/hex"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,6 +74,39 @@ func TestHistoryNotPlainObjects(t *testing.T) {
 		c, err := store.DecodeCommit(1, b)
 		if err != nil || len(c.Writes) != 1 || c.Writes[0].Op != store.Replaced || string(c.Writes[0].Before) != v {
 			t.Errorf("%s: %+v, %v", v, c, err)
+		}
+	}
+}
+
+// TestParseRetention: what operators write, and the bad values refused
+// with the reason.
+func TestParseRetention(t *testing.T) {
+	for in, want := range map[string]store.Retention{
+		"7d":           {Age: 7 * 24 * time.Hour},
+		"36h":          {Age: 36 * time.Hour},
+		"500000":       {Revisions: 500000},
+		"7d,500000":    {Age: 7 * 24 * time.Hour, Revisions: 500000},
+		" 90m , 1000 ": {Age: 90 * time.Minute, Revisions: 1000},
+	} {
+		got, err := store.ParseRetention(in)
+		if err != nil || got != want {
+			t.Errorf("ParseRetention(%q) = %+v, %v; want %+v", in, got, err, want)
+		}
+		if again, err := store.ParseRetention(got.String()); err != nil || again != got {
+			t.Errorf("ParseRetention(%q) = %+v, %v", got.String(), again, err)
+		}
+	}
+	for in, why := range map[string]string{
+		"":        "an empty item",
+		"0":       "at least 1",
+		"10s":     "one minute at least",
+		"7d,8d":   "two durations",
+		"5,6":     "two numbers",
+		"forever": "one minute at least",
+		"-1h":     "one minute at least",
+	} {
+		if _, err := store.ParseRetention(in); err == nil || !strings.Contains(err.Error(), why) {
+			t.Errorf("ParseRetention(%q) = %v, want an error saying %q", in, err, why)
 		}
 	}
 }
