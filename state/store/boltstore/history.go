@@ -81,7 +81,7 @@ func (s *Store) HistoryStats(ctx context.Context) (store.HistoryStats, error) {
 		st.OldestTime, _ = store.CommitTime(v)
 		bs := b.Stats()
 		st.Records = int64(bs.KeyN)
-		st.Bytes = int64(bs.LeafInuse + bs.BranchInuse)
+		st.Bytes = int64(bs.LeafInuse + bs.BranchInuse + bs.InlineBucketInuse)
 		return nil
 	})
 	return st, err
