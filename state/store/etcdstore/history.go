@@ -48,7 +48,7 @@ func (s *Store) History(ctx context.Context, after uint64, limit int, fn func(st
 		for resp := range wch {
 			if resp.CompactRevision > 0 {
 				// What is older is gone: go on from the oldest kept.
-				from, restart = max(resp.CompactRevision, from+1), true
+				from, restart = max(resp.CompactRevision, from), true
 				break
 			}
 			if err := resp.Err(); err != nil {
