@@ -54,7 +54,8 @@ type HistoryChange struct {
 	Kind   string // the record's kind
 	Model  string // its model's UUID ("" for a controller-wide record)
 	ID     string // its id within the model (the model's own record: its UUID)
-	// Op is "created", "removed" or "changed"; Field the top-level member
+	// Op is "created", "removed", "changed", or "written" for a write
+	// whose values were too large to keep (etcd); Field the top-level member
 	// of the record that changed ("" when the record is shown whole:
 	// created, removed, or not a JSON object); Before and After its value
 	// as JSON ("" when absent). Secret members show as "[redacted]".
@@ -155,6 +156,9 @@ func appendHistoryChanges(out []HistoryChange, c store.Commit, w store.Write, f 
 		return append(out, ch)
 	case store.Replaced:
 		ch.Op, ch.Before, ch.After = "changed", redactWhole(w.Before), redactWhole(w.After)
+		return append(out, ch)
+	case store.Elided:
+		ch.Op = "written" // what it did was too large to keep
 		return append(out, ch)
 	}
 	ch.Op = "changed"

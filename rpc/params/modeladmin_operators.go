@@ -166,7 +166,8 @@ type HistoryChange struct {
 	Model    string `json:"model,omitempty"`
 	Kind     string `json:"kind"`
 	ID       string `json:"id"`
-	// Op is created, removed or changed.
+	// Op is created, removed, changed, or written: a write too large for
+	// its values to be kept (on etcd, near its request limit).
 	Op     string `json:"op"`
 	Field  string `json:"field,omitempty"`
 	Before string `json:"before,omitempty"`

@@ -57,6 +57,10 @@ const (
 	// Patched: both values are JSON objects, and Members holds the
 	// top-level members that differ.
 	Patched WriteOp = 4
+	// Elided: the key was written, but what the write did was too large
+	// to keep beside it (etcd: the record would take the transaction past
+	// etcd's request limit).
+	Elided WriteOp = 5
 )
 
 // Write is what a commit did to one key.
@@ -212,6 +216,13 @@ func AppendWrite(b []byte, key string, before []byte, had bool, after []byte, ha
 	return b
 }
 
+// AppendElided appends to a history record that key was written, without
+// what the write did (Elided).
+func AppendElided(b []byte, key string) []byte {
+	b = appendString(b, key)
+	return append(b, byte(Elided))
+}
+
 // DecodeCommit decodes a history record (the whole of b) of revision rev.
 // The record shares no memory with b.
 func DecodeCommit(rev uint64, b []byte) (Commit, error) {
@@ -241,6 +252,7 @@ func DecodeCommit(rev uint64, b []byte) (Commit, error) {
 			w.Before = d.bytes()
 		case Replaced:
 			w.Before, w.After = d.bytes(), d.bytes()
+		case Elided:
 		case Patched:
 			n, ok := d.num()
 			if !ok || n > uint64(len(d.b)) { // a member takes 3 bytes at least

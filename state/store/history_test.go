@@ -110,3 +110,13 @@ func TestParseRetention(t *testing.T) {
 		}
 	}
 }
+
+// TestHistoryElided: a write whose values were too large to keep is
+// recorded by its key alone.
+func TestHistoryElided(t *testing.T) {
+	b := store.AppendElided(store.AppendCommitHead(nil, time.Unix(0, 0), store.Origin{}), "machine/big")
+	c, err := store.DecodeCommit(3, b)
+	if err != nil || len(c.Writes) != 1 || c.Writes[0].Key != "machine/big" || c.Writes[0].Op != store.Elided {
+		t.Errorf("%+v, %v", c, err)
+	}
+}

@@ -302,7 +302,14 @@ func (t *txn) commit() (*proposal, error) {
 	// The history record: each key's value before is the snapshot's
 	// (see history.go for what that means for a key written unread).
 	hist := store.AppendCommitHead(make([]byte, 0, 256), time.Now(), t.origin)
-	for k, w := range t.writes {
+	// In key order, as bbolt applies them: the record lists them so.
+	keys := make([]string, 0, len(t.writes))
+	for k := range t.writes {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		w := t.writes[k]
 		ek := s.prefix + k
 		before, had := t.snap.tree.Get(item{key: k})
 		if w.del {
@@ -325,6 +332,14 @@ func (t *txn) commit() (*proposal, error) {
 	}
 	if len(p.ops) == 0 {
 		return nil, nil
+	}
+	if p.size+len(s.feedK)+store.ChangesSize(t.changes)+len(hist)+16 > s.cfg.MaxRequestBytes {
+		// The writes alone fit, or are refused below: the history keeps
+		// which keys they were, not what they did.
+		hist = store.AppendCommitHead(hist[:0], time.Now(), t.origin)
+		for _, ek := range p.writes {
+			hist = store.AppendElided(hist, ek[len(s.prefix):])
+		}
 	}
 	p.cs, p.changes = encodeFeed(t.changes, hist), t.changes
 	size := p.size + len(s.feedK) + len(p.cs) + 16
