@@ -2,12 +2,15 @@ package state_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/provisiond/provisiond/state"
 	"github.com/provisiond/provisiond/state/statetest"
+	"github.com/provisiond/provisiond/state/store"
 )
 
 // TestHistory: the writes state makes with a call's origin on the context
@@ -89,5 +92,52 @@ func TestHistory(t *testing.T) {
 	f = state.HistoryFilter{After: start, Until: start + 1}
 	if first, next, more, err := st.History(ctx, f, 0); err != nil || more || next > start+1 || len(first) == 0 {
 		t.Errorf("until: %d changes, next %d, more %v, %v", len(first), next, more, err)
+	}
+}
+
+// TestMigrateToHistorySchema: a store of schema version 4 (written before
+// the engines kept history) is migrated to 5 when it opens, in one
+// transaction with nothing to do but the stamp; its history goes on
+// (the stamp's own commit keeps a record). A store of a version newer
+// than this build's is refused with the message an earlier build gives
+// a store this build wrote.
+func TestMigrateToHistorySchema(t *testing.T) {
+	t.Parallel()
+	st := statetest.New(t)
+	if err := state.StampSchema(st, 4); err != nil {
+		t.Fatal(err)
+	}
+	rev := st.Revision()
+	if err := state.Migrate(st); err != nil {
+		t.Fatal(err)
+	}
+	if !revisionsAfter(st, rev, 1) {
+		t.Errorf("the migration took revisions %d -> %d; want one transaction", rev, st.Revision())
+	}
+	if v, err := state.StoredSchemaVersion(st); err != nil || v != 5 || state.SchemaVersion != 5 {
+		t.Errorf("schema version after the migration: %d, %v (this build's: %d)", v, err, state.SchemaVersion)
+	}
+	h, ok := st.Store().(store.Historian)
+	if !ok {
+		t.Fatal("the store keeps no history")
+	}
+	var kept []string
+	if _, _, err := h.History(t.Context(), rev, 0, func(c store.Commit) error {
+		for _, w := range c.Writes {
+			kept = append(kept, fmt.Sprintf("%d %s %s -> %s", c.Rev-rev, w.Key, w.Before, w.After))
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"1 schema/state 4 -> 5"}; !slices.Equal(kept, want) {
+		t.Errorf("history of the migration: %q, want %q", kept, want)
+	}
+	if err := state.StampSchema(st, state.SchemaVersion+1); err != nil {
+		t.Fatal(err)
+	}
+	err := state.Migrate(st)
+	if !errors.Is(err, state.ErrNewerSchema) || !strings.Contains(err.Error(), "the store has a newer state schema version; use a newer provisiond") {
+		t.Errorf("a newer store: %v, want ErrNewerSchema", err)
 	}
 }
