@@ -324,18 +324,22 @@ func (d *Daemon) followServers(ctx context.Context) {
 	}
 }
 
-// compactor is what etcdstore offers for compaction.
+// compactor is what etcdstore offers for compaction, and for the
+// history's archive.
 type compactor interface {
 	Compact(ctx context.Context, rev uint64) error
+	ArchiveHistory(ctx context.Context) (uint64, error)
 }
 
 // compactUnderElection compacts etcd's history every interval while this
 // daemon leads the "compactor" election, to the revision it saw one
-// interval before, or older as the history's retention needs
-// (compactionFloor): every daemon whose feed lags less than an interval
+// interval before: every daemon whose feed lags less than an interval
 // follows on; one further behind reloads and wakes its watchers (the
-// store's Feed.Reset). A daemon that loses the election stops; the next
-// leader starts over.
+// store's Feed.Reset). Before each compaction it archives the history
+// records committed since the last (the store's ArchiveHistory), and it
+// never compacts past the newest revision archived, so no record is lost
+// to compaction (docs/history.md). A daemon that loses the election
+// stops; the next leader starts over, from the archive's mark.
 func (d *Daemon) compactUnderElection(ctx context.Context, every time.Duration) {
 	st := d.state.Store()
 	c, ok := st.(compactor)
@@ -359,22 +363,24 @@ func (d *Daemon) compactUnderElection(ctx context.Context, every time.Duration) 
 		d.log.Info("leading etcd compaction", "every", every)
 		t := time.NewTicker(every)
 		var prev, done uint64
-		// The revisions seen, for the history's retention: etcd's history
-		// is the history of commits, and is kept as long as the retention
-		// says (a new leader starts its samples over: it keeps more, never
-		// less).
-		var samples []revisionSample
 	lead:
 		for {
 			select {
 			case <-leading.Done():
 				break lead
-			case now := <-t.C:
+			case <-t.C:
 				rev := st.Revision()
-				samples = append(samples, revisionSample{at: now, rev: rev})
-				var floor uint64
-				floor, samples = compactionFloor(samples, d.history.Retention(), rev, now)
-				if to := min(prev, floor); to > done {
+				archived, err := c.ArchiveHistory(leading)
+				if err != nil {
+					// Not compacted either: the next tick archives
+					// and compacts.
+					d.log.Warn("archiving the history", "err", err)
+					prev = rev
+					continue
+				}
+				// Compaction to r keeps revision r and later: the
+				// records after the newest archived stay readable.
+				if to := min(prev, archived+1); prev > 0 && to > done {
 					if err := c.Compact(leading, to); err != nil {
 						d.log.Warn("compacting etcd", "revision", to, "err", err)
 					} else {

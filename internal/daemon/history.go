@@ -17,10 +17,10 @@ import (
 // bbolt the history pruner, one of the controller's singular workers,
 // deletes the records that fall outside it, in batches of
 // historyPruneBatch commits (each its own short bbolt transaction), every
-// historyPruneEvery. On etcd the history is etcd's own history of the
-// feed key: the compactor (cluster.go) never compacts into the retention
-// window. Either way the history's size and oldest revision are in
-// /metrics and show-controller.
+// historyPruneEvery; on etcd it deletes the archive's batches that do
+// (the compactor, cluster.go, archives the records from the feed key's
+// history before it compacts). Either way the history's size and oldest
+// revision are in /metrics and show-controller.
 
 const (
 	historyPruneEvery = time.Minute
@@ -84,7 +84,7 @@ func (d *Daemon) historyStats(ctx context.Context) (store.HistoryStats, error) {
 func (d *Daemon) startHistory() []singular.Worker {
 	d.history.pruned = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "provisiond_history_pruned_total",
-		Help: "History records this daemon pruned as they fell outside --history-retention (bbolt; etcd's compaction prunes on etcd).",
+		Help: "History records this daemon pruned as they fell outside --history-retention.",
 	})
 	gauge := func(name, help string, f func(store.HistoryStats) float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 {
@@ -105,9 +105,9 @@ func (d *Daemon) startHistory() []singular.Worker {
 				}
 				return float64(st.OldestTime.UnixNano()) / 1e9
 			}),
-		gauge("provisiond_history_records", "History records kept (bbolt; 0 on etcd, which does not count them).",
+		gauge("provisiond_history_records", "History records kept (on etcd: those archived; the newest, up to two compaction intervals of them, are not yet).",
 			func(st store.HistoryStats) float64 { return float64(st.Records) }),
-		gauge("provisiond_history_size_bytes", "Bytes the history records take (bbolt's pages in use; 0 on etcd).",
+		gauge("provisiond_history_size_bytes", "Bytes the history records take (bbolt: its pages in use; etcd: the archive's values).",
 			func(st store.HistoryStats) float64 { return float64(st.Bytes) }),
 	)
 	p, ok := d.state.Store().(historyPruner)
@@ -144,38 +144,4 @@ func (d *Daemon) pruneHistory(ctx context.Context, p historyPruner) error {
 		}
 	}
 	return nil
-}
-
-// revisionSample is the revision the compactor saw at a time.
-type revisionSample struct {
-	at  time.Time
-	rev uint64
-}
-
-// compactionFloor returns the newest revision the compactor may compact
-// to at revision now and time at, keeping the history's retention r: the
-// newest sample older than r.Age (0: none is, compact nothing), and at
-// most now-r.Revisions. samples are in time order; the ones no longer
-// needed are dropped from the front.
-func compactionFloor(samples []revisionSample, r store.Retention, now uint64, at time.Time) (floor uint64, keep []revisionSample) {
-	floor = now
-	if r.Revisions > 0 {
-		floor = 0
-		if now > r.Revisions {
-			floor = now - r.Revisions
-		}
-	}
-	if r.Age > 0 {
-		i := 0
-		for i < len(samples) && at.Sub(samples[i].at) > r.Age {
-			i++
-		}
-		byAge := uint64(0)
-		if i > 0 {
-			byAge = samples[i-1].rev
-			samples = samples[i-1:] // the last one old enough stays: the floor
-		}
-		floor = min(floor, byAge)
-	}
-	return floor, samples
 }

@@ -33,7 +33,7 @@ type HistoryInfo struct {
 	OldestRevision uint64 `json:"oldest-revision,omitempty"`
 	OldestTime     string `json:"oldest-time,omitempty"`
 	// Records and SizeBytes are how many records are kept and their
-	// size, where the engine counts them (bbolt; 0 on etcd).
+	// size (on etcd: those archived, not the newest few minutes' yet).
 	Records   int64 `json:"records,omitempty"`
 	SizeBytes int64 `json:"size-bytes,omitempty"`
 }
