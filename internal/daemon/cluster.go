@@ -281,16 +281,21 @@ func (d *Daemon) startCluster() {
 	}()
 	d.cluster.wg.Go(func() { d.publishPresence(ctx) }) // presence.go
 	d.cluster.wg.Go(func() { d.followPresence(ctx) })
-	if every := d.cfg.Etcd.CompactionInterval; every >= 0 {
-		if every == 0 {
-			every = DefaultCompactionInterval
-		}
-		d.cluster.wg.Add(1)
-		go func() {
-			defer d.cluster.wg.Done()
-			d.compactUnderElection(ctx, every)
-		}()
+	every, compact := d.cfg.Etcd.CompactionInterval, true
+	switch {
+	case every == 0:
+		every = DefaultCompactionInterval
+	case every < 0:
+		// etcd compacts by its own --auto-compaction-retention: the
+		// history is still archived, every minute, so that what etcd
+		// keeps longer than that is archived before it goes.
+		every, compact = time.Minute, false
 	}
+	d.cluster.wg.Add(1)
+	go func() {
+		defer d.cluster.wg.Done()
+		d.compactUnderElection(ctx, every, compact)
+	}()
 }
 
 // followServers rewrites credentials.yaml's api-addresses whenever the
@@ -338,9 +343,10 @@ type compactor interface {
 // store's Feed.Reset). Before each compaction it archives the history
 // records committed since the last (the store's ArchiveHistory), and it
 // never compacts past the newest revision archived, so no record is lost
-// to compaction (docs/history.md). A daemon that loses the election
-// stops; the next leader starts over, from the archive's mark.
-func (d *Daemon) compactUnderElection(ctx context.Context, every time.Duration) {
+// to compaction (docs/history.md). Without compact it only archives. A
+// daemon that loses the election stops; the next leader starts over,
+// from the archive's mark.
+func (d *Daemon) compactUnderElection(ctx context.Context, every time.Duration, compact bool) {
 	st := d.state.Store()
 	c, ok := st.(compactor)
 	if !ok {
@@ -360,7 +366,7 @@ func (d *Daemon) compactUnderElection(ctx context.Context, every time.Duration) 
 			}
 			continue
 		}
-		d.log.Info("leading etcd compaction", "every", every)
+		d.log.Info("leading etcd compaction and the history's archive", "every", every, "compact", compact)
 		t := time.NewTicker(every)
 		var prev, done uint64
 	lead:
@@ -380,7 +386,7 @@ func (d *Daemon) compactUnderElection(ctx context.Context, every time.Duration) 
 				}
 				// Compaction to r keeps revision r and later: the
 				// records after the newest archived stay readable.
-				if to := min(prev, archived+1); prev > 0 && to > done {
+				if to := min(prev, archived+1); compact && prev > 0 && to > done {
 					if err := c.Compact(leading, to); err != nil {
 						d.log.Warn("compacting etcd", "revision", to, "err", err)
 					} else {
