@@ -31,7 +31,13 @@ import (
 //	4  every model's config holds Juju's model config defaults for its
 //	   type (ModelConfigDefaults): the migration fills in the keys a model
 //	   lacks and leaves every value already set as it is
-const SchemaVersion = 4
+//	5  every commit keeps its history record beside its change set, in
+//	   the engine's own format (bbolt: the bucket "meta/history"; etcd: a
+//	   version-3 value of the feed key, which an earlier build cannot read
+//	   and would take for a broken feed at every commit); state's records
+//	   are unchanged, so the migration has nothing to do but stamp the
+//	   version, which makes an earlier build refuse the store
+const SchemaVersion = 5
 
 // schemaKey holds SchemaVersion, as decimal text.
 var schemaKey = store.Key(kindSchema, "state")
@@ -50,6 +56,8 @@ var migrations = []func(tx *txn) error{
 		_, err := fillModelConfigDefaults(tx, 0)
 		return err
 	},
+	// 4 → 5: the history, which the engines keep from this build on.
+	func(*txn) error { return nil },
 }
 
 // steppedMigrations[v-1], where set, is migrations[v-1] in steps, for a
@@ -63,6 +71,7 @@ var steppedMigrations = []func(tx *txn, most int) (more bool, err error){
 	nil,
 	nil,
 	fillModelConfigDefaults,
+	nil,
 }
 
 // migrationStep is the most records a step of a stepped migration writes

@@ -31,6 +31,12 @@ func RegressModelConfig(st *State, uuid string, cfg map[string]any, v int) error
 	})
 }
 
+// StampSchema marks the store as schema version v, as a build of that
+// version left it (for the migration tests).
+func StampSchema(st *State, v int) error {
+	return st.update(context.Background(), func(tx *txn) error { return tx.stampSchema(v) })
+}
+
 // Migrate runs the schema migration as Open does.
 func Migrate(st *State) error { return st.migrate(context.Background()) }
 

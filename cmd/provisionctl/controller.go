@@ -20,7 +20,7 @@ import (
 
 // Verbs about the controller itself: version, show-controller.
 func (a *app) addControllerCommands(root *cobra.Command) {
-	root.AddCommand(a.versionCommand(), a.showControllerCommand())
+	root.AddCommand(a.versionCommand(), a.showControllerCommand(), a.historyCommand())
 }
 
 // buildDoc is a build of provisiond or provisionctl.
@@ -148,6 +148,9 @@ credentials file used.`,
 				t.add("api-version", doc.APIVersion)
 				t.add("models", strconv.Itoa(doc.Models))
 				t.add("store", storeLine(doc.Store))
+				if h := doc.History; h != nil {
+					t.add("history", historyLine(*h))
+				}
 				for _, m := range doc.Store.Members {
 					t.add("store member "+m.Endpoint, memberLine(m))
 				}
@@ -189,6 +192,22 @@ func storeLine(s params.StoreInfo) string {
 			}
 		}
 		parts = append(parts, fmt.Sprintf("%d of %d members up", up, len(s.Members)))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// historyLine is show-controller's line of the history of commits: its
+// retention, the oldest revision kept and since when, and its size where
+// the engine counts it.
+func historyLine(h params.HistoryInfo) string {
+	parts := []string{"retention " + h.Retention}
+	if h.OldestRevision == 0 {
+		parts = append(parts, "none kept yet")
+	} else {
+		parts = append(parts, fmt.Sprintf("from revision %d (%s)", h.OldestRevision, h.OldestTime))
+	}
+	if h.Records > 0 {
+		parts = append(parts, fmt.Sprintf("%d records, %s", h.Records, sizeOfBytes(h.SizeBytes)))
 	}
 	return strings.Join(parts, ", ")
 }

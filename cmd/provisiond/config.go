@@ -17,6 +17,7 @@ import (
 	"github.com/provisiond/provisiond/credentials"
 	"github.com/provisiond/provisiond/internal/agentbinaries"
 	"github.com/provisiond/provisiond/internal/daemon"
+	"github.com/provisiond/provisiond/state/store"
 	"github.com/provisiond/provisiond/state/store/etcdstore"
 )
 
@@ -96,6 +97,11 @@ type options struct {
 	// The daemon as a service (docs/operator-guide.md, As a system service).
 	MetricsAddr string `yaml:"metrics-addr"`
 	AuditLog    string `yaml:"audit-log"`
+
+	// HistoryRetention is --history-retention as written; resolve reads
+	// it into historyRetention, refusing what does not read.
+	HistoryRetention string `yaml:"history-retention"`
+	historyRetention store.Retention
 }
 
 // defaultDataDir is $XDG_DATA_HOME/provisiond, or ~/.local/share/provisiond
@@ -143,9 +149,10 @@ func defaultOptions(getenv func(string) string) options {
 		MaxConnsPerEntity:    d.MaxConnsPerEntity,
 		MaxWatchersPerEntity: d.MaxWatchersPerEntity,
 
-		LoginFailures:   d.LoginFailures,
-		LoginBackoffMax: d.LoginBackoffMax,
-		MetricsAuth:     d.MetricsAuth,
+		LoginFailures:    d.LoginFailures,
+		LoginBackoffMax:  d.LoginBackoffMax,
+		MetricsAuth:      d.MetricsAuth,
+		HistoryRetention: store.DefaultRetention.String(),
 	}
 }
 
@@ -209,6 +216,7 @@ func (o *options) settings() []setting {
 		{"metrics-token-file", "file holding a bearer token that opens /metrics", &o.MetricsTokenFile},
 		{"metrics-addr", "also serve /metrics over plain HTTP here, on loopback only (127.0.0.1:9100)", &o.MetricsAddr},
 		{"audit-log", "append the audit trail (every mutation, refused logins) to this file as JSON lines", &o.AuditLog},
+		{"history-retention", "how much history of commits to keep: a duration (7d, 36h) and/or a number of revisions (500000), comma-separated; a reload changes it", &o.HistoryRetention},
 	}
 }
 
@@ -278,6 +286,11 @@ func (sf *serveFlags) resolve(fs *pflag.FlagSet, getenv func(string) string) (op
 	if o.GCHeapFloor != 0 {
 		return o, errRemovedGCHeapFloor
 	}
+	r, err := store.ParseRetention(o.HistoryRetention)
+	if err != nil {
+		return o, fmt.Errorf("--history-retention: %w", err)
+	}
+	o.historyRetention = r
 	return o, nil
 }
 
@@ -411,6 +424,7 @@ func (o *options) daemonConfig() daemon.Config {
 		Reinitialise:     o.Reinitialise,
 		MetricsAddr:      o.MetricsAddr,
 		AuditLog:         o.AuditLog,
+		HistoryRetention: o.historyRetention,
 	}
 }
 
@@ -428,5 +442,5 @@ func splitList(s string) []string {
 // live are the settings a reload (SIGHUP) applies while serving; every
 // other change needs a restart.
 func (o *options) live() daemon.Live {
-	return daemon.Live{LoginRateMax: o.LoginRateMax, LoginRateRefill: o.LoginRateRefill}
+	return daemon.Live{LoginRateMax: o.LoginRateMax, LoginRateRefill: o.LoginRateRefill, HistoryRetention: o.historyRetention}
 }

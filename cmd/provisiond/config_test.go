@@ -42,7 +42,8 @@ func TestOptionsDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.Addr != "127.0.0.1:17070" || o.DataDir != "/d/provisiond" || o.LogFormat != "text" || o.PingTimeout != 3*time.Minute {
+	if o.Addr != "127.0.0.1:17070" || o.DataDir != "/d/provisiond" || o.LogFormat != "text" || o.PingTimeout != 3*time.Minute ||
+		o.HistoryRetention != "7d" || o.daemonConfig().HistoryRetention.Age != 7*24*time.Hour {
 		t.Errorf("defaults = %+v", o)
 	}
 }
@@ -52,6 +53,8 @@ func TestOptionsErrors(t *testing.T) {
 	_ = os.WriteFile(bad, []byte("adr: typo\n"), 0o600)
 	floor := filepath.Join(t.TempDir(), "floor.yaml")
 	_ = os.WriteFile(floor, []byte("gc-heap-floor: 134217728\n"), 0o600)
+	retention := filepath.Join(t.TempDir(), "retention.yaml")
+	_ = os.WriteFile(retention, []byte("history-retention: a week\n"), 0o600)
 	const removed = "gc-heap-floor was removed: drop it and set the Go runtime's GOGC"
 	tests := []struct {
 		name string
@@ -69,6 +72,9 @@ func TestOptionsErrors(t *testing.T) {
 		{"removed gc-heap-floor flag", []string{"--gc-heap-floor", "134217728"}, nil, removed},
 		{"removed gc-heap-floor env", nil, map[string]string{"PROVISIOND_GC_HEAP_FLOOR": "134217728"}, removed},
 		{"removed gc-heap-floor in file", []string{"--config", floor}, nil, removed},
+		{"history retention too short", []string{"--history-retention", "10s"}, nil, `--history-retention: history retention "10s": the duration must be one minute at least`},
+		{"history retention zero revisions", nil, map[string]string{"PROVISIOND_HISTORY_RETENTION": "0"}, "the number of revisions must be at least 1"},
+		{"history retention in file", []string{"--config", retention}, nil, `history retention "a week": the duration must be one minute at least`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -259,5 +259,6 @@ func restoreToEtcd(ctx context.Context, e sys, archive io.Reader, file string, e
 	end := migrate.End{Store: daemon.StoreEtcd, Etcd: ecfg}
 	fmt.Fprintf(e.stderr, "restored %s (controller %s, %d records) into %s; start its daemons with: %s --data-dir DIR\n",
 		file, res.Controller, res.Records, describeEnd(end), serveLine(end))
+	fmt.Fprintf(e.stderr, "note: %s\n", migrate.HistoryNote(res.SourceRevision, res.TargetRevision))
 	return nil
 }

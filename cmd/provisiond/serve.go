@@ -204,7 +204,7 @@ func (s *service) startWatchdog(d *daemon.Daemon) (stop func()) {
 }
 
 // liveSettings change on a reload; the others wait for a restart.
-var liveSettings = map[string]bool{"log-level": true, "login-rate-max": true, "login-rate-refill": true}
+var liveSettings = map[string]bool{"log-level": true, "login-rate-max": true, "login-rate-refill": true, "history-retention": true}
 
 // reload reads the settings again (flags, environment and config file, as
 // at start), applies those that can change while serving and logs what it
@@ -234,6 +234,7 @@ func (s *service) reload(d *daemon.Daemon, cur options) options {
 		s.log.Error("reload", "err", err)
 	} else {
 		cur.LoginRateMax, cur.LoginRateRefill = next.LoginRateMax, next.LoginRateRefill
+		cur.HistoryRetention, cur.historyRetention = next.HistoryRetention, next.historyRetention
 	}
 	var later []string
 	nexts := next.settings()

@@ -1,6 +1,7 @@
 package facade
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
@@ -55,6 +56,12 @@ type Deps struct {
 	// the controller agent): a connection is recorded when its login
 	// succeeds, until its session ends. ModelAdmin's Status reads it.
 	Presence *presence.Recorder
+	// ServerID names this daemon in the history of commits (the origin
+	// of each call's writes; "" in tests).
+	ServerID string
+	// History, if set, reports the history of commits kept and the
+	// retention (show-controller).
+	History func(ctx context.Context) (state.HistoryStats, string, error)
 }
 
 // WatcherClock returns d.Clock, or the wall clock.

@@ -160,12 +160,32 @@ type callContext struct {
 // contextKey finds the call's Context among a context's values.
 type contextKey struct{}
 
-// Value implements context.Context.
+// Value implements context.Context. It answers state.OriginKey with the
+// call's origin, which the store keeps in the history of each commit the
+// call makes: who is logged in, from where, on which daemon, and the call.
 func (cc *callContext) Value(key any) any {
-	if key == (contextKey{}) {
+	switch key {
+	case contextKey{}:
 		return cc.c
+	case state.OriginKey{}:
+		return cc.c.origin()
 	}
 	return cc.Context.Value(key)
+}
+
+// origin is the call's state.Origin.
+func (c *Context) origin() state.Origin {
+	o := state.Origin{Call: c.Request.Facade + "." + c.Request.Method}
+	if c.Auth.Tag != nil {
+		o.Who = c.Auth.Tag.String()
+	}
+	if c.Session != nil {
+		o.Addr = c.Session.remote
+	}
+	if c.Deps != nil {
+		o.Daemon = c.Deps.ServerID
+	}
+	return o
 }
 
 // ContextOf returns the Context of the call ctx was given to, or nil for

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"strconv"
+	"time"
 
 	"github.com/provisiond/provisiond/internal/buildinfo"
 	"github.com/provisiond/provisiond/rpc"
@@ -43,6 +44,16 @@ func (a *ModelAdmin) ControllerInfo(ctx context.Context) (params.ControllerInfo,
 		Models:              len(models),
 		Store: params.StoreInfo{Engine: in.Engine, SchemaVersion: in.SchemaVersion, Revision: in.Revision,
 			SizeBytes: in.SizeBytes, InUseBytes: in.InUseBytes, QuotaBytes: in.QuotaBytes, CompactRevision: in.CompactRevision},
+	}
+	if f := a.ctx.Deps.History; f != nil {
+		st, retention, err := f(ctx)
+		if err != nil {
+			return params.ControllerInfo{}, err
+		}
+		out.History = &params.HistoryInfo{Retention: retention, OldestRevision: st.Oldest, Records: st.Records, SizeBytes: st.Bytes}
+		if !st.OldestTime.IsZero() {
+			out.History.OldestTime = st.OldestTime.UTC().Format(time.RFC3339)
+		}
 	}
 	for _, m := range in.Members {
 		out.Store.Members = append(out.Store.Members, params.StoreMember{Endpoint: m.Endpoint, Up: m.Up, Error: m.Err,

@@ -68,6 +68,7 @@ func Register(r *facade.Registry) {
 		registerController(m)
 		registerRemovals(m)
 		registerEntities(m)
+		registerHistory(m)
 	})
 }
 

@@ -281,16 +281,21 @@ func (d *Daemon) startCluster() {
 	}()
 	d.cluster.wg.Go(func() { d.publishPresence(ctx) }) // presence.go
 	d.cluster.wg.Go(func() { d.followPresence(ctx) })
-	if every := d.cfg.Etcd.CompactionInterval; every >= 0 {
-		if every == 0 {
-			every = DefaultCompactionInterval
-		}
-		d.cluster.wg.Add(1)
-		go func() {
-			defer d.cluster.wg.Done()
-			d.compactUnderElection(ctx, every)
-		}()
+	every, compact := d.cfg.Etcd.CompactionInterval, true
+	switch {
+	case every == 0:
+		every = DefaultCompactionInterval
+	case every < 0:
+		// etcd compacts by its own --auto-compaction-retention: the
+		// history is still archived, every minute, so that what etcd
+		// keeps longer than that is archived before it goes.
+		every, compact = time.Minute, false
 	}
+	d.cluster.wg.Add(1)
+	go func() {
+		defer d.cluster.wg.Done()
+		d.compactUnderElection(ctx, every, compact)
+	}()
 }
 
 // followServers rewrites credentials.yaml's api-addresses whenever the
@@ -324,18 +329,24 @@ func (d *Daemon) followServers(ctx context.Context) {
 	}
 }
 
-// compactor is what etcdstore offers for compaction.
+// compactor is what etcdstore offers for compaction, and for the
+// history's archive.
 type compactor interface {
 	Compact(ctx context.Context, rev uint64) error
+	ArchiveHistory(ctx context.Context) (uint64, error)
 }
 
 // compactUnderElection compacts etcd's history every interval while this
 // daemon leads the "compactor" election, to the revision it saw one
 // interval before: every daemon whose feed lags less than an interval
 // follows on; one further behind reloads and wakes its watchers (the
-// store's Feed.Reset). A daemon that loses the election stops; the next
-// leader starts over.
-func (d *Daemon) compactUnderElection(ctx context.Context, every time.Duration) {
+// store's Feed.Reset). Before each compaction it archives the history
+// records committed since the last (the store's ArchiveHistory), and it
+// never compacts past the newest revision archived, so no record is lost
+// to compaction (docs/history.md). Without compact it only archives. A
+// daemon that loses the election stops; the next leader starts over,
+// from the archive's mark.
+func (d *Daemon) compactUnderElection(ctx context.Context, every time.Duration, compact bool) {
 	st := d.state.Store()
 	c, ok := st.(compactor)
 	if !ok {
@@ -355,9 +366,9 @@ func (d *Daemon) compactUnderElection(ctx context.Context, every time.Duration) 
 			}
 			continue
 		}
-		d.log.Info("leading etcd compaction", "every", every)
+		d.log.Info("leading etcd compaction and the history's archive", "every", every, "compact", compact)
 		t := time.NewTicker(every)
-		var prev uint64
+		var prev, done uint64
 	lead:
 		for {
 			select {
@@ -365,12 +376,23 @@ func (d *Daemon) compactUnderElection(ctx context.Context, every time.Duration) 
 				break lead
 			case <-t.C:
 				rev := st.Revision()
-				if prev > 0 {
-					if err := c.Compact(leading, prev); err != nil {
-						d.log.Warn("compacting etcd", "revision", prev, "err", err)
+				archived, err := c.ArchiveHistory(leading)
+				if err != nil {
+					// Not compacted either: the next tick archives
+					// and compacts.
+					d.log.Warn("archiving the history", "err", err)
+					prev = rev
+					continue
+				}
+				// Compaction to r keeps revision r and later: the
+				// records after the newest archived stay readable.
+				if to := min(prev, archived+1); compact && prev > 0 && to > done {
+					if err := c.Compact(leading, to); err != nil {
+						d.log.Warn("compacting etcd", "revision", to, "err", err)
 					} else {
+						done = to
 						d.metrics.compactions.Inc()
-						d.log.Debug("compacted etcd", "revision", prev)
+						d.log.Debug("compacted etcd", "revision", to)
 					}
 				}
 				prev = rev

@@ -39,6 +39,7 @@ import (
 	"github.com/provisiond/provisiond/rpc"
 	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/state/store"
 	"github.com/provisiond/provisiond/state/store/boltstore"
 	"github.com/provisiond/provisiond/watcher"
 )
@@ -134,6 +135,10 @@ type Config struct {
 	// the audit trail is appended to as JSON lines (audit.go).
 	MetricsAddr string
 	AuditLog    string
+
+	// HistoryRetention is how much of the history of commits is kept
+	// (history.go; zero: store.DefaultRetention). A reload changes it.
+	HistoryRetention store.Retention
 }
 
 // Defaults.
@@ -261,6 +266,7 @@ type Daemon struct {
 	audit      *auditor
 	svc        service
 	singular   *singular.Runner // the controller's singular workers (singular.go)
+	history    history          // the history's retention and figures (history.go)
 
 	mu       sync.Mutex // guards stopping (and the expiry timer's re-arming)
 	stopping bool
@@ -301,6 +307,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 		})
 
 	d.registerServiceMetrics()
+	d.history.setRetention(cfg.HistoryRetention)
 	if d.audit, err = newAuditor(log, cfg.AuditLog); err != nil {
 		return nil, err
 	}
@@ -386,6 +393,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 	reg := NewRegistry(d.limiter)
 
 	deps := &facade.Deps{
+		ServerID:      d.serverID,
 		State:         d.state,
 		Hub:           d.hub,
 		Registry:      reg,
@@ -400,6 +408,10 @@ func Start(cfg Config) (d *Daemon, err error) {
 		Clock:         cfg.Clock,
 		Agents:        d.agentCounter(),
 		Presence:      d.startPresence(),
+		History: func(ctx context.Context) (state.HistoryStats, string, error) {
+			st, err := d.historyStats(ctx)
+			return st, d.HistoryRetention(), err
+		},
 	}
 	d.rpc, err = rpc.NewServer(rpc.Config{
 		NewRoot:           d.noticeLogins(d.audit.audited(facade.NewRootFunc(deps))),

@@ -25,6 +25,7 @@ import (
 	"github.com/provisiond/provisiond/internal/connlimit"
 	"github.com/provisiond/provisiond/internal/controllerstore"
 	"github.com/provisiond/provisiond/pki"
+	"github.com/provisiond/provisiond/state/store"
 )
 
 // What the daemon offers the service manager and operators beside the
@@ -175,12 +176,15 @@ func (d *Daemon) Healthy() error {
 type Live struct {
 	LoginRateMax    int
 	LoginRateRefill time.Duration
+	// HistoryRetention: zero is store.DefaultRetention.
+	HistoryRetention store.Retention
 }
 
 // Reload applies what can change while serving and says what it did, one
 // entry per change: the agent login rate, the server certificate (read
 // again from its files: after provisiond rotate-cert, or an operator's
-// renewed --cert-file), and the audit log, reopened (for log rotation).
+// renewed --cert-file), the audit log, reopened (for log rotation), and
+// the history's retention.
 func (d *Daemon) Reload(l Live) ([]string, error) {
 	var did []string
 	if l.LoginRateMax != d.cfg.LoginRateMax || l.LoginRateRefill != d.cfg.LoginRateRefill {
@@ -195,6 +199,14 @@ func (d *Daemon) Reload(l Live) ([]string, error) {
 			did = append(did, fmt.Sprintf("login-rate-refill %s -> %s", d.cfg.LoginRateRefill, l.LoginRateRefill))
 		}
 		d.cfg.LoginRateMax, d.cfg.LoginRateRefill = l.LoginRateMax, l.LoginRateRefill
+	}
+	if r := l.HistoryRetention; r != d.cfg.HistoryRetention {
+		old := d.history.Retention()
+		d.history.setRetention(r)
+		d.cfg.HistoryRetention = r
+		if now := d.history.Retention(); now != old {
+			did = append(did, fmt.Sprintf("history-retention %s -> %s", old, now))
+		}
 	}
 	changed, err := d.reloadCertificate()
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 const SingularElection = "singular"
 
 // startSingular starts campaigning for the controller's singular workers:
-// the machine undertaker. Whichever daemon leads runs them; on bbolt, this
+// the machine undertaker and, on bbolt, the history pruner (history.go). Whichever daemon leads runs them; on bbolt, this
 // one at once.
 func (d *Daemon) startSingular() {
 	leading := prometheus.NewGauge(prometheus.GaugeOpts{
@@ -35,7 +35,7 @@ func (d *Daemon) startSingular() {
 		Elector:  d.state.Store(),
 		Election: SingularElection,
 		Logger:   d.log,
-		Workers:  []singular.Worker{{Name: "machine-undertaker", Run: u.Run}},
+		Workers:  append([]singular.Worker{{Name: "machine-undertaker", Run: u.Run}}, d.startHistory()...),
 		OnLead: func(l bool) {
 			if l {
 				leading.Set(1)

@@ -123,7 +123,24 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	} else {
 		err = migrateToDataDir(ctx, cfg, src, id, &res)
 	}
+	if err == nil {
+		res.Notes = append(res.Notes, HistoryNote(res.SourceRevision, res.TargetRevision))
+	}
 	return res, err
+}
+
+// HistoryNote says what a migration or a restore into another store does
+// with the history of commits (provisionctl history): it is not carried.
+// A record is known by its revision, which is each store's own (bbolt
+// counts its commits, etcd's revisions are the cluster's, shared with
+// other controllers on it): carried records would name revisions the
+// target never had, or will have for other commits, and status --at or a
+// watch resumed from a revision would read the wrong ones.
+func HistoryNote(sourceRev, targetRev uint64) string {
+	return fmt.Sprintf("the history of commits (provisionctl history) is not carried: revisions are each store's own. "+
+		"The source's ends at its revision %d; the target's starts after its revision %d. "+
+		"Keep a backup of the source taken before the migration to read the earlier history (a bbolt backup holds it)",
+		sourceRev, targetRev)
 }
 
 // Validate checks the configuration (Run does too), filling in the

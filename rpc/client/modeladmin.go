@@ -233,6 +233,13 @@ func (a *ModelAdmin) ModelEntities(ctx context.Context, args params.ModelEntitie
 	return call[params.ModelEntitiesResult](ctx, a.f, "ModelEntities", args)
 }
 
+// History returns a page of the history of commits: the changes args
+// selects, in revision order, each with when and by whom it was made (what
+// provisionctl history prints). More: call again with After set to Next.
+func (a *ModelAdmin) History(ctx context.Context, args params.HistoryArgs) (params.HistoryResult, error) {
+	return call[params.HistoryResult](ctx, a.f, "History", args)
+}
+
 // RemoveSpace removes a space no subnet, constraint or binding uses.
 func (a *ModelAdmin) RemoveSpace(ctx context.Context, args params.RemoveSpaceArgs) (params.SpaceInfo, error) {
 	return call[params.SpaceInfo](ctx, a.f, "RemoveSpace", args)

@@ -20,6 +20,22 @@ type ControllerInfo struct {
 	GoVersion  string    `json:"go-version"`
 	Models     int       `json:"models"`
 	Store      StoreInfo `json:"store"`
+	// History is the history of commits kept (provisionctl history).
+	History *HistoryInfo `json:"history,omitempty"`
+}
+
+// HistoryInfo describes the history of commits a controller keeps.
+type HistoryInfo struct {
+	// Retention is the daemon's --history-retention ("7d", "7d,500000").
+	Retention string `json:"retention"`
+	// OldestRevision is the oldest revision whose history is kept, and
+	// OldestTime (RFC 3339, UTC) its commit's time; none: nothing kept.
+	OldestRevision uint64 `json:"oldest-revision,omitempty"`
+	OldestTime     string `json:"oldest-time,omitempty"`
+	// Records and SizeBytes are how many records are kept and their
+	// size (on etcd: those archived, not the newest few minutes' yet).
+	Records   int64 `json:"records,omitempty"`
+	SizeBytes int64 `json:"size-bytes,omitempty"`
 }
 
 // StoreInfo describes the controller's database, in figures both engines
@@ -98,4 +114,62 @@ type EntityValue struct {
 // ModelEntitiesResult answers ModelEntities, in the order asked.
 type ModelEntitiesResult struct {
 	Entities []EntityValue `json:"entities"`
+}
+
+// HistoryArgs asks ModelAdmin.History for the changes of the history of
+// commits that it selects (provisionctl history). Empty fields select
+// everything.
+type HistoryArgs struct {
+	// Model is a model's name or UUID ("": every model, and the
+	// controller's own records).
+	Model string `json:"model,omitempty"`
+	// Kind is an entity kind: machine, unit, application, model, ...
+	Kind string `json:"kind,omitempty"`
+	// Entity is a tag (machine-0, unit-mysql-0, application-mysql) or an
+	// id within its model (0, mysql/0).
+	Entity string `json:"entity,omitempty"`
+	// Who is the tag the changes were made as (user-admin, machine-0).
+	Who string `json:"who,omitempty"`
+	// Since and Until bound the commits: a revision (inclusive) or an
+	// RFC 3339 time.
+	Since string `json:"since,omitempty"`
+	Until string `json:"until,omitempty"`
+	// After goes on after a revision: the Next of the previous page.
+	After uint64 `json:"after,omitempty"`
+	// Limit bounds the changes returned (0: the most one call returns,
+	// 1000).
+	Limit int `json:"limit,omitempty"`
+}
+
+// HistoryResult is one page of changes, in revision order. More: call
+// again with After set to Next for the rest.
+type HistoryResult struct {
+	Changes []HistoryChange `json:"changes"`
+	Next    uint64          `json:"next"`
+	More    bool            `json:"more"`
+	// OldestRevision is the oldest revision whose history is kept (0:
+	// none): what is older is gone.
+	OldestRevision uint64 `json:"oldest-revision,omitempty"`
+}
+
+// HistoryChange is one change of one entity in one commit: when, by
+// whom (the tag, its address, the daemon that served it, the call) and
+// what (the entity, the field, its value before and after, as JSON;
+// absent: it was, or is, not there).
+type HistoryChange struct {
+	Revision uint64 `json:"revision"`
+	Time     string `json:"time"` // RFC 3339, UTC
+	Who      string `json:"who,omitempty"`
+	Address  string `json:"address,omitempty"`
+	Daemon   string `json:"daemon,omitempty"`
+	Call     string `json:"call,omitempty"` // Facade.Method
+	Model    string `json:"model,omitempty"`
+	Kind     string `json:"kind"`
+	ID       string `json:"id"`
+	// Op is created, removed, changed, or written: a write too large for
+	// its values to be kept (on etcd, near its request limit).
+	Op     string `json:"op"`
+	Field  string `json:"field,omitempty"`
+	Before string `json:"before,omitempty"`
+	After  string `json:"after,omitempty"`
 }

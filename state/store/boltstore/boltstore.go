@@ -1,6 +1,7 @@
 package boltstore
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -122,6 +123,9 @@ type Store struct {
 	// oldestChange is the oldest revision with a stored change set (0:
 	// none); only the goroutine committing (one at a time) touches it.
 	oldestChange uint64
+	// histScratch is the buffer history records are built in (the
+	// committing goroutine's, as oldestChange).
+	histScratch []byte
 
 	appliedMu sync.Mutex    // guards appliedCh
 	appliedCh chan struct{} // closed and replaced when rev moves (WaitApplied)
@@ -574,7 +578,13 @@ func (s *Store) commitBatch(batch []*request) (committedFns int) {
 			res[i] = result{err: err} // its write set is dropped
 			continue
 		}
-		wrote, meta, err := t.apply()
+		// The record is built in a buffer reused from commit to commit
+		// (only the bbolt write transaction's holder uses it), and
+		// copied at its size for Put: bbolt keeps the value given to Put
+		// until the commit.
+		hist := store.AppendCommitHead(s.histScratch[:0], start, store.OriginOf(req.ctx))
+		wrote, meta, err := t.apply(&hist)
+		s.histScratch = hist
 		if err != nil {
 			_ = tx.Rollback()
 			tx = nil
@@ -587,6 +597,11 @@ func (s *Store) commitBatch(batch []*request) (committedFns int) {
 		}
 		rev++
 		if err := putChangeSet(tx, rev, t.changes); err != nil {
+			_ = tx.Rollback()
+			tx = nil
+			return fail(err)
+		}
+		if err := putHistory(tx, rev, bytes.Clone(hist)); err != nil {
 			_ = tx.Rollback()
 			tx = nil
 			return fail(err)

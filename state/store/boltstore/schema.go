@@ -22,7 +22,9 @@ import (
 //	   beside meta, so meta stays small enough for bbolt to keep it inline
 //	   in the root page, and no kind can be named like them (kinds hold
 //	   no "/")
-const SchemaVersion = 2
+//	3  the history of commits ("meta/history" and "meta/histstage":
+//	   revision -> history record)
+const SchemaVersion = 3
 
 // The store's own buckets: meta (its keys below), and those named
 // "meta/...", which no kind can be.
@@ -34,7 +36,12 @@ var (
 	recentBucket     = []byte(store.MetaKind + "/recent")    // revision -> change set, the newest few
 	changesBucket    = []byte(store.MetaKind + "/changes")   // revision -> change set, the older ones
 	ephemeralBucket  = []byte(store.MetaKind + "/ephemeral") // key -> "" (held by a process)
+	historyBucket    = []byte(store.MetaKind + "/history")   // revision -> history record (history.go), the older ones
+	histStageBucket  = []byte(store.MetaKind + "/histstage") // revision -> history record, the newest few (history.go)
 )
+
+// historyBuckets are the buckets of the history, oldest records first.
+var historyBuckets = [][]byte{historyBucket, histStageBucket}
 
 // ownBucket reports whether a bucket is the store's own, not a kind's.
 func ownBucket(name []byte) bool {
@@ -49,6 +56,17 @@ type migration func(tx *bolt.Tx) error
 var migrations = []migration{
 	// 1 → 2: the buckets of the change sets and ephemeral keys.
 	createOwnBuckets,
+	// 2 → 3: the buckets of the history.
+	createHistoryBuckets,
+}
+
+func createHistoryBuckets(tx *bolt.Tx) error {
+	for _, name := range historyBuckets {
+		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+			return fmt.Errorf("creating bucket %q: %w", name, err)
+		}
+	}
+	return nil
 }
 
 func createOwnBuckets(tx *bolt.Tx) error {
@@ -79,6 +97,11 @@ func initFile(tx *bolt.Tx, target uint64, steps []migration) (uint64, error) {
 		}
 		if target >= 2 {
 			if err := createOwnBuckets(tx); err != nil {
+				return 0, err
+			}
+		}
+		if target >= 3 {
+			if err := createHistoryBuckets(tx); err != nil {
 				return 0, err
 			}
 		}
@@ -171,17 +194,21 @@ func putChangeSet(tx *bolt.Tx, rev uint64, changes []watcher.Change) error {
 
 // flushRecent moves every change set of meta/recent to meta/changes.
 func flushRecent(tx *bolt.Tx) error {
-	recent, older := tx.Bucket(recentBucket), tx.Bucket(changesBucket)
+	return moveAll(tx.Bucket(recentBucket), tx.Bucket(changesBucket))
+}
+
+// moveAll moves every key of from to to.
+func moveAll(from, to *bolt.Bucket) error {
 	var keys [][]byte
-	c := recent.Cursor()
+	c := from.Cursor()
 	for k, v := c.First(); k != nil; k, v = c.Next() {
-		if err := older.Put(bytes.Clone(k), bytes.Clone(v)); err != nil {
+		if err := to.Put(bytes.Clone(k), bytes.Clone(v)); err != nil {
 			return err
 		}
 		keys = append(keys, bytes.Clone(k))
 	}
 	for _, k := range keys {
-		if err := recent.Delete(k); err != nil {
+		if err := from.Delete(k); err != nil {
 			return err
 		}
 	}

@@ -390,9 +390,11 @@ func (t *txn) metaDelete(sub, key []byte) {
 
 // apply writes the write set to the bbolt transaction, making buckets as
 // needed, and reports whether it changed a kind's key (a put, or a delete
-// of a key that exists) and whether it wrote the store's own keys. An
+// of a key that exists) and whether it wrote the store's own keys. When
+// hist is not nil it appends to it what each write did (store.AppendWrite:
+// the history record), reading each key's value before writing it. An
 // error means the bbolt transaction can no longer be committed.
-func (t *txn) apply() (wrote, meta bool, err error) {
+func (t *txn) apply(hist *[]byte) (wrote, meta bool, err error) {
 	keys := make([]string, 0, len(t.writes))
 	for k := range t.writes {
 		keys = append(keys, k)
@@ -415,14 +417,25 @@ func (t *txn) apply() (wrote, meta bool, err error) {
 			}
 		}
 		if w.del {
-			if b == nil || b.Get([]byte(rest)) == nil {
+			var before []byte
+			if b != nil {
+				before = b.Get([]byte(rest))
+			}
+			if before == nil {
 				continue
+			}
+			if hist != nil {
+				*hist = store.AppendWrite(*hist, k, before, true, nil, false)
 			}
 			if err := b.Delete([]byte(rest)); err != nil {
 				return false, false, fmt.Errorf("boltstore: delete %s: %w: %w", k, store.ErrUnavailable, err)
 			}
 			wrote = true
 			continue
+		}
+		if hist != nil {
+			before := b.Get([]byte(rest))
+			*hist = store.AppendWrite(*hist, k, before, before != nil, w.val, true)
 		}
 		if err := b.Put([]byte(rest), w.val); err != nil {
 			return false, false, fmt.Errorf("boltstore: put %s: %w: %w", k, store.ErrUnavailable, err)

@@ -17,10 +17,49 @@ import (
 // least key it puts, a string) and its version-1 change set (a string).
 // A member's nested transaction may have failed its compares: its change
 // set belongs to the revision only if its witness was put at it.
+//
+// A commit that keeps history puts a version-3 change set instead (alone
+// or as a group member's): the length of its version-1 change set without
+// the version byte (a uvarint), those bytes, then the commit's history
+// record (store.AppendCommitHead), which is what etcd's history of the
+// feed key keeps of the commit (history.go).
 const (
 	changesVersion = 1
 	groupVersion   = 2
+	historyVersion = 3
 )
+
+// encodeFeed encodes a commit's change set with its history record (nil:
+// none, a version-1 value).
+func encodeFeed(cs []watcher.Change, hist []byte) []byte {
+	if hist == nil {
+		return encodeChanges(cs)
+	}
+	n := store.ChangesSize(cs)
+	b := make([]byte, 1, 1+binary.MaxVarintLen32+n+len(hist))
+	b[0] = historyVersion
+	changes := store.AppendChanges(make([]byte, 0, n), cs) // its length first
+	b = binary.AppendUvarint(b, uint64(len(changes)))
+	b = append(b, changes...)
+	return append(b, hist...)
+}
+
+// splitFeed returns the change set (without its version byte) and the
+// history record (nil: none) of a version-1 or version-3 value.
+func splitFeed(b []byte) (changes, hist []byte, err error) {
+	switch {
+	case len(b) > 0 && b[0] == changesVersion:
+		return b[1:], nil, nil
+	case len(b) > 0 && b[0] == historyVersion:
+		l, n := binary.Uvarint(b[1:])
+		if n <= 0 || l > uint64(len(b)-1-n) {
+			return nil, nil, errBadChanges
+		}
+		b = b[1+n:]
+		return b[:l], b[l:], nil
+	}
+	return nil, nil, errBadChanges
+}
 
 func encodeChanges(cs []watcher.Change) []byte {
 	b := make([]byte, 1, 1+store.ChangesSize(cs))
@@ -31,10 +70,11 @@ func encodeChanges(cs []watcher.Change) []byte {
 var errBadChanges = errors.New("etcdstore: malformed change set")
 
 func decodeChanges(b []byte) ([]watcher.Change, error) {
-	if len(b) == 0 || b[0] != changesVersion {
-		return nil, errBadChanges
+	changes, _, err := splitFeed(b)
+	if err != nil {
+		return nil, err
 	}
-	cs, err := store.DecodeChanges(b[1:])
+	cs, err := store.DecodeChanges(changes)
 	if err != nil {
 		return nil, fmt.Errorf("etcdstore: %w", err)
 	}

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
+
+	"github.com/provisiond/provisiond/state/store"
 
 	"github.com/provisiond/provisiond/watcher"
 )
@@ -83,5 +86,32 @@ func TestFeedValueGolden(t *testing.T) {
 	g := encodeGroup([]*proposal{{witness: "machine/m/0", cs: encodeChanges(one)}, {witness: "unit/m/db/0", cs: encodeChanges(two)}})
 	if !bytes.Equal(g, old) {
 		t.Errorf("encodeGroup = %x, written before as %s", g, groupHex)
+	}
+}
+
+// TestFeedWithHistory: a version-3 feed value holds the change set, which
+// decodeChanges reads as a version-1 one's, and the history record after
+// it, which splitFeed returns as it was written.
+func TestFeedWithHistory(t *testing.T) {
+	one := []watcher.Change{{Kind: "machine", Model: "m", ID: "0", Fields: []string{"status"}}}
+	hist := store.AppendWrite(store.AppendCommitHead(nil, time.Unix(1, 0), store.Origin{Who: "user-admin"}),
+		"machine/m/0", []byte(`{"s":1}`), true, []byte(`{"s":2}`), true)
+	b := encodeFeed(one, hist)
+	if b[0] != historyVersion {
+		t.Fatalf("version %d", b[0])
+	}
+	got, err := decodeChanges(b)
+	if err != nil || fmt.Sprint(got) != fmt.Sprint(one) {
+		t.Errorf("decodeChanges = %+v, %v", got, err)
+	}
+	changes, h, err := splitFeed(b)
+	if err != nil || !bytes.Equal(h, hist) || !bytes.Equal(changes, encodeChanges(one)[1:]) {
+		t.Errorf("splitFeed = %x, %x, %v", changes, h, err)
+	}
+	if !bytes.Equal(encodeFeed(one, nil), encodeChanges(one)) {
+		t.Error("a change set without history is not a version-1 value")
+	}
+	for i := range len(b) {
+		_, _ = decodeChanges(b[:i]) // never panics
 	}
 }

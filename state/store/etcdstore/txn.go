@@ -155,6 +155,7 @@ type txn struct {
 	depth   int              // Nest depth
 	undos   []undo           // writes made inside Nest, to undo
 	done    bool
+	origin  store.Origin // on whose behalf (the Update's context)
 }
 
 var errTxnDone = errors.New("etcdstore: transaction used after its function returned")
@@ -299,17 +300,30 @@ func (t *txn) commit() (*proposal, error) {
 	p := &proposal{snapRev: t.snap.rev}
 	p.ops = make([]clientv3.Op, 0, len(t.writes)+1) // room for sendOne's feed put
 	p.writes = make([]string, 0, len(t.writes))
-	for k, w := range t.writes {
+	// The history record: each key's value before is the snapshot's
+	// (see history.go for what that means for a key written unread).
+	hist := store.AppendCommitHead(make([]byte, 0, 256), time.Now(), t.origin)
+	// In key order, as bbolt applies them: the record lists them so.
+	keys := make([]string, 0, len(t.writes))
+	for k := range t.writes {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		w := t.writes[k]
 		ek := s.prefix + k
+		before, had := t.snap.tree.Get(item{key: k})
 		if w.del {
-			if !t.snap.tree.Has(item{key: k}) {
+			if !had {
 				continue // removing what is not there writes nothing
 			}
+			hist = store.AppendWrite(hist, k, before.val, true, nil, false)
 			p.ops = append(p.ops, clientv3.OpDelete(ek))
 			p.writes = append(p.writes, ek)
 			p.size += len(s.prefix) + len(k) + 16
 			continue
 		}
+		hist = store.AppendWrite(hist, k, before.val, had, w.val, true)
 		p.ops = append(p.ops, opPut(ek, w.val))
 		p.writes = append(p.writes, ek)
 		p.size += len(s.prefix) + len(k) + len(w.val) + 16
@@ -320,7 +334,15 @@ func (t *txn) commit() (*proposal, error) {
 	if len(p.ops) == 0 {
 		return nil, nil
 	}
-	p.cs, p.changes = encodeChanges(t.changes), t.changes
+	if p.size+len(s.feedK)+store.ChangesSize(t.changes)+len(hist)+16 > s.cfg.MaxRequestBytes {
+		// The writes alone fit, or are refused below: the history keeps
+		// which keys they were, not what they did.
+		hist = store.AppendCommitHead(hist[:0], time.Now(), t.origin)
+		for _, ek := range p.writes {
+			hist = store.AppendElided(hist, ek[len(s.prefix):])
+		}
+	}
+	p.cs, p.changes = encodeFeed(t.changes, hist), t.changes
 	size := p.size + len(s.feedK) + len(p.cs) + 16
 	if len(p.ops)+1 > s.cfg.MaxTxnOps {
 		return nil, fmt.Errorf("etcdstore: %w: %d writes, etcd allows %d operations per transaction (MaxTxnOps; etcd's --max-txn-ops)",
@@ -370,6 +392,7 @@ func (s *Store) Update(ctx context.Context, fn func(store.Txn) error) (uint64, e
 		return 0, err
 	}
 	defer s.leave()
+	origin := store.OriginOf(ctx)
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return 0, err
@@ -378,7 +401,7 @@ func (s *Store) Update(ctx context.Context, fn func(store.Txn) error) (uint64, e
 			return 0, err
 		}
 		snap := s.snap.Load()
-		t := &txn{s: s, snap: snap}
+		t := &txn{s: s, snap: snap, origin: origin}
 		err := fn(t)
 		t.done = true
 		if err != nil {

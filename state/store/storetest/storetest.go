@@ -105,6 +105,7 @@ func (s Suite) Run(t *testing.T) {
 		{"PeerConflicts", testPeerConflicts},
 		{"PeerEphemeral", testPeerEphemeral},
 		{"PeerElect", testPeerElect},
+		{"History", testHistory},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, s) })

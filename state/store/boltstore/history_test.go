@@ -1,0 +1,138 @@
+package boltstore
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/provisiond/provisiond/state/store"
+)
+
+// TestPruneHistory: the records outside the retention (by revisions, by
+// age) go, oldest first, at most max per call; the newer stay and read
+// back; HistoryStats follows.
+func TestPruneHistory(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "state.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := t.Context()
+	for i := range 10 {
+		if _, err := s.Update(ctx, func(tx store.Txn) error { return tx.Put("k/x", []byte{byte(i)}) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rev := s.Revision()
+	count := func() (n int, first uint64) {
+		_, _, err := s.History(ctx, 0, 0, func(c store.Commit) error {
+			if n == 0 {
+				first = c.Rev
+			}
+			n++
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n, first
+	}
+	if n, _ := count(); n != 10 {
+		t.Fatalf("%d records, want 10", n)
+	}
+	// Keep 4 revisions, 3 records a call.
+	r := store.Retention{Revisions: 4}
+	for _, want := range []int{3, 3, 0} {
+		n, err := s.PruneHistory(ctx, r, time.Now(), 3)
+		if err != nil || n != want {
+			t.Fatalf("PruneHistory = %d, %v; want %d", n, err, want)
+		}
+	}
+	if n, first := count(); n != 4 || first != rev-3 {
+		t.Errorf("after pruning to 4 revisions: %d records from %d, want 4 from %d", n, first, rev-3)
+	}
+	st, err := s.HistoryStats(ctx)
+	if err != nil || st.Oldest != rev-3 || st.Records != 4 || st.Bytes <= 0 || st.OldestTime.IsZero() {
+		t.Errorf("HistoryStats = %+v, %v", st, err)
+	}
+	// By age: an hour from now, everything is older than a minute.
+	if n, err := s.PruneHistory(ctx, store.Retention{Age: time.Minute}, time.Now().Add(time.Hour), 0); err != nil || n != 4 {
+		t.Errorf("PruneHistory by age = %d, %v; want 4", n, err)
+	}
+	if n, _ := count(); n != 0 {
+		t.Errorf("%d records left", n)
+	}
+	if s.Revision() != rev {
+		t.Errorf("pruning spent revisions: %d, was %d", s.Revision(), rev)
+	}
+}
+
+// TestHistoryStaged: records go through meta/histstage to meta/history,
+// ten or so at a time; across both they read back in revision order,
+// each once, page after page, and prune oldest first.
+func TestHistoryStaged(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "state.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := t.Context()
+	var want []uint64
+	for i := range 200 {
+		rev, err := s.Update(ctx, func(tx store.Txn) error {
+			return tx.Put("k/x", []byte(fmt.Sprintf("%0200d", i)))
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, rev)
+	}
+	var staged, older int
+	if err := s.viewBolt(func(tx *bolt.Tx) error {
+		staged, older = tx.Bucket(histStageBucket).Stats().KeyN, tx.Bucket(historyBucket).Stats().KeyN
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if staged == 0 || staged > 20 || staged+older != 200 {
+		t.Errorf("%d records staged, %d older; want a few staged, 200 in all", staged, older)
+	}
+	read := func() (revs []uint64) {
+		for after := uint64(0); ; {
+			last, more, err := s.History(ctx, after, 7, func(c store.Commit) error {
+				revs = append(revs, c.Rev)
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if after = last; !more {
+				return revs
+			}
+		}
+	}
+	if got := read(); !slices.Equal(got, want) {
+		t.Fatalf("history\n%v\nwant\n%v", got, want)
+	}
+	if st, err := s.HistoryStats(ctx); err != nil || st.Records != 200 || st.Oldest != want[0] {
+		t.Errorf("HistoryStats = %+v, %v", st, err)
+	}
+	// Keep the newest 5: the pruner empties meta/history and goes on
+	// into the stage.
+	for {
+		n, err := s.PruneHistory(ctx, store.Retention{Revisions: 5}, time.Now(), 50)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n < 50 {
+			break
+		}
+	}
+	if got := read(); !slices.Equal(got, want[195:]) {
+		t.Errorf("after pruning to 5: %v, want %v", got, want[195:])
+	}
+}

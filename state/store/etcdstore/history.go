@@ -1,0 +1,228 @@
+package etcdstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/provisiond/provisiond/state/store"
+)
+
+// The history of commits (store.Historian) on etcd. Each commit's history
+// record travels in its change set on the feed key (a version-3 value,
+// changes.go), in the commit's own etcd transaction: it is exactly as
+// durable as the commit. The archiver (archive.go) then copies the
+// records, once their revisions are known, from etcd's history of the
+// feed key to keys of their own outside the prefix, and the compactor
+// never compacts past the newest revision archived; so etcd's history
+// holds one compaction interval as it would without history, and the
+// archive each record once.
+//
+// History reads the archive first, then, for what is newer, the feed
+// key's history (a watch of the feed key from a revision, which etcd
+// serves from its store by revision range): nothing is missing between
+// the two. When the feed key's history it wants has been compacted
+// meanwhile (the archiver moved on and the compactor followed), it reads
+// the archive again from where it was.
+
+var _ store.Historian = (*Store)(nil)
+
+// History implements store.Historian: the archive, then the feed key's
+// versions, up to the feed key's revision in this process's latest
+// snapshot. Revisions neither archived nor kept by etcd (compacted away
+// without being archived: ReclaimSpace's compaction, or what an earlier
+// build compacted) are skipped.
+func (s *Store) History(ctx context.Context, after uint64, limit int, fn func(store.Commit) error) (last uint64, more bool, err error) {
+	if err := s.enter(); err != nil {
+		return 0, false, err
+	}
+	defer s.leave()
+	if limit <= 0 || limit > store.MaxScan {
+		limit = store.MaxScan
+	}
+	last = after
+	upto := s.snap.Load().feedMod
+	if int64(after) >= upto {
+		return last, false, nil
+	}
+	// What is archived is read from the archive only: etcd's history may
+	// still hold what the pruner deleted from it.
+	m, err := s.readMark(ctx)
+	if err != nil {
+		return last, false, err
+	}
+	n := 0
+	// visit hands fn the records of one revision; false: limit reached.
+	visit := func(rev int64, recs [][]byte) (bool, error) {
+		if len(recs) == 0 {
+			last = uint64(rev)
+			return true, nil
+		}
+		if n == limit {
+			more = true
+			return false, nil
+		}
+		for _, rec := range recs {
+			cm, err := store.DecodeCommit(uint64(rev), rec)
+			if err != nil {
+				return false, fmt.Errorf("etcdstore: the history of revision %d: %w", rev, err)
+			}
+			if err := fn(cm); err != nil {
+				return false, err
+			}
+		}
+		n++
+		last = uint64(rev)
+		return true, nil
+	}
+	for int64(last) < upto {
+		before := last
+		goOn, err := s.archived(ctx, last, upto, visit)
+		if err != nil || !goOn {
+			return last, more, err
+		}
+		if int64(last) >= upto {
+			break
+		}
+		if last < m.rev {
+			last = min(m.rev, uint64(upto)) // pruned from the archive
+			before = last
+		}
+		compacted, err := s.feedRecords(ctx, int64(last)+1, upto, visit)
+		if err != nil {
+			if errors.Is(err, errStopped) {
+				return last, more, nil
+			}
+			return last, false, err
+		}
+		if compacted == 0 {
+			break // read to upto
+		}
+		if last == before {
+			// Neither the archive nor etcd has what follows last: it
+			// was compacted without being archived. Go on from the
+			// oldest etcd keeps.
+			last = uint64(compacted - 1)
+		}
+	}
+	return last, more, nil
+}
+
+// errStopped ends a read of the feed key's history early (its visitor
+// said so, without an error of its own).
+var errStopped = errors.New("etcdstore: stopped")
+
+// feedRecords calls fn with the history records of each version of the
+// feed key from revision from to upto, in revision order (a version
+// without records, such as a lease's change set, with none), until fn
+// returns false (then errStopped). It returns the oldest revision etcd
+// keeps (compacted > 0) when from is older than it: the caller decides
+// how to go on.
+func (s *Store) feedRecords(ctx context.Context, from, upto int64, fn func(rev int64, recs [][]byte) (bool, error)) (compacted int64, err error) {
+	if from > upto {
+		return 0, nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	defer cancel()
+	wch := s.cli.Watch(clientv3.WithRequireLeader(wctx), s.feedK, clientv3.WithRev(from))
+	for resp := range wch {
+		if resp.CompactRevision > 0 {
+			return resp.CompactRevision, nil
+		}
+		if err := resp.Err(); err != nil {
+			return 0, s.fail(ctx, "reading the history", err)
+		}
+		for _, ev := range resp.Events {
+			rev := ev.Kv.ModRevision
+			if ev.Type != mvccpb.PUT || rev < from {
+				continue
+			}
+			if rev > upto {
+				return 0, nil
+			}
+			recs, err := s.historyAt(wctx, rev, ev.Kv.Value)
+			if err != nil {
+				return 0, err
+			}
+			ok, err := fn(rev, recs)
+			if err != nil {
+				return 0, err
+			}
+			if !ok {
+				return 0, errStopped
+			}
+			if rev == upto {
+				return 0, nil
+			}
+		}
+	}
+	if err := wctx.Err(); err != nil {
+		return 0, s.fail(ctx, "reading the history", err)
+	}
+	return 0, s.fail(ctx, "reading the history", errors.New("the watch ended"))
+}
+
+// historyAt returns the history records of revision rev from the feed
+// key's value then: one, or one per member of a group commit (those whose
+// witness was put at rev: the others' compares failed), each with its own
+// origin. None for a value without history (a lease's change set). Each
+// record is a slice of val.
+func (s *Store) historyAt(ctx context.Context, rev int64, val []byte) ([][]byte, error) {
+	bad := func(err error) ([][]byte, error) {
+		return nil, fmt.Errorf("etcdstore: the history of revision %d: %w", rev, err)
+	}
+	if len(val) == 0 || val[0] != groupVersion {
+		_, hist, err := splitFeed(val)
+		if err != nil {
+			return bad(err)
+		}
+		if hist == nil {
+			return nil, nil
+		}
+		return [][]byte{hist}, nil
+	}
+	ms, err := decodeGroup(val)
+	if err != nil {
+		return bad(err)
+	}
+	var out [][]byte
+	for _, m := range ms {
+		_, hist, err := splitFeed(m.cs)
+		if err != nil {
+			return bad(err)
+		}
+		if hist == nil {
+			continue
+		}
+		resp, err := s.cli.Get(ctx, s.prefix+m.witness, clientv3.WithRev(rev), clientv3.WithKeysOnly())
+		if err != nil {
+			return nil, s.fail(ctx, "reading the history", err)
+		}
+		if len(resp.Kvs) == 0 || resp.Kvs[0].ModRevision != rev {
+			continue
+		}
+		out = append(out, hist)
+	}
+	return out, nil
+}
+
+// HistoryStats implements store.Historian: the oldest record kept (one
+// read of the archive's first batch, or of etcd's history when nothing is
+// archived), and the records and bytes archived (kept in the archive's
+// mark by the archiver and the pruner).
+func (s *Store) HistoryStats(ctx context.Context) (store.HistoryStats, error) {
+	var st store.HistoryStats
+	m, err := s.readMark(ctx)
+	if err != nil {
+		return st, err
+	}
+	st.Records, st.Bytes = m.records, m.bytes
+	_, _, err = s.History(ctx, 0, 1, func(cm store.Commit) error {
+		st.Oldest, st.OldestTime = cm.Rev, cm.Time
+		return nil
+	})
+	return st, err
+}
