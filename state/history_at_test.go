@@ -14,9 +14,9 @@ import (
 	"github.com/juju/errors"
 
 	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/state/statetest"
 	"github.com/provisiond/provisiond/state/store"
 	"github.com/provisiond/provisiond/state/store/boltstore"
-	"github.com/provisiond/provisiond/state/statetest"
 )
 
 // pastModel is what TestViewAt compares: a model's records as state
