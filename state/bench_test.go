@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/provisiond/provisiond/state"
 	"github.com/provisiond/provisiond/state/statetest"
@@ -142,6 +143,78 @@ func BenchmarkSetMachineStatusParallel(b *testing.B) {
 			if errs := st.SetMachineStatuses(b.Context(), statetest.DefaultModelUUID, args); errs[0] != nil {
 				b.Error(errs[0])
 				return
+			}
+		}
+	})
+}
+
+// BenchmarkViewAt is the reads of status --at on a model of 10,000
+// machines at a point 100,000 revisions back (each machine's instance
+// status written ten times since), beside the same reads of the model now
+// (OneView): ViewAt's fold of the 100,000 records and its past view.
+// Building the fixture takes minutes; run it on its own:
+//
+//	go test -run XXX -bench BenchmarkViewAt -benchtime 5x -benchmem ./state/
+func BenchmarkViewAt(b *testing.B) {
+	const machines, writes, workers = 10_000, 100_000, 32
+	st := statetest.New(b)
+	ctx := b.Context()
+	model := statetest.DefaultModelUUID
+	parallel := func(n int, fn func(i int) error) {
+		var next atomic.Int64
+		errs := make(chan error, workers)
+		for range workers {
+			go func() {
+				for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+					if err := fn(i); err != nil {
+						errs <- err
+						return
+					}
+				}
+				errs <- nil
+			}()
+		}
+		for range workers {
+			if err := <-errs; err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	ids := make([]string, machines)
+	parallel(machines, func(i int) error {
+		m, err := st.AddMachine(ctx, model, state.MachineParams{Jobs: []string{state.JobHostUnits}})
+		ids[i] = m.ID
+		return err
+	})
+	point := st.Revision()
+	parallel(writes, func(i int) error {
+		return st.SetMachineStatus(ctx, model, ids[i%machines], state.InstanceStatus, state.Status{Status: "running", Message: fmt.Sprint(i)})
+	})
+	b.Logf("%d machines; the point is revision %d, %d revisions back", machines, point, st.Revision()-point)
+	read := func(st *state.State) error {
+		ms, err := st.Machines(ctx, model)
+		if err != nil {
+			return err
+		}
+		if len(ms) != machines {
+			return fmt.Errorf("%d machines", len(ms))
+		}
+		_, err = st.Units(ctx, model)
+		return err
+	}
+	b.Run("at", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := st.ViewAt(ctx, point, time.Time{}, func(past *state.State, _ state.PastPoint) error { return read(past) }); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("now", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := st.OneView(ctx, read); err != nil {
+				b.Fatal(err)
 			}
 		}
 	})

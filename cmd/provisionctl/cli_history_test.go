@@ -2,10 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/provisiond/provisiond/provisiondtest"
 	"github.com/provisiond/provisiond/rpc/params"
@@ -90,3 +92,95 @@ func TestHistoryVerb(t *testing.T) {
 }
 
 func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
+
+// withoutPresence removes the agents' presence (agent-presence,
+// provisioner-agent) from a decoded status document, at any depth: the
+// history does not keep it, so status --at never shows it.
+func withoutPresence(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		delete(v, "agent-presence")
+		delete(v, "provisioner-agent")
+		for k, x := range v {
+			v[k] = withoutPresence(x)
+		}
+	case []any:
+		for i, x := range v {
+			v[i] = withoutPresence(x)
+		}
+	}
+	return v
+}
+
+// TestStatusAtVerb: status --at, through the built binary, shows a model
+// changed in known steps by provisionctl as status showed it live after
+// each step (json, presence aside: every machine stays pending, which
+// presence never turns down), at the step's revision and at its time; the
+// table too; the point shown on stderr; bad points refused with the exit
+// status of their kind. On bbolt and etcd.
+func TestStatusAtVerb(t *testing.T) {
+	for _, engine := range []provisiondtest.Store{provisiondtest.StoreBolt, provisiondtest.StoreEtcd} {
+		t.Run(string(engine), func(t *testing.T) {
+			e := startDaemon(t, provisiondtest.WithStore(engine))
+			type step struct {
+				rev  uint64
+				at   string
+				live any
+			}
+			var steps []step
+			latest := func() uint64 {
+				r := e.ok(t, nil, "history", "--format", "json")
+				lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+				var c params.HistoryChange
+				if err := json.Unmarshal([]byte(lines[len(lines)-1]), &c); err != nil {
+					t.Fatalf("history: %v\n%s", err, r)
+				}
+				return c.Revision
+			}
+			for _, args := range [][]string{
+				{"add-machine", "--constraints", "mem=4G"},
+				{"add-machine", "lxd:0"},
+				{"add-machine", "-n", "2"},
+				{"remove-machine", "0/lxd/0"},
+				{"remove-machine", "2"},
+			} {
+				e.ok(t, nil, args...)
+				var live any
+				e.ok(t, &live, "status", "--format", "json")
+				steps = append(steps, step{latest(), time.Now().UTC().Format(time.RFC3339Nano), withoutPresence(live)})
+			}
+			for i, s := range steps {
+				for _, at := range []string{itoa(s.rev), s.at} {
+					var got any
+					r := e.ok(t, &got, "status", "--at", at, "--format", "json")
+					if !reflect.DeepEqual(got, s.live) {
+						t.Errorf("step %d: status --at %s:\n%s\nwant (live, presence aside) %v", i, at, r.stdout, s.live)
+					}
+					if !strings.Contains(r.stderr, "status as at revision ") {
+						t.Errorf("status --at %s: stderr %q lacks the point", at, r.stderr)
+					}
+				}
+			}
+			// The table, at the step before the machine 2 went: it is there.
+			r := e.ok(t, nil, "status", "--at", itoa(steps[3].rev))
+			if !regexp.MustCompile(`(?m)^2 +`).MatchString(r.stdout) || !strings.Contains(r.stderr, "status as at revision "+itoa(steps[3].rev)+" (") {
+				t.Errorf("status --at %d (table) lacks machine 2 or the point:\n%s", steps[3].rev, r)
+			}
+			for _, bad := range []struct {
+				args []string
+				code int
+				want string
+			}{
+				{[]string{"status", "--at", itoa(steps[len(steps)-1].rev + 1000)}, 2, "is in the future: the latest is"},
+				{[]string{"status", "--at", "last tuesday"}, 2, `at "last tuesday" not valid`},
+				{[]string{"status", "--at", ""}, 2, "want a revision (12345) or an RFC 3339 time"},
+				{[]string{"status", "--at", "1", "--watch"}, 2, "--at and --watch do not go together"},
+				{[]string{"status", "--at", "2001-01-01T00:00:00Z"}, 1, "is older than the history kept: the oldest point kept is revision "},
+			} {
+				if r := e.run(t, bad.args...); r.code != bad.code || !strings.Contains(r.stderr, bad.want) {
+					t.Errorf("provisionctl %q: want exit %d saying %q, got %s", bad.args, bad.code, bad.want, r)
+				}
+			}
+		})
+	}
+}

@@ -112,38 +112,8 @@ before, after}. yaml: the changes as a list.`,
 	return cmd
 }
 
-// historyChangeLine is history's line of one change.
+// historyChangeLine is history's line of one change, its values cut at
+// historyMaxValue.
 func historyChangeLine(c params.HistoryChange, model string) string {
-	who := c.Who
-	if who == "" {
-		who = "-"
-	}
-	if c.Address != "" {
-		who += "@" + c.Address
-	}
-	if c.Daemon != "" {
-		who += "/" + c.Daemon
-	}
-	call := c.Call
-	if call == "" {
-		call = "-"
-	}
-	entity := c.Kind + "/" + c.ID
-	if c.Model != "" && model == "" && c.Kind != "model" {
-		entity = c.Model + ":" + entity
-	}
-	var what string
-	switch c.Op {
-	case "created":
-		what = "created " + cut(c.After, historyMaxValue)
-	case "removed":
-		what = "removed " + cut(c.Before, historyMaxValue)
-	default:
-		field := c.Field
-		if field == "" {
-			field = "(whole)"
-		}
-		what = field + ": " + orDash(cut(c.Before, historyMaxValue)) + " -> " + orDash(cut(c.After, historyMaxValue))
-	}
-	return fmt.Sprintf("%d %s %s %s %s %s", c.Revision, c.Time, who, call, entity, what)
+	return c.Line(model, func(v string) string { return cut(v, historyMaxValue) })
 }

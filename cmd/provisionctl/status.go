@@ -25,9 +25,10 @@ func (a *app) statusCommand() *cobra.Command {
 		format formatFlag
 		model  string
 		watch  time.Duration
+		at     string
 	)
 	cmd := &cobra.Command{
-		Use:     "status [--watch [INTERVAL]]",
+		Use:     "status [--watch [INTERVAL] | --at REVISION|TIME]",
 		GroupID: "observe",
 		Short:   "Show a model's machines, networking, applications, units and storage",
 		Long: `Show a model: its machines and their containers (nested under their hosts
@@ -65,12 +66,25 @@ spaces, subnets) have keys of their own. Sizes are MiB.
 "--watch=5s") until interrupted, as watch(1) would: on a terminal the
 screen is cleared each time; elsewhere each snapshot follows the last (json:
 one document a line, yaml: "---" between documents). A lost connection is
-reported and retried at the next tick.`,
+reported and retried at the next tick.
+
+--at shows the model as it was at a past revision (as provisionctl history
+prints them) or RFC 3339 time (the last commit made at or before it),
+rebuilt from the controller's history: anything inside the history's
+retention (provisiond --history-retention; show-controller says the
+oldest point kept). It is the same report, in the same formats, but for
+the agents' presence, which the history does not keep: machine agent
+statuses show as they were recorded, never "down". The revision and the
+time of the point shown go to stderr. A point older than the history kept
+is refused with the oldest point kept (exit status 1); one in the future,
+or not a revision or a time, as bad input (exit status 2).`,
 		Example: `  provisionctl status
   provisionctl status -m k8s --watch
   provisionctl status -m prod --format yaml
   provisionctl status --format json | jq -r '.machines | to_entries[] | "\(.key) \(.value."instance-id")"'
-  provisionctl status -m k8s --format json | jq '.applications.gitlab.units'`,
+  provisionctl status -m k8s --format json | jq '.applications.gitlab.units'
+  provisionctl status --at 12345
+  provisionctl status -m prod --at 2026-01-02T15:04:05Z --format yaml`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if cmd.Flags().Changed("watch") && len(args) == 1 {
 				d, err := time.ParseDuration(args[0])
@@ -83,6 +97,24 @@ reported and retried at the next tick.`,
 			return exactArgs()(cmd, args)
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cmd.Flags().Changed("at") {
+				if cmd.Flags().Changed("watch") {
+					return usagef("status: --at and --watch do not go together: the past does not change")
+				}
+				if at == "" {
+					return usagef("status --at: want a revision (12345) or an RFC 3339 time (2026-01-02T15:04:05Z)")
+				}
+				var res params.StatusAtResult
+				if err := a.call(cmd.Context(), "StatusAt", params.StatusAtArgs{Model: model, At: at}, &res); err != nil {
+					return err
+				}
+				if res.Time != "" {
+					a.infof("status as at revision %d (%s)", res.Revision, res.Time)
+				} else {
+					a.infof("status as at revision %d", res.Revision)
+				}
+				return writeStatus(a.stdout, format, res.Status)
+			}
 			if cmd.Flags().Changed("watch") {
 				if watch <= 0 {
 					return usagef("status --watch %s: want a positive interval", watch)
@@ -100,6 +132,7 @@ reported and retried at the next tick.`,
 	addFormatFlag(cmd, &format)
 	cmd.Flags().DurationVar(&watch, "watch", 0, "redraw every INTERVAL (default 2s) until interrupted")
 	cmd.Flags().Lookup("watch").NoOptDefVal = "2s"
+	cmd.Flags().StringVar(&at, "at", "", "show the model as it was at a REVISION or an RFC 3339 TIME (from the history)")
 	return cmd
 }
 

@@ -2,6 +2,8 @@ package modeladmin
 
 import (
 	"context"
+
+	"github.com/provisiond/provisiond/facades/facade"
 	"github.com/provisiond/provisiond/internal/presence"
 	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state"
@@ -19,4 +21,11 @@ func StatusOf(ctx context.Context, st *state.State, pr *presence.Recorder, m sta
 func StoragePoolsOf(ctx context.Context, st *state.State, m state.Model) ([]params.StoragePoolInfo, error) {
 	res, err := (&ModelAdmin{st: st}).storagePools(ctx, m)
 	return res.Pools, err
+}
+
+// HistoryOf is what History returns for args (a model named by its UUID
+// or name, never ""), read from st; see StatusOf. OldestRevision is left
+// 0.
+func HistoryOf(ctx context.Context, st *state.State, args params.HistoryArgs) (params.HistoryResult, error) {
+	return (&ModelAdmin{st: st, ctx: &facade.Context{Deps: &facade.Deps{}}}).History(ctx, args)
 }

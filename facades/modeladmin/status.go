@@ -2,9 +2,12 @@ package modeladmin
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/juju/errors"
 
 	"github.com/provisiond/provisiond/facades/facade"
 	"github.com/provisiond/provisiond/rpc"
@@ -14,6 +17,7 @@ import (
 
 func registerStatus(m *methods) {
 	rpc.Handle(m, "Status", (*ModelAdmin).Status)
+	rpc.Handle(m, "StatusAt", (*ModelAdmin).StatusAt)
 }
 
 // Status reports a model: its machines in id order, each with its
@@ -126,6 +130,47 @@ func (a *ModelAdmin) modelStatusIn(ctx context.Context, m state.Model) (params.M
 		return params.ModelStatus{}, err
 	}
 
+	return out, nil
+}
+
+// StatusAt reports a model as it was at a past revision or time (args.At),
+// rebuilt from the history of commits (state.ViewAt): what Status reports,
+// read in one past view, but the agents' presence (who was connected then
+// is not kept). The model is named as it was then: one removed since is
+// found. A point that is not a revision or a time, or is in the future,
+// is not valid; one older than the history kept is not found, and says
+// the oldest point kept.
+func (a *ModelAdmin) StatusAt(ctx context.Context, args params.StatusAtArgs) (params.StatusAtResult, error) {
+	for _, s := range []string{args.Model, args.At} {
+		if len(s) > MaxHistoryBound {
+			return params.StatusAtResult{}, errors.NewNotValid(nil, fmt.Sprintf("an argument of %d bytes: at most %d", len(s), MaxHistoryBound))
+		}
+	}
+	if args.At == "" {
+		return params.StatusAtResult{}, errors.NewNotValid(nil, "at is required: a revision (12345) or an RFC 3339 time (2026-01-02T15:04:05Z)")
+	}
+	rev, t, err := parseHistoryBound("at", args.At)
+	if err != nil {
+		return params.StatusAtResult{}, err
+	}
+	var out params.StatusAtResult
+	err = a.st.ViewAt(ctx, rev, t, func(st *state.State, p state.PastPoint) error {
+		v := *a
+		v.st = st
+		m, err := v.model(ctx, args.Model)
+		if err != nil {
+			return err
+		}
+		out.Status, err = v.modelStatusIn(ctx, m)
+		out.Revision = p.Rev
+		if !p.Time.IsZero() {
+			out.Time = p.Time.UTC().Format(time.RFC3339Nano)
+		}
+		return err
+	})
+	if err != nil {
+		return params.StatusAtResult{}, err
+	}
 	return out, nil
 }
 

@@ -35,6 +35,9 @@ func (d *Daemon) serveDashboard(mux *http.ServeMux) error {
 		Pools: func(ctx context.Context, m state.Model) ([]params.StoragePoolInfo, error) {
 			return modeladmin.StoragePoolsOf(ctx, d.state, m)
 		},
+		History: func(ctx context.Context, args params.HistoryArgs) (params.HistoryResult, error) {
+			return modeladmin.HistoryOf(ctx, d.state, args)
+		},
 		OnPresence:   d.presence.OnChange,
 		Counters:     d.dashboardCounters,
 		ServerID:     d.serverID,

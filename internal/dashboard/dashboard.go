@@ -68,6 +68,9 @@ type Config struct {
 	// (modeladmin.StatusOf, modeladmin.StoragePoolsOf).
 	Status func(context.Context, state.Model) (params.ModelStatus, error)
 	Pools  func(context.Context, state.Model) ([]params.StoragePoolInfo, error)
+	// History reads the history of commits as ModelAdmin.History does
+	// (modeladmin.HistoryOf): the history panels. nil: none.
+	History func(context.Context, params.HistoryArgs) (params.HistoryResult, error)
 	// OnPresence, if set, calls its argument with a model's UUID whenever
 	// an agent of the model goes alive or down, until the returned cancel
 	// is called (the daemon's presence.Recorder.OnChange): the model's

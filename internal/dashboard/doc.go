@@ -3,6 +3,8 @@
 // model its machines (containers under their hosts), applications, units,
 // storage and pools, spaces and subnets, with whatever is in an error or
 // stuck state called out; an activity feed of the model's last changes;
+// the model's and each machine's and unit's recent changes with who made
+// them, from the controller's history (history.go);
 // and a chart of the daemon's own request, login, agent and commit
 // figures (rates over the last 10 s); and the controller's store and
 // daemons with the agents each has (cluster.go). It only reads: it is

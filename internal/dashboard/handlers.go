@@ -57,6 +57,7 @@ func (d *Dashboard) routes() {
 	mux.HandleFunc("POST "+Prefix+"login", d.login)
 	mux.HandleFunc("POST "+Prefix+"logout", d.logout)
 	mux.HandleFunc("GET "+Prefix+"events", d.events)
+	mux.HandleFunc("GET "+Prefix+"history", d.entityHistory)
 	mux.HandleFunc("GET "+Prefix+"static/{file}", d.static)
 	mux.HandleFunc(Prefix, func(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, "not found", http.StatusNotFound)

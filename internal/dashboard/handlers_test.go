@@ -83,6 +83,9 @@ func newWorld(t *testing.T, tweak func(*Config)) *world {
 		Pools: func(ctx context.Context, m state.Model) ([]params.StoragePoolInfo, error) {
 			return modeladmin.StoragePoolsOf(ctx, st, m)
 		},
+		History: func(ctx context.Context, args params.HistoryArgs) (params.HistoryResult, error) {
+			return modeladmin.HistoryOf(ctx, st, args)
+		},
 		OnPresence: w.presence.OnChange,
 		Now:        w.clock.now,
 	}
@@ -204,7 +207,7 @@ func (c *client) refused(why string) {
 		strings.Contains(body, "logout") {
 		c.w.t.Errorf("%s: GET /dashboard/ = %s to %q; want 303 to the login form", why, resp.Status, resp.Header.Get("Location"))
 	}
-	for _, p := range []string{"/dashboard/events", "/dashboard/static/app.js"} {
+	for _, p := range []string{"/dashboard/events", "/dashboard/static/app.js", "/dashboard/history?kind=machine&id=0"} {
 		if resp, _ := c.get(p); resp.StatusCode != http.StatusUnauthorized {
 			c.w.t.Errorf("%s: GET %s = %s, want 401", why, p, resp.Status)
 		}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state"
 )
 
@@ -19,6 +20,11 @@ import (
 //	status    snapshot: at the start and after the model's changes
 //	activity  {"changes": [change...], "lost": bool}: the model's changes
 //	          (at the start, the last ones the feed holds)
+//	history   {"changes": [historyEntry...], "reset": bool, "error"}: the
+//	          model's changes from the history, newest first, with who made
+//	          them: at the start (reset) the last ones, then with each
+//	          status the new ones (reset: more than the panel shows came,
+//	          these are the last ones)
 //	metrics   [sample...]: at the start the last two minutes, then each second
 //	cluster   clusterView: at the start and when it changes (superusers only)
 //	bye       {"reason"}: the stream ends (logout, expired, credentials
@@ -150,8 +156,38 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) {
 		lastCluster = b
 		sw.send("cluster", json.RawMessage(b))
 	}
-	if superuser {
+	var histNext uint64
+	histStarted := false
+	sendHistory := func() {
+		if d.cfg.History == nil {
+			return
+		}
+		var changes []historyEntry
+		var err error
+		reset := !histStarted
+		if reset {
+			changes, histNext, err = d.recentHistory(r.Context(), params.HistoryArgs{Model: model.UUID}, historyShown)
+		} else {
+			changes, histNext, reset, err = d.newHistory(r.Context(), model.UUID, histNext)
+		}
+		if err != nil {
+			if !histStarted {
+				sw.send("history", map[string]any{"changes": []historyEntry{}, "reset": true, "error": d.historyError(err, model.UUID)})
+			}
+			histStarted = true
+			return
+		}
+		histStarted = true
+		if len(changes) > 0 || reset {
+			sw.send("history", map[string]any{"changes": changes, "reset": reset})
+		}
+	}
+	sendStatus := func() {
 		sw.send("status", d.snapshot(r.Context(), model.UUID))
+		sendHistory()
+	}
+	if superuser {
+		sendStatus()
 		sendActivity()
 	}
 	sendMetrics()
@@ -194,12 +230,12 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) {
 					continue
 				}
 				lastSnap = time.Now()
-				sw.send("status", d.snapshot(r.Context(), model.UUID))
+				sendStatus()
 			}
 		case <-delay.C:
 			pending = false
 			lastSnap = time.Now()
-			sw.send("status", d.snapshot(r.Context(), model.UUID))
+			sendStatus()
 		case <-tick.C:
 			if !d.sessions.check(sess) {
 				continue // sess.done is closed: the next round says bye

@@ -233,6 +233,11 @@ func (a *ModelAdmin) ModelEntities(ctx context.Context, args params.ModelEntitie
 	return call[params.ModelEntitiesResult](ctx, a.f, "ModelEntities", args)
 }
 
+// StatusAt reports a model as it was at a past revision or time.
+func (a *ModelAdmin) StatusAt(ctx context.Context, args params.StatusAtArgs) (params.StatusAtResult, error) {
+	return call[params.StatusAtResult](ctx, a.f, "StatusAt", args)
+}
+
 // History returns a page of the history of commits: the changes args
 // selects, in revision order, each with when and by whom it was made (what
 // provisionctl history prints). More: call again with After set to Next.

@@ -173,3 +173,23 @@ type HistoryChange struct {
 	Before string `json:"before,omitempty"`
 	After  string `json:"after,omitempty"`
 }
+
+// StatusAtArgs asks ModelAdmin.StatusAt for a model as it was at a past
+// point (provisionctl status --at).
+type StatusAtArgs struct {
+	// Model is a model's name or UUID, as it was named at that point
+	// ("": as ModelArgs).
+	Model string `json:"model,omitempty"`
+	// At is a revision (12345) or an RFC 3339 time inside the history
+	// kept.
+	At string `json:"at"`
+}
+
+// StatusAtResult is a model's status as it was at a revision: the
+// revision shown and the time of its commit ("" when that revision has
+// no history record).
+type StatusAtResult struct {
+	Revision uint64      `json:"revision"`
+	Time     string      `json:"time,omitempty"` // RFC 3339, UTC
+	Status   ModelStatus `json:"status"`
+}

@@ -31,6 +31,8 @@
     rows: new Map(),    // row key -> signature, to mark what changed
     first: true,
     activity: [],       // newest first
+    timeline: [],       // the model's history, newest first
+    entity: null,       // the entity whose history is open: {kind, id, changes}
     samples: [],
     gotHello: false,
   };
@@ -168,12 +170,13 @@
           m.base || m.series || '-',
           (m.addresses || []).join(', '),
           msgCell(['agent', m['agent-status']], ['instance', m['instance-status']], ['modification', m['modification-status']]),
+          historyButton('machine', m.id),
         ],
       });
       for (const c of m.containers || []) walk(c, depth + 1);
     };
     for (const m of st.machines || []) walk(m, 0);
-    table('machines', 'Machines, with containers under their host', ['Machine', 'Life', 'Agent', 'Instance ID', 'Instance', 'Base', 'Addresses', 'Message'], rows,
+    table('machines', 'Machines, with containers under their host', ['Machine', 'Life', 'Agent', 'Instance ID', 'Instance', 'Base', 'Addresses', 'Message', 'History'], rows,
       st.type === 'caas' ? 'A Kubernetes model has no machines.' : 'No machines.');
   }
 
@@ -193,11 +196,12 @@
           key: 'unit/' + u.name, level: alertLevel('unit', u.name), sig: u,
           cells: [u.name, el('td', {}, badge(u.life)), u.machine || '-', el('td', {class: 'mono', text: u['provider-id'] || '-'}),
             u.address || '-', statusCell(u['workload-status']), statusCell(u['container-status'] && u['container-status'].status ? u['container-status'] : u['agent-status']),
-            msgCell(['workload', u['workload-status']], ['container', u['container-status']], ['agent', u['agent-status']])],
+            msgCell(['workload', u['workload-status']], ['container', u['container-status']], ['agent', u['agent-status']]),
+            historyButton('unit', u.name)],
         });
       }
     }
-    table('units', 'Units', ['Unit', 'Life', 'Machine', 'Provider ID', 'Address', 'Workload', 'Container / agent', 'Message'], rows, 'No units.');
+    table('units', 'Units', ['Unit', 'Life', 'Machine', 'Provider ID', 'Address', 'Workload', 'Container / agent', 'Message', 'History'], rows, 'No units.');
   }
 
   // The storage rows come laid out by the daemon (storage.go), with the
@@ -309,6 +313,97 @@
     for (const c of view.activity) {
       ol.append(el('li', {}, el('time', {datetime: c.time, text: utcTime(c.time)}),
         el('span', {class: 'what', title: c.name ? c.id : null, text: c.kind + ' ' + (c.name || c.id)}), ' ' + describeChange(c)));
+    }
+  }
+
+  // ---- history
+
+  // The daemon words each change as provisionctl history does (who,
+  // call, entity, what); the page only lays the parts out, as text.
+  function historyLine(c) {
+    return el('li', {'data-rev': c.rev},
+      el('span', {class: 'rev mono', text: String(c.rev)}), el('time', {datetime: c.time, text: utcTime(c.time)}),
+      el('div', {class: 'hist-who mono', text: c.who}),
+      el('div', {}, el('span', {class: 'hist-call', text: c.call}), ' ', el('span', {class: 'hist-entity mono', text: c.entity})),
+      el('div', {class: 'hist-what mono'}, msgText(c.what)));
+  }
+
+  function renderHistoryList(ol, changes, emptyText) {
+    ol.replaceChildren();
+    if (changes.length === 0) {
+      ol.append(el('li', {class: 'muted', text: emptyText}));
+      return;
+    }
+    for (const c of changes) ol.append(historyLine(c));
+  }
+
+  const historyShown = 50;
+
+  function renderTimeline() {
+    const ol = byId('timeline');
+    if (!ol) return;
+    renderHistoryList(ol, view.timeline, 'No changes in the recent history.');
+  }
+
+  function historyButton(kind, id) {
+    return el('td', {}, el('button', {type: 'button', class: 'hist-btn', 'data-history-kind': kind, 'data-history-id': id,
+      'aria-label': 'History of ' + kind + ' ' + id, text: 'History'}));
+  }
+
+  function renderEntityHistory() {
+    const sec = byId('entity-history-section');
+    const e = view.entity;
+    sec.hidden = !e;
+    if (!e) return;
+    byId('entity-history-title').textContent = 'History of ' + e.kind + ' ' + e.id;
+    byId('entity-history-note').textContent = e.error || (e.loading ? 'Loading…' : 'Its last changes, newest first.');
+    renderHistoryList(byId('entity-history'), e.changes, e.loading ? '' : 'No changes in the recent history.');
+  }
+
+  async function openEntityHistory(kind, id) {
+    view.entity = {kind: kind, id: id, changes: [], loading: true};
+    renderEntityHistory();
+    byId('entity-history-section').focus();
+    const q = '?model=' + encodeURIComponent(view.model) + '&kind=' + encodeURIComponent(kind) + '&id=' + encodeURIComponent(id);
+    let h;
+    try {
+      const r = await fetch('/dashboard/history' + q, {credentials: 'same-origin', cache: 'no-store'});
+      if (!r.ok) throw new Error(r.status + ' ' + (await r.text()));
+      h = await r.json();
+    } catch (err) {
+      h = {changes: [], error: 'The history could not be read: ' + err.message};
+    }
+    const e = view.entity;
+    if (!e || e.kind !== kind || e.id !== id) return; // another was opened meanwhile
+    // Changes the stream brought while it loaded come first.
+    const newest = h.changes.length ? h.changes[0].rev : 0;
+    e.changes = e.changes.filter((c) => c.rev > newest).concat(h.changes).slice(0, historyShown);
+    e.error = h.error || '';
+    e.loading = false;
+    renderEntityHistory();
+  }
+
+  function closeEntityHistory() {
+    view.entity = null;
+    renderEntityHistory();
+  }
+
+  function onHistory(h) {
+    if (h.reset) view.timeline = [];
+    view.timeline = h.changes.concat(view.timeline).slice(0, historyShown);
+    const note = byId('timeline-note');
+    if (note) note.textContent = h.error || '';
+    renderTimeline();
+    const e = view.entity;
+    if (!e) return;
+    if (h.reset && !e.loading) {
+      openEntityHistory(e.kind, e.id);
+      return;
+    }
+    const mine = h.changes.filter((c) => c.kind === e.kind && c.id === e.id);
+    if (mine.length) {
+      e.changes = mine.concat(e.changes).slice(0, historyShown);
+      renderEntityHistory();
     }
   }
 
@@ -448,6 +543,7 @@
     on('models', (ms) => { view.models = ms; renderModels(); });
     on('status', renderSnapshot);
     on('cluster', renderCluster);
+    on('history', onHistory);
     on('activity', (a) => {
       for (const c of a.changes) view.activity.unshift(c);
       view.activity.length = Math.min(view.activity.length, 50);
@@ -492,7 +588,11 @@
     view.first = true;
     view.rows.clear();
     view.activity = [];
+    view.timeline = [];
+    view.entity = null;
     renderActivity();
+    renderTimeline();
+    renderEntityHistory();
     renderModels();
     connect();
     byId('main').focus();
@@ -506,8 +606,14 @@
       history.pushState(null, '', a.getAttribute('href'));
       switchModel(a.getAttribute('data-model'));
     });
+    byId('main').addEventListener('click', (e) => {
+      const b = e.target.closest('button[data-history-kind]');
+      if (b) openEntityHistory(b.getAttribute('data-history-kind'), b.getAttribute('data-history-id'));
+    });
+    byId('entity-history-close').addEventListener('click', closeEntityHistory);
     window.addEventListener('popstate', () => switchModel(new URLSearchParams(location.search).get('model') || ''));
     renderActivity();
+    renderTimeline();
     renderMetrics();
     connect();
     setInterval(tickSince, 1000);
