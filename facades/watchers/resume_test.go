@@ -103,10 +103,10 @@ func TestResumedWatchOnTheWire(t *testing.T) {
 	}
 }
 
-// TestResumeWithoutHistory: a revision older than the oldest history
-// record kept (here: before the controller's first commit, 0 aside) is
-// refused with the code "watcher reset", and a Watch call without
-// from-revision gets no revision in its reply (Juju's bytes).
+// TestResumeWithoutHistory: a Watch call with from-revision 0 is a fresh
+// watch whose reply carries its revision; a call that opens no resumable
+// watcher answers none, nor does a watch opened without the key (Juju's
+// bytes).
 func TestResumeWithoutHistory(t *testing.T) {
 	srv := provisiondtest.Start(t)
 	model := srv.DefaultModel()
