@@ -2,14 +2,18 @@ package watchers_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/provisiond/provisiond/internal/testkit"
 	"github.com/provisiond/provisiond/provisiondtest"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/state/store"
 )
 
 // daemons starts the daemons a resume test moves between: on bbolt one
@@ -129,5 +133,62 @@ func TestResumeWithoutHistory(t *testing.T) {
 	defer w.Stop()
 	if w.Revision() != 0 {
 		t.Fatalf("a watch opened without from-revision reports revision %d", w.Revision())
+	}
+}
+
+// TestResumeTooOld: a watch resumed after a revision whose history the
+// pruner has since deleted (a retention of 10 revisions, the pruner run
+// as the history pruner runs it) fails over the wire with code "watcher
+// reset" (client.ErrWatcherReset), and no watcher is left open; resumed
+// after a revision still kept, it opens. On bbolt: etcd's window is its
+// compaction floor's (TestCompactionFloor).
+func TestResumeTooOld(t *testing.T) {
+	srv := provisiondtest.Start(t)
+	model := srv.DefaultModel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin := srv.Admin(t, "")
+	ctrl := srv.ControllerAgent(t, model)
+	w, err := client.NewProvisioner(ctrl).WatchModelMachinesFrom(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nextValue(t, w)
+	old := w.Revision()
+	_ = w.Stop()
+	for range 12 {
+		addMachines(t, admin, model, 1)
+	}
+	pruner, ok := testkit.Daemon(srv).State().Store().(interface {
+		PruneHistory(ctx context.Context, r store.Retention, now time.Time, max int) (int, error)
+	})
+	if !ok {
+		t.Fatal("the bbolt store has no PruneHistory")
+	}
+	if n, err := pruner.PruneHistory(ctx, store.Retention{Revisions: 10}, time.Now(), 0); err != nil || n == 0 {
+		t.Fatalf("PruneHistory = %d, %v; want some pruned", n, err)
+	}
+	_, err = client.NewProvisioner(ctrl).WatchModelMachinesFrom(ctx, old)
+	if !errors.Is(err, client.ErrWatcherReset) || !client.IsCode(err, params.CodeWatcherReset) {
+		t.Fatalf("resumed after pruned revision %d: %v, want code %q", old, err, params.CodeWatcherReset)
+	}
+	if !strings.Contains(err.Error(), "older than the history kept") {
+		t.Errorf("error %q does not say why", err)
+	}
+	// The same from a revision still kept: the watch opens.
+	w, err = client.NewProvisioner(ctrl).WatchModelMachinesFrom(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nextValue(t, w)
+	rev := w.Revision()
+	_ = w.Stop()
+	w, err = client.NewProvisioner(ctrl).WatchModelMachinesFrom(ctx, rev)
+	if err != nil {
+		t.Fatalf("resumed after %d, still kept: %v", rev, err)
+	}
+	defer w.Stop()
+	if got := nextValue(t, w); len(got) != 0 {
+		t.Errorf("resumed after the newest revision: initial event %v, want none", got)
 	}
 }
