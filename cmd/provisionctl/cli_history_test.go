@@ -113,21 +113,9 @@ func TestHistoryFollow(t *testing.T) {
 	if bin == "" {
 		t.Skip("builds and runs the binary")
 	}
-	dir := t.TempDir()
-	cfg := daemon.Default(dir)
-	cfg.Addr = closedAddr(t)
-	d, err := daemon.Start(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := func(d *daemon.Daemon) {
-		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
-		defer cancel()
-		if err := d.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	}
-	e := &env{d: d, creds: filepath.Join(dir, daemon.CredentialsFile), home: t.TempDir()}
+	e, cfg, stop := startRestartable(t)
+	d := e.d
+	var err error
 	model := d.Credentials().DefaultModelUUID
 	e.ok(t, nil, "add-machine")
 	before := historyLines(t, e.ok(t, nil, "history", "-m", "default", "--format", "json").stdout)
@@ -269,3 +257,25 @@ func historyLines(t *testing.T, out string) []params.HistoryChange {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// startRestartable starts a daemon on bbolt in a data dir of its own, on
+// a fixed address, so that a test can stop it and start it again (cfg) as
+// an operator restarts it; stop shuts one down.
+func startRestartable(t *testing.T) (e *env, cfg daemon.Config, stop func(*daemon.Daemon)) {
+	t.Helper()
+	dir := t.TempDir()
+	cfg = daemon.Default(dir)
+	cfg.Addr = closedAddr(t)
+	d, err := daemon.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop = func(d *daemon.Daemon) {
+		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+		defer cancel()
+		if err := d.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	}
+	return &env{d: d, creds: filepath.Join(dir, daemon.CredentialsFile), home: t.TempDir()}, cfg, stop
+}
