@@ -23,6 +23,10 @@ type header struct {
 	ID        string          `json:"id"`
 	Request   string          `json:"request"`
 	Params    json.RawMessage `json:"params"`
+	// FromRevision is provisiond's own header key, which only its own
+	// clients send (revisions.go): present, the reply carries the
+	// revision its watcher's event covers.
+	FromRevision *uint64 `json:"from-revision"`
 
 	// v0 is set when the message used the legacy capitalised framing; the
 	// reply is written in the same form.
@@ -245,6 +249,8 @@ type replyV1 struct {
 	ErrorCode string          `json:"error-code,omitempty"`
 	ErrorInfo map[string]any  `json:"error-info,omitempty"`
 	Response  json.RawMessage `json:"response"`
+	// Revision answers a request with "from-revision" (revisions.go).
+	Revision uint64 `json:"revision,omitempty"`
 }
 
 type replyV0 struct {
@@ -268,6 +274,7 @@ func encodeReply(h *header, body json.RawMessage, err error) ([]byte, error) {
 	if len(body) == 0 || err != nil {
 		body = emptyBody
 	}
+	rev := h.cc.revision()
 	if err == nil && !h.v0 {
 		// What json.Marshal(replyV1{RequestID, Response: body}) makes, without
 		// reflection or a second pass over body: marshalling a RawMessage
@@ -277,6 +284,10 @@ func encodeReply(h *header, body json.RawMessage, err error) ([]byte, error) {
 		out = strconv.AppendUint(out, h.RequestID, 10)
 		out = append(out, `,"response":`...)
 		out = append(out, body...)
+		if rev > 0 {
+			out = append(out, `,"revision":`...)
+			out = strconv.AppendUint(out, rev, 10)
+		}
 		return append(out, "}\n"...), nil
 	}
 	var msg string
@@ -298,7 +309,7 @@ func encodeReply(h *header, body json.RawMessage, err error) ([]byte, error) {
 	if h.v0 {
 		out, merr = json.Marshal(replyV0{RequestId: h.RequestID, Error: msg, ErrorCode: code, Response: body})
 	} else {
-		out, merr = json.Marshal(replyV1{RequestID: h.RequestID, Error: msg, ErrorCode: code, ErrorInfo: info, Response: body})
+		out, merr = json.Marshal(replyV1{RequestID: h.RequestID, Error: msg, ErrorCode: code, ErrorInfo: info, Response: body, Revision: rev})
 	}
 	if merr != nil {
 		return nil, merr

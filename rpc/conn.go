@@ -419,6 +419,9 @@ func (c *Conn) dispatch(h *header, size int64) bool {
 	c.mu.Unlock()
 	h.size = size
 	h.cc = callCtx{Context: c.ctx, conn: c}
+	if h.FromRevision != nil {
+		h.cc.rev = &callRevision{from: *h.FromRevision}
+	}
 	h.caller = call
 	c.srv.workers.runTask(h) // h.runTask
 	return true

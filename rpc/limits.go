@@ -55,7 +55,8 @@ type callKey struct{}
 type callCtx struct {
 	context.Context
 	conn  *Conn
-	items int64 // taken from conn.items; given back by finish
+	items int64         // taken from conn.items; given back by finish
+	rev   *callRevision // the request named a from-revision (revisions.go)
 }
 
 // Value implements context.Context.

@@ -30,6 +30,17 @@ type OriginKey = store.OriginKey
 // HistoryStats describes the history kept (store.HistoryStats).
 type HistoryStats = store.HistoryStats
 
+// OldestHistory is the history kept as the store says now (not the
+// daemon's figures, which it reuses for a while): what a read resumed
+// after a revision checks, after reading, to know none of it was gone.
+func (st *State) OldestHistory(ctx context.Context) (HistoryStats, error) {
+	h, ok := st.store.(store.Historian)
+	if !ok {
+		return HistoryStats{}, ErrNoHistory
+	}
+	return h.HistoryStats(ctx)
+}
+
 // HistoryFilter selects the changes History returns. Zero fields select
 // everything.
 type HistoryFilter struct {

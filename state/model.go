@@ -369,21 +369,23 @@ func ChangeID(kind watcher.Kind, id string) string { return string(kind) + "/" +
 // its own record and every entity and record in it (ModelKinds,
 // ModelRecordKinds). Each change is
 // reported as ChangeID(kind, id); changes coalesce as in any strings
-// watcher. Nothing is pending initially: it is a change feed, not a set, so
-// it reports what commits after the call.
-func (st *State) WatchModelChanges(ctx context.Context, uuid string) (*watcher.Strings, error) {
+// watcher. The initial ids are none: it is a change feed, not a set, so
+// it reports what commits after the call; resumed (watch_resume.go),
+// they are the entities changed after the revision resumed from.
+func (st *State) WatchModelChanges(ctx context.Context, uuid string) (*watcher.Strings, []string, error) {
 	w := watcher.NewStrings()
 	fs := []watcher.Filter{{Kind: KindModel, Model: uuid, ID: uuid}}
 	for _, k := range slices.Concat(ModelKinds, ModelRecordKinds) {
 		fs = append(fs, watcher.Filter{Kind: k, Model: uuid})
 	}
 	s := st.subscribeStamped(w, func(_ uint64, c watcher.Change) { w.Add(ChangeID(c.Kind, c.ID)) }, fs...)
-	if err := st.viewStamped(ctx, s, func(r reader) error {
+	initial, err := st.viewResumable(ctx, s, w, fs, func(r reader) ([]string, error) {
 		_, err := getModelHead(r, uuid)
-		return err
-	}); err != nil {
+		return []string{}, err
+	}, func(c watcher.Change) (string, bool) { return ChangeID(c.Kind, c.ID), true })
+	if err != nil {
 		_ = w.Stop()
-		return nil, err
+		return nil, nil, err
 	}
-	return w, nil
+	return w, initial, nil
 }

@@ -19,7 +19,7 @@ func TestRemoveModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := st.WatchModelChanges(t.Context(), m.UUID)
+	w, _, err := st.WatchModelChanges(t.Context(), m.UUID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestWatchModelChanges(t *testing.T) {
 	hub := watcher.NewHub()
 	st := statetest.NewWithOptions(t, statetest.Options{Hub: hub})
 	model := statetest.DefaultModelUUID
-	w, err := st.WatchModelChanges(t.Context(), model)
+	w, _, err := st.WatchModelChanges(t.Context(), model)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestWatchModelChanges(t *testing.T) {
 	if hub.Subscriptions() != 0 {
 		t.Errorf("Subscriptions after Stop = %d", hub.Subscriptions())
 	}
-	if _, err := st.WatchModelChanges(t.Context(), "nope"); !errors.Is(err, errors.NotFound) {
+	if _, _, err := st.WatchModelChanges(t.Context(), "nope"); !errors.Is(err, errors.NotFound) {
 		t.Errorf("unknown model: %v", err)
 	}
 	if hub.Subscriptions() != 0 {

@@ -196,6 +196,12 @@ func (st *State) Hub() *watcher.Hub { return st.hub }
 // Revision returns the revision of the last committed write (the store's).
 func (st *State) Revision() uint64 { return st.store.Revision() }
 
+// WaitApplied returns once this process has applied revision rev (and
+// published its changes), or ctx is done.
+func (st *State) WaitApplied(ctx context.Context, rev uint64) error {
+	return st.store.WaitApplied(ctx, rev)
+}
+
 // Store returns the store state keeps its records in (for the daemon's
 // health check and operators' tools).
 func (st *State) Store() store.Store { return st.store }

@@ -61,15 +61,15 @@ func (st *State) watchLifecycle(ctx context.Context, f watcher.Filter, match fun
 	w := watcher.NewStrings()
 	l := &lifecycle{w: w, match: match}
 	s := st.subscribeStamped(w, l.sink, f)
-	initial := []string{}
-	err := st.viewStamped(ctx, s, func(r reader) error {
+	initial, err := st.viewResumable(ctx, s, w, []watcher.Filter{f}, func(r reader) ([]string, error) {
 		items, err := snapshot(r)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		// known is filled before the stamp passes on what came meanwhile.
 		l.mu.Lock()
 		defer l.mu.Unlock()
+		initial := []string{}
 		for _, it := range items {
 			if !match(it.id) {
 				continue
@@ -79,8 +79,8 @@ func (st *State) watchLifecycle(ctx context.Context, f watcher.Filter, match fun
 				l.know(it.id)
 			}
 		}
-		return nil
-	})
+		return initial, nil
+	}, func(c watcher.Change) (string, bool) { return c.ID, match(c.ID) })
 	if err != nil {
 		_ = w.Stop()
 		return nil, nil, err

@@ -135,7 +135,7 @@ func TestWatchersIgnoreWhatTheirSnapshotHolds(t *testing.T) {
 		}, addContainer},
 		{"WatchApplications", func() (*watcher.Strings, error) { w, _, err := st.WatchApplications(t.Context(), caas); return w, err }, addApp},
 		{"WatchModels", func() (*watcher.Strings, error) { w, _, err := st.WatchModels(t.Context()); return w, err }, addModel},
-		{"WatchModelChanges", func() (*watcher.Strings, error) { return st.WatchModelChanges(t.Context(), model) }, addMachine},
+		{"WatchModelChanges", func() (*watcher.Strings, error) { w, _, err := st.WatchModelChanges(t.Context(), model); return w, err }, addMachine},
 		{"WatchApplicationTrustHash", func() (*watcher.Strings, error) {
 			w, _, err := st.WatchApplicationTrustHash(t.Context(), caas, "web")
 			return w, err

@@ -140,6 +140,7 @@ type Hub struct {
 
 	pmu        sync.Mutex    // guards the fields below (not mu: Sync must not wait for subscribers)
 	publishing int           // Publish and Reset calls under way
+	begun      uint64        // the revision of the latest Publish or Reset begun
 	synced     chan struct{} // made by Sync during them; closed when the last ends
 }
 
@@ -210,7 +211,7 @@ func (h *Hub) cancel(s *subscription) {
 // Publish delivers cs to every matching subscription. Callers publish in
 // commit order; Publish returns after every sink has returned.
 func (h *Hub) Publish(cs ChangeSet) {
-	h.beginPublish()
+	h.beginPublish(cs.Rev)
 	defer h.endPublish()
 	h.mu.RLock()
 	defer h.mu.RUnlock()
@@ -242,7 +243,7 @@ func (h *Hub) Publish(cs ChangeSet) {
 // allowed, a missed one never. Callers call Reset in revision order with
 // Publish.
 func (h *Hub) Reset(rev uint64) {
-	h.beginPublish()
+	h.beginPublish(rev)
 	defer h.endPublish()
 	h.mu.RLock()
 	defer h.mu.RUnlock()
@@ -277,9 +278,10 @@ func (h *Hub) Sync() {
 }
 
 // beginPublish and endPublish bracket a Publish or Reset for Sync.
-func (h *Hub) beginPublish() {
+func (h *Hub) beginPublish(rev uint64) {
 	h.pmu.Lock()
 	h.publishing++
+	h.begun = max(h.begun, rev)
 	h.pmu.Unlock()
 }
 
@@ -291,6 +293,15 @@ func (h *Hub) endPublish() {
 		h.synced = nil
 	}
 	h.pmu.Unlock()
+}
+
+// Begun returns the revision of the latest Publish or Reset begun (0:
+// none yet): every change a sink has been given is of it or older, and
+// its sinks may not all have been called yet.
+func (h *Hub) Begun() uint64 {
+	h.pmu.Lock()
+	defer h.pmu.Unlock()
+	return h.begun
 }
 
 // Subscriptions returns the number of live subscriptions (for metrics).

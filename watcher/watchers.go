@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // ErrStopped is returned by Next on a stopped watcher. The rpc layer maps it
@@ -337,7 +338,19 @@ type Strings struct {
 
 	pending IDSet // guarded by q.mu
 	reset   bool  // guarded by q.mu: Reset was called
+
+	revisioned atomic.Bool // SetRevisioned was called
 }
+
+// SetRevisioned says that every change reaches w as it is published, in
+// its publisher's call (no timer, no batch in between), so that an event
+// taken once the publisher has finished revision r holds every change up
+// to r: its events may report revisions to a client that resumes from
+// them (the rpc facade's Next).
+func (w *Strings) SetRevisioned() { w.revisioned.Store(true) }
+
+// Revisioned reports whether SetRevisioned was called.
+func (w *Strings) Revisioned() bool { return w.revisioned.Load() }
 
 // NewStrings returns a running strings watcher with nothing pending.
 func NewStrings() *Strings {
@@ -392,6 +405,18 @@ func (w *Strings) update(replace bool, ids []string) {
 	got, _, _ := w.takeLocked()
 	w.q.mu.Unlock()
 	wt.complete(got, nil)
+}
+
+// TakePending takes the pending ids, sorted, without waiting: none when
+// nothing is pending or the watcher is stopped.
+func (w *Strings) TakePending() []string {
+	w.q.mu.Lock()
+	defer w.q.mu.Unlock()
+	if w.q.closed {
+		return nil
+	}
+	ids, _, _ := w.takeLocked()
+	return ids
 }
 
 // takeLocked takes the pending ids, sorted, if there are any.

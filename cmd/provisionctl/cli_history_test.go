@@ -1,16 +1,25 @@
 package main
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
+	"fmt"
+	"maps"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/provisiondtest"
 	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/state/store"
 )
 
 // TestHistoryVerb: what provisionctl's own calls changed reads back with
@@ -183,4 +192,183 @@ func TestStatusAtVerb(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestHistoryFollow: history --follow --from REV, through the built
+// binary, prints the changes after REV, then each change as it commits,
+// once each and in revision order, across a restart of the daemon (bbolt:
+// stopped and started on the same data dir) in the middle; a later run
+// --from the last revision it printed prints nothing, and --from REV the
+// same lines it printed. Interrupted, it exits 0. A --from that is not a
+// revision is a usage error; one older than the history kept fails naming
+// the oldest revision kept.
+func TestHistoryFollow(t *testing.T) {
+	if bin == "" {
+		t.Skip("builds and runs the binary")
+	}
+	e, cfg, stop := startRestartable(t)
+	d := e.d
+	var err error
+	model := d.Credentials().DefaultModelUUID
+	e.ok(t, nil, "add-machine")
+	before := historyLines(t, e.ok(t, nil, "history", "-m", "default", "--format", "json").stdout)
+	from := before[len(before)-1].Revision
+
+	cmd := e.command(t, nil, "history", "--follow", "-m", "default", "--from", itoa(from), "--format", "json")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := &lockedBuffer{}
+	cmd.Stderr = writerFunc(func(p []byte) (int, error) { errs.WriteString(string(p)); return len(p), nil })
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 1000)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	var got []string
+	// until reads lines until machine id's creation is printed.
+	until := func(id string) {
+		t.Helper()
+		for {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					t.Fatalf("output ended: %s", errs)
+				}
+				got = append(got, l)
+				c := historyLines(t, l)[0]
+				if c.Kind == "machine" && c.ID == id && c.Op == "created" {
+					return
+				}
+			case <-time.After(waitLimit):
+				t.Fatalf("machine %s's creation not printed; so far:\n%s\n%s", id, strings.Join(got, "\n"), errs)
+			}
+		}
+	}
+	add := func() {
+		t.Helper()
+		if _, err := d.State().AddMachine(t.Context(), model, state.MachineParams{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add()
+	add()
+	until("2")
+	stop(d)
+	if d, err = daemon.Start(cfg); err != nil {
+		t.Fatal(err)
+	}
+	defer stop(d)
+	add()
+	add()
+	until("4")
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	for l := range lines {
+		got = append(got, l)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("history --follow exit: %v\n%s", err, errs)
+	}
+	if !strings.Contains(errs.String(), "Reconnected; following the history after revision") {
+		t.Errorf("stderr:\n%s", errs)
+	}
+	// Once each, in order, none at or before --from.
+	seen := map[string]bool{}
+	created := map[string]int{}
+	last := from
+	for _, c := range historyLines(t, strings.Join(got, "\n")) {
+		if c.Revision <= from || c.Revision < last {
+			t.Errorf("revision %d after %d (--from %d)", c.Revision, last, from)
+		}
+		last = c.Revision
+		k := fmt.Sprintf("%d %s/%s %s %s", c.Revision, c.Kind, c.ID, c.Op, c.Field)
+		if seen[k] {
+			t.Errorf("printed twice: %s", k)
+		}
+		seen[k] = true
+		if c.Kind == "machine" && c.Op == "created" {
+			created[c.ID]++
+		}
+	}
+	if want := map[string]int{"1": 1, "2": 1, "3": 1, "4": 1}; !maps.Equal(created, want) {
+		t.Errorf("machines created: %v, want %v", created, want)
+	}
+	// A run --from REV prints what the follow printed; --from the last
+	// revision printed, nothing.
+	if r := e.ok(t, nil, "history", "-m", "default", "--from", itoa(from), "--format", "json"); strings.TrimSpace(r.stdout) != strings.Join(got, "\n") {
+		t.Errorf("--from %d printed\n%s\nthe follow printed\n%s", from, r.stdout, strings.Join(got, "\n"))
+	}
+	if r := e.ok(t, nil, "history", "-m", "default", "--from", itoa(last)); r.stdout != "" {
+		t.Errorf("--from %d (the last printed) printed:\n%s", last, r.stdout)
+	}
+	for _, bad := range []string{"abc", "0", "-3"} {
+		if r := e.run(t, "history", "--from", bad); r.code != 2 || !strings.Contains(r.stderr, "want a revision") {
+			t.Errorf("history --from %s: %s", bad, r)
+		}
+	}
+	if r := e.run(t, "history", "--follow", "--until", "5"); r.code != 2 {
+		t.Errorf("history --follow --until 5: %s", r)
+	}
+	// Pruned past --from (a retention of 2 revisions, the pruner run as
+	// the history pruner runs it): the error names the oldest kept.
+	pruner := d.State().Store().(interface {
+		PruneHistory(ctx context.Context, r store.Retention, now time.Time, max int) (int, error)
+	})
+	if n, err := pruner.PruneHistory(t.Context(), store.Retention{Revisions: 2}, time.Now(), 0); err != nil || n == 0 {
+		t.Fatalf("PruneHistory = %d, %v", n, err)
+	}
+	for _, args := range [][]string{{"history", "--from", itoa(from)}, {"history", "--follow", "-m", "default", "--from", itoa(from)}} {
+		if r := e.run(t, args...); r.code != 1 || !regexp.MustCompile(`the history after revision \d+ is no longer kept: the oldest revision kept is \d+`).MatchString(r.stderr) {
+			t.Errorf("provisionctl %s after pruning: %s", strings.Join(args, " "), r)
+		}
+	}
+}
+
+// historyLines reads history's JSON lines.
+func historyLines(t *testing.T, out string) []params.HistoryChange {
+	t.Helper()
+	var cs []params.HistoryChange
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		var c params.HistoryChange
+		if err := json.Unmarshal([]byte(l), &c); err != nil {
+			t.Fatalf("not a JSON line: %q: %v", l, err)
+		}
+		cs = append(cs, c)
+	}
+	return cs
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// startRestartable starts a daemon on bbolt in a data dir of its own, on
+// a fixed address, so that a test can stop it and start it again (cfg) as
+// an operator restarts it; stop shuts one down.
+func startRestartable(t *testing.T) (e *env, cfg daemon.Config, stop func(*daemon.Daemon)) {
+	t.Helper()
+	dir := t.TempDir()
+	cfg = daemon.Default(dir)
+	cfg.Addr = closedAddr(t)
+	d, err := daemon.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop = func(d *daemon.Daemon) {
+		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+		defer cancel()
+		if err := d.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	}
+	return &env{d: d, creds: filepath.Join(dir, daemon.CredentialsFile), home: t.TempDir()}, cfg, stop
 }

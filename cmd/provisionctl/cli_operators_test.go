@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -563,21 +562,9 @@ func TestWatchFieldsAndReconnect(t *testing.T) {
 	if bin == "" {
 		t.Skip("builds and runs the binary")
 	}
-	dir := t.TempDir()
-	cfg := daemon.Default(dir)
-	cfg.Addr = closedAddr(t)
-	d, err := daemon.Start(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := func(d *daemon.Daemon) {
-		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
-		defer cancel()
-		if err := d.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	}
-	e := &env{d: d, creds: filepath.Join(dir, daemon.CredentialsFile), home: t.TempDir()}
+	e, cfg, stop := startRestartable(t)
+	d := e.d
+	var err error
 	w := e.startWatch(t)
 	model := d.Credentials().DefaultModelUUID
 	if _, err := d.State().AddMachine(t.Context(), model, state.MachineParams{}); err != nil {

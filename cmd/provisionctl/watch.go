@@ -159,30 +159,45 @@ func (a *app) watchModel(ctx context.Context, uuid string) (*client.StringsWatch
 // rewatch dials again with backoff until the daemon answers, then watches
 // the model again; nil (and no error) when the model is gone.
 func (a *app) rewatch(ctx context.Context, info params.ModelConfigInfo) (*client.StringsWatcher, error) {
+	var w *client.StringsWatcher
+	err := a.redial(ctx, func() error {
+		var cur params.ModelConfigInfo
+		err := a.call(ctx, "ModelConfig", params.ModelArgs{Model: info.UUID}, &cur)
+		if client.IsCode(err, params.CodeNotFound) {
+			return nil
+		}
+		if err == nil {
+			w, err = a.watchModel(ctx, info.UUID)
+		}
+		return err
+	})
+	return w, err
+}
+
+// redial dials again with backoff (watchBackoffMin doubling to
+// watchBackoffMax) until the daemon answers and then returns nil, until
+// ctx ends (its error), or until the login is refused (the credentials
+// changed: retrying will not help).
+func (a *app) redial(ctx context.Context, then func() error) error {
 	delay := watchBackoffMin
 	for {
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return ctx.Err()
 		case <-time.After(delay):
 		}
 		err := a.reconnect(ctx)
 		if err == nil {
-			var cur params.ModelConfigInfo
-			err = a.call(ctx, "ModelConfig", params.ModelArgs{Model: info.UUID}, &cur)
-			if client.IsCode(err, params.CodeNotFound) {
-				return nil, nil
-			}
-			if err == nil {
-				return a.watchModel(ctx, info.UUID)
+			if err = then(); err == nil {
+				return nil
 			}
 		}
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return ctx.Err()
 		}
 		var pe *params.Error
 		if errors.As(err, &pe) && pe.Code == params.CodeUnauthorized {
-			return nil, err // the credentials changed: retrying will not help
+			return err
 		}
 		delay = min(2*delay, watchBackoffMax)
 	}

@@ -114,6 +114,8 @@ var errorTable = []struct {
 		return &params.Error{Message: err.Error(), Code: c.ErrorCode()}
 	}, logNone},
 	{"a stopped watcher", is(watcher.ErrStopped), fixed(ErrStopped), logNone},
+	// Only a Watch call with provisiond's from-revision gets it.
+	{"a watch resumed after a revision whose history is gone", is(state.ErrResumeTooOld), withCode(params.CodeWatcherReset), logNone},
 	// A call's context ends only when its connection does. The calls that
 	// wait on it are watchers' Next, whose watchers are being stopped with
 	// the connection; agents treat code "stopped" as a clean end.

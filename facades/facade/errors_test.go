@@ -36,6 +36,7 @@ func TestServerError(t *testing.T) {
 		{"tag parse error", tagErr, `"unit-a-0" is not a valid machine tag`, ""},
 		{"annotated tag parse error", jujuerrors.Annotate(tagErr, "x"), `x: "unit-a-0" is not a valid machine tag`, ""},
 		{"watcher stopped", watcher.ErrStopped, "watcher has been stopped", params.CodeStopped},
+		{"resume too old", state.ErrResumeTooOld, state.ErrResumeTooOld.Error(), params.CodeWatcherReset},
 		{"call ended with the connection", fmt.Errorf("next: %w", context.Canceled), "watcher has been stopped", params.CodeStopped},
 		{"deadline", fmt.Errorf("wait: %w", context.DeadlineExceeded), "wait: context deadline exceeded", params.CodeDeadlineExceeded},
 		{"unknown resource", watcher.ErrUnknownResource, "unknown watcher id", params.CodeNotFound},

@@ -157,6 +157,18 @@ type callContext struct {
 	c *Context
 }
 
+// callResume is state's Resume of a call whose request carried
+// provisiond's "from-revision" header key: the watcher it makes resumes
+// after it, and its reply carries the revision of the initial event.
+type callResume struct{ ctx context.Context }
+
+func (r callResume) From() uint64 {
+	from, _ := rpc.FromRevision(r.ctx)
+	return from
+}
+
+func (r callResume) Covered(rev uint64) { rpc.SetRevision(r.ctx, rev) }
+
 // contextKey finds the call's Context among a context's values.
 type contextKey struct{}
 
@@ -169,6 +181,11 @@ func (cc *callContext) Value(key any) any {
 		return cc.c
 	case state.OriginKey{}:
 		return cc.c.origin()
+	case state.ResumeKey{}:
+		if _, ok := rpc.FromRevision(cc.Context); ok {
+			return callResume{cc.Context}
+		}
+		return nil
 	}
 	return cc.Context.Value(key)
 }

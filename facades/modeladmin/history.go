@@ -76,7 +76,14 @@ func (a *ModelAdmin) History(ctx context.Context, args params.HistoryArgs) (para
 		return params.HistoryResult{}, err
 	}
 	out := params.HistoryResult{Changes: make([]params.HistoryChange, 0, len(changes)), Next: next, More: more}
-	if h := a.ctx.Deps.History; h != nil {
+	if args.After > 0 {
+		// A read going on after a revision (provisionctl history --from,
+		// --follow) is told, read after its page, the oldest revision kept
+		// now: the daemon's figures may predate the last pruning.
+		if st, err := a.st.OldestHistory(ctx); err == nil {
+			out.OldestRevision = st.Oldest
+		}
+	} else if h := a.ctx.Deps.History; h != nil {
 		if st, _, err := h(ctx); err == nil {
 			out.OldestRevision = st.Oldest
 		}

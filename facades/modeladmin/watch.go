@@ -24,9 +24,9 @@ func (a *ModelAdmin) WatchModel(ctx context.Context, args params.ModelArgs) (par
 	if err != nil {
 		return params.StringsWatchResult{}, err
 	}
-	w, err := a.st.WatchModelChanges(ctx, m.UUID)
+	w, initial, err := a.st.WatchModelChanges(ctx, m.UUID)
 	if err != nil {
 		return params.StringsWatchResult{}, err
 	}
-	return a.ctx.StringsResult(w, nil)
+	return a.ctx.StringsResult(w, initial)
 }

@@ -13,6 +13,7 @@ package watchers
 
 import (
 	"context"
+	"slices"
 
 	"github.com/provisiond/provisiond/facades/facade"
 	"github.com/provisiond/provisiond/rpc"
@@ -101,14 +102,57 @@ func (n *NotifyWatcher) Stop(context.Context) error {
 
 // Next replies with the next changed ids; see NotifyWatcher.Next for its
 // context.
-func (s *StringsWatcher) Next(_ context.Context, reply func(params.StringsWatchResult, error)) {
+//
+// A call with provisiond's "from-revision" header key (rpc.FromRevision)
+// on a watcher that reports revisions (watcher.Strings.Revisioned) gets
+// the revision its event covers: every change up to it is in this event
+// or an earlier one, and none after it is. Once the event is taken, the
+// reply waits until the revision the hub began publishing last is applied
+// (the event's changes are of it or older; the rest of its changes may
+// not have reached the watcher yet), then reads the revision applied and
+// takes what is pending with the event: everything up to that revision
+// had reached the watcher before.
+func (s *StringsWatcher) Next(ctx context.Context, reply func(params.StringsWatchResult, error)) {
+	_, revs := rpc.FromRevision(ctx)
+	revs = revs && s.w.Revisioned()
 	s.w.NextAsync(context.Background(), func(ids []string, err error) {
-		if err != nil {
-			reply(params.StringsWatchResult{}, err)
+		if err != nil || !revs {
+			reply(params.StringsWatchResult{Changes: ids}, err)
 			return
 		}
-		reply(params.StringsWatchResult{Changes: ids}, nil)
+		st := s.ctx.Deps.State
+		finish := func() {
+			rev := st.Revision()
+			more := s.w.TakePending()
+			rpc.SetRevision(ctx, rev)
+			reply(params.StringsWatchResult{Changes: mergeIDs(ids, more)}, nil)
+		}
+		n := s.ctx.Deps.Hub.Begun()
+		if n <= st.Revision() {
+			finish()
+			return
+		}
+		// Perhaps on the publisher's goroutine, which must not wait for
+		// its own revision: a goroutine owned by this call, which ends
+		// once n is applied, or with the connection.
+		go func() {
+			if err := st.WaitApplied(ctx, n); err != nil {
+				reply(params.StringsWatchResult{}, err)
+				return
+			}
+			finish()
+		}()
 	})
+}
+
+// mergeIDs returns the sorted union of two sorted lists of ids.
+func mergeIDs(a, b []string) []string {
+	if len(b) == 0 {
+		return a
+	}
+	out := append(slices.Clone(a), b...)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // Stop stops the watcher and forgets its id.

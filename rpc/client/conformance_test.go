@@ -34,11 +34,11 @@ type typedFacade struct {
 }
 
 var schemaFacades = []typedFacade{
-	{client.ProvisionerFacade, client.ProvisionerVersion, reflect.TypeFor[*client.Provisioner](), []string{"Conn", "Machine"}},
+	{client.ProvisionerFacade, client.ProvisionerVersion, reflect.TypeFor[*client.Provisioner](), []string{"Conn", "Machine", "WatchModelMachinesFrom"}},
 	{client.CAASUnitProvisionerFacade, client.CAASUnitProvisionerVersion, reflect.TypeFor[*client.CAASUnitProvisioner](), []string{"Conn", "Application"}},
 }
 
-var modelAdmin = typedFacade{client.ModelAdminFacade, client.ModelAdminVersion, reflect.TypeFor[*client.ModelAdmin](), []string{"Conn"}}
+var modelAdmin = typedFacade{client.ModelAdminFacade, client.ModelAdminVersion, reflect.TypeFor[*client.ModelAdmin](), []string{"Conn", "WatchModelFrom"}}
 
 // watchWire is the wire result a typed method returning a running watch
 // decodes.

@@ -139,6 +139,7 @@ type Conn struct {
 type reply struct {
 	err      *params.Error
 	response json.RawMessage
+	revision uint64 // the reply's "revision" (CallFrom)
 }
 
 // pendingCall is a call waiting for its reply: Call waits on ch; a call
@@ -156,6 +157,8 @@ type request struct {
 	ID        string `json:"id"`
 	Request   string `json:"request"`
 	Params    any    `json:"params,omitempty"`
+	// FromRevision is provisiond's own header key (CallFrom).
+	FromRevision *uint64 `json:"from-revision,omitempty"`
 }
 
 // header decodes both V1 and legacy V0 replies. encoding/json matches keys
@@ -171,6 +174,7 @@ type header struct {
 	ErrorCodeV0 string          `json:"ErrorCode"`
 	ErrorInfo   map[string]any  `json:"error-info"`
 	Response    json.RawMessage `json:"response"`
+	Revision    uint64          `json:"revision"`
 }
 
 // Dial connects and starts the connection's reader goroutine. The caller
@@ -351,15 +355,33 @@ func (c *Conn) ConnectionState() tls.ConnectionState {
 // params (omitted when nil) and decodes the reply's response into result
 // when result is non-nil. An error reply is returned as *params.Error.
 func (c *Conn) Call(ctx context.Context, facade string, version int, id, method string, args, result any) error {
+	_, err := c.call(ctx, request{Type: facade, Version: version, ID: id, Request: method, Params: args}, result)
+	return err
+}
+
+// CallFrom is Call with provisiond's own header key "from-revision",
+// which only provisiond's clients send (Juju's server does not know it):
+// a Watch call opens its watcher resumed after revision from (0: a fresh
+// watcher), and the reply to it, or to a Next call on the watcher,
+// carries the revision up to which the watcher's events so far cover
+// every change, which CallFrom returns (0: the watcher cannot resume;
+// see docs/history.md, "Resuming a watch"). A watch asked to resume
+// after a revision whose history is no longer kept fails with
+// ErrWatcherReset: watch again without one.
+func (c *Conn) CallFrom(ctx context.Context, facade string, version int, id, method string, from uint64, args, result any) (rev uint64, err error) {
+	return c.call(ctx, request{Type: facade, Version: version, ID: id, Request: method, Params: args, FromRevision: &from}, result)
+}
+
+func (c *Conn) call(ctx context.Context, req request, result any) (uint64, error) {
+	facade, method := req.Type, req.Request
 	if err := ctx.Err(); err != nil {
-		return err
+		return 0, err
 	}
 	reqID := c.lastID.Add(1)
-	data, err := json.Marshal(request{
-		RequestID: reqID, Type: facade, Version: version, ID: id, Request: method, Params: args,
-	})
+	req.RequestID = reqID
+	data, err := json.Marshal(req)
 	if err != nil {
-		return fmt.Errorf("client: encoding %s.%s params: %w", facade, method, err)
+		return 0, fmt.Errorf("client: encoding %s.%s params: %w", facade, method, err)
 	}
 
 	ch := make(chan reply, 1)
@@ -367,28 +389,28 @@ func (c *Conn) Call(ctx context.Context, facade string, version int, id, method 
 	if c.pending == nil {
 		err := c.err
 		c.mu.Unlock()
-		return err
+		return 0, err
 	}
 	c.pending[reqID] = pendingCall{ch: ch}
 	c.mu.Unlock()
 
 	if err := c.write(data); err != nil {
 		c.forget(reqID)
-		return err
+		return 0, err
 	}
 
 	select {
 	case r := <-ch:
-		return c.finish(facade, method, r, result)
+		return r.revision, c.finish(facade, method, r, result)
 	case <-ctx.Done():
 		c.forget(reqID)
-		return ctx.Err()
+		return 0, ctx.Err()
 	case <-c.done:
 		select {
 		case r := <-ch: // the reply beat the end of the connection
-			return c.finish(facade, method, r, result)
+			return r.revision, c.finish(facade, method, r, result)
 		default:
-			return c.Err()
+			return 0, c.Err()
 		}
 	}
 }
@@ -552,7 +574,7 @@ func (c *Conn) dispatch(data []byte) error {
 		}
 		r.err = &params.Error{Message: msg, Code: code, Info: h.ErrorInfo}
 	} else {
-		r.response = h.Response
+		r.response, r.revision = h.Response, h.Revision
 	}
 
 	c.mu.Lock()

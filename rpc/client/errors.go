@@ -52,4 +52,5 @@ const (
 	ErrNotAssigned          = params.Code(params.CodeNotAssigned)
 	ErrModelNotEmpty        = params.Code(params.CodeModelNotEmpty)
 	ErrHasPersistentStorage = params.Code(params.CodeHasPersistentStorage)
+	ErrWatcherReset         = params.Code(params.CodeWatcherReset)
 )

@@ -199,6 +199,20 @@ func (a *ModelAdmin) Subnets(ctx context.Context, args params.ModelArgs) (params
 	return call[params.SubnetsResult](ctx, a.f, "Subnets", args)
 }
 
+// WatchModelFrom is WatchModel resumed after revision from
+// (Conn.CallFrom): the first value lists what changed after it (nothing
+// when from is 0), and the watch's Revision says up to which revision the
+// values received cover every change. ErrWatcherReset: the history after
+// from is no longer kept.
+func (a *ModelAdmin) WatchModelFrom(ctx context.Context, args params.ModelArgs, from uint64) (*StringsWatch, error) {
+	var res params.StringsWatchResult
+	rev, err := a.f.c.CallFrom(ctx, a.f.name, a.f.version, "", "WatchModel", from, args, &res)
+	if err != nil {
+		return nil, err
+	}
+	return NewStringsWatchFrom(a.f.c, res, rev)
+}
+
 // WatchModel watches everything that changes in a model: each value lists
 // "<kind>/<id>" of the changed entities ("machine/0/lxd/1",
 // "model/<uuid>"). It is a feed, not a set: the first value is empty.

@@ -298,6 +298,21 @@ func (p *Provisioner) WatchModelMachines(ctx context.Context) (*StringsWatch, er
 	return provStrings(ctx, p, "WatchModelMachines")
 }
 
+// WatchModelMachinesFrom is WatchModelMachines resumed after revision
+// from (Conn.CallFrom): the first value lists the machines whose life
+// changed after it (all of them when from is 0), and the watch's Revision
+// says up to which revision the values received cover every change, to
+// resume from after a reconnection. ErrWatcherReset: the history after
+// from is no longer kept; watch again from 0.
+func (p *Provisioner) WatchModelMachinesFrom(ctx context.Context, from uint64) (*StringsWatch, error) {
+	var res params.StringsWatchResult
+	rev, err := p.f.c.CallFrom(ctx, p.f.name, p.f.version, "", "WatchModelMachines", from, nil, &res)
+	if err != nil {
+		return nil, err
+	}
+	return NewStringsWatchFrom(p.f.c, res, rev)
+}
+
 func provNotify(ctx context.Context, p *Provisioner, method string) (*NotifyWatch, error) {
 	res, err := call[params.NotifyWatchResult](ctx, p.f, method, nil)
 	if err != nil {

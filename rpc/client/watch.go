@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/provisiond/provisiond/rpc/params"
@@ -40,6 +41,7 @@ type NotifyWatch struct {
 type StringsWatch struct {
 	watch
 	out chan []string
+	rev atomic.Uint64 // Revision; 0: not reported
 }
 
 // watch is what NotifyWatch and StringsWatch share: the goroutine's
@@ -95,9 +97,36 @@ func NewStringsWatch(c *Conn, res params.StringsWatchResult) (*StringsWatch, err
 	if initial == nil {
 		initial = []string{}
 	}
-	go w.loop(initial)
+	go w.loop(initial, 0)
 	return w, nil
 }
+
+// NewStringsWatchFrom is NewStringsWatch for a watcher opened with
+// Conn.CallFrom, whose reply carried rev: its events report revisions, and
+// Revision says up to which one the values received cover every change.
+// With rev 0 (the watcher reports none) it is NewStringsWatch.
+func NewStringsWatchFrom(c *Conn, res params.StringsWatchResult, rev uint64) (*StringsWatch, error) {
+	if res.Error != nil {
+		return nil, res.Error
+	}
+	if res.StringsWatcherId == "" {
+		return nil, errors.New("client: strings watch result without a watcher id")
+	}
+	w := &StringsWatch{watch: newWatch(c, "StringsWatcher", res.StringsWatcherId), out: make(chan []string)}
+	initial := res.Changes
+	if initial == nil {
+		initial = []string{}
+	}
+	go w.loop(initial, rev)
+	return w, nil
+}
+
+// Revision is the revision up to which the values received from Changes
+// cover every change the watcher reports: a watch opened again with
+// Conn.CallFrom from it, on this daemon or another of the controller,
+// reports what changed after it (docs/history.md, "Resuming a watch").
+// 0 for a watcher that reports no revisions.
+func (w *StringsWatch) Revision() uint64 { return w.rev.Load() }
 
 // Changes delivers the watcher's events; it is closed when the watch ends.
 func (w *NotifyWatch) Changes() <-chan struct{} { return w.out }
@@ -117,13 +146,26 @@ func (w *NotifyWatch) loop() {
 	}
 }
 
-func (w *StringsWatch) loop(changes []string) {
+func (w *StringsWatch) loop(changes []string, rev uint64) {
 	defer close(w.done)
 	defer close(w.out)
 	sw := NewStringsWatcher(w.c, w.id)
-	for deliver(&w.watch, w.out, changes) {
+	for {
+		// Revision is the value's once it is received: set before the
+		// send (a reader that has received it sees it), put back when
+		// the send does not happen.
+		prev := w.rev.Swap(rev)
+		if !deliver(&w.watch, w.out, changes) {
+			w.rev.Store(prev)
+			return
+		}
 		var err error
-		if changes, err = sw.Next(w.ctx); err != nil {
+		if rev > 0 {
+			changes, rev, err = sw.NextRevision(w.ctx)
+		} else {
+			changes, err = sw.Next(w.ctx)
+		}
+		if err != nil {
 			w.fail(err)
 			return
 		}

@@ -56,6 +56,21 @@ func (w *StringsWatcher) Next(ctx context.Context) ([]string, error) {
 	return res.Changes, nil
 }
 
+// NextRevision is Next with provisiond's "from-revision" header key
+// (Conn.CallFrom): it also returns the revision up to which this event and
+// the earlier ones cover every change (0: the watcher reports none).
+func (w *StringsWatcher) NextRevision(ctx context.Context) ([]string, uint64, error) {
+	var res params.StringsWatchResult
+	rev, err := w.c.CallFrom(ctx, "StringsWatcher", 1, w.id, "Next", 0, nil, &res)
+	if err != nil {
+		return nil, 0, err
+	}
+	if res.Error != nil {
+		return nil, 0, res.Error
+	}
+	return res.Changes, rev, nil
+}
+
 // GoNext starts a Next without waiting for it (see Conn.Go): done gets
 // what Next would have returned, from the connection's reader goroutine.
 func (w *StringsWatcher) GoNext(done func([]string, error)) {

@@ -42,6 +42,11 @@ const (
 	// CodeHasPersistentStorage is Juju's code for a model (or
 	// controller) destroy refused for its persistent storage.
 	CodeHasPersistentStorage = "controller/model has persistent storage"
+	// CodeWatcherReset is provisiond's own: a watch asked to resume after
+	// a revision whose history is no longer kept. Only a request with
+	// provisiond's "from-revision" header key gets it; the client watches
+	// again from scratch.
+	CodeWatcherReset = "watcher reset"
 )
 
 // Error is Juju's params.Error: the error of one item of a bulk result, and

@@ -1,0 +1,194 @@
+package watchers_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/provisiond/provisiond/internal/testkit"
+	"github.com/provisiond/provisiond/provisiondtest"
+	"github.com/provisiond/provisiond/rpc/client"
+	"github.com/provisiond/provisiond/rpc/params"
+	"github.com/provisiond/provisiond/state/store"
+)
+
+// daemons starts the daemons a resume test moves between: on bbolt one
+// (the agent reconnects to it), with PROVISIOND_TEST_STORE=etcd two of
+// one controller (the agent reconnects to the other).
+func daemons(t *testing.T) (first, second *provisiondtest.Server) {
+	if os.Getenv("PROVISIOND_TEST_STORE") == "etcd" {
+		first = provisiondtest.Start(t, provisiondtest.WithStore(provisiondtest.StoreEtcd))
+		return first, provisiondtest.Start(t, provisiondtest.Join(first))
+	}
+	first = provisiondtest.Start(t)
+	return first, first
+}
+
+func nextValue(t *testing.T, w *client.StringsWatch) []string {
+	t.Helper()
+	select {
+	case ids, ok := <-w.Changes():
+		if !ok {
+			t.Fatalf("watch ended: %v", w.Err())
+		}
+		return slices.Sorted(slices.Values(ids))
+	case <-time.After(30 * time.Second):
+		t.Fatal("no event in 30s")
+	}
+	return nil
+}
+
+func addMachines(t *testing.T, c *client.Conn, model string, n int) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := client.NewModelAdmin(c).AddMachines(ctx, params.AddMachinesArgs{Model: model, Count: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Machines
+}
+
+// TestResumedWatchOnTheWire: a watcher opened with provisiond's
+// from-revision reports the revision each event covers; after its
+// connection is gone, a watch of the same thing resumed from that
+// revision, on the other daemon of the controller (etcd) or the same
+// (bbolt), reports exactly the machines added meanwhile, then goes on
+// live; none is missed, none of those already seen comes again.
+func TestResumedWatchOnTheWire(t *testing.T) {
+	first, second := daemons(t)
+	model := first.DefaultModel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	admin := first.Admin(t, "")
+	before := addMachines(t, admin, model, 2)
+	ctrl := first.ControllerAgent(t, model)
+	w, err := client.NewProvisioner(ctrl).WatchModelMachinesFrom(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := nextValue(t, w); !slices.Equal(got, slices.Sorted(slices.Values(before))) {
+		t.Fatalf("initial event %v, want %v", got, before)
+	}
+	if w.Revision() == 0 {
+		t.Fatal("a watch opened with from-revision reports no revision")
+	}
+	seen := addMachines(t, admin, model, 1)
+	if got := nextValue(t, w); !slices.Equal(got, seen) {
+		t.Fatalf("event %v, want %v", got, seen)
+	}
+	rev := w.Revision()
+	_ = ctrl.Close()
+
+	// Written through the other daemon while the agent is away.
+	admin2 := second.Admin(t, "")
+	missed := addMachines(t, admin2, model, 3)
+
+	ctrl2 := second.ControllerAgent(t, model)
+	w2, err := client.NewProvisioner(ctrl2).WatchModelMachinesFrom(ctx, rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w2.Stop()
+	if got := nextValue(t, w2); !slices.Equal(got, slices.Sorted(slices.Values(missed))) {
+		t.Fatalf("resumed after %d: initial event %v, want exactly the machines added meanwhile %v", rev, got, missed)
+	}
+	if w2.Revision() < rev {
+		t.Fatalf("resumed watch covers revision %d, before the one resumed from (%d)", w2.Revision(), rev)
+	}
+	live := addMachines(t, admin2, model, 1)
+	if got := nextValue(t, w2); !slices.Equal(got, live) {
+		t.Fatalf("live event after the resume %v, want %v", got, live)
+	}
+}
+
+// TestResumeWithoutHistory: a Watch call with from-revision 0 is a fresh
+// watch whose reply carries its revision; a call that opens no resumable
+// watcher answers none, nor does a watch opened without the key (Juju's
+// bytes).
+func TestResumeWithoutHistory(t *testing.T) {
+	srv := provisiondtest.Start(t)
+	model := srv.DefaultModel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ctrl := srv.ControllerAgent(t, model)
+	var res params.StringsWatchResult
+	rev, err := ctrl.CallFrom(ctx, "Provisioner", 11, "", "WatchModelMachines", 0, nil, &res)
+	if err != nil || rev == 0 {
+		t.Fatalf("CallFrom(0): revision %d, %v", rev, err)
+	}
+	// Juju's call: no from-revision, no revision.
+	if rev, err := ctrl.CallFrom(ctx, "Pinger", 1, "", "Ping", 0, nil, nil); err != nil || rev != 0 {
+		t.Fatalf("a Ping with from-revision: revision %d, %v (want none: not a watch)", rev, err)
+	}
+	w, err := client.NewProvisioner(ctrl).WatchModelMachines(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if w.Revision() != 0 {
+		t.Fatalf("a watch opened without from-revision reports revision %d", w.Revision())
+	}
+}
+
+// TestResumeTooOld: a watch resumed after a revision whose history the
+// pruner has since deleted (a retention of 10 revisions, the pruner run
+// as the history pruner runs it) fails over the wire with code "watcher
+// reset" (client.ErrWatcherReset), and no watcher is left open; resumed
+// after a revision still kept, it opens. On bbolt: etcd's window is its
+// compaction floor's (TestCompactionFloor).
+func TestResumeTooOld(t *testing.T) {
+	srv := provisiondtest.Start(t)
+	model := srv.DefaultModel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin := srv.Admin(t, "")
+	ctrl := srv.ControllerAgent(t, model)
+	w, err := client.NewProvisioner(ctrl).WatchModelMachinesFrom(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nextValue(t, w)
+	old := w.Revision()
+	_ = w.Stop()
+	for range 12 {
+		addMachines(t, admin, model, 1)
+	}
+	pruner, ok := testkit.Daemon(srv).State().Store().(interface {
+		PruneHistory(ctx context.Context, r store.Retention, now time.Time, max int) (int, error)
+	})
+	if !ok {
+		t.Fatal("the bbolt store has no PruneHistory")
+	}
+	if n, err := pruner.PruneHistory(ctx, store.Retention{Revisions: 10}, time.Now(), 0); err != nil || n == 0 {
+		t.Fatalf("PruneHistory = %d, %v; want some pruned", n, err)
+	}
+	_, err = client.NewProvisioner(ctrl).WatchModelMachinesFrom(ctx, old)
+	if !errors.Is(err, client.ErrWatcherReset) || !client.IsCode(err, params.CodeWatcherReset) {
+		t.Fatalf("resumed after pruned revision %d: %v, want code %q", old, err, params.CodeWatcherReset)
+	}
+	if !strings.Contains(err.Error(), "older than the history kept") {
+		t.Errorf("error %q does not say why", err)
+	}
+	// The same from a revision still kept: the watch opens.
+	w, err = client.NewProvisioner(ctrl).WatchModelMachinesFrom(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nextValue(t, w)
+	rev := w.Revision()
+	_ = w.Stop()
+	w, err = client.NewProvisioner(ctrl).WatchModelMachinesFrom(ctx, rev)
+	if err != nil {
+		t.Fatalf("resumed after %d, still kept: %v", rev, err)
+	}
+	defer w.Stop()
+	if got := nextValue(t, w); len(got) != 0 {
+		t.Errorf("resumed after the newest revision: initial event %v, want none", got)
+	}
+}

@@ -1,0 +1,220 @@
+package state
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/provisiond/provisiond/state/store"
+	"github.com/provisiond/provisiond/watcher"
+)
+
+// A resumed watch (docs/history.md, "Resuming a watch"): a client that
+// remembers the revision up to which a watcher's events covered every
+// change may open the watcher again, after a reconnection to this or
+// another daemon, "from" that revision. The watcher is subscribed first,
+// as any; then, instead of the whole snapshot as its initial event, its
+// initial event is every entity the history records changing after the
+// revision, up to the revision of the snapshot it stamps with
+// (watch_stamp.go): what is at or below the stamp comes from the history,
+// what is after it from the feed, so nothing is missed and nothing is
+// seen twice. The snapshot is still read, for the watcher's own
+// bookkeeping (a lifecycle watcher's known ids), not reported.
+//
+// The history keeps writes of keys, not the changes state records with
+// them, so an entity's write is taken as a change of whichever of the
+// watcher's fields it may be: created and removed (the key's), life (the
+// member "life"), and for any other member every other field the watcher
+// asks for. So a resumed watcher may report an entity its live
+// subscription would not have (a spurious event, which the watcher
+// contract allows), never miss one.
+
+// ResumeKey is the context key under which a Watch call's Resume is
+// found: ctx.Value(ResumeKey{}) returns a Resume. The facade layer answers
+// it from the request (provisiond's own "from-revision" header key).
+type ResumeKey struct{}
+
+// Resume is what a Watch call asks of the watcher it makes and is told
+// back.
+type Resume interface {
+	// From is the revision to resume after; 0 asks for a fresh watcher
+	// whose events report revisions.
+	From() uint64
+	// Covered is told the revision up to which the watcher's initial
+	// event covers every change.
+	Covered(rev uint64)
+}
+
+// ErrResumeTooOld is returned by a Watch call asked to resume after a
+// revision whose history is no longer kept (older than the oldest
+// record, pruned or compacted away): the client watches again from
+// scratch. It is a watcher.ErrReset.
+var ErrResumeTooOld = fmt.Errorf("%w (resuming after a revision older than the history kept)", watcher.ErrReset)
+
+// resumeOf returns the Resume ctx carries, if any.
+func resumeOf(ctx context.Context) Resume {
+	rs, _ := ctx.Value(ResumeKey{}).(Resume)
+	return rs
+}
+
+// viewResumable is viewStamped for a watcher that can resume: fn reads
+// the snapshot and returns the watcher's initial event. Asked to resume
+// (a Resume with From > 0), the initial event is instead what the
+// history holds after From up to the snapshot's revision: each write of
+// an entity one of fs may select is made a change (historyChange) and
+// handed to id, which returns the id to report, if any; each id is
+// reported once, in the order first seen. A call that carries a Resume
+// is told the snapshot's revision, and the watcher's events report
+// revisions (watcher.Strings.SetRevisioned).
+func (st *State) viewResumable(ctx context.Context, s *stamper, w *watcher.Strings, fs []watcher.Filter, fn func(r reader) ([]string, error), id func(c watcher.Change) (string, bool)) ([]string, error) {
+	rs := resumeOf(ctx)
+	if st.afterSubscribe != nil {
+		st.afterSubscribe()
+	}
+	var rev uint64
+	var initial []string
+	err := st.view(ctx, func(r reader) error {
+		rev = r.Revision()
+		var err error
+		initial, err = fn(r)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if rs != nil && rs.From() > 0 {
+		if initial, err = st.replay(ctx, rs.From(), rev, fs, id); err != nil {
+			return nil, err
+		}
+	}
+	s.Stamp(rev)
+	if rs != nil {
+		w.SetRevisioned()
+		rs.Covered(rev)
+	}
+	return initial, nil
+}
+
+// replay returns the ids of the changes after revision from, up to upto,
+// that the history holds of entities fs may select (see viewResumable).
+// ErrResumeTooOld when the history after from is not all kept.
+func (st *State) replay(ctx context.Context, from, upto uint64, fs []watcher.Filter, id func(c watcher.Change) (string, bool)) ([]string, error) {
+	if from >= upto {
+		// Nothing after from yet, here: from may be a revision another
+		// daemon has applied and this one not yet, whose changes this
+		// watcher then gets from the feed.
+		return []string{}, nil
+	}
+	h, ok := st.store.(store.Historian)
+	if !ok {
+		return nil, ErrResumeTooOld
+	}
+	ids := []string{}
+	var seen watcher.IDSet
+	after := from
+	for after < upto {
+		last, more, err := h.History(ctx, after, 0, func(cm store.Commit) error {
+			if cm.Rev > upto {
+				return errStopHistory
+			}
+			for _, wr := range cm.Writes {
+				for _, f := range fs {
+					c, ok := historyChange(wr, f)
+					if !ok {
+						continue
+					}
+					if s, ok := id(c); ok && seen.Add(s) {
+						ids = append(ids, s)
+					}
+					break
+				}
+			}
+			return nil
+		})
+		if err != nil && err != errStopHistory {
+			return nil, err
+		}
+		if err == errStopHistory || !more || last <= after {
+			break
+		}
+		after = last
+	}
+	// Checked after reading: a record pruned while it was read is then
+	// seen as missing, never skipped unnoticed.
+	stats, err := h.HistoryStats(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if stats.Oldest == 0 || stats.Oldest > from+1 {
+		return nil, ErrResumeTooOld
+	}
+	return ids, nil
+}
+
+// historyChange is the watcher change a write of the history may have
+// recorded, as f would see it: f's kind and model, the entity's id (and
+// parent, for a machine) and the fields of f the write may have changed.
+// It reports false for a write f cannot select.
+func historyChange(w store.Write, f watcher.Filter) (watcher.Change, bool) {
+	kind, rest := store.Kind(w.Key), store.Rest(w.Key)
+	if kind != string(f.Kind) {
+		return watcher.Change{}, false
+	}
+	model, id := rest, rest
+	if kind != string(KindModel) {
+		var ok bool
+		if model, id, ok = strings.Cut(rest, "/"); !ok {
+			return watcher.Change{}, false
+		}
+	}
+	if !f.AllModels && model != f.Model {
+		return watcher.Change{}, false
+	}
+	c := change(f.Kind, model, id)
+	var may []string
+	switch w.Op {
+	case store.Created:
+		may = []string{watcher.FieldCreated}
+	case store.Removed:
+		may = []string{watcher.FieldRemoved}
+	case store.Patched:
+		for _, m := range w.Members {
+			if m.Name == "life" {
+				may = append(may, watcher.FieldLife)
+				if string(m.After) == `"`+string(Dead)+`"` {
+					may = append(may, FieldDead)
+				}
+			} else {
+				may = append(may, otherFields(f.Fields)...)
+			}
+		}
+	default: // replaced whole, or elided: any field
+		may = append(slices.Clone(f.Fields), watcher.FieldLife)
+	}
+	if len(f.Fields) == 0 {
+		c.Fields = may
+	} else {
+		for _, fl := range may {
+			if slices.Contains(f.Fields, fl) || fl == FieldDead {
+				c.Fields = append(c.Fields, fl)
+			}
+		}
+	}
+	if f.ID != "" && f.ID != c.ID || f.Parent != "" && f.Parent != c.Parent || len(c.Fields) == 0 && len(f.Fields) > 0 {
+		return watcher.Change{}, false
+	}
+	return c, true
+}
+
+// otherFields are the fields of fs a write of a member other than "life"
+// may have changed: all but created, removed and life.
+func otherFields(fs []string) []string {
+	var out []string
+	for _, f := range fs {
+		if f != watcher.FieldCreated && f != watcher.FieldRemoved && f != watcher.FieldLife {
+			out = append(out, f)
+		}
+	}
+	return out
+}
