@@ -10,6 +10,7 @@ import (
 	"github.com/juju/errors"
 	"github.com/juju/names/v5"
 
+	"github.com/provisiond/provisiond/facades/facade"
 	"github.com/provisiond/provisiond/rpc"
 	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state"
@@ -102,7 +103,7 @@ func (a *ModelAdmin) History(ctx context.Context, args params.HistoryArgs) (para
 // keeps (machine-0, unit-mysql-0, application-mysql, model-UUID,
 // user-admin) as its kind and id, anything else as an id of any kind.
 func entityOf(s string) (kind, id string) {
-	t, err := names.ParseTag(s)
+	t, err := facade.ParseTag(s)
 	if err != nil {
 		return "", s
 	}
