@@ -86,19 +86,7 @@ func NewNotifyWatch(c *Conn, res params.NotifyWatchResult) (*NotifyWatch, error)
 // returned in res; res.Changes are its first value. It returns res.Error
 // when the result carries one.
 func NewStringsWatch(c *Conn, res params.StringsWatchResult) (*StringsWatch, error) {
-	if res.Error != nil {
-		return nil, res.Error
-	}
-	if res.StringsWatcherId == "" {
-		return nil, errors.New("client: strings watch result without a watcher id")
-	}
-	w := &StringsWatch{watch: newWatch(c, "StringsWatcher", res.StringsWatcherId), out: make(chan []string)}
-	initial := res.Changes
-	if initial == nil {
-		initial = []string{}
-	}
-	go w.loop(initial, 0)
-	return w, nil
+	return NewStringsWatchFrom(c, res, 0)
 }
 
 // NewStringsWatchFrom is NewStringsWatch for a watcher opened with
