@@ -265,12 +265,10 @@ func (s *Store) ArchiveHistory(ctx context.Context) (uint64, error) {
 			ops = append(ops, opPut(s.archiveKey(newest), batch))
 		}
 		ops = append(ops, clientv3.OpPut(s.archiveMarkKey(), next.encode()))
-		ok, err := s.archiveTxn(ctx, m, ops)
-		if err != nil {
+		// Committed or not (another archiver moved the mark), the mark is
+		// read again for the next batch.
+		if _, err := s.archiveTxn(ctx, m, ops); err != nil {
 			return m.rev, err
-		}
-		if !ok {
-			continue // another archiver moved the mark: read it again
 		}
 	}
 }
