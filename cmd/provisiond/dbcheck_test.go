@@ -1,10 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -86,7 +86,8 @@ func TestDamagedDatabaseIsReportedNotCrashedOn(t *testing.T) {
 	if used < 4 || used*4096 > len(db) {
 		t.Fatalf("high water mark %d pages", used)
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var logged bytes.Buffer // serve's check's log of its refusal: what its child found
+	log := slog.New(slog.NewTextHandler(&logged, nil))
 	damaged, repairable := 0, 0 // flips found damaged; of them, meta pages
 	for page := range used {
 		for _, off := range []int{0, 20, 40} {
@@ -111,10 +112,11 @@ func TestDamagedDatabaseIsReportedNotCrashedOn(t *testing.T) {
 			// serve's check before it opens the database refuses what
 			// check calls damaged, unless bbolt can open it safely (one
 			// meta copy damaged, every other page checked).
+			logged.Reset()
 			err := checkBeforeOpen(daemon.Config{DataDir: to}, log)
 			wantRefused := rep.Damaged && !(rep.DamagedMetaPage != nil && rep.PagesChecked)
 			if (err != nil) != wantRefused {
-				t.Errorf("page %d+%d: serve's check: %v; check said %+v", page, off, err, rep)
+				t.Errorf("page %d+%d: serve's check: %v (its log: %s); check said %+v", page, off, err, logged.String(), rep)
 			}
 			if rep.DamagedMetaPage != nil {
 				repairable++
