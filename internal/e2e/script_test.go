@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/provisiond/provisiond/rpc/client"
+	"github.com/provisiond/provisiond/rpc/params"
 )
 
 // TestClusterScript runs scripts/etcd-cluster.sh as an operator trying
@@ -166,7 +168,22 @@ ready:
 			b, _ := os.ReadFile(etcdLog)
 			return bytes.Contains(b, []byte(step.says))
 		})
-		addMachines(t, admin, 1)
+		// A write in flight when the leader stops may be answered
+		// `try again` (etcd dropped or cannot confirm it); a client
+		// retries, as Juju's agents retry a failed call.
+		waitFor(t, "a machine added while "+step.says, func() bool {
+			ctx, cancel := context.WithTimeout(t.Context(), callTimeout)
+			defer cancel()
+			res, err := client.NewModelAdmin(admin).AddMachines(ctx, params.AddMachinesArgs{Count: 1})
+			if errors.Is(err, client.ErrTryAgain) {
+				t.Logf("AddMachines while %s: %v; retrying", step.says, err)
+				return false
+			}
+			if err != nil || len(res.Machines) != 1 {
+				t.Fatalf("AddMachines while %s: %v, %v", step.says, res.Machines, err)
+			}
+			return true
+		})
 	}
 
 	// Ctrl-C stops everything, and the script exits 0.
