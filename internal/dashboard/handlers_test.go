@@ -596,6 +596,53 @@ func TestStreamFollowsChanges(t *testing.T) {
 	}
 }
 
+// A change made while a stream is starting (here while its first history
+// read runs, after its first status was read) still brings a status that
+// shows it: the stream takes the feed's changes before it reads the
+// status, so the change wakes its loop rather than going out as activity
+// with no status after it.
+func TestStreamStatusFollowsAChangeAsItStarts(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	var first sync.Once
+	w := newWorld(t, func(c *Config) {
+		read := c.History
+		c.History = func(ctx context.Context, args params.HistoryArgs) (params.HistoryResult, error) {
+			first.Do(func() {
+				close(entered)
+				select {
+				case <-release:
+				case <-ctx.Done():
+				}
+			})
+			return read(ctx, args)
+		}
+	})
+	c := w.client()
+	c.mustLogin()
+	s := c.stream("")
+	if st := statusOf(t, s.next("status")); len(st.Status.Machines) != 0 {
+		t.Fatalf("first status %+v", st.Status.Machines)
+	}
+	select {
+	case <-entered:
+	case <-time.After(eventWait):
+		t.Fatalf("the stream read no history within %v", eventWait)
+	}
+	if _, err := w.st.AddMachine(t.Context(), w.init.DefaultModelUUID, state.MachineParams{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the feed to hold the new machine", func() bool {
+		w.dash.feed.mu.Lock()
+		defer w.dash.feed.mu.Unlock()
+		r := w.dash.feed.rings[w.init.DefaultModelUUID]
+		return r != nil && r.seq > 0
+	})
+	close(release)
+	if st := statusOf(t, s.next("status")); len(st.Status.Machines) != 1 || st.Status.Machines[0].ID != "0" {
+		t.Fatalf("the status after the change: %+v", st.Status.Machines)
+	}
+}
+
 func slicesContains(s []string, v string) bool {
 	for _, x := range s {
 		if x == v {

@@ -187,8 +187,13 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) {
 		sendHistory()
 	}
 	if superuser {
-		sendStatus()
+		// The feed's changes so far are taken before the status is read:
+		// a change after them wakes the loop below, which sends it and a
+		// status read after it. Taken after the status (and its history
+		// read, which can take a while), a change made in between would
+		// be in this activity and in no status until the next change.
 		sendActivity()
+		sendStatus()
 	}
 	sendMetrics()
 	sendCluster()
