@@ -10,7 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/provisiond/provisiond/rpc/internal/jsonscan"
+	"github.com/provisiond/provisiond/internal/jsonscan"
 )
 
 // header is one incoming message, V1 or V0. Keys are matched without

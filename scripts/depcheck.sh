@@ -5,12 +5,13 @@
 #   (internal/agent, cmd/provisionagent) only → rpc/client, rpc/params, credentials (and
 #   cmd/provisionagent → internal/agent); internal/daemon → anything but cmd
 #   facades/* → state, watcher, storage, rpc, rpc/params, facades/facade (never each other)
-#   rpc → rpc/params, rpc/internal/*; rpc/params → rpc/internal/* (the fast-path JSON scanners)
+#   rpc → rpc/params, internal/jsonscan; rpc/params → internal/jsonscan (the one set of small JSON scanners:
+#   rpc's fast paths, and state's and state/store's readers of stored records)
 #   rpc/client → rpc/params, credentials (what another repository's test imports)
-#   rpc/internal/*, watcher, storage, pki, credentials → nothing of ours
+#   internal/jsonscan, watcher, storage, pki, credentials → nothing of ours
 #   state → state/store (the store seam: the caller opens a store and hands it over), watcher, storage,
-#   environ, charm, size; state/statetest → state, state/store, state/store/boltstore (tests' default store);
-#   state/store → watcher; state/store/{boltstore,etcdstore,storetest} → state/store, watcher, state/internal/*
+#   environ, charm, size, internal/jsonscan; state/statetest → state, state/store, state/store/boltstore (tests' default store);
+#   state/store → watcher, internal/jsonscan; state/store/{boltstore,etcdstore,storetest} → state/store, watcher, state/internal/*
 #   (state/internal/failpoint: the failpoints of a -tags failpoints build)
 #   (boltstore/rawbolt, the raw baseline, → boltstore); only state/store/boltstore* imports bbolt, only
 #   state/store/etcdstore* and internal/etcdtest import etcd; outside state only internal/daemon, cmd,
@@ -86,15 +87,15 @@ while read -r pkg imports; do
       facades/facade*) case $dep in state|state/statetest|watcher|storage|rpc|rpc/params|environ|charm|size|internal/presence) ok=1 ;; esac ;;
       facades/*) case $dep in state|state/statetest|watcher|storage|rpc|rpc/params|facades/facade|pki|environ|charm|size|internal/buildinfo|internal/presence) ok=1 ;; esac ;;
       rpc/client*) case $dep in rpc/params|credentials) ok=1 ;; esac ;;
-      rpc/params*) case $dep in rpc/internal/*) ok=1 ;; esac ;;
-      rpc/internal/*) ok=0 ;;
-      rpc) case $dep in rpc/params|rpc/internal/*) ok=1 ;; esac ;;
+      rpc/params*) case $dep in internal/jsonscan) ok=1 ;; esac ;;
+      internal/jsonscan*) ok=0 ;;
+      rpc) case $dep in rpc/params|internal/jsonscan) ok=1 ;; esac ;;
       state/store/boltstore/rawbolt*) case $dep in state/store/boltstore) ok=1 ;; esac ;;
       state/store/boltstore*|state/store/etcdstore*|state/store/storetest*) case $dep in state/store|watcher|state/internal/*) ok=1 ;; esac ;;
-      state/store) case $dep in watcher) ok=1 ;; esac ;;
+      state/store) case $dep in watcher|internal/jsonscan) ok=1 ;; esac ;;
       state/statetest*) case $dep in state|state/store|state/store/boltstore|watcher|storage|environ|charm|size|state/internal/*) ok=1 ;; esac ;;
       state/internal/*) ok=0 ;;
-      state*) case $dep in state/store|state/internal/*|watcher|storage|environ|charm|size) ok=1 ;; esac ;;
+      state*) case $dep in state/store|state/internal/*|watcher|storage|environ|charm|size|internal/jsonscan) ok=1 ;; esac ;;
       internal/etcdtest*) ok=0 ;;
       internal/daemonproc*) ok=0 ;;
       internal/robustness/checker*) ok=0 ;;

@@ -10,6 +10,7 @@ import (
 
 	"github.com/juju/errors"
 
+	"github.com/provisiond/provisiond/internal/jsonscan"
 	"github.com/provisiond/provisiond/state/store"
 	"github.com/provisiond/provisiond/watcher"
 )
@@ -191,27 +192,14 @@ func redactWhole(v []byte) string {
 	if !json.Valid(v) {
 		return `"[redacted]"`
 	}
-	i := skipSpace(v, 0)
-	if v[i] != '{' {
-		return `"[redacted]"`
-	}
 	var set []patchMember
-	for i = skipSpace(v, i+1); v[i] != '}'; {
-		ke := i + 1
-		for v[ke] != '"' {
-			if v[ke] == '\\' {
-				return `"[redacted]"`
-			}
-			ke++
+	if !jsonscan.Members(v, func(name []byte, _, _ int) bool {
+		if secretMember.Match(name) {
+			set = append(set, patchMember{key: string(name), val: []byte(`"[redacted]"`)})
 		}
-		name := string(v[i+1 : ke])
-		ve := skipValue(v, skipSpace(v, skipSpace(v, ke+1)+1))
-		if secretMember.MatchString(name) {
-			set = append(set, patchMember{key: name, val: []byte(`"[redacted]"`)})
-		}
-		if i = skipSpace(v, ve); v[i] == ',' {
-			i = skipSpace(v, i+1)
-		}
+		return true
+	}) {
+		return `"[redacted]"`
 	}
 	out, ok := patchRecord(v, set)
 	if !ok {

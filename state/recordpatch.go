@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"unicode/utf8"
+
+	"github.com/provisiond/provisiond/internal/jsonscan"
 )
 
 // Patching a stored record in place (recordpatch.go). A status write
@@ -38,10 +40,6 @@ func patchRecord(raw []byte, set []patchMember) (out []byte, ok bool) {
 	if !json.Valid(raw) {
 		return nil, false
 	}
-	i := skipSpace(raw, 0)
-	if i == len(raw) || raw[i] != '{' {
-		return nil, false
-	}
 	// spans[k] is where the value of set[k] is in raw; -1: not there.
 	var spansBuf [4][2]int
 	spans := spansBuf[:0]
@@ -49,39 +47,24 @@ func patchRecord(raw []byte, set []patchMember) (out []byte, ok bool) {
 		spans = append(spans, [2]int{-1, -1})
 	}
 	members := 0
-	i = skipSpace(raw, i+1)
-	for raw[i] != '}' {
-		// raw is valid JSON: a member is "key" : value, then , or }.
-		ks := i + 1
-		ke := ks
-		for raw[ke] != '"' {
-			if raw[ke] == '\\' {
-				return nil, false
-			}
-			ke++
-		}
-		key := raw[ks:ke]
-		i = skipSpace(raw, ke+1) // at ':'
-		vs := skipSpace(raw, i+1)
-		ve := skipValue(raw, vs)
+	if !jsonscan.Members(raw, func(key []byte, vs, ve int) bool {
 		for k, m := range set {
 			switch {
 			case string(key) == m.key:
 				if spans[k][0] >= 0 {
-					return nil, false
+					return false // a key of set twice
 				}
 				spans[k] = [2]int{vs, ve}
 			case bytes.EqualFold(key, []byte(m.key)):
-				return nil, false
+				return false
 			}
 		}
 		members++
-		i = skipSpace(raw, ve)
-		if raw[i] == ',' {
-			i = skipSpace(raw, i+1)
-		}
+		return true
+	}) {
+		return nil, false // includes a key written with an escape
 	}
-	end := i // the object's closing brace
+	end := bytes.LastIndexByte(raw, '}') // the object's closing brace
 
 	size := len(raw)
 	for k, m := range set {
@@ -120,62 +103,6 @@ func patchRecord(raw []byte, set []patchMember) (out []byte, ok bool) {
 	}
 	out = append(out, raw[end:]...)
 	return out, true
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipValue returns the end of the JSON value starting at b[i]; b is valid
-// JSON (json.Valid), so only strings need care: brackets inside them do
-// not count.
-func skipValue(b []byte, i int) int {
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for {
-			switch b[i] {
-			case '"':
-				i = skipString(b, i)
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1
-				}
-			}
-			i++
-		}
-	default: // a number, true, false or null
-		for i < len(b) {
-			switch b[i] {
-			case ',', '}', ']', ' ', '\t', '\n', '\r':
-				return i
-			}
-			i++
-		}
-		return i
-	}
-}
-
-// skipString returns the end of the JSON string starting at b[i] (its
-// opening quote).
-func skipString(b []byte, i int) int {
-	for i++; ; i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
-		}
-	}
 }
 
 // appendStatusJSON appends s as json.Marshal encodes it, byte for byte

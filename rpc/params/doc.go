@@ -3,7 +3,7 @@
 // Juju's facade schema (protocol/facades-schema.json in the shared specs), and
 // the error type and codes carried on the wire.
 //
-// It imports only the standard library and rpc/internal/jsonscan (the
+// It imports only the standard library and internal/jsonscan (the
 // scanners behind Entities.DecodeFast), so both the server (rpc, facades)
 // and the client (rpc/client) use it.
 //

@@ -1,6 +1,6 @@
 package params
 
-import "github.com/provisiond/provisiond/rpc/internal/jsonscan"
+import "github.com/provisiond/provisiond/internal/jsonscan"
 
 // DecodeFast decodes Entities, the params of most bulk calls, when they
 // come in the usual form: {"entities":[{"tag":"..."},...]} (or with an

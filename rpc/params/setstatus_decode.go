@@ -1,6 +1,6 @@
 package params
 
-import "github.com/provisiond/provisiond/rpc/internal/jsonscan"
+import "github.com/provisiond/provisiond/internal/jsonscan"
 
 // DecodeFast decodes SetStatus, the params of SetInstanceStatus,
 // SetStatus and their kin (the most frequent writes an agent makes), when

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/provisiond/provisiond/internal/jsonscan"
 )
 
 // The history of commits: what each commit wrote (every key, its value
@@ -182,19 +184,19 @@ func AppendWrite(b []byte, key string, before []byte, had bool, after []byte, ha
 	b = append(b, byte(Patched))
 	n := 0
 	for _, a := range ma {
-		if i := find(before, mb, after[a.k0:a.k1]); i < 0 || string(before[mb[i].v0:mb[i].v1]) != string(after[a.v0:a.v1]) {
+		if i := find(mb, a.name); i < 0 || string(before[mb[i].v0:mb[i].v1]) != string(after[a.v0:a.v1]) {
 			n++
 		}
 	}
 	for _, m := range mb {
-		if find(after, ma, before[m.k0:m.k1]) < 0 {
+		if find(ma, m.name) < 0 {
 			n++
 		}
 	}
 	b = binary.AppendUvarint(b, uint64(n))
 	for _, a := range ma {
-		name, val := after[a.k0:a.k1], after[a.v0:a.v1]
-		i := find(before, mb, name)
+		name, val := a.name, after[a.v0:a.v1]
+		i := find(mb, name)
 		if i >= 0 && string(before[mb[i].v0:mb[i].v1]) == string(val) {
 			continue
 		}
@@ -207,8 +209,8 @@ func AppendWrite(b []byte, key string, before []byte, had bool, after []byte, ha
 		b = appendOptional(b, val)
 	}
 	for _, m := range mb {
-		if find(after, ma, before[m.k0:m.k1]) < 0 {
-			b = appendString(b, string(before[m.k0:m.k1]))
+		if find(ma, m.name) < 0 {
+			b = appendString(b, string(m.name))
 			b = appendOptional(b, before[m.v0:m.v1])
 			b = append(b, 0)
 		}
@@ -353,135 +355,33 @@ func (d *decoder) optional() []byte {
 
 // span is where one member of a JSON object is: its name (without the
 // quotes) and its value.
-type span struct{ k0, k1, v0, v1 int }
+type span struct {
+	name   []byte
+	v0, v1 int
+}
 
-// find returns the index of the member named name in ms (over raw), -1
+// find returns the index of the member named name in ms, -1
 // if there is none.
-func find(raw []byte, ms []span, name []byte) int {
+func find(ms []span, name []byte) int {
 	for i, m := range ms {
-		if string(raw[m.k0:m.k1]) == string(name) {
+		if string(m.name) == string(name) {
 			return i
 		}
 	}
 	return -1
 }
 
-// objectMembers splits a JSON object into its top-level members. It
-// reports false for anything it cannot read plainly: not an object, an
-// escaped member name, a name twice, bytes that are not JSON as far as it
-// looks (it checks the structure, not every literal). Every index is
-// checked: it never reads outside raw.
+// objectMembers splits a JSON object into its top-level members
+// (jsonscan.Members), and also reports false for a name twice.
 func objectMembers(raw []byte, ms []span) ([]span, bool) {
-	i := skipSpace(raw, 0)
-	if i >= len(raw) || raw[i] != '{' {
-		return nil, false
-	}
-	i = skipSpace(raw, i+1)
-	if i < len(raw) && raw[i] == '}' {
-		return ms, skipSpace(raw, i+1) == len(raw)
-	}
-	for {
-		if i >= len(raw) || raw[i] != '"' {
-			return nil, false
+	ok := jsonscan.Members(raw, func(name []byte, v0, v1 int) bool {
+		if find(ms, name) >= 0 {
+			return false
 		}
-		k0 := i + 1
-		k1 := k0
-		for k1 < len(raw) && raw[k1] != '"' {
-			if raw[k1] == '\\' {
-				return nil, false
-			}
-			k1++
-		}
-		if k1 >= len(raw) {
-			return nil, false
-		}
-		if find(raw, ms, raw[k0:k1]) >= 0 {
-			return nil, false
-		}
-		i = skipSpace(raw, k1+1)
-		if i >= len(raw) || raw[i] != ':' {
-			return nil, false
-		}
-		v0 := skipSpace(raw, i+1)
-		v1, ok := skipValue(raw, v0)
-		if !ok {
-			return nil, false
-		}
-		ms = append(ms, span{k0, k1, v0, v1})
-		i = skipSpace(raw, v1)
-		if i >= len(raw) {
-			return nil, false
-		}
-		switch raw[i] {
-		case ',':
-			i = skipSpace(raw, i+1)
-		case '}':
-			return ms, skipSpace(raw, i+1) == len(raw)
-		default:
-			return nil, false
-		}
-	}
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipValue returns the end of the JSON value at b[i], checking bounds.
-func skipValue(b []byte, i int) (int, bool) {
-	if i >= len(b) {
-		return 0, false
-	}
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for i < len(b) {
-			switch b[i] {
-			case '"':
-				var ok bool
-				if i, ok = skipString(b, i); !ok {
-					return 0, false
-				}
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1, true
-				}
-			}
-			i++
-		}
-		return 0, false
-	default: // a number, true, false or null
-		start := i
-		for i < len(b) {
-			switch b[i] {
-			case ',', '}', ']', ' ', '\t', '\n', '\r':
-				return i, i > start
-			}
-			i++
-		}
-		return i, i > start
-	}
-}
-
-func skipString(b []byte, i int) (int, bool) {
-	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1, true
-		}
-	}
-	return 0, false
+		ms = append(ms, span{name, v0, v1})
+		return true
+	})
+	return ms, ok
 }
 
 // DefaultRetention is the history kept unless the operator says otherwise:
