@@ -400,7 +400,8 @@ type compactor interface {
 // store's Feed.Reset). Before each compaction it archives the history
 // records committed since the last (the store's ArchiveHistory), and it
 // never compacts past the newest revision archived, so no record is lost
-// to compaction (docs/history.md). Without compact it only archives. A
+// to compaction (docs/history.md), unless etcd is out of space: then the
+// archive cannot be written, and compaction goes on without it. Without compact it only archives. A
 // daemon that loses the election stops; the next leader starts over,
 // from the archive's mark.
 func (d *Daemon) compactUnderElection(ctx context.Context, every time.Duration, compact bool) {
@@ -434,7 +435,18 @@ func (d *Daemon) compactUnderElection(ctx context.Context, every time.Duration, 
 			case <-t.C:
 				rev := st.Revision()
 				archived, err := c.ArchiveHistory(leading)
-				if err != nil {
+				switch {
+				case errors.Is(err, store.ErrNoSpace):
+					// etcd is out of space and the archive cannot be
+					// written: it must not keep compaction from
+					// freeing space, so compact as without history.
+					// The records up to there not yet archived are
+					// lost (the archiver says which when it next
+					// writes).
+					d.log.Warn("archiving the history: etcd is out of space; compacting without the archive, and the history records not yet archived before the compaction are lost",
+						"archived", archived, "compact", prev, "err", err)
+					archived = prev
+				case err != nil:
 					// Not compacted either: the next tick archives
 					// and compacts.
 					d.log.Warn("archiving the history", "err", err)
