@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/juju/errors"
@@ -131,6 +132,11 @@ type State struct {
 	// afterSubscribe, if set (internal tests only), runs in every Watch
 	// method between its subscription and its snapshot.
 	afterSubscribe func()
+
+	// noSpace holds the last write refused for want of space
+	// (ErrStoreNoSpace), for the daemon's /health (NoSpace); shared by
+	// the State's copies (OneView, ViewAt).
+	noSpace *atomic.Pointer[noSpaceRefusal]
 }
 
 // Feed is the store.Feed of a State whose Options.Hub is hub: open the
@@ -172,7 +178,8 @@ func Open(s store.Store, opts Options) (*State, error) {
 }
 
 func newState(s store.Store, opts Options) *State {
-	st := &State{store: s, hub: opts.Hub, logger: opts.Logger, now: opts.Now, machines: newMachineCache(), verifyTimes: &durationSample{}}
+	st := &State{store: s, hub: opts.Hub, logger: opts.Logger, now: opts.Now, machines: newMachineCache(), verifyTimes: &durationSample{},
+		noSpace: new(atomic.Pointer[noSpaceRefusal])}
 	if st.hub == nil {
 		st.hub = watcher.NewHub()
 	}
@@ -235,6 +242,9 @@ func (st *State) update(ctx context.Context, fn func(tx *txn) error) error {
 	})
 	if errors.Is(err, errNoChange) {
 		return nil
+	}
+	if errors.Is(err, ErrStoreNoSpace) {
+		st.noSpace.Store(&noSpaceRefusal{at: time.Now(), err: err})
 	}
 	return err
 }

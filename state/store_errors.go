@@ -1,6 +1,10 @@
 package state
 
-import "github.com/provisiond/provisiond/state/store"
+import (
+	"time"
+
+	"github.com/provisiond/provisiond/state/store"
+)
 
 // The store's errors, as callers above state see them (facades map them to
 // wire codes; they never import the store). Errors from State's methods
@@ -22,3 +26,21 @@ var (
 	// ErrStoreUnavailable too.
 	ErrStoreNoSpace = store.ErrNoSpace
 )
+
+// noSpaceRefusal is a write the store refused for want of space.
+type noSpaceRefusal struct {
+	at  time.Time
+	err error
+}
+
+// NoSpace returns when a write of this State was last refused for want of
+// space (an error wrapping ErrStoreNoSpace), and that error; a zero time
+// when none was. The daemon's /health reports it at once rather than a
+// result of its probe from before it.
+func (st *State) NoSpace() (time.Time, error) {
+	r := st.noSpace.Load()
+	if r == nil {
+		return time.Time{}, nil
+	}
+	return r.at, r.err
+}

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	jujuerrors "github.com/juju/errors"
@@ -54,21 +55,77 @@ func newServerID() string {
 	return host + "-" + hex.EncodeToString(b)
 }
 
-// register records this daemon among the live API servers.
+// register records this daemon among the live API servers. A store out
+// of space (a full disk under bbolt, etcd's NOSPACE) does not stop the
+// start: every commit keeps a history record, so the registration needs
+// pages the file may not have even when nothing else at start writes, and
+// a daemon that cannot write still serves reads (writes answer the full
+// disk's or the quota's code), as it would if the disk filled while it
+// ran. It warns, and registers again every registerRetry until it can or
+// it stops (the goroutine is d.unregister's to stop).
 func (d *Daemon) register(hostPorts []params.HostPort) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	release, err := d.state.RegisterAPIServer(ctx, state.APIServer{
+	s := state.APIServer{
 		ID:        d.serverID,
 		Addresses: stateHostPorts(hostPorts)[0],
 		Version:   ServerVersion,
 		Started:   time.Now().UTC().Round(time.Second),
-	})
-	if err != nil {
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	release, err := d.state.RegisterAPIServer(ctx, s)
+	cancel()
+	switch {
+	case err == nil:
+		d.unregister = release
+		return nil
+	case !outOfSpace(err):
 		return fmt.Errorf("record API addresses: %w", err)
 	}
-	d.unregister = release
+	d.log.Warn("cannot register this API server: the store is out of space; serving reads, writes fail until space is freed; registering again every "+registerRetry.String(),
+		"server-id", d.serverID, "err", err)
+	life, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	var registered func() // set by the goroutine before done closes
+	go func() {
+		defer close(done)
+		t := time.NewTicker(registerRetry)
+		defer t.Stop()
+		for {
+			select {
+			case <-life.Done():
+				return
+			case <-t.C:
+			}
+			ctx, cancel := context.WithTimeout(life, 30*time.Second)
+			release, err := d.state.RegisterAPIServer(ctx, s)
+			cancel()
+			if err == nil {
+				registered = release
+				d.log.Info("registered this API server", "server-id", d.serverID)
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	d.unregister = func() {
+		once.Do(func() {
+			stop()
+			<-done
+			if registered != nil {
+				registered()
+			}
+		})
+	}
 	return nil
+}
+
+// registerRetry is how often a daemon that started with its store out of
+// space tries its registration again.
+const registerRetry = 5 * time.Second
+
+// outOfSpace reports a write refused for want of space: the disk under
+// bbolt full (or its quota reached), or etcd's space quota reached.
+func outOfSpace(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, store.ErrNoSpace)
 }
 
 // apiHostPorts lists every live API server's addresses in wire form, this
@@ -343,7 +400,8 @@ type compactor interface {
 // store's Feed.Reset). Before each compaction it archives the history
 // records committed since the last (the store's ArchiveHistory), and it
 // never compacts past the newest revision archived, so no record is lost
-// to compaction (docs/history.md). Without compact it only archives. A
+// to compaction (docs/history.md), unless etcd is out of space: then the
+// archive cannot be written, and compaction goes on without it. Without compact it only archives. A
 // daemon that loses the election stops; the next leader starts over,
 // from the archive's mark.
 func (d *Daemon) compactUnderElection(ctx context.Context, every time.Duration, compact bool) {
@@ -377,7 +435,18 @@ func (d *Daemon) compactUnderElection(ctx context.Context, every time.Duration, 
 			case <-t.C:
 				rev := st.Revision()
 				archived, err := c.ArchiveHistory(leading)
-				if err != nil {
+				switch {
+				case errors.Is(err, store.ErrNoSpace):
+					// etcd is out of space and the archive cannot be
+					// written: it must not keep compaction from
+					// freeing space, so compact as without history.
+					// The records up to there not yet archived are
+					// lost (the archiver says which when it next
+					// writes).
+					d.log.Warn("archiving the history: etcd is out of space; compacting without the archive, and the history records not yet archived before the compaction are lost",
+						"archived", archived, "compact", prev, "err", err)
+					archived = prev
+				case err != nil:
 					// Not compacted either: the next tick archives
 					// and compacts.
 					d.log.Warn("archiving the history", "err", err)

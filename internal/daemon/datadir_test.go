@@ -131,7 +131,8 @@ func TestDataDirModeTightened(t *testing.T) {
 // A full disk at start: a data dir whose files need no
 // change starts and serves; credentials.yaml is not rewritten when it is
 // unchanged, and a refresh of its api-addresses (a new port) that cannot be
-// written is a warning, not a failure.
+// written is a warning, not a failure, as is the daemon's registration
+// among the live API servers, made once space is freed.
 func TestStartOnAFullDisk(t *testing.T) {
 	dir := filepath.Join(daemonproc.MountTmpfs(t, "16m"), "data")
 	d, _, err := startIn(t, dir, nil)
@@ -168,6 +169,20 @@ func TestStartOnAFullDisk(t *testing.T) {
 	if !strings.Contains(logs.String(), "cannot refresh the api-addresses of credentials.yaml") {
 		t.Errorf("no warning about the failed refresh:\n%s", grepLines(logs.String(), "level=WARN"))
 	}
+	// Its registration among the live API servers (a commit, with its
+	// history record) could not be written either: a warning, and it
+	// registers once space is freed.
+	if !strings.Contains(logs.String(), "cannot register this API server: the store is out of space") {
+		t.Errorf("no warning about the registration:\n%s", grepLines(logs.String(), "level=WARN"))
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	waitFor(t, "the daemon to register once space is freed", func() bool {
+		servers, err := d.State().APIServers(ctx)
+		return err == nil && len(servers) == 1 && servers[0].ID == d.ServerID()
+	})
 }
 
 // credentials.yaml deleted: the daemon rewrites it

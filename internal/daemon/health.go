@@ -23,7 +23,9 @@ import (
 // has overrun, as before, and a request no longer waits behind a commit's
 // fsync when nothing is wrong. A full disk is
 // not reported here: commits fail at once and writers get the error,
-// while the daemon goes on serving reads. The store's own Health is asked
+// while the daemon goes on serving reads. etcd out of space is: a write
+// refused for it (state.NoSpace) is the answer at once, for a second,
+// then the probes' (etcd's NOSPACE alarm stays raised until disarmed). The store's own Health is asked
 // too: on etcd it says whether etcd answers with a quorum (an empty write
 // never reaches etcd), so a daemon cut off from etcd is unhealthy.
 
@@ -40,12 +42,21 @@ type healthProbe struct {
 	started time.Time
 	err     error
 	at      time.Time // of the last result
+	noted   time.Time // of the last write refused for want of space taken as a result
 }
 
 // check returns nil while the store commits.
 func (h *healthProbe) check() error {
 	timeout := h.d.cfg.HealthTimeout
 	h.mu.Lock()
+	if at, err := h.d.state.NoSpace(); err != nil && at.After(h.noted) {
+		// A write was refused for want of space (etcd's NOSPACE alarm)
+		// since the last result: that is the answer now, not an ok
+		// from before it (a probe's empty write never reaches etcd);
+		// a probe after it asks etcd's alarms again.
+		h.noted = at
+		h.err, h.at = fmt.Errorf("store out of space: %w", err), at
+	}
 	if h.running == nil && time.Since(h.at) < healthReuse && !h.at.IsZero() {
 		err := h.err
 		h.mu.Unlock()
@@ -53,14 +64,18 @@ func (h *healthProbe) check() error {
 	}
 	if h.running == nil {
 		done := make(chan struct{})
-		h.running, h.started = done, time.Now()
+		started := time.Now()
+		h.running, h.started = done, started
 		go func() {
 			err := h.d.state.ProbeWrite(context.Background())
 			if err == nil {
 				err = h.d.storeHealth(timeout)
 			}
 			h.mu.Lock()
-			h.err, h.at, h.running = err, time.Now(), nil
+			if !h.noted.After(started) { // else a refusal since it started stands
+				h.err, h.at = err, time.Now()
+			}
+			h.running = nil
 			h.mu.Unlock()
 			close(done)
 		}()

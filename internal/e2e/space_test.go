@@ -21,7 +21,8 @@ import (
 // once etcd's quota is reached, writes fail with code "quota limit
 // exceeded" (not "try again", which Juju's agents retry for ever) and a
 // message saying an operator must free space, reads go on, and /health
-// answers 503 "store out of space" naming the NOSPACE alarm. The built
+// answers 503 "store out of space" naming the NOSPACE alarm, at once
+// (not an ok from before the write). The built
 // `provisiond reclaim-etcd-space` compacts, defragments and disarms the
 // alarm; writes go through again and /health is 200.
 func TestEtcdSpaceQuota(t *testing.T) {
@@ -49,10 +50,16 @@ func TestEtcdSpaceQuota(t *testing.T) {
 		_, err := admin.SetModelConfig(cctx, params.SetModelConfigArgs{Model: "default", Config: map[string]any{"e2e-space": fmt.Sprint(i, value)}})
 		return err
 	}
+	// /health is asked before each write, so the answer after the write
+	// refused is asked within the second its last ok is reused for: a
+	// write refused for want of space must show at once, not after it.
 	var werr error
 	for i := 0; werr == nil; i++ {
 		if i == 1000 {
 			t.Fatal("1000 writes of 32 KiB within a 4 MiB quota")
+		}
+		if code, body := health(t, creds, d); code != http.StatusOK {
+			t.Fatalf("/health before write %d, under the quota: %d %q", i, code, body)
 		}
 		werr = set(i)
 	}

@@ -68,6 +68,15 @@ type Options struct {
 	// file fits in it, read transactions never hold up a commit.
 	InitialMmapSize int
 
+	// PreloadFreelist (OpenReadOnly) builds bbolt's list of free pages as
+	// the file opens, on the caller's goroutine: a walk of every page
+	// reachable, which Check would otherwise make first on a goroutine
+	// of bbolt's. A damaged page then panics the caller, not that
+	// goroutine, whose panic closes Check's channel on its way (so Check
+	// would return nil) while the process is still dying: a child checking
+	// a file could print "ok" and exit 0 before the panic ended it.
+	PreloadFreelist bool
+
 	// Retention is how many revisions of change sets are kept at least
 	// (older ones are pruned pruneChunk at a time); zero means
 	// DefaultRetention.

@@ -28,6 +28,7 @@ func OpenReadOnly(path string, opts Options) (*Store, error) {
 	}
 	bo := BoltOptions(opts.LockTimeout, opts.InitialMmapSize)
 	bo.ReadOnly = true
+	bo.PreLoadFreelist = opts.PreloadFreelist
 	bdb, err := bolt.Open(path, 0o600, bo)
 	if errors.Is(err, berrors.ErrTimeout) {
 		return nil, fmt.Errorf("boltstore: open %s: %w (no shared file lock after %s; is a provisiond running on this data dir?)",
