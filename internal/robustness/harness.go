@@ -53,6 +53,9 @@ type Config struct {
 	NoNetns bool
 	// NoFaults runs the workload without injecting any (a baseline).
 	NoFaults bool
+	// Resumed holds a watcher of kind checker.KindModelResumed on each
+	// daemon (a WatchModel resumed from a revision across reconnects).
+	Resumed bool
 	// SettleWait and AgreeWait, if set, replace the settle phase's
 	// bounds (settleWait, agreeWait): a run with a planted bug, which
 	// may never settle or agree, need not wait the whole of them.
@@ -259,7 +262,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	wg.Wait()
 	h.logf("robustness: settled in %s", time.Since(settleStart).Round(time.Millisecond))
 
-	w.resolveUnits()
+	w.resolveEntities()
 	hist := &checker.History{Seed: cfg.Seed, Ops: h.rec.ops, Faults: h.rec.faults}
 	for _, wr := range watchers {
 		hist.Streams = append(hist.Streams, wr.streams...)

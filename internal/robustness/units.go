@@ -22,7 +22,7 @@ import (
 //     container status message), per provider id: a report in doubt
 //     names no unit, so a pod is known by its provider id, and its unit
 //     (the entity a model watcher names) is filled in from the reports
-//     that were answered (resolveUnits);
+//     that were answered (resolveEntities);
 //   - a pod spec writer (the admin, ModelAdmin SetPodSpec of caasApp):
 //     register application/web#podspec, entity podspec/web.
 const (
@@ -37,46 +37,55 @@ func podSpecEntity(app string) string {
 	return "podspec/" + app
 }
 
-// podUnits maps provider ids to the units the daemons made of them, from
-// the answered reports.
-type podUnits struct {
-	mu    sync.Mutex
-	units map[string]string // provider id -> unit name ("pods/3")
+// entityNames maps registers' entities (the part of a register's name
+// before "#": "pod/ID", "modelrec/NAME") to the entities the daemons made
+// of them ("unit/pods/3", "model/UUID"), learnt from answers: a write in
+// doubt names none, and a later answer may.
+type entityNames struct {
+	mu sync.Mutex
+	m  map[string]string
 }
 
-func (p *podUnits) note(info *params.UpdateApplicationUnitsInfo) {
+func (n *entityNames) set(key, entity string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.m == nil {
+		n.m = map[string]string{}
+	}
+	n.m[key] = entity
+}
+
+func (n *entityNames) get(key string) string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.m[key]
+}
+
+// notePods sets the units the pods of a report's answer became.
+func (n *entityNames) notePods(info *params.UpdateApplicationUnitsInfo) {
 	if info == nil {
 		return
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.units == nil {
-		p.units = map[string]string{}
-	}
 	for _, u := range info.Units {
 		if name, ok := strings.CutPrefix(u.UnitTag, "unit-"); ok {
-			// unit-pods-3 -> pods/3 (an application name has no digit-only part).
+			// unit-pods-3 -> pods/3 (a unit's number follows the last "-").
 			i := strings.LastIndexByte(name, '-')
-			p.units[u.ProviderId] = name[:i] + "/" + name[i+1:]
+			n.set("pod/"+u.ProviderId, "unit/"+name[:i]+"/"+name[i+1:])
 		}
 	}
 }
 
-// resolveUnits names each pod register's entity ("unit/pods/3") where a
-// report's answer said which unit the pod became; a pod no answer named
-// keeps none (its writes are checked for linearizability only).
-func (w *workload) resolveUnits() {
-	w.pods.mu.Lock()
-	defer w.pods.mu.Unlock()
+// resolveEntities names the entity of each write whose register's
+// entity an answer named; the others keep theirs (none: their writes are
+// checked for linearizability only).
+func (w *workload) resolveEntities() {
+	w.names.mu.Lock()
+	defer w.names.mu.Unlock()
 	ops := w.h.rec.ops
 	for i := range ops {
-		rest, ok := strings.CutPrefix(ops[i].Register, "pod/")
-		if !ok {
-			continue
-		}
-		id, _, _ := strings.Cut(rest, "#")
-		if u, ok := w.pods.units[id]; ok {
-			ops[i].Entity = "unit/" + u
+		key, _, _ := strings.Cut(ops[i].Register, "#")
+		if e, ok := w.names.m[key]; ok {
+			ops[i].Entity = e
 		}
 	}
 }
@@ -199,7 +208,7 @@ func (w *workload) unitWriter(ctx context.Context, s *session) {
 			w.addReg(reg{name: podStatusReg(added), model: caasModel, read: readPodStatus(added)})
 			next++
 		}
-		w.pods.note(info)
+		w.names.notePods(info)
 		for _, c := range calls {
 			c.op.Model = caasModel
 			c.op.Call = calls[0].op.Call

@@ -34,6 +34,8 @@ type watcherRun struct {
 	// stream the subscriptions continue (-1: none yet).
 	rev   uint64
 	chain int
+	// lastErr is the last subscription's failure, logged when it changes.
+	lastErr string
 
 	mu      sync.Mutex
 	streams []checker.Stream
@@ -43,12 +45,17 @@ type watcherRun struct {
 func (w *workload) newWatchers(d *daemon) []*watcherRun {
 	var out []*watcherRun
 	for _, k := range checker.WatchKinds {
+		if k == checker.KindModelResumed && !w.h.cfg.Resumed {
+			continue
+		}
 		wr := &watcherRun{h: w.h, d: d, name: k + "-" + d.name, kind: k, chain: -1}
 		switch k {
 		case checker.KindContainers:
 			wr.scope = w.host
 		case checker.KindScale, checker.KindPodSpec:
 			wr.scope = caasApp
+		case checker.KindCAASModel:
+			wr.scope = caasModel
 		}
 		out = append(out, wr)
 	}
@@ -59,6 +66,10 @@ func (w *workload) newWatchers(d *daemon) []*watcherRun {
 func (wr *watcherRun) run(ctx context.Context, w *workload) {
 	for ctx.Err() == nil {
 		if err := wr.stream(ctx, w); err != nil {
+			if msg := err.Error(); wr.kind == checker.KindModelResumed && msg != wr.lastErr && ctx.Err() == nil {
+				wr.h.logf("robustness: %s: cannot watch (from revision %d): %v", wr.name, wr.rev, err)
+				wr.lastErr = msg
+			}
 			select {
 			case <-ctx.Done():
 			case <-time.After(100 * time.Millisecond):
@@ -103,38 +114,22 @@ func (wr *watcherRun) watch(ctx context.Context, c *client.Conn, w *workload) (n
 			return entities(ids), err
 		}, nil, nil
 	}
-	notify := func(entity string, res params.NotifyWatchResult, err error) (func(context.Context) ([]string, error), []string, error) {
-		if err == nil && res.Error != nil {
-			err = res.Error
-		}
-		if err != nil {
-			return nil, nil, err
-		}
-		nw := client.NewNotifyWatcher(c, res.NotifyWatcherId)
-		return func(ctx context.Context) ([]string, error) {
-			if err := nw.Next(ctx); err != nil {
-				return nil, err
+	notify := func(entity string) func(res params.NotifyWatchResult, err error) (func(context.Context) ([]string, error), []string, error) {
+		return func(res params.NotifyWatchResult, err error) (func(context.Context) ([]string, error), []string, error) {
+			if err == nil && res.Error != nil {
+				err = res.Error
 			}
-			return []string{entity}, nil
-		}, nil, nil
-	}
-	oneNotify := func(res params.NotifyWatchResults, err error) (params.NotifyWatchResult, error) {
-		if err == nil && len(res.Results) != 1 {
-			err = fmt.Errorf("%d results, want 1", len(res.Results))
+			if err != nil {
+				return nil, nil, err
+			}
+			nw := client.NewNotifyWatcher(c, res.NotifyWatcherId)
+			return func(ctx context.Context) ([]string, error) {
+				if err := nw.Next(ctx); err != nil {
+					return nil, err
+				}
+				return []string{entity}, nil
+			}, nil, nil
 		}
-		if err != nil {
-			return params.NotifyWatchResult{}, err
-		}
-		return res.Results[0], nil
-	}
-	one := func(res params.StringsWatchResults, err error) (params.StringsWatchResult, error) {
-		if err == nil && len(res.Results) != 1 {
-			err = fmt.Errorf("%d results, want 1", len(res.Results))
-		}
-		if err != nil {
-			return params.StringsWatchResult{}, err
-		}
-		return res.Results[0], nil
 	}
 	ids := func(res params.StringsWatchResult, err error) (string, error) {
 		if err == nil && res.Error != nil {
@@ -183,13 +178,13 @@ func (wr *watcherRun) watch(ctx context.Context, c *client.Conn, w *workload) (n
 		method := map[string]string{checker.KindErrorRetry: "WatchMachineErrorRetry", checker.KindAPIHostPorts: "WatchAPIHostPorts"}[wr.kind]
 		var res params.NotifyWatchResult
 		err := c.Call(ctx, client.ProvisionerFacade, client.ProvisionerVersion, "", method, nil, &res)
-		return notify(entity, res, err)
+		return notify(entity)(res, err)
 	case checker.KindRemovals:
-		res, err := oneNotify(client.NewMachineUndertaker(c).WatchMachineRemovals(ctx, client.Entities("model-"+wr.h.creds.DefaultModelUUID)))
-		return notify(entity, res, err)
+		res, err := client.NewMachineUndertaker(c).WatchMachineRemovals(ctx, client.Entities("model-"+wr.h.creds.DefaultModelUUID))
+		return notify(entity)(only(res.Results, err))
 	case checker.KindPodSpec:
-		res, err := oneNotify(client.NewCAASUnitProvisioner(c).WatchPodSpec(ctx, client.Entities(client.ApplicationTag(wr.scope))))
-		return notify(entity, res, err)
+		res, err := client.NewCAASUnitProvisioner(c).WatchPodSpec(ctx, client.Entities(client.ApplicationTag(wr.scope)))
+		return notify(entity)(only(res.Results, err))
 	case checker.KindMachines:
 		var res params.StringsWatchResult
 		err := c.Call(ctx, client.ProvisionerFacade, client.ProvisionerVersion, "", "WatchModelMachines", nil, &res)
@@ -197,14 +192,14 @@ func (wr *watcherRun) watch(ctx context.Context, c *client.Conn, w *workload) (n
 	case checker.KindContainers:
 		res, err := client.NewProvisioner(c).WatchContainers(ctx, params.WatchContainers{Params: []params.WatchContainer{
 			{MachineTag: machineTag(wr.scope), ContainerType: "lxd"}}})
-		return strs(ids(one(res, err)))
+		return strs(ids(only(res.Results, err)))
 	case checker.KindConfig:
 		var res params.NotifyWatchResult
 		err := c.Call(ctx, client.ProvisionerFacade, client.ProvisionerVersion, "", "WatchForModelConfigChanges", nil, &res)
-		return notify("model/"+wr.h.creds.DefaultModelUUID, res, err)
+		return notify("model/"+wr.h.creds.DefaultModelUUID)(res, err)
 	case checker.KindScale:
-		res, err := oneNotify(client.NewCAASUnitProvisioner(c).WatchApplicationsScale(ctx, client.Entities(client.ApplicationTag(wr.scope))))
-		return notify("application/"+wr.scope, res, err)
+		res, err := client.NewCAASUnitProvisioner(c).WatchApplicationsScale(ctx, client.Entities(client.ApplicationTag(wr.scope)))
+		return notify(entity)(only(res.Results, err))
 	}
 	return nil, nil, fmt.Errorf("unknown watcher kind %q", wr.kind)
 }
@@ -246,6 +241,10 @@ func (wr *watcherRun) stream(ctx context.Context, w *workload) error {
 		return err
 	}
 	st.Started = wr.h.now()
+	if wr.lastErr != "" {
+		wr.h.logf("robustness: %s: watching again (from revision %d)", wr.name, wr.rev)
+		wr.lastErr = ""
+	}
 	var idx int
 	switch {
 	case !resumed:
@@ -349,4 +348,16 @@ func (wr *watcherRun) waitStreaming(ctx context.Context) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// only is the one result of a bulk call of one item.
+func only[R any](rs []R, err error) (R, error) {
+	var r R
+	if err == nil && len(rs) != 1 {
+		err = fmt.Errorf("%d results, want 1", len(rs))
+	}
+	if err != nil {
+		return r, err
+	}
+	return rs[0], nil
 }

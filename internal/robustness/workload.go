@@ -90,10 +90,10 @@ func (r reg) as(admin, agent, caas *session) *session {
 
 type workload struct {
 	h        *harness
-	machines []string // the status writers' machines
-	host     string   // the machine the container lifecycle client adds containers to
-	caasUUID string   // the CAAS model's
-	pods     podUnits // the units the unit writer's pods became
+	machines []string    // the status writers' machines
+	host     string      // the machine the container lifecycle client adds containers to
+	caasUUID string      // the CAAS model's
+	names    entityNames // the units the pods became, the models' UUIDs
 
 	mu   sync.Mutex
 	regs []reg // what readers may read
@@ -292,6 +292,8 @@ func (w *workload) start(ctx context.Context, wg *sync.WaitGroup) {
 	wg.Go(func() { w.unitWriter(ctx, us) })
 	ps := newSession(false)
 	wg.Go(func() { w.podSpecWriter(ctx, ps) })
+	ms := newSession(false)
+	wg.Go(func() { w.modelWriter(ctx, ms) })
 	for range readers {
 		admin, agent, caas := newSession(false), newSession(true), caasSession()
 		wg.Go(func() { w.reader(ctx, admin, agent, caas) })
@@ -568,6 +570,35 @@ func (w *workload) settle(ctx context.Context, watchers []*watcherRun) error {
 		return fmt.Errorf("final removal: %w", err)
 	}
 	// Kinds whose last write is another kind's.
+	var modelAdded int64
+	if err := retry(ctx, func() error {
+		called, err := w.addModel(ctx, admin, "rm-settle")
+		modelAdded = called
+		if client.IsCode(err, params.CodeAlreadyExists) {
+			return nil // a try before landed
+		}
+		return err
+	}); err != nil {
+		return fmt.Errorf("final model addition: %w", err)
+	}
+	if err := retry(ctx, func() error {
+		if w.names.get("modelrec/rm-settle") != "" {
+			return nil
+		}
+		// Added by a try whose answer was lost: its UUID from the list.
+		return admin.do(ctx, func(ctx context.Context, c *client.Conn) error {
+			ms, err := client.NewModelAdmin(c).ListModels(ctx)
+			for _, m := range ms.Models {
+				if m.Name == "rm-settle" {
+					w.names.set("modelrec/rm-settle", "model/"+m.UUID)
+				}
+			}
+			return err
+		})
+	}); err != nil {
+		return fmt.Errorf("final model's UUID: %w", err)
+	}
+	last[checker.KindModels] = mark{w.names.get("modelrec/rm-settle"), modelAdded}
 	last[checker.KindStartTimes] = last[checker.KindMachines]
 	last[checker.KindCAASModel] = last[checker.KindScale]
 

@@ -34,8 +34,9 @@ const (
 	// are one stream (Stream.Resumes), whose first value after each
 	// resumption is what changed while it was away.
 	KindModelResumed = "model-resumed"
-	// KindCAASModel is ModelAdmin.WatchModel of the CAAS model: every
-	// write whose Op.Model is not "" (units, the scale, the pod spec).
+	// KindCAASModel is ModelAdmin.WatchModel of the CAAS model (named
+	// Stream.Scope): every write whose Op.Model is it (units, the scale,
+	// the pod spec).
 	KindCAASModel = "caas-model"
 	// KindStartTimes is Provisioner.WatchModelMachineStartTimes: a
 	// top-level machine's id at each change of its life, its removal
@@ -50,16 +51,22 @@ const (
 	// KindPodSpec is CAASUnitProvisioner.WatchPodSpec of the application
 	// Stream.Scope, a notify watcher: its pod spec written.
 	KindPodSpec = "podspec"
-	// KindModels (ModelAdmin.WatchModels, the controller's models),
+	// KindModels is ModelAdmin.WatchModels: the controller's models
+	// (model UUIDs, named "model/UUID"), each added and removed
+	// (registers modelrec/NAME#life, Op.Model ModelsModel).
+	KindModels = "models"
 	// KindErrorRetry (Provisioner.WatchMachineErrorRetry, a timer) and
 	// KindAPIHostPorts (Provisioner.WatchAPIHostPorts: the daemons come
 	// and go) are held across reconnections like the others, but no
 	// write of the workload is theirs: their deliveries are counted, not
 	// checked.
-	KindModels       = "models"
 	KindErrorRetry   = "error-retry"
 	KindAPIHostPorts = "api-host-ports"
 )
+
+// ModelsModel is the Op.Model of writes of the controller's models
+// themselves (their life): no model's, the controller's.
+const ModelsModel = "(controller)"
 
 // WatchKinds are the watcher kinds, in the order a report lists them.
 var WatchKinds = []string{KindModel, KindModelResumed, KindMachines, KindStartTimes, KindContainers, KindRemovals,
@@ -95,7 +102,9 @@ func Matches(kind, scope string, op Op) bool {
 	case "", KindModel, KindModelResumed:
 		return op.Model == ""
 	case KindCAASModel:
-		return op.Model != ""
+		return op.Model == scope
+	case KindModels:
+		return op.Model == ModelsModel && strings.HasSuffix(op.Register, "#life")
 	case KindRemovals:
 		return op.Model == "" && strings.HasPrefix(op.Register, "machine/") &&
 			strings.HasSuffix(op.Register, "#life") && op.Value == "removed"
