@@ -47,6 +47,11 @@ func d(next, recv int64, entities ...string) Delivery {
 	return Delivery{Next: next, Recv: recv, Entities: entities}
 }
 
+// modelLife is an acknowledged write of model uuid's life.
+func modelLife(uuid, v string, call, ret int64) Op {
+	return Op{Register: "modelrec/" + uuid + "#life", Entity: "model/" + uuid, Model: ModelsModel, Write: true, Value: v, Call: call, Return: ret, Outcome: OK}
+}
+
 // resumed is a stream of a model watcher resumed once.
 func resumed(ds ...Delivery) Stream {
 	st := kind(KindModelResumed, "", ds...)
@@ -229,6 +234,17 @@ func TestCheckerHistories(t *testing.T) {
 		h: History{Ops: []Op{w(0, "0", "a", 5, 10, OK), w(0, "1", "b", 20, 25, OK), w(0, "0", "c", 40, 45, OK)},
 			Streams: []Stream{resumed(d(1, 11, "machine/0"), d(11, 30), d(30, 46, "machine/0"))}},
 		want: LostDelivery,
+	}, {
+		// state.WatchModels: a lifecycle watcher of every model; an empty
+		// model's removal is reported dying, then removed.
+		name: "good: a models watcher is delivered a model's addition, its dying and its removal",
+		h: History{Ops: []Op{modelLife("m1", "alive", 5, 10), modelLife("m1", "dying", 20, 25), modelLife("m1", "removed", 20, 25)},
+			Streams: []Stream{kind(KindModels, "", d(1, 11, "model/m1"), d(11, 22, "model/m1"), d(22, 26, "model/m1"))}},
+	}, {
+		name: "duplicate delivery: a models watcher reports a model's addition twice",
+		h: History{Ops: []Op{modelLife("m1", "alive", 5, 10), modelLife("m2", "alive", 20, 25)},
+			Streams: []Stream{kind(KindModels, "", d(1, 11, "model/m1"), d(11, 26, "model/m1", "model/m2"))}},
+		want: UnjustifiedDeliv,
 	}, {
 		name: "good: the daemons agree on a settled register, an in-doubt write seen by all",
 		h: History{Ops: []Op{
