@@ -53,6 +53,13 @@ type Config struct {
 	NoNetns bool
 	// NoFaults runs the workload without injecting any (a baseline).
 	NoFaults bool
+	// Resumed holds a watcher of kind checker.KindModelResumed on each
+	// daemon (a WatchModel resumed from a revision across reconnects).
+	Resumed bool
+	// SettleWait and AgreeWait, if set, replace the settle phase's
+	// bounds (settleWait, agreeWait): a run with a planted bug, which
+	// may never settle or agree, need not wait the whole of them.
+	SettleWait, AgreeWait time.Duration
 	// Logf, if set, logs the run's progress.
 	Logf func(format string, args ...any)
 }
@@ -140,6 +147,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	if cfg.Daemons == 0 {
 		cfg.Daemons = 3
+	}
+	if cfg.SettleWait == 0 {
+		cfg.SettleWait = settleWait
+	}
+	if cfg.AgreeWait == 0 {
+		cfg.AgreeWait = agreeWait
 	}
 	h := &harness{cfg: cfg, t0: time.Now()}
 	h.rec = &recorder{h: h}
@@ -249,6 +262,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	wg.Wait()
 	h.logf("robustness: settled in %s", time.Since(settleStart).Round(time.Millisecond))
 
+	w.resolveEntities()
 	hist := &checker.History{Seed: cfg.Seed, Ops: h.rec.ops, Faults: h.rec.faults}
 	for _, wr := range watchers {
 		hist.Streams = append(hist.Streams, wr.streams...)
@@ -274,23 +288,36 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// startDaemon runs d on the cluster and waits until it serves.
+// startDaemon runs d on the cluster and waits until it serves. A daemon
+// that exits before it serves (etcd did not answer it in time: a
+// member just restarted, a loaded box) is started again, as its service
+// manager would, up to startTries times within startTimeout.
 func (h *harness) startDaemon(ctx context.Context, d *daemon) error {
-	p, err := h.spawnDaemon(d, nil)
-	if err != nil {
-		return err
-	}
 	sctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
-	if _, err := p.WaitServing(sctx); err != nil {
-		_ = p.Kill()
-		return fmt.Errorf("daemon %s: %w", d.name, err)
+	for try := 1; ; try++ {
+		p, err := h.spawnDaemon(d, nil)
+		if err != nil {
+			return err
+		}
+		if _, err := p.WaitServing(sctx); err != nil {
+			_ = p.Kill()
+			if p.Exited() && try < startTries && sctx.Err() == nil {
+				h.logf("robustness: daemon %s exited before serving; starting it again", d.name)
+				continue
+			}
+			return fmt.Errorf("daemon %s: %w", d.name, err)
+		}
+		d.mu.Lock()
+		d.proc, d.paused = p, false
+		d.mu.Unlock()
+		return nil
 	}
-	d.mu.Lock()
-	d.proc, d.paused = p, false
-	d.mu.Unlock()
-	return nil
 }
+
+// startTries is how many times startDaemon starts a daemon that exits
+// before it serves.
+const startTries = 3
 
 // spawnDaemon starts d's process with more environment env.
 func (h *harness) spawnDaemon(d *daemon, env []string) (*daemonproc.Process, error) {

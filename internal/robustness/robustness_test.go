@@ -89,17 +89,20 @@ func run(t *testing.T, cfg robustness.Config) robustness.Result {
 
 // TestRobustness runs three etcd members and three daemons, each a process
 // of its own, under a mixed workload through the API and faults drawn
-// from a seed (ROBUSTNESS_SEED), for ROBUSTNESS_DURATION (default 60s;
-// make robustness runs longer), each daemon in a network namespace of its
+// from a seed (ROBUSTNESS_SEED), for ROBUSTNESS_DURATION (default 30s,
+// beside the planted bugs' runs; make robustness runs longer), each daemon in a network namespace of its
 // own when the run is root (ROBUSTNESS_NETNS=off keeps them in the
-// harness's), and fails on any anomaly the checker
+// harness's), with a WatchModel resumed from its revision across
+// reconnects on each daemon when ROBUSTNESS_RESUMED=on (make robustness:
+// it finds changes lost across a resumption, docs/reliability.md), and fails on any anomaly the checker
 // finds in the recorded history, which it then writes to a file it
 // names.
 func TestRobustness(t *testing.T) {
 	provisiond, etcd := bins(t)
+	t.Parallel()
 	res := run(t, robustness.Config{Provisiond: provisiond, Etcd: etcd, Dir: t.TempDir(), Failpoints: true,
-		NoNetns: os.Getenv("ROBUSTNESS_NETNS") == "off",
-		Seed:    seed(t), Duration: duration(t, 60*time.Second), Logf: logf(t)})
+		NoNetns: os.Getenv("ROBUSTNESS_NETNS") == "off", Resumed: os.Getenv("ROBUSTNESS_RESUMED") == "on",
+		Seed: seed(t), Duration: duration(t, 30*time.Second), Logf: logf(t)})
 	if len(res.Anomalies) > 0 {
 		path, err := robustness.WriteHistory(res.History)
 		t.Fatalf("seed %d: %d anomalies; history in %s (%v)", res.History.Seed, len(res.Anomalies), path, err)

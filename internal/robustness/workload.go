@@ -73,13 +73,27 @@ type reg struct {
 	model        string // "" for the default model (checker.Op.Model)
 	read         func(ctx context.Context, c *client.Conn) (readValue, error)
 	agent        bool // read as the controller agent, else the admin
+	caas         bool // read as the controller agent on the CAAS model
+}
+
+// as is the session of sessions (the admin's, the controller agent's,
+// the controller agent's on the CAAS model) that reads r.
+func (r reg) as(admin, agent, caas *session) *session {
+	switch {
+	case r.caas:
+		return caas
+	case r.agent:
+		return agent
+	}
+	return admin
 }
 
 type workload struct {
 	h        *harness
-	machines []string // the status writers' machines
-	host     string   // the machine the container lifecycle client adds containers to
-	caasUUID string   // the CAAS model's
+	machines []string    // the status writers' machines
+	host     string      // the machine the container lifecycle client adds containers to
+	caasUUID string      // the CAAS model's
+	names    entityNames // the units the pods became, the models' UUIDs
 
 	mu   sync.Mutex
 	regs []reg // what readers may read
@@ -97,31 +111,67 @@ func (w *workload) pick(rng *rand.Rand) reg {
 	return w.regs[rng.IntN(len(w.regs))]
 }
 
-// setup adds the status writers' machines, before any fault.
+// setup adds the status writers' machines and the CAAS model and its
+// applications, before any fault. A call answered "try again" (etcd slow
+// to answer on a loaded box, an election) is made again, until
+// startTimeout; a retried addition that finds what it adds already there
+// takes it (the try before landed).
 func (h *harness) setup(ctx context.Context) (*workload, error) {
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
 	c, err := h.dial(ctx, h.daemons[0], false)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
 	ma := client.NewModelAdmin(c)
-	res, err := ma.AddMachines(ctx, params.AddMachinesArgs{Model: "default", Count: statusWriters*machinesPerWriter + 1})
-	if err != nil {
+	var res params.AddMachinesResult
+	if err := setupCall(ctx, "adding machines", func(ctx context.Context, _ bool) (err error) {
+		res, err = ma.AddMachines(ctx, params.AddMachinesArgs{Model: "default", Count: statusWriters*machinesPerWriter + 1})
+		return err
+	}); err != nil {
 		return nil, err
 	}
 	n := len(res.Machines) - 1
 	w := &workload{h: h, machines: res.Machines[:n], host: res.Machines[n]}
-	k8s, err := ma.AddModel(ctx, params.AddModelArgs{Name: caasModel, Type: "caas"})
-	if err != nil {
+	if err := setupCall(ctx, "adding the CAAS model", func(ctx context.Context, again bool) error {
+		k8s, err := ma.AddModel(ctx, params.AddModelArgs{Name: caasModel, Type: "caas"})
+		if again && client.IsCode(err, params.CodeAlreadyExists) {
+			ms, lerr := ma.ListModels(ctx)
+			if lerr != nil {
+				return lerr
+			}
+			for _, m := range ms.Models {
+				if m.Name == caasModel {
+					k8s, err = m, nil
+				}
+			}
+		}
+		w.caasUUID = k8s.UUID
+		return err
+	}); err != nil {
 		return nil, err
 	}
-	w.caasUUID = k8s.UUID
-	one := 1
-	if _, err := ma.Deploy(ctx, params.DeployArgs{Model: caasModel, Application: caasApp, Scale: &one,
-		CharmMetadata: "name: web\nsummary: web\ndescription: A web server.\n"}); err != nil {
-		return nil, err
+	one, zero := 1, 0
+	for _, app := range []struct {
+		name, meta string
+		scale      *int
+	}{
+		{caasApp, "name: web\nsummary: web\ndescription: A web server.\n", &one},
+		{podsApp, "name: pods\nsummary: pods\ndescription: Pods the unit writer reports.\n", &zero},
+	} {
+		if err := setupCall(ctx, "deploying "+app.name, func(ctx context.Context, again bool) error {
+			_, err := ma.Deploy(ctx, params.DeployArgs{Model: caasModel, Application: app.name, Scale: app.scale, CharmMetadata: app.meta})
+			if again && client.IsCode(err, params.CodeAlreadyExists) {
+				return nil
+			}
+			return err
+		}); err != nil {
+			return nil, err
+		}
 	}
 	w.addReg(reg{name: scaleReg(caasApp), entity: "application/" + caasApp, model: caasModel, read: readScale(caasApp)})
+	w.addReg(reg{name: podSpecReg(caasApp), entity: podSpecEntity(caasApp), model: caasModel, caas: true, read: readPodSpec(caasApp)})
 	for _, id := range res.Machines {
 		w.addReg(reg{name: statusReg(id), entity: machineEntity(id), agent: true, read: readStatus(id)})
 	}
@@ -131,6 +181,29 @@ func (h *harness) setup(ctx context.Context) (*workload, error) {
 		w.addReg(reg{name: configReg(key), entity: "model/" + uuid, read: readConfig(key)})
 	}
 	return w, nil
+}
+
+// setupCall makes one of setup's calls (again: a try after one that
+// failed), again while it is answered "try again" or in time, until ctx
+// ends.
+func setupCall(ctx context.Context, what string, fn func(ctx context.Context, again bool) error) error {
+	for again := false; ; again = true {
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		err := fn(cctx, again)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		timedOut := errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil // this try's own timeout
+		if !timedOut && !client.IsCode(err, params.CodeTryAgain) && !client.IsCode(err, params.CodeDeadlineExceeded) {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w", what, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 func readStatus(id string) func(ctx context.Context, c *client.Conn) (readValue, error) {
@@ -197,6 +270,11 @@ func (w *workload) start(ctx context.Context, wg *sync.WaitGroup) {
 		id++
 		return &session{h: w.h, id: id, agent: agent, rng: newRand(w.h.cfg.Seed, uint64(100+id))}
 	}
+	caasSession := func() *session {
+		s := newSession(true)
+		s.model = w.caasUUID
+		return s
+	}
 	for i := range statusWriters {
 		s := newSession(true)
 		mine := w.machines[i*machinesPerWriter : (i+1)*machinesPerWriter]
@@ -210,9 +288,15 @@ func (w *workload) start(ctx context.Context, wg *sync.WaitGroup) {
 	}
 	ss := newSession(false)
 	wg.Go(func() { w.scaleWriter(ctx, ss) })
+	us := caasSession()
+	wg.Go(func() { w.unitWriter(ctx, us) })
+	ps := newSession(false)
+	wg.Go(func() { w.podSpecWriter(ctx, ps) })
+	ms := newSession(false)
+	wg.Go(func() { w.modelWriter(ctx, ms) })
 	for range readers {
-		admin, agent := newSession(false), newSession(true)
-		wg.Go(func() { w.reader(ctx, admin, agent) })
+		admin, agent, caas := newSession(false), newSession(true), caasSession()
+		wg.Go(func() { w.reader(ctx, admin, agent, caas) })
 	}
 }
 
@@ -315,20 +399,7 @@ func (w *workload) lifecycle(ctx context.Context, admin, agent *session, placeme
 		}
 		if placement != "" {
 			for ctx.Err() == nil {
-				// Three commits: the container dying, dead, removed.
-				var calls []*call
-				for _, v := range []string{"dying", "dead", "removed"} {
-					calls = append(calls, w.h.rec.begin(admin.id, lifeReg(id), machineEntity(id), true, v))
-				}
-				err := admin.do(ctx, func(ctx context.Context, c *client.Conn) error {
-					_, err := client.NewModelAdmin(c).RemoveMachines(ctx, params.RemoveMachinesArgs{Model: "default", Machines: []string{id}, Force: true, NoWait: true})
-					return err
-				})
-				if !admin.skip(ctx, err) {
-					for _, c := range calls {
-						c.op.Call = calls[0].op.Call
-						c.end(admin.daemon, err, "")
-					}
+				if _, err := w.removeContainer(ctx, admin, id); !admin.skip(ctx, err) {
 					break
 				}
 			}
@@ -365,15 +436,38 @@ func (w *workload) lifecycle(ctx context.Context, admin, agent *session, placeme
 	}
 }
 
-func (w *workload) reader(ctx context.Context, admin, agent *session) {
+// removeContainer removes container id through the admin (ModelAdmin
+// RemoveMachines with force and no-wait: three commits, the container
+// dying, dead, removed, recorded as three writes of its life), and
+// returns the call's time; an error the session says to skip
+// (errNoCall) was never sent and recorded nothing.
+func (w *workload) removeContainer(ctx context.Context, admin *session, id string) (called int64, err error) {
+	var calls []*call
+	for _, v := range []string{"dying", "dead", "removed"} {
+		calls = append(calls, w.h.rec.begin(admin.id, lifeReg(id), machineEntity(id), true, v))
+	}
+	err = admin.do(ctx, func(ctx context.Context, c *client.Conn) error {
+		_, err := client.NewModelAdmin(c).RemoveMachines(ctx, params.RemoveMachinesArgs{Model: "default", Machines: []string{id}, Force: true, NoWait: true})
+		return err
+	})
+	var nc errNoCall
+	if errors.As(err, &nc) {
+		return 0, err
+	}
+	for _, c := range calls {
+		c.op.Call = calls[0].op.Call
+		c.end(admin.daemon, err, "")
+	}
+	return calls[0].op.Call, err
+}
+
+func (w *workload) reader(ctx context.Context, admin, agent, caas *session) {
 	defer admin.close()
 	defer agent.close()
+	defer caas.close()
 	for ctx.Err() == nil {
 		r := w.pick(admin.rng)
-		s := admin
-		if r.agent {
-			s = agent
-		}
+		s := r.as(admin, agent, caas)
 		var v readValue
 		call := w.h.rec.begin(s.id, r.name, r.entity, false, "")
 		call.op.Model = r.model
@@ -392,32 +486,38 @@ func (w *workload) reader(ctx context.Context, admin, agent *session) {
 
 // settle, once the faults are healed and the writers stopped:
 //
-//  1. makes one last write of each watcher kind through the first
-//     daemon (a config key, the scale, a machine, a container), for the
-//     watchers to deliver;
+//  1. once every watcher has subscribed again (waitStreaming), makes
+//     one last write of each watcher kind through the first daemon (a
+//     config key, the scale, the pod spec, a machine, a container, that
+//     container removed), for the watchers to deliver;
 //  2. writes one status through each daemon, then reads every register
 //     through it: the daemon had applied every earlier write by the time
 //     it acknowledged its own, so these reads catch any acknowledged
 //     write lost;
 //  3. reads every register still there through every daemon (reads
-//     marked final), again until the daemons agree or agreeWait has
+//     marked final), again until the daemons agree or AgreeWait has
 //     passed (checker.Agreement: they must agree; a daemon only just
 //     resumed may still send a write it held, which lands everywhere);
 //  4. waits until every watcher has delivered its kind's last write
 //     (which shows each stream got past every earlier write).
 //
 // Calls are tried again (each try recorded) until they succeed or the
-// settle budget has passed (settleWait and the reads' share of it,
+// settle budget has passed (SettleWait and the reads' share of it,
 // readBudget): the daemons and etcd may still be recovering from the
 // last fault.
 func (w *workload) settle(ctx context.Context, watchers []*watcherRun) error {
-	ctx, cancel := context.WithTimeout(ctx, settleWait+readBudget(len(w.registers()), len(w.h.daemons)))
+	ctx, cancel := context.WithTimeout(ctx, w.h.cfg.SettleWait+readBudget(len(w.registers()), len(w.h.daemons)))
 	defer cancel()
 	type mark struct {
 		entity string
 		after  int64 // the write's call
 	}
 	last := map[string]mark{}
+	for _, wr := range watchers {
+		if err := wr.waitStreaming(ctx); err != nil {
+			return err
+		}
+	}
 	admin := &session{h: w.h, id: 3000, fixed: w.h.daemons[0]}
 	defer admin.close()
 	uuid := w.h.creds.DefaultModelUUID
@@ -431,6 +531,10 @@ func (w *workload) settle(ctx context.Context, watchers []*watcherRun) error {
 		}},
 		{checker.KindScale, scaleReg(caasApp), "application/" + caasApp, caasModel, "0", func(ctx context.Context, c *client.Conn) error {
 			_, err := client.NewModelAdmin(c).ScaleApplication(ctx, params.ScaleArgs{Model: caasModel, Application: caasApp, Scale: 0})
+			return err
+		}},
+		{checker.KindPodSpec, podSpecReg(caasApp), podSpecEntity(caasApp), caasModel, "settle", func(ctx context.Context, c *client.Conn) error {
+			_, err := client.NewModelAdmin(c).SetPodSpec(ctx, params.SetPodSpecArgs{Model: caasModel, Application: caasApp, Spec: podSpec("settle")})
 			return err
 		}},
 	}
@@ -456,6 +560,47 @@ func (w *workload) settle(ctx context.Context, watchers []*watcherRun) error {
 			return fmt.Errorf("final %s addition: %w", kind, err)
 		}
 	}
+	// The last container removed again, for the removals watcher.
+	ctr := strings.TrimPrefix(last[checker.KindContainers].entity, "machine/")
+	if err := retry(ctx, func() error {
+		called, err := w.removeContainer(ctx, admin, ctr)
+		last[checker.KindRemovals] = mark{checker.NotifyEntity(checker.KindRemovals, ""), called}
+		return err
+	}); err != nil {
+		return fmt.Errorf("final removal: %w", err)
+	}
+	// Kinds whose last write is another kind's.
+	var modelAdded int64
+	if err := retry(ctx, func() error {
+		called, err := w.addModel(ctx, admin, "rm-settle")
+		modelAdded = called
+		if client.IsCode(err, params.CodeAlreadyExists) {
+			return nil // a try before landed
+		}
+		return err
+	}); err != nil {
+		return fmt.Errorf("final model addition: %w", err)
+	}
+	if err := retry(ctx, func() error {
+		if w.names.get("modelrec/rm-settle") != "" {
+			return nil
+		}
+		// Added by a try whose answer was lost: its UUID from the list.
+		return admin.do(ctx, func(ctx context.Context, c *client.Conn) error {
+			ms, err := client.NewModelAdmin(c).ListModels(ctx)
+			for _, m := range ms.Models {
+				if m.Name == "rm-settle" {
+					w.names.set("modelrec/rm-settle", "model/"+m.UUID)
+				}
+			}
+			return err
+		})
+	}); err != nil {
+		return fmt.Errorf("final model's UUID: %w", err)
+	}
+	last[checker.KindModels] = mark{w.names.get("modelrec/rm-settle"), modelAdded}
+	last[checker.KindStartTimes] = last[checker.KindMachines]
+	last[checker.KindCAASModel] = last[checker.KindScale]
 
 	var after int64          // the last final status write's call
 	gone := map[string]int{} // register -> daemons that found it gone
@@ -482,6 +627,7 @@ func (w *workload) settle(ctx context.Context, watchers []*watcherRun) error {
 		sa.close()
 	}
 	last[checker.KindModel] = mark{machineEntity(w.machines[0]), after}
+	last[checker.KindModelResumed] = last[checker.KindModel]
 
 	if err := w.agree(ctx, gone); err != nil {
 		return err
@@ -489,7 +635,10 @@ func (w *workload) settle(ctx context.Context, watchers []*watcherRun) error {
 
 	var errs []error
 	for _, wr := range watchers {
-		m := last[wr.kind]
+		m, ok := last[wr.kind]
+		if !ok {
+			continue // no write of the workload is its kind's (checker.KindModels)
+		}
 		if err := wr.waitDelivered(ctx, m.entity, m.after); err != nil {
 			errs = append(errs, err)
 		}
@@ -547,7 +696,7 @@ func (w *workload) read(ctx context.Context, s *session, r reg, final bool) (op 
 
 // agree reads every register no daemon found gone through every daemon,
 // in rounds, until a round finds the daemons agreeing (checker.Agreement)
-// or agreeWait has passed; the checker takes each daemon's last read.
+// or AgreeWait has passed; the checker takes each daemon's last read.
 func (w *workload) agree(ctx context.Context, gone map[string]int) error {
 	var regs []reg
 	for _, r := range w.registers() {
@@ -555,7 +704,7 @@ func (w *workload) agree(ctx context.Context, gone map[string]int) error {
 			regs = append(regs, r)
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, agreeWait+readBudget(len(regs), len(w.h.daemons)))
+	ctx, cancel := context.WithTimeout(ctx, w.h.cfg.AgreeWait+readBudget(len(regs), len(w.h.daemons)))
 	defer cancel()
 	for round := 0; ; round++ {
 		var ops []checker.Op
@@ -602,16 +751,15 @@ func (w *workload) readAll(ctx context.Context, base int, d *daemon, regs []reg,
 	next := make(chan reg)
 	var wg sync.WaitGroup
 	for k := range finalReaders {
-		s := &session{h: w.h, id: base + 2*k, fixed: d}
-		sa := &session{h: w.h, id: base + 2*k + 1, agent: true, fixed: d}
+		s := &session{h: w.h, id: base + 3*k, fixed: d}
+		sa := &session{h: w.h, id: base + 3*k + 1, agent: true, fixed: d}
+		sc := &session{h: w.h, id: base + 3*k + 2, agent: true, model: w.caasUUID, fixed: d}
 		wg.Go(func() {
 			defer s.close()
 			defer sa.close()
+			defer sc.close()
 			for r := range next {
-				ss := s
-				if r.agent {
-					ss = sa
-				}
+				ss := r.as(s, sa, sc)
 				op, found, rerr := w.read(ctx, ss, r, final)
 				mu.Lock()
 				switch {
@@ -663,6 +811,7 @@ type session struct {
 	h      *harness
 	id     int
 	agent  bool
+	model  string // the model's UUID it logs in to ("": the default model)
 	rng    *rand.Rand
 	fixed  *daemon // always this daemon (the settle phase)
 	conn   *client.Conn
@@ -685,7 +834,11 @@ func (s *session) do(ctx context.Context, fn func(ctx context.Context, c *client
 		if d == nil {
 			d = s.h.daemons[s.rng.IntN(len(s.h.daemons))]
 		}
-		c, err := s.h.dial(ctx, d, s.agent)
+		model := s.model
+		if model == "" {
+			model = s.h.creds.DefaultModelUUID
+		}
+		c, err := s.h.dialModel(ctx, d, s.agent, model)
 		if err != nil {
 			return errNoCall{err}
 		}

@@ -47,6 +47,18 @@ func d(next, recv int64, entities ...string) Delivery {
 	return Delivery{Next: next, Recv: recv, Entities: entities}
 }
 
+// modelLife is an acknowledged write of model uuid's life.
+func modelLife(uuid, v string, call, ret int64) Op {
+	return Op{Register: "modelrec/" + uuid + "#life", Entity: "model/" + uuid, Model: ModelsModel, Write: true, Value: v, Call: call, Return: ret, Outcome: OK}
+}
+
+// resumed is a stream of a model watcher resumed once.
+func resumed(ds ...Delivery) Stream {
+	st := kind(KindModelResumed, "", ds...)
+	st.Resumes = 1
+	return st
+}
+
 func stream(ds ...Delivery) Stream {
 	return Stream{Watcher: "w", Daemon: "a", Start: 0, Started: 1, Deliveries: ds, End: 1000, EndReason: EndStopped}
 }
@@ -179,6 +191,59 @@ func TestCheckerHistories(t *testing.T) {
 		name: "duplicate delivery: a config notify watcher fires twice for one write",
 		h: History{Ops: []Op{config("a", 5, 10)},
 			Streams: []Stream{kind(KindConfig, "", d(1, 12, "model/u"), d(12, 30, "model/u"))}},
+		want: UnjustifiedDeliv,
+	}, {
+		// state.WatchModelMachineStartTimes: created, life and removed of
+		// top-level machines, so a removal after a death is delivered too.
+		name: "good: a start-times watcher is delivered a removal after a death, not a container's",
+		h: History{Ops: []Op{
+			life("3", "alive", 5, 10), life("3", "dead", 20, 25), life("3", "removed", 30, 35), life("0/lxd/1", "alive", 40, 45),
+		}, Streams: []Stream{kind(KindStartTimes, "", d(1, 11, "machine/3"), d(11, 26, "machine/3"), d(26, 36, "machine/3"))}},
+	}, {
+		name: "lost delivery: a start-times watcher misses a removal",
+		h: History{Ops: []Op{
+			life("3", "alive", 5, 10), life("3", "removed", 20, 25), life("4", "alive", 30, 35),
+		}, Streams: []Stream{kind(KindStartTimes, "", d(1, 11, "machine/3"), d(11, 40, "machine/4"))}},
+		want: LostDelivery,
+	}, {
+		// state.WatchMachineRemovals: one notify for any machine of the
+		// model removed; two removals may fire it once.
+		name: "good: a removals watcher fires once for two machines removed, not for a death",
+		h: History{Ops: []Op{
+			life("3", "dead", 1, 4), life("3", "removed", 5, 10), life("0/lxd/1", "removed", 6, 9),
+		}, Streams: []Stream{kind(KindRemovals, "", d(1, 12, "removals"))}},
+	}, {
+		name: "duplicate delivery: a removals watcher fires twice for one removal",
+		h: History{Ops: []Op{life("3", "dead", 1, 4), life("3", "removed", 5, 10)},
+			Streams: []Stream{kind(KindRemovals, "", d(1, 12, "removals"), d(12, 30, "removals"))}},
+		want: UnjustifiedDeliv,
+	}, {
+		// A resumed watcher's subscriptions are one stream: the first
+		// value of each resumption (received at 30) is what changed while
+		// it was away.
+		name: "good: a resumed model watcher gets what changed while it was away in its first value",
+		h: History{Ops: []Op{w(0, "0", "a", 5, 10, OK), w(0, "1", "b", 20, 25, OK), w(0, "0", "c", 40, 45, OK)},
+			Streams: []Stream{resumed(d(1, 11, "machine/0"), d(11, 30, "machine/1"), d(30, 46, "machine/0"))}},
+	}, {
+		name: "duplicate delivery: a resumed model watcher gets a change again after the resumption",
+		h: History{Ops: []Op{w(0, "0", "a", 5, 10, OK), w(0, "1", "b", 20, 25, OK)},
+			Streams: []Stream{resumed(d(1, 11, "machine/0"), d(11, 30, "machine/0", "machine/1"))}},
+		want: UnjustifiedDeliv,
+	}, {
+		name: "lost delivery: a resumed model watcher misses a change made while it was away",
+		h: History{Ops: []Op{w(0, "0", "a", 5, 10, OK), w(0, "1", "b", 20, 25, OK), w(0, "0", "c", 40, 45, OK)},
+			Streams: []Stream{resumed(d(1, 11, "machine/0"), d(11, 30), d(30, 46, "machine/0"))}},
+		want: LostDelivery,
+	}, {
+		// state.WatchModels: a lifecycle watcher of every model; an empty
+		// model's removal is reported dying, then removed.
+		name: "good: a models watcher is delivered a model's addition, its dying and its removal",
+		h: History{Ops: []Op{modelLife("m1", "alive", 5, 10), modelLife("m1", "dying", 20, 25), modelLife("m1", "removed", 20, 25)},
+			Streams: []Stream{kind(KindModels, "", d(1, 11, "model/m1"), d(11, 22, "model/m1"), d(22, 26, "model/m1"))}},
+	}, {
+		name: "duplicate delivery: a models watcher reports a model's addition twice",
+		h: History{Ops: []Op{modelLife("m1", "alive", 5, 10), modelLife("m2", "alive", 20, 25)},
+			Streams: []Stream{kind(KindModels, "", d(1, 11, "model/m1"), d(11, 26, "model/m1", "model/m2"))}},
 		want: UnjustifiedDeliv,
 	}, {
 		name: "good: the daemons agree on a settled register, an in-doubt write seen by all",

@@ -104,7 +104,10 @@ type Stream struct {
 	Deliveries []Delivery `json:"deliveries"`
 	End        int64      `json:"end"`
 	EndReason  string     `json:"end_reason"`
-	EndErr     string     `json:"end_err,omitempty"`
+	// Resumes is how many times the stream went on in a watch resumed
+	// from a revision after its connection broke (KindModelResumed).
+	Resumes int    `json:"resumes,omitempty"`
+	EndErr  string `json:"end_err,omitempty"`
 }
 
 // Fault is one fault the harness injected, from At until it was undone
@@ -179,6 +182,7 @@ type Summary struct {
 	Ops, Writes, Acked, InDoubt, Reads int
 	Registers                          int
 	Streams, Deliveries, Resets        int
+	Resumes                            int // of streams resumed from a revision
 	Faults                             map[string]int
 	// Kinds: per watcher kind, its streams and deliveries.
 	Kinds map[string][2]int
@@ -215,6 +219,7 @@ func Summarize(h *History) Summary {
 		if st.EndReason == EndReset {
 			s.Resets++
 		}
+		s.Resumes += st.Resumes
 	}
 	for _, f := range h.Faults {
 		s.Faults[f.Kind]++
@@ -231,6 +236,6 @@ func (s Summary) String() string {
 	}
 	sort.Strings(kinds)
 	return fmt.Sprintf("%d ops on %d registers (%d writes: %d acknowledged, %d in doubt; %d reads), "+
-		"%d watch streams (%d deliveries, %d resets), %d faults (%s)",
-		s.Ops, s.Registers, s.Writes, s.Acked, s.InDoubt, s.Reads, s.Streams, s.Deliveries, s.Resets, n, strings.Join(kinds, ", "))
+		"%d watch streams (%d deliveries, %d resets, %d resumptions), %d faults (%s)",
+		s.Ops, s.Registers, s.Writes, s.Acked, s.InDoubt, s.Reads, s.Streams, s.Deliveries, s.Resets, s.Resumes, n, strings.Join(kinds, ", "))
 }

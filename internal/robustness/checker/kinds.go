@@ -28,10 +28,69 @@ const (
 	// application Stream.Scope, a notify watcher: its scale written
 	// (register application/APP#scale).
 	KindScale = "scale"
+	// KindModelResumed is ModelAdmin.WatchModel as KindModel, opened with
+	// the header from-revision and, after each reconnection, opened again
+	// resumed from the revision its last value covered: its subscriptions
+	// are one stream (Stream.Resumes), whose first value after each
+	// resumption is what changed while it was away.
+	KindModelResumed = "model-resumed"
+	// KindCAASModel is ModelAdmin.WatchModel of the CAAS model (named
+	// Stream.Scope): every write whose Op.Model is it (units, the scale,
+	// the pod spec).
+	KindCAASModel = "caas-model"
+	// KindStartTimes is Provisioner.WatchModelMachineStartTimes: a
+	// top-level machine's id at each change of its life, its removal
+	// included (it is no lifecycle watcher), or of its agent's start time
+	// (no agent runs in the workload).
+	KindStartTimes = "start-times"
+	// KindRemovals is MachineUndertaker.WatchMachineRemovals of the
+	// default model, a notify watcher: a machine or container removed
+	// (or marked for removal, which the workload does not do). Its
+	// deliveries name NotifyEntity(KindRemovals).
+	KindRemovals = "removals"
+	// KindPodSpec is CAASUnitProvisioner.WatchPodSpec of the application
+	// Stream.Scope, a notify watcher: its pod spec written.
+	KindPodSpec = "podspec"
+	// KindModels is ModelAdmin.WatchModels: the controller's models
+	// (model UUIDs, named "model/UUID"), each added and removed
+	// (registers modelrec/NAME#life, Op.Model ModelsModel).
+	KindModels = "models"
+	// KindErrorRetry (Provisioner.WatchMachineErrorRetry, a timer) and
+	// KindAPIHostPorts (Provisioner.WatchAPIHostPorts: the daemons come
+	// and go) are held across reconnections like the others, but no
+	// write of the workload is theirs: their deliveries are counted, not
+	// checked.
+	KindErrorRetry   = "error-retry"
+	KindAPIHostPorts = "api-host-ports"
 )
 
+// ModelsModel is the Op.Model of writes of the controller's models
+// themselves (their life): no model's, the controller's.
+const ModelsModel = "(controller)"
+
 // WatchKinds are the watcher kinds, in the order a report lists them.
-var WatchKinds = []string{KindModel, KindMachines, KindContainers, KindConfig, KindScale}
+var WatchKinds = []string{KindModel, KindModelResumed, KindMachines, KindStartTimes, KindContainers, KindRemovals,
+	KindConfig, KindScale, KindCAASModel, KindPodSpec, KindModels, KindErrorRetry, KindAPIHostPorts}
+
+// NotifyEntity is what a delivery of a notify watcher of kind (on scope)
+// names: the entity its writes are of, or, for a watcher of writes of
+// many entities (KindRemovals), a name of its own under which the checker
+// takes them together.
+func NotifyEntity(kind, scope string) string {
+	switch kind {
+	case KindRemovals:
+		return "removals"
+	case KindPodSpec:
+		return "podspec/" + scope
+	case KindScale:
+		return "application/" + scope
+	case KindErrorRetry:
+		return "error-retry"
+	case KindAPIHostPorts:
+		return "api-host-ports"
+	}
+	return ""
+}
 
 // Matches reports whether a write op is one a watcher of kind (on scope)
 // must deliver.
@@ -40,8 +99,24 @@ func Matches(kind, scope string, op Op) bool {
 		return false
 	}
 	switch kind {
-	case "", KindModel:
+	case "", KindModel, KindModelResumed:
 		return op.Model == ""
+	case KindCAASModel:
+		return op.Model == scope
+	case KindModels:
+		return op.Model == ModelsModel && strings.HasSuffix(op.Register, "#life")
+	case KindRemovals:
+		return op.Model == "" && strings.HasPrefix(op.Register, "machine/") &&
+			strings.HasSuffix(op.Register, "#life") && op.Value == "removed"
+	case KindPodSpec:
+		return op.Register == "application/"+scope+"#podspec"
+	case KindStartTimes:
+		id, ok := strings.CutPrefix(op.Register, "machine/")
+		if !ok || op.Model != "" {
+			return false
+		}
+		id, ok = strings.CutSuffix(id, "#life")
+		return ok && parentID(id) == ""
 	case KindMachines, KindContainers:
 		id, ok := strings.CutPrefix(op.Register, "machine/")
 		if !ok || op.Model != "" {

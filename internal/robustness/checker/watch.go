@@ -23,9 +23,14 @@ func Watches(h *History) []Anomaly {
 		writes, ok := byKind[ks]
 		if !ok {
 			writes = map[string][]Op{}
+			group := NotifyEntity(ks[0], ks[1])
 			for _, op := range h.Ops {
 				if op.Outcome != Failed && Matches(ks[0], ks[1], op) {
-					writes[op.Entity] = append(writes[op.Entity], op)
+					e := op.Entity
+					if group != "" {
+						e = group
+					}
+					writes[e] = append(writes[e], op)
 				}
 			}
 			for e, ws := range writes {
