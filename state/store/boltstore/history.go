@@ -5,9 +5,9 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"runtime/debug"
-	"fmt"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
