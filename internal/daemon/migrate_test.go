@@ -174,13 +174,13 @@ func TestMigrateBoltToEtcdAndBack(t *testing.T) {
 	if res.Controller != oldCreds.ControllerUUID || res.Records < 50 || res.AgentBinaries != 1 {
 		t.Fatalf("migrate to etcd: %+v", res)
 	}
-	// The history is not carried, and the operator is told so.
+	// The history is carried, and the operator is told so.
 	if !slices.ContainsFunc(res.Notes, func(n string) bool {
-		return strings.Contains(n, "history of commits (provisionctl history) is not carried")
+		return strings.Contains(n, "history of commits (provisionctl history) is carried")
 	}) {
 		t.Errorf("migrate to etcd says nothing of the history: %q", res.Notes)
 	}
-	if !slices.Equal(phases, []string{"counting", "copying", "verifying"}) {
+	if !slices.Equal(phases, []string{"counting", "history", "copying", "verifying"}) {
 		t.Errorf("progress phases %v", phases)
 	}
 

@@ -2,6 +2,7 @@ package etcdstore_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -124,6 +125,12 @@ func TestLoadHistory(t *testing.T) {
 		}
 	}
 	check("loaded")
+	// An error of the visitor's comes back as it is from the archive too
+	// (state's past views stop a read so).
+	stop := errors.New("stop")
+	if _, _, err := dst.History(ctx, 0, 1, func(store.Commit) error { return stop }); err != stop {
+		t.Fatalf("History's visitor's error came back as %v", err)
+	}
 	st, err := dst.HistoryStats(ctx)
 	if err != nil || st.Oldest != want[0].rev || st.Records != int64(len(want)) || st.Bytes <= 0 {
 		t.Fatalf("HistoryStats = %+v, %v; want %d records from %d", st, err, len(want), want[0].rev)
