@@ -378,6 +378,10 @@ func TestMigrateLoadIsAllOrNothing(t *testing.T) {
 	if err != nil || resp.Count != 0 {
 		t.Fatalf("after a failed load the prefix holds %d keys (%v)", resp.Count, err)
 	}
+	// Its history archive, carried before the load, is removed with it.
+	if resp, err := cli.Get(ctx, etcdstore.HistoryArchive+"/partial/", clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || resp.Count != 0 {
+		t.Fatalf("after a failed load the history archive holds %d keys (%v)", resp.Count, err)
+	}
 	// ... and is no longer registered: the migrate registered it.
 	if resp, err := cli.Get(ctx, etcdstore.RegistryKey("/partial/"), clientv3.WithCountOnly()); err != nil || resp.Count != 0 {
 		t.Fatalf("after a failed load the prefix is registered (%d, %v)", resp.Count, err)

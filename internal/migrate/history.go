@@ -1,9 +1,8 @@
 package migrate
 
 import (
+	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -33,27 +32,10 @@ type History struct {
 	// Carried is false when the source keeps no history or the target
 	// cannot take it (then Records is 0).
 	Carried bool
-}
-
-// historyDigest sums history records independently of their order (as
-// digest sums the store's records), over the revision and the bytes.
-type historyDigest struct {
-	n   int
-	sum [sha256.Size]byte
-}
-
-func (d *historyDigest) add(rev uint64, rec []byte) {
-	h := sha256.New()
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], rev)
-	h.Write(b[:])
-	h.Write(rec)
-	var s [sha256.Size]byte
-	h.Sum(s[:0])
-	for i := range s {
-		d.sum[i] ^= s[i]
-	}
-	d.n++
+	// Elided counts the records an etcd target keeps as the keys they
+	// wrote only: their revision's records would take a transaction
+	// past its request limit (as a commit that large keeps on etcd).
+	Elided int
 }
 
 // historyReader pulls the records of h after revision 0 up to through,
@@ -64,7 +46,6 @@ type historyReader struct {
 	after   uint64
 	more    bool
 	buf     []histRec
-	digest  historyDigest
 	out     History
 }
 
@@ -100,7 +81,6 @@ func (r *historyReader) next(ctx context.Context) (uint64, []byte, error) {
 	}
 	h := r.buf[0]
 	r.buf = r.buf[1:]
-	r.digest.add(h.rev, h.rec)
 	if r.out.Records == 0 {
 		r.out.Oldest, r.out.OldestTime = h.rev, h.t
 	}
@@ -110,46 +90,81 @@ func (r *historyReader) next(ctx context.Context) (uint64, []byte, error) {
 }
 
 // carryHistory loads src's history up to through into dst (empty of
-// history), and reads it back from dst to compare: the count and digest
-// of every record. Before dst's Load on etcd (its revisions must come
+// history). Before dst's Load on etcd (its revisions must come
 // after the records'); on bbolt before or after it. It does nothing when
 // src keeps no history or dst cannot take one.
-func carryHistory(ctx context.Context, src, dst *state.State, through uint64) (History, historyDigest, error) {
+func carryHistory(ctx context.Context, src, dst *state.State, through uint64) (History, error) {
 	h, ok := src.Store().(store.Historian)
 	l, ok2 := dst.Store().(store.HistoryLoader)
 	if !ok || !ok2 {
-		return History{}, historyDigest{}, nil
+		return History{}, nil
 	}
 	r := newHistoryReader(h, through)
 	n, err := l.LoadHistory(ctx, through, func() (uint64, []byte, error) { return r.next(ctx) })
 	if err != nil {
-		return r.out, r.digest, fmt.Errorf("carrying the history: %w", err)
+		return r.out, fmt.Errorf("carrying the history: %w", err)
 	}
 	if n != r.out.Records {
-		return r.out, r.digest, fmt.Errorf("carrying the history: the target took %d records of %d", n, r.out.Records)
+		return r.out, fmt.Errorf("carrying the history: the target took %d records of %d", n, r.out.Records)
 	}
 	r.out.Carried = true
-	return r.out, r.digest, nil
+	return r.out, nil
 }
 
-// verifyHistory reads dst's history up to through and compares it with
-// what was carried.
-func verifyHistory(ctx context.Context, dst *state.State, through uint64, carried History, want historyDigest) error {
-	h, ok := dst.Store().(store.Historian)
-	if !ok || !carried.Carried {
-		return nil
+// verifyHistory reads dst's history up to through beside src's and
+// compares them record by record: the same revisions, each record the
+// same bytes, or (an etcd target, for a revision over its request limit)
+// the keys the source's wrote; and dst holds as many as were carried. A
+// live source (live) may have pruned its oldest records since they were
+// carried: those of dst are only counted. It returns how many records
+// were elided.
+func verifyHistory(ctx context.Context, src, dst *state.State, through uint64, carried History, live bool) (elided int, err error) {
+	if !carried.Carried {
+		return 0, nil
 	}
-	r := newHistoryReader(h, through)
+	hs, _ := src.Store().(store.Historian)
+	hd, _ := dst.Store().(store.Historian)
+	rs, rd := newHistoryReader(hs, through), newHistoryReader(hd, through)
+	fail := func(format string, args ...any) (int, error) {
+		return elided, fmt.Errorf("verifying the history: "+format, args...)
+	}
+	read := func(r *historyReader) (uint64, []byte, bool, error) {
+		rev, rec, err := r.next(ctx)
+		if errors.Is(err, io.EOF) {
+			return 0, nil, false, nil
+		}
+		return rev, rec, err == nil, err
+	}
+	srev, srec, sok, err := read(rs)
+	if err != nil {
+		return fail("%w", err)
+	}
 	for {
-		if _, _, err := r.next(ctx); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			return fmt.Errorf("verifying the history: %w", err)
+		drev, drec, dok, err := read(rd)
+		if err != nil {
+			return fail("%w", err)
+		}
+		switch {
+		case !dok && !sok:
+			if rd.out.Records != carried.Records {
+				return fail("the target holds %d records up to revision %d, %d were carried", rd.out.Records, through, carried.Records)
+			}
+			return elided, nil
+		case !dok || !sok && !live:
+			return fail("the target holds %d records up to revision %d, %d were carried", rd.out.Records, through, carried.Records)
+		case live && (!sok || drev < srev):
+			continue // pruned from the source since
+		case drev != srev:
+			return fail("the target's record %d is of revision %d, the source's of %d", rd.out.Records, drev, srev)
+		case !bytes.Equal(srec, drec):
+			c, err := store.DecodeCommit(srev, srec)
+			if err != nil || !bytes.Equal(drec, store.ElideCommit(c)) {
+				return fail("the target's record of revision %d differs from the source's", srev)
+			}
+			elided++
+		}
+		if srev, srec, sok, err = read(rs); err != nil {
+			return fail("%w", err)
 		}
 	}
-	if r.digest != want {
-		return fmt.Errorf("verifying the history: the target holds %d records up to revision %d, %d were carried, and their digests differ",
-			r.digest.n, through, want.n)
-	}
-	return nil
 }

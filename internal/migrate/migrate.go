@@ -139,9 +139,13 @@ func HistoryNote(h History, sourceRev, targetRev uint64) string {
 	if !h.Carried || h.Records == 0 {
 		return fmt.Sprintf("the source kept no history of commits to carry; the target's history starts after its revision %d", targetRev)
 	}
-	return fmt.Sprintf("the history of commits (provisionctl history) is carried: %d records, revisions %d (%s) to %d, under their revisions; "+
-		"the source's records are its state at revision %d, and the target's revisions go on from %d",
-		h.Records, h.Oldest, h.OldestTime.UTC().Format(time.RFC3339), h.Newest, sourceRev, targetRev)
+	elided := ""
+	if h.Elided > 0 {
+		elided = fmt.Sprintf(" (%d of them over etcd's request limit keep only the keys they wrote, as such a commit keeps on etcd)", h.Elided)
+	}
+	return fmt.Sprintf("the history of commits (provisionctl history) is carried: %d records%s, revisions %d (%s) to %d, under their revisions; "+
+		"the records copied are the source's state at revision %d, and the target's own revisions go on after it (from %d)",
+		h.Records, elided, h.Oldest, h.OldestTime.UTC().Format(time.RFC3339), h.Newest, sourceRev, targetRev)
 }
 
 // Validate checks the configuration (Run does too), filling in the
@@ -517,14 +521,13 @@ func copyAndVerify(ctx context.Context, cfg Config, src, dst *state.State, opts 
 	// The history goes into an etcd target before its records (its
 	// revisions are the cluster's: the load's must follow the history's),
 	// into a bbolt one after them, up to the revision they were dumped at.
-	var hd historyDigest
 	toEtcd := dst.Store().Info().Engine == controllerstore.StoreEtcd
 	if toEtcd {
 		if !opts.count {
 			return errors.New("a copy into etcd needs a stopped source")
 		}
 		cfg.Progress("history", 0, 0)
-		if res.History, hd, err = carryHistory(ctx, src, dst, rev); err != nil {
+		if res.History, err = carryHistory(ctx, src, dst, rev); err != nil {
 			return err
 		}
 	}
@@ -551,7 +554,7 @@ func copyAndVerify(ctx context.Context, cfg Config, src, dst *state.State, opts 
 			}
 		}
 		cfg.Progress("history", 0, 0)
-		if res.History, hd, err = carryHistory(ctx, src, dst, cr.rev); err != nil {
+		if res.History, err = carryHistory(ctx, src, dst, cr.rev); err != nil {
 			return err
 		}
 	}
@@ -575,7 +578,7 @@ func copyAndVerify(ctx context.Context, cfg Config, src, dst *state.State, opts 
 	case trev < dst.Store().Revision():
 		return fmt.Errorf("verifying: the target read back at revision %d, before the load's %d", trev, dst.Store().Revision())
 	}
-	if err := verifyHistory(ctx, dst, max(rev, cr.rev), res.History, hd); err != nil {
+	if res.History.Elided, err = verifyHistory(ctx, src, dst, max(rev, cr.rev), res.History, !opts.count); err != nil {
 		return err
 	}
 	cfg.Progress("verifying", got.n, got.n)

@@ -245,6 +245,17 @@ func EncodeCommit(c Commit) []byte {
 	return b
 }
 
+// ElideCommit encodes c keeping only which keys it wrote (each Elided),
+// as etcd keeps a commit whose record would take its transaction past
+// etcd's request limit.
+func ElideCommit(c Commit) []byte {
+	b := AppendCommitHead(nil, c.Time, c.Origin)
+	for _, w := range c.Writes {
+		b = AppendElided(b, w.Key)
+	}
+	return b
+}
+
 // HistoryLoader is implemented by stores that can take another store's
 // history of commits when they are filled by a Load (a migration's
 // target, a backup of a store on etcd): the records keep their revisions,
@@ -257,7 +268,9 @@ type HistoryLoader interface {
 	// it returns io.EOF, and moves the store on so that the Load's
 	// records and every later commit are numbered after through (the
 	// revision the Load's records are the source's state at, at least
-	// the newest record's). It refuses a store holding history. bbolt
+	// the newest record's). It refuses a store holding history. On etcd
+	// a revision whose records would take a transaction past etcd's
+	// request limit keeps them as ElideCommit does. bbolt
 	// takes it before or after Load; etcd only before (its revisions are
 	// the cluster's, and the Load's must come after the records').
 	LoadHistory(ctx context.Context, through uint64, next func() (rev uint64, rec []byte, err error)) (n int, err error)

@@ -32,7 +32,9 @@ const raiseWriters = 16
 // empty prefix whose archive is empty. The records go in batches as the
 // archiver makes them (archiveBatchBytes, a revision never split), each
 // with the mark in one etcd transaction that compares the mark's mod
-// revision, the mark then naming through as archived; then the cluster's
+// revision, the mark then naming through as archived (a revision whose
+// records would take a transaction past half of MaxRequestBytes keeps
+// them as store.ElideCommit does); then the cluster's
 // revision is raised to through if it is behind. A failed LoadHistory
 // may leave batches: DropHistory removes them.
 func (s *Store) LoadHistory(ctx context.Context, through uint64, next func() (uint64, []byte, error)) (int, error) {
@@ -92,12 +94,26 @@ func (s *Store) LoadHistory(ctx context.Context, through uint64, next func() (ui
 	}
 	// add moves revision last's records into the batch, closing the batch
 	// first when they would take it past archiveBatchBytes.
+	limit := min(archiveBatchBytes, s.cfg.MaxRequestBytes/2)
 	add := func() error {
 		size := 0
 		for _, r := range pending {
 			size += len(r) + 20
 		}
-		if len(batch) > 0 && len(batch)+size > archiveBatchBytes {
+		if size > limit {
+			// Too large for a transaction: the keys written only, as a
+			// commit of this size keeps on etcd.
+			size = 0
+			for i, r := range pending {
+				c, err := store.DecodeCommit(last, r)
+				if err != nil {
+					return err
+				}
+				pending[i] = store.ElideCommit(c)
+				size += len(pending[i]) + 20
+			}
+		}
+		if len(batch) > 0 && len(batch)+size > limit {
 			if err := flush(false); err != nil {
 				return err
 			}

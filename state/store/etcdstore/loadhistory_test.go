@@ -148,3 +148,43 @@ func TestLoadHistory(t *testing.T) {
 		t.Fatalf("after pruning HistoryStats = %+v, %v", st, err)
 	}
 }
+
+// TestLoadHistoryElidesLarge: a carried revision whose records would take
+// a transaction past half of etcd's request limit keeps the keys it wrote
+// only, as a commit that large keeps on etcd.
+func TestLoadHistoryElidesLarge(t *testing.T) {
+	ctx := bounded(t, time.Minute)
+	dst := open(t, config(shared, newPrefix(), store.Feed{}))
+	c := store.Commit{Rev: 3, Time: time.Unix(100, 0).UTC(), Origin: store.Origin{Who: "user-admin"}}
+	big := store.AppendCommitHead(nil, c.Time, c.Origin)
+	big = store.AppendWrite(big, "model/m/big", nil, false, bytes.Repeat([]byte("x"), shared.MaxRequestBytes()/2+1), true)
+	big = store.AppendWrite(big, "model/m/small", nil, false, []byte("{}"), true)
+	sent := false
+	if n, err := dst.LoadHistory(ctx, 3, func() (uint64, []byte, error) {
+		if sent {
+			return 0, nil, io.EOF
+		}
+		sent = true
+		return 3, big, nil
+	}); err != nil || n != 1 {
+		t.Fatalf("LoadHistory = %d, %v", n, err)
+	}
+	loaded := false
+	if _, err := dst.Load(ctx, func() (string, []byte, error) {
+		if loaded {
+			return "", nil, io.EOF
+		}
+		loaded = true
+		return "k/a", []byte("loaded"), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var got []store.Commit
+	if _, _, err := dst.History(ctx, 0, 0, func(c store.Commit) error { got = append(got, c); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := store.DecodeCommit(3, big)
+	if len(got) != 1 || !bytes.Equal(store.EncodeCommit(got[0]), store.ElideCommit(want)) || got[0].Writes[0].Op != store.Elided || len(got[0].Writes) != 2 {
+		t.Fatalf("History = %+v", got)
+	}
+}
