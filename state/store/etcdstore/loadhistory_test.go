@@ -2,6 +2,7 @@ package etcdstore_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/provisiond/provisiond/state/store"
+	"github.com/provisiond/provisiond/state/store/etcdstore"
 )
 
 // TestLoadHistory: another store's history (here a store's own records
@@ -71,16 +73,7 @@ func TestLoadHistory(t *testing.T) {
 	if _, err := dst.LoadHistory(ctx, ahead, next(want)); err == nil {
 		t.Fatal("a second LoadHistory was taken")
 	}
-	loaded := false
-	if _, err := dst.Load(ctx, func() (string, []byte, error) {
-		if loaded {
-			return "", nil, io.EOF
-		}
-		loaded = true
-		return "k/a", []byte("loaded"), nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	loadOne(t, ctx, dst)
 	after := commitN(t, ctx, dst, 3, "dst")
 	if after[0] <= ahead {
 		t.Fatalf("the first commit after the load is revision %d, not after %d", after[0], ahead)
@@ -169,16 +162,7 @@ func TestLoadHistoryElidesLarge(t *testing.T) {
 	}); err != nil || n != 1 {
 		t.Fatalf("LoadHistory = %d, %v", n, err)
 	}
-	loaded := false
-	if _, err := dst.Load(ctx, func() (string, []byte, error) {
-		if loaded {
-			return "", nil, io.EOF
-		}
-		loaded = true
-		return "k/a", []byte("loaded"), nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	loadOne(t, ctx, dst)
 	var got []store.Commit
 	if _, _, err := dst.History(ctx, 0, 0, func(c store.Commit) error { got = append(got, c); return nil }); err != nil {
 		t.Fatal(err)
@@ -186,5 +170,20 @@ func TestLoadHistoryElidesLarge(t *testing.T) {
 	want, _ := store.DecodeCommit(3, big)
 	if len(got) != 1 || !bytes.Equal(store.EncodeCommit(got[0]), store.ElideCommit(want)) || got[0].Writes[0].Op != store.Elided || len(got[0].Writes) != 2 {
 		t.Fatalf("History = %+v", got)
+	}
+}
+
+// loadOne loads one record into s (empty).
+func loadOne(t *testing.T, ctx context.Context, s *etcdstore.Store) {
+	t.Helper()
+	loaded := false
+	if _, err := s.Load(ctx, func() (string, []byte, error) {
+		if loaded {
+			return "", nil, io.EOF
+		}
+		loaded = true
+		return "k/a", []byte("loaded"), nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
