@@ -35,6 +35,10 @@ func TestHistoryVerb(t *testing.T) {
 			e.ok(t, nil, "add-machine")
 			e.ok(t, nil, "remove-machine", "0")
 			r := e.ok(t, nil, "history", "--model", "default", "--entity", "machine-0")
+			// From the start: it says where the history kept begins.
+			if !regexp.MustCompile(`(?m)^The history kept begins at revision \d+ \(\d{4}-\d\d-\d\dT\S+Z\); nothing older is kept\.$`).MatchString(r.stderr) {
+				t.Errorf("history from the start does not say where the history kept begins:\n%s", r)
+			}
 			for _, want := range []string{
 				`(?m)^\d+ \d{4}-\d\d-\d\dT\S+Z user-admin@127\.0\.0\.1:\d+/\S+ ModelAdmin\.AddMachines machine/0 created \{.*$`,
 				`(?m)^\d+ \S+Z user-admin@\S+ ModelAdmin\.RemoveMachines machine/0 life: "alive" -> "dying"$`,
@@ -67,6 +71,9 @@ func TestHistoryVerb(t *testing.T) {
 			// --since and --until as revisions bound it.
 			first := revs[0]
 			r = e.ok(t, nil, "history", "--since", itoa(first), "--until", itoa(first), "--format", "json")
+			if strings.Contains(r.stderr, "history kept begins") {
+				t.Errorf("history --since %d (after the oldest kept) names the oldest kept:\n%s", first, r)
+			}
 			for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
 				var c params.HistoryChange
 				if err := json.Unmarshal([]byte(l), &c); err != nil || c.Revision != first {

@@ -164,6 +164,10 @@ func (a *app) historyPages(ctx context.Context, args *params.HistoryArgs, from u
 		if err := a.call(ctx, "History", *args, &res); err != nil {
 			return false, err
 		}
+		if args.After == 0 && res.OldestRevision > 0 && reachesOldest(args.Since, res) {
+			// The range asked for starts at or before the oldest kept.
+			a.infof("The history kept begins at revision %d (%s); nothing older is kept.", res.OldestRevision, res.OldestTime)
+		}
 		// Checked after the read, as the daemon's resumed watch does:
 		// records pruned while they were read are seen as gone.
 		if from > 0 && res.OldestRevision > from+1 {
@@ -278,4 +282,18 @@ func (a *app) followOnce(ctx context.Context, args *params.HistoryArgs, from uin
 // historyMaxValue.
 func historyChangeLine(c params.HistoryChange, model string) string {
 	return c.Line(model, func(v string) string { return cut(v, historyMaxValue) })
+}
+
+// reachesOldest reports whether a history read from since (a revision, a
+// time, or "": the start) begins at or before the oldest revision kept.
+func reachesOldest(since string, res params.HistoryResult) bool {
+	if since == "" {
+		return true
+	}
+	if rev, err := strconv.ParseUint(since, 10, 64); err == nil {
+		return rev <= res.OldestRevision
+	}
+	t, err := time.Parse(time.RFC3339Nano, since)
+	oldest, oerr := time.Parse(time.RFC3339Nano, res.OldestTime)
+	return err == nil && oerr == nil && !t.After(oldest)
 }

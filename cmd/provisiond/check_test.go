@@ -42,7 +42,7 @@ func TestCheck(t *testing.T) {
 	if code := run([]string{"check", "--data-dir", dir}, &out, &errOut); code != 0 {
 		t.Fatalf("check: exit %d, stderr %q", code, errOut.String())
 	}
-	for _, want := range []string{"schema version 3", "machine 1", "model 2", "user 1", "consistency check: ok"} {
+	for _, want := range []string{"schema version 4", "machine 1", "model 2", "user 1", "consistency check: ok"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("check output lacks %q:\n%s", want, out.String())
 		}

@@ -222,6 +222,8 @@ func migrateProgress(w io.Writer) func(phase string, done, total int) {
 			switch phase {
 			case "counting":
 				fmt.Fprintln(w, "counting the source's records")
+			case "history":
+				fmt.Fprintln(w, "carrying the history of commits")
 			case "copying":
 				fmt.Fprintf(w, "copying %d records\n", total)
 			case "verifying":
@@ -259,6 +261,6 @@ func restoreToEtcd(ctx context.Context, e sys, archive io.Reader, file string, e
 	end := migrate.End{Store: daemon.StoreEtcd, Etcd: ecfg}
 	fmt.Fprintf(e.stderr, "restored %s (controller %s, %d records) into %s; start its daemons with: %s --data-dir DIR\n",
 		file, res.Controller, res.Records, describeEnd(end), serveLine(end))
-	fmt.Fprintf(e.stderr, "note: %s\n", migrate.HistoryNote(res.SourceRevision, res.TargetRevision))
+	fmt.Fprintf(e.stderr, "note: %s\n", migrate.HistoryNote(res.History, res.SourceRevision, res.TargetRevision))
 	return nil
 }

@@ -36,7 +36,8 @@ func TestMigrateBinary(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("migrate to etcd: %+v", r)
 	}
-	for _, want := range []string{"counting the source's records", "copied", "(100%)", "verifying", "migrated controller " + creds.ControllerUUID,
+	for _, want := range []string{"counting the source's records", "carrying the history of commits", "copied", "(100%)", "verifying", "migrated controller " + creds.ControllerUUID,
+		"note: the history of commits (provisionctl history) is carried: ",
 		"start it with: provisiond serve --store etcd --etcd-endpoints " + endpoints + " --etcd-prefix /moved/ --data-dir " + etcdDir} {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("migrate's stderr lacks %q:\n%s", want, r.stderr)

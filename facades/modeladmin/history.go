@@ -82,11 +82,11 @@ func (a *ModelAdmin) History(ctx context.Context, args params.HistoryArgs) (para
 		// --follow) is told, read after its page, the oldest revision kept
 		// now: the daemon's figures may predate the last pruning.
 		if st, err := a.st.OldestHistory(ctx); err == nil {
-			out.OldestRevision = st.Oldest
+			out.OldestRevision, out.OldestTime = st.Oldest, oldestTime(st)
 		}
 	} else if h := a.ctx.Deps.History; h != nil {
 		if st, _, err := h(ctx); err == nil {
-			out.OldestRevision = st.Oldest
+			out.OldestRevision, out.OldestTime = st.Oldest, oldestTime(st)
 		}
 	}
 	for _, c := range changes {
@@ -129,4 +129,13 @@ func parseHistoryBound(what, s string) (rev uint64, t time.Time, err error) {
 		return 0, time.Time{}, errors.NewNotValid(nil, fmt.Sprintf("%s %q not valid: want a revision (12345) or an RFC 3339 time (2026-01-02T15:04:05Z)", what, s))
 	}
 	return 0, t, nil
+}
+
+// oldestTime is the time of the oldest record kept as History says it
+// ("" when none is kept).
+func oldestTime(st state.HistoryStats) string {
+	if st.Oldest == 0 || st.OldestTime.IsZero() {
+		return ""
+	}
+	return st.OldestTime.UTC().Format(time.RFC3339Nano)
 }

@@ -70,7 +70,7 @@ func (h *Handler) sharedSnapshotToTemp() ([]tarEntry, *os.File, int64, error) {
 	if err != nil {
 		return fail(err)
 	}
-	h.log.Info("backup: snapshot of the store", "records", res.Records, "revision", res.SourceRevision, "took", res.Copy+res.Verify)
+	h.log.Info("backup: snapshot of the store", "records", res.Records, "revision", res.SourceRevision, "history-records", res.History.Records, "took", res.Copy+res.Verify)
 	return small, f, size, nil
 }
 

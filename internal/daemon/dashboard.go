@@ -36,7 +36,15 @@ func (d *Daemon) serveDashboard(mux *http.ServeMux) error {
 			return modeladmin.StoragePoolsOf(ctx, d.state, m)
 		},
 		History: func(ctx context.Context, args params.HistoryArgs) (params.HistoryResult, error) {
-			return modeladmin.HistoryOf(ctx, d.state, args)
+			res, err := modeladmin.HistoryOf(ctx, d.state, args)
+			if err == nil {
+				// The oldest kept, from the daemon's figures (refreshed
+				// every few seconds), as ModelAdmin.History says it.
+				if st, serr := d.historyStats(ctx); serr == nil && st.Oldest > 0 {
+					res.OldestRevision, res.OldestTime = st.Oldest, st.OldestTime.UTC().Format(time.RFC3339Nano)
+				}
+			}
+			return res, err
 		},
 		OnPresence:   d.presence.OnChange,
 		Counters:     d.dashboardCounters,

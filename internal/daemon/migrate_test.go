@@ -174,13 +174,13 @@ func TestMigrateBoltToEtcdAndBack(t *testing.T) {
 	if res.Controller != oldCreds.ControllerUUID || res.Records < 50 || res.AgentBinaries != 1 {
 		t.Fatalf("migrate to etcd: %+v", res)
 	}
-	// The history is not carried, and the operator is told so.
+	// The history is carried, and the operator is told so.
 	if !slices.ContainsFunc(res.Notes, func(n string) bool {
-		return strings.Contains(n, "history of commits (provisionctl history) is not carried")
+		return strings.Contains(n, "history of commits (provisionctl history) is carried")
 	}) {
 		t.Errorf("migrate to etcd says nothing of the history: %q", res.Notes)
 	}
-	if !slices.Equal(phases, []string{"counting", "copying", "verifying"}) {
+	if !slices.Equal(phases, []string{"counting", "history", "copying", "verifying"}) {
 		t.Errorf("progress phases %v", phases)
 	}
 
@@ -377,6 +377,10 @@ func TestMigrateLoadIsAllOrNothing(t *testing.T) {
 	resp, err := cli.Get(ctx, "/partial/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil || resp.Count != 0 {
 		t.Fatalf("after a failed load the prefix holds %d keys (%v)", resp.Count, err)
+	}
+	// Its history archive, carried before the load, is removed with it.
+	if resp, err := cli.Get(ctx, etcdstore.HistoryArchive+"/partial/", clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || resp.Count != 0 {
+		t.Fatalf("after a failed load the history archive holds %d keys (%v)", resp.Count, err)
 	}
 	// ... and is no longer registered: the migrate registered it.
 	if resp, err := cli.Get(ctx, etcdstore.RegistryKey("/partial/"), clientv3.WithCountOnly()); err != nil || resp.Count != 0 {

@@ -84,7 +84,12 @@ func newWorld(t *testing.T, tweak func(*Config)) *world {
 			return modeladmin.StoragePoolsOf(ctx, st, m)
 		},
 		History: func(ctx context.Context, args params.HistoryArgs) (params.HistoryResult, error) {
-			return modeladmin.HistoryOf(ctx, st, args)
+			// As the daemon's: the oldest kept, from the store's figures.
+			res, err := modeladmin.HistoryOf(ctx, st, args)
+			if hs, serr := st.OldestHistory(ctx); err == nil && serr == nil && hs.Oldest > 0 {
+				res.OldestRevision, res.OldestTime = hs.Oldest, hs.OldestTime.UTC().Format(time.RFC3339Nano)
+			}
+			return res, err
 		},
 		OnPresence: w.presence.OnChange,
 		Now:        w.clock.now,

@@ -51,22 +51,36 @@ func historyEntryOf(c params.HistoryChange) historyEntry {
 		Entity: c.EntityText(c.Model), What: c.WhatText(nil)}
 }
 
+// historyOldest is the oldest point the history keeps, which a panel
+// names when its changes reach back to it: what is older was pruned.
+type historyOldest struct {
+	Rev  uint64 `json:"rev"`
+	Time string `json:"time"` // RFC 3339, UTC
+}
+
 // recentHistory returns the last n changes args selects (its model set),
 // newest first, looking back historyScan revisions at most, and the
-// revision it read up to.
-func (d *Dashboard) recentHistory(ctx context.Context, args params.HistoryArgs, n int) (out []historyEntry, upTo uint64, err error) {
+// revision it read up to; and, when fewer than n were found because the
+// read reached the oldest revision kept, that revision and its time.
+func (d *Dashboard) recentHistory(ctx context.Context, args params.HistoryArgs, n int) (out []historyEntry, upTo uint64, oldest *historyOldest, err error) {
 	upTo = d.cfg.State.Revision()
 	out = []historyEntry{}
-	for hi := upTo; hi > 0 && upTo-hi < historyScan && len(out) < n; {
+	var kept historyOldest
+	reached := false
+	for hi := upTo; hi > 0 && upTo-hi < historyScan && len(out) < n && !reached; {
 		lo := hi - min(hi, historyWindow)
 		args.After, args.Until = lo, strconv.FormatUint(hi, 10)
 		var window []params.HistoryChange // oldest first
 		for {
 			res, err := d.cfg.History(ctx, args)
 			if err != nil {
-				return nil, 0, err
+				return nil, 0, nil, err
 			}
 			window = append(window, res.Changes...)
+			if res.OldestRevision > lo {
+				// This window starts at the oldest kept: nothing before it.
+				reached, kept = true, historyOldest{res.OldestRevision, res.OldestTime}
+			}
 			if !res.More {
 				break
 			}
@@ -77,7 +91,10 @@ func (d *Dashboard) recentHistory(ctx context.Context, args params.HistoryArgs, 
 		}
 		hi = lo
 	}
-	return out, upTo, nil
+	if reached && len(out) < n {
+		oldest = &kept
+	}
+	return out, upTo, oldest, nil
 }
 
 // newHistory returns model's changes after revision after, newest first,
@@ -90,7 +107,7 @@ func (d *Dashboard) newHistory(ctx context.Context, model string, after uint64) 
 		return nil, after, false, err
 	}
 	if res.More {
-		out, next, err = d.recentHistory(ctx, params.HistoryArgs{Model: model}, historyShown)
+		out, next, _, err = d.recentHistory(ctx, params.HistoryArgs{Model: model}, historyShown)
 		return out, next, true, err
 	}
 	out = make([]historyEntry, 0, len(res.Changes))
@@ -111,7 +128,9 @@ func (d *Dashboard) historyError(err error, model string) string {
 
 // entityHistory serves GET /dashboard/history?model=M&kind=K&id=ID: the
 // last historyShown changes of one entity, newest first, as JSON
-// {"kind", "id", "changes", "error"}. Superusers only, as the models are.
+// {"kind", "id", "changes", "error", "oldest"} (oldest: the oldest
+// revision kept and its time, when the changes reach back to it).
+// Superusers only, as the models are.
 func (d *Dashboard) entityHistory(w http.ResponseWriter, r *http.Request) {
 	sess, ok := d.sessions.fromRequest(r)
 	if !ok {
@@ -138,7 +157,10 @@ func (d *Dashboard) entityHistory(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := map[string]any{"kind": kind, "id": id}
-	changes, _, err := d.recentHistory(r.Context(), params.HistoryArgs{Model: m.UUID, Kind: kind, Entity: id}, historyShown)
+	changes, _, oldest, err := d.recentHistory(r.Context(), params.HistoryArgs{Model: m.UUID, Kind: kind, Entity: id}, historyShown)
+	if oldest != nil {
+		out["oldest"] = oldest
+	}
 	switch {
 	case jujuerrors.Is(err, jujuerrors.NotValid):
 		http.Error(w, "bad entity: "+err.Error(), http.StatusBadRequest)

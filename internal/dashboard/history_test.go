@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/provisiond/provisiond/state"
 )
@@ -25,9 +26,15 @@ func TestStreamSendsTheHistory(t *testing.T) {
 		Changes []historyEntry
 		Reset   bool
 		Error   string
+		Oldest  *historyOldest
 	}
 	if err := json.Unmarshal(s.next("history"), &h); err != nil || !h.Reset || h.Error != "" || len(h.Changes) == 0 {
 		t.Fatalf("first history %+v %v", h, err)
+	}
+	// Fewer than a panel shows: it reaches the oldest kept, and says so.
+	kept, err := w.st.OldestHistory(t.Context())
+	if err != nil || h.Oldest == nil || h.Oldest.Rev != kept.Oldest || h.Oldest.Time != kept.OldestTime.UTC().Format(time.RFC3339Nano) {
+		t.Fatalf("first history's oldest %+v, want revision %d (%v)", h.Oldest, kept.Oldest, err)
 	}
 	first := h.Changes[0]
 	if first.Kind != "machine" || first.ID != "0" || first.Entity != "machine/0" || !strings.HasPrefix(first.What, "created {") || first.Who != "-" || first.Call != "-" {
@@ -64,13 +71,14 @@ func TestEntityHistory(t *testing.T) {
 	var h struct {
 		Kind, ID string
 		Changes  []historyEntry
+		Oldest   *historyOldest
 	}
 	if err := json.Unmarshal([]byte(body), &h); resp.StatusCode != http.StatusOK || err != nil ||
 		resp.Header.Get("Content-Type") != "application/json" || resp.Header.Get("X-Content-Type-Options") != "nosniff" {
 		t.Fatalf("GET history: %s %v %s", resp.Status, err, body)
 	}
-	if h.Kind != "machine" || h.ID != "1" || len(h.Changes) == 0 {
-		t.Fatalf("history %+v", h)
+	if h.Kind != "machine" || h.ID != "1" || len(h.Changes) == 0 || h.Oldest == nil || h.Oldest.Rev == 0 || h.Oldest.Time == "" {
+		t.Fatalf("history %+v (oldest %+v)", h, h.Oldest)
 	}
 	for _, ch := range h.Changes {
 		if ch.Entity != "machine/1" {

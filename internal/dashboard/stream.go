@@ -163,10 +163,11 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		var changes []historyEntry
+		var oldest *historyOldest
 		var err error
 		reset := !histStarted
 		if reset {
-			changes, histNext, err = d.recentHistory(r.Context(), params.HistoryArgs{Model: model.UUID}, historyShown)
+			changes, histNext, oldest, err = d.recentHistory(r.Context(), params.HistoryArgs{Model: model.UUID}, historyShown)
 		} else {
 			changes, histNext, reset, err = d.newHistory(r.Context(), model.UUID, histNext)
 		}
@@ -179,7 +180,11 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) {
 		}
 		histStarted = true
 		if len(changes) > 0 || reset {
-			sw.send("history", map[string]any{"changes": changes, "reset": reset})
+			h := map[string]any{"changes": changes, "reset": reset}
+			if oldest != nil {
+				h["oldest"] = oldest // the first panel reaches the oldest kept
+			}
+			sw.send("history", h)
 		}
 	}
 	sendStatus := func() {

@@ -80,6 +80,8 @@ type Result struct {
 	AgentBinaries    int    // blobs copied
 	AgentBinaryBytes int64
 	Copy, Verify     time.Duration // how long the copy and the verification took
+	// History is what was done with the history of commits.
+	History History
 	// Loaded says the load went through whole (what failed, if anything,
 	// came after: the verification).
 	Loaded bool
@@ -124,23 +126,26 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 		err = migrateToDataDir(ctx, cfg, src, id, &res)
 	}
 	if err == nil {
-		res.Notes = append(res.Notes, HistoryNote(res.SourceRevision, res.TargetRevision))
+		res.Notes = append(res.Notes, HistoryNote(res.History, res.SourceRevision, res.TargetRevision))
 	}
 	return res, err
 }
 
-// HistoryNote says what a migration or a restore into another store does
-// with the history of commits (provisionctl history): it is not carried.
-// A record is known by its revision, which is each store's own (bbolt
-// counts its commits, etcd's revisions are the cluster's, shared with
-// other controllers on it): carried records would name revisions the
-// target never had, or will have for other commits, and status --at or a
-// watch resumed from a revision would read the wrong ones.
-func HistoryNote(sourceRev, targetRev uint64) string {
-	return fmt.Sprintf("the history of commits (provisionctl history) is not carried: revisions are each store's own. "+
-		"The source's ends at its revision %d; the target's starts after its revision %d. "+
-		"Keep a backup of the source taken before the migration to read the earlier history (a bbolt backup holds it)",
-		sourceRev, targetRev)
+// HistoryNote says what a migration or a restore into another store did
+// with the history of commits (provisionctl history): each record the
+// source kept is carried under its revision, and the target's own
+// revisions continue after the source's.
+func HistoryNote(h History, sourceRev, targetRev uint64) string {
+	if !h.Carried || h.Records == 0 {
+		return fmt.Sprintf("the source kept no history of commits to carry; the target's history starts after its revision %d", targetRev)
+	}
+	elided := ""
+	if h.Elided > 0 {
+		elided = fmt.Sprintf(" (%d of them over etcd's request limit keep only the keys they wrote, as such a commit keeps on etcd)", h.Elided)
+	}
+	return fmt.Sprintf("the history of commits (provisionctl history) is carried: %d records%s, revisions %d (%s) to %d, under their revisions; "+
+		"the records copied are the source's state at revision %d, and the target's own revisions go on after it (from %d)",
+		h.Records, elided, h.Oldest, h.OldestTime.UTC().Format(time.RFC3339), h.Newest, sourceRev, targetRev)
 }
 
 // Validate checks the configuration (Run does too), filling in the
@@ -382,19 +387,35 @@ func migrateToEtcd(ctx context.Context, cfg Config, src *state.State, id state.I
 	} else if n > 0 {
 		return fmt.Errorf("%s holds no controller but is not empty (%d keys): %w (migrate only into an empty prefix)", where, n, ErrNotEmpty)
 	}
+	if n, err := es.ArchiveKeyCount(ctx); err != nil {
+		return fmt.Errorf("%s: %w", where, err)
+	} else if n > 0 {
+		return fmt.Errorf("%s is empty but its history archive is not (%d keys under %s%s: a controller on this prefix before?): %w (remove them with etcdctl del --prefix %s%s)",
+			where, n, etcdstore.HistoryArchive, es.Prefix(), ErrNotEmpty, etcdstore.HistoryArchive, es.Prefix())
+	}
 	idb, err := jsonIdentity(id)
 	if err != nil {
 		return err
 	}
 	opts := copyOptions{count: true, controllerFirst: true, first: []record{{identityKey, idb}}}
 	if err := copyAndVerify(ctx, cfg, src, dst, opts, res); err != nil {
+		// The archive was empty: what it holds now is this copy's.
+		dropHistory := func() {
+			dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if derr := es.DropHistory(dctx); derr != nil {
+				err = fmt.Errorf("%w; and removing the history carried failed: %v (remove it with etcdctl del --prefix %s%s)", err, derr, etcdstore.HistoryArchive, es.Prefix())
+			}
+		}
 		if res.Records == 0 {
+			dropHistory()
 			return err
 		}
 		actx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		switch undone, aerr := es.AbortLoad(actx); {
 		case undone:
+			dropHistory()
 			return fmt.Errorf("%w (the records loaded so far were removed again)", err)
 		case res.Loaded:
 			return fmt.Errorf("%w (the prefix holds the records loaded: remove them with etcdctl del --prefix %s before trying again)", err, es.Prefix())
@@ -497,6 +518,19 @@ func copyAndVerify(ctx context.Context, cfg Config, src, dst *state.State, opts 
 		}
 	}
 	start := time.Now()
+	// The history goes into an etcd target before its records (its
+	// revisions are the cluster's: the load's must follow the history's),
+	// into a bbolt one after them, up to the revision they were dumped at.
+	toEtcd := dst.Store().Info().Engine == controllerstore.StoreEtcd
+	if toEtcd {
+		if !opts.count {
+			return errors.New("a copy into etcd needs a stopped source")
+		}
+		cfg.Progress("history", 0, 0)
+		if res.History, err = carryHistory(ctx, src, dst, rev); err != nil {
+			return err
+		}
+	}
 	cr, err := copyRecords(ctx, dumper, loader, first, skip, func(n int) { cfg.Progress("copying", n, max(n, total)) })
 	res.Records = cr.loaded.n
 	res.SourceRevision = cr.rev
@@ -510,6 +544,19 @@ func copyAndVerify(ctx context.Context, cfg Config, src, dst *state.State, opts 
 	if opts.count && (!cr.source.same(&counted) || cr.rev != rev && src.Store().Info().Engine == controllerstore.StoreBolt) {
 		return fmt.Errorf("the source changed during the copy (%d records at revision %d, then %d at %d): is a daemon running on it?",
 			counted.n, rev, cr.source.n, cr.rev)
+	}
+	if !toEtcd {
+		if sy, ok := src.Store().(interface{ Sync(context.Context) error }); ok {
+			// A live source (a backup on etcd): the history this process
+			// reads must hold every commit up to the dump's revision.
+			if err := sy.Sync(ctx); err != nil {
+				return fmt.Errorf("reading the source's history: %w", err)
+			}
+		}
+		cfg.Progress("history", 0, 0)
+		if res.History, err = carryHistory(ctx, src, dst, cr.rev); err != nil {
+			return err
+		}
 	}
 	res.Loaded = true
 	start = time.Now()
@@ -530,6 +577,9 @@ func copyAndVerify(ctx context.Context, cfg Config, src, dst *state.State, opts 
 		return fmt.Errorf("verifying: the target holds %d records, %d were loaded, and their digests differ", got.n, cr.loaded.n)
 	case trev < dst.Store().Revision():
 		return fmt.Errorf("verifying: the target read back at revision %d, before the load's %d", trev, dst.Store().Revision())
+	}
+	if res.History.Elided, err = verifyHistory(ctx, src, dst, max(rev, cr.rev), res.History, !opts.count); err != nil {
+		return err
 	}
 	cfg.Progress("verifying", got.n, got.n)
 	tctrl, err := dst.Controller(ctx)

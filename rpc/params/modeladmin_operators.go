@@ -148,8 +148,10 @@ type HistoryResult struct {
 	Next    uint64          `json:"next"`
 	More    bool            `json:"more"`
 	// OldestRevision is the oldest revision whose history is kept (0:
-	// none): what is older is gone.
+	// none): what is older is gone. OldestTime is its commit's time
+	// (RFC 3339, UTC).
 	OldestRevision uint64 `json:"oldest-revision,omitempty"`
+	OldestTime     string `json:"oldest-time,omitempty"`
 }
 
 // HistoryChange is one change of one entity in one commit: when, by

@@ -218,6 +218,66 @@ func AppendWrite(b []byte, key string, before []byte, had bool, after []byte, ha
 	return b
 }
 
+// EncodeCommit encodes a history record as the engines store it (without
+// its revision, kept beside it): DecodeCommit's inverse, byte for byte,
+// for a record DecodeCommit returned. A migration carries another
+// store's records with it.
+func EncodeCommit(c Commit) []byte {
+	b := AppendCommitHead(nil, c.Time, c.Origin)
+	for _, w := range c.Writes {
+		b = appendString(b, w.Key)
+		b = append(b, byte(w.Op))
+		switch w.Op {
+		case Created:
+			b = appendBytes(b, w.After)
+		case Removed:
+			b = appendBytes(b, w.Before)
+		case Replaced:
+			b = appendBytes(b, w.Before)
+			b = appendBytes(b, w.After)
+		case Patched:
+			b = binary.AppendUvarint(b, uint64(len(w.Members)))
+			for _, m := range w.Members {
+				b = appendString(b, m.Name)
+				b = appendOptional(b, m.Before)
+				b = appendOptional(b, m.After)
+			}
+		}
+	}
+	return b
+}
+
+// ElideCommit encodes c keeping only which keys it wrote (each Elided),
+// as etcd keeps a commit whose record would take its transaction past
+// etcd's request limit.
+func ElideCommit(c Commit) []byte {
+	b := AppendCommitHead(nil, c.Time, c.Origin)
+	for _, w := range c.Writes {
+		b = AppendElided(b, w.Key)
+	}
+	return b
+}
+
+// HistoryLoader is implemented by stores that can take another store's
+// history of commits when they are filled by a Load (a migration's
+// target, a backup of a store on etcd): the records keep their revisions,
+// and the store's own revisions continue after them, so the history reads
+// on across the copy (provisionctl history prints the same revisions,
+// status --at rebuilds a point before it, a watch resumes from one).
+type HistoryLoader interface {
+	// LoadHistory stores the records next returns (each with its
+	// revision, in revision order; on etcd several may share one), until
+	// it returns io.EOF, and moves the store on so that the Load's
+	// records and every later commit are numbered after through (the
+	// revision the Load's records are the source's state at, at least
+	// the newest record's). It refuses a store holding history. On etcd
+	// a revision whose records would take a transaction past etcd's
+	// request limit keeps them as ElideCommit does. bbolt
+	// takes it before or after Load; etcd only before (its revisions are
+	// the cluster's, and the Load's must come after the records').
+	LoadHistory(ctx context.Context, through uint64, next func() (rev uint64, rec []byte, err error)) (n int, err error)
+}
+
 // AppendElided appends to a history record that key was written, without
 // what the write did (Elided).
 func AppendElided(b []byte, key string) []byte {

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"bytes"
 	"encoding/hex"
 	"reflect"
 	"strings"
@@ -52,6 +53,19 @@ func TestHistoryRecordGolden(t *testing.T) {
 	}
 	if tm, err := store.CommitTime(b); err != nil || !tm.Equal(at) {
 		t.Errorf("CommitTime = %v, %v", tm, err)
+	}
+	// EncodeCommit gives the bytes back (a migration carries records so),
+	// and with an elided write too; ElideCommit keeps the keys only.
+	if got := store.EncodeCommit(c); !bytes.Equal(got, b) {
+		t.Errorf("EncodeCommit:\n got %x\nwant %x", got, b)
+	}
+	withElided := store.AppendElided(bytes.Clone(b), "raw/big")
+	if d, err := store.DecodeCommit(7, withElided); err != nil || !bytes.Equal(store.EncodeCommit(d), withElided) {
+		t.Errorf("EncodeCommit of a record with an elided write: %v", err)
+	}
+	e, err := store.DecodeCommit(7, store.ElideCommit(c))
+	if err != nil || len(e.Writes) != 4 || e.Writes[3].Key != "raw/r" || e.Writes[3].Op != store.Elided || e.Origin != o || !e.Time.Equal(at) {
+		t.Errorf("ElideCommit: %+v, %v", e, err)
 	}
 	// Every truncation of the record is refused or decodes; none panics.
 	for i := range len(b) {

@@ -32,6 +32,7 @@
     first: true,
     activity: [],       // newest first
     timeline: [],       // the model's history, newest first
+    timelineOldest: null, // where the history kept begins, when the timeline reaches it
     entity: null,       // the entity whose history is open: {kind, id, changes}
     samples: [],
     gotHello: false,
@@ -339,10 +340,19 @@
 
   const historyShown = 50;
 
+  // keptFrom says where the history kept begins, when a panel's changes
+  // reach back to it (fewer than it shows): nothing older is kept.
+  function keptFrom(ol, oldest, changes) {
+    if (!oldest || changes.length >= historyShown) return;
+    ol.append(el('li', {class: 'muted hist-oldest', text: 'The history kept begins at revision ' + oldest.rev +
+      ' (' + utcTime(oldest.time) + '); nothing older is kept.'}));
+  }
+
   function renderTimeline() {
     const ol = byId('timeline');
     if (!ol) return;
     renderHistoryList(ol, view.timeline, 'No changes in the recent history.');
+    keptFrom(ol, view.timelineOldest, view.timeline);
   }
 
   function historyButton(kind, id) {
@@ -358,6 +368,7 @@
     byId('entity-history-title').textContent = 'History of ' + e.kind + ' ' + e.id;
     byId('entity-history-note').textContent = e.error || (e.loading ? 'Loading…' : 'Its last changes, newest first.');
     renderHistoryList(byId('entity-history'), e.changes, e.loading ? '' : 'No changes in the recent history.');
+    if (!e.loading) keptFrom(byId('entity-history'), e.oldest, e.changes);
   }
 
   async function openEntityHistory(kind, id) {
@@ -379,6 +390,7 @@
     const newest = h.changes.length ? h.changes[0].rev : 0;
     e.changes = e.changes.filter((c) => c.rev > newest).concat(h.changes).slice(0, historyShown);
     e.error = h.error || '';
+    e.oldest = h.oldest || null;
     e.loading = false;
     renderEntityHistory();
   }
@@ -389,7 +401,10 @@
   }
 
   function onHistory(h) {
-    if (h.reset) view.timeline = [];
+    if (h.reset) {
+      view.timeline = [];
+      view.timelineOldest = h.oldest || null;
+    }
     view.timeline = h.changes.concat(view.timeline).slice(0, historyShown);
     const note = byId('timeline-note');
     if (note) note.textContent = h.error || '';

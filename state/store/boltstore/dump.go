@@ -76,20 +76,9 @@ func (s *Store) Dump(ctx context.Context, fn func(key string, val []byte) error)
 // A failed Load leaves the batches it committed: the target must be
 // emptied (a new file) before trying again.
 func (s *Store) Load(ctx context.Context, next func() (key string, val []byte, err error)) (n int, err error) {
-	if s.readOnly {
-		return 0, ErrReadOnly
+	if err := s.takeExclusive("load"); err != nil {
+		return 0, err
 	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return 0, errClosed
-	}
-	if s.busy || len(s.queue) > 0 {
-		s.mu.Unlock()
-		return 0, errors.New("boltstore: load: the store is being written to")
-	}
-	s.busy = true
-	s.mu.Unlock()
 	defer s.release(0)
 	defer s.recoverFault(&err, debug.SetPanicOnFault(true))
 
@@ -148,4 +137,23 @@ func (s *Store) Load(ctx context.Context, next func() (key string, val []byte, e
 	}
 	s.setApplied(rev + 1)
 	return n, nil
+}
+
+// takeExclusive makes the caller the store's only writer (what says what
+// for the error when a commit is in progress or queued): it must call
+// s.release(0) when done.
+func (s *Store) takeExclusive(what string) error {
+	if s.readOnly {
+		return ErrReadOnly
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errClosed
+	}
+	if s.busy || len(s.queue) > 0 {
+		return fmt.Errorf("boltstore: %s: the store is being written to", what)
+	}
+	s.busy = true
+	return nil
 }

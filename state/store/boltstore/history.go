@@ -1,6 +1,7 @@
 package boltstore
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"time"
@@ -91,11 +92,16 @@ func (s *Store) History(ctx context.Context, after uint64, limit int, fn func(st
 			}
 			c := b.Cursor()
 			for k, v := c.Seek(u64(last + 1)); k != nil; k, v = c.Next() {
-				if n == limit {
-					more = true
-					return nil
+				rev, _ := historyRev(k)
+				if rev != last || n == 0 {
+					// A new revision (a revision's records, carried from
+					// an etcd group commit, are never split).
+					if n == limit {
+						more = true
+						return nil
+					}
+					n++
 				}
-				rev, _ := decodeU64(k)
 				cm, err := store.DecodeCommit(rev, v)
 				if err != nil {
 					return fmt.Errorf("boltstore: decoding the history of revision %d: %w", rev, err)
@@ -104,7 +110,6 @@ func (s *Store) History(ctx context.Context, after uint64, limit int, fn func(st
 					return err
 				}
 				last = rev
-				n++
 			}
 		}
 		return nil
@@ -123,7 +128,7 @@ func (s *Store) HistoryStats(ctx context.Context) (store.HistoryStats, error) {
 				return nil
 			}
 			if k, v := b.Cursor().First(); k != nil && st.Oldest == 0 {
-				st.Oldest, _ = decodeU64(k)
+				st.Oldest, _ = historyRev(k)
 				st.OldestTime, _ = store.CommitTime(v)
 			}
 			bs := b.Stats()
@@ -149,11 +154,13 @@ func (s *Store) PruneHistory(ctx context.Context, r store.Retention, now time.Ti
 		at := t.rev
 		for _, name := range historyBuckets {
 			c := t.btx.Bucket(name).Cursor()
+			prev := uint64(0)
 			for k, v := c.First(); k != nil; k, v = c.Next() {
-				if n == max {
-					return nil
+				rev, _ := historyRev(k)
+				if n >= max && rev != prev {
+					return nil // a revision's records go together
 				}
-				rev, _ := decodeU64(k)
+				prev = rev
 				tm, err := store.CommitTime(v)
 				if err != nil {
 					return fmt.Errorf("boltstore: the history of revision %d: %w", rev, err)
@@ -161,7 +168,7 @@ func (s *Store) PruneHistory(ctx context.Context, r store.Retention, now time.Ti
 				if !r.Prunes(rev, tm, at, now) {
 					return nil
 				}
-				t.metaDelete(name, u64(rev))
+				t.metaDelete(name, bytes.Clone(k))
 				n++
 			}
 		}

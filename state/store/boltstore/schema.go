@@ -24,7 +24,11 @@ import (
 //	   no "/")
 //	3  the history of commits ("meta/history" and "meta/histstage":
 //	   revision -> history record)
-const SchemaVersion = 3
+//	4  a revision may have several history records (carried from an etcd
+//	   group commit by a migration or an etcd backup, LoadHistory): the
+//	   first under the revision, the others under the revision and their
+//	   index (historyKey), which a version-3 build would misread
+const SchemaVersion = 4
 
 // The store's own buckets: meta (its keys below), and those named
 // "meta/...", which no kind can be.
@@ -58,6 +62,8 @@ var migrations = []migration{
 	createOwnBuckets,
 	// 2 → 3: the buckets of the history.
 	createHistoryBuckets,
+	// 3 → 4: the history's keys may carry an index; nothing to change.
+	func(*bolt.Tx) error { return nil },
 }
 
 func createHistoryBuckets(tx *bolt.Tx) error {

@@ -187,8 +187,11 @@ func (s *Store) archived(ctx context.Context, after uint64, upto int64, fn func(
 				}
 				return fn(rev, recs)
 			})
-			if err != nil {
+			if errors.Is(err, errBadArchive) {
 				return false, fmt.Errorf("%w (key %s)", err, kv.Key)
+			}
+			if err != nil {
+				return false, err // fn's, as it is
 			}
 			if stop {
 				return true, nil
