@@ -2,6 +2,7 @@ package boltstore
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"time"
 
@@ -32,34 +33,69 @@ const histStageMaxBytes = 3 << 10 // under a page (4 KiB): one leaf, no branch
 
 var _ store.Historian = (*Store)(nil)
 
-// putHistory stores the history record of revision rev.
-func putHistory(tx *bolt.Tx, rev uint64, rec []byte) error {
-	fail := func(err error) error {
-		return fmt.Errorf("boltstore: storing the history of revision %d: %w: %w", rev, store.ErrUnavailable, err)
+// pendingRecord is the history record of one commit of a batch, not yet
+// stored: its revision and where it is in Store.arena.
+type pendingRecord struct {
+	rev        uint64
+	start, end int
+}
+
+// putHistory stores the history records of a batch's commits, in
+// revision order; arena holds them. They go to the stage when they fit
+// in it (stageBytes is what it holds, -1: not known); when they do not,
+// the stage's records and then the batch's go to meta/history together,
+// and the stage is made anew, empty. So a group commit of many writers
+// moves the stage once, not once every ten of its functions. It returns
+// what the stage holds after.
+func putHistory(tx *bolt.Tx, recs []pendingRecord, arena []byte, stageBytes int) (int, error) {
+	if len(recs) == 0 {
+		return stageBytes, nil
+	}
+	fail := func(err error) (int, error) {
+		return 0, fmt.Errorf("boltstore: storing the history of revision %d: %w: %w", recs[0].rev, store.ErrUnavailable, err)
 	}
 	stage := tx.Bucket(histStageBucket)
-	if err := stage.Put(u64(rev), rec); err != nil {
-		return fail(err)
+	if stageBytes < 0 {
+		stageBytes = bucketBytes(stage)
 	}
-	if bucketBytes(stage) <= histStageMaxBytes {
-		return nil
+	n := stageBytes
+	for _, r := range recs {
+		n += recordBytes(r)
+	}
+	var key [8]byte // bbolt copies a key it stores
+	if n <= histStageMaxBytes {
+		for _, r := range recs {
+			binary.BigEndian.PutUint64(key[:], r.rev)
+			if err := stage.Put(key[:], arena[r.start:r.end:r.end]); err != nil {
+				return fail(err)
+			}
+		}
+		return n, nil
 	}
 	older := tx.Bucket(historyBucket)
 	older.FillPercent = 1 // appended in revision order: leave no room in full pages
-	c := stage.Cursor()
-	for k, v := c.First(); k != nil; k, v = c.Next() {
-		if err := older.Put(k, v); err != nil { // Put copies k; v stays valid for the transaction
+	if stageBytes > 0 {
+		c := stage.Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			if err := older.Put(k, v); err != nil { // Put copies k; v stays valid for the transaction
+				return fail(err)
+			}
+		}
+		// Emptied at once: its pages are freed, and it is inline again.
+		if err := tx.DeleteBucket(histStageBucket); err != nil {
+			return fail(err)
+		}
+		if _, err := tx.CreateBucket(histStageBucket); err != nil {
 			return fail(err)
 		}
 	}
-	// Emptied at once: its pages are freed, and it is inline again.
-	if err := tx.DeleteBucket(histStageBucket); err != nil {
-		return fail(err)
+	for _, r := range recs {
+		binary.BigEndian.PutUint64(key[:], r.rev)
+		if err := older.Put(key[:], arena[r.start:r.end:r.end]); err != nil {
+			return fail(err)
+		}
 	}
-	if _, err := tx.CreateBucket(histStageBucket); err != nil {
-		return fail(err)
-	}
-	return nil
+	return 0, nil
 }
 
 // bucketBytes is about what a small bucket's keys and values take in its
@@ -72,6 +108,9 @@ func bucketBytes(b *bolt.Bucket) int {
 	}
 	return n
 }
+
+// recordBytes is what r takes in a leaf page, as bucketBytes counts it.
+func recordBytes(r pendingRecord) int { return 16 + 8 + r.end - r.start }
 
 // History implements store.Historian.
 func (s *Store) History(ctx context.Context, after uint64, limit int, fn func(store.Commit) error) (last uint64, more bool, err error) {
