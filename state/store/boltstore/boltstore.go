@@ -598,8 +598,10 @@ func (s *Store) commitBatch(batch []*request) (committedFns int) {
 		// The record is built in the arena, and stored with the
 		// batch's others once they are all built (putHistory).
 		recStart := len(arena)
+		arena = binary.BigEndian.AppendUint64(arena, rev+1) // its key, if it writes
 		arena = store.AppendCommitHead(arena, start, store.OriginOf(req.ctx))
 		wrote, meta, err := t.apply(&arena)
+		recEnd := len(arena)
 		if err != nil {
 			_ = tx.Rollback()
 			tx = nil
@@ -615,12 +617,12 @@ func (s *Store) commitBatch(batch []*request) (committedFns int) {
 			continue
 		}
 		rev++
-		if err := putChangeSet(tx, rev, t.changes); err != nil {
+		if err := putChangeSet(tx, rev, t.changes, &arena); err != nil {
 			_ = tx.Rollback()
 			tx = nil
 			return fail(err)
 		}
-		pending = append(pending, pendingRecord{rev: rev, start: recStart, end: len(arena)})
+		pending = append(pending, pendingRecord{rev: rev, start: recStart, end: recEnd})
 		if oldest == 0 {
 			oldest = rev
 		}
@@ -642,7 +644,9 @@ func (s *Store) commitBatch(batch []*request) (committedFns int) {
 			tx = nil
 			return fail(err)
 		}
-		if err := tx.Bucket(metaBucket).Put(keyRevision, u64(rev)); err != nil {
+		at := len(arena)
+		arena = binary.BigEndian.AppendUint64(arena, rev)
+		if err := tx.Bucket(metaBucket).Put(keyRevision, arena[at:len(arena):len(arena)]); err != nil {
 			_ = tx.Rollback()
 			tx = nil
 			return fail(fmt.Errorf("boltstore: storing revision: %w: %w", store.ErrUnavailable, err))

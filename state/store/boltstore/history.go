@@ -2,7 +2,6 @@ package boltstore
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"time"
 
@@ -34,7 +33,8 @@ const histStageMaxBytes = 3 << 10 // under a page (4 KiB): one leaf, no branch
 var _ store.Historian = (*Store)(nil)
 
 // pendingRecord is the history record of one commit of a batch, not yet
-// stored: its revision and where it is in Store.arena.
+// stored: its revision, and where its key (the revision, 8 bytes) and
+// then the record are in Store.arena.
 type pendingRecord struct {
 	rev        uint64
 	start, end int
@@ -62,11 +62,9 @@ func putHistory(tx *bolt.Tx, recs []pendingRecord, arena []byte, stageBytes int)
 	for _, r := range recs {
 		n += recordBytes(r)
 	}
-	var key [8]byte // bbolt copies a key it stores
 	if n <= histStageMaxBytes {
 		for _, r := range recs {
-			binary.BigEndian.PutUint64(key[:], r.rev)
-			if err := stage.Put(key[:], arena[r.start:r.end:r.end]); err != nil {
+			if err := stage.Put(arena[r.start:r.start+8], arena[r.start+8:r.end:r.end]); err != nil {
 				return fail(err)
 			}
 		}
@@ -90,8 +88,7 @@ func putHistory(tx *bolt.Tx, recs []pendingRecord, arena []byte, stageBytes int)
 		}
 	}
 	for _, r := range recs {
-		binary.BigEndian.PutUint64(key[:], r.rev)
-		if err := older.Put(key[:], arena[r.start:r.end:r.end]); err != nil {
+		if err := older.Put(arena[r.start:r.start+8], arena[r.start+8:r.end:r.end]); err != nil {
 			return fail(err)
 		}
 	}
@@ -110,7 +107,7 @@ func bucketBytes(b *bolt.Bucket) int {
 }
 
 // recordBytes is what r takes in a leaf page, as bucketBytes counts it.
-func recordBytes(r pendingRecord) int { return 16 + 8 + r.end - r.start }
+func recordBytes(r pendingRecord) int { return 16 + r.end - r.start }
 
 // History implements store.Historian.
 func (s *Store) History(ctx context.Context, after uint64, limit int, fn func(store.Commit) error) (last uint64, more bool, err error) {
