@@ -137,7 +137,8 @@ type Store struct {
 	stageBytes  int
 
 	appliedMu sync.Mutex    // guards appliedCh
-	appliedCh chan struct{} // closed and replaced when rev moves (WaitApplied)
+	appliedCh chan struct{} // closed and replaced when rev moves while waiters > 0 (WaitApplied)
+	waiters   atomic.Int32  // WaitApplied calls under way
 
 	commitStart atomic.Int64          // UnixNano when the commit in progress began; 0 when none
 	lastErr     atomic.Pointer[error] // the last commit's error; nil after a success
@@ -716,14 +717,24 @@ func (s *Store) commitBatch(batch []*request) (committedFns int) {
 func (s *Store) setApplied(rev uint64) {
 	s.appliedMu.Lock()
 	s.rev.Store(rev)
-	close(s.appliedCh)
-	s.appliedCh = make(chan struct{})
+	if s.waiters.Load() > 0 { // else nobody holds the channel: no new one to make
+		close(s.appliedCh)
+		s.appliedCh = make(chan struct{})
+	}
 	s.appliedMu.Unlock()
 }
 
 // WaitApplied returns once revision rev is committed and applied, or ctx
 // is done, or the store closed.
 func (s *Store) WaitApplied(ctx context.Context, rev uint64) error {
+	if s.rev.Load() >= rev {
+		return nil
+	}
+	// Counted before the channel is read: a setApplied that then sees
+	// no waiter ran (under appliedMu) before that read, so the revision
+	// read after it is the new one.
+	s.waiters.Add(1)
+	defer s.waiters.Add(-1)
 	for {
 		s.appliedMu.Lock()
 		ch := s.appliedCh

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -172,8 +173,24 @@ func TestHistoryGroupCommit(t *testing.T) {
 	var revs []uint64
 	for after, more := uint64(0), true; more; {
 		after, more, err = s.History(ctx, after, 0, func(c store.Commit) error {
+			// Each record is its own commit's, whole: a writer's
+			// first put created its key, each later one moved "i"
+			// on by one (records are built in a buffer the next
+			// commit reuses).
 			if len(c.Writes) != 1 {
 				t.Errorf("revision %d: %d writes, want 1", c.Rev, len(c.Writes))
+				return nil
+			}
+			w := c.Writes[0]
+			switch {
+			case w.Op == store.Created && strings.HasPrefix(string(w.After), `{"i":0,`):
+			case w.Op == store.Patched && len(w.Members) == 1 && w.Members[0].Name == "i":
+				var b int
+				if _, err := fmt.Sscan(string(w.Members[0].Before), &b); err != nil || fmt.Sprint(b+1) != string(w.Members[0].After) {
+					t.Errorf("revision %d: %s: i %s -> %s", c.Rev, w.Key, w.Members[0].Before, w.Members[0].After)
+				}
+			default:
+				t.Errorf("revision %d: %+v", c.Rev, w)
 			}
 			revs = append(revs, c.Rev)
 			return nil
