@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"testing"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -93,10 +94,81 @@ func BenchmarkUpdateSerialKeys(b *testing.B) {
 
 // openBench opens a file as state does (its InitialMmapSize).
 func openBench(b *testing.B) *Store {
-	s, err := Open(filepath.Join(b.TempDir(), "state.db"), Options{InitialMmapSize: MmapSize})
+	return openBenchAt(b, filepath.Join(b.TempDir(), "state.db"))
+}
+
+// openBenchAt is openBench of the file at path.
+func openBenchAt(b *testing.B, path string) *Store {
+	s, err := Open(path, Options{InitialMmapSize: MmapSize})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = s.Close() })
 	return s
+}
+
+// benchStatusValue is a machine-like JSON record of about benchValueSize
+// bytes whose "instance-status" member a write changes: a write keeps a
+// patched history record of that member, before and after, as
+// Provisioner.SetInstanceStatus does (about 300 bytes with its origin).
+func benchStatusValue(i int) []byte {
+	return fmt.Appendf(nil, `{"id":"7","life":"alive","series":"noble","instance-id":"i-0123456789abcdef0","nonce":"machine-7:c3b1d0a9-0e3a-4bfe-8f0b-6b0f0d1a2c3d","jobs":["JobHostUnits"],"addresses":[{"value":"10.0.0.7","type":"ipv4","scope":"local-cloud"}],"constraints":"arch=amd64 mem=4G","hardware":"arch=amd64 cores=2 mem=4096M root-disk=16384M","since":"2026-12-06T14:00:00Z","info":"","padding":"%0120d","instance-status":{"status":"running","info":"started %d","since":"2026-12-06T14:00:00.123456789Z","data":{"zone":"az1"}}}`, 0, i)
+}
+
+// BenchmarkUpdateSerialLongHistory is BenchmarkUpdateSerial writing a
+// JSON record's status member, over a file that already keeps 100,000
+// history records (about a day of one write a second): where a put into
+// meta/history reads and rewrites a large bucket's newest leaf and the
+// branches above it, as in a daemon that has run for days.
+func BenchmarkUpdateSerialLongHistory(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "state.db")
+	s, err := Open(path, Options{InitialMmapSize: MmapSize})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		b.Fatal(err)
+	}
+	const old = 100_000
+	bdb, err := bolt.Open(path, 0o600, BoltOptions(0, MmapSize))
+	if err != nil {
+		b.Fatal(err)
+	}
+	origin := store.Origin{Who: "user-admin", Addr: "10.0.0.7:41234", Daemon: "vm-ab18d364", Call: "Provisioner.SetInstanceStatus"}
+	rec := store.AppendCommitHead(nil, time.Now(), origin)
+	rec = store.AppendWrite(rec, key("k"), benchStatusValue(0), true, benchStatusValue(1), true)
+	for from := uint64(1); from <= old; from += 10_000 {
+		if err := bdb.Update(func(tx *bolt.Tx) error {
+			h := tx.Bucket(historyBucket)
+			h.FillPercent = 1
+			for r := from; r < from+10_000; r++ {
+				if err := h.Put(u64(r), rec); err != nil {
+					return err
+				}
+			}
+			return tx.Bucket(metaBucket).Put(keyRevision, u64(from+10_000-1))
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := bdb.Close(); err != nil {
+		b.Fatal(err)
+	}
+	s = openBenchAt(b, path)
+	if s.Revision() != old {
+		b.Fatalf("revision %d, want %d", s.Revision(), old)
+	}
+	ctx := store.WithOrigin(bg, origin) // a call's, as the facade layer gives it
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		val := benchStatusValue(i)
+		i++
+		if _, err := s.Update(ctx, func(tx store.Txn) error {
+			tx.Record(benchChange)
+			return tx.Put(key("k"), val)
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -1,7 +1,6 @@
 package boltstore
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -36,6 +35,10 @@ const DefaultStuckAfter = 10 * time.Second
 // readers) until the file outgrows it. It reserves address space, not
 // memory or disk. The raw baseline (package rawbolt) uses it too.
 const MmapSize = 256 << 20
+
+// maxArena is the largest arena (Store.arena) kept from one commit to
+// the next.
+const maxArena = 64 << 10
 
 // maxBatch bounds the number of Update functions in one bbolt transaction,
 // so one commit's dirty pages and its callers' latency stay bounded.
@@ -132,12 +135,19 @@ type Store struct {
 	// oldestChange is the oldest revision with a stored change set (0:
 	// none); only the goroutine committing (one at a time) touches it.
 	oldestChange uint64
-	// histScratch is the buffer history records are built in (the
-	// committing goroutine's, as oldestChange).
-	histScratch []byte
+	// arena holds the values a commit gives bbolt that it builds (the
+	// history records): bbolt reads them until the commit ends, so the
+	// next commit may reuse it. histPending lists the batch's records in
+	// it, and stageBytes is what meta/histstage holds (-1: not known;
+	// history.go). All three are the committing goroutine's, as
+	// oldestChange.
+	arena       []byte
+	histPending []pendingRecord
+	stageBytes  int
 
 	appliedMu sync.Mutex    // guards appliedCh
-	appliedCh chan struct{} // closed and replaced when rev moves (WaitApplied)
+	appliedCh chan struct{} // closed and replaced when rev moves while waiters > 0 (WaitApplied)
+	waiters   atomic.Int32  // WaitApplied calls under way
 
 	commitStart atomic.Int64          // UnixNano when the commit in progress began; 0 when none
 	lastErr     atomic.Pointer[error] // the last commit's error; nil after a success
@@ -245,6 +255,7 @@ func Open(path string, opts Options) (*Store, error) {
 	}
 	s := start(bdb, path, opts, rev, false, fi, size)
 	s.oldestChange = oldest
+	s.stageBytes = -1
 	return s, nil
 }
 
@@ -574,6 +585,13 @@ func (s *Store) commitBatch(batch []*request) (committedFns int) {
 	oldest := s.oldestChange
 	res := make([]result, len(batch))
 	var done []committed
+	arena, pending := s.arena[:0], s.histPending[:0]
+	defer func() {
+		if cap(arena) > maxArena {
+			arena = nil // one large commit's: not kept
+		}
+		s.arena, s.histPending = arena, pending[:0]
+	}()
 	dirty := false // something to commit: a function's writes, or the store's own
 	for i, req := range batch {
 		if err := req.ctx.Err(); err != nil {
@@ -587,34 +605,34 @@ func (s *Store) commitBatch(batch []*request) (committedFns int) {
 			res[i] = result{err: err} // its write set is dropped
 			continue
 		}
-		// The record is built in a buffer reused from commit to commit
-		// (only the bbolt write transaction's holder uses it), and
-		// copied at its size for Put: bbolt keeps the value given to Put
-		// until the commit.
-		hist := store.AppendCommitHead(s.histScratch[:0], start, store.OriginOf(req.ctx))
-		wrote, meta, err := t.apply(&hist)
-		s.histScratch = hist
+		// The record is built in the arena, and stored with the
+		// batch's others once they are all built (putHistory).
+		recStart := len(arena)
+		arena = binary.BigEndian.AppendUint64(arena, rev+1) // its key, if it writes
+		arena = store.AppendCommitHead(arena, start, store.OriginOf(req.ctx))
+		wrote, meta, err := t.apply(&arena)
+		recEnd := len(arena)
 		if err != nil {
 			_ = tx.Rollback()
 			tx = nil
 			return fail(err)
 		}
 		dirty = dirty || wrote || meta
+		if meta {
+			s.stageBytes = -1 // the store's own writes (pruning) may have emptied the stage
+		}
 		if !wrote {
+			arena = arena[:recStart]
 			res[i] = result{rev: rev} // nothing to commit: no revision spent
 			continue
 		}
 		rev++
-		if err := putChangeSet(tx, rev, t.changes); err != nil {
+		if err := putChangeSet(tx, rev, t.changes, &arena); err != nil {
 			_ = tx.Rollback()
 			tx = nil
 			return fail(err)
 		}
-		if err := putHistory(tx, rev, bytes.Clone(hist)); err != nil {
-			_ = tx.Rollback()
-			tx = nil
-			return fail(err)
-		}
+		pending = append(pending, pendingRecord{rev: rev, start: recStart, end: recEnd})
 		if oldest == 0 {
 			oldest = rev
 		}
@@ -629,8 +647,16 @@ func (s *Store) commitBatch(batch []*request) (committedFns int) {
 		}
 		return 0
 	}
+	stageBytes := s.stageBytes
 	if len(done) > 0 {
-		if err := tx.Bucket(metaBucket).Put(keyRevision, u64(rev)); err != nil {
+		if stageBytes, err = putHistory(tx, pending, arena, stageBytes); err != nil {
+			_ = tx.Rollback()
+			tx = nil
+			return fail(err)
+		}
+		at := len(arena)
+		arena = binary.BigEndian.AppendUint64(arena, rev)
+		if err := tx.Bucket(metaBucket).Put(keyRevision, arena[at:len(arena):len(arena)]); err != nil {
 			_ = tx.Rollback()
 			tx = nil
 			return fail(fmt.Errorf("boltstore: storing revision: %w: %w", store.ErrUnavailable, err))
@@ -675,6 +701,7 @@ func (s *Store) commitBatch(batch []*request) (committedFns int) {
 	s.minSize.Store(size)
 	s.lastErr.Store(nil)
 	s.oldestChange = oldest
+	s.stageBytes = stageBytes
 	if s.opts.ObserveCommit != nil && len(done) > 0 {
 		s.opts.ObserveCommit(time.Since(start), len(done))
 	}
@@ -699,14 +726,24 @@ func (s *Store) commitBatch(batch []*request) (committedFns int) {
 func (s *Store) setApplied(rev uint64) {
 	s.appliedMu.Lock()
 	s.rev.Store(rev)
-	close(s.appliedCh)
-	s.appliedCh = make(chan struct{})
+	if s.waiters.Load() > 0 { // else nobody holds the channel: no new one to make
+		close(s.appliedCh)
+		s.appliedCh = make(chan struct{})
+	}
 	s.appliedMu.Unlock()
 }
 
 // WaitApplied returns once revision rev is committed and applied, or ctx
 // is done, or the store closed.
 func (s *Store) WaitApplied(ctx context.Context, rev uint64) error {
+	if s.rev.Load() >= rev {
+		return nil
+	}
+	// Counted before the channel is read: a setApplied that then sees
+	// no waiter ran (under appliedMu) before that read, so the revision
+	// read after it is the new one.
+	s.waiters.Add(1)
+	defer s.waiters.Add(-1)
 	for {
 		s.appliedMu.Lock()
 		ch := s.appliedCh

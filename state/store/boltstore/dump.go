@@ -80,6 +80,7 @@ func (s *Store) Load(ctx context.Context, next func() (key string, val []byte, e
 		return 0, err
 	}
 	defer s.release(0)
+	s.stageBytes = -1 // its commits are not commitBatch's
 	defer s.recoverFault(&err, debug.SetPanicOnFault(true))
 
 	empty := true

@@ -141,7 +141,7 @@ func dropEphemeral(tx *bolt.Tx, rev uint64) (uint64, error) {
 		return rev, nil
 	}
 	rev++
-	if err := putChangeSet(tx, rev, changes); err != nil {
+	if err := putChangeSet(tx, rev, changes, nil); err != nil {
 		return 0, err
 	}
 	return rev, tx.Bucket(metaBucket).Put(keyRevision, u64(rev))

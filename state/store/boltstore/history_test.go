@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -134,5 +135,79 @@ func TestHistoryStaged(t *testing.T) {
 	}
 	if got := read(); !slices.Equal(got, want[195:]) {
 		t.Errorf("after pruning to 5: %v, want %v", got, want[195:])
+	}
+}
+
+// TestHistoryGroupCommit: the records of group commits (64 writers at
+// once) go to the stage or, with it, straight to meta/history, a batch
+// at a time: each revision's record once, in revision order, the stage
+// never past its size.
+func TestHistoryGroupCommit(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "state.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := t.Context()
+	const writers, each = 64, 20
+	errs := make(chan error, writers)
+	for w := range writers {
+		go func() {
+			for i := range each {
+				_, err := s.Update(ctx, func(tx store.Txn) error {
+					return tx.Put(fmt.Sprintf("k/%d", w), []byte(fmt.Sprintf(`{"i":%d,"pad":"%0100d"}`, i, 0)))
+				})
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range writers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	var revs []uint64
+	for after, more := uint64(0), true; more; {
+		after, more, err = s.History(ctx, after, 0, func(c store.Commit) error {
+			// Each record is its own commit's, whole: a writer's
+			// first put created its key, each later one moved "i"
+			// on by one (records are built in a buffer the next
+			// commit reuses).
+			if len(c.Writes) != 1 {
+				t.Errorf("revision %d: %d writes, want 1", c.Rev, len(c.Writes))
+				return nil
+			}
+			w := c.Writes[0]
+			switch {
+			case w.Op == store.Created && strings.HasPrefix(string(w.After), `{"i":0,`):
+			case w.Op == store.Patched && len(w.Members) == 1 && w.Members[0].Name == "i":
+				var b int
+				if _, err := fmt.Sscan(string(w.Members[0].Before), &b); err != nil || fmt.Sprint(b+1) != string(w.Members[0].After) {
+					t.Errorf("revision %d: %s: i %s -> %s", c.Rev, w.Key, w.Members[0].Before, w.Members[0].After)
+				}
+			default:
+				t.Errorf("revision %d: %+v", c.Rev, w)
+			}
+			revs = append(revs, c.Rev)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(revs) != writers*each || revs[0] != 1 || revs[len(revs)-1] != s.Revision() || !slices.IsSorted(revs) {
+		t.Fatalf("%d records from %d to %d (sorted %v), want %d from 1 to %d", len(revs), revs[0], revs[len(revs)-1], slices.IsSorted(revs), writers*each, s.Revision())
+	}
+	if err := s.viewBolt(func(tx *bolt.Tx) error {
+		if n := bucketBytes(tx.Bucket(histStageBucket)); n > histStageMaxBytes {
+			t.Errorf("the stage holds %d bytes, more than %d", n, histStageMaxBytes)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 }

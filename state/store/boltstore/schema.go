@@ -2,6 +2,7 @@ package boltstore
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"runtime/debug"
@@ -165,23 +166,32 @@ const (
 	recentMaxBytes = 512 // bbolt keeps a bucket inline up to a quarter page (1 KiB)
 )
 
-// putChangeSet stores the change set of revision rev.
-func putChangeSet(tx *bolt.Tx, rev uint64, changes []watcher.Change) error {
+// putChangeSet stores the change set of revision rev, encoded at the end
+// of *arena (nil: a buffer of its own): bbolt reads a value given to Put
+// until the commit ends, so the arena must not be reused before.
+func putChangeSet(tx *bolt.Tx, rev uint64, changes []watcher.Change, arena *[]byte) error {
 	fail := func(err error) error {
 		return fmt.Errorf("boltstore: storing the change set of revision %d: %w: %w", rev, store.ErrUnavailable, err)
 	}
-	v := encodeChanges(changes)
+	if arena == nil {
+		var own []byte
+		arena = &own
+	}
+	start := len(*arena)
+	*arena = binary.BigEndian.AppendUint64(*arena, rev)
+	*arena = store.AppendChanges(*arena, changes)
+	key, v := (*arena)[start:start+8:start+8], (*arena)[start+8:len(*arena):len(*arena)]
 	recent := tx.Bucket(recentBucket)
 	if len(v) > recentMaxBytes {
 		if err := flushRecent(tx); err != nil {
 			return fail(err)
 		}
-		if err := tx.Bucket(changesBucket).Put(u64(rev), v); err != nil {
+		if err := tx.Bucket(changesBucket).Put(key, v); err != nil {
 			return fail(err)
 		}
 		return nil
 	}
-	if err := recent.Put(u64(rev), v); err != nil {
+	if err := recent.Put(key, v); err != nil {
 		return fail(err)
 	}
 	n, size := 0, 0
@@ -203,15 +213,19 @@ func flushRecent(tx *bolt.Tx) error {
 	return moveAll(tx.Bucket(recentBucket), tx.Bucket(changesBucket))
 }
 
-// moveAll moves every key of from to to.
+// moveAll moves every key of from to to. The keys and values it reads
+// stay valid for the transaction (bbolt never writes into them), so they
+// are given to Put and Delete as they are: Put copies the key, and keeps
+// the value only until the commit.
 func moveAll(from, to *bolt.Bucket) error {
-	var keys [][]byte
+	var buf [recentMax + 1][]byte // what meta/recent holds at most: on the stack
+	keys := buf[:0]
 	c := from.Cursor()
 	for k, v := c.First(); k != nil; k, v = c.Next() {
-		if err := to.Put(bytes.Clone(k), bytes.Clone(v)); err != nil {
+		if err := to.Put(k, v); err != nil {
 			return err
 		}
-		keys = append(keys, bytes.Clone(k))
+		keys = append(keys, k)
 	}
 	for _, k := range keys {
 		if err := from.Delete(k); err != nil {
