@@ -325,15 +325,7 @@ func TestAgentResumesAfterDaemonKill(t *testing.T) {
 	model := creds.DefaultModelUUID
 	ctx := ctxT(t)
 
-	log := &watchLog{}
-	startAgent(t, creds, []string{a.addr, b.addr}, log)
-	waitFor(t, "the agent's machines' watch", func() bool { evs, _ := log.of("WatchModelMachines", model, 0); return len(evs) > 0 })
-	adder := addMachinesUntilStopped(ctx, mustDial(t, creds, b.addr, false, ""))
-	waitFor(t, "10 machines added, the agent's machines' watch to deliver some and a machine agent to watch its containers", func() bool {
-		evs, _ := log.of("WatchModelMachines", model, 0)
-		cs, _ := log.of("WatchContainers", "", 0)
-		return adder.count() >= 10 && len(evs) >= 3 && len(cs) > 0
-	})
+	log, adder := agentUnderWrites(t, ctx, creds, []string{a.addr, b.addr}, b.addr)
 	killedAt := log.len()
 	a.kill(t)
 	killed := time.Now()
@@ -351,6 +343,25 @@ func TestAgentResumesAfterDaemonKill(t *testing.T) {
 	t.Logf("etcd: %d machines added (%d before the kill); kill to the first resumed event %s; resumed after revision %d up to %d "+
 		"(%d revisions, %d history records with changes), listing %d machines; watches resumed: %v",
 		len(added), n, f.firstEvent.Round(time.Millisecond), f.from, f.to, f.to-f.from, f.records, f.changed, f.resumedKinds)
+}
+
+// agentUnderWrites starts the reference agent on addrs, then adds
+// machines one at a time through writeAddr, and returns once 10 are
+// added, the agent's machines' watch has delivered some and a machine
+// agent watches its containers.
+func agentUnderWrites(t *testing.T, ctx context.Context, creds *credentials.Credentials, addrs []string, writeAddr string) (*watchLog, *machineAdder) {
+	t.Helper()
+	model := creds.DefaultModelUUID
+	log := &watchLog{}
+	startAgent(t, creds, addrs, log)
+	waitFor(t, "the agent's machines' watch", func() bool { evs, _ := log.of("WatchModelMachines", model, 0); return len(evs) > 0 })
+	adder := addMachinesUntilStopped(ctx, mustDial(t, creds, writeAddr, false, ""))
+	waitFor(t, "10 machines added, the agent's machines' watch to deliver some and a machine agent to watch its containers", func() bool {
+		evs, _ := log.of("WatchModelMachines", model, 0)
+		cs, _ := log.of("WatchContainers", "", 0)
+		return adder.count() >= 10 && len(evs) >= 3 && len(cs) > 0
+	})
+	return log, adder
 }
 
 // restartServe starts the bbolt daemon p was on its data dir and address
@@ -377,15 +388,7 @@ func TestAgentResumesAfterBoltDaemonRestart(t *testing.T) {
 	model := creds.DefaultModelUUID
 	ctx := ctxT(t)
 
-	log := &watchLog{}
-	startAgent(t, creds, []string{d.addr}, log)
-	waitFor(t, "the agent's machines' watch", func() bool { evs, _ := log.of("WatchModelMachines", model, 0); return len(evs) > 0 })
-	before := addMachinesUntilStopped(ctx, mustDial(t, creds, d.addr, false, ""))
-	waitFor(t, "10 machines added, the agent's machines' watch to deliver some and a machine agent to watch its containers", func() bool {
-		evs, _ := log.of("WatchModelMachines", model, 0)
-		cs, _ := log.of("WatchContainers", "", 0)
-		return before.count() >= 10 && len(evs) >= 3 && len(cs) > 0
-	})
+	log, before := agentUnderWrites(t, ctx, creds, []string{d.addr}, d.addr)
 	killedAt := log.len()
 	d.kill(t)
 	killed := time.Now()
