@@ -11,6 +11,7 @@ import (
 
 	"github.com/provisiond/provisiond/internal/testkit"
 	"github.com/provisiond/provisiond/provisiondtest"
+	_ "github.com/provisiond/provisiond/provisiondtest/embeddedetcd" // PROVISIOND_TEST_STORE=etcd: the daemons' etcd
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state/store"
