@@ -244,7 +244,7 @@ func historyChange(w store.Write, f watcher.Filter) (watcher.Change, bool) {
 					may = append(may, FieldDead)
 				}
 			} else {
-				may = append(may, otherFields(f.Fields)...)
+				may = append(may, memberFields(m.Name, f.Fields)...)
 			}
 		}
 	default: // replaced whole, or elided: any field
@@ -265,14 +265,28 @@ func historyChange(w store.Write, f watcher.Filter) (watcher.Change, bool) {
 	return c, true
 }
 
-// otherFields are the fields of fs a write of a member other than "life"
-// may have changed: all but created, removed and life.
-func otherFields(fs []string) []string {
+// fieldMembers are the fields known to be recorded exactly when one of
+// these members of the record changes (and for no other member): a
+// write of another member does not change them.
+var fieldMembers = map[string][]string{
+	FieldScale:       {"scale"},
+	FieldConfig:      {"config"},
+	FieldRemovalMark: {"marked-for-removal"},
+}
+
+// memberFields are the fields of fs a write of member (other than "life")
+// may have changed: those fieldMembers says it carries, and every field
+// it says nothing of, but created, removed and life.
+func memberFields(member string, fs []string) []string {
 	var out []string
 	for _, f := range fs {
-		if f != watcher.FieldCreated && f != watcher.FieldRemoved && f != watcher.FieldLife {
-			out = append(out, f)
+		if f == watcher.FieldCreated || f == watcher.FieldRemoved || f == watcher.FieldLife {
+			continue
 		}
+		if ms, known := fieldMembers[f]; known && !slices.Contains(ms, member) {
+			continue
+		}
+		out = append(out, f)
 	}
 	return out
 }

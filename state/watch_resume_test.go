@@ -2,6 +2,7 @@ package state
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/provisiond/provisiond/charm"
@@ -68,6 +69,10 @@ func TestResumedNotifyWatchers(t *testing.T) {
 		check(st.EnsureMachineDead(t.Context(), model, m.ID))
 		check(st.MarkMachineForRemoval(t.Context(), model, m.ID))
 	}
+	host := must[Machine](t)(st.AddMachine(t.Context(), model, MachineParams{}))
+	setStatus := func() {
+		check(st.SetMachineStatus(t.Context(), model, host.ID, InstanceStatus, Status{Status: "running", Message: fmt.Sprint(next())}))
+	}
 	setAddrs := func() {
 		check(st.SetAPIHostPorts(t.Context(), [][]HostPort{{{Value: "10.0.0.1", Port: 17070 + next()}}}))
 	}
@@ -92,7 +97,7 @@ func TestResumedNotifyWatchers(t *testing.T) {
 		{"WatchModelConfig", notify(func(ctx context.Context) (*watcher.Notify, error) { return st.WatchModelConfig(ctx, model) }),
 			setConfig, addMachine},
 		{"WatchMachineRemovals", notify(func(ctx context.Context) (*watcher.Notify, error) { return st.WatchMachineRemovals(ctx, model) }),
-			markRemoval, setConfig},
+			markRemoval, setStatus},
 		{"WatchApplicationScale", notify(func(ctx context.Context) (*watcher.Notify, error) {
 			return st.WatchApplicationScale(ctx, caas, "web")
 		}), setScale("web"), setScale("db")},
