@@ -84,18 +84,7 @@ func TestReconnectsAfterDaemonRestart(t *testing.T) {
 	})
 
 	shutdown(t, d)
-	cfg := daemon.Default(dir)
-	cfg.Addr = addr
-	cfg.Logger = logger().With("daemon", 2)
-	d2, err := daemon.Start(cfg)
-	if err != nil {
-		t.Fatalf("restart on %s: %v", addr, err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		_ = d2.Shutdown(ctx)
-	})
+	d2 := restartDaemon(t, dir, addr)
 	op = newOperator(t, d2)
 	// A container for machine 0's agent (which must have logged in again)
 	// and a new machine for the environ provisioner.
@@ -164,18 +153,7 @@ func TestResumesAfterDaemonRestart(t *testing.T) {
 	mu.Lock()
 	restarted := len(events)
 	mu.Unlock()
-	cfg := daemon.Default(dir)
-	cfg.Addr = addr
-	cfg.Logger = logger().With("daemon", 2)
-	d2, err := daemon.Start(cfg)
-	if err != nil {
-		t.Fatalf("restart on %s: %v", addr, err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		_ = d2.Shutdown(ctx)
-	})
+	d2 := restartDaemon(t, dir, addr)
 	// Every watch the agent held opens again, resumed.
 	resumed := func() map[string]bool {
 		got := map[string]bool{}
@@ -221,4 +199,23 @@ func TestResumesAfterDaemonRestart(t *testing.T) {
 	if !slices.Equal(reports, []int{1}) {
 		t.Errorf("pods reported after the restart: %v; want once, 1 pod (for the scale set after it)", reports)
 	}
+}
+
+// restartDaemon starts a daemon again on dir and addr (the one there was
+// shut down), until the test ends.
+func restartDaemon(t *testing.T, dir, addr string) *daemon.Daemon {
+	t.Helper()
+	cfg := daemon.Default(dir)
+	cfg.Addr = addr
+	cfg.Logger = logger().With("daemon", 2)
+	d, err := daemon.Start(cfg)
+	if err != nil {
+		t.Fatalf("restart on %s: %v", addr, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_ = d.Shutdown(ctx)
+	})
+	return d
 }

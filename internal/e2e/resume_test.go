@@ -322,7 +322,6 @@ func TestAgentResumesAfterDaemonKill(t *testing.T) {
 	a := startDaemon(t, "a", eps, "/resume/")
 	b := startDaemon(t, "b", eps, "/resume/")
 	creds := a.credentials(t)
-	model := creds.DefaultModelUUID
 	ctx := ctxT(t)
 
 	log, adder := agentUnderWrites(t, ctx, creds, []string{a.addr, b.addr}, b.addr)
@@ -332,11 +331,7 @@ func TestAgentResumesAfterDaemonKill(t *testing.T) {
 	n := adder.count()
 	waitFor(t, "10 more machines added after the kill", func() bool { return adder.count() >= n+10 })
 	adder.finish(t, false)
-	added := allMachines(t, creds, b.addr)
-	waitDelivered(t, log, model, added)
-	checkDeliveredOnce(t, log, model, added, killedAt)
-	waitContainersResumed(t, log, killedAt)
-	f := measureResume(t, log, mustDial(t, creds, b.addr, false, ""), model, killedAt, killed)
+	added, f := checkResumed(t, log, creds, b.addr, killedAt, killed)
 	if !slices.Contains(f.resumedKinds, "WatchModels") {
 		t.Errorf("watches resumed after the kill: %v; want WatchModels among them", f.resumedKinds)
 	}
@@ -364,6 +359,21 @@ func agentUnderWrites(t *testing.T, ctx context.Context, creds *credentials.Cred
 	return log, adder
 }
 
+// checkResumed, once the writes are done, waits until the agent has
+// delivered every machine there is (read through addr), checks that each
+// was delivered once, in order, and that its watches resumed after event
+// killedAt (checkDeliveredOnce, waitContainersResumed), and measures the
+// resume. It returns the machines.
+func checkResumed(t *testing.T, log *watchLog, creds *credentials.Credentials, addr string, killedAt int, killed time.Time) ([]string, resumeFigures) {
+	t.Helper()
+	model := creds.DefaultModelUUID
+	added := allMachines(t, creds, addr)
+	waitDelivered(t, log, model, added)
+	checkDeliveredOnce(t, log, model, added, killedAt)
+	waitContainersResumed(t, log, killedAt)
+	return added, measureResume(t, log, mustDial(t, creds, addr, false, ""), model, killedAt, killed)
+}
+
 // restartServe starts the bbolt daemon p was on its data dir and address
 // again, and waits for it to serve.
 func restartServe(t *testing.T, p *daemonProc) *daemonProc {
@@ -385,7 +395,6 @@ func TestAgentResumesAfterBoltDaemonRestart(t *testing.T) {
 	t.Parallel()
 	d := startBoltDaemon(t, "bolt")
 	creds := d.credentials(t)
-	model := creds.DefaultModelUUID
 	ctx := ctxT(t)
 
 	log, before := agentUnderWrites(t, ctx, creds, []string{d.addr}, d.addr)
@@ -397,11 +406,7 @@ func TestAgentResumesAfterBoltDaemonRestart(t *testing.T) {
 	later := addMachinesUntilStopped(ctx, mustDial(t, creds, d2.addr, false, ""))
 	waitFor(t, "10 machines added after the restart", func() bool { return later.count() >= 10 })
 	later.finish(t, false)
-	added := allMachines(t, creds, d2.addr)
-	waitDelivered(t, log, model, added)
-	checkDeliveredOnce(t, log, model, added, killedAt)
-	waitContainersResumed(t, log, killedAt)
-	f := measureResume(t, log, mustDial(t, creds, d2.addr, false, ""), model, killedAt, killed)
+	added, f := checkResumed(t, log, creds, d2.addr, killedAt, killed)
 	t.Logf("bbolt: %d machines added (%d before the kill); kill to the first resumed event %s (the restart included); "+
 		"resumed after revision %d up to %d (%d history records with changes), listing %d machines; watches resumed: %v",
 		len(added), len(first), f.firstEvent.Round(time.Millisecond), f.from, f.to, f.records, f.changed, f.resumedKinds)
