@@ -58,6 +58,19 @@ func (r *testRoot) find(facade string, version int, method string) (rpc.CallerFu
 		}, nil
 	case "Nothing":
 		return func(context.Context, json.RawMessage) (any, error) { return nil, nil }, nil
+	case "Revisions":
+		// Sets each revision of its params in turn, as a bulk Watch
+		// call's watchers each tell theirs.
+		return func(ctx context.Context, raw json.RawMessage) (any, error) {
+			var revs []uint64
+			if err := json.Unmarshal(raw, &revs); err != nil {
+				return nil, err
+			}
+			for _, r := range revs {
+				rpc.SetRevision(ctx, r)
+			}
+			return nil, nil
+		}, nil
 	case "Fail":
 		return func(context.Context, json.RawMessage) (any, error) {
 			return nil, &params.Error{Message: "nope", Code: params.CodeNotFound}

@@ -45,10 +45,20 @@ func FromRevision(ctx context.Context) (uint64, bool) {
 // SetRevision sets the revision the reply of the call running with ctx
 // carries. It does nothing for a call whose request named no
 // from-revision. A method that replies later (HandleLater) sets it before
-// it calls its reply function.
+// it calls its reply function. Set more than once (a bulk Watch call
+// makes a watcher per item, each covering up to its own snapshot's
+// revision), the reply carries the lowest: every change up to it is in
+// every watcher's events, so a client resuming all of them from it misses
+// none.
 func SetRevision(ctx context.Context, rev uint64) {
 	cc, _ := ctx.Value(callKey{}).(*callCtx)
-	if cc != nil && cc.rev != nil {
-		cc.rev.rev.Store(rev)
+	if cc == nil || cc.rev == nil || rev == 0 {
+		return
+	}
+	for {
+		cur := cc.rev.rev.Load()
+		if cur != 0 && cur <= rev || cc.rev.rev.CompareAndSwap(cur, rev) {
+			return
+		}
 	}
 }

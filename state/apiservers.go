@@ -112,12 +112,18 @@ func (st *State) APIHostPorts(ctx context.Context) ([][]HostPort, error) {
 // WatchAPIHostPorts fires when the API addresses change after the call: a
 // server comes or goes, or the stored addresses change (the caller reads
 // them itself: what was committed before the call returned does not fire
-// it).
-func (st *State) WatchAPIHostPorts() (*watcher.Notify, error) {
+// it). It resumes (resumeNotify).
+func (st *State) WatchAPIHostPorts(ctx context.Context) (*watcher.Notify, error) {
 	w := watcher.NewNotify()
-	s := st.subscribeStamped(w, w.Sink(),
-		watcher.Filter{Kind: KindController, ID: APIHostPortsID, Fields: []string{FieldAPIHostPorts}},
-		watcher.Filter{Kind: KindAPIServer})
-	st.stampNow(s)
+	fs := []watcher.Filter{
+		{Kind: KindController, ID: APIHostPortsID, Fields: []string{FieldAPIHostPorts}},
+		{Kind: KindAPIServer},
+	}
+	s := st.subscribeStamped(w, w.Sink(), fs...)
+	st.stampNow(ctx, s)
+	if err := st.resumeNotify(ctx, s, w, fs...); err != nil {
+		_ = w.Stop()
+		return nil, err
+	}
 	return w, nil
 }

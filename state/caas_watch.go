@@ -35,18 +35,23 @@ func (st *State) WatchApplications(ctx context.Context, model string) (*watcher.
 // notifyOn subscribes a Notify to filter, then checks that the
 // application exists (when check is set) and stamps the watcher with the
 // revision the check read, or (no check) the revision this process has
-// applied.
+// applied. It resumes (resumeNotify).
 func (st *State) notifyOn(ctx context.Context, f watcher.Filter, model, app string, check bool) (*watcher.Notify, error) {
 	w := watcher.NewNotify()
 	s := st.subscribeStamped(w, w.Sink(), f)
-	if !check {
-		st.stampNow(s)
-		return w, nil
+	var err error
+	if check {
+		err = st.viewStamped(ctx, s, func(r reader) error {
+			_, err := getApplication(r, model, app)
+			return err
+		})
+	} else {
+		st.stampNow(ctx, s)
 	}
-	if err := st.viewStamped(ctx, s, func(r reader) error {
-		_, err := getApplication(r, model, app)
-		return err
-	}); err != nil {
+	if err == nil {
+		err = st.resumeNotify(ctx, s, w, f)
+	}
+	if err != nil {
 		_ = w.Stop()
 		return nil, err
 	}
@@ -74,13 +79,16 @@ func (st *State) WatchPodSpec(ctx context.Context, model, app string) (*watcher.
 
 // WatchApplicationTrustHash watches the hash of an application's config:
 // it returns the watcher and the current hash, then delivers the latest
-// hash each time it changes.
+// hash each time it changes. Resumed (watch_resume.go), the current hash
+// is pending, the watcher's first event, if the config changed after the
+// revision resumed from, and nothing is otherwise.
 func (st *State) WatchApplicationTrustHash(ctx context.Context, model, app string) (*watcher.Strings, string, error) {
 	w := watcher.NewStrings()
 	var (
 		mu   sync.Mutex
 		last string
 	)
+	f := watcher.Filter{Kind: KindApplicationConfig, Model: model, ID: app}
 	s := st.subscribeStamped(w, func(_ uint64, c watcher.Change) {
 		h, ok := hashField(c)
 		if !ok {
@@ -92,16 +100,16 @@ func (st *State) WatchApplicationTrustHash(ctx context.Context, model, app strin
 			last = h
 			w.Replace(h)
 		}
-	}, watcher.Filter{Kind: KindApplicationConfig, Model: model, ID: app})
+	}, f)
 	var h string
-	err := st.viewStamped(ctx, s, func(r reader) error {
+	changed, err := st.viewResumable(ctx, s, w, []watcher.Filter{f}, func(r reader) ([]string, error) {
 		if _, err := getApplication(r, model, app); err != nil {
-			return err
+			return nil, err
 		}
 		var d appConfigDoc
 		ok, err := get(r, KindApplicationConfig, model, app, &d)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if ok {
 			h = configHash(app, d.Settings)
@@ -110,11 +118,20 @@ func (st *State) WatchApplicationTrustHash(ctx context.Context, model, app strin
 		mu.Lock()
 		last = h
 		mu.Unlock()
-		return nil
-	})
+		return nil, nil
+	}, func(watcher.Change) (string, bool) { return h, true })
 	if err != nil {
 		_ = w.Stop()
 		return nil, "", err
+	}
+	if len(changed) > 0 {
+		// Resumed, and the config changed since: the hash is pending,
+		// unless a newer one came from the feed after the snapshot.
+		mu.Lock()
+		if last == h {
+			w.Replace(h)
+		}
+		mu.Unlock()
 	}
 	return w, h, nil
 }

@@ -243,14 +243,19 @@ func (st *State) WatchModelConfig(ctx context.Context, uuid string) (*watcher.No
 }
 
 // notifyInModel returns a notify watcher of the changes f selects, stamped
-// with a view that finds model (NotFound when it does not).
+// with a view that finds model (NotFound when it does not). It resumes
+// (resumeNotify).
 func (st *State) notifyInModel(ctx context.Context, model string, f watcher.Filter) (*watcher.Notify, error) {
 	w := watcher.NewNotify()
 	s := st.subscribeStamped(w, w.Sink(), f)
-	if err := st.viewStamped(ctx, s, func(r reader) error {
+	err := st.viewStamped(ctx, s, func(r reader) error {
 		_, err := getModelHead(r, model)
 		return err
-	}); err != nil {
+	})
+	if err == nil {
+		err = st.resumeNotify(ctx, s, w, f)
+	}
+	if err != nil {
 		_ = w.Stop()
 		return nil, err
 	}

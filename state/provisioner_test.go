@@ -394,7 +394,7 @@ func TestMachineLifecycleWatchers(t *testing.T) {
 	if clock.Pending() != 0 {
 		t.Errorf("timer left after stop")
 	}
-	hw, err := st.WatchAPIHostPorts()
+	hw, err := st.WatchAPIHostPorts(t.Context())
 	must(t, err)
 	defer hw.Stop()
 	must(t, st.SetAPIHostPorts(t.Context(), [][]state.HostPort{{{Value: "10.0.0.1", Port: 17070}}}))

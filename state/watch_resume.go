@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/provisiond/provisiond/state/store"
 	"github.com/provisiond/provisiond/watcher"
@@ -69,9 +70,7 @@ func resumeOf(ctx context.Context) Resume {
 // revisions (watcher.Strings.SetRevisioned).
 func (st *State) viewResumable(ctx context.Context, s *stamper, w *watcher.Strings, fs []watcher.Filter, fn func(r reader) ([]string, error), id func(c watcher.Change) (string, bool)) ([]string, error) {
 	rs := resumeOf(ctx)
-	if st.afterSubscribe != nil {
-		st.afterSubscribe()
-	}
+	st.beforeSnapshot(ctx)
 	var rev uint64
 	var initial []string
 	err := st.view(ctx, func(r reader) error {
@@ -94,6 +93,65 @@ func (st *State) viewResumable(ctx context.Context, s *stamper, w *watcher.Strin
 		rs.Covered(rev)
 	}
 	return initial, nil
+}
+
+// resumeNotify is viewResumable for a notify watcher, once w is stamped
+// with s's revision: asked to resume, w is triggered if the history
+// holds a write after From, up to that revision, of something fs may
+// select (the watcher then has one event pending, which its client's
+// first Next takes), and left with none otherwise. The live API servers'
+// records are ephemeral, kept by no history: a watcher of them is
+// triggered whenever it resumes (its client reads them again). A call
+// that carries a Resume is told the revision, and the watcher's events
+// report revisions.
+func (st *State) resumeNotify(ctx context.Context, s *stamper, w *watcher.Notify, fs ...watcher.Filter) error {
+	rs := resumeOf(ctx)
+	if rs == nil {
+		return nil
+	}
+	rev := s.stamped()
+	if rs.From() > 0 {
+		changed, err := st.replay(ctx, rs.From(), rev, fs, func(watcher.Change) (string, bool) { return "", true })
+		if err != nil {
+			return err
+		}
+		if len(changed) > 0 || slices.ContainsFunc(fs, func(f watcher.Filter) bool { return f.Kind == KindAPIServer }) {
+			w.Trigger()
+		}
+	}
+	w.SetRevisioned()
+	rs.Covered(rev)
+	return nil
+}
+
+// beforeSnapshot runs between a watcher's subscription and its snapshot:
+// a Watch call resuming after a revision this process has not applied yet
+// waits for it (awaitResumePoint); afterSubscribe, if set (tests), runs.
+func (st *State) beforeSnapshot(ctx context.Context) {
+	if rs := resumeOf(ctx); rs != nil && rs.From() > st.store.Revision() {
+		st.awaitResumePoint(ctx, rs.From())
+	}
+	if st.afterSubscribe != nil {
+		st.afterSubscribe()
+	}
+}
+
+// resumeWait bounds how long a resumed Watch call waits for this daemon
+// to apply the revision it resumes from.
+const resumeWait = 2 * time.Second
+
+// awaitResumePoint waits, at most resumeWait, until this process has
+// applied revision from: a client failing over from another daemon of the
+// controller names the revision that daemon had applied, which this one
+// may not have yet. Were the snapshot older than from, the changes
+// between the two would reach the watcher from the feed although the
+// client had them already. A revision this daemon does not reach in time
+// (one that is no commit of the feed, or a client's invention) is let be:
+// the watcher then repeats what came after its snapshot, never misses it.
+func (st *State) awaitResumePoint(ctx context.Context, from uint64) {
+	wctx, cancel := context.WithTimeout(ctx, resumeWait)
+	defer cancel()
+	_ = st.store.WaitApplied(wctx, from)
 }
 
 // replay returns the ids of the changes after revision from, up to upto,
@@ -186,7 +244,7 @@ func historyChange(w store.Write, f watcher.Filter) (watcher.Change, bool) {
 					may = append(may, FieldDead)
 				}
 			} else {
-				may = append(may, otherFields(f.Fields)...)
+				may = append(may, memberFields(m.Name, f.Fields)...)
 			}
 		}
 	default: // replaced whole, or elided: any field
@@ -207,14 +265,28 @@ func historyChange(w store.Write, f watcher.Filter) (watcher.Change, bool) {
 	return c, true
 }
 
-// otherFields are the fields of fs a write of a member other than "life"
-// may have changed: all but created, removed and life.
-func otherFields(fs []string) []string {
+// fieldMembers are the fields known to be recorded exactly when one of
+// these members of the record changes (and for no other member): a
+// write of another member does not change them.
+var fieldMembers = map[string][]string{
+	FieldScale:       {"scale"},
+	FieldConfig:      {"config"},
+	FieldRemovalMark: {"marked-for-removal"},
+}
+
+// memberFields are the fields of fs a write of member (other than "life")
+// may have changed: those fieldMembers says it carries, and every field
+// it says nothing of, but created, removed and life.
+func memberFields(member string, fs []string) []string {
 	var out []string
 	for _, f := range fs {
-		if f != watcher.FieldCreated && f != watcher.FieldRemoved && f != watcher.FieldLife {
-			out = append(out, f)
+		if f == watcher.FieldCreated || f == watcher.FieldRemoved || f == watcher.FieldLife {
+			continue
 		}
+		if ms, known := fieldMembers[f]; known && !slices.Contains(ms, member) {
+			continue
+		}
+		out = append(out, f)
 	}
 	return out
 }

@@ -92,23 +92,26 @@ func (st *State) subscribeStamped(w watcher.Resetter, sink watcher.Sink, fs ...w
 	return s
 }
 
+// stamped is the revision s was stamped with (0 before Stamp).
+func (s *stamper) stamped() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rev
+}
+
 // stampNow stamps a watcher that reads no snapshot itself (its caller
 // reads after the Watch call returns) with the revision this process has
 // applied: whatever is at or below it, any later read sees.
-func (st *State) stampNow(s *stamper) {
-	if st.afterSubscribe != nil {
-		st.afterSubscribe()
-	}
+func (st *State) stampNow(ctx context.Context, s *stamper) {
+	st.beforeSnapshot(ctx)
 	s.Stamp(st.store.Revision())
 }
 
 // viewStamped reads a watcher's snapshot in one view and stamps s with the
-// view's revision. afterSubscribe, if set (tests), runs first: the moment
-// between a watcher's subscription and its snapshot.
+// view's revision. beforeSnapshot runs first: the moment between a
+// watcher's subscription and its snapshot.
 func (st *State) viewStamped(ctx context.Context, s *stamper, fn func(r reader) error) error {
-	if st.afterSubscribe != nil {
-		st.afterSubscribe()
-	}
+	st.beforeSnapshot(ctx)
 	var rev uint64
 	err := st.view(ctx, func(r reader) error {
 		rev = r.Revision()

@@ -167,7 +167,7 @@ func TestWatchersIgnoreWhatTheirSnapshotHolds(t *testing.T) {
 		{"WatchApplicationScale", func() (*watcher.Notify, error) { return st.WatchApplicationScale(t.Context(), caas, "web") }, setScale},
 		{"WatchApplication", func() (*watcher.Notify, error) { return st.WatchApplication(t.Context(), caas, "web") }, setScale},
 		{"WatchPodSpec", func() (*watcher.Notify, error) { return st.WatchPodSpec(t.Context(), caas, "web") }, setSpec},
-		{"WatchAPIHostPorts", func() (*watcher.Notify, error) { return st.WatchAPIHostPorts() }, setAddrs},
+		{"WatchAPIHostPorts", func() (*watcher.Notify, error) { return st.WatchAPIHostPorts(t.Context()) }, setAddrs},
 	}
 	for _, c := range notifies {
 		t.Run(c.name, func(t *testing.T) {

@@ -25,7 +25,19 @@ type lifecycle struct {
 	stopped bool          // kill began: OnStop runs its function at once
 	closed  bool          // kill ended: the OnStop functions have run
 	done    chan struct{} // made by Done; closed when closed is set
+
+	revisioned atomic.Bool // SetRevisioned was called
 }
+
+// SetRevisioned says that every change reaches w as it is published, in
+// its publisher's call (no timer, no batch in between), so that an event
+// taken once the publisher has finished revision r holds every change up
+// to r: its events may report revisions to a client that resumes from
+// them (the rpc facade's Next).
+func (l *lifecycle) SetRevisioned() { l.revisioned.Store(true) }
+
+// Revisioned reports whether SetRevisioned was called.
+func (l *lifecycle) Revisioned() bool { return l.revisioned.Load() }
 
 // closedChan is the Done channel of a watcher asked for it only after it
 // stopped.
@@ -289,6 +301,18 @@ func (w *Notify) Trigger() {
 	}
 }
 
+// TakePending consumes a pending event without waiting, reporting
+// whether there was one (false once the watcher is stopped).
+func (w *Notify) TakePending() bool {
+	w.q.mu.Lock()
+	defer w.q.mu.Unlock()
+	if w.q.closed {
+		return false
+	}
+	_, _, ok := w.takeLocked()
+	return ok
+}
+
 // Sink returns a hub sink that triggers w (on a reset too: Hub.Reset).
 func (w *Notify) Sink() Sink { return func(uint64, Change) { w.Trigger() } }
 
@@ -338,19 +362,7 @@ type Strings struct {
 
 	pending IDSet // guarded by q.mu
 	reset   bool  // guarded by q.mu: Reset was called
-
-	revisioned atomic.Bool // SetRevisioned was called
 }
-
-// SetRevisioned says that every change reaches w as it is published, in
-// its publisher's call (no timer, no batch in between), so that an event
-// taken once the publisher has finished revision r holds every change up
-// to r: its events may report revisions to a client that resumes from
-// them (the rpc facade's Next).
-func (w *Strings) SetRevisioned() { w.revisioned.Store(true) }
-
-// Revisioned reports whether SetRevisioned was called.
-func (w *Strings) Revisioned() bool { return w.revisioned.Load() }
 
 // NewStrings returns a running strings watcher with nothing pending.
 func NewStrings() *Strings {

@@ -80,7 +80,7 @@ func (p *Provisioner) WatchForModelConfigChanges(ctx context.Context) (params.No
 
 // WatchAPIHostPorts fires when the API addresses change.
 func (p *Provisioner) WatchAPIHostPorts(ctx context.Context) (params.NotifyWatchResult, error) {
-	w, err := p.st.WatchAPIHostPorts()
+	w, err := p.st.WatchAPIHostPorts(ctx)
 	if err != nil {
 		return params.NotifyWatchResult{}, err
 	}

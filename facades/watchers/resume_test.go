@@ -11,6 +11,7 @@ import (
 
 	"github.com/provisiond/provisiond/internal/testkit"
 	"github.com/provisiond/provisiond/provisiondtest"
+	_ "github.com/provisiond/provisiond/provisiondtest/embeddedetcd" // PROVISIOND_TEST_STORE=etcd: the daemons' etcd
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state/store"
@@ -190,5 +191,76 @@ func TestResumeTooOld(t *testing.T) {
 	defer w.Stop()
 	if got := nextValue(t, w); len(got) != 0 {
 		t.Errorf("resumed after the newest revision: initial event %v, want none", got)
+	}
+}
+
+// TestResumedNotifyWatchOnTheWire: a notify watch opened with
+// from-revision sends its initial value and reports the revision it
+// covers; resumed after that revision on the other daemon (etcd) or the
+// same (bbolt) once the model's config was written meanwhile, its first
+// value comes at once (the event left pending) and covers the write;
+// resumed after the write, with nothing written since, it reports that
+// revision without a value, and a later write sends one.
+func TestResumedNotifyWatchOnTheWire(t *testing.T) {
+	first, second := daemons(t)
+	model := first.DefaultModel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	recv := func(w *client.NotifyWatch) {
+		t.Helper()
+		select {
+		case _, ok := <-w.Changes():
+			if !ok {
+				t.Fatalf("watch ended: %v", w.Err())
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("no value in 30s")
+		}
+	}
+	setConfig := func(v string) {
+		t.Helper()
+		if _, err := client.NewModelAdmin(second.Admin(t, "")).SetModelConfig(ctx, params.SetModelConfigArgs{
+			Model: model, Config: map[string]any{"ftp-proxy": v}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	ctrl := first.ControllerAgent(t, model)
+	w, err := client.NewProvisioner(ctrl).WatchForModelConfigChangesFrom(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recv(w)
+	rev := w.Revision()
+	if rev == 0 {
+		t.Fatal("a notify watch opened with from-revision reports no revision")
+	}
+	_ = ctrl.Close()
+
+	setConfig("http://a")
+	ctrl2 := second.ControllerAgent(t, model)
+	w2, err := client.NewProvisioner(ctrl2).WatchForModelConfigChangesFrom(ctx, rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recv(w2)
+	written := w2.Revision()
+	if written <= rev {
+		t.Fatalf("the value after the write covers revision %d, not after the one resumed from (%d)", written, rev)
+	}
+	_ = w2.Stop()
+
+	w3, err := client.NewProvisioner(ctrl2).WatchForModelConfigChangesFrom(ctx, written)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w3.Stop()
+	if got := w3.Revision(); got < written {
+		t.Fatalf("resumed after %d with nothing written since: covers %d", written, got)
+	}
+	setConfig("http://b")
+	recv(w3)
+	if got := w3.Revision(); got <= written {
+		t.Fatalf("the value after a later write covers %d, not after %d", got, written)
 	}
 }

@@ -91,8 +91,53 @@ func newStrings(c *facade.Context) (*StringsWatcher, error) {
 // call (the hub's publisher, a timer); the connection's writer encodes and
 // writes it, with whatever else is queued by then (the other watchers of
 // the connection that the same commit wakes).
-func (n *NotifyWatcher) Next(_ context.Context, reply func(error)) {
-	n.w.NextAsync(context.Background(), reply)
+//
+// A call with provisiond's "from-revision" header key on a watcher that
+// reports revisions gets the revision its event covers, as
+// StringsWatcher.Next's; a change pending by then is of that revision or
+// an older one, so it is taken with the event.
+func (n *NotifyWatcher) Next(ctx context.Context, reply func(error)) {
+	_, revs := rpc.FromRevision(ctx)
+	if !revs || !n.w.Revisioned() {
+		n.w.NextAsync(context.Background(), reply)
+		return
+	}
+	n.w.NextAsync(context.Background(), func(err error) {
+		if err != nil {
+			reply(err)
+			return
+		}
+		covered(ctx, n.ctx, reply, func(rev uint64) {
+			n.w.TakePending()
+			rpc.SetRevision(ctx, rev)
+			reply(nil)
+		})
+	})
+}
+
+// covered calls finish, once the event a Next has just taken is complete,
+// with the revision it covers: it waits until the revision the hub began
+// publishing last is applied (the event's changes are of it or older; the
+// rest of its changes may not have reached the watcher yet), then reads
+// the revision applied: everything up to it had reached the watcher
+// before. fail gets the error of a wait that ends with the connection.
+func covered(ctx context.Context, c *facade.Context, fail func(error), finish func(rev uint64)) {
+	st := c.Deps.State
+	n := c.Deps.Hub.Begun()
+	if n <= st.Revision() {
+		finish(st.Revision())
+		return
+	}
+	// Perhaps on the publisher's goroutine, which must not wait for its
+	// own revision: a goroutine owned by this call, which ends once n is
+	// applied, or with the connection.
+	go func() {
+		if err := st.WaitApplied(ctx, n); err != nil {
+			fail(err)
+			return
+		}
+		finish(st.Revision())
+	}()
 }
 
 // Stop stops the watcher and forgets its id.
@@ -107,11 +152,9 @@ func (n *NotifyWatcher) Stop(context.Context) error {
 // on a watcher that reports revisions (watcher.Strings.Revisioned) gets
 // the revision its event covers: every change up to it is in this event
 // or an earlier one, and none after it is. Once the event is taken, the
-// reply waits until the revision the hub began publishing last is applied
-// (the event's changes are of it or older; the rest of its changes may
-// not have reached the watcher yet), then reads the revision applied and
-// takes what is pending with the event: everything up to that revision
-// had reached the watcher before.
+// reply waits until its revision is complete (covered), then takes what
+// is pending with the event: everything up to that revision had reached
+// the watcher before.
 func (s *StringsWatcher) Next(ctx context.Context, reply func(params.StringsWatchResult, error)) {
 	_, revs := rpc.FromRevision(ctx)
 	revs = revs && s.w.Revisioned()
@@ -120,28 +163,11 @@ func (s *StringsWatcher) Next(ctx context.Context, reply func(params.StringsWatc
 			reply(params.StringsWatchResult{Changes: ids}, err)
 			return
 		}
-		st := s.ctx.Deps.State
-		finish := func() {
-			rev := st.Revision()
+		covered(ctx, s.ctx, func(err error) { reply(params.StringsWatchResult{}, err) }, func(rev uint64) {
 			more := s.w.TakePending()
 			rpc.SetRevision(ctx, rev)
 			reply(params.StringsWatchResult{Changes: mergeIDs(ids, more)}, nil)
-		}
-		n := s.ctx.Deps.Hub.Begun()
-		if n <= st.Revision() {
-			finish()
-			return
-		}
-		// Perhaps on the publisher's goroutine, which must not wait for
-		// its own revision: a goroutine owned by this call, which ends
-		// once n is applied, or with the connection.
-		go func() {
-			if err := st.WaitApplied(ctx, n); err != nil {
-				reply(params.StringsWatchResult{}, err)
-				return
-			}
-			finish()
-		}()
+		})
 	})
 }
 

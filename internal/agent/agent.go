@@ -51,6 +51,20 @@ type Event struct {
 	ID string
 	// Units is the number of pods reported (EventUnitsReported).
 	Units int
+	// Watch is the Watch method whose watcher delivered the event
+	// (EventWatched): WatchModels, WatchModelMachines, WatchContainers,
+	// WatchApplications.
+	Watch string
+	// IDs are the ids the watcher delivered (EventWatched).
+	IDs []string
+	// Revision is the revision up to which the watcher's events so far
+	// cover every change (EventWatched; 0: the daemon reports none).
+	Revision uint64
+	// From is the revision a Watch call resumed after; 0 for a fresh
+	// watcher's initial event and for every later event (EventWatched).
+	From uint64
+	// Initial says the event is a Watch call's initial one (EventWatched).
+	Initial bool
 }
 
 // EventKind says what an Event reports.
@@ -70,6 +84,10 @@ const (
 	// EventApplicationRemoved: a dying application's pods were deleted
 	// and its resources cleared.
 	EventApplicationRemoved EventKind = "application-removed"
+	// EventWatched: one of the lifecycle watchers the agent holds
+	// delivered ids (its Watch call's initial event, or a Next), before
+	// the agent acts on them.
+	EventWatched EventKind = "watched"
 )
 
 func (a *Agent) observe(e Event) {
@@ -93,6 +111,11 @@ type Agent struct {
 	machines map[string]*machineAgent // "<model>/<machine id>"
 	wg       sync.WaitGroup           // every goroutine the agent started
 	stopped  bool
+
+	// modelsFrom is the revision up to which the events of the models'
+	// watch cover every change, kept across followModels' runs (only its
+	// goroutine uses it): the next run resumes after it.
+	modelsFrom uint64
 }
 
 // worker is a goroutine the agent owns: cancel stops it, done is closed
@@ -259,18 +282,35 @@ func (a *Agent) followModels(ctx context.Context, connected func()) error {
 	}
 	defer c.Close()
 	connected()
-	wr, err := admin[params.StringsWatchResult](ctx, c, "WatchModels", nil)
+	const method = "WatchModels"
+	from := a.modelsFrom
+	wr, rev, resumed, err := watchFrom[params.StringsWatchResult](ctx, c, a.log, modelAdminFacade, modelAdminVersion, method, nil, from)
+	if err == nil && wr.Error != nil {
+		err = wr.Error
+	}
 	if err != nil {
 		return fmt.Errorf("watching models: %w", err)
 	}
+	if !resumed {
+		from = 0
+	}
+	a.observe(Event{Kind: EventWatched, Watch: method, IDs: wr.Changes, Revision: rev, From: from, Initial: true})
 	w := client.NewStringsWatcher(c, wr.StringsWatcherId)
+	// Resumed with nothing changed, the provisioners running are the
+	// models': no need to list them again.
+	sync := !resumed || len(wr.Changes) > 0
 	for {
-		if err := a.syncModels(ctx, c); err != nil {
+		if sync {
+			if err := a.syncModels(ctx, c); err != nil {
+				return err
+			}
+		}
+		a.modelsFrom, sync = rev, true
+		var ids []string
+		if ids, rev, err = w.NextRevision(ctx); err != nil {
 			return err
 		}
-		if _, err := w.Next(ctx); err != nil {
-			return err
-		}
+		a.observe(Event{Kind: EventWatched, Watch: method, IDs: ids, Revision: rev})
 	}
 }
 

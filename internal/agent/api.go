@@ -105,6 +105,52 @@ func admin[R any](ctx context.Context, c *client.Conn, method string, args any) 
 	return call[R](ctx, c, modelAdminFacade, modelAdminVersion, method, args)
 }
 
+// watchFrom makes the Watch call method of facade with provisiond's own
+// "from-revision" header key (docs/history.md, "Resuming a watch"): the
+// watcher it opens resumes after revision from, its initial event being
+// only what changed since, and it and each of its events report the
+// revision up to which they cover every change, which the caller keeps
+// to resume from after its next reconnection, on this daemon or another.
+// With from 0 it is a fresh watcher (the whole initial event). When the
+// daemon answers watcher reset (the history after from is no longer
+// kept), it watches afresh; resumed says whether the result is a
+// resumption (false: the initial event is the full one).
+func watchFrom[R any](ctx context.Context, c *client.Conn, log *slog.Logger, facade string, version int, method string, args any, from uint64) (res R, rev uint64, resumed bool, err error) {
+	if from > 0 {
+		rev, err = c.CallFrom(ctx, facade, version, "", method, from, args, &res)
+		if err == nil {
+			// A watcher that cannot resume reports no revision: its
+			// initial event is the full one.
+			return res, rev, rev > 0, nil
+		}
+		if !errors.Is(err, client.ErrWatcherReset) {
+			return res, 0, false, err
+		}
+		log.Info("the history after the revision to resume from is gone; watching afresh", "watch", method, "from", from)
+		res = *new(R)
+	}
+	rev, err = c.CallFrom(ctx, facade, version, "", method, 0, args, &res)
+	return res, rev, false, err
+}
+
+// mergeIDs is the union of two lists of ids, a's order first.
+func mergeIDs(a, b []string) []string {
+	if len(a) == 0 {
+		return b
+	}
+	seen := make(map[string]bool, len(a)+len(b))
+	out := make([]string, 0, len(a)+len(b))
+	for _, l := range [][]string{a, b} {
+		for _, id := range l {
+			if !seen[id] {
+				seen[id] = true
+				out = append(out, id)
+			}
+		}
+	}
+	return out
+}
+
 func entities(tags ...string) params.Entities {
 	es := make([]params.Entity, len(tags))
 	for i, t := range tags {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 
@@ -24,6 +26,16 @@ type unitProvisioner struct {
 	log   *slog.Logger
 
 	apps map[string]*appWorker // the run's workers; only its goroutine uses it
+
+	// The watch of the applications, kept across runs (only the run's
+	// goroutine uses them): from is the revision up to which the events
+	// received cover every change; pending the applications to act on
+	// at the next run's start: those received and not acted on, and
+	// those whose workers the last run had (they ran on its connection
+	// and start again on the next).
+	from    uint64
+	pending []string
+	cursors map[string]*appCursor // the application workers' watches
 }
 
 func (p *unitProvisioner) run(ctx context.Context, connected func()) error {
@@ -34,22 +46,46 @@ func (p *unitProvisioner) run(ctx context.Context, connected func()) error {
 	}
 	defer c.Close()
 	connected()
-	wr, err := caas[params.StringsWatchResult](ctx, c, "WatchApplications", nil)
+	const method = "WatchApplications"
+	from := p.from
+	wr, rev, resumed, err := watchFrom[params.StringsWatchResult](ctx, c, p.log, caasFacade, caasVersion, method, nil, from)
+	if err == nil && wr.Error != nil {
+		err = wr.Error
+	}
 	if err != nil {
 		return fmt.Errorf("watching applications: %w", err)
 	}
+	if resumed {
+		p.log.Info("watch of applications resumed", "from", from, "to", rev, "changed", len(wr.Changes))
+	} else {
+		from = 0
+	}
+	p.a.observe(Event{Kind: EventWatched, Model: p.model, Watch: method, IDs: wr.Changes, Revision: rev, From: from, Initial: true})
 	wctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
 	events := make(chan watchEvent)
 	fatal := make(chan error, 1)
-	nextLoop(wctx, &wg, client.NewStringsWatcher(c, wr.StringsWatcherId), events)
+	nextLoop(wctx, &wg, 0, client.NewStringsWatcher(c, wr.StringsWatcherId), events)
 	p.apps = map[string]*appWorker{}
+	defer func() {
+		// The next run starts these workers again (resumed, its
+		// initial event lists only what changed meanwhile).
+		p.pending = mergeIDs(p.pending, slices.Sorted(maps.Keys(p.apps)))
+	}()
 	// The application workers are this run's: they share its connection
 	// and stop with it (wg is waited for after cancel).
 	start := func(app string) {
-		aw := &appWorker{p: p, c: c, app: app, log: p.log.With("application", app)}
+		if p.cursors == nil {
+			p.cursors = map[string]*appCursor{}
+		}
+		cur := p.cursors[app]
+		if cur == nil {
+			cur = &appCursor{}
+			p.cursors[app] = cur
+		}
+		aw := &appWorker{p: p, c: c, app: app, log: p.log.With("application", app), cursor: cur}
 		actx, acancel := context.WithCancel(wctx)
 		aw.cancel, aw.done = acancel, make(chan struct{})
 		p.apps[app] = aw
@@ -98,6 +134,7 @@ func (p *unitProvisioner) run(ctx context.Context, connected func()) error {
 				<-aw.done
 				delete(p.apps, app)
 			}
+			delete(p.cursors, app)
 			if err := p.a.cloud.DeleteService(p.model, app); err != nil {
 				p.log.Warn("cannot delete service", "application", app, "err", err)
 			}
@@ -116,7 +153,22 @@ func (p *unitProvisioner) run(ctx context.Context, connected func()) error {
 		}
 		return nil
 	}
-	if err := process(wr.Changes); err != nil {
+	// received notes an event: its ids are to be acted on, and the
+	// watch resumes after rev (0: the daemon reports none; the next run
+	// watches afresh); act acts on what is pending.
+	received := func(ids []string, rev uint64) {
+		p.pending = mergeIDs(p.pending, ids)
+		p.from = rev
+	}
+	act := func() error {
+		if err := process(p.pending); err != nil {
+			return err
+		}
+		p.pending = nil
+		return nil
+	}
+	received(wr.Changes, rev)
+	if err := act(); err != nil {
 		return err
 	}
 	for {
@@ -125,7 +177,9 @@ func (p *unitProvisioner) run(ctx context.Context, connected func()) error {
 			if ev.err != nil {
 				return ev.err
 			}
-			if err := process(ev.ids); err != nil {
+			p.a.observe(Event{Kind: EventWatched, Model: p.model, Watch: method, IDs: ev.ids, Revision: ev.rev})
+			received(ev.ids, ev.rev)
+			if err := act(); err != nil {
 				return err
 			}
 		case err := <-fatal:
@@ -134,6 +188,50 @@ func (p *unitProvisioner) run(ctx context.Context, connected func()) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// appCursor is where an application's three watches (scale, pod spec,
+// trust hash) stand, kept by the unit provisioner across its runs: the
+// revision up to which each one's events received cover every change,
+// and whether one was received and not yet acted on. Its run's watcher
+// goroutines and its worker use it.
+type appCursor struct {
+	mu    sync.Mutex
+	revs  [3]uint64
+	dirty bool
+}
+
+// from is the revision watch i resumes after (0: afresh).
+func (c *appCursor) from(i int) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.revs[i]
+}
+
+// received notes that watch i covers rev (0: it reports no revisions;
+// the next run watches it afresh), and, for an event, that the pods are
+// to be reconciled.
+func (c *appCursor) received(i int, rev uint64, event bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.revs[i] = rev
+	c.dirty = c.dirty || event
+}
+
+// takeDirty reports whether an event is not yet acted on, and clears it.
+func (c *appCursor) takeDirty() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d := c.dirty
+	c.dirty = false
+	return d
+}
+
+// setDirty notes that the last event was not acted on after all.
+func (c *appCursor) setDirty() {
+	c.mu.Lock()
+	c.dirty = true
+	c.mu.Unlock()
 }
 
 // appWorker runs one application's pods: it watches the desired scale,
@@ -148,9 +246,10 @@ type appWorker struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	service  string // the provider id of the service last reported
-	waiting  bool   // logged that there is no pod spec yet
-	operator bool   // logged that it is an operator charm
+	cursor   *appCursor // its watches', kept across the provisioner's runs
+	service  string     // the provider id of the service last reported
+	waiting  bool       // logged that there is no pod spec yet
+	operator bool       // logged that it is an operator charm
 }
 
 func (w *appWorker) tag() string { return "application-" + w.app }
@@ -160,27 +259,37 @@ func (w *appWorker) run(ctx context.Context) error {
 	if _, err := caas[params.Charm](ctx, c, "ApplicationCharmInfo", params.Entity{Tag: tag}); err != nil {
 		return w.fail(err, "reading charm")
 	}
-	scale, err := caas[params.NotifyWatchResults](ctx, c, "WatchApplicationsScale", entities(tag))
-	if err != nil {
-		return err
-	}
-	spec, err := caas[params.NotifyWatchResults](ctx, c, "WatchPodSpec", entities(tag))
-	if err != nil {
-		return err
-	}
-	trust, err := caas[params.StringsWatchResults](ctx, c, "WatchApplicationsTrustHash", entities(tag))
-	if err != nil {
-		return err
-	}
-	var ids []string
-	for _, r := range append(scale.Results, spec.Results...) {
-		if r.Error != nil {
+	// The three watches, each resumed after the revision its events
+	// covered in the last run (appCursor), as one watcher per call.
+	cur := w.cursor
+	var (
+		ids     []string // the notify watchers' and the strings watcher's
+		revs    [3]uint64
+		resumed = true
+	)
+	for i, method := range []string{"WatchApplicationsScale", "WatchPodSpec"} {
+		res, rev, ok, err := watchFrom[params.NotifyWatchResults](ctx, c, w.log, caasFacade, caasVersion, method, entities(tag), cur.from(i))
+		if err != nil {
+			return err
+		}
+		if len(res.Results) != 1 {
+			return w.fail(errors.New("no watcher"), "watching")
+		}
+		if r := res.Results[0]; r.Error != nil {
 			return w.fail(r.Error, "watching")
 		}
-		ids = append(ids, r.NotifyWatcherId)
+		ids, revs[i], resumed = append(ids, res.Results[0].NotifyWatcherId), rev, resumed && ok
 	}
-	if len(trust.Results) != 1 || trust.Results[0].Error != nil || len(ids) != 2 {
+	trust, rev, ok, err := watchFrom[params.StringsWatchResults](ctx, c, w.log, caasFacade, caasVersion, "WatchApplicationsTrustHash", entities(tag), cur.from(2))
+	if err != nil {
+		return err
+	}
+	if len(trust.Results) != 1 || trust.Results[0].Error != nil {
 		return w.fail(errors.New("no watcher"), "watching trust")
+	}
+	ids, revs[2], resumed = append(ids, trust.Results[0].StringsWatcherId), rev, resumed && ok
+	for i, rev := range revs {
+		cur.received(i, rev, false)
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -188,7 +297,8 @@ func (w *appWorker) run(ctx context.Context) error {
 	defer cancel()
 	changed := make(chan struct{}, 1)
 	failed := make(chan error, 1)
-	signal := func(err error) bool {
+	// signal notes watcher i's event (covering rev), or its end.
+	signal := func(i int, rev uint64, err error) bool {
 		if err != nil {
 			select {
 			case failed <- err:
@@ -196,34 +306,47 @@ func (w *appWorker) run(ctx context.Context) error {
 			}
 			return false
 		}
+		cur.received(i, rev, true)
 		select {
 		case changed <- struct{}{}:
 		default:
 		}
 		return true
 	}
-	for _, id := range ids {
+	for i, id := range ids[:2] {
 		nw := client.NewNotifyWatcher(c, id)
 		wg.Go(func() {
-			for signal(nw.Next(wctx)) {
+			for {
+				rev, err := nw.NextRevision(wctx)
+				if !signal(i, rev, err) {
+					return
+				}
 			}
 		})
 	}
-	sw := client.NewStringsWatcher(c, trust.Results[0].StringsWatcherId)
+	sw := client.NewStringsWatcher(c, ids[2])
 	wg.Go(func() {
 		for {
-			_, err := sw.Next(wctx)
-			if !signal(err) {
+			_, rev, err := sw.NextRevision(wctx)
+			if !signal(2, rev, err) {
 				return
 			}
 		}
 	})
-	changed <- struct{}{}
+	// Fresh watchers' initial events were the Watch calls: the pods are
+	// reconciled at once. Resumed, a watcher whose thing changed since
+	// has an event pending; an event the last run received and did not
+	// act on is acted on now.
+	if !resumed || cur.takeDirty() {
+		changed <- struct{}{}
+	}
 	for {
 		select {
 		case <-changed:
+			cur.takeDirty()
 			if err := w.reconcile(ctx); err != nil {
 				if connLost(err) || ctx.Err() != nil {
+					cur.setDirty()
 					return err
 				}
 				w.log.Warn("cannot run pods", "err", err)

@@ -50,8 +50,26 @@
 // (Next blocks) and one per CAAS application. Each of them is stopped by
 // cancelling its context; a worker whose connection fails (the daemon
 // restarted) reconnects with backoff (Config.MinBackoff doubling to
-// MaxBackoff, with jitter), and the provisioners' initial watcher events
-// bring it back in step. Machine agents are the agents of running
+// MaxBackoff, with jitter), trying the addresses in turn.
+//
+// # Resuming its watchers
+//
+// Every watcher the agent holds reports revisions (it opens them with
+// provisiond's "from-revision" header key, which Juju's agents never
+// send): each worker keeps, across its reconnections, the revision up to
+// which the events it received cover every change, and the ids received
+// and not yet acted on. Reconnected (the same daemon restarted, or
+// another of the controller after a failover), it opens each watcher
+// again resumed after that revision: the initial event lists only what
+// changed meanwhile (a notify watcher fires only if its thing changed),
+// and the worker acts on that and on what it had not acted on. When the
+// daemon answers watcher reset (the history after the revision is no
+// longer kept) it watches afresh, the full initial event bringing it back
+// in step. The unit provisioner starts the application workers of its
+// last run again (they ran on its connection), each resuming its own
+// three watchers. Config.Observe is told of each event (EventWatched).
+//
+// Machine agents are the agents of running
 // instances, so they outlive their provisioner's reconnects; they stop
 // when their machine is removed, when their model goes, and when Run ends.
 //

@@ -23,6 +23,14 @@ type environProvisioner struct {
 	// does not know (provisioned by someone else, or before this
 	// process): logged once each.
 	missing map[string]bool
+
+	// The watch of the model's machines, kept across runs: from is the
+	// revision up to which the events received cover every change, and
+	// unprocessed the ids received that a run lost its connection
+	// before acting on. The next run resumes after from and acts on
+	// those first.
+	from        uint64
+	unprocessed []string
 }
 
 func (p *environProvisioner) run(ctx context.Context, connected func()) error {
@@ -42,21 +50,45 @@ func (p *environProvisioner) run(ctx context.Context, connected func()) error {
 	if p.missing == nil {
 		p.missing = map[string]bool{}
 	}
-	wr, err := prov[params.StringsWatchResult](ctx, c, "WatchModelMachines", nil)
+	const method = "WatchModelMachines"
+	from := p.from
+	wr, rev, resumed, err := watchFrom[params.StringsWatchResult](ctx, c, p.log, provisionerFacade, provisionerVersion, method, nil, from)
+	if err == nil && wr.Error != nil {
+		err = wr.Error
+	}
 	if err != nil {
 		return fmt.Errorf("watching machines: %w", err)
 	}
 	w := client.NewStringsWatcher(c, wr.StringsWatcherId)
 	ids := wr.Changes
-	p.a.stopMachineAgentsGone(p.model, "", ids)
-	for {
-		if err := p.process(ctx, c, ids); err != nil {
-			return err
-		}
-		if ids, err = w.Next(ctx); err != nil {
-			return err
-		}
+	if resumed {
+		p.log.Info("watch of machines resumed", "from", from, "to", rev, "changed", len(ids))
+	} else {
+		from = 0
+		// The full list: a machine missing from it was removed while
+		// the provisioner was away.
+		p.a.stopMachineAgentsGone(p.model, "", ids)
 	}
+	p.a.observe(Event{Kind: EventWatched, Model: p.model, Watch: method, IDs: ids, Revision: rev, From: from, Initial: true})
+	for {
+		p.received(ids, rev)
+		if err := p.process(ctx, c, p.unprocessed); err != nil {
+			return err
+		}
+		p.unprocessed = nil
+		if ids, rev, err = w.NextRevision(ctx); err != nil {
+			return err
+		}
+		p.a.observe(Event{Kind: EventWatched, Model: p.model, Watch: method, IDs: ids, Revision: rev})
+	}
+}
+
+// received notes an event of the machines' watch: its ids are to be
+// acted on, and the watch resumes after rev (0: the daemon reports no
+// revisions; the next run watches afresh).
+func (p *environProvisioner) received(ids []string, rev uint64) {
+	p.unprocessed = mergeIDs(p.unprocessed, ids)
+	p.from = rev
 }
 
 // process handles a batch of changed machines, as Juju's provisioner

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 
@@ -33,6 +34,15 @@ type machineAgent struct {
 	w                    *worker
 	mu                   sync.Mutex
 	dying, reportedStart bool
+
+	// The watch of its containers, kept across runs (only its run's
+	// goroutine uses them): from is the revision up to which the events
+	// received cover every change (the lowest of its watchers'), and
+	// unprocessed the ids received that a run lost its connection before
+	// acting on. The next run resumes after from and acts on those
+	// first.
+	from        uint64
+	unprocessed []string
 }
 
 // supportedContainers is what a simulated host can run: LXD and KVM on a
@@ -168,18 +178,21 @@ func (m *machineAgent) isDying() bool {
 
 // watchEvent is one result of a strings watcher's Next.
 type watchEvent struct {
+	i   int // which of the caller's watchers
 	ids []string
+	rev uint64 // the revision the event covers (0: none reported)
 	err error
 }
 
-// nextLoop calls w.Next until ctx ends or it fails, sending each result
-// to out; the caller owns the goroutine through wg.
-func nextLoop(ctx context.Context, wg *sync.WaitGroup, w *client.StringsWatcher, out chan<- watchEvent) {
+// nextLoop calls w.NextRevision until ctx ends or it fails, sending each
+// result, as watcher i's, to out; the caller owns the goroutine through
+// wg.
+func nextLoop(ctx context.Context, wg *sync.WaitGroup, i int, w *client.StringsWatcher, out chan<- watchEvent) {
 	wg.Go(func() {
 		for {
-			ids, err := w.Next(ctx)
+			ids, rev, err := w.NextRevision(ctx)
 			select {
-			case out <- watchEvent{ids, err}:
+			case out <- watchEvent{i, ids, rev, err}:
 			case <-ctx.Done():
 				return
 			}
@@ -231,22 +244,39 @@ func (m *machineAgent) run(ctx context.Context, connected func()) error {
 	for i, t := range types {
 		params0[i] = params.WatchContainer{MachineTag: m.tag, ContainerType: t}
 	}
-	wrs, err := prov[params.StringsWatchResults](ctx, c, "WatchContainers", params.WatchContainers{Params: params0})
+	const method = "WatchContainers"
+	from := m.from
+	wrs, rev, resumed, err := watchFrom[params.StringsWatchResults](ctx, c, m.log, provisionerFacade, provisionerVersion,
+		method, params.WatchContainers{Params: params0}, from)
 	if err != nil {
 		return fmt.Errorf("watching containers: %w", err)
 	}
-	for _, r := range wrs.Results {
+	if len(wrs.Results) != len(types) {
+		return fmt.Errorf("watching containers: %d results for %d container types", len(wrs.Results), len(types))
+	}
+	// Each watcher's revision; the watch resumes after the lowest.
+	revs := make([]uint64, len(types))
+	for i, r := range wrs.Results {
 		if r.Error != nil {
 			return fmt.Errorf("watching containers: %w", r.Error)
 		}
 		initial = append(initial, r.Changes...)
-		nextLoop(wctx, &wg, client.NewStringsWatcher(c, r.StringsWatcherId), events)
+		revs[i] = rev
+		nextLoop(wctx, &wg, i, client.NewStringsWatcher(c, r.StringsWatcherId), events)
 	}
-	m.a.stopMachineAgentsGone(m.model, m.id, initial)
+	if resumed {
+		m.log.Debug("watch of containers resumed", "from", from, "to", rev, "changed", len(initial))
+	} else {
+		from = 0
+		m.a.stopMachineAgentsGone(m.model, m.id, initial)
+	}
+	m.a.observe(Event{Kind: EventWatched, Model: m.model, ID: m.id, Watch: method, IDs: initial, Revision: rev, From: from, Initial: true})
+	m.received(initial, revs)
 	cp := &containerProvisioner{m: m, c: c}
-	if err := cp.process(ctx, initial); err != nil {
+	if err := cp.process(ctx, m.unprocessed); err != nil {
 		return err
 	}
+	m.unprocessed = nil
 	for {
 		if m.isDying() {
 			done, err := m.tryDie(ctx, c)
@@ -262,14 +292,26 @@ func (m *machineAgent) run(ctx context.Context, connected func()) error {
 			if ev.err != nil {
 				return ev.err
 			}
-			if err := cp.process(ctx, ev.ids); err != nil {
+			revs[ev.i] = ev.rev
+			m.a.observe(Event{Kind: EventWatched, Model: m.model, ID: m.id, Watch: method, IDs: ev.ids, Revision: ev.rev})
+			m.received(ev.ids, revs)
+			if err := cp.process(ctx, m.unprocessed); err != nil {
 				return err
 			}
+			m.unprocessed = nil
 		case <-m.poke:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
+}
+
+// received notes an event of the containers' watch: its ids are to be
+// acted on, and the watch resumes after the lowest of its watchers'
+// revisions (0 when one reports none: the next run watches afresh).
+func (m *machineAgent) received(ids []string, revs []uint64) {
+	m.unprocessed = mergeIDs(m.unprocessed, ids)
+	m.from = slices.Min(revs)
 }
 
 // tryDie makes the agent's dying machine dead, as Juju's machiner does

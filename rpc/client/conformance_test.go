@@ -34,7 +34,7 @@ type typedFacade struct {
 }
 
 var schemaFacades = []typedFacade{
-	{client.ProvisionerFacade, client.ProvisionerVersion, reflect.TypeFor[*client.Provisioner](), []string{"Conn", "Machine", "WatchModelMachinesFrom"}},
+	{client.ProvisionerFacade, client.ProvisionerVersion, reflect.TypeFor[*client.Provisioner](), []string{"Conn", "Machine", "WatchModelMachinesFrom", "WatchForModelConfigChangesFrom", "WatchAPIHostPortsFrom"}},
 	{client.CAASUnitProvisionerFacade, client.CAASUnitProvisionerVersion, reflect.TypeFor[*client.CAASUnitProvisioner](), []string{"Conn", "Application"}},
 }
 

@@ -36,6 +36,17 @@
 // ends. [NotifyWatcher] and [StringsWatcher] drive a watcher by id with
 // explicit Next calls instead.
 //
+// A watch can resume after a reconnection, on the same daemon or another
+// of the controller (docs/history.md, "Resuming a watch"): opened with
+// provisiond's "from-revision" header key ([Conn.CallFrom],
+// [NewStringsWatchFrom], [NewNotifyWatchFrom], the typed *From methods),
+// its Revision says up to which revision the values received cover every
+// change; opened again from it, its first value is only what changed
+// since (a notify watch sends one only if its thing changed), or it fails
+// with [ErrWatcherReset] when the daemon no longer keeps that history.
+// Juju's clients never send the key, and the bytes of their calls and
+// replies are unchanged.
+//
 // # Goroutine ownership
 //
 // A Conn owns at most two goroutines (a running watch owns one more, see

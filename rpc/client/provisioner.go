@@ -313,6 +313,33 @@ func (p *Provisioner) WatchModelMachinesFrom(ctx context.Context, from uint64) (
 	return NewStringsWatchFrom(p.f.c, res, rev)
 }
 
+// WatchAPIHostPortsFrom is WatchAPIHostPorts resumed after revision
+// from (Conn.CallFrom), as NewNotifyWatchFrom says: resumed, a first
+// value comes when the addresses may have changed since (the live
+// servers leave no history: a resumed watch always sends one).
+// ErrWatcherReset: the history after from is no longer kept; watch again
+// from 0.
+func (p *Provisioner) WatchAPIHostPortsFrom(ctx context.Context, from uint64) (*NotifyWatch, error) {
+	return provNotifyFrom(ctx, p, "WatchAPIHostPorts", from)
+}
+
+// WatchForModelConfigChangesFrom is WatchForModelConfigChanges resumed
+// after revision from, as NewNotifyWatchFrom says: resumed, a first value
+// comes only if the model's config changed since. ErrWatcherReset: the
+// history after from is no longer kept; watch again from 0.
+func (p *Provisioner) WatchForModelConfigChangesFrom(ctx context.Context, from uint64) (*NotifyWatch, error) {
+	return provNotifyFrom(ctx, p, "WatchForModelConfigChanges", from)
+}
+
+func provNotifyFrom(ctx context.Context, p *Provisioner, method string, from uint64) (*NotifyWatch, error) {
+	var res params.NotifyWatchResult
+	rev, err := p.f.c.CallFrom(ctx, p.f.name, p.f.version, "", method, from, nil, &res)
+	if err != nil {
+		return nil, err
+	}
+	return NewNotifyWatchFrom(p.f.c, res, rev, from > 0)
+}
+
 func provNotify(ctx context.Context, p *Provisioner, method string) (*NotifyWatch, error) {
 	res, err := call[params.NotifyWatchResult](ctx, p.f, method, nil)
 	if err != nil {

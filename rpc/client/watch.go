@@ -30,6 +30,7 @@ const stopTimeout = 10 * time.Second
 type NotifyWatch struct {
 	watch
 	out chan struct{}
+	rev atomic.Uint64 // Revision; 0: not reported
 }
 
 // StringsWatch is a running strings watcher: a goroutine of its own calls
@@ -77,10 +78,41 @@ func NewNotifyWatch(c *Conn, res params.NotifyWatchResult) (*NotifyWatch, error)
 	if res.NotifyWatcherId == "" {
 		return nil, errors.New("client: notify watch result without a watcher id")
 	}
+	return NewNotifyWatchFrom(c, res, 0, false)
+}
+
+// NewNotifyWatchFrom is NewNotifyWatch for a watcher opened with
+// Conn.CallFrom, whose reply carried rev: its events report revisions, and
+// Revision says up to which one the values received cover every change.
+// Resumed (opened from a revision other than 0) and reporting revisions,
+// no value is sent at once: the first is sent when the watched thing
+// changed after the revision resumed from (the daemon left the watcher
+// with an event pending), and none until it changes otherwise. With rev 0
+// (the watcher reports none, and so did not resume) it is
+// NewNotifyWatch.
+func NewNotifyWatchFrom(c *Conn, res params.NotifyWatchResult, rev uint64, resumed bool) (*NotifyWatch, error) {
+	if res.Error != nil {
+		return nil, res.Error
+	}
+	if res.NotifyWatcherId == "" {
+		return nil, errors.New("client: notify watch result without a watcher id")
+	}
 	w := &NotifyWatch{watch: newWatch(c, "NotifyWatcher", res.NotifyWatcherId), out: make(chan struct{})}
-	go w.loop()
+	resumed = resumed && rev > 0
+	if resumed {
+		// Nothing to send yet, and nothing up to rev to send.
+		w.rev.Store(rev)
+	}
+	go w.loop(rev, !resumed)
 	return w, nil
 }
+
+// Revision is the revision up to which the values received from Changes
+// cover every change (for a resumed watch, also before the first value):
+// a watch opened again from it, on this daemon or another of the
+// controller, sends a value only if something changed after it. 0 for a
+// watcher that reports no revisions.
+func (w *NotifyWatch) Revision() uint64 { return w.rev.Load() }
 
 // NewStringsWatch starts a StringsWatch for the watcher a Watch* call
 // returned in res; res.Changes are its first value. It returns res.Error
@@ -122,12 +154,28 @@ func (w *NotifyWatch) Changes() <-chan struct{} { return w.out }
 // Changes delivers the changed ids; it is closed when the watch ends.
 func (w *StringsWatch) Changes() <-chan []string { return w.out }
 
-func (w *NotifyWatch) loop() {
+// loop sends the initial value (unless not initial), then one per Next.
+func (w *NotifyWatch) loop(rev uint64, initial bool) {
 	defer close(w.done)
 	defer close(w.out)
 	nw := NewNotifyWatcher(w.c, w.id)
-	for deliver(&w.watch, w.out, struct{}{}) {
-		if err := nw.Next(w.ctx); err != nil {
+	for {
+		if initial {
+			// As StringsWatch.loop: Revision is the value's once sent.
+			prev := w.rev.Swap(rev)
+			if !deliver(&w.watch, w.out, struct{}{}) {
+				w.rev.Store(prev)
+				return
+			}
+		}
+		initial = true
+		var err error
+		if rev > 0 {
+			rev, err = nw.NextRevision(w.ctx)
+		} else {
+			err = nw.Next(w.ctx)
+		}
+		if err != nil {
 			w.fail(err)
 			return
 		}

@@ -26,6 +26,13 @@ func (w *NotifyWatcher) Next(ctx context.Context) error {
 	return w.c.Call(ctx, "NotifyWatcher", 1, w.id, "Next", nil, nil)
 }
 
+// NextRevision is Next with provisiond's "from-revision" header key
+// (Conn.CallFrom): it also returns the revision up to which this event and
+// the earlier ones cover every change (0: the watcher reports none).
+func (w *NotifyWatcher) NextRevision(ctx context.Context) (uint64, error) {
+	return w.c.CallFrom(ctx, "NotifyWatcher", 1, w.id, "Next", 0, nil, nil)
+}
+
 // Stop stops the watcher on the server.
 func (w *NotifyWatcher) Stop(ctx context.Context) error {
 	return w.c.Call(ctx, "NotifyWatcher", 1, w.id, "Stop", nil, nil)
