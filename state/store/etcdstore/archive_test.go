@@ -220,3 +220,60 @@ func pace(ctx context.Context) bool {
 		return true
 	}
 }
+
+// TestHistoryLost: etcd's history compacted, through etcd's own client
+// (as an operator, etcd's auto-compaction or the compactor when etcd is
+// out of space may), past records not yet archived. The records between
+// the archive's mark and the compact revision C are lost: a read after a
+// revision before C-1 fails with store.ErrHistoryGone rather than skip
+// them, a read after C-1 (C is kept: etcd compacts the versions older
+// than it) or after 0 reads from C, and HistoryStats names C the oldest.
+// So before the archiver has seen the loss and after (the mark keeps it),
+// and after the archive is compacted past as usual.
+func TestHistoryLost(t *testing.T) {
+	ctx := bounded(t, 2*time.Minute)
+	s := open(t, config(shared, newPrefix(), store.Feed{}))
+	archived := commitN(t, ctx, s, 10, "a")
+	if rev, err := s.ArchiveHistory(ctx); err != nil || rev != archived[len(archived)-1] {
+		t.Fatalf("ArchiveHistory = %d, %v", rev, err)
+	}
+	unarchived := commitN(t, ctx, s, 10, "b")
+	lost, kept := unarchived[:5], unarchived[5:]
+	cli := clientFor(t, shared.Endpoints())
+	if _, err := cli.Compact(ctx, int64(kept[0])); err != nil {
+		t.Fatal(err)
+	}
+
+	check := func(when string) {
+		t.Helper()
+		for _, after := range []uint64{archived[0], archived[len(archived)-1], lost[0], kept[0] - 2} {
+			_, _, err := s.History(ctx, after, 0, func(store.Commit) error { return nil })
+			if !errors.Is(err, store.ErrHistoryGone) {
+				t.Errorf("%s: History after %d, before the records lost: %v, want ErrHistoryGone", when, after, err)
+			}
+		}
+		for _, after := range []uint64{0, kept[0] - 1} {
+			var revs []uint64
+			_, _, err := s.History(ctx, after, 0, func(c store.Commit) error {
+				revs = append(revs, c.Rev)
+				return nil
+			})
+			if err != nil || !slices.Equal(revs, kept) {
+				t.Errorf("%s: History after %d = %v, %v; want %v", when, after, revs, err, kept)
+			}
+		}
+		if st, err := s.HistoryStats(ctx); err != nil || st.Oldest != kept[0] || st.OldestTime.IsZero() {
+			t.Errorf("%s: HistoryStats = %+v, %v; want the oldest %d", when, st, err, kept[0])
+		}
+	}
+	check("before archiving")
+	rev, err := s.ArchiveHistory(ctx)
+	if err != nil || rev != kept[len(kept)-1] {
+		t.Fatalf("ArchiveHistory after the loss = %d, %v; want %d", rev, err, kept[len(kept)-1])
+	}
+	check("archived")
+	if err := s.Compact(ctx, rev); err != nil {
+		t.Fatal(err)
+	}
+	check("archived and compacted")
+}
