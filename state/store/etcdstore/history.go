@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -192,14 +193,32 @@ var errStopped = errors.New("etcdstore: stopped")
 // returns false (then errStopped). It returns the oldest revision etcd
 // keeps (compacted > 0) when from is older than it: the caller decides
 // how to go on.
+//
+// The versions come in pages (etcd answers a watch from a past revision
+// a batch of revisions at a time): each page must come within the
+// request timeout, and ctx bounds the whole, so a long stretch of history
+// (a resume after a restart) is read however long it takes while etcd
+// answers.
 func (s *Store) feedRecords(ctx context.Context, from, upto int64, fn func(rev int64, recs [][]byte) (bool, error)) (compacted int64, err error) {
 	if from > upto {
 		return 0, nil
 	}
-	wctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	wch := s.cli.Watch(clientv3.WithRequireLeader(wctx), s.feedK, clientv3.WithRev(from))
-	for resp := range wch {
+	page := time.NewTimer(s.cfg.RequestTimeout)
+	defer page.Stop()
+	for {
+		var resp clientv3.WatchResponse
+		var ok bool
+		select {
+		case resp, ok = <-wch:
+		case <-page.C:
+			return 0, s.fail(ctx, "reading the history", fmt.Errorf("no answer from etcd in %s: %w", s.cfg.RequestTimeout, context.DeadlineExceeded))
+		}
+		if !ok {
+			break
+		}
 		if resp.CompactRevision > 0 {
 			return resp.CompactRevision, nil
 		}
@@ -214,7 +233,7 @@ func (s *Store) feedRecords(ctx context.Context, from, upto int64, fn func(rev i
 			if rev > upto {
 				return 0, nil
 			}
-			recs, err := s.historyAt(wctx, rev, ev.Kv.Value)
+			recs, err := s.historyAt(ctx, rev, ev.Kv.Value)
 			if err != nil {
 				return 0, err
 			}
@@ -229,8 +248,10 @@ func (s *Store) feedRecords(ctx context.Context, from, upto int64, fn func(rev i
 				return 0, nil
 			}
 		}
+		// The next page's bound starts once this one is handed on.
+		page.Reset(s.cfg.RequestTimeout)
 	}
-	if err := wctx.Err(); err != nil {
+	if err := ctx.Err(); err != nil {
 		return 0, s.fail(ctx, "reading the history", err)
 	}
 	return 0, s.fail(ctx, "reading the history", errors.New("the watch ended"))
@@ -268,7 +289,9 @@ func (s *Store) historyAt(ctx context.Context, rev int64, val []byte) ([][]byte,
 		if hist == nil {
 			continue
 		}
-		resp, err := s.cli.Get(ctx, s.prefix+m.witness, clientv3.WithRev(rev), clientv3.WithKeysOnly())
+		rctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+		resp, err := s.cli.Get(rctx, s.prefix+m.witness, clientv3.WithRev(rev), clientv3.WithKeysOnly())
+		cancel()
 		if err != nil {
 			return nil, s.fail(ctx, "reading the history", err)
 		}
