@@ -60,6 +60,20 @@ func addMachines(t *testing.T, c *client.Conn, model string, n int) []string {
 	return res.Machines
 }
 
+// watchedRevision opens a fresh machines watch on ctrl with
+// from-revision, takes its initial event and stops it, and returns the
+// revision the event covered: one to resume after later.
+func watchedRevision(t *testing.T, ctx context.Context, ctrl *client.Conn) uint64 {
+	t.Helper()
+	w, err := client.NewProvisioner(ctrl).WatchModelMachinesFrom(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nextValue(t, w)
+	defer w.Stop()
+	return w.Revision()
+}
+
 // TestResumedWatchOnTheWire: a watcher opened with provisiond's
 // from-revision reports the revision each event covers; after its
 // connection is gone, a watch of the same thing resumed from that
@@ -156,13 +170,7 @@ func TestResumeTooOld(t *testing.T) {
 	defer cancel()
 	admin := srv.Admin(t, "")
 	ctrl := srv.ControllerAgent(t, model)
-	w, err := client.NewProvisioner(ctrl).WatchModelMachinesFrom(ctx, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nextValue(t, w)
-	old := w.Revision()
-	_ = w.Stop()
+	old := watchedRevision(t, ctx, ctrl)
 	for range 12 {
 		addMachines(t, admin, model, 1)
 	}
@@ -175,7 +183,7 @@ func TestResumeTooOld(t *testing.T) {
 	if n, err := pruner.PruneHistory(ctx, store.Retention{Revisions: 10}, time.Now(), 0); err != nil || n == 0 {
 		t.Fatalf("PruneHistory = %d, %v; want some pruned", n, err)
 	}
-	_, err = client.NewProvisioner(ctrl).WatchModelMachinesFrom(ctx, old)
+	_, err := client.NewProvisioner(ctrl).WatchModelMachinesFrom(ctx, old)
 	if !errors.Is(err, client.ErrWatcherReset) || !client.IsCode(err, params.CodeWatcherReset) {
 		t.Fatalf("resumed after pruned revision %d: %v, want code %q", old, err, params.CodeWatcherReset)
 	}
@@ -183,14 +191,8 @@ func TestResumeTooOld(t *testing.T) {
 		t.Errorf("error %q does not say why", err)
 	}
 	// The same from a revision still kept: the watch opens.
-	w, err = client.NewProvisioner(ctrl).WatchModelMachinesFrom(ctx, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nextValue(t, w)
-	rev := w.Revision()
-	_ = w.Stop()
-	w, err = client.NewProvisioner(ctrl).WatchModelMachinesFrom(ctx, rev)
+	rev := watchedRevision(t, ctx, ctrl)
+	w, err := client.NewProvisioner(ctrl).WatchModelMachinesFrom(ctx, rev)
 	if err != nil {
 		t.Fatalf("resumed after %d, still kept: %v", rev, err)
 	}
@@ -216,13 +218,7 @@ func TestResumeAcrossLostHistory(t *testing.T) {
 	defer cancel()
 	admin := srv.Admin(t, "")
 	ctrl := srv.ControllerAgent(t, model)
-	w, err := client.NewProvisioner(ctrl).WatchModelMachinesFrom(ctx, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nextValue(t, w)
-	old := w.Revision()
-	_ = w.Stop()
+	old := watchedRevision(t, ctx, ctrl)
 	addMachines(t, admin, model, 3)
 	kept := srv.Revision()
 
@@ -249,7 +245,7 @@ func TestResumeAcrossLostHistory(t *testing.T) {
 	if want := fmt.Sprintf("the oldest point kept is revision %d", kept); err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("history --since %d: %v, want it to say %q", old+1, err, want)
 	}
-	w, err = client.NewProvisioner(ctrl).WatchModelMachinesFrom(ctx, kept-1)
+	w, err := client.NewProvisioner(ctrl).WatchModelMachinesFrom(ctx, kept-1)
 	if err != nil {
 		t.Fatalf("resumed after %d, the oldest point kept: %v", kept-1, err)
 	}
