@@ -66,7 +66,7 @@ crash: ## crash-safety harness: CRASH_CYCLES (1000) SIGKILL/restart cycles under
 ROBUSTNESS_DURATION ?= 5m
 ROBUSTNESS_RESUMED ?= on
 
-robustness: ## robustness harness: etcd members and daemons as processes under faults drawn from a seed, the history checked by a model, for ROBUSTNESS_DURATION (5m; ROBUSTNESS_SEED replays; ROBUSTNESS_RESUMED=off leaves out the resumed watchers; CI runs 30s without them)
+robustness: ## robustness harness: etcd members and daemons as processes under faults drawn from a seed, the history checked by a model, for ROBUSTNESS_DURATION (5m; ROBUSTNESS_SEED replays; ROBUSTNESS_RESUMED=off leaves out the resumed watchers; make test runs 30s)
 	ROBUSTNESS_DURATION=$(ROBUSTNESS_DURATION) ROBUSTNESS_RESUMED=$(ROBUSTNESS_RESUMED) $(GO) test -race -count=1 -timeout 0 -v -run '^TestRobustness$$' ./internal/robustness/
 
 tidy-check: ## fail when go.mod/go.sum are not tidy

@@ -3,6 +3,7 @@ package state
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"slices"
 	"strings"
@@ -119,7 +120,7 @@ func (st *State) History(ctx context.Context, f HistoryFilter, limit int) (chang
 	case errors.Is(err, errStopHistory):
 		return changes, next, full, nil
 	case err != nil:
-		return nil, 0, false, err
+		return nil, 0, false, historyGone(ctx, h, fmt.Sprintf("revision %d", f.After+1), err)
 	}
 	// The store's last revision read covers the commits it skipped.
 	return changes, max(next, last), more && !(f.Until > 0 && last >= f.Until), nil

@@ -101,7 +101,7 @@ func (st *State) ViewAt(ctx context.Context, rev uint64, at time.Time, fn func(*
 				return nil
 			})
 			if err != nil {
-				return err
+				return historyGone(ctx, h, fmt.Sprintf("revision %d", p.Rev), err)
 			}
 			after = max(after, last)
 		}
@@ -149,6 +149,21 @@ func (st *State) ViewAt(ctx context.Context, rev uint64, at time.Time, fn func(*
 }
 
 var errPastBehind = errors.New("the view is newer than the history read")
+
+// historyGone returns err, a failed read of the history after point
+// what, as the PastError naming the oldest point kept when the store
+// says the history after the point is not all kept (records lost between
+// it and the oldest point kept).
+func historyGone(ctx context.Context, h store.Historian, what string, err error) error {
+	if !errors.Is(err, store.ErrHistoryGone) {
+		return err
+	}
+	stats, serr := h.HistoryStats(ctx)
+	if serr != nil {
+		return err
+	}
+	return pastGone(what, stats)
+}
 
 // pastGone is the PastError of a point older than the history kept.
 func pastGone(what string, stats HistoryStats) error {

@@ -2,6 +2,7 @@ package state
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -190,6 +191,9 @@ func (st *State) replay(ctx context.Context, from, upto uint64, fs []watcher.Fil
 			}
 			return nil
 		})
+		if errors.Is(err, store.ErrHistoryGone) {
+			return nil, ErrResumeTooOld
+		}
 		if err != nil && err != errStopHistory {
 			return nil, err
 		}

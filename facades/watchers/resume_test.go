@@ -3,11 +3,16 @@ package watchers_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/provisiond/provisiond/internal/testkit"
 	"github.com/provisiond/provisiond/provisiondtest"
@@ -15,6 +20,8 @@ import (
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/state/store"
+
+	_ "github.com/provisiond/provisiond/provisiondtest/embeddedetcd" // WithStore(StoreEtcd)
 )
 
 // daemons starts the daemons a resume test moves between: on bbolt one
@@ -52,6 +59,20 @@ func addMachines(t *testing.T, c *client.Conn, model string, n int) []string {
 		t.Fatal(err)
 	}
 	return res.Machines
+}
+
+// watchedRevision opens a fresh machines watch on ctrl with
+// from-revision, takes its initial event and stops it, and returns the
+// revision the event covered: one to resume after later.
+func watchedRevision(t *testing.T, ctx context.Context, ctrl *client.Conn) uint64 {
+	t.Helper()
+	w, err := client.NewProvisioner(ctrl).WatchModelMachinesFrom(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nextValue(t, w)
+	defer w.Stop()
+	return w.Revision()
 }
 
 // TestResumedWatchOnTheWire: a watcher opened with provisiond's
@@ -150,13 +171,7 @@ func TestResumeTooOld(t *testing.T) {
 	defer cancel()
 	admin := srv.Admin(t, "")
 	ctrl := srv.ControllerAgent(t, model)
-	w, err := client.NewProvisioner(ctrl).WatchModelMachinesFrom(ctx, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nextValue(t, w)
-	old := w.Revision()
-	_ = w.Stop()
+	old := watchedRevision(t, ctx, ctrl)
 	for range 12 {
 		addMachines(t, admin, model, 1)
 	}
@@ -169,7 +184,7 @@ func TestResumeTooOld(t *testing.T) {
 	if n, err := pruner.PruneHistory(ctx, store.Retention{Revisions: 10}, time.Now(), 0); err != nil || n == 0 {
 		t.Fatalf("PruneHistory = %d, %v; want some pruned", n, err)
 	}
-	_, err = client.NewProvisioner(ctrl).WatchModelMachinesFrom(ctx, old)
+	_, err := client.NewProvisioner(ctrl).WatchModelMachinesFrom(ctx, old)
 	if !errors.Is(err, client.ErrWatcherReset) || !client.IsCode(err, params.CodeWatcherReset) {
 		t.Fatalf("resumed after pruned revision %d: %v, want code %q", old, err, params.CodeWatcherReset)
 	}
@@ -177,14 +192,8 @@ func TestResumeTooOld(t *testing.T) {
 		t.Errorf("error %q does not say why", err)
 	}
 	// The same from a revision still kept: the watch opens.
-	w, err = client.NewProvisioner(ctrl).WatchModelMachinesFrom(ctx, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nextValue(t, w)
-	rev := w.Revision()
-	_ = w.Stop()
-	w, err = client.NewProvisioner(ctrl).WatchModelMachinesFrom(ctx, rev)
+	rev := watchedRevision(t, ctx, ctrl)
+	w, err := client.NewProvisioner(ctrl).WatchModelMachinesFrom(ctx, rev)
 	if err != nil {
 		t.Fatalf("resumed after %d, still kept: %v", rev, err)
 	}
@@ -262,5 +271,58 @@ func TestResumedNotifyWatchOnTheWire(t *testing.T) {
 	recv(w3)
 	if got := w3.Revision(); got <= written {
 		t.Fatalf("the value after a later write covers %d, not after %d", got, written)
+	}
+}
+
+// TestResumeAcrossLostHistory: on etcd, etcd's history compacted through
+// etcd's own client (as an operator, etcd's auto-compaction or the
+// compactor when etcd is out of space may) past records not yet archived.
+// The records lost are not skipped: a watch resumed after a revision
+// before them fails over the wire with code "watcher reset", history
+// --since before them fails naming the oldest point kept, and
+// show-controller's oldest revision is the compact revision C (etcd
+// keeps C's versions and removes the older); a watch resumed after C-1
+// opens.
+func TestResumeAcrossLostHistory(t *testing.T) {
+	srv := provisiondtest.Start(t, provisiondtest.WithStore(provisiondtest.StoreEtcd))
+	model := srv.DefaultModel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	admin := srv.Admin(t, "")
+	ctrl := srv.ControllerAgent(t, model)
+	old := watchedRevision(t, ctx, ctrl)
+	addMachines(t, admin, model, 3)
+	kept := srv.Revision()
+
+	endpoints, _ := srv.Etcd()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	if _, err := cli.Compact(ctx, int64(kept)); err != nil {
+		t.Fatal(err)
+	}
+
+	_, err = client.NewProvisioner(ctrl).WatchModelMachinesFrom(ctx, old)
+	if !errors.Is(err, client.ErrWatcherReset) || !client.IsCode(err, params.CodeWatcherReset) {
+		t.Fatalf("resumed after %d, before the records compacted away (up to %d): %v, want code %q", old, kept-1, err, params.CodeWatcherReset)
+	}
+	ma := client.NewModelAdmin(admin)
+	info, err := ma.ControllerInfo(ctx)
+	if err != nil || info.History == nil || info.History.OldestRevision != kept {
+		t.Fatalf("show-controller's history: %+v, %v; want the oldest revision %d", info.History, err, kept)
+	}
+	_, err = ma.History(ctx, params.HistoryArgs{Model: model, Since: strconv.FormatUint(old+1, 10)})
+	if want := fmt.Sprintf("the oldest point kept is revision %d", kept); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("history --since %d: %v, want it to say %q", old+1, err, want)
+	}
+	w, err := client.NewProvisioner(ctrl).WatchModelMachinesFrom(ctx, kept-1)
+	if err != nil {
+		t.Fatalf("resumed after %d, the oldest point kept: %v", kept-1, err)
+	}
+	defer w.Stop()
+	if got := nextValue(t, w); len(got) != 1 {
+		t.Errorf("resumed after %d: initial event %v, want the machine added at %d", kept-1, got, kept)
 	}
 }

@@ -93,15 +93,14 @@ func run(t *testing.T, cfg robustness.Config) robustness.Result {
 // beside the planted bugs' runs; make robustness runs longer), each daemon in a network namespace of its
 // own when the run is root (ROBUSTNESS_NETNS=off keeps them in the
 // harness's), with a WatchModel resumed from its revision across
-// reconnects on each daemon when ROBUSTNESS_RESUMED=on (make robustness:
-// it finds changes lost across a resumption, docs/reliability.md), and fails on any anomaly the checker
+// reconnects on each daemon (unless ROBUSTNESS_RESUMED=off), and fails on any anomaly the checker
 // finds in the recorded history, which it then writes to a file it
 // names.
 func TestRobustness(t *testing.T) {
 	provisiond, etcd := bins(t)
 	t.Parallel()
 	res := run(t, robustness.Config{Provisiond: provisiond, Etcd: etcd, Dir: t.TempDir(), Failpoints: true,
-		NoNetns: os.Getenv("ROBUSTNESS_NETNS") == "off", Resumed: os.Getenv("ROBUSTNESS_RESUMED") == "on",
+		NoNetns: os.Getenv("ROBUSTNESS_NETNS") == "off", Resumed: os.Getenv("ROBUSTNESS_RESUMED") != "off",
 		Seed: seed(t), Duration: duration(t, 30*time.Second), Logf: logf(t)})
 	if len(res.Anomalies) > 0 {
 		path, err := robustness.WriteHistory(res.History)

@@ -98,16 +98,27 @@ type Historian interface {
 	// more follow. A record pruned, or a revision without a commit of
 	// this store, is skipped. On etcd one revision may have several
 	// records (a group commit: one per function, each with its origin).
+	// When records after after were lost (etcd: compacted away before
+	// they were archived), so the history after it is not whole, it
+	// fails with ErrHistoryGone rather than skip them; after 0 reads
+	// from the oldest point the history is whole after.
 	History(ctx context.Context, after uint64, limit int, fn func(Commit) error) (last uint64, more bool, err error)
 
 	// HistoryStats reports what is kept now.
 	HistoryStats(ctx context.Context) (HistoryStats, error)
 }
 
+// ErrHistoryGone is returned by Historian.History asked to read after a
+// revision whose following records are not all kept: some between it and
+// the oldest point kept were lost (on etcd, compacted away before they
+// were archived). HistoryStats names the oldest point kept.
+var ErrHistoryGone = errors.New("the history after the revision is no longer all kept")
+
 // HistoryStats describes the history a store keeps.
 type HistoryStats struct {
 	// Oldest is the oldest revision whose record is kept, OldestTime its
-	// time (zero: none kept).
+	// time (zero: none kept). On etcd, after records were lost, it is the
+	// oldest after them: the history from it on is whole.
 	Oldest     uint64
 	OldestTime time.Time
 	// Records is how many records are kept and Bytes their size, where

@@ -21,7 +21,9 @@ import (
 //	HistoryArchive + prefix + "r/" + the batch's newest revision, 20 digits
 //	   -> version 1, then for each record: its revision, its length, its bytes
 //	HistoryArchive + prefix + "mark"
-//	   -> version 1, the newest revision archived, the records and bytes kept
+//	   -> version 1, the newest revision archived, the records and bytes
+//	      kept, and the newest revision lost (0: none; absent in a mark
+//	      written before it was kept, read as 0)
 //
 // and the compactor never compacts past the newest revision archived (the
 // mark), so etcd's history needs to hold only one compaction interval.
@@ -69,9 +71,13 @@ func (s *Store) archiveKey(rev int64) string {
 // mark is the archive's mark as read, with its mod revision (0: none
 // yet).
 type mark struct {
-	rev            uint64 // every revision up to it is archived (or was pruned)
+	rev            uint64 // every revision up to it is archived (or was pruned, or lost)
 	records, bytes int64  // the records and bytes of the batches kept
-	mod            int64
+	// lost is the newest revision whose records etcd compacted away
+	// before they were archived (0: none): the history is whole only
+	// after it.
+	lost uint64
+	mod  int64
 }
 
 func (m mark) encode() string {
@@ -79,6 +85,7 @@ func (m mark) encode() string {
 	b = binary.AppendUvarint(b, m.rev)
 	b = binary.AppendUvarint(b, uint64(m.records))
 	b = binary.AppendUvarint(b, uint64(m.bytes))
+	b = binary.AppendUvarint(b, m.lost)
 	return string(b)
 }
 
@@ -109,7 +116,15 @@ func (s *Store) readMark(ctx context.Context) (mark, error) {
 		}
 		f[i], b = v, b[n:]
 	}
-	return mark{rev: f[0], records: int64(f[1]), bytes: int64(f[2]), mod: kv.ModRevision}, nil
+	m := mark{rev: f[0], records: int64(f[1]), bytes: int64(f[2]), mod: kv.ModRevision}
+	if len(b) > 0 {
+		v, n := binary.Uvarint(b)
+		if n <= 0 {
+			return mark{}, errBadArchive
+		}
+		m.lost = v
+	}
+	return m, nil
 }
 
 // appendArchived appends a record of revision rev to a batch.
@@ -213,7 +228,8 @@ func (s *Store) archived(ctx context.Context, after uint64, upto int64, fn func(
 // batch per etcd transaction, and returns the newest revision archived:
 // the compactor may compact up to the revision after it. Records etcd no
 // longer has (compacted without being archived, as ReclaimSpace does when
-// etcd is out of space) are skipped, with a warning.
+// etcd is out of space) are lost: the mark keeps the newest revision lost
+// (History then fails a read across them) and a warning is logged.
 func (s *Store) ArchiveHistory(ctx context.Context) (uint64, error) {
 	if err := s.enter(); err != nil {
 		return 0, err
@@ -252,12 +268,14 @@ func (s *Store) ArchiveHistory(ctx context.Context) (uint64, error) {
 		if err != nil && !errors.Is(err, errStopped) {
 			return m.rev, err
 		}
-		next := mark{rev: uint64(scanned), records: m.records + records, bytes: m.bytes}
+		next := mark{rev: uint64(scanned), records: m.records + records, bytes: m.bytes, lost: m.lost}
 		if compacted > 0 {
-			// Nothing was read: etcd no longer has what follows the mark.
+			// Nothing was read: etcd no longer has what follows the mark
+			// (a compaction to revision C keeps the revisions from C on).
 			s.log.Warn("history records compacted before they were archived are lost",
 				"from", m.rev+1, "to", compacted-1)
 			next.rev = uint64(compacted - 1)
+			next.lost = max(next.lost, next.rev)
 		}
 		if next.rev <= m.rev {
 			return m.rev, nil

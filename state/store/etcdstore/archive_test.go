@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -218,5 +219,136 @@ func pace(ctx context.Context) bool {
 		return false
 	case <-time.After(5 * time.Millisecond):
 		return true
+	}
+}
+
+// TestHistoryLost: etcd's history compacted, through etcd's own client
+// (as an operator, etcd's auto-compaction or the compactor when etcd is
+// out of space may), past records not yet archived. The records between
+// the archive's mark and the compact revision C are lost: a read after a
+// revision before C-1 fails with store.ErrHistoryGone rather than skip
+// them, a read after C-1 (C is kept: etcd compacts the versions older
+// than it) or after 0 reads from C, and HistoryStats names C the oldest.
+// So before the archiver has seen the loss and after (the mark keeps it),
+// and after the archive is compacted past as usual.
+func TestHistoryLost(t *testing.T) {
+	ctx := bounded(t, 2*time.Minute)
+	s := open(t, config(shared, newPrefix(), store.Feed{}))
+	archived := commitN(t, ctx, s, 10, "a")
+	if rev, err := s.ArchiveHistory(ctx); err != nil || rev != archived[len(archived)-1] {
+		t.Fatalf("ArchiveHistory = %d, %v", rev, err)
+	}
+	unarchived := commitN(t, ctx, s, 10, "b")
+	lost, kept := unarchived[:5], unarchived[5:]
+	cli := clientFor(t, shared.Endpoints())
+	if _, err := cli.Compact(ctx, int64(kept[0])); err != nil {
+		t.Fatal(err)
+	}
+
+	check := func(when string) {
+		t.Helper()
+		for _, after := range []uint64{archived[0], archived[len(archived)-1], lost[0], kept[0] - 2} {
+			_, _, err := s.History(ctx, after, 0, func(store.Commit) error { return nil })
+			if !errors.Is(err, store.ErrHistoryGone) {
+				t.Errorf("%s: History after %d, before the records lost: %v, want ErrHistoryGone", when, after, err)
+			}
+		}
+		for _, after := range []uint64{0, kept[0] - 1} {
+			var revs []uint64
+			_, _, err := s.History(ctx, after, 0, func(c store.Commit) error {
+				revs = append(revs, c.Rev)
+				return nil
+			})
+			if err != nil || !slices.Equal(revs, kept) {
+				t.Errorf("%s: History after %d = %v, %v; want %v", when, after, revs, err, kept)
+			}
+		}
+		if st, err := s.HistoryStats(ctx); err != nil || st.Oldest != kept[0] || st.OldestTime.IsZero() {
+			t.Errorf("%s: HistoryStats = %+v, %v; want the oldest %d", when, st, err, kept[0])
+		}
+	}
+	check("before archiving")
+	rev, err := s.ArchiveHistory(ctx)
+	if err != nil || rev != kept[len(kept)-1] {
+		t.Fatalf("ArchiveHistory after the loss = %d, %v; want %d", rev, err, kept[len(kept)-1])
+	}
+	check("archived")
+	if err := s.Compact(ctx, rev); err != nil {
+		t.Fatal(err)
+	}
+	check("archived and compacted")
+}
+
+// TestHistoryLongRead: reading a long stretch of etcd's history (a watch
+// resumed after a restart) is not bounded by one request timeout: etcd
+// answers in pages, each bounded on its own (and each read of a group
+// commit's witnesses on its own), and the caller's ctx bounds the whole.
+// Writers commit through one store in parallel (group commits, whose
+// records History checks against their witnesses); a reader whose request
+// timeout is far shorter than the read (its visitor takes 2ms a record,
+// as a consumer's work may: 2,400 records over 4.8s) gets every record
+// once, in revision order.
+func TestHistoryLongRead(t *testing.T) {
+	ctx := bounded(t, 3*time.Minute)
+	cfg := config(shared, newPrefix(), store.Feed{})
+	w := open(t, cfg)
+	type rec struct {
+		rev uint64
+		who string
+	}
+	var mu sync.Mutex
+	var want []rec
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 300 {
+				who := fmt.Sprintf("w%d-%d", g, i)
+				rev, err := w.Update(store.WithOrigin(ctx, store.Origin{Who: who}), func(tx store.Txn) error {
+					return tx.Put(fmt.Sprintf("machine/m/w%d", g), []byte(fmt.Sprintf(`{"n":%d}`, i)))
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				want = append(want, rec{rev, who})
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	cmp := func(a, b rec) int {
+		if a.rev != b.rev {
+			return int(a.rev) - int(b.rev)
+		}
+		return strings.Compare(a.who, b.who)
+	}
+	slices.SortFunc(want, cmp)
+	cfg.RequestTimeout = time.Second
+	r := open(t, cfg)
+	var got []rec
+	for after := uint64(0); ; {
+		last, more, err := r.History(ctx, after, 0, func(c store.Commit) error {
+			got = append(got, rec{c.Rev, c.Origin.Who})
+			time.Sleep(2 * time.Millisecond) // the consumer's work
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("History after %d (read %d of %d records): %v", after, len(got), len(want), err)
+		}
+		after = last
+		if !more {
+			break
+		}
+	}
+	if !slices.IsSortedFunc(got, func(a, b rec) int { return int(a.rev) - int(b.rev) }) {
+		t.Fatal("records not in revision order")
+	}
+	slices.SortFunc(got, cmp)
+	if !slices.Equal(got, want) {
+		t.Fatalf("read %d records, want each of the %d committed once", len(got), len(want))
 	}
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/provisiond/provisiond/state/store"
@@ -33,8 +35,10 @@ var _ store.Historian = (*Store)(nil)
 // History implements store.Historian: the archive, then the feed key's
 // versions, up to the feed key's revision in this process's latest
 // snapshot. Revisions neither archived nor kept by etcd (compacted away
-// without being archived: ReclaimSpace's compaction, or what an earlier
-// build compacted) are skipped.
+// without being archived: ReclaimSpace's compaction, the compactor's when
+// etcd is out of space, an operator's or etcd's own auto-compaction) are
+// lost: a read after a revision before them fails with
+// store.ErrHistoryGone, and a read after 0 starts after them.
 func (s *Store) History(ctx context.Context, after uint64, limit int, fn func(store.Commit) error) (last uint64, more bool, err error) {
 	if err := s.enter(); err != nil {
 		return 0, false, err
@@ -54,7 +58,22 @@ func (s *Store) History(ctx context.Context, after uint64, limit int, fn func(st
 	if err != nil {
 		return last, false, err
 	}
+	lost, err := s.historyLost(ctx, m, upto)
+	if err != nil {
+		return last, false, err
+	}
+	gone := func(lost uint64) error {
+		return fmt.Errorf("etcdstore: reading the history after revision %d: %w: the records up to revision %d were compacted before they were archived",
+			after, store.ErrHistoryGone, lost)
+	}
+	if after < lost {
+		if after > 0 {
+			return last, false, gone(lost)
+		}
+		last = lost
+	}
 	n := 0
+	fromArchive := false
 	// visit hands fn the records of one revision; false: limit reached.
 	visit := func(rev int64, recs [][]byte) (bool, error) {
 		if len(recs) == 0 {
@@ -78,37 +97,90 @@ func (s *Store) History(ctx context.Context, after uint64, limit int, fn func(st
 		last = uint64(rev)
 		return true, nil
 	}
-	for int64(last) < upto {
-		before := last
-		goOn, err := s.archived(ctx, last, upto, visit)
-		if err != nil || !goOn {
-			return last, more, err
-		}
-		if int64(last) >= upto {
-			break
-		}
-		if last < m.rev {
-			last = min(m.rev, uint64(upto)) // pruned from the archive
-			before = last
-		}
-		compacted, err := s.feedRecords(ctx, int64(last)+1, upto, visit)
-		if err != nil {
-			if errors.Is(err, errStopped) {
-				return last, more, nil
+	err = func() error {
+		for int64(last) < upto {
+			before := last
+			goOn, err := s.archived(ctx, last, upto, func(rev int64, recs [][]byte) (bool, error) {
+				fromArchive = true
+				return visit(rev, recs)
+			})
+			if err != nil || !goOn {
+				return err
 			}
+			if int64(last) >= upto {
+				return nil
+			}
+			if last < m.rev {
+				last = min(m.rev, uint64(upto)) // pruned from the archive
+				before = last
+			}
+			compacted, err := s.feedRecords(ctx, int64(last)+1, upto, visit)
+			if err != nil {
+				if errors.Is(err, errStopped) {
+					return nil
+				}
+				return err
+			}
+			if compacted == 0 {
+				return nil // read to upto
+			}
+			if last == before {
+				// Neither the archive nor etcd has what follows last:
+				// it was compacted while this read went on, without
+				// being archived.
+				return gone(uint64(compacted - 1))
+			}
+		}
+		return nil
+	}()
+	if err != nil {
+		return last, false, err
+	}
+	if fromArchive {
+		// Checked after reading: the archiver may have met records lost
+		// meanwhile and archived what followed them, which this read
+		// would then have crossed.
+		m2, err := s.readMark(ctx)
+		if err != nil {
 			return last, false, err
 		}
-		if compacted == 0 {
-			break // read to upto
-		}
-		if last == before {
-			// Neither the archive nor etcd has what follows last: it
-			// was compacted without being archived. Go on from the
-			// oldest etcd keeps.
-			last = uint64(compacted - 1)
+		if m2.lost > max(after, lost) {
+			return last, false, gone(m2.lost)
 		}
 	}
 	return last, more, nil
+}
+
+// historyLost returns the newest revision whose records were lost
+// (compacted away before they were archived; 0: none): as the archive's
+// mark m keeps it, or, when etcd has compacted past the revision after
+// the mark and the archiver has not yet seen it, the revision before
+// etcd's compact revision (a compaction to revision C removes the
+// versions older than C and keeps C's).
+func (s *Store) historyLost(ctx context.Context, m mark, upto int64) (uint64, error) {
+	from := int64(m.rev) + 1
+	if from > upto {
+		return m.lost, nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	_, err := s.cli.Get(rctx, s.feedK, clientv3.WithRev(from), clientv3.WithKeysOnly())
+	cancel()
+	if err == nil {
+		return m.lost, nil
+	}
+	if !errors.Is(rpctypes.Error(err), rpctypes.ErrCompacted) {
+		return 0, s.fail(ctx, "reading the history", err)
+	}
+	// Which revision: a watch from a compacted revision is answered with
+	// etcd's compact revision at once.
+	compacted, err := s.feedRecords(ctx, from, upto, func(int64, [][]byte) (bool, error) { return false, nil })
+	if err != nil && !errors.Is(err, errStopped) {
+		return 0, err
+	}
+	if compacted > from {
+		return max(m.lost, uint64(compacted-1)), nil
+	}
+	return m.lost, nil
 }
 
 // errStopped ends a read of the feed key's history early (its visitor
@@ -121,14 +193,32 @@ var errStopped = errors.New("etcdstore: stopped")
 // returns false (then errStopped). It returns the oldest revision etcd
 // keeps (compacted > 0) when from is older than it: the caller decides
 // how to go on.
+//
+// The versions come in pages (etcd answers a watch from a past revision
+// a batch of revisions at a time): each page must come within the
+// request timeout, and ctx bounds the whole, so a long stretch of history
+// (a resume after a restart) is read however long it takes while etcd
+// answers.
 func (s *Store) feedRecords(ctx context.Context, from, upto int64, fn func(rev int64, recs [][]byte) (bool, error)) (compacted int64, err error) {
 	if from > upto {
 		return 0, nil
 	}
-	wctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	wch := s.cli.Watch(clientv3.WithRequireLeader(wctx), s.feedK, clientv3.WithRev(from))
-	for resp := range wch {
+	page := time.NewTimer(s.cfg.RequestTimeout)
+	defer page.Stop()
+	for {
+		var resp clientv3.WatchResponse
+		var ok bool
+		select {
+		case resp, ok = <-wch:
+		case <-page.C:
+			return 0, s.fail(ctx, "reading the history", fmt.Errorf("no answer from etcd in %s: %w", s.cfg.RequestTimeout, context.DeadlineExceeded))
+		}
+		if !ok {
+			break
+		}
 		if resp.CompactRevision > 0 {
 			return resp.CompactRevision, nil
 		}
@@ -143,7 +233,7 @@ func (s *Store) feedRecords(ctx context.Context, from, upto int64, fn func(rev i
 			if rev > upto {
 				return 0, nil
 			}
-			recs, err := s.historyAt(wctx, rev, ev.Kv.Value)
+			recs, err := s.historyAt(ctx, rev, ev.Kv.Value)
 			if err != nil {
 				return 0, err
 			}
@@ -158,8 +248,10 @@ func (s *Store) feedRecords(ctx context.Context, from, upto int64, fn func(rev i
 				return 0, nil
 			}
 		}
+		// The next page's bound starts once this one is handed on.
+		page.Reset(s.cfg.RequestTimeout)
 	}
-	if err := wctx.Err(); err != nil {
+	if err := ctx.Err(); err != nil {
 		return 0, s.fail(ctx, "reading the history", err)
 	}
 	return 0, s.fail(ctx, "reading the history", errors.New("the watch ended"))
@@ -197,7 +289,9 @@ func (s *Store) historyAt(ctx context.Context, rev int64, val []byte) ([][]byte,
 		if hist == nil {
 			continue
 		}
-		resp, err := s.cli.Get(ctx, s.prefix+m.witness, clientv3.WithRev(rev), clientv3.WithKeysOnly())
+		rctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+		resp, err := s.cli.Get(rctx, s.prefix+m.witness, clientv3.WithRev(rev), clientv3.WithKeysOnly())
+		cancel()
 		if err != nil {
 			return nil, s.fail(ctx, "reading the history", err)
 		}
