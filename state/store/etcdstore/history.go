@@ -126,9 +126,17 @@ func (s *Store) History(ctx context.Context, after uint64, limit int, fn func(st
 			}
 			if last == before {
 				// Neither the archive nor etcd has what follows last:
-				// it was compacted while this read went on, without
-				// being archived.
-				return gone(uint64(compacted - 1))
+				// compacted while this read went on. Lost, unless the
+				// feed key was not written between last and the
+				// compaction (another prefix's writes moved etcd on).
+				lostTo, err := s.lostBefore(ctx, int64(last), compacted)
+				if err != nil {
+					return err
+				}
+				if lostTo > 0 {
+					return gone(uint64(lostTo))
+				}
+				last = uint64(compacted - 1)
 			}
 		}
 		return nil
@@ -178,9 +186,38 @@ func (s *Store) historyLost(ctx context.Context, m mark, upto int64) (uint64, er
 		return 0, err
 	}
 	if compacted > from {
-		return max(m.lost, uint64(compacted-1)), nil
+		lostTo, err := s.lostBefore(ctx, int64(m.rev), compacted)
+		if err != nil {
+			return 0, err
+		}
+		return max(m.lost, uint64(lostTo)), nil
 	}
 	return m.lost, nil
+}
+
+// lostBefore returns the newest revision after after whose records etcd's
+// compaction to revision compacted removed (0: none): etcd keeps, as of a
+// compact revision, only each key's latest version, so the feed key's
+// version then says whether the feed was written after after. Not
+// written: nothing of this prefix's was lost (other writers to the
+// cluster, another prefix, moved etcd's revision on). Written at
+// compacted: that version is kept and only older ones may be gone.
+// Written before it: that version is not in the history read from
+// compacted on, and counts as lost with whatever preceded it.
+func (s *Store) lostBefore(ctx context.Context, after, compacted int64) (int64, error) {
+	rctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	resp, err := s.cli.Get(rctx, s.feedK, clientv3.WithRev(compacted), clientv3.WithKeysOnly())
+	cancel()
+	if err != nil {
+		return 0, s.fail(ctx, "reading the history", err)
+	}
+	if len(resp.Kvs) == 0 || resp.Kvs[0].ModRevision <= after {
+		return 0, nil
+	}
+	if mod := resp.Kvs[0].ModRevision; mod < compacted {
+		return mod, nil
+	}
+	return compacted - 1, nil
 }
 
 // errStopped ends a read of the feed key's history early (its visitor
