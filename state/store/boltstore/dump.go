@@ -98,45 +98,64 @@ func (s *Store) Load(ctx context.Context, next func() (key string, val []byte, e
 		return 0, fmt.Errorf("boltstore: load into %s: the store is not empty", s.path)
 	}
 	rev := s.rev.Load()
+	n, err = s.inBatches(ctx, "load into", func(tx *bolt.Tx) error {
+		key, val, err := next()
+		if err != nil {
+			return err // io.EOF as it is
+		}
+		if err := checkWrite(key, val); err != nil {
+			return err
+		}
+		kind, rest, _ := strings.Cut(key, "/")
+		b, err := tx.CreateBucketIfNotExists([]byte(kind))
+		if err != nil {
+			return err
+		}
+		if val == nil {
+			val = []byte{}
+		}
+		return b.Put([]byte(rest), val)
+	}, func(tx *bolt.Tx) error {
+		return tx.Bucket(metaBucket).Put(keyRevision, u64(rev+1))
+	})
+	if err != nil {
+		return n, err
+	}
+	s.setApplied(rev + 1)
+	return n, nil
+}
+
+// inBatches writes records in bbolt transactions of up to loadBatch
+// records each, checking ctx before each, until put returns io.EOF (Load,
+// LoadHistory): put writes one record in tx; end writes, in the
+// transaction that saw io.EOF, what the last one must hold. It returns
+// how many records the committed transactions hold, and ctx's error as
+// it is or a transaction's (put's, end's, bbolt's) as "boltstore: <what>
+// <path>: <err>". The batches committed before an error stay.
+func (s *Store) inBatches(ctx context.Context, what string, put, end func(tx *bolt.Tx) error) (n int, err error) {
 	for eof := false; !eof; {
 		if err := ctx.Err(); err != nil {
 			return n, err
 		}
-		put := 0
+		k := 0
 		err := s.bolt.Update(func(tx *bolt.Tx) error {
-			put = 0
-			for ; put < loadBatch; put++ {
-				key, val, err := next()
+			for k = 0; k < loadBatch; k++ {
+				err := put(tx)
 				if errors.Is(err, io.EOF) {
 					eof = true
-					return tx.Bucket(metaBucket).Put(keyRevision, u64(rev+1))
+					return end(tx)
 				}
 				if err != nil {
-					return err
-				}
-				if err := checkWrite(key, val); err != nil {
-					return err
-				}
-				kind, rest, _ := strings.Cut(key, "/")
-				b, err := tx.CreateBucketIfNotExists([]byte(kind))
-				if err != nil {
-					return err
-				}
-				if val == nil {
-					val = []byte{}
-				}
-				if err := b.Put([]byte(rest), val); err != nil {
 					return err
 				}
 			}
 			return nil
 		})
 		if err != nil {
-			return n, fmt.Errorf("boltstore: load into %s: %w", s.path, err)
+			return n, fmt.Errorf("boltstore: %s %s: %w", what, s.path, err)
 		}
-		n += put
+		n += k
 	}
-	s.setApplied(rev + 1)
 	return n, nil
 }
 

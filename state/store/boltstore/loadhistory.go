@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"runtime/debug"
 
 	bolt "go.etcd.io/bbolt"
@@ -80,54 +79,42 @@ func (s *Store) LoadHistory(ctx context.Context, through uint64, next func() (ui
 	target := through + rev
 	var last uint64
 	idx := 0
-	for eof := false; !eof; {
-		if err := ctx.Err(); err != nil {
-			return n, err
-		}
-		put := 0
-		err := s.bolt.Update(func(tx *bolt.Tx) error {
-			put = 0
-			b := tx.Bucket(historyBucket)
-			b.FillPercent = 1 // appended in revision order
-			for ; put < loadBatch; put++ {
-				r, rec, err := next()
-				if errors.Is(err, io.EOF) {
-					eof = true
-					break
-				}
-				if err != nil {
-					return err
-				}
-				switch {
-				case r == 0 || r < last:
-					return fmt.Errorf("record of revision %d after revision %d", r, last)
-				case r > through:
-					return fmt.Errorf("record of revision %d after the revision loaded, %d", r, through)
-				case r == last:
-					idx++
-				default:
-					idx = 0
-				}
-				if idx >= maxRecordsPerRevision {
-					return fmt.Errorf("more than %d records of revision %d", maxRecordsPerRevision, r)
-				}
-				if _, err := store.DecodeCommit(r, rec); err != nil {
-					return fmt.Errorf("revision %d: %w", r, err)
-				}
-				if err := b.Put(historyKey(r, idx), rec); err != nil {
-					return err
-				}
-				last = r
-			}
-			if eof && target > rev {
-				return tx.Bucket(metaBucket).Put(keyRevision, u64(target))
-			}
-			return nil
-		})
+	n, err = s.inBatches(ctx, "loading the history into", func(tx *bolt.Tx) error {
+		r, rec, err := next()
 		if err != nil {
-			return fail(err)
+			return err // io.EOF as it is
 		}
-		n += put
+		switch {
+		case r == 0 || r < last:
+			return fmt.Errorf("record of revision %d after revision %d", r, last)
+		case r > through:
+			return fmt.Errorf("record of revision %d after the revision loaded, %d", r, through)
+		case r == last:
+			idx++
+		default:
+			idx = 0
+		}
+		if idx >= maxRecordsPerRevision {
+			return fmt.Errorf("more than %d records of revision %d", maxRecordsPerRevision, r)
+		}
+		if _, err := store.DecodeCommit(r, rec); err != nil {
+			return fmt.Errorf("revision %d: %w", r, err)
+		}
+		b := tx.Bucket(historyBucket)
+		b.FillPercent = 1 // appended in revision order
+		if err := b.Put(historyKey(r, idx), rec); err != nil {
+			return err
+		}
+		last = r
+		return nil
+	}, func(tx *bolt.Tx) error {
+		if target > rev {
+			return tx.Bucket(metaBucket).Put(keyRevision, u64(target))
+		}
+		return nil
+	})
+	if err != nil {
+		return n, err
 	}
 	if target > rev {
 		s.setApplied(target)

@@ -9,9 +9,14 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/provisiond/provisiond/state/store"
 )
 
 // Prefixes of controllers sharing one etcd must not nest: a store's
@@ -42,6 +47,7 @@ var ErrNestedPrefix = errors.New("the etcd prefix nests with another controller'
 type registration struct {
 	Since time.Time `json:"since"` // when it was registered
 	By    string    `json:"by"`    // the host and process that registered it
+	Store string    `json:"store"` // the id of the store that registered it
 }
 
 // RegistryKey is the registry key of a controller's prefix.
@@ -72,16 +78,38 @@ func (s *Store) ClaimPrefix(ctx context.Context) error {
 	cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(from), "=", 0).WithRange(to))
 	others = append(others, clientv3.OpGet(from, clientv3.WithRange(to), clientv3.WithLimit(1)))
 	host, _ := os.Hostname()
-	val, err := json.Marshal(registration{Since: time.Now().UTC().Round(time.Second), By: fmt.Sprintf("%s/%d", host, os.Getpid())})
+	val, err := json.Marshal(registration{Since: time.Now().UTC().Round(time.Second), By: fmt.Sprintf("%s/%d", host, os.Getpid()), Store: s.id})
 	if err != nil {
 		return err
 	}
-	rctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
-	defer cancel()
-	resp, err := s.cli.Txn(rctx).If(cmps...).Then(
-		clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)},
-			[]clientv3.Op{clientv3.OpPut(key, string(val))}, nil),
-	).Else(others...).Commit()
+	// The transaction is idempotent (it puts the key only where it is
+	// missing), so one that failed for want of an answer (etcd slow or
+	// electing a leader, the connection cut by the member watch) is sent
+	// again until ctx ends: a daemon starting while etcd is slow starts.
+	backoff := 100 * time.Millisecond
+	var resp *clientv3.TxnResponse
+	for {
+		rctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+		resp, err = s.cli.Txn(rctx).If(cmps...).Then(
+			clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)},
+				[]clientv3.Op{clientv3.OpPut(key, string(val))}, []clientv3.Op{clientv3.OpGet(key)}),
+		).Else(others...).Commit()
+		cancel()
+		if err == nil || !unanswered(err) {
+			break
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("etcdstore: registering the prefix: %w: etcd did not answer before %w: %v", store.ErrUnavailable, ctx.Err(), err)
+		}
+		s.log.Warn("registering the etcd prefix: trying again", "key", key, "err", err, "retry-in", backoff)
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+		backoff = min(2*backoff, time.Second)
+	}
 	if errors.Is(err, rpctypes.ErrPermissionDenied) {
 		return fmt.Errorf("etcdstore: registering the prefix %s: etcd refuses this user the prefix registry (%v): grant its role readwrite on the keys under %s/ (etcdctl role grant-permission ROLE --prefix=true readwrite %s/)",
 			s.prefix, err, PrefixRegistry, PrefixRegistry)
@@ -90,8 +118,14 @@ func (s *Store) ClaimPrefix(ctx context.Context) error {
 		return s.fail(ctx, "registering the prefix", err)
 	}
 	if resp.Succeeded {
-		if resp.Responses[0].GetResponseTxn().GetSucceeded() {
+		inner := resp.Responses[0].GetResponseTxn()
+		switch {
+		case inner.GetSucceeded():
 			s.claimed.Store(resp.Header.Revision)
+			s.log.Info("registered the etcd prefix", "key", key)
+		case registeredBy(inner) == s.id:
+			// An earlier try of ours committed; its answer was lost.
+			s.claimed.Store(inner.Responses[0].GetResponseRange().Kvs[0].CreateRevision)
 			s.log.Info("registered the etcd prefix", "key", key)
 		}
 		return nil
@@ -118,6 +152,33 @@ func (s *Store) ClaimPrefix(ctx context.Context) error {
 	// The conflicting registration went between the compare and the read.
 	return fmt.Errorf("etcdstore: %w: %s nests with a prefix registered under %s/ (etcdctl get --prefix --keys-only %s/)",
 		ErrNestedPrefix, s.prefix, PrefixRegistry, PrefixRegistry)
+}
+
+// registeredBy is the store that made the registration an inner
+// transaction of ClaimPrefix that failed read ("" if unknown).
+func registeredBy(inner *etcdserverpb.TxnResponse) string {
+	if len(inner.GetResponses()) == 0 {
+		return ""
+	}
+	var reg registration
+	if kvs := inner.Responses[0].GetResponseRange().GetKvs(); len(kvs) == 0 || json.Unmarshal(kvs[0].Value, &reg) != nil {
+		return ""
+	}
+	return reg.Store
+}
+
+// unanswered reports whether err of an etcd request is its want of an
+// answer (etcd unreachable, without a leader or too slow; the connection
+// closed under it), which the same request may not meet again.
+func unanswered(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded:
+		return true
+	}
+	return false
 }
 
 // ancestors are the prefixes that contain prefix, shortest first: "/",
