@@ -1,7 +1,6 @@
 package rpc
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -299,7 +298,7 @@ func (c *Conn) readLimit() int64 {
 // readRequest waits for the next message, reads it and dispatches its
 // request; it reports false when reading ends. An idle connection's reader
 // waits here, in NextReader: what runs once a message has begun
-// (readMessage, handle) is not inlined, so that its frames are not on the
+// (readAndHandle) is not inlined, so that its frames are not on the
 // idle reader's stack (with them there the stack went over 4 KiB and
 // every idle connection held 8 KiB of stack instead of 4).
 //
@@ -309,7 +308,17 @@ func (c *Conn) readRequest() bool {
 	if err != nil {
 		return c.readFailed(err)
 	}
-	data, err := readMessage(r)
+	return c.readAndHandle(r)
+}
+
+// readAndHandle reads the message of r into a pooled buffer and
+// dispatches its request; it reports false when reading ends.
+//
+//go:noinline
+func (c *Conn) readAndHandle(r io.Reader) bool {
+	bp := readPool.Get().(*[]byte)
+	defer readPool.Put(bp)
+	data, err := readMessage(r, *bp)
 	if err != nil {
 		return c.readFailed(err)
 	}
@@ -329,7 +338,8 @@ func (c *Conn) readFailed(err error) bool {
 }
 
 // handle decodes the message data and dispatches its request; it reports
-// false when reading ends.
+// false when reading ends. data may be a pooled buffer: the header keeps
+// copies of what it holds (decodeHeader), not data.
 //
 //go:noinline
 func (c *Conn) handle(data []byte) bool {
@@ -349,38 +359,32 @@ func (c *Conn) handle(data []byte) bool {
 // most requests (a watcher's Next, a status write) are far smaller.
 const readPoolSize = 2 << 10
 
-// readPool holds the buffers messages are read into before they are
-// copied out at their size.
+// readPool holds the buffers messages are read into and decoded from.
 var readPool = sync.Pool{New: func() any { b := make([]byte, readPoolSize); return &b }}
 
 // readMessage reads the message of r whole, as gorilla's ReadMessage
-// does, into a slice of its own size: ReadMessage's io.ReadAll starts
-// every message with 512 bytes, so each request of a hundred bytes cost
-// five times its size (15% of the daemon's allocated bytes under watch at
-// 100,000 watchers). A message larger than a pooled buffer grows from it
-// and is copied out at its size, as ReadAll does.
+// does, into buf, a pooled buffer, when it fits: the message is decoded
+// from there and nothing of it is kept (the header copies its strings and
+// params), so a request that fits costs no allocation here.
+// ReadMessage's io.ReadAll starts every message with 512 bytes, so each
+// request of a hundred bytes cost five times its size. A message larger
+// than buf grows from it as ReadAll grows, and is then its own.
 //
 //go:noinline
-func readMessage(r io.Reader) ([]byte, error) {
-	bp := readPool.Get().(*[]byte)
-	defer readPool.Put(bp)
-	n, err := io.ReadFull(r, *bp)
+func readMessage(r io.Reader, buf []byte) ([]byte, error) {
+	n, err := io.ReadFull(r, buf)
 	switch err {
 	case io.EOF, io.ErrUnexpectedEOF: // the whole message
-		return bytes.Clone((*bp)[:n]), nil
+		return buf[:n], nil
 	case nil: // the buffer is full: more may follow
 	default:
 		return nil, err
 	}
-	// Larger than the pooled buffer: the rest as ReadAll reads it, and the
-	// whole at its size (a call holds its request's bytes until it is
-	// answered, and the read limit bounds them as bytes of messages, not
-	// of the buffers grown).
 	rest, err := io.ReadAll(r)
 	if err != nil {
 		return nil, err
 	}
-	return append(append(make([]byte, 0, n+len(rest)), (*bp)[:n]...), rest...), nil
+	return append(append(make([]byte, 0, n+len(rest)), buf[:n]...), rest...), nil
 }
 
 // waitIdle waits on the reader's goroutine until every request read so far
