@@ -611,8 +611,32 @@ func (c *Conn) push(lc *laterCall) {
 func (c *Conn) add(o outgoing) (writer bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.queue == nil {
+		c.queue = newQueue()
+	}
 	c.queue = append(c.queue, o)
 	return c.startWriterLocked()
+}
+
+// queueArray is the array a connection's queue starts with: room for the
+// replies one commit gives one agent (its ten watchers' Next), so that
+// the queue does not grow from empty for each batch. The arrays are
+// pooled: a connection holds one only while its writer runs, and one
+// its queue outgrew is left to the collector, not kept.
+type queueArray [16]outgoing
+
+var queuePool = sync.Pool{New: func() any { return new(queueArray) }}
+
+// newQueue returns an empty queue on a pooled array.
+func newQueue() []outgoing { return queuePool.Get().(*queueArray)[:0] }
+
+// freeQueue gives q's array back to the pool if it is a pooled one; q
+// must not be used after. Its elements are already cleared (writeBatch
+// clears each as it writes it; an empty queue holds none).
+func freeQueue(q []outgoing) {
+	if cap(q) == len(queueArray{}) {
+		queuePool.Put((*queueArray)(q[:cap(q)]))
+	}
 }
 
 // startWriterLocked, with mu held, reports whether the caller, who has
@@ -660,13 +684,17 @@ func (c *Conn) write() {
 		batch := c.queue
 		if len(batch) > 0 {
 			c.queue = spare[:0]
+			spare = nil
 		} else if !ping {
 			// Nothing to do: the writer stops with the queue empty, under
 			// the lock the queue is given under, so a reply queued from
-			// now on starts a new one. An idle connection keeps no array.
+			// now on starts a new one. An idle connection keeps no array:
+			// the queue's and the spare go back to the pool.
 			c.queue = nil
 			c.writing = false
 			c.mu.Unlock()
+			freeQueue(batch)
+			freeQueue(spare)
 			signal(c.notify) // teardown may wait for the writer
 			return
 		}
