@@ -128,6 +128,7 @@ type Conn struct {
 // slots instead.
 type outgoing struct {
 	msg   []byte
+	buf   *replyBuf // msg's pooled buffer, if it is in one (encode)
 	later *laterCall
 }
 
@@ -533,21 +534,30 @@ func (c *Conn) replyFromReader(h *header, resolved bool, err error) {
 
 // encode makes the reply frame to h. resolved says whether h named a
 // method that exists; only then are its names passed to the Observer, so
-// clients cannot mint metric labels.
-func (c *Conn) encode(h *header, resolved bool, res any, err error, d time.Duration) []byte {
+// clients cannot mint metric labels. A result is encoded straight into a
+// pooled buffer, framed there (for a V1 reply): the frame is msg, and rb,
+// if not nil, is the buffer it is in, which the writer gives back once msg
+// is written (writeBatch).
+func (c *Conn) encode(h *header, resolved bool, res any, err error, d time.Duration) (msg []byte, rb *replyBuf) {
 	var body json.RawMessage
 	if err == nil && res != nil {
-		b, merr := json.Marshal(res)
+		rb = getReplyBuf()
+		if !h.v0 {
+			rb.b = appendReplyStart(rb.b, h.RequestID)
+		}
+		start := len(rb.b)
+		merr := rb.enc.Encode(res) // what json.Marshal makes, and a newline
+		size := int64(len(rb.b) - start - 1)
 		switch limit := c.srv.cfg.MaxReplySize; {
 		case merr != nil:
 			c.log().Error("cannot encode reply", "facade", h.Type, "method", h.Request, "err", merr)
 			err = &params.Error{Message: "cannot encode reply: " + merr.Error()}
-		case int64(len(b)) > limit:
+		case size > limit:
 			c.log().Warn("reply over the size limit not sent", "facade", h.Type, "method", h.Request,
-				"size", len(b), "limit", limit)
-			err = ReplyTooLargeError(int64(len(b)), limit)
+				"size", size, "limit", limit)
+			err = ReplyTooLargeError(size, limit)
 		default:
-			body = b
+			body = rb.b[start : len(rb.b)-1]
 		}
 	}
 	if obs := c.srv.cfg.Observer; obs != nil {
@@ -564,33 +574,79 @@ func (c *Conn) encode(h *header, resolved bool, res any, err error, d time.Durat
 		}
 		obs.RequestDone(facade, h.Version, method, code, d)
 	}
+	if len(body) > 0 && !h.v0 {
+		// The frame's start is before body already.
+		rb.b = appendReplyEnd(rb.b[:len(rb.b)-1], h.cc.revision())
+		return rb.b, rb
+	}
 	msg, merr := encodeReply(h, body, err)
 	if merr != nil {
 		c.log().Error("cannot encode reply frame", "err", merr)
 		msg, _ = encodeReply(h, nil, &params.Error{Message: "cannot encode reply"})
 	}
-	return msg
+	rb.free() // msg holds a copy of body
+	return msg, nil
+}
+
+// replyBuf is a buffer a reply is encoded and framed in, and the JSON
+// encoder that writes into it: json.Marshal would return a copy of its
+// own buffer, and the frame was a second one, two allocations per reply.
+type replyBuf struct {
+	b   []byte
+	enc *json.Encoder // writes to b
+}
+
+// Write appends p to b: the encoder's writer.
+func (rb *replyBuf) Write(p []byte) (int, error) {
+	rb.b = append(rb.b, p...)
+	return len(p), nil
+}
+
+// replyPoolMax is the largest buffer given back to replyPool: a buffer a
+// large reply grew is left to the collector, not kept.
+const replyPoolMax = 16 << 10
+
+var replyPool = sync.Pool{New: func() any {
+	rb := &replyBuf{}
+	rb.enc = json.NewEncoder(rb) // escapes HTML, as json.Marshal does
+	return rb
+}}
+
+// getReplyBuf returns an empty buffer from the pool.
+func getReplyBuf() *replyBuf {
+	rb := replyPool.Get().(*replyBuf)
+	rb.b = rb.b[:0]
+	return rb
+}
+
+// free gives rb back to the pool, unless it is nil or large; rb and what
+// was framed in it must not be used after.
+func (rb *replyBuf) free() {
+	if rb != nil && cap(rb.b) <= replyPoolMax {
+		replyPool.Put(rb)
+	}
 }
 
 // encodeLater encodes the reply of a Later call and answers the call.
-func (c *Conn) encodeLater(lc *laterCall) []byte {
-	msg := c.encode(lc.h, true, lc.res, lc.err, time.Since(lc.start))
+func (c *Conn) encodeLater(lc *laterCall) ([]byte, *replyBuf) {
+	msg, rb := c.encode(lc.h, true, lc.res, lc.err, time.Since(lc.start))
 	c.release(lc.h)
-	return msg
+	return msg, rb
 }
 
-// enqueue queues msg, an encoded reply, for the writer, waiting for room:
-// one of maxQueued slots and its size in Config.MaxUnsent bytes (a reply
-// larger than that waits until nothing else is unsent). The writer makes
-// room as it writes, or drops the replies of a connection whose writes
-// failed, so the wait ends within the write deadline. It reports whether
-// the caller must run the writer (add).
-func (c *Conn) enqueue(msg []byte) (writer bool) {
+// enqueue queues msg, an encoded reply (framed in rb if not nil, see
+// encode), for the writer, waiting for room: one of maxQueued slots and
+// its size in Config.MaxUnsent bytes (a reply larger than that waits
+// until nothing else is unsent). The writer makes room as it writes, or
+// drops the replies of a connection whose writes failed, so the wait ends
+// within the write deadline. It reports whether the caller must run the
+// writer (add).
+func (c *Conn) enqueue(msg []byte, rb *replyBuf) (writer bool) {
 	c.slots <- struct{}{}
 	if n := c.weight(msg); !c.bytes.TryAcquire(n) {
 		_ = c.bytes.Acquire(context.Background(), n)
 	}
-	return c.add(outgoing{msg: msg})
+	return c.add(outgoing{msg: msg, buf: rb})
 }
 
 // weight is what msg takes of the MaxUnsent bytes.
@@ -741,26 +797,24 @@ func (c *Conn) writeBatch(batch []outgoing) []outgoing {
 	for {
 		later := false
 		for i := range batch {
-			msg := batch[i].msg
+			msg, rb := batch[i].msg, batch[i].buf
 			if lc := batch[i].later; lc != nil {
-				msg, later = c.encodeLater(lc), true
+				msg, rb = c.encodeLater(lc)
+				later = true
 			} else {
 				c.bytes.Release(c.weight(msg))
 				<-c.slots
 			}
 			batch[i] = outgoing{} // let the reply go
-			if err != nil {
-				continue // dropped
-			}
-			if gathered > 0 && gathered+int64(len(msg)) > cfg.MaxUnsent {
+			if err == nil && gathered > 0 && gathered+int64(len(msg)) > cfg.MaxUnsent {
 				err, gathered = c.wire.flush(time.Now().Add(cfg.WriteTimeout)), 0
-				if err != nil {
-					continue
-				}
 			}
-			_ = c.ws.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout))
-			err = c.ws.WriteMessage(websocket.TextMessage, msg)
-			gathered += int64(len(msg))
+			if err == nil { // else dropped
+				_ = c.ws.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout))
+				err = c.ws.WriteMessage(websocket.TextMessage, msg)
+				gathered += int64(len(msg))
+			}
+			rb.free() // gorilla has copied msg (to its buffer, or the cork's)
 		}
 		if later && cfg.Settle != nil && err == nil {
 			cfg.Settle() // what is given with these replies is then queued
