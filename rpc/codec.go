@@ -31,12 +31,16 @@ type header struct {
 	// v0 is set when the message used the legacy capitalised framing; the
 	// reply is written in the same form.
 	v0 bool
+	// replied is set (atomically) by the first reply of a Later call
+	// (header.firstReply).
+	replied uint32
 
 	// Set by the connection for a call it runs: the message's size and
 	// the call's context (limits.go).
 	size   int64
 	cc     callCtx
-	caller Caller // what runs it
+	caller Caller    // what runs it
+	lc     laterCall // a Later call's, from its start (Conn.await)
 }
 
 // request is what routes h's call.

@@ -129,20 +129,22 @@ type Conn struct {
 type outgoing struct {
 	msg   []byte
 	buf   *replyBuf // msg's pooled buffer, if it is in one (encode)
-	later *laterCall
+	later *header   // a Later call's, replied
 }
 
-// laterCall is a Later call from its start: its reply function's receiver,
-// and the reply once given, for the writer.
+// laterCall is what a Later call keeps from its start (Conn.await): its
+// start, and the reply once given, for the writer. It is kept in the
+// call's header, which is the call's replier (header.reply): a call's
+// one allocation in rpc.
 type laterCall struct {
-	c       *Conn
-	h       *header
-	mapErr  func(Request, error) error // Later.MapErr's
-	start   time.Time
-	replied atomic.Bool
-	res     any
-	err     error
+	start time.Time
+	res   any
+	err   error
 }
+
+// firstReply reports whether this is the first reply of h's Later call,
+// marking it replied.
+func (h *header) firstReply() bool { return atomic.CompareAndSwapUint32(&h.replied, 0, 1) }
 
 // log returns the connection's logger: the server's, with the client's
 // address. It is made when something is logged (rarely: errors, debug),
@@ -473,37 +475,43 @@ func (c *Conn) release(h *header) {
 }
 
 // await starts l and returns without waiting for its reply: the call
-// keeps its slot and is answered when l replies (laterCall.reply), from
+// keeps its slot and is answered when l replies (header.reply), from
 // any goroutine, or with the panic if l's start panics before replying.
+// l is kept in h (a registered method's already is: newLater).
 func (c *Conn) await(h *header, l *Later, start time.Time) {
-	lc := &laterCall{c: c, h: h, mapErr: l.mapErr, start: start}
-	if err := c.startLater(lc, l); err != nil && lc.replied.CompareAndSwap(false, true) {
-		lc.err = err // the panic, replied as a handler's is
-		c.push(lc)
+	if l != &h.cc.later {
+		h.cc.later = *l
+		l = &h.cc.later
+	}
+	h.lc.start = start
+	if err := c.startLater(h, l); err != nil && h.firstReply() {
+		h.lc.err = err // the panic, replied as a handler's is
+		c.push(h)
 	}
 }
 
 // startLater runs l's start, turning a panic into an error.
-func (c *Conn) startLater(lc *laterCall, l *Later) (err error) {
+func (c *Conn) startLater(h *header, l *Later) (err error) {
 	var res any
-	defer c.recoverPanic(lc.h, &res, &err)
-	l.begin(&lc.h.cc, lc.reply)
+	defer c.recoverPanic(h, &res, &err)
+	l.begin(&h.cc, h)
 	return nil
 }
 
-// reply is a Later call's reply function: it never blocks. The reply joins
+// reply is a Later call's replier: it never blocks. The reply joins
 // the queue in the order given, and the writer encodes it; a second reply
 // is dropped.
-func (lc *laterCall) reply(res any, err error) {
-	if !lc.replied.CompareAndSwap(false, true) {
-		lc.c.log().Error("a call replied twice; second reply dropped", "facade", lc.h.Type, "method", lc.h.Request)
+func (h *header) reply(res any, err error) {
+	c := h.cc.conn
+	if !h.firstReply() {
+		c.log().Error("a call replied twice; second reply dropped", "facade", h.Type, "method", h.Request)
 		return
 	}
-	if err != nil && lc.mapErr != nil {
-		err = lc.mapErr(lc.h.request(), err)
+	if mapErr := h.cc.later.mapErr; err != nil && mapErr != nil {
+		err = mapErr(h.request(), err)
 	}
-	lc.res, lc.err = res, err
-	lc.c.push(lc)
+	h.lc.res, h.lc.err = res, err
+	c.push(h)
 }
 
 // call runs one handler, turning a panic into an error reply.
@@ -628,9 +636,9 @@ func (rb *replyBuf) free() {
 }
 
 // encodeLater encodes the reply of a Later call and answers the call.
-func (c *Conn) encodeLater(lc *laterCall) ([]byte, *replyBuf) {
-	msg, rb := c.encode(lc.h, true, lc.res, lc.err, time.Since(lc.start))
-	c.release(lc.h)
+func (c *Conn) encodeLater(h *header) ([]byte, *replyBuf) {
+	msg, rb := c.encode(h, true, h.lc.res, h.lc.err, time.Since(h.lc.start))
+	c.release(h)
 	return msg, rb
 }
 
@@ -655,8 +663,8 @@ func (c *Conn) weight(msg []byte) int64 { return min(int64(len(msg)), c.srv.cfg.
 // push queues the reply of a Later call without waiting: the Later calls
 // are bounded by the request slots, and the writer encodes their replies
 // within the unsent bound.
-func (c *Conn) push(lc *laterCall) {
-	if c.add(outgoing{later: lc}) {
+func (c *Conn) push(h *header) {
+	if c.add(outgoing{later: h}) {
 		c.srv.workers.run(c.writeFn) // whoever replied is not held
 	}
 }
@@ -798,8 +806,8 @@ func (c *Conn) writeBatch(batch []outgoing) []outgoing {
 		later := false
 		for i := range batch {
 			msg, rb := batch[i].msg, batch[i].buf
-			if lc := batch[i].later; lc != nil {
-				msg, rb = c.encodeLater(lc)
+			if h := batch[i].later; h != nil {
+				msg, rb = c.encodeLater(h)
 				later = true
 			} else {
 				c.bytes.Release(c.weight(msg))
