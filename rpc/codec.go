@@ -31,12 +31,16 @@ type header struct {
 	// v0 is set when the message used the legacy capitalised framing; the
 	// reply is written in the same form.
 	v0 bool
+	// replied is set (atomically) by the first reply of a Later call
+	// (header.firstReply).
+	replied uint32
 
 	// Set by the connection for a call it runs: the message's size and
 	// the call's context (limits.go).
 	size   int64
 	cc     callCtx
-	caller Caller // what runs it
+	caller Caller    // what runs it
+	lc     laterCall // a Later call's, from its start (Conn.await)
 }
 
 // request is what routes h's call.
@@ -266,6 +270,24 @@ type coder interface{ ErrorCode() string }
 // infoer is implemented by errors that carry Juju error info.
 type infoer interface{ ErrorInfo() map[string]any }
 
+// appendReplyStart appends what comes before the response of a V1 reply
+// without error (encodeReply) to request id.
+func appendReplyStart(out []byte, id uint64) []byte {
+	out = append(out, `{"request-id":`...)
+	out = strconv.AppendUint(out, id, 10)
+	return append(out, `,"response":`...)
+}
+
+// appendReplyEnd appends what comes after the response of a V1 reply
+// without error: its revision, if not 0, and the end of the frame.
+func appendReplyEnd(out []byte, rev uint64) []byte {
+	if rev > 0 {
+		out = append(out, `,"revision":`...)
+		out = strconv.AppendUint(out, rev, 10)
+	}
+	return append(out, "}\n"...)
+}
+
 // encodeReply frames the reply to request h: body on success, or err's
 // message, code and info. body must be what json.Marshal makes (compact,
 // HTML-escaped JSON), as Conn.reply passes it. It returns the bytes of one
@@ -280,15 +302,9 @@ func encodeReply(h *header, body json.RawMessage, err error) ([]byte, error) {
 		// reflection or a second pass over body: marshalling a RawMessage
 		// compacts and escapes it, which json.Marshal's output already is.
 		out := make([]byte, 0, len(`{"request-id":,"response":}`)+20+len(body)+2)
-		out = append(out, `{"request-id":`...)
-		out = strconv.AppendUint(out, h.RequestID, 10)
-		out = append(out, `,"response":`...)
+		out = appendReplyStart(out, h.RequestID)
 		out = append(out, body...)
-		if rev > 0 {
-			out = append(out, `,"revision":`...)
-			out = strconv.AppendUint(out, rev, 10)
-		}
-		return append(out, "}\n"...), nil
+		return appendReplyEnd(out, rev), nil
 	}
 	var msg string
 	var code string

@@ -1,7 +1,6 @@
 package rpc
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -129,20 +128,23 @@ type Conn struct {
 // slots instead.
 type outgoing struct {
 	msg   []byte
-	later *laterCall
+	buf   *replyBuf // msg's pooled buffer, if it is in one (encode)
+	later *header   // a Later call's, replied
 }
 
-// laterCall is a Later call from its start: its reply function's receiver,
-// and the reply once given, for the writer.
+// laterCall is what a Later call keeps from its start (Conn.await): its
+// start, and the reply once given, for the writer. It is kept in the
+// call's header, which is the call's replier (header.reply): a call's
+// one allocation in rpc.
 type laterCall struct {
-	c       *Conn
-	h       *header
-	mapErr  func(Request, error) error // Later.MapErr's
-	start   time.Time
-	replied atomic.Bool
-	res     any
-	err     error
+	start time.Time
+	res   any
+	err   error
 }
+
+// firstReply reports whether this is the first reply of h's Later call,
+// marking it replied.
+func (h *header) firstReply() bool { return atomic.CompareAndSwapUint32(&h.replied, 0, 1) }
 
 // log returns the connection's logger: the server's, with the client's
 // address. It is made when something is logged (rarely: errors, debug),
@@ -299,7 +301,7 @@ func (c *Conn) readLimit() int64 {
 // readRequest waits for the next message, reads it and dispatches its
 // request; it reports false when reading ends. An idle connection's reader
 // waits here, in NextReader: what runs once a message has begun
-// (readMessage, handle) is not inlined, so that its frames are not on the
+// (readAndHandle) is not inlined, so that its frames are not on the
 // idle reader's stack (with them there the stack went over 4 KiB and
 // every idle connection held 8 KiB of stack instead of 4).
 //
@@ -309,7 +311,17 @@ func (c *Conn) readRequest() bool {
 	if err != nil {
 		return c.readFailed(err)
 	}
-	data, err := readMessage(r)
+	return c.readAndHandle(r)
+}
+
+// readAndHandle reads the message of r into a pooled buffer and
+// dispatches its request; it reports false when reading ends.
+//
+//go:noinline
+func (c *Conn) readAndHandle(r io.Reader) bool {
+	bp := readPool.Get().(*[]byte)
+	defer readPool.Put(bp)
+	data, err := readMessage(r, *bp)
 	if err != nil {
 		return c.readFailed(err)
 	}
@@ -329,7 +341,8 @@ func (c *Conn) readFailed(err error) bool {
 }
 
 // handle decodes the message data and dispatches its request; it reports
-// false when reading ends.
+// false when reading ends. data may be a pooled buffer: the header keeps
+// copies of what it holds (decodeHeader), not data.
 //
 //go:noinline
 func (c *Conn) handle(data []byte) bool {
@@ -349,38 +362,32 @@ func (c *Conn) handle(data []byte) bool {
 // most requests (a watcher's Next, a status write) are far smaller.
 const readPoolSize = 2 << 10
 
-// readPool holds the buffers messages are read into before they are
-// copied out at their size.
+// readPool holds the buffers messages are read into and decoded from.
 var readPool = sync.Pool{New: func() any { b := make([]byte, readPoolSize); return &b }}
 
 // readMessage reads the message of r whole, as gorilla's ReadMessage
-// does, into a slice of its own size: ReadMessage's io.ReadAll starts
-// every message with 512 bytes, so each request of a hundred bytes cost
-// five times its size (15% of the daemon's allocated bytes under watch at
-// 100,000 watchers). A message larger than a pooled buffer grows from it
-// and is copied out at its size, as ReadAll does.
+// does, into buf, a pooled buffer, when it fits: the message is decoded
+// from there and nothing of it is kept (the header copies its strings and
+// params), so a request that fits costs no allocation here.
+// ReadMessage's io.ReadAll starts every message with 512 bytes, so each
+// request of a hundred bytes cost five times its size. A message larger
+// than buf grows from it as ReadAll grows, and is then its own.
 //
 //go:noinline
-func readMessage(r io.Reader) ([]byte, error) {
-	bp := readPool.Get().(*[]byte)
-	defer readPool.Put(bp)
-	n, err := io.ReadFull(r, *bp)
+func readMessage(r io.Reader, buf []byte) ([]byte, error) {
+	n, err := io.ReadFull(r, buf)
 	switch err {
 	case io.EOF, io.ErrUnexpectedEOF: // the whole message
-		return bytes.Clone((*bp)[:n]), nil
+		return buf[:n], nil
 	case nil: // the buffer is full: more may follow
 	default:
 		return nil, err
 	}
-	// Larger than the pooled buffer: the rest as ReadAll reads it, and the
-	// whole at its size (a call holds its request's bytes until it is
-	// answered, and the read limit bounds them as bytes of messages, not
-	// of the buffers grown).
 	rest, err := io.ReadAll(r)
 	if err != nil {
 		return nil, err
 	}
-	return append(append(make([]byte, 0, n+len(rest)), (*bp)[:n]...), rest...), nil
+	return append(append(make([]byte, 0, n+len(rest)), buf[:n]...), rest...), nil
 }
 
 // waitIdle waits on the reader's goroutine until every request read so far
@@ -468,37 +475,43 @@ func (c *Conn) release(h *header) {
 }
 
 // await starts l and returns without waiting for its reply: the call
-// keeps its slot and is answered when l replies (laterCall.reply), from
+// keeps its slot and is answered when l replies (header.reply), from
 // any goroutine, or with the panic if l's start panics before replying.
+// l is kept in h (a registered method's already is: newLater).
 func (c *Conn) await(h *header, l *Later, start time.Time) {
-	lc := &laterCall{c: c, h: h, mapErr: l.mapErr, start: start}
-	if err := c.startLater(lc, l); err != nil && lc.replied.CompareAndSwap(false, true) {
-		lc.err = err // the panic, replied as a handler's is
-		c.push(lc)
+	if l != &h.cc.later {
+		h.cc.later = *l
+		l = &h.cc.later
+	}
+	h.lc.start = start
+	if err := c.startLater(h, l); err != nil && h.firstReply() {
+		h.lc.err = err // the panic, replied as a handler's is
+		c.push(h)
 	}
 }
 
 // startLater runs l's start, turning a panic into an error.
-func (c *Conn) startLater(lc *laterCall, l *Later) (err error) {
+func (c *Conn) startLater(h *header, l *Later) (err error) {
 	var res any
-	defer c.recoverPanic(lc.h, &res, &err)
-	l.begin(&lc.h.cc, lc.reply)
+	defer c.recoverPanic(h, &res, &err)
+	l.begin(&h.cc, h)
 	return nil
 }
 
-// reply is a Later call's reply function: it never blocks. The reply joins
+// reply is a Later call's replier: it never blocks. The reply joins
 // the queue in the order given, and the writer encodes it; a second reply
 // is dropped.
-func (lc *laterCall) reply(res any, err error) {
-	if !lc.replied.CompareAndSwap(false, true) {
-		lc.c.log().Error("a call replied twice; second reply dropped", "facade", lc.h.Type, "method", lc.h.Request)
+func (h *header) reply(res any, err error) {
+	c := h.cc.conn
+	if !h.firstReply() {
+		c.log().Error("a call replied twice; second reply dropped", "facade", h.Type, "method", h.Request)
 		return
 	}
-	if err != nil && lc.mapErr != nil {
-		err = lc.mapErr(lc.h.request(), err)
+	if mapErr := h.cc.later.mapErr; err != nil && mapErr != nil {
+		err = mapErr(h.request(), err)
 	}
-	lc.res, lc.err = res, err
-	lc.c.push(lc)
+	h.lc.res, h.lc.err = res, err
+	c.push(h)
 }
 
 // call runs one handler, turning a panic into an error reply.
@@ -529,21 +542,30 @@ func (c *Conn) replyFromReader(h *header, resolved bool, err error) {
 
 // encode makes the reply frame to h. resolved says whether h named a
 // method that exists; only then are its names passed to the Observer, so
-// clients cannot mint metric labels.
-func (c *Conn) encode(h *header, resolved bool, res any, err error, d time.Duration) []byte {
+// clients cannot mint metric labels. A result is encoded straight into a
+// pooled buffer, framed there (for a V1 reply): the frame is msg, and rb,
+// if not nil, is the buffer it is in, which the writer gives back once msg
+// is written (writeBatch).
+func (c *Conn) encode(h *header, resolved bool, res any, err error, d time.Duration) (msg []byte, rb *replyBuf) {
 	var body json.RawMessage
 	if err == nil && res != nil {
-		b, merr := json.Marshal(res)
+		rb = getReplyBuf()
+		if !h.v0 {
+			rb.b = appendReplyStart(rb.b, h.RequestID)
+		}
+		start := len(rb.b)
+		merr := rb.enc.Encode(res) // what json.Marshal makes, and a newline
+		size := int64(len(rb.b) - start - 1)
 		switch limit := c.srv.cfg.MaxReplySize; {
 		case merr != nil:
 			c.log().Error("cannot encode reply", "facade", h.Type, "method", h.Request, "err", merr)
 			err = &params.Error{Message: "cannot encode reply: " + merr.Error()}
-		case int64(len(b)) > limit:
+		case size > limit:
 			c.log().Warn("reply over the size limit not sent", "facade", h.Type, "method", h.Request,
-				"size", len(b), "limit", limit)
-			err = ReplyTooLargeError(int64(len(b)), limit)
+				"size", size, "limit", limit)
+			err = ReplyTooLargeError(size, limit)
 		default:
-			body = b
+			body = rb.b[start : len(rb.b)-1]
 		}
 	}
 	if obs := c.srv.cfg.Observer; obs != nil {
@@ -560,33 +582,79 @@ func (c *Conn) encode(h *header, resolved bool, res any, err error, d time.Durat
 		}
 		obs.RequestDone(facade, h.Version, method, code, d)
 	}
+	if len(body) > 0 && !h.v0 {
+		// The frame's start is before body already.
+		rb.b = appendReplyEnd(rb.b[:len(rb.b)-1], h.cc.revision())
+		return rb.b, rb
+	}
 	msg, merr := encodeReply(h, body, err)
 	if merr != nil {
 		c.log().Error("cannot encode reply frame", "err", merr)
 		msg, _ = encodeReply(h, nil, &params.Error{Message: "cannot encode reply"})
 	}
-	return msg
+	rb.free() // msg holds a copy of body
+	return msg, nil
+}
+
+// replyBuf is a buffer a reply is encoded and framed in, and the JSON
+// encoder that writes into it: json.Marshal would return a copy of its
+// own buffer, and the frame was a second one, two allocations per reply.
+type replyBuf struct {
+	b   []byte
+	enc *json.Encoder // writes to b
+}
+
+// Write appends p to b: the encoder's writer.
+func (rb *replyBuf) Write(p []byte) (int, error) {
+	rb.b = append(rb.b, p...)
+	return len(p), nil
+}
+
+// replyPoolMax is the largest buffer given back to replyPool: a buffer a
+// large reply grew is left to the collector, not kept.
+const replyPoolMax = 16 << 10
+
+var replyPool = sync.Pool{New: func() any {
+	rb := &replyBuf{}
+	rb.enc = json.NewEncoder(rb) // escapes HTML, as json.Marshal does
+	return rb
+}}
+
+// getReplyBuf returns an empty buffer from the pool.
+func getReplyBuf() *replyBuf {
+	rb := replyPool.Get().(*replyBuf)
+	rb.b = rb.b[:0]
+	return rb
+}
+
+// free gives rb back to the pool, unless it is nil or large; rb and what
+// was framed in it must not be used after.
+func (rb *replyBuf) free() {
+	if rb != nil && cap(rb.b) <= replyPoolMax {
+		replyPool.Put(rb)
+	}
 }
 
 // encodeLater encodes the reply of a Later call and answers the call.
-func (c *Conn) encodeLater(lc *laterCall) []byte {
-	msg := c.encode(lc.h, true, lc.res, lc.err, time.Since(lc.start))
-	c.release(lc.h)
-	return msg
+func (c *Conn) encodeLater(h *header) ([]byte, *replyBuf) {
+	msg, rb := c.encode(h, true, h.lc.res, h.lc.err, time.Since(h.lc.start))
+	c.release(h)
+	return msg, rb
 }
 
-// enqueue queues msg, an encoded reply, for the writer, waiting for room:
-// one of maxQueued slots and its size in Config.MaxUnsent bytes (a reply
-// larger than that waits until nothing else is unsent). The writer makes
-// room as it writes, or drops the replies of a connection whose writes
-// failed, so the wait ends within the write deadline. It reports whether
-// the caller must run the writer (add).
-func (c *Conn) enqueue(msg []byte) (writer bool) {
+// enqueue queues msg, an encoded reply (framed in rb if not nil, see
+// encode), for the writer, waiting for room: one of maxQueued slots and
+// its size in Config.MaxUnsent bytes (a reply larger than that waits
+// until nothing else is unsent). The writer makes room as it writes, or
+// drops the replies of a connection whose writes failed, so the wait ends
+// within the write deadline. It reports whether the caller must run the
+// writer (add).
+func (c *Conn) enqueue(msg []byte, rb *replyBuf) (writer bool) {
 	c.slots <- struct{}{}
 	if n := c.weight(msg); !c.bytes.TryAcquire(n) {
 		_ = c.bytes.Acquire(context.Background(), n)
 	}
-	return c.add(outgoing{msg: msg})
+	return c.add(outgoing{msg: msg, buf: rb})
 }
 
 // weight is what msg takes of the MaxUnsent bytes.
@@ -595,8 +663,8 @@ func (c *Conn) weight(msg []byte) int64 { return min(int64(len(msg)), c.srv.cfg.
 // push queues the reply of a Later call without waiting: the Later calls
 // are bounded by the request slots, and the writer encodes their replies
 // within the unsent bound.
-func (c *Conn) push(lc *laterCall) {
-	if c.add(outgoing{later: lc}) {
+func (c *Conn) push(h *header) {
+	if c.add(outgoing{later: h}) {
 		c.srv.workers.run(c.writeFn) // whoever replied is not held
 	}
 }
@@ -607,8 +675,32 @@ func (c *Conn) push(lc *laterCall) {
 func (c *Conn) add(o outgoing) (writer bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.queue == nil {
+		c.queue = newQueue()
+	}
 	c.queue = append(c.queue, o)
 	return c.startWriterLocked()
+}
+
+// queueArray is the array a connection's queue starts with: room for the
+// replies one commit gives one agent (its ten watchers' Next), so that
+// the queue does not grow from empty for each batch. The arrays are
+// pooled: a connection holds one only while its writer runs, and one
+// its queue outgrew is left to the collector, not kept.
+type queueArray [16]outgoing
+
+var queuePool = sync.Pool{New: func() any { return new(queueArray) }}
+
+// newQueue returns an empty queue on a pooled array.
+func newQueue() []outgoing { return queuePool.Get().(*queueArray)[:0] }
+
+// freeQueue gives q's array back to the pool if it is a pooled one; q
+// must not be used after. Its elements are already cleared (writeBatch
+// clears each as it writes it; an empty queue holds none).
+func freeQueue(q []outgoing) {
+	if cap(q) == len(queueArray{}) {
+		queuePool.Put((*queueArray)(q[:cap(q)]))
+	}
 }
 
 // startWriterLocked, with mu held, reports whether the caller, who has
@@ -656,13 +748,17 @@ func (c *Conn) write() {
 		batch := c.queue
 		if len(batch) > 0 {
 			c.queue = spare[:0]
+			spare = nil
 		} else if !ping {
 			// Nothing to do: the writer stops with the queue empty, under
 			// the lock the queue is given under, so a reply queued from
-			// now on starts a new one. An idle connection keeps no array.
+			// now on starts a new one. An idle connection keeps no array:
+			// the queue's and the spare go back to the pool.
 			c.queue = nil
 			c.writing = false
 			c.mu.Unlock()
+			freeQueue(batch)
+			freeQueue(spare)
 			signal(c.notify) // teardown may wait for the writer
 			return
 		}
@@ -709,26 +805,24 @@ func (c *Conn) writeBatch(batch []outgoing) []outgoing {
 	for {
 		later := false
 		for i := range batch {
-			msg := batch[i].msg
-			if lc := batch[i].later; lc != nil {
-				msg, later = c.encodeLater(lc), true
+			msg, rb := batch[i].msg, batch[i].buf
+			if h := batch[i].later; h != nil {
+				msg, rb = c.encodeLater(h)
+				later = true
 			} else {
 				c.bytes.Release(c.weight(msg))
 				<-c.slots
 			}
 			batch[i] = outgoing{} // let the reply go
-			if err != nil {
-				continue // dropped
-			}
-			if gathered > 0 && gathered+int64(len(msg)) > cfg.MaxUnsent {
+			if err == nil && gathered > 0 && gathered+int64(len(msg)) > cfg.MaxUnsent {
 				err, gathered = c.wire.flush(time.Now().Add(cfg.WriteTimeout)), 0
-				if err != nil {
-					continue
-				}
 			}
-			_ = c.ws.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout))
-			err = c.ws.WriteMessage(websocket.TextMessage, msg)
-			gathered += int64(len(msg))
+			if err == nil { // else dropped
+				_ = c.ws.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout))
+				err = c.ws.WriteMessage(websocket.TextMessage, msg)
+				gathered += int64(len(msg))
+			}
+			rb.free() // gorilla has copied msg (to its buffer, or the cork's)
 		}
 		if later && cfg.Settle != nil && err == nil {
 			cfg.Settle() // what is given with these replies is then queued

@@ -57,6 +57,7 @@ type callCtx struct {
 	conn  *Conn
 	items int64         // taken from conn.items; given back by finish
 	rev   *callRevision // the request named a from-revision (revisions.go)
+	later Later         // the call's Later, if it replies later (newLater)
 }
 
 // Value implements context.Context.

@@ -205,12 +205,30 @@ func HandleNone[C, F any](m *Methods[C, F], name string, fn func(F, context.Cont
 // the call's MaxRequests slot until the reply is sent.
 type Later struct {
 	// start starts the call of f (the facade's instance, or LaterFunc's
-	// function): one function per method, made at registration, so that
-	// a call's Later is its one allocation.
-	start func(f any, ctx context.Context, reply func(any, error))
+	// function): one function per method, made at registration.
+	start func(f any, ctx context.Context, r replier)
 	f     any
 	// mapErr, if set, maps the reply's error (MapErr).
 	mapErr func(req Request, err error) error
+}
+
+// replier receives the reply of a Later call: the connection's call
+// itself, so that starting a call makes no function to reply with.
+type replier interface{ reply(res any, err error) }
+
+// replyFunc is a reply function as a replier.
+type replyFunc func(any, error)
+
+func (f replyFunc) reply(res any, err error) { f(res, err) }
+
+// newLater returns the Later of the call running with ctx: the one the
+// connection keeps with the call (callCtx), so that a call's Later is no
+// allocation of its own; a new one outside a connection.
+func newLater(ctx context.Context) *Later {
+	if cc, _ := ctx.Value(callKey{}).(*callCtx); cc != nil {
+		return &cc.later
+	}
+	return new(Later)
 }
 
 // LaterFunc makes a Later for a Root that resolves methods without the
@@ -221,27 +239,27 @@ func LaterFunc(start func(ctx context.Context, reply func(any, error))) *Later {
 }
 
 // startFunc is the start of a LaterFunc's Later: f is its function.
-func startFunc(f any, ctx context.Context, reply func(any, error)) {
-	f.(func(context.Context, func(any, error)))(ctx, reply)
+func startFunc(f any, ctx context.Context, r replier) {
+	f.(func(context.Context, func(any, error)))(ctx, r.reply)
 }
 
 // begin runs l's start.
-func (l *Later) begin(ctx context.Context, reply func(any, error)) { l.start(l.f, ctx, reply) }
+func (l *Later) begin(ctx context.Context, r replier) { l.start(l.f, ctx, r) }
 
 // Start runs the call outside a connection (tests, in-process callers):
 // reply is called exactly once, from any goroutine, and must not block.
 // Its error has been through MapErr's function, with a zero Request.
 func (l *Later) Start(ctx context.Context, reply func(any, error)) {
 	if l.mapErr == nil {
-		l.begin(ctx, reply)
+		l.begin(ctx, replyFunc(reply))
 		return
 	}
-	l.begin(ctx, func(res any, err error) {
+	l.begin(ctx, replyFunc(func(res any, err error) {
 		if err != nil {
 			err = l.mapErr(Request{}, err)
 		}
 		reply(res, err)
-	})
+	}))
 }
 
 // MapErr makes l's error, if any, pass through f (the facade layer's
@@ -264,21 +282,23 @@ func (l *Later) MapErr(f func(req Request, err error) error) *Later {
 // encoded and written on a worker goroutine). Params sent are ignored.
 func HandleLater[C, F, R any](m *Methods[C, F], name string, fn func(F, context.Context, func(R, error))) {
 	newF := m.newF
-	start := func(f any, ctx context.Context, reply func(any, error)) {
+	start := func(f any, ctx context.Context, rep replier) {
 		fn(f.(F), ctx, func(r R, err error) {
 			if err != nil {
-				reply(nil, err)
+				rep.reply(nil, err)
 				return
 			}
-			reply(r, nil)
+			rep.reply(r, nil)
 		})
 	}
-	m.add(name, nil, func(_ context.Context, c C, _ json.RawMessage) (any, error) {
+	m.add(name, nil, func(ctx context.Context, c C, _ json.RawMessage) (any, error) {
 		f, err := newF(c)
 		if err != nil {
 			return nil, err
 		}
-		return &Later{start: start, f: f}, nil
+		l := newLater(ctx)
+		*l = Later{start: start, f: f}
+		return l, nil
 	})
 }
 

@@ -28,6 +28,9 @@ type Session struct {
 	modelErr       error
 	remote         string // the client's address, for logs
 	resources      *watcher.Resources
+	// laterErr is laterError, bound once: a method value made per call
+	// is an allocation per watcher Next.
+	laterErr func(rpc.Request, error) error
 
 	mu         sync.Mutex // guards the fields below
 	loggingIn  bool
@@ -48,6 +51,7 @@ type Session struct {
 func NewRootFunc(deps *Deps) func(rpc.ConnInfo, *rpc.Conn) rpc.Root {
 	return func(info rpc.ConnInfo, c *rpc.Conn) rpc.Root {
 		s := &Session{deps: deps, conn: c, remote: info.RemoteAddr, resources: watcher.NewResources(deps.MaxWatchers)}
+		s.laterErr = s.laterError
 		if d := deps.LoginTimeout; d > 0 {
 			s.loginTimer = time.AfterFunc(d, func() {
 				deps.Logger.Debug("closing connection: no login", "timeout", d, "remote", info.RemoteAddr)
@@ -221,7 +225,7 @@ func (k *call) Call(ctx context.Context, raw json.RawMessage) (any, error) {
 		return nil, k.ServerError(err)
 	}
 	if l, ok := res.(*rpc.Later); ok {
-		return l.MapErr(k.Session.laterError), nil
+		return l.MapErr(k.Session.laterErr), nil
 	}
 	return res, nil
 }

@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -275,4 +276,65 @@ func startEcho(b *testing.B) (addr string, ca []byte) {
 	}
 	b.Cleanup(func() { _ = srv.Close() })
 	return srv.Addr, srv.CACert
+}
+
+// BenchmarkChangeDelivered is one change of provisionbench's watch
+// workload with its agent: ModelAdmin.AddMachines lxd:N from an admin
+// connection, and its deliveries to the machine's own agent, which holds
+// 10 WatchContainers watchers (Provisioner v11) on its own connection,
+// each with a StringsWatcher.Next pending. An op is the write and its ten
+// replies, the agent's ten next Next calls sent: the eleven calls of a
+// change. Its allocations are the daemon's and the two clients'; the
+// daemon's alone are the window figures of provisionbench watch
+// (docs/performance.md, "The cost of a change").
+func BenchmarkChangeDelivered(b *testing.B) {
+	const k = 10
+	d := start(b, nil)
+	model := d.Credentials().DefaultModelUUID
+	agent := benchAgents(b, d, 1)[0]
+	args := params.WatchContainers{Params: make([]params.WatchContainer, k)}
+	for w := range args.Params {
+		args.Params[w] = params.WatchContainer{MachineTag: agent.tag}
+	}
+	var res params.StringsWatchResults
+	if err := agent.conn.Call(ctxT(b), "Provisioner", 11, "", "WatchContainers", args, &res); err != nil {
+		b.Fatal(err)
+	}
+	if len(res.Results) != k {
+		b.Fatalf("WatchContainers: %d results, want %d", len(res.Results), k)
+	}
+	delivered := make(chan error, k)
+	var loop func(w *client.StringsWatcher)
+	loop = func(w *client.StringsWatcher) {
+		w.GoNext(func(ids []string, err error) {
+			if err == nil && len(ids) != 1 {
+				err = fmt.Errorf("Next: %d ids %v, want 1", len(ids), ids)
+			}
+			delivered <- err
+			if err == nil {
+				loop(w)
+			}
+		})
+	}
+	for _, r := range res.Results {
+		if r.Error != nil {
+			b.Fatal(r.Error)
+		}
+		loop(client.NewStringsWatcher(agent.conn, r.StringsWatcherId))
+	}
+	adm := loginAdmin(b, d, model)
+	add := params.AddMachinesArgs{Placement: "lxd:" + strings.TrimPrefix(agent.tag, "machine-")}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		var res params.AddMachinesResult
+		if err := adm.Call(ctx, "ModelAdmin", 1, "", "AddMachines", add, &res); err != nil {
+			b.Fatal(err)
+		}
+		for range k {
+			if err := <-delivered; err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
 }
