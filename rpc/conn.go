@@ -308,9 +308,9 @@ func (c *Conn) waitLocked(done func() bool, interruptible bool) bool {
 
 // serve is the connection's reader: it starts the ping timer, reads
 // requests until reading ends, tears the connection down, then calls
-// ended with why it ended (one of EndReasons). Between requests it waits in gorilla's NextReader (readRequest),
-// so its own frame is kept small: the work of a request is in functions
-// that are not inlined here.
+// ended with why it ended (one of EndReasons). Between requests it waits
+// in gorilla's NextReader (readRequest), so its own frame is kept small:
+// the work of a request is in functions that are not inlined here.
 func (c *Conn) serve(ended func(reason string)) {
 	c.writeFn = c.write
 	c.mu.Lock() // pingDue reads ping under mu
@@ -324,11 +324,20 @@ func (c *Conn) serve(ended func(reason string)) {
 	for c.beforeRead() && c.readRequest() {
 	}
 	c.teardown()
+	c.reportEnd(ended)
+}
+
+// reportEnd logs (at debug, unless the client closed it) why the
+// connection ended and calls ended with it. Not inlined: its frame stays
+// off the idle reader's stack (readRequest).
+//
+//go:noinline
+func (c *Conn) reportEnd(ended func(reason string)) {
 	c.mu.Lock()
 	reason, err := c.endReason, c.endErr
 	c.mu.Unlock()
 	if reason == "" {
-		reason = EndClosed // the reader stopped for Close (setEnd was first)
+		reason = EndClosed // not reached: whatever stops the reader records why
 	}
 	if reason != EndClientClosed {
 		c.log().Debug("connection ended", "reason", reason, "err", err)

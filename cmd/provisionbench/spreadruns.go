@@ -134,7 +134,7 @@ func runConnsSpread(ctx context.Context, e *env, n int) (*values, error) {
 	v.set("  agents still without a daemon", "", float64(st.Down))
 	v.set("watchers open", "", float64(st.Watching))
 	if dropped > 0 || st.Watching != int64(n*k) {
-		e.o.missed = append(e.o.missed, fmt.Sprintf("conns: %d agents: %d connections dropped (target 0), %d agents without a daemon, %d of %d watchers open",
+		e.o.missed = append(e.o.missed, fmt.Sprintf("%d agents: %d connections dropped (target 0), %d agents without a daemon, %d of %d watchers open",
 			n, dropped, st.Down, st.Watching, n*k))
 	}
 	connsFigures(v, sumMem(before), sumMem(loggedIn), sumMem(after), n, k)
