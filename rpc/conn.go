@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"os"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -116,10 +119,55 @@ type Conn struct {
 	dead     bool       // a write failed: replies are dropped
 	ended    bool       // teardown is done with the writer: none starts again
 
+	// endReason is why the connection ended (one of EndReasons): the
+	// first cause found wins, so a read that fails because a write
+	// failed, or because Close asked the reader to stop, keeps that
+	// cause. Guarded by mu. endErr is the error behind it, for the log.
+	endReason string
+	endErr    error
+
+	// pingOut is set when a ping is written and cleared by its pong: the
+	// read deadline is moved to PongWait after the ping only while none is
+	// outstanding, so a client that stops answering is still dropped.
+	pingOut atomic.Bool
+
 	stopOnce  sync.Once
 	stopping  atomic.Bool // set to ask the reader to stop
 	overLimit bool        // the reader stopped at a message over the read limit (the reader's)
 }
+
+// Why a connection ended: the reason the Observer's ConnClosed is given,
+// a small fixed set (EndReasons) for a metric's label.
+const (
+	// EndClientClosed: the client sent a close frame.
+	EndClientClosed = "client_closed"
+	// EndClientGone: the client's socket ended without a close frame (EOF,
+	// reset): a client that died or dropped the connection.
+	EndClientGone = "client_gone"
+	// EndReadDeadline: nothing was read for Config.PongWait: no request,
+	// and no pong within PongWait of a ping.
+	EndReadDeadline = "read_deadline"
+	// EndReadError: reading failed otherwise (a TLS or framing error).
+	EndReadError = "read_error"
+	// EndOverReadLimit: a message over the read limit (close code 1009).
+	EndOverReadLimit = "over_read_limit"
+	// EndMalformed: a message that is not a request or reply.
+	EndMalformed = "malformed"
+	// EndWriteTimeout: a write did not finish within Config.WriteTimeout
+	// (a client that does not read).
+	EndWriteTimeout = "write_timeout"
+	// EndWriteFailed: a write failed otherwise.
+	EndWriteFailed = "write_failed"
+	// EndShutdown: the server shut down (Server.Shutdown).
+	EndShutdown = "shutdown"
+	// EndClosed: Conn.Close, from the layer above (a login that never
+	// came, an agent that stopped pinging, its credentials changed).
+	EndClosed = "closed"
+)
+
+// EndReasons are every reason a connection ends with.
+var EndReasons = []string{EndClientClosed, EndClientGone, EndReadDeadline, EndReadError, EndOverReadLimit,
+	EndMalformed, EndWriteTimeout, EndWriteFailed, EndShutdown, EndClosed}
 
 // outgoing is one reply for the writer: encoded (msg, holding a slot and
 // its bytes of the room), or the reply of a Later call, which the writer
@@ -166,12 +214,16 @@ func (c *Conn) Info() ConnInfo { return c.info }
 // Close asks the connection to end: it stops reading, stops the root's
 // resources, lets running calls reply, sends a close frame with code and
 // closes the socket. It does not wait; Done is closed when it has ended.
-func (c *Conn) Close(code int) {
+func (c *Conn) Close(code int) { c.closeFor(code, EndClosed) }
+
+// closeFor is Close, recording reason as why the connection ends.
+func (c *Conn) closeFor(code int, reason string) {
 	c.stopOnce.Do(func() {
 		c.mu.Lock()
 		if c.closeCode == 0 {
 			c.closeCode = code
 		}
+		c.setEndLocked(reason, nil)
 		c.closed = true
 		c.mu.Unlock()
 		signal(c.notify)
@@ -191,6 +243,45 @@ func (c *Conn) setCloseCode(code int) {
 		c.closeCode = code
 	}
 	c.mu.Unlock()
+}
+
+// setEnd records reason (and err) as why the connection ends, unless a
+// cause was found before.
+func (c *Conn) setEnd(reason string, err error) {
+	c.mu.Lock()
+	c.setEndLocked(reason, err)
+	c.mu.Unlock()
+}
+
+func (c *Conn) setEndLocked(reason string, err error) {
+	if c.endReason == "" {
+		c.endReason, c.endErr = reason, err
+	}
+}
+
+// isTimeout reports whether err is a deadline's.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
+}
+
+// readEndReason is why a failed read ends the connection.
+func readEndReason(err error) string {
+	var ce *websocket.CloseError
+	switch {
+	case errors.Is(err, websocket.ErrReadLimit):
+		return EndOverReadLimit
+	case errors.As(err, &ce):
+		if ce.Code == websocket.CloseAbnormalClosure { // gorilla's for EOF without a close frame
+			return EndClientGone
+		}
+		return EndClientClosed
+	case isTimeout(err): // gorilla hides the deadline error behind its own
+		return EndReadDeadline
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET):
+		return EndClientGone
+	}
+	return EndReadError
 }
 
 // signal wakes ch's waiter without blocking: a wake-up already pending
@@ -219,22 +310,41 @@ func (c *Conn) waitLocked(done func() bool, interruptible bool) bool {
 
 // serve is the connection's reader: it starts the ping timer, reads
 // requests until reading ends, tears the connection down, then calls
-// ended. Between requests it waits in gorilla's NextReader (readRequest),
-// so its own frame is kept small: the work of a request is in functions
-// that are not inlined here.
-func (c *Conn) serve(ended func()) {
+// ended with why it ended (one of EndReasons). Between requests it waits
+// in gorilla's NextReader (readRequest), so its own frame is kept small:
+// the work of a request is in functions that are not inlined here.
+func (c *Conn) serve(ended func(reason string)) {
 	c.writeFn = c.write
 	c.mu.Lock() // pingDue reads ping under mu
 	c.ping = time.AfterFunc(c.srv.cfg.PingPeriod, c.pingDue)
 	c.mu.Unlock()
 	pongWait := c.srv.cfg.PongWait
 	c.ws.SetPongHandler(func(string) error {
+		c.pingOut.Store(false)
 		return c.ws.SetReadDeadline(time.Now().Add(pongWait))
 	})
 	for c.beforeRead() && c.readRequest() {
 	}
 	c.teardown()
-	ended()
+	c.reportEnd(ended)
+}
+
+// reportEnd logs (at debug, unless the client closed it) why the
+// connection ended and calls ended with it. Not inlined: its frame stays
+// off the idle reader's stack (readRequest).
+//
+//go:noinline
+func (c *Conn) reportEnd(ended func(reason string)) {
+	c.mu.Lock()
+	reason, err := c.endReason, c.endErr
+	c.mu.Unlock()
+	if reason == "" {
+		reason = EndClosed // not reached: whatever stops the reader records why
+	}
+	if reason != EndClientClosed {
+		c.log().Debug("connection ended", "reason", reason, "err", err)
+	}
+	ended(reason)
 }
 
 // teardown ends the connection, on the reader, once reading has ended.
@@ -332,6 +442,7 @@ func (c *Conn) readAndHandle(r io.Reader) bool {
 //
 //go:noinline
 func (c *Conn) readFailed(err error) bool {
+	c.setEnd(readEndReason(err), err)
 	if errors.Is(err, websocket.ErrReadLimit) {
 		// gorilla has already sent close code 1009.
 		c.log().Debug("message over the read limit", "limit", c.readLimit())
@@ -348,7 +459,7 @@ func (c *Conn) readFailed(err error) bool {
 func (c *Conn) handle(data []byte) bool {
 	h, err := decodeHeader(data)
 	if err != nil {
-		c.log().Debug("closing connection on a malformed message", "err", err)
+		c.setEnd(EndMalformed, err)
 		c.setCloseCode(websocket.CloseNormalClosure)
 		return false
 	}
@@ -853,13 +964,23 @@ func errDead(dead bool) error {
 }
 
 // sendPing sends a websocket ping, on the writer, unless its writes
-// failed.
+// failed. Unless a ping is still unanswered, the client has PongWait from
+// this ping to answer it, however late the ping timer or the writer ran:
+// the reader's deadline, which every frame read moves to PongWait after
+// it, could otherwise fall due PongWait - PingPeriod after the ping or
+// sooner, too short a wait for a busy client or daemon.
 func (c *Conn) sendPing() {
 	c.mu.Lock()
 	dead := c.dead
 	c.mu.Unlock()
 	if dead {
 		return
+	}
+	if c.pingOut.CompareAndSwap(false, true) {
+		_ = c.ws.SetReadDeadline(time.Now().Add(c.srv.cfg.PongWait))
+		if c.stopping.Load() { // Close's past deadline stands (Close, beforeRead)
+			_ = c.ws.SetReadDeadline(time.Now().Add(-time.Second))
+		}
 	}
 	err := c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(c.srv.cfg.WriteTimeout))
 	if err != nil {
@@ -875,7 +996,11 @@ func (c *Conn) failWrite(err error) {
 	c.dead = true
 	c.mu.Unlock()
 	if first {
-		c.log().Debug("write failed; closing connection", "err", err)
+		reason := EndWriteFailed
+		if isTimeout(err) {
+			reason = EndWriteTimeout
+		}
+		c.setEnd(reason, err)
 		c.fail()
 	}
 }

@@ -92,7 +92,10 @@
 //     then and later are dropped, their room given back.
 //  6. Pings go out every Config.PingPeriod from the writer, which a timer
 //     (no goroutine) starts; a pong, like every read, extends the read
-//     deadline (Config.PongWait).
+//     deadline (Config.PongWait), and a ping written while none is
+//     unanswered moves it to PongWait after the ping, so a client always
+//     has the whole pong wait to answer, however late the timer or the
+//     writer ran.
 //  7. Contexts. A call's context is the connection's (with the call's
 //     item share as a value): it ends when reading ends. Juju requests
 //     carry no per-call cancellation.
@@ -104,7 +107,10 @@
 //     ping timer (no writer starts again); send the close frame; close the
 //     socket. No goroutine of the connection outlives it.
 //  9. Observer methods are called from the reader, the handlers and the
-//     writer; they must not block.
+//     writer; they must not block. ConnClosed gets why the connection
+//     ended (EndReasons: the first cause found, so a read that fails
+//     because a write failed or Close was called keeps that cause), which
+//     is also logged at debug level unless the client closed it.
 //
 // rpc never imports the facade layer: it reads the wire code of an error
 // from its ErrorCode method (params.Error has one), and the Registry's

@@ -18,9 +18,10 @@ import (
 // methods are called from many goroutines and must not block. RequestDone
 // gets empty facade and method names for requests that named no known
 // method; code is "" on success and "error" for an error without a code.
+// ConnClosed gets why the connection ended, one of EndReasons.
 type Observer interface {
 	ConnOpened()
-	ConnClosed()
+	ConnClosed(reason string)
 	RequestDone(facade string, version int, method, code string, d time.Duration)
 }
 
@@ -60,7 +61,10 @@ type Config struct {
 	// stops reading is disconnected after it. Default 30 s.
 	WriteTimeout time.Duration
 	// PingPeriod is how often the server sends websocket pings; PongWait is
-	// how long it waits for any frame before closing. Defaults 50 s, 60 s.
+	// how long it waits for any frame before closing, and how long a client
+	// has to answer a ping from when it was sent. Defaults 60 s and 90 s,
+	// Juju's (apiserver/websocket: PingPeriod, PongDelay); a PingPeriod not
+	// under PongWait is two thirds of it.
 	PingPeriod time.Duration
 	PongWait   time.Duration
 
@@ -86,8 +90,8 @@ const (
 	DefaultMaxUnsent         = 16 << 20
 	DefaultMaxRequests       = 1024
 	DefaultWriteTimeout      = 30 * time.Second
-	DefaultPingPeriod        = 50 * time.Second
-	DefaultPongWait          = 60 * time.Second
+	DefaultPingPeriod        = 60 * time.Second
+	DefaultPongWait          = 90 * time.Second
 )
 
 func (c *Config) setDefaults() {
@@ -117,7 +121,7 @@ func (c *Config) setDefaults() {
 		c.PongWait = DefaultPongWait
 	}
 	if c.PingPeriod <= 0 || c.PingPeriod >= c.PongWait {
-		c.PingPeriod = c.PongWait * 9 / 10
+		c.PingPeriod = c.PongWait * 2 / 3 // DefaultPingPeriod of DefaultPongWait
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -238,7 +242,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
-		c.Close(websocket.CloseGoingAway)
+		c.closeFor(websocket.CloseGoingAway, EndShutdown)
 	} else {
 		s.conns[c] = struct{}{}
 		s.mu.Unlock()
@@ -251,12 +255,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if obs != nil {
 		obs.ConnOpened()
 	}
-	go c.serve(func() {
+	go c.serve(func(reason string) {
 		s.mu.Lock()
 		delete(s.conns, c)
 		s.mu.Unlock()
 		if obs != nil {
-			obs.ConnClosed()
+			obs.ConnClosed(reason)
 		}
 		release()
 	})
@@ -276,7 +280,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closing = true
 	for c := range s.conns {
-		c.Close(websocket.CloseGoingAway)
+		c.closeFor(websocket.CloseGoingAway, EndShutdown)
 	}
 	s.mu.Unlock()
 	done := make(chan struct{})

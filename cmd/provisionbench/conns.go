@@ -67,8 +67,9 @@ func connsTarget(k int) float64 { return 16 + 0.5*float64(k) }
 // watcher: 100,000 agents x 2 watchers would otherwise be 200,000 parked
 // goroutines and their stacks in the load generator.
 type session struct {
-	c  *client.Conn
-	wg sync.WaitGroup // one per watcher, done when its Next fails
+	c        *client.Conn
+	wg       sync.WaitGroup // one per watcher, done when its Next fails
+	watching atomic.Int64   // watchers with a Next loop running
 }
 
 // startSession watches on c (watch) and starts its pinger.
@@ -105,6 +106,7 @@ func (s *session) watch(ctx context.Context, m machineCred, k int) error {
 		}
 		for _, r := range sres.Results {
 			s.wg.Add(1)
+			s.watching.Add(1)
 			s.loopStrings(client.NewStringsWatcher(c, r.StringsWatcherId))
 		}
 	}
@@ -117,6 +119,7 @@ func (s *session) watch(ctx context.Context, m machineCred, k int) error {
 			return nres.Error
 		}
 		s.wg.Add(1)
+		s.watching.Add(1)
 		s.loopNotify(nres.NotifyWatcherId)
 	}
 	return nil
@@ -126,6 +129,7 @@ func (s *session) watch(ctx context.Context, m machineCred, k int) error {
 func (s *session) loopStrings(w *client.StringsWatcher) {
 	w.GoNext(func(_ []string, err error) {
 		if err != nil {
+			s.watching.Add(-1)
 			s.wg.Done()
 			return
 		}
@@ -137,6 +141,7 @@ func (s *session) loopStrings(w *client.StringsWatcher) {
 func (s *session) loopNotify(id string) {
 	s.c.Go("NotifyWatcher", 1, id, "Next", nil, nil, func(err error) {
 		if err != nil {
+			s.watching.Add(-1)
 			s.wg.Done()
 			return
 		}

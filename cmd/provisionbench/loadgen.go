@@ -83,6 +83,8 @@ type lgReply struct {
 	Spurious   int64 `json:"spurious,omitempty"`
 	Down       int64 `json:"down,omitempty"` // agents without a daemon now
 	Back       int64 `json:"back,omitempty"` // reconnections made since arm
+	// Watching is the watchers with a Next loop running (lgConns).
+	Watching int64 `json:"watching,omitempty"`
 
 	GCCycles  uint64         `json:"gc-cycles,omitempty"`
 	Delivered []lgDelivery   `json:"delivered,omitempty"`
@@ -272,6 +274,7 @@ func sumReplies(rs []*lgReply) lgReply {
 		s.Spurious += r.Spurious
 		s.Down += r.Down
 		s.Back += r.Back
+		s.Watching += r.Watching
 		s.GCCycles += r.GCCycles
 		s.Delivered = append(s.Delivered, r.Delivered...)
 		s.Events = append(s.Events, r.Events...)
@@ -349,8 +352,13 @@ type lgAgent struct {
 	c       *client.Conn
 	on      int // the daemon it is on
 	servers []string
-	sess    *session          // lgConns
-	seen    []map[string]bool // lgWatch: per watcher, the containers seen
+	sess    *session // lgConns
+	// want is the watchers an lgConns session holds: its watch request's
+	// (the "watch" op sets it), opened on every session made after that.
+	// Who opens them is decided under mu: the op on the session it finds,
+	// or the reconnection that replaces a session the op found dropped.
+	want int
+	seen []map[string]bool // lgWatch: per watcher, the containers seen
 }
 
 // childLoadgen is the hidden command of a load generator: requests on
@@ -397,7 +405,17 @@ func (lg *lgChild) handle(ctx context.Context, req lgRequest) (*lgReply, error) 
 		start := time.Now()
 		err := parallel(ctx, len(lg.agents), 64, func(ctx context.Context, j int) error {
 			a := lg.agents[j]
-			return a.sess.watch(ctx, a.m, req.Watchers)
+			a.mu.Lock()
+			a.want = req.Watchers
+			s := a.sess
+			a.mu.Unlock()
+			err := s.watch(ctx, a.m, req.Watchers)
+			if err != nil && lg.armCancel != nil && errors.Is(err, client.ErrConnClosed) {
+				// Dropped: counted (down, back), and its reconnection
+				// opens the watchers on the session that replaces s.
+				return nil
+			}
+			return err
 		})
 		return &lgReply{Seconds: time.Since(start).Seconds()}, err
 	case "status":
@@ -406,6 +424,9 @@ func (lg *lgChild) handle(ctx context.Context, req lgRequest) (*lgReply, error) 
 		for _, a := range lg.agents {
 			a.mu.Lock()
 			r.PerDaemon[a.on]++
+			if a.sess != nil {
+				r.Watching += a.sess.watching.Load()
+			}
 			a.mu.Unlock()
 		}
 		return r, nil
@@ -500,11 +521,14 @@ func (lg *lgChild) open(ctx context.Context, a *lgAgent, c *client.Conn) error {
 	on := lg.addrs[c.RemoteAddr().String()]
 	switch lg.kind {
 	case lgConns:
-		s, err := startSession(ctx, c, a.m, lg.k)
+		// Under a.mu: the watch op reads want and the session together
+		// (want).
+		a.mu.Lock()
+		s, err := startSession(ctx, c, a.m, max(lg.k, a.want))
 		if err != nil {
+			a.mu.Unlock()
 			return err
 		}
-		a.mu.Lock()
 		a.sess = s
 	default:
 		ws, err := lg.watchContainers(ctx, a, c, on)

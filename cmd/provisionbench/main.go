@@ -34,6 +34,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -138,6 +139,11 @@ type options struct {
 	workload string
 	stdout   io.Writer
 	stderr   io.Writer
+
+	// missed are the targets a run missed that fail the tool once the
+	// report is written (conns: agents' connections dropped), so that a
+	// long run still reports its figures.
+	missed []string
 
 	json       bool
 	repeat     int
@@ -506,10 +512,21 @@ func runWorkload(ctx context.Context, w *workload, o *options) error {
 	o.progress.done()
 	rep.Machine.LoadEnd = loadAverage()
 	if o.json {
-		return rep.writeJSON(o.stdout)
+		if err := rep.writeJSON(o.stdout); err != nil {
+			return err
+		}
+		return o.missedErr()
 	}
 	rep.writeTable(o.stdout)
-	return nil
+	return o.missedErr()
+}
+
+// missedErr is the error of the targets the runs missed (options.missed).
+func (o *options) missedErr() error {
+	if len(o.missed) == 0 {
+		return nil
+	}
+	return errors.New(strings.Join(o.missed, "; "))
 }
 
 func (t *target) describe() string {

@@ -36,6 +36,10 @@ func TestSpreadConns(t *testing.T) {
 	if v := figure(t, rep, 200, "agents connected"); v != 200 {
 		t.Errorf("agents connected = %v, want 200", v)
 	}
+	if v := figure(t, rep, 200, "watchers open"); v != 400 {
+		t.Errorf("watchers open = %v, want 400 (2 per agent)", v)
+	}
+	checkZero(t, rep, 200, "connections dropped", "  agents still without a daemon")
 	for _, d := range []string{"daemon 1 ", "daemon 2 "} {
 		if v := figure(t, rep, 200, d+"agents"); v != 100 {
 			t.Errorf("%sagents = %v, want 100 (agent i on daemon i mod 2)", d, v)

@@ -91,6 +91,12 @@ func runConnsSpread(ctx context.Context, e *env, n int) (*values, error) {
 		return nil, err
 	}
 	took := time.Since(start)
+	// An agent whose connection drops connects again, as one in the field
+	// does, with its watchers: counted, and a run with any fails once its
+	// figures are reported, instead of ending with none.
+	if _, err := lg.all(lgRequest{Op: "arm"}); err != nil {
+		return nil, err
+	}
 	e.o.progress.set(fmt.Sprintf("conns: %d agents logged in; settling", n))
 	if err := sleepCtx(ctx, e.o.settle); err != nil {
 		return nil, err
@@ -123,6 +129,14 @@ func runConnsSpread(ctx context.Context, e *env, n int) (*values, error) {
 	v.set("watchers opened/s", "", float64(n*k)/wtook.Seconds())
 	v.set("login try again", "", float64(sumReplies(rs).TryAgain))
 	v.set("agents connected", "", float64(sumPerDaemon(st.PerDaemon)))
+	dropped := st.Back + st.Down
+	v.set("connections dropped", "", float64(dropped))
+	v.set("  agents still without a daemon", "", float64(st.Down))
+	v.set("watchers open", "", float64(st.Watching))
+	if dropped > 0 || st.Watching != int64(n*k) {
+		e.o.missed = append(e.o.missed, fmt.Sprintf("%d agents: %d connections dropped (target 0), %d agents without a daemon, %d of %d watchers open",
+			n, dropped, st.Down, st.Watching, n*k))
+	}
 	connsFigures(v, sumMem(before), sumMem(loggedIn), sumMem(after), n, k)
 	setPerDaemonMem(v, before, after, st.PerDaemon)
 	e.setEtcdSize(ctx, v)

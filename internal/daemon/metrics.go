@@ -8,6 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/provisiond/provisiond/rpc"
 )
 
 // metrics are the daemon's Prometheus metrics, served at /metrics. It
@@ -16,6 +18,7 @@ type metrics struct {
 	reg         *prometheus.Registry
 	conns       prometheus.Gauge
 	connsTotal  prometheus.Counter
+	connsEnded  *prometheus.CounterVec
 	logins      *prometheus.CounterVec
 	requests    *prometheus.CounterVec
 	latency     *prometheus.HistogramVec
@@ -50,6 +53,12 @@ func newMetrics(watchers func() float64, revision func() float64) *metrics {
 		connsTotal: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "provisiond_connections_total", Help: "API connections accepted.",
 		}),
+		connsEnded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "provisiond_connections_ended_total",
+			Help: "API connections ended, by reason: client_closed (its close frame), client_gone (its socket ended without one), " +
+				"read_deadline (no pong within the pong wait of a ping, nor any other frame), read_error, over_read_limit, malformed, " +
+				"write_timeout (a client that does not read), write_failed, shutdown, closed (no login, no agent ping, credentials changed).",
+		}, []string{"reason"}),
 		logins: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "provisiond_logins_total", Help: "Admin.Login calls by outcome (ok, or the error code).",
 		}, []string{"outcome"}),
@@ -77,7 +86,10 @@ func newMetrics(watchers func() float64, revision func() float64) *metrics {
 			Buckets: prometheus.ExponentialBuckets(1, 2, 10),
 		}),
 	}
-	m.reg.MustRegister(m.conns, m.connsTotal, m.logins, m.requests, m.latency, m.nextWait, m.commits, m.commitBatch,
+	for _, r := range rpc.EndReasons { // every reason shows, at 0
+		m.connsEnded.WithLabelValues(r)
+	}
+	m.reg.MustRegister(m.conns, m.connsTotal, m.connsEnded, m.logins, m.requests, m.latency, m.nextWait, m.commits, m.commitBatch,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "provisiond_watchers", Help: "Active watcher subscriptions.",
 		}, watchers),
@@ -100,7 +112,10 @@ var goRuntimeMetrics = collectors.GoRuntimeMetricsRule{
 }
 
 func (m *metrics) ConnOpened() { m.conns.Inc(); m.connsTotal.Inc() }
-func (m *metrics) ConnClosed() { m.conns.Dec() }
+func (m *metrics) ConnClosed(reason string) {
+	m.conns.Dec()
+	m.connsEnded.WithLabelValues(reason).Inc()
+}
 
 // RequestDone counts a request by outcome: code is "" on success, which
 // the metrics show as "ok". The time a watcher's Next spends waiting for a
