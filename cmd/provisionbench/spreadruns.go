@@ -586,6 +586,7 @@ func runFailoverSpread(ctx context.Context, e *env, n int) (*values, error) {
 	v.set("watch call response bytes/agent, after the failover", "B", float64(got.RewatchBytes)/moves)
 	replays := hist1[histResumes] - hist0[histResumes]
 	v.set("resumed watchers that replayed the history", "", replays)
+	v.set("  of which from the daemon's recent history (no store read)", "", hist1[histShared]-hist0[histShared])
 	for _, f := range []struct{ name, metric string }{
 		{"history reads of the store", histReads}, {"history records read", histRecords}, {"history bytes read", histBytes},
 	} {
@@ -606,13 +607,21 @@ const (
 	histReads   = "provisiond_history_reads_total"
 	histRecords = "provisiond_history_read_records_total"
 	histBytes   = "provisiond_history_read_bytes_total"
+	histShared  = "provisiond_history_resumes_shared_total"
 )
 
 // scrapeResumes sums the history counters of resumed watchers over ts.
 func scrapeResumes(ts []*target) (map[string]float64, error) {
 	sum := map[string]float64{}
 	for _, t := range ts {
-		m, err := t.scrapeSeries([]string{histResumes, histReads, histRecords, histBytes})
+		// A daemon busy with a failover may take a while to answer.
+		var m map[string]float64
+		var err error
+		for range 5 {
+			if m, err = t.scrapeSeries([]string{histResumes, histShared, histReads, histRecords, histBytes}); err == nil {
+				break
+			}
+		}
 		if err != nil {
 			return nil, err
 		}
