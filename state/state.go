@@ -141,6 +141,9 @@ type State struct {
 	// resumes count what resumed watches read of the history
 	// (watch_resume.go); shared by the State's copies.
 	resumes *resumeCounters
+	// history is the recent history resumed watches share
+	// (history_window.go); shared by the State's copies.
+	history *historyWindow
 }
 
 // Feed is the store.Feed of a State whose Options.Hub is hub: open the
@@ -183,7 +186,8 @@ func Open(s store.Store, opts Options) (*State, error) {
 
 func newState(s store.Store, opts Options) *State {
 	st := &State{store: s, hub: opts.Hub, logger: opts.Logger, now: opts.Now, machines: newMachineCache(), verifyTimes: &durationSample{},
-		noSpace: new(atomic.Pointer[noSpaceRefusal]), resumes: &resumeCounters{}}
+		noSpace: new(atomic.Pointer[noSpaceRefusal]), resumes: &resumeCounters{},
+		history: newHistoryWindow()}
 	if st.hub == nil {
 		st.hub = watcher.NewHub()
 	}
@@ -198,6 +202,7 @@ func newState(s store.Store, opts Options) *State {
 
 // Close waits for writes in progress to commit and closes the store.
 func (st *State) Close() error {
+	st.history.close()
 	return st.store.Close()
 }
 

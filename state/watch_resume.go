@@ -173,7 +173,7 @@ func (st *State) replay(ctx context.Context, from, upto uint64, fs []watcher.Fil
 	st.resumes.replays.Add(1)
 	ids := []string{}
 	var seen watcher.IDSet
-	err := st.resumes.readHistory(ctx, h, from, upto, func(cm store.Commit) {
+	shared, err := st.history.replay(ctx, st.resumes, h, from, upto, func(cm store.Commit) {
 		for _, wr := range cm.Writes {
 			for _, f := range fs {
 				c, ok := historyChange(wr, f)
@@ -190,6 +190,9 @@ func (st *State) replay(ctx context.Context, from, upto uint64, fs []watcher.Fil
 	if err != nil {
 		return nil, err
 	}
+	if shared {
+		st.resumes.shared.Add(1)
+	}
 	return ids, nil
 }
 
@@ -199,6 +202,9 @@ type ResumeStats struct {
 	// Replays is the resumed watchers that replayed the history after
 	// their revision (one per watcher: a bulk Watch call makes several).
 	Replays uint64
+	// Shared is the replays served from the history window (no store
+	// read: history_window.go).
+	Shared uint64
 	// Reads is the reads of the store's history they made (a History
 	// call, each paged on etcd, or a HistoryStats call), Records the
 	// records those returned and Bytes the records' size.
@@ -207,19 +213,20 @@ type ResumeStats struct {
 
 // resumeCounters are a State's ResumeStats, shared by its copies.
 type resumeCounters struct {
-	replays, reads, records, bytes atomic.Uint64
+	replays, shared, reads, records, bytes atomic.Uint64
 }
 
 // ResumeStats returns what resumed watches cost the store so far.
 func (st *State) ResumeStats() ResumeStats {
 	c := st.resumes
-	return ResumeStats{Replays: c.replays.Load(), Reads: c.reads.Load(), Records: c.records.Load(), Bytes: c.bytes.Load()}
+	return ResumeStats{Replays: c.replays.Load(), Shared: c.shared.Load(), Reads: c.reads.Load(), Records: c.records.Load(), Bytes: c.bytes.Load()}
 }
 
 // readHistory calls fn with each commit the history holds after revision
-// from, up to upto, counting the reads. ErrResumeTooOld when the history
-// after from is not all kept.
-func (c *resumeCounters) readHistory(ctx context.Context, h store.Historian, from, upto uint64, fn func(store.Commit)) error {
+// from, up to upto, counting the reads, and returns the oldest revision
+// kept, read after them. ErrResumeTooOld when the history after from is
+// not all kept.
+func (c *resumeCounters) readHistory(ctx context.Context, h store.Historian, from, upto uint64, fn func(store.Commit)) (oldest uint64, err error) {
 	after := from
 	for after < upto {
 		c.reads.Add(1)
@@ -233,10 +240,10 @@ func (c *resumeCounters) readHistory(ctx context.Context, h store.Historian, fro
 			return nil
 		})
 		if errors.Is(err, store.ErrHistoryGone) {
-			return ErrResumeTooOld
+			return 0, ErrResumeTooOld
 		}
 		if err != nil && err != errStopHistory {
-			return err
+			return 0, err
 		}
 		if err == errStopHistory || !more || last <= after {
 			break
@@ -248,12 +255,12 @@ func (c *resumeCounters) readHistory(ctx context.Context, h store.Historian, fro
 	c.reads.Add(1)
 	stats, err := h.HistoryStats(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if stats.Oldest == 0 || stats.Oldest > from+1 {
-		return ErrResumeTooOld
+		return 0, ErrResumeTooOld
 	}
-	return nil
+	return stats.Oldest, nil
 }
 
 // commitSize is about the bytes of cm's record: its origin, keys and

@@ -118,6 +118,8 @@ func (d *Daemon) startHistory() []singular.Worker {
 	d.metrics.reg.MustRegister(
 		resumed("provisiond_history_resumes_total", "Watchers opened resumed after a revision that replayed the history after it (one per watcher of a bulk Watch call).",
 			func(s state.ResumeStats) uint64 { return s.Replays }),
+		resumed("provisiond_history_resumes_shared_total", "Of provisiond_history_resumes_total, those replayed from the recent history the daemon holds for them (no read of the store).",
+			func(s state.ResumeStats) uint64 { return s.Shared }),
 		resumed("provisiond_history_reads_total", "Reads of the store's history made for resumed watchers (a range of records, paged on etcd, or the oldest point kept).",
 			func(s state.ResumeStats) uint64 { return s.Reads }),
 		resumed("provisiond_history_read_records_total", "History records read from the store for resumed watchers.",
