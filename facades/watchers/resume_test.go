@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -364,6 +365,7 @@ func TestResumesShareOneHistoryRead(t *testing.T) {
 	before := read()
 	const n = 40
 	errs := make(chan error, n)
+	var retries atomic.Int64
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Add(1)
@@ -374,6 +376,12 @@ func TestResumesShareOneHistoryRead(t *testing.T) {
 				from, want = rev2, want2
 			}
 			w, err := client.NewProvisioner(conns[i%len(conns)]).WatchModelMachinesFrom(ctx, from)
+			for try := 0; client.IsCode(err, params.CodeTryAgain) && try < 5; try++ {
+				// etcd slow on a loaded box: again, as an agent would
+				retries.Add(1)
+				time.Sleep(time.Duration(try+1) * 200 * time.Millisecond)
+				w, err = client.NewProvisioner(conns[i%len(conns)]).WatchModelMachinesFrom(ctx, from)
+			}
 			if err != nil {
 				errs <- fmt.Errorf("resume %d after %d: %w", i, from, err)
 				return
@@ -396,15 +404,15 @@ func TestResumesShareOneHistoryRead(t *testing.T) {
 	}
 	after := read()
 	resumes, shared, reads := after[0]-before[0], after[1]-before[1], after[2]-before[2]
-	t.Logf("%v resumed watchers: %v served from the daemon's recent history, %v reads of the store's history", resumes, shared, reads)
-	if resumes != n {
-		t.Errorf("%v resumed watchers replayed the history, want %d", resumes, n)
+	t.Logf("%v resumed watchers (%d tried again): %v served from the daemon's recent history, %v reads of the store's history", resumes, retries.Load(), shared, reads)
+	if resumes < n || resumes > float64(n+retries.Load()) {
+		t.Errorf("%v resumed watchers replayed the history, want %d (and up to %d tried again)", resumes, n, retries.Load())
 	}
 	// A read of the store is a range and then the oldest point kept: a
 	// few of them, for the first resume and for one that reaches past an
 	// end of what the daemon holds (the other revision, or a revision
 	// committed meanwhile).
-	if shared < n-4 || reads > 8 {
+	if shared < n-4 || reads > float64(8+2*retries.Load()) {
 		t.Errorf("%v of %d resumed watchers shared the history read, with %v reads of the store; want at most 4 reads of it (8 reads)", shared, n, reads)
 	}
 }
