@@ -2,6 +2,7 @@ package state
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"time"
@@ -34,7 +35,7 @@ const (
 	windowMaxBytes = 32 << 20
 	// windowMaxSpan is the most revisions one read for the window may
 	// span; a resume whose missing range is longer reads alone.
-	windowMaxSpan = 50_000
+	windowMaxSpan = 200_000
 	// windowIdle: the window is emptied after this long unused.
 	windowIdle = time.Minute
 )
@@ -51,7 +52,8 @@ type historyWindow struct {
 	commits []store.Commit // in revision order; elements never change once in
 	bytes   int
 	used    time.Time
-	filling bool // a fill is reading the store
+	filling bool   // a fill is reading the store
+	want    uint64 // the lowest revision the resumes waiting for the fill resume from (0: none)
 	timer   *time.Timer
 	closed  bool
 }
@@ -62,12 +64,21 @@ func newHistoryWindow() *historyWindow {
 
 // replay calls fn with the commits in (from, upto], from the window or,
 // for what it lacks, the store (counted in c); shared reports whether no
-// store read was made. from < upto.
-func (w *historyWindow) replay(ctx context.Context, c *resumeCounters, h store.Historian, from, upto uint64, fn func(store.Commit)) (shared bool, err error) {
+// store read was made. from < upto <= latest, the revision this process
+// has applied: a read for the window goes on to it, and back to the
+// lowest revision the resumes waiting for the read asked for, so that
+// one read serves every resume that came meanwhile (their snapshots are
+// at most latest).
+func (w *historyWindow) replay(ctx context.Context, c *resumeCounters, h store.Historian, from, upto, latest uint64, fn func(store.Commit)) (shared bool, err error) {
 	if cs, ok := w.get(from, upto); ok {
 		visit(cs, fn)
 		return true, nil
 	}
+	w.mu.Lock()
+	if w.want == 0 || from < w.want {
+		w.want = from
+	}
+	w.mu.Unlock()
 	select {
 	case w.fill <- struct{}{}:
 	case <-ctx.Done():
@@ -82,7 +93,8 @@ func (w *historyWindow) replay(ctx context.Context, c *resumeCounters, h store.H
 	// it be meanwhile): mid's elements stay as they are, and appending to
 	// mid writes past what any reader was given.
 	w.mu.Lock()
-	lo, hi, mid, bytes := w.lo, w.hi, w.commits, w.bytes
+	lo, hi, mid, bytes, want := w.lo, w.hi, w.commits, w.bytes, w.want
+	w.want = 0
 	w.filling = true
 	w.mu.Unlock()
 	defer func() {
@@ -90,35 +102,63 @@ func (w *historyWindow) replay(ctx context.Context, c *resumeCounters, h store.H
 		w.filling = false
 		w.mu.Unlock()
 	}()
-	if lo == hi || from > hi || upto < lo {
-		// Disjoint: a new window of (from, upto], if not too long.
-		if upto-from > windowMaxSpan {
-			_, err := c.readHistory(ctx, h, from, upto, fn)
-			return false, err
-		}
-		cs, oldest, err := readSlim(ctx, c, h, from, upto)
-		if err != nil {
-			return false, err
-		}
-		w.store(from, upto, cs, sizeOf(cs), oldest)
-		visit(cs, fn)
-		return false, nil
+	a, b := from, max(upto, latest)
+	if want != 0 && want < a && b-want <= windowMaxSpan {
+		a = want
 	}
-	// Overlapping: read what is missing at either end.
-	if lo-min(lo, from) > windowMaxSpan || max(upto, hi)-hi > windowMaxSpan {
-		_, err := c.readHistory(ctx, h, from, upto, fn)
+	err = w.fillRange(ctx, c, h, a, b, lo, hi, mid, bytes)
+	if err == ErrResumeTooOld && a < from {
+		// Another resume's revision is too old: this one's may not be.
+		err = w.fillRange(ctx, c, h, from, b, lo, hi, mid, bytes)
+	}
+	if err == errTooLong {
+		_, err = c.readHistory(ctx, h, from, upto, fn)
 		return false, err
+	}
+	if err != nil {
+		return false, err
+	}
+	cs, ok := w.get(from, upto)
+	if !ok { // trimmed past from: it was a long read
+		_, err = c.readHistory(ctx, h, from, upto, fn)
+		return false, err
+	}
+	visit(cs, fn)
+	return false, nil
+}
+
+// errTooLong: a read for the window would span more than windowMaxSpan.
+var errTooLong = errors.New("state: too long a read for the history window")
+
+// fillRange makes the window hold (a, b], given that it held (lo, hi] of
+// mid (bytes): a new window when the two are apart, else the old one
+// with what is missing read at either end. Called by the fill.
+func (w *historyWindow) fillRange(ctx context.Context, c *resumeCounters, h store.Historian, a, b, lo, hi uint64, mid []store.Commit, bytes int) error {
+	if lo == hi || a > hi || b < lo {
+		if b-a > windowMaxSpan {
+			return errTooLong
+		}
+		cs, oldest, err := readSlim(ctx, c, h, a, b)
+		if err != nil {
+			return err
+		}
+		w.store(a, b, cs, sizeOf(cs), oldest)
+		return nil
+	}
+	if lo-min(lo, a) > windowMaxSpan || max(b, hi)-hi > windowMaxSpan {
+		return errTooLong
 	}
 	var before, after []store.Commit
 	var oldest uint64
-	if from < lo {
-		if before, oldest, err = readSlim(ctx, c, h, from, lo); err != nil {
-			return false, err
+	var err error
+	if a < lo {
+		if before, oldest, err = readSlim(ctx, c, h, a, lo); err != nil {
+			return err
 		}
 	}
-	if upto > hi {
-		if after, oldest, err = readSlim(ctx, c, h, hi, upto); err != nil {
-			return false, err
+	if b > hi {
+		if after, oldest, err = readSlim(ctx, c, h, hi, b); err != nil {
+			return err
 		}
 	}
 	cs := mid
@@ -126,10 +166,8 @@ func (w *historyWindow) replay(ctx context.Context, c *resumeCounters, h store.H
 		cs = append(before, mid...)
 	}
 	cs = append(cs, after...)
-	w.store(min(from, lo), max(upto, hi), cs, bytes+sizeOf(before)+sizeOf(after), oldest)
-	i, j := firstAfter(cs, from), firstAfter(cs, upto)
-	visit(cs[i:j], fn)
-	return false, nil
+	w.store(min(a, lo), max(b, hi), cs, bytes+sizeOf(before)+sizeOf(after), oldest)
+	return nil
 }
 
 func visit(cs []store.Commit, fn func(store.Commit)) {

@@ -173,7 +173,7 @@ func (st *State) replay(ctx context.Context, from, upto uint64, fs []watcher.Fil
 	st.resumes.replays.Add(1)
 	ids := []string{}
 	var seen watcher.IDSet
-	shared, err := st.history.replay(ctx, st.resumes, h, from, upto, func(cm store.Commit) {
+	shared, err := st.history.replay(ctx, st.resumes, h, from, upto, max(upto, st.store.Revision()), func(cm store.Commit) {
 		for _, wr := range cm.Writes {
 			for _, f := range fs {
 				c, ok := historyChange(wr, f)
