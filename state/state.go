@@ -137,6 +137,13 @@ type State struct {
 	// (ErrStoreNoSpace), for the daemon's /health (NoSpace); shared by
 	// the State's copies (OneView, ViewAt).
 	noSpace *atomic.Pointer[noSpaceRefusal]
+
+	// resumes count what resumed watches read of the history
+	// (watch_resume.go); shared by the State's copies.
+	resumes *resumeCounters
+	// history is the recent history resumed watches share
+	// (history_window.go); shared by the State's copies.
+	history *historyWindow
 }
 
 // Feed is the store.Feed of a State whose Options.Hub is hub: open the
@@ -179,7 +186,8 @@ func Open(s store.Store, opts Options) (*State, error) {
 
 func newState(s store.Store, opts Options) *State {
 	st := &State{store: s, hub: opts.Hub, logger: opts.Logger, now: opts.Now, machines: newMachineCache(), verifyTimes: &durationSample{},
-		noSpace: new(atomic.Pointer[noSpaceRefusal])}
+		noSpace: new(atomic.Pointer[noSpaceRefusal]), resumes: &resumeCounters{},
+		history: newHistoryWindow()}
 	if st.hub == nil {
 		st.hub = watcher.NewHub()
 	}
@@ -194,6 +202,7 @@ func newState(s store.Store, opts Options) *State {
 
 // Close waits for writes in progress to commit and closes the store.
 func (st *State) Close() error {
+	st.history.close()
 	return st.store.Close()
 }
 

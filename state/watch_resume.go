@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/provisiond/provisiond/state/store"
@@ -169,33 +170,80 @@ func (st *State) replay(ctx context.Context, from, upto uint64, fs []watcher.Fil
 	if !ok {
 		return nil, ErrResumeTooOld
 	}
+	st.resumes.replays.Add(1)
 	ids := []string{}
 	var seen watcher.IDSet
+	shared, err := st.history.replay(ctx, st.resumes, h, from, upto, max(upto, st.store.Revision()), func(cm store.Commit) {
+		for _, wr := range cm.Writes {
+			for _, f := range fs {
+				c, ok := historyChange(wr, f)
+				if !ok {
+					continue
+				}
+				if s, ok := id(c); ok && seen.Add(s) {
+					ids = append(ids, s)
+				}
+				break
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	if shared {
+		st.resumes.shared.Add(1)
+	}
+	return ids, nil
+}
+
+// ResumeStats counts what resumed watches cost this State's store
+// (the daemon's /metrics: provisiond_history_resumes_total and after).
+type ResumeStats struct {
+	// Replays is the resumed watchers that replayed the history after
+	// their revision (one per watcher: a bulk Watch call makes several).
+	Replays uint64
+	// Shared is the replays served from the history window (no store
+	// read: history_window.go).
+	Shared uint64
+	// Reads is the reads of the store's history they made (a History
+	// call, each paged on etcd, or a HistoryStats call), Records the
+	// records those returned and Bytes the records' size.
+	Reads, Records, Bytes uint64
+}
+
+// resumeCounters are a State's ResumeStats, shared by its copies.
+type resumeCounters struct {
+	replays, shared, reads, records, bytes atomic.Uint64
+}
+
+// ResumeStats returns what resumed watches cost the store so far.
+func (st *State) ResumeStats() ResumeStats {
+	c := st.resumes
+	return ResumeStats{Replays: c.replays.Load(), Shared: c.shared.Load(), Reads: c.reads.Load(), Records: c.records.Load(), Bytes: c.bytes.Load()}
+}
+
+// readHistory calls fn with each commit the history holds after revision
+// from, up to upto, counting the reads, and returns the oldest revision
+// kept, read after them. ErrResumeTooOld when the history after from is
+// not all kept.
+func (c *resumeCounters) readHistory(ctx context.Context, h store.Historian, from, upto uint64, fn func(store.Commit)) (oldest uint64, err error) {
 	after := from
 	for after < upto {
+		c.reads.Add(1)
 		last, more, err := h.History(ctx, after, 0, func(cm store.Commit) error {
 			if cm.Rev > upto {
 				return errStopHistory
 			}
-			for _, wr := range cm.Writes {
-				for _, f := range fs {
-					c, ok := historyChange(wr, f)
-					if !ok {
-						continue
-					}
-					if s, ok := id(c); ok && seen.Add(s) {
-						ids = append(ids, s)
-					}
-					break
-				}
-			}
+			c.records.Add(1)
+			c.bytes.Add(uint64(commitSize(cm)))
+			fn(cm)
 			return nil
 		})
 		if errors.Is(err, store.ErrHistoryGone) {
-			return nil, ErrResumeTooOld
+			return 0, ErrResumeTooOld
 		}
 		if err != nil && err != errStopHistory {
-			return nil, err
+			return 0, err
 		}
 		if err == errStopHistory || !more || last <= after {
 			break
@@ -204,14 +252,28 @@ func (st *State) replay(ctx context.Context, from, upto uint64, fs []watcher.Fil
 	}
 	// Checked after reading: a record pruned while it was read is then
 	// seen as missing, never skipped unnoticed.
+	c.reads.Add(1)
 	stats, err := h.HistoryStats(ctx)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	if stats.Oldest == 0 || stats.Oldest > from+1 {
-		return nil, ErrResumeTooOld
+		return 0, ErrResumeTooOld
 	}
-	return ids, nil
+	return stats.Oldest, nil
+}
+
+// commitSize is about the bytes of cm's record: its origin, keys and
+// values.
+func commitSize(cm store.Commit) int {
+	n := 8 + len(cm.Origin.Who) + len(cm.Origin.Addr) + len(cm.Origin.Daemon) + len(cm.Origin.Call)
+	for _, w := range cm.Writes {
+		n += 2 + len(w.Key) + len(w.Before) + len(w.After)
+		for _, m := range w.Members {
+			n += 3 + len(m.Name) + len(m.Before) + len(m.After)
+		}
+	}
+	return n
 }
 
 // historyChange is the watcher change a write of the history may have

@@ -23,7 +23,7 @@ var failoverWorkload = &workload{
 	sizeName: "agents per daemon",
 	sizes:    "100,1000,3000",
 	describe: func(o *options) map[string]any {
-		return map[string]any{"daemons": o.daemons, "watchers-per-agent": 2, "kill": "SIGKILL of the last daemon",
+		return map[string]any{"daemons": o.daemons, "watchers-per-agent": o.connsWatchers(), "kill": "SIGKILL of the last daemon", "resume": o.resume,
 			"reconnect":  "the addresses of the agent's login (LoginResult.servers), from its own place in the list; full jitter backoff on try again",
 			"login-rate": fmt.Sprintf("%d burst, 1 per %s, per daemon", o.loginRateMax, o.loginRateRefill)}
 	},
@@ -37,6 +37,7 @@ var failoverWorkload = &workload{
 			"all back: from the SIGKILL until every agent of the killed daemon is logged in again on another daemon with both its watchers (target: 3,000 agents per daemon, 3 daemons, within 10 s)",
 			"the agents of the other daemons must not notice: survivors dropped must be 0; other errors are errors but try again and connections refused",
 			"between runs the killed daemon is started again on its data dir (it joins the controller) and every agent reconnects afresh",
+			"--resume: the moved agents open their watchers resumed after the lowest revision their events covered (a watcher reset: afresh); the watch call's response bytes are its JSON; the history figures are the surviving daemons' counters (provisiond_history_*_total) from the kill until all are back",
 		}
 	},
 }

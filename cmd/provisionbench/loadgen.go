@@ -63,6 +63,11 @@ type lgRequest struct {
 	Watchers int           `json:"watchers,omitempty"`
 	First    int           `json:"first,omitempty"`
 	Agents   []machineCred `json:"agents,omitempty"` // agent First+j is Agents[j]
+	// Resume: lgWatch's agents open their watchers again after a
+	// reconnection resumed from the revision their events covered
+	// (provisiond's "from-revision" header key), as the reference agent
+	// does, rather than afresh.
+	Resume bool `json:"resume,omitempty"`
 }
 
 // lgReply is a load generator's answer; Err is set when the command
@@ -85,6 +90,14 @@ type lgReply struct {
 	Back       int64 `json:"back,omitempty"` // reconnections made since arm
 	// Watching is the watchers with a Next loop running (lgConns).
 	Watching int64 `json:"watching,omitempty"`
+
+	// lgWatch: the Watch calls made again after a reconnection: resumed,
+	// answered watcher reset (then made afresh), and the bytes of their
+	// responses; FirstBytes: those of the agents' first Watch calls.
+	Resumed      int64 `json:"resumed,omitempty"`
+	Reset        int64 `json:"reset,omitempty"`
+	RewatchBytes int64 `json:"rewatch-bytes,omitempty"`
+	FirstBytes   int64 `json:"first-bytes,omitempty"`
 
 	GCCycles  uint64         `json:"gc-cycles,omitempty"`
 	Delivered []lgDelivery   `json:"delivered,omitempty"`
@@ -241,12 +254,12 @@ func (l *loadgens) all(req lgRequest) ([]*lgReply, error) {
 }
 
 // connect connects agents ms (agent i is ms[i]), each load generator its
-// share, with watchers watchers of kind.
-func (l *loadgens) connect(ms []machineCred, kind string, watchers int) ([]*lgReply, error) {
+// share, with watchers watchers of kind (resume: see lgRequest.Resume).
+func (l *loadgens) connect(ms []machineCred, kind string, watchers int, resume bool) ([]*lgReply, error) {
 	l.share(len(ms))
 	out := make([]*lgReply, len(l.procs))
 	err := l.each(func(p *loadgenProc) error {
-		r, err := p.call(lgRequest{Op: "connect", Kind: kind, Watchers: watchers, First: p.first, Agents: ms[p.first : p.first+p.count]})
+		r, err := p.call(lgRequest{Op: "connect", Kind: kind, Watchers: watchers, Resume: resume, First: p.first, Agents: ms[p.first : p.first+p.count]})
 		out[p.k] = r
 		return err
 	})
@@ -275,6 +288,10 @@ func sumReplies(rs []*lgReply) lgReply {
 		s.Down += r.Down
 		s.Back += r.Back
 		s.Watching += r.Watching
+		s.Resumed += r.Resumed
+		s.Reset += r.Reset
+		s.RewatchBytes += r.RewatchBytes
+		s.FirstBytes += r.FirstBytes
 		s.GCCycles += r.GCCycles
 		s.Delivered = append(s.Delivered, r.Delivered...)
 		s.Events = append(s.Events, r.Events...)
@@ -327,6 +344,7 @@ type lgChild struct {
 
 	kind   string
 	k      int
+	resume bool
 	agents []*lgAgent
 	st     *connectStats
 
@@ -337,6 +355,8 @@ type lgChild struct {
 	duplicates atomic.Int64
 	spurious   atomic.Int64
 	down, back atomic.Int64
+	// lgWatch's Watch calls (lgReply.Resumed and after)
+	resumed, reset, rewatchBytes, firstBytes atomic.Int64
 
 	armCancel context.CancelFunc
 	armWG     sync.WaitGroup
@@ -359,6 +379,7 @@ type lgAgent struct {
 	// or the reconnection that replaces a session the op found dropped.
 	want int
 	seen []map[string]bool // lgWatch: per watcher, the containers seen
+	revs []uint64          // lgWatch with resume: per watcher, the revision its events covered
 }
 
 // childLoadgen is the hidden command of a load generator: requests on
@@ -477,7 +498,8 @@ func (lg *lgChild) counts() *lgReply {
 	return &lgReply{TryAgain: lg.st.tryAgain.Load(), ConnErrors: lg.st.dialErr.Load(), Refused: lg.st.refused.Load(),
 		NoPort: lg.st.noPort.Load(), Other: lg.st.otherErr.Load(), LastOther: deref(lg.st.lastOther.Load()),
 		Deliveries: lg.deliveries.Load(), Duplicates: lg.duplicates.Load(), Spurious: lg.spurious.Load(),
-		Down: lg.down.Load(), Back: lg.back.Load()}
+		Down: lg.down.Load(), Back: lg.back.Load(),
+		Resumed: lg.resumed.Load(), Reset: lg.reset.Load(), RewatchBytes: lg.rewatchBytes.Load(), FirstBytes: lg.firstBytes.Load()}
 }
 
 func deref(s *string) string {
@@ -492,7 +514,7 @@ func deref(s *string) string {
 // watchers, 64 at a time.
 func (lg *lgChild) connect(ctx context.Context, req lgRequest) (*lgReply, error) {
 	lg.closeAgents()
-	lg.kind, lg.k = req.Kind, req.Watchers
+	lg.kind, lg.k, lg.resume = req.Kind, req.Watchers, req.Resume
 	lg.e.o.sources.first = req.First
 	lg.agents = make([]*lgAgent, len(req.Agents))
 	for j, m := range req.Agents {
@@ -566,15 +588,50 @@ func mergeServers(login, known []string) []string {
 // watchContainers opens lg.k WatchContainers watchers on a's machine (one
 // bulk call) and checks their first event against what a's watchers had
 // seen: the first time it is what they start from; after a reconnection
-// each container not seen yet is a delivery, late.
+// each container not seen yet is a delivery, late. With lg.resume, the
+// call after a reconnection resumes after the lowest revision a's
+// watchers' events covered (the reference agent's way, internal/agent);
+// answered watcher reset, it watches afresh.
 func (lg *lgChild) watchContainers(ctx context.Context, a *lgAgent, c *client.Conn, on int) ([]*client.StringsWatcher, error) {
 	args := params.WatchContainers{Params: make([]params.WatchContainer, lg.k)}
 	for w := range args.Params {
 		args.Params[w] = params.WatchContainer{MachineTag: a.m.Tag}
 	}
-	var res params.StringsWatchResults
-	if err := c.Call(ctx, "Provisioner", 11, "", "WatchContainers", args, &res); err != nil {
+	a.mu.Lock()
+	first := a.seen == nil
+	var from uint64
+	if lg.resume && !first && len(a.revs) > 0 {
+		from = slices.Min(a.revs)
+	}
+	a.mu.Unlock()
+	var raw json.RawMessage
+	var rev uint64
+	var err error
+	switch {
+	case !lg.resume:
+		err = c.Call(ctx, "Provisioner", 11, "", "WatchContainers", args, &raw)
+	case from > 0:
+		rev, err = c.CallFrom(ctx, "Provisioner", 11, "", "WatchContainers", from, args, &raw)
+		if err == nil {
+			lg.resumed.Add(1)
+		} else if errors.Is(err, client.ErrWatcherReset) {
+			lg.reset.Add(1)
+			rev, err = c.CallFrom(ctx, "Provisioner", 11, "", "WatchContainers", 0, args, &raw)
+		}
+	default:
+		rev, err = c.CallFrom(ctx, "Provisioner", 11, "", "WatchContainers", 0, args, &raw)
+	}
+	if err != nil {
 		return nil, err
+	}
+	if first {
+		lg.firstBytes.Add(int64(len(raw)))
+	} else {
+		lg.rewatchBytes.Add(int64(len(raw)))
+	}
+	var res params.StringsWatchResults
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return nil, fmt.Errorf("WatchContainers: %w", err)
 	}
 	if len(res.Results) != lg.k {
 		return nil, fmt.Errorf("WatchContainers: %d results for %d", len(res.Results), lg.k)
@@ -583,7 +640,6 @@ func (lg *lgChild) watchContainers(ctx context.Context, a *lgAgent, c *client.Co
 	out := make([]*client.StringsWatcher, lg.k)
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	first := a.seen == nil
 	if first {
 		a.seen = make([]map[string]bool, lg.k)
 	}
@@ -605,6 +661,12 @@ func (lg *lgChild) watchContainers(ctx context.Context, a *lgAgent, c *client.Co
 		}
 		out[w] = client.NewStringsWatcher(c, r.StringsWatcherId)
 	}
+	if lg.resume {
+		a.revs = make([]uint64, lg.k)
+		for w := range a.revs {
+			a.revs[w] = rev
+		}
+	}
 	return out, nil
 }
 
@@ -616,10 +678,11 @@ func (lg *lgChild) deliver(d lgDelivery) {
 }
 
 // loopWatch keeps a Next pending on watcher w of a until one fails (its
-// connection ended), recording every container not seen before. Called
-// without a.mu held; the completions run on the connection's reader.
+// connection ended), recording every container not seen before (and,
+// with lg.resume, the revision the event covered). Called without a.mu
+// held; the completions run on the connection's reader.
 func (lg *lgChild) loopWatch(a *lgAgent, sw *client.StringsWatcher, w, on int) {
-	sw.GoNext(func(ids []string, err error) {
+	got := func(ids []string, rev uint64, err error) {
 		now := time.Now().UnixNano()
 		if err != nil {
 			return
@@ -635,12 +698,20 @@ func (lg *lgChild) loopWatch(a *lgAgent, sw *client.StringsWatcher, w, on int) {
 			fresh++
 			lg.deliver(lgDelivery{Agent: a.i, Watcher: w, Daemon: on, ID: id, At: now})
 		}
+		if rev > 0 && w < len(a.revs) {
+			a.revs[w] = rev
+		}
 		a.mu.Unlock()
 		if fresh == 0 {
 			lg.spurious.Add(1)
 		}
 		lg.loopWatch(a, sw, w, on)
-	})
+	}
+	if lg.resume {
+		sw.GoNextRevision(got)
+		return
+	}
+	sw.GoNext(func(ids []string, err error) { got(ids, 0, err) })
 }
 
 // arm makes every agent reconnect when its connection ends: through the
@@ -716,5 +787,9 @@ func (lg *lgChild) closeAgents() {
 	lg.spurious.Store(0)
 	lg.down.Store(0)
 	lg.back.Store(0)
+	lg.resumed.Store(0)
+	lg.reset.Store(0)
+	lg.rewatchBytes.Store(0)
+	lg.firstBytes.Store(0)
 	lg.st = &connectStats{}
 }

@@ -182,6 +182,8 @@ type options struct {
 	// storm one at a time.
 	loadgens int
 	rolling  bool
+	// resume: failover's moved agents resume their watchers.
+	resume bool
 	// The given cluster's security (with etcdEndpoints), for the daemons
 	// and the baselines alike.
 	etcdSec etcdSecurity
@@ -260,6 +262,7 @@ func parseOptions(name string, args []string, stdout, stderr io.Writer) (*option
 	fs.StringVar(&o.etcdSec.password, "etcd-password", os.Getenv(etcdPasswordEnv), "with --etcd-username: its password (default $"+etcdPasswordEnv+", which ps does not show)")
 	fs.IntVar(&o.daemons, "daemons", 1, "with --store etcd: daemons serving the one controller; agents spread over them (default: one per 17,000 agents)")
 	fs.IntVar(&o.loadgens, "loadgens", 0, "conns, watch, failover, storm: run the agents in this many load generator processes, each with its own loopback source addresses (0: in this process; default: one per 15,000 agents, and one for conns and storm over several daemons)")
+	fs.BoolVar(&o.resume, "resume", false, "failover: the moved agents open their watchers again resumed after the revision their events covered (provisiond's from-revision, as the reference agent does) instead of afresh; runs the spread form (--loadgens 1 unless set)")
 	fs.BoolVar(&o.rolling, "rolling", false, "storm: restart the daemons one at a time (a rolling restart) instead of all together")
 	d := daemon.Default("")
 	fs.IntVar(&o.loginRateMax, "login-rate-max", d.LoginRateMax, "self-started daemon: agent login token bucket size")

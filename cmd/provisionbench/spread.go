@@ -52,6 +52,8 @@ func (o *options) resolveShape() error {
 				o.loadgens = auto
 			case o.daemons > 1 && (o.workload == "conns" || o.workload == "storm"):
 				o.loadgens = 1 // their spread form is the one that knows several daemons
+			case o.resume:
+				o.loadgens = 1 // the spread form's agents keep revisions and count what is lost
 			}
 		}
 	}
@@ -64,6 +66,10 @@ func (o *options) resolveShape() error {
 		return fmt.Errorf("%s over several daemons runs its agents in load generator processes: --loadgens 1 or more", o.workload)
 	case o.loadgens > o.totalAgents():
 		return fmt.Errorf("--loadgens %d: more load generators than agents (%d)", o.loadgens, o.totalAgents())
+	case o.resume && o.workload != "failover":
+		return errors.New("--resume is a failover's: the moved agents resume their watchers")
+	case o.resume && o.loadgens == 0:
+		return errors.New("failover --resume runs its agents in load generator processes: --loadgens 1 or more")
 	case o.rolling && o.workload != "storm":
 		return errors.New("--rolling is a storm's: restart the daemons one at a time")
 	case o.rolling && (o.daemons < 2 || o.loadgens == 0):

@@ -89,6 +89,22 @@ func TestSpreadFailover(t *testing.T) {
 		t.Error("no failover times")
 	}
 	figure(t, rep, 40, "changes during the failover")
+
+	// --resume: each moved agent resumes its watchers (one bulk Watch
+	// call) from the revision their events covered; nothing lost.
+	rep = runJSON(t, "failover", "-n", "40", "--watchers", "3", "--rate", "20", "--store", "etcd", "--daemons", "3", "--resume")
+	checkDivision(t, rep, "120 agents in 1 load generator processes of at most 120")
+	if v := figure(t, rep, 40, "agents moved"); v != 40 {
+		t.Errorf("--resume: agents moved = %v, want 40", v)
+	}
+	if v := figure(t, rep, 40, "watch calls resumed"); v != 40 {
+		t.Errorf("--resume: watch calls resumed = %v, want 40", v)
+	}
+	checkZero(t, rep, 40, "lost", "duplicates", "survivors dropped", "other errors", "failed writes", "watch calls reset (then afresh)")
+	if v := figure(t, rep, 40, "resumed watchers that replayed the history"); v > 120 {
+		t.Errorf("--resume: %v resumed watchers replayed the history, want at most 120 (40 agents x 3)", v)
+	}
+	figure(t, rep, 40, "history reads of the store per resumed watcher")
 }
 
 // Both daemons restart at once, then one at a time (--rolling): every
@@ -148,7 +164,8 @@ func TestSpreadShape(t *testing.T) {
 func TestSpreadBadFlags(t *testing.T) {
 	for _, args := range [][]string{{"rpc", "--loadgens", "2"}, {"watch", "--loadgens", "-1"}, {"storm", "--rolling"},
 		{"conns", "--store", "etcd", "--daemons", "2", "--loadgens", "0"}, {"watch", "-n", "3", "--loadgens", "4"},
-		{"storm", "--store", "etcd", "--daemons", "1", "--loadgens", "1", "--rolling"}} {
+		{"storm", "--store", "etcd", "--daemons", "1", "--loadgens", "1", "--rolling"}, {"watch", "--resume"},
+		{"failover", "--store", "etcd", "--daemons", "3", "--loadgens", "0", "--resume"}} {
 		o, err := parseOptions(args[0], args[1:], io.Discard, io.Discard)
 		if err == nil {
 			t.Errorf("%q: accepted (%+v)", args, o.division(o.totalAgents()))

@@ -63,9 +63,10 @@ func (e *env) spreadSetup(ctx context.Context, n int) ([]machineCred, *loadgens,
 }
 
 // connectWatching connects the agents of ms, each with k watchers of its
-// own containers (lgWatch); the caller closes them (closeAgents).
-func (l *loadgens) connectWatching(ms []machineCred, k int) error {
-	if _, err := l.connect(ms, lgWatch, k); err != nil {
+// own containers (lgWatch), resuming them after a reconnection with
+// resume; the caller closes them (closeAgents).
+func (l *loadgens) connectWatching(ms []machineCred, k int, resume bool) error {
+	if _, err := l.connect(ms, lgWatch, k, resume); err != nil {
 		l.closeAgents()
 		return err
 	}
@@ -85,7 +86,7 @@ func runConnsSpread(ctx context.Context, e *env, n int) (*values, error) {
 	}
 	e.o.progress.set(fmt.Sprintf("conns: connecting %d agents from %d load generators", n, len(lg.procs)))
 	start := time.Now()
-	rs, err := lg.connect(ms, lgConns, 0)
+	rs, err := lg.connect(ms, lgConns, 0, false)
 	defer lg.closeAgents()
 	if err != nil {
 		return nil, err
@@ -335,7 +336,7 @@ func runWatchSpread(ctx context.Context, e *env, n int) (*values, error) {
 	defer closeDrivers()
 	heap0 := liveHeaps(e.targets)
 	e.o.progress.set(fmt.Sprintf("watch: connecting %d agents x %d watchers from %d load generators", n, k, len(lg.procs)))
-	if err := lg.connectWatching(mcs, k); err != nil {
+	if err := lg.connectWatching(mcs, k, false); err != nil {
 		return nil, err
 	}
 	defer lg.closeAgents()
@@ -509,7 +510,7 @@ func runFailoverSpread(ctx context.Context, e *env, n int) (*values, error) {
 		}
 	}
 	e.o.progress.set(fmt.Sprintf("failover: connecting %d agents x %d watchers from %d load generators", n*d, k, len(lg.procs)))
-	if err := lg.connectWatching(ms, k); err != nil {
+	if err := lg.connectWatching(ms, k, e.o.resume); err != nil {
 		return nil, err
 	}
 	defer lg.closeAgents()
@@ -542,6 +543,11 @@ func runFailoverSpread(ctx context.Context, e *env, n int) (*values, error) {
 		}
 	}
 	defer stopDriver()
+	survivors := e.targets[:last]
+	hist0, err := scrapeResumes(survivors)
+	if err != nil {
+		return nil, err
+	}
 	e.o.progress.set(fmt.Sprintf("failover: killing daemon %d of %d under %d agents each", d, d, n))
 	ticks0 := readCPUTicks()
 	t0 := time.Now()
@@ -552,6 +558,10 @@ func runFailoverSpread(ctx context.Context, e *env, n int) (*values, error) {
 		return nil, err
 	}
 	stolen := readCPUTicks().stolenSince(ticks0)
+	hist1, err := scrapeResumes(survivors)
+	if err != nil {
+		return nil, err
+	}
 	stopDriver()
 	if err := lg.waitDeliveries(ctx, run.expectedDeliveries(k), e.o.settle); err != nil {
 		return nil, err
@@ -566,7 +576,7 @@ func runFailoverSpread(ctx context.Context, e *env, n int) (*values, error) {
 	}
 	evs, got := sumReplies(evr), sumReplies(dels)
 	moved := collectReconnects(evs.Events, t0, func(ev lgReconnect) bool { return ev.From == last })
-	survivors := len(evs.Events) - len(moved.back)
+	dropped := len(evs.Events) - len(moved.back)
 	ws := tally(run, ms, k, got.Delivered)
 	run.reportFailures(e, n)
 	v := newValues()
@@ -577,16 +587,63 @@ func runFailoverSpread(ctx context.Context, e *env, n int) (*values, error) {
 	v.set("longest without a daemon", "s", percentile(moved.gap, 100).Seconds())
 	v.set("logins/s", "", float64(len(moved.back))/max(moved.last.Sub(t0), time.Millisecond).Seconds())
 	setConnect(v, "", evs)
-	v.set("survivors dropped", "", float64(survivors))
+	v.set("survivors dropped", "", float64(dropped))
 	v.set("changes during the failover", "", float64(issuedN.Load()-failed.Load()))
 	v.set("events caught up by a watcher opened again", "", float64(ws.rewatched))
 	v.set("lost", "", float64(ws.lost))
 	v.set("duplicates", "", float64(got.Duplicates))
 	v.set("failed writes", "", float64(failed.Load()))
+	moves := float64(max(1, len(moved.back)))
+	v.set("watch calls resumed", "", float64(got.Resumed))
+	v.set("watch calls reset (then afresh)", "", float64(got.Reset))
+	v.set("watch call response bytes/agent, first", "B", float64(got.FirstBytes)/float64(len(ms)))
+	v.set("watch call response bytes/agent, after the failover", "B", float64(got.RewatchBytes)/moves)
+	replays := hist1[histResumes] - hist0[histResumes]
+	v.set("resumed watchers that replayed the history", "", replays)
+	v.set("  of which from the daemon's recent history (no store read)", "", hist1[histShared]-hist0[histShared])
+	for _, f := range []struct{ name, metric string }{
+		{"history reads of the store", histReads}, {"history records read", histRecords}, {"history bytes read", histBytes},
+	} {
+		dv := hist1[f.metric] - hist0[f.metric]
+		v.set(f.name, "", dv)
+		v.set(f.name+" per resumed watcher", "", dv/max(1, replays))
+	}
 	if !math.IsNaN(stolen) {
 		v.set("CPU stolen by the host", "%", stolen)
 	}
 	return v, nil
+}
+
+// The daemons' counters of what resumed watchers read of the history
+// (state.ResumeStats).
+const (
+	histResumes = "provisiond_history_resumes_total"
+	histReads   = "provisiond_history_reads_total"
+	histRecords = "provisiond_history_read_records_total"
+	histBytes   = "provisiond_history_read_bytes_total"
+	histShared  = "provisiond_history_resumes_shared_total"
+)
+
+// scrapeResumes sums the history counters of resumed watchers over ts.
+func scrapeResumes(ts []*target) (map[string]float64, error) {
+	sum := map[string]float64{}
+	for _, t := range ts {
+		// A daemon busy with a failover may take a while to answer.
+		var m map[string]float64
+		var err error
+		for range 5 {
+			if m, err = t.scrapeSeries([]string{histResumes, histShared, histReads, histRecords, histBytes}); err == nil {
+				break
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range m {
+			sum[k] += v
+		}
+	}
+	return sum, nil
 }
 
 func runStormSpread(ctx context.Context, e *env, n int) (*values, error) {
@@ -599,7 +656,7 @@ func runStormSpread(ctx context.Context, e *env, n int) (*values, error) {
 		return nil, err
 	}
 	e.o.progress.set(fmt.Sprintf("storm: connecting %d agents x %d watchers from %d load generators", n, k, len(lg.procs)))
-	if err := lg.connectWatching(ms, k); err != nil {
+	if err := lg.connectWatching(ms, k, false); err != nil {
 		return nil, err
 	}
 	defer lg.closeAgents()

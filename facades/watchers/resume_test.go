@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -324,5 +326,93 @@ func TestResumeAcrossLostHistory(t *testing.T) {
 	defer w.Stop()
 	if got := nextValue(t, w); len(got) != 1 {
 		t.Errorf("resumed after %d: initial event %v, want the machine added at %d", kept-1, got, kept)
+	}
+}
+
+// TestResumesShareOneHistoryRead: many watches resumed at once, from two
+// nearby revisions, on the other daemon of the controller (etcd) or the
+// same (bbolt), each get exactly the machines added after their
+// revision; the daemon reads the store's history for a few of them and
+// serves the others from the recent history it holds
+// (provisiond_history_resumes_shared_total, _reads_total).
+func TestResumesShareOneHistoryRead(t *testing.T) {
+	first, second := daemons(t)
+	model := first.DefaultModel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	admin := first.Admin(t, "")
+	ctrl := first.ControllerAgent(t, model)
+	rev1 := watchedRevision(t, ctx, ctrl)
+	added1 := addMachines(t, admin, model, 2)
+	rev2 := watchedRevision(t, ctx, ctrl)
+	added2 := addMachines(t, admin, model, 3)
+	want1 := slices.Sorted(slices.Values(append(slices.Clone(added1), added2...)))
+	want2 := slices.Sorted(slices.Values(added2))
+
+	conns := make([]*client.Conn, 4)
+	for i := range conns {
+		conns[i] = second.ControllerAgent(t, model)
+	}
+	d := testkit.Daemon(second)
+	names := []string{"provisiond_history_resumes_total", "provisiond_history_resumes_shared_total", "provisiond_history_reads_total"}
+	read := func() []float64 {
+		out := make([]float64, len(names))
+		for i, n := range names {
+			out[i] = testkit.MetricValue(t, d, n)
+		}
+		return out
+	}
+	before := read()
+	const n = 40
+	errs := make(chan error, n)
+	var retries atomic.Int64
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			from, want := rev1, want1
+			if i%2 == 1 {
+				from, want = rev2, want2
+			}
+			w, err := client.NewProvisioner(conns[i%len(conns)]).WatchModelMachinesFrom(ctx, from)
+			for try := 0; client.IsCode(err, params.CodeTryAgain) && try < 5; try++ {
+				// etcd slow on a loaded box: again, as an agent would
+				retries.Add(1)
+				time.Sleep(time.Duration(try+1) * 200 * time.Millisecond)
+				w, err = client.NewProvisioner(conns[i%len(conns)]).WatchModelMachinesFrom(ctx, from)
+			}
+			if err != nil {
+				errs <- fmt.Errorf("resume %d after %d: %w", i, from, err)
+				return
+			}
+			defer w.Stop()
+			select {
+			case ids, ok := <-w.Changes():
+				if got := slices.Sorted(slices.Values(ids)); !ok || !slices.Equal(got, want) {
+					errs <- fmt.Errorf("resume %d after %d: initial event %v (%v), want %v", i, from, got, w.Err(), want)
+				}
+			case <-ctx.Done():
+				errs <- fmt.Errorf("resume %d after %d: no initial event", i, from)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	after := read()
+	resumes, shared, reads := after[0]-before[0], after[1]-before[1], after[2]-before[2]
+	t.Logf("%v resumed watchers (%d tried again): %v served from the daemon's recent history, %v reads of the store's history", resumes, retries.Load(), shared, reads)
+	if resumes < n || resumes > float64(n+retries.Load()) {
+		t.Errorf("%v resumed watchers replayed the history, want %d (and up to %d tried again)", resumes, n, retries.Load())
+	}
+	// A read of the store is a range and then the oldest point kept: a
+	// few of them, for the first resume and for one that reaches past an
+	// end of what the daemon holds (the other revision, or a revision
+	// committed meanwhile).
+	if shared < n-4 || reads > float64(8+2*retries.Load()) {
+		t.Errorf("%v of %d resumed watchers shared the history read, with %v reads of the store; want at most 4 reads of it (8 reads)", shared, n, reads)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/provisiond/provisiond/internal/singular"
+	"github.com/provisiond/provisiond/state"
 	"github.com/provisiond/provisiond/state/store"
 )
 
@@ -109,6 +110,22 @@ func (d *Daemon) startHistory() []singular.Worker {
 			func(st store.HistoryStats) float64 { return float64(st.Records) }),
 		gauge("provisiond_history_size_bytes", "Bytes the history records take (bbolt: its pages in use; etcd: the archive's values).",
 			func(st store.HistoryStats) float64 { return float64(st.Bytes) }),
+	)
+	resumed := func(name, help string, f func(state.ResumeStats) uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
+			func() float64 { return float64(f(d.state.ResumeStats())) })
+	}
+	d.metrics.reg.MustRegister(
+		resumed("provisiond_history_resumes_total", "Watchers opened resumed after a revision that replayed the history after it (one per watcher of a bulk Watch call).",
+			func(s state.ResumeStats) uint64 { return s.Replays }),
+		resumed("provisiond_history_resumes_shared_total", "Of provisiond_history_resumes_total, those replayed from the recent history the daemon holds for them (no read of the store).",
+			func(s state.ResumeStats) uint64 { return s.Shared }),
+		resumed("provisiond_history_reads_total", "Reads of the store's history made for resumed watchers (a range of records, paged on etcd, or the oldest point kept).",
+			func(s state.ResumeStats) uint64 { return s.Reads }),
+		resumed("provisiond_history_read_records_total", "History records read from the store for resumed watchers.",
+			func(s state.ResumeStats) uint64 { return s.Records }),
+		resumed("provisiond_history_read_bytes_total", "Bytes of the history records read from the store for resumed watchers (their keys and values).",
+			func(s state.ResumeStats) uint64 { return s.Bytes }),
 	)
 	p, ok := d.state.Store().(historyPruner)
 	if !ok {

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -186,6 +187,29 @@ func MetricsText(t testing.TB, d *daemon.Daemon, hdr http.Header) string {
 		t.Fatalf("GET /metrics: %s: %s", resp.Status, body)
 	}
 	return string(body)
+}
+
+// MetricValue is the sum of the samples of metric name in d's /metrics
+// (0 when it has none).
+func MetricValue(t testing.TB, d *daemon.Daemon, name string) float64 {
+	t.Helper()
+	sum := 0.0
+	for _, line := range strings.Split(MetricsText(t, d, nil), "\n") {
+		rest, ok := strings.CutPrefix(line, name)
+		if !ok || rest == "" || (rest[0] != ' ' && rest[0] != '{') {
+			continue
+		}
+		f := strings.Fields(rest[strings.LastIndexByte(rest, '}')+1:])
+		if len(f) == 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(f[0], 64)
+		if err != nil {
+			t.Fatalf("metric %s: %q: %v", name, line, err)
+		}
+		sum += v
+	}
+	return sum
 }
 
 // SyncBuffer is a bytes.Buffer safe for concurrent use: a daemon's log

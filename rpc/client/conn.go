@@ -428,33 +428,50 @@ func (c *Conn) call(ctx context.Context, req request, result any) (uint64, error
 // Go saves a goroutine per outstanding call (Call parks its caller), which
 // matters to a process driving thousands of watchers (provisionbench).
 func (c *Conn) Go(facade string, version int, id, method string, args, result any, done func(error)) {
+	c.goRequest(request{Type: facade, Version: version, ID: id, Request: method, Params: args}, result,
+		func(_ uint64, err error) { done(err) })
+}
+
+// GoFrom is Go with provisiond's "from-revision" header key (CallFrom):
+// done also gets the reply's revision (0: none reported).
+func (c *Conn) GoFrom(facade string, version int, id, method string, from uint64, args, result any, done func(rev uint64, err error)) {
+	c.goRequest(request{Type: facade, Version: version, ID: id, Request: method, Params: args, FromRevision: &from}, result, done)
+}
+
+// goRequest sends req and calls done with its reply's revision and
+// error, as Go says.
+func (c *Conn) goRequest(req request, result any, done func(uint64, error)) {
+	facade, method := req.Type, req.Request
 	reqID := c.lastID.Add(1)
-	data, err := json.Marshal(request{
-		RequestID: reqID, Type: facade, Version: version, ID: id, Request: method, Params: args,
-	})
+	req.RequestID = reqID
+	data, err := json.Marshal(req)
 	if err != nil {
-		done(fmt.Errorf("client: encoding %s.%s params: %w", facade, method, err))
+		done(0, fmt.Errorf("client: encoding %s.%s params: %w", facade, method, err))
 		return
 	}
 	c.mu.Lock()
 	if c.pending == nil {
 		err := c.err
 		c.mu.Unlock()
-		done(err)
+		done(0, err)
 		return
 	}
 	c.pending[reqID] = pendingCall{done: func(r reply, err error) {
 		if err == nil {
 			err = c.finish(facade, method, r, result)
 		}
-		done(err)
+		if err != nil {
+			done(0, err)
+			return
+		}
+		done(r.revision, nil)
 	}}
 	c.mu.Unlock()
 	if err := c.write(data); err != nil {
 		// The write ended the connection; done runs once, from whichever
 		// of terminate and this finds the call still pending.
 		if c.take(reqID) {
-			done(err)
+			done(0, err)
 		}
 	}
 }

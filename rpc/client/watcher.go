@@ -94,6 +94,23 @@ func (w *StringsWatcher) GoNext(done func([]string, error)) {
 	})
 }
 
+// GoNextRevision is GoNext with provisiond's "from-revision" header key
+// (NextRevision): done also gets the revision up to which this event and
+// the earlier ones cover every change.
+func (w *StringsWatcher) GoNextRevision(done func([]string, uint64, error)) {
+	var res params.StringsWatchResult
+	w.c.GoFrom("StringsWatcher", 1, w.id, "Next", 0, nil, &res, func(rev uint64, err error) {
+		switch {
+		case err != nil:
+			done(nil, 0, err)
+		case res.Error != nil:
+			done(nil, 0, res.Error)
+		default:
+			done(res.Changes, rev, nil)
+		}
+	})
+}
+
 // Stop stops the watcher on the server.
 func (w *StringsWatcher) Stop(ctx context.Context) error {
 	return w.c.Call(ctx, "StringsWatcher", 1, w.id, "Stop", nil, nil)
