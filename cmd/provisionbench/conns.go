@@ -70,11 +70,13 @@ type session struct {
 	c        *client.Conn
 	wg       sync.WaitGroup // one per watcher, done when its Next fails
 	watching atomic.Int64   // watchers with a Next loop running
+	st       *connectStats  // counts the watch calls answered try again
 }
 
-// startSession watches on c (watch) and starts its pinger.
-func startSession(ctx context.Context, c *client.Conn, m machineCred, watchers int) (*session, error) {
-	s := &session{c: c}
+// startSession watches on c (watch) and starts its pinger; st counts
+// the watch calls answered try again.
+func startSession(ctx context.Context, c *client.Conn, m machineCred, watchers int, st *connectStats) (*session, error) {
+	s := &session{c: c, st: st}
 	if err := s.watch(ctx, m, watchers); err != nil {
 		return nil, err
 	}
@@ -84,45 +86,83 @@ func startSession(ctx context.Context, c *client.Conn, m machineCred, watchers i
 
 // watch opens k watchers: WatchContainers on the agent's own machine and
 // WatchForModelConfigChanges, alternately (the containers watchers in one
-// bulk call), each with a Next loop until the connection ends.
+// bulk call), each with a Next loop until the connection ends. A call, or
+// a bulk call's item, answered try again (the daemon's store did not
+// answer in time) is made again after a backoff, as an agent would: only
+// the items that failed, so no watcher is opened twice.
 func (s *session) watch(ctx context.Context, m machineCred, k int) error {
 	c := s.c
-	if nc := (k + 1) / 2; nc > 0 {
+	for nc, attempt := (k+1)/2, 0; nc > 0; attempt++ {
+		if attempt > 0 {
+			if err := sleepCtx(ctx, backoff(attempt)); err != nil {
+				return err
+			}
+		}
 		args := params.WatchContainers{Params: make([]params.WatchContainer, nc)}
 		for i := range args.Params {
 			args.Params[i] = params.WatchContainer{MachineTag: m.Tag}
 		}
 		var sres params.StringsWatchResults
 		if err := c.Call(ctx, "Provisioner", 11, "", "WatchContainers", args, &sres); err != nil {
+			if s.again(err) {
+				continue
+			}
 			return err
 		}
 		if len(sres.Results) != nc {
 			return fmt.Errorf("WatchContainers: %d results for %d", len(sres.Results), nc)
 		}
+		failed := 0
 		for _, r := range sres.Results {
-			if r.Error != nil {
+			switch {
+			case r.Error == nil:
+				s.wg.Add(1)
+				s.watching.Add(1)
+				s.loopStrings(client.NewStringsWatcher(c, r.StringsWatcherId))
+			case s.again(r.Error):
+				failed++
+			default:
 				return fmt.Errorf("WatchContainers: %w", r.Error)
 			}
 		}
-		for _, r := range sres.Results {
-			s.wg.Add(1)
-			s.watching.Add(1)
-			s.loopStrings(client.NewStringsWatcher(c, r.StringsWatcherId))
-		}
+		nc = failed
 	}
 	for range k / 2 {
-		var nres params.NotifyWatchResult
-		if err := c.Call(ctx, "Provisioner", 11, "", "WatchForModelConfigChanges", nil, &nres); err != nil {
-			return err
+		for attempt := 0; ; attempt++ {
+			if attempt > 0 {
+				if err := sleepCtx(ctx, backoff(attempt)); err != nil {
+					return err
+				}
+			}
+			var nres params.NotifyWatchResult
+			err := c.Call(ctx, "Provisioner", 11, "", "WatchForModelConfigChanges", nil, &nres)
+			if err == nil && nres.Error != nil {
+				err = nres.Error
+			}
+			if err != nil {
+				if s.again(err) {
+					continue
+				}
+				return err
+			}
+			s.wg.Add(1)
+			s.watching.Add(1)
+			s.loopNotify(nres.NotifyWatcherId)
+			break
 		}
-		if nres.Error != nil {
-			return nres.Error
-		}
-		s.wg.Add(1)
-		s.watching.Add(1)
-		s.loopNotify(nres.NotifyWatcherId)
 	}
 	return nil
+}
+
+// again reports whether err is try again, and counts it.
+func (s *session) again(err error) bool {
+	if !client.IsCode(err, params.CodeTryAgain) {
+		return false
+	}
+	if s.st != nil {
+		s.st.tryAgain.Add(1)
+	}
+	return true
 }
 
 // loopStrings keeps a Next pending on w until one fails.
@@ -166,7 +206,7 @@ func (e *env) connectSessions(ctx context.Context, ms []machineCred, st *connect
 		if err != nil {
 			return err
 		}
-		s, err := startSession(ctx, c, ms[i], watchers)
+		s, err := startSession(ctx, c, ms[i], watchers, st)
 		if err != nil {
 			c.Close()
 			return err
@@ -285,7 +325,7 @@ func runConns(ctx context.Context, e *env, n int) (*values, error) {
 	v.set("connect time", "s", took.Seconds())
 	v.set("agents connected/s", "", float64(n)/took.Seconds())
 	v.set("watchers opened/s", "", float64(n*k)/wtook.Seconds())
-	v.set("login try again", "", float64(st.tryAgain.Load()))
+	v.set("try again (logins, watch calls)", "", float64(st.tryAgain.Load()))
 	connsFigures(v, before, loggedIn, after, n, k)
 	return v, nil
 }

@@ -119,7 +119,7 @@ func runFailover(ctx context.Context, e *env, n int) (*values, error) {
 			}
 			var ns *session
 			_, err := e.failOver(actx, i, ms[i], servers[i], &st, func(ctx context.Context, c *client.Conn) error {
-				s, err := startSession(ctx, c, ms[i], 2)
+				s, err := startSession(ctx, c, ms[i], 2, &st)
 				ns = s
 				return err
 			})

@@ -191,7 +191,7 @@ func backoff(attempt int) time.Duration {
 
 // connectStats counts what agents met while connecting.
 type connectStats struct {
-	tryAgain atomic.Int64 // logins refused with "try again"
+	tryAgain atomic.Int64 // logins and watch calls answered "try again"
 	dialErr  atomic.Int64 // dial failures and connections cut (the daemon is down)
 	// Of dialErr: connections refused (nothing listens), and binds that
 	// found no free port on the agent's source address (must stay 0: the

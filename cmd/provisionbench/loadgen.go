@@ -546,7 +546,7 @@ func (lg *lgChild) open(ctx context.Context, a *lgAgent, c *client.Conn) error {
 		// Under a.mu: the watch op reads want and the session together
 		// (want).
 		a.mu.Lock()
-		s, err := startSession(ctx, c, a.m, max(lg.k, a.want))
+		s, err := startSession(ctx, c, a.m, max(lg.k, a.want), lg.st)
 		if err != nil {
 			a.mu.Unlock()
 			return err

@@ -128,7 +128,7 @@ func runConnsSpread(ctx context.Context, e *env, n int) (*values, error) {
 	v.set("connect time", "s", took.Seconds())
 	v.set("agents connected/s", "", float64(n)/took.Seconds())
 	v.set("watchers opened/s", "", float64(n*k)/wtook.Seconds())
-	v.set("login try again", "", float64(sumReplies(rs).TryAgain))
+	v.set("try again (logins, watch calls)", "", float64(sumReplies(rs).TryAgain))
 	v.set("agents connected", "", float64(sumPerDaemon(st.PerDaemon)))
 	dropped := st.Back + st.Down
 	v.set("connections dropped", "", float64(dropped))

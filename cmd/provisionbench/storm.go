@@ -89,7 +89,7 @@ func runStorm(ctx context.Context, e *env, n int) (*values, error) {
 				if err != nil {
 					return // cancelled
 				}
-				ns, err := startSession(actx, c, ms[i], k)
+				ns, err := startSession(actx, c, ms[i], k, &st)
 				if err != nil {
 					c.Close()
 					if actx.Err() != nil {
