@@ -102,15 +102,21 @@ func (f *fixture) ensureMachines(ctx context.Context, n int) ([]machineCred, err
 	)
 	// On etcd the adds run one at a time: each takes the model's next
 	// machine numbers in one transaction, and eight at once conflict until
-	// the store gives up ("too much contention").
-	workers := 8
-	if f.t.etcd != nil {
-		workers = 1
-	}
-	err := parallel(ctx, (need+chunk-1)/chunk, workers, func(ctx context.Context, i int) error {
+	// the store gives up ("too much contention"). Their passwords and
+	// instances are set eight chunks at a time all the same.
+	var addMu sync.Mutex
+	serialAdds := f.t.etcd != nil
+	err := parallel(ctx, (need+chunk-1)/chunk, 8, func(ctx context.Context, i int) error {
 		count := min(chunk, need-i*chunk)
 		var res params.AddMachinesResult
-		if err := f.admin.Call(ctx, "ModelAdmin", 1, "", "AddMachines", params.AddMachinesArgs{Count: count}, &res); err != nil {
+		if serialAdds {
+			addMu.Lock()
+		}
+		err := f.admin.Call(ctx, "ModelAdmin", 1, "", "AddMachines", params.AddMachinesArgs{Count: count}, &res)
+		if serialAdds {
+			addMu.Unlock()
+		}
+		if err != nil {
 			return fmt.Errorf("AddMachines: %w", err)
 		}
 		creds := make([]machineCred, len(res.Machines))
