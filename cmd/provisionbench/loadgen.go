@@ -591,12 +591,11 @@ func mergeServers(login, known []string) []string {
 // each container not seen yet is a delivery, late. With lg.resume, the
 // call after a reconnection resumes after the lowest revision a's
 // watchers' events covered (the reference agent's way, internal/agent);
-// answered watcher reset, it watches afresh.
+// answered watcher reset, it watches afresh. A call, or a bulk call's
+// item, answered try again (the daemon's store did not answer in time)
+// is made again after a backoff, as an agent would: only the items that
+// failed, so no watcher is opened twice.
 func (lg *lgChild) watchContainers(ctx context.Context, a *lgAgent, c *client.Conn, on int) ([]*client.StringsWatcher, error) {
-	args := params.WatchContainers{Params: make([]params.WatchContainer, lg.k)}
-	for w := range args.Params {
-		args.Params[w] = params.WatchContainer{MachineTag: a.m.Tag}
-	}
 	a.mu.Lock()
 	first := a.seen == nil
 	var from uint64
@@ -604,6 +603,39 @@ func (lg *lgChild) watchContainers(ctx context.Context, a *lgAgent, c *client.Co
 		from = slices.Min(a.revs)
 	}
 	a.mu.Unlock()
+	out := make([]*client.StringsWatcher, lg.k)
+	pending := make([]int, lg.k) // the watchers not open yet, by index
+	for w := range pending {
+		pending[w] = w
+	}
+	for attempt := 0; len(pending) > 0; attempt++ {
+		if attempt > 0 {
+			if err := sleepCtx(ctx, backoff(attempt)); err != nil {
+				return nil, err
+			}
+		}
+		failed, err := lg.watchSome(ctx, a, c, on, first, from, pending, out)
+		if client.IsCode(err, params.CodeTryAgain) {
+			lg.st.tryAgain.Add(1)
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		lg.st.tryAgain.Add(int64(len(failed)))
+		pending = failed
+	}
+	return out, nil
+}
+
+// watchSome makes one WatchContainers call for the watchers of a whose
+// indices are in ws, puts the opened ones in out and returns the indices
+// whose items were answered try again.
+func (lg *lgChild) watchSome(ctx context.Context, a *lgAgent, c *client.Conn, on int, first bool, from uint64, ws []int, out []*client.StringsWatcher) ([]int, error) {
+	args := params.WatchContainers{Params: make([]params.WatchContainer, len(ws))}
+	for i := range args.Params {
+		args.Params[i] = params.WatchContainer{MachineTag: a.m.Tag}
+	}
 	var raw json.RawMessage
 	var rev uint64
 	var err error
@@ -633,21 +665,29 @@ func (lg *lgChild) watchContainers(ctx context.Context, a *lgAgent, c *client.Co
 	if err := json.Unmarshal(raw, &res); err != nil {
 		return nil, fmt.Errorf("WatchContainers: %w", err)
 	}
-	if len(res.Results) != lg.k {
-		return nil, fmt.Errorf("WatchContainers: %d results for %d", len(res.Results), lg.k)
+	if len(res.Results) != len(ws) {
+		return nil, fmt.Errorf("WatchContainers: %d results for %d", len(res.Results), len(ws))
 	}
 	now := time.Now().UnixNano()
-	out := make([]*client.StringsWatcher, lg.k)
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if first {
+	if a.seen == nil {
 		a.seen = make([]map[string]bool, lg.k)
 	}
-	for w, r := range res.Results {
+	if lg.resume && len(a.revs) != lg.k {
+		a.revs = make([]uint64, lg.k)
+	}
+	var failed []int
+	for i, r := range res.Results {
+		w := ws[i]
 		if r.Error != nil {
+			if client.IsCode(r.Error, params.CodeTryAgain) {
+				failed = append(failed, w)
+				continue
+			}
 			return nil, fmt.Errorf("WatchContainers: %w", r.Error)
 		}
-		if first {
+		if a.seen[w] == nil {
 			a.seen[w] = map[string]bool{}
 		}
 		for _, id := range r.Changes {
@@ -660,14 +700,11 @@ func (lg *lgChild) watchContainers(ctx context.Context, a *lgAgent, c *client.Co
 			}
 		}
 		out[w] = client.NewStringsWatcher(c, r.StringsWatcherId)
-	}
-	if lg.resume {
-		a.revs = make([]uint64, lg.k)
-		for w := range a.revs {
+		if lg.resume {
 			a.revs[w] = rev
 		}
 	}
-	return out, nil
+	return failed, nil
 }
 
 func (lg *lgChild) deliver(d lgDelivery) {
