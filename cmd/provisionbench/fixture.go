@@ -103,42 +103,53 @@ func (f *fixture) ensureMachines(ctx context.Context, n int) ([]machineCred, err
 	// On etcd the adds run one at a time: each takes the model's next
 	// machine numbers in one transaction, and eight at once conflict until
 	// the store gives up ("too much contention"). Their passwords and
-	// instances are set eight chunks at a time all the same.
+	// instances are set four chunks at a time all the same. A call, or a
+	// bulk call's item, answered try again (a saturated etcd) is made
+	// again after a backoff; an AddMachines answered try again may have
+	// added some machines, which the run then leaves without credentials.
 	var addMu sync.Mutex
 	serialAdds := f.t.etcd != nil
-	err := parallel(ctx, (need+chunk-1)/chunk, 8, func(ctx context.Context, i int) error {
+	err := parallel(ctx, (need+chunk-1)/chunk, 4, func(ctx context.Context, i int) error {
 		count := min(chunk, need-i*chunk)
 		var res params.AddMachinesResult
-		if serialAdds {
-			addMu.Lock()
-		}
-		err := f.admin.Call(ctx, "ModelAdmin", 1, "", "AddMachines", params.AddMachinesArgs{Count: count}, &res)
-		if serialAdds {
-			addMu.Unlock()
-		}
+		err := callAgain(ctx, func() error {
+			if serialAdds {
+				addMu.Lock()
+				defer addMu.Unlock()
+			}
+			return f.admin.Call(ctx, "ModelAdmin", 1, "", "AddMachines", params.AddMachinesArgs{Count: count}, &res)
+		})
 		if err != nil {
 			return fmt.Errorf("AddMachines: %w", err)
 		}
 		creds := make([]machineCred, len(res.Machines))
-		pw := params.EntityPasswords{}
-		info := params.InstancesInfo{}
 		for j, id := range res.Machines {
-			c := machineCred{ID: id, Tag: "machine-" + id, Password: "bench-" + f.salt + "-" + id, Nonce: "bench:" + id}
-			creds[j] = c
-			pw.Changes = append(pw.Changes, params.EntityPassword{Tag: c.Tag, Password: c.Password})
-			info.Machines = append(info.Machines, params.InstanceInfo{Tag: c.Tag, InstanceId: "bench-i-" + id, Nonce: c.Nonce})
+			creds[j] = machineCred{ID: id, Tag: "machine-" + id, Password: "bench-" + f.salt + "-" + id, Nonce: "bench:" + id}
 		}
-		var r1, r2 params.ErrorResults
-		if err := f.ctrl.Call(ctx, "Provisioner", 11, "", "SetPasswords", pw, &r1); err != nil {
+		err = bulkAgain(ctx, len(creds), func(idx []int) ([]params.ErrorResult, error) {
+			pw := params.EntityPasswords{}
+			for _, j := range idx {
+				pw.Changes = append(pw.Changes, params.EntityPassword{Tag: creds[j].Tag, Password: creds[j].Password})
+			}
+			var r params.ErrorResults
+			err := f.ctrl.Call(ctx, "Provisioner", 11, "", "SetPasswords", pw, &r)
+			return r.Results, err
+		})
+		if err != nil {
 			return fmt.Errorf("SetPasswords: %w", err)
 		}
-		if err := f.ctrl.Call(ctx, "Provisioner", 11, "", "SetInstanceInfo", info, &r2); err != nil {
-			return fmt.Errorf("SetInstanceInfo: %w", err)
-		}
-		for _, r := range append(r1.Results, r2.Results...) {
-			if r.Error != nil {
-				return r.Error
+		err = bulkAgain(ctx, len(creds), func(idx []int) ([]params.ErrorResult, error) {
+			info := params.InstancesInfo{}
+			for _, j := range idx {
+				c := creds[j]
+				info.Machines = append(info.Machines, params.InstanceInfo{Tag: c.Tag, InstanceId: "bench-i-" + c.ID, Nonce: c.Nonce})
 			}
+			var r params.ErrorResults
+			err := f.ctrl.Call(ctx, "Provisioner", 11, "", "SetInstanceInfo", info, &r)
+			return r.Results, err
+		})
+		if err != nil {
+			return fmt.Errorf("SetInstanceInfo: %w", err)
 		}
 		mu.Lock()
 		added = append(added, creds...)
@@ -185,6 +196,59 @@ func parallel(ctx context.Context, n, workers int, fn func(ctx context.Context, 
 		return ctx.Err()
 	}
 	return firstErr
+}
+
+// fixtureAttempts bounds the tries of one fixture call answered try
+// again: with backoff's 5 s cap, about two minutes of a store that does
+// not answer.
+const fixtureAttempts = 30
+
+// callAgain calls fn until it is not answered try again, after a backoff
+// each time, at most fixtureAttempts times.
+func callAgain(ctx context.Context, fn func() error) error {
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			if err := sleepCtx(ctx, backoff(attempt)); err != nil {
+				return err
+			}
+		}
+		err := fn()
+		if !client.IsCode(err, params.CodeTryAgain) || attempt+1 == fixtureAttempts {
+			return err
+		}
+	}
+}
+
+// bulkAgain makes a bulk call of n items (call takes the items' indices)
+// until none is answered try again, making only those again, after a
+// backoff each time; another error, of the call or an item, ends it.
+func bulkAgain(ctx context.Context, n int, call func(idx []int) ([]params.ErrorResult, error)) error {
+	idx := make([]int, n)
+	for j := range idx {
+		idx[j] = j
+	}
+	return callAgain(ctx, func() error {
+		res, err := call(idx)
+		if err != nil {
+			return err
+		}
+		if len(res) != len(idx) {
+			return fmt.Errorf("%d results for %d", len(res), len(idx))
+		}
+		var again []int
+		var last error
+		for k, r := range res {
+			switch {
+			case r.Error == nil:
+			case client.IsCode(r.Error, params.CodeTryAgain):
+				again, last = append(again, idx[k]), r.Error
+			default:
+				return r.Error
+			}
+		}
+		idx = again
+		return last
+	})
 }
 
 // backoff is the jittered exponential backoff of a reconnecting agent:
