@@ -281,14 +281,23 @@ func (l *Later) MapErr(f func(req Request, err error) error) *Later {
 // after fn returns, from any goroutine; reply never blocks (the reply is
 // encoded and written on a worker goroutine). Params sent are ignored.
 func HandleLater[C, F, R any](m *Methods[C, F], name string, fn func(F, context.Context, func(R, error))) {
+	HandleLaterAs(m, name, fn, func(r R) R { return r })
+}
+
+// HandleLaterAs is HandleLater for a method whose reply function takes a
+// V, of which wrap makes the result R once the reply comes: the method
+// can hand its reply function as it is to what replies with a V (a
+// watcher's NextAsync, with the ids of a strings watcher's result)
+// instead of making a function of its own to adapt it at each call.
+func HandleLaterAs[C, F, V, R any](m *Methods[C, F], name string, fn func(F, context.Context, func(V, error)), wrap func(V) R) {
 	newF := m.newF
 	start := func(f any, ctx context.Context, rep replier) {
-		fn(f.(F), ctx, func(r R, err error) {
+		fn(f.(F), ctx, func(v V, err error) {
 			if err != nil {
 				rep.reply(nil, err)
 				return
 			}
-			rep.reply(r, nil)
+			rep.reply(wrap(v), nil)
 		})
 	}
 	m.add(name, nil, func(ctx context.Context, c C, _ json.RawMessage) (any, error) {

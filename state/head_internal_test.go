@@ -2,6 +2,7 @@ package state
 
 import (
 	"encoding/json"
+	"reflect"
 	"testing"
 )
 
@@ -52,4 +53,87 @@ func TestHeadsDecodeTheirRecords(t *testing.T) {
 	if h.ID != "3" || h.Life != Dying || !h.SupportedContainersKnown || len(h.SupportedContainers) != 1 || h.SupportedContainers[0] != "lxd" {
 		t.Errorf("machine head %+v of %s", h, raw)
 	}
+}
+
+// decodeMachineHost reads a machine head as encoding/json does, or
+// reports false and leaves it to encoding/json (decodeRecord); the head of
+// a stored record costs one object per string it holds.
+func TestDecodeMachineHost(t *testing.T) {
+	d := machineDoc{Machine: Machine{Model: "m", ID: "3/lxd/1", Life: Dying, Jobs: []string{JobHostUnits},
+		SupportedContainers: []string{"lxd", "kvm"}, SupportedContainersKnown: true,
+		Status: Status{Status: "pending", Message: "caf\u00e9 \"quoted\""}}, PasswordHash: "h"}
+	stored, err := json.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := json.Marshal(machineDoc{Machine: Machine{ID: "10", Life: Alive}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		raw  string
+		fast bool // read by decodeMachineHost
+	}{
+		{string(stored), true},
+		{string(plain), true},
+		{`{}`, true},
+		{` { "id" : "1" , "life":"alive", "supported-containers" : [ ] } `, true},
+		{`{"id":"1","supported-containers":["lxd"],"supported-containers-known":false,"x":{"id":"2"}}`, true},
+		{`{"id":"1","id":"2"}`, true},
+		{`{"id":"1","supported-containers":["lxd"],"supported-containers":["kvm"]}`, true},
+		{`{"ID":"1"}`, false},
+		{`{"Life":"dead"}`, false},
+		{`{"id":"caf\u00e9"}`, false},
+		{`{"id":"a\"b"}`, false},
+		{`{"id":null}`, false},
+		{`{"supported-containers":null}`, false},
+		{`{"supported-containers":["lxd",null]}`, false},
+		{`{"supported-containers-known":null}`, false},
+		{`{"id":1}`, false},
+		{`{"id":"1"} x`, false},
+		{`[]`, false},
+	} {
+		var want MachineHost
+		wantErr := json.Unmarshal([]byte(c.raw), &want)
+		var got MachineHost
+		fast := decodeMachineHost([]byte(c.raw), &got)
+		if fast != c.fast {
+			t.Errorf("%s: read by decodeMachineHost %v, want %v", c.raw, fast, c.fast)
+		}
+		if fast && (wantErr != nil || !reflect.DeepEqual(got, want)) {
+			t.Errorf("%s: decodeMachineHost %#v, encoding/json %#v, %v", c.raw, got, want, wantErr)
+		}
+		var rec MachineHost
+		recErr := decodeRecord("machine/m/3", []byte(c.raw), &rec)
+		if (recErr != nil) != (wantErr != nil) || wantErr == nil && !reflect.DeepEqual(rec, want) {
+			t.Errorf("%s: decodeRecord %#v, %v; encoding/json %#v, %v", c.raw, rec, recErr, want, wantErr)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		var h MachineHost
+		if !decodeMachineHost(plain, &h) {
+			t.Fatal("not read")
+		}
+	}); n != 2 {
+		t.Errorf("decoding a head of two strings allocates %v times, want 2", n)
+	}
+}
+
+// FuzzDecodeMachineHost: whatever valid JSON decodeMachineHost reads, it
+// reads as encoding/json does.
+func FuzzDecodeMachineHost(f *testing.F) {
+	f.Add([]byte(`{"id":"1","life":"alive","supported-containers":["lxd"],"supported-containers-known":true}`))
+	f.Add([]byte(`{"ID":"1","id":"2"}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		if !json.Valid(raw) {
+			return
+		}
+		var got, want MachineHost
+		if !decodeMachineHost(raw, &got) {
+			return
+		}
+		if err := json.Unmarshal(raw, &want); err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: decodeMachineHost %#v, encoding/json %#v, %v", raw, got, want, err)
+		}
+	})
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/juju/errors"
 	"github.com/juju/names/v5"
 
+	"github.com/provisiond/provisiond/internal/jsonscan"
 	"github.com/provisiond/provisiond/state/store"
 	"github.com/provisiond/provisiond/watcher"
 )
@@ -605,6 +606,95 @@ type MachineHost struct {
 	Life                     Life     `json:"life"`
 	SupportedContainers      []string `json:"supported-containers,omitempty"`
 	SupportedContainersKnown bool     `json:"supported-containers-known,omitempty"`
+}
+
+// decodeMachineHost decodes a machine record's head into d, which is
+// zero, reading only its four members (jsonscan) and reporting false for
+// anything it does not read as encoding/json would: a string with an
+// escape or outside printable ASCII, a null, a member named as one of
+// them in other case (encoding/json matches names without case). The
+// other members are skipped, not validated: records are written by
+// encoding/json. Adding
+// a container reads its host's head twice (the facade's check, then the
+// transaction's), and encoding/json's decoding of a whole record for it
+// cost some five objects each time.
+func decodeMachineHost(b []byte, d *MachineHost) bool {
+	const (
+		idKey    = "id"
+		lifeKey  = "life"
+		typesKey = "supported-containers"
+		knownKey = "supported-containers-known"
+	)
+	return jsonscan.Members(b, func(name []byte, v0, v1 int) bool {
+		v := b[v0:v1]
+		switch string(name) {
+		case idKey, lifeKey:
+			s, end, ok := jsonscan.PlainString(v, 0)
+			if !ok || end != len(v) {
+				return false
+			}
+			if string(name) == idKey {
+				d.ID = string(s)
+			} else {
+				d.Life = Life(s)
+			}
+		case typesKey:
+			types, ok := plainStrings(v)
+			if !ok {
+				return false
+			}
+			d.SupportedContainers = types
+		case knownKey:
+			switch string(v) {
+			case "true":
+				d.SupportedContainersKnown = true
+			case "false":
+				d.SupportedContainersKnown = false
+			default:
+				return false
+			}
+		default:
+			for _, k := range []string{idKey, lifeKey, typesKey, knownKey} {
+				if strings.EqualFold(string(name), k) {
+					return false
+				}
+			}
+		}
+		return true
+	})
+}
+
+// plainStrings reads v, a JSON array of plain strings (jsonscan.
+// PlainString), as encoding/json decodes it into a []string (an empty
+// array is an empty slice, not nil).
+func plainStrings(v []byte) ([]string, bool) {
+	i := jsonscan.SkipSpace(v, 0)
+	if i >= len(v) || v[i] != '[' {
+		return nil, false
+	}
+	out := []string{}
+	i = jsonscan.SkipSpace(v, i+1)
+	if i < len(v) && v[i] == ']' {
+		return out, jsonscan.SkipSpace(v, i+1) == len(v)
+	}
+	for {
+		s, end, ok := jsonscan.PlainString(v, i)
+		if !ok {
+			return nil, false
+		}
+		out = append(out, string(s))
+		i = jsonscan.SkipSpace(v, end)
+		switch {
+		case i >= len(v):
+			return nil, false
+		case v[i] == ',':
+			i = jsonscan.SkipSpace(v, i+1)
+		case v[i] == ']':
+			return out, jsonscan.SkipSpace(v, i+1) == len(v)
+		default:
+			return nil, false
+		}
+	}
 }
 
 // MachineHost reads what adding a container checks of machine id of

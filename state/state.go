@@ -397,6 +397,11 @@ func decodeRecord(key string, b []byte, d any) error {
 		d.Unit, err = unitRecords.get(key, b)
 	case *applicationDoc:
 		d.Application, err = applicationRecords.get(key, b)
+	case *MachineHost:
+		if !decodeMachineHost(b, d) {
+			*d = MachineHost{}
+			err = json.Unmarshal(b, d)
+		}
 	default:
 		err = json.Unmarshal(b, d)
 	}

@@ -10,8 +10,9 @@ const idSetFew = 8
 // Most watchers' sets hold none or a handful (an agent's containers, the
 // ids changed since the last Next), and a Go map's smallest table with its
 // header is about 200-250 bytes, most of such a watcher's memory and all
-// of it pointers for the collector to scan; a slice of two ids is 32
-// bytes. A set that has never held an id is one nil pointer.
+// of it pointers for the collector to scan; a set of one or two ids is
+// one object of 64 bytes. A set that has never held an id is one nil
+// pointer.
 //
 // The zero value is an empty set. An IDSet is not safe for concurrent use.
 type IDSet struct {
@@ -21,7 +22,15 @@ type IDSet struct {
 type idSetData struct {
 	few  []string            // at most idSetFew; unused once many is made
 	many map[string]struct{} // nil until the set outgrows few
+	// first is few's array until it outgrows it: a set's first ids cost
+	// no allocation of their own (an agent's container watcher holds one
+	// or two, and each of its watchers had made two objects for them).
+	first [idSetFirst]string
 }
+
+// idSetFirst is how many ids an IDSet holds in the allocation it makes
+// at its first Add.
+const idSetFirst = 2
 
 // Len returns the number of ids in the set.
 func (s *IDSet) Len() int {
@@ -50,6 +59,7 @@ func (s *IDSet) Has(id string) bool {
 func (s *IDSet) Add(id string) bool {
 	if s.d == nil {
 		s.d = &idSetData{}
+		s.d.few = s.d.first[:0]
 	}
 	d := s.d
 	if d.many != nil {

@@ -52,10 +52,17 @@ func TestIDSetIsASet(t *testing.T) {
 	}
 }
 
-// An IDSet of a few ids costs one small allocation for its data and one
-// for its slice; once cleared it keeps them, so a watcher that takes its
+// An IDSet's first two ids cost one small allocation, its data and their
+// array together; once cleared it keeps it, so a watcher that takes its
 // few pending ids at each Next allocates nothing more for them.
 func TestIDSetFewAllocations(t *testing.T) {
+	if n := testing.AllocsPerRun(100, func() {
+		var s watcher.IDSet
+		s.Add("a")
+		s.Add("b")
+	}); n != 1 {
+		t.Errorf("a new set's first two ids allocate %v times, want 1", n)
+	}
 	var s watcher.IDSet
 	s.Add("a")
 	s.Add("b")

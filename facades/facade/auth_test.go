@@ -27,8 +27,8 @@ func FuzzTags(f *testing.F) {
 	} {
 		f.Add(s)
 	}
-	agent := &Context{Model: state.Model{UUID: "m"}, Auth: Auth{Tag: names.NewMachineTag("0"), Machine: &AgentMachine{ID: "0", Model: "m"}}}
-	ctrl := &Context{Model: state.Model{UUID: "m"}, Auth: Auth{Tag: names.NewMachineTag("0"), Machine: &AgentMachine{ID: "0", Model: "c"}, Controller: true}}
+	agent := &Context{Model: &state.Model{UUID: "m"}, Auth: Auth{Tag: names.NewMachineTag("0"), Machine: &AgentMachine{ID: "0", Model: "m"}}}
+	ctrl := &Context{Model: &state.Model{UUID: "m"}, Auth: Auth{Tag: names.NewMachineTag("0"), Machine: &AgentMachine{ID: "0", Model: "c"}, Controller: true}}
 	f.Fuzz(func(t *testing.T, s string) {
 		tag, err := ParseTag(s)
 		// juju/names canonicalises a few spellings ("user-admin@local",

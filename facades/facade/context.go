@@ -111,8 +111,11 @@ type Context struct {
 	// Model is the connection's model: the model of the URL, or the
 	// controller model for a controller-only (/api) connection. It is its
 	// identity (UUID, name, type, life) as it was when the connection was
-	// made, without Config: read the model from state for that.
-	Model state.Model
+	// made, without Config: read the model from state for that. It is
+	// the session's, shared by its calls: read it, never change it (a
+	// pointer keeps a call's Context, made per call, in a smaller size
+	// class).
+	Model *state.Model
 	// ControllerOnly is true on /api and / connections.
 	ControllerOnly bool
 	// Resources are the connection's watchers.

@@ -134,7 +134,7 @@ func (s *Session) FindMethod(req rpc.Request) (rpc.Caller, error) {
 			Deps:           s.deps,
 			Session:        s,
 			Auth:           auth,
-			Model:          s.model,
+			Model:          &s.model,
 			ControllerOnly: s.controllerOnly,
 			Resources:      s.resources,
 			ID:             req.ID,
@@ -235,7 +235,7 @@ func (k *call) Call(ctx context.Context, raw json.RawMessage) (any, error) {
 // call itself (its Context, the facade instance) is not kept while it
 // waits, which for an agent's watcher was a fifth of what it held.
 func (s *Session) laterError(req rpc.Request, err error) error {
-	c := Context{Deps: s.deps, Session: s, Request: req}
+	c := Context{Deps: s.deps, Session: s, Model: &s.model, Request: req}
 	return c.ServerError(err)
 }
 

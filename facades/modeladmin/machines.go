@@ -100,19 +100,27 @@ func (a *ModelAdmin) machineParams(ctx context.Context, m state.Model, args para
 	if p.Constraints, err = state.ParseConstraints(args.Constraints); err != nil {
 		return p, err
 	}
-	subnets, err := a.st.Subnets(ctx, m.UUID)
-	if err != nil {
-		return p, err
+	// The zones are read only for a machine that names one: an add
+	// without a zone (the usual) reads no subnet.
+	zones := func() ([]string, error) {
+		subnets, err := a.st.Subnets(ctx, m.UUID)
+		if err != nil {
+			return nil, err
+		}
+		return zonesOf(subnets), nil
 	}
-	zones := zonesOf(subnets)
 	for _, s := range append(p.Constraints.PositiveSpaces(), p.Constraints.NegativeSpaces()...) {
 		if _, err := a.st.Space(ctx, m.UUID, s); err != nil {
 			return p, errors.Annotate(err, `"spaces" constraint`)
 		}
 	}
-	if p.Constraints.Zones != nil {
+	if p.Constraints.Zones != nil && len(*p.Constraints.Zones) > 0 {
+		known, err := zones()
+		if err != nil {
+			return p, err
+		}
 		for _, z := range *p.Constraints.Zones {
-			if err := checkZone(z, zones); err != nil {
+			if err := checkZone(z, known); err != nil {
 				return p, errors.Annotate(err, `"zones" constraint`)
 			}
 		}
@@ -146,7 +154,7 @@ func checkZone(z string, zones []string) error {
 }
 
 // placement reads "", "TYPE:ID" or "zone=ZONE" into p.
-func (a *ModelAdmin) placement(ctx context.Context, m state.Model, s string, zones []string, p *state.MachineParams) error {
+func (a *ModelAdmin) placement(ctx context.Context, m state.Model, s string, zones func() ([]string, error), p *state.MachineParams) error {
 	bad := func(why string) error {
 		return errors.NewNotValid(nil, fmt.Sprintf("placement %q not valid: %s", s, why))
 	}
@@ -155,7 +163,11 @@ func (a *ModelAdmin) placement(ctx context.Context, m state.Model, s string, zon
 		return nil
 	case strings.HasPrefix(s, "zone="):
 		z := strings.TrimPrefix(s, "zone=")
-		if err := checkZone(z, zones); err != nil {
+		known, err := zones()
+		if err != nil {
+			return err
+		}
+		if err := checkZone(z, known); err != nil {
 			return err
 		}
 		p.Placement = s

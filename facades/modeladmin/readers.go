@@ -27,5 +27,5 @@ func StoragePoolsOf(ctx context.Context, st *state.State, m state.Model) ([]para
 // or name, never ""), read from st; see StatusOf. OldestRevision is left
 // 0.
 func HistoryOf(ctx context.Context, st *state.State, args params.HistoryArgs) (params.HistoryResult, error) {
-	return (&ModelAdmin{st: st, ctx: &facade.Context{Deps: &facade.Deps{}}}).History(ctx, args)
+	return (&ModelAdmin{st: st, ctx: &facade.Context{Deps: &facade.Deps{}, Model: &state.Model{}}}).History(ctx, args)
 }

@@ -40,7 +40,7 @@ func Register(r *facade.Registry) {
 		rpc.HandleNone(m, "Stop", (*NotifyWatcher).Stop)
 	})
 	rpc.Register(r, "StringsWatcher", 1, newStrings, func(m *rpc.Methods[*facade.Context, *StringsWatcher]) {
-		rpc.HandleLater(m, "Next", (*StringsWatcher).Next)
+		rpc.HandleLaterAs(m, "Next", (*StringsWatcher).Next, stringsResult)
 		rpc.HandleNone(m, "Stop", (*StringsWatcher).Stop)
 	})
 }
@@ -155,20 +155,31 @@ func (n *NotifyWatcher) Stop(context.Context) error {
 // reply waits until its revision is complete (covered), then takes what
 // is pending with the event: everything up to that revision had reached
 // the watcher before.
-func (s *StringsWatcher) Next(ctx context.Context, reply func(params.StringsWatchResult, error)) {
-	_, revs := rpc.FromRevision(ctx)
-	revs = revs && s.w.Revisioned()
+//
+// reply takes the ids of the result (stringsResult makes it): without a
+// revision to wait for, it is the watcher's own callback, and a waiting
+// Next makes no function of its own.
+func (s *StringsWatcher) Next(ctx context.Context, reply func([]string, error)) {
+	if _, revs := rpc.FromRevision(ctx); !revs || !s.w.Revisioned() {
+		s.w.NextAsync(context.Background(), reply)
+		return
+	}
 	s.w.NextAsync(context.Background(), func(ids []string, err error) {
-		if err != nil || !revs {
-			reply(params.StringsWatchResult{Changes: ids}, err)
+		if err != nil {
+			reply(nil, err)
 			return
 		}
-		covered(ctx, s.ctx, func(err error) { reply(params.StringsWatchResult{}, err) }, func(rev uint64) {
+		covered(ctx, s.ctx, func(err error) { reply(nil, err) }, func(rev uint64) {
 			more := s.w.TakePending()
 			rpc.SetRevision(ctx, rev)
-			reply(params.StringsWatchResult{Changes: mergeIDs(ids, more)}, nil)
+			reply(mergeIDs(ids, more), nil)
 		})
 	})
+}
+
+// stringsResult is a StringsWatcher.Next's result: the changed ids.
+func stringsResult(ids []string) params.StringsWatchResult {
+	return params.StringsWatchResult{Changes: ids}
 }
 
 // mergeIDs returns the sorted union of two sorted lists of ids.

@@ -129,7 +129,7 @@ func FuzzMethodParams(f *testing.F) {
 		defer resources.StopAll()
 		defer root.Kill()
 		callCtx := func(id string) *facade.Context {
-			return &facade.Context{Deps: deps, Session: root, Auth: c.auth, Model: c.model, Resources: resources, ID: id}
+			return &facade.Context{Deps: deps, Session: root, Auth: c.auth, Model: &c.model, Resources: resources, ID: id}
 		}
 		found, err := reg.Find(m.facade, m.version, m.name)
 		if err != nil {
