@@ -523,15 +523,29 @@ func (lg *lgChild) connect(ctx context.Context, req lgRequest) (*lgReply, error)
 	start := time.Now()
 	err := parallel(ctx, len(lg.agents), 64, func(ctx context.Context, j int) error {
 		a := lg.agents[j]
-		c, err := lg.e.connectAgent(ctx, a.i, a.m, lg.st)
-		if err != nil {
-			return err
-		}
-		if err := lg.open(ctx, a, c); err != nil {
+		for attempt := 0; ; attempt++ {
+			c, err := lg.e.connectAgent(ctx, a.i, a.m, lg.st)
+			if err != nil {
+				return err
+			}
+			err = lg.open(ctx, a, c)
+			if err == nil {
+				return nil
+			}
 			c.Close()
-			return fmt.Errorf("agent %d: %w", a.i, err)
+			// A connection the daemon ended before the agent had its
+			// watchers (its login not done in the daemon's login
+			// timeout, the change feed reset under its credentials'
+			// watch, a saturated box) is dialled again, as an agent
+			// would: counted with the connection errors.
+			if !errors.Is(err, client.ErrConnClosed) || attempt+1 == fixtureAttempts {
+				return fmt.Errorf("agent %d: %w", a.i, err)
+			}
+			lg.st.dialErr.Add(1)
+			if err := sleepCtx(ctx, backoff(attempt+1)); err != nil {
+				return err
+			}
 		}
-		return nil
 	})
 	r := lg.counts()
 	r.Seconds = time.Since(start).Seconds()
