@@ -327,6 +327,7 @@ func runConns(ctx context.Context, e *env, n int) (*values, error) {
 	v.set("watchers opened/s", "", float64(n*k)/wtook.Seconds())
 	v.set("try again (logins, watch calls)", "", float64(st.tryAgain.Load()))
 	connsFigures(v, before, loggedIn, after, n, k)
+	e.setConnEnds(v)
 	return v, nil
 }
 

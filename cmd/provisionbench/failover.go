@@ -139,6 +139,7 @@ func runFailover(ctx context.Context, e *env, n int) (*values, error) {
 		return fmt.Sprintf("back %d/%d (try again %d, connection errors %d, other %d)",
 			back.Load(), victims, st.tryAgain.Load(), st.dialErr.Load(), st.otherErr.Load())
 	})
+	victim.foldEnds()
 	t0 := time.Now()
 	killedAt.Store(&t0)
 	if err := victim.kill(); err != nil {
@@ -166,6 +167,7 @@ func runFailover(ctx context.Context, e *env, n int) (*values, error) {
 	v.set("connection errors", "", float64(st.dialErr.Load()))
 	v.set("other errors", "", float64(st.otherErr.Load()))
 	v.set("survivors dropped", "", float64(dropped.Load()))
+	e.setConnEnds(v)
 	return v, nil
 }
 

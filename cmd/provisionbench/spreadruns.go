@@ -141,6 +141,7 @@ func runConnsSpread(ctx context.Context, e *env, n int) (*values, error) {
 	connsFigures(v, sumMem(before), sumMem(loggedIn), sumMem(after), n, k)
 	setPerDaemonMem(v, before, after, st.PerDaemon)
 	e.setEtcdSize(ctx, v)
+	e.setConnEnds(v)
 	return v, nil
 }
 
@@ -412,6 +413,7 @@ func runWatchSpread(ctx context.Context, e *env, n int) (*values, error) {
 	v.set("duplicates", "", float64(got.Duplicates))
 	v.set("unknown changes", "", float64(ws.unknown))
 	v.set("failed writes", "", float64(failed.Load()))
+	e.setConnEnds(v)
 	return v, nil
 }
 
@@ -549,6 +551,7 @@ func runFailoverSpread(ctx context.Context, e *env, n int) (*values, error) {
 		return nil, err
 	}
 	e.o.progress.set(fmt.Sprintf("failover: killing daemon %d of %d under %d agents each", d, d, n))
+	victim.foldEnds()
 	ticks0 := readCPUTicks()
 	t0 := time.Now()
 	if err := victim.kill(); err != nil {
@@ -611,6 +614,7 @@ func runFailoverSpread(ctx context.Context, e *env, n int) (*values, error) {
 	if !math.IsNaN(stolen) {
 		v.set("CPU stolen by the host", "%", stolen)
 	}
+	e.setConnEnds(v)
 	return v, nil
 }
 
@@ -668,6 +672,9 @@ func runStormSpread(ctx context.Context, e *env, n int) (*values, error) {
 	}
 	// Every daemon stops (SIGTERM) and starts again at once.
 	e.o.progress.set(fmt.Sprintf("storm: restarting %d daemons under %d agents", len(e.targets), n))
+	for _, t := range e.targets {
+		t.foldEnds()
+	}
 	ticks0 := readCPUTicks()
 	t0 := time.Now()
 	var wg sync.WaitGroup
@@ -751,6 +758,7 @@ func runStormSpread(ctx context.Context, e *env, n int) (*values, error) {
 	if evs.LastOther != "" {
 		fmt.Fprintf(e.o.stderr, "provisionbench: storm: last other error: %s\n", evs.LastOther)
 	}
+	e.setConnEnds(v)
 	return v, nil
 }
 
@@ -770,6 +778,7 @@ func rollingStorm(ctx context.Context, e *env, lg *loadgens, n int) (*values, er
 		}
 		on := sumReplies(sts).PerDaemon[i]
 		e.o.progress.set(fmt.Sprintf("storm --rolling: restarting daemon %d of %d (%d agents on it)", i+1, len(e.targets), on))
+		t.foldEnds()
 		ti := time.Now()
 		if err := t.stop(); err != nil {
 			fmt.Fprintf(e.o.stderr, "provisionbench: daemon stop: %v\n", err)
@@ -816,5 +825,6 @@ func rollingStorm(ctx context.Context, e *env, lg *loadgens, n int) (*values, er
 	if !math.IsNaN(stolen) {
 		v.set("CPU stolen by the host", "%", stolen)
 	}
+	e.setConnEnds(v)
 	return v, nil
 }

@@ -233,7 +233,8 @@ func runWatch(ctx context.Context, e *env, n int) (*values, error) {
 	cpu.mark(false)
 	daemonSide.stop()
 	stopping.Store(true)
-	closeAll(conns) // ends the pending Next calls
+	ends := e.readConnEnds() // before the agents close
+	closeAll(conns)          // ends the pending Next calls
 	wg.Wait()
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
@@ -268,6 +269,7 @@ func runWatch(ctx context.Context, e *env, n int) (*values, error) {
 	v.set("spurious wake-ups", "", float64(run.spurious.Load()))
 	v.set("duplicates", "", float64(run.duplicates.Load()))
 	v.set("failed writes", "", float64(failed.Load()))
+	ends.set(v)
 	return v, nil
 }
 

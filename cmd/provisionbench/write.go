@@ -195,6 +195,7 @@ func runWrite(ctx context.Context, e *env, n int) (*values, error) {
 		// Over warm-up and measurement both: the shape, not the rate.
 		v.set("writes per commit", "", (fns1-fns0)/(commits1-commits0))
 	}
+	e.setConnEnds(v)
 	return v, nil
 }
 
