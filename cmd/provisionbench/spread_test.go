@@ -92,6 +92,10 @@ func TestSpreadFailover(t *testing.T) {
 	}
 	figure(t, rep, 40, "changes during the failover")
 	figure(t, rep, 40, "connections ended by the daemons") // the killed daemon's read before the kill
+	// The 120 agents are on the two survivors, wherever each went.
+	if few, most := figure(t, rep, 40, "agents per daemon after, fewest"), figure(t, rep, 40, "agents per daemon after, most"); few+most != 120 {
+		t.Errorf("agents after the failover: fewest %v + most %v, want 120 on the two survivors", few, most)
+	}
 
 	// --resume: each moved agent resumes its watchers (one bulk Watch
 	// call) from the revision their events covered; nothing lost.
@@ -134,6 +138,13 @@ func TestSpreadStorm(t *testing.T) {
 		t.Errorf("daemon 2: agents moved = %v, want 60", v)
 	}
 	checkZero(t, rep, 60, "other errors")
+	// Nothing sends them back: the daemon restarted last holds none.
+	for name, want := range map[string]float64{"daemon 1: agents after": 60, "daemon 2: agents after": 0,
+		"agents per daemon after, most": 60, "daemons holding no agent after": 1} {
+		if v := figure(t, rep, 60, name); v != want {
+			t.Errorf("--rolling: %s = %v, want %v", name, v, want)
+		}
+	}
 	if figure(t, rep, 60, "longest without a daemon") <= 0 {
 		t.Error("no time without a daemon")
 	}

@@ -440,6 +440,32 @@ func setLiveHeaps(v *values, before, after []float64, n, k int) {
 	}
 }
 
+// setAgentsOn sets where the agents are once all are back: the fewest
+// and the most on one daemon of those serving (live), how many of them
+// hold none, and each one's count. The agents stay where they went: no
+// daemon sends them back.
+func (l *loadgens) setAgentsOn(v *values, live []int) error {
+	sts, err := l.all(lgRequest{Op: "status"})
+	if err != nil {
+		return err
+	}
+	on := sumReplies(sts).PerDaemon
+	least, most, none := math.MaxInt, 0, 0
+	for _, i := range live {
+		least, most = min(least, on[i]), max(most, on[i])
+		if on[i] == 0 {
+			none++
+		}
+	}
+	v.set("agents per daemon after, fewest", "", float64(least))
+	v.set("agents per daemon after, most", "", float64(most))
+	v.set("daemons holding no agent after", "", float64(none))
+	for _, i := range live {
+		v.set(fmt.Sprintf("daemon %d: agents after", i+1), "", float64(on[i]))
+	}
+	return nil
+}
+
 // reconnects are the load generators' reconnections, as durations from t0
 // (back) and without a daemon (gap).
 type reconnects struct {
@@ -565,6 +591,10 @@ func runFailoverSpread(ctx context.Context, e *env, n int) (*values, error) {
 	if err != nil {
 		return nil, err
 	}
+	after := newValues() // the survivors: the killed daemon stays down
+	if err := lg.setAgentsOn(after, seq(last)); err != nil {
+		return nil, err
+	}
 	stopDriver()
 	if err := lg.waitDeliveries(ctx, run.expectedDeliveries(k), e.o.settle); err != nil {
 		return nil, err
@@ -614,8 +644,18 @@ func runFailoverSpread(ctx context.Context, e *env, n int) (*values, error) {
 	if !math.IsNaN(stolen) {
 		v.set("CPU stolen by the host", "%", stolen)
 	}
+	v.merge(after)
 	e.setConnEnds(v)
 	return v, nil
+}
+
+// seq is 0..n-1.
+func seq(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
 }
 
 // The daemons' counters of what resumed watchers read of the history
@@ -716,6 +756,10 @@ func runStormSpread(ctx context.Context, e *env, n int) (*values, error) {
 	}
 	stolen := readCPUTicks().stolenSince(ticks0)
 	v := newValues()
+	after := newValues()
+	if err := lg.setAgentsOn(after, seq(len(e.targets))); err != nil {
+		return nil, err
+	}
 	var ready, afterListening, slowest time.Duration
 	failed := 0
 	for i, hw := range hws {
@@ -755,6 +799,7 @@ func runStormSpread(ctx context.Context, e *env, n int) (*values, error) {
 	if !math.IsNaN(stolen) {
 		v.set("CPU stolen by the host", "%", stolen)
 	}
+	v.merge(after)
 	if evs.LastOther != "" {
 		fmt.Fprintf(e.o.stderr, "provisionbench: storm: last other error: %s\n", evs.LastOther)
 	}
@@ -808,6 +853,12 @@ func rollingStorm(ctx context.Context, e *env, lg *loadgens, n int) (*values, er
 	}
 	total := time.Since(t0)
 	stolen := readCPUTicks().stolenSince(ticks0)
+	// The last daemon restarted is back once serving; its agents are on
+	// the others by then.
+	after := newValues()
+	if err := lg.setAgentsOn(after, seq(len(e.targets))); err != nil {
+		return nil, err
+	}
 	evr, err := lg.all(lgRequest{Op: "results"})
 	if err != nil {
 		return nil, err
@@ -825,6 +876,7 @@ func rollingStorm(ctx context.Context, e *env, lg *loadgens, n int) (*values, er
 	if !math.IsNaN(stolen) {
 		v.set("CPU stolen by the host", "%", stolen)
 	}
+	v.merge(after)
 	e.setConnEnds(v)
 	return v, nil
 }

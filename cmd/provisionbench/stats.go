@@ -87,6 +87,16 @@ func (v *values) set(name, unit string, x float64) {
 	v.unit[name] = unit
 }
 
+// merge sets every figure of o, in its order.
+func (v *values) merge(o *values) {
+	for _, name := range o.order {
+		v.set(name, o.unit[name], o.m[name])
+		if o.counts[name] {
+			v.setCount(name, o.m[name])
+		}
+	}
+}
+
 // setCount sets a count a run reports only when it is not 0 (a
 // connection end's reason): in the runs that left it out it is 0.
 func (v *values) setCount(name string, x float64) {
