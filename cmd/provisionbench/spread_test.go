@@ -66,12 +66,14 @@ func TestSpreadWatch(t *testing.T) {
 	for _, name := range []string{"spurious wake-ups", "daemon 1 p99 latency", "daemon 2 p99 latency", "etcd p99 latency",
 		"p99 vs etcd p99", "daemon bytes allocated per delivery", "daemon objects allocated per change",
 		"daemon GC cycles (all daemons)", "  live heap KiB/watcher", "load generators' GC cycles", "daemon CPU per change",
-		"etcd CPU per change", "CPU stolen by the host", "connections ended by the daemons"} {
+		"etcd CPU per change", "CPU stolen by the host", "connections ended by the daemons",
+		"echo p99 latency", "etcd p99 + echo p99 latency", "p99 vs etcd p99 + echo p99", "p99 over etcd p99 + echo p99"} {
 		figure(t, rep, 100, name)
 	}
 	// One daemon on bbolt: the load generators alone.
-	rep = runJSON(t, "watch", "-n", "40", "--watchers", "2", "--rate", "20", "--duration", "1s", "--loadgens", "2")
+	rep = runJSON(t, "watch", "-n", "40", "--watchers", "2", "--rate", "20", "--duration", "1s", "--loadgens", "2", "--baseline")
 	checkDivision(t, rep, "1 daemon(s)")
+	figure(t, rep, 40, "p99 vs echo p99")
 	if d := figure(t, rep, 40, "deliveries"); d <= 0 {
 		t.Error("bbolt: no deliveries")
 	}
