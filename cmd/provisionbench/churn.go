@@ -379,5 +379,6 @@ func runChurn(ctx context.Context, e *env, size int) (*values, error) {
 	v.set("teardown", "s", teardown.Seconds())
 	v.set("errors", "", float64(errs.Load()))
 	v.set("unfinished", "", float64(unfinished))
+	e.setConnEnds(v)
 	return v, nil
 }

@@ -73,14 +73,18 @@ type session struct {
 	st       *connectStats  // counts the watch calls answered try again
 }
 
-// startSession watches on c (watch) and starts its pinger; st counts
-// the watch calls answered try again.
+// startSession starts c's pinger and watches on c (watch); st counts
+// the watch calls answered try again. The pinger comes first, as the
+// reference agent's (internal/agent) comes right after its login: watch
+// calls retried at try again, or resumed behind a long history read, may
+// take longer than the daemon's ping timeout (3 minutes), which closes an
+// agent that has not pinged.
 func startSession(ctx context.Context, c *client.Conn, m machineCred, watchers int, st *connectStats) (*session, error) {
 	s := &session{c: c, st: st}
+	c.StartPinger(time.Minute)
 	if err := s.watch(ctx, m, watchers); err != nil {
 		return nil, err
 	}
-	c.StartPinger(time.Minute)
 	return s, nil
 }
 
@@ -327,6 +331,7 @@ func runConns(ctx context.Context, e *env, n int) (*values, error) {
 	v.set("watchers opened/s", "", float64(n*k)/wtook.Seconds())
 	v.set("try again (logins, watch calls)", "", float64(st.tryAgain.Load()))
 	connsFigures(v, before, loggedIn, after, n, k)
+	e.setConnEnds(v)
 	return v, nil
 }
 

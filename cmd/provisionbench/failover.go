@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/provisiond/provisiond/rpc/client"
@@ -24,7 +27,7 @@ var failoverWorkload = &workload{
 	sizes:    "100,1000,3000",
 	describe: func(o *options) map[string]any {
 		return map[string]any{"daemons": o.daemons, "watchers-per-agent": o.connsWatchers(), "kill": "SIGKILL of the last daemon", "resume": o.resume,
-			"reconnect":  "the addresses of the agent's login (LoginResult.servers), from its own place in the list; full jitter backoff on try again",
+			"reconnect":  "as a Juju agent (api/apiclient.go, worker/apicaller): the addresses it knows (each login's LoginResult.servers) shuffled, dialled one more every 200 ms, the first connection made kept; full jitter backoff once all failed or on try again",
 			"login-rate": fmt.Sprintf("%d burst, 1 per %s, per daemon", o.loginRateMax, o.loginRateRefill)}
 	},
 	prepare: func(ctx context.Context, e *env, n int) error {
@@ -139,6 +142,7 @@ func runFailover(ctx context.Context, e *env, n int) (*values, error) {
 		return fmt.Sprintf("back %d/%d (try again %d, connection errors %d, other %d)",
 			back.Load(), victims, st.tryAgain.Load(), st.dialErr.Load(), st.otherErr.Load())
 	})
+	victim.foldEnds()
 	t0 := time.Now()
 	killedAt.Store(&t0)
 	if err := victim.kill(); err != nil {
@@ -166,6 +170,7 @@ func runFailover(ctx context.Context, e *env, n int) (*values, error) {
 	v.set("connection errors", "", float64(st.dialErr.Load()))
 	v.set("other errors", "", float64(st.otherErr.Load()))
 	v.set("survivors dropped", "", float64(dropped.Load()))
+	e.setConnEnds(v)
 	return v, nil
 }
 
@@ -184,47 +189,36 @@ func loginServers(r *params.LoginResult) []string {
 }
 
 // failOver logs agent i in again at one of servers and opens its
-// watchers (open; on its error the connection is closed and the next
-// address tried). The first server is the one it was on: it tries the
-// others first, from its own place among them (so the agents spread over
-// them), going on to the next at a refused connection and after a backoff
-// at "try again" or once every address has refused. With one server it
-// tries that one.
+// watchers (open; on its error the connection is closed and it goes on),
+// as a Juju agent reconnects (api/apiclient.go dialAPI, with
+// worker/apicaller's options): every attempt shuffles the addresses it
+// knows, the one it was on among them, and dials them in that order, the
+// next one DialAddressInterval after the one before whether or not that
+// one has answered, keeping the first connection made (TCP, TLS and the
+// websocket) and closing any other; then it logs in. Once every address
+// has failed, or at "try again", it backs off and tries again.
 func (e *env) failOver(ctx context.Context, i int, m machineCred, servers []string, st *connectStats,
 	open func(context.Context, *client.Conn) error) (*client.Conn, error) {
-	place := 0
-	if len(servers) > 1 {
-		place = 1 + (i/len(e.targets))%(len(servers)-1)
-	}
 	for attempt := 0; ; attempt++ {
-		addr := servers[(place+attempt)%len(servers)]
-		cfg := e.agentConfig(e.fix.model, i)
-		cfg.Addr = addr
-		c, err := client.Dial(ctx, cfg)
+		order := slices.Clone(servers)
+		rand.Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
+		c, err := e.dialFirst(ctx, i, order, st)
 		if err == nil {
-			if _, err = c.LoginAgent(ctx, m.Tag, m.Password, m.Nonce); err != nil {
-				c.Close()
-			}
-		} else {
-			err = &dialError{err}
-		}
-		if err == nil {
-			serr := open(ctx, c)
-			if serr == nil {
-				return c, nil
+			if _, err = c.LoginAgent(ctx, m.Tag, m.Password, m.Nonce); err == nil {
+				if err = open(ctx, c); err == nil {
+					return c, nil
+				}
 			}
 			c.Close()
-			err = serr
 		}
 		var de *dialError
 		switch {
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
-		case errors.As(err, &de), errors.Is(err, client.ErrConnClosed):
+		case errors.As(err, &de):
+			// every address failed, each counted
+		case errors.Is(err, client.ErrConnClosed):
 			st.connErr(err)
-			if (attempt+1)%len(servers) != 0 {
-				continue // the next address at once
-			}
 		case client.IsCode(err, params.CodeTryAgain):
 			st.tryAgain.Add(1)
 		default:
@@ -232,6 +226,73 @@ func (e *env) failOver(ctx context.Context, i int, m machineCred, servers []stri
 		}
 		if err := sleepCtx(ctx, backoff(attempt)); err != nil {
 			return nil, err
+		}
+	}
+}
+
+// dialInterval is how long an agent's dial of one address goes on alone
+// before it dials the next as well: worker/apicaller's
+// DialAddressInterval (about a TLS handshake).
+const dialInterval = 200 * time.Millisecond
+
+// dialFirst dials addrs in order, one more every dialInterval (whether
+// or not the dials before have failed, as Juju's), and returns the first
+// connection made; any other made is closed as it comes. Each failed dial
+// is counted in st. Once all have failed, the error is one of them (a
+// dialError), not a refusal where another was met.
+func (e *env) dialFirst(ctx context.Context, i int, addrs []string, st *connectStats) (*client.Conn, error) {
+	type result struct {
+		c   *client.Conn
+		err error
+	}
+	dctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	results := make(chan result, len(addrs))
+	started, received := 0, 0
+	defer func() { // the dials still under way: closed as they come
+		if rest := started - received; rest > 0 {
+			go func() {
+				for range rest {
+					if r := <-results; r.c != nil {
+						r.c.Close()
+					}
+				}
+			}()
+		}
+	}()
+	var last error
+	tick := time.NewTimer(0)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			cfg := e.agentConfig(e.fix.model, i)
+			cfg.Addr = addrs[started]
+			started++
+			go func() {
+				c, err := client.Dial(dctx, cfg)
+				results <- result{c, err}
+			}()
+			if started < len(addrs) {
+				tick.Reset(dialInterval)
+			}
+		case r := <-results:
+			received++
+			if r.err == nil {
+				return r.c, nil
+			}
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			st.connErr(r.err)
+			if last == nil || !errors.Is(r.err, syscall.ECONNREFUSED) {
+				last = r.err
+			}
+			if received == len(addrs) {
+				return nil, &dialError{last}
+			}
+		case <-ctx.Done():
+			return nil, ctx.Err()
 		}
 	}
 }

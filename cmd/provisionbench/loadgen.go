@@ -567,11 +567,11 @@ func (lg *lgChild) open(ctx context.Context, a *lgAgent, c *client.Conn) error {
 		}
 		a.sess = s
 	default:
+		c.StartPinger(time.Minute) // before the watch call: see startSession
 		ws, err := lg.watchContainers(ctx, a, c, on)
 		if err != nil {
 			return err
 		}
-		c.StartPinger(time.Minute)
 		for w, sw := range ws {
 			lg.loopWatch(a, sw, w, on)
 		}

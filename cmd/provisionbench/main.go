@@ -492,6 +492,7 @@ func runWorkload(ctx context.Context, w *workload, o *options) error {
 		var runs, bases []*values
 		for r := range o.repeat {
 			o.progress.set(fmt.Sprintf("%s %d %s: run %d of %d", o.workload, size, w.sizeName, r+1, o.repeat))
+			e.openEnds() // before the run's agents: connends.go
 			v, err := w.run(ctx, e, size)
 			if err != nil {
 				return fmt.Errorf("%d %s: %w", size, w.sizeName, err)

@@ -212,6 +212,7 @@ func runRPC(ctx context.Context, e *env, n int) (*values, error) {
 	win.set(v, "")
 	// Counted calls and those in flight as the window closed: within n.
 	dw.set(v, map[string]float64{"call": float64(r.calls)}, []string{"call"})
+	e.setConnEnds(v)
 	return v, nil
 }
 

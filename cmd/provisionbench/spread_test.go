@@ -40,6 +40,8 @@ func TestSpreadConns(t *testing.T) {
 		t.Errorf("watchers open = %v, want 400 (2 per agent)", v)
 	}
 	checkZero(t, rep, 200, "connections dropped", "  agents still without a daemon")
+	// Read from each daemon before the agents and before they close.
+	figure(t, rep, 200, "connections ended by the daemons")
 	for _, d := range []string{"daemon 1 ", "daemon 2 "} {
 		if v := figure(t, rep, 200, d+"agents"); v != 100 {
 			t.Errorf("%sagents = %v, want 100 (agent i on daemon i mod 2)", d, v)
@@ -64,12 +66,14 @@ func TestSpreadWatch(t *testing.T) {
 	for _, name := range []string{"spurious wake-ups", "daemon 1 p99 latency", "daemon 2 p99 latency", "etcd p99 latency",
 		"p99 vs etcd p99", "daemon bytes allocated per delivery", "daemon objects allocated per change",
 		"daemon GC cycles (all daemons)", "  live heap KiB/watcher", "load generators' GC cycles", "daemon CPU per change",
-		"etcd CPU per change", "CPU stolen by the host"} {
+		"etcd CPU per change", "CPU stolen by the host", "connections ended by the daemons",
+		"echo p99 latency", "etcd p99 + echo p99 latency", "p99 vs etcd p99 + echo p99", "p99 over etcd p99 + echo p99"} {
 		figure(t, rep, 100, name)
 	}
 	// One daemon on bbolt: the load generators alone.
-	rep = runJSON(t, "watch", "-n", "40", "--watchers", "2", "--rate", "20", "--duration", "1s", "--loadgens", "2")
+	rep = runJSON(t, "watch", "-n", "40", "--watchers", "2", "--rate", "20", "--duration", "1s", "--loadgens", "2", "--baseline")
 	checkDivision(t, rep, "1 daemon(s)")
+	figure(t, rep, 40, "p99 vs echo p99")
 	if d := figure(t, rep, 40, "deliveries"); d <= 0 {
 		t.Error("bbolt: no deliveries")
 	}
@@ -89,6 +93,11 @@ func TestSpreadFailover(t *testing.T) {
 		t.Error("no failover times")
 	}
 	figure(t, rep, 40, "changes during the failover")
+	figure(t, rep, 40, "connections ended by the daemons") // the killed daemon's read before the kill
+	// The 120 agents are on the two survivors, wherever each went.
+	if few, most := figure(t, rep, 40, "agents per daemon after, fewest"), figure(t, rep, 40, "agents per daemon after, most"); few+most != 120 {
+		t.Errorf("agents after the failover: fewest %v + most %v, want 120 on the two survivors", few, most)
+	}
 
 	// --resume: each moved agent resumes its watchers (one bulk Watch
 	// call) from the revision their events covered; nothing lost.
@@ -115,6 +124,7 @@ func TestSpreadStorm(t *testing.T) {
 		t.Errorf("reconnections = %v, want 60", v)
 	}
 	checkZero(t, rep, 60, "other errors", "/health probes failed", "  of which no free source port")
+	figure(t, rep, 60, "connections ended by the daemons") // each read before its stop, and its new process at the end
 	for _, name := range []string{"all back", "all daemons ready", "/health after listening, slowest daemon", "longest without a daemon"} {
 		if figure(t, rep, 60, name) <= 0 {
 			t.Errorf("%s: not positive", name)
@@ -130,6 +140,13 @@ func TestSpreadStorm(t *testing.T) {
 		t.Errorf("daemon 2: agents moved = %v, want 60", v)
 	}
 	checkZero(t, rep, 60, "other errors")
+	// Nothing sends them back: the daemon restarted last holds none.
+	for name, want := range map[string]float64{"daemon 1: agents after": 60, "daemon 2: agents after": 0,
+		"agents per daemon after, most": 60, "daemons holding no agent after": 1} {
+		if v := figure(t, rep, 60, name); v != want {
+			t.Errorf("--rolling: %s = %v, want %v", name, v, want)
+		}
+	}
 	if figure(t, rep, 60, "longest without a daemon") <= 0 {
 		t.Error("no time without a daemon")
 	}

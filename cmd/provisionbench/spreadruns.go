@@ -141,6 +141,7 @@ func runConnsSpread(ctx context.Context, e *env, n int) (*values, error) {
 	connsFigures(v, sumMem(before), sumMem(loggedIn), sumMem(after), n, k)
 	setPerDaemonMem(v, before, after, st.PerDaemon)
 	e.setEtcdSize(ctx, v)
+	e.setConnEnds(v)
 	return v, nil
 }
 
@@ -412,6 +413,7 @@ func runWatchSpread(ctx context.Context, e *env, n int) (*values, error) {
 	v.set("duplicates", "", float64(got.Duplicates))
 	v.set("unknown changes", "", float64(ws.unknown))
 	v.set("failed writes", "", float64(failed.Load()))
+	e.setConnEnds(v)
 	return v, nil
 }
 
@@ -436,6 +438,32 @@ func setLiveHeaps(v *values, before, after []float64, n, k int) {
 			v.set(fmt.Sprintf("daemon %d live heap after a collection", i+1), "MiB", after[i]/(1<<20))
 		}
 	}
+}
+
+// setAgentsOn sets where the agents are once all are back: the fewest
+// and the most on one daemon of those serving (live), how many of them
+// hold none, and each one's count. The agents stay where they went: no
+// daemon sends them back.
+func (l *loadgens) setAgentsOn(v *values, live []int) error {
+	sts, err := l.all(lgRequest{Op: "status"})
+	if err != nil {
+		return err
+	}
+	on := sumReplies(sts).PerDaemon
+	least, most, none := math.MaxInt, 0, 0
+	for _, i := range live {
+		least, most = min(least, on[i]), max(most, on[i])
+		if on[i] == 0 {
+			none++
+		}
+	}
+	v.set("agents per daemon after, fewest", "", float64(least))
+	v.set("agents per daemon after, most", "", float64(most))
+	v.set("daemons holding no agent after", "", float64(none))
+	for _, i := range live {
+		v.set(fmt.Sprintf("daemon %d: agents after", i+1), "", float64(on[i]))
+	}
+	return nil
 }
 
 // reconnects are the load generators' reconnections, as durations from t0
@@ -549,6 +577,7 @@ func runFailoverSpread(ctx context.Context, e *env, n int) (*values, error) {
 		return nil, err
 	}
 	e.o.progress.set(fmt.Sprintf("failover: killing daemon %d of %d under %d agents each", d, d, n))
+	victim.foldEnds()
 	ticks0 := readCPUTicks()
 	t0 := time.Now()
 	if err := victim.kill(); err != nil {
@@ -560,6 +589,10 @@ func runFailoverSpread(ctx context.Context, e *env, n int) (*values, error) {
 	stolen := readCPUTicks().stolenSince(ticks0)
 	hist1, err := scrapeResumes(survivors)
 	if err != nil {
+		return nil, err
+	}
+	after := newValues() // the survivors: the killed daemon stays down
+	if err := lg.setAgentsOn(after, seq(last)); err != nil {
 		return nil, err
 	}
 	stopDriver()
@@ -611,7 +644,18 @@ func runFailoverSpread(ctx context.Context, e *env, n int) (*values, error) {
 	if !math.IsNaN(stolen) {
 		v.set("CPU stolen by the host", "%", stolen)
 	}
+	v.merge(after)
+	e.setConnEnds(v)
 	return v, nil
+}
+
+// seq is 0..n-1.
+func seq(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
 }
 
 // The daemons' counters of what resumed watchers read of the history
@@ -668,6 +712,9 @@ func runStormSpread(ctx context.Context, e *env, n int) (*values, error) {
 	}
 	// Every daemon stops (SIGTERM) and starts again at once.
 	e.o.progress.set(fmt.Sprintf("storm: restarting %d daemons under %d agents", len(e.targets), n))
+	for _, t := range e.targets {
+		t.foldEnds()
+	}
 	ticks0 := readCPUTicks()
 	t0 := time.Now()
 	var wg sync.WaitGroup
@@ -709,6 +756,10 @@ func runStormSpread(ctx context.Context, e *env, n int) (*values, error) {
 	}
 	stolen := readCPUTicks().stolenSince(ticks0)
 	v := newValues()
+	after := newValues()
+	if err := lg.setAgentsOn(after, seq(len(e.targets))); err != nil {
+		return nil, err
+	}
 	var ready, afterListening, slowest time.Duration
 	failed := 0
 	for i, hw := range hws {
@@ -748,9 +799,11 @@ func runStormSpread(ctx context.Context, e *env, n int) (*values, error) {
 	if !math.IsNaN(stolen) {
 		v.set("CPU stolen by the host", "%", stolen)
 	}
+	v.merge(after)
 	if evs.LastOther != "" {
 		fmt.Fprintf(e.o.stderr, "provisionbench: storm: last other error: %s\n", evs.LastOther)
 	}
+	e.setConnEnds(v)
 	return v, nil
 }
 
@@ -770,6 +823,7 @@ func rollingStorm(ctx context.Context, e *env, lg *loadgens, n int) (*values, er
 		}
 		on := sumReplies(sts).PerDaemon[i]
 		e.o.progress.set(fmt.Sprintf("storm --rolling: restarting daemon %d of %d (%d agents on it)", i+1, len(e.targets), on))
+		t.foldEnds()
 		ti := time.Now()
 		if err := t.stop(); err != nil {
 			fmt.Fprintf(e.o.stderr, "provisionbench: daemon stop: %v\n", err)
@@ -799,6 +853,12 @@ func rollingStorm(ctx context.Context, e *env, lg *loadgens, n int) (*values, er
 	}
 	total := time.Since(t0)
 	stolen := readCPUTicks().stolenSince(ticks0)
+	// The last daemon restarted is back once serving; its agents are on
+	// the others by then.
+	after := newValues()
+	if err := lg.setAgentsOn(after, seq(len(e.targets))); err != nil {
+		return nil, err
+	}
 	evr, err := lg.all(lgRequest{Op: "results"})
 	if err != nil {
 		return nil, err
@@ -816,5 +876,7 @@ func rollingStorm(ctx context.Context, e *env, lg *loadgens, n int) (*values, er
 	if !math.IsNaN(stolen) {
 		v.set("CPU stolen by the host", "%", stolen)
 	}
+	v.merge(after)
+	e.setConnEnds(v)
 	return v, nil
 }

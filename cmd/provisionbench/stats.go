@@ -70,6 +70,9 @@ type values struct {
 	order []string
 	m     map[string]float64
 	unit  map[string]string
+	// counts are figures a run sets only when not 0 (setCount): a run
+	// without one counted 0.
+	counts map[string]bool
 }
 
 func newValues() *values {
@@ -82,6 +85,26 @@ func (v *values) set(name, unit string, x float64) {
 	}
 	v.m[name] = x
 	v.unit[name] = unit
+}
+
+// merge sets every figure of o, in its order.
+func (v *values) merge(o *values) {
+	for _, name := range o.order {
+		v.set(name, o.unit[name], o.m[name])
+		if o.counts[name] {
+			v.setCount(name, o.m[name])
+		}
+	}
+}
+
+// setCount sets a count a run reports only when it is not 0 (a
+// connection end's reason): in the runs that left it out it is 0.
+func (v *values) setCount(name string, x float64) {
+	v.set(name, "", x)
+	if v.counts == nil {
+		v.counts = map[string]bool{}
+	}
+	v.counts[name] = true
 }
 
 // Metric is one figure at one size: every run's value and their median.
@@ -126,11 +149,33 @@ func collect(size int, runs []*values, baseRuns []*values, ratios, diffs []ratio
 		if len(rs) == 0 {
 			return
 		}
-		for _, name := range rs[0].order {
-			m := &Metric{Name: name, Unit: rs[0].unit[name], Baseline: baseline}
+		// The figures of the first run, in its order, with those only
+		// later runs set (a count set when not 0) after the figure
+		// they followed there.
+		var names []string
+		unit, count := map[string]string{}, map[string]bool{}
+		for _, r := range rs {
+			at := 0
+			for _, name := range r.order {
+				count[name] = count[name] || r.counts[name]
+				if _, ok := unit[name]; ok {
+					at = slices.Index(names, name) + 1
+					continue
+				}
+				if r == rs[0] || r.counts[name] {
+					names = slices.Insert(names, at, name)
+					unit[name] = r.unit[name]
+					at++
+				}
+			}
+		}
+		for _, name := range names {
+			m := &Metric{Name: name, Unit: unit[name], Baseline: baseline}
 			for _, r := range rs {
 				if x, ok := r.m[name]; ok {
 					m.Runs = append(m.Runs, x)
+				} else if count[name] {
+					m.Runs = append(m.Runs, 0)
 				}
 			}
 			m.Median = median(m.Runs)

@@ -116,12 +116,13 @@ func runStorm(ctx context.Context, e *env, n int) (*values, error) {
 		return fmt.Sprintf("(try again %d, connection errors %d, other %d)",
 			st.tryAgain.Load(), st.dialErr.Load(), st.otherErr.Load())
 	})
-	t0 := time.Now()
-	ticks0 := readCPUTicks()
-	restartAt.Store(&t0)
 	if e.t.mode == modeExternal {
 		return nil, fmt.Errorf("cannot restart a daemon given by --credentials; let the tool start one")
 	}
+	e.t.foldEnds()
+	t0 := time.Now()
+	ticks0 := readCPUTicks()
+	restartAt.Store(&t0)
 	if err := e.t.stop(); err != nil {
 		fmt.Fprintf(e.o.stderr, "provisionbench: daemon stop: %v\n", err)
 	}
@@ -200,5 +201,6 @@ func runStorm(ctx context.Context, e *env, n int) (*values, error) {
 	if p := st.lastOther.Load(); p != nil {
 		fmt.Fprintf(e.o.stderr, "provisionbench: storm: last other error: %s\n", *p)
 	}
+	e.setConnEnds(v)
 	return v, nil
 }

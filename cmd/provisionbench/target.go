@@ -54,6 +54,8 @@ type target struct {
 	httpc       *http.Client
 	logw        io.Writer
 	etcd        *etcdTarget // nil: bbolt
+	// ends is the connections it ended over the current run (connends.go).
+	ends endsTrack
 }
 
 // targetSpec says how to start one self-started daemon.

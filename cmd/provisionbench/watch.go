@@ -26,24 +26,26 @@ var watchWorkload = &workload{
 		_, err := e.fix.ensureMachines(ctx, n)
 		return err
 	},
-	run: runWatch,
-	baseline: func(ctx context.Context, e *env, n int) (*values, error) {
-		if e.etcdMode() {
-			return runWatchEtcdBaseline(ctx, e, n)
-		}
-		return newValues(), nil // bbolt: the peer figures of etcd are quoted in the notes
+	run:      runWatch,
+	baseline: runWatchBaseline,
+	ratios: []ratio{
+		{"p99 vs etcd p99", "p99 latency", "etcd p99 latency"},
+		{"p99 vs etcd p99 + echo p99", "p99 latency", "etcd p99 + echo p99 latency"},
+		{"p99 vs echo p99", "p99 latency", "echo p99 latency"},
 	},
-	ratios: []ratio{{"p99 vs etcd p99", "p99 latency", "etcd p99 latency"}},
 	diffs: []ratio{
 		{"p99 over etcd p99", "p99 latency", "etcd p99 latency"},
 		{"p50 over etcd p50", "p50 latency", "etcd p50 latency"},
+		{"p99 over etcd p99 + echo p99", "p99 latency", "etcd p99 + echo p99 latency"},
 	},
 	notes: func(o *options) []string {
 		if o.store == daemon.StoreEtcd {
 			return []string{
 				"latency: from the driver issuing the write to the agent's Next returning with the change; with --daemons 2 or more the driver writes through the last daemon and the agents watch on the others (the change reaches them through etcd's watch)",
 				"write latency: the driver's AddMachines round trip (its etcd transaction, and its own daemon applying it)",
-				"baseline: etcd's own client at the same shape: a key per agent, --watchers watches on each over min(agents, 64) clients, one more client putting at --rate, at most one put in flight per key; latency from the put issued to the event received",
+				"baseline: etcd's own client at the same shape: a key per agent, --watchers watches on each (as many watchers as the run's) over min(agents, 64) clients (etcd multiplexes watches on a client's connection, so they need no more open files), one more client putting at --rate, at most one put in flight per key; latency from the put issued to the event received",
+				echoNote,
+				"etcd p99 + echo p99: the floor of a change through a daemon: etcd's own watch plus a round trip on the daemon's transport (the driver's write to its daemon, the event to the agent); p99 over it is what the daemons add",
 				"target: 10,000 watchers at 100 changes/s, p99 at most etcd's p99 + 2 ms, none lost",
 				"CPU per change: the daemons' CPU time (/proc, all of them) and this process's (the agents, the driver, the baselines' clients), over the changes committed",
 				daemonGCNote,
@@ -54,11 +56,39 @@ var watchWorkload = &workload{
 			"write latency: the driver's AddMachines round trip; the daemon publishes a commit to the watchers before it answers the writer, so what latency adds to it is the fan-out to the agents",
 			"daemon AddMachines, commit: the daemon's /metrics histograms over the run (request read to reply queued; bbolt commit with fsync), as the upper bound of the bucket holding the percentile",
 			"CPU per change: CPU time (/proc) of the daemon and of this process (the agents and the driver) during the run, over the changes committed; each change is one write and --watchers deliveries",
+			echoNote,
 			"peer: one embedded etcd 3.6 member on this kind of machine, 10,000 watchers over 1,000 keys, 100 puts/s: p50 about 2 ms, p99 about 4.5-5 ms",
 			"target: 10,000 agents x 10 watchers at 1,000 changes/s, p99 at most 5 ms, none lost, no spurious wake-up",
 			daemonGCNote,
 		}
 	},
+}
+
+// echoNote says what the watch's echo baseline is.
+const echoNote = "baseline (--baseline): echo p50/p99: one connection's closed loop of a small call (SetInstanceStatus) to the JSON echo server on the daemon's transport (TLS websocket, a child process like the daemon) for --duration, in the same run: the transport's round trip alone"
+
+// runWatchBaseline is the watch's same-run baselines: on etcd, etcd's own
+// watch at the same shape; on both stores, the echo round trip.
+func runWatchBaseline(ctx context.Context, e *env, n int) (*values, error) {
+	v := newValues()
+	if e.etcdMode() {
+		ev, err := runWatchEtcdBaseline(ctx, e, n)
+		if err != nil {
+			return nil, err
+		}
+		v = ev
+	}
+	r, err := echoLoop(ctx, e)
+	if err != nil {
+		return nil, fmt.Errorf("echo: %w", err)
+	}
+	echo99 := ms(percentile(r.lat, 99))
+	v.set("echo p50 latency", "ms", ms(percentile(r.lat, 50)))
+	v.set("echo p99 latency", "ms", echo99)
+	if etcd99, ok := v.m["etcd p99 latency"]; ok {
+		v.set("etcd p99 + echo p99 latency", "ms", etcd99+echo99)
+	}
+	return v, nil
 }
 
 // watchRun is the shared book-keeping of one watch run.
@@ -233,7 +263,8 @@ func runWatch(ctx context.Context, e *env, n int) (*values, error) {
 	cpu.mark(false)
 	daemonSide.stop()
 	stopping.Store(true)
-	closeAll(conns) // ends the pending Next calls
+	ends := e.readConnEnds() // before the agents close
+	closeAll(conns)          // ends the pending Next calls
 	wg.Wait()
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
@@ -268,6 +299,7 @@ func runWatch(ctx context.Context, e *env, n int) (*values, error) {
 	v.set("spurious wake-ups", "", float64(run.spurious.Load()))
 	v.set("duplicates", "", float64(run.duplicates.Load()))
 	v.set("failed writes", "", float64(failed.Load()))
+	ends.set(v)
 	return v, nil
 }
 

@@ -195,6 +195,7 @@ func runWrite(ctx context.Context, e *env, n int) (*values, error) {
 		// Over warm-up and measurement both: the shape, not the rate.
 		v.set("writes per commit", "", (fns1-fns0)/(commits1-commits0))
 	}
+	e.setConnEnds(v)
 	return v, nil
 }
 
@@ -248,13 +249,24 @@ func runWriteBaseline(ctx context.Context, e *env, n int) (*values, error) {
 // echoRoundTrips runs one connection's closed loop of SetInstanceStatus
 // messages against the echo server and returns its calls/s.
 func echoRoundTrips(ctx context.Context, e *env) (float64, error) {
+	r, err := echoLoop(ctx, e)
+	if err != nil || r.elapsed <= 0 {
+		return 0, err
+	}
+	return float64(r.calls) / r.elapsed.Seconds(), nil
+}
+
+// echoLoop runs one connection's closed loop of SetInstanceStatus
+// messages against the echo server for --duration: the round trip of a
+// small message on the daemon's transport (TLS websocket), alone.
+func echoLoop(ctx context.Context, e *env) (loopResult, error) {
 	es, err := e.echo(ctx)
 	if err != nil {
-		return 0, err
+		return loopResult{}, err
 	}
 	conns, err := e.dialEcho(ctx, es, 1)
 	if err != nil {
-		return 0, err
+		return loopResult{}, err
 	}
 	defer closeAll(conns)
 	r := closedLoop(ctx, 1, warmup(e.o.duration), e.o.duration, e.o.newToolWindow().mark, func(ctx context.Context, _, k int) error {
@@ -265,15 +277,12 @@ func echoRoundTrips(ctx context.Context, e *env) (float64, error) {
 		return conns[0].Call(ctx, "Provisioner", 11, "", "SetInstanceStatus", args, &res)
 	})
 	if ctx.Err() != nil {
-		return 0, ctx.Err()
+		return loopResult{}, ctx.Err()
 	}
 	if r.errors > 0 {
-		return 0, fmt.Errorf("echo: %d of %d calls failed", r.errors, r.calls+r.errors)
+		return loopResult{}, fmt.Errorf("echo: %d of %d calls failed", r.errors, r.calls+r.errors)
 	}
-	if r.elapsed <= 0 {
-		return 0, nil
-	}
-	return float64(r.calls) / r.elapsed.Seconds(), nil
+	return r, nil
 }
 
 // cpuWindow reads the CPU time (/proc) the daemons, the tool's etcd member
