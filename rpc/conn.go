@@ -558,6 +558,7 @@ func (h *header) runTask() {
 func (c *Conn) run(h *header, call Caller) {
 	start := time.Now()
 	res, err := c.call(h, call)
+	h.Params = nil // decoded: a Later call does not keep them while it waits
 	if l, ok := res.(*Later); ok && err == nil {
 		c.await(h, l, start)
 		return
@@ -601,11 +602,16 @@ func (c *Conn) await(h *header, l *Later, start time.Time) {
 	}
 }
 
-// startLater runs l's start, turning a panic into an error.
+// startLater runs l's start, turning a panic into an error. The call
+// keeps only what its reply needs while it waits: l's start and its
+// facade instance (and, through it, the facade layer's call state) are
+// let go before it starts, the request's params already (run).
 func (c *Conn) startLater(h *header, l *Later) (err error) {
 	var res any
 	defer c.recoverPanic(h, &res, &err)
-	l.begin(&h.cc, h)
+	start, f := l.start, l.f
+	l.start, l.f = nil, nil
+	start(f, &h.cc, h)
 	return nil
 }
 

@@ -82,7 +82,9 @@ func newStrings(c *facade.Context) (*StringsWatcher, error) {
 	return &StringsWatcher{ctx: c, w: w}, nil
 }
 
-// Next replies with the next change. The call's context is not handed to
+// Next replies with the next change. A Next that waits holds its reply
+// function and nothing of the call's facade instance or Context. The
+// call's context is not handed to
 // the watcher: its only end is the connection's, and the connection's end
 // stops the watcher (Session.Kill stops every resource), which replies
 // "stopped" as the context's end would. A context that never ends costs
@@ -156,10 +158,15 @@ func (n *NotifyWatcher) Stop(context.Context) error {
 // is pending with the event: everything up to that revision had reached
 // the watcher before.
 func (s *StringsWatcher) Next(ctx context.Context, reply func(params.StringsWatchResult, error)) {
-	_, revs := rpc.FromRevision(ctx)
-	revs = revs && s.w.Revisioned()
+	if _, revs := rpc.FromRevision(ctx); !revs || !s.w.Revisioned() {
+		// What waits holds reply alone, not s and its call's Context.
+		s.w.NextAsync(context.Background(), func(ids []string, err error) {
+			reply(params.StringsWatchResult{Changes: ids}, err)
+		})
+		return
+	}
 	s.w.NextAsync(context.Background(), func(ids []string, err error) {
-		if err != nil || !revs {
+		if err != nil {
 			reply(params.StringsWatchResult{Changes: ids}, err)
 			return
 		}
