@@ -13,20 +13,36 @@ import (
 var ErrStopped = errors.New("watcher has been stopped")
 
 // lifecycle is what Notify and Strings share: the stop machinery and the
-// functions (hub cancels, timers) to run when stopping. Its done channel
-// is made only if someone asks for it (Done): an agent's watcher is
-// stopped through Resources, and nobody waits on its channel.
+// functions (hub cancels, timers) to run when stopping. What few watchers
+// need (a Kill error, a Done channel) is in end, made only then: an
+// agent's watcher is stopped through Resources, with no error, and nobody
+// waits on its channel. The fields are ordered to leave no padding (a
+// watcher is 112 bytes; 160 with a word each for the error and the
+// channel and a mutex's padding).
 type lifecycle struct {
-	stopOnce sync.Once
+	stopOnce   sync.Once
+	revisioned atomic.Bool // SetRevisioned was called
 
 	mu      sync.Mutex // guards the fields below
-	err     error
 	onStop  []func()
-	stopped bool          // kill began: OnStop runs its function at once
-	closed  bool          // kill ended: the OnStop functions have run
-	done    chan struct{} // made by Done; closed when closed is set
+	end     *lifecycleEnd
+	stopped bool // kill began: OnStop runs its function at once
+	closed  bool // kill ended: the OnStop functions have run
+}
 
-	revisioned atomic.Bool // SetRevisioned was called
+// lifecycleEnd is what a lifecycle holds for the few watchers that need
+// it.
+type lifecycleEnd struct {
+	err  error         // given to Kill
+	done chan struct{} // made by Done; closed when closed is set
+}
+
+// endLocked returns l.end, made if need be; l.mu is held.
+func (l *lifecycle) endLocked() *lifecycleEnd {
+	if l.end == nil {
+		l.end = new(lifecycleEnd)
+	}
+	return l.end
 }
 
 // SetRevisioned says that every change reaches w as it is published, in
@@ -69,7 +85,9 @@ func (l *lifecycle) kill(err error, after func()) {
 	l.stopOnce.Do(func() {
 		l.mu.Lock()
 		l.stopped = true
-		l.err = err
+		if err != nil {
+			l.endLocked().err = err
+		}
 		fs := l.onStop
 		l.onStop = nil
 		l.mu.Unlock()
@@ -78,7 +96,10 @@ func (l *lifecycle) kill(err error, after func()) {
 		}
 		l.mu.Lock()
 		l.closed = true
-		done := l.done
+		var done chan struct{}
+		if l.end != nil {
+			done = l.end.done
+		}
 		l.mu.Unlock()
 		if done != nil {
 			close(done)
@@ -91,13 +112,13 @@ func (l *lifecycle) kill(err error, after func()) {
 func (l *lifecycle) Done() <-chan struct{} {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.done == nil {
+	if l.end == nil || l.end.done == nil {
 		if l.closed {
 			return closedChan
 		}
-		l.done = make(chan struct{})
+		l.endLocked().done = make(chan struct{})
 	}
-	return l.done
+	return l.end.done
 }
 
 // Err returns why the watcher stopped: ErrStopped after Stop, the error
@@ -108,8 +129,8 @@ func (l *lifecycle) Err() error {
 	switch {
 	case !l.closed:
 		return nil
-	case l.err != nil:
-		return l.err
+	case l.end != nil && l.end.err != nil:
+		return l.end.err
 	}
 	return ErrStopped
 }
@@ -121,7 +142,7 @@ type waiter[T any] struct {
 	// cancelCtx stops the context.AfterFunc; nil for a context that never
 	// ends. It is set before the waiter is queued.
 	cancelCtx func() bool
-	seq       uint64 // tells the waiters of one queue apart
+	seq       uint32 // tells the waiters of one queue apart (of the 2^32 last)
 }
 
 // complete ends w with v, err, first stopping its context callback.
@@ -139,9 +160,13 @@ func (w waiter[T]) complete(v T, err error) {
 // waiters are kept by value and the queue's array is reused, so a Next
 // that waits allocates nothing here once the watcher has waited before.
 type waitQueue[T any] struct {
-	mu      sync.Mutex
-	closed  bool // stopped: waiters have been failed, later ones fail at once
-	seq     uint64
+	mu     sync.Mutex
+	seq    uint32
+	closed bool // stopped: waiters have been failed, later ones fail at once
+	// flag is the watcher's own, guarded by mu: Notify's pending event,
+	// Strings' reset. It is here, in what would be padding, so that a
+	// watcher is 16 bytes smaller.
+	flag    bool
 	waiting []waiter[T]
 }
 
@@ -243,11 +268,9 @@ func (q *waitQueue[T]) fail(err error) {
 // between two Next calls give one event.
 type Notify struct {
 	lifecycle
-	q waitQueue[struct{}]
+	q waitQueue[struct{}] // q.flag: an event is pending
 
-	// Guarded by q.mu.
-	pending   bool
-	onDeliver func()
+	onDeliver func() // guarded by q.mu
 }
 
 // OnDeliver registers f to run after each event Next delivers (for
@@ -289,7 +312,7 @@ func (w *Notify) Trigger() {
 	}
 	wt, ok := w.q.popLocked()
 	if !ok {
-		w.pending = true
+		w.q.flag = true // pending
 		w.q.mu.Unlock()
 		return
 	}
@@ -339,10 +362,10 @@ func (w *Notify) NextAsync(ctx context.Context, done func(error)) {
 }
 
 func (w *Notify) takeLocked() (struct{}, func(), bool) {
-	if !w.pending {
+	if !w.q.flag { // pending
 		return struct{}{}, nil, false
 	}
-	w.pending = false
+	w.q.flag = false
 	return struct{}{}, w.onDeliver, true
 }
 
@@ -358,10 +381,9 @@ func (w *Notify) Next(ctx context.Context) error {
 // are returned once, sorted and without duplicates.
 type Strings struct {
 	lifecycle
-	q waitQueue[[]string]
+	q waitQueue[[]string] // q.flag: Reset was called
 
 	pending IDSet // guarded by q.mu
-	reset   bool  // guarded by q.mu: Reset was called
 }
 
 // NewStrings returns a running strings watcher with nothing pending.
@@ -466,7 +488,7 @@ func (w *Strings) Reset() {
 		w.q.mu.Unlock()
 		return
 	}
-	w.reset = true
+	w.q.flag = true // reset
 	w.q.mu.Unlock()
 	w.q.fail(ErrReset)
 }
@@ -475,7 +497,7 @@ func (w *Strings) Reset() {
 // reset, else why the watcher stopped.
 func (w *Strings) stopErr() error {
 	w.q.mu.Lock()
-	reset := w.reset
+	reset := w.q.flag
 	w.q.mu.Unlock()
 	if reset {
 		return ErrReset
