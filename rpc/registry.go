@@ -281,8 +281,7 @@ func (l *Later) MapErr(f func(req Request, err error) error) *Later {
 // after fn returns, from any goroutine; reply never blocks (the reply is
 // encoded and written on a worker goroutine). Params sent are ignored.
 func HandleLater[C, F, R any](m *Methods[C, F], name string, fn func(F, context.Context, func(R, error))) {
-	newF := m.newF
-	start := func(f any, ctx context.Context, rep replier) {
+	addLater(m, name, func(f any, ctx context.Context, rep replier) {
 		fn(f.(F), ctx, func(r R, err error) {
 			if err != nil {
 				rep.reply(nil, err)
@@ -290,7 +289,23 @@ func HandleLater[C, F, R any](m *Methods[C, F], name string, fn func(F, context.
 			}
 			rep.reply(r, nil)
 		})
-	}
+	})
+}
+
+// HandleLaterNone is HandleLater for a method with neither params nor
+// result: its reply is "response": {} or the error. The function it
+// replies with is the only one a waiting call holds (HandleLater's
+// wrapped in another was two).
+func HandleLaterNone[C, F any](m *Methods[C, F], name string, fn func(F, context.Context, func(error))) {
+	addLater(m, name, func(f any, ctx context.Context, rep replier) {
+		fn(f.(F), ctx, func(err error) { rep.reply(nil, err) })
+	})
+}
+
+// addLater registers a method without params whose reply start gives
+// later, on the facade instance of the call.
+func addLater[C, F any](m *Methods[C, F], name string, start func(f any, ctx context.Context, rep replier)) {
+	newF := m.newF
 	m.add(name, nil, func(ctx context.Context, c C, _ json.RawMessage) (any, error) {
 		f, err := newF(c)
 		if err != nil {
@@ -299,14 +314,6 @@ func HandleLater[C, F, R any](m *Methods[C, F], name string, fn func(F, context.
 		l := newLater(ctx)
 		*l = Later{start: start, f: f}
 		return l, nil
-	})
-}
-
-// HandleLaterNone is HandleLater for a method with neither params nor
-// result: its reply is "response": {} or the error.
-func HandleLaterNone[C, F any](m *Methods[C, F], name string, fn func(F, context.Context, func(error))) {
-	HandleLater(m, name, func(f F, ctx context.Context, reply func(any, error)) {
-		fn(f, ctx, func(err error) { reply(nil, err) })
 	})
 }
 
