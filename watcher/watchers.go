@@ -135,10 +135,27 @@ func (l *lifecycle) Err() error {
 	return ErrStopped
 }
 
+// doneFunc is the function a NextAsync call is completed with, as its
+// caller gave it: Notify's func(error) is converted to notifyDone, not
+// wrapped in a closure (16 bytes each waiting Next held).
+type doneFunc[T any] interface {
+	call(v T, err error)
+}
+
+// notifyDone is Notify's done function.
+type notifyDone func(error)
+
+func (f notifyDone) call(_ struct{}, err error) { f(err) }
+
+// stringsDone is Strings' done function.
+type stringsDone func([]string, error)
+
+func (f stringsDone) call(ids []string, err error) { f(ids, err) }
+
 // waiter is one NextAsync call waiting for an event. Whoever removes it
 // from its queue, under the queue's mutex, completes it: exactly once.
-type waiter[T any] struct {
-	done func(T, error)
+type waiter[T any, D doneFunc[T]] struct {
+	done D
 	// cancelCtx stops the context.AfterFunc; nil for a context that never
 	// ends. It is set before the waiter is queued.
 	cancelCtx func() bool
@@ -146,11 +163,11 @@ type waiter[T any] struct {
 }
 
 // complete ends w with v, err, first stopping its context callback.
-func (w waiter[T]) complete(v T, err error) {
+func (w waiter[T, D]) complete(v T, err error) {
 	if w.cancelCtx != nil {
 		w.cancelCtx()
 	}
-	w.done(v, err)
+	w.done.call(v, err)
 }
 
 // waitQueue is the NextAsync machinery Notify and Strings share: the FIFO
@@ -159,7 +176,7 @@ func (w waiter[T]) complete(v T, err error) {
 // flag, under mu, which also guards the watcher's pending state. The
 // waiters are kept by value and the queue's array is reused, so a Next
 // that waits allocates nothing here once the watcher has waited before.
-type waitQueue[T any] struct {
+type waitQueue[T any, D doneFunc[T]] struct {
 	mu     sync.Mutex
 	seq    uint32
 	closed bool // stopped: waiters have been failed, later ones fail at once
@@ -167,7 +184,7 @@ type waitQueue[T any] struct {
 	// Strings' reset. It is here, in what would be padding, so that a
 	// watcher is 16 bytes smaller.
 	flag    bool
-	waiting []waiter[T]
+	waiting []waiter[T, D]
 }
 
 // take is a watcher's way of consuming its pending state, called with
@@ -180,7 +197,7 @@ type take[T any] func() (v T, after func(), ok bool)
 // queues done until the watcher delivers, stops or ctx ends. A ctx that
 // can never end (Done returns nil) registers nothing: the rpc facade's
 // waiting Next ends when its watcher is stopped with the connection.
-func (q *waitQueue[T]) next(ctx context.Context, stopErr func() error, take take[T], done func(T, error)) {
+func (q *waitQueue[T, D]) next(ctx context.Context, stopErr func() error, take take[T], done D) {
 	q.mu.Lock()
 	if q.readyLocked(ctx, stopErr, take, done) {
 		return
@@ -188,7 +205,7 @@ func (q *waitQueue[T]) next(ctx context.Context, stopErr func() error, take take
 	q.seq++
 	seq := q.seq
 	if ctx.Done() == nil {
-		q.waiting = append(q.waiting, waiter[T]{done: done, seq: seq})
+		q.waiting = append(q.waiting, waiter[T, D]{done: done, seq: seq})
 		q.mu.Unlock()
 		return
 	}
@@ -197,14 +214,14 @@ func (q *waitQueue[T]) next(ctx context.Context, stopErr func() error, take take
 	// queued only with its cancel function set, then look again.
 	cancel := context.AfterFunc(ctx, func() {
 		q.mu.Lock()
-		i := slices.IndexFunc(q.waiting, func(w waiter[T]) bool { return w.seq == seq })
+		i := slices.IndexFunc(q.waiting, func(w waiter[T, D]) bool { return w.seq == seq })
 		if i >= 0 {
 			q.waiting = slices.Delete(q.waiting, i, i+1)
 		}
 		q.mu.Unlock()
 		if i >= 0 {
 			var zero T
-			done(zero, ctx.Err())
+			done.call(zero, ctx.Err())
 		}
 	})
 	q.mu.Lock()
@@ -212,28 +229,28 @@ func (q *waitQueue[T]) next(ctx context.Context, stopErr func() error, take take
 		cancel()
 		return
 	}
-	q.waiting = append(q.waiting, waiter[T]{done: done, cancelCtx: cancel, seq: seq})
+	q.waiting = append(q.waiting, waiter[T, D]{done: done, cancelCtx: cancel, seq: seq})
 	q.mu.Unlock()
 }
 
 // readyLocked completes a call that need not wait, unlocking q.mu, and
 // reports true; else it returns false with q.mu still held.
-func (q *waitQueue[T]) readyLocked(ctx context.Context, stopErr func() error, take take[T], done func(T, error)) bool {
+func (q *waitQueue[T, D]) readyLocked(ctx context.Context, stopErr func() error, take take[T], done D) bool {
 	var zero T
 	switch {
 	case q.closed:
 		q.mu.Unlock()
-		done(zero, stopErr())
+		done.call(zero, stopErr())
 	case ctx.Err() != nil:
 		q.mu.Unlock()
-		done(zero, ctx.Err())
+		done.call(zero, ctx.Err())
 	default:
 		v, after, ok := take()
 		if !ok {
 			return false
 		}
 		q.mu.Unlock()
-		done(v, nil)
+		done.call(v, nil)
 		if after != nil {
 			after()
 		}
@@ -242,9 +259,9 @@ func (q *waitQueue[T]) readyLocked(ctx context.Context, stopErr func() error, ta
 }
 
 // popLocked removes the oldest waiter, if any; q.mu must be held.
-func (q *waitQueue[T]) popLocked() (waiter[T], bool) {
+func (q *waitQueue[T, D]) popLocked() (waiter[T, D], bool) {
 	if len(q.waiting) == 0 {
-		return waiter[T]{}, false
+		return waiter[T, D]{}, false
 	}
 	wt := q.waiting[0]
 	q.waiting = slices.Delete(q.waiting, 0, 1)
@@ -252,7 +269,7 @@ func (q *waitQueue[T]) popLocked() (waiter[T], bool) {
 }
 
 // fail marks the queue stopped and completes every waiter with err.
-func (q *waitQueue[T]) fail(err error) {
+func (q *waitQueue[T, D]) fail(err error) {
 	q.mu.Lock()
 	q.closed = true
 	ws := q.waiting
@@ -268,7 +285,7 @@ func (q *waitQueue[T]) fail(err error) {
 // between two Next calls give one event.
 type Notify struct {
 	lifecycle
-	q waitQueue[struct{}] // q.flag: an event is pending
+	q waitQueue[struct{}, notifyDone] // q.flag: an event is pending
 
 	onDeliver func() // guarded by q.mu
 }
@@ -358,7 +375,7 @@ type Resetter interface {
 // cancelled; it must not block. A stopped watcher reports its stop even if
 // an event was pending. No goroutine waits on behalf of the call.
 func (w *Notify) NextAsync(ctx context.Context, done func(error)) {
-	w.q.next(ctx, w.Err, w.takeLocked, func(_ struct{}, err error) { done(err) })
+	w.q.next(ctx, w.Err, w.takeLocked, notifyDone(done))
 }
 
 func (w *Notify) takeLocked() (struct{}, func(), bool) {
@@ -381,7 +398,7 @@ func (w *Notify) Next(ctx context.Context) error {
 // are returned once, sorted and without duplicates.
 type Strings struct {
 	lifecycle
-	q waitQueue[[]string] // q.flag: Reset was called
+	q waitQueue[[]string, stringsDone] // q.flag: Reset was called
 
 	pending IDSet // guarded by q.mu
 }
