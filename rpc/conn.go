@@ -185,10 +185,13 @@ type outgoing struct {
 // call's header, which is the call's replier (header.reply): a call's
 // one allocation in rpc.
 type laterCall struct {
-	start time.Time
+	start time.Duration // since epoch (monotonic): a word, not a time.Time's three
 	res   any
 	err   error
 }
+
+// epoch is what a Later call's start is counted from.
+var epoch = time.Now()
 
 // firstReply reports whether this is the first reply of h's Later call,
 // marking it replied.
@@ -536,7 +539,7 @@ func (c *Conn) dispatch(h *header, size int64) bool {
 	c.calls++
 	c.mu.Unlock()
 	h.size = size
-	h.cc = callCtx{Context: c.ctx, conn: c}
+	h.cc = callCtx{conn: c}
 	if h.FromRevision != nil {
 		h.cc.rev = &callRevision{from: *h.FromRevision}
 	}
@@ -558,6 +561,7 @@ func (h *header) runTask() {
 func (c *Conn) run(h *header, call Caller) {
 	start := time.Now()
 	res, err := c.call(h, call)
+	h.Params = nil // decoded: a Later call does not keep them while it waits
 	if l, ok := res.(*Later); ok && err == nil {
 		c.await(h, l, start)
 		return
@@ -594,18 +598,23 @@ func (c *Conn) await(h *header, l *Later, start time.Time) {
 		h.cc.later = *l
 		l = &h.cc.later
 	}
-	h.lc.start = start
+	h.lc.start = start.Sub(epoch)
 	if err := c.startLater(h, l); err != nil && h.firstReply() {
 		h.lc.err = err // the panic, replied as a handler's is
 		c.push(h)
 	}
 }
 
-// startLater runs l's start, turning a panic into an error.
+// startLater runs l's start, turning a panic into an error. The call
+// keeps only what its reply needs while it waits: l's start and its
+// facade instance (and, through it, the facade layer's call state) are
+// let go before it starts, the request's params already (run).
 func (c *Conn) startLater(h *header, l *Later) (err error) {
 	var res any
 	defer c.recoverPanic(h, &res, &err)
-	l.begin(&h.cc, h)
+	start, f := l.start, l.f
+	l.start, l.f = nil, nil
+	start(f, &h.cc, h)
 	return nil
 }
 
@@ -748,7 +757,7 @@ func (rb *replyBuf) free() {
 
 // encodeLater encodes the reply of a Later call and answers the call.
 func (c *Conn) encodeLater(h *header) ([]byte, *replyBuf) {
-	msg, rb := c.encode(h, true, h.lc.res, h.lc.err, time.Since(h.lc.start))
+	msg, rb := c.encode(h, true, h.lc.res, h.lc.err, time.Since(epoch)-h.lc.start)
 	c.release(h)
 	return msg, rb
 }

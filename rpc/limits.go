@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 	"reflect"
+	"time"
 
 	"golang.org/x/sync/semaphore"
 
@@ -49,23 +50,32 @@ type Authenticator interface {
 // callKey finds a call's callCtx among its context's values.
 type callKey struct{}
 
-// callCtx is the context of one call: the connection's context plus the
-// call's share of the connection's item budget. It lives in the call's
-// header, so a call costs no extra allocation.
+// callCtx is the context of one call: the connection's context (whose
+// methods it forwards: it does not keep it, a waiting call is a word
+// smaller) plus the call's share of the connection's item budget. It
+// lives in the call's header, so a call costs no extra allocation.
 type callCtx struct {
-	context.Context
 	conn  *Conn
 	items int64         // taken from conn.items; given back by finish
 	rev   *callRevision // the request named a from-revision (revisions.go)
 	later Later         // the call's Later, if it replies later (newLater)
 }
 
+// Deadline implements context.Context: the connection context's.
+func (cc *callCtx) Deadline() (time.Time, bool) { return cc.conn.ctx.Deadline() }
+
+// Done implements context.Context: the connection context's.
+func (cc *callCtx) Done() <-chan struct{} { return cc.conn.ctx.Done() }
+
+// Err implements context.Context: the connection context's.
+func (cc *callCtx) Err() error { return cc.conn.ctx.Err() }
+
 // Value implements context.Context.
 func (cc *callCtx) Value(key any) any {
 	if key == (callKey{}) {
 		return cc
 	}
-	return cc.Context.Value(key)
+	return cc.conn.ctx.Value(key)
 }
 
 // takeItems charges n list items to the call running with ctx: over the

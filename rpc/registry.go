@@ -290,8 +290,7 @@ func HandleLater[C, F, R any](m *Methods[C, F], name string, fn func(F, context.
 // watcher's NextAsync, with the ids of a strings watcher's result)
 // instead of making a function of its own to adapt it at each call.
 func HandleLaterAs[C, F, V, R any](m *Methods[C, F], name string, fn func(F, context.Context, func(V, error)), wrap func(V) R) {
-	newF := m.newF
-	start := func(f any, ctx context.Context, rep replier) {
+	addLater(m, name, func(f any, ctx context.Context, rep replier) {
 		fn(f.(F), ctx, func(v V, err error) {
 			if err != nil {
 				rep.reply(nil, err)
@@ -299,7 +298,23 @@ func HandleLaterAs[C, F, V, R any](m *Methods[C, F], name string, fn func(F, con
 			}
 			rep.reply(wrap(v), nil)
 		})
-	}
+	})
+}
+
+// HandleLaterNone is HandleLater for a method with neither params nor
+// result: its reply is "response": {} or the error. The function it
+// replies with is the only one a waiting call holds (HandleLater's
+// wrapped in another was two).
+func HandleLaterNone[C, F any](m *Methods[C, F], name string, fn func(F, context.Context, func(error))) {
+	addLater(m, name, func(f any, ctx context.Context, rep replier) {
+		fn(f.(F), ctx, func(err error) { rep.reply(nil, err) })
+	})
+}
+
+// addLater registers a method without params whose reply start gives
+// later, on the facade instance of the call.
+func addLater[C, F any](m *Methods[C, F], name string, start func(f any, ctx context.Context, rep replier)) {
+	newF := m.newF
 	m.add(name, nil, func(ctx context.Context, c C, _ json.RawMessage) (any, error) {
 		f, err := newF(c)
 		if err != nil {
@@ -308,14 +323,6 @@ func HandleLaterAs[C, F, V, R any](m *Methods[C, F], name string, fn func(F, con
 		l := newLater(ctx)
 		*l = Later{start: start, f: f}
 		return l, nil
-	})
-}
-
-// HandleLaterNone is HandleLater for a method with neither params nor
-// result: its reply is "response": {} or the error.
-func HandleLaterNone[C, F any](m *Methods[C, F], name string, fn func(F, context.Context, func(error))) {
-	HandleLater(m, name, func(f F, ctx context.Context, reply func(any, error)) {
-		fn(f, ctx, func(err error) { reply(nil, err) })
 	})
 }
 

@@ -109,6 +109,11 @@ func (st *State) APIHostPorts(ctx context.Context) ([][]HostPort, error) {
 	return servers, err
 }
 
+// apiHostPortsFields is the Fields of WatchAPIHostPorts's filter, shared
+// by every such watcher (the hub only reads them; a literal in the call
+// was an allocation each watcher held).
+var apiHostPortsFields = []string{FieldAPIHostPorts}
+
 // WatchAPIHostPorts fires when the API addresses change after the call: a
 // server comes or goes, or the stored addresses change (the caller reads
 // them itself: what was committed before the call returned does not fire
@@ -116,7 +121,7 @@ func (st *State) APIHostPorts(ctx context.Context) ([][]HostPort, error) {
 func (st *State) WatchAPIHostPorts(ctx context.Context) (*watcher.Notify, error) {
 	w := watcher.NewNotify()
 	fs := []watcher.Filter{
-		{Kind: KindController, ID: APIHostPortsID, Fields: []string{FieldAPIHostPorts}},
+		{Kind: KindController, ID: APIHostPortsID, Fields: apiHostPortsFields},
 		{Kind: KindAPIServer},
 	}
 	s := st.subscribeStamped(w, w.Sink(), fs...)

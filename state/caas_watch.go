@@ -18,7 +18,7 @@ func (st *State) WatchApplications(ctx context.Context, model string) (*watcher.
 	return st.watchLifecycle(ctx, watcher.Filter{
 		Kind:   KindApplication,
 		Model:  model,
-		Fields: []string{watcher.FieldCreated, watcher.FieldLife, watcher.FieldRemoved},
+		Fields: lifecycleFields,
 	}, func(string) bool { return true }, func(r reader) ([]idLife, error) {
 		if _, err := getModelHead(r, model); err != nil {
 			return nil, err
@@ -65,10 +65,14 @@ func (st *State) WatchApplication(ctx context.Context, model, app string) (*watc
 	return st.notifyOn(ctx, watcher.Filter{Kind: KindApplication, Model: model, ID: app}, model, app, true)
 }
 
+// scaleFields is the Fields of WatchApplicationScale's filter, shared by
+// every such watcher.
+var scaleFields = []string{FieldScale}
+
 // WatchApplicationScale fires when an application's desired scale
 // changes (a change is recorded only when the value differs).
 func (st *State) WatchApplicationScale(ctx context.Context, model, app string) (*watcher.Notify, error) {
-	return st.notifyOn(ctx, watcher.Filter{Kind: KindApplication, Model: model, ID: app, Fields: []string{FieldScale}}, model, app, true)
+	return st.notifyOn(ctx, watcher.Filter{Kind: KindApplication, Model: model, ID: app, Fields: scaleFields}, model, app, true)
 }
 
 // WatchPodSpec fires on any change to an application's spec record. The

@@ -146,6 +146,10 @@ func (st *State) WatchContainers(ctx context.Context, model, parent, ctype strin
 	return st.watchMachineLifecycle(ctx, model, parent, match, snapshot)
 }
 
+// startTimeFields is the Fields of WatchModelMachineStartTimes's filter,
+// shared by every such watcher.
+var startTimeFields = []string{watcher.FieldCreated, watcher.FieldLife, watcher.FieldRemoved, FieldAgentStartTime}
+
 // WatchModelMachineStartTimes watches the top-level machines of a model
 // for changes to their life or agent start time. Changes are batched: the
 // first change arms a timer of quiesce on clock, and every id changed until
@@ -164,7 +168,7 @@ func (st *State) WatchModelMachineStartTimes(ctx context.Context, model string, 
 	s := st.subscribeStamped(w, sink, watcher.Filter{
 		Kind:   KindMachine,
 		Model:  model,
-		Fields: []string{watcher.FieldCreated, watcher.FieldLife, watcher.FieldRemoved, FieldAgentStartTime},
+		Fields: startTimeFields,
 	})
 	initial := []string{}
 	err := st.viewStamped(ctx, s, func(r reader) error {

@@ -23,15 +23,16 @@ import (
 // watcher (watcher.Resetter: a notify watcher triggers, a strings
 // watcher fails with watcher.ErrReset and its client watches again).
 
-// stamper is the sink of a stamped subscription.
+// stamper is the sink of a stamped subscription: every watcher holds one
+// (64 bytes: what only the moment before the stamp needs is a pointer).
 type stamper struct {
 	sink  watcher.Sink
 	reset interface{ Reset() } // the watcher itself: no closure per watcher
 
 	mu    sync.Mutex // guards the fields below; held while sink runs, so delivery stays in order
-	rev   uint64     // the snapshot's revision, once set
 	set   bool
-	early []stampedChange // changes that came before the stamp
+	rev   uint64           // the snapshot's revision, once set
+	early *[]stampedChange // changes that came before the stamp; nil for none
 }
 
 type stampedChange struct {
@@ -60,7 +61,10 @@ func (s *stamper) Sink(rev uint64, c watcher.Change) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.set {
-		s.early = append(s.early, stampedChange{rev, c})
+		if s.early == nil {
+			s.early = new([]stampedChange)
+		}
+		*s.early = append(*s.early, stampedChange{rev, c})
 		return
 	}
 	if rev > s.rev {
@@ -74,9 +78,11 @@ func (s *stamper) Stamp(rev uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.rev, s.set = rev, true
-	for _, e := range s.early {
-		if e.rev > rev {
-			s.deliver(e.rev, e.c)
+	if s.early != nil {
+		for _, e := range *s.early {
+			if e.rev > rev {
+				s.deliver(e.rev, e.c)
+			}
 		}
 	}
 	s.early = nil

@@ -37,11 +37,13 @@ func retainedPerWatcher(n int, newWatcher func(i int) Stopper) float64 {
 // package (the daemon's target is 0.5 KiB per watcher in all): a
 // Notify or Strings watcher with a hub subscription of each index kind
 // and a Next waiting. The bounds are the measured sizes with about a fifth
-// of room (360, 489 and 505 bytes; 856, 1,109 and 1,077 before the waiting
-// Next lost its context callback and the hub its per-key maps), so a
-// change that makes a waiting watcher hold a map, a context callback or a
-// goroutine again fails it. A strings watcher that has delivered two ids
-// holds 555 bytes, 747 when its pending ids were a map that kept its table.
+// of room (315, 457 and 457 bytes; 376, 508 and 521 before the watchers
+// were 112 bytes instead of 160 and a Notify's waiting Next lost its
+// closure; 856, 1,109 and 1,077 before the waiting Next lost its context
+// callback and the hub its per-key maps), so a change that makes a
+// waiting watcher hold a map, a context callback or a goroutine again
+// fails it. A strings watcher that has delivered two ids holds 523 bytes
+// (bound 630), 747 when its pending ids were a map that kept its table.
 func TestWatcherMemory(t *testing.T) {
 	const n = 2000
 	done := func(error) {}
@@ -50,19 +52,19 @@ func TestWatcherMemory(t *testing.T) {
 		max  float64
 		make func(h *Hub, i int) Stopper
 	}{
-		{"notify on a model's kind", 450, func(h *Hub, i int) Stopper {
+		{"notify on a model's kind", 380, func(h *Hub, i int) Stopper {
 			w := NewNotify()
 			w.OnStop(h.Subscribe(Filter{Kind: "model-config", Model: "m"}, w.Sink()))
 			w.NextAsync(context.Background(), done)
 			return w
 		}},
-		{"strings on a parent's children", 600, func(h *Hub, i int) Stopper {
+		{"strings on a parent's children", 550, func(h *Hub, i int) Stopper {
 			w := NewStrings()
 			w.OnStop(h.Subscribe(Filter{Kind: "machine", Model: "m", Parent: fmt.Sprint(i)}, w.Sink()))
 			w.NextAsync(context.Background(), func([]string, error) {})
 			return w
 		}},
-		{"strings that delivered two ids", 670, func(h *Hub, i int) Stopper {
+		{"strings that delivered two ids", 630, func(h *Hub, i int) Stopper {
 			// An agent's container watcher after its machine got two
 			// containers: the ids pending between Nexts are held in
 			// an IDSet, not in a map that keeps its table.
@@ -73,7 +75,7 @@ func TestWatcherMemory(t *testing.T) {
 			w.NextAsync(context.Background(), func([]string, error) {})
 			return w
 		}},
-		{"notify on one entity", 600, func(h *Hub, i int) Stopper {
+		{"notify on one entity", 550, func(h *Hub, i int) Stopper {
 			w := NewNotify()
 			w.OnStop(h.Subscribe(Filter{Kind: "machine", Model: "m", ID: fmt.Sprint(i)}, w.Sink()))
 			w.NextAsync(context.Background(), done)

@@ -13,20 +13,36 @@ import (
 var ErrStopped = errors.New("watcher has been stopped")
 
 // lifecycle is what Notify and Strings share: the stop machinery and the
-// functions (hub cancels, timers) to run when stopping. Its done channel
-// is made only if someone asks for it (Done): an agent's watcher is
-// stopped through Resources, and nobody waits on its channel.
+// functions (hub cancels, timers) to run when stopping. What few watchers
+// need (a Kill error, a Done channel) is in end, made only then: an
+// agent's watcher is stopped through Resources, with no error, and nobody
+// waits on its channel. The fields are ordered to leave no padding (a
+// watcher is 112 bytes; 160 with a word each for the error and the
+// channel and a mutex's padding).
 type lifecycle struct {
-	stopOnce sync.Once
+	stopOnce   sync.Once
+	revisioned atomic.Bool // SetRevisioned was called
 
 	mu      sync.Mutex // guards the fields below
-	err     error
 	onStop  []func()
-	stopped bool          // kill began: OnStop runs its function at once
-	closed  bool          // kill ended: the OnStop functions have run
-	done    chan struct{} // made by Done; closed when closed is set
+	end     *lifecycleEnd
+	stopped bool // kill began: OnStop runs its function at once
+	closed  bool // kill ended: the OnStop functions have run
+}
 
-	revisioned atomic.Bool // SetRevisioned was called
+// lifecycleEnd is what a lifecycle holds for the few watchers that need
+// it.
+type lifecycleEnd struct {
+	err  error         // given to Kill
+	done chan struct{} // made by Done; closed when closed is set
+}
+
+// endLocked returns l.end, made if need be; l.mu is held.
+func (l *lifecycle) endLocked() *lifecycleEnd {
+	if l.end == nil {
+		l.end = new(lifecycleEnd)
+	}
+	return l.end
 }
 
 // SetRevisioned says that every change reaches w as it is published, in
@@ -69,7 +85,9 @@ func (l *lifecycle) kill(err error, after func()) {
 	l.stopOnce.Do(func() {
 		l.mu.Lock()
 		l.stopped = true
-		l.err = err
+		if err != nil {
+			l.endLocked().err = err
+		}
 		fs := l.onStop
 		l.onStop = nil
 		l.mu.Unlock()
@@ -78,7 +96,10 @@ func (l *lifecycle) kill(err error, after func()) {
 		}
 		l.mu.Lock()
 		l.closed = true
-		done := l.done
+		var done chan struct{}
+		if l.end != nil {
+			done = l.end.done
+		}
 		l.mu.Unlock()
 		if done != nil {
 			close(done)
@@ -91,13 +112,13 @@ func (l *lifecycle) kill(err error, after func()) {
 func (l *lifecycle) Done() <-chan struct{} {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.done == nil {
+	if l.end == nil || l.end.done == nil {
 		if l.closed {
 			return closedChan
 		}
-		l.done = make(chan struct{})
+		l.endLocked().done = make(chan struct{})
 	}
-	return l.done
+	return l.end.done
 }
 
 // Err returns why the watcher stopped: ErrStopped after Stop, the error
@@ -108,28 +129,45 @@ func (l *lifecycle) Err() error {
 	switch {
 	case !l.closed:
 		return nil
-	case l.err != nil:
-		return l.err
+	case l.end != nil && l.end.err != nil:
+		return l.end.err
 	}
 	return ErrStopped
 }
 
+// doneFunc is the function a NextAsync call is completed with, as its
+// caller gave it: Notify's func(error) is converted to notifyDone, not
+// wrapped in a closure (16 bytes each waiting Next held).
+type doneFunc[T any] interface {
+	call(v T, err error)
+}
+
+// notifyDone is Notify's done function.
+type notifyDone func(error)
+
+func (f notifyDone) call(_ struct{}, err error) { f(err) }
+
+// stringsDone is Strings' done function.
+type stringsDone func([]string, error)
+
+func (f stringsDone) call(ids []string, err error) { f(ids, err) }
+
 // waiter is one NextAsync call waiting for an event. Whoever removes it
 // from its queue, under the queue's mutex, completes it: exactly once.
-type waiter[T any] struct {
-	done func(T, error)
+type waiter[T any, D doneFunc[T]] struct {
+	done D
 	// cancelCtx stops the context.AfterFunc; nil for a context that never
 	// ends. It is set before the waiter is queued.
 	cancelCtx func() bool
-	seq       uint64 // tells the waiters of one queue apart
+	seq       uint32 // tells the waiters of one queue apart (of the 2^32 last)
 }
 
 // complete ends w with v, err, first stopping its context callback.
-func (w waiter[T]) complete(v T, err error) {
+func (w waiter[T, D]) complete(v T, err error) {
 	if w.cancelCtx != nil {
 		w.cancelCtx()
 	}
-	w.done(v, err)
+	w.done.call(v, err)
 }
 
 // waitQueue is the NextAsync machinery Notify and Strings share: the FIFO
@@ -138,11 +176,15 @@ func (w waiter[T]) complete(v T, err error) {
 // flag, under mu, which also guards the watcher's pending state. The
 // waiters are kept by value and the queue's array is reused, so a Next
 // that waits allocates nothing here once the watcher has waited before.
-type waitQueue[T any] struct {
-	mu      sync.Mutex
-	closed  bool // stopped: waiters have been failed, later ones fail at once
-	seq     uint64
-	waiting []waiter[T]
+type waitQueue[T any, D doneFunc[T]] struct {
+	mu     sync.Mutex
+	seq    uint32
+	closed bool // stopped: waiters have been failed, later ones fail at once
+	// flag is the watcher's own, guarded by mu: Notify's pending event,
+	// Strings' reset. It is here, in what would be padding, so that a
+	// watcher is 16 bytes smaller.
+	flag    bool
+	waiting []waiter[T, D]
 }
 
 // take is a watcher's way of consuming its pending state, called with
@@ -155,7 +197,7 @@ type take[T any] func() (v T, after func(), ok bool)
 // queues done until the watcher delivers, stops or ctx ends. A ctx that
 // can never end (Done returns nil) registers nothing: the rpc facade's
 // waiting Next ends when its watcher is stopped with the connection.
-func (q *waitQueue[T]) next(ctx context.Context, stopErr func() error, take take[T], done func(T, error)) {
+func (q *waitQueue[T, D]) next(ctx context.Context, stopErr func() error, take take[T], done D) {
 	q.mu.Lock()
 	if q.readyLocked(ctx, stopErr, take, done) {
 		return
@@ -163,7 +205,7 @@ func (q *waitQueue[T]) next(ctx context.Context, stopErr func() error, take take
 	q.seq++
 	seq := q.seq
 	if ctx.Done() == nil {
-		q.waiting = append(q.waiting, waiter[T]{done: done, seq: seq})
+		q.waiting = append(q.waiting, waiter[T, D]{done: done, seq: seq})
 		q.mu.Unlock()
 		return
 	}
@@ -172,14 +214,14 @@ func (q *waitQueue[T]) next(ctx context.Context, stopErr func() error, take take
 	// queued only with its cancel function set, then look again.
 	cancel := context.AfterFunc(ctx, func() {
 		q.mu.Lock()
-		i := slices.IndexFunc(q.waiting, func(w waiter[T]) bool { return w.seq == seq })
+		i := slices.IndexFunc(q.waiting, func(w waiter[T, D]) bool { return w.seq == seq })
 		if i >= 0 {
 			q.waiting = slices.Delete(q.waiting, i, i+1)
 		}
 		q.mu.Unlock()
 		if i >= 0 {
 			var zero T
-			done(zero, ctx.Err())
+			done.call(zero, ctx.Err())
 		}
 	})
 	q.mu.Lock()
@@ -187,28 +229,28 @@ func (q *waitQueue[T]) next(ctx context.Context, stopErr func() error, take take
 		cancel()
 		return
 	}
-	q.waiting = append(q.waiting, waiter[T]{done: done, cancelCtx: cancel, seq: seq})
+	q.waiting = append(q.waiting, waiter[T, D]{done: done, cancelCtx: cancel, seq: seq})
 	q.mu.Unlock()
 }
 
 // readyLocked completes a call that need not wait, unlocking q.mu, and
 // reports true; else it returns false with q.mu still held.
-func (q *waitQueue[T]) readyLocked(ctx context.Context, stopErr func() error, take take[T], done func(T, error)) bool {
+func (q *waitQueue[T, D]) readyLocked(ctx context.Context, stopErr func() error, take take[T], done D) bool {
 	var zero T
 	switch {
 	case q.closed:
 		q.mu.Unlock()
-		done(zero, stopErr())
+		done.call(zero, stopErr())
 	case ctx.Err() != nil:
 		q.mu.Unlock()
-		done(zero, ctx.Err())
+		done.call(zero, ctx.Err())
 	default:
 		v, after, ok := take()
 		if !ok {
 			return false
 		}
 		q.mu.Unlock()
-		done(v, nil)
+		done.call(v, nil)
 		if after != nil {
 			after()
 		}
@@ -217,9 +259,9 @@ func (q *waitQueue[T]) readyLocked(ctx context.Context, stopErr func() error, ta
 }
 
 // popLocked removes the oldest waiter, if any; q.mu must be held.
-func (q *waitQueue[T]) popLocked() (waiter[T], bool) {
+func (q *waitQueue[T, D]) popLocked() (waiter[T, D], bool) {
 	if len(q.waiting) == 0 {
-		return waiter[T]{}, false
+		return waiter[T, D]{}, false
 	}
 	wt := q.waiting[0]
 	q.waiting = slices.Delete(q.waiting, 0, 1)
@@ -227,7 +269,7 @@ func (q *waitQueue[T]) popLocked() (waiter[T], bool) {
 }
 
 // fail marks the queue stopped and completes every waiter with err.
-func (q *waitQueue[T]) fail(err error) {
+func (q *waitQueue[T, D]) fail(err error) {
 	q.mu.Lock()
 	q.closed = true
 	ws := q.waiting
@@ -243,11 +285,9 @@ func (q *waitQueue[T]) fail(err error) {
 // between two Next calls give one event.
 type Notify struct {
 	lifecycle
-	q waitQueue[struct{}]
+	q waitQueue[struct{}, notifyDone] // q.flag: an event is pending
 
-	// Guarded by q.mu.
-	pending   bool
-	onDeliver func()
+	onDeliver func() // guarded by q.mu
 }
 
 // OnDeliver registers f to run after each event Next delivers (for
@@ -289,7 +329,7 @@ func (w *Notify) Trigger() {
 	}
 	wt, ok := w.q.popLocked()
 	if !ok {
-		w.pending = true
+		w.q.flag = true // pending
 		w.q.mu.Unlock()
 		return
 	}
@@ -335,14 +375,14 @@ type Resetter interface {
 // cancelled; it must not block. A stopped watcher reports its stop even if
 // an event was pending. No goroutine waits on behalf of the call.
 func (w *Notify) NextAsync(ctx context.Context, done func(error)) {
-	w.q.next(ctx, w.Err, w.takeLocked, func(_ struct{}, err error) { done(err) })
+	w.q.next(ctx, w.Err, w.takeLocked, notifyDone(done))
 }
 
 func (w *Notify) takeLocked() (struct{}, func(), bool) {
-	if !w.pending {
+	if !w.q.flag { // pending
 		return struct{}{}, nil, false
 	}
-	w.pending = false
+	w.q.flag = false
 	return struct{}{}, w.onDeliver, true
 }
 
@@ -358,10 +398,9 @@ func (w *Notify) Next(ctx context.Context) error {
 // are returned once, sorted and without duplicates.
 type Strings struct {
 	lifecycle
-	q waitQueue[[]string]
+	q waitQueue[[]string, stringsDone] // q.flag: Reset was called
 
 	pending IDSet // guarded by q.mu
-	reset   bool  // guarded by q.mu: Reset was called
 }
 
 // NewStrings returns a running strings watcher with nothing pending.
@@ -466,7 +505,7 @@ func (w *Strings) Reset() {
 		w.q.mu.Unlock()
 		return
 	}
-	w.reset = true
+	w.q.flag = true // reset
 	w.q.mu.Unlock()
 	w.q.fail(ErrReset)
 }
@@ -475,7 +514,7 @@ func (w *Strings) Reset() {
 // reset, else why the watcher stopped.
 func (w *Strings) stopErr() error {
 	w.q.mu.Lock()
-	reset := w.reset
+	reset := w.q.flag
 	w.q.mu.Unlock()
 	if reset {
 		return ErrReset

@@ -82,7 +82,9 @@ func newStrings(c *facade.Context) (*StringsWatcher, error) {
 	return &StringsWatcher{ctx: c, w: w}, nil
 }
 
-// Next replies with the next change. The call's context is not handed to
+// Next replies with the next change. A Next that waits holds its reply
+// function and nothing of the call's facade instance or Context. The
+// call's context is not handed to
 // the watcher: its only end is the connection's, and the connection's end
 // stops the watcher (Session.Kill stops every resource), which replies
 // "stopped" as the context's end would. A context that never ends costs
