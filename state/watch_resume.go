@@ -209,17 +209,21 @@ type ResumeStats struct {
 	// call, each paged on etcd, or a HistoryStats call), Records the
 	// records those returned and Bytes the records' size.
 	Reads, Records, Bytes uint64
+	// Recent is the reads of the newest commits for the window served
+	// from what the store holds in memory of the revisions this process
+	// applied last (store.RecentHistorian), not from a read of the store.
+	Recent uint64
 }
 
 // resumeCounters are a State's ResumeStats, shared by its copies.
 type resumeCounters struct {
-	replays, shared, reads, records, bytes atomic.Uint64
+	replays, shared, reads, records, bytes, recent atomic.Uint64
 }
 
 // ResumeStats returns what resumed watches cost the store so far.
 func (st *State) ResumeStats() ResumeStats {
 	c := st.resumes
-	return ResumeStats{Replays: c.replays.Load(), Shared: c.shared.Load(), Reads: c.reads.Load(), Records: c.records.Load(), Bytes: c.bytes.Load()}
+	return ResumeStats{Replays: c.replays.Load(), Shared: c.shared.Load(), Reads: c.reads.Load(), Records: c.records.Load(), Bytes: c.bytes.Load(), Recent: c.recent.Load()}
 }
 
 // readHistory calls fn with each commit the history holds after revision
