@@ -79,16 +79,21 @@ func (w *historyWindow) replay(ctx context.Context, c *resumeCounters, h store.H
 		w.want = from
 	}
 	w.mu.Unlock()
+	t0 := time.Now()
 	select {
 	case w.fill <- struct{}{}:
 	case <-ctx.Done():
 		return false, ctx.Err()
 	}
 	defer func() { <-w.fill }()
+	traceResume("fillwait", time.Since(t0))
 	if cs, ok := w.get(from, upto); ok { // filled meanwhile
+		traceResume("servedafterwait", 0)
 		visit(cs, fn)
 		return true, nil
 	}
+	t1 := time.Now()
+	defer func() { traceResume("fill", time.Since(t1)) }()
 	// Held by the fill (it alone changes the window, and expire leaves
 	// it be meanwhile): mid's elements stay as they are, and appending to
 	// mid writes past what any reader was given.
@@ -157,8 +162,18 @@ func (w *historyWindow) fillRange(ctx context.Context, c *resumeCounters, h stor
 		}
 	}
 	if b > hi {
-		if after, oldest, err = readSlim(ctx, c, h, hi, b); err != nil {
+		// The newest commits, from what this process's feed brought when
+		// it still holds them: while commits go on, every resume's
+		// snapshot is past the window, and a read of the store for each
+		// few revisions since would make each resume wait for one.
+		var ok bool
+		if after, ok, err = readRecent(ctx, c, h, hi, b); err != nil {
 			return err
+		}
+		if !ok {
+			if after, oldest, err = readSlim(ctx, c, h, hi, b); err != nil {
+				return err
+			}
 		}
 	}
 	cs := mid
@@ -274,6 +289,26 @@ func readSlim(ctx context.Context, c *resumeCounters, h store.Historian, from, u
 	cs := []store.Commit{}
 	oldest, err := c.readHistory(ctx, h, from, upto, func(cm store.Commit) { cs = append(cs, slim(cm)) })
 	return cs, oldest, err
+}
+
+// readRecent reads the commits in (from, upto], each slim, from what the
+// store holds in memory of the revisions its process applied last
+// (store.RecentHistorian), if it holds all of them; ok false otherwise.
+func readRecent(ctx context.Context, c *resumeCounters, h store.Historian, from, upto uint64) (cs []store.Commit, ok bool, err error) {
+	rh, is := h.(store.RecentHistorian)
+	if !is {
+		return nil, false, nil
+	}
+	cs = []store.Commit{}
+	ok, err = rh.RecentHistory(ctx, from, upto, func(cm store.Commit) error {
+		cs = append(cs, slim(cm))
+		return nil
+	})
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	c.recent.Add(1)
+	return cs, true, nil
 }
 
 // slim is what a replay needs of cm (historyChange): its revision, and of

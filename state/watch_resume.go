@@ -72,7 +72,10 @@ func resumeOf(ctx context.Context) Resume {
 // revisions (watcher.Strings.SetRevisioned).
 func (st *State) viewResumable(ctx context.Context, s *stamper, w *watcher.Strings, fs []watcher.Filter, fn func(r reader) ([]string, error), id func(c watcher.Change) (string, bool)) ([]string, error) {
 	rs := resumeOf(ctx)
+	t0 := time.Now()
 	st.beforeSnapshot(ctx)
+	traceResume("beforesnapshot", time.Since(t0))
+	t0 = time.Now()
 	var rev uint64
 	var initial []string
 	err := st.view(ctx, func(r reader) error {
@@ -84,10 +87,13 @@ func (st *State) viewResumable(ctx context.Context, s *stamper, w *watcher.Strin
 	if err != nil {
 		return nil, err
 	}
+	traceResume("snapshot", time.Since(t0))
 	if rs != nil && rs.From() > 0 {
+		t0 = time.Now()
 		if initial, err = st.replay(ctx, rs.From(), rev, fs, id); err != nil {
 			return nil, err
 		}
+		traceResume("replay", time.Since(t0))
 	}
 	s.Stamp(rev)
 	if rs != nil {
@@ -135,6 +141,16 @@ func (st *State) beforeSnapshot(ctx context.Context) {
 	}
 	if st.afterSubscribe != nil {
 		st.afterSubscribe()
+	}
+}
+
+// traceResume, if set (a diagnostic test), is told how long each phase of
+// a resumed Watch call took.
+var resumeTraceFn func(phase string, d time.Duration)
+
+func traceResume(phase string, d time.Duration) {
+	if f := resumeTraceFn; f != nil {
+		f(phase, d)
 	}
 }
 
@@ -209,17 +225,21 @@ type ResumeStats struct {
 	// call, each paged on etcd, or a HistoryStats call), Records the
 	// records those returned and Bytes the records' size.
 	Reads, Records, Bytes uint64
+	// Recent is the reads of the newest commits for the window served
+	// from what the store holds in memory of the revisions this process
+	// applied last (store.RecentHistorian), not from a read of the store.
+	Recent uint64
 }
 
 // resumeCounters are a State's ResumeStats, shared by its copies.
 type resumeCounters struct {
-	replays, shared, reads, records, bytes atomic.Uint64
+	replays, shared, reads, records, bytes, recent atomic.Uint64
 }
 
 // ResumeStats returns what resumed watches cost the store so far.
 func (st *State) ResumeStats() ResumeStats {
 	c := st.resumes
-	return ResumeStats{Replays: c.replays.Load(), Shared: c.shared.Load(), Reads: c.reads.Load(), Records: c.records.Load(), Bytes: c.bytes.Load()}
+	return ResumeStats{Replays: c.replays.Load(), Shared: c.shared.Load(), Reads: c.reads.Load(), Records: c.records.Load(), Bytes: c.bytes.Load(), Recent: c.recent.Load()}
 }
 
 // readHistory calls fn with each commit the history holds after revision
@@ -230,6 +250,7 @@ func (c *resumeCounters) readHistory(ctx context.Context, h store.Historian, fro
 	after := from
 	for after < upto {
 		c.reads.Add(1)
+		th := time.Now()
 		last, more, err := h.History(ctx, after, 0, func(cm store.Commit) error {
 			if cm.Rev > upto {
 				return errStopHistory
@@ -239,6 +260,7 @@ func (c *resumeCounters) readHistory(ctx context.Context, h store.Historian, fro
 			fn(cm)
 			return nil
 		})
+		traceResume("History", time.Since(th))
 		if errors.Is(err, store.ErrHistoryGone) {
 			return 0, ErrResumeTooOld
 		}
@@ -253,7 +275,9 @@ func (c *resumeCounters) readHistory(ctx context.Context, h store.Historian, fro
 	// Checked after reading: a record pruned while it was read is then
 	// seen as missing, never skipped unnoticed.
 	c.reads.Add(1)
+	th := time.Now()
 	stats, err := h.HistoryStats(ctx)
+	traceResume("HistoryStats", time.Since(th))
 	if err != nil {
 		return 0, err
 	}

@@ -122,6 +122,8 @@ func (d *Daemon) startHistory() []singular.Worker {
 			func(s state.ResumeStats) uint64 { return s.Shared }),
 		resumed("provisiond_history_reads_total", "Reads of the store's history made for resumed watchers (a range of records, paged on etcd, or the oldest point kept).",
 			func(s state.ResumeStats) uint64 { return s.Reads }),
+		resumed("provisiond_history_reads_recent_total", "Reads of the newest commits for resumed watchers served from the history records this daemon's change feed brought (etcd), instead of a read of the store.",
+			func(s state.ResumeStats) uint64 { return s.Recent }),
 		resumed("provisiond_history_read_records_total", "History records read from the store for resumed watchers.",
 			func(s state.ResumeStats) uint64 { return s.Records }),
 		resumed("provisiond_history_read_bytes_total", "Bytes of the history records read from the store for resumed watchers (their keys and values).",

@@ -108,6 +108,19 @@ type Historian interface {
 	HistoryStats(ctx context.Context) (HistoryStats, error)
 }
 
+// RecentHistorian is implemented by stores that keep in memory the
+// history records of the revisions their process applied last (etcd: as
+// its feed brought them), so that a resumed watch reads the newest ones
+// without a read of the store.
+type RecentHistorian interface {
+	// RecentHistory calls fn with the history records of the commits in
+	// (after, upto], in revision order, as History would, and reports
+	// true, when it holds every revision of that range (upto at most the
+	// revision the process has applied); otherwise it calls fn with none
+	// and reports false.
+	RecentHistory(ctx context.Context, after, upto uint64, fn func(Commit) error) (bool, error)
+}
+
 // ErrHistoryGone is returned by Historian.History asked to read after a
 // revision whose following records are not all kept: some between it and
 // the oldest point kept were lost (on etcd, compacted away before they

@@ -158,6 +158,8 @@ type Store struct {
 
 	heard atomic.Int64 // unix nanos of the watch's last word (event or progress)
 
+	recent recentHistory // the history records of the revisions applied last (recent.go)
+
 	stats struct {
 		resets, reconnects, conflicts, contentions, leaseLosses atomic.Uint64
 		groups, grouped, ownApplied                             atomic.Uint64
@@ -299,6 +301,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	s.work = snap.tree.Clone() // before readers see snap.tree: Clone writes to it
 	s.publish(snap)
+	s.recent.reset(snap.rev)
 	s.applied.Store(snap.rev)
 	s.heard.Store(time.Now().UnixNano())
 	s.wg.Add(1)

@@ -114,6 +114,7 @@ func (s *Store) follow() {
 			s.deliver(loaded.rev)
 			s.heard.Store(time.Now().UnixNano())
 			s.publish(loaded)
+			s.recent.reset(loaded.rev)
 			if s.cfg.Feed.Reset != nil {
 				s.cfg.Feed.Reset(uint64(loaded.rev))
 			}
@@ -288,6 +289,8 @@ type revChanges struct {
 	hasFeed  bool             // the revision carries a change set of ours
 	bad      bool             // ... which would not decode
 	group    []byte           // a group commit's feed value, decoded at the revision's end
+	hist     [][]byte         // the history records it carries (recent.go)
+	histSize int              // the bytes they keep alive
 }
 
 // apply applies the events of one watch response (whole revisions, in
@@ -320,6 +323,7 @@ func (s *Store) apply(evs []*mvccpb.Event, hdrRev int64) {
 	snap := s.snap.Load()
 	if len(evs) == 0 {
 		if progress && hdrRev > snap.rev {
+			s.recent.advance(hdrRev)
 			s.publish(&snapshot{tree: snap.tree, rev: hdrRev, feedMod: snap.feedMod})
 			s.setApplied(hdrRev)
 		}
@@ -353,6 +357,9 @@ func (s *Store) apply(evs []*mvccpb.Event, hdrRev int64) {
 					s.log.Error("undecodable change set in the feed", "rev", rev, "err", err)
 				}
 				rc.recorded = cs
+				if _, hist, err := splitFeed(ev.Kv.Value); err == nil && hist != nil {
+					rc.hist, rc.histSize = [][]byte{hist}, len(ev.Kv.Value)
+				}
 			}
 			continue
 		}
@@ -370,6 +377,15 @@ func (s *Store) apply(evs []*mvccpb.Event, hdrRev int64) {
 	}
 	last := revs[len(revs)-1].rev
 	s.work = t
+	// The recent history has a revision before any view of it does: a
+	// resume reads it up to its snapshot's revision.
+	for i := range revs {
+		if rc := &revs[i]; rc.bad {
+			s.recent.reset(rc.rev)
+		} else {
+			s.recent.add(rc.rev, rc.hist, rc.histSize)
+		}
+	}
 	s.publish(&snapshot{tree: t.Clone(), rev: last, feedMod: feedMod})
 	for i := range revs {
 		rc := &revs[i]
@@ -468,6 +484,15 @@ func (s *Store) applyOwn(rev int64, members []*proposal) {
 			}
 		}
 	}
+	var hist [][]byte
+	size := 0
+	for _, p := range members {
+		if _, h, err := splitFeed(p.cs); err == nil && h != nil {
+			hist = append(hist, h)
+			size += len(p.cs)
+		}
+	}
+	s.recent.add(rev, hist, size) // before any view of rev
 	s.publish(&snapshot{tree: t.Clone(), rev: rev, feedMod: rev})
 	s.feed(watcher.ChangeSet{Rev: uint64(rev), Changes: changes})
 	s.stats.ownApplied.Add(1)
@@ -496,6 +521,10 @@ func (s *Store) groupChanges(t *btree.BTreeG[item], rc *revChanges) {
 			return
 		}
 		rc.recorded = append(rc.recorded, cs...)
+		if _, hist, err := splitFeed(m.cs); err == nil && hist != nil {
+			rc.hist = append(rc.hist, hist)
+			rc.histSize = len(rc.group)
+		}
 	}
 }
 
