@@ -151,12 +151,17 @@ func OpenEtcdState(e EtcdConfig, log *slog.Logger) (*state.State, error) {
 func OpenEtcd(e EtcdConfig, feed store.Feed, log *slog.Logger, observe func(time.Duration, int)) (*etcdstore.Store, error) {
 	cfg := e.StoreConfig()
 	cfg.Feed, cfg.Logger, cfg.ObserveCommit = feed, log, observe
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.DialTimeout+e.RequestTimeout+5*time.Second)
-	defer cancel()
-	s, err := etcdstore.Open(ctx, cfg)
+	// No deadline on the whole open: loading the replica reads the whole
+	// model, which grows with it, and several daemons starting at once
+	// share etcd; each page of the load is bounded instead (its
+	// RequestTimeout, a few tries), so an etcd that answers nothing
+	// still ends the open in about half a minute.
+	s, err := etcdstore.Open(context.Background(), cfg)
 	if err != nil {
 		return nil, fmt.Errorf("etcd %s: %w", strings.Join(e.Endpoints, ","), err)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.DialTimeout+cfg.RequestTimeout+5*time.Second)
+	defer cancel()
 	// A controller's prefix must neither contain nor be inside another's
 	// (whose records its replica would load): refused here for serve,
 	// migrate and restore alike.

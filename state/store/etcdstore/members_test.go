@@ -1,6 +1,7 @@
 package etcdstore_test
 
 import (
+	"fmt"
 	"os"
 	"slices"
 	"sync"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/provisiond/provisiond/internal/etcdtest"
 	"github.com/provisiond/provisiond/state/store"
+	"github.com/provisiond/provisiond/state/store/etcdstore"
 )
 
 // TestMemberHung: a store on three etcd members, each a process of its
@@ -100,4 +102,69 @@ func TestMemberHung(t *testing.T) {
 		m := s.Members()[lead]
 		return m.Up && !m.Excluded
 	})
+}
+
+// TestOpenWhileEtcdHung: a store opens on an etcd member (a process of
+// its own) that is stopped with SIGSTOP as the load of the replica begins
+// and resumed 1.5 s later, longer than the store's request timeout: the
+// pages etcd did not answer are asked for again, and the replica holds
+// every key. (Several daemons of a large controller starting at once
+// meet the same: etcd answering each one's load late.)
+func TestOpenWhileEtcdHung(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := etcdtest.NewProcesses(t, self, 1)
+	ctx := bounded(t, 2*time.Minute)
+	cfg := config(c, "/hung-open/", store.Feed{})
+	w := open(t, cfg)
+	const keys = 2500 // three pages of the load
+	for i := 0; i < keys; i += 100 {
+		if _, err := w.Update(ctx, func(tx store.Txn) error {
+			for k := i; k < i+100; k++ {
+				if err := tx.Put(fmt.Sprintf("machine/%05d", k), []byte("m")); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Close()
+
+	cfg.RequestTimeout = time.Second
+	if err := c.Pause(0); err != nil {
+		t.Fatal(err)
+	}
+	resumed := make(chan error, 1)
+	hung := time.AfterFunc(1500*time.Millisecond, func() { resumed <- c.Resume(0) })
+	defer hung.Stop()
+	start := time.Now()
+	s, err := etcdstore.Open(ctx, cfg)
+	if err != nil {
+		t.Fatalf("Open while etcd hung for 1.5 s (request timeout %s): %v", cfg.RequestTimeout, err)
+	}
+	defer s.Close()
+	if err := <-resumed; err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("opened in %s", time.Since(start).Round(time.Millisecond))
+	n := 0
+	if err := s.View(ctx, func(r store.Reader) error {
+		for last, more := "", true; more; {
+			var err error
+			last, more, err = r.Scan("machine/", last, 0, func(string, []byte) error { n++; return nil })
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n != keys {
+		t.Errorf("the replica holds %d keys; want %d", n, keys)
+	}
 }

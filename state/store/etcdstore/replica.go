@@ -32,13 +32,42 @@ const btreeDegree = 16
 // loadPage is how many keys one Get of a load or dump reads.
 const loadPage = 1000
 
+// loadAttempts bounds the tries of one page of a load that etcd does not
+// answer (unanswered: too slow, no leader, the connection cut), each with
+// RequestTimeout and a backoff before the next: several daemons of a
+// large controller starting at once load the whole model each, and etcd
+// answers them late. A load is so bounded by its progress, not by the
+// model's size; the caller's ctx bounds it as a whole.
+const loadAttempts = 5
+
+// loadRestarts bounds how often a load begins again because the
+// revision it reads at was compacted under it (a load slower than the
+// compaction's retention).
+const loadRestarts = 3
+
 // load reads the whole prefix at one revision, in pages, into a new tree.
 func (s *Store) load(ctx context.Context) (*snapshot, error) {
+	for restart := 0; ; restart++ {
+		snap, err := s.loadAt(ctx)
+		if err == nil || !errors.Is(rpctypes.Error(err), rpctypes.ErrCompacted) || restart+1 == loadRestarts {
+			if err != nil {
+				return nil, s.fail(ctx, "loading the replica", err)
+			}
+			return snap, nil
+		}
+		s.log.Warn("loading the replica: its revision was compacted; loading again", "err", err)
+	}
+}
+
+// loadAt is one attempt of load: its first page fixes the revision the
+// others are read at. It returns etcd's error unwrapped.
+func (s *Store) loadAt(ctx context.Context) (*snapshot, error) {
 	tree := btree.NewG(btreeDegree, itemLess)
 	snap := &snapshot{tree: tree}
 	end := clientv3.GetPrefixRangeEnd(s.prefix)
 	from := s.prefix
-	for {
+	backoff := 100 * time.Millisecond
+	for attempt := 1; ; {
 		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(loadPage)}
 		if snap.rev != 0 {
 			opts = append(opts, clientv3.WithRev(snap.rev))
@@ -47,8 +76,18 @@ func (s *Store) load(ctx context.Context) (*snapshot, error) {
 		resp, err := s.cli.Get(rctx, from, opts...)
 		cancel()
 		if err != nil {
-			return nil, s.fail(ctx, "loading the replica", err)
+			if ctx.Err() != nil || !unanswered(err) || attempt == loadAttempts {
+				return nil, err
+			}
+			s.log.Warn("loading the replica: etcd did not answer a page; asking again",
+				"keys", tree.Len(), "attempt", attempt, "err", err)
+			if err := sleepCtx(ctx, backoff); err != nil {
+				return nil, err
+			}
+			attempt, backoff = attempt+1, min(2*backoff, 2*time.Second)
+			continue
 		}
+		attempt, backoff = 1, 100*time.Millisecond
 		if snap.rev == 0 {
 			snap.rev = resp.Header.Revision
 		}
@@ -66,6 +105,18 @@ func (s *Store) load(ctx context.Context) (*snapshot, error) {
 			return snap, nil
 		}
 		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}
+
+// sleepCtx waits d, or until ctx ends (its error).
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
