@@ -91,82 +91,69 @@ func startSession(ctx context.Context, c *client.Conn, m machineCred, watchers i
 // watch opens k watchers: WatchContainers on the agent's own machine and
 // WatchForModelConfigChanges, alternately (the containers watchers in one
 // bulk call), each with a Next loop until the connection ends. A call, or
-// a bulk call's item, answered try again (the daemon's store did not
-// answer in time) is made again after a backoff, as an agent would: only
-// the items that failed, so no watcher is opened twice.
+// a bulk call's item, answered try again is made again (retryAgain).
 func (s *session) watch(ctx context.Context, m machineCred, k int) error {
 	c := s.c
-	for nc, attempt := (k+1)/2, 0; nc > 0; attempt++ {
-		if attempt > 0 {
-			if err := sleepCtx(ctx, backoff(attempt)); err != nil {
-				return err
-			}
-		}
-		args := params.WatchContainers{Params: make([]params.WatchContainer, nc)}
+	err := retryAgain(ctx, (k+1)/2, 0, s.again, func(idx []int) ([]int, error) {
+		args := params.WatchContainers{Params: make([]params.WatchContainer, len(idx))}
 		for i := range args.Params {
 			args.Params[i] = params.WatchContainer{MachineTag: m.Tag}
 		}
 		var sres params.StringsWatchResults
 		if err := c.Call(ctx, "Provisioner", 11, "", "WatchContainers", args, &sres); err != nil {
-			if s.again(err) {
-				continue
-			}
-			return err
+			return nil, err
 		}
-		if len(sres.Results) != nc {
-			return fmt.Errorf("WatchContainers: %d results for %d", len(sres.Results), nc)
+		if len(sres.Results) != len(idx) {
+			return nil, fmt.Errorf("WatchContainers: %d results for %d", len(sres.Results), len(idx))
 		}
-		failed := 0
 		for _, r := range sres.Results {
-			switch {
-			case r.Error == nil:
+			if r.Error == nil {
 				s.wg.Add(1)
 				s.watching.Add(1)
 				s.loopStrings(client.NewStringsWatcher(c, r.StringsWatcherId))
-			case s.again(r.Error):
-				failed++
-			default:
-				return fmt.Errorf("WatchContainers: %w", r.Error)
 			}
 		}
-		nc = failed
+		again, err := againItems(idx, len(sres.Results), func(i int) error {
+			if e := sres.Results[i].Error; e != nil {
+				return e
+			}
+			return nil
+		})
+		if err != nil && !client.IsCode(err, params.CodeTryAgain) {
+			return nil, fmt.Errorf("WatchContainers: %w", err)
+		}
+		return again, err
+	})
+	if err != nil {
+		return err
 	}
 	for range k / 2 {
-		for attempt := 0; ; attempt++ {
-			if attempt > 0 {
-				if err := sleepCtx(ctx, backoff(attempt)); err != nil {
-					return err
-				}
-			}
+		err := retryAgain(ctx, 1, 0, s.again, func([]int) ([]int, error) {
 			var nres params.NotifyWatchResult
 			err := c.Call(ctx, "Provisioner", 11, "", "WatchForModelConfigChanges", nil, &nres)
 			if err == nil && nres.Error != nil {
 				err = nres.Error
 			}
 			if err != nil {
-				if s.again(err) {
-					continue
-				}
-				return err
+				return nil, err
 			}
 			s.wg.Add(1)
 			s.watching.Add(1)
 			s.loopNotify(nres.NotifyWatcherId)
-			break
+			return nil, nil
+		})
+		if err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// again reports whether err is try again, and counts it.
-func (s *session) again(err error) bool {
-	if !client.IsCode(err, params.CodeTryAgain) {
-		return false
-	}
+// again counts n calls or items answered try again.
+func (s *session) again(n int64) {
 	if s.st != nil {
-		s.st.tryAgain.Add(1)
+		s.st.tryAgain.Add(n)
 	}
-	return true
 }
 
 // loopStrings keeps a Next pending on w until one fails.

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"slices"
 	"strconv"
@@ -196,67 +195,6 @@ func parallel(ctx context.Context, n, workers int, fn func(ctx context.Context, 
 		return ctx.Err()
 	}
 	return firstErr
-}
-
-// fixtureAttempts bounds the tries of one fixture call answered try
-// again: with backoff's 5 s cap, about two minutes of a store that does
-// not answer.
-const fixtureAttempts = 30
-
-// callAgain calls fn until it is not answered try again, after a backoff
-// each time, at most fixtureAttempts times.
-func callAgain(ctx context.Context, fn func() error) error {
-	for attempt := 0; ; attempt++ {
-		if attempt > 0 {
-			if err := sleepCtx(ctx, backoff(attempt)); err != nil {
-				return err
-			}
-		}
-		err := fn()
-		if !client.IsCode(err, params.CodeTryAgain) || attempt+1 == fixtureAttempts {
-			return err
-		}
-	}
-}
-
-// bulkAgain makes a bulk call of n items (call takes the items' indices)
-// until none is answered try again, making only those again, after a
-// backoff each time; another error, of the call or an item, ends it.
-func bulkAgain(ctx context.Context, n int, call func(idx []int) ([]params.ErrorResult, error)) error {
-	idx := make([]int, n)
-	for j := range idx {
-		idx[j] = j
-	}
-	return callAgain(ctx, func() error {
-		res, err := call(idx)
-		if err != nil {
-			return err
-		}
-		if len(res) != len(idx) {
-			return fmt.Errorf("%d results for %d", len(res), len(idx))
-		}
-		var again []int
-		var last error
-		for k, r := range res {
-			switch {
-			case r.Error == nil:
-			case client.IsCode(r.Error, params.CodeTryAgain):
-				again, last = append(again, idx[k]), r.Error
-			default:
-				return r.Error
-			}
-		}
-		idx = again
-		return last
-	})
-}
-
-// backoff is the jittered exponential backoff of a reconnecting agent:
-// a uniformly random wait up to min(5 s, 100 ms x 2^attempt).
-func backoff(attempt int) time.Duration {
-	ceil := 100 * time.Millisecond << min(attempt, 6)
-	ceil = min(ceil, 5*time.Second)
-	return time.Duration(rand.Int64N(int64(ceil))) + time.Millisecond
 }
 
 // connectStats counts what agents met while connecting.

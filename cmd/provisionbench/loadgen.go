@@ -10,12 +10,14 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/provisiond/provisiond/credentials"
+	"github.com/provisiond/provisiond/internal/connlimit"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/rpc/params"
 )
@@ -158,6 +160,21 @@ func (p *loadgenProc) call(req lgRequest) (*lgReply, error) {
 	return &r, nil
 }
 
+// loadgenMemoryLimit is the soft memory limit (GOMEMLIMIT) of each of n
+// load generators: five eighths of the box's memory shared among them,
+// the rest left to the daemons and etcd. Without it each one's collector
+// lets its heap grow to twice what it holds (GOGC=100), and seven load
+// generators of 14,300 agents each (1.4 GB live) restarting their agents
+// at once ran the box out of memory (storm of 100,000 agents: one killed
+// at 3.3 GB). 0 (none set) for one load generator, or when $GOMEMLIMIT is
+// set (the children have it then) or the box's memory is not known.
+func loadgenMemoryLimit(n int) int64 {
+	if n < 2 || os.Getenv("GOMEMLIMIT") != "" {
+		return 0
+	}
+	return connlimit.MemoryLimit() * 5 / 8 / int64(n)
+}
+
 // loadgens are the run's load generator processes.
 type loadgens struct {
 	procs []*loadgenProc
@@ -183,6 +200,9 @@ func startLoadgens(ctx context.Context, e *env) (*loadgens, error) {
 	for k := range e.o.loadgens {
 		cmd := exec.Command(self, childLoadgenCmd)
 		cmd.Stderr = e.o.stderr
+		if limit := loadgenMemoryLimit(e.o.loadgens); limit > 0 {
+			cmd.Env = append(os.Environ(), "GOMEMLIMIT="+strconv.FormatInt(limit, 10))
+		}
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		in, err := cmd.StdinPipe()
 		if err != nil {
@@ -538,7 +558,7 @@ func (lg *lgChild) connect(ctx context.Context, req lgRequest) (*lgReply, error)
 			// timeout, the change feed reset under its credentials'
 			// watch, a saturated box) is dialled again, as an agent
 			// would: counted with the connection errors.
-			if !errors.Is(err, client.ErrConnClosed) || attempt+1 == fixtureAttempts {
+			if !errors.Is(err, client.ErrConnClosed) || attempt+1 == againAttempts {
 				return fmt.Errorf("agent %d: %w", a.i, err)
 			}
 			lg.st.dialErr.Add(1)
@@ -618,33 +638,19 @@ func (lg *lgChild) watchContainers(ctx context.Context, a *lgAgent, c *client.Co
 	}
 	a.mu.Unlock()
 	out := make([]*client.StringsWatcher, lg.k)
-	pending := make([]int, lg.k) // the watchers not open yet, by index
-	for w := range pending {
-		pending[w] = w
-	}
-	for attempt := 0; len(pending) > 0; attempt++ {
-		if attempt > 0 {
-			if err := sleepCtx(ctx, backoff(attempt)); err != nil {
-				return nil, err
-			}
-		}
-		failed, err := lg.watchSome(ctx, a, c, on, first, from, pending, out)
-		if client.IsCode(err, params.CodeTryAgain) {
-			lg.st.tryAgain.Add(1)
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		lg.st.tryAgain.Add(int64(len(failed)))
-		pending = failed
+	again := func(n int64) { lg.st.tryAgain.Add(n) }
+	err := retryAgain(ctx, lg.k, 0, again, func(ws []int) ([]int, error) {
+		return lg.watchSome(ctx, a, c, on, first, from, ws, out)
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
 
 // watchSome makes one WatchContainers call for the watchers of a whose
-// indices are in ws, puts the opened ones in out and returns the indices
-// whose items were answered try again.
+// indices are in ws and puts the opened ones in out. Items answered try
+// again: their indices, with that error (retryAgain's call).
 func (lg *lgChild) watchSome(ctx context.Context, a *lgAgent, c *client.Conn, on int, first bool, from uint64, ws []int, out []*client.StringsWatcher) ([]int, error) {
 	args := params.WatchContainers{Params: make([]params.WatchContainer, len(ws))}
 	for i := range args.Params {
@@ -692,11 +698,12 @@ func (lg *lgChild) watchSome(ctx context.Context, a *lgAgent, c *client.Conn, on
 		a.revs = make([]uint64, lg.k)
 	}
 	var failed []int
+	var again error
 	for i, r := range res.Results {
 		w := ws[i]
 		if r.Error != nil {
 			if client.IsCode(r.Error, params.CodeTryAgain) {
-				failed = append(failed, w)
+				failed, again = append(failed, w), r.Error
 				continue
 			}
 			return nil, fmt.Errorf("WatchContainers: %w", r.Error)
@@ -718,7 +725,7 @@ func (lg *lgChild) watchSome(ctx context.Context, a *lgAgent, c *client.Conn, on
 			a.revs[w] = rev
 		}
 	}
-	return failed, nil
+	return failed, again
 }
 
 func (lg *lgChild) deliver(d lgDelivery) {

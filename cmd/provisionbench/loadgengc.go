@@ -90,8 +90,14 @@ func (w *toolWindow) open() {
 		runtime.GC()
 		// What the memory limit counts: mapped and not returned.
 		held := readRuntimeMetric("/memory/classes/total:bytes") - readRuntimeMetric("/memory/classes/heap/released:bytes")
+		headroom := gcHeadroom()
+		if limit := debug.SetMemoryLimit(-1); limit < math.MaxInt64 {
+			// A load generator of several (loadgenMemoryLimit) stays
+			// within its share of the box.
+			headroom = min(headroom, max(limit-int64(held), 256<<20))
+		}
 		w.percent = debug.SetGCPercent(-1)
-		w.limit = debug.SetMemoryLimit(int64(held) + gcHeadroom())
+		w.limit = debug.SetMemoryLimit(int64(held) + headroom)
 	}
 	w.cycles0 = readRuntimeMetric("/gc/cycles/total:gc-cycles")
 	w.ticks0 = readCPUTicks()

@@ -253,6 +253,9 @@ func spreadNotes(o *options) []string {
 		return nil
 	}
 	notes := []string{"spread: the agents run in --loadgens load generator processes (this binary re-executed), each a contiguous block of them from loopback source addresses of its own, driven by this process over their stdin and stdout; each reports what its agents saw (deliveries and reconnections with their wall-clock times) and this process computes every figure over all of them"}
+	if limit := loadgenMemoryLimit(o.loadgens); limit > 0 {
+		notes = append(notes, fmt.Sprintf("each load generator's soft memory limit (GOMEMLIMIT) is %.2f GiB, five eighths of the box's memory shared among them (set $GOMEMLIMIT to choose another)", float64(limit)/(1<<30)))
+	}
 	switch o.workload {
 	case "conns":
 		if o.daemons > 1 {
