@@ -79,21 +79,16 @@ func (w *historyWindow) replay(ctx context.Context, c *resumeCounters, h store.H
 		w.want = from
 	}
 	w.mu.Unlock()
-	t0 := time.Now()
 	select {
 	case w.fill <- struct{}{}:
 	case <-ctx.Done():
 		return false, ctx.Err()
 	}
 	defer func() { <-w.fill }()
-	traceResume("fillwait", time.Since(t0))
 	if cs, ok := w.get(from, upto); ok { // filled meanwhile
-		traceResume("servedafterwait", 0)
 		visit(cs, fn)
 		return true, nil
 	}
-	t1 := time.Now()
-	defer func() { traceResume("fill", time.Since(t1)) }()
 	// Held by the fill (it alone changes the window, and expire leaves
 	// it be meanwhile): mid's elements stay as they are, and appending to
 	// mid writes past what any reader was given.

@@ -72,10 +72,7 @@ func resumeOf(ctx context.Context) Resume {
 // revisions (watcher.Strings.SetRevisioned).
 func (st *State) viewResumable(ctx context.Context, s *stamper, w *watcher.Strings, fs []watcher.Filter, fn func(r reader) ([]string, error), id func(c watcher.Change) (string, bool)) ([]string, error) {
 	rs := resumeOf(ctx)
-	t0 := time.Now()
 	st.beforeSnapshot(ctx)
-	traceResume("beforesnapshot", time.Since(t0))
-	t0 = time.Now()
 	var rev uint64
 	var initial []string
 	err := st.view(ctx, func(r reader) error {
@@ -87,13 +84,10 @@ func (st *State) viewResumable(ctx context.Context, s *stamper, w *watcher.Strin
 	if err != nil {
 		return nil, err
 	}
-	traceResume("snapshot", time.Since(t0))
 	if rs != nil && rs.From() > 0 {
-		t0 = time.Now()
 		if initial, err = st.replay(ctx, rs.From(), rev, fs, id); err != nil {
 			return nil, err
 		}
-		traceResume("replay", time.Since(t0))
 	}
 	s.Stamp(rev)
 	if rs != nil {
@@ -141,16 +135,6 @@ func (st *State) beforeSnapshot(ctx context.Context) {
 	}
 	if st.afterSubscribe != nil {
 		st.afterSubscribe()
-	}
-}
-
-// traceResume, if set (a diagnostic test), is told how long each phase of
-// a resumed Watch call took.
-var resumeTraceFn func(phase string, d time.Duration)
-
-func traceResume(phase string, d time.Duration) {
-	if f := resumeTraceFn; f != nil {
-		f(phase, d)
 	}
 }
 
@@ -250,7 +234,6 @@ func (c *resumeCounters) readHistory(ctx context.Context, h store.Historian, fro
 	after := from
 	for after < upto {
 		c.reads.Add(1)
-		th := time.Now()
 		last, more, err := h.History(ctx, after, 0, func(cm store.Commit) error {
 			if cm.Rev > upto {
 				return errStopHistory
@@ -260,7 +243,6 @@ func (c *resumeCounters) readHistory(ctx context.Context, h store.Historian, fro
 			fn(cm)
 			return nil
 		})
-		traceResume("History", time.Since(th))
 		if errors.Is(err, store.ErrHistoryGone) {
 			return 0, ErrResumeTooOld
 		}
@@ -275,9 +257,7 @@ func (c *resumeCounters) readHistory(ctx context.Context, h store.Historian, fro
 	// Checked after reading: a record pruned while it was read is then
 	// seen as missing, never skipped unnoticed.
 	c.reads.Add(1)
-	th := time.Now()
 	stats, err := h.HistoryStats(ctx)
-	traceResume("HistoryStats", time.Since(th))
 	if err != nil {
 		return 0, err
 	}

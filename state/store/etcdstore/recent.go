@@ -2,6 +2,7 @@ package etcdstore
 
 import (
 	"context"
+	"sort"
 	"sync"
 
 	"github.com/provisiond/provisiond/state/store"
@@ -81,14 +82,8 @@ func (r *recentHistory) get(after, upto int64) ([]recentRec, bool) {
 	if after < r.lo || upto > r.hi {
 		return nil, false
 	}
-	i, j := 0, len(r.recs)
-	for i < j && r.recs[i].rev <= after {
-		i++
-	}
-	k := i
-	for k < j && r.recs[k].rev <= upto {
-		k++
-	}
+	i := sort.Search(len(r.recs), func(n int) bool { return r.recs[n].rev > after })
+	k := sort.Search(len(r.recs), func(n int) bool { return r.recs[n].rev > upto })
 	return r.recs[i:k:k], true
 }
 
