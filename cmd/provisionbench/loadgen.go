@@ -58,6 +58,7 @@ type lgRequest struct {
 	CACert  string   `json:"ca,omitempty"`
 	Addrs   []string `json:"addrs,omitempty"` // the daemons, agent i on i mod len
 	Buffer  int      `json:"buffer,omitempty"`
+	Dials   int      `json:"dials,omitempty"`
 	PerAddr int      `json:"per-addr,omitempty"`
 	Base    int      `json:"base,omitempty"`
 	// connect
@@ -221,7 +222,7 @@ func startLoadgens(ctx context.Context, e *env) (*loadgens, error) {
 		p := &loadgenProc{k: k, cmd: cmd, in: in, enc: json.NewEncoder(in), dec: json.NewDecoder(bufio.NewReader(out))}
 		l.procs = append(l.procs, p)
 		if _, err := p.call(lgRequest{Op: "init", Model: e.fix.model, CACert: e.t.creds.CACert, Addrs: addrs,
-			Buffer: e.o.bufferSize, PerAddr: e.o.sources.perAddr, Base: k * d.addrsPerLoadgen}); err != nil {
+			Buffer: e.o.bufferSize, Dials: e.o.dials, PerAddr: e.o.sources.perAddr, Base: k * d.addrsPerLoadgen}); err != nil {
 			l.close()
 			return nil, err
 		}
@@ -500,7 +501,8 @@ func (lg *lgChild) init(req lgRequest) error {
 	if len(req.Addrs) == 0 || req.PerAddr < 1 {
 		return errors.New("init: no daemon address or source plan")
 	}
-	o := &options{bufferSize: req.Buffer, stderr: io.Discard, loadgenGC: loadgenGCQuiet,
+	setDialSlots(req.Dials)
+	o := &options{bufferSize: req.Buffer, dials: req.Dials, stderr: io.Discard, loadgenGC: loadgenGCQuiet,
 		sources: sourcePlan{perAddr: req.PerAddr, base: req.Base}}
 	creds := &credentials.Credentials{CACert: req.CACert}
 	lg.addrs = map[string]int{}

@@ -155,6 +155,7 @@ type options struct {
 	op         string
 	settle     time.Duration
 	bufferSize int
+	dials      int // dials under way at once per process of agents (0: no bound)
 
 	credentials string
 	// keepMachines leaves the machines a --credentials run adds.
@@ -240,6 +241,7 @@ func parseOptions(name string, args []string, stdout, stderr io.Writer) (*option
 	fs.Float64Var(&o.rate, "rate", 100, "changes per second the driver commits (watch), operations per second (churn)")
 	fs.StringVar(&o.op, "op", "mixed", "write operation: status (SetInstanceStatus), units (UpdateApplicationsUnits) or mixed")
 	fs.DurationVar(&o.settle, "settle", 2*time.Second, "wait before reading memory, and for late watcher events")
+	fs.IntVar(&o.dials, "dials", defaultDials, "storm, failover: dials under way at once in each process of agents (each load generator; 0: no bound, as that many separate agents would dial)")
 	fs.IntVar(&o.bufferSize, "buffer", 4096, "websocket read and write buffer size of each simulated agent, bytes")
 	fs.StringVar(&o.credentials, "credentials", "", "drive the running daemon of this credentials.yaml instead of starting one")
 	fs.BoolVar(&o.keepMachines, "keep-machines", false, "with --credentials: leave the machines the run adds (they are listed at the end) instead of removing them")
@@ -298,6 +300,8 @@ func parseOptions(name string, args []string, stdout, stderr io.Writer) (*option
 		return nil, fmt.Errorf("--rate must be positive")
 	case o.op != "status" && o.op != "units" && o.op != "mixed":
 		return nil, fmt.Errorf("--op must be status, units or mixed")
+	case o.dials < 0:
+		return nil, fmt.Errorf("--dials must be 0 (no bound) or more")
 	case o.bufferSize < 256:
 		return nil, fmt.Errorf("--buffer must be at least 256")
 	case o.loadgenGC != loadgenGCQuiet && o.loadgenGC != loadgenGCGo:
@@ -424,6 +428,7 @@ type env struct {
 
 func runWorkload(ctx context.Context, w *workload, o *options) error {
 	load := loadAverage() // before anything of the run's starts
+	setDialSlots(o.dials)
 	files, err := setFileLimit(o)
 	if err != nil {
 		return err
