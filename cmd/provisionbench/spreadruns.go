@@ -513,7 +513,7 @@ func (l *loadgens) waitBack(ctx context.Context, back int64, exited ...chan stru
 		case <-ctx.Done():
 			return s, ctx.Err()
 		case <-timeout:
-			return s, fmt.Errorf("only %d of %d agents back after 10 minutes (%d without a daemon)", s.Back, back, s.Down)
+			return s, fmt.Errorf("after 10 minutes %d agents are without a daemon (%d reconnections made, at least %d wanted)", s.Down, s.Back, back)
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
