@@ -70,15 +70,22 @@ func encodeChanges(cs []watcher.Change) []byte {
 var errBadChanges = errors.New("etcdstore: malformed change set")
 
 func decodeChanges(b []byte) ([]watcher.Change, error) {
-	changes, _, err := splitFeed(b)
+	cs, _, err := decodeFeed(b)
+	return cs, err
+}
+
+// decodeFeed decodes a feed value's change set and returns its history
+// record with it (nil: none), splitting the value once.
+func decodeFeed(b []byte) ([]watcher.Change, []byte, error) {
+	changes, hist, err := splitFeed(b)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cs, err := store.DecodeChanges(changes)
 	if err != nil {
-		return nil, fmt.Errorf("etcdstore: %w", err)
+		return nil, nil, fmt.Errorf("etcdstore: %w", err)
 	}
-	return cs, nil
+	return cs, hist, nil
 }
 
 func encodeGroup(group []*proposal) []byte {

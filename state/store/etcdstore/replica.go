@@ -402,13 +402,13 @@ func (s *Store) apply(evs []*mvccpb.Event, hdrRev int64) {
 					rc.group = ev.Kv.Value // decoded once the revision's keys are applied
 					continue
 				}
-				cs, err := decodeChanges(ev.Kv.Value)
+				cs, hist, err := decodeFeed(ev.Kv.Value)
 				if err != nil {
 					rc.bad = true
 					s.log.Error("undecodable change set in the feed", "rev", rev, "err", err)
 				}
 				rc.recorded = cs
-				if _, hist, err := splitFeed(ev.Kv.Value); err == nil && hist != nil {
+				if hist != nil {
 					rc.hist, rc.histSize = [][]byte{hist}, len(ev.Kv.Value)
 				}
 			}
@@ -565,14 +565,14 @@ func (s *Store) groupChanges(t *btree.BTreeG[item], rc *revChanges) {
 		if it, ok := t.Get(item{key: m.witness}); !ok || it.mod != rc.rev {
 			continue
 		}
-		cs, err := decodeChanges(m.cs)
+		cs, hist, err := decodeFeed(m.cs)
 		if err != nil {
 			rc.bad = true
 			s.log.Error("undecodable change set in the feed", "rev", rc.rev, "err", err)
 			return
 		}
 		rc.recorded = append(rc.recorded, cs...)
-		if _, hist, err := splitFeed(m.cs); err == nil && hist != nil {
+		if hist != nil {
 			rc.hist = append(rc.hist, hist)
 			rc.histSize = len(rc.group)
 		}
