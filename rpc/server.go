@@ -274,7 +274,12 @@ func (s *Server) Conns() int {
 }
 
 // Shutdown refuses new connections, closes every open one (close code
-// 1001, going away) and waits for them to end or for ctx.
+// 1001, going away) and waits for them to end or for ctx. When ctx ends
+// first, the sockets of the connections still open are closed under them
+// (a reply being written, or a close frame, is cut off; calls still
+// running end with their connection's context) and Shutdown returns
+// ctx's error without waiting for their goroutines, which end on their
+// own.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.workers.stop()
 	s.mu.Lock()
@@ -292,6 +297,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-done:
 		return nil
 	case <-ctx.Done():
+		s.mu.Lock()
+		for c := range s.conns {
+			_ = c.ws.Close() // the socket only: safe beside the reader and writer
+		}
+		s.mu.Unlock()
 		return ctx.Err()
 	}
 }

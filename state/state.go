@@ -200,6 +200,16 @@ func newState(s store.Store, opts Options) *State {
 	return st
 }
 
+// Depart tells the processes sharing the store that this one is going
+// (store.Departer), on a store shared among processes; on any other it
+// does nothing.
+func (st *State) Depart(ctx context.Context) error {
+	if d, ok := st.store.(store.Departer); ok {
+		return d.Depart(ctx)
+	}
+	return nil
+}
+
 // Close waits for writes in progress to commit and closes the store.
 func (st *State) Close() error {
 	st.history.close()

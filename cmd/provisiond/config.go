@@ -68,6 +68,7 @@ type options struct {
 	MaxUnsent         int64         `yaml:"max-unsent"`
 	MaxHeaderBytes    int           `yaml:"max-header-bytes"`
 	IdleTimeout       time.Duration `yaml:"idle-timeout"`
+	ShutdownTimeout   time.Duration `yaml:"shutdown-timeout"`
 
 	MaxAgentBinarySize int64 `yaml:"max-agent-binary-size"`
 
@@ -143,6 +144,7 @@ func defaultOptions(getenv func(string) string) options {
 		MaxUnsent:         d.MaxUnsent,
 		MaxHeaderBytes:    d.MaxHeaderBytes,
 		IdleTimeout:       d.IdleTimeout,
+		ShutdownTimeout:   DefaultShutdownTimeout,
 
 		MaxAgentBinarySize: agentbinaries.DefaultMaxSize,
 
@@ -203,6 +205,7 @@ func (o *options) settings() []setting {
 		{"max-unsent", "bytes of replies one connection may have waiting to be written", &o.MaxUnsent},
 		{"max-header-bytes", "largest HTTP request header in bytes", &o.MaxHeaderBytes},
 		{"idle-timeout", "close HTTP keep-alive connections idle for this long", &o.IdleTimeout},
+		{"shutdown-timeout", "how long a stop (SIGINT, SIGTERM) may take: connections still closing then are cut, and what etcd is not told by then goes when the lease expires", &o.ShutdownTimeout},
 		{"max-agent-binary-size", "largest agent binaries upload in bytes", &o.MaxAgentBinarySize},
 		{"gc-heap-floor", "removed: set $GOGC or $GOMEMLIMIT instead", &o.GCHeapFloor},
 		{"agent", "run the reference agent in this process on its simulated cloud: sim (a demo; see provisionagent)", &o.Agent},
@@ -286,6 +289,9 @@ func (sf *serveFlags) resolve(fs *pflag.FlagSet, getenv func(string) string) (op
 	if o.GCHeapFloor != 0 {
 		return o, errRemovedGCHeapFloor
 	}
+	if o.ShutdownTimeout <= 0 {
+		return o, fmt.Errorf("--shutdown-timeout: %s: want a duration above 0", o.ShutdownTimeout)
+	}
 	r, err := store.ParseRetention(o.HistoryRetention)
 	if err != nil {
 		return o, fmt.Errorf("--history-retention: %w", err)
@@ -293,6 +299,10 @@ func (sf *serveFlags) resolve(fs *pflag.FlagSet, getenv func(string) string) (op
 	o.historyRetention = r
 	return o, nil
 }
+
+// DefaultShutdownTimeout is how long a stop may take (--shutdown-timeout),
+// within the shipped unit's TimeoutStopSec (30 s) with room to spare.
+const DefaultShutdownTimeout = 10 * time.Second
 
 // ConfigFileName is the config file serve reads from systemd's
 // ConfigurationDirectory= ($CONFIGURATION_DIRECTORY, /etc/provisiond in

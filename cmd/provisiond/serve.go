@@ -154,7 +154,7 @@ func serve(opts options, s *service) error {
 		stopAgent()
 	}
 	s.notify("STOPPING=1\nSTATUS=shutting down")
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	sctx, cancel := context.WithTimeout(context.Background(), opts.ShutdownTimeout)
 	defer cancel()
 	if err := d.Shutdown(sctx); err != nil && !storeFailed {
 		log.Error("shutdown", "err", err)

@@ -602,23 +602,78 @@ func (d *Daemon) RPC() *rpc.Server { return d.rpc }
 // Done is closed when the HTTP server has stopped.
 func (d *Daemon) Done() <-chan struct{} { return d.done }
 
-// Shutdown stops accepting, closes every connection, waits for them and
-// closes the state. It returns once everything has stopped or ctx ends.
-// clusterStopWait is how long Shutdown waits for the shared-store
+// clusterStopWait is how long Shutdown waits at most for the shared-store
 // goroutines before closing the store under them (cluster.stop).
 const clusterStopWait = 5 * time.Second
 
+// departReserve is the part of a Shutdown's budget kept from the
+// connections for telling the other daemons this one is going (one etcd
+// request: state.Depart): at most a fifth of the budget.
+const departReserve = 2 * time.Second
+
+// Shutdown stops the daemon within ctx's deadline, if it has one:
+//
+//  1. stop accepting and close every connection (close code 1001), waiting
+//     for the calls under way to be answered, until ctx's deadline less a
+//     reserve (departReserve, at most a fifth); connections still open
+//     then are cut (their sockets closed);
+//  2. tell the daemons sharing the store that this one is going: on etcd
+//     one request revokes its lease, which removes its API-server record
+//     and presence and ends its leaderships for every daemon at once;
+//  3. stop the daemon's own goroutines (singular workers, the shared
+//     store's followers, agent binaries), waiting at most clusterStopWait
+//     and never past the deadline before closing the store under them;
+//  4. close the store (writes in progress commit first), then the metrics
+//     listener and the audit log.
+//
+// Running out of the budget is not a failure (what was acknowledged is
+// durable; what etcd was not told goes when the lease expires): it is
+// logged as a warning, with what was cut. Shutdown returns an error only
+// for what failed to close. Each step's time is logged at the end.
 func (d *Daemon) Shutdown(ctx context.Context) error {
+	t0 := time.Now()
+	cctx := ctx
+	if dl, ok := ctx.Deadline(); ok {
+		reserve := min(departReserve, time.Until(dl)/5)
+		var cancel context.CancelFunc
+		cctx, cancel = context.WithDeadline(ctx, dl.Add(-reserve))
+		defer cancel()
+	}
 	// Stop accepting first; http.Server.Shutdown does not wait for
 	// hijacked (websocket) connections, rpc.Server.Shutdown does.
-	herr := d.http.Shutdown(ctx)
-	rerr := d.rpc.Shutdown(ctx)
+	conns := d.rpc.Conns()
+	if err := d.http.Shutdown(cctx); err != nil {
+		d.log.Warn("stopping: HTTP requests still under way at the stop's deadline are cut", "err", err)
+		_ = d.http.Close()
+	}
+	if err := d.rpc.Shutdown(cctx); err != nil {
+		d.log.Warn("stopping: connections still closing at the stop's deadline are cut",
+			"connections", conns, "cut", d.rpc.Conns(), "err", err)
+	}
 	<-d.done
+	tConns := time.Since(t0)
+
+	t1 := time.Now()
+	if ctx.Err() != nil {
+		d.log.Warn("stopping: no time left to tell the other daemons this one is going: its API-server record and leaderships go when its lease expires")
+	} else if err := d.state.Depart(ctx); err != nil {
+		d.log.Warn("stopping: could not tell the other daemons this one is going", "err", err)
+	}
+	tDepart := time.Since(t1)
+
+	t2 := time.Now()
+	wait := clusterStopWait
+	if dl, ok := ctx.Deadline(); ok {
+		wait = max(0, min(wait, time.Until(dl)))
+	}
 	d.singular.Cancel() // waited for below, with the cluster's
-	clusterStopped := d.cluster.stop(clusterStopWait)
-	singularStopped := d.singular.Stop(clusterStopWait)
+	clusterStopped := d.cluster.stop(wait)
+	singularStopped := d.singular.Stop(max(0, wait-time.Since(t2)))
 	d.binaries.Stop()
-	d.unregister() // others see this daemon go at once, not when its lease expires
+	d.unregister() // bbolt: the record goes now; etcd: Depart took it
+	tWorkers := time.Since(t2)
+
+	t3 := time.Now()
 	serr := d.state.Close()
 	if !clusterStopped {
 		d.cluster.wait() // the store's close ends what etcd's client held
@@ -627,7 +682,10 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 		d.singular.Wait()
 	}
 	verr := d.stopService(ctx)
-	return errors.Join(herr, rerr, serr, verr)
+	d.log.Info("shutdown", "took", time.Since(t0).Round(time.Millisecond),
+		"connections", tConns.Round(time.Millisecond), "depart", tDepart.Round(time.Millisecond),
+		"workers", tWorkers.Round(time.Millisecond), "store", time.Since(t3).Round(time.Millisecond))
+	return errors.Join(serr, verr)
 }
 
 func randomPassword() string {

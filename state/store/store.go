@@ -340,6 +340,18 @@ func quote(s string) string {
 	return "\"" + s + "\""
 }
 
+// Departer is implemented by stores shared among processes (etcd): Depart
+// tells the other processes at once that this one is going, ahead of its
+// Close: its ephemeral keys are removed and its leaderships end, in one
+// request bounded by ctx, where releasing and resigning one by one would
+// take a request each. After it, releases and resigns do nothing,
+// Ephemeral fails with ErrClosed and Elect waits for its context (or
+// Close) as a campaign that cannot win; reads and Updates go on until
+// Close. If it fails, the keys go when the process's lease expires.
+type Departer interface {
+	Depart(ctx context.Context) error
+}
+
 // Dumper is implemented by stores that can write every record of one
 // revision as a stream
 // (backup in etcd mode, provisiond migrate).

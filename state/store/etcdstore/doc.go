@@ -185,8 +185,12 @@
 //     responses and, if the lease is lost, puts the live ephemeral keys
 //     again under a new one. Each leadership has a monitor goroutine,
 //     which ends the leading context when the lease goes, the store
-//     closes or resign is called, and then resigns. Close revokes the
-//     lease and stops and waits for all of them.
+//     closes or resign is called, and then resigns. Depart (a daemon's
+//     stop, before Close) revokes the lease in one request bounded by its
+//     context: the keepalive goroutine and the monitors then end without
+//     putting back or resigning, and no lease is granted again. Close
+//     revokes the lease unless Depart tried, and stops and waits for all
+//     of them.
 //   - View never blocks: it reads the latest published snapshot on the
 //     caller's goroutine. Values it returns are never modified (the tree
 //     keeps each one until it is replaced by a new slice).

@@ -192,7 +192,8 @@ type Store struct {
 	inflight    sync.WaitGroup
 	elects      map[string]chan struct{} // per election name: this process's one campaigner
 
-	leaseMu  sync.Mutex // guards lease, leaseGen, ephems; held while granting (never inside mu)
+	leaseMu  sync.Mutex // guards lease, leaseGen, ephems, departed; held while granting (never inside mu)
+	departed bool       // Depart was called: no lease is granted again, nothing released or resigned
 	lease    clientv3.LeaseID
 	leaseGen chan struct{}         // closed when the current lease is lost
 	ephems   map[string]*ephemeral // the live ephemeral keys, by key: the latest Ephemeral of each
@@ -495,9 +496,9 @@ func (s *Store) Close() error {
 		s.mu.Unlock()
 		s.inflight.Wait()
 		s.leaseMu.Lock()
-		lease := s.lease
+		lease, departed := s.lease, s.departed
 		s.leaseMu.Unlock()
-		if lease != clientv3.NoLease {
+		if lease != clientv3.NoLease && !departed { // Depart tried already
 			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
 			if _, err := s.cli.Revoke(ctx, lease); err != nil {
 				s.log.Warn("revoking the store's lease at close", "err", err)

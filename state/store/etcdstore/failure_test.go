@@ -623,3 +623,106 @@ func TestLargeRevisionReachesOtherStores(t *testing.T) {
 		t.Errorf("revision %d missing from the other store's feed", rev)
 	}
 }
+
+// TestDepart: Depart revokes the store's lease in one request: a peer's
+// feed shows the ephemeral key removed, the leadership ends, and nothing
+// is put back or resigned after it (no lease loss counted); Ephemeral is
+// refused, Elect waits for its context, releases do nothing; reads and
+// Updates go on until Close.
+func TestDepart(t *testing.T) {
+	prefix := newPrefix()
+	s := open(t, config(shared, prefix, store.Feed{}))
+	rec := storetest.NewRecorder()
+	open(t, config(shared, prefix, rec.Feed())) // a peer, watching
+	ctx := bounded(t, time.Minute)
+	release, err := s.Ephemeral(ctx, "apiaddr/me", []byte("addr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	leading, resign, err := s.Elect(ctx, "timers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Depart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-leading.Done():
+	case <-ctx.Done():
+		t.Fatal("leading context not cancelled by Depart")
+	}
+	resign()
+	release()
+	if err := rec.WaitFor(ctx, func(sets []watcher.ChangeSet, _ []uint64) bool {
+		for _, cs := range sets {
+			for _, c := range cs.Changes {
+				if c.Kind == "apiaddr" && c.ID == "me" && c.Has(watcher.FieldRemoved) {
+					return true
+				}
+			}
+		}
+		return false
+	}); err != nil {
+		t.Fatalf("the peer's feed does not show the ephemeral key removed: %+v", rec.Sets())
+	}
+	cli := clientFor(t, shared.Endpoints())
+	if resp, err := cli.Get(ctx, prefix+"apiaddr/me"); err != nil || len(resp.Kvs) != 0 {
+		t.Fatalf("ephemeral key in etcd after Depart: %v, %v", resp, err)
+	}
+	if _, err := s.Ephemeral(ctx, "apiaddr/again", []byte("x")); !errors.Is(err, store.ErrClosed) {
+		t.Errorf("Ephemeral after Depart: %v, want ErrClosed", err)
+	}
+	ectx, ecancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer ecancel()
+	if _, _, err := s.Elect(ectx, "timers"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Elect after Depart: %v, want its context's end", err)
+	}
+	if _, err := s.Update(ctx, func(tx store.Txn) error { return tx.Put("machine/0", []byte("{}")) }); err != nil {
+		t.Errorf("Update after Depart: %v", err)
+	}
+	if err := s.Depart(ctx); err != nil {
+		t.Errorf("second Depart: %v", err)
+	}
+	if n := s.Stats().LeaseLosses; n != 0 {
+		t.Errorf("lease losses %d after Depart, want 0 (the revoke is not a loss)", n)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDepartHung: Depart against a member that answers nothing returns
+// once its context ends, saying the keys go when the lease expires; Close
+// then does not wait out a revoke of its own.
+func TestDepartHung(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := etcdtest.NewProcesses(t, self, 1)
+	cfg := config(c, newPrefix(), store.Feed{})
+	s := open(t, cfg)
+	ctx := bounded(t, time.Minute)
+	if _, err := s.Ephemeral(ctx, "apiaddr/me", []byte("addr")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Pause(0); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Resume(0) }()
+	dctx, dcancel := context.WithTimeout(ctx, time.Second)
+	defer dcancel()
+	t0 := time.Now()
+	err = s.Depart(dctx)
+	if err == nil || !strings.Contains(err.Error(), "expires") {
+		t.Errorf("Depart against a hung member: %v, want an error saying the keys go when the lease expires", err)
+	}
+	if took := time.Since(t0); took > 3*time.Second {
+		t.Errorf("Depart took %s with a 1s context", took)
+	}
+	t1 := time.Now()
+	_ = s.Close()
+	if took := time.Since(t1); took >= cfg.RequestTimeout {
+		t.Errorf("Close after a failed Depart took %s: it waited out a revoke of its own", took)
+	}
+}

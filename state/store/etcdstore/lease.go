@@ -28,6 +28,9 @@ type ephemeral struct {
 func (s *Store) currentLease(ctx context.Context) (clientv3.LeaseID, <-chan struct{}, error) {
 	s.leaseMu.Lock()
 	defer s.leaseMu.Unlock()
+	if s.departed {
+		return 0, nil, store.ErrClosed
+	}
 	if s.lease != clientv3.NoLease {
 		return s.lease, s.leaseGen, nil
 	}
@@ -70,7 +73,10 @@ func (s *Store) keepLease(id clientv3.LeaseID, ka <-chan *clientv3.LeaseKeepAliv
 	for range ka {
 	}
 	close(gen)
-	if s.ctx.Err() != nil {
+	s.leaseMu.Lock()
+	departed := s.departed
+	s.leaseMu.Unlock()
+	if s.ctx.Err() != nil || departed {
 		return
 	}
 	s.stats.leaseLosses.Add(1)
@@ -193,8 +199,11 @@ func (s *Store) release(e *ephemeral) {
 		return // taken over by a later Ephemeral of the key
 	}
 	delete(s.ephems, e.key)
-	lease := s.lease
+	lease, departed := s.lease, s.departed
 	s.leaseMu.Unlock()
+	if departed {
+		return // Depart revoked the lease, or tried to: the key goes with it
+	}
 	if s.enter() != nil {
 		return // Close revokes the lease, which removes the key
 	}
@@ -221,6 +230,36 @@ func (s *Store) release(e *ephemeral) {
 	}
 }
 
+// Depart implements store.Departer: the store's lease is revoked, in one
+// request bounded by ctx and the request timeout, which removes every
+// ephemeral key of this process and ends its leaderships at once, for
+// every process watching. From then on no lease is granted: Ephemeral
+// fails with ErrClosed, Elect waits for its context or Close as a
+// campaign that cannot win, and releases, resigns and Close's own revoke
+// do nothing (what they would remove went with the lease, or goes when it
+// expires if the revoke did not reach etcd). Reads and Updates go on
+// until Close. A second Depart does nothing.
+func (s *Store) Depart(ctx context.Context) error {
+	s.leaseMu.Lock()
+	if s.departed {
+		s.leaseMu.Unlock()
+		return nil
+	}
+	s.departed = true
+	lease := s.lease
+	s.leaseMu.Unlock()
+	if lease == clientv3.NoLease {
+		return nil // none granted, or lost: no key of ours is left
+	}
+	rctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	defer cancel()
+	if _, err := s.cli.Revoke(rctx, lease); err != nil {
+		return fmt.Errorf("etcdstore: revoking the store's lease %x: %w (its keys go when it expires, within %s)",
+			int64(lease), err, s.cfg.LeaseTTL)
+	}
+	return nil
+}
+
 // Elect implements store.Store with go.etcd.io/etcd/client/v3/concurrency:
 // a campaign under the store's lease, one campaigner per name in this
 // process (so goroutines of one process take turns too).
@@ -245,6 +284,14 @@ func (s *Store) Elect(ctx context.Context, name string) (context.Context, func()
 			return ctx.Err()
 		}
 		return err
+	}
+	s.leaseMu.Lock()
+	departed := s.departed
+	s.leaseMu.Unlock()
+	if departed {
+		// A campaign that cannot win: no lease is granted after Depart.
+		<-cctx.Done()
+		return nil, nil, failed(cctx.Err())
 	}
 
 	s.mu.Lock()
@@ -304,7 +351,10 @@ func (s *Store) Elect(ctx context.Context, name string) (context.Context, func()
 		case <-s.closing:
 		}
 		cancel()
-		if s.ctx.Err() == nil {
+		s.leaseMu.Lock()
+		departed := s.departed
+		s.leaseMu.Unlock()
+		if s.ctx.Err() == nil && !departed { // Depart's revoke took the key
 			rctx, rcancel := context.WithTimeout(s.ctx, s.cfg.RequestTimeout)
 			if err := el.Resign(rctx); err != nil && !errors.Is(err, context.Canceled) {
 				s.log.Warn("resigning election", "name", name, "err", err)
