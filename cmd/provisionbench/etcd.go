@@ -398,8 +398,8 @@ func runWriteEtcdBaseline(ctx context.Context, e *env, n int) (*values, error) {
 }
 
 // runWatchEtcdBaseline is etcd's own watch at the same shape: one key per
-// agent, --watchers watches on each (over one client per agent, at most
-// 64 clients), one more client putting at --rate.
+// agent, --watchers watches on each (on etcd's gRPC watch streams, one per
+// client, a client per agent up to 64), one more client putting at --rate.
 func runWatchEtcdBaseline(ctx context.Context, e *env, n int) (*values, error) {
 	et := e.cl.etcd
 	win := e.o.newToolWindow() // its clients run in this process: the run is one window

@@ -1,4 +1,5 @@
-// Package rawetcd is etcd used through its own client, with none of
+// Package rawetcd is etcd used through its own client (the watch baseline
+// through etcd's gRPC watch API, below the client's Watch), with none of
 // etcdstore's machinery: the baseline provisiond's etcd mode is judged
 // against, for provisionbench (its write and watch workloads with --store
 // etcd --baseline). It is never part of the daemon: only the benchmark
@@ -21,6 +22,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -207,11 +210,26 @@ type WatchResult struct {
 
 // WatchBench is provisionbench's watch baseline on etcd: keys keys, each
 // watched perKey times (keys x perKey watchers, spread over clients etcd
-// clients, a watch stream each), and one more client putting at rate per
+// clients, one watch stream each), and one more client putting at rate per
 // second for d, in an open loop, round robin over the keys, at most one
-// put in flight per key. Latency is from a put being issued to a watcher
-// receiving its event; after the run (and up to settle for late events)
-// every watcher is checked to have seen every put of its key.
+// put in flight per key. Latency is from a put being issued to its event
+// being received (by the reader of the watch's stream); after the run
+// (and up to settle for late events) every watcher is checked to have
+// seen every put of its key.
+//
+// The watches are made on etcd's gRPC watch API directly (etcdserverpb's
+// Watch, one bidirectional stream per client, with the leader required as
+// clientv3 requires it), not through clientv3's Watch: clientv3 gives every
+// watch its own goroutines, channels and buffers in the client, which at a
+// million watches cost the client gigabytes and minutes to set up, and are
+// not what the baseline measures (etcd's own fan-out to that many
+// watches). Here each watch is a WatchCreateRequest with an id of the
+// client's choosing, its watcher's index plus one (ids are per stream and
+// 0 asks etcd to choose), created many at a time on each stream; one
+// goroutine per stream reads its responses and counts each event against
+// its watch's id, in flat per-watch slices: a few bytes per watch on the
+// client. A refused create, a watch etcd cancels, or a stream that ends
+// before the run does fail the run with that error.
 func WatchBench(ctx context.Context, c Conn, prefix string, keys, perKey, clients int, rate float64, d, settle time.Duration) (WatchResult, error) {
 	if keys < 1 || perKey < 1 || clients < 1 || rate <= 0 {
 		return WatchResult{}, errors.New("rawetcd: WatchBench needs keys, watchers, clients and a rate")
@@ -226,60 +244,68 @@ func WatchBench(ctx context.Context, c Conn, prefix string, keys, perKey, client
 	defer func() { _, _ = writer.Delete(context.Background(), prefix, clientv3.WithPrefix()) }()
 	key := func(k int) string { return prefix + "machine/" + strconv.Itoa(k) }
 
-	var (
-		mu       sync.Mutex
-		issued   = map[string]time.Time{} // value -> when its put was issued
-		acked    = make([]int, keys)      // puts acknowledged per key
-		inflight = make([]bool, keys)
-		lats     []time.Duration
-		delivs   atomic.Int64
-	)
-	seen := make([][]int, keys) // per key, per watcher: events received
-	wctx, cancel := context.WithCancel(ctx)
+	interval := max(time.Duration(float64(time.Second)/rate), 1)
+	// Put i (its value strconv.Itoa(i)) is issued at i x interval from
+	// the start, while that is before d.
+	puts := max(0, int((d+interval-1)/interval))
+	b := &watchBench{
+		base:   time.Now(),
+		issued: make([]atomic.Int64, puts),
+		seen:   make([]int32, keys*perKey),
+	}
+	// The streams' context requires a leader, as clientv3's watches do:
+	// a member that loses its leader ends the stream rather than keep it
+	// open and silent.
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	var wg sync.WaitGroup
-	for k := range keys {
-		seen[k] = make([]int, perKey)
-		for j := range perKey {
-			cli := watchers[(k*perKey+j)%len(watchers)]
-			// The watches of one client share its watch stream (as
-			// etcd's own benchmark tool's do); each is its own watch
-			// there, with its own copy of every event.
-			ch := cli.Watch(clientv3.WithRequireLeader(wctx), key(k), clientv3.WithCreatedNotify())
-			created := <-ch
-			if err := created.Err(); err != nil {
-				return WatchResult{}, fmt.Errorf("rawetcd: watch: %w", err)
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for resp := range ch {
-					now := time.Now()
-					mu.Lock()
-					for _, ev := range resp.Events {
-						if t0, ok := issued[string(ev.Kv.Value)]; ok {
-							lats = append(lats, now.Sub(t0))
-							seen[k][j]++
-							delivs.Add(1)
-						}
-					}
-					mu.Unlock()
-				}
-			}()
+	streams := make([]*watchStream, len(watchers))
+	for s, cli := range watchers {
+		ws, err := pb.NewWatchClient(cli.ActiveConnection()).Watch(wctx)
+		if err != nil {
+			cancel()
+			b.wait(streams[:s])
+			return WatchResult{}, fmt.Errorf("rawetcd: watch stream: %w", err)
 		}
+		st := &watchStream{ws: ws, createdc: make(chan struct{}, 1), done: make(chan struct{})}
+		streams[s] = st
+		go b.read(st)
+	}
+	// Watcher w watches key w / perKey, on stream w % len(streams), with
+	// id w + 1. Each stream's creates go out in a pipeline of its own,
+	// the streams side by side.
+	var cwg sync.WaitGroup
+	createErrs := make([]error, len(streams))
+	for s, st := range streams {
+		cwg.Add(1)
+		go func() {
+			defer cwg.Done()
+			createErrs[s] = st.create(wctx, s, len(streams), len(b.seen), func(w int) string { return key(w / perKey) })
+			if createErrs[s] != nil {
+				cancel() // the other streams' creates stop too
+			}
+		}()
+	}
+	cwg.Wait()
+	if err := b.createErr(ctx, createErrs); err != nil {
+		cancel()
+		b.wait(streams)
+		return WatchResult{}, err
 	}
 
-	interval := time.Duration(float64(time.Second) / rate)
+	var (
+		mu       sync.Mutex
+		acked    = make([]int, keys) // puts acknowledged per key
+		inflight = make([]bool, keys)
+	)
 	var pwg sync.WaitGroup
 	var failed atomic.Pointer[error]
 	start := time.Now()
 	next := 0
-	for i := 0; ; i++ {
-		at := start.Add(time.Duration(i) * interval)
-		if at.Sub(start) >= d || ctx.Err() != nil {
+	for i := range puts {
+		if ctx.Err() != nil || b.failed.Load() != nil {
 			break
 		}
-		sleep(ctx, time.Until(at))
+		sleep(ctx, time.Until(start.Add(time.Duration(i)*interval)))
 		mu.Lock()
 		k := -1
 		for tries := 0; tries < keys; tries++ {
@@ -295,13 +321,12 @@ func WatchBench(ctx context.Context, c Conn, prefix string, keys, perKey, client
 			continue
 		}
 		inflight[k] = true
-		val := strconv.Itoa(i)
-		issued[val] = time.Now()
+		b.issued[i].Store(int64(time.Since(b.base)) + 1)
 		mu.Unlock()
 		pwg.Add(1)
 		go func() {
 			defer pwg.Done()
-			_, err := writer.Put(ctx, key(k), val)
+			_, err := writer.Put(ctx, key(k), strconv.Itoa(i))
 			mu.Lock()
 			defer mu.Unlock()
 			inflight[k] = false
@@ -319,19 +344,188 @@ func WatchBench(ctx context.Context, c Conn, prefix string, keys, perKey, client
 		total += n
 	}
 	deadline := time.Now().Add(settle)
-	for delivs.Load() < int64(total*perKey) && time.Now().Before(deadline) && ctx.Err() == nil {
+	for b.delivs.Load() < int64(total*perKey) && time.Now().Before(deadline) && ctx.Err() == nil && b.failed.Load() == nil {
 		time.Sleep(10 * time.Millisecond)
 	}
 	cancel()
-	wg.Wait()
-	res := WatchResult{Puts: total, Elapsed: elapsed, Latencies: lats, Deliveries: int(delivs.Load())}
-	for k := range keys {
-		for j := range perKey {
-			res.Lost += max(0, acked[k]-seen[k][j])
-		}
+	b.wait(streams)
+	res := WatchResult{Puts: total, Elapsed: elapsed, Deliveries: int(b.delivs.Load())}
+	res.Latencies = make([]time.Duration, 0, res.Deliveries)
+	for _, st := range streams {
+		res.Latencies = append(res.Latencies, st.lats...)
+	}
+	for w, n := range b.seen {
+		res.Lost += max(0, acked[w/perKey]-int(n))
+	}
+	if p := b.failed.Load(); p != nil {
+		return res, *p
 	}
 	if p := failed.Load(); p != nil {
 		return res, *p
 	}
 	return res, ctx.Err()
+}
+
+// watchBench is what WatchBench's stream readers share.
+type watchBench struct {
+	base time.Time // what issued's times count from
+	// issued holds, per put, when it was issued (time since base, plus
+	// one: 0 is not issued).
+	issued []atomic.Int64
+	// seen holds, per watcher (its watch id minus one), the events it
+	// received of issued puts: written by its stream's reader only, read
+	// once the readers are done.
+	seen   []int32
+	delivs atomic.Int64          // events received of issued puts, all streams
+	failed atomic.Pointer[error] // why a stream failed, if one did
+}
+
+// watchStream is one client's watch stream.
+type watchStream struct {
+	ws       pb.Watch_WatchClient
+	created  atomic.Int64  // created responses received
+	createdc chan struct{} // signalled (at most one waiting) on a created response
+	done     chan struct{} // closed when the reader returns
+	err      error         // why the reader returned, once done is closed
+	lats     []time.Duration
+}
+
+// createWindow is how many creates a stream has sent ahead of their
+// created responses.
+const createWindow = 1024
+
+// create creates watchers s, s+n, s+2n, ... below watchers on st, each
+// on key(w) with id w + 1, and returns once etcd has created them all.
+func (st *watchStream) create(ctx context.Context, s, n, watchers int, key func(w int) string) error {
+	var sent int64
+	wait := func(until int64) error {
+		for st.created.Load() < until {
+			select {
+			case <-st.createdc:
+			case <-st.done:
+				return st.err
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	}
+	for w := s; w < watchers; w += n {
+		if err := wait(sent - createWindow + 1); err != nil {
+			return err
+		}
+		err := st.ws.Send(&pb.WatchRequest{RequestUnion: &pb.WatchRequest_CreateRequest{
+			CreateRequest: &pb.WatchCreateRequest{Key: []byte(key(w)), WatchId: int64(w) + 1},
+		}})
+		if err != nil {
+			// The stream is gone: its reader has the reason.
+			<-st.done
+			if st.err != nil {
+				return st.err
+			}
+			return fmt.Errorf("rawetcd: watch stream %d: %w", s, err)
+		}
+		sent++
+	}
+	return wait(sent)
+}
+
+// read reads st's responses until the stream ends: created responses are
+// counted, each event of an issued put is counted against its watch.
+func (b *watchBench) read(st *watchStream) {
+	defer close(st.done)
+	fail := func(err error) {
+		st.err = err
+		b.failed.CompareAndSwap(nil, &err)
+	}
+	for {
+		resp, err := st.ws.Recv()
+		if err != nil {
+			if st.ws.Context().Err() == nil {
+				fail(fmt.Errorf("rawetcd: watch stream ended: %w", err))
+			}
+			return
+		}
+		now := int64(time.Since(b.base)) + 1
+		switch {
+		case resp.Created && resp.Canceled:
+			fail(fmt.Errorf("rawetcd: etcd refused to create a watch: %s", resp.CancelReason))
+			return
+		case resp.Canceled:
+			fail(fmt.Errorf("rawetcd: etcd canceled watch %d: %s", resp.WatchId, resp.CancelReason))
+			return
+		case resp.Created:
+			st.created.Add(1)
+			select {
+			case st.createdc <- struct{}{}:
+			default:
+			}
+			continue
+		}
+		if len(resp.Events) == 0 {
+			continue
+		}
+		w := resp.WatchId - 1
+		if w < 0 || w >= int64(len(b.seen)) {
+			fail(fmt.Errorf("rawetcd: an event for watch %d, which was not created", resp.WatchId))
+			return
+		}
+		var n int64
+		for _, ev := range resp.Events {
+			i := putIndex(ev.Kv.Value)
+			if ev.Type != mvccpb.PUT || i < 0 || i >= len(b.issued) {
+				continue
+			}
+			t0 := b.issued[i].Load()
+			if t0 == 0 {
+				continue
+			}
+			st.lats = append(st.lats, time.Duration(now-t0))
+			b.seen[w]++
+			n++
+		}
+		b.delivs.Add(n)
+	}
+}
+
+// createErr is why creating the watches failed, or nil: a stream's
+// failure (once one fails, the others' creates are canceled), else the
+// caller's context's, else the first stream's error.
+func (b *watchBench) createErr(ctx context.Context, errs []error) error {
+	if p := b.failed.Load(); p != nil {
+		return *p
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// wait waits for the readers of streams (those not nil) to return.
+func (b *watchBench) wait(streams []*watchStream) {
+	for _, st := range streams {
+		if st != nil {
+			<-st.done
+		}
+	}
+}
+
+// putIndex is the put index a value of WatchBench's writer holds, or -1.
+func putIndex(v []byte) int {
+	if len(v) == 0 || len(v) > 18 {
+		return -1
+	}
+	n := 0
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return -1
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n
 }
