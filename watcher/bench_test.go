@@ -83,6 +83,27 @@ func BenchmarkHubPublishByParent(b *testing.B) {
 
 // BenchmarkNotifyTriggerNext is one coalesced wake-up: Trigger, then a Next
 // that finds the event pending.
+// BenchmarkNotifyTriggerNextAsync: a trigger and the NextAsync that
+// consumes it, as the daemon's Next calls wait (one reply function,
+// reused here as a connection's is not).
+func BenchmarkNotifyTriggerNextAsync(b *testing.B) {
+	w := watcher.NewNotify()
+	defer w.Stop()
+	ctx := context.Background()
+	var got error
+	done := func(err error) { got = err }
+	b.ReportAllocs()
+	for b.Loop() {
+		w.Trigger()
+		w.NextAsync(ctx, done)
+		if got != nil {
+			b.Fatal(got)
+		}
+	}
+}
+
+// BenchmarkNotifyTriggerNext: the same through the blocking Next, which
+// makes a channel and a reply function per call.
 func BenchmarkNotifyTriggerNext(b *testing.B) {
 	w := watcher.NewNotify()
 	defer w.Stop()
