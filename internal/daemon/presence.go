@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"math"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 
 	"github.com/provisiond/provisiond/internal/presence"
 	"github.com/provisiond/provisiond/state"
+	"github.com/provisiond/provisiond/state/store"
 	"github.com/provisiond/provisiond/watcher"
 )
 
@@ -126,8 +128,8 @@ func (d *Daemon) publishPresence(ctx context.Context) {
 			})
 			cancel()
 			if err != nil {
-				if ctx.Err() != nil {
-					return
+				if ctx.Err() != nil || errors.Is(err, store.ErrClosed) {
+					return // stopping: the store closes, or has departed
 				}
 				d.log.Warn("publishing agent presence; retrying", "model", e.Model, "err", err)
 				d.presence.MarkChanged(e.Model)
