@@ -73,10 +73,7 @@ func (s *Store) keepLease(id clientv3.LeaseID, ka <-chan *clientv3.LeaseKeepAliv
 	for range ka {
 	}
 	close(gen)
-	s.leaseMu.Lock()
-	departed := s.departed
-	s.leaseMu.Unlock()
-	if s.ctx.Err() != nil || departed {
+	if s.ctx.Err() != nil || s.hasDeparted() {
 		return
 	}
 	s.stats.leaseLosses.Add(1)
@@ -260,6 +257,13 @@ func (s *Store) Depart(ctx context.Context) error {
 	return nil
 }
 
+// hasDeparted reports whether Depart was called.
+func (s *Store) hasDeparted() bool {
+	s.leaseMu.Lock()
+	defer s.leaseMu.Unlock()
+	return s.departed
+}
+
 // Elect implements store.Store with go.etcd.io/etcd/client/v3/concurrency:
 // a campaign under the store's lease, one campaigner per name in this
 // process (so goroutines of one process take turns too).
@@ -285,10 +289,7 @@ func (s *Store) Elect(ctx context.Context, name string) (context.Context, func()
 		}
 		return err
 	}
-	s.leaseMu.Lock()
-	departed := s.departed
-	s.leaseMu.Unlock()
-	if departed {
+	if s.hasDeparted() {
 		// A campaign that cannot win: no lease is granted after Depart.
 		<-cctx.Done()
 		return nil, nil, failed(cctx.Err())
@@ -351,10 +352,7 @@ func (s *Store) Elect(ctx context.Context, name string) (context.Context, func()
 		case <-s.closing:
 		}
 		cancel()
-		s.leaseMu.Lock()
-		departed := s.departed
-		s.leaseMu.Unlock()
-		if s.ctx.Err() == nil && !departed { // Depart's revoke took the key
+		if s.ctx.Err() == nil && !s.hasDeparted() { // Depart's revoke took the key
 			rctx, rcancel := context.WithTimeout(s.ctx, s.cfg.RequestTimeout)
 			if err := el.Resign(rctx); err != nil && !errors.Is(err, context.Canceled) {
 				s.log.Warn("resigning election", "name", name, "err", err)
