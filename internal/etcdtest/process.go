@@ -264,8 +264,38 @@ func (c *Processes) MaxTxnOps() int       { return int(c.opts.MaxTxnOps) }
 func (c *Processes) MaxRequestBytes() int { return int(c.opts.MaxRequestBytes) }
 
 // Pause stops member i with SIGSTOP: its process holds its sockets and
-// answers nothing, to its clients and to its peers, until Resume.
-func (c *Processes) Pause(i int) error { return c.members[i].signal(syscall.SIGSTOP) }
+// answers nothing, to its clients and to its peers, until Resume. It
+// returns once the kernel shows the process stopped: a signal is
+// delivered when the process is next scheduled, and on a busy box a
+// request sent right after kill(2) can still be answered.
+func (c *Processes) Pause(i int) error {
+	m := c.members[i]
+	if err := m.signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	return waitStopped(m.Pid(), 10*time.Second)
+}
+
+// waitStopped waits until /proc says process pid is stopped (state T),
+// for at most d. Without /proc it returns at once.
+func waitStopped(pid int, d time.Duration) error {
+	path := fmt.Sprintf("/proc/%d/stat", pid)
+	deadline := time.Now().Add(d)
+	for {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil // no /proc: the signal is all there is
+		}
+		// pid (comm) state ...: comm may hold spaces and parentheses.
+		if j := strings.LastIndexByte(string(b), ')'); j >= 0 && j+2 < len(b) && (b[j+2] == 'T' || b[j+2] == 't') {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("etcdtest: process %d not stopped %s after SIGSTOP", pid, d)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
 
 // Resume continues member i after Pause (SIGCONT).
 func (c *Processes) Resume(i int) error { return c.members[i].signal(syscall.SIGCONT) }
