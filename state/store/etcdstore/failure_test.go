@@ -726,3 +726,22 @@ func TestDepartHung(t *testing.T) {
 		t.Errorf("Close after a failed Depart took %s: it waited out a revoke of its own", took)
 	}
 }
+
+// countKeys counts the keys of s's latest revision under prefix.
+func countKeys(t *testing.T, ctx context.Context, s store.Store, prefix string) int {
+	t.Helper()
+	n := 0
+	if err := s.View(ctx, func(r store.Reader) error {
+		for last, more := "", true; more; {
+			var err error
+			last, more, err = r.Scan(prefix, last, 0, func(string, []byte) error { n++; return nil })
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}

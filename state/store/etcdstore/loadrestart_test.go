@@ -83,20 +83,7 @@ func TestLoadBeginsAgainAfterCompaction(t *testing.T) {
 	if !strings.Contains(said, "its revision was compacted; loading again") {
 		t.Errorf("the store did not say it loaded again; its log:\n%s", said)
 	}
-	n := 0
-	if err := s.View(ctx, func(r store.Reader) error {
-		for last, more := "", true; more; {
-			var err error
-			last, more, err = r.Scan("machine/", last, 0, func(string, []byte) error { n++; return nil })
-			if err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if n != keys+1 {
+	if n := countKeys(t, ctx, s, "machine/"); n != keys+1 {
 		t.Errorf("the replica holds %d keys; want %d", n, keys+1)
 	}
 }

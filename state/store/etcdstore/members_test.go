@@ -151,20 +151,7 @@ func TestOpenWhileEtcdHung(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("opened in %s", time.Since(start).Round(time.Millisecond))
-	n := 0
-	if err := s.View(ctx, func(r store.Reader) error {
-		for last, more := "", true; more; {
-			var err error
-			last, more, err = r.Scan("machine/", last, 0, func(string, []byte) error { n++; return nil })
-			if err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if n != keys {
+	if n := countKeys(t, ctx, s, "machine/"); n != keys {
 		t.Errorf("the replica holds %d keys; want %d", n, keys)
 	}
 }
