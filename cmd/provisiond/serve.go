@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -156,7 +158,7 @@ func serve(opts options, s *service) error {
 	s.notify("STOPPING=1\nSTATUS=shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), opts.ShutdownTimeout)
 	defer cancel()
-	if err := d.Shutdown(sctx); err != nil && !storeFailed {
+	if err := stopWithin(sctx, d, stopGrace, log); err != nil && !storeFailed {
 		log.Error("shutdown", "err", err)
 		return exitCode(exitError)
 	}
@@ -173,6 +175,51 @@ func serve(opts options, s *service) error {
 	}
 	return nil
 }
+
+// stopGrace is how long past --shutdown-timeout serve waits for the
+// daemon's Shutdown before it exits without it.
+const stopGrace = 5 * time.Second
+
+// errStopOverran is stopWithin's error when Shutdown did not return in
+// time.
+var errStopOverran = errors.New("the stop overran its budget; exiting without waiting for it")
+
+// stopWithin runs d.Shutdown(ctx) and returns its error, or
+// errStopOverran once grace has passed after ctx's deadline without it.
+// The daemon's budget (ctx) bounds each step of its stop; this is the last
+// resort for a step that still does not end, so that the process always
+// exits: every acknowledged write is durable already (a write is answered
+// only once it is), and a store left unclosed is opened as after a crash.
+// Before it returns errStopOverran it logs what the daemon's goroutines
+// were doing (their stacks, grouped), to find the step. The Shutdown
+// goroutine is left to the process's exit.
+func stopWithin(ctx context.Context, d *daemon.Daemon, grace time.Duration, log *slog.Logger) error {
+	stopped := make(chan error, 1)
+	go func() { stopped <- d.Shutdown(ctx) }()
+	var limit <-chan time.Time // no deadline: wait for Shutdown
+	if dl, ok := ctx.Deadline(); ok {
+		t := time.NewTimer(time.Until(dl) + grace)
+		defer t.Stop()
+		limit = t.C
+	}
+	select {
+	case err := <-stopped:
+		return err
+	case <-limit:
+	}
+	var b bytes.Buffer
+	_ = pprof.Lookup("goroutine").WriteTo(&b, 1)
+	stacks := b.String()
+	if len(stacks) > maxLoggedStacks {
+		stacks = stacks[:maxLoggedStacks] + "\n... (cut)"
+	}
+	log.Error("stopping: the stop did not end within its budget and grace; every acknowledged write is durable, the store is opened as after a crash at the next start",
+		"grace", grace, "goroutines", stacks)
+	return errStopOverran
+}
+
+// maxLoggedStacks bounds the goroutine stacks stopWithin logs.
+const maxLoggedStacks = 64 << 10
 
 // startWatchdog pings systemd's watchdog every half period while the
 // daemon is healthy; the function returned stops it and waits.

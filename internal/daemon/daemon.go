@@ -606,20 +606,22 @@ func (d *Daemon) Done() <-chan struct{} { return d.done }
 // goroutines before closing the store under them (cluster.stop).
 const clusterStopWait = 5 * time.Second
 
-// departReserve is the part of a Shutdown's budget kept from the
-// connections for telling the other daemons this one is going (one etcd
-// request: state.Depart): at most a fifth of the budget.
-const departReserve = 2 * time.Second
+// stopReserve is the part of a Shutdown's budget kept from the
+// connections for the steps after them: at most a fifth of the budget.
+const stopReserve = 2 * time.Second
 
 // Shutdown stops the daemon within ctx's deadline, if it has one:
 //
 //  1. stop accepting and close every connection (close code 1001), waiting
 //     for the calls under way to be answered, until ctx's deadline less a
-//     reserve (departReserve, at most a fifth); connections still open
-//     then are cut (their sockets closed);
-//  2. tell the daemons sharing the store that this one is going: on etcd
-//     one request revokes its lease, which removes its API-server record
-//     and presence and ends its leaderships for every daemon at once;
+//     reserve (stopReserve, at most a fifth); connections still open then
+//     are cut (their sockets closed). Meanwhile, from the start, tell the
+//     daemons sharing the store that this one is going: on etcd one
+//     request revokes its lease, which removes its API-server record and
+//     presence and ends its leaderships for every daemon at once (their
+//     agents' address watchers learn it while this daemon's connections
+//     close, and a slow etcd costs the stop no time of its own);
+//  2. wait for that request, within the deadline;
 //  3. stop the daemon's own goroutines (singular workers, the shared
 //     store's followers, agent binaries), waiting at most clusterStopWait
 //     and never past the deadline before closing the store under them;
@@ -634,11 +636,17 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 	t0 := time.Now()
 	cctx := ctx
 	if dl, ok := ctx.Deadline(); ok {
-		reserve := min(departReserve, time.Until(dl)/5)
+		reserve := min(stopReserve, time.Until(dl)/5)
 		var cancel context.CancelFunc
 		cctx, cancel = context.WithDeadline(ctx, dl.Add(-reserve))
 		defer cancel()
 	}
+	departed := make(chan error, 1) // the goroutine is Shutdown's: waited for below
+	go func() {
+		err := d.state.Depart(ctx)
+		d.log.Debug("stopping: departed", "took", time.Since(t0).Round(time.Millisecond), "err", err)
+		departed <- err
+	}()
 	// Stop accepting first; http.Server.Shutdown does not wait for
 	// hijacked (websocket) connections, rpc.Server.Shutdown does.
 	conns := d.rpc.Conns()
@@ -654,10 +662,10 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 	tConns := time.Since(t0)
 
 	t1 := time.Now()
-	if err := d.state.Depart(ctx); err != nil { // with no time left, it fails at once
+	if err := <-departed; err != nil { // bounded by ctx and etcd's request timeout
 		d.log.Warn("stopping: could not tell the other daemons this one is going", "err", err)
 	}
-	tDepart := time.Since(t1)
+	tDepart := time.Since(t1) // beyond the connections' time
 
 	t2 := time.Now()
 	wait := clusterStopWait
@@ -681,7 +689,7 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 	}
 	verr := d.stopService(ctx)
 	d.log.Info("shutdown", "took", time.Since(t0).Round(time.Millisecond),
-		"connections", tConns.Round(time.Millisecond), "depart", tDepart.Round(time.Millisecond),
+		"connections", tConns.Round(time.Millisecond), "depart-after", tDepart.Round(time.Millisecond),
 		"workers", tWorkers.Round(time.Millisecond), "store", time.Since(t3).Round(time.Millisecond))
 	return errors.Join(serr, verr)
 }
