@@ -20,8 +20,8 @@ const (
 	FaultPauseFollower = "pause-follower" // the same of a follower
 	FaultKillDaemon    = "kill-daemon"    // SIGKILL of a daemon, restarted on its data dir
 	FaultPauseDaemon   = "pause-daemon"   // SIGSTOP of a daemon (at times past its lease), SIGCONT later
-	FaultPartition     = "partition"      // a daemon cut off from every member (netns.go or proxy.go), healed later
-	FaultResetLinks    = "reset-links"    // a daemon's connections to every member closed at once (proxy.go): its etcd watch starts again
+	FaultPartition     = "partition"      // a daemon cut off from every member (netns.go or etcdtest.Proxy), healed later
+	FaultResetLinks    = "reset-links"    // a daemon's connections to every member closed at once (etcdtest.Proxy): its etcd watch starts again
 	FaultCompact       = checker.FaultCompact
 	// FaultCrashAt is the prefix of a crash at a failpoint: a daemon
 	// restarted with PROVISIOND_FAILPOINTS=POINT=crash dies at the

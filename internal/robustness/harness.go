@@ -113,8 +113,8 @@ type daemon struct {
 	dataDir string
 	addr    string // a fixed loopback port, kept across restarts
 
-	proxies []*proxy // its links to the members (proxy.go), one per member
-	ns      *netns   // its network namespace (netns.go), nil if it runs in the harness's
+	proxies []*etcdtest.Proxy // its links to the members (etcdtest.Proxy), one per member
+	ns      *netns            // its network namespace (netns.go), nil if it runs in the harness's
 
 	env []string // more environment, from Config.LaterEnv after setup
 
@@ -127,7 +127,7 @@ type daemon struct {
 func (d *daemon) endpoints() string {
 	eps := make([]string, len(d.proxies))
 	for i, p := range d.proxies {
-		eps[i] = p.url()
+		eps[i] = p.URL()
 	}
 	return strings.Join(eps, ",")
 }
@@ -195,7 +195,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			d.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		}
 		for _, ep := range etcd.Endpoints() {
-			p, err := newProxy(listen, ep)
+			p, err := etcdtest.NewProxy(listen, ep)
 			if err != nil {
 				return res, err
 			}
@@ -359,7 +359,7 @@ func (d *daemon) partition(cut bool) error {
 		return d.ns.cut(cut)
 	}
 	for _, p := range d.proxies {
-		p.block(cut)
+		p.Block(cut)
 	}
 	return nil
 }
@@ -367,7 +367,7 @@ func (d *daemon) partition(cut bool) error {
 // resetLinks closes d's connections to every member.
 func (d *daemon) resetLinks() {
 	for _, p := range d.proxies {
-		p.reset()
+		p.Reset()
 	}
 }
 
@@ -375,7 +375,7 @@ func (d *daemon) resetLinks() {
 func (h *harness) closeProxies() {
 	for _, d := range h.daemons {
 		for _, p := range d.proxies {
-			p.close()
+			p.Close()
 		}
 	}
 }

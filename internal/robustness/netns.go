@@ -15,7 +15,7 @@ import (
 // down, which cuts the daemon off in the kernel, as a host losing its
 // network would be (its etcd links and its clients' connections alike:
 // sockets stay open, packets are lost); healing sets it up again.
-// Otherwise (not root) the proxies alone partition it (proxy.go).
+// Otherwise (not root) the proxies alone partition it (etcdtest.Proxy).
 //
 // Names carry a per-run prefix (the process id and a counter of runs), so
 // that runs at once on one box do not collide; each run removes its

@@ -5,21 +5,19 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/url"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/provisiond/provisiond/internal/etcdtest"
 	"github.com/provisiond/provisiond/state/store"
 	"github.com/provisiond/provisiond/state/store/etcdstore"
 )
 
 // TestLoadBeginsAgainAfterCompaction: a store opens through a TCP proxy
-// that holds etcd's answers once more than one page of the load has come
-// through; meanwhile the prefix is written and etcd compacted past the
+// (etcdtest.Proxy) that holds etcd's answers once more than one page of
+// the load has come through; meanwhile the prefix is written and etcd compacted past the
 // revision the load reads at. Let go, the load's next page is refused as
 // compacted, and the load begins again at a new revision: the store
 // opens, says so, and holds every key.
@@ -43,11 +41,16 @@ func TestLoadBeginsAgainAfterCompaction(t *testing.T) {
 		}
 	}
 
+	p, err := etcdtest.NewProxy("127.0.0.1", shared.Endpoints()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
 	// Past the first page (about 1 MiB) and short of the second's end.
-	p := newHoldingProxy(t, shared.Endpoints()[0], 1536<<10)
+	held := p.BlockAfter(1536 << 10)
 	var logs bytes.Buffer
 	var logMu sync.Mutex
-	cfg.Endpoints = []string{p.url}
+	cfg.Endpoints = []string{p.URL()}
 	cfg.Logger = slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, nil))
 	opened := make(chan error, 1)
 	var s *etcdstore.Store
@@ -57,7 +60,7 @@ func TestLoadBeginsAgainAfterCompaction(t *testing.T) {
 		opened <- err
 	}()
 	select {
-	case <-p.held:
+	case <-held:
 	case err := <-opened:
 		t.Fatalf("the store opened (%v) before the proxy held etcd's answers: the load is shorter than the test assumes", err)
 	case <-ctx.Done():
@@ -72,7 +75,7 @@ func TestLoadBeginsAgainAfterCompaction(t *testing.T) {
 	if _, err := cli.Compact(ctx, int64(rev)); err != nil {
 		t.Fatal(err)
 	}
-	p.release()
+	p.Block(false)
 	if err := <-opened; err != nil {
 		t.Fatalf("Open after its load's revision was compacted: %v", err)
 	}
@@ -98,83 +101,3 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
-
-// holdingProxy forwards TCP connections to an etcd endpoint; once more
-// than limit bytes have come back from etcd on them all, it holds what
-// etcd sends (held is closed) until release.
-type holdingProxy struct {
-	url      string
-	limit    int64
-	got      atomic.Int64
-	held     chan struct{}
-	heldOnce sync.Once
-	released chan struct{}
-	relOnce  sync.Once
-}
-
-func newHoldingProxy(t *testing.T, endpoint string, limit int64) *holdingProxy {
-	t.Helper()
-	u, err := url.Parse(endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &holdingProxy{url: "http://" + ln.Addr().String(), limit: limit, held: make(chan struct{}), released: make(chan struct{})}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var open []net.Conn
-	t.Cleanup(func() {
-		p.release()
-		ln.Close()
-		mu.Lock()
-		for _, c := range open {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", u.Host)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			mu.Lock()
-			open = append(open, c, up)
-			mu.Unlock()
-			wg.Go(func() { _, _ = io.Copy(up, c); up.Close() })
-			wg.Go(func() { p.back(c, up); c.Close() })
-		}
-	})
-	return p
-}
-
-// back copies etcd's bytes to the client, holding them past the limit.
-func (p *holdingProxy) back(c, up net.Conn) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := up.Read(buf)
-		if n > 0 {
-			if p.got.Add(int64(n)) > p.limit {
-				p.heldOnce.Do(func() { close(p.held) })
-				<-p.released
-			}
-			if _, werr := c.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-func (p *holdingProxy) release() { p.relOnce.Do(func() { close(p.released) }) }

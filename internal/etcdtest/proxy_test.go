@@ -1,4 +1,4 @@
-package robustness
+package etcdtest
 
 import (
 	"bufio"
@@ -36,11 +36,11 @@ func TestProxyBlocksAndHeals(t *testing.T) {
 			}()
 		}
 	}()
-	p, err := newProxy("127.0.0.1", "http://"+ln.Addr().String())
+	p, err := NewProxy("127.0.0.1", "http://"+ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.close()
+	defer p.Close()
 	c, err := net.Dial("tcp", p.ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -57,11 +57,11 @@ func TestProxyBlocksAndHeals(t *testing.T) {
 	if got, err := echo("one", 10*time.Second); err != nil || got != "one\n" {
 		t.Fatalf("through the proxy: %q, %v", got, err)
 	}
-	p.block(true)
+	p.Block(true)
 	if got, err := echo("two", 200*time.Millisecond); err == nil {
 		t.Fatalf("blocked, yet %q came back", got)
 	}
-	p.block(false)
+	p.Block(false)
 	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if got, err := r.ReadString('\n'); err != nil || got != "two\n" {
 		t.Fatalf("healed: %q, %v; want what was sent while blocked", got, err)
@@ -89,11 +89,11 @@ func TestProxyReset(t *testing.T) {
 			}()
 		}
 	}()
-	p, err := newProxy("127.0.0.1", "http://"+ln.Addr().String())
+	p, err := NewProxy("127.0.0.1", "http://"+ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.close()
+	defer p.Close()
 	dial := func() (net.Conn, *bufio.Reader) {
 		c, err := net.Dial("tcp", p.ln.Addr().String())
 		if err != nil {
@@ -108,7 +108,7 @@ func TestProxyReset(t *testing.T) {
 	}
 	c, r := dial()
 	defer c.Close()
-	p.reset()
+	p.Reset()
 	if got, err := r.ReadString('\n'); err == nil {
 		t.Fatalf("reset, yet %q came", got)
 	}
