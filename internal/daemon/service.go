@@ -468,21 +468,13 @@ func (d *Daemon) stopService(ctx context.Context) error {
 	d.mu.Unlock()
 	var errs []error
 	if d.svc.metricsSv != nil {
-		if err := d.svc.metricsSv.Shutdown(ctx); err != nil {
-			// The stop's deadline passed: a scrape under way is cut.
-			errs = append(errs, ignoreDeadline(err, d.svc.metricsSv.Close()))
+		if d.svc.metricsSv.Shutdown(ctx) != nil {
+			// The stop's deadline passed: a scrape under way is cut
+			// (Close's error is the listener's, as Shutdown's would be).
+			errs = append(errs, d.svc.metricsSv.Close())
 		}
 		d.svc.metricsWG.Wait()
 	}
 	errs = append(errs, d.audit.close())
 	return errors.Join(errs...)
-}
-
-// ignoreDeadline returns closeErr if err is only a context's end (the
-// stop's budget spent), else err.
-func ignoreDeadline(err, closeErr error) error {
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return closeErr
-	}
-	return err
 }
