@@ -91,7 +91,9 @@ type Store interface {
 	// etcd quorum) and applied by this process. It returns the revision
 	// of the commit, or, when fn wrote nothing, the revision fn read
 	// (nothing was committed). An error from fn is returned as it is and
-	// nothing is committed.
+	// nothing is committed. Update never returns while fn runs, even when
+	// ctx ends (fn may write its caller's memory); the commit may still
+	// happen after an Update that ctx ended returned.
 	Update(ctx context.Context, fn func(Txn) error) (rev uint64, err error)
 
 	// Revision is the latest revision this process has applied.

@@ -182,12 +182,26 @@ var _ store.Loader = (*Store)(nil)
 type request struct {
 	ctx context.Context
 	fn  func(*txn) error
+	// state is reqQueued until the committer takes the function to run
+	// (reqRunning) or its caller gives up waiting first (reqAbandoned);
+	// ran is done once the committer has run the function or passed it
+	// by, so a caller whose ctx ends while it runs waits for it (the
+	// function writes its caller's memory) and no longer.
+	state atomic.Int32
+	ran   sync.WaitGroup
 	// reply (capacity 1) carries the result to a caller waiting for the
 	// committer goroutine; it is nil for a request its own caller commits
 	// (Update's fast path), whose result is left in res.
 	reply chan result
 	res   result
 }
+
+// A request's states (request.state).
+const (
+	reqQueued int32 = iota
+	reqRunning
+	reqAbandoned
+)
 
 // answer gives req its result.
 func (req *request) answer(r result) {
@@ -361,8 +375,10 @@ var errDatabaseNotOpen = berrors.ErrDatabaseNotOpen
 //
 // ctx bounds the wait: a caller whose ctx ends while its function is
 // queued gets ctx's error and its function is not run; one whose ctx ends
-// while its batch commits gets ctx's error too, and the commit may still
-// happen (as with any store whose commit cannot be recalled).
+// while its function runs gets it once the function has returned; one
+// whose ctx ends while its batch commits gets ctx's error too, and the
+// commit may still happen (as with any store whose commit cannot be
+// recalled). Update never returns while fn runs.
 func (s *Store) Update(ctx context.Context, fn func(store.Txn) error) (uint64, error) {
 	return s.update(ctx, func(t *txn) error { return fn(t) })
 }
@@ -380,6 +396,7 @@ func (s *Store) update(ctx context.Context, fn func(*txn) error) (uint64, error)
 		return 0, err
 	}
 	req := &request{ctx: ctx, fn: fn}
+	req.ran.Add(1) // done by commitBatch as it runs the function or passes it by
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -400,6 +417,9 @@ func (s *Store) update(ctx context.Context, fn func(*txn) error) (uint64, error)
 	case r := <-req.reply:
 		return r.rev, r.err
 	case <-ctx.Done():
+		if !req.state.CompareAndSwap(reqQueued, reqAbandoned) {
+			req.ran.Wait() // the function is running: not past its end
+		}
 		return 0, ctx.Err()
 	}
 }
@@ -594,12 +614,15 @@ func (s *Store) commitBatch(batch []*request) (committedFns int) {
 	}()
 	dirty := false // something to commit: a function's writes, or the store's own
 	for i, req := range batch {
-		if err := req.ctx.Err(); err != nil {
-			res[i] = result{err: err} // its caller has gone: not run
+		if req.ctx.Err() != nil || !req.state.CompareAndSwap(reqQueued, reqRunning) {
+			// Its caller has gone (abandoned only once its ctx ended): not run.
+			res[i] = result{err: req.ctx.Err()}
+			req.ran.Done()
 			continue
 		}
 		t := newTxn(tx, rev)
 		err := call(req.fn, t)
+		req.ran.Done()
 		t.done = true // any later use by a retained Txn fails
 		if err != nil {
 			res[i] = result{err: err} // its write set is dropped

@@ -1670,3 +1670,51 @@ func TestChangeSetEncoding(t *testing.T) {
 		t.Error("a huge count decoded")
 	}
 }
+
+// TestUpdateWaitsForItsRunningFunction: a caller whose ctx ends while its
+// function runs on the committer goroutine (queued behind another
+// writer) gets ctx's error only once the function has returned, as
+// store.Store promises: the function writes its caller's memory.
+func TestUpdateWaitsForItsRunningFunction(t *testing.T) {
+	s := newTest(t, nil)
+	hold := make(chan struct{})
+	held := make(chan struct{})
+	first := make(chan error, 1)
+	go func() { // a writer that keeps the store busy until released
+		_, err := s.Update(context.Background(), func(tx store.Txn) error {
+			close(held)
+			<-hold
+			return tx.Put("machine/0", []byte("{}"))
+		})
+		first <- err
+	}()
+	<-held
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	started := make(chan struct{})
+	go func() { <-started; cancel() }() // ends when the function starts
+	var returned atomic.Bool
+	var done atomic.Bool
+	second := make(chan error, 1)
+	go func() {
+		_, err := s.Update(ctx, func(tx store.Txn) error {
+			close(started)
+			<-ctx.Done()
+			done.Store(!returned.Load()) // the caller has not returned yet
+			return tx.Put("machine/1", []byte("{}"))
+		})
+		returned.Store(true)
+		second <- err
+	}()
+	waitQueued(t, s, 1)
+	close(hold)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-second; !errors.Is(err, context.Canceled) && err != nil {
+		t.Fatalf("the cancelled Update: %v", err)
+	}
+	if !done.Load() {
+		t.Error("Update returned while its function was still running")
+	}
+}
