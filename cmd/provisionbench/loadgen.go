@@ -61,6 +61,7 @@ type lgRequest struct {
 	Dials   int      `json:"dials,omitempty"`
 	PerAddr int      `json:"per-addr,omitempty"`
 	Base    int      `json:"base,omitempty"`
+	Nice    int      `json:"nice,omitempty"` // every thread's nice value (--loadgen-nice)
 	// connect
 	Kind     string        `json:"kind,omitempty"`
 	Watchers int           `json:"watchers,omitempty"`
@@ -222,7 +223,8 @@ func startLoadgens(ctx context.Context, e *env) (*loadgens, error) {
 		p := &loadgenProc{k: k, cmd: cmd, in: in, enc: json.NewEncoder(in), dec: json.NewDecoder(bufio.NewReader(out))}
 		l.procs = append(l.procs, p)
 		if _, err := p.call(lgRequest{Op: "init", Model: e.fix.model, CACert: e.t.creds.CACert, Addrs: addrs,
-			Buffer: e.o.bufferSize, Dials: e.o.dials, PerAddr: e.o.sources.perAddr, Base: k * d.addrsPerLoadgen}); err != nil {
+			Buffer: e.o.bufferSize, Dials: e.o.dials, PerAddr: e.o.sources.perAddr, Base: k * d.addrsPerLoadgen,
+			Nice: e.o.loadgenNice}); err != nil {
 			l.close()
 			return nil, err
 		}
@@ -500,6 +502,11 @@ func (lg *lgChild) handle(ctx context.Context, req lgRequest) (*lgReply, error) 
 func (lg *lgChild) init(req lgRequest) error {
 	if len(req.Addrs) == 0 || req.PerAddr < 1 {
 		return errors.New("init: no daemon address or source plan")
+	}
+	if req.Nice != 0 {
+		if err := reniceSelf(req.Nice); err != nil {
+			return fmt.Errorf("init: %w", err)
+		}
 	}
 	setDialSlots(req.Dials)
 	o := &options{bufferSize: req.Buffer, dials: req.Dials, stderr: io.Discard, loadgenGC: loadgenGCQuiet,

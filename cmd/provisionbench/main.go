@@ -169,6 +169,7 @@ type options struct {
 	genProfile   string
 	memProfile   string
 	loadgenGC    string // loadgenGCQuiet or loadgenGCGo (loadgengc.go)
+	loadgenNice  int    // the load generators' nice value (nice.go)
 	caasApps     int
 
 	// The store of self-started daemons (etcd.go): bbolt, or etcd at
@@ -185,6 +186,9 @@ type options struct {
 	rolling  bool
 	// resume: failover's moved agents resume their watchers.
 	resume bool
+	// idleWindow: watch measures a window without changes first
+	// (idlewindow.go).
+	idleWindow bool
 	// The given cluster's security (with etcdEndpoints), for the daemons
 	// and the baselines alike.
 	etcdSec etcdSecurity
@@ -265,6 +269,8 @@ func parseOptions(name string, args []string, stdout, stderr io.Writer) (*option
 	fs.IntVar(&o.daemons, "daemons", 1, "with --store etcd: daemons serving the one controller; agents spread over them (default: one per 17,000 agents)")
 	fs.IntVar(&o.loadgens, "loadgens", 0, "conns, watch, failover, storm: run the agents in this many load generator processes, each with its own loopback source addresses (0: in this process; default: one per 15,000 agents, and one for conns and storm over several daemons)")
 	fs.BoolVar(&o.resume, "resume", false, "failover: the moved agents open their watchers again resumed after the revision their events covered (provisiond's from-revision, as the reference agent does) instead of afresh; runs the spread form (--loadgens 1 unless set)")
+	fs.IntVar(&o.loadgenNice, "loadgen-nice", 0, "the load generator processes' scheduling priority, a nice value from 0 to 19: above 0 the daemons and etcd come first on the shared cores, as they would with the agents on machines of their own")
+	fs.BoolVar(&o.idleWindow, "idle-window", false, "watch: first measure a window as long as --duration with every agent connected and no change (their pings, the daemons' upkeep), and give the per-change figures also less it (\"less idle\"); runs the spread form (--loadgens 1 unless set)")
 	fs.BoolVar(&o.rolling, "rolling", false, "storm: restart the daemons one at a time (a rolling restart) instead of all together")
 	d := daemon.Default("")
 	fs.IntVar(&o.loginRateMax, "login-rate-max", d.LoginRateMax, "self-started daemon: agent login token bucket size")
@@ -304,6 +310,8 @@ func parseOptions(name string, args []string, stdout, stderr io.Writer) (*option
 		return nil, fmt.Errorf("--dials must be 0 (no bound) or more")
 	case o.bufferSize < 256:
 		return nil, fmt.Errorf("--buffer must be at least 256")
+	case o.loadgenNice < 0 || o.loadgenNice > 19:
+		return nil, fmt.Errorf("--loadgen-nice must be from 0 to 19 (a load generator may only give way)")
 	case o.loadgenGC != loadgenGCQuiet && o.loadgenGC != loadgenGCGo:
 		return nil, fmt.Errorf("--loadgen-gc must be %s or %s", loadgenGCQuiet, loadgenGCGo)
 	}
@@ -481,6 +489,9 @@ func runWorkload(ctx context.Context, w *workload, o *options) error {
 		div := o.division(o.totalAgents()).describe()
 		rep.Parameters["division"] = div
 		fmt.Fprintf(o.stderr, "provisionbench: %s\n", div)
+	}
+	if o.loadgenNice > 0 {
+		rep.Parameters["loadgen-nice"] = o.loadgenNice
 	}
 	if o.localAddr(t.addr, 0) != nil {
 		rep.Parameters["agent-source-addresses"] = o.sources.describe()

@@ -54,6 +54,8 @@ func (o *options) resolveShape() error {
 				o.loadgens = 1 // their spread form is the one that knows several daemons
 			case o.resume:
 				o.loadgens = 1 // the spread form's agents keep revisions and count what is lost
+			case o.idleWindow && o.workload == "watch":
+				o.loadgens = 1 // the agents' own processes: their pings are the daemons', not this process's
 			}
 		}
 	}
@@ -70,6 +72,12 @@ func (o *options) resolveShape() error {
 		return errors.New("--resume is a failover's: the moved agents resume their watchers")
 	case o.resume && o.loadgens == 0:
 		return errors.New("failover --resume runs its agents in load generator processes: --loadgens 1 or more")
+	case o.loadgenNice > 0 && o.loadgens == 0:
+		return errors.New("--loadgen-nice is the load generator processes': --loadgens 1 or more")
+	case o.idleWindow && o.workload != "watch":
+		return errors.New("--idle-window is a watch's: a window without changes before the changes' window")
+	case o.idleWindow && o.loadgens == 0:
+		return errors.New("watch --idle-window runs its agents in load generator processes: --loadgens 1 or more")
 	case o.rolling && o.workload != "storm":
 		return errors.New("--rolling is a storm's: restart the daemons one at a time")
 	case o.rolling && (o.daemons < 2 || o.loadgens == 0):
@@ -266,6 +274,9 @@ func spreadNotes(o *options) []string {
 		notes = append(notes,
 			"spread watch: agent j watches on daemon j mod D and its changes are written through daemon j+1 mod D, so with several daemons every change crosses daemons through etcd and every daemon writes; latency from the driver issuing the write to the agent's Next returning, across load generator processes by the wall clock; daemon K p50/p99: of the watchers on daemon K",
 			"machine-independent: daemon bytes and objects allocated per change and per delivery (go_memstats_alloc_bytes_total and go_memstats_mallocs_total of every daemon over the window), daemon GC cycles in it, the daemons' live heap after a forced collection with the watchers open against before the agents (per agent, per watcher), the load generators' GC cycles (their collector kept out of the window as this process's is), CPU stolen by the host in the window (/proc/stat)")
+		if o.idleWindow {
+			notes = append(notes, "idle window (--idle-window): just before the changes, as long as --duration, every agent connected with its watchers and no change written; idle rows are its rates (CPU, the daemons' allocations, the Pinger.Ping calls they answered); each \"less idle\" row is the per-change figure with the idle rate over the changes' window taken out: what the change itself cost, without the fleet's pings and upkeep")
+		}
 	case "failover":
 		notes = append(notes, "spread failover: the agents watch their own containers (WatchContainers, --watchers, default 2) and the driver adds containers through the first daemon at --rate from just before the kill until every moved agent is back: lost counts each watcher that saw a change made to its machine neither in a Next nor in the first event of its watcher opened again after the move (must be 0); longest without a daemon: the longest any moved agent went from seeing its connection end to being back with its watchers")
 	case "storm":

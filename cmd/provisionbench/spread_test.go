@@ -31,8 +31,14 @@ func checkDivision(t *testing.T, rep *Report, want string) {
 }
 
 func TestSpreadConns(t *testing.T) {
-	rep := runJSON(t, "conns", "-n", "200", "--settle", "100ms", "--baseline", "--store", "etcd", "--daemons", "2", "--loadgens", "2")
+	// The load generators give way (each checks that every thread of
+	// its own has the nice value, or its init fails).
+	rep := runJSON(t, "conns", "-n", "200", "--settle", "100ms", "--baseline", "--store", "etcd", "--daemons", "2", "--loadgens", "2",
+		"--loadgen-nice", "5")
 	checkDivision(t, rep, "200 agents in 2 load generator processes of at most 100")
+	if n, _ := rep.Parameters["loadgen-nice"].(float64); n != 5 {
+		t.Errorf("parameters: loadgen-nice = %v, want 5", rep.Parameters["loadgen-nice"])
+	}
 	if v := figure(t, rep, 200, "agents connected"); v != 200 {
 		t.Errorf("agents connected = %v, want 200", v)
 	}
@@ -70,14 +76,32 @@ func TestSpreadWatch(t *testing.T) {
 		"echo p99 latency", "etcd p99 + echo p99 latency", "p99 vs etcd p99 + echo p99", "p99 over etcd p99 + echo p99"} {
 		figure(t, rep, 100, name)
 	}
-	// One daemon on bbolt: the load generators alone.
-	rep = runJSON(t, "watch", "-n", "40", "--watchers", "2", "--rate", "20", "--duration", "1s", "--loadgens", "2", "--baseline")
+	// One daemon on bbolt: the load generators alone; an idle window
+	// before the changes.
+	rep = runJSON(t, "watch", "-n", "40", "--watchers", "2", "--rate", "20", "--duration", "1s", "--loadgens", "2", "--baseline",
+		"--idle-window")
 	checkDivision(t, rep, "1 daemon(s)")
 	figure(t, rep, 40, "p99 vs echo p99")
 	if d := figure(t, rep, 40, "deliveries"); d <= 0 {
 		t.Error("bbolt: no deliveries")
 	}
 	checkZero(t, rep, 40, "lost", "duplicates", "unknown changes", "failed writes")
+	// The idle window's rates, and each per-change figure less them:
+	// never more than the figure itself.
+	if p := figure(t, rep, 40, "idle: agent pings (Pinger.Ping) per second"); p < 0 {
+		t.Errorf("idle pings per second = %v", p)
+	}
+	figure(t, rep, 40, "idle: agent pings per change")
+	for _, name := range []string{"daemon CPU per change", "load generator CPU per change", "daemon bytes allocated per change",
+		"daemon objects allocated per change"} {
+		all, less := figure(t, rep, 40, name), figure(t, rep, 40, name+", less idle")
+		if less > all {
+			t.Errorf("%s: %v, less idle %v", name, all, less)
+		}
+	}
+	for _, name := range []string{"idle: daemon CPU per second", "idle: daemon bytes allocated per second", "idle: daemon objects allocated per second"} {
+		figure(t, rep, 40, name)
+	}
 }
 
 // The last of three daemons is killed while changes go on; its agents
@@ -182,7 +206,10 @@ func TestSpreadBadFlags(t *testing.T) {
 	for _, args := range [][]string{{"rpc", "--loadgens", "2"}, {"watch", "--loadgens", "-1"}, {"storm", "--rolling"},
 		{"conns", "--store", "etcd", "--daemons", "2", "--loadgens", "0"}, {"watch", "-n", "3", "--loadgens", "4"},
 		{"storm", "--store", "etcd", "--daemons", "1", "--loadgens", "1", "--rolling"}, {"watch", "--resume"},
-		{"failover", "--store", "etcd", "--daemons", "3", "--loadgens", "0", "--resume"}} {
+		{"failover", "--store", "etcd", "--daemons", "3", "--loadgens", "0", "--resume"},
+		{"storm", "--idle-window"}, {"watch", "--idle-window", "--loadgens", "0"},
+		{"watch", "--loadgens", "1", "--loadgen-nice", "20"}, {"watch", "--loadgens", "1", "--loadgen-nice", "-1"},
+		{"rpc", "--loadgen-nice", "5"}} {
 		o, err := parseOptions(args[0], args[1:], io.Discard, io.Discard)
 		if err == nil {
 			t.Errorf("%q: accepted (%+v)", args, o.division(o.totalAgents()))

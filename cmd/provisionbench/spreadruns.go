@@ -355,8 +355,18 @@ func runWatchSpread(ctx context.Context, e *env, n int) (*values, error) {
 	if e.etcdMode() {
 		et = e.cl.etcd
 	}
-	cpu := newCPUWindow(e.daemonPIDs(), et, e.o.newToolWindow())
-	cpu.pids[2] = append(cpu.pids[2], lg.pids()...)
+	newCPU := func() *cpuWindow {
+		c := newCPUWindow(e.daemonPIDs(), et, e.o.newToolWindow())
+		c.pids[2] = append(c.pids[2], lg.pids()...)
+		return c
+	}
+	var idle *idleWindow
+	if e.o.idleWindow {
+		if idle, err = measureIdle(ctx, e, lg, e.o.duration, newCPU); err != nil {
+			return nil, err
+		}
+	}
+	cpu := newCPU()
 	cpu.profile = e.o.windowProf != ""
 	dw := newDaemonsWindow(e.targets)
 	if _, err := lg.all(lgRequest{Op: "window-open"}); err != nil {
@@ -364,11 +374,13 @@ func runWatchSpread(ctx context.Context, e *env, n int) (*values, error) {
 	}
 	dw.open()
 	cpu.mark(true)
+	opened := time.Now()
 	elapsed := run.drive(ctx, nil, e.o.rate, e.o.duration, mcs, through, &issuedN, &failed)
 	if err := lg.waitDeliveries(ctx, run.expectedDeliveries(k), e.o.settle); err != nil {
 		return nil, err
 	}
 	cpu.mark(false)
+	window := time.Since(opened)
 	dw.close()
 	gcs, err := lg.all(lgRequest{Op: "window-close"})
 	if err != nil {
@@ -406,6 +418,7 @@ func runWatchSpread(ctx context.Context, e *env, n int) (*values, error) {
 	cpu.set(v, "", "change", changes, "ms")
 	v.set("load generators' GC cycles", "", float64(sumReplies(gcs).GCCycles))
 	dw.set(v, map[string]float64{"change": changes, "delivery": float64(len(ds))}, []string{"change", "delivery"})
+	idle.set(v, cpu, dw, window, changes)
 	setLiveHeaps(v, heap0, heap1, n, k)
 	e.setEtcdSize(ctx, v)
 	v.set("lost", "", float64(ws.lost))

@@ -377,6 +377,10 @@ type histogram struct {
 	counts []float64
 }
 
+// errNoSeries: no series of a metric matched (a labelled series shows
+// from its first observation on).
+var errNoSeries = errors.New("no series matched")
+
 // scrapeHistogram reads the buckets of histogram metric name (without the
 // "_bucket" suffix) whose labels contain every one of want
 // (`facade="ModelAdmin"`), summing over the series that match.
@@ -416,7 +420,7 @@ func scrapeHistogram(r io.Reader, name string, want ...string) (histogram, error
 		return histogram{}, err
 	}
 	if len(byBound) == 0 {
-		return histogram{}, fmt.Errorf("histogram %s not found", name)
+		return histogram{}, fmt.Errorf("histogram %s: %w", name, errNoSeries)
 	}
 	var h histogram
 	for b := range byBound {
