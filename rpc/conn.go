@@ -130,6 +130,10 @@ type Conn struct {
 	// read deadline is moved to PongWait after the ping only while none is
 	// outstanding, so a client that stops answering is still dropped.
 	pingOut atomic.Bool
+	// heard is when a frame was last read from the client (since epoch,
+	// on the monotonic clock; the connection's start before any): a ping
+	// is due only once nothing was heard for pingAfter (pingDue).
+	heard atomic.Int64
 
 	stopOnce  sync.Once
 	stopping  atomic.Bool // set to ask the reader to stop
@@ -190,7 +194,8 @@ type laterCall struct {
 	err   error
 }
 
-// epoch is what a Later call's start is counted from.
+// epoch is what a Later call's start and when a connection last heard
+// from its client (heard) are counted from, on the monotonic clock.
 var epoch = time.Now()
 
 // firstReply reports whether this is the first reply of h's Later call,
@@ -319,12 +324,15 @@ func (c *Conn) waitLocked(done func() bool, interruptible bool) bool {
 func (c *Conn) serve(ended func(reason string)) {
 	c.writeFn = c.write
 	c.mu.Lock() // pingDue reads ping under mu
-	c.ping = time.AfterFunc(c.srv.cfg.PingPeriod, c.pingDue)
+	c.heard.Store(int64(time.Since(epoch)))
+	c.ping = time.AfterFunc(c.srv.cfg.pingAfter(), c.pingDue)
 	c.mu.Unlock()
 	pongWait := c.srv.cfg.PongWait
 	c.ws.SetPongHandler(func(string) error {
 		c.pingOut.Store(false)
-		return c.ws.SetReadDeadline(time.Now().Add(pongWait))
+		now := time.Now()
+		c.heard.Store(int64(now.Sub(epoch)))
+		return c.ws.SetReadDeadline(now.Add(pongWait))
 	})
 	for c.beforeRead() && c.readRequest() {
 	}
@@ -389,7 +397,9 @@ func (c *Conn) beforeRead() bool {
 		return false
 	}
 	c.ws.SetReadLimit(c.readLimit())
-	if err := c.ws.SetReadDeadline(time.Now().Add(c.srv.cfg.PongWait)); err != nil {
+	now := time.Now() // a message was just read (or the connection began)
+	c.heard.Store(int64(now.Sub(epoch)))
+	if err := c.ws.SetReadDeadline(now.Add(c.srv.cfg.PongWait)); err != nil {
 		return false
 	}
 	return !c.stopping.Load()
@@ -834,16 +844,26 @@ func (c *Conn) startWriterLocked() bool {
 	return true
 }
 
-// pingDue is the ping timer's function: it re-arms the timer and has the
-// writer send a ping, starting it unless it runs. After teardown it does
-// nothing.
+// pingDue is the ping timer's function. A ping is due once nothing was
+// heard from the client for pingAfter: then it re-arms the timer and has
+// the writer send a ping, starting it unless it runs; a client heard from
+// since (a request, a pong) is not pinged, and the timer is set for
+// pingAfter after it was heard. So a Juju agent, which calls Pinger.Ping
+// every minute, costs no websocket ping and pong besides
+// (docs/performance.md, "Scale"). After teardown it does nothing.
 func (c *Conn) pingDue() {
 	c.mu.Lock()
 	if c.ended {
 		c.mu.Unlock()
 		return
 	}
-	c.ping.Reset(c.srv.cfg.PingPeriod)
+	after := c.srv.cfg.pingAfter()
+	if quiet := time.Since(epoch) - time.Duration(c.heard.Load()); quiet < after {
+		c.ping.Reset(after - quiet)
+		c.mu.Unlock()
+		return
+	}
+	c.ping.Reset(after)
 	c.pingWant = true
 	start := c.startWriterLocked()
 	c.mu.Unlock()

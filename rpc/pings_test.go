@@ -239,6 +239,64 @@ func TestPongsKeepAnIdleConnection(t *testing.T) {
 	waitConnGoroutines(t, 1) // the reader; the writer has stopped
 }
 
+// A client the server hears from (here a request every tenth of the ping
+// period, as a Juju agent's Pinger.Ping every minute) is not pinged; once
+// it is quiet, it is pinged again and its pongs keep it.
+func TestHeardClientIsNotPinged(t *testing.T) {
+	const period = 200 * time.Millisecond
+	ts := startServer(t, func(c *rpc.Config) { c.PingPeriod = period; c.PongWait = 2 * time.Second })
+	ws := ts.dialRaw(t)
+	pinged := make(chan time.Time, 1000)
+	ws.SetPingHandler(func(data string) error {
+		pinged <- time.Now()
+		return ws.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(time.Second))
+	})
+	replies := make(chan struct{}, 1000)
+	go func() {
+		for { // the client's reader: runs the ping handler, counts replies
+			if _, _, err := ws.ReadMessage(); err != nil {
+				close(replies)
+				return
+			}
+			replies <- struct{}{}
+		}
+	}()
+	// Two seconds (ten ping periods) of a request every 20 ms.
+	busy := time.Now()
+	var last time.Time // the last request sent
+	for i := 1; time.Since(busy) < 2*time.Second; i++ {
+		last = time.Now()
+		send(t, ws, fmt.Sprintf(`{"request-id":%d,"type":"T","version":1,"request":"Nothing"}`, i))
+		if _, ok := <-replies; !ok {
+			t.Fatal("connection ended while busy")
+		}
+		time.Sleep(period / 10) // the client's own pace
+	}
+	// A loaded box may hold the client back for more than a ping period
+	// once or twice; pinged every period it would have been ten times.
+	if n := len(pinged); n > 2 {
+		t.Errorf("pinged %d times in 10 ping periods of requests every tenth of one", n)
+	}
+	for len(pinged) > 0 {
+		<-pinged
+	}
+	// Quiet now: pinged again, and kept by its pongs.
+	timeout := time.After(10 * time.Second)
+	for range 3 {
+		select {
+		case at := <-pinged:
+			if at.Sub(last) < period {
+				t.Errorf("pinged %v after the last request, want at least the ping period %v", at.Sub(last), period)
+			}
+		case <-timeout:
+			t.Fatal("a quiet client was not pinged")
+		}
+	}
+	if ts.srv.Conns() != 1 {
+		t.Errorf("connections = %d, want 1", ts.srv.Conns())
+	}
+}
+
 // A client that stops answering pings is dropped after the pong wait.
 func TestSilentClientIsDropped(t *testing.T) {
 	ts := startServer(t, func(c *rpc.Config) { c.PingPeriod = 20 * time.Millisecond; c.PongWait = 300 * time.Millisecond })

@@ -60,11 +60,13 @@ type Config struct {
 	// WriteTimeout is the write deadline of each message. A client that
 	// stops reading is disconnected after it. Default 30 s.
 	WriteTimeout time.Duration
-	// PingPeriod is how often the server sends websocket pings; PongWait is
-	// how long it waits for any frame before closing, and how long a client
-	// has to answer a ping from when it was sent. Defaults 60 s and 90 s,
-	// Juju's (apiserver/websocket: PingPeriod, PongDelay); a PingPeriod not
-	// under PongWait is two thirds of it.
+	// PingPeriod is how often the server sends websocket pings to a
+	// client it hears nothing else from (one it heard from is pinged once
+	// it has been quiet for PingPeriod and a twentieth: pingAfter);
+	// PongWait is how long it waits for any frame before closing, and how
+	// long a client has to answer a ping from when it was sent. Defaults
+	// 60 s and 90 s, Juju's (apiserver/websocket: PingPeriod, PongDelay);
+	// a PingPeriod not under PongWait is two thirds of it.
 	PingPeriod time.Duration
 	PongWait   time.Duration
 
@@ -304,6 +306,15 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.mu.Unlock()
 		return ctx.Err()
 	}
+}
+
+// pingAfter is how long a connection is quiet (nothing read from its
+// client) before the server pings it: PingPeriod and a twentieth, so that
+// a client with its own ping at PingPeriod (a Juju agent's Pinger.Ping
+// every minute) is heard first, and never as long as PongWait, by which
+// the read deadline set at the last frame read ends the connection.
+func (c *Config) pingAfter() time.Duration {
+	return min(c.PingPeriod+c.PingPeriod/20, c.PingPeriod+(c.PongWait-c.PingPeriod)/2)
 }
 
 // workerIdle is how long an idle handler goroutine waits for another
