@@ -3,6 +3,7 @@ package watcher_test
 import (
 	"context"
 	"strconv"
+	"sync"
 	"testing"
 
 	"github.com/provisiond/provisiond/watcher"
@@ -114,5 +115,67 @@ func BenchmarkNotifyTriggerNext(b *testing.B) {
 		if err := w.Next(ctx); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkHubCancelStorm is a daemon's stop, or any moment thousands of
+// connections end at once: 14,000 goroutines (one per connection's
+// teardown) each cancel their 10 container watchers' subscriptions, with
+// some work of their own between cancels (a watcher's stop answers its
+// waiting Next), while a publisher keeps publishing. One op is the whole
+// storm.
+func BenchmarkHubCancelStorm(b *testing.B) {
+	const (
+		conns   = 14000
+		perConn = 10
+	)
+	for b.Loop() {
+		b.StopTimer()
+		hub := watcher.NewHub()
+		sink := func(uint64, watcher.Change) {}
+		cancels := make([][]func(), conns)
+		for i := range cancels {
+			parent := strconv.Itoa(i)
+			for range perConn {
+				cancels[i] = append(cancels[i], hub.Subscribe(watcher.Filter{Kind: kindMachine, Model: model1, Parent: parent}, sink))
+			}
+		}
+		stop := make(chan struct{})
+		published := make(chan struct{})
+		go func() {
+			defer close(published)
+			for rev := uint64(1); ; rev++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				hub.Publish(watcher.ChangeSet{Rev: rev, Changes: []watcher.Change{{Kind: kindMachine, Model: model1, ID: "x/lxd/1", Parent: strconv.Itoa(int(rev % conns))}}})
+			}
+		}()
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range cancels {
+			wg.Go(func() {
+				<-start
+				buf := make([]byte, 0, 256)
+				for _, cancel := range cancels[i] {
+					cancel()
+					for j := range 20 { // the teardown's own work between cancels
+						buf = strconv.AppendInt(buf[:0], int64(i*j), 10)
+					}
+				}
+			})
+		}
+		b.StartTimer()
+		close(start)
+		wg.Wait()
+		b.StopTimer()
+		close(stop)
+		<-published
+		if n := hub.Subscriptions(); n != 0 {
+			b.Fatalf("%d subscriptions left", n)
+		}
+		b.StartTimer()
 	}
 }

@@ -33,8 +33,15 @@
 // reaches every subscription: a Notify fires; a Strings, which cannot say
 // which ids it missed, fails every Next with ErrReset and its client
 // watches again. Changes are delivered to a sink in
-// commit order. Sinks run with the hub's read lock held: they may take their
-// own small mutex, never a lock that a publisher could be waiting on.
+// commit order. Sinks run with the read lock of the hub's shard holding
+// their subscription (the hub's subscriptions are in 64 shards, each with
+// its own lock, so that thousands of connections ending at once do not
+// queue on one lock to cancel their watchers): they may take their own
+// small mutex, never a lock that a publisher could be waiting on. A
+// subscription made while a commit is being published may see some of
+// its changes and not others; the watch's snapshot, read after it
+// subscribed, holds that commit (state's stores publish a commit once
+// readers see it).
 //
 // This package imports nothing of the project's.
 package watcher

@@ -2,6 +2,7 @@ package watcher
 
 import (
 	"errors"
+	"hash/maphash"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -98,13 +99,30 @@ func (f Filter) match(c Change) bool {
 // into the hub.
 type Sink func(rev uint64, c Change)
 
-// subKey is where a subscription is listed: its kind, its model (or
-// allModels) and, in the byID and byParent indexes, its id or parent.
+// subKey is where a subscription is listed: its index (byKind, byID,
+// byParent), its kind, its model (or allModels) and, in the byID and
+// byParent indexes, its id or parent.
 type subKey struct {
+	ix    index
 	kind  Kind
 	model string
 	key   string
 }
+
+// index is one of the hub's three indexes of subscriptions. byKind is
+// indexed by (kind, model); the per-subscription filtering is done per
+// change. byID narrows further for subscriptions on one entity so entity
+// watchers stay cheap when many watch the same kind; byParent likewise
+// for subscriptions on one parent's children (10,000 container watchers
+// over 1,000 machines: a new container reaches its host's watchers, not
+// all 10,000).
+type index uint8
+
+const (
+	byKind index = iota
+	byID
+	byParent
+)
 
 // allModels is the model of the subKey of AllModels subscriptions (no
 // model UUID starts with a NUL).
@@ -118,7 +136,7 @@ type subscription struct {
 	filter     Filter
 	sink       Sink
 	prev, next *subscription
-	cancelled  bool // guarded by the hub's mu
+	cancelled  bool // guarded by its shard's mu
 }
 
 // Hub fans committed changes out to subscriptions. The zero value is not
@@ -126,44 +144,64 @@ type subscription struct {
 type Hub struct {
 	count atomic.Int64
 
-	mu sync.RWMutex // guards the indexes and the subscriptions' links
-	// subs is indexed by (kind, model); the per-subscription filtering is
-	// done per change. byID narrows further for subscriptions on one
-	// entity so entity watchers stay cheap when many watch the same kind;
-	// byParent likewise for subscriptions on one parent's children
-	// (10,000 container watchers over 1,000 machines: a new container
-	// reaches its host's watchers, not all 10,000). Each value is the
-	// newest subscription of its list.
-	subs     map[subKey]*subscription
-	byID     map[subKey]*subscription
-	byParent map[subKey]*subscription
+	// The subscriptions, by subKey, in hubShards shards, each with its
+	// own lock: a subscription is added and cancelled under its shard's
+	// lock alone, and Publish and Reset hold every shard's read lock. So
+	// when thousands of connections end at once (a daemon's stop, each
+	// connection's teardown cancelling its watchers) their cancels queue
+	// on 64 locks instead of one: on one lock 14,000 connections' cancels
+	// held a loaded daemon's stop past its budget (docs/performance.md,
+	// "Scale").
+	seed   maphash.Seed
+	shards [hubShards]hubShard
 
-	pmu        sync.Mutex    // guards the fields below (not mu: Sync must not wait for subscribers)
+	pmu        sync.Mutex    // guards the fields below (not a shard's lock: Sync must not wait for subscribers)
 	publishing int           // Publish and Reset calls under way
 	begun      uint64        // the revision of the latest Publish or Reset begun
 	synced     chan struct{} // made by Sync during them; closed when the last ends
 }
 
-// NewHub returns an empty hub.
-func NewHub() *Hub {
-	return &Hub{
-		subs:     make(map[subKey]*subscription),
-		byID:     make(map[subKey]*subscription),
-		byParent: make(map[subKey]*subscription),
-	}
+// hubShards is how many shards a Hub's subscriptions are in.
+const hubShards = 64
+
+// hubShard is one shard of a Hub's subscriptions: each entry is the
+// newest subscription of its list. Padded to its own cache lines.
+type hubShard struct {
+	mu   sync.RWMutex // guards subs and its subscriptions' links
+	subs map[subKey]*subscription
+	_    [64 - 32]byte
 }
 
-// index returns the index and the key f's subscriptions are listed under.
-func (h *Hub) index(f *Filter) (map[subKey]*subscription, subKey) {
+// NewHub returns an empty hub.
+func NewHub() *Hub {
+	h := &Hub{seed: maphash.MakeSeed()}
+	for i := range h.shards {
+		h.shards[i].subs = make(map[subKey]*subscription)
+	}
+	return h
+}
+
+// keyOf returns the key f's subscriptions are listed under.
+func keyOf(f *Filter) subKey {
 	switch {
 	case f.AllModels:
-		return h.subs, subKey{kind: f.Kind, model: allModels}
+		return subKey{byKind, f.Kind, allModels, ""}
 	case f.ID != "":
-		return h.byID, subKey{f.Kind, f.Model, f.ID}
+		return subKey{byID, f.Kind, f.Model, f.ID}
 	case f.Parent != "":
-		return h.byParent, subKey{f.Kind, f.Model, f.Parent}
+		return subKey{byParent, f.Kind, f.Model, f.Parent}
 	}
-	return h.subs, subKey{kind: f.Kind, model: f.Model}
+	return subKey{byKind, f.Kind, f.Model, ""}
+}
+
+// shard returns the shard key k is in: by its id or parent (which spread
+// an index's lists over the shards), else by its model.
+func (h *Hub) shard(k subKey) *hubShard {
+	s := k.key
+	if s == "" {
+		s = k.model
+	}
+	return &h.shards[maphash.String(h.seed, s)%hubShards]
 }
 
 // Subscribe registers sink for the changes matching f and returns the
@@ -171,24 +209,26 @@ func (h *Hub) index(f *Filter) (map[subKey]*subscription, subKey) {
 // returns the sink is never called again.
 func (h *Hub) Subscribe(f Filter, sink Sink) (cancel func()) {
 	s := &subscription{filter: f, sink: sink}
-	index, k := h.index(&s.filter)
-	h.mu.Lock()
-	if head := index[k]; head != nil {
+	k := keyOf(&s.filter)
+	sh := h.shard(k)
+	sh.mu.Lock()
+	if head := sh.subs[k]; head != nil {
 		head.prev = s
 		s.next = head
 	}
-	index[k] = s
-	h.mu.Unlock()
+	sh.subs[k] = s
+	sh.mu.Unlock()
 	h.count.Add(1)
 	return func() { h.cancel(s) }
 }
 
 // cancel unlinks s from its list, once.
 func (h *Hub) cancel(s *subscription) {
-	index, k := h.index(&s.filter)
-	h.mu.Lock()
+	k := keyOf(&s.filter)
+	sh := h.shard(k)
+	sh.mu.Lock()
 	if s.cancelled {
-		h.mu.Unlock()
+		sh.mu.Unlock()
 		return
 	}
 	s.cancelled = true
@@ -196,15 +236,15 @@ func (h *Hub) cancel(s *subscription) {
 	case s.prev != nil:
 		s.prev.next = s.next
 	case s.next != nil:
-		index[k] = s.next
+		sh.subs[k] = s.next
 	default:
-		delete(index, k)
+		delete(sh.subs, k)
 	}
 	if s.next != nil {
 		s.next.prev = s.prev
 	}
 	s.prev, s.next = nil, nil
-	h.mu.Unlock()
+	sh.mu.Unlock()
 	h.count.Add(-1)
 }
 
@@ -213,23 +253,24 @@ func (h *Hub) cancel(s *subscription) {
 func (h *Hub) Publish(cs ChangeSet) {
 	h.beginPublish(cs.Rev)
 	defer h.endPublish()
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	deliver := func(s *subscription, c Change) {
-		for ; s != nil; s = s.next {
+	deliver := func(k subKey, c Change) {
+		sh := h.shard(k)
+		sh.mu.RLock()
+		defer sh.mu.RUnlock()
+		for s := sh.subs[k]; s != nil; s = s.next {
 			if s.filter.match(c) {
 				s.sink(cs.Rev, c)
 			}
 		}
 	}
 	for _, c := range cs.Changes {
-		deliver(h.subs[subKey{kind: c.Kind, model: c.Model}], c)
-		deliver(h.subs[subKey{kind: c.Kind, model: allModels}], c)
+		deliver(subKey{byKind, c.Kind, c.Model, ""}, c)
+		deliver(subKey{byKind, c.Kind, allModels, ""}, c)
 		if c.ID != "" {
-			deliver(h.byID[subKey{c.Kind, c.Model, c.ID}], c)
+			deliver(subKey{byID, c.Kind, c.Model, c.ID}, c)
 		}
 		if c.Parent != "" {
-			deliver(h.byParent[subKey{c.Kind, c.Model, c.Parent}], c)
+			deliver(subKey{byParent, c.Kind, c.Model, c.Parent}, c)
 		}
 	}
 }
@@ -245,15 +286,16 @@ func (h *Hub) Publish(cs ChangeSet) {
 func (h *Hub) Reset(rev uint64) {
 	h.beginPublish(rev)
 	defer h.endPublish()
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	for _, index := range []map[subKey]*subscription{h.subs, h.byID, h.byParent} {
-		for _, head := range index {
+	for i := range h.shards {
+		sh := &h.shards[i]
+		sh.mu.RLock()
+		for _, head := range sh.subs {
 			for s := head; s != nil; s = s.next {
 				f := &s.filter
 				s.sink(rev, Change{Kind: f.Kind, Model: f.Model, ID: f.ID, Parent: f.Parent, Fields: []string{FieldReset}})
 			}
 		}
+		sh.mu.RUnlock()
 	}
 }
 
