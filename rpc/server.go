@@ -285,11 +285,13 @@ func (s *Server) Conns() int {
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.workers.stop()
 	s.mu.Lock()
-	s.closing = true
-	for c := range s.conns {
+	s.closing = true // a connection registered from now on closes itself
+	open := s.openLocked()
+	s.mu.Unlock()
+	// Outside the lock, which each connection's end takes to leave conns.
+	for _, c := range open {
 		c.closeFor(websocket.CloseGoingAway, EndShutdown)
 	}
-	s.mu.Unlock()
 	done := make(chan struct{})
 	go func() {
 		s.wg.Wait()
@@ -300,12 +302,22 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		s.mu.Lock()
-		for c := range s.conns {
+		open := s.openLocked()
+		s.mu.Unlock()
+		for _, c := range open {
 			_ = c.ws.Close() // the socket only: safe beside the reader and writer
 		}
-		s.mu.Unlock()
 		return ctx.Err()
 	}
+}
+
+// openLocked returns the open connections; s.mu is held.
+func (s *Server) openLocked() []*Conn {
+	open := make([]*Conn, 0, len(s.conns))
+	for c := range s.conns {
+		open = append(open, c)
+	}
+	return open
 }
 
 // pingAfter is how long a connection is quiet (nothing read from its
