@@ -2,6 +2,7 @@ package facade
 
 import (
 	"fmt"
+	"hash/maphash"
 	"sync"
 
 	"github.com/provisiond/provisiond/rpc/params"
@@ -17,8 +18,26 @@ import (
 type EntityLimits struct {
 	maxConns, maxWatchers int
 
+	// The entities' counts, in entityShards shards by key, each with its
+	// own lock: every connection's end takes its entity's, and when a
+	// daemon with 14,000 connections stops they end at once (on one lock,
+	// 7,415 of them were queued in a stopping daemon's stacks).
+	seed   maphash.Seed
+	shards [entityShards]entityShard
+}
+
+// entityShards is how many shards EntityLimits' counts are in.
+const entityShards = 64
+
+type entityShard struct {
 	mu sync.Mutex // guards m
 	m  map[string]*entityCount
+	_  [64 - 16]byte
+}
+
+// shard returns the shard of entity key.
+func (l *EntityLimits) shard(key string) *entityShard {
+	return &l.shards[maphash.String(l.seed, key)%entityShards]
 }
 
 type entityCount struct {
@@ -29,7 +48,11 @@ type entityCount struct {
 // NewEntityLimits returns limits of maxConns connections and maxWatchers
 // watchers per entity; 0 is no limit.
 func NewEntityLimits(maxConns, maxWatchers int) *EntityLimits {
-	return &EntityLimits{maxConns: maxConns, maxWatchers: maxWatchers, m: make(map[string]*entityCount)}
+	l := &EntityLimits{maxConns: maxConns, maxWatchers: maxWatchers, seed: maphash.MakeSeed()}
+	for i := range l.shards {
+		l.shards[i].m = make(map[string]*entityCount)
+	}
+	return l
 }
 
 // tooManyConns refuses a login over the entity's connection limit.
@@ -47,19 +70,20 @@ func (l *EntityLimits) admit(key, name string) (*watcher.Quota, func(), error) {
 	if l == nil {
 		return nil, func() {}, nil
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	e := l.m[key]
+	sh := l.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e := sh.m[key]
 	if e == nil {
 		e = &entityCount{}
 		if l.maxWatchers > 0 {
 			e.watchers = watcher.NewQuota(l.maxWatchers, "for "+name+" across its connections")
 		}
-		l.m[key] = e
+		sh.m[key] = e
 	}
 	if l.maxConns > 0 && e.conns >= l.maxConns {
 		if e.conns == 0 {
-			delete(l.m, key)
+			delete(sh.m, key)
 		}
 		return nil, nil, tooManyConns(name, l.maxConns)
 	}
@@ -67,10 +91,10 @@ func (l *EntityLimits) admit(key, name string) (*watcher.Quota, func(), error) {
 	var once sync.Once
 	return e.watchers, func() {
 		once.Do(func() {
-			l.mu.Lock()
-			defer l.mu.Unlock()
+			sh.mu.Lock()
+			defer sh.mu.Unlock()
 			if e.conns--; e.conns == 0 {
-				delete(l.m, key)
+				delete(sh.m, key)
 			}
 		})
 	}, nil
@@ -79,9 +103,10 @@ func (l *EntityLimits) admit(key, name string) (*watcher.Quota, func(), error) {
 // Conns returns the open connections counted for the entity key (for
 // tests).
 func (l *EntityLimits) Conns(key string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if e := l.m[key]; e != nil {
+	sh := l.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if e := sh.m[key]; e != nil {
 		return e.conns
 	}
 	return 0

@@ -50,8 +50,10 @@ func TestEntityLimitsCountConnections(t *testing.T) {
 	r2()
 	r3()
 	other()
-	if len(l.m) != 0 {
-		t.Errorf("entities without connections are kept: %v", l.m)
+	for i := range l.shards {
+		if m := l.shards[i].m; len(m) != 0 {
+			t.Errorf("entities without connections are kept: %v", m)
+		}
 	}
 }
 
