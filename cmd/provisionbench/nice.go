@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"syscall"
 )
 
@@ -58,19 +57,9 @@ func threads() ([]int, error) {
 // threadNice is thread tid's nice value (/proc/self/task/TID/stat, the
 // 19th field).
 func threadNice(tid int) (int, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/stat", tid))
+	f, err := statFields(fmt.Sprintf("/proc/self/task/%d/stat", tid), 17)
 	if err != nil {
 		return 0, err
 	}
-	s := string(b)
-	// The command name (field 2) is in parentheses and may hold spaces.
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("thread %d: malformed stat", tid)
-	}
-	f := strings.Fields(s[i+1:]) // from field 3 on
-	if len(f) < 17 {
-		return 0, fmt.Errorf("thread %d: short stat", tid)
-	}
-	return strconv.Atoi(f[16])
+	return strconv.Atoi(f[16]) // field 19
 }

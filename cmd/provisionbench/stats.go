@@ -348,19 +348,9 @@ const clockTicks = 100
 // procCPU returns the CPU time (user + system) process pid has used, from
 // /proc/<pid>/stat (10 ms resolution).
 func procCPU(pid int) (time.Duration, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	f, err := statFields(fmt.Sprintf("/proc/%d/stat", pid), 13)
 	if err != nil {
 		return 0, err
-	}
-	// The command name (field 2) may hold spaces: the fields that follow
-	// start after its closing parenthesis, with field 3 (state).
-	i := bytes.LastIndexByte(data, ')')
-	if i < 0 {
-		return 0, errors.New("unexpected /proc stat format")
-	}
-	f := strings.Fields(string(data[i+1:]))
-	if len(f) < 13 {
-		return 0, errors.New("unexpected /proc stat format")
 	}
 	utime, err1 := strconv.ParseInt(f[11], 10, 64) // field 14
 	stime, err2 := strconv.ParseInt(f[12], 10, 64) // field 15
@@ -368,6 +358,26 @@ func procCPU(pid int) (time.Duration, error) {
 		return 0, err
 	}
 	return time.Duration(utime+stime) * time.Second / clockTicks, nil
+}
+
+// statFields returns the fields of a /proc stat file (a process's or a
+// thread's) from field 3 (state) on, at least want of them: the command
+// name (field 2) may hold spaces, so they start after its closing
+// parenthesis.
+func statFields(path string, want int) ([]string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 {
+		return nil, fmt.Errorf("%s: unexpected stat format", path)
+	}
+	f := strings.Fields(string(data[i+1:]))
+	if len(f) < want {
+		return nil, fmt.Errorf("%s: unexpected stat format", path)
+	}
+	return f, nil
 }
 
 // histogram is a Prometheus histogram read from /metrics: cumulative
