@@ -10,33 +10,19 @@ import (
 // TestProxyBlocksAndHeals: bytes pass through the proxy; blocked, none do
 // (the sockets stay open); healed, what was sent meanwhile arrives.
 func TestProxyBlocksAndHeals(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() { // the echo server: ends with the listener
+	addr := serveTCP(t, func(c net.Conn) { // an echo server of lines
+		r := bufio.NewReader(c)
 		for {
-			c, err := ln.Accept()
+			line, err := r.ReadString('\n')
 			if err != nil {
 				return
 			}
-			go func() { // ends with the connection
-				defer c.Close()
-				r := bufio.NewReader(c)
-				for {
-					line, err := r.ReadString('\n')
-					if err != nil {
-						return
-					}
-					if _, err := c.Write([]byte(line)); err != nil {
-						return
-					}
-				}
-			}()
+			if _, err := c.Write([]byte(line)); err != nil {
+				return
+			}
 		}
-	}()
-	p, err := NewProxy("127.0.0.1", "http://"+ln.Addr().String())
+	})
+	p, err := NewProxy("127.0.0.1", "http://"+addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,25 +57,11 @@ func TestProxyBlocksAndHeals(t *testing.T) {
 // TestProxyReset: a reset closes the connections through the proxy (the
 // client reads EOF); a new connection passes again.
 func TestProxyReset(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() { // the server: writes one line per connection, then holds it until it ends
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { // ends with the connection
-				defer c.Close()
-				_, _ = c.Write([]byte("hello\n"))
-				_, _ = c.Read(make([]byte, 1))
-			}()
-		}
-	}()
-	p, err := NewProxy("127.0.0.1", "http://"+ln.Addr().String())
+	addr := serveTCP(t, func(c net.Conn) { // one line per connection, then held until it ends
+		_, _ = c.Write([]byte("hello\n"))
+		_, _ = c.Read(make([]byte, 1))
+	})
+	p, err := NewProxy("127.0.0.1", "http://"+addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,4 +86,30 @@ func TestProxyReset(t *testing.T) {
 	}
 	c2, _ := dial()
 	c2.Close()
+}
+
+// serveTCP serves each connection of a loopback listener with handle, on
+// a goroutine that ends with it (handle's connection is closed after it);
+// the listener closes when the test ends. It returns the listener's
+// address.
+func serveTCP(t *testing.T, handle func(net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() { // ends with the listener
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { // ends with the connection
+				defer c.Close()
+				handle(c)
+			}()
+		}
+	}()
+	return ln.Addr().String()
 }
