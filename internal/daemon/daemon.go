@@ -615,7 +615,8 @@ const stopReserve = 2 * time.Second
 //  1. stop accepting and close every connection (close code 1001), waiting
 //     for the calls under way to be answered, until ctx's deadline less a
 //     reserve (stopReserve, at most a fifth); connections still open then
-//     are cut (their sockets closed). Meanwhile, from the start, tell the
+//     are cut (their sockets closed). Their ends are not recorded in
+//     presence one by one (presence.Recorder.Close). Meanwhile, from the start, tell the
 //     daemons sharing the store that this one is going: on etcd one
 //     request revokes its lease, which removes its API-server record and
 //     presence and ends its leaderships for every daemon at once (their
@@ -641,6 +642,9 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 		cctx, cancel = context.WithDeadline(ctx, dl.Add(-reserve))
 		defer cancel()
 	}
+	// The connections about to end are not recorded one by one: the
+	// departure below says they all ended (presence.Recorder.Close).
+	d.presence.Close()
 	departed := make(chan error, 1) // the goroutine is Shutdown's: waited for below
 	go func() {
 		err := d.state.Depart(ctx)
