@@ -90,13 +90,33 @@ type Listener struct {
 	clientOf  func(netip.Addr) string // the client of a remote address
 	refused   func(reason string)     // called for each connection closed at accept
 
-	mu        sync.Mutex // guards the fields below
-	open      int
+	// open counts the accepted connections not yet closed: raised in
+	// admit with mu held (one goroutine accepts), lowered at each close
+	// without it.
+	open atomic.Int64
+
+	mu        sync.Mutex     // guards the fields below
 	pending   int            // pending connections but the operator's
 	pendingBy map[string]int // the same by client
+
 	// conns are the open connections by client address, for the login
-	// throttle and the login notice (Client, LoggedIn).
-	conns map[netip.AddrPort]*limitConn
+	// throttle and the login notice (Client, LoggedIn), in shards by port
+	// with a lock each: a connection that has logged in takes only its
+	// shard's at its close, so a stop that closes thousands at once
+	// queues none of them on mu.
+	conns [connShards]connShard
+}
+
+// connShards is the number of shards of a Listener's open connections.
+const connShards = 64
+
+type connShard struct {
+	mu sync.Mutex
+	m  map[netip.AddrPort]*limitConn
+}
+
+func (l *Listener) shard(remote netip.AddrPort) *connShard {
+	return &l.conns[remote.Port()%connShards]
 }
 
 // NewListener wraps ln in the connection cap maxConns and, within it, at
@@ -115,9 +135,13 @@ func newListener(ln net.Listener, lim connLimits, refused func(reason string)) *
 	if refused == nil {
 		refused = func(string) {}
 	}
-	return &Listener{Listener: ln, lim: lim, peers: newPeerLookup(), refused: refused, clientOf: netip.Addr.String,
+	l := &Listener{Listener: ln, lim: lim, peers: newPeerLookup(), refused: refused, clientOf: netip.Addr.String,
 		operators: map[uint32]bool{0: true, uint32(os.Geteuid()): true},
-		pendingBy: map[string]int{}, conns: map[netip.AddrPort]*limitConn{}}
+		pendingBy: map[string]int{}}
+	for i := range l.conns {
+		l.conns[i].m = map[netip.AddrPort]*limitConn{}
+	}
+	return l
 }
 
 // Accept returns the next connection within the bounds; connections over
@@ -165,13 +189,14 @@ func (l *Listener) classify(local, remote netip.AddrPort) (client string, operat
 func (l *Listener) admit(lc *limitConn) (refused string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	open := int(l.open.Load()) // only closes lower it meanwhile
 	if lc.operator {
-		if l.open >= l.lim.max {
+		if open >= l.lim.max {
 			return RefusedCap
 		}
 	} else {
 		switch {
-		case l.open >= l.lim.max-l.lim.reserve:
+		case open >= l.lim.max-l.lim.reserve:
 			return RefusedCap
 		case l.pending >= l.lim.maxPending:
 			return RefusedPending
@@ -180,36 +205,47 @@ func (l *Listener) admit(lc *limitConn) (refused string) {
 		}
 		l.pending++
 		l.pendingBy[lc.client]++
-		lc.pending = true
+		lc.pending.Store(true)
 	}
-	l.open++
+	l.open.Add(1)
 	if lc.remote.IsValid() {
-		l.conns[lc.remote] = lc
+		sh := l.shard(lc.remote)
+		sh.mu.Lock()
+		sh.m[lc.remote] = lc
+		sh.mu.Unlock()
 	}
 	return ""
 }
 
 // unpend stops counting lc as pending; l.mu is held.
 func (l *Listener) unpend(lc *limitConn) {
-	if !lc.pending {
+	if !lc.pending.Load() {
 		return
 	}
-	lc.pending = false
+	lc.pending.Store(false)
 	l.pending--
 	if l.pendingBy[lc.client]--; l.pendingBy[lc.client] <= 0 {
 		delete(l.pendingBy, lc.client)
 	}
 }
 
-// closed counts lc out.
+// closed counts lc out. Only a connection still pending takes l.mu.
 func (l *Listener) closed(lc *limitConn) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.open--
-	l.unpend(lc)
-	if l.conns[lc.remote] == lc {
-		delete(l.conns, lc.remote)
+	l.open.Add(-1)
+	if lc.pending.Load() { // once false, never true again
+		l.mu.Lock()
+		l.unpend(lc)
+		l.mu.Unlock()
 	}
+	if !lc.remote.IsValid() {
+		return
+	}
+	sh := l.shard(lc.remote)
+	sh.mu.Lock()
+	if sh.m[lc.remote] == lc {
+		delete(sh.m, lc.remote)
+	}
+	sh.mu.Unlock()
 }
 
 // lookup is the open connection from remote (host:port), or nil (also
@@ -219,9 +255,11 @@ func (l *Listener) lookup(remote string) *limitConn {
 	if l == nil || err != nil {
 		return nil
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.conns[netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())]
+	ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	sh := l.shard(ap)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return sh.m[ap]
 }
 
 // Client is the client the open connection from remote (host:port) is
@@ -242,17 +280,15 @@ func (l *Listener) LoggedIn(remote string) {
 	if lc == nil {
 		return
 	}
-	l.mu.Lock()
-	l.unpend(lc)
-	l.mu.Unlock()
+	if lc.pending.Load() {
+		l.mu.Lock()
+		l.unpend(lc)
+		l.mu.Unlock()
+	}
 }
 
 // Open returns the number of accepted connections not yet closed.
-func (l *Listener) Open() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.open
-}
+func (l *Listener) Open() int { return int(l.open.Load()) }
 
 // Pending returns the number of open connections that have not logged in,
 // the local operator's aside.
@@ -278,7 +314,9 @@ type limitConn struct {
 	remote   netip.AddrPort
 	client   string // what the per-client bounds count it under
 	operator bool   // the local operator's
-	pending  bool   // counted as pending; guarded by l.mu
+	// pending: counted as pending; written with l.mu held, from true to
+	// false once (admit sets it before the connection is returned).
+	pending atomic.Bool
 
 	// slot is the gate whose slot the handshake holds (nil: none), wrote
 	// whether the server's flight has been written since (handshake.go);
