@@ -105,7 +105,9 @@
 //     calls return; wait for every call to be answered and the writer, if
 //     one runs, to have written everything queued and stopped; stop the
 //     ping timer (no writer starts again); send the close frame; close the
-//     socket. No goroutine of the connection outlives it.
+//     socket; leave the server's set of connections, which takes no lock
+//     of the server's (Shutdown ends thousands of connections at once).
+//     No goroutine of the connection outlives it.
 //  9. Observer methods are called from the reader, the handlers and the
 //     writer; they must not block. ConnClosed gets why the connection
 //     ended (EndReasons: the first cause found, so a read that fails

@@ -1,7 +1,9 @@
 package rpc_test
 
 import (
+	"context"
 	"crypto/tls"
+	"errors"
 	"net"
 	"strconv"
 	"strings"
@@ -114,6 +116,47 @@ func TestStuckClientEndsAtTheWriteDeadline(t *testing.T) {
 	}
 	waitConns(t, ts, 0) // bounded: 10s, where the default write timeout is 30s
 	t.Logf("dropped %v after the replies (write timeout 300ms)", time.Since(start))
+	leaktest.WaitAtMost(t, 0, "provisiond/rpc.(*Conn).")
+}
+
+// A stop that runs out of time cuts the connections still open, one
+// whose writer is blocked on a client that stopped reading too, long
+// before that writer's write deadline (a minute here): crypto/tls closes
+// the socket without its close_notify alert while a write is under way.
+func TestShutdownCutsAStuckClientAtItsDeadline(t *testing.T) {
+	const n = 40
+	large := strings.Repeat("z", 64<<10)
+	ts := startServerOn(t, func(c *rpc.Config) {
+		c.WriteTimeout = time.Minute
+		c.MaxUnsent = 128 << 10
+	}, func(ln net.Listener) net.Listener { return smallBuffers{ln} })
+	ws := ts.dialRaw(t)
+	if tc, ok := ws.NetConn().(*tls.Conn); ok {
+		if tcp, ok := tc.NetConn().(*net.TCPConn); ok {
+			_ = tcp.SetReadBuffer(16 << 10)
+		}
+	}
+	for i := 1; i <= n; i++ {
+		send(t, ws, `{"request-id":`+strconv.Itoa(i)+`,"type":"T","version":1,"request":"Later"}`)
+	}
+	for _, r := range ts.root.later.takeAll(t, n) {
+		r(params.StringResult{Result: large}, nil)
+	}
+	// Wait (bounded) for the writer to be blocked on the full socket.
+	for deadline := time.Now().Add(10 * time.Second); len(leaktest.Stacks("rpc.(*wireConn)", "runtime_pollWait")) == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the writer never blocked on the socket")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if err := ts.srv.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Shutdown = %v, want the deadline's error", err)
+	}
+	waitConns(t, ts, 0) // bounded: 10s, where the write deadline is a minute
+	t.Logf("cut %v after the stop began (budget 300ms)", time.Since(start))
 	leaktest.WaitAtMost(t, 0, "provisiond/rpc.(*Conn).")
 }
 
