@@ -31,6 +31,7 @@ var connsWorkload = &workload{
 	},
 	ratios: []ratio{
 		{"KiB/agent vs idle conn", "daemon KiB/agent", "idle conn KiB/conn"},
+		{"live heap + stacks vs idle conn's", "daemon live heap + stacks KiB/agent", "idle conn live heap + stacks KiB/conn"},
 		{"KiB/agent vs target", "daemon KiB/agent", "target KiB/agent"},
 	},
 	notes: func(o *options) []string {
@@ -43,6 +44,7 @@ var connsWorkload = &workload{
 			fmt.Sprintf("KiB/agent logged in = (logged in - before) / agents; KiB/watcher = (watching - logged in) / (agents x %d); daemon KiB/agent = (watching - before) / agents", o.connsWatchers()),
 			fmt.Sprintf("each agent: logged in, %d watchers, a Next pending on each, pinging every minute; target: at most 16 KiB per agent + 0.5 KiB per watcher = %.1f KiB/agent", o.connsWatchers(), connsTarget(o.connsWatchers())),
 			"baseline: the echo server (same TLS websocket transport) holding the same number of idle connections",
+			"live heap + stacks: the live objects after the forced GC and the goroutines' stacks, each process's own (runtime.MemStats HeapAlloc + StackInuse), per agent or connection: what RSS holds whenever the collector runs, without the free slots left in spans that also hold live objects (heap in use less live: how many depends on GOGC and on which size classes the garbage of connecting shared with what stays)",
 		}
 	},
 }
@@ -340,6 +342,14 @@ func connsFigures(v *values, before, loggedIn, after memReading, n, k int) {
 			v.set(m.row, m.unit, (a-b)/m.div/float64(n))
 		}
 	}
+	// What the agents keep alive, whenever the collector last ran: live
+	// objects and stacks (the row the idle connection's is compared with).
+	if rt := [2]map[string]float64{before.rt, after.rt}; len(rt[0]) > 0 && len(rt[1]) > 0 {
+		kept := func(m map[string]float64) float64 {
+			return m["go_memstats_heap_alloc_bytes"] + m["go_memstats_stack_inuse_bytes"]
+		}
+		v.set("daemon live heap + stacks KiB/agent", "KiB", (kept(after.rt)-kept(before.rt))/1024/float64(n))
+	}
 	// The heap's free pages not (yet) returned to the OS: idle less
 	// released. After a settle that returned everything, about 0.
 	if rt := [2]map[string]float64{before.rt, after.rt}; len(rt[0]) > 0 && len(rt[1]) > 0 {
@@ -363,7 +373,7 @@ func runConnsBaseline(ctx context.Context, e *env, n int) (*values, error) {
 	if es.cmd == nil {
 		return nil, fmt.Errorf("idle connection memory needs the echo server in its own process (not --daemon inproc)")
 	}
-	es.settle()
+	liveBefore, stacksBefore := es.settle()
 	before, err := procRSS(es.pid)
 	if err != nil {
 		return nil, err
@@ -376,13 +386,16 @@ func runConnsBaseline(ctx context.Context, e *env, n int) (*values, error) {
 	if err := sleepCtx(ctx, e.o.settle); err != nil {
 		return nil, err
 	}
-	es.settle()
+	liveAfter, stacksAfter := es.settle()
 	after, err := procRSS(es.pid)
 	if err != nil {
 		return nil, err
 	}
 	v := newValues()
 	v.set("idle conn KiB/conn", "KiB", float64(after-before)/1024/float64(n))
+	if liveAfter > 0 {
+		v.set("idle conn live heap + stacks KiB/conn", "KiB", float64(liveAfter+stacksAfter-liveBefore-stacksBefore)/1024/float64(n))
+	}
 	return v, nil
 }
 

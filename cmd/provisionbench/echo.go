@@ -109,15 +109,16 @@ func readLine(ctx context.Context, r io.Reader) (string, error) {
 	}
 }
 
-// settle asks the echo server to collect garbage (see target.settle).
-func (es *echoServer) settle() {
+// settle asks the echo server to collect garbage (see target.settle) and
+// returns its live heap and stack bytes then (0, 0 in this process).
+func (es *echoServer) settle() (live, stacks int64) {
 	if es.cmd != nil {
-		settleSignal(es.cmd.Process, filepath.Join(es.dir, "settled"))
-		return
+		return settleSignal(es.cmd.Process, filepath.Join(es.dir, "settled"))
 	}
 	runtime.GC()
 	debug.FreeOSMemory()
 	time.Sleep(300 * time.Millisecond)
+	return 0, 0
 }
 
 func (es *echoServer) close() {

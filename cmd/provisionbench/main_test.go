@@ -178,7 +178,8 @@ func TestConns(t *testing.T) {
 	if figure(t, rep, 4, "daemon RSS after") <= 0 || figure(t, rep, 4, "daemon RSS logged in") <= 0 {
 		t.Error("no daemon memory")
 	}
-	for _, name := range []string{"daemon KiB/agent", "daemon KiB/agent logged in", "daemon KiB/watcher", "idle conn KiB/conn", "KiB/agent vs target"} {
+	for _, name := range []string{"daemon KiB/agent", "daemon KiB/agent logged in", "daemon KiB/watcher", "idle conn KiB/conn", "KiB/agent vs target",
+		"daemon live heap + stacks KiB/agent", "idle conn live heap + stacks KiB/conn", "live heap + stacks vs idle conn's"} {
 		figure(t, rep, 4, name)
 	}
 	if v := figure(t, rep, 4, "target KiB/agent"); v != 17.5 {

@@ -47,35 +47,43 @@ const settleWait = time.Minute
 
 // settleSignal sends SIGUSR1 to a child of this tool (the daemon, the echo
 // server) and waits until it has collected garbage and returned the freed
-// memory: the child writes "PID N" to file after its Nth (childSettled).
+// memory: the child writes "PID N LIVE STACKS" to file after its Nth
+// (childSettled). It returns the child's live heap and stack bytes then
+// (0, 0 if it did not answer).
 // A fixed pause was not enough: at 10,000 agents on a loaded box the
 // child's two collections and scavenge outlasted 300 ms, and readings
 // caught a heap not yet returned (5 KiB per agent of idle pages).
-func settleSignal(p *os.Process, file string) {
+func settleSignal(p *os.Process, file string) (live, stacks int64) {
 	before, _ := os.ReadFile(file)
 	_ = p.Signal(syscall.SIGUSR1)
 	if file == "" {
 		time.Sleep(300 * time.Millisecond)
-		return
+		return 0, 0
 	}
 	deadline := time.Now().Add(settleWait)
 	for time.Now().Before(deadline) {
 		if now, err := os.ReadFile(file); err == nil && len(now) > 0 && string(now) != string(before) {
-			return
+			var pid, n int
+			_, _ = fmt.Sscan(string(now), &pid, &n, &live, &stacks)
+			return live, stacks
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	return 0, 0
 }
 
 // childSettled is the child's side of settleSignal: after its nth
-// collection it writes "PID n" to file (a new process's "1" differs from
-// an old one's by its pid).
+// collection it writes "PID n LIVE STACKS" to file (a new process's "1"
+// differs from an old one's by its pid): its live heap (the objects the
+// collection kept) and its goroutines' stacks, in bytes.
 func childSettled(file string, n int) {
 	if file == "" {
 		return
 	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
 	tmp := file + ".tmp"
-	if os.WriteFile(tmp, []byte(fmt.Sprintf("%d %d", os.Getpid(), n)), 0o600) == nil {
+	if os.WriteFile(tmp, fmt.Appendf(nil, "%d %d %d %d", os.Getpid(), n, ms.HeapAlloc, ms.StackInuse), 0o600) == nil {
 		_ = os.Rename(tmp, file)
 	}
 }

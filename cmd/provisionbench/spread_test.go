@@ -57,6 +57,7 @@ func TestSpreadConns(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"daemon KiB/agent", "daemon KiB/watcher", "idle conn KiB/conn", "KiB/agent vs idle conn",
+		"daemon live heap + stacks KiB/agent", "live heap + stacks vs idle conn's",
 		"etcd RSS", "etcd database in use", "  in use KiB/machine of the model"} {
 		figure(t, rep, 200, name)
 	}
