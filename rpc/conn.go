@@ -336,6 +336,7 @@ func (c *Conn) serve(ended func(reason string)) {
 	})
 	for c.beforeRead() && c.readRequest() {
 	}
+	c.srv.awaitClosePass()
 	c.teardown()
 	c.reportEnd(ended)
 }

@@ -100,7 +100,8 @@
 //     item share as a value): it ends when reading ends. Juju requests
 //     carry no per-call cancellation.
 //  8. Teardown, on the reader, once reading ends (a read error, a
-//     malformed message, Conn.Close from Shutdown or the facade layer),
+//     malformed message, Conn.Close from Shutdown or the facade layer)
+//     and, in a stop, once Shutdown has told every connection to close,
 //     in order: cancel the context; Root.Kill, which must make waiting
 //     calls return; wait for every call to be answered and the writer, if
 //     one runs, to have written everything queued and stopped; stop the
