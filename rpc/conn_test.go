@@ -480,4 +480,30 @@ func TestShutdownEndsBlockedCalls(t *testing.T) {
 	}
 }
 
+// A stop tells every connection to close, more than one chunk's worth of
+// them, and each client gets its going-away close frame: a connection's
+// teardown, held until every one was told, still runs to its end.
+func TestShutdownClosesEveryConnection(t *testing.T) {
+	const n = 300 // more than one of Shutdown's chunks
+	ts := startServer(t, nil)
+	wss := make([]*websocket.Conn, n)
+	for i := range wss {
+		wss[i] = ts.dialRaw(t)
+	}
+	waitConns(t, ts, n)
+	if err := ts.srv.Shutdown(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	for i, ws := range wss {
+		_ = ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, _, err := ws.ReadMessage()
+		if !websocket.IsCloseError(err, websocket.CloseGoingAway) {
+			t.Fatalf("connection %d ended with %v, want the going-away close frame", i, err)
+		}
+	}
+	if c := ts.srv.Conns(); c != 0 {
+		t.Fatalf("%d connections left", c)
+	}
+}
+
 func TestMain(m *testing.M) { leaktest.Main(m) }
