@@ -154,6 +154,8 @@ type Hub struct {
 	// "Scale").
 	seed   maphash.Seed
 	shards [hubShards]hubShard
+	// retired: cancelling a subscription does nothing (Retire).
+	retired atomic.Bool
 
 	pmu        sync.Mutex    // guards the fields below (not a shard's lock: Sync must not wait for subscribers)
 	publishing int           // Publish and Reset calls under way
@@ -224,6 +226,9 @@ func (h *Hub) Subscribe(f Filter, sink Sink) (cancel func()) {
 
 // cancel unlinks s from its list, once.
 func (h *Hub) cancel(s *subscription) {
+	if h.retired.Load() {
+		return
+	}
 	k := keyOf(&s.filter)
 	sh := h.shard(k)
 	sh.mu.Lock()
@@ -247,6 +252,14 @@ func (h *Hub) cancel(s *subscription) {
 	sh.mu.Unlock()
 	h.count.Add(-1)
 }
+
+// Retire makes cancelling a subscription do nothing from now on: the
+// subscriptions stay, and a publish still reaches them (a stopped
+// watcher's sink ignores it). A stopping daemon retires its hub as its
+// connections end: their thousands of watchers stop at once, and their
+// cancels queued on the shards' locks held a daemon's stop past its
+// budget at 100,000 agents, for subscriptions the process's end drops.
+func (h *Hub) Retire() { h.retired.Store(true) }
 
 // Publish delivers cs to every matching subscription. Callers publish in
 // commit order; Publish returns after every sink has returned.

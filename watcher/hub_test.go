@@ -320,6 +320,22 @@ func TestHubCancel(t *testing.T) {
 	}
 }
 
+// A retired hub (a stopping daemon's) cancels nothing: the subscription
+// stays and a publish still reaches it.
+func TestHubRetire(t *testing.T) {
+	hub := watcher.NewHub()
+	var r recorder
+	change := watcher.Change{Kind: kindMachine, Model: model1, ID: "0"}
+	cancel := hub.Subscribe(watcher.Filter{Kind: kindMachine, Model: model1}, r.sink)
+	hub.Retire()
+	cancel()
+	if got := hub.Subscriptions(); got != 1 {
+		t.Errorf("cancelled after Retire: Subscriptions() = %d, want 1", got)
+	}
+	hub.Publish(watcher.ChangeSet{Rev: 1, Changes: []watcher.Change{change}})
+	r.assert(t, "sink", delivery{1, change})
+}
+
 func TestHubCancelConcurrentlyIsIdempotent(t *testing.T) {
 	t.Parallel()
 	hub := watcher.NewHub()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"sync"
+	"sync/atomic"
 
 	"github.com/provisiond/provisiond/rpc/params"
 	"github.com/provisiond/provisiond/watcher"
@@ -24,6 +25,8 @@ type EntityLimits struct {
 	// 7,415 of them were queued in a stopping daemon's stacks).
 	seed   maphash.Seed
 	shards [entityShards]entityShard
+
+	retired atomic.Bool // connections given back are not counted (Retire)
 }
 
 // entityShards is how many shards EntityLimits' counts are in.
@@ -90,6 +93,9 @@ func (l *EntityLimits) admit(key, name string) (*watcher.Quota, func(), error) {
 	e.conns++
 	var once sync.Once
 	return e.watchers, func() {
+		if l.retired.Load() {
+			return
+		}
 		once.Do(func() {
 			sh.mu.Lock()
 			defer sh.mu.Unlock()
@@ -98,6 +104,16 @@ func (l *EntityLimits) admit(key, name string) (*watcher.Quota, func(), error) {
 			}
 		})
 	}, nil
+}
+
+// Retire stops counting connections given back: a stopping daemon retires
+// its limits as it ends every connection at once, so that their ends do
+// not queue on the shards' locks for counts the process's end drops.
+// Admission goes on as before (the daemon admits no login by then).
+func (l *EntityLimits) Retire() {
+	if l != nil {
+		l.retired.Store(true)
+	}
 }
 
 // Conns returns the open connections counted for the entity key (for

@@ -59,6 +59,22 @@ func TestEntityLimitsCountConnections(t *testing.T) {
 
 // The watcher quota is one per entity, shared by its connections, and
 // starts afresh once the entity has no connection left.
+// Retired limits (a stopping daemon's) count no connection given back.
+func TestEntityLimitsRetire(t *testing.T) {
+	l := NewEntityLimits(2, 0)
+	_, release, err := l.admit("machine:m/0", "machine-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Retire()
+	release()
+	if n := l.Conns("machine:m/0"); n != 1 {
+		t.Fatalf("given back after Retire: %d connections counted, want 1", n)
+	}
+	var nilLimits *EntityLimits
+	nilLimits.Retire()
+}
+
 func TestEntityLimitsShareTheWatcherQuota(t *testing.T) {
 	l := NewEntityLimits(0, 3)
 	q1, r1, err := l.admit("user:bob", "user-bob")

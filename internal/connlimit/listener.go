@@ -94,6 +94,10 @@ type Listener struct {
 	// admit with mu held (one goroutine accepts), lowered at each close
 	// without it.
 	open atomic.Int64
+	// stopped: the listener is closed, and connections closed after it
+	// are not counted out (nothing is admitted any more; a stopping
+	// daemon closes thousands at once).
+	stopped atomic.Bool
 
 	mu        sync.Mutex     // guards the fields below
 	pending   int            // pending connections but the operator's
@@ -166,8 +170,11 @@ func (l *Listener) Accept() (net.Conn, error) {
 	}
 }
 
-// Close closes the listener and its peer lookup's socket.
+// Close closes the listener and its peer lookup's socket. Connections
+// closed from then on are not counted out: Open and Pending keep what
+// they were (the process is stopping).
 func (l *Listener) Close() error {
+	l.stopped.Store(true)
 	err := l.Listener.Close()
 	l.peers.close()
 	return err
@@ -229,8 +236,12 @@ func (l *Listener) unpend(lc *limitConn) {
 	}
 }
 
-// closed counts lc out. Only a connection still pending takes l.mu.
+// closed counts lc out, unless the listener is closed. Only a connection
+// still pending takes l.mu.
 func (l *Listener) closed(lc *limitConn) {
+	if l.stopped.Load() {
+		return
+	}
 	l.open.Add(-1)
 	if lc.pending.Load() { // once false, never true again
 		l.mu.Lock()

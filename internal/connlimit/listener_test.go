@@ -111,4 +111,10 @@ func TestAdmission(t *testing.T) {
 	if lc := l.lookup("192.0.2.1:5"); lc != nil {
 		t.Fatal("lookup found a closed connection")
 	}
+	// Once the listener is closed (a stop), closes are not counted out.
+	l.stopped.Store(true)
+	l.closed(a1)
+	if l.Open() != 10 {
+		t.Fatalf("closed after the listener: open %d, want 10", l.Open())
+	}
 }

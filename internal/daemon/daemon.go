@@ -258,7 +258,8 @@ type Daemon struct {
 	environ    *environ.Provider
 	dash       *dashboard.Dashboard
 	agents     prometheus.Gauge
-	presence   *presence.Recorder // who is connected (presence.go)
+	presence   *presence.Recorder   // who is connected (presence.go)
+	entities   *facade.EntityLimits // connections and watchers per agent or user (limits.go)
 	done       chan struct{}
 	serveErr   error
 	failure    *storeFailure // the store's failure (storefail.go)
@@ -294,7 +295,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 			return nil, err
 		}
 	}
-	d = &Daemon{cfg: cfg, log: log, hub: watcher.NewHub(), environ: environ.New(), done: make(chan struct{}), failure: newStoreFailure(),
+	d = &Daemon{cfg: cfg, log: log, hub: watcher.NewHub(), entities: facade.NewEntityLimits(cfg.MaxConnsPerEntity, cfg.MaxWatchersPerEntity), environ: environ.New(), done: make(chan struct{}), failure: newStoreFailure(),
 		serverID: newServerID(), earlier: earlier}
 	d.health.d = d
 	backup.RemoveStale(cfg.DataDir, log)
@@ -403,7 +404,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 		PingTimeout:   cfg.PingTimeout,
 		LoginTimeout:  cfg.LoginTimeout,
 		MaxWatchers:   cfg.MaxWatchers,
-		Entities:      facade.NewEntityLimits(cfg.MaxConnsPerEntity, cfg.MaxWatchersPerEntity),
+		Entities:      d.entities,
 		Environ:       d.environ,
 		Clock:         cfg.Clock,
 		Agents:        d.agentCounter(),
@@ -615,8 +616,9 @@ const stopReserve = 2 * time.Second
 //  1. stop accepting and close every connection (close code 1001), waiting
 //     for the calls under way to be answered, until ctx's deadline less a
 //     reserve (stopReserve, at most a fifth); connections still open then
-//     are cut (their sockets closed). Their ends are not recorded in
-//     presence one by one (presence.Recorder.Close). Meanwhile, from the start, tell the
+//     are cut (their sockets closed). Their ends are not counted out
+//     one by one (presence, the hub's subscriptions, the per-entity
+//     limits and the connection cap: Retire, Listener.Close). Meanwhile, from the start, tell the
 //     daemons sharing the store that this one is going: on etcd one
 //     request revokes its lease, which removes its API-server record and
 //     presence and ends its leaderships for every daemon at once (their
@@ -642,9 +644,13 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 		cctx, cancel = context.WithDeadline(ctx, dl.Add(-reserve))
 		defer cancel()
 	}
-	// The connections about to end are not recorded one by one: the
-	// departure below says they all ended (presence.Recorder.Close).
-	d.presence.Close()
+	// The connections about to end all at once are not counted out one
+	// by one: the departure below says they all ended, and the process's
+	// end drops the rest (each of these queued thousands of teardowns on
+	// its locks). The listener, closed first, counts them out no more.
+	d.presence.Retire()
+	d.hub.Retire()
+	d.entities.Retire()
 	departed := make(chan error, 1) // the goroutine is Shutdown's: waited for below
 	go func() {
 		err := d.state.Depart(ctx)

@@ -14,7 +14,7 @@
 // A Recorder holds no goroutine and does no I/O: the sessions call
 // Connect and Disconnect, the daemon's presence goroutines call Take and
 // SetRemote, status and the metrics read it. It is safe for concurrent
-// use. A stopping daemon closes it first (Close): from then on it records
+// use. A stopping daemon retires it first (Retire): from then on it records
 // no connection's end, as the daemon's departure says they all ended.
 package presence
 
@@ -73,7 +73,7 @@ type Recorder struct {
 	now     func() time.Time
 	publish bool
 	changed chan struct{} // capacity 1: the local agents of a model changed (publish only)
-	closed  atomic.Bool   // Close was called: Connect and Disconnect do nothing
+	retired atomic.Bool   // Retire was called: Connect and Disconnect do nothing
 
 	// remoteMu orders SetRemote calls: remote is written with it and mu
 	// held, so SetRemote reads it under remoteMu alone and works out what
@@ -116,7 +116,7 @@ func (a Agent) keys() (machine, provisioner key, hasMachine bool) {
 // with the same Agent once, when the connection ends (a Session keeps a
 // flag: a connection costs the Recorder no allocation of its own).
 func (r *Recorder) Connect(a Agent) {
-	if r.closed.Load() {
+	if r.retired.Load() {
 		return
 	}
 	r.mu.Lock()
@@ -130,7 +130,7 @@ func (r *Recorder) Connect(a Agent) {
 // Disconnect ends a connection of agent a that Connect recorded. A nil
 // Recorder does nothing.
 func (r *Recorder) Disconnect(a Agent) {
-	if r == nil || r.closed.Load() {
+	if r == nil || r.retired.Load() {
 		return
 	}
 	r.mu.Lock()
@@ -141,18 +141,18 @@ func (r *Recorder) Disconnect(a Agent) {
 	}
 }
 
-// Close stops recording this daemon's connections: Connect and Disconnect
+// Retire stops recording this daemon's connections: Connect and Disconnect
 // do nothing from now on, and what the Recorder says of its local agents
-// stays as it was. A daemon closes its Recorder as its stop begins: the
+// stays as it was. A daemon retires its Recorder as its stop begins: the
 // stop ends all its connections at once, and its departure (its lease
 // revoked, its records gone, or the process's end) tells every reader
 // that they all ended; recording each end would queue thousands of them
 // on the Recorder's lock (and mark their models to publish) for nothing.
 // The other daemons' records are still taken (SetRemote). A nil Recorder
 // does nothing.
-func (r *Recorder) Close() {
+func (r *Recorder) Retire() {
 	if r != nil {
-		r.closed.Store(true)
+		r.retired.Store(true)
 	}
 }
 

@@ -168,38 +168,38 @@ func TestTake(t *testing.T) {
 	}
 }
 
-// TestClose: a closed Recorder (a stopping daemon's) records no
+// TestRetire: a retired Recorder (a stopping daemon's) records no
 // connection's end and marks nothing to publish; it still reads, and still
 // takes the other daemons' records.
-func TestClose(t *testing.T) {
+func TestRetire(t *testing.T) {
 	r := presence.New(nil, true)
 	a := presence.Agent{Model: m1, Machine: "0"}
 	r.Connect(a)
 	r.Take()
 	<-r.Changed()
-	r.Close()
+	r.Retire()
 	r.Disconnect(a)
 	r.Connect(presence.Agent{Model: m2, Machine: "1"})
 	if got := r.Machine(m1, "0"); !got.Alive {
-		t.Errorf("after Close, a disconnect was recorded: %+v", got)
+		t.Errorf("after Retire, a disconnect was recorded: %+v", got)
 	}
 	if got := r.Machine(m2, "1"); got.Alive {
-		t.Errorf("after Close, a connect was recorded: %+v", got)
+		t.Errorf("after Retire, a connect was recorded: %+v", got)
 	}
 	select {
 	case <-r.Changed():
-		t.Error("Changed signalled after Close")
+		t.Error("Changed signalled after Retire")
 	default:
 	}
 	if got := r.Take(); got != nil {
-		t.Errorf("Take after Close = %+v, want nothing", got)
+		t.Errorf("Take after Retire = %+v, want nothing", got)
 	}
 	r.SetRemote([]presence.Entry{{Model: m2, Machines: []string{"1"}}})
 	if got := r.Machine(m2, "1"); !got.Alive {
-		t.Errorf("another daemon's agent after Close: %+v", got)
+		t.Errorf("another daemon's agent after Retire: %+v", got)
 	}
 	var nilRecorder *presence.Recorder
-	nilRecorder.Close()
+	nilRecorder.Retire()
 }
 
 // TestConcurrent is for the race detector.
