@@ -41,7 +41,9 @@
 // subscription made while a commit is being published may see some of
 // its changes and not others; the watch's snapshot, read after it
 // subscribed, holds that commit (state's stores publish a commit once
-// readers see it).
+// readers see it). A retired hub (Hub.Retire: a stopping daemon's)
+// cancels nothing: a stopped watcher's subscriptions stay, and its sink
+// ignores what still reaches it.
 //
 // This package imports nothing of the project's.
 package watcher
