@@ -154,6 +154,9 @@ func (d *Daemon) followPresence(ctx context.Context) {
 		}
 		recs, err := d.state.PresenceRecords(ctx)
 		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, store.ErrClosed) {
+				return // stopping, as publishPresence
+			}
 			d.log.Warn("reading the agent presence records; retrying", "err", err)
 			select {
 			case <-ctx.Done():
