@@ -2,7 +2,6 @@ package facade
 
 import (
 	"fmt"
-	"hash/maphash"
 	"sync"
 	"sync/atomic"
 
@@ -19,28 +18,10 @@ import (
 type EntityLimits struct {
 	maxConns, maxWatchers int
 
-	// The entities' counts, in entityShards shards by key, each with its
-	// own lock: every connection's end takes its entity's, and when a
-	// daemon with 14,000 connections stops they end at once (on one lock,
-	// 7,415 of them were queued in a stopping daemon's stacks).
-	seed   maphash.Seed
-	shards [entityShards]entityShard
-
-	retired atomic.Bool // connections given back are not counted (Retire)
-}
-
-// entityShards is how many shards EntityLimits' counts are in.
-const entityShards = 64
-
-type entityShard struct {
 	mu sync.Mutex // guards m
 	m  map[string]*entityCount
-	_  [64 - 16]byte
-}
 
-// shard returns the shard of entity key.
-func (l *EntityLimits) shard(key string) *entityShard {
-	return &l.shards[maphash.String(l.seed, key)%entityShards]
+	retired atomic.Bool // connections given back are not counted (Retire)
 }
 
 type entityCount struct {
@@ -51,11 +32,7 @@ type entityCount struct {
 // NewEntityLimits returns limits of maxConns connections and maxWatchers
 // watchers per entity; 0 is no limit.
 func NewEntityLimits(maxConns, maxWatchers int) *EntityLimits {
-	l := &EntityLimits{maxConns: maxConns, maxWatchers: maxWatchers, seed: maphash.MakeSeed()}
-	for i := range l.shards {
-		l.shards[i].m = make(map[string]*entityCount)
-	}
-	return l
+	return &EntityLimits{maxConns: maxConns, maxWatchers: maxWatchers, m: make(map[string]*entityCount)}
 }
 
 // tooManyConns refuses a login over the entity's connection limit.
@@ -73,20 +50,19 @@ func (l *EntityLimits) admit(key, name string) (*watcher.Quota, func(), error) {
 	if l == nil {
 		return nil, func() {}, nil
 	}
-	sh := l.shard(key)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	e := sh.m[key]
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.m[key]
 	if e == nil {
 		e = &entityCount{}
 		if l.maxWatchers > 0 {
 			e.watchers = watcher.NewQuota(l.maxWatchers, "for "+name+" across its connections")
 		}
-		sh.m[key] = e
+		l.m[key] = e
 	}
 	if l.maxConns > 0 && e.conns >= l.maxConns {
 		if e.conns == 0 {
-			delete(sh.m, key)
+			delete(l.m, key)
 		}
 		return nil, nil, tooManyConns(name, l.maxConns)
 	}
@@ -97,10 +73,10 @@ func (l *EntityLimits) admit(key, name string) (*watcher.Quota, func(), error) {
 			return
 		}
 		once.Do(func() {
-			sh.mu.Lock()
-			defer sh.mu.Unlock()
+			l.mu.Lock()
+			defer l.mu.Unlock()
 			if e.conns--; e.conns == 0 {
-				delete(sh.m, key)
+				delete(l.m, key)
 			}
 		})
 	}, nil
@@ -108,8 +84,8 @@ func (l *EntityLimits) admit(key, name string) (*watcher.Quota, func(), error) {
 
 // Retire stops counting connections given back: a stopping daemon retires
 // its limits as it ends every connection at once, so that their ends do
-// not queue on the shards' locks for counts the process's end drops.
-// Admission goes on as before (the daemon admits no login by then).
+// not queue on the lock for counts the process's end drops. Admission
+// goes on as before (the daemon admits no login by then).
 func (l *EntityLimits) Retire() {
 	if l != nil {
 		l.retired.Store(true)
@@ -119,10 +95,9 @@ func (l *EntityLimits) Retire() {
 // Conns returns the open connections counted for the entity key (for
 // tests).
 func (l *EntityLimits) Conns(key string) int {
-	sh := l.shard(key)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if e := sh.m[key]; e != nil {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e := l.m[key]; e != nil {
 		return e.conns
 	}
 	return 0

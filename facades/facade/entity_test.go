@@ -50,15 +50,11 @@ func TestEntityLimitsCountConnections(t *testing.T) {
 	r2()
 	r3()
 	other()
-	for i := range l.shards {
-		if m := l.shards[i].m; len(m) != 0 {
-			t.Errorf("entities without connections are kept: %v", m)
-		}
+	if len(l.m) != 0 {
+		t.Errorf("entities without connections are kept: %v", l.m)
 	}
 }
 
-// The watcher quota is one per entity, shared by its connections, and
-// starts afresh once the entity has no connection left.
 // Retired limits (a stopping daemon's) count no connection given back.
 func TestEntityLimitsRetire(t *testing.T) {
 	l := NewEntityLimits(2, 0)
@@ -75,6 +71,8 @@ func TestEntityLimitsRetire(t *testing.T) {
 	nilLimits.Retire()
 }
 
+// The watcher quota is one per entity, shared by its connections, and
+// starts afresh once the entity has no connection left.
 func TestEntityLimitsShareTheWatcherQuota(t *testing.T) {
 	l := NewEntityLimits(0, 3)
 	q1, r1, err := l.admit("user:bob", "user-bob")

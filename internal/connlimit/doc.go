@@ -23,9 +23,8 @@
 //     LoggedIn are safe from any goroutine. Connections over a bound are
 //     closed inside Accept and never returned.
 //  2. A Listener's connections are counted out once, at their first
-//     Close, from whichever goroutine closes them; a connection that has
-//     logged in takes only its shard's lock of the open connections then.
-//     Once the Listener is closed, closes are not counted out.
+//     Close, from whichever goroutine closes them; once the Listener is
+//     closed, closes are not counted out.
 //  3. A HandshakeGate is safe for concurrent use. A handshake waits for a
 //     slot in its own goroutine (net/http's for the connection, inside
 //     the TLS config's GetConfigForClient); the package starts no

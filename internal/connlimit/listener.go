@@ -90,37 +90,18 @@ type Listener struct {
 	clientOf  func(netip.Addr) string // the client of a remote address
 	refused   func(reason string)     // called for each connection closed at accept
 
-	// open counts the accepted connections not yet closed: raised in
-	// admit with mu held (one goroutine accepts), lowered at each close
-	// without it.
-	open atomic.Int64
 	// stopped: the listener is closed, and connections closed after it
 	// are not counted out (nothing is admitted any more; a stopping
-	// daemon closes thousands at once).
+	// daemon closes thousands at once, and each close took mu).
 	stopped atomic.Bool
 
-	mu        sync.Mutex     // guards the fields below
+	mu        sync.Mutex // guards the fields below
+	open      int
 	pending   int            // pending connections but the operator's
 	pendingBy map[string]int // the same by client
-
 	// conns are the open connections by client address, for the login
-	// throttle and the login notice (Client, LoggedIn), in shards by port
-	// with a lock each: a connection that has logged in takes only its
-	// shard's at its close, so a stop that closes thousands at once
-	// queues none of them on mu.
-	conns [connShards]connShard
-}
-
-// connShards is the number of shards of a Listener's open connections.
-const connShards = 64
-
-type connShard struct {
-	mu sync.Mutex
-	m  map[netip.AddrPort]*limitConn
-}
-
-func (l *Listener) shard(remote netip.AddrPort) *connShard {
-	return &l.conns[remote.Port()%connShards]
+	// throttle and the login notice (Client, LoggedIn).
+	conns map[netip.AddrPort]*limitConn
 }
 
 // NewListener wraps ln in the connection cap maxConns and, within it, at
@@ -139,13 +120,9 @@ func newListener(ln net.Listener, lim connLimits, refused func(reason string)) *
 	if refused == nil {
 		refused = func(string) {}
 	}
-	l := &Listener{Listener: ln, lim: lim, peers: newPeerLookup(), refused: refused, clientOf: netip.Addr.String,
+	return &Listener{Listener: ln, lim: lim, peers: newPeerLookup(), refused: refused, clientOf: netip.Addr.String,
 		operators: map[uint32]bool{0: true, uint32(os.Geteuid()): true},
-		pendingBy: map[string]int{}}
-	for i := range l.conns {
-		l.conns[i].m = map[netip.AddrPort]*limitConn{}
-	}
-	return l
+		pendingBy: map[string]int{}, conns: map[netip.AddrPort]*limitConn{}}
 }
 
 // Accept returns the next connection within the bounds; connections over
@@ -196,14 +173,13 @@ func (l *Listener) classify(local, remote netip.AddrPort) (client string, operat
 func (l *Listener) admit(lc *limitConn) (refused string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	open := int(l.open.Load()) // only closes lower it meanwhile
 	if lc.operator {
-		if open >= l.lim.max {
+		if l.open >= l.lim.max {
 			return RefusedCap
 		}
 	} else {
 		switch {
-		case open >= l.lim.max-l.lim.reserve:
+		case l.open >= l.lim.max-l.lim.reserve:
 			return RefusedCap
 		case l.pending >= l.lim.maxPending:
 			return RefusedPending
@@ -212,51 +188,39 @@ func (l *Listener) admit(lc *limitConn) (refused string) {
 		}
 		l.pending++
 		l.pendingBy[lc.client]++
-		lc.pending.Store(true)
+		lc.pending = true
 	}
-	l.open.Add(1)
+	l.open++
 	if lc.remote.IsValid() {
-		sh := l.shard(lc.remote)
-		sh.mu.Lock()
-		sh.m[lc.remote] = lc
-		sh.mu.Unlock()
+		l.conns[lc.remote] = lc
 	}
 	return ""
 }
 
 // unpend stops counting lc as pending; l.mu is held.
 func (l *Listener) unpend(lc *limitConn) {
-	if !lc.pending.Load() {
+	if !lc.pending {
 		return
 	}
-	lc.pending.Store(false)
+	lc.pending = false
 	l.pending--
 	if l.pendingBy[lc.client]--; l.pendingBy[lc.client] <= 0 {
 		delete(l.pendingBy, lc.client)
 	}
 }
 
-// closed counts lc out, unless the listener is closed. Only a connection
-// still pending takes l.mu.
+// closed counts lc out, unless the listener is closed.
 func (l *Listener) closed(lc *limitConn) {
 	if l.stopped.Load() {
 		return
 	}
-	l.open.Add(-1)
-	if lc.pending.Load() { // once false, never true again
-		l.mu.Lock()
-		l.unpend(lc)
-		l.mu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.open--
+	l.unpend(lc)
+	if l.conns[lc.remote] == lc {
+		delete(l.conns, lc.remote)
 	}
-	if !lc.remote.IsValid() {
-		return
-	}
-	sh := l.shard(lc.remote)
-	sh.mu.Lock()
-	if sh.m[lc.remote] == lc {
-		delete(sh.m, lc.remote)
-	}
-	sh.mu.Unlock()
 }
 
 // lookup is the open connection from remote (host:port), or nil (also
@@ -266,11 +230,9 @@ func (l *Listener) lookup(remote string) *limitConn {
 	if l == nil || err != nil {
 		return nil
 	}
-	ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
-	sh := l.shard(ap)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	return sh.m[ap]
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.conns[netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())]
 }
 
 // Client is the client the open connection from remote (host:port) is
@@ -291,15 +253,17 @@ func (l *Listener) LoggedIn(remote string) {
 	if lc == nil {
 		return
 	}
-	if lc.pending.Load() {
-		l.mu.Lock()
-		l.unpend(lc)
-		l.mu.Unlock()
-	}
+	l.mu.Lock()
+	l.unpend(lc)
+	l.mu.Unlock()
 }
 
 // Open returns the number of accepted connections not yet closed.
-func (l *Listener) Open() int { return int(l.open.Load()) }
+func (l *Listener) Open() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.open
+}
 
 // Pending returns the number of open connections that have not logged in,
 // the local operator's aside.
@@ -325,9 +289,7 @@ type limitConn struct {
 	remote   netip.AddrPort
 	client   string // what the per-client bounds count it under
 	operator bool   // the local operator's
-	// pending: counted as pending; written with l.mu held, from true to
-	// false once (admit sets it before the connection is returned).
-	pending atomic.Bool
+	pending  bool   // counted as pending; guarded by l.mu
 
 	// slot is the gate whose slot the handshake holds (nil: none), wrote
 	// whether the server's flight has been written since (handshake.go);

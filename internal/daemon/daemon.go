@@ -618,8 +618,8 @@ const stopReserve = 2 * time.Second
 //     reserve (stopReserve, at most a fifth); connections still open then
 //     are cut (their sockets closed). Their ends are not counted out
 //     one by one (presence, the hub's subscriptions, the per-entity
-//     limits and the connection cap: Retire, Listener.Close). Meanwhile, from the start, tell the
-//     daemons sharing the store that this one is going: on etcd one
+//     limits and the connection cap: Retire, Listener.Close).
+//     Meanwhile, from the start, tell the daemons sharing the store that this one is going: on etcd one
 //     request revokes its lease, which removes its API-server record and
 //     presence and ends its leaderships for every daemon at once (their
 //     agents' address watchers learn it while this daemon's connections
