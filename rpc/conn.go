@@ -135,9 +135,14 @@ type Conn struct {
 	// is due only once nothing was heard for pingAfter (pingDue).
 	heard atomic.Int64
 
-	stopOnce  sync.Once
-	stopping  atomic.Bool // set to ask the reader to stop
-	overLimit bool        // the reader stopped at a message over the read limit (the reader's)
+	stopOnce sync.Once
+	stopping atomic.Bool // set to ask the reader to stop
+	// dropLater is set by teardown in the server's stop: the replies of
+	// Later calls (a watcher's Next, answered because its watcher stops
+	// with the connection) are dropped, not encoded and written
+	// (Conn.push, writeBatch).
+	dropLater atomic.Bool
+	overLimit bool // the reader stopped at a message over the read limit (the reader's)
 }
 
 // Why a connection ended: the reason the Observer's ConnClosed is given,
@@ -369,6 +374,13 @@ func (c *Conn) teardown() {
 	// the queue empty); no writer starts after that, not even for a ping;
 	// send the close frame; close the socket.
 	c.cancel()
+	if c.srv.closing.Load() {
+		// In a stop, what a waiting call would be told is moot: its
+		// watcher was the connection's, and the client watches again once
+		// it reconnects. Encoding and writing each agent's ten Next
+		// replies took a stop of 10,000 agents 1.9 s instead of 1.1.
+		c.dropLater.Store(true)
+	}
 	c.root.Kill()
 	c.mu.Lock()
 	c.waitLocked(func() bool { return c.calls == 0 && !c.writing }, false)
@@ -793,8 +805,13 @@ func (c *Conn) weight(msg []byte) int64 { return min(int64(len(msg)), c.srv.cfg.
 
 // push queues the reply of a Later call without waiting: the Later calls
 // are bounded by the request slots, and the writer encodes their replies
-// within the unsent bound.
+// within the unsent bound. Once teardown in the server's stop has begun
+// (dropLater) the reply is dropped instead and the call counted answered.
 func (c *Conn) push(h *header) {
+	if c.dropLater.Load() {
+		c.release(h) // answered: the call gives back its slot, unwritten
+		return
+	}
 	if c.add(outgoing{later: h}) {
 		c.srv.workers.run(c.writeFn) // whoever replied is not held
 	}
@@ -936,6 +953,8 @@ func (c *Conn) take(spare []outgoing) []outgoing {
 // array, emptied, for the next take. After a write error nothing more is
 // written: the socket is closed, so the reader ends the connection, and
 // the replies are dropped (their room given back, their calls answered).
+// In the server's stop, the replies of Later calls are dropped unencoded
+// once teardown has begun (dropLater).
 func (c *Conn) writeBatch(batch []outgoing) []outgoing {
 	cfg := &c.srv.cfg
 	c.mu.Lock()
@@ -948,6 +967,11 @@ func (c *Conn) writeBatch(batch []outgoing) []outgoing {
 		for i := range batch {
 			msg, rb := batch[i].msg, batch[i].buf
 			if h := batch[i].later; h != nil {
+				if c.dropLater.Load() { // queued before teardown began: dropped
+					batch[i] = outgoing{}
+					c.release(h)
+					continue
+				}
 				msg, rb = c.encodeLater(h)
 				later = true
 			} else {

@@ -102,13 +102,16 @@
 //  8. Teardown, on the reader, once reading ends (a read error, a
 //     malformed message, Conn.Close from Shutdown or the facade layer)
 //     and, in a stop, once Shutdown has told every connection to close,
-//     in order: cancel the context; Root.Kill, which must make waiting
-//     calls return; wait for every call to be answered and the writer, if
-//     one runs, to have written everything queued and stopped; stop the
-//     ping timer (no writer starts again); send the close frame; close the
-//     socket; leave the server's set of connections, which takes no lock
-//     of the server's (Shutdown ends thousands of connections at once).
-//     No goroutine of the connection outlives it.
+//     in order: cancel the context; in a stop, drop the replies of Later
+//     calls from then on, unencoded (a waiting Next's watcher is the
+//     connection's: what it would be told is moot); Root.Kill, which must
+//     make waiting calls return; wait for every call to be answered and
+//     the writer, if one runs, to have written everything queued and
+//     stopped; stop the ping timer (no writer starts again); send the
+//     close frame; close the socket; leave the server's set of
+//     connections, which takes no lock of the server's (Shutdown ends
+//     thousands of connections at once). No goroutine of the connection
+//     outlives it.
 //  9. Observer methods are called from the reader, the handlers and the
 //     writer; they must not block. ConnClosed gets why the connection
 //     ended (EndReasons: the first cause found, so a read that fails

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
+
 	"github.com/provisiond/provisiond/internal/leaktest"
 	"github.com/provisiond/provisiond/rpc"
 	"github.com/provisiond/provisiond/rpc/client"
@@ -213,6 +215,30 @@ func TestShutdownEndsLaterCalls(t *testing.T) {
 	}
 	if err := <-errc; !client.IsCode(err, params.CodeStopped) && err == nil {
 		t.Fatalf("err %v, want stopped or the connection's end", err)
+	}
+	if ts.srv.Conns() != 0 {
+		t.Fatalf("%d connections left", ts.srv.Conns())
+	}
+}
+
+// In a stop, the replies of waiting Later calls are dropped: the client
+// gets the going-away close frame with nothing before it, and every call
+// still ends (Shutdown returns with no connection left).
+func TestShutdownDropsLaterReplies(t *testing.T) {
+	ts := startServer(t, nil)
+	ws := ts.dialRaw(t)
+	const n = 10 // an agent's watchers, each with a Next waiting
+	for i := 1; i <= n; i++ {
+		send(t, ws, `{"request-id":`+strconv.Itoa(i)+`,"type":"T","version":1,"request":"Later"}`)
+	}
+	ts.root.later.waitFor(t, n)
+	if err := ts.srv.Shutdown(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	_ = ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, data, err := ws.ReadMessage()
+	if !websocket.IsCloseError(err, websocket.CloseGoingAway) {
+		t.Fatalf("read %q, %v: want the going-away close frame and no reply before it", data, err)
 	}
 	if ts.srv.Conns() != 0 {
 		t.Fatalf("%d connections left", ts.srv.Conns())

@@ -18,7 +18,8 @@ import (
 // methods are called from many goroutines and must not block. RequestDone
 // gets empty facade and method names for requests that named no known
 // method; code is "" on success and "error" for an error without a code.
-// ConnClosed gets why the connection ended, one of EndReasons.
+// ConnClosed gets why the connection ended, one of EndReasons. A Later
+// call whose reply a stop drops (Conn.push) gets no RequestDone.
 type Observer interface {
 	ConnOpened()
 	ConnClosed(reason string)
