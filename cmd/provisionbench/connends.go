@@ -193,6 +193,22 @@ func (e *env) readConnEnds() endsReading {
 	return r
 }
 
+// withDaemonEnds adds to err, a run's failure, what the daemons ended
+// over the run and why, when they can be read: whether the agents were
+// dropped by the daemons or gave up themselves (waitBack's error says
+// what the agents saw).
+func (e *env) withDaemonEnds(err error) error {
+	r := e.readConnEnds()
+	if !r.ok {
+		return err
+	}
+	parts := []string{}
+	for _, reason := range r.sum.reasons() {
+		parts = append(parts, fmt.Sprintf("%.0f %s", r.sum[reason], reason))
+	}
+	return fmt.Errorf("%w; the daemons ended %.0f connections: %s", err, r.sum.total(), strings.Join(parts, ", "))
+}
+
 // set sets the rows: connections ended by the daemons in all, then each
 // reason with a count (summed over the daemons) and, with several
 // daemons, on which.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"slices"
@@ -15,6 +16,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/gorilla/websocket"
 
 	"github.com/provisiond/provisiond/credentials"
 	"github.com/provisiond/provisiond/internal/connlimit"
@@ -92,6 +95,9 @@ type lgReply struct {
 	Spurious   int64 `json:"spurious,omitempty"`
 	Down       int64 `json:"down,omitempty"` // agents without a daemon now
 	Back       int64 `json:"back,omitempty"` // reconnections made since arm
+	// Ends are the agents' connections ended since arm, by why, as each
+	// agent's client saw it (agentEndReason).
+	Ends map[string]int64 `json:"ends,omitempty"`
 	// Watching is the watchers with a Next loop running (lgConns).
 	Watching int64 `json:"watching,omitempty"`
 
@@ -310,6 +316,12 @@ func sumReplies(rs []*lgReply) lgReply {
 		s.Spurious += r.Spurious
 		s.Down += r.Down
 		s.Back += r.Back
+		for why, n := range r.Ends {
+			if s.Ends == nil {
+				s.Ends = map[string]int64{}
+			}
+			s.Ends[why] += n
+		}
 		s.Watching += r.Watching
 		s.Resumed += r.Resumed
 		s.Reset += r.Reset
@@ -374,6 +386,7 @@ type lgChild struct {
 	mu         sync.Mutex
 	delivered  []lgDelivery
 	events     []lgReconnect
+	ends       map[string]int64 // lgReply.Ends
 	deliveries atomic.Int64
 	duplicates atomic.Int64
 	spurious   atomic.Int64
@@ -524,11 +537,37 @@ func (lg *lgChild) init(req lgRequest) error {
 }
 
 func (lg *lgChild) counts() *lgReply {
-	return &lgReply{TryAgain: lg.st.tryAgain.Load(), ConnErrors: lg.st.dialErr.Load(), Refused: lg.st.refused.Load(),
+	lg.mu.Lock()
+	ends := maps.Clone(lg.ends)
+	lg.mu.Unlock()
+	return &lgReply{Ends: ends, TryAgain: lg.st.tryAgain.Load(), ConnErrors: lg.st.dialErr.Load(), Refused: lg.st.refused.Load(),
 		NoPort: lg.st.noPort.Load(), Other: lg.st.otherErr.Load(), LastOther: deref(lg.st.lastOther.Load()),
 		Deliveries: lg.deliveries.Load(), Duplicates: lg.duplicates.Load(), Spurious: lg.spurious.Load(),
 		Down: lg.down.Load(), Back: lg.back.Load(),
 		Resumed: lg.resumed.Load(), Reset: lg.reset.Load(), RewatchBytes: lg.rewatchBytes.Load(), FirstBytes: lg.firstBytes.Load()}
+}
+
+// Why an agent's connection ended, as its client saw it (agentEndReason).
+const (
+	endAgentPing    = "the agent's ping failed or went unanswered for 30 s"
+	endCloseFrame   = "the daemon's close frame, code "
+	endNoCloseFrame = "broken without a close frame (the daemon killed, a read or write error)"
+)
+
+// agentEndReason classifies err, a client connection's Err once it has
+// ended: the agent's own pinger ended it (as Juju's client does when a
+// Ping takes over 30 s: under starvation the agents, not the daemons,
+// may be the ones that give up), the daemon's close frame (with its
+// code), or neither.
+func agentEndReason(err error) string {
+	var ce *websocket.CloseError
+	switch {
+	case errors.Is(err, client.ErrPingFailed):
+		return endAgentPing
+	case errors.As(err, &ce) && ce.Code != websocket.CloseAbnormalClosure: // 1006: gorilla's for none
+		return endCloseFrame + strconv.Itoa(ce.Code)
+	}
+	return endNoCloseFrame
 }
 
 func deref(s *string) string {
@@ -808,6 +847,12 @@ func (lg *lgChild) arm() {
 				}
 				drop := time.Now()
 				lg.down.Add(1)
+				lg.mu.Lock()
+				if lg.ends == nil {
+					lg.ends = map[string]int64{}
+				}
+				lg.ends[agentEndReason(c.Err())]++
+				lg.mu.Unlock()
 				_, err := lg.e.failOver(ctx, a.i, a.m, servers, lg.st, func(ctx context.Context, nc *client.Conn) error {
 					return lg.open(ctx, a, nc)
 				})
@@ -847,7 +892,7 @@ func (lg *lgChild) closeAgents() {
 	closeAll(conns)
 	lg.agents = nil
 	lg.mu.Lock()
-	lg.delivered, lg.events = nil, nil
+	lg.delivered, lg.events, lg.ends = nil, nil, nil
 	lg.mu.Unlock()
 	lg.deliveries.Store(0)
 	lg.duplicates.Store(0)

@@ -119,6 +119,14 @@ func TestSpreadFailover(t *testing.T) {
 	}
 	figure(t, rep, 40, "changes during the failover")
 	figure(t, rep, 40, "connections ended by the daemons") // the killed daemon's read before the kill
+	// Why the agents' connections ended, as they saw it: the killed
+	// daemon sent no close frame.
+	for name, want := range map[string]float64{"agents' connections ended, as the agents saw it": 40,
+		"  of which " + endNoCloseFrame: 40} {
+		if v := figure(t, rep, 40, name); v != want {
+			t.Errorf("%s = %v, want %v", name, v, want)
+		}
+	}
 	// The 120 agents are on the two survivors, wherever each went.
 	if few, most := figure(t, rep, 40, "agents per daemon after, fewest"), figure(t, rep, 40, "agents per daemon after, most"); few+most != 120 {
 		t.Errorf("agents after the failover: fewest %v + most %v, want 120 on the two survivors", few, most)
@@ -165,6 +173,13 @@ func TestSpreadStorm(t *testing.T) {
 		t.Errorf("daemon 2: agents moved = %v, want 60", v)
 	}
 	checkZero(t, rep, 60, "other errors")
+	// Each stop closed its connections with code 1001 (going away).
+	for name, want := range map[string]float64{"agents' connections ended, as the agents saw it": 90,
+		"  of which " + endCloseFrame + "1001": 90} {
+		if v := figure(t, rep, 60, name); v != want {
+			t.Errorf("--rolling: %s = %v, want %v", name, v, want)
+		}
+	}
 	// Nothing sends them back: the daemon restarted last holds none.
 	for name, want := range map[string]float64{"daemon 1: agents after": 60, "daemon 2: agents after": 0,
 		"agents per daemon after, most": 60, "daemons holding no agent after": 1} {

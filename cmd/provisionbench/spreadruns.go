@@ -1,11 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,6 +53,32 @@ func setConnect(v *values, prefix string, s lgReply) {
 	v.set(prefix+"  of which refused (not listening)", "", float64(s.Refused))
 	v.set(prefix+"  of which no free source port", "", float64(s.NoPort))
 	v.set(prefix+"other errors", "", float64(s.Other))
+	if len(s.Ends) > 0 {
+		v.setCount(prefix+"agents' connections ended, as the agents saw it", float64(sumEnds(s.Ends)))
+		for _, why := range slices.Sorted(maps.Keys(s.Ends)) {
+			v.setCount(prefix+"  of which "+why, float64(s.Ends[why]))
+		}
+	}
+}
+
+// sumEnds is every reason's count.
+func sumEnds(ends map[string]int64) int64 {
+	var n int64
+	for _, c := range ends {
+		n += c
+	}
+	return n
+}
+
+// describeEnds says how many connections ended and why, most first.
+func describeEnds(ends map[string]int64) string {
+	whys := slices.Collect(maps.Keys(ends))
+	slices.SortFunc(whys, func(a, b string) int { return cmp.Compare(ends[b], ends[a]) })
+	parts := make([]string, len(whys))
+	for i, why := range whys {
+		parts[i] = fmt.Sprintf("%d %s", ends[why], why)
+	}
+	return strings.Join(parts, "; ")
 }
 
 // spreadSetup makes sure n machines exist and the load generators run.
@@ -526,7 +555,8 @@ func (l *loadgens) waitBack(ctx context.Context, back int64, exited ...chan stru
 		case <-ctx.Done():
 			return s, ctx.Err()
 		case <-timeout:
-			return s, fmt.Errorf("after 10 minutes %d agents are without a daemon (%d reconnections made, at least %d wanted)", s.Down, s.Back, back)
+			return s, fmt.Errorf("after 10 minutes %d agents are without a daemon (%d reconnections made, at least %d wanted; the agents' connections ended: %s)",
+				s.Down, s.Back, back, describeEnds(s.Ends))
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
@@ -597,7 +627,7 @@ func runFailoverSpread(ctx context.Context, e *env, n int) (*values, error) {
 		return nil, err
 	}
 	if _, err := lg.waitBack(ctx, int64(victims)); err != nil {
-		return nil, err
+		return nil, e.withDaemonEnds(err)
 	}
 	stolen := readCPUTicks().stolenSince(ticks0)
 	hist1, err := scrapeResumes(survivors)
@@ -765,7 +795,7 @@ func runStormSpread(ctx context.Context, e *env, n int) (*values, error) {
 		exited = append(exited, t.exited)
 	}
 	if _, err := lg.waitBack(ctx, int64(n), exited...); err != nil {
-		return nil, err
+		return nil, e.withDaemonEnds(err)
 	}
 	stolen := readCPUTicks().stolenSince(ticks0)
 	v := newValues()
@@ -843,7 +873,7 @@ func rollingStorm(ctx context.Context, e *env, lg *loadgens, n int) (*values, er
 		}
 		moved += int64(on)
 		if _, err := lg.waitBack(ctx, moved); err != nil {
-			return nil, fmt.Errorf("daemon %d's agents: %w", i+1, err)
+			return nil, e.withDaemonEnds(fmt.Errorf("daemon %d's agents: %w", i+1, err))
 		}
 		hw, err := t.watchHealth(ctx)
 		if err != nil {

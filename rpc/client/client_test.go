@@ -596,8 +596,8 @@ func TestPingerClosesOnBlockedPing(t *testing.T) {
 	c.pingTimeout = 50 * time.Millisecond // before StartPinger: no race
 	c.StartPinger(time.Millisecond)
 	waitDone(t, c)
-	if !errors.Is(c.Err(), ErrConnClosed) || !errors.Is(c.Err(), context.DeadlineExceeded) ||
-		!strings.Contains(c.Err().Error(), "ping failed") {
+	if !errors.Is(c.Err(), ErrConnClosed) || !errors.Is(c.Err(), ErrPingFailed) ||
+		!errors.Is(c.Err(), context.DeadlineExceeded) || !strings.Contains(c.Err().Error(), "ping failed") {
 		t.Fatalf("Err = %v", c.Err())
 	}
 	if c.CloseCode() != websocket.CloseGoingAway {

@@ -48,6 +48,10 @@ const (
 // ErrConnClosed is wrapped by every error caused by the connection ending.
 var ErrConnClosed = errors.New("connection closed")
 
+// ErrPingFailed is wrapped by Err when the pinger ended the connection: a
+// Ping failed or went unanswered for 30 s (Juju's client does the same).
+var ErrPingFailed = errors.New(pingerReason)
+
 // Config says where and how to connect.
 type Config struct {
 	// Addr is host:port of the API server (IPv6 as [addr]:port).
@@ -756,7 +760,7 @@ func (c *Conn) pingLoop(interval time.Duration) {
 				return // already ended; nothing to add
 			}
 			c.log.Warn("rpc client ping failed; closing connection", "err", err)
-			c.abort(fmt.Errorf("%s: %w", pingerReason, err), websocket.CloseGoingAway, pingerReason)
+			c.abort(fmt.Errorf("%w: %w", ErrPingFailed, err), websocket.CloseGoingAway, pingerReason)
 			return
 		}
 	}
