@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/provisiond/provisiond/credentials"
 	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/internal/etcdtest"
@@ -246,4 +248,68 @@ func certOf(t *testing.T, addr, caPEM string) string {
 	}
 	defer conn.Close()
 	return string(conn.ConnectionState().PeerCertificates[0].Raw)
+}
+
+// TestLoginServersOutlastAMomentWithoutRecords: an agent keeps the list of
+// API servers its login gave it and, when its daemon goes, tries those
+// alone. While no server's record can be read (every lease lost at once,
+// the records not yet put again), a daemon gives the last list it read,
+// not itself alone, which would strand its agents once it stopped; and
+// a daemon whose own record is gone still lists itself, first.
+func TestLoginServersOutlastAMomentWithoutRecords(t *testing.T) {
+	a := startEtcd(t)
+	b := provisiondtest.Start(t, provisiondtest.Join(a))
+	both := sortedAddrs(a, b)
+	agent := a.ControllerAgent(t, a.DefaultModel())
+	if got := hostPortsOf(agent.LoginResult().Servers); !slices.Equal(got, both) {
+		t.Fatalf("LoginResult.servers = %v, want %v", got, both)
+	}
+	ctx := ctxT(t)
+	w, err := client.NewProvisioner(agent).WatchAPIHostPorts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	provisiondtest.Next(t, w) // the initial event
+
+	endpoints, prefix := a.Etcd()
+	raw, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	// a's record first: b still listed, and a too, first.
+	recs, err := raw.Get(ctx, prefix+"apiserver/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(a.Addr())
+	deleted := 0
+	for _, kv := range recs.Kvs {
+		if strings.Contains(string(kv.Value), `"port":`+port+`}`) {
+			if _, err := raw.Delete(ctx, string(kv.Key)); err != nil {
+				t.Fatal(err)
+			}
+			deleted++
+		}
+	}
+	if deleted != 1 {
+		t.Fatalf("%d records of a's among %d", deleted, len(recs.Kvs))
+	}
+	provisiondtest.Next(t, w)
+	res := a.ControllerAgent(t, a.DefaultModel()).LoginResult()
+	if got := hostPortsOf(res.Servers); !slices.Equal(got, both) {
+		t.Fatalf("a's own record gone: LoginResult.servers = %v, want %v", got, both)
+	}
+	if first := res.Servers[0][0]; net.JoinHostPort(first.Value, strconv.Itoa(first.Port)) != a.Addr() {
+		t.Errorf("a's own record gone: LoginResult.servers starts with %v, want %s", first, a.Addr())
+	}
+	// Then every record: the last list read.
+	if _, err := raw.Delete(ctx, prefix+"apiserver/", clientv3.WithPrefix()); err != nil {
+		t.Fatal(err)
+	}
+	provisiondtest.Next(t, w)
+	if got := hostPortsOf(a.ControllerAgent(t, a.DefaultModel()).LoginResult().Servers); !slices.Equal(got, both) {
+		t.Fatalf("no record left: LoginResult.servers = %v, want the last list read, %v", got, both)
+	}
 }

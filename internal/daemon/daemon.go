@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -252,22 +253,24 @@ type Daemon struct {
 	serverID   string
 	hostPorts  []params.HostPort
 	unregister func()
-	cluster    *cluster // the shared-store goroutines; nil on bbolt
-	binaries   *agentbinaries.Server
-	metrics    *metrics
-	environ    *environ.Provider
-	dash       *dashboard.Dashboard
-	agents     prometheus.Gauge
-	presence   *presence.Recorder   // who is connected (presence.go)
-	entities   *facade.EntityLimits // connections and watchers per agent or user (limits.go)
-	done       chan struct{}
-	serveErr   error
-	failure    *storeFailure // the store's failure (storefail.go)
-	limiter    *admin.Limiter
-	audit      *auditor
-	svc        service
-	singular   *singular.Runner // the controller's singular workers (singular.go)
-	history    history          // the history's retention and figures (history.go)
+	// lastServers is the last list of API servers read (apiHostPorts).
+	lastServers atomic.Pointer[[][]params.HostPort]
+	cluster     *cluster // the shared-store goroutines; nil on bbolt
+	binaries    *agentbinaries.Server
+	metrics     *metrics
+	environ     *environ.Provider
+	dash        *dashboard.Dashboard
+	agents      prometheus.Gauge
+	presence    *presence.Recorder   // who is connected (presence.go)
+	entities    *facade.EntityLimits // connections and watchers per agent or user (limits.go)
+	done        chan struct{}
+	serveErr    error
+	failure     *storeFailure // the store's failure (storefail.go)
+	limiter     *admin.Limiter
+	audit       *auditor
+	svc         service
+	singular    *singular.Runner // the controller's singular workers (singular.go)
+	history     history          // the history's retention and figures (history.go)
 
 	mu       sync.Mutex // guards stopping (and the expiry timer's re-arming)
 	stopping bool
