@@ -202,11 +202,16 @@ func (e *env) withDaemonEnds(err error) error {
 	if !r.ok {
 		return err
 	}
+	return fmt.Errorf("%w; the daemons ended %.0f connections: %s", err, r.sum.total(), r.sum.describe())
+}
+
+// describe says how many ended for each reason, in reasons' order.
+func (a connEnds) describe() string {
 	parts := []string{}
-	for _, reason := range r.sum.reasons() {
-		parts = append(parts, fmt.Sprintf("%.0f %s", r.sum[reason], reason))
+	for _, reason := range a.reasons() {
+		parts = append(parts, fmt.Sprintf("%.0f %s", a[reason], reason))
 	}
-	return fmt.Errorf("%w; the daemons ended %.0f connections: %s", err, r.sum.total(), strings.Join(parts, ", "))
+	return strings.Join(parts, "; ")
 }
 
 // set sets the rows: connections ended by the daemons in all, then each

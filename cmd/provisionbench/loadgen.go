@@ -97,7 +97,7 @@ type lgReply struct {
 	Back       int64 `json:"back,omitempty"` // reconnections made since arm
 	// Ends are the agents' connections ended since arm, by why, as each
 	// agent's client saw it (agentEndReason).
-	Ends map[string]int64 `json:"ends,omitempty"`
+	Ends connEnds `json:"ends,omitempty"`
 	// Watching is the watchers with a Next loop running (lgConns).
 	Watching int64 `json:"watching,omitempty"`
 
@@ -316,11 +316,8 @@ func sumReplies(rs []*lgReply) lgReply {
 		s.Spurious += r.Spurious
 		s.Down += r.Down
 		s.Back += r.Back
-		for why, n := range r.Ends {
-			if s.Ends == nil {
-				s.Ends = map[string]int64{}
-			}
-			s.Ends[why] += n
+		if r.Ends != nil {
+			s.Ends = s.Ends.plus(r.Ends, nil)
 		}
 		s.Watching += r.Watching
 		s.Resumed += r.Resumed
@@ -386,7 +383,7 @@ type lgChild struct {
 	mu         sync.Mutex
 	delivered  []lgDelivery
 	events     []lgReconnect
-	ends       map[string]int64 // lgReply.Ends
+	ends       connEnds // lgReply.Ends
 	deliveries atomic.Int64
 	duplicates atomic.Int64
 	spurious   atomic.Int64
@@ -849,7 +846,7 @@ func (lg *lgChild) arm() {
 				lg.down.Add(1)
 				lg.mu.Lock()
 				if lg.ends == nil {
-					lg.ends = map[string]int64{}
+					lg.ends = connEnds{}
 				}
 				lg.ends[agentEndReason(c.Err())]++
 				lg.mu.Unlock()

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,31 +51,11 @@ func setConnect(v *values, prefix string, s lgReply) {
 	v.set(prefix+"  of which no free source port", "", float64(s.NoPort))
 	v.set(prefix+"other errors", "", float64(s.Other))
 	if len(s.Ends) > 0 {
-		v.setCount(prefix+"agents' connections ended, as the agents saw it", float64(sumEnds(s.Ends)))
-		for _, why := range slices.Sorted(maps.Keys(s.Ends)) {
-			v.setCount(prefix+"  of which "+why, float64(s.Ends[why]))
+		v.setCount(prefix+"agents' connections ended, as the agents saw it", s.Ends.total())
+		for _, why := range s.Ends.reasons() {
+			v.setCount(prefix+"  of which "+why, s.Ends[why])
 		}
 	}
-}
-
-// sumEnds is every reason's count.
-func sumEnds(ends map[string]int64) int64 {
-	var n int64
-	for _, c := range ends {
-		n += c
-	}
-	return n
-}
-
-// describeEnds says how many connections ended and why, most first.
-func describeEnds(ends map[string]int64) string {
-	whys := slices.Collect(maps.Keys(ends))
-	slices.SortFunc(whys, func(a, b string) int { return cmp.Compare(ends[b], ends[a]) })
-	parts := make([]string, len(whys))
-	for i, why := range whys {
-		parts[i] = fmt.Sprintf("%d %s", ends[why], why)
-	}
-	return strings.Join(parts, "; ")
 }
 
 // spreadSetup makes sure n machines exist and the load generators run.
@@ -556,7 +533,7 @@ func (l *loadgens) waitBack(ctx context.Context, back int64, exited ...chan stru
 			return s, ctx.Err()
 		case <-timeout:
 			return s, fmt.Errorf("after 10 minutes %d agents are without a daemon (%d reconnections made, at least %d wanted; the agents' connections ended: %s)",
-				s.Down, s.Back, back, describeEnds(s.Ends))
+				s.Down, s.Back, back, s.Ends.describe())
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
