@@ -61,6 +61,7 @@ type options struct {
 	LoginRateMax    int           `yaml:"login-rate-max"`
 	LoginRateRefill time.Duration `yaml:"login-rate-refill"`
 	LoginConcurrent int           `yaml:"login-concurrent"`
+	ShedLatency     time.Duration `yaml:"shed-latency"`
 
 	PreLoginReadLimit int64         `yaml:"prelogin-read-limit"`
 	MaxBulkItems      int           `yaml:"max-bulk-items"`
@@ -137,6 +138,7 @@ func defaultOptions(getenv func(string) string) options {
 		LoginRateMax:           d.LoginRateMax,
 		LoginRateRefill:        d.LoginRateRefill,
 		LoginConcurrent:        d.LoginConcurrent,
+		ShedLatency:            d.ShedLatency,
 
 		PreLoginReadLimit: d.PreLoginReadLimit,
 		MaxBulkItems:      d.MaxBulkItems,
@@ -199,6 +201,7 @@ func (o *options) settings() []setting {
 		{"login-rate-max", "agent login token bucket size (0: no rate limit)", &o.LoginRateMax},
 		{"login-rate-refill", "time to earn one agent login token", &o.LoginRateRefill},
 		{"login-concurrent", "agent logins in progress at once (0: unlimited)", &o.LoginConcurrent},
+		{"shed-latency", "refuse new connections (but the local operator's first 8) while the p99 of the daemon's goroutines' waits to run is at least this (0: never)", &o.ShedLatency},
 		{"prelogin-read-limit", "largest accepted message in bytes before login", &o.PreLoginReadLimit},
 		{"max-bulk-items", "list items in one call, and in the calls running on one connection", &o.MaxBulkItems},
 		{"max-reply-size", "largest reply in bytes; a larger one is refused (quota limit exceeded)", &o.MaxReplySize},
@@ -413,6 +416,7 @@ func (o *options) daemonConfig() daemon.Config {
 		LoginRateMax:    o.LoginRateMax,
 		LoginRateRefill: o.LoginRateRefill,
 		LoginConcurrent: o.LoginConcurrent,
+		ShedLatency:     o.ShedLatency,
 
 		PreLoginReadLimit:  o.PreLoginReadLimit,
 		MaxBulkItems:       o.MaxBulkItems,

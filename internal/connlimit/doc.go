@@ -1,9 +1,9 @@
 // Package connlimit bounds what clients may make the daemon hold before
 // they log in: the listener that caps accepted TCP connections and, within
 // the cap, those that have not logged in, in all and per client (an IPv4
-// address, an IPv6 /64, a local user told by the owner of its socket); and
-// the gate that orders and bounds the TLS handshakes doing their work at
-// once. It knows nothing of the API: the daemon tells the Listener when a
+// address, an IPv6 /64, a local user told by the owner of its socket), and
+// that sheds new ones while the process is overloaded; and the gate that
+// orders and bounds the TLS handshakes doing their work at once. It knows nothing of the API: the daemon tells the Listener when a
 // connection logs in, and names clients as the login throttle does.
 //
 // # Layout
@@ -13,6 +13,10 @@
 //     (DefaultMaxConns).
 //   - handshake.go: HandshakeGate, the slots of TLS handshakes, served
 //     newest first, lone clients before crowded ones, the operator first.
+//   - overload.go: Overload, which sheds new connections while the
+//     process's goroutines wait too long to run (the runtime's
+//     /sched/latencies:seconds), and that histogram at fixed bounds for
+//     the daemon's metrics (SchedLatencies).
 //   - peer_linux.go: the owner of a local client's socket
 //     (NETLINK_SOCK_DIAG); elsewhere none is known (peer_other.go).
 //
@@ -33,7 +37,10 @@
 //     server's flight was written, at its close, or by ReleaseSlot
 //     (http.Server.ConnState once it is served), whichever comes first:
 //     never later than the handshake's own work.
-//  5. The callbacks (a Listener's refused, a gate's dropped and refused,
+//  5. An Overload is safe for concurrent use and starts no goroutine: it
+//     reads the runtime's histogram at most once a period, from whichever
+//     goroutine asks (the accept loop, a metrics scrape), under its lock.
+//  6. The callbacks (a Listener's refused, a gate's dropped and refused,
 //     the clientOf function) are called without the package's locks held
 //     and must not block; a gate's trace (tests) is called with its lock
 //     held.

@@ -42,6 +42,12 @@ import (
 //     users who can read credentials.yaml and the database anyway. Its
 //     connections count only against the cap itself, not against the
 //     bounds above, and its TLS handshakes go first (handshake.go).
+//
+// While the overload gate sheds (overload.go), every new connection is
+// refused the same way, before these bounds, but the local operator's
+// while it holds fewer than its share of the cap (reserve): an operator's
+// provisionctl still gets in, a local process holding thousands of
+// connections (a load generator's agents) is shed like anyone.
 
 // Reasons a connection is refused at accept (the refused callback's
 // argument: provisiond_connections_refused_total's label).
@@ -51,6 +57,8 @@ const (
 	RefusedAddress = "address" // --max-pending-per-address
 	// RefusedHandshakes: a client's handshakes in progress (handshake.go).
 	RefusedHandshakes = "handshakes"
+	// RefusedOverload: the process was too busy to take more (overload.go).
+	RefusedOverload = "overload"
 )
 
 // connLimits are a listener's bounds (see above).
@@ -89,16 +97,20 @@ type Listener struct {
 	operators map[uint32]bool
 	clientOf  func(netip.Addr) string // the client of a remote address
 	refused   func(reason string)     // called for each connection closed at accept
+	overload  *Overload               // sheds new connections while busy (nil: never)
 
 	// stopped: the listener is closed, and connections closed after it
 	// are not counted out (nothing is admitted any more; a stopping
 	// daemon closes thousands at once, and each close took mu).
 	stopped atomic.Bool
 
-	mu        sync.Mutex // guards the fields below
-	open      int
-	pending   int            // pending connections but the operator's
-	pendingBy map[string]int // the same by client
+	mu   sync.Mutex // guards the fields below
+	open int
+	// operatorOpen are the local operator's open connections, which are
+	// shed under overload only beyond its share of the cap (reserve).
+	operatorOpen int
+	pending      int            // pending connections but the operator's
+	pendingBy    map[string]int // the same by client
 	// conns are the open connections by client address, for the login
 	// throttle and the login notice (Client, LoggedIn).
 	conns map[netip.AddrPort]*limitConn
@@ -135,7 +147,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 		}
 		lc := &limitConn{Conn: c, l: l, accepted: time.Now(), remote: addrPortOf(c.RemoteAddr())}
 		lc.client, lc.operator = l.classify(addrPortOf(c.LocalAddr()), lc.remote)
-		if reason := l.admit(lc); reason != "" {
+		if reason := l.admit(lc, l.overload.Shedding()); reason != "" {
 			if tc, ok := c.(*net.TCPConn); ok {
 				_ = tc.SetLinger(0)
 			}
@@ -146,6 +158,10 @@ func (l *Listener) Accept() (net.Conn, error) {
 		return lc, nil
 	}
 }
+
+// Shed makes l refuse every new connection but the local operator's while
+// o sheds (overload.go). Call it before the first Accept.
+func (l *Listener) Shed(o *Overload) { l.overload = o }
 
 // Close closes the listener and its peer lookup's socket. Connections
 // closed from then on are not counted out: Open and Pending keep what
@@ -169,10 +185,14 @@ func (l *Listener) classify(local, remote netip.AddrPort) (client string, operat
 	return l.clientOf(ip), false
 }
 
-// admit counts lc in, or returns why it is refused.
-func (l *Listener) admit(lc *limitConn) (refused string) {
+// admit counts lc in, or returns why it is refused; shed says the
+// overload gate sheds.
+func (l *Listener) admit(lc *limitConn, shed bool) (refused string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if shed && (!lc.operator || l.operatorOpen >= l.lim.reserve) {
+		return RefusedOverload
+	}
 	if lc.operator {
 		if l.open >= l.lim.max {
 			return RefusedCap
@@ -191,6 +211,9 @@ func (l *Listener) admit(lc *limitConn) (refused string) {
 		lc.pending = true
 	}
 	l.open++
+	if lc.operator {
+		l.operatorOpen++
+	}
 	if lc.remote.IsValid() {
 		l.conns[lc.remote] = lc
 	}
@@ -217,6 +240,9 @@ func (l *Listener) closed(lc *limitConn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.open--
+	if lc.operator {
+		l.operatorOpen--
+	}
 	l.unpend(lc)
 	if l.conns[lc.remote] == lc {
 		delete(l.conns, lc.remote)

@@ -66,7 +66,7 @@ func TestAdmission(t *testing.T) {
 	}
 	admit := func(c *limitConn, want string) *limitConn {
 		t.Helper()
-		if got := l.admit(c); got != want {
+		if got := l.admit(c, false); got != want {
 			t.Fatalf("%s (operator %v): refused %q; want %q", c.client, c.operator, got, want)
 		}
 		return c
@@ -116,5 +116,41 @@ func TestAdmission(t *testing.T) {
 	l.closed(a1)
 	if l.Open() != 10 {
 		t.Fatalf("closed after the listener: open %d, want 10", l.Open())
+	}
+}
+
+// While the overload gate sheds, everyone is refused for overload but
+// the local operator while it holds fewer connections than its share of
+// the cap (reserve); a closed operator connection makes room again.
+func TestAdmissionWhileShedding(t *testing.T) {
+	l := newListener(nil, connLimits{max: 100, reserve: 2, maxPending: 50, perClient: 10}, nil)
+	var port uint16
+	admit := func(operator, shed bool, want string) *limitConn {
+		t.Helper()
+		port++
+		c := &limitConn{l: l, client: "x", operator: operator, remote: netip.AddrPortFrom(netip.MustParseAddr("192.0.2.1"), port)}
+		if operator {
+			c.client = "local user 0"
+		}
+		if got := l.admit(c, shed); got != want {
+			t.Fatalf("operator %v, shedding %v: refused %q; want %q", operator, shed, got, want)
+		}
+		return c
+	}
+	admit(false, true, RefusedOverload)
+	for range 5 { // the operator's connections made before the overload count too
+		admit(true, false, "")
+	}
+	admit(true, true, RefusedOverload)
+	l2 := newListener(nil, connLimits{max: 100, reserve: 2, maxPending: 50, perClient: 10}, nil)
+	l = l2
+	op := admit(true, true, "")
+	admit(true, true, "")
+	admit(true, true, RefusedOverload)
+	admit(false, false, "")
+	l.closed(op)
+	admit(true, true, "")
+	if l.Open() != 3 || l.Pending() != 1 {
+		t.Fatalf("open %d, pending %d; want 3, 1", l.Open(), l.Pending())
 	}
 }

@@ -123,6 +123,11 @@ type Config struct {
 	HandshakeSlots int
 	HandshakeWait  time.Duration
 
+	// ShedLatency sheds new connections while the 99th percentile of the
+	// daemon's goroutines' waits to run is at least this (0: never;
+	// internal/connlimit, overload.go).
+	ShedLatency time.Duration
+
 	// Clock drives timer watchers; nil is the wall clock (tests inject a
 	// fake one).
 	Clock watcher.Clock
@@ -167,6 +172,7 @@ func Default(dataDir string) Config {
 		LoginRateMax:    DefaultLoginRateMax,
 		LoginRateRefill: DefaultLoginRateRefill,
 		LoginConcurrent: DefaultLoginConcurrent,
+		ShedLatency:     connlimit.DefaultShedLatency,
 
 		MaxConns:          connlimit.DefaultMaxConns(),
 		PreLoginReadLimit: rpc.DefaultPreLoginReadLimit,
@@ -203,7 +209,8 @@ func (c *Config) Validate() error {
 		c.MaxConnsPerEntity < 0, c.MaxWatchersPerEntity < 0, c.LoginFailures < 0,
 		c.MaxPendingConns < 0, c.MaxPendingPerAddress < 0:
 		return errors.New("limits must not be negative")
-	case c.WriteTimeout < 0, c.PingTimeout < 0, c.LoginTimeout < 0, c.LoginRateRefill < 0, c.IdleTimeout < 0, c.LoginBackoffMax < 0:
+	case c.WriteTimeout < 0, c.PingTimeout < 0, c.LoginTimeout < 0, c.LoginRateRefill < 0, c.IdleTimeout < 0, c.LoginBackoffMax < 0,
+		c.ShedLatency < 0:
 		return errors.New("durations must not be negative")
 	}
 	return nil

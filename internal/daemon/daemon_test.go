@@ -130,7 +130,8 @@ func TestHealthAndMetrics(t *testing.T) {
 	}
 	m := get("/metrics")
 	for _, want := range []string{"provisiond_connections 1", `provisiond_logins_total{outcome="ok"} 1`,
-		`provisiond_requests_total{code="ok",facade="Admin",method="Login"} 1`, "provisiond_watchers", "provisiond_commit_duration_seconds_bucket"} {
+		`provisiond_requests_total{code="ok",facade="Admin",method="Login"} 1`, "provisiond_watchers", "provisiond_commit_duration_seconds_bucket",
+		`provisiond_sched_latency_seconds_bucket{le="+Inf"}`, "provisiond_shedding 0"} {
 		if !strings.Contains(m, want) {
 			t.Errorf("/metrics lacks %q", want)
 		}

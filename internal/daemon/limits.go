@@ -76,12 +76,15 @@ func (d *Daemon) listen(ln net.Listener, tlsCfg *tls.Config) net.Listener {
 	d.svc.connRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "provisiond_connections_refused_total",
 		Help: "TCP connections closed at once, by listener (api, metrics) and reason: cap (--max-connections, less the local operator's share), " +
-			"pending (--max-pending-connections), address (--max-pending-per-address), handshakes (a client's TLS handshakes in progress).",
+			"pending (--max-pending-connections), address (--max-pending-per-address), handshakes (a client's TLS handshakes in progress), " +
+			"overload (the daemon's goroutines waited too long to run: --shed-latency).",
 	}, []string{"listener", "reason"})
-	for _, r := range []string{connlimit.RefusedCap, connlimit.RefusedPending, connlimit.RefusedAddress, connlimit.RefusedHandshakes} {
+	for _, r := range []string{connlimit.RefusedCap, connlimit.RefusedPending, connlimit.RefusedAddress, connlimit.RefusedHandshakes, connlimit.RefusedOverload} {
 		d.svc.connRefused.WithLabelValues("api", r) // every reason shows, at 0
 	}
 	d.tcp = connlimit.NewListener(ln, d.cfg.MaxConns, d.cfg.MaxPendingConns, d.cfg.MaxPendingPerAddress, admin.ClientOf, d.countRefused("api"))
+	overload := connlimit.NewOverload(d.cfg.ShedLatency)
+	d.tcp.Shed(overload)
 	dropped := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "provisiond_tls_handshakes_dropped_total",
 		Help: "TLS handshakes refused unstarted: they waited too long for a handshake slot, or their client had gone (handshake.go).",
@@ -106,7 +109,10 @@ func (d *Daemon) listen(ln net.Listener, tlsCfg *tls.Config) net.Listener {
 	}, func() float64 { return float64(d.tcp.Pending()) }), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "provisiond_tls_handshakes_waiting",
 		Help: "TLS handshakes waiting for one of the handshake slots (handshake.go).",
-	}, func() float64 { return float64(d.gate.Waiting()) }))
+	}, func() float64 { return float64(d.gate.Waiting()) }), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "provisiond_shedding",
+		Help: "1 while new API connections are refused because the daemon's goroutines wait too long to run (--shed-latency), else 0.",
+	}, func() float64 { return b2f(overload.Shedding()) }), schedLatencyCollector{})
 	return tls.NewListener(d.tcp, d.gate.TLSConfig(tlsCfg))
 }
 
@@ -208,4 +214,30 @@ func (d *Daemon) superuser(w http.ResponseWriter, r *http.Request, path, what st
 		return state.User{}, false
 	}
 	return u, true
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+var schedLatencyDesc = prometheus.NewDesc("provisiond_sched_latency_seconds",
+	"How long the daemon's goroutines waited to run once runnable (runtime/metrics /sched/latencies:seconds; the sum counts each wait at its runtime bucket's lower bound).",
+	nil, nil)
+
+// schedLatencyCollector serves the runtime's scheduling latencies at
+// connlimit.SchedLatencyBounds.
+type schedLatencyCollector struct{}
+
+func (schedLatencyCollector) Describe(ch chan<- *prometheus.Desc) { ch <- schedLatencyDesc }
+
+func (schedLatencyCollector) Collect(ch chan<- prometheus.Metric) {
+	cum, count, sum := connlimit.SchedLatencies(connlimit.SchedLatencyBounds)
+	buckets := make(map[float64]uint64, len(cum))
+	for i, b := range connlimit.SchedLatencyBounds {
+		buckets[b] = cum[i]
+	}
+	ch <- prometheus.MustNewConstHistogram(schedLatencyDesc, count, sum, buckets)
 }
