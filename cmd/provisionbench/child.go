@@ -132,6 +132,7 @@ func childDaemon(args []string, stderr io.Writer) int {
 	fs.IntVar(&cfg.LoginRateMax, "login-rate-max", cfg.LoginRateMax, "")
 	fs.DurationVar(&cfg.LoginRateRefill, "login-rate-refill", cfg.LoginRateRefill, "")
 	fs.IntVar(&cfg.LoginConcurrent, "login-concurrent", cfg.LoginConcurrent, "")
+	fs.DurationVar(&cfg.ShedLatency, "shed-latency", cfg.ShedLatency, "")
 	fs.IntVar(&cfg.MaxWatchers, "max-watchers", cfg.MaxWatchers, "")
 	fs.IntVar(&cfg.MaxConns, "max-connections", cfg.MaxConns, "")
 	fs.StringVar(&cfg.Store, "store", "", "")

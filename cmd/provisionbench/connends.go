@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"slices"
@@ -97,22 +98,29 @@ func scrapeLabeled(r io.Reader, name, label string) (map[string]float64, error) 
 	return out, sc.Err()
 }
 
-// scrapeEnds reads t's connections ended by reason (a busy daemon is
-// asked up to three times).
-func (t *target) scrapeEnds() (connEnds, error) {
-	var err error
+// scrapeEnds reads t's connections ended by reason, and its goroutines'
+// waits to run (sched.go), from one GET (a busy daemon is asked up to
+// three times).
+func (t *target) scrapeEnds() (ends, sched connEnds, err error) {
 	for range 3 {
 		resp, gerr := t.httpc.Get("https://" + t.addr + "/metrics")
 		if err = gerr; err != nil {
 			continue
 		}
-		m, serr := scrapeLabeled(resp.Body, connsEndedMetric, "reason")
+		body, rerr := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if err = serr; err == nil {
-			return m, nil
+		if err = rerr; err != nil {
+			continue
+		}
+		ends, err = scrapeLabeled(bytes.NewReader(body), connsEndedMetric, "reason")
+		if err == nil {
+			sched, err = scrapeLabeled(bytes.NewReader(body), schedMetric+"_bucket", "le")
+		}
+		if err == nil {
+			return ends, sched, nil
 		}
 	}
-	return nil, err
+	return nil, nil, err
 }
 
 // up reports whether t's daemon runs (a killed or stopped one is read as
@@ -127,20 +135,23 @@ func (t *target) up() bool {
 // reading failed (its figures are not reported).
 type endsTrack struct {
 	base, acc connEnds
-	bad       bool
+	// schedBase and schedAcc are the same for the daemon's goroutines'
+	// waits to run: cumulative bucket counts by bound (sched.go).
+	schedBase, schedAcc connEnds
+	bad                 bool
 }
 
 // openEnds reads every daemon's counters before a run's agents.
 func (e *env) openEnds() {
 	for _, t := range e.targets {
-		t.ends = endsTrack{acc: connEnds{}}
+		t.ends = endsTrack{acc: connEnds{}, schedAcc: connEnds{}}
 		if t.up() && t.httpc != nil {
-			m, err := t.scrapeEnds()
+			m, s, err := t.scrapeEnds()
 			if err != nil {
 				fmt.Fprintf(e.o.stderr, "provisionbench: %s: %v (its connections ended are not reported)\n", t.addr, err)
 				t.ends.bad = true
 			}
-			t.ends.base = m
+			t.ends.base, t.ends.schedBase = m, s
 		}
 	}
 }
@@ -148,12 +159,13 @@ func (e *env) openEnds() {
 // foldEnds reads t just before the run stops or kills it: what its
 // process ended so far is kept, and its next process counts from 0.
 func (t *target) foldEnds() {
-	m, err := t.scrapeEnds()
+	m, s, err := t.scrapeEnds()
 	if err != nil {
 		t.ends.bad = true
 	}
 	t.ends.acc = t.ends.acc.plus(m, t.ends.base)
-	t.ends.base = nil
+	t.ends.schedAcc = t.ends.schedAcc.plus(s, t.ends.schedBase)
+	t.ends.base, t.ends.schedBase = nil, nil
 }
 
 // setConnEnds reads every daemon at the end of a run (before its agents
@@ -165,28 +177,32 @@ func (e *env) setConnEnds(v *values) { e.readConnEnds().set(v) }
 type endsReading struct {
 	per []connEnds
 	sum connEnds
-	ok  bool
+	// sched is each daemon's goroutines' waits to run over the run
+	// (cumulative by bound), nil for one not read.
+	sched []connEnds
+	ok    bool
 }
 
 // readConnEnds reads every daemon at the end of a run.
 func (e *env) readConnEnds() endsReading {
-	r := endsReading{per: make([]connEnds, len(e.targets)), sum: connEnds{}}
+	r := endsReading{per: make([]connEnds, len(e.targets)), sum: connEnds{}, sched: make([]connEnds, len(e.targets))}
 	for i, t := range e.targets {
 		if t.ends.acc == nil || t.httpc == nil { // not opened
 			return r
 		}
-		cur := connEnds{}
+		cur, sched := connEnds{}, connEnds{}
 		if t.up() {
-			m, err := t.scrapeEnds()
+			m, s, err := t.scrapeEnds()
 			if err != nil {
 				t.ends.bad = true
 			}
-			cur = m
+			cur, sched = m, s
 		}
 		if t.ends.bad {
 			return r
 		}
 		r.per[i] = t.ends.acc.plus(cur, t.ends.base)
+		r.sched[i] = t.ends.schedAcc.plus(sched, t.ends.schedBase)
 		r.sum = r.sum.plus(r.per[i], nil)
 	}
 	r.ok = true
@@ -202,7 +218,8 @@ func (e *env) withDaemonEnds(err error) error {
 	if !r.ok {
 		return err
 	}
-	return fmt.Errorf("%w; the daemons ended %.0f connections: %s", err, r.sum.total(), r.sum.describe())
+	return fmt.Errorf("%w; the daemons ended %.0f connections: %s; the daemons' goroutines' waits to run: %s",
+		err, r.sum.total(), r.sum.describe(), describeSched(r.sched))
 }
 
 // describe says how many ended for each reason, in reasons' order.
@@ -221,6 +238,7 @@ func (r endsReading) set(v *values) {
 	if !r.ok {
 		return
 	}
+	setDaemonsSched(v, r.sched)
 	v.setCount("connections ended by the daemons", r.sum.total())
 	for _, reason := range r.sum.reasons() {
 		v.setCount("  of which "+reason, r.sum[reason])

@@ -201,12 +201,14 @@ func parallel(ctx context.Context, n, workers int, fn func(ctx context.Context, 
 type connectStats struct {
 	tryAgain atomic.Int64 // logins and watch calls answered "try again"
 	dialErr  atomic.Int64 // dial failures and connections cut (the daemon is down)
-	// Of dialErr: connections refused (nothing listens), and binds that
-	// found no free port on the agent's source address (must stay 0: the
-	// source addresses are spread for that, limits.go).
-	refused, noPort atomic.Int64
-	otherErr        atomic.Int64 // any other error
-	lastOther       atomic.Pointer[string]
+	// Of dialErr: connections refused (nothing listens), connections
+	// reset (a daemon's listener closed them at accept: over a bound, or
+	// shedding under overload), and binds that found no free port on the
+	// agent's source address (must stay 0: the source addresses are
+	// spread for that, limits.go).
+	refused, reset, noPort atomic.Int64
+	otherErr               atomic.Int64 // any other error
+	lastOther              atomic.Pointer[string]
 }
 
 // connErr counts a dial that failed or a connection cut.
@@ -215,6 +217,8 @@ func (s *connectStats) connErr(err error) {
 	switch {
 	case errors.Is(err, syscall.ECONNREFUSED):
 		s.refused.Add(1)
+	case errors.Is(err, syscall.ECONNRESET):
+		s.reset.Add(1)
 	case errors.Is(err, syscall.EADDRINUSE), errors.Is(err, syscall.EADDRNOTAVAIL):
 		s.noPort.Add(1)
 	}
@@ -235,6 +239,7 @@ func (e *env) agentConfig(model string, i int) client.Config {
 	cfg.Addr = e.agentTarget(i).addr // the CA and logins are every daemon's
 	cfg.ReadBufferSize, cfg.WriteBufferSize = e.o.bufferSize, e.o.bufferSize
 	cfg.LocalAddr = e.o.localAddr(cfg.Addr, i)
+	cfg.PingTimeout = e.o.agentPingTimeout
 	return cfg
 }
 

@@ -65,6 +65,8 @@ type lgRequest struct {
 	PerAddr int      `json:"per-addr,omitempty"`
 	Base    int      `json:"base,omitempty"`
 	Nice    int      `json:"nice,omitempty"` // every thread's nice value (--loadgen-nice)
+	// PingTimeout is the agents' --agent-ping-timeout.
+	PingTimeout time.Duration `json:"ping-timeout,omitempty"`
 	// connect
 	Kind     string        `json:"kind,omitempty"`
 	Watchers int           `json:"watchers,omitempty"`
@@ -82,13 +84,14 @@ type lgRequest struct {
 type lgReply struct {
 	Err string `json:"err,omitempty"`
 
-	Seconds    float64 `json:"seconds,omitempty"`
-	TryAgain   int64   `json:"try-again,omitempty"`
-	ConnErrors int64   `json:"conn-errors,omitempty"`
-	Refused    int64   `json:"refused,omitempty"`
-	NoPort     int64   `json:"no-port,omitempty"`
-	Other      int64   `json:"other,omitempty"`
-	LastOther  string  `json:"last-other,omitempty"`
+	Seconds       float64 `json:"seconds,omitempty"`
+	TryAgain      int64   `json:"try-again,omitempty"`
+	ConnErrors    int64   `json:"conn-errors,omitempty"`
+	Refused       int64   `json:"refused,omitempty"`
+	ResetAtAccept int64   `json:"reset-at-accept,omitempty"`
+	NoPort        int64   `json:"no-port,omitempty"`
+	Other         int64   `json:"other,omitempty"`
+	LastOther     string  `json:"last-other,omitempty"`
 
 	Deliveries int64 `json:"deliveries,omitempty"`
 	Duplicates int64 `json:"duplicates,omitempty"`
@@ -98,6 +101,9 @@ type lgReply struct {
 	// Ends are the agents' connections ended since arm, by why, as each
 	// agent's client saw it (agentEndReason).
 	Ends connEnds `json:"ends,omitempty"`
+	// Sched is the load generator's goroutines' waits to run since arm
+	// (sched.go).
+	Sched connEnds `json:"sched,omitempty"`
 	// Watching is the watchers with a Next loop running (lgConns).
 	Watching int64 `json:"watching,omitempty"`
 
@@ -230,7 +236,7 @@ func startLoadgens(ctx context.Context, e *env) (*loadgens, error) {
 		l.procs = append(l.procs, p)
 		if _, err := p.call(lgRequest{Op: "init", Model: e.fix.model, CACert: e.t.creds.CACert, Addrs: addrs,
 			Buffer: e.o.bufferSize, Dials: e.o.dials, PerAddr: e.o.sources.perAddr, Base: k * d.addrsPerLoadgen,
-			Nice: e.o.loadgenNice}); err != nil {
+			Nice: e.o.loadgenNice, PingTimeout: e.o.agentPingTimeout}); err != nil {
 			l.close()
 			return nil, err
 		}
@@ -306,6 +312,7 @@ func sumReplies(rs []*lgReply) lgReply {
 		s.TryAgain += r.TryAgain
 		s.ConnErrors += r.ConnErrors
 		s.Refused += r.Refused
+		s.ResetAtAccept += r.ResetAtAccept
 		s.NoPort += r.NoPort
 		s.Other += r.Other
 		if r.LastOther != "" {
@@ -318,6 +325,9 @@ func sumReplies(rs []*lgReply) lgReply {
 		s.Back += r.Back
 		if r.Ends != nil {
 			s.Ends = s.Ends.plus(r.Ends, nil)
+		}
+		if r.Sched != nil {
+			s.Sched = s.Sched.plus(r.Sched, nil)
 		}
 		s.Watching += r.Watching
 		s.Resumed += r.Resumed
@@ -384,6 +394,7 @@ type lgChild struct {
 	delivered  []lgDelivery
 	events     []lgReconnect
 	ends       connEnds // lgReply.Ends
+	sched0     connEnds // the waits to run at arm (lgReply.Sched)
 	deliveries atomic.Int64
 	duplicates atomic.Int64
 	spurious   atomic.Int64
@@ -519,7 +530,7 @@ func (lg *lgChild) init(req lgRequest) error {
 		}
 	}
 	setDialSlots(req.Dials)
-	o := &options{bufferSize: req.Buffer, dials: req.Dials, stderr: io.Discard, loadgenGC: loadgenGCQuiet,
+	o := &options{bufferSize: req.Buffer, dials: req.Dials, stderr: io.Discard, loadgenGC: loadgenGCQuiet, agentPingTimeout: req.PingTimeout,
 		sources: sourcePlan{perAddr: req.PerAddr, base: req.Base}}
 	creds := &credentials.Credentials{CACert: req.CACert}
 	lg.addrs = map[string]int{}
@@ -536,8 +547,13 @@ func (lg *lgChild) init(req lgRequest) error {
 func (lg *lgChild) counts() *lgReply {
 	lg.mu.Lock()
 	ends := maps.Clone(lg.ends)
+	sched0 := lg.sched0
 	lg.mu.Unlock()
-	return &lgReply{Ends: ends, TryAgain: lg.st.tryAgain.Load(), ConnErrors: lg.st.dialErr.Load(), Refused: lg.st.refused.Load(),
+	var sched connEnds
+	if sched0 != nil {
+		sched = connEnds{}.plus(readOwnSched(), sched0)
+	}
+	return &lgReply{Ends: ends, Sched: sched, TryAgain: lg.st.tryAgain.Load(), ConnErrors: lg.st.dialErr.Load(), Refused: lg.st.refused.Load(), ResetAtAccept: lg.st.reset.Load(),
 		NoPort: lg.st.noPort.Load(), Other: lg.st.otherErr.Load(), LastOther: deref(lg.st.lastOther.Load()),
 		Deliveries: lg.deliveries.Load(), Duplicates: lg.duplicates.Load(), Spurious: lg.spurious.Load(),
 		Down: lg.down.Load(), Back: lg.back.Load(),
@@ -546,7 +562,7 @@ func (lg *lgChild) counts() *lgReply {
 
 // Why an agent's connection ended, as its client saw it (agentEndReason).
 const (
-	endAgentPing    = "the agent's ping failed or went unanswered for 30 s"
+	endAgentPing    = "the agent's ping failed or went unanswered (--agent-ping-timeout)"
 	endCloseFrame   = "the daemon's close frame, code "
 	endNoCloseFrame = "broken without a close frame (the daemon killed, a read or write error)"
 )
@@ -826,6 +842,9 @@ func (lg *lgChild) arm() {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	lg.armCancel = cancel
+	lg.mu.Lock()
+	lg.sched0 = readOwnSched()
+	lg.mu.Unlock()
 	for _, a := range lg.agents {
 		lg.armWG.Add(1)
 		go func() {

@@ -50,6 +50,7 @@ import (
 	"flag"
 
 	"github.com/provisiond/provisiond/internal/daemon"
+	"github.com/provisiond/provisiond/rpc/client"
 )
 
 func main() {
@@ -196,7 +197,11 @@ type options struct {
 	loginRateMax    int
 	loginRateRefill time.Duration
 	loginConcurrent int
-	setFlags        map[string]bool
+	shedLatency     time.Duration
+	// agentPingTimeout is how long an agent's ping may take before its
+	// client ends the connection (rpc/client's Config.PingTimeout).
+	agentPingTimeout time.Duration
+	setFlags         map[string]bool
 
 	progress *progress
 	sources  sourcePlan // the agents' loopback source addresses (limits.go)
@@ -271,11 +276,13 @@ func parseOptions(name string, args []string, stdout, stderr io.Writer) (*option
 	fs.BoolVar(&o.resume, "resume", false, "failover: the moved agents open their watchers again resumed after the revision their events covered (provisiond's from-revision, as the reference agent does) instead of afresh; runs the spread form (--loadgens 1 unless set)")
 	fs.IntVar(&o.loadgenNice, "loadgen-nice", 0, "the load generator processes' scheduling priority, a nice value from 0 to 19: above 0 the daemons and etcd come first on the shared cores, as they would with the agents on machines of their own")
 	fs.BoolVar(&o.idleWindow, "idle-window", false, "watch: first measure a window as long as --duration with every agent connected and no change (their pings, the daemons' upkeep), and give the per-change figures also less it (\"less idle\"); runs the spread form (--loadgens 1 unless set)")
+	fs.DurationVar(&o.agentPingTimeout, "agent-ping-timeout", client.DefaultPingTimeout, "how long an agent's ping (one a minute) may go unanswered before its client closes the connection: 30 s, as Juju's client; longer where the load generators themselves wait to run that long (their goroutines' waits are reported)")
 	fs.BoolVar(&o.rolling, "rolling", false, "storm: restart the daemons one at a time (a rolling restart) instead of all together")
 	d := daemon.Default("")
 	fs.IntVar(&o.loginRateMax, "login-rate-max", d.LoginRateMax, "self-started daemon: agent login token bucket size")
 	fs.DurationVar(&o.loginRateRefill, "login-rate-refill", d.LoginRateRefill, "self-started daemon: time to earn one login token")
 	fs.IntVar(&o.loginConcurrent, "login-concurrent", d.LoginConcurrent, "self-started daemon: agent logins at once")
+	fs.DurationVar(&o.shedLatency, "shed-latency", d.ShedLatency, "self-started daemon: refuse new connections while its goroutines' p99 wait to run is at least this (0: never)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: provisionbench %s [flags]\n\nflags:\n", name)
 		fs.PrintDefaults()
@@ -312,6 +319,10 @@ func parseOptions(name string, args []string, stdout, stderr io.Writer) (*option
 		return nil, fmt.Errorf("--buffer must be at least 256")
 	case o.loadgenNice < 0 || o.loadgenNice > 19:
 		return nil, fmt.Errorf("--loadgen-nice must be from 0 to 19 (a load generator may only give way)")
+	case o.agentPingTimeout <= 0:
+		return nil, fmt.Errorf("--agent-ping-timeout must be positive")
+	case o.shedLatency < 0:
+		return nil, fmt.Errorf("--shed-latency must be 0 (never) or more")
 	case o.loadgenGC != loadgenGCQuiet && o.loadgenGC != loadgenGCGo:
 		return nil, fmt.Errorf("--loadgen-gc must be %s or %s", loadgenGCQuiet, loadgenGCGo)
 	}
@@ -365,6 +376,7 @@ func maxInt(xs []int) int {
 // daemonConfig applies the login limiter flags to an in-process daemon.
 func (o *options) daemonConfig(c *daemon.Config) {
 	c.LoginRateMax, c.LoginRateRefill, c.LoginConcurrent = o.loginRateMax, o.loginRateRefill, o.loginConcurrent
+	c.ShedLatency = o.shedLatency
 	if n := o.maxConnsFlag(); n > 0 {
 		c.MaxConns = n
 	}
@@ -383,6 +395,9 @@ func (o *options) daemonFlags() []string {
 	}
 	if o.setFlags["login-concurrent"] {
 		out = append(out, "--login-concurrent", strconv.Itoa(o.loginConcurrent))
+	}
+	if o.setFlags["shed-latency"] {
+		out = append(out, "--shed-latency", o.shedLatency.String())
 	}
 	if n := o.maxConnsFlag(); n > 0 {
 		out = append(out, "--max-connections", strconv.Itoa(n))
@@ -492,6 +507,12 @@ func runWorkload(ctx context.Context, w *workload, o *options) error {
 	}
 	if o.loadgenNice > 0 {
 		rep.Parameters["loadgen-nice"] = o.loadgenNice
+	}
+	if o.agentPingTimeout != client.DefaultPingTimeout {
+		rep.Parameters["agent-ping-timeout"] = o.agentPingTimeout.String()
+	}
+	if o.setFlags["shed-latency"] && t.mode != modeExternal {
+		rep.Parameters["daemon-shed-latency"] = o.shedLatency.String()
 	}
 	if o.localAddr(t.addr, 0) != nil {
 		rep.Parameters["agent-source-addresses"] = o.sources.describe()

@@ -48,6 +48,7 @@ func setConnect(v *values, prefix string, s lgReply) {
 	v.set(prefix+"try again", "", float64(s.TryAgain))
 	v.set(prefix+"connection errors", "", float64(s.ConnErrors))
 	v.set(prefix+"  of which refused (not listening)", "", float64(s.Refused))
+	v.set(prefix+"  of which reset at accept (over a bound, or shed)", "", float64(s.ResetAtAccept))
 	v.set(prefix+"  of which no free source port", "", float64(s.NoPort))
 	v.set(prefix+"other errors", "", float64(s.Other))
 	if len(s.Ends) > 0 {
@@ -56,6 +57,7 @@ func setConnect(v *values, prefix string, s lgReply) {
 			v.setCount(prefix+"  of which "+why, s.Ends[why])
 		}
 	}
+	setSched(v, prefix+"load generators' goroutines' waits to run", s.Sched)
 }
 
 // spreadSetup makes sure n machines exist and the load generators run.
@@ -532,8 +534,8 @@ func (l *loadgens) waitBack(ctx context.Context, back int64, exited ...chan stru
 		case <-ctx.Done():
 			return s, ctx.Err()
 		case <-timeout:
-			return s, fmt.Errorf("after 10 minutes %d agents are without a daemon (%d reconnections made, at least %d wanted; the agents' connections ended: %s)",
-				s.Down, s.Back, back, s.Ends.describe())
+			return s, fmt.Errorf("after 10 minutes %d agents are without a daemon (%d reconnections made, at least %d wanted; the agents' connections ended: %s; "+
+				"the load generators' goroutines' waits to run: %s)", s.Down, s.Back, back, s.Ends.describe(), figuresOf(s.Sched))
 		case <-time.After(20 * time.Millisecond):
 		}
 	}

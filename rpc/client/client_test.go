@@ -592,8 +592,9 @@ func TestPinger(t *testing.T) {
 func TestPingerClosesOnBlockedPing(t *testing.T) {
 	p := newPeer(t)
 	p.blockPings.Store(true)
-	c := dialT(t, p.config(""))
-	c.pingTimeout = 50 * time.Millisecond // before StartPinger: no race
+	cfg := p.config("")
+	cfg.PingTimeout = 50 * time.Millisecond
+	c := dialT(t, cfg)
 	c.StartPinger(time.Millisecond)
 	waitDone(t, c)
 	if !errors.Is(c.Err(), ErrConnClosed) || !errors.Is(c.Err(), ErrPingFailed) ||

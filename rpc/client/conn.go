@@ -31,10 +31,12 @@ const (
 	DefaultReadLimit int64 = 64 << 20
 	// DefaultDialTimeout bounds Dial when Config.DialTimeout is zero.
 	DefaultDialTimeout = 30 * time.Second
+	// DefaultPingTimeout is how long a ping of the pinger may take when
+	// Config.PingTimeout is zero: Juju's client's.
+	DefaultPingTimeout = 30 * time.Second
 
 	writeTimeout = 10 * time.Second    // deadline of every outgoing message
 	closeWait    = time.Second         // how long Close waits for the peer's close frame
-	pingTimeout  = 30 * time.Second    // a ping taking longer breaks the connection
 	bufferSize   = 64 << 10            // default buffer sizes, as Juju's Go dialer
 	origin       = "http://localhost/" // as Juju's Go clients
 	minTLS       = tls.VersionTLS12    // spec §2.2
@@ -49,7 +51,8 @@ const (
 var ErrConnClosed = errors.New("connection closed")
 
 // ErrPingFailed is wrapped by Err when the pinger ended the connection: a
-// Ping failed or went unanswered for 30 s (Juju's client does the same).
+// Ping failed or went unanswered for Config.PingTimeout, 30 s by default
+// (Juju's client does the same).
 var ErrPingFailed = errors.New(pingerReason)
 
 // Config says where and how to connect.
@@ -95,6 +98,13 @@ type Config struct {
 	SessionCache tls.ClientSessionCache
 	// NoSessionCache makes every connection a full handshake.
 	NoSessionCache bool
+	// PingTimeout is how long a Ping of the pinger (StartPinger) may take
+	// before the pinger ends the connection; zero or less means 30 s, as
+	// Juju's client. A process running thousands of simulated agents on
+	// a box it shares (provisionbench) may set it longer: there the 30 s
+	// can pass while the process itself waits to run, which a real agent
+	// on a machine of its own does not.
+	PingTimeout time.Duration
 	// Trace, if set, is called with every message the connection sends
 	// (sent true, just before it is written) and receives (just after it
 	// is read, before it is parsed), for debugging and wire tests. It runs
@@ -120,9 +130,8 @@ type Conn struct {
 	cfg Config
 	log *slog.Logger
 
-	lastID      atomic.Uint64
-	writeMu     sync.Mutex
-	pingTimeout time.Duration
+	lastID  atomic.Uint64
+	writeMu sync.Mutex
 
 	mu            sync.Mutex
 	pending       map[uint64]pendingCall // nil once the connection ended
@@ -190,14 +199,13 @@ func Dial(ctx context.Context, cfg Config) (*Conn, error) {
 		return nil, err
 	}
 	c := &Conn{
-		ws:          ws,
-		cfg:         cfg,
-		log:         cfg.Logger.With("addr", cfg.Addr, "model", cfg.ModelUUID),
-		pingTimeout: pingTimeout,
-		pending:     make(map[uint64]pendingCall),
-		done:        make(chan struct{}),
-		stop:        make(chan struct{}),
-		readerDone:  make(chan struct{}),
+		ws:         ws,
+		cfg:        cfg,
+		log:        cfg.Logger.With("addr", cfg.Addr, "model", cfg.ModelUUID),
+		pending:    make(map[uint64]pendingCall),
+		done:       make(chan struct{}),
+		stop:       make(chan struct{}),
+		readerDone: make(chan struct{}),
 	}
 	c.wg.Add(1)
 	go c.readLoop()
@@ -231,6 +239,9 @@ func withDefaults(cfg Config) Config {
 	}
 	if cfg.WriteBufferSize <= 0 {
 		cfg.WriteBufferSize = bufferSize
+	}
+	if cfg.PingTimeout <= 0 {
+		cfg.PingTimeout = DefaultPingTimeout
 	}
 	return cfg
 }
@@ -724,8 +735,8 @@ func (c *Conn) Ping(ctx context.Context) error {
 
 // StartPinger starts the Conn's pinger goroutine, which calls Ping every
 // interval (default 1 min) until Close. A ping that fails or takes longer
-// than 30 s closes the connection (close code 1001). Calling it again, or
-// after the connection ended, does nothing.
+// than Config.PingTimeout (30 s) closes the connection (close code 1001).
+// Calling it again, or after the connection ended, does nothing.
 func (c *Conn) StartPinger(interval time.Duration) {
 	if interval <= 0 {
 		interval = defaultPing
@@ -752,7 +763,7 @@ func (c *Conn) pingLoop(interval time.Duration) {
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), c.pingTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.PingTimeout)
 		err := c.Ping(ctx)
 		cancel()
 		if err != nil {

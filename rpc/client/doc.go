@@ -58,7 +58,7 @@
 //     in one write when it next reads (wire.go);
 //   - optionally one pinger, started by [Conn.StartPinger], which calls
 //     Pinger.Ping periodically and closes the connection when a ping fails or
-//     blocks longer than 30 s.
+//     blocks longer than Config.PingTimeout (30 s).
 //
 // [Conn.Close] sends a close frame (code 1000), closes the socket and waits
 // until both goroutines have returned, so no goroutine of this package
