@@ -129,8 +129,8 @@ func TestListenerShedsUnderOverload(t *testing.T) {
 	f.add(10, 100)
 	now = now.Add(sheddingPeriod)
 
-	accept := func() net.Conn {
-		t.Helper()
+	// startAccept runs one Accept; accepted waits for what it returns.
+	startAccept := func() <-chan net.Conn {
 		ch := make(chan net.Conn, 1)
 		go func() {
 			c, err := l.Accept()
@@ -139,16 +139,18 @@ func TestListenerShedsUnderOverload(t *testing.T) {
 			}
 			ch <- c
 		}()
+		return ch
+	}
+	accepted := func(ch <-chan net.Conn, what string) {
+		t.Helper()
 		select {
 		case c := <-ch:
 			if c == nil {
 				t.FailNow()
 			}
 			c.Close()
-			return c
 		case <-time.After(10 * time.Second):
-			t.Fatal("Accept did not return")
-			return nil
+			t.Fatalf("Accept did not return %s", what)
 		}
 	}
 	dial := func() net.Conn {
@@ -162,7 +164,7 @@ func TestListenerShedsUnderOverload(t *testing.T) {
 	}
 	// The test's connections are this user's: the local operator's.
 	dial()
-	accept()
+	accepted(startAccept(), "the operator's connection")
 	if len(refused) != 0 {
 		t.Fatalf("the operator's connection refused: %q", refused)
 	}
@@ -171,14 +173,7 @@ func TestListenerShedsUnderOverload(t *testing.T) {
 	// tell users apart by their sockets' owners, internal/asuser).
 	l.operators = map[uint32]bool{}
 	c1 := dial()
-	ch := make(chan net.Conn, 1)
-	go func() {
-		c, err := l.Accept()
-		if err != nil {
-			t.Error(err)
-		}
-		ch <- c
-	}()
+	ch := startAccept()
 	_ = c1.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if _, err := c1.Read(make([]byte, 1)); !errors.Is(err, syscall.ECONNRESET) {
 		t.Fatalf("the connection made while shedding read %v; want a reset", err)
@@ -190,15 +185,7 @@ func TestListenerShedsUnderOverload(t *testing.T) {
 	now = now.Add(sheddingPeriod)
 	o.mu.Unlock()
 	dial()
-	select {
-	case c := <-ch:
-		if c == nil {
-			t.FailNow()
-		}
-		c.Close()
-	case <-time.After(10 * time.Second):
-		t.Fatal("Accept did not return after the overload")
-	}
+	accepted(ch, "after the overload")
 	if len(refused) != 1 || refused[0] != RefusedOverload {
 		t.Fatalf("refused %q; want one %q", refused, RefusedOverload)
 	}
