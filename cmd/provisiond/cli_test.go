@@ -65,6 +65,8 @@ func TestCommandLine(t *testing.T) {
 		{name: "flag without value", args: []string{"serve", "--addr"}, code: 2, stderr: "needs an argument"},
 		{name: "single-dash flag without value", args: []string{"serve", "-addr"}, code: 2, stderr: "needs an argument: --addr"},
 		{name: "bad number", args: []string{"serve", "--max-watchers", "many"}, code: 2, stderr: "--max-watchers"},
+		{name: "negative limit", args: []string{"serve", "--data-dir", "/nonexistent", "--max-watchers", "-1"}, code: 2, stderr: "--max-watchers -1: limits must not be negative"},
+		{name: "negative duration", args: []string{"serve", "--data-dir", "/nonexistent", "--shed-latency", "-1s"}, code: 2, stderr: "--shed-latency -1s: durations must not be negative"},
 		{name: "bad log level", args: []string{"serve", "--log-level", "loud"}, code: 2, stderr: "want debug, info, warn or error"},
 		{name: "stray argument", args: []string{"serve", "extra"}, code: 2, stderr: "unexpected arguments"},
 		{name: "backup without output", args: []string{"backup"}, code: 2, stderr: "--output"},

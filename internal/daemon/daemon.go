@@ -203,15 +203,35 @@ func (c *Config) Validate() error {
 		return errors.New("--cert-file and --key-file go together")
 	case c.MetricsAuth != "" && c.MetricsAuth != MetricsAuthLocal && c.MetricsAuth != MetricsAuthAlways && c.MetricsAuth != MetricsAuthNone:
 		return fmt.Errorf("--metrics-auth %q: want %s, %s or %s", c.MetricsAuth, MetricsAuthLocal, MetricsAuthAlways, MetricsAuthNone)
-	case c.ReadLimit < 0, c.MaxRequests < 0, c.MaxConns < 0, c.MaxWatchers < 0,
-		c.LoginRateMax < 0, c.LoginConcurrent < 0, c.PreLoginReadLimit < 0, c.MaxBulkItems < 0,
-		c.MaxReplySize < 0, c.MaxUnsent < 0, c.MaxHeaderBytes < 0, c.MaxAgentBinarySize < 0,
-		c.MaxConnsPerEntity < 0, c.MaxWatchersPerEntity < 0, c.LoginFailures < 0,
-		c.MaxPendingConns < 0, c.MaxPendingPerAddress < 0:
-		return errors.New("limits must not be negative")
-	case c.WriteTimeout < 0, c.PingTimeout < 0, c.LoginTimeout < 0, c.LoginRateRefill < 0, c.IdleTimeout < 0, c.LoginBackoffMax < 0,
-		c.ShedLatency < 0:
-		return errors.New("durations must not be negative")
+	}
+	for _, l := range []struct {
+		flag string
+		n    int64
+	}{
+		{"--read-limit", c.ReadLimit}, {"--max-requests", int64(c.MaxRequests)}, {"--max-connections", int64(c.MaxConns)},
+		{"--max-watchers", int64(c.MaxWatchers)}, {"--login-rate-max", int64(c.LoginRateMax)},
+		{"--login-concurrent", int64(c.LoginConcurrent)}, {"--prelogin-read-limit", c.PreLoginReadLimit},
+		{"--max-bulk-items", int64(c.MaxBulkItems)}, {"--max-reply-size", c.MaxReplySize}, {"--max-unsent", c.MaxUnsent},
+		{"--max-header-bytes", int64(c.MaxHeaderBytes)}, {"--max-agent-binary-size", c.MaxAgentBinarySize},
+		{"--max-connections-per-entity", int64(c.MaxConnsPerEntity)}, {"--max-watchers-per-entity", int64(c.MaxWatchersPerEntity)},
+		{"--login-failures", int64(c.LoginFailures)}, {"--max-pending-connections", int64(c.MaxPendingConns)},
+		{"--max-pending-per-address", int64(c.MaxPendingPerAddress)},
+	} {
+		if l.n < 0 {
+			return fmt.Errorf("%s %d: limits must not be negative", l.flag, l.n)
+		}
+	}
+	for _, d := range []struct {
+		flag string
+		d    time.Duration
+	}{
+		{"--write-timeout", c.WriteTimeout}, {"--ping-timeout", c.PingTimeout}, {"--login-timeout", c.LoginTimeout},
+		{"--login-rate-refill", c.LoginRateRefill}, {"--idle-timeout", c.IdleTimeout}, {"--login-backoff-max", c.LoginBackoffMax},
+		{"--shed-latency", c.ShedLatency},
+	} {
+		if d.d < 0 {
+			return fmt.Errorf("%s %s: durations must not be negative", d.flag, d.d)
+		}
 	}
 	return nil
 }
