@@ -22,7 +22,7 @@ import (
 const schedMetric = "provisiond_sched_latency_seconds"
 
 // schedSlow is the wait reported as "slow": a thirtieth of the 30 s a
-// ping may take, the daemons' default --shed-latency.
+// ping may take.
 const schedSlow = 1.0
 
 // readOwnSched is this process's waits to run since it started.

@@ -34,11 +34,10 @@ import (
 //     the local operator's while it holds fewer than its share of the cap
 //     (listener.go); the client retries with its backoff. What is already
 //     accepted goes on: handshakes waiting for a slot, logins.
-//   - A limit of 0 turns shedding off.
-
-// DefaultShedLatency is the default limit: 1 s, a thirtieth of the
-// 30 s a client waits for a ping's reply.
-const DefaultShedLatency = time.Second
+//   - A limit of 0 turns shedding off, the daemon's default: the gate is
+//     an operator's choice until a measurement shows it helps (in a
+//     storm of 100,000 agents it engaged, and that run did not finish
+//     where one without it had; docs/performance.md, "Overload").
 
 // sheddingPeriod is how often the gate reads the scheduler's latencies.
 const sheddingPeriod = 250 * time.Millisecond

@@ -124,8 +124,8 @@ type Config struct {
 	HandshakeWait  time.Duration
 
 	// ShedLatency sheds new connections while the 99th percentile of the
-	// daemon's goroutines' waits to run is at least this (0: never;
-	// internal/connlimit, overload.go).
+	// daemon's goroutines' waits to run is at least this (0, the default:
+	// never; internal/connlimit, overload.go).
 	ShedLatency time.Duration
 
 	// Clock drives timer watchers; nil is the wall clock (tests inject a
@@ -172,7 +172,6 @@ func Default(dataDir string) Config {
 		LoginRateMax:    DefaultLoginRateMax,
 		LoginRateRefill: DefaultLoginRateRefill,
 		LoginConcurrent: DefaultLoginConcurrent,
-		ShedLatency:     connlimit.DefaultShedLatency,
 
 		MaxConns:          connlimit.DefaultMaxConns(),
 		PreLoginReadLimit: rpc.DefaultPreLoginReadLimit,
