@@ -72,6 +72,9 @@ type lgRequest struct {
 	Watchers int           `json:"watchers,omitempty"`
 	First    int           `json:"first,omitempty"`
 	Agents   []machineCred `json:"agents,omitempty"` // agent First+j is Agents[j]
+	// Sched: status also gives the waits to run since arm (results and
+	// close always do); not on every poll, which reads the runtime.
+	Sched bool `json:"sched,omitempty"`
 	// Resume: lgWatch's agents open their watchers again after a
 	// reconnection resumed from the revision their events covered
 	// (provisiond's "from-revision" header key), as the reference agent
@@ -485,6 +488,9 @@ func (lg *lgChild) handle(ctx context.Context, req lgRequest) (*lgReply, error) 
 		return &lgReply{Seconds: time.Since(start).Seconds()}, err
 	case "status":
 		r := lg.counts()
+		if req.Sched {
+			r.Sched = lg.schedSinceArm()
+		}
 		r.PerDaemon = map[int]int{}
 		for _, a := range lg.agents {
 			a.mu.Lock()
@@ -503,6 +509,7 @@ func (lg *lgChild) handle(ctx context.Context, req lgRequest) (*lgReply, error) 
 		return &lgReply{GCCycles: lg.win.cycles}, nil
 	case "results": // the counts, every delivery and every reconnection
 		r := lg.counts()
+		r.Sched = lg.schedSinceArm()
 		lg.mu.Lock()
 		r.Delivered, r.Events = lg.delivered, lg.events
 		lg.mu.Unlock()
@@ -512,6 +519,7 @@ func (lg *lgChild) handle(ctx context.Context, req lgRequest) (*lgReply, error) 
 		return nil, nil
 	case "close":
 		r := lg.counts()
+		r.Sched = lg.schedSinceArm()
 		lg.closeAgents()
 		return r, nil
 	}
@@ -547,17 +555,24 @@ func (lg *lgChild) init(req lgRequest) error {
 func (lg *lgChild) counts() *lgReply {
 	lg.mu.Lock()
 	ends := maps.Clone(lg.ends)
-	sched0 := lg.sched0
 	lg.mu.Unlock()
-	var sched connEnds
-	if sched0 != nil {
-		sched = connEnds{}.plus(readOwnSched(), sched0)
-	}
-	return &lgReply{Ends: ends, Sched: sched, TryAgain: lg.st.tryAgain.Load(), ConnErrors: lg.st.dialErr.Load(), Refused: lg.st.refused.Load(), ResetAtAccept: lg.st.reset.Load(),
+	return &lgReply{Ends: ends, TryAgain: lg.st.tryAgain.Load(), ConnErrors: lg.st.dialErr.Load(), Refused: lg.st.refused.Load(), ResetAtAccept: lg.st.reset.Load(),
 		NoPort: lg.st.noPort.Load(), Other: lg.st.otherErr.Load(), LastOther: deref(lg.st.lastOther.Load()),
 		Deliveries: lg.deliveries.Load(), Duplicates: lg.duplicates.Load(), Spurious: lg.spurious.Load(),
 		Down: lg.down.Load(), Back: lg.back.Load(),
 		Resumed: lg.resumed.Load(), Reset: lg.reset.Load(), RewatchBytes: lg.rewatchBytes.Load(), FirstBytes: lg.firstBytes.Load()}
+}
+
+// schedSinceArm is this load generator's goroutines' waits to run since
+// arm (nil before it).
+func (lg *lgChild) schedSinceArm() connEnds {
+	lg.mu.Lock()
+	sched0 := lg.sched0
+	lg.mu.Unlock()
+	if sched0 == nil {
+		return nil
+	}
+	return connEnds{}.plus(readOwnSched(), sched0)
 }
 
 // Why an agent's connection ended, as its client saw it (agentEndReason).

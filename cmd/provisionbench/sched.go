@@ -71,8 +71,8 @@ func figuresOf(m connEnds) schedFigures {
 	}
 	f := schedFigures{p99: h.quantileBound(99), p999: h.quantileBound(99.9), total: h.counts[len(h.counts)-1], ok: true}
 	f.slow = f.total
-	for i, b := range h.bounds { // waits up to the bound below schedSlow are fast
-		if b < schedSlow {
+	for i, b := range h.bounds { // waits counted at or under the schedSlow bound are fast
+		if b <= schedSlow {
 			f.slow = f.total - h.counts[i]
 		}
 	}

@@ -44,6 +44,11 @@ provisiond_sched_latency_seconds_count 10000
 	if got := figuresOf(long).String(); got != "p99 over 30 s, p99.9 over 30 s, 10 of 10 waits 1 s or more" {
 		t.Errorf("waits over the last bound: %q", got)
 	}
+	// Waits counted at the 1 s bound (up to 1 s) are not slow; those
+	// beyond it are.
+	if f := figuresOf(connEnds{"0.5": 90, "1": 97, "2": 99, "+Inf": 100}); f.slow != 3 {
+		t.Errorf("waits beyond the 1 s bound: %v; want 3", f.slow)
+	}
 	if got := figuresOf(nil).String(); got != "not known" {
 		t.Errorf("no reading: %q", got)
 	}

@@ -534,6 +534,9 @@ func (l *loadgens) waitBack(ctx context.Context, back int64, exited ...chan stru
 		case <-ctx.Done():
 			return s, ctx.Err()
 		case <-timeout:
+			if rs, err := l.all(lgRequest{Op: "status", Sched: true}); err == nil {
+				s = sumReplies(rs)
+			}
 			return s, fmt.Errorf("after 10 minutes %d agents are without a daemon (%d reconnections made, at least %d wanted; the agents' connections ended: %s; "+
 				"the load generators' goroutines' waits to run: %s)", s.Down, s.Back, back, s.Ends.describe(), figuresOf(s.Sched))
 		case <-time.After(20 * time.Millisecond):

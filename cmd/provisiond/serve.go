@@ -73,8 +73,9 @@ and READY=1 around a reload, STOPPING=1, and pings the watchdog
 		if err := checkAgent(opts.Agent); err != nil {
 			return usageError{err}
 		}
-		if cfg := opts.daemonConfig(); cfg.Validate() != nil {
-			return usageError{cfg.Validate()} // a setting out of range: as a bad flag
+		cfg := opts.daemonConfig()
+		if err := cfg.Validate(); err != nil {
+			return usageError{err} // a setting out of range: as a bad flag
 		}
 		svc := &service{
 			log:      log,

@@ -159,8 +159,9 @@ func (l *Listener) Accept() (net.Conn, error) {
 	}
 }
 
-// Shed makes l refuse every new connection but the local operator's while
-// o sheds (overload.go). Call it before the first Accept.
+// Shed makes l refuse new connections while o sheds (overload.go), the
+// local operator's only beyond its share of the cap. Call it before the
+// first Accept.
 func (l *Listener) Shed(o *Overload) { l.overload = o }
 
 // Close closes the listener and its peer lookup's socket. Connections

@@ -55,14 +55,13 @@ type Overload struct {
 	mu       sync.Mutex // guards the fields below
 	last     time.Time  // the last reading
 	prev     []uint64   // its counts
-	p99      float64    // the last reading's p99, seconds (NaN: no wait ended in it)
 	shedding bool
 }
 
 // NewOverload returns a gate that sheds while the scheduler's p99 wait is
 // at least limit (0: never).
 func NewOverload(limit time.Duration) *Overload {
-	return &Overload{limit: limit, period: sheddingPeriod, now: time.Now, read: readSchedLatencies, p99: math.NaN()}
+	return &Overload{limit: limit, period: sheddingPeriod, now: time.Now, read: readSchedLatencies}
 }
 
 // Shedding reports whether new connections are to be refused, reading
@@ -78,8 +77,8 @@ func (o *Overload) Shedding() bool {
 		var h metrics.Float64Histogram
 		o.read(&h)
 		if len(o.prev) == len(h.Counts) {
-			o.p99 = lowerQuantile(h.Buckets, h.Counts, o.prev, 0.99)
-			o.shedding = !math.IsNaN(o.p99) && o.p99 >= o.limit.Seconds()
+			p99 := lowerQuantile(h.Buckets, h.Counts, o.prev, 0.99)
+			o.shedding = !math.IsNaN(p99) && p99 >= o.limit.Seconds()
 		}
 		o.prev = h.Counts
 	}

@@ -54,7 +54,7 @@ func TestOverloadSheds(t *testing.T) {
 		t.Helper()
 		now = now.Add(sheddingPeriod)
 		if got := o.Shedding(); got != want {
-			t.Fatalf("%s: shedding %v; want %v (p99 %v)", why, got, want, o.p99)
+			t.Fatalf("%s: shedding %v; want %v", why, got, want)
 		}
 	}
 	f.add(10, 1000) // before the first reading: not this period's
