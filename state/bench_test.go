@@ -219,3 +219,26 @@ func BenchmarkViewAt(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkWatchContainers opens and stops a WatchContainers watcher of a
+// provisioned machine with three containers, one of 64: what each of an
+// agent's watch calls costs the daemon when it (re)connects, as in a
+// restart's storm of agents.
+func BenchmarkWatchContainers(b *testing.B) {
+	st := statetest.New(b)
+	model := statetest.DefaultModelUUID
+	id := benchMachines(b, st, 64)[7]
+	for range 3 {
+		if _, err := st.AddMachine(b.Context(), model, state.MachineParams{ParentID: id, ContainerType: "lxd"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		w, initial, err := st.WatchContainers(b.Context(), model, id, "")
+		if err != nil || len(initial) != 3 {
+			b.Fatal(initial, err)
+		}
+		_ = w.Stop()
+	}
+}

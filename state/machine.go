@@ -697,6 +697,43 @@ func plainStrings(v []byte) ([]string, bool) {
 	}
 }
 
+// machineExists reports getMachine's errors for machine id of model
+// (errors.NotValid for a bad id, errors.NotFound if there is no such
+// machine) without decoding its record: a watch call checks that the
+// machine it names exists, and an agent's ten watch calls did it ten times
+// per reconnection, each decoding the whole record.
+func machineExists(r reader, model, id string) error {
+	if !validMachineID(id) {
+		return errors.NotValidf("machine id %q", id)
+	}
+	ok, err := exists(r, KindMachine, model, id)
+	switch {
+	case err != nil:
+		return err
+	case !ok:
+		return errors.NotFoundf("machine %s", id)
+	}
+	return nil
+}
+
+// machineLives reads the id and life of every machine of model whose id
+// starts with prefix ("" for all of them), in id order: what a lifecycle
+// watcher's snapshot needs, from the head of each record (MachineHost's
+// decoding), not the whole record.
+func machineLives(r reader, model, prefix string) ([]idLife, error) {
+	var out []idLife
+	err := scan(r, kindPrefix(KindMachine, model)+prefix, func(key string, b []byte) error {
+		var h MachineHost
+		if err := decodeRecord(key, b, &h); err != nil {
+			return errors.Annotatef(err, "decoding %s %q", KindMachine, key)
+		}
+		out = append(out, idLife{h.ID, h.Life})
+		return nil
+	})
+	slices.SortFunc(out, func(a, b idLife) int { return compareMachineIDs(a.id, b.id) })
+	return out, err
+}
+
 // MachineHost reads what adding a container checks of machine id of
 // model, decoding nothing else of its record (AddMachine checks the same
 // again in its transaction). It reports errors.NotValid for a bad id and

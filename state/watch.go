@@ -102,7 +102,7 @@ var lifecycleFields = []string{watcher.FieldCreated, watcher.FieldLife, watcher.
 // machine's containers (the hub indexes them by parent), so a new container
 // reaches its host's watchers only, not every lifecycle watcher of the
 // model.
-func (st *State) watchMachineLifecycle(ctx context.Context, model, parent string, match func(id string) bool, snapshot func(r reader) ([]Machine, error)) (*watcher.Strings, []string, error) {
+func (st *State) watchMachineLifecycle(ctx context.Context, model, parent string, match func(id string) bool, snapshot func(r reader) ([]idLife, error)) (*watcher.Strings, []string, error) {
 	return st.watchLifecycle(ctx, watcher.Filter{
 		Kind:   KindMachine,
 		Model:  model,
@@ -112,15 +112,7 @@ func (st *State) watchMachineLifecycle(ctx context.Context, model, parent string
 		if _, err := getModelHead(r, model); err != nil {
 			return nil, err
 		}
-		ms, err := snapshot(r)
-		if err != nil {
-			return nil, err
-		}
-		items := make([]idLife, len(ms))
-		for i, m := range ms {
-			items[i] = idLife{m.ID, m.Life}
-		}
-		return items, nil
+		return snapshot(r)
 	})
 }
 
@@ -128,7 +120,7 @@ func (st *State) watchMachineLifecycle(ctx context.Context, model, parent string
 // machines. It returns the watcher and the initial ids.
 func (st *State) WatchModelMachines(ctx context.Context, model string) (*watcher.Strings, []string, error) {
 	return st.watchMachineLifecycle(ctx, model, "", func(id string) bool { return ParentID(id) == "" },
-		func(r reader) ([]Machine, error) { return machines(r, model) })
+		func(r reader) ([]idLife, error) { return machineLives(r, model, "") })
 }
 
 // WatchContainers watches the lifecycle of the direct containers of
@@ -137,11 +129,11 @@ func (st *State) WatchContainers(ctx context.Context, model, parent, ctype strin
 	match := func(id string) bool {
 		return ParentID(id) == parent && (ctype == "" || ContainerTypeOf(id) == ctype)
 	}
-	snapshot := func(r reader) ([]Machine, error) {
-		if _, err := getMachine(r, model, parent); err != nil {
+	snapshot := func(r reader) ([]idLife, error) {
+		if err := machineExists(r, model, parent); err != nil {
 			return nil, err
 		}
-		return containers(r, model, parent)
+		return machineLives(r, model, parent+"/")
 	}
 	return st.watchMachineLifecycle(ctx, model, parent, match, snapshot)
 }

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/juju/errors"
+
 	"github.com/provisiond/provisiond/state"
 	"github.com/provisiond/provisiond/state/statetest"
 	"github.com/provisiond/provisiond/watcher"
@@ -130,5 +132,48 @@ func BenchmarkAddContainerWatched(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// A container watcher's initial event is its machine's direct containers,
+// dead ones included, in id order: not nested ones, not those of a
+// machine whose id starts alike. A missing machine is NotFound and a bad
+// id NotValid, as for the machine's own calls.
+func TestWatchContainersInitial(t *testing.T) {
+	t.Parallel()
+	st := statetest.New(t)
+	for range 11 { // machines 0 .. 10
+		addMachine(t, st, state.MachineParams{})
+	}
+	l0 := addMachine(t, st, state.MachineParams{ParentID: "1", ContainerType: "lxd"})
+	k0 := addMachine(t, st, state.MachineParams{ParentID: "1", ContainerType: "kvm"})
+	l1 := addMachine(t, st, state.MachineParams{ParentID: "1", ContainerType: "lxd"})
+	addMachine(t, st, state.MachineParams{ParentID: l0.ID, ContainerType: "lxd"})
+	addMachine(t, st, state.MachineParams{ParentID: "10", ContainerType: "lxd"})
+	must(t, st.EnsureMachineDead(t.Context(), model, l1.ID))
+
+	w, initial, err := st.WatchContainers(t.Context(), model, "1", "")
+	must(t, err)
+	defer w.Stop()
+	if want := []string{k0.ID, l0.ID, l1.ID}; !slices.Equal(initial, want) {
+		t.Errorf("initial = %v, want %v", initial, want)
+	}
+	wl, initial, err := st.WatchContainers(t.Context(), model, "1", "lxd")
+	must(t, err)
+	defer wl.Stop()
+	if want := []string{l0.ID, l1.ID}; !slices.Equal(initial, want) {
+		t.Errorf("lxd initial = %v, want %v", initial, want)
+	}
+	wm, initial, err := st.WatchModelMachines(t.Context(), model)
+	must(t, err)
+	defer wm.Stop()
+	if len(initial) != 11 || initial[2] != "2" || initial[10] != "10" {
+		t.Errorf("model machines initial = %v", initial)
+	}
+	if _, _, err := st.WatchContainers(t.Context(), model, "11", ""); !errors.Is(err, errors.NotFound) {
+		t.Errorf("a missing machine: %v, want NotFound", err)
+	}
+	if _, _, err := st.WatchContainers(t.Context(), model, "1/lxd", ""); !errors.Is(err, errors.NotValid) {
+		t.Errorf("a bad machine id: %v, want NotValid", err)
 	}
 }

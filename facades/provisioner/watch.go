@@ -52,11 +52,14 @@ func (p *Provisioner) WatchModelMachineStartTimes(ctx context.Context) (params.S
 // type (any type when the type is empty).
 func (p *Provisioner) WatchContainers(ctx context.Context, args params.WatchContainers) (params.StringsWatchResults, error) {
 	return params.StringsWatchResults{Results: facade.Bulk(ctx, args.Params, func(a params.WatchContainer) (params.StringsWatchResult, error) {
-		m, err := p.machine(ctx, a.MachineTag, machineTags)
+		// The watch reports a missing machine as reading it would ("machine
+		// N not found"), without decoding its record: each of an agent's
+		// watch calls of a reconnection came here.
+		id, err := p.machineID(a.MachineTag, machineTags)
 		if err != nil {
 			return params.StringsWatchResult{}, err
 		}
-		w, initial, err := p.st.WatchContainers(ctx, p.model, m.ID, a.ContainerType)
+		w, initial, err := p.st.WatchContainers(ctx, p.model, id, a.ContainerType)
 		if err != nil {
 			return params.StringsWatchResult{}, err
 		}
