@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	crand "crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -240,7 +241,23 @@ func (e *env) agentConfig(model string, i int) client.Config {
 	cfg.ReadBufferSize, cfg.WriteBufferSize = e.o.bufferSize, e.o.bufferSize
 	cfg.LocalAddr = e.o.localAddr(cfg.Addr, i)
 	cfg.PingTimeout = e.o.agentPingTimeout
+	cfg.CurvePreferences = e.o.agentCurves()
 	return cfg
+}
+
+// The agents' key exchanges (--agent-key-exchange).
+const (
+	keyExchangeGo   = "go"
+	keyExchangeJuju = "juju"
+)
+
+// agentCurves are the key exchanges the agents' handshakes offer: nil
+// (Go's defaults) or those of Juju's agents (client.JujuAgentCurves).
+func (o *options) agentCurves() []tls.CurveID {
+	if o.agentKeyExchange == keyExchangeJuju {
+		return client.JujuAgentCurves
+	}
+	return nil
 }
 
 // localAddr is the address agent i binds to when dialling addr: its

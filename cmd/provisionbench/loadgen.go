@@ -67,6 +67,8 @@ type lgRequest struct {
 	Nice    int      `json:"nice,omitempty"` // every thread's nice value (--loadgen-nice)
 	// PingTimeout is the agents' --agent-ping-timeout.
 	PingTimeout time.Duration `json:"ping-timeout,omitempty"`
+	// KeyExchange is the agents' --agent-key-exchange.
+	KeyExchange string `json:"key-exchange,omitempty"`
 	// connect
 	Kind     string        `json:"kind,omitempty"`
 	Watchers int           `json:"watchers,omitempty"`
@@ -239,7 +241,7 @@ func startLoadgens(ctx context.Context, e *env) (*loadgens, error) {
 		l.procs = append(l.procs, p)
 		if _, err := p.call(lgRequest{Op: "init", Model: e.fix.model, CACert: e.t.creds.CACert, Addrs: addrs,
 			Buffer: e.o.bufferSize, Dials: e.o.dials, PerAddr: e.o.sources.perAddr, Base: k * d.addrsPerLoadgen,
-			Nice: e.o.loadgenNice, PingTimeout: e.o.agentPingTimeout}); err != nil {
+			Nice: e.o.loadgenNice, PingTimeout: e.o.agentPingTimeout, KeyExchange: e.o.agentKeyExchange}); err != nil {
 			l.close()
 			return nil, err
 		}
@@ -539,7 +541,8 @@ func (lg *lgChild) init(req lgRequest) error {
 	}
 	setDialSlots(req.Dials)
 	o := &options{bufferSize: req.Buffer, dials: req.Dials, stderr: io.Discard, loadgenGC: loadgenGCQuiet, agentPingTimeout: req.PingTimeout,
-		sources: sourcePlan{perAddr: req.PerAddr, base: req.Base}}
+		agentKeyExchange: req.KeyExchange,
+		sources:          sourcePlan{perAddr: req.PerAddr, base: req.Base}}
 	creds := &credentials.Credentials{CACert: req.CACert}
 	lg.addrs = map[string]int{}
 	var targets []*target

@@ -201,6 +201,9 @@ type options struct {
 	// agentPingTimeout is how long an agent's ping may take before its
 	// client ends the connection (rpc/client's Config.PingTimeout).
 	agentPingTimeout time.Duration
+	// agentKeyExchange is what the agents' TLS handshakes offer
+	// (keyExchangeGo or keyExchangeJuju).
+	agentKeyExchange string
 	setFlags         map[string]bool
 
 	progress *progress
@@ -276,6 +279,7 @@ func parseOptions(name string, args []string, stdout, stderr io.Writer) (*option
 	fs.BoolVar(&o.resume, "resume", false, "failover: the moved agents open their watchers again resumed after the revision their events covered (provisiond's from-revision, as the reference agent does) instead of afresh; runs the spread form (--loadgens 1 unless set)")
 	fs.IntVar(&o.loadgenNice, "loadgen-nice", 0, "the load generator processes' scheduling priority, a nice value from 0 to 19: above 0 the daemons and etcd come first on the shared cores, as they would with the agents on machines of their own")
 	fs.BoolVar(&o.idleWindow, "idle-window", false, "watch: first measure a window as long as --duration with every agent connected and no change (their pings, the daemons' upkeep), and give the per-change figures also less it (\"less idle\"); runs the spread form (--loadgens 1 unless set)")
+	fs.StringVar(&o.agentKeyExchange, "agent-key-exchange", keyExchangeGo, "what the agents' TLS handshakes offer: go (this Go's defaults: the post-quantum hybrid X25519MLKEM768 first, which the daemon then uses) or juju (X25519 first, without the hybrid: what Juju's agents built with Go 1.21 offer)")
 	fs.DurationVar(&o.agentPingTimeout, "agent-ping-timeout", client.DefaultPingTimeout, "how long an agent's ping (one a minute) may go unanswered before its client closes the connection: 30 s, as Juju's client; longer where the load generators themselves wait to run that long (their goroutines' waits are reported)")
 	fs.BoolVar(&o.rolling, "rolling", false, "storm: restart the daemons one at a time (a rolling restart) instead of all together")
 	d := daemon.Default("")
@@ -321,6 +325,8 @@ func parseOptions(name string, args []string, stdout, stderr io.Writer) (*option
 		return nil, fmt.Errorf("--loadgen-nice must be from 0 to 19 (a load generator may only give way)")
 	case o.agentPingTimeout <= 0:
 		return nil, fmt.Errorf("--agent-ping-timeout must be positive")
+	case o.agentKeyExchange != keyExchangeGo && o.agentKeyExchange != keyExchangeJuju:
+		return nil, fmt.Errorf("--agent-key-exchange must be go or juju")
 	case o.shedLatency < 0:
 		return nil, fmt.Errorf("--shed-latency must be 0 (never) or more")
 	case o.loadgenGC != loadgenGCQuiet && o.loadgenGC != loadgenGCGo:
@@ -507,6 +513,9 @@ func runWorkload(ctx context.Context, w *workload, o *options) error {
 	}
 	if o.loadgenNice > 0 {
 		rep.Parameters["loadgen-nice"] = o.loadgenNice
+	}
+	if o.agentKeyExchange != keyExchangeGo {
+		rep.Parameters["agent-key-exchange"] = o.agentKeyExchange
 	}
 	if o.agentPingTimeout != client.DefaultPingTimeout {
 		rep.Parameters["agent-ping-timeout"] = o.agentPingTimeout.String()

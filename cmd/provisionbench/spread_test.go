@@ -225,7 +225,7 @@ func TestSpreadBadFlags(t *testing.T) {
 		{"failover", "--store", "etcd", "--daemons", "3", "--loadgens", "0", "--resume"},
 		{"storm", "--idle-window"}, {"watch", "--idle-window", "--loadgens", "0"},
 		{"watch", "--loadgens", "1", "--loadgen-nice", "20"}, {"watch", "--loadgens", "1", "--loadgen-nice", "-1"},
-		{"rpc", "--loadgen-nice", "5"}, {"watch", "--agent-ping-timeout", "0s"}, {"storm", "--shed-latency", "-1s"}} {
+		{"rpc", "--loadgen-nice", "5"}, {"watch", "--agent-ping-timeout", "0s"}, {"storm", "--shed-latency", "-1s"}, {"conns", "--agent-key-exchange", "x25519"}} {
 		o, err := parseOptions(args[0], args[1:], io.Discard, io.Discard)
 		if err == nil {
 			t.Errorf("%q: accepted (%+v)", args, o.division(o.totalAgents()))

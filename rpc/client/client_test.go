@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -679,5 +680,23 @@ func TestSmallBuffersAndLocalAddr(t *testing.T) {
 	}
 	if r := p.requests()[0]; !bytes.Contains(r.Params, []byte(big)) {
 		t.Fatalf("the large request did not arrive whole (%d bytes of params)", len(r.Params))
+	}
+}
+
+// The handshake offers Go's key exchanges by default, so a server of this
+// Go (the daemon's defaults) agrees the post-quantum hybrid; with
+// JujuAgentCurves it offers what a Juju agent built with Go 1.21 offers,
+// and the same server agrees X25519.
+func TestCurvePreferences(t *testing.T) {
+	p := newPeer(t)
+	dialT(t, p.config(testModelUUID))
+	cfg := p.config(testModelUUID)
+	cfg.CurvePreferences = JujuAgentCurves
+	cfg.NoSessionCache = true
+	dialT(t, cfg)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if want := []tls.CurveID{tls.X25519MLKEM768, tls.X25519}; len(p.curves) != 2 || p.curves[0] != want[0] || p.curves[1] != want[1] {
+		t.Fatalf("key exchanges agreed %v, want %v", p.curves, want)
 	}
 }

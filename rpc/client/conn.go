@@ -105,6 +105,14 @@ type Config struct {
 	// can pass while the process itself waits to run, which a real agent
 	// on a machine of its own does not.
 	PingTimeout time.Duration
+	// CurvePreferences, if set, are the key exchanges the TLS handshake
+	// offers, in order (crypto/tls's Config.CurvePreferences: the first
+	// is the one the ClientHello carries a key share for); nil offers Go's
+	// defaults, the post-quantum hybrid X25519MLKEM768 first. A Juju agent
+	// built with Go 1.21 (Juju at the commit this project follows) offers
+	// X25519, P-256, P-384 and P-521 (JujuAgentCurves); provisionbench's
+	// agents can offer the same.
+	CurvePreferences []tls.CurveID
 	// Trace, if set, is called with every message the connection sends
 	// (sent true, just before it is written) and receives (just after it
 	// is read, before it is parsed), for debugging and wire tests. It runs
@@ -113,6 +121,11 @@ type Config struct {
 	// passwords included.
 	Trace func(sent bool, msg []byte)
 }
+
+// JujuAgentCurves are the key exchanges a Go 1.21 client offers by
+// default, as Juju's agents at the commit this project follows do: X25519
+// (its key share), then P-256, P-384 and P-521; no post-quantum hybrid.
+var JujuAgentCurves = []tls.CurveID{tls.X25519, tls.CurveP256, tls.CurveP384, tls.CurveP521}
 
 // URL returns the WebSocket URL cfg dials.
 func (cfg Config) URL() string {
@@ -264,6 +277,7 @@ func dial(ctx context.Context, cfg Config) (*websocket.Conn, error) {
 		ServerName:         cfg.ServerName,
 		MinVersion:         minTLS,
 		ClientSessionCache: sessionCache(cfg),
+		CurvePreferences:   cfg.CurvePreferences,
 	}
 	d := websocket.Dialer{
 		NetDialTLSContext: func(ctx context.Context, _, addr string) (net.Conn, error) {

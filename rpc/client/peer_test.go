@@ -87,7 +87,8 @@ type peer struct {
 	mu      sync.Mutex
 	paths   []string
 	origins []string
-	raw     [][]byte // every request message, in arrival order
+	curves  []tls.CurveID // the key exchange of each connection
+	raw     [][]byte      // every request message, in arrival order
 }
 
 func newPeer(t *testing.T) *peer {
@@ -179,6 +180,7 @@ func (p *peer) serve(w http.ResponseWriter, r *http.Request) {
 	p.mu.Lock()
 	p.paths = append(p.paths, r.URL.Path)
 	p.origins = append(p.origins, r.Header.Get("Origin"))
+	p.curves = append(p.curves, r.TLS.CurveID)
 	p.mu.Unlock()
 	ws, err := upgrader.Upgrade(w, r, nil)
 	if err != nil {
