@@ -242,3 +242,19 @@ func BenchmarkWatchContainers(b *testing.B) {
 		_ = w.Stop()
 	}
 }
+
+// BenchmarkAuthenticateMachine is a provisioned machine agent's login
+// check, one of 64 machines: what every agent of a restart's storm costs
+// the store layer when it logs in again.
+func BenchmarkAuthenticateMachine(b *testing.B) {
+	st := statetest.New(b)
+	ids := benchMachines(b, st, 64)
+	id := ids[7]
+	b.ReportAllocs()
+	for b.Loop() {
+		m, err := st.AuthenticateMachine(b.Context(), statetest.DefaultModelUUID, id, "bench-password-00000007", "bench:"+id)
+		if err != nil || m.ID != id {
+			b.Fatal(m, err)
+		}
+	}
+}

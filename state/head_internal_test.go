@@ -137,3 +137,76 @@ func FuzzDecodeMachineHost(f *testing.F) {
 		}
 	})
 }
+
+// decodeMachineLogin reads what a login needs of a machine record as
+// encoding/json does, or reports false and leaves it to encoding/json.
+func TestDecodeMachineLogin(t *testing.T) {
+	d := machineDoc{Machine: Machine{Model: "6f3c9b2e", ID: "3/lxd/1", Life: Dying, Jobs: []string{JobHostUnits, JobManageModel},
+		Nonce: "machine-0:4f5e", InstanceID: "i-1", Hardware: &HardwareCharacteristics{},
+		Status: Status{Status: "pending", Message: "caf\u00e9 \"quoted\""}}, PasswordHash: "kR8m+/Zq3xH1"}
+	stored, err := json.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unprovisioned, err := json.Marshal(machineDoc{Machine: Machine{Model: "m", ID: "10", Life: Alive, Jobs: []string{JobHostUnits}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		raw  string
+		fast bool // read by decodeMachineLogin
+	}{
+		{string(stored), true},
+		{string(unprovisioned), true},
+		{`{}`, true},
+		{`{"jobs":[],"nonce":"n","x":{"nonce":"other"}}`, true},
+		{`{"Nonce":"n"}`, false},
+		{`{"PASSWORD-HASH":"h"}`, false},
+		{`{"jobs":null}`, false},
+		{`{"nonce":"a\u0041"}`, false},
+		{`{"password-hash":1}`, false},
+	} {
+		var want machineLogin
+		wantErr := json.Unmarshal([]byte(c.raw), &want)
+		var got machineLogin
+		fast := decodeMachineLogin([]byte(c.raw), &got)
+		if fast != c.fast {
+			t.Errorf("%s: read by decodeMachineLogin %v, want %v", c.raw, fast, c.fast)
+		}
+		if fast && (wantErr != nil || !reflect.DeepEqual(got, want)) {
+			t.Errorf("%s: decodeMachineLogin %#v, encoding/json %#v, %v", c.raw, got, want, wantErr)
+		}
+		var rec machineLogin
+		recErr := decodeRecord("machine/m/3", []byte(c.raw), &rec)
+		if (recErr != nil) != (wantErr != nil) || wantErr == nil && !reflect.DeepEqual(rec, want) {
+			t.Errorf("%s: decodeRecord %#v, %v; encoding/json %#v, %v", c.raw, rec, recErr, want, wantErr)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		var l machineLogin
+		if !decodeMachineLogin(stored, &l) {
+			t.Fatal("not read")
+		}
+	}); n != 8 {
+		t.Errorf("decoding a login allocates %v times, want 8 (four strings, two jobs, their list grown twice)", n)
+	}
+}
+
+// FuzzDecodeMachineLogin: whatever valid JSON decodeMachineLogin reads, it
+// reads as encoding/json does.
+func FuzzDecodeMachineLogin(f *testing.F) {
+	f.Add([]byte(`{"model":"m","id":"1","jobs":["JobHostUnits"],"nonce":"n","password-hash":"h","life":"alive"}`))
+	f.Add([]byte(`{"Nonce":"1","nonce":"2"}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		if !json.Valid(raw) {
+			return
+		}
+		var got, want machineLogin
+		if !decodeMachineLogin(raw, &got) {
+			return
+		}
+		if err := json.Unmarshal(raw, &want); err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: decodeMachineLogin %#v, encoding/json %#v, %v", raw, got, want, err)
+		}
+	})
+}

@@ -461,28 +461,39 @@ func containers(r reader, model, id string) ([]Machine, error) {
 // AuthenticateMachine checks a machine agent's login. An unknown machine
 // or a wrong password gives ErrBadCredentials; the right password with a
 // nonce other than the provisioned one gives a *NotProvisionedError.
-func (st *State) AuthenticateMachine(ctx context.Context, model, id, password, nonce string) (Machine, error) {
+func (st *State) AuthenticateMachine(ctx context.Context, model, id, password, nonce string) (MachineLogin, error) {
 	got := agentPasswordHash(password)
-	var d machineDoc
+	var d machineLogin
 	err := st.viewCurrent(ctx, func(r reader) error {
 		var err error
-		d, err = getMachine(r, model, id)
+		d, err = getMachineAs[machineLogin](r, model, id)
 		return err
 	})
 	if errors.Is(err, errors.NotFound) || errors.Is(err, errors.NotValid) {
-		return Machine{}, ErrBadCredentials
+		return MachineLogin{}, ErrBadCredentials
 	}
 	if err != nil {
-		return Machine{}, err
+		return MachineLogin{}, err
 	}
 	if d.PasswordHash == "" || !hashEqual(got, d.PasswordHash) {
-		return Machine{}, ErrBadCredentials
+		return MachineLogin{}, ErrBadCredentials
 	}
 	if nonce == "" || nonce != d.Nonce {
-		return Machine{}, &NotProvisionedError{Machine: id}
+		return MachineLogin{}, &NotProvisionedError{Machine: id}
 	}
-	return d.machine(), nil
+	return MachineLogin{Model: d.Model, ID: d.ID, Jobs: d.Jobs}, nil
 }
+
+// MachineLogin is the machine a machine agent's login authenticated as.
+type MachineLogin struct {
+	Model string // the model UUID
+	ID    string
+	Jobs  []string
+}
+
+// IsController reports whether the machine runs the controller (has
+// JobManageModel).
+func (m MachineLogin) IsController() bool { return slices.Contains(m.Jobs, JobManageModel) }
 
 // SetMachinePassword sets the agent password of a machine.
 func (st *State) SetMachinePassword(ctx context.Context, model, id, password string) error {
@@ -609,55 +620,94 @@ type MachineHost struct {
 }
 
 // decodeMachineHost decodes a machine record's head into d, which is
-// zero, reading only its four members (jsonscan) and reporting false for
-// anything it does not read as encoding/json would: a string with an
-// escape or outside printable ASCII, a null, a member named as one of
-// them in other case (encoding/json matches names without case). The
-// other members are skipped, not validated: records are written by
-// encoding/json. Adding
-// a container reads its host's head twice (the facade's check, then the
+// zero, reading only its four members (decodeHead). Adding a container
+// reads its host's head twice (the facade's check, then the
 // transaction's), and encoding/json's decoding of a whole record for it
 // cost some five objects each time.
 func decodeMachineHost(b []byte, d *MachineHost) bool {
-	const (
-		idKey    = "id"
-		lifeKey  = "life"
-		typesKey = "supported-containers"
-		knownKey = "supported-containers-known"
-	)
+	return decodeHead(b, []headField{
+		{name: "id", str: &d.ID},
+		{name: "life", str: (*string)(&d.Life)},
+		{name: "supported-containers", list: &d.SupportedContainers},
+		{name: "supported-containers-known", flag: &d.SupportedContainersKnown},
+	})
+}
+
+// machineLogin is what a machine agent's login reads of its machine's
+// record (AuthenticateMachine).
+type machineLogin struct {
+	Model        string   `json:"model"`
+	ID           string   `json:"id"`
+	Jobs         []string `json:"jobs"`
+	Nonce        string   `json:"nonce,omitempty"`
+	PasswordHash string   `json:"password-hash,omitempty"`
+}
+
+// decodeMachineLogin decodes what a login reads of a machine record into
+// d, which is zero (decodeHead): every agent of a restart's storm logs in,
+// and decoding its whole record was a third of the login's CPU.
+func decodeMachineLogin(b []byte, d *machineLogin) bool {
+	return decodeHead(b, []headField{
+		{name: "model", str: &d.Model},
+		{name: "id", str: &d.ID},
+		{name: "jobs", list: &d.Jobs},
+		{name: "nonce", str: &d.Nonce},
+		{name: "password-hash", str: &d.PasswordHash},
+	})
+}
+
+// headField is one member of a record that decodeHead reads: a string, a
+// list of strings or a bool, into the one target set.
+type headField struct {
+	name string
+	str  *string
+	list *[]string
+	flag *bool
+}
+
+// decodeHead reads the members of record b that fields name into their
+// targets, as encoding/json decodes them (jsonscan), skipping the other
+// members without validating them (records are written by encoding/json).
+// It reports false for anything it does not read as encoding/json would,
+// which the caller leaves to encoding/json: a string with an escape or
+// outside printable ASCII, a null, a value of another type, a member
+// named as one of fields in other case (encoding/json matches names
+// without case).
+func decodeHead(b []byte, fields []headField) bool {
 	return jsonscan.Members(b, func(name []byte, v0, v1 int) bool {
 		v := b[v0:v1]
-		switch string(name) {
-		case idKey, lifeKey:
-			s, end, ok := jsonscan.PlainString(v, 0)
-			if !ok || end != len(v) {
-				return false
+		for _, f := range fields {
+			if string(name) != f.name {
+				continue
 			}
-			if string(name) == idKey {
-				d.ID = string(s)
-			} else {
-				d.Life = Life(s)
-			}
-		case typesKey:
-			types, ok := plainStrings(v)
-			if !ok {
-				return false
-			}
-			d.SupportedContainers = types
-		case knownKey:
-			switch string(v) {
-			case "true":
-				d.SupportedContainersKnown = true
-			case "false":
-				d.SupportedContainersKnown = false
-			default:
-				return false
-			}
-		default:
-			for _, k := range []string{idKey, lifeKey, typesKey, knownKey} {
-				if strings.EqualFold(string(name), k) {
+			switch {
+			case f.str != nil:
+				s, end, ok := jsonscan.PlainString(v, 0)
+				if !ok || end != len(v) {
 					return false
 				}
+				*f.str = string(s)
+			case f.list != nil:
+				l, ok := plainStrings(v)
+				if !ok {
+					return false
+				}
+				*f.list = l
+			default:
+				switch string(v) {
+				case "true":
+					*f.flag = true
+				case "false":
+					*f.flag = false
+				default:
+					return false
+				}
+			}
+			return true
+		}
+		for _, f := range fields {
+			if strings.EqualFold(string(name), f.name) {
+				return false
 			}
 		}
 		return true

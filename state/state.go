@@ -412,6 +412,11 @@ func decodeRecord(key string, b []byte, d any) error {
 			*d = MachineHost{}
 			err = json.Unmarshal(b, d)
 		}
+	case *machineLogin:
+		if !decodeMachineLogin(b, d) {
+			*d = machineLogin{}
+			err = json.Unmarshal(b, d)
+		}
 	default:
 		err = json.Unmarshal(b, d)
 	}

@@ -208,22 +208,22 @@ func (a *Admin) loginUser(ctx context.Context, t names.UserTag, password string)
 func (a *Admin) loginMachine(ctx context.Context, t names.MachineTag, password, nonce string, controllerOnly bool) (*facade.Auth, params.LoginResult, error) {
 	st := a.ctx.Deps.State
 	model := a.ctx.Model
-	var m state.Machine
+	var m state.MachineLogin
 	err := errors.Unauthorizedf("machine %s of model %s backs off", t.Id(), model.UUID)
 	if !controllerOnly {
 		m, err = st.AuthenticateMachine(ctx, model.UUID, t.Id(), password, nonce)
 	}
 	onControllerModel := a.ctrl.ModelUUID == model.UUID
-	controller := err == nil && state.IsController(m) && onControllerModel
+	controller := err == nil && m.IsController() && onControllerModel
 	if err != nil && !errors.Is(err, errors.NotProvisioned) {
 		// Machine ids are per model: a hosted model's machine-0 is tried
-		// first, then the controller agent of the controller model.
+		// first, then the controller agent of the controller model. As in
+		// Juju (apiserver/stateauthenticator), only a success there counts:
+		// its wrong nonce leaves the hosted model's error (bad credentials).
 		if !onControllerModel {
 			cm, cerr := st.AuthenticateMachine(ctx, a.ctrl.ModelUUID, t.Id(), password, nonce)
-			if cerr == nil && state.IsController(cm) {
+			if cerr == nil && cm.IsController() {
 				m, err, controller = cm, nil, true
-			} else if errors.Is(cerr, errors.NotProvisioned) && state.IsController(cm) {
-				err = cerr
 			}
 		}
 	}

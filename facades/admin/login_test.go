@@ -99,6 +99,11 @@ func TestLoginMatrix(t *testing.T) {
 		{"controller agent on hosted model", creds.DefaultModelUUID, params.LoginRequest{AuthTag: agent.Tag, Credentials: agent.Password, Nonce: agent.Nonce}, "", ""},
 		{"hosted machine 0 on its model", creds.DefaultModelUUID, params.LoginRequest{AuthTag: "machine-0", Credentials: "hosted-machine-0-password", Nonce: "hosted-nonce"}, "", ""},
 		{"hosted machine 0 on the controller model", creds.ControllerModelUUID, params.LoginRequest{AuthTag: "machine-0", Credentials: "hosted-machine-0-password", Nonce: "hosted-nonce"}, "invalid entity name or password", params.CodeUnauthorized},
+		// Juju's authenticator (apiserver/stateauthenticator) tries the
+		// controller model's machine after the hosted model's fails, and
+		// counts only its success: a wrong nonce there is the hosted
+		// model's bad credentials, not "not provisioned".
+		{"controller agent wrong nonce on hosted model", creds.DefaultModelUUID, params.LoginRequest{AuthTag: agent.Tag, Credentials: agent.Password, Nonce: "other"}, "invalid entity name or password", params.CodeUnauthorized},
 		{"controller agent wrong nonce", creds.ControllerModelUUID, params.LoginRequest{AuthTag: agent.Tag, Credentials: agent.Password, Nonce: "other"}, "machine 0 not provisioned", params.CodeNotProvisioned},
 		{"controller agent no nonce", creds.ControllerModelUUID, params.LoginRequest{AuthTag: agent.Tag, Credentials: agent.Password}, "machine 0 not provisioned", params.CodeNotProvisioned},
 		{"controller agent wrong password", creds.ControllerModelUUID, params.LoginRequest{AuthTag: agent.Tag, Credentials: "wrong-password-wrong", Nonce: agent.Nonce}, "invalid entity name or password", params.CodeUnauthorized},
