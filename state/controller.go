@@ -61,6 +61,33 @@ func (st *State) Controller(ctx context.Context) (Controller, error) {
 	return d.controller(), nil
 }
 
+// ControllerIdentity is the controller's UUID and its controller model's.
+type ControllerIdentity struct {
+	UUID      string `json:"uuid"`
+	ModelUUID string `json:"model-uuid"` // the controller model's UUID
+}
+
+// ControllerIdentity reads the controller's UUID and its controller
+// model's, decoding nothing of its config: every login reads them, and
+// decoding the whole record (its config) was half of an agent's login.
+func (st *State) ControllerIdentity(ctx context.Context) (ControllerIdentity, error) {
+	var id ControllerIdentity
+	err := st.view(ctx, func(r reader) error {
+		ok, err := get(r, KindController, "", ControllerID, &id)
+		if err == nil && !ok {
+			err = errors.NotFoundf("controller")
+		}
+		return err
+	})
+	return id, err
+}
+
+// decodeControllerIdentity reads the controller record's identity into d,
+// which is zero (decodeHead).
+func decodeControllerIdentity(b []byte, d *ControllerIdentity) bool {
+	return decodeHead(b, []headField{{name: "uuid", str: &d.UUID}, {name: "model-uuid", str: &d.ModelUUID}})
+}
+
 // UpdateControllerConfig sets and removes keys of the controller config. A
 // call that changes nothing writes nothing.
 func (st *State) UpdateControllerConfig(ctx context.Context, set map[string]any, unset []string) error {

@@ -210,3 +210,48 @@ func FuzzDecodeMachineLogin(f *testing.F) {
 		}
 	})
 }
+
+// decodeControllerIdentity reads the controller record's two ids as
+// encoding/json does, skipping its config, or leaves the record to
+// encoding/json.
+func TestDecodeControllerIdentity(t *testing.T) {
+	stored, err := json.Marshal(controllerDoc{UUID: "deadbeef-1d4a-4c8e-9f00-123456789abc", ModelUUID: "6f3c9b2e-1d4a-4c8e-9f00-123456789abc",
+		Config: map[string]any{"api-port": 17070, "uuid": "not this one", "ca-cert": "-----BEGIN\n\"x\""}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		raw  string
+		fast bool
+	}{
+		{string(stored), true},
+		{`{"config":{},"model-uuid":"m","uuid":"c"}`, true},
+		{`{"UUID":"c"}`, false},
+		{`{"model-uuid":null}`, false},
+		{`{"uuid":"\u0063"}`, false},
+	} {
+		var want ControllerIdentity
+		wantErr := json.Unmarshal([]byte(c.raw), &want)
+		var got ControllerIdentity
+		fast := decodeControllerIdentity([]byte(c.raw), &got)
+		if fast != c.fast {
+			t.Errorf("%s: read by decodeControllerIdentity %v, want %v", c.raw, fast, c.fast)
+		}
+		if fast && (wantErr != nil || got != want) {
+			t.Errorf("%s: decodeControllerIdentity %#v, encoding/json %#v, %v", c.raw, got, want, wantErr)
+		}
+		var rec ControllerIdentity
+		recErr := decodeRecord("controller/controller", []byte(c.raw), &rec)
+		if (recErr != nil) != (wantErr != nil) || wantErr == nil && rec != want {
+			t.Errorf("%s: decodeRecord %#v, %v; encoding/json %#v, %v", c.raw, rec, recErr, want, wantErr)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		var id ControllerIdentity
+		if !decodeControllerIdentity(stored, &id) {
+			t.Fatal("not read")
+		}
+	}); n != 2 {
+		t.Errorf("decoding the controller's identity allocates %v times, want 2", n)
+	}
+}

@@ -412,6 +412,11 @@ func decodeRecord(key string, b []byte, d any) error {
 			*d = MachineHost{}
 			err = json.Unmarshal(b, d)
 		}
+	case *ControllerIdentity:
+		if !decodeControllerIdentity(b, d) {
+			*d = ControllerIdentity{}
+			err = json.Unmarshal(b, d)
+		}
 	case *machineLogin:
 		if !decodeMachineLogin(b, d) {
 			*d = machineLogin{}

@@ -57,6 +57,9 @@ func TestInitializeAndReopen(t *testing.T) {
 	if _, err := st.Controller(t.Context()); !errors.Is(err, errors.NotFound) {
 		t.Errorf("Controller before Initialize: %v, want NotFound", err)
 	}
+	if _, err := st.ControllerIdentity(t.Context()); !errors.Is(err, errors.NotFound) {
+		t.Errorf("ControllerIdentity before Initialize: %v, want NotFound", err)
+	}
 	res, err := st.Initialize(t.Context(), statetest.InitArgs())
 	if err != nil {
 		t.Fatal(err)
@@ -97,6 +100,9 @@ func TestInitializeAndReopen(t *testing.T) {
 	if ctrl.UUID != statetest.ControllerUUID || ctrl.ModelUUID != statetest.ControllerModelUUID ||
 		ctrl.Config["api-port"] != 17070.0 {
 		t.Errorf("Controller = %+v", ctrl)
+	}
+	if id, err := st.ControllerIdentity(t.Context()); err != nil || id.UUID != ctrl.UUID || id.ModelUUID != ctrl.ModelUUID {
+		t.Errorf("ControllerIdentity = %+v, %v; want the controller's %s, %s", id, err, ctrl.UUID, ctrl.ModelUUID)
 	}
 	models, err := st.Models(t.Context())
 	if err != nil {

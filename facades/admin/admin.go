@@ -24,8 +24,8 @@ import (
 type Admin struct {
 	ctx     *facade.Context
 	limiter *Limiter
-	// ctrl is the controller record, read once per login.
-	ctrl state.Controller
+	// ctrl is the controller's identity, read once per login.
+	ctrl state.ControllerIdentity
 }
 
 // Register adds Admin v3 to r. Agent logins pass through limiter (nil: no
@@ -69,7 +69,7 @@ func (a *Admin) Login(ctx context.Context, req params.LoginRequest) (params.Logi
 		a.refused(req.AuthTag, err)
 		return params.LoginResult{}, err
 	}
-	if a.ctrl, err = a.ctx.Deps.State.Controller(ctx); err != nil {
+	if a.ctrl, err = a.ctx.Deps.State.ControllerIdentity(ctx); err != nil {
 		return params.LoginResult{}, fmt.Errorf("cannot read controller: %w", err)
 	}
 	// Back off after failed logins of this user or agent from this
