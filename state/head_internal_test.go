@@ -70,10 +70,7 @@ func TestDecodeMachineHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []struct {
-		raw  string
-		fast bool // read by decodeMachineHost
-	}{
+	checkHead(t, "decodeMachineHost", decodeMachineHost, "machine/m/3", []headCase{
 		{string(stored), true},
 		{string(plain), true},
 		{`{}`, true},
@@ -92,23 +89,7 @@ func TestDecodeMachineHost(t *testing.T) {
 		{`{"id":1}`, false},
 		{`{"id":"1"} x`, false},
 		{`[]`, false},
-	} {
-		var want MachineHost
-		wantErr := json.Unmarshal([]byte(c.raw), &want)
-		var got MachineHost
-		fast := decodeMachineHost([]byte(c.raw), &got)
-		if fast != c.fast {
-			t.Errorf("%s: read by decodeMachineHost %v, want %v", c.raw, fast, c.fast)
-		}
-		if fast && (wantErr != nil || !reflect.DeepEqual(got, want)) {
-			t.Errorf("%s: decodeMachineHost %#v, encoding/json %#v, %v", c.raw, got, want, wantErr)
-		}
-		var rec MachineHost
-		recErr := decodeRecord("machine/m/3", []byte(c.raw), &rec)
-		if (recErr != nil) != (wantErr != nil) || wantErr == nil && !reflect.DeepEqual(rec, want) {
-			t.Errorf("%s: decodeRecord %#v, %v; encoding/json %#v, %v", c.raw, rec, recErr, want, wantErr)
-		}
-	}
+	})
 	if n := testing.AllocsPerRun(100, func() {
 		var h MachineHost
 		if !decodeMachineHost(plain, &h) {
@@ -152,10 +133,7 @@ func TestDecodeMachineLogin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []struct {
-		raw  string
-		fast bool // read by decodeMachineLogin
-	}{
+	checkHead(t, "decodeMachineLogin", decodeMachineLogin, "machine/m/3", []headCase{
 		{string(stored), true},
 		{string(unprovisioned), true},
 		{`{}`, true},
@@ -165,23 +143,7 @@ func TestDecodeMachineLogin(t *testing.T) {
 		{`{"jobs":null}`, false},
 		{`{"nonce":"a\u0041"}`, false},
 		{`{"password-hash":1}`, false},
-	} {
-		var want machineLogin
-		wantErr := json.Unmarshal([]byte(c.raw), &want)
-		var got machineLogin
-		fast := decodeMachineLogin([]byte(c.raw), &got)
-		if fast != c.fast {
-			t.Errorf("%s: read by decodeMachineLogin %v, want %v", c.raw, fast, c.fast)
-		}
-		if fast && (wantErr != nil || !reflect.DeepEqual(got, want)) {
-			t.Errorf("%s: decodeMachineLogin %#v, encoding/json %#v, %v", c.raw, got, want, wantErr)
-		}
-		var rec machineLogin
-		recErr := decodeRecord("machine/m/3", []byte(c.raw), &rec)
-		if (recErr != nil) != (wantErr != nil) || wantErr == nil && !reflect.DeepEqual(rec, want) {
-			t.Errorf("%s: decodeRecord %#v, %v; encoding/json %#v, %v", c.raw, rec, recErr, want, wantErr)
-		}
-	}
+	})
 	if n := testing.AllocsPerRun(100, func() {
 		var l machineLogin
 		if !decodeMachineLogin(stored, &l) {
@@ -220,32 +182,13 @@ func TestDecodeControllerIdentity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []struct {
-		raw  string
-		fast bool
-	}{
+	checkHead(t, "decodeControllerIdentity", decodeControllerIdentity, "controller/controller", []headCase{
 		{string(stored), true},
 		{`{"config":{},"model-uuid":"m","uuid":"c"}`, true},
 		{`{"UUID":"c"}`, false},
 		{`{"model-uuid":null}`, false},
 		{`{"uuid":"\u0063"}`, false},
-	} {
-		var want ControllerIdentity
-		wantErr := json.Unmarshal([]byte(c.raw), &want)
-		var got ControllerIdentity
-		fast := decodeControllerIdentity([]byte(c.raw), &got)
-		if fast != c.fast {
-			t.Errorf("%s: read by decodeControllerIdentity %v, want %v", c.raw, fast, c.fast)
-		}
-		if fast && (wantErr != nil || got != want) {
-			t.Errorf("%s: decodeControllerIdentity %#v, encoding/json %#v, %v", c.raw, got, want, wantErr)
-		}
-		var rec ControllerIdentity
-		recErr := decodeRecord("controller/controller", []byte(c.raw), &rec)
-		if (recErr != nil) != (wantErr != nil) || wantErr == nil && rec != want {
-			t.Errorf("%s: decodeRecord %#v, %v; encoding/json %#v, %v", c.raw, rec, recErr, want, wantErr)
-		}
-	}
+	})
 	if n := testing.AllocsPerRun(100, func() {
 		var id ControllerIdentity
 		if !decodeControllerIdentity(stored, &id) {
@@ -253,5 +196,37 @@ func TestDecodeControllerIdentity(t *testing.T) {
 		}
 	}); n != 2 {
 		t.Errorf("decoding the controller's identity allocates %v times, want 2", n)
+	}
+}
+
+// headCase is one record a head decoder is given, and whether it reads
+// it itself (fast) or leaves it to encoding/json.
+type headCase struct {
+	raw  string
+	fast bool
+}
+
+// checkHead checks decode against encoding/json on each case: it reads a
+// record itself only when it says so, then as encoding/json does, and
+// decodeRecord (key names the record) gives encoding/json's value either
+// way.
+func checkHead[T any](t *testing.T, name string, decode func([]byte, *T) bool, key string, cases []headCase) {
+	t.Helper()
+	for _, c := range cases {
+		var want T
+		wantErr := json.Unmarshal([]byte(c.raw), &want)
+		var got T
+		fast := decode([]byte(c.raw), &got)
+		if fast != c.fast {
+			t.Errorf("%s: read by %s %v, want %v", c.raw, name, fast, c.fast)
+		}
+		if fast && (wantErr != nil || !reflect.DeepEqual(got, want)) {
+			t.Errorf("%s: %s %#v, encoding/json %#v, %v", c.raw, name, got, want, wantErr)
+		}
+		var rec T
+		recErr := decodeRecord(key, []byte(c.raw), &rec)
+		if (recErr != nil) != (wantErr != nil) || wantErr == nil && !reflect.DeepEqual(rec, want) {
+			t.Errorf("%s: decodeRecord %#v, %v; encoding/json %#v, %v", c.raw, rec, recErr, want, wantErr)
+		}
 	}
 }
