@@ -69,7 +69,8 @@ type ControllerIdentity struct {
 
 // ControllerIdentity reads the controller's UUID and its controller
 // model's, decoding nothing of its config: every login reads them, and
-// decoding the whole record (its config) was half of an agent's login.
+// every connection to /api its model's (decoding the whole record, its
+// config, was half of an agent's login).
 func (st *State) ControllerIdentity(ctx context.Context) (ControllerIdentity, error) {
 	var id ControllerIdentity
 	err := st.view(ctx, func(r reader) error {

@@ -65,7 +65,7 @@ func NewRootFunc(deps *Deps) func(rpc.ConnInfo, *rpc.Conn) rpc.Root {
 		uuid := info.ModelUUID
 		if uuid == "" {
 			s.controllerOnly = true
-			ctrl, err := deps.State.Controller(ctx)
+			ctrl, err := deps.State.ControllerIdentity(ctx)
 			if err != nil {
 				s.modelErr = s.setupError(fmt.Errorf("cannot read controller: %w", err))
 				return s
