@@ -853,65 +853,89 @@ func (lg *lgChild) loopWatch(a *lgAgent, sw *client.StringsWatcher, w, on int) {
 
 // arm makes every agent reconnect when its connection ends: through the
 // addresses its login listed (failOver), its watchers opened again, the
-// time it was without a daemon recorded; until close.
+// time it was without a daemon recorded; until close. No goroutine waits
+// on an agent's connection: its end (client.Conn.OnEnd) starts the
+// reconnection's, which ends once the agent is back.
 func (lg *lgChild) arm() {
 	if lg.armCancel != nil {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	lg.armCancel = cancel
 	lg.mu.Lock()
+	lg.armCancel = cancel
 	lg.sched0 = readOwnSched()
 	lg.mu.Unlock()
 	for _, a := range lg.agents {
+		lg.onDrop(ctx, a)
+	}
+}
+
+// onDrop arms agent a's current connection: when it ends, a goroutine
+// (counted in armWG, unless the reconnections have ended) brings a back
+// and arms its new connection.
+func (lg *lgChild) onDrop(ctx context.Context, a *lgAgent) {
+	a.mu.Lock()
+	c, from, servers := a.c, a.on, a.servers
+	a.mu.Unlock()
+	if c == nil {
+		return
+	}
+	c.OnEnd(func() {
+		// Under lg.mu, which closeAgents cancels ctx under: no Add comes
+		// after its Wait.
+		lg.mu.Lock()
+		if ctx.Err() != nil {
+			lg.mu.Unlock()
+			return
+		}
 		lg.armWG.Add(1)
+		lg.mu.Unlock()
 		go func() {
 			defer lg.armWG.Done()
-			for {
-				a.mu.Lock()
-				c, from, servers := a.c, a.on, a.servers
-				a.mu.Unlock()
-				if c == nil {
-					return
-				}
-				select {
-				case <-c.Done():
-				case <-ctx.Done():
-					return
-				}
-				drop := time.Now()
-				lg.down.Add(1)
-				lg.mu.Lock()
-				if lg.ends == nil {
-					lg.ends = connEnds{}
-				}
-				lg.ends[agentEndReason(c.Err())]++
-				lg.mu.Unlock()
-				_, err := lg.e.failOver(ctx, a.i, a.m, servers, lg.st, func(ctx context.Context, nc *client.Conn) error {
-					return lg.open(ctx, a, nc)
-				})
-				if err != nil {
-					return // closing
-				}
-				back := time.Now()
-				lg.down.Add(-1)
-				lg.back.Add(1)
-				a.mu.Lock()
-				to := a.on
-				a.mu.Unlock()
-				lg.mu.Lock()
-				lg.events = append(lg.events, lgReconnect{Agent: a.i, From: from, To: to, Drop: drop.UnixNano(), Back: back.UnixNano()})
-				lg.mu.Unlock()
+			if lg.reconnect(ctx, a, c, from, servers) {
+				lg.onDrop(ctx, a)
 			}
 		}()
+	})
+}
+
+// reconnect brings agent a back after its connection c to daemon from
+// ended, recording the drop; it reports false if the reconnections ended
+// first.
+func (lg *lgChild) reconnect(ctx context.Context, a *lgAgent, c *client.Conn, from int, servers []string) bool {
+	drop := time.Now()
+	lg.down.Add(1)
+	lg.mu.Lock()
+	if lg.ends == nil {
+		lg.ends = connEnds{}
 	}
+	lg.ends[agentEndReason(c.Err())]++
+	lg.mu.Unlock()
+	_, err := lg.e.failOver(ctx, a.i, a.m, servers, lg.st, func(ctx context.Context, nc *client.Conn) error {
+		return lg.open(ctx, a, nc)
+	})
+	if err != nil {
+		return false // closing
+	}
+	back := time.Now()
+	lg.down.Add(-1)
+	lg.back.Add(1)
+	a.mu.Lock()
+	to := a.on
+	a.mu.Unlock()
+	lg.mu.Lock()
+	lg.events = append(lg.events, lgReconnect{Agent: a.i, From: from, To: to, Drop: drop.UnixNano(), Back: back.UnixNano()})
+	lg.mu.Unlock()
+	return true
 }
 
 // closeAgents ends the reconnections and closes every agent, and forgets
 // what they saw.
 func (lg *lgChild) closeAgents() {
 	if lg.armCancel != nil {
+		lg.mu.Lock()
 		lg.armCancel()
+		lg.mu.Unlock()
 		lg.armWG.Wait()
 		lg.armCancel = nil
 	}

@@ -607,6 +607,60 @@ func TestPingerClosesOnBlockedPing(t *testing.T) {
 	}
 }
 
+// An unanswered ping is the only one: the next is sent an interval
+// after the reply, as Juju's client's heartbeat does, not on a ticker.
+func TestPingerWaitsForTheReply(t *testing.T) {
+	p := newPeer(t)
+	p.blockPings.Store(true)
+	cfg := p.config("")
+	cfg.PingTimeout = 200 * time.Millisecond
+	c := dialT(t, cfg)
+	c.StartPinger(time.Millisecond)
+	waitDone(t, c)
+	var pings int
+	for _, r := range p.requests() {
+		if r.Type == "Pinger" {
+			pings++
+		}
+	}
+	if pings != 1 || !errors.Is(c.Err(), ErrPingFailed) {
+		t.Fatalf("%d pings sent, Err = %v", pings, c.Err())
+	}
+}
+
+// OnEnd's functions run once the connection has ended, after its pending
+// calls have failed; one registered after that runs at once.
+func TestOnEnd(t *testing.T) {
+	p := newPeer(t)
+	c := dialT(t, p.config(""))
+	failed := make(chan error, 1)
+	c.Go("Test", 1, "", "Block", nil, nil, func(err error) { failed <- err })
+	waitHeld(t, p, 1)
+	ended := make(chan error, 2)
+	c.OnEnd(func() {
+		select {
+		case err := <-failed:
+			ended <- err
+		default:
+			ended <- errors.New("OnEnd ran before the pending call failed")
+		}
+	})
+	_ = c.Close()
+	select {
+	case err := <-ended:
+		if !errors.Is(err, ErrConnClosed) {
+			t.Fatalf("pending call: %v", err)
+		}
+	case <-time.After(waitLimit):
+		t.Fatal("OnEnd's function did not run")
+	}
+	ran := false
+	c.OnEnd(func() { ran = true })
+	if !ran || len(ended) != 0 {
+		t.Fatalf("after the end: ran %v, %d more runs", ran, len(ended))
+	}
+}
+
 func TestCloseLeavesNoGoroutines(t *testing.T) {
 	p := newPeer(t)
 

@@ -146,16 +146,16 @@ type Conn struct {
 	lastID  atomic.Uint64
 	writeMu sync.Mutex
 
-	mu            sync.Mutex
-	pending       map[uint64]pendingCall // nil once the connection ended
-	err           error                  // why it ended; nil while open
-	closeCode     int
-	closing       bool // Close has been called
-	pingerStarted bool
-	loginResult   *params.LoginResult
+	mu          sync.Mutex
+	pending     map[uint64]pendingCall // nil once the connection ended
+	err         error                  // why it ended; nil while open
+	closeCode   int
+	closing     bool // Close has been called
+	pinger      *pinger
+	onEnd       []func() // OnEnd's functions, run once when it ends
+	loginResult *params.LoginResult
 
 	done       chan struct{} // closed when the connection ends
-	stop       chan struct{} // closed by Close, stops the pinger
 	readerDone chan struct{}
 	closeOnce  sync.Once
 	wg         sync.WaitGroup
@@ -217,7 +217,6 @@ func Dial(ctx context.Context, cfg Config) (*Conn, error) {
 		log:        cfg.Logger.With("addr", cfg.Addr, "model", cfg.ModelUUID),
 		pending:    make(map[uint64]pendingCall),
 		done:       make(chan struct{}),
-		stop:       make(chan struct{}),
 		readerDone: make(chan struct{}),
 	}
 	c.wg.Add(1)
@@ -664,6 +663,9 @@ func (c *Conn) terminate(cause error, code int) bool {
 	pending := c.pending
 	c.pending = nil
 	close(c.done)
+	c.pinger.stopLocked()
+	onEnd := c.onEnd
+	c.onEnd = nil
 	c.mu.Unlock()
 	c.log.Debug("rpc client connection ended", "err", cause, "close-code", code)
 	for _, p := range pending {
@@ -671,7 +673,27 @@ func (c *Conn) terminate(cause error, code int) bool {
 			p.done(reply{}, err)
 		}
 	}
+	for _, f := range onEnd {
+		f()
+	}
 	return true
+}
+
+// OnEnd registers f to run once when the connection ends (Done is
+// closed), after its pending calls have failed: on the goroutine that
+// ended it (the reader, a failed write's, Close's), or at once on the
+// caller's if it already has. f must not block. A process holding
+// thousands of connections (provisionbench's agents) reacts to each
+// one's end this way without a goroutine waiting on each Done.
+func (c *Conn) OnEnd(f func()) {
+	c.mu.Lock()
+	if c.err == nil {
+		c.onEnd = append(c.onEnd, f)
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	f()
 }
 
 // abort ends the connection from inside (reader, writer, pinger): it sends a
@@ -694,8 +716,8 @@ func (c *Conn) Close() error {
 	c.closeOnce.Do(func() {
 		c.mu.Lock()
 		c.closing = true
+		c.pinger.stopLocked()
 		c.mu.Unlock()
-		close(c.stop)
 		if c.terminate(errors.New(closedReason), websocket.CloseNormalClosure) {
 			err := c.ws.WriteControl(websocket.CloseMessage,
 				websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(closeWait))
@@ -747,46 +769,112 @@ func (c *Conn) Ping(ctx context.Context) error {
 	return c.Call(ctx, "Pinger", 1, "", "Ping", nil, nil)
 }
 
-// StartPinger starts the Conn's pinger goroutine, which calls Ping every
-// interval (default 1 min) until Close. A ping that fails or takes longer
-// than Config.PingTimeout (30 s) closes the connection (close code 1001).
-// Calling it again, or after the connection ended, does nothing.
+// StartPinger starts the Conn's pinger, which calls Ping every interval
+// (default 1 min) after the last ping's reply, until the connection ends,
+// as Juju's client's heartbeat does. A ping that fails or goes unanswered
+// for Config.PingTimeout (30 s) closes the connection (close code 1001).
+// No goroutine waits on its behalf: a timer sends each ping (Go), another
+// times it, and its reply, on the reader, arms the next. Calling it
+// again, or after the connection ended, does nothing.
 func (c *Conn) StartPinger(interval time.Duration) {
 	if interval <= 0 {
 		interval = defaultPing
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closing || c.err != nil || c.pingerStarted {
+	if c.closing || c.err != nil || c.pinger != nil {
 		return
 	}
-	c.pingerStarted = true
-	c.wg.Add(1)
-	go c.pingLoop(interval)
+	p := &pinger{c: c, interval: interval}
+	p.tick = time.AfterFunc(interval, p.ping)
+	c.pinger = p
 }
 
-func (c *Conn) pingLoop(interval time.Duration) {
-	defer c.wg.Done()
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-c.stop:
-			return
-		case <-c.done:
-			return
-		case <-t.C:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.PingTimeout)
-		err := c.Ping(ctx)
-		cancel()
-		if err != nil {
-			if errors.Is(err, ErrConnClosed) {
-				return // already ended; nothing to add
-			}
-			c.log.Warn("rpc client ping failed; closing connection", "err", err)
-			c.abort(fmt.Errorf("%w: %w", ErrPingFailed, err), websocket.CloseGoingAway, pingerReason)
-			return
-		}
+// pinger is a Conn's pinger (StartPinger). Its timers are stopped, under
+// the Conn's mu, when the connection ends; a timer's function that runs
+// anyway finds the connection ended and does nothing. While one runs
+// (the ping's write, the timeout's close) it is counted in the Conn's
+// wg, so that Close waits for it.
+type pinger struct {
+	c        *Conn
+	interval time.Duration
+	tick     *time.Timer // sends the next ping; guarded by c.mu
+	timeout  *time.Timer // ends the connection if the ping is not answered; guarded by c.mu
+}
+
+// stopLocked stops p's timers, if p is running; c.mu is held.
+func (p *pinger) stopLocked() {
+	if p == nil {
+		return
 	}
+	p.tick.Stop()
+	if p.timeout != nil {
+		p.timeout.Stop()
+	}
+}
+
+// enter reports whether the connection is still open, counting the
+// caller, a timer's function, in the Conn's wg if so: Close sets closing
+// under mu before it waits, so no Add comes after its Wait.
+func (p *pinger) enter() bool {
+	c := p.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closing || c.err != nil {
+		return false
+	}
+	c.wg.Add(1)
+	return true
+}
+
+// ping sends one Ping, on the tick timer's goroutine, with its timeout
+// armed; answered, the reply arms the next (answered).
+func (p *pinger) ping() {
+	if !p.enter() {
+		return
+	}
+	defer p.c.wg.Done()
+	timeout := time.AfterFunc(p.c.cfg.PingTimeout, p.timedOut)
+	p.c.mu.Lock()
+	p.timeout = timeout
+	p.c.mu.Unlock()
+	p.c.Go("Pinger", 1, "", "Ping", nil, nil, func(err error) { p.answered(timeout, err) })
+}
+
+// answered is a ping's completion: the next ping is armed, or the
+// connection closed if the ping failed. A ping whose timeout already
+// fired has ended the connection there.
+func (p *pinger) answered(timeout *time.Timer, err error) {
+	if !timeout.Stop() {
+		return
+	}
+	c := p.c
+	if err != nil {
+		if errors.Is(err, ErrConnClosed) {
+			return // already ended; nothing to add
+		}
+		p.fail(err)
+		return
+	}
+	c.mu.Lock()
+	if !c.closing && c.err == nil {
+		p.tick.Reset(p.interval)
+	}
+	c.mu.Unlock()
+}
+
+// timedOut ends the connection: its ping went unanswered for
+// Config.PingTimeout.
+func (p *pinger) timedOut() {
+	if !p.enter() {
+		return
+	}
+	defer p.c.wg.Done()
+	p.fail(context.DeadlineExceeded)
+}
+
+// fail ends the connection because a ping failed with err.
+func (p *pinger) fail(err error) {
+	p.c.log.Warn("rpc client ping failed; closing connection", "err", err)
+	p.c.abort(fmt.Errorf("%w: %w", ErrPingFailed, err), websocket.CloseGoingAway, pingerReason)
 }

@@ -49,21 +49,24 @@
 //
 // # Goroutine ownership
 //
-// A Conn owns at most two goroutines (a running watch owns one more, see
-// above):
+// A Conn owns one goroutine while it is idle (a running watch owns one
+// more, see above):
 //   - exactly one reader, started by Dial, which reads every message, matches
 //     replies to pending calls by request-id and records why the connection
 //     ended. While it dispatches what one read brought, the calls sent
 //     (from Go completions, or by other goroutines) are gathered and leave
 //     in one write when it next reads (wire.go);
-//   - optionally one pinger, started by [Conn.StartPinger], which calls
-//     Pinger.Ping periodically and closes the connection when a ping fails or
-//     blocks longer than Config.PingTimeout (30 s).
+//   - optionally a pinger, started by [Conn.StartPinger], which holds no
+//     goroutine while it waits: a timer's function sends Pinger.Ping with
+//     [Conn.Go], the reply (on the reader) arms the next, and another timer
+//     closes the connection when a ping fails or goes unanswered longer
+//     than Config.PingTimeout (30 s). Each timer's function is counted
+//     while it runs (a ping's write, the close).
 //
-// [Conn.Close] sends a close frame (code 1000), closes the socket and waits
-// until both goroutines have returned, so no goroutine of this package
-// outlives Close. Callers must call Close even when the connection has
-// already broken.
+// [Conn.Close] sends a close frame (code 1000), closes the socket, stops
+// the pinger's timers and waits until the reader and any timer's function
+// have returned, so no goroutine of this package outlives Close. Callers
+// must call Close even when the connection has already broken.
 //
 // # Concurrency contract
 //
