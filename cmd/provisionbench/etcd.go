@@ -305,7 +305,16 @@ func (e *env) agentTarget(i int) *target {
 	return on[i%len(on)]
 }
 
-// cpuPIDs are the processes whose CPU is the daemons': every daemon.
+// etcdPID is the tool's etcd member's process, when it is a child of
+// this process; else 0.
+func (e *env) etcdPID() int {
+	if e.etcdMode() {
+		return e.cl.etcd.pid
+	}
+	return 0
+}
+
+// daemonPIDs are the processes whose CPU is the daemons': every daemon.
 func (e *env) daemonPIDs() []int {
 	var pids []int
 	for _, t := range e.targets {

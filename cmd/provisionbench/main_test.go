@@ -210,6 +210,19 @@ func TestStorm(t *testing.T) {
 		if v := figure(t, rep, 4, "/health probes failed"); v != 0 {
 			t.Errorf("%s: %v /health probes failed", mode, v)
 		}
+		// What the storm cost: a daemon of its own is read apart from the
+		// agents; in this process, with them.
+		if mode == modeChild {
+			if figure(t, rep, 4, "CPU per agent back: daemons, from their start") <= 0 {
+				t.Errorf("%s: the restarted daemon used no CPU", mode)
+			}
+			figure(t, rep, 4, "CPU per agent back: the agents' processes")
+		} else {
+			figure(t, rep, 4, "CPU per agent back: daemon and agents (one process)")
+		}
+		if figure(t, rep, 4, "CPU of the storm over the box's cores") <= 0 {
+			t.Errorf("%s: no CPU for the storm", mode)
+		}
 	}
 }
 

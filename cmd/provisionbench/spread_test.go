@@ -158,7 +158,10 @@ func TestSpreadStorm(t *testing.T) {
 	}
 	checkZero(t, rep, 60, "other errors", "/health probes failed", "  of which no free source port")
 	figure(t, rep, 60, "connections ended by the daemons") // each read before its stop, and its new process at the end
-	for _, name := range []string{"all back", "all daemons ready", "/health after listening, slowest daemon", "longest without a daemon"} {
+	figure(t, rep, 60, "CPU per agent back: the agents' processes")
+	figure(t, rep, 60, "CPU per agent back: etcd")
+	for _, name := range []string{"all back", "all daemons ready", "/health after listening, slowest daemon", "longest without a daemon",
+		"CPU per agent back: daemons, from their start", "CPU of the storm over the box's cores"} {
 		if figure(t, rep, 60, name) <= 0 {
 			t.Errorf("%s: not positive", name)
 		}

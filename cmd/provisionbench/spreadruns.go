@@ -740,6 +740,7 @@ func runStormSpread(ctx context.Context, e *env, n int) (*values, error) {
 	for _, t := range e.targets {
 		t.foldEnds()
 	}
+	scpu := startStormCPU(lg.pids(), e.etcdPID())
 	ticks0 := readCPUTicks()
 	t0 := time.Now()
 	var wg sync.WaitGroup
@@ -780,6 +781,8 @@ func runStormSpread(ctx context.Context, e *env, n int) (*values, error) {
 		return nil, e.withDaemonEnds(err)
 	}
 	stolen := readCPUTicks().stolenSince(ticks0)
+	cpu := newValues()
+	scpu.set(cpu, e.daemonPIDs(), n)
 	v := newValues()
 	after := newValues()
 	if err := lg.setAgentsOn(after, seq(len(e.targets))); err != nil {
@@ -824,6 +827,7 @@ func runStormSpread(ctx context.Context, e *env, n int) (*values, error) {
 	if !math.IsNaN(stolen) {
 		v.set("CPU stolen by the host", "%", stolen)
 	}
+	v.merge(cpu)
 	v.merge(after)
 	if evs.LastOther != "" {
 		fmt.Fprintf(e.o.stderr, "provisionbench: storm: last other error: %s\n", evs.LastOther)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -31,6 +32,7 @@ var stormWorkload = &workload{
 			"listening: when a socket listens on the daemon's port (/proc/net/tcp, read every 1 ms); /health after listening: from then until the first 200 from /health (asked in a loop, one at a time, a new TLS connection each from 127.0.0.1; target: 1 s); /health slowest: the longest of the probes after that one until all are back; both watched from a process of their own (internal-health), not behind the agents' goroutines",
 			"daemon restart: from the restart beginning until the new daemon's first 200 from /health (the health watch's)",
 			"connection errors are dials refused or cut while the daemon is down; other errors must be 0",
+			"CPU per agent back (/proc, over the agents): the restarted daemons' since their start, the agents' processes' (the load generators, or this one) and the tool's etcd member's from the restart (all of it: the reconnections refused while the daemons were down too); CPU of the storm over the box's cores: their sum over the cores, the least wall time the storm could take on this box however its work were scheduled (all back near it: the box's CPU is the limit)",
 		}
 	},
 }
@@ -120,6 +122,7 @@ func runStorm(ctx context.Context, e *env, n int) (*values, error) {
 		return nil, fmt.Errorf("cannot restart a daemon given by --credentials; let the tool start one")
 	}
 	e.t.foldEnds()
+	scpu := startStormCPU([]int{os.Getpid()}, e.etcdPID())
 	t0 := time.Now()
 	ticks0 := readCPUTicks()
 	restartAt.Store(&t0)
@@ -154,6 +157,8 @@ func runStorm(ctx context.Context, e *env, n int) (*values, error) {
 	}
 	all := time.Since(t0)
 	stolen := readCPUTicks().stolenSince(ticks0)
+	cpu := newValues()
+	scpu.set(cpu, e.daemonPIDs(), n)
 	finished = true
 	hf, err := hw.finish()
 	if err != nil {
@@ -198,6 +203,7 @@ func runStorm(ctx context.Context, e *env, n int) (*values, error) {
 	if !math.IsNaN(stolen) {
 		v.set("CPU stolen by the host", "%", stolen) // from the restart to all back
 	}
+	v.merge(cpu)
 	if p := st.lastOther.Load(); p != nil {
 		fmt.Fprintf(e.o.stderr, "provisionbench: storm: last other error: %s\n", *p)
 	}
