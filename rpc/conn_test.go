@@ -507,3 +507,55 @@ func TestShutdownClosesEveryConnection(t *testing.T) {
 }
 
 func TestMain(m *testing.M) { leaktest.Main(m) }
+
+// Drain closes the connections a share at a time over its duration, each
+// with the going-away close frame, and admits none meanwhile.
+func TestDrainClosesAShareAtATime(t *testing.T) {
+	const n, over = 20, 2 * time.Second // one connection each of Drain's 20 steps
+	const waitLimit = 10 * time.Second
+	ts := startServer(t, nil)
+	var mu sync.Mutex
+	var ends []time.Time
+	conns := make([]*client.Conn, n)
+	for i := range conns {
+		conns[i] = ts.dial(t)
+		conns[i].OnEnd(func() {
+			mu.Lock()
+			ends = append(ends, time.Now())
+			mu.Unlock()
+		})
+	}
+	waitConns(t, ts, n)
+	drained := make(chan error, 1)
+	go func() { drained <- ts.srv.Drain(ctxT(t), over) }()
+	select {
+	case err := <-drained:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(over + waitLimit):
+		t.Fatal("Drain did not return")
+	}
+	for i, c := range conns {
+		select {
+		case <-c.Done():
+		case <-time.After(waitLimit):
+			t.Fatalf("connection %d still open after Drain", i)
+		}
+		if c.CloseCode() != websocket.CloseGoingAway {
+			t.Fatalf("connection %d: close code %d, want 1001", i, c.CloseCode())
+		}
+	}
+	mu.Lock()
+	spread := ends[len(ends)-1].Sub(ends[0])
+	mu.Unlock()
+	if spread < over/2 {
+		t.Fatalf("the connections ended within %v of each other, want them spread over about %v", spread, over)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	if c, err := client.Dial(ctx, client.Config{Addr: ts.addr, CACert: ts.ca}); err == nil {
+		c.Close()
+		t.Fatal("a connection was admitted after Drain")
+	}
+}

@@ -151,6 +151,7 @@ type Server struct {
 	// lowered without.
 	admitted atomic.Int64
 	closing  atomic.Bool // set with mu held; from then on no request is admitted
+	draining atomic.Bool // Drain began: no request is admitted, open connections close over its time
 	wg       sync.WaitGroup
 	conns    sync.Map     // the open connections: *Conn -> struct{}
 	nconns   atomic.Int64 // how many
@@ -209,7 +210,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	if s.closing.Load() {
+	if s.closing.Load() || s.draining.Load() {
 		http.Error(w, "server is shutting down", http.StatusServiceUnavailable)
 		return
 	}
@@ -253,11 +254,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	c.root = s.cfg.NewRoot(c.info, c)
 
-	// Registered before closing is read, as Shutdown sets closing before
-	// it lists the connections: one of the two closes c, or both.
+	// Registered before closing and draining are read, as Shutdown and
+	// Drain set them before they list the connections: one of the two
+	// closes c, or both.
 	s.conns.Store(c, struct{}{})
 	s.nconns.Add(1)
-	if s.closing.Load() {
+	if s.closing.Load() || s.draining.Load() {
 		c.closeFor(websocket.CloseGoingAway, EndShutdown)
 	}
 	// The connection is served on a goroutine of its own and this handler
@@ -310,6 +312,40 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		return ctx.Err()
 	}
 }
+
+// Drain refuses new connections and closes the open ones (close code
+// 1001, going away), spread evenly over the duration over in steps of
+// drainStep, so that their clients reconnect elsewhere a share at a time
+// instead of all at once (a rolling restart of daemons sharing a store:
+// the others take this one's agents at the pace they can). It returns
+// once every connection has been told to close (its calls under way are
+// answered first, as in Shutdown), or when ctx ends. The connections end
+// one by one, each counted out as on any other end. Shutdown comes after
+// it, for what is left.
+func (s *Server) Drain(ctx context.Context, over time.Duration) error {
+	s.draining.Store(true)
+	conns := s.open()
+	steps := max(1, int(over/drainStep))
+	t := time.NewTicker(max(over/time.Duration(steps), time.Millisecond))
+	defer t.Stop()
+	for i := range steps {
+		for _, c := range conns[len(conns)*i/steps : len(conns)*(i+1)/steps] {
+			c.closeFor(websocket.CloseGoingAway, EndShutdown)
+		}
+		if i == steps-1 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// drainStep is how often Drain closes its next share of the connections.
+const drainStep = 100 * time.Millisecond
 
 // awaitClosePass holds a connection's teardown, once its reader has
 // ended, while Shutdown is still telling the connections to close. A stop

@@ -133,6 +133,7 @@ func childDaemon(args []string, stderr io.Writer) int {
 	fs.DurationVar(&cfg.LoginRateRefill, "login-rate-refill", cfg.LoginRateRefill, "")
 	fs.IntVar(&cfg.LoginConcurrent, "login-concurrent", cfg.LoginConcurrent, "")
 	fs.DurationVar(&cfg.ShedLatency, "shed-latency", cfg.ShedLatency, "")
+	drain := fs.Duration("drain", 0, "")
 	fs.IntVar(&cfg.MaxWatchers, "max-watchers", cfg.MaxWatchers, "")
 	fs.IntVar(&cfg.MaxConns, "max-connections", cfg.MaxConns, "")
 	fs.StringVar(&cfg.Store, "store", "", "")
@@ -198,6 +199,11 @@ func childDaemon(args []string, stderr io.Writer) int {
 			continue
 		}
 		break
+	}
+	if *drain > 0 { // as provisiond serve's --drain
+		dctx, cancel := context.WithTimeout(context.Background(), *drain+time.Minute)
+		_ = d.Drain(dctx, *drain)
+		cancel()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

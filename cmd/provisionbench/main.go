@@ -198,6 +198,7 @@ type options struct {
 	loginRateRefill time.Duration
 	loginConcurrent int
 	shedLatency     time.Duration
+	drain           time.Duration
 	// agentPingTimeout is how long an agent's ping may take before its
 	// client ends the connection (rpc/client's Config.PingTimeout).
 	agentPingTimeout time.Duration
@@ -287,6 +288,7 @@ func parseOptions(name string, args []string, stdout, stderr io.Writer) (*option
 	fs.DurationVar(&o.loginRateRefill, "login-rate-refill", d.LoginRateRefill, "self-started daemon: time to earn one login token")
 	fs.IntVar(&o.loginConcurrent, "login-concurrent", d.LoginConcurrent, "self-started daemon: agent logins at once")
 	fs.DurationVar(&o.shedLatency, "shed-latency", d.ShedLatency, "self-started daemon: refuse new connections while its goroutines' p99 wait to run is at least this (0: never)")
+	fs.DurationVar(&o.drain, "drain", 0, "self-started daemons: on each stop (storm, storm --rolling), close the agents' connections spread over this long first, as provisiond's --drain (0: all at once)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: provisionbench %s [flags]\n\nflags:\n", name)
 		fs.PrintDefaults()
@@ -329,6 +331,8 @@ func parseOptions(name string, args []string, stdout, stderr io.Writer) (*option
 		return nil, fmt.Errorf("--agent-key-exchange must be go or juju")
 	case o.shedLatency < 0:
 		return nil, fmt.Errorf("--shed-latency must be 0 (never) or more")
+	case o.drain < 0 || o.drain > time.Hour:
+		return nil, fmt.Errorf("--drain must be from 0 (all at once) to 1h")
 	case o.loadgenGC != loadgenGCQuiet && o.loadgenGC != loadgenGCGo:
 		return nil, fmt.Errorf("--loadgen-gc must be %s or %s", loadgenGCQuiet, loadgenGCGo)
 	}
@@ -404,6 +408,9 @@ func (o *options) daemonFlags() []string {
 	}
 	if o.setFlags["shed-latency"] {
 		out = append(out, "--shed-latency", o.shedLatency.String())
+	}
+	if o.drain > 0 {
+		out = append(out, "--drain", o.drain.String())
 	}
 	if n := o.maxConnsFlag(); n > 0 {
 		out = append(out, "--max-connections", strconv.Itoa(n))
@@ -522,6 +529,9 @@ func runWorkload(ctx context.Context, w *workload, o *options) error {
 	}
 	if o.setFlags["shed-latency"] && t.mode != modeExternal {
 		rep.Parameters["daemon-shed-latency"] = o.shedLatency.String()
+	}
+	if o.drain > 0 && t.mode != modeExternal {
+		rep.Parameters["daemon-drain"] = o.drain.String()
 	}
 	if o.localAddr(t.addr, 0) != nil {
 		rep.Parameters["agent-source-addresses"] = o.sources.describe()

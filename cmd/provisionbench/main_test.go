@@ -231,7 +231,7 @@ func TestBadFlags(t *testing.T) {
 		{"rpc", "--store", "mongo"}, {"rpc", "--daemons", "2"}, {"rpc", "--etcd-endpoints", "http://127.0.0.1:2379"},
 		{"rpc", "--store", "etcd", "--etcd-prefix", "nope"}, {"rpc", "--store", "etcd", "--etcd-endpoints", "127.0.0.1:2379"},
 		{"rpc", "--store", "etcd", "--daemons", "0"}, {"rpc", "--store", "etcd", "--credentials", "x.yaml"},
-		{"churn", "--store", "etcd", "--daemons", "2"},
+		{"churn", "--store", "etcd", "--daemons", "2"}, {"storm", "--drain", "-1s"}, {"storm", "--drain", "2h"},
 		{"failover"}, {"failover", "--store", "etcd"}, {"failover", "--store", "etcd", "--daemons", "3", "--daemon", "inproc"},
 		{"write", "--store", "etcd", "--etcd-ca-file", "ca.pem"}, {"write", "--store", "etcd", "--etcd-username", "root"},
 		{"write", "--store", "etcd", "--etcd-endpoints", "https://127.0.0.1:2379", "--etcd-cert-file", "c.pem"},

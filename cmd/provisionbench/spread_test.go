@@ -193,6 +193,17 @@ func TestSpreadStorm(t *testing.T) {
 	if figure(t, rep, 60, "longest without a daemon") <= 0 {
 		t.Error("no time without a daemon")
 	}
+
+	// With a drain each stop hands its agents over a share at a time;
+	// they are all back, and the stop took the drain at least.
+	rep = runJSON(t, "storm", "-n", "20", "--store", "etcd", "--daemons", "2", "--loadgens", "1", "--rolling", "--drain", "1s")
+	if v := figure(t, rep, 20, "reconnections"); v != 30 {
+		t.Errorf("--drain: reconnections = %v, want 30", v)
+	}
+	checkZero(t, rep, 20, "other errors")
+	if v := figure(t, rep, 20, "  of which "+endCloseFrame+"1001"); v != 30 {
+		t.Errorf("--drain: %v connections ended by the going-away close frame, want 30", v)
+	}
 }
 
 func TestSpreadShape(t *testing.T) {

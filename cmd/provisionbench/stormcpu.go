@@ -70,5 +70,5 @@ func (s *stormCPU) set(v *values, daemons []int, n int) {
 	if s.etcd != 0 {
 		v.set("CPU per agent back: etcd", "ms", per(et))
 	}
-	v.set("CPU of the storm over the box's cores", "s", (d + agents + et).Seconds()/float64(runtime.NumCPU()))
+	v.set("CPU of the storm over the box's cores", "s", (d+agents+et).Seconds()/float64(runtime.NumCPU()))
 }

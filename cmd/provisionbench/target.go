@@ -39,6 +39,7 @@ type target struct {
 	creds    *credentials.Credentials
 	pid      int           // of the daemon process, when known
 	lastStop time.Duration // how long the storm's restart took to stop the daemon
+	drain    time.Duration // a self-started daemon's stop drains its connections over this long first (--drain)
 
 	caasApps   int // seeded applications (self-started daemons only)
 	caasModel  string
@@ -126,6 +127,7 @@ func startTarget(ctx context.Context, o *options, spec targetSpec) (*target, err
 	default:
 		t.mode = o.daemonMode
 	}
+	t.drain = o.drain
 	t.dataDir = spec.dataDir
 	if t.dataDir == "" {
 		dir, err := os.MkdirTemp("", "provisionbench-")
@@ -340,6 +342,11 @@ func (t *target) dialController(ctx context.Context, model string) (*client.Conn
 func (t *target) stop() error {
 	switch {
 	case t.inproc != nil:
+		if t.drain > 0 {
+			dctx, cancel := context.WithTimeout(context.Background(), t.drain+time.Minute)
+			_ = t.inproc.Drain(dctx, t.drain)
+			cancel()
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		err := t.inproc.Shutdown(ctx)
@@ -349,7 +356,7 @@ func (t *target) stop() error {
 		_ = t.cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-t.exited:
-		case <-time.After(time.Minute):
+		case <-time.After(time.Minute + t.drain):
 			_ = t.cmd.Process.Kill()
 			<-t.exited
 		}

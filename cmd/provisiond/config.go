@@ -70,6 +70,7 @@ type options struct {
 	MaxHeaderBytes    int           `yaml:"max-header-bytes"`
 	IdleTimeout       time.Duration `yaml:"idle-timeout"`
 	ShutdownTimeout   time.Duration `yaml:"shutdown-timeout"`
+	Drain             time.Duration `yaml:"drain"`
 
 	MaxAgentBinarySize int64 `yaml:"max-agent-binary-size"`
 
@@ -209,6 +210,7 @@ func (o *options) settings() []setting {
 		{"max-header-bytes", "largest HTTP request header in bytes", &o.MaxHeaderBytes},
 		{"idle-timeout", "close HTTP keep-alive connections idle for this long", &o.IdleTimeout},
 		{"shutdown-timeout", "how long a stop (SIGINT, SIGTERM) may take: connections still closing then are cut, and what etcd is not told by then goes when the lease expires", &o.ShutdownTimeout},
+		{"drain", "before a stop (SIGINT, SIGTERM): stop accepting and close the API connections spread evenly over this long, so that the other daemons sharing the store take the agents a share at a time (0: all at once, within --shutdown-timeout)", &o.Drain},
 		{"max-agent-binary-size", "largest agent binaries upload in bytes", &o.MaxAgentBinarySize},
 		{"gc-heap-floor", "removed: set $GOGC or $GOMEMLIMIT instead", &o.GCHeapFloor},
 		{"agent", "run the reference agent in this process on its simulated cloud: sim (a demo; see provisionagent)", &o.Agent},
@@ -295,6 +297,9 @@ func (sf *serveFlags) resolve(fs *pflag.FlagSet, getenv func(string) string) (op
 	if o.ShutdownTimeout <= 0 {
 		return o, fmt.Errorf("--shutdown-timeout: %s: want a duration above 0", o.ShutdownTimeout)
 	}
+	if o.Drain < 0 || o.Drain > maxDrain {
+		return o, fmt.Errorf("--drain: %s: want a duration from 0 to %s", o.Drain, maxDrain)
+	}
 	r, err := store.ParseRetention(o.HistoryRetention)
 	if err != nil {
 		return o, fmt.Errorf("--history-retention: %w", err)
@@ -302,6 +307,10 @@ func (sf *serveFlags) resolve(fs *pflag.FlagSet, getenv func(string) string) (op
 	o.historyRetention = r
 	return o, nil
 }
+
+// maxDrain bounds --drain: a stop that takes longer is not one a service
+// manager waits for.
+const maxDrain = time.Hour
 
 // DefaultShutdownTimeout is how long a stop may take (--shutdown-timeout),
 // within the shipped unit's TimeoutStopSec (30 s) with room to spare.

@@ -74,6 +74,8 @@ func TestOptionsErrors(t *testing.T) {
 		{"removed gc-heap-floor in file", []string{"--config", floor}, nil, removed},
 		{"history retention too short", []string{"--history-retention", "10s"}, nil, `--history-retention: history retention "10s": the duration must be one minute at least`},
 		{"history retention zero revisions", nil, map[string]string{"PROVISIOND_HISTORY_RETENTION": "0"}, "the number of revisions must be at least 1"},
+		{"negative drain", []string{"--drain", "-1s"}, nil, "--drain: -1s: want a duration from 0 to 1h0m0s"},
+		{"drain over an hour", nil, map[string]string{"PROVISIOND_DRAIN": "2h"}, "--drain: 2h0m0s: want a duration from 0 to 1h0m0s"},
 		{"history retention in file", []string{"--config", retention}, nil, `history retention "a week": the duration must be one minute at least`},
 	}
 	for _, tt := range tests {

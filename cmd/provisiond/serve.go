@@ -34,12 +34,12 @@ Without --config or $PROVISIOND_CONFIG, the file provisiond.yaml of
 $CONFIGURATION_DIRECTORY (systemd's ConfigurationDirectory=, /etc/provisiond
 in the shipped unit) is read when it exists.
 
-SIGINT or SIGTERM: stop accepting, close every connection, close the
-database, exit 0. If the database file is removed, replaced or truncated
+SIGINT or SIGTERM: stop accepting, close every connection (with --drain,
+spread over that long first), close the database, exit 0. If the database file is removed, replaced or truncated
 while the daemon runs, it refuses every request from then on, saves what it
 holds (provisiond.db.rescued, when the file was removed or replaced), stops
 and exits 3. SIGHUP: read the settings again and apply what can change
-while serving (log-level, login-rate-max, login-rate-refill, the TLS
+while serving (log-level, login-rate-max, login-rate-refill, drain, the TLS
 certificate from its files, the audit log reopened), logging what changed
 and which other changes wait for a restart.
 
@@ -160,6 +160,14 @@ func serve(opts options, s *service) error {
 		stopAgent()
 	}
 	s.notify("STOPPING=1\nSTATUS=shutting down")
+	if opts.Drain > 0 && !storeFailed {
+		s.notify("STATUS=draining the connections over " + opts.Drain.String())
+		dctx, cancel := context.WithTimeout(context.Background(), opts.Drain+drainSlack)
+		if err := d.Drain(dctx, opts.Drain); err != nil {
+			log.Warn("draining: not every connection was told to close in time; the stop closes the rest", "err", err)
+		}
+		cancel()
+	}
 	sctx, cancel := context.WithTimeout(context.Background(), opts.ShutdownTimeout)
 	defer cancel()
 	if err := stopWithin(sctx, d, stopGrace, log); err != nil && !storeFailed {
@@ -179,6 +187,10 @@ func serve(opts options, s *service) error {
 	}
 	return nil
 }
+
+// drainSlack is how long past --drain the drain may run (its last
+// share told on a slow box) before the stop goes on without it.
+const drainSlack = 5 * time.Second
 
 // stopGrace is how long past --shutdown-timeout serve waits for the
 // daemon's Shutdown before it exits without it.
@@ -255,7 +267,7 @@ func (s *service) startWatchdog(d *daemon.Daemon) (stop func()) {
 }
 
 // liveSettings change on a reload; the others wait for a restart.
-var liveSettings = map[string]bool{"log-level": true, "login-rate-max": true, "login-rate-refill": true, "history-retention": true}
+var liveSettings = map[string]bool{"log-level": true, "login-rate-max": true, "login-rate-refill": true, "history-retention": true, "drain": true}
 
 // reload reads the settings again (flags, environment and config file, as
 // at start), applies those that can change while serving and logs what it
@@ -286,6 +298,12 @@ func (s *service) reload(d *daemon.Daemon, cur options) options {
 	} else {
 		cur.LoginRateMax, cur.LoginRateRefill = next.LoginRateMax, next.LoginRateRefill
 		cur.HistoryRetention, cur.historyRetention = next.HistoryRetention, next.historyRetention
+	}
+	if next.Drain != cur.Drain {
+		// Read at the stop: a rolling restart's operator may set it just
+		// before.
+		did = append(did, fmt.Sprintf("drain %s -> %s", cur.Drain, next.Drain))
+		cur.Drain = next.Drain
 	}
 	var later []string
 	nexts := next.settings()

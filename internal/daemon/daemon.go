@@ -733,6 +733,34 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 	return errors.Join(serr, verr)
 }
 
+// Drain stops accepting API connections and closes the open ones spread
+// evenly over the duration over (rpc.Server.Drain): a stop of one of
+// several daemons sharing a store, in a rolling restart, hands its agents
+// to the others a share at a time, each agent without a daemon only for
+// its own reconnection, instead of all of them at once. Everything else
+// goes on serving meanwhile: the agents not yet told, the daemon's
+// workers and leaderships, its API-server record (an agent that dials
+// this daemon is refused and tries the next address it knows). It
+// returns once every connection has been told to close, or when ctx
+// ends; Shutdown follows, for the rest.
+func (d *Daemon) Drain(ctx context.Context, over time.Duration) error {
+	t0 := time.Now()
+	d.log.Info("draining: closing the API connections a share at a time", "connections", d.rpc.Conns(), "over", over)
+	// Stop accepting: the listener closes. HTTP requests under way (an
+	// agent binary's download, a backup) go on; Shutdown waits for them.
+	hctx, cancel := context.WithCancel(ctx)
+	listening := make(chan struct{}) // the goroutine is Drain's: waited for below
+	go func() {
+		defer close(listening)
+		_ = d.http.Shutdown(hctx) // returns once cancelled, if requests are still under way
+	}()
+	err := d.rpc.Drain(ctx, over)
+	cancel()
+	<-listening
+	d.log.Info("drained", "took", time.Since(t0).Round(time.Millisecond), "left", d.rpc.Conns(), "err", err)
+	return err
+}
+
 func randomPassword() string {
 	b := make([]byte, 24)
 	if _, err := rand.Read(b); err != nil {
