@@ -85,43 +85,25 @@ func runFailover(ctx context.Context, e *env, n int) (*values, error) {
 		}
 	}
 
-	actx, cancel := context.WithCancel(ctx)
 	var (
 		killedAt atomic.Pointer[time.Time]
 		back     atomic.Int64
 		dropped  atomic.Int64
 		lat      latencies
 		st       connectStats
-		wg       sync.WaitGroup
 	)
-	defer func() { cancel(); wg.Wait() }() // before the sessions close
+	drops := newDropWatch(ctx)
+	defer drops.stop() // before the sessions close
 	victims := 0
 	for i := range ss {
 		if i%d != last {
-			wg.Add(1)
-			go func() { // a survivor: its connection must stay up
-				defer wg.Done()
-				select {
-				case <-ss[i].c.Done():
-					if actx.Err() == nil {
-						dropped.Add(1)
-					}
-				case <-actx.Done():
-				}
-			}()
+			drops.on(ss[i].c, func(context.Context) { dropped.Add(1) }) // a survivor: its connection must stay up
 			continue
 		}
 		victims++
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			select {
-			case <-ss[i].c.Done():
-			case <-actx.Done():
-				return
-			}
+		drops.on(ss[i].c, func(ctx context.Context) {
 			var ns *session
-			_, err := e.failOver(actx, i, ms[i], servers[i], &st, func(ctx context.Context, c *client.Conn) error {
+			_, err := e.failOver(ctx, i, ms[i], servers[i], &st, func(ctx context.Context, c *client.Conn) error {
 				s, err := startSession(ctx, c, ms[i], 2, &st)
 				ns = s
 				return err
@@ -136,7 +118,7 @@ func runFailover(ctx context.Context, e *env, n int) (*values, error) {
 			current[i] = ns
 			mu.Unlock()
 			back.Add(1)
-		}()
+		})
 	}
 	e.o.progress.setWith(fmt.Sprintf("failover: killing daemon %d of %d under %d agents each", d, d, n), func() string {
 		return fmt.Sprintf("back %d/%d (try again %d, connection errors %d, other %d)",

@@ -407,9 +407,8 @@ type lgChild struct {
 	// lgWatch's Watch calls (lgReply.Resumed and after)
 	resumed, reset, rewatchBytes, firstBytes atomic.Int64
 
-	armCancel context.CancelFunc
-	armWG     sync.WaitGroup
-	win       *toolWindow
+	drops *dropWatch // the agents' reconnections, once armed
+	win   *toolWindow
 }
 
 // lgAgent is one simulated agent of a load generator.
@@ -480,7 +479,7 @@ func (lg *lgChild) handle(ctx context.Context, req lgRequest) (*lgReply, error) 
 			s := a.sess
 			a.mu.Unlock()
 			err := s.watch(ctx, a.m, req.Watchers)
-			if err != nil && lg.armCancel != nil && errors.Is(err, client.ErrConnClosed) {
+			if err != nil && lg.drops != nil && errors.Is(err, client.ErrConnClosed) {
 				// Dropped: counted (down, back), and its reconnection
 				// opens the watchers on the session that replaces s.
 				return nil
@@ -854,48 +853,34 @@ func (lg *lgChild) loopWatch(a *lgAgent, sw *client.StringsWatcher, w, on int) {
 // arm makes every agent reconnect when its connection ends: through the
 // addresses its login listed (failOver), its watchers opened again, the
 // time it was without a daemon recorded; until close. No goroutine waits
-// on an agent's connection: its end (client.Conn.OnEnd) starts the
-// reconnection's, which ends once the agent is back.
+// on an agent's connection: its end starts the reconnection's
+// (dropWatch), which ends once the agent is back.
 func (lg *lgChild) arm() {
-	if lg.armCancel != nil {
+	if lg.drops != nil {
 		return
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	lg.drops = newDropWatch(context.Background())
 	lg.mu.Lock()
-	lg.armCancel = cancel
 	lg.sched0 = readOwnSched()
 	lg.mu.Unlock()
 	for _, a := range lg.agents {
-		lg.onDrop(ctx, a)
+		lg.onDrop(lg.drops, a)
 	}
 }
 
-// onDrop arms agent a's current connection: when it ends, a goroutine
-// (counted in armWG, unless the reconnections have ended) brings a back
-// and arms its new connection.
-func (lg *lgChild) onDrop(ctx context.Context, a *lgAgent) {
+// onDrop arms agent a's current connection: when it ends, a is brought
+// back (reconnect) and its new connection armed.
+func (lg *lgChild) onDrop(drops *dropWatch, a *lgAgent) {
 	a.mu.Lock()
 	c, from, servers := a.c, a.on, a.servers
 	a.mu.Unlock()
 	if c == nil {
 		return
 	}
-	c.OnEnd(func() {
-		// Under lg.mu, which closeAgents cancels ctx under: no Add comes
-		// after its Wait.
-		lg.mu.Lock()
-		if ctx.Err() != nil {
-			lg.mu.Unlock()
-			return
+	drops.on(c, func(ctx context.Context) {
+		if lg.reconnect(ctx, a, c, from, servers) {
+			lg.onDrop(drops, a)
 		}
-		lg.armWG.Add(1)
-		lg.mu.Unlock()
-		go func() {
-			defer lg.armWG.Done()
-			if lg.reconnect(ctx, a, c, from, servers) {
-				lg.onDrop(ctx, a)
-			}
-		}()
 	})
 }
 
@@ -932,12 +917,9 @@ func (lg *lgChild) reconnect(ctx context.Context, a *lgAgent, c *client.Conn, fr
 // closeAgents ends the reconnections and closes every agent, and forgets
 // what they saw.
 func (lg *lgChild) closeAgents() {
-	if lg.armCancel != nil {
-		lg.mu.Lock()
-		lg.armCancel()
-		lg.mu.Unlock()
-		lg.armWG.Wait()
-		lg.armCancel = nil
+	if lg.drops != nil {
+		lg.drops.stop()
+		lg.drops = nil
 	}
 	conns := make([]*client.Conn, 0, len(lg.agents))
 	for _, a := range lg.agents {

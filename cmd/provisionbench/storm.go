@@ -55,50 +55,38 @@ func runStorm(ctx context.Context, e *env, n int) (*values, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Each agent waits for its connection to end, then reconnects with
-	// backoff and watches again.
+	// Each agent, once its connection ends, reconnects with backoff and
+	// watches again.
 	var (
 		restartAt atomic.Pointer[time.Time]
 		back      atomic.Int64
 		lat       latencies
-		mu        sync.Mutex
+		mu        sync.Mutex // guards current
 		current   = ss
-		wg        sync.WaitGroup
 	)
-	actx, cancel := context.WithCancel(ctx)
+	drops := newDropWatch(ctx)
 	defer func() {
-		cancel()
-		wg.Wait()
+		drops.stop()
 		mu.Lock()
 		closeSessions(current)
 		mu.Unlock()
 	}()
 	var st connectStats
-	for i := range ss {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			mu.Lock()
-			s := current[i]
-			mu.Unlock()
-			select {
-			case <-s.c.Done():
-			case <-actx.Done():
-				return
-			}
+	for i, s := range ss {
+		drops.on(s.c, func(ctx context.Context) {
 			for attempt := 0; ; attempt++ {
-				c, err := e.connectAgent(actx, i, ms[i], &st)
+				c, err := e.connectAgent(ctx, i, ms[i], &st)
 				if err != nil {
 					return // cancelled
 				}
-				ns, err := startSession(actx, c, ms[i], k, &st)
+				ns, err := startSession(ctx, c, ms[i], k, &st)
 				if err != nil {
 					c.Close()
-					if actx.Err() != nil {
+					if ctx.Err() != nil {
 						return
 					}
 					st.other(err)
-					if sleepCtx(actx, backoff(attempt)) != nil {
+					if sleepCtx(ctx, backoff(attempt)) != nil {
 						return
 					}
 					continue
@@ -112,7 +100,7 @@ func runStorm(ctx context.Context, e *env, n int) (*values, error) {
 				back.Add(1)
 				return
 			}
-		}()
+		})
 	}
 	e.o.progress.count(fmt.Sprintf("storm: restarting the daemon under %d agents; back", n), &back, int64(n), func() string {
 		return fmt.Sprintf("(try again %d, connection errors %d, other %d)",

@@ -605,26 +605,16 @@ func TestPingerClosesOnBlockedPing(t *testing.T) {
 	if c.CloseCode() != websocket.CloseGoingAway {
 		t.Fatalf("CloseCode = %d", c.CloseCode())
 	}
-}
-
-// An unanswered ping is the only one: the next is sent an interval
-// after the reply, as Juju's client's heartbeat does, not on a ticker.
-func TestPingerWaitsForTheReply(t *testing.T) {
-	p := newPeer(t)
-	p.blockPings.Store(true)
-	cfg := p.config("")
-	cfg.PingTimeout = 200 * time.Millisecond
-	c := dialT(t, cfg)
-	c.StartPinger(time.Millisecond)
-	waitDone(t, c)
-	var pings int
+	// The unanswered ping was the only one: the next is sent an interval
+	// after the reply, as Juju's client's heartbeat does, not on a ticker.
+	pings := 0
 	for _, r := range p.requests() {
 		if r.Type == "Pinger" {
 			pings++
 		}
 	}
-	if pings != 1 || !errors.Is(c.Err(), ErrPingFailed) {
-		t.Fatalf("%d pings sent, Err = %v", pings, c.Err())
+	if pings != 1 {
+		t.Fatalf("%d pings sent, want 1", pings)
 	}
 }
 
