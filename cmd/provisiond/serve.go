@@ -35,10 +35,10 @@ $CONFIGURATION_DIRECTORY (systemd's ConfigurationDirectory=, /etc/provisiond
 in the shipped unit) is read when it exists.
 
 SIGINT or SIGTERM: stop accepting, close every connection (with --drain,
-spread over that long first), close the database, exit 0. If the database file is removed, replaced or truncated
-while the daemon runs, it refuses every request from then on, saves what it
-holds (provisiond.db.rescued, when the file was removed or replaced), stops
-and exits 3. SIGHUP: read the settings again and apply what can change
+spread over that long first), close the database, exit 0. If the database
+file is removed, replaced or truncated while the daemon runs, it refuses
+every request from then on, saves what it holds (provisiond.db.rescued,
+when the file was removed or replaced), stops and exits 3. SIGHUP: read the settings again and apply what can change
 while serving (log-level, login-rate-max, login-rate-refill, drain, the TLS
 certificate from its files, the audit log reopened), logging what changed
 and which other changes wait for a restart.
