@@ -200,11 +200,7 @@ func childDaemon(args []string, stderr io.Writer) int {
 		}
 		break
 	}
-	if *drain > 0 { // as provisiond serve's --drain
-		dctx, cancel := context.WithTimeout(context.Background(), *drain+time.Minute)
-		_ = d.Drain(dctx, *drain)
-		cancel()
-	}
+	_ = d.Drain(context.Background(), *drain) // as provisiond serve's --drain (0: none)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := d.Shutdown(ctx); err != nil {

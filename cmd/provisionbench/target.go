@@ -342,11 +342,7 @@ func (t *target) dialController(ctx context.Context, model string) (*client.Conn
 func (t *target) stop() error {
 	switch {
 	case t.inproc != nil:
-		if t.drain > 0 {
-			dctx, cancel := context.WithTimeout(context.Background(), t.drain+time.Minute)
-			_ = t.inproc.Drain(dctx, t.drain)
-			cancel()
-		}
+		_ = t.inproc.Drain(context.Background(), t.drain) // 0: none
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		err := t.inproc.Shutdown(ctx)

@@ -162,11 +162,9 @@ func serve(opts options, s *service) error {
 	s.notify("STOPPING=1\nSTATUS=shutting down")
 	if opts.Drain > 0 && !storeFailed {
 		s.notify("STATUS=draining the connections over " + opts.Drain.String())
-		dctx, cancel := context.WithTimeout(context.Background(), opts.Drain+drainSlack)
-		if err := d.Drain(dctx, opts.Drain); err != nil {
+		if err := d.Drain(context.Background(), opts.Drain); err != nil {
 			log.Warn("draining: not every connection was told to close in time; the stop closes the rest", "err", err)
 		}
-		cancel()
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), opts.ShutdownTimeout)
 	defer cancel()
@@ -187,10 +185,6 @@ func serve(opts options, s *service) error {
 	}
 	return nil
 }
-
-// drainSlack is how long past --drain the drain may run (its last
-// share told on a slow box) before the stop goes on without it.
-const drainSlack = 5 * time.Second
 
 // stopGrace is how long past --shutdown-timeout serve waits for the
 // daemon's Shutdown before it exits without it.

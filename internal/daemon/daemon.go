@@ -741,9 +741,15 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 // goes on serving meanwhile: the agents not yet told, the daemon's
 // workers and leaderships, its API-server record (an agent that dials
 // this daemon is refused and tries the next address it knows). It
-// returns once every connection has been told to close, or when ctx
-// ends; Shutdown follows, for the rest.
+// returns once every connection has been told to close, or when ctx ends
+// or drainSlack past over has passed, whichever comes first; Shutdown
+// follows, for the rest. A drain of 0 or less does nothing.
 func (d *Daemon) Drain(ctx context.Context, over time.Duration) error {
+	if over <= 0 {
+		return nil
+	}
+	ctx, cancelDrain := context.WithTimeout(ctx, over+drainSlack)
+	defer cancelDrain()
 	t0 := time.Now()
 	d.log.Info("draining: closing the API connections a share at a time", "connections", d.rpc.Conns(), "over", over)
 	// Stop accepting: the listener closes. HTTP requests under way (an
@@ -760,6 +766,10 @@ func (d *Daemon) Drain(ctx context.Context, over time.Duration) error {
 	d.log.Info("drained", "took", time.Since(t0).Round(time.Millisecond), "left", d.rpc.Conns(), "err", err)
 	return err
 }
+
+// drainSlack is how long past its duration a drain may run (its last
+// share told on a slow box) before the stop goes on without it.
+const drainSlack = 5 * time.Second
 
 func randomPassword() string {
 	b := make([]byte, 24)

@@ -830,15 +830,19 @@ func (p *pinger) enter() bool {
 // ping sends one Ping, on the tick timer's goroutine, with its timeout
 // armed; answered, the reply arms the next (answered).
 func (p *pinger) ping() {
-	if !p.enter() {
+	c := p.c
+	c.mu.Lock()
+	if c.closing || c.err != nil {
+		c.mu.Unlock()
 		return
 	}
-	defer p.c.wg.Done()
-	timeout := time.AfterFunc(p.c.cfg.PingTimeout, p.timedOut)
-	p.c.mu.Lock()
+	c.wg.Add(1) // as enter does
+	// Armed under mu with the check above: an end after it stops it.
+	timeout := time.AfterFunc(c.cfg.PingTimeout, p.timedOut)
 	p.timeout = timeout
-	p.c.mu.Unlock()
-	p.c.Go("Pinger", 1, "", "Ping", nil, nil, func(err error) { p.answered(timeout, err) })
+	c.mu.Unlock()
+	defer c.wg.Done()
+	c.Go("Pinger", 1, "", "Ping", nil, nil, func(err error) { p.answered(timeout, err) })
 }
 
 // answered is a ping's completion: the next ping is armed, or the
