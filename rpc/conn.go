@@ -167,8 +167,12 @@ const (
 	EndWriteTimeout = "write_timeout"
 	// EndWriteFailed: a write failed otherwise.
 	EndWriteFailed = "write_failed"
-	// EndShutdown: the server shut down (Server.Shutdown).
+	// EndShutdown: the server shut down (Server.Shutdown) or drained
+	// (Server.Drain).
 	EndShutdown = "shutdown"
+	// EndShed: the server handed the connection to another server of the
+	// same service (Server.Shed, close code 1001).
+	EndShed = "shed"
 	// EndClosed: Conn.Close, from the layer above (a login that never
 	// came, an agent that stopped pinging, its credentials changed).
 	EndClosed = "closed"
@@ -176,7 +180,7 @@ const (
 
 // EndReasons are every reason a connection ends with.
 var EndReasons = []string{EndClientClosed, EndClientGone, EndReadDeadline, EndReadError, EndOverReadLimit,
-	EndMalformed, EndWriteTimeout, EndWriteFailed, EndShutdown, EndClosed}
+	EndMalformed, EndWriteTimeout, EndWriteFailed, EndShutdown, EndShed, EndClosed}
 
 // outgoing is one reply for the writer: encoded (msg, holding a slot and
 // its bytes of the room), or the reply of a Later call, which the writer

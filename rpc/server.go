@@ -58,6 +58,12 @@ type Config struct {
 	// MaxConns bounds open connections; over it the upgrade is refused with
 	// HTTP 503. Default 0: no limit.
 	MaxConns int
+	// Admit, if set, is asked before each upgrade: a non-nil error refuses
+	// it with HTTP 503 and the error's text (a daemon holding more than
+	// its share of the agents of several that serve them: a client dialling
+	// every address it knows connects to another). It is called on the
+	// request's goroutine, and must be quick.
+	Admit func() error
 	// WriteTimeout is the write deadline of each message. A client that
 	// stops reading is disconnected after it. Default 30 s.
 	WriteTimeout time.Duration
@@ -214,6 +220,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "server is shutting down", http.StatusServiceUnavailable)
 		return
 	}
+	if s.cfg.Admit != nil {
+		if err := s.cfg.Admit(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+	}
 	s.mu.Lock()
 	if s.closing.Load() { // Shutdown's wg.Wait may have begun
 		s.mu.Unlock()
@@ -342,6 +354,29 @@ func (s *Server) Drain(ctx context.Context, over time.Duration) error {
 		}
 	}
 	return nil
+}
+
+// Shed closes up to n of the open connections that have logged in
+// (a connection whose Root is an Authenticator that has not authenticated
+// is left alone), with close code 1001 (going away), as a drain closes
+// each: calls under way are answered first, and the client reconnects as
+// it would after any server's stop. It returns how many it told to close.
+// Which ones is left to the map's order: no client is favoured.
+func (s *Server) Shed(n int) int {
+	if n <= 0 || s.closing.Load() || s.draining.Load() {
+		return 0
+	}
+	shed := 0
+	s.conns.Range(func(k, _ any) bool {
+		c := k.(*Conn)
+		if c.preLogin() || c.stopping.Load() {
+			return true
+		}
+		c.closeFor(websocket.CloseGoingAway, EndShed)
+		shed++
+		return shed < n
+	})
+	return shed
 }
 
 // drainStep is how often Drain closes its next share of the connections.

@@ -134,6 +134,7 @@ func childDaemon(args []string, stderr io.Writer) int {
 	fs.IntVar(&cfg.LoginConcurrent, "login-concurrent", cfg.LoginConcurrent, "")
 	fs.DurationVar(&cfg.ShedLatency, "shed-latency", cfg.ShedLatency, "")
 	drain := fs.Duration("drain", 0, "")
+	fs.BoolVar(&cfg.Rebalance, "rebalance", cfg.Rebalance, "")
 	fs.IntVar(&cfg.MaxWatchers, "max-watchers", cfg.MaxWatchers, "")
 	fs.IntVar(&cfg.MaxConns, "max-connections", cfg.MaxConns, "")
 	fs.StringVar(&cfg.Store, "store", "", "")

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -207,9 +208,9 @@ type connectStats struct {
 	// shedding under overload), and binds that found no free port on the
 	// agent's source address (must stay 0: the source addresses are
 	// spread for that, limits.go).
-	refused, reset, noPort atomic.Int64
-	otherErr               atomic.Int64 // any other error
-	lastOther              atomic.Pointer[string]
+	refused, reset, noPort, unavailable atomic.Int64
+	otherErr                            atomic.Int64 // any other error
+	lastOther                           atomic.Pointer[string]
 }
 
 // connErr counts a dial that failed or a connection cut.
@@ -222,6 +223,10 @@ func (s *connectStats) connErr(err error) {
 		s.reset.Add(1)
 	case errors.Is(err, syscall.EADDRINUSE), errors.Is(err, syscall.EADDRNOTAVAIL):
 		s.noPort.Add(1)
+	default:
+		if se := (*client.DialStatusError)(nil); errors.As(err, &se) && se.StatusCode == http.StatusServiceUnavailable {
+			s.unavailable.Add(1)
+		}
 	}
 }
 

@@ -95,6 +95,7 @@ type lgReply struct {
 	Refused       int64   `json:"refused,omitempty"`
 	ResetAtAccept int64   `json:"reset-at-accept,omitempty"`
 	NoPort        int64   `json:"no-port,omitempty"`
+	Unavailable   int64   `json:"unavailable,omitempty"`
 	Other         int64   `json:"other,omitempty"`
 	LastOther     string  `json:"last-other,omitempty"`
 
@@ -319,6 +320,7 @@ func sumReplies(rs []*lgReply) lgReply {
 		s.Refused += r.Refused
 		s.ResetAtAccept += r.ResetAtAccept
 		s.NoPort += r.NoPort
+		s.Unavailable += r.Unavailable
 		s.Other += r.Other
 		if r.LastOther != "" {
 			s.LastOther = r.LastOther
@@ -558,7 +560,7 @@ func (lg *lgChild) counts() *lgReply {
 	lg.mu.Lock()
 	ends := maps.Clone(lg.ends)
 	lg.mu.Unlock()
-	return &lgReply{Ends: ends, TryAgain: lg.st.tryAgain.Load(), ConnErrors: lg.st.dialErr.Load(), Refused: lg.st.refused.Load(), ResetAtAccept: lg.st.reset.Load(),
+	return &lgReply{Ends: ends, TryAgain: lg.st.tryAgain.Load(), ConnErrors: lg.st.dialErr.Load(), Refused: lg.st.refused.Load(), ResetAtAccept: lg.st.reset.Load(), Unavailable: lg.st.unavailable.Load(),
 		NoPort: lg.st.noPort.Load(), Other: lg.st.otherErr.Load(), LastOther: deref(lg.st.lastOther.Load()),
 		Deliveries: lg.deliveries.Load(), Duplicates: lg.duplicates.Load(), Spurious: lg.spurious.Load(),
 		Down: lg.down.Load(), Back: lg.back.Load(),

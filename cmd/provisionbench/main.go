@@ -199,6 +199,7 @@ type options struct {
 	loginConcurrent int
 	shedLatency     time.Duration
 	drain           time.Duration
+	rebalance       bool
 	// agentPingTimeout is how long an agent's ping may take before its
 	// client ends the connection (rpc/client's Config.PingTimeout).
 	agentPingTimeout time.Duration
@@ -289,6 +290,7 @@ func parseOptions(name string, args []string, stdout, stderr io.Writer) (*option
 	fs.IntVar(&o.loginConcurrent, "login-concurrent", d.LoginConcurrent, "self-started daemon: agent logins at once")
 	fs.DurationVar(&o.shedLatency, "shed-latency", d.ShedLatency, "self-started daemon: refuse new connections while its goroutines' p99 wait to run is at least this (0: never)")
 	fs.DurationVar(&o.drain, "drain", 0, "self-started daemons: on each stop (storm, storm --rolling), close the agents' connections spread over this long first, as provisiond's --drain (0: all at once)")
+	fs.BoolVar(&o.rebalance, "rebalance", d.Rebalance, "self-started daemons on etcd: one over its share of the connections hands agents to one with room, as provisiond's --rebalance")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: provisionbench %s [flags]\n\nflags:\n", name)
 		fs.PrintDefaults()
@@ -387,6 +389,7 @@ func maxInt(xs []int) int {
 func (o *options) daemonConfig(c *daemon.Config) {
 	c.LoginRateMax, c.LoginRateRefill, c.LoginConcurrent = o.loginRateMax, o.loginRateRefill, o.loginConcurrent
 	c.ShedLatency = o.shedLatency
+	c.Rebalance = o.rebalance
 	if n := o.maxConnsFlag(); n > 0 {
 		c.MaxConns = n
 	}
@@ -411,6 +414,9 @@ func (o *options) daemonFlags() []string {
 	}
 	if o.drain > 0 {
 		out = append(out, "--drain", o.drain.String())
+	}
+	if !o.rebalance {
+		out = append(out, "--rebalance=false")
 	}
 	if n := o.maxConnsFlag(); n > 0 {
 		out = append(out, "--max-connections", strconv.Itoa(n))
@@ -532,6 +538,9 @@ func runWorkload(ctx context.Context, w *workload, o *options) error {
 	}
 	if o.drain > 0 && t.mode != modeExternal {
 		rep.Parameters["daemon-drain"] = o.drain.String()
+	}
+	if !o.rebalance && t.mode != modeExternal {
+		rep.Parameters["daemon-rebalance"] = "false"
 	}
 	if o.localAddr(t.addr, 0) != nil {
 		rep.Parameters["agent-source-addresses"] = o.sources.describe()

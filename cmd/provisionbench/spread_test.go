@@ -167,7 +167,7 @@ func TestSpreadStorm(t *testing.T) {
 		}
 	}
 
-	rep = runJSON(t, "storm", "-n", "60", "--store", "etcd", "--daemons", "2", "--loadgens", "2", "--rolling")
+	rep = runJSON(t, "storm", "-n", "60", "--store", "etcd", "--daemons", "2", "--loadgens", "2", "--rolling", "--rebalance=false")
 	// Daemon 1's 30 agents move to daemon 2, then all 60 to daemon 1.
 	if v := figure(t, rep, 60, "reconnections"); v != 90 {
 		t.Errorf("reconnections = %v, want 90", v)
@@ -183,7 +183,8 @@ func TestSpreadStorm(t *testing.T) {
 			t.Errorf("--rolling: %s = %v, want %v", name, v, want)
 		}
 	}
-	// Nothing sends them back: the daemon restarted last holds none.
+	// Without the daemons' rebalancing nothing sends them back: the
+	// daemon restarted last holds none.
 	for name, want := range map[string]float64{"daemon 1: agents after": 60, "daemon 2: agents after": 0,
 		"agents per daemon after, most": 60, "daemons holding no agent after": 1} {
 		if v := figure(t, rep, 60, name); v != want {
@@ -192,6 +193,21 @@ func TestSpreadStorm(t *testing.T) {
 	}
 	if figure(t, rep, 60, "longest without a daemon") <= 0 {
 		t.Error("no time without a daemon")
+	}
+
+	// With it (the default) the daemon over its share (60, by more than
+	// the margin of 32) hands agents to the one restarted last.
+	rep = runJSON(t, "storm", "-n", "160", "--watchers", "1", "--store", "etcd", "--daemons", "2", "--loadgens", "1", "--rolling")
+	checkZero(t, rep, 160, "other errors")
+	checkZero(t, rep, 160, "daemons holding no agent after")
+	if most := figure(t, rep, 160, "agents per daemon after, most"); most > 80+32+8 {
+		t.Errorf("--rolling, rebalancing: %v agents on the busiest daemon after, want at most 120", most)
+	}
+	if figure(t, rep, 160, "rebalanced, from the last restart") <= 0 {
+		t.Error("--rolling, rebalancing: no time to rebalance")
+	}
+	if figure(t, rep, 160, "  of which HTTP 503 (a daemon draining, or over its share: rebalancing)") <= 0 {
+		t.Error("--rolling, rebalancing: no dial refused by the daemon over its share")
 	}
 
 	// With a drain each stop hands its agents over a share at a time;

@@ -50,6 +50,7 @@ func setConnect(v *values, prefix string, s lgReply) {
 	v.set(prefix+"  of which refused (not listening)", "", float64(s.Refused))
 	v.set(prefix+"  of which reset at accept (over a bound, or shed)", "", float64(s.ResetAtAccept))
 	v.set(prefix+"  of which no free source port", "", float64(s.NoPort))
+	v.set(prefix+"  of which HTTP 503 (a daemon draining, or over its share: rebalancing)", "", float64(s.Unavailable))
 	v.set(prefix+"other errors", "", float64(s.Other))
 	if len(s.Ends) > 0 {
 		v.setCount(prefix+"agents' connections ended, as the agents saw it", s.Ends.total())
@@ -487,6 +488,42 @@ func (l *loadgens) setAgentsOn(v *values, live []int) error {
 	return nil
 }
 
+// waitBalanced waits, at most balanceWait, for every one of n agents to
+// be connected and no daemon of d to hold more than its share by more
+// than the daemons' balancer allows (its margin, and a few for this
+// tool's own connections, which the daemons count and the load
+// generators do not). It returns how long that took.
+func (l *loadgens) waitBalanced(ctx context.Context, n, d int) (time.Duration, error) {
+	share := (n + d - 1) / d
+	limit := share + max(32, share/10) + 8
+	t0 := time.Now()
+	timeout := time.After(balanceWait)
+	for {
+		rs, err := l.all(lgRequest{Op: "status"})
+		if err != nil {
+			return 0, err
+		}
+		s := sumReplies(rs)
+		most := 0
+		for i := range d {
+			most = max(most, s.PerDaemon[i])
+		}
+		if s.Down == 0 && most <= limit {
+			return time.Since(t0), nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-timeout:
+			return 0, fmt.Errorf("after %s the daemons have not rebalanced: %d agents on the busiest (want at most %d), %d without a daemon", balanceWait, most, limit, s.Down)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// balanceWait bounds waitBalanced.
+const balanceWait = 10 * time.Minute
+
 // reconnects are the load generators' reconnections, as durations from t0
 // (back) and without a daemon (gap).
 type reconnects struct {
@@ -513,6 +550,12 @@ func collectReconnects(evs []lgReconnect, t0 time.Time, keep func(lgReconnect) b
 // waitBack waits until the load generators report back reconnections
 // made and no agent without a daemon, or ctx or 10 minutes end.
 func (l *loadgens) waitBack(ctx context.Context, back int64, exited ...chan struct{}) (lgReply, error) {
+	return l.waitBackWhen(ctx, back, nil, exited...)
+}
+
+// waitBackWhen is waitBack that also waits for done (nil: nothing more)
+// to hold of the load generators' status.
+func (l *loadgens) waitBackWhen(ctx context.Context, back int64, done func(lgReply) bool, exited ...chan struct{}) (lgReply, error) {
 	timeout := time.After(10 * time.Minute)
 	for {
 		rs, err := l.all(lgRequest{Op: "status"})
@@ -520,7 +563,7 @@ func (l *loadgens) waitBack(ctx context.Context, back int64, exited ...chan stru
 			return lgReply{}, err
 		}
 		s := sumReplies(rs)
-		if s.Back >= back && s.Down == 0 {
+		if s.Back >= back && s.Down == 0 && (done == nil || done(s)) {
 			return s, nil
 		}
 		for _, ch := range exited {
@@ -858,7 +901,10 @@ func rollingStorm(ctx context.Context, e *env, lg *loadgens, n int) (*values, er
 			fmt.Fprintf(e.o.stderr, "provisionbench: daemon stop: %v\n", err)
 		}
 		moved += int64(on)
-		if _, err := lg.waitBack(ctx, moved); err != nil {
+		// Every agent connected, none on the stopped daemon: with the
+		// daemons rebalancing, the reconnections counted (back) include
+		// agents handed from one live daemon to another.
+		if _, err := lg.waitBackWhen(ctx, moved, func(s lgReply) bool { return s.PerDaemon[i] == 0 }); err != nil {
 			return nil, e.withDaemonEnds(fmt.Errorf("daemon %d's agents: %w", i+1, err))
 		}
 		hw, err := t.watchHealth(ctx)
@@ -881,9 +927,18 @@ func rollingStorm(ctx context.Context, e *env, lg *loadgens, n int) (*values, er
 		v.set(fmt.Sprintf("daemon %d: stopped, agents moved and restarted", i+1), "s", hf.firstOK.Sub(ti).Seconds())
 	}
 	total := time.Since(t0)
+	if e.o.rebalance && len(e.targets) > 1 {
+		// The daemons hand agents to the one restarted last, which
+		// starts with none, until each holds its share within the
+		// balancer's margin (internal/daemon's balance.go).
+		e.o.progress.set("storm --rolling: waiting for the daemons to rebalance")
+		took, err := lg.waitBalanced(ctx, n, len(e.targets))
+		if err != nil {
+			return nil, err
+		}
+		v.set("rebalanced, from the last restart", "s", took.Seconds())
+	}
 	stolen := readCPUTicks().stolenSince(ticks0)
-	// The last daemon restarted is back once serving; its agents are on
-	// the others by then.
 	after := newValues()
 	if err := lg.setAgentsOn(after, seq(len(e.targets))); err != nil {
 		return nil, err

@@ -186,7 +186,8 @@ func runStorm(ctx context.Context, e *env, n int) (*values, error) {
 	v.set("connection errors", "", float64(st.dialErr.Load()))
 	v.set("  of which refused (not listening)", "", float64(st.refused.Load()))
 	v.set("  of which no free source port", "", float64(st.noPort.Load()))
-	v.set("  of which cut or timed out", "", float64(st.dialErr.Load()-st.refused.Load()-st.noPort.Load()))
+	v.set("  of which HTTP 503 (a daemon draining, or over its share: rebalancing)", "", float64(st.unavailable.Load()))
+	v.set("  of which cut or timed out", "", float64(st.dialErr.Load()-st.refused.Load()-st.noPort.Load()-st.unavailable.Load()))
 	v.set("other errors", "", float64(st.otherErr.Load()))
 	if !math.IsNaN(stolen) {
 		v.set("CPU stolen by the host", "%", stolen) // from the restart to all back

@@ -71,6 +71,7 @@ type options struct {
 	IdleTimeout       time.Duration `yaml:"idle-timeout"`
 	ShutdownTimeout   time.Duration `yaml:"shutdown-timeout"`
 	Drain             time.Duration `yaml:"drain"`
+	Rebalance         bool          `yaml:"rebalance"`
 
 	MaxAgentBinarySize int64 `yaml:"max-agent-binary-size"`
 
@@ -148,6 +149,7 @@ func defaultOptions(getenv func(string) string) options {
 		MaxHeaderBytes:    d.MaxHeaderBytes,
 		IdleTimeout:       d.IdleTimeout,
 		ShutdownTimeout:   DefaultShutdownTimeout,
+		Rebalance:         d.Rebalance,
 
 		MaxAgentBinarySize: agentbinaries.DefaultMaxSize,
 
@@ -211,6 +213,7 @@ func (o *options) settings() []setting {
 		{"idle-timeout", "close HTTP keep-alive connections idle for this long", &o.IdleTimeout},
 		{"shutdown-timeout", "how long a stop (SIGINT, SIGTERM) may take: connections still closing then are cut, and what etcd is not told by then goes when the lease expires", &o.ShutdownTimeout},
 		{"drain", "before a stop (SIGINT, SIGTERM): stop accepting and close the API connections spread evenly over this long, so that the other daemons sharing the store take the agents a share at a time (0: all at once, within --shutdown-timeout)", &o.Drain},
+		{"rebalance", "with several daemons sharing the store: while this daemon holds more than its share of the API connections and another has room, refuse new ones and hand a few agents at a time to the others (--rebalance=false: never); a reload changes it", &o.Rebalance},
 		{"max-agent-binary-size", "largest agent binaries upload in bytes", &o.MaxAgentBinarySize},
 		{"gc-heap-floor", "removed: set $GOGC or $GOMEMLIMIT instead", &o.GCHeapFloor},
 		{"agent", "run the reference agent in this process on its simulated cloud: sim (a demo; see provisionagent)", &o.Agent},
@@ -360,6 +363,8 @@ func bindFlag(fs *pflag.FlagSet, s setting) {
 		fs.Int64Var(p, s.name, *p, s.usage)
 	case *time.Duration:
 		fs.DurationVar(p, s.name, *p, s.usage)
+	case *bool:
+		fs.BoolVar(p, s.name, *p, s.usage)
 	default:
 		panic(fmt.Sprintf("unsupported option type %T", p))
 	}
@@ -387,6 +392,12 @@ func setValue(ptr any, v string) error {
 			return fmt.Errorf("%q is not a duration (like 30s or 3m)", v)
 		}
 		*p = d
+	case *bool:
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("%q is not true or false", v)
+		}
+		*p = b
 	}
 	return nil
 }
@@ -439,6 +450,7 @@ func (o *options) daemonConfig() daemon.Config {
 		MaxPendingConns:      o.MaxPendingConns,
 		MaxPendingPerAddress: o.MaxPendingPerAddress,
 		MaxWatchersPerEntity: o.MaxWatchersPerEntity,
+		Rebalance:            o.Rebalance,
 
 		LoginFailures:    o.LoginFailures,
 		LoginBackoffMax:  o.LoginBackoffMax,
@@ -465,5 +477,5 @@ func splitList(s string) []string {
 // live are the settings a reload (SIGHUP) applies while serving; every
 // other change needs a restart.
 func (o *options) live() daemon.Live {
-	return daemon.Live{LoginRateMax: o.LoginRateMax, LoginRateRefill: o.LoginRateRefill, HistoryRetention: o.historyRetention}
+	return daemon.Live{LoginRateMax: o.LoginRateMax, LoginRateRefill: o.LoginRateRefill, HistoryRetention: o.historyRetention, Rebalance: o.Rebalance}
 }

@@ -66,6 +66,8 @@ func TestOptionsErrors(t *testing.T) {
 		{"missing file", []string{"--config", "/nonexistent.yaml"}, nil, "no such file"},
 		{"bad env number", nil, map[string]string{"PROVISIOND_MAX_WATCHERS": "many"}, `"many" is not a whole number`},
 		{"bad env duration", nil, map[string]string{"PROVISIOND_PING_TIMEOUT": "soon"}, "is not a duration"},
+		{"bad env boolean", nil, map[string]string{"PROVISIOND_REBALANCE": "sometimes"}, `"sometimes" is not true or false`},
+		{"bad boolean flag", []string{"--rebalance=sometimes"}, nil, `invalid argument "sometimes" for "--rebalance" flag`},
 		{"stray argument", []string{"extra"}, nil, "unexpected arguments"},
 		// The removed heap floor, wherever an operator's setup still
 		// carries it, is refused with its replacement named.

@@ -19,7 +19,8 @@ import (
 // A stop with a drain, set by a reload just before it as an operator
 // rolling a controller's daemons would: the daemon stops accepting and
 // closes its agents' connections a share at a time over the drain, each
-// with the going-away close frame, then stops as usual and exits 0.
+// with the going-away close frame, then stops as usual and exits 0. The
+// same reload turns --rebalance off: it changes without a restart.
 func TestDrainOnStop(t *testing.T) {
 	const n, drain = 8, 2 * time.Second
 	dir := t.TempDir()
@@ -30,11 +31,12 @@ func TestDrainOnStop(t *testing.T) {
 	data := filepath.Join(dir, "data")
 	p := startService(t, nil, "--config", cfg, "--data-dir", data)
 	p.waitLog(t, "serving", msgIs("serving"))
-	if err := os.WriteFile(cfg, []byte("log-level: info\ndrain: "+drain.String()+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte("log-level: info\ndrain: "+drain.String()+"\nrebalance: false\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	p.signal(t, syscall.SIGHUP)
-	if l := p.waitLog(t, "reloaded", msgIs("reloaded")); !strings.Contains(l["changed"].(string), "drain 0s -> 2s") {
+	if l := p.waitLog(t, "reloaded", msgIs("reloaded")); !strings.Contains(l["changed"].(string), "drain 0s -> 2s") ||
+		!strings.Contains(l["changed"].(string), "rebalance true -> false") {
 		t.Fatalf("reloaded: %v", l)
 	}
 

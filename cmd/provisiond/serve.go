@@ -261,7 +261,7 @@ func (s *service) startWatchdog(d *daemon.Daemon) (stop func()) {
 }
 
 // liveSettings change on a reload; the others wait for a restart.
-var liveSettings = map[string]bool{"log-level": true, "login-rate-max": true, "login-rate-refill": true, "history-retention": true, "drain": true}
+var liveSettings = map[string]bool{"log-level": true, "login-rate-max": true, "login-rate-refill": true, "history-retention": true, "drain": true, "rebalance": true}
 
 // reload reads the settings again (flags, environment and config file, as
 // at start), applies those that can change while serving and logs what it
@@ -292,6 +292,7 @@ func (s *service) reload(d *daemon.Daemon, cur options) options {
 	} else {
 		cur.LoginRateMax, cur.LoginRateRefill = next.LoginRateMax, next.LoginRateRefill
 		cur.HistoryRetention, cur.historyRetention = next.HistoryRetention, next.historyRetention
+		cur.Rebalance = next.Rebalance
 	}
 	if next.Drain != cur.Drain {
 		// Read at the stop: a rolling restart's operator may set it just

@@ -354,6 +354,7 @@ func (d *Daemon) startCluster() {
 	}()
 	d.cluster.wg.Go(func() { d.publishPresence(ctx) }) // presence.go
 	d.cluster.wg.Go(func() { d.followPresence(ctx) })
+	d.cluster.wg.Go(func() { d.balanceLoop(ctx) }) // balance.go
 	every, compact := d.cfg.Etcd.CompactionInterval, true
 	switch {
 	case every == 0:

@@ -85,6 +85,12 @@ type Config struct {
 	MaxConnsPerEntity    int
 	MaxWatchersPerEntity int
 
+	// Rebalance, on a store several daemons share, has a daemon holding
+	// more than its share of the controller's connections refuse new ones
+	// and hand a few of its agents at a time to a daemon with room
+	// (balance.go). Live: Reload.
+	Rebalance bool
+
 	// MaxPendingConns bounds the connections that have not logged in (0:
 	// half of MaxConns), MaxPendingPerAddress those of one client (0: a
 	// sixteenth of MaxConns, at least 8, at most a quarter of
@@ -183,6 +189,7 @@ func Default(dataDir string) Config {
 
 		MaxConnsPerEntity:    DefaultMaxConnsPerEntity,
 		MaxWatchersPerEntity: DefaultMaxWatchersPerEntity,
+		Rebalance:            true,
 		LoginFailures:        admin.DefaultLoginFailures,
 		LoginBackoffMax:      admin.DefaultLoginBackoffMax,
 		MetricsAuth:          MetricsAuthLocal,
@@ -282,21 +289,26 @@ type Daemon struct {
 	// lastServers is the last list of API servers read (apiHostPorts).
 	lastServers atomic.Pointer[[][]params.HostPort]
 	cluster     *cluster // the shared-store goroutines; nil on bbolt
-	binaries    *agentbinaries.Server
-	metrics     *metrics
-	environ     *environ.Provider
-	dash        *dashboard.Dashboard
-	agents      prometheus.Gauge
-	presence    *presence.Recorder   // who is connected (presence.go)
-	entities    *facade.EntityLimits // connections and watchers per agent or user (limits.go)
-	done        chan struct{}
-	serveErr    error
-	failure     *storeFailure // the store's failure (storefail.go)
-	limiter     *admin.Limiter
-	audit       *auditor
-	svc         service
-	singular    *singular.Runner // the controller's singular workers (singular.go)
-	history     history          // the history's retention and figures (history.go)
+	// balance is the balancing of agents between daemons (balance.go; nil
+	// on bbolt); rebalance is --rebalance, draining set once Drain began.
+	balance   *balancer
+	rebalance atomic.Bool
+	draining  atomic.Bool
+	binaries  *agentbinaries.Server
+	metrics   *metrics
+	environ   *environ.Provider
+	dash      *dashboard.Dashboard
+	agents    prometheus.Gauge
+	presence  *presence.Recorder   // who is connected (presence.go)
+	entities  *facade.EntityLimits // connections and watchers per agent or user (limits.go)
+	done      chan struct{}
+	serveErr  error
+	failure   *storeFailure // the store's failure (storefail.go)
+	limiter   *admin.Limiter
+	audit     *auditor
+	svc       service
+	singular  *singular.Runner // the controller's singular workers (singular.go)
+	history   history          // the history's retention and figures (history.go)
 
 	mu       sync.Mutex // guards stopping (and the expiry timer's re-arming)
 	stopping bool
@@ -443,6 +455,10 @@ func Start(cfg Config) (d *Daemon, err error) {
 			return st, d.HistoryRetention(), err
 		},
 	}
+	if cfg.shared() {
+		d.balance = d.newBalancer()
+	}
+	d.rebalance.Store(cfg.Rebalance)
 	d.rpc, err = rpc.NewServer(rpc.Config{
 		NewRoot:           d.noticeLogins(d.audit.audited(facade.NewRootFunc(deps))),
 		Logger:            log,
@@ -455,6 +471,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 		WriteTimeout:      cfg.WriteTimeout,
 		Settle:            d.hub.Sync,
 		Observer:          d.metrics,
+		Admit:             d.admit,
 	})
 	if err != nil {
 		return nil, err
@@ -751,6 +768,7 @@ func (d *Daemon) Drain(ctx context.Context, over time.Duration) error {
 	ctx, cancelDrain := context.WithTimeout(ctx, over+drainSlack)
 	defer cancelDrain()
 	t0 := time.Now()
+	d.draining.Store(true) // the other daemons learn it from its load record (balance.go)
 	d.log.Info("draining: closing the API connections a share at a time", "connections", d.rpc.Conns(), "over", over)
 	// Stop accepting: the listener closes. HTTP requests under way (an
 	// agent binary's download, a backup) go on; Shutdown waits for them.

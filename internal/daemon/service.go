@@ -178,6 +178,8 @@ type Live struct {
 	LoginRateRefill time.Duration
 	// HistoryRetention: zero is store.DefaultRetention.
 	HistoryRetention store.Retention
+	// Rebalance is Config.Rebalance.
+	Rebalance bool
 }
 
 // Reload applies what can change while serving and says what it did, one
@@ -207,6 +209,10 @@ func (d *Daemon) Reload(l Live) ([]string, error) {
 		if now := d.history.Retention(); now != old {
 			did = append(did, fmt.Sprintf("history-retention %s -> %s", old, now))
 		}
+	}
+	if l.Rebalance != d.rebalance.Load() {
+		did = append(did, fmt.Sprintf("rebalance %t -> %t", d.rebalance.Load(), l.Rebalance))
+		d.rebalance.Store(l.Rebalance)
 	}
 	changed, err := d.reloadCertificate()
 	if err != nil {

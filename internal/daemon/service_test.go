@@ -257,7 +257,7 @@ func TestAuditTrail(t *testing.T) {
 	if err := os.Rename(auditPath, auditPath+".1"); err != nil {
 		t.Fatal(err)
 	}
-	did, err := d.Reload(daemon.Live{LoginRateMax: daemon.DefaultLoginRateMax, LoginRateRefill: daemon.DefaultLoginRateRefill})
+	did, err := d.Reload(daemon.Live{LoginRateMax: daemon.DefaultLoginRateMax, LoginRateRefill: daemon.DefaultLoginRateRefill, Rebalance: true})
 	if err != nil || !slices.Contains(did, "reopened the audit log "+auditPath) {
 		t.Fatalf("Reload = %q, %v", did, err)
 	}
@@ -408,7 +408,7 @@ func TestRotateCertificateAndReload(t *testing.T) {
 	if got := servedCert(t, d, ""); got.SerialNumber.Cmp(before.SerialNumber) != 0 {
 		t.Fatal("the new certificate was served before the reload")
 	}
-	did, err := d.Reload(daemon.Live{LoginRateMax: 1, LoginRateRefill: time.Hour})
+	did, err := d.Reload(daemon.Live{LoginRateMax: 1, LoginRateRefill: time.Hour, Rebalance: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -434,12 +434,15 @@ func TestRotateCertificateAndReload(t *testing.T) {
 	_, err = c.LoginAgent(ctxT(t), a.Tag, a.Password, a.Nonce)
 	wantErr(t, err, "", params.CodeTryAgain)
 	// Nothing changed: nothing done.
-	if did, err := d.Reload(daemon.Live{LoginRateMax: 1, LoginRateRefill: time.Hour}); err != nil || len(did) != 0 {
+	if did, err := d.Reload(daemon.Live{LoginRateMax: 1, LoginRateRefill: time.Hour, Rebalance: true}); err != nil || len(did) != 0 {
 		t.Errorf("second Reload = %q, %v", did, err)
 	}
 	// One setting changed: only it is said to change.
-	if did, err := d.Reload(daemon.Live{LoginRateMax: 2, LoginRateRefill: time.Hour}); err != nil || !slices.Equal(did, []string{"login-rate-max 1 -> 2"}) {
+	if did, err := d.Reload(daemon.Live{LoginRateMax: 2, LoginRateRefill: time.Hour, Rebalance: true}); err != nil || !slices.Equal(did, []string{"login-rate-max 1 -> 2"}) {
 		t.Errorf("Reload of login-rate-max alone = %q, %v", did, err)
+	}
+	if did, err := d.Reload(daemon.Live{LoginRateMax: 2, LoginRateRefill: time.Hour}); err != nil || !slices.Equal(did, []string{"rebalance true -> false"}) {
+		t.Errorf("Reload of rebalance alone = %q, %v", did, err)
 	}
 	// A data dir without a generated certificate: rotate-cert says why.
 	if _, err := daemon.RotateCertificate(t.TempDir()); err == nil || !strings.Contains(err.Error(), "no ca.crt in") {

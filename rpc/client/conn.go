@@ -205,6 +205,23 @@ type header struct {
 
 // Dial connects and starts the connection's reader goroutine. The caller
 // must Close the returned Conn.
+// DialStatusError is a dial the server answered with an HTTP status
+// instead of the upgrade: 503 from a daemon that is stopping or draining,
+// or holds more than its share of the agents of several, with the others
+// to go to (the address's next dial may be admitted; another address is).
+type DialStatusError struct {
+	URL        string
+	StatusCode int
+	Status     string
+	Err        error
+}
+
+func (e *DialStatusError) Error() string {
+	return fmt.Sprintf("client: dial %s: %v (HTTP %s)", e.URL, e.Err, e.Status)
+}
+
+func (e *DialStatusError) Unwrap() error { return e.Err }
+
 func Dial(ctx context.Context, cfg Config) (*Conn, error) {
 	cfg = withDefaults(cfg)
 	ws, err := dial(ctx, cfg)
@@ -292,7 +309,7 @@ func dial(ctx context.Context, cfg Config) (*websocket.Conn, error) {
 	ws, resp, err := d.DialContext(ctx, u, hdr)
 	if err != nil {
 		if resp != nil {
-			return nil, fmt.Errorf("client: dial %s: %w (HTTP %s)", u, err, resp.Status)
+			return nil, &DialStatusError{URL: u, StatusCode: resp.StatusCode, Status: resp.Status, Err: err}
 		}
 		return nil, fmt.Errorf("client: dial %s: %w", u, err)
 	}
