@@ -213,7 +213,7 @@ func (o *options) settings() []setting {
 		{"idle-timeout", "close HTTP keep-alive connections idle for this long", &o.IdleTimeout},
 		{"shutdown-timeout", "how long a stop (SIGINT, SIGTERM) may take: connections still closing then are cut, and what etcd is not told by then goes when the lease expires", &o.ShutdownTimeout},
 		{"drain", "before a stop (SIGINT, SIGTERM): stop accepting and close the API connections spread evenly over this long, so that the other daemons sharing the store take the agents a share at a time (0: all at once, within --shutdown-timeout)", &o.Drain},
-		{"rebalance", "with several daemons sharing the store: while this daemon holds more than its share of the API connections and another has room, refuse new ones and hand a few agents at a time to the others (--rebalance=false: never); a reload changes it", &o.Rebalance},
+		{"rebalance", "with several daemons sharing the store, while another holds well under its share of the API connections: at or over its share refuse new ones, well over it hand a few agents at a time to the others (--rebalance=false: never); a reload changes it", &o.Rebalance},
 		{"max-agent-binary-size", "largest agent binaries upload in bytes", &o.MaxAgentBinarySize},
 		{"gc-heap-floor", "removed: set $GOGC or $GOMEMLIMIT instead", &o.GCHeapFloor},
 		{"agent", "run the reference agent in this process on its simulated cloud: sim (a demo; see provisionagent)", &o.Agent},

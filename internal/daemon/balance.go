@@ -21,26 +21,29 @@ import (
 // daemon publishes how many API connections it holds, and whether it is
 // draining, in a record under its lease (state.APIServerLoad), and reads
 // the others'. Every balanceInterval it works out the fair share (the
-// connections of the daemons not draining, over their number). When it
-// holds more than its share by more than the margin (balanceMargin) and a
-// daemon not draining holds less than its share, and while --rebalance is
-// on, it:
+// connections of the daemons not draining, over their number) and the
+// margin (balanceMargin). While a daemon not draining holds less than its
+// share by more than the margin (it has room), --rebalance is on, and the
+// daemons' connections together have held steady for a few seconds
+// (balanceSteady: not while the fleet connects), a daemon:
 //
-//  1. refuses new API connections with HTTP 503 (rpc.Config.Admit): an
-//     agent dials the addresses it knows, one more every 200 ms (Juju's
-//     dialAPI), and keeps the first that connects, so it lands where there
-//     is room;
-//  2. closes a few of its logged-in connections with 1001 (rpc.Server.Shed),
+//  1. at its share or over it, refuses new API connections with HTTP 503
+//     (rpc.Config.Admit): an agent dials the addresses it knows, one more
+//     every 200 ms (Juju's dialAPI), and keeps the first that connects, so
+//     it lands where there is room, and never on a daemon near the margin
+//     that would then shed it again;
+//  2. over its share by more than the margin, also closes a few of its
+//     logged-in connections with 1001 (rpc.Server.Shed),
 //     at most a balanceRate share of them per interval (balanceMinShed at
 //     least) and never more than it holds over its share or the others lack, as a drain closes them: each agent
 //     reconnects, to a daemon with room.
 //
-// Should the connections shed not arrive (the daemons with room do not
-// fill, their addresses unreachable from the agents though their records
-// live), it stops after balanceStall intervals without progress, warns,
-// and tries again balanceBackoff later: a shed agent is never sent into a
-// black hole for long. A daemon alone, or on bbolt, publishes nothing and
-// never refuses.
+// Should the agents it sends on (shed, or refused) not arrive (the
+// daemons with room do not fill, their addresses unreachable from the
+// agents though their records live), it stops refusing and shedding after
+// balanceStall intervals without progress, warns, and tries again
+// balanceBackoff later: no agent is sent into a black hole for long. A
+// daemon alone never refuses; on bbolt none of this runs.
 
 // balanceInterval is how often a daemon publishes its load and decides.
 const balanceInterval = time.Second
@@ -70,12 +73,27 @@ const (
 	balanceBackoff = time.Minute
 )
 
+// balanceSteady is how many intervals the connections of every daemon
+// together, the draining ones' included, must have held within
+// balanceSteadyShare (and balanceMinMargin) before a daemon acts: while
+// the fleet is connecting (a start, a storm of every daemon at once) the
+// daemons fill at different paces, and shedding then would only add
+// reconnections at the busiest moment. A drain, and a rolling restart,
+// move agents between daemons and keep that total.
+const (
+	balanceSteady      = 5
+	balanceSteadyShare = 0.02
+)
+
 // balanceWriteTimeout bounds one publish of the load.
 const balanceWriteTimeout = 10 * time.Second
 
 // balancePlan is what one daemon does in one interval.
 type balancePlan struct {
-	share, margin int
+	// total is the connections of the daemons not draining, share what
+	// each would hold were they even; all counts the draining ones' too
+	// (what holds steady while agents move between daemons).
+	total, all, share, margin int
 	// refuse is true when this daemon should refuse new connections; shed
 	// is how many of its connections it should close.
 	refuse bool
@@ -93,27 +111,39 @@ func planBalance(self string, own state.APIServerLoad, loads []state.APIServerLo
 		return p
 	}
 	total, n := own.Conns, 1
+	p.all = own.Conns
 	for _, l := range loads {
-		if l.Server != self && !l.Draining {
+		if l.Server == self {
+			continue
+		}
+		p.all += l.Conns
+		if !l.Draining {
 			total += l.Conns
 			n++
 		}
 	}
+	p.total = total
 	if n < 2 {
 		return p
 	}
 	p.share = (total + n - 1) / n
 	p.margin = max(balanceMinMargin, int(float64(p.share)*balanceMargin))
 	for _, l := range loads {
-		if l.Server != self && !l.Draining && l.Conns < p.share {
+		if l.Server != self && !l.Draining && l.Conns < p.share-p.margin {
 			p.room += p.share - l.Conns
 		}
 	}
-	if own.Conns <= p.share+p.margin || p.room == 0 {
+	if p.room == 0 {
 		return p
 	}
-	p.refuse = true
-	p.shed = min(own.Conns-p.share, p.room, max(balanceMinShed, int(float64(own.Conns)*balanceRate)))
+	// At its share or over it, a daemon refuses, so that the agents moved
+	// land on the daemons with room and not on one a little under the
+	// margin, which would then shed them again; it sheds only over the
+	// margin.
+	p.refuse = own.Conns >= p.share
+	if own.Conns > p.share+p.margin {
+		p.shed = min(own.Conns-p.share, p.room, max(balanceMinShed, int(float64(own.Conns)*balanceRate)))
+	}
 	return p
 }
 
@@ -121,6 +151,7 @@ func planBalance(self string, own state.APIServerLoad, loads []state.APIServerLo
 type balancer struct {
 	refusing atomic.Bool
 	share    atomic.Int64
+	refusals atomic.Int64 // connections refused, for the loop's stall check
 	refused  prometheus.Counter
 	shed     prometheus.Counter
 }
@@ -130,6 +161,7 @@ func (d *Daemon) admit() error {
 	if d.balance == nil || !d.balance.refusing.Load() {
 		return nil
 	}
+	d.balance.refusals.Add(1)
 	d.balance.refused.Inc()
 	return fmt.Errorf("this API server holds more than its share (%d) of the controller's connections: try another", d.balance.share.Load())
 }
@@ -158,9 +190,11 @@ func (d *Daemon) balanceLoop(ctx context.Context) {
 	defer t.Stop()
 	defer d.balance.refusing.Store(false)
 	var published *state.APIServerLoad
-	var stalled, shedding int // intervals shedding without the room shrinking; and shedding at all
+	var stalled, shedding int // intervals sending agents on without the room shrinking; and shedding at all
+	var lastRefusals int64
 	lastRoom := -1
 	var pausedUntil time.Time
+	var totals []int // the last balanceSteady intervals' totals
 	for {
 		select {
 		case <-ctx.Done():
@@ -191,10 +225,19 @@ func (d *Daemon) balanceLoop(ctx context.Context) {
 		}
 		p := planBalance(d.serverID, own, loads)
 		d.balance.share.Store(int64(p.share))
-		if !d.rebalance.Load() || time.Now().Before(pausedUntil) {
+		totals = append(totals, p.all)
+		if len(totals) > balanceSteady {
+			totals = totals[1:]
+		}
+		if !d.rebalance.Load() || time.Now().Before(pausedUntil) || !steady(totals) {
 			p.refuse, p.shed = false, 0
 		}
-		if p.shed > 0 {
+		refusals := d.balance.refusals.Load()
+		refusedSince := refusals - lastRefusals
+		lastRefusals = refusals
+		// Sending agents on (shedding, or refusing those that came) while
+		// the room does not shrink: they do not arrive.
+		if p.shed > 0 || (p.refuse && refusedSince > 0) {
 			if lastRoom >= 0 && p.room >= lastRoom {
 				stalled++
 			} else {
@@ -223,4 +266,21 @@ func (d *Daemon) balanceLoop(ctx context.Context) {
 			shedding = 0
 		}
 	}
+}
+
+// steady reports whether the daemons' connections together held within
+// balanceSteadyShare of the latest (and balanceMinMargin) over the last
+// balanceSteady intervals.
+func steady(totals []int) bool {
+	if len(totals) < balanceSteady {
+		return false
+	}
+	last := totals[len(totals)-1]
+	within := max(balanceMinMargin, int(float64(last)*balanceSteadyShare))
+	for _, t := range totals {
+		if t < last-within || t > last+within {
+			return false
+		}
+	}
+	return true
 }
