@@ -3,7 +3,6 @@ package state
 import (
 	"context"
 	"encoding/json"
-	"strings"
 
 	"github.com/juju/errors"
 
@@ -38,7 +37,7 @@ type APIServerLoad struct {
 // nothing.
 func (st *State) PublishAPIServerLoad(ctx context.Context, l APIServerLoad) (release func(), err error) {
 	switch {
-	case l.Server == "" || len(l.Server) > maxAPIServerID || strings.ContainsAny(l.Server, "/\x00"):
+	case !validServerID(l.Server):
 		return nil, errors.NotValidf("API server id %q", l.Server)
 	case l.Conns < 0:
 		return nil, errors.NotValidf("connection count %d", l.Conns)
@@ -53,11 +52,5 @@ func (st *State) PublishAPIServerLoad(ctx context.Context, l APIServerLoad) (rel
 
 // APIServerLoads returns every live load record, in server id order.
 func (st *State) APIServerLoads(ctx context.Context) ([]APIServerLoad, error) {
-	var out []APIServerLoad
-	err := st.view(ctx, func(r reader) error {
-		var err error
-		out, err = list[APIServerLoad](r, KindAPIServerLoad, "")
-		return err
-	})
-	return out, err
+	return listLive[APIServerLoad](ctx, st, KindAPIServerLoad)
 }

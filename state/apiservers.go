@@ -36,6 +36,23 @@ type APIServer struct {
 // maxAPIServerID bounds a server id (it is part of a store key).
 const maxAPIServerID = 128
 
+// validServerID reports whether id may name an API server in a store key.
+func validServerID(id string) bool {
+	return id != "" && len(id) <= maxAPIServerID && !strings.ContainsAny(id, "/\x00")
+}
+
+// listLive returns every record of an ephemeral kind (the daemons' own
+// records: presence, loads), in key order.
+func listLive[T any](ctx context.Context, st *State, kind watcher.Kind) ([]T, error) {
+	var out []T
+	err := st.view(ctx, func(r reader) error {
+		var err error
+		out, err = list[T](r, kind, "")
+		return err
+	})
+	return out, err
+}
+
 // RegisterAPIServer records s as a live API server until release is
 // called, the State is closed, or the process dies. Agents learn every
 // live server's addresses from APIHostPorts (LoginResult.servers, the
@@ -43,7 +60,7 @@ const maxAPIServerID = 128
 // when one comes or goes.
 func (st *State) RegisterAPIServer(ctx context.Context, s APIServer) (release func(), err error) {
 	switch {
-	case s.ID == "" || len(s.ID) > maxAPIServerID || strings.ContainsAny(s.ID, "/\x00"):
+	case !validServerID(s.ID):
 		return nil, errors.NotValidf("API server id %q", s.ID)
 	case len(s.Addresses) == 0:
 		return nil, errors.NotValidf("API server %q without addresses", s.ID)

@@ -3,7 +3,6 @@ package state
 import (
 	"context"
 	"encoding/json"
-	"strings"
 
 	"github.com/juju/errors"
 
@@ -38,7 +37,7 @@ type PresenceRecord struct {
 // then does nothing.
 func (st *State) PublishPresence(ctx context.Context, rec PresenceRecord) (release func(), err error) {
 	switch {
-	case rec.Server == "" || len(rec.Server) > maxAPIServerID || strings.ContainsAny(rec.Server, "/\x00"):
+	case !validServerID(rec.Server):
 		return nil, errors.NotValidf("API server id %q", rec.Server)
 	case !IsValidUUID(rec.Model):
 		return nil, errors.NotValidf("model UUID %q", rec.Model)
@@ -53,11 +52,5 @@ func (st *State) PublishPresence(ctx context.Context, rec PresenceRecord) (relea
 
 // PresenceRecords returns every live presence record, in key order.
 func (st *State) PresenceRecords(ctx context.Context) ([]PresenceRecord, error) {
-	var out []PresenceRecord
-	err := st.view(ctx, func(r reader) error {
-		var err error
-		out, err = list[PresenceRecord](r, KindPresence, "")
-		return err
-	})
-	return out, err
+	return listLive[PresenceRecord](ctx, st, KindPresence)
 }

@@ -33,10 +33,10 @@ import (
 //     it lands where there is room, and never on a daemon near the margin
 //     that would then shed it again;
 //  2. over its share by more than the margin, also closes a few of its
-//     logged-in connections with 1001 (rpc.Server.Shed),
-//     at most a balanceRate share of them per interval (balanceMinShed at
-//     least) and never more than it holds over its share or the others lack, as a drain closes them: each agent
-//     reconnects, to a daemon with room.
+//     logged-in connections with 1001 (rpc.Server.Shed), as a drain
+//     closes them: at most a balanceRate share of them per interval
+//     (balanceMinShed at least), never more than it holds over its share
+//     or the others lack. Each agent reconnects, to a daemon with room.
 //
 // Should the agents it sends on (shed, or refused) not arrive (the
 // daemons with room do not fill, their addresses unreachable from the

@@ -10,6 +10,10 @@
 // handshake gate, internal/connlimit, and the websocket upgrade, then return:
 // rpc.Server starts and tracks each API connection's reader, see package
 // rpc), the state's committer. Shutdown stops accepting, closes every API connection (which
-// stops their watchers), waits for them, then closes the state. Done is
-// closed when the HTTP server has stopped for any reason.
+// stops their watchers), waits for them, then closes the state. On a store
+// several daemons share, Start also starts the cluster's goroutines (the
+// API servers' follower, presence's publisher and follower, the balancer,
+// compaction under election: cluster.go, presence.go, balance.go), which
+// Shutdown stops before it closes the state. Done is closed when the HTTP
+// server has stopped for any reason.
 package daemon
