@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/provisiond/provisiond/internal/daemon"
 	"github.com/provisiond/provisiond/rpc/client"
 	"github.com/provisiond/provisiond/state/store/etcdstore/rawetcd"
 )
@@ -495,7 +496,7 @@ func (l *loadgens) setAgentsOn(v *values, live []int) error {
 // generators do not). It returns how long that took.
 func (l *loadgens) waitBalanced(ctx context.Context, n, d int) (time.Duration, error) {
 	share := (n + d - 1) / d
-	limit := share + max(32, share/10) + 8
+	limit := share + daemon.BalanceMargin(share) + 8
 	t0 := time.Now()
 	timeout := time.After(balanceWait)
 	for {

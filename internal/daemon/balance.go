@@ -66,6 +66,13 @@ const (
 	balanceMinMargin = 32
 )
 
+// BalanceMargin is how far past share a daemon holds connections before
+// it sheds, and short of it before it has room (--rebalance): a tenth of
+// the share, at least balanceMinMargin.
+func BalanceMargin(share int) int {
+	return max(balanceMinMargin, int(float64(share)*balanceMargin))
+}
+
 // balanceStall is how many intervals of shedding without the daemons
 // with room filling stop the shedding for balanceBackoff.
 const (
@@ -127,7 +134,7 @@ func planBalance(self string, own state.APIServerLoad, loads []state.APIServerLo
 		return p
 	}
 	p.share = (total + n - 1) / n
-	p.margin = max(balanceMinMargin, int(float64(p.share)*balanceMargin))
+	p.margin = BalanceMargin(p.share)
 	for _, l := range loads {
 		if l.Server != self && !l.Draining && l.Conns < p.share-p.margin {
 			p.room += p.share - l.Conns
